@@ -1,0 +1,123 @@
+# shoal — one Makefile for the library, the command line, the tests and the benchmarks.
+#
+#   make                  build/shoal, build/libshoal.a, build/libshoal.so
+#   make test             build and run every test binary; ends with "all tests: N passed, N failed"
+#   make test-san         the unit tests under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make test SAN=address (or thread, undefined): the same suite with one sanitizer
+#   make MPI=1            add the MPI transport (Open MPI or MPICH, found through mpicc)
+#   make install PREFIX=/usr/local
+#   make BUILD=build-x    build somewhere else (each developer or helper may use its own)
+#
+# Sources are found by wildcard: a new src/<module>/*.c joins the library and a new
+# tests/<module>/test_*.c becomes a test binary without editing this file.
+
+CC      ?= cc
+PREFIX  ?= /usr/local
+SAN     ?=
+MPI     ?= 0
+WERROR  ?= 0
+OPT     ?= -O3 -march=native
+
+ifeq ($(SAN),)
+BUILD   ?= build
+SANFLAGS :=
+else
+BUILD   ?= build/san-$(SAN)
+ifeq ($(SAN),address)
+SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+else
+SANFLAGS := -fsanitize=$(SAN) -fno-omit-frame-pointer
+endif
+OPT     := -O1 -g -march=native
+endif
+
+WARN    := -Wall -Wextra -Wshadow -Wundef -Wno-unused-parameter
+ifeq ($(WERROR),1)
+WARN    += -Werror
+endif
+
+CFLAGS_ALL := -std=c11 -D_GNU_SOURCE -fPIC -pthread $(OPT) -g $(WARN) $(SANFLAGS) \
+              -Iinclude -Isrc $(CFLAGS)
+LDLIBS_ALL := -pthread -lz -ldl -lm -lrt $(LDLIBS)
+
+# MPI: found through mpicc's own flags; feature macros are always defined, 0 or 1.
+ifeq ($(MPI),1)
+MPICC_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null || mpicc -show 2>/dev/null | sed 's/^[^ ]* //;s/-l[^ ]*//g;s/-L[^ ]*//g;s/-Wl,[^ ]*//g')
+MPICC_LIBS   := $(shell mpicc --showme:link 2>/dev/null || mpicc -show 2>/dev/null | sed 's/^[^ ]* //;s/-I[^ ]*//g;s/ [^-][^ ]*\.c//g')
+ifeq ($(strip $(MPICC_LIBS)),)
+$(error MPI=1 but mpicc was not found; install libopenmpi-dev or libmpich-dev)
+endif
+CFLAGS_ALL += -DSHOAL_HAVE_MPI=1 $(MPICC_CFLAGS)
+LDLIBS_ALL += $(MPICC_LIBS)
+$(info MPI: found (mpicc))
+else
+CFLAGS_ALL += -DSHOAL_HAVE_MPI=0
+endif
+
+# Debian puts cblas.h for OpenBLAS under /usr/include/<triplet>/ (found by default) or
+# /usr/include/openblas; the library itself is opened at run time (src/nn/gemm.c) so that
+# its kernels can be chosen from the CPU before it initialises.
+CFLAGS_ALL += $(shell test -d /usr/include/openblas && echo -I/usr/include/openblas)
+
+LIB_SRC  := $(sort $(wildcard src/base/*.c src/comm/*.c src/nn/*.c src/data/*.c \
+                               src/train/*.c src/io/*.c))
+CLI_SRC  := $(sort $(wildcard src/cli/*.c))
+TEST_SRC := $(sort $(wildcard tests/*/test_*.c))
+TEST_LIB := $(sort $(wildcard tests/lib/*.c))
+
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
+TEST_LIB_OBJ := $(TEST_LIB:%.c=$(BUILD)/obj/%.o)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+
+.PHONY: all test test-san tests bench install clean
+all: $(BUILD)/shoal $(BUILD)/libshoal.a $(BUILD)/libshoal.so
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
+
+$(BUILD)/libshoal.a: $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/libshoal.so: $(LIB_OBJ)
+	$(CC) -shared -o $@ $^ $(SANFLAGS) $(LDLIBS_ALL)
+
+$(BUILD)/shoal: $(CLI_OBJ) $(BUILD)/libshoal.a
+	$(CC) -o $@ $(CLI_OBJ) $(BUILD)/libshoal.a $(SANFLAGS) $(LDLIBS_ALL)
+
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libshoal.a $(TEST_LIB_OBJ) tests/check.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itests -o $@ $< $(TEST_LIB_OBJ) $(BUILD)/libshoal.a $(LDLIBS_ALL)
+
+tests: $(TEST_BIN) $(BUILD)/shoal
+
+# The suite: every test binary with its own deadline, then one total line.
+test: tests
+	@SHOAL_BIN=$(abspath $(BUILD)/shoal) scripts/run-tests.sh $(BUILD)/tests
+
+# Unit tests under ASan+UBSan in their own build tree (tests that fork many ranks or
+# time things are skipped there by the tests themselves via SHOAL_TEST_SAN).
+test-san:
+	@$(MAKE) --no-print-directory SAN=address tests
+	@SHOAL_TEST_SAN=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  SHOAL_BIN=$(abspath build/san-address/shoal) scripts/run-tests.sh build/san-address/tests
+
+bench: all
+	@echo "benchmarks live in bench/; see bench/README.md"
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/shoal \
+	           $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 755 $(BUILD)/shoal $(DESTDIR)$(PREFIX)/bin/shoal
+	install -m 644 $(BUILD)/libshoal.a $(DESTDIR)$(PREFIX)/lib/libshoal.a
+	install -m 755 $(BUILD)/libshoal.so $(DESTDIR)$(PREFIX)/lib/libshoal.so
+	install -m 644 include/shoal/*.h $(DESTDIR)$(PREFIX)/include/shoal/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' scripts/shoal.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/shoal.pc
+
+clean:
+	rm -rf build build-*
+
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)

@@ -1,0 +1,149 @@
+/* comm.h — shoal's collective-communication library: a communicator over N ranks,
+ * collectives, tagged point-to-point messages, blocking and non-blocking.
+ * Not here: the neural-network engine (net.h) and training strategies (train.h).
+ * Proved by tests/comm/. Usable on its own: link libshoal, include this header.
+ *
+ * Threading: one thread at a time may issue calls on a communicator; non-blocking
+ * operations progress on the communicator's own progress thread and complete in the
+ * order they were started. Every blocking call returns within SHOAL_TIMEOUT. */
+#ifndef SHOAL_COMM_H
+#define SHOAL_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "shoal/result.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    SHOAL_INT8 = 0,
+    SHOAL_UINT8,
+    SHOAL_INT32,
+    SHOAL_INT64,
+    SHOAL_FLOAT16,
+    SHOAL_BFLOAT16,
+    SHOAL_FLOAT32,
+    SHOAL_FLOAT64,
+    SHOAL_DTYPE_COUNT
+} shoal_dtype;
+
+typedef enum { SHOAL_SUM = 0, SHOAL_PROD, SHOAL_MIN, SHOAL_MAX, SHOAL_AVG, SHOAL_OP_COUNT } shoal_op;
+
+size_t shoal_dtype_nbytes(shoal_dtype dt);         /* 0 for an invalid dtype */
+const char *shoal_dtype_name(shoal_dtype dt);      /* "float32"; nccl-tests spells it so */
+const char *shoal_op_name(shoal_op op);            /* "sum" */
+shoal_result shoal_dtype_parse(const char *s, shoal_dtype *out);  /* "float", "float32", "f32", ... */
+shoal_result shoal_op_parse(const char *s, shoal_op *out);
+
+typedef struct shoal_comm shoal_comm;       /* opaque */
+typedef struct shoal_request shoal_request; /* opaque; one non-blocking operation */
+
+typedef struct {
+    int rank;                 /* -1: from the environment (SHOAL_RANK, Open MPI, PMI, Slurm) */
+    int world;                /* -1: from the environment */
+    const char *master_addr;  /* NULL: SHOAL_MASTER_ADDR */
+    int master_port;          /* 0: SHOAL_MASTER_PORT */
+    const char *job_key;      /* NULL: SHOAL_JOB_KEY (or one derived from the launcher's job id) */
+    const char *transport;    /* NULL or "auto": shm within a host, tcp between; "shm", "tcp", "mpi" */
+    const char *algo;         /* NULL or "auto"; "ring", "rd", "rhd", "tree", "hier", "mpi" */
+    int timeout_ms;           /* 0: SHOAL_TIMEOUT */
+    size_t chunk_nbytes;      /* 0: chosen by message size; tests make it small */
+} shoal_comm_opts;
+
+/* Fill with "from the environment / automatic" values (all of the above at 0/-1/NULL). */
+void shoal_comm_opts_default(shoal_comm_opts *o);
+
+/* Create the communicator: rendezvous with every rank through rank 0's TCP store, learn
+ * hosts, connect transports. Collective over all ranks; blocks up to the timeout.
+ * Errors: SHOAL_ERR_INVALID (bad options or environment), SHOAL_ERR_TIMEOUT (a rank never
+ * came), SHOAL_ERR_PEER, SHOAL_ERR_IO. On error *out is NULL. */
+shoal_result shoal_comm_create(const shoal_comm_opts *o, shoal_comm **out);
+/* Release everything (sockets, shared memory). NULL is fine. Not collective; pending
+ * non-blocking operations are cancelled. */
+void shoal_comm_destroy(shoal_comm *c);
+
+int shoal_comm_rank(const shoal_comm *c);
+int shoal_comm_world(const shoal_comm *c);
+int shoal_comm_local_rank(const shoal_comm *c);   /* rank among ranks on this host */
+int shoal_comm_local_world(const shoal_comm *c);  /* ranks on this host */
+int shoal_comm_nhosts(const shoal_comm *c);
+const char *shoal_comm_host(const shoal_comm *c, int rank);  /* host name of a rank */
+/* 1 once an operation failed with a peer, timeout or mismatch: destroy it. */
+int shoal_comm_is_broken(const shoal_comm *c);
+
+/* Split into sub-communicators as MPI_Comm_split: ranks with the same color form one,
+ * ordered by key then old rank. color < 0: this rank joins none (*out = NULL). Collective. */
+shoal_result shoal_comm_split(shoal_comm *c, int color, int key, shoal_comm **out);
+
+/* Collectives. Counts are elements of dt. send == recv is in-place. Blocking; every rank
+ * must call the same collective with the same count, dtype, op and root, or all get
+ * SHOAL_ERR_MISMATCH naming both sides. Errors also: SHOAL_ERR_TIMEOUT, SHOAL_ERR_PEER
+ * (naming the rank and host), SHOAL_ERR_BROKEN. Buffers are borrowed for the call. */
+shoal_result shoal_allreduce(shoal_comm *c, const void *send, void *recv, size_t count,
+                             shoal_dtype dt, shoal_op op);
+/* send is read at root only; recv is written on every rank (root too). */
+shoal_result shoal_broadcast(shoal_comm *c, const void *send, void *recv, size_t count,
+                             shoal_dtype dt, int root);
+/* recv is written at root only (may be NULL elsewhere). */
+shoal_result shoal_reduce(shoal_comm *c, const void *send, void *recv, size_t count,
+                          shoal_dtype dt, shoal_op op, int root);
+/* send has count elements; recv has count * world, rank r's block at r * count. */
+shoal_result shoal_allgather(shoal_comm *c, const void *send, void *recv, size_t count,
+                             shoal_dtype dt);
+/* send has recv_count * world elements; rank r receives the reduction of block r. */
+shoal_result shoal_reduce_scatter(shoal_comm *c, const void *send, void *recv,
+                                  size_t recv_count, shoal_dtype dt, shoal_op op);
+/* send and recv have count * world elements; block p of send goes to rank p, and block p
+ * of recv came from rank p. */
+shoal_result shoal_alltoall(shoal_comm *c, const void *send, void *recv, size_t count,
+                            shoal_dtype dt);
+shoal_result shoal_barrier(shoal_comm *c);
+
+/* Tagged point-to-point. A recv matches a send with the same (peer, tag) in order; the
+ * counts must agree (SHOAL_ERR_MISMATCH otherwise). tag >= 0. */
+shoal_result shoal_send(shoal_comm *c, const void *buf, size_t count, shoal_dtype dt, int peer,
+                        int tag);
+shoal_result shoal_recv(shoal_comm *c, void *buf, size_t count, shoal_dtype dt, int peer,
+                        int tag);
+
+/* Receive the next message with this tag from any rank (parameter servers use it): up to
+ * max_count elements into buf; *peer and *count tell who sent how much. A longer message
+ * is SHOAL_ERR_MISMATCH (and is consumed). Blocks up to timeout_ms (< 0: SHOAL_TIMEOUT);
+ * SHOAL_ERR_TIMEOUT when nothing came, without breaking the communicator. */
+shoal_result shoal_recv_any(shoal_comm *c, void *buf, size_t max_count, shoal_dtype dt, int tag,
+                            int timeout_ms, int *peer, size_t *count);
+
+/* Non-blocking variants: start returns at once with *req; the buffers are borrowed until
+ * shoal_wait returns. Collectives on one communicator complete in the order started;
+ * point-to-point sends are buffered, so a rank may start a send and a receive to the same
+ * peer in either order without deadlock. */
+shoal_result shoal_allreduce_start(shoal_comm *c, const void *send, void *recv, size_t count,
+                                   shoal_dtype dt, shoal_op op, shoal_request **req);
+shoal_result shoal_broadcast_start(shoal_comm *c, const void *send, void *recv, size_t count,
+                                   shoal_dtype dt, int root, shoal_request **req);
+shoal_result shoal_reduce_start(shoal_comm *c, const void *send, void *recv, size_t count,
+                                shoal_dtype dt, shoal_op op, int root, shoal_request **req);
+shoal_result shoal_allgather_start(shoal_comm *c, const void *send, void *recv, size_t count,
+                                   shoal_dtype dt, shoal_request **req);
+shoal_result shoal_reduce_scatter_start(shoal_comm *c, const void *send, void *recv,
+                                        size_t recv_count, shoal_dtype dt, shoal_op op,
+                                        shoal_request **req);
+shoal_result shoal_alltoall_start(shoal_comm *c, const void *send, void *recv, size_t count,
+                                  shoal_dtype dt, shoal_request **req);
+shoal_result shoal_barrier_start(shoal_comm *c, shoal_request **req);
+shoal_result shoal_send_start(shoal_comm *c, const void *buf, size_t count, shoal_dtype dt,
+                              int peer, int tag, shoal_request **req);
+shoal_result shoal_recv_start(shoal_comm *c, void *buf, size_t count, shoal_dtype dt, int peer,
+                              int tag, shoal_request **req);
+
+/* Block until the operation is done, then free the request; returns its result. */
+shoal_result shoal_wait(shoal_request *req);
+/* *done = 1 when finished (then shoal_wait returns at once). Never blocks. */
+shoal_result shoal_test(shoal_request *req, int *done);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# deps.sh — install, with apt-get, whatever shoal needs that this Debian machine lacks.
+#   scripts/deps.sh          build + test needs (compiler, OpenBLAS, zlib, MPI, iproute2, data)
+#   scripts/deps.sh --bench  also the peers the benchmarks compare against (PyTorch, Darknet, hyperfine)
+set -eu
+need=(build-essential libopenblas-dev zlib1g-dev openmpi-bin libopenmpi-dev mpich libmpich-dev
+      iproute2 dataset-fashion-mnist procps)
+if [ "${1:-}" = "--bench" ]; then need+=(python3-torch darknet hyperfine); fi
+missing=()
+for p in "${need[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then echo "deps: all present"; exit 0; fi
+echo "deps: installing ${missing[*]}"
+SUDO=; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+$SUDO apt-get update -q
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

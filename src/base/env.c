@@ -1,0 +1,125 @@
+/* env.c — the table of every environment variable shoal reads, and typed access to it.
+ * Not here: what each subsystem does with the value.
+ * Proved by tests/base/test_env.c. */
+#include "base/env.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+
+typedef struct {
+    const char *name;
+    const char *def;     /* NULL: no default */
+    long min, max;       /* bounds for integer variables; min > max: not an integer */
+    const char *help;
+} env_var;
+
+#define NOT_INT 1, 0
+
+/* One row per variable. Keep groups together: shoal's own, then the launchers'. */
+static const env_var table[] = {
+    /* ranks and rendezvous (set by `shoal launch`, as torchrun does) */
+    {"SHOAL_RANK", NULL, 0, 1 << 20, "this process's rank in the job"},
+    {"SHOAL_WORLD_SIZE", NULL, 1, 1 << 20, "number of ranks in the job"},
+    {"SHOAL_LOCAL_RANK", NULL, 0, 1 << 20, "rank among the ranks on this host"},
+    {"SHOAL_LOCAL_SIZE", NULL, 1, 1 << 20, "number of ranks on this host"},
+    {"SHOAL_MASTER_ADDR", "127.0.0.1", NOT_INT, "address of rank 0's rendezvous store"},
+    {"SHOAL_MASTER_PORT", "29500", 1, 65535, "TCP port of rank 0's rendezvous store"},
+    {"SHOAL_JOB_KEY", NULL, NOT_INT,
+     "secret every connection of the job proves it holds (set by shoal launch)"},
+    {"SHOAL_HOST_ID", NULL, NOT_INT,
+     "override this process's host identity (ranks with the same id share memory)"},
+    /* communication */
+    {"SHOAL_TRANSPORT", "auto", NOT_INT, "auto, shm, tcp or mpi: force one transport"},
+    {"SHOAL_ALGO", "auto", NOT_INT,
+     "auto, ring, rd (recursive doubling), rhd (halving-doubling), tree, hier or mpi"},
+    {"SHOAL_TIMEOUT", "60000", 1, 86400000, "deadline of every blocking operation, in ms"},
+    {"SHOAL_SOCKET_IFNAME", NULL, NOT_INT,
+     "network interface to bind and connect on (default: the route to the master)"},
+    {"SHOAL_BIND_ALL", "0", 0, 1, "1: listen on every address instead of one interface"},
+    {"SHOAL_CHUNK_BYTES", "0", 0, 1L << 30,
+     "pipelining chunk of the collectives in bytes (0: chosen by size)"},
+    {"SHOAL_SPIN_US", "50", 0, 10000000, "how long a waiting rank spins before it blocks, in us"},
+    /* engine */
+    {"SHOAL_THREADS", "0", 0, 1024, "kernel threads per rank (0: one per core / rank)"},
+    {"SHOAL_DATA_DIR", "/usr/share/datasets/fashion-mnist", NOT_INT,
+     "default dataset directory for shoal train/test"},
+    {"SHOAL_GEMM", "auto", NOT_INT, "auto, openblas or naive: the matrix-product kernels"},
+    {"OPENBLAS_CORETYPE", NULL, NOT_INT,
+     "OpenBLAS kernel family; shoal sets it from the CPU when unset"},
+    /* diagnostics */
+    {"SHOAL_LOG", "warn", NOT_INT,
+     "log level (error, warn, info, debug) and optional subsystems: info,comm,train"},
+    /* launchers that start ranks for us */
+    {"OMPI_COMM_WORLD_RANK", NULL, 0, 1 << 20, "Open MPI: rank"},
+    {"OMPI_COMM_WORLD_SIZE", NULL, 1, 1 << 20, "Open MPI: world size"},
+    {"OMPI_COMM_WORLD_LOCAL_RANK", NULL, 0, 1 << 20, "Open MPI: rank on this host"},
+    {"OMPI_COMM_WORLD_LOCAL_SIZE", NULL, 1, 1 << 20, "Open MPI: ranks on this host"},
+    {"PMI_RANK", NULL, 0, 1 << 20, "MPICH/Hydra (PMI): rank"},
+    {"PMI_SIZE", NULL, 1, 1 << 20, "MPICH/Hydra (PMI): world size"},
+    {"MPI_LOCALRANKID", NULL, 0, 1 << 20, "MPICH/Hydra: rank on this host"},
+    {"MPI_LOCALNRANKS", NULL, 1, 1 << 20, "MPICH/Hydra: ranks on this host"},
+    {"SLURM_PROCID", NULL, 0, 1 << 20, "Slurm: rank"},
+    {"SLURM_NTASKS", NULL, 1, 1 << 20, "Slurm: world size"},
+    {"SLURM_LOCALID", NULL, 0, 1 << 20, "Slurm: rank on this host"},
+    {"SLURM_JOB_ID", NULL, 0, LONG_MAX, "Slurm: job id (part of the default job key)"},
+    {"SLURM_STEP_ID", NULL, 0, LONG_MAX, "Slurm: step id"},
+    /* tests */
+    {"SHOAL_TEST_SAN", "0", 0, 1, "tests: 1 when running under sanitizers (skip the slow parts)"},
+    {"SHOAL_BIN", NULL, NOT_INT, "tests: path of the shoal binary under test"},
+};
+
+static const env_var *lookup(const char *name)
+{
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (strcmp(table[i].name, name) == 0) return &table[i];
+    return NULL;
+}
+
+const char *sh_env_str(const char *name)
+{
+    const env_var *v = lookup(name);
+    SH_ASSERT(v != NULL && "every variable shoal reads is a row in env.c");
+    const char *s = getenv(name);
+    if (s && *s) return s;
+    return v->def;
+}
+
+int sh_env_is_set(const char *name)
+{
+    SH_ASSERT(lookup(name) != NULL);
+    const char *s = getenv(name);
+    return s && *s;
+}
+
+shoal_result sh_env_long(const char *name, long *out)
+{
+    const env_var *v = lookup(name);
+    SH_ASSERT(v != NULL && v->min <= v->max);
+    const char *s = sh_env_str(name);
+    if (!s) return SH_FAIL(SHOAL_ERR_INVALID, "%s is not set; %s", name, v->help);
+    char *end = NULL;
+    errno = 0;
+    long x = strtol(s, &end, 10);
+    if (errno || end == s || *end)
+        return SH_FAIL(SHOAL_ERR_INVALID, "%s=\"%s\" is not an integer; expected %ld..%ld (%s)",
+                       name, s, v->min, v->max, v->help);
+    if (x < v->min || x > v->max)
+        return SH_FAIL(SHOAL_ERR_INVALID, "%s=%ld is out of range; expected %ld..%ld (%s)", name,
+                       x, v->min, v->max, v->help);
+    *out = x;
+    return SHOAL_OK;
+}
+
+void sh_env_print(FILE *f)
+{
+    fprintf(f, "%-28s %-12s %-14s %s\n", "variable", "default", "value", "meaning");
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        const char *cur = getenv(table[i].name);
+        fprintf(f, "%-28s %-12s %-14s %s\n", table[i].name, table[i].def ? table[i].def : "-",
+                cur && *cur ? cur : "-", table[i].help);
+    }
+}

@@ -1,0 +1,27 @@
+/* cli.h — the subcommands of the shoal command line and what they share.
+ * Not here: the work itself (library modules); a subcommand parses flags, calls the
+ * library and turns the result into an exit code: 0 success, 1 failure, 2 wrong usage.
+ * Proved by tests/cli/test_cli.c. */
+#ifndef SH_CLI_H
+#define SH_CLI_H
+
+#include "shoal/result.h"
+
+#define SH_EXIT_OK 0
+#define SH_EXIT_FAIL 1
+#define SH_EXIT_USAGE 2
+
+int sh_cmd_train(int argc, char **argv);
+int sh_cmd_test(int argc, char **argv);
+int sh_cmd_time(int argc, char **argv);
+int sh_cmd_launch(int argc, char **argv);
+int sh_cmd_bench(int argc, char **argv);
+int sh_cmd_env(int argc, char **argv);
+
+/* Print "shoal: <last error message>" to stderr (and, with SHOAL_LOG=debug, the source
+ * locations) and return SH_EXIT_FAIL. */
+int sh_cli_fail(shoal_result rc);
+/* Print "shoal CMD: <message>; see 'shoal CMD --help'" and return SH_EXIT_USAGE. */
+int sh_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

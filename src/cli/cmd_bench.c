@@ -1,0 +1,9 @@
+/* cmd_bench.c — placeholder until the subcommand lands (being written this session). */
+#include <stdio.h>
+#include "cli/cli.h"
+int sh_cmd_bench(int argc, char **argv)
+{
+    (void)argc; (void)argv;
+    fprintf(stderr, "shoal bench: not built yet\n");
+    return SH_EXIT_FAIL;
+}

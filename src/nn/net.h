@@ -1,0 +1,89 @@
+/* net.h — a network built from a .cfg: layers in order, three contiguous blocks
+ * (parameters, gradients, layer statistics), forward, loss, backward layer by layer.
+ * Not here: the optimizer (optim.h), data (src/data), communication (src/comm): backward
+ * only tells a callback when each layer's gradients are final.
+ * Proved by tests/nn/test_net.c and tests/nn/test_layer_*.c. */
+#ifndef SH_NET_H
+#define SH_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "nn/cfg.h"
+#include "nn/optim.h"
+#include "shoal/result.h"
+
+/* What the [net] section says (parsed by net_config.c). */
+typedef struct {
+    int batch;          /* images per optimizer step (Darknet: batch/subdivisions per pass) */
+    int subdivisions;
+    int width, height, channels;
+    int max_batches;
+    sh_lr_policy lr;
+    sh_optim_config optim;
+} sh_net_config;
+
+/* Parse the [net] (or [network]) section; unknown keys are errors (sh_cfg_check_unused). */
+shoal_result sh_net_config_parse(sh_cfg_section *s, sh_net_config *out);
+
+typedef struct sh_net sh_net;
+
+/* Build a network from a parsed cfg: [net] first, then one layer per section. batch > 0
+ * overrides the cfg's batch. Every buffer a step needs is allocated here; the parameters
+ * are initialised from seed. Errors name path:line (unknown section, key, bad shape). */
+shoal_result sh_net_create(sh_cfg *cfg, int batch, uint64_t seed, sh_net **out);
+/* sh_cfg_load + sh_net_create; the cfg is kept for the net's lifetime. */
+shoal_result sh_net_load(const char *cfg_path, int batch, uint64_t seed, sh_net **out);
+void sh_net_destroy(sh_net *n);
+
+const sh_net_config *sh_net_get_config(const sh_net *n);
+int sh_net_batch(const sh_net *n);        /* N of every buffer */
+int sh_net_input_count(const sh_net *n);  /* C*H*W of one input */
+int sh_net_nclasses(const sh_net *n);     /* K of the output */
+uint64_t sh_net_cfg_hash(const sh_net *n);
+
+/* Kernel threads for this network's layers (1 = single-threaded, deterministic per count). */
+void sh_net_set_threads(sh_net *n, int nthreads);
+
+/* The three blocks. Parameters and gradients have the same layout; a layer's slice is
+ * [offset, offset + count). Statistics (batch-norm running mean/variance) are state that
+ * is saved and loaded but not trained. */
+size_t sh_net_nparams(const sh_net *n);
+float *sh_net_params(sh_net *n);
+float *sh_net_grads(sh_net *n);
+float *sh_net_stats(sh_net *n, size_t *count);
+/* Decay ranges for the optimizer: weights decay, biases and batch-norm parameters don't. */
+const sh_param_range *sh_net_param_ranges(const sh_net *n, int *nranges);
+
+int sh_net_nlayers(const sh_net *n);
+/* "conv 0", "maxpool 1": type and index, for logs and `shoal time --per-layer`. */
+const char *sh_net_layer_name(const sh_net *n, int i);
+void sh_net_layer_params(const sh_net *n, int i, size_t *offset, size_t *count);
+/* Output shape (C, H, W) and multiply-adds per image of layer i's forward pass. */
+void sh_net_layer_shape(const sh_net *n, int i, int *c, int *h, int *w);
+double sh_net_layer_flops(const sh_net *n, int i);
+
+/* Forward the first nimg (<= batch) images of x (nimg, C, H, W). training = 1 uses batch
+ * statistics in batch norm and drops out; 0 is inference. Allocates nothing. */
+shoal_result sh_net_forward(sh_net *n, const float *x, int nimg, int training);
+/* Softmax output of the last forward, (nimg, K). */
+const float *sh_net_output(const sh_net *n);
+/* Mean cross-entropy of the last forward against labels (nimg), and prepare backward. */
+float sh_net_loss(sh_net *n, const int32_t *labels);
+/* How many of the last forward's argmax predictions equal labels. */
+int sh_net_correct(const sh_net *n, const int32_t *labels);
+
+/* Called by backward when layer i's gradients (slice offset, count of the gradient block)
+ * are final; layers are visited last to first. */
+typedef void (*sh_grad_ready_fn)(void *ctx, int layer, size_t offset, size_t count);
+/* Backward from the last sh_net_loss: writes d(mean loss)/d(params) into the gradient
+ * block (overwrites, no need to zero first). ready may be NULL. Allocates nothing. */
+shoal_result sh_net_backward(sh_net *n, sh_grad_ready_fn ready, void *ctx);
+
+/* Milliseconds the last forward and backward spent in layer i. */
+void sh_net_layer_times(const sh_net *n, int i, double *forward_ms, double *backward_ms);
+/* Dropout's random state, so that resume and ranks are exact. */
+struct sh_rng_state { uint64_t s[4]; };
+void sh_net_rng_get(const sh_net *n, uint64_t state[4]);
+void sh_net_rng_set(sh_net *n, const uint64_t state[4]);
+
+#endif

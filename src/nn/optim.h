@@ -1,0 +1,70 @@
+/* optim.h — optimizers (SGD with momentum and weight decay, Adagrad, Adam) and learning-rate
+ * policies (Darknet's constant, step, steps, exp, poly, inv, sigmoid, with burn_in).
+ * They work on flat float arrays, so the same code updates a whole network (allreduce
+ * training) or one server's shard (parameter server).
+ * Not here: where gradients come from (net.c), averaging them (src/train).
+ * Proved by tests/nn/test_optim.c and tests/nn/test_lr_policy.c. */
+#ifndef SH_OPTIM_H
+#define SH_OPTIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "shoal/result.h"
+
+typedef enum { SH_OPTIM_SGD = 0, SH_OPTIM_ADAGRAD, SH_OPTIM_ADAM } sh_optim_kind;
+
+typedef enum {
+    SH_LR_CONSTANT = 0, SH_LR_STEP, SH_LR_STEPS, SH_LR_EXP, SH_LR_POLY, SH_LR_INV, SH_LR_SIGMOID
+} sh_lr_kind;
+
+#define SH_LR_MAX_STEPS 32
+
+/* The learning-rate schedule, as Darknet's [net] section spells it. */
+typedef struct {
+    sh_lr_kind kind;
+    float base_lr;            /* learning_rate */
+    int step;                 /* step policy: every `step` batches, lr *= scale */
+    float scale;              /* step policy's scale */
+    int nsteps;               /* steps policy */
+    int steps[SH_LR_MAX_STEPS];
+    float scales[SH_LR_MAX_STEPS];
+    float gamma;              /* exp, inv, sigmoid */
+    float power;              /* poly, inv; also burn_in's power (Darknet: 4) */
+    int max_batches;          /* poly */
+    int burn_in;              /* first burn_in batches: lr * (batch/burn_in)^power */
+} sh_lr_policy;
+
+/* Learning rate at a batch (0-based), exactly as Darknet's get_current_rate. */
+float sh_lr_at(const sh_lr_policy *p, int64_t batch);
+
+/* Optimizer hyper-parameters ([net]: momentum, decay; adam=1 B1 B2 eps; shoal's
+ * optimizer=sgd|adagrad|adam). */
+typedef struct {
+    sh_optim_kind kind;
+    float momentum;   /* SGD */
+    float decay;      /* L2 weight decay on ranges with decay=1 (not biases, not BN) */
+    float beta1, beta2, eps; /* Adam; eps also Adagrad */
+} sh_optim_config;
+
+/* A slice of the flat parameter array and whether weight decay applies to it. */
+typedef struct {
+    size_t offset, count;
+    int decay;
+} sh_param_range;
+
+typedef struct sh_optim sh_optim;
+
+/* An optimizer over count parameters (offsets 0..count-1 of the arrays passed to step).
+ * Copies ranges. State (momentum, moments) is one contiguous block, zeroed. */
+shoal_result sh_optim_create(const sh_optim_config *cfg, size_t count, const sh_param_range *ranges,
+                             int nranges, sh_optim **out);
+void sh_optim_destroy(sh_optim *o);
+/* One update: params -= f(grads, state) at learning rate lr. grads are the averaged
+ * gradients of the loss (already divided by the batch). Allocates nothing. */
+void sh_optim_step(sh_optim *o, float *params /* (count) */, const float *grads /* (count) */,
+                   float lr);
+/* The state block (for checkpoints): pointer and length in floats; t (Adam's step count)
+ * is part of it. */
+float *sh_optim_state(sh_optim *o, size_t *count);
+
+#endif
