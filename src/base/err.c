@@ -8,6 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Messages longer than the buffer are cut on purpose: an error must never overrun. */
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+
 /* Big enough for a message and a few dozen breadcrumbs; longer text is cut, never overrun. */
 #define ERR_BUF_NBYTES 4096
 
