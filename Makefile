@@ -70,7 +70,7 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_LIB_OBJ := $(TEST_LIB:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all test test-san tests bench install clean
+.PHONY: all test test-san tests bench install clean run
 all: $(BUILD)/shoal $(BUILD)/libshoal.a $(BUILD)/libshoal.so
 
 $(BUILD)/obj/%.o: %.c
@@ -104,6 +104,10 @@ test-san:
 	@SHOAL_TEST_SAN=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  SHOAL_BIN=$(abspath build/san-address/shoal) scripts/run-tests.sh build/san-address/tests
+
+# The README's main job: LeNet on Fashion-MNIST, 5 epochs, test accuracy at every epoch.
+run: all
+	$(BUILD)/shoal train examples/lenet.cfg --epochs 5
 
 bench: all
 	@echo "benchmarks live in bench/; see bench/README.md"
