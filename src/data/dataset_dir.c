@@ -1,0 +1,142 @@
+/* dataset_dir.c — find a dataset in a directory (IDX train-/t10k- files, or CIFAR-10 binary
+ * batches, also under cifar-10-batches-bin/), and the dataset's allocation and release.
+ * Not here: parsing the files (idx.c, cifar.c). Proved by tests/data/test_cifar.c. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/err.h"
+#include "base/util.h"
+#include "data/dataset_priv.h"
+
+#define PATH_NBYTES 4096
+#define CIFAR_TRAIN_BATCHES 5
+
+shoal_result sh_dataset_alloc(int count, int c, int h, int w, const char *name, sh_dataset **out)
+{
+    shoal_result rc = SHOAL_OK;
+    sh_dataset *d = NULL;
+    *out = NULL;
+    SH_TRY_GOTO(sh_calloc(1, sizeof *d, (void **)&d), rc, done);
+    d->count = count;
+    d->c = c;
+    d->h = h;
+    d->w = w;
+    snprintf(d->name, sizeof d->name, "%s", name);
+    SH_TRY_GOTO(sh_calloc((size_t)count, (size_t)c * h * w, (void **)&d->pixels), rc, done);
+    SH_TRY_GOTO(sh_calloc((size_t)count, sizeof *d->labels, (void **)&d->labels), rc, done);
+    *out = d;
+    d = NULL;
+done:
+    sh_dataset_destroy(d);
+    return rc;
+}
+
+void sh_dataset_count_classes(sh_dataset *d)
+{
+    int32_t maxy = -1;
+    for (int i = 0; i < d->count; i++)
+        if (d->labels[i] > maxy) maxy = d->labels[i];
+    d->nclasses = maxy + 1;
+}
+
+int sh_dataset_file_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+void sh_dataset_destroy(sh_dataset *d)
+{
+    if (!d) return;
+    free(d->pixels);
+    free(d->labels);
+    free(d);
+}
+
+/* The first of dir/stem, dir/stem.gz, dir/<stem with ".idx" for "-idx"> that exists. */
+static int find_idx(const char *dir, const char *stem, char *path)
+{
+    static const char *const suffixes[] = {".gz", ""};
+    char alt[128];
+    /* Some MNIST mirrors name the files train-images.idx3-ubyte. */
+    snprintf(alt, sizeof alt, "%s", stem);
+    char *dash = strstr(alt, "-idx");
+    if (dash) *dash = '.';
+    const char *const stems[] = {stem, alt};
+    for (int s = 0; s < 2; s++)
+        for (int k = 0; k < 2; k++) {
+            snprintf(path, PATH_NBYTES, "%s/%s%s", dir, stems[s], suffixes[k]);
+            if (sh_dataset_file_exists(path)) return 1;
+        }
+    return 0;
+}
+
+static shoal_result try_idx(const char *dir, int train, sh_dataset **out, int *found)
+{
+    char img[PATH_NBYTES], lab[PATH_NBYTES];
+    const char *split = train ? "train" : "t10k";
+    char stem_img[64], stem_lab[64];
+    snprintf(stem_img, sizeof stem_img, "%s-images-idx3-ubyte", split);
+    snprintf(stem_lab, sizeof stem_lab, "%s-labels-idx1-ubyte", split);
+    int has_img = find_idx(dir, stem_img, img), has_lab = find_idx(dir, stem_lab, lab);
+    *found = has_img || has_lab;
+    if (!*found) return SHOAL_OK;
+    if (!has_lab)
+        return SH_FAIL(SHOAL_ERR_IO, "%s found but no %s/%s[.gz] beside it; the labels are needed",
+                       img, dir, stem_lab);
+    if (!has_img)
+        return SH_FAIL(SHOAL_ERR_IO, "%s found but no %s/%s[.gz] beside it; the images are needed",
+                       lab, dir, stem_img);
+    SH_TRY(sh_idx_load(img, lab, out));
+    return SHOAL_OK;
+}
+
+static shoal_result try_cifar(const char *dir, int train, sh_dataset **out, int *found)
+{
+    char paths[CIFAR_TRAIN_BATCHES][PATH_NBYTES];
+    const char *ptrs[CIFAR_TRAIN_BATCHES];
+    int n = 0;
+    if (train) {
+        for (int b = 1; b <= CIFAR_TRAIN_BATCHES; b++) {
+            snprintf(paths[n], PATH_NBYTES, "%s/data_batch_%d.bin", dir, b);
+            if (sh_dataset_file_exists(paths[n])) ptrs[n] = paths[n], n++;
+        }
+    } else {
+        snprintf(paths[0], PATH_NBYTES, "%s/test_batch.bin", dir);
+        if (sh_dataset_file_exists(paths[0])) ptrs[n] = paths[0], n++;
+    }
+    *found = n > 0;
+    if (n > 0) SH_TRY(sh_cifar_load(ptrs, n, out));
+    return SHOAL_OK;
+}
+
+shoal_result sh_dataset_open_dir(const char *dir, int train, sh_dataset **out)
+{
+    *out = NULL;
+    if (!dir || !*dir) return SH_FAIL(SHOAL_ERR_INVALID, "dataset directory is empty");
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return SH_FAIL(SHOAL_ERR_IO,
+                       "dataset directory %s not found%s; install dataset-fashion-mnist or "
+                       "pass --data DIR",
+                       dir, stat(dir, &st) == 0 ? " (it is not a directory)" : "");
+    int found = 0;
+    SH_TRY(try_idx(dir, train, out, &found));
+    if (found) return SHOAL_OK;
+    SH_TRY(try_cifar(dir, train, out, &found));
+    if (found) return SHOAL_OK;
+    char sub[PATH_NBYTES];
+    snprintf(sub, sizeof sub, "%s/cifar-10-batches-bin", dir);
+    SH_TRY(try_cifar(sub, train, out, &found));
+    if (found) return SHOAL_OK;
+    const char *split = train ? "train" : "t10k";
+    return SH_FAIL(SHOAL_ERR_IO,
+                   "no %s dataset in %s: looked for %s-images-idx3-ubyte[.gz] with "
+                   "%s-labels-idx1-ubyte[.gz] (MNIST/Fashion-MNIST), and %s in it or in its "
+                   "cifar-10-batches-bin/ (CIFAR-10 binary); pass --data DIR pointing at one",
+                   train ? "training" : "test", dir, split, split,
+                   train ? "data_batch_1..5.bin" : "test_batch.bin");
+}

@@ -1,0 +1,137 @@
+/* loader.c — batches from an in-memory dataset: each epoch's order is a Fisher-Yates
+ * permutation from (seed, epoch) alone; each global step is split into contiguous rank shards.
+ * Not here: reading files (idx.c, cifar.c), the model. Proved by tests/data/test_loader.c.
+ *
+ * Vocabulary: B = global batch, world ranks, epoch e has order_e (a permutation of the
+ * images); global step k of epoch e covers order_e[k*B, min((k+1)*B, count)) — its size b is B
+ * except possibly for the last step when drop_last = 0 — and rank r reads the part
+ * [r*b/world, (r+1)*b/world). Position (epoch, step) is always the next step to be read, so
+ * a checkpoint of it resumes exactly: after the last step of an epoch the loader is at
+ * (epoch + 1, 0). Because order_e depends on (seed, e) only, a resumed run and an unbroken
+ * run read the same images, on every rank and any world size. */
+#include <stdlib.h>
+
+#include "base/err.h"
+#include "base/util.h"
+#include "data/data.h"
+
+struct sh_loader {
+    const sh_dataset *d;       /* borrowed; must outlive the loader */
+    sh_loader_opts o;
+    int64_t steps_per_epoch;
+    int64_t epoch, step;       /* the next step to read */
+    int64_t order_epoch;       /* the epoch order[] was built for; -1: none yet */
+    int32_t *order;            /* (count) image indices in this epoch's order */
+    float lut[256];            /* byte -> byte / 255.f, exactly the division */
+};
+
+/* Mix (seed, epoch) into one seed; sh_rng_seed's splitmix64 spreads it over the state. The odd
+ * constant is the 64-bit golden ratio, so consecutive epochs land far apart. */
+static uint64_t epoch_seed(uint64_t seed, int64_t epoch)
+{
+    return seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(epoch + 1));
+}
+
+static void build_order(sh_loader *l, int64_t epoch)
+{
+    int n = l->d->count;
+    for (int i = 0; i < n; i++) l->order[i] = i;
+    if (l->o.shuffle) {
+        sh_rng rng;
+        sh_rng_seed(&rng, epoch_seed(l->o.seed, epoch));
+        for (int i = n - 1; i > 0; i--) {
+            int j = (int)sh_rng_below(&rng, (uint64_t)i + 1);
+            int32_t t = l->order[i];
+            l->order[i] = l->order[j];
+            l->order[j] = t;
+        }
+    }
+    l->order_epoch = epoch;
+}
+
+shoal_result sh_loader_create(const sh_dataset *d, const sh_loader_opts *o, sh_loader **out)
+{
+    shoal_result rc = SHOAL_OK;
+    sh_loader *l = NULL;
+    *out = NULL;
+    if (!d || !o || d->count <= 0)
+        return SH_FAIL(SHOAL_ERR_INVALID, "loader: a dataset with at least one image is needed");
+    if (o->world < 1 || o->rank < 0 || o->rank >= o->world)
+        return SH_FAIL(SHOAL_ERR_INVALID, "loader: rank %d of world %d; want 0 <= rank < world",
+                       o->rank, o->world);
+    if (o->global_batch < o->world)
+        return SH_FAIL(SHOAL_ERR_INVALID,
+                       "loader: global batch %d is smaller than the world size %d; every rank "
+                       "needs at least one image per step: raise --batch",
+                       o->global_batch, o->world);
+    if (o->drop_last && o->global_batch > d->count)
+        return SH_FAIL(SHOAL_ERR_INVALID,
+                       "loader: global batch %d is larger than the %d images of %s, so an "
+                       "epoch with drop_last has no step; lower --batch",
+                       o->global_batch, d->count, d->name);
+    SH_TRY_GOTO(sh_calloc(1, sizeof *l, (void **)&l), rc, done);
+    SH_TRY_GOTO(sh_calloc((size_t)d->count, sizeof *l->order, (void **)&l->order), rc, done);
+    l->d = d;
+    l->o = *o;
+    l->steps_per_epoch = o->drop_last ? d->count / o->global_batch
+                                      : (d->count + o->global_batch - 1) / o->global_batch;
+    l->order_epoch = -1;
+    for (int i = 0; i < 256; i++) l->lut[i] = (float)i / 255.f;
+    *out = l;
+    l = NULL;
+done:
+    sh_loader_destroy(l);
+    return rc;
+}
+
+void sh_loader_destroy(sh_loader *l)
+{
+    if (!l) return;
+    free(l->order);
+    free(l);
+}
+
+int sh_loader_local_batch_max(const sh_loader *l)
+{
+    /* Rank r's share of B is floor((r+1)B/world) - floor(rB/world) <= ceil(B/world); a short
+     * last step b < B gives shares <= ceil(b/world) <= that. */
+    return (l->o.global_batch + l->o.world - 1) / l->o.world;
+}
+
+int64_t sh_loader_steps_per_epoch(const sh_loader *l) { return l->steps_per_epoch; }
+int64_t sh_loader_epoch(const sh_loader *l) { return l->epoch; }
+int64_t sh_loader_step(const sh_loader *l) { return l->step; }
+
+shoal_result sh_loader_seek(sh_loader *l, int64_t epoch, int64_t step)
+{
+    if (epoch < 0 || step < 0 || step > l->steps_per_epoch)
+        return SH_FAIL(SHOAL_ERR_INVALID,
+                       "loader: cannot seek to epoch %lld step %lld; an epoch has %lld steps "
+                       "(was the checkpoint saved with another batch size or dataset?)",
+                       (long long)epoch, (long long)step, (long long)l->steps_per_epoch);
+    if (step == l->steps_per_epoch) epoch++, step = 0;
+    l->epoch = epoch;
+    l->step = step;
+    return SHOAL_OK;
+}
+
+shoal_result sh_loader_next(sh_loader *l, float *x, int32_t *y, int *n)
+{
+    const sh_dataset *d = l->d;
+    if (l->order_epoch != l->epoch) build_order(l, l->epoch);
+    int64_t B = l->o.global_batch, world = l->o.world, r = l->o.rank;
+    int64_t start = l->step * B;
+    int64_t b = d->count - start < B ? d->count - start : B;
+    int64_t lo = start + r * b / world, hi = start + (r + 1) * b / world;
+    size_t npix = (size_t)d->c * d->h * d->w;
+    for (int64_t i = lo; i < hi; i++) {
+        int32_t idx = l->order[i];
+        const uint8_t *src = d->pixels + (size_t)idx * npix;
+        float *dst = x + (size_t)(i - lo) * npix;
+        for (size_t p = 0; p < npix; p++) dst[p] = l->lut[src[p]];
+        y[i - lo] = d->labels[idx];
+    }
+    *n = (int)(hi - lo);
+    if (++l->step == l->steps_per_epoch) l->epoch++, l->step = 0;
+    return SHOAL_OK;
+}
