@@ -1,0 +1,200 @@
+/* tb_events.c — TensorBoard scalar event files: TFRecord framing around Event protobufs that
+ * are encoded by hand (no protobuf library). Not here: choosing what to log (the trainer).
+ * Proved by tests/io/test_tb_events.c.
+ *
+ * TFRecord: u64 length (LE) | u32 masked_crc(length bytes) | data | u32 masked_crc(data).
+ * Event (tensorflow/core/util/event.proto): 1 wall_time double, 2 step int64,
+ * 3 file_version string, 5 summary Summary; Summary: 1 value repeated Value;
+ * Value: 1 tag string, 2 simple_value float. */
+#include "io/tb_events.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/err.h"
+#include "base/util.h"
+
+/* Protobuf wire types. */
+#define WIRE_VARINT 0
+#define WIRE_FIXED64 1
+#define WIRE_LEN 2
+#define WIRE_FIXED32 5
+#define TAG_NBYTES_MAX 255
+#define EVENT_NBYTES_MAX (64 + TAG_NBYTES_MAX)
+
+struct sh_tb {
+    FILE *f;
+    char path[PATH_MAX];
+};
+
+uint32_t sh_tb_masked_crc(const void *data, size_t nbytes)
+{
+    uint32_t crc = sh_crc32c(0, data, nbytes);
+    return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
+}
+
+/* A small append-only buffer for one encoded message. */
+typedef struct {
+    uint8_t b[EVENT_NBYTES_MAX];
+    size_t n;
+} pbuf;
+
+static void put_varint(pbuf *p, uint64_t v)
+{
+    do {
+        uint8_t byte = v & 0x7f;
+        v >>= 7;
+        p->b[p->n++] = (uint8_t)(byte | (v ? 0x80 : 0));
+    } while (v);
+}
+static void put_key(pbuf *p, unsigned field, unsigned wire) { put_varint(p, field << 3 | wire); }
+static void put_bytes(pbuf *p, unsigned field, const void *data, size_t nbytes)
+{
+    put_key(p, field, WIRE_LEN);
+    put_varint(p, nbytes);
+    memcpy(p->b + p->n, data, nbytes);
+    p->n += nbytes;
+}
+static void put_fixed(pbuf *p, unsigned field, unsigned wire, uint64_t bits, int nbytes)
+{
+    put_key(p, field, wire);
+    for (int i = 0; i < nbytes; i++) p->b[p->n++] = (uint8_t)(bits >> (8 * i));
+}
+
+static double wall_time_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Event header fields every record carries: wall_time and step. */
+static void put_event_head(pbuf *ev, int64_t step)
+{
+    double wt = wall_time_s();
+    uint64_t bits;
+    memcpy(&bits, &wt, sizeof bits);
+    put_fixed(ev, 1, WIRE_FIXED64, bits, 8);
+    /* proto3 leaves a zero out; so the first record is byte for byte what TensorFlow writes. */
+    if (step == 0) return;
+    put_key(ev, 2, WIRE_VARINT);
+    put_varint(ev, (uint64_t)step); /* int64: negatives as 10-byte two's complement */
+}
+
+static shoal_result write_record(sh_tb *tb, const pbuf *ev)
+{
+    uint8_t head[12], tail[4];
+    uint64_t len = ev->n;
+    for (int i = 0; i < 8; i++) head[i] = (uint8_t)(len >> (8 * i));
+    uint32_t c = sh_tb_masked_crc(head, 8);
+    for (int i = 0; i < 4; i++) head[8 + i] = (uint8_t)(c >> (8 * i));
+    c = sh_tb_masked_crc(ev->b, ev->n);
+    for (int i = 0; i < 4; i++) tail[i] = (uint8_t)(c >> (8 * i));
+    if (fwrite(head, 1, sizeof head, tb->f) != sizeof head ||
+        fwrite(ev->b, 1, ev->n, tb->f) != ev->n ||
+        fwrite(tail, 1, sizeof tail, tb->f) != sizeof tail || fflush(tb->f) != 0)
+        return SH_FAIL(SHOAL_ERR_IO, "TensorBoard log %s: write failed: %s (disk full?)",
+                       tb->path, strerror(errno));
+    return SHOAL_OK;
+}
+
+/* mkdir -p */
+static shoal_result make_dirs(const char *dir)
+{
+    char p[PATH_MAX];
+    if ((size_t)snprintf(p, sizeof p, "%s", dir) >= sizeof p)
+        return SH_FAIL(SHOAL_ERR_INVALID, "TensorBoard log directory %s: path too long", dir);
+    for (char *s = p + 1;; s++) {
+        if (*s == '/' || *s == 0) {
+            char keep = *s;
+            *s = 0;
+            if (mkdir(p, 0755) != 0 && errno != EEXIST)
+                return SH_FAIL(SHOAL_ERR_IO, "TensorBoard log directory: cannot create %s: %s",
+                               p, strerror(errno));
+            *s = keep;
+            if (!keep) break;
+        }
+    }
+    struct stat st;
+    if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode))
+        return SH_FAIL(SHOAL_ERR_IO, "TensorBoard log directory %s is not a directory", dir);
+    return SHOAL_OK;
+}
+
+shoal_result sh_tb_open(const char *dir, sh_tb **out)
+{
+    shoal_result rc = SHOAL_OK;
+    sh_tb *tb = NULL;
+    *out = NULL;
+    if (!dir || !*dir) return SH_FAIL(SHOAL_ERR_INVALID, "TensorBoard log directory is empty");
+    SH_TRY(make_dirs(dir));
+    SH_TRY_GOTO(sh_calloc(1, sizeof *tb, (void **)&tb), rc, done);
+    char host[256] = "localhost";
+    if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "localhost");
+    for (char *h = host; *h; h++)
+        if (*h == '/') *h = '_';
+    long now = (long)time(NULL);
+    int fd = -1;
+    /* O_EXCL: two writers started in the same second (ranks, tests) get distinct files. */
+    for (int n = 0; n < 1000 && fd < 0; n++) {
+        if (n == 0) snprintf(tb->path, sizeof tb->path, "%s/events.out.tfevents.%ld.%s", dir, now, host);
+        else snprintf(tb->path, sizeof tb->path, "%s/events.out.tfevents.%ld.%s.%d", dir, now, host, n);
+        fd = open(tb->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd < 0 && errno != EEXIST) break;
+    }
+    if (fd < 0) {
+        rc = SH_FAIL(SHOAL_ERR_IO, "TensorBoard log: cannot create %s: %s", tb->path,
+                     strerror(errno));
+        goto done;
+    }
+    tb->f = fdopen(fd, "wb");
+    if (!tb->f) {
+        close(fd);
+        rc = SH_FAIL(SHOAL_ERR_IO, "TensorBoard log %s: fdopen: %s", tb->path, strerror(errno));
+        goto done;
+    }
+    pbuf ev = {.n = 0};
+    put_event_head(&ev, 0);
+    static const char version[] = "brain.Event:2";
+    put_bytes(&ev, 3, version, sizeof version - 1);
+    SH_TRY_GOTO(write_record(tb, &ev), rc, done);
+    *out = tb;
+    tb = NULL;
+done:
+    sh_tb_close(tb);
+    return rc;
+}
+
+shoal_result sh_tb_scalar(sh_tb *tb, const char *tag, int64_t step, float value)
+{
+    size_t tag_nbytes = tag ? strlen(tag) : 0;
+    if (tag_nbytes == 0 || tag_nbytes > TAG_NBYTES_MAX)
+        return SH_FAIL(SHOAL_ERR_INVALID, "TensorBoard scalar tag \"%s\" must be 1..%d bytes",
+                       tag ? tag : "(null)", TAG_NBYTES_MAX);
+    pbuf val = {.n = 0}, sum = {.n = 0}, ev = {.n = 0};
+    put_bytes(&val, 1, tag, tag_nbytes);
+    uint32_t bits;
+    memcpy(&bits, &value, sizeof bits);
+    put_fixed(&val, 2, WIRE_FIXED32, bits, 4);
+    put_bytes(&sum, 1, val.b, val.n);
+    put_event_head(&ev, step);
+    put_bytes(&ev, 5, sum.b, sum.n);
+    SH_TRY(write_record(tb, &ev));
+    return SHOAL_OK;
+}
+
+const char *sh_tb_path(const sh_tb *tb) { return tb->path; }
+
+void sh_tb_close(sh_tb *tb)
+{
+    if (!tb) return;
+    if (tb->f) fclose(tb->f);
+    free(tb);
+}
