@@ -1,0 +1,68 @@
+/* im2col.c — unrolling image windows into matrix columns (and back) so a convolution is one
+ * matrix product: col row (c, ky, kx), column (oy, ox) holds im[c][oy*stride - pad + ky]
+ * [ox*stride - pad + kx], zero outside the image (Caffe/Darknet layout).
+ * Not here: the product itself (layer_conv.c calls sh_gemm).
+ * Proved by tests/nn/test_layer_conv.c (against a direct convolution loop). */
+#include <string.h>
+
+#include "nn/layer.h"
+
+void sh_im2col(const float *im, int c, int h, int w, int size, int stride, int pad, int oh,
+               int ow, float *col)
+{
+    for (int ch = 0; ch < c; ch++) {
+        const float *plane = im + (size_t)ch * h * w;
+        for (int ky = 0; ky < size; ky++) {
+            for (int kx = 0; kx < size; kx++) {
+                float *row = col + ((size_t)(ch * size + ky) * size + kx) * oh * ow;
+                /* columns ox whose input x = ox*stride - pad + kx lies in [0, w) */
+                int ox0 = 0, ox1 = ow;
+                while (ox0 < ow && ox0 * stride - pad + kx < 0) ox0++;
+                while (ox1 > ox0 && (ox1 - 1) * stride - pad + kx >= w) ox1--;
+                for (int oy = 0; oy < oh; oy++) {
+                    float *dst = row + (size_t)oy * ow;
+                    int iy = oy * stride - pad + ky;
+                    if (iy < 0 || iy >= h) {
+                        memset(dst, 0, (size_t)ow * sizeof *dst);
+                        continue;
+                    }
+                    const float *src = plane + (size_t)iy * w - pad + kx;
+                    for (int ox = 0; ox < ox0; ox++) dst[ox] = 0.0f;
+                    if (stride == 1) {
+                        memcpy(dst + ox0, src + ox0, (size_t)(ox1 - ox0) * sizeof *dst);
+                    } else {
+                        for (int ox = ox0; ox < ox1; ox++) dst[ox] = src[ox * stride];
+                    }
+                    for (int ox = ox1; ox < ow; ox++) dst[ox] = 0.0f;
+                }
+            }
+        }
+    }
+}
+
+void sh_col2im(const float *col, int c, int h, int w, int size, int stride, int pad, int oh,
+               int ow, float *im)
+{
+    for (int ch = 0; ch < c; ch++) {
+        float *plane = im + (size_t)ch * h * w;
+        for (int ky = 0; ky < size; ky++) {
+            for (int kx = 0; kx < size; kx++) {
+                const float *row = col + ((size_t)(ch * size + ky) * size + kx) * oh * ow;
+                int ox0 = 0, ox1 = ow;
+                while (ox0 < ow && ox0 * stride - pad + kx < 0) ox0++;
+                while (ox1 > ox0 && (ox1 - 1) * stride - pad + kx >= w) ox1--;
+                for (int oy = 0; oy < oh; oy++) {
+                    int iy = oy * stride - pad + ky;
+                    if (iy < 0 || iy >= h) continue;
+                    const float *src = row + (size_t)oy * ow;
+                    float *dst = plane + (size_t)iy * w - pad + kx;
+                    if (stride == 1) {
+                        for (int ox = ox0; ox < ox1; ox++) dst[ox] += src[ox];
+                    } else {
+                        for (int ox = ox0; ox < ox1; ox++) dst[ox * stride] += src[ox];
+                    }
+                }
+            }
+        }
+    }
+}

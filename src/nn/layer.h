@@ -1,0 +1,137 @@
+/* layer.h — the layer table (sh_layer_ops: cfg name, parse, forward, backward), the layer
+ * record every layer file fills, and the execution context net.c hands to them.
+ * Not here: buffer allocation and step order (net.c), the math of each layer (layer_*.c).
+ * Proved by tests/nn/test_layer_*.c and tests/nn/test_net.c. */
+#ifndef SH_LAYER_H
+#define SH_LAYER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/util.h"
+#include "nn/activation.h"
+#include "nn/cfg.h"
+#include "nn/net.h"
+#include "nn/tensor.h"
+#include "nn/threads.h"
+
+#define SH_LAYER_MAX_SRC 8 /* inputs of one layer ([route] layers=...) */
+
+typedef struct sh_layer sh_layer;
+typedef struct sh_exec sh_exec;
+
+/* What a layer parser may look at: the layers before it (their output shapes) and the
+ * network input shape. */
+typedef struct {
+    sh_layer *layers; /* [0, index) are parsed */
+    int index;
+    sh_shape input;   /* the network input (C, H, W) */
+    int batch;
+} sh_parse_ctx;
+
+typedef struct {
+    const char *cfg_name;   /* "convolutional": the [section] name */
+    const char *short_name; /* "conv": for sh_net_layer_name */
+    /* Read keys through cfg.h getters; set src/nsrc (default: the previous layer), out
+     * shape, parameter/stat/workspace/keep counts and flops. Do not allocate. */
+    shoal_result (*parse)(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx *ctx);
+    /* Fill this layer's parameters (and stats) deterministically from rng. May be NULL. */
+    void (*init)(sh_layer *l, float *params, float *stats, sh_rng *rng);
+    void (*forward)(sh_layer *l, sh_exec *x);
+    /* Write dL/d(params) into x->grad[tid] (partial blocks, summed by net.c over
+     * [reduce_off, reduce_off + reduce_count)) or directly into x->grad[0] outside that
+     * slice; write (or add, when accum[k]) dL/d(input k) into in_delta[k] if non-NULL. */
+    void (*backward)(sh_layer *l, sh_exec *x);
+} sh_layer_ops;
+
+struct sh_layer {
+    const sh_layer_ops *ops;
+    int index, line;
+    char name[32];          /* "conv 0" */
+    /* inputs: layer indices, -1 = the network input */
+    int nsrc, src[SH_LAYER_MAX_SRC];
+    size_t src_outputs[SH_LAYER_MAX_SRC]; /* C*H*W of each input (set by net.c) */
+    sh_shape in_shape, out_shape; /* in_shape: shape of src[0] */
+    size_t inputs, outputs; /* C*H*W of in and out */
+
+    /* options (each layer uses its own) */
+    sh_act act;
+    int filters, size, stride, pad; /* conv: pad = padding in pixels; pool: total padding */
+    int batch_normalize;
+    float probability, scale;       /* dropout */
+    float temperature;              /* softmax */
+    int alias_input;                /* [cost]: out/delta are src[0]'s */
+
+    /* slices of the three blocks, in floats from each block's start */
+    size_t param_off, param_count;  /* everything this layer owns */
+    size_t w_off, w_count;          /* weights (decay) */
+    size_t b_off, b_count;          /* biases / BN shift (no decay) */
+    size_t s_off, s_count;          /* BN scales (no decay), right after the biases */
+    size_t reduce_off, reduce_count; /* gradients computed per thread and summed */
+    size_t stat_off, stat_count;    /* BN rolling mean then rolling variance */
+    size_t ws_count;                /* scratch floats per thread */
+    size_t keep_count;              /* floats per image kept from forward to backward */
+    size_t keep_fixed;              /* floats kept per layer (per channel stats, ...) */
+    double flops;                   /* multiply-adds per image, forward */
+
+    /* buffers (set by net.c) */
+    float *out;      /* (N, out) */
+    float *delta;    /* (N, out): dL/d(out) */
+    const float *in[SH_LAYER_MAX_SRC];       /* src outputs */
+    float *in_delta[SH_LAYER_MAX_SRC];       /* src deltas, NULL: not needed */
+    int accum[SH_LAYER_MAX_SRC];             /* 1: add into in_delta, 0: overwrite */
+    float *keep;     /* (N, keep_count) then keep_fixed */
+    double fwd_ms, bwd_ms;
+};
+
+/* Everything a forward or backward pass needs besides the layer. */
+struct sh_exec {
+    int nimg;            /* images in this pass, <= batch */
+    int batch;           /* images the buffers hold */
+    int training;
+    int nthreads;
+    sh_pool *pool;
+    float *params, *stats;
+    float **grad;        /* [nthreads]: grad[0] is the net's block, others partials */
+    float **work;        /* [nthreads]: ws floats each */
+    sh_rng *rng;         /* dropout */
+};
+
+/* Run fn(l, x, tid, n0, n1) on every thread over its fixed share [n0, n1) of x->nimg. */
+typedef void (*sh_image_fn)(sh_layer *l, sh_exec *x, int tid, int n0, int n1);
+void sh_exec_images(sh_layer *l, sh_exec *x, sh_image_fn fn);
+/* Run fn(l, x, tid, c0, c1) on every thread over its share of count items (channels). */
+void sh_exec_split(sh_layer *l, sh_exec *x, int count, sh_image_fn fn);
+
+/* The table and lookup. */
+const sh_layer_ops *sh_layer_find(const char *cfg_name);
+/* The closest name in the table, for "did you mean". */
+const char *sh_layer_closest(const char *cfg_name);
+
+/* Resolve a Darknet layer reference (negative: relative to index) to an absolute index
+ * before index, or fail naming the key. */
+shoal_result sh_layer_ref(const sh_cfg_section *s, const char *key, int ref, int index,
+                          int *out);
+
+/* Internal views for tests and tools. */
+sh_layer *sh_net_layer(sh_net *n, int i);
+/* Also compute dL/d(input) on backward (gradient checks of the first layer). */
+void sh_net_want_input_delta(sh_net *n, int on);
+const float *sh_net_input_delta(const sh_net *n);
+
+/* The layer table rows, one per file. */
+extern const sh_layer_ops sh_conv_ops, sh_dense_ops, sh_maxpool_ops, sh_avgpool_ops,
+    sh_dropout_ops, sh_softmax_ops, sh_cost_ops, sh_shortcut_ops, sh_route_ops;
+
+/* Shared helpers of the conv layer (im2col.c). col is (C*S*S, OH*OW). */
+void sh_im2col(const float *im, int c, int h, int w, int size, int stride, int pad, int oh,
+               int ow, float *col);
+/* im += col2im(col) (adds: overlapping windows sum). */
+void sh_col2im(const float *col, int c, int h, int w, int size, int stride, int pad, int oh,
+               int ow, float *im);
+
+/* Batch norm over (N, C, HW) used by conv and connected (layer_batchnorm.c). */
+void sh_bn_forward(sh_layer *l, sh_exec *x, float *raw /* (N, C, HW) in: pre-BN */);
+void sh_bn_backward(sh_layer *l, sh_exec *x);
+
+#endif

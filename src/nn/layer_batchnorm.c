@@ -1,0 +1,113 @@
+/* layer_batchnorm.c — batch normalisation over (N, C, HW) for conv and connected layers
+ * with batch_normalize=1: training normalises with the batch's mean and (biased) variance
+ * and updates rolling statistics (momentum 0.01 as Darknet, rolling variance unbiased);
+ * inference uses the rolling statistics. Each thread owns whole channels, so every sum has
+ * one fixed order and results are deterministic for any thread count.
+ * Vocabulary: m = N*HW values per channel, x_hat = (x - mean) * invstd, y = gamma x_hat + beta.
+ * Not here: the convolution or product before it (layer_conv.c, layer_dense.c).
+ * Proved by tests/nn/test_layer_conv.c (finite differences in training mode). */
+#include <math.h>
+
+#include "nn/layer.h"
+
+#define BN_EPS 1e-5f        /* Darknet's .00001 */
+#define BN_MOMENTUM 0.01f   /* Darknet: rolling = .99 rolling + .01 batch */
+
+static void bn_forward_channels(sh_layer *l, sh_exec *x, int tid, int c0, int c1)
+{
+    int nchan = l->out_shape.c;
+    size_t hw = (size_t)l->out_shape.h * l->out_shape.w;
+    const float *gamma = x->params + l->s_off;
+    const float *beta = x->params + l->b_off;
+    float *rmean = x->stats + l->stat_off;
+    float *rvar = rmean + nchan;
+    (void)tid;
+    float *mean = l->keep + l->keep_count * (size_t)x->batch; /* keep_fixed follows images */
+    float *invstd = mean + nchan;
+    for (int c = c0; c < c1; c++) {
+        float mu, is;
+        if (x->training) {
+            double sum = 0.0, sq = 0.0;
+            for (int n = 0; n < x->nimg; n++) {
+                const float *v = l->out + (size_t)n * l->outputs + (size_t)c * hw;
+                for (size_t i = 0; i < hw; i++) sum += v[i];
+            }
+            double m = (double)x->nimg * (double)hw;
+            double dmu = sum / m;
+            for (int n = 0; n < x->nimg; n++) {
+                const float *v = l->out + (size_t)n * l->outputs + (size_t)c * hw;
+                for (size_t i = 0; i < hw; i++) {
+                    double d = v[i] - dmu;
+                    sq += d * d;
+                }
+            }
+            double var = sq / m;
+            mu = (float)dmu;
+            is = (float)(1.0 / sqrt(var + BN_EPS));
+            mean[c] = mu;
+            invstd[c] = is;
+            double unbiased = m > 1.0 ? sq / (m - 1.0) : var;
+            rmean[c] = (1.0f - BN_MOMENTUM) * rmean[c] + BN_MOMENTUM * mu;
+            rvar[c] = (1.0f - BN_MOMENTUM) * rvar[c] + BN_MOMENTUM * (float)unbiased;
+        } else {
+            mu = rmean[c];
+            is = 1.0f / sqrtf(rvar[c] + BN_EPS);
+        }
+        for (int n = 0; n < x->nimg; n++) {
+            float *v = l->out + (size_t)n * l->outputs + (size_t)c * hw;
+            float *xh = x->training ? l->keep + (size_t)n * l->keep_count + (size_t)c * hw : NULL;
+            for (size_t i = 0; i < hw; i++) {
+                float h = (v[i] - mu) * is;
+                if (xh) xh[i] = h;
+                v[i] = gamma[c] * h + beta[c];
+            }
+            sh_act_forward(l->act, v, hw);
+        }
+    }
+}
+
+void sh_bn_forward(sh_layer *l, sh_exec *x, float *raw)
+{
+    (void)raw; /* the layer's own output holds the pre-normalisation values */
+    sh_exec_split(l, x, l->out_shape.c, bn_forward_channels);
+}
+
+static void bn_backward_channels(sh_layer *l, sh_exec *x, int tid, int c0, int c1)
+{
+    (void)tid;
+    int nchan = l->out_shape.c;
+    size_t hw = (size_t)l->out_shape.h * l->out_shape.w;
+    const float *gamma = x->params + l->s_off;
+    float *gbeta = x->grad[0] + l->b_off;
+    float *ggamma = x->grad[0] + l->s_off;
+    const float *invstd = l->keep + l->keep_count * (size_t)x->batch + nchan;
+    double m = (double)x->nimg * (double)hw;
+    for (int c = c0; c < c1; c++) {
+        double sum_d = 0.0, sum_dx = 0.0;
+        for (int n = 0; n < x->nimg; n++) {
+            float *d = l->delta + (size_t)n * l->outputs + (size_t)c * hw;
+            const float *y = l->out + (size_t)n * l->outputs + (size_t)c * hw;
+            const float *xh = l->keep + (size_t)n * l->keep_count + (size_t)c * hw;
+            sh_act_backward(l->act, y, d, hw);
+            for (size_t i = 0; i < hw; i++) {
+                sum_d += d[i];
+                sum_dx += (double)d[i] * xh[i];
+            }
+        }
+        gbeta[c] = (float)sum_d;
+        ggamma[c] = (float)sum_dx;
+        /* dx = gamma * invstd / m * (m dy - sum(dy) - x_hat sum(dy x_hat)) */
+        float k = gamma[c] * invstd[c];
+        float mean_d = (float)(sum_d / m), mean_dx = (float)(sum_dx / m);
+        for (int n = 0; n < x->nimg; n++) {
+            float *d = l->delta + (size_t)n * l->outputs + (size_t)c * hw;
+            const float *xh = l->keep + (size_t)n * l->keep_count + (size_t)c * hw;
+            for (size_t i = 0; i < hw; i++) d[i] = k * (d[i] - mean_d - xh[i] * mean_dx);
+        }
+    }
+}
+
+void sh_bn_backward(sh_layer *l, sh_exec *x)
+{
+    sh_exec_split(l, x, l->out_shape.c, bn_backward_channels);
+}

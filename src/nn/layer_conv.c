@@ -1,0 +1,168 @@
+/* layer_conv.c — [convolutional]: filters, size, stride, pad/padding, batch_normalize,
+ * activation, with Darknet's defaults (size 1, stride 1, pad 0, activation logistic).
+ * Per image: im2col (skipped for 1x1 stride-1 kernels) then one sgemm
+ * (F, C*S*S) x (C*S*S, OH*OW); bias and activation fused in one pass. Backward recomputes
+ * the columns: dW += dY col^T, dcol = W^T dY, col2im into the input's delta.
+ * Weights: normal * sqrt(2 / (S*S*C)) as Darknet (He). Parameters: weights (F, C, S, S),
+ * biases (F) [BN shift], then scales (F) with batch_normalize.
+ * Not here: batch norm's arithmetic (layer_batchnorm.c), the GEMM (gemm.c).
+ * Proved by tests/nn/test_layer_conv.c. */
+#include <math.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "nn/gemm.h"
+#include "nn/layer.h"
+
+static int is_pointwise(const sh_layer *l)
+{
+    return l->size == 1 && l->stride == 1 && l->pad == 0;
+}
+
+static shoal_result conv_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx *ctx)
+{
+    int pad_flag = 0, padding = 0, groups = 1;
+    SH_TRY(sh_cfg_int(s, "filters", 1, 1, 1 << 16, &l->filters));
+    SH_TRY(sh_cfg_int(s, "size", 1, 1, 1024, &l->size));
+    SH_TRY(sh_cfg_int(s, "stride", 1, 1, 1024, &l->stride));
+    SH_TRY(sh_cfg_int(s, "pad", 0, 0, 1, &pad_flag));
+    SH_TRY(sh_cfg_int(s, "padding", 0, 0, 1024, &padding));
+    SH_TRY(sh_cfg_int(s, "groups", 1, 1, 1, &groups));
+    SH_TRY(sh_cfg_int(s, "batch_normalize", 0, 0, 1, &l->batch_normalize));
+    SH_TRY(sh_act_parse(s, "logistic", &l->act));
+    l->pad = pad_flag ? l->size / 2 : padding; /* Darknet: pad=1 overrides padding */
+    const sh_shape *in = &l->in_shape;
+    int oh = (in->h + 2 * l->pad - l->size) / l->stride + 1;
+    int ow = (in->w + 2 * l->pad - l->size) / l->stride + 1;
+    if (in->h + 2 * l->pad < l->size || in->w + 2 * l->pad < l->size || oh < 1 || ow < 1)
+        return sh_cfg_fail_at(s, "size", SHOAL_ERR_FORMAT,
+                              "size=%d with padding %d does not fit the %dx%dx%d input (C x H x "
+                              "W); use a smaller size or more padding",
+                              l->size, l->pad, in->c, in->h, in->w);
+    l->out_shape = (sh_shape){l->filters, oh, ow};
+    size_t ckk = (size_t)in->c * l->size * l->size;
+    size_t ohw = (size_t)oh * ow;
+    l->w_off = 0;
+    l->w_count = (size_t)l->filters * ckk;
+    l->b_off = l->w_count;
+    l->b_count = (size_t)l->filters;
+    l->s_off = l->b_off + l->b_count;
+    l->s_count = l->batch_normalize ? (size_t)l->filters : 0;
+    l->param_count = l->w_count + l->b_count + l->s_count;
+    l->reduce_off = 0;
+    l->reduce_count = l->w_count + (l->batch_normalize ? 0 : l->b_count);
+    l->stat_count = l->batch_normalize ? 2 * (size_t)l->filters : 0;
+    /* columns for forward, plus their gradient for backward */
+    l->ws_count = is_pointwise(l) ? 0 : 2 * ckk * ohw;
+    l->keep_count = l->batch_normalize ? sh_shape_count(&l->out_shape) : 0; /* x_hat */
+    l->keep_fixed = l->batch_normalize ? 2 * (size_t)l->filters : 0;         /* mean, invstd */
+    l->flops = (double)l->filters * (double)ckk * (double)ohw;
+    (void)ctx;
+    return SHOAL_OK;
+}
+
+static void conv_init(sh_layer *l, float *params, float *stats, sh_rng *rng)
+{
+    float scale = sqrtf(2.0f / (float)(l->size * l->size * l->in_shape.c));
+    for (size_t i = 0; i < l->w_count; i++) params[l->w_off + i] = scale * sh_rng_normal(rng);
+    for (size_t i = 0; i < l->b_count; i++) params[l->b_off + i] = 0.0f;
+    for (size_t i = 0; i < l->s_count; i++) params[l->s_off + i] = 1.0f;
+    for (size_t i = 0; i < l->stat_count / 2; i++) {
+        stats[l->stat_off + i] = 0.0f;                       /* rolling mean */
+        stats[l->stat_off + l->stat_count / 2 + i] = 1.0f;   /* rolling variance */
+    }
+}
+
+static void conv_forward_images(sh_layer *l, sh_exec *x, int tid, int n0, int n1)
+{
+    const sh_shape *in = &l->in_shape;
+    int ckk = in->c * l->size * l->size;
+    int ohw = l->out_shape.h * l->out_shape.w;
+    const float *w = x->params + l->w_off;
+    const float *b = x->params + l->b_off;
+    float *col = x->work[tid];
+    for (int n = n0; n < n1; n++) {
+        const float *im = l->in[0] + (size_t)n * l->inputs;
+        float *y = l->out + (size_t)n * l->outputs; /* (F, OH*OW) */
+        const float *cols = im;
+        if (!is_pointwise(l)) {
+            sh_im2col(im, in->c, in->h, in->w, l->size, l->stride, l->pad, l->out_shape.h,
+                      l->out_shape.w, col);
+            cols = col;
+        }
+        sh_gemm(0, 0, l->filters, ohw, ckk, 1.0f, w, ckk, cols, ohw, 0.0f, y, ohw);
+        if (!l->batch_normalize)
+            for (int f = 0; f < l->filters; f++)
+                sh_act_bias_forward(l->act, y + (size_t)f * ohw, (size_t)ohw, b[f]);
+    }
+}
+
+static void conv_forward(sh_layer *l, sh_exec *x)
+{
+    sh_exec_images(l, x, conv_forward_images);
+    if (l->batch_normalize) sh_bn_forward(l, x, l->out);
+}
+
+static void conv_backward_images(sh_layer *l, sh_exec *x, int tid, int n0, int n1)
+{
+    const sh_shape *in = &l->in_shape;
+    int ckk = in->c * l->size * l->size;
+    int ohw = l->out_shape.h * l->out_shape.w;
+    const float *w = x->params + l->w_off;
+    float *gw = x->grad[tid] + l->w_off;
+    float *gb = x->grad[tid] + l->b_off;
+    float *col = x->work[tid];
+    float *dcol = col + (size_t)ckk * ohw;
+    if (n0 == n1) {
+        memset(x->grad[tid] + l->reduce_off, 0, l->reduce_count * sizeof(float));
+        return;
+    }
+    for (int n = n0; n < n1; n++) {
+        const float *im = l->in[0] + (size_t)n * l->inputs;
+        float *dy = l->delta + (size_t)n * l->outputs;
+        float beta = n == n0 ? 0.0f : 1.0f;
+        if (!l->batch_normalize) {
+            sh_act_backward(l->act, l->out + (size_t)n * l->outputs, dy, l->outputs);
+            for (int f = 0; f < l->filters; f++) {
+                const float *d = dy + (size_t)f * ohw;
+                float sum = 0.0f;
+                for (int i = 0; i < ohw; i++) sum += d[i];
+                gb[f] = beta == 0.0f ? sum : gb[f] + sum;
+            }
+        }
+        const float *cols = im;
+        if (!is_pointwise(l)) {
+            sh_im2col(im, in->c, in->h, in->w, l->size, l->stride, l->pad, l->out_shape.h,
+                      l->out_shape.w, col);
+            cols = col;
+        }
+        sh_gemm(0, 1, l->filters, ckk, ohw, 1.0f, dy, ohw, cols, ohw, beta, gw, ckk);
+        float *dx = l->in_delta[0];
+        if (!dx) continue;
+        dx += (size_t)n * l->inputs;
+        if (is_pointwise(l)) {
+            sh_gemm(1, 0, ckk, ohw, l->filters, 1.0f, w, ckk, dy, ohw,
+                    l->accum[0] ? 1.0f : 0.0f, dx, ohw);
+        } else {
+            sh_gemm(1, 0, ckk, ohw, l->filters, 1.0f, w, ckk, dy, ohw, 0.0f, dcol, ohw);
+            if (!l->accum[0]) memset(dx, 0, l->inputs * sizeof *dx);
+            sh_col2im(dcol, in->c, in->h, in->w, l->size, l->stride, l->pad, l->out_shape.h,
+                      l->out_shape.w, dx);
+        }
+    }
+}
+
+static void conv_backward(sh_layer *l, sh_exec *x)
+{
+    if (l->batch_normalize) sh_bn_backward(l, x);
+    sh_exec_images(l, x, conv_backward_images);
+}
+
+const sh_layer_ops sh_conv_ops = {
+    .cfg_name = "convolutional",
+    .short_name = "conv",
+    .parse = conv_parse,
+    .init = conv_init,
+    .forward = conv_forward,
+    .backward = conv_backward,
+};

@@ -1,0 +1,111 @@
+/* layer_dense.c — [connected]: output (K, default 1), activation (Darknet default logistic),
+ * batch_normalize. Y (N, K) = X (N, I) W^T + b, with W stored (K, I) as Darknet; each thread
+ * takes a fixed share of the images. Weights: uniform(-1, 1) * sqrt(2 / I) as Darknet.
+ * Not here: batch norm (layer_batchnorm.c), the GEMM (gemm.c).
+ * Proved by tests/nn/test_layer_dense.c. */
+#include <math.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "nn/gemm.h"
+#include "nn/layer.h"
+
+static shoal_result dense_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx *ctx)
+{
+    int k = 1;
+    (void)ctx;
+    SH_TRY(sh_cfg_int(s, "output", 1, 1, 1 << 24, &k));
+    SH_TRY(sh_cfg_int(s, "batch_normalize", 0, 0, 1, &l->batch_normalize));
+    SH_TRY(sh_act_parse(s, "logistic", &l->act));
+    l->out_shape = (sh_shape){k, 1, 1};
+    l->w_off = 0;
+    l->w_count = (size_t)k * l->inputs;
+    l->b_off = l->w_count;
+    l->b_count = (size_t)k;
+    l->s_off = l->b_off + l->b_count;
+    l->s_count = l->batch_normalize ? (size_t)k : 0;
+    l->param_count = l->w_count + l->b_count + l->s_count;
+    l->reduce_off = 0;
+    l->reduce_count = l->w_count + (l->batch_normalize ? 0 : l->b_count);
+    l->stat_count = l->batch_normalize ? 2 * (size_t)k : 0;
+    l->keep_count = l->batch_normalize ? (size_t)k : 0;
+    l->keep_fixed = l->batch_normalize ? 2 * (size_t)k : 0;
+    l->flops = (double)k * (double)l->inputs;
+    return SHOAL_OK;
+}
+
+static void dense_init(sh_layer *l, float *params, float *stats, sh_rng *rng)
+{
+    float scale = sqrtf(2.0f / (float)l->inputs);
+    for (size_t i = 0; i < l->w_count; i++)
+        params[l->w_off + i] = scale * (2.0f * sh_rng_float(rng) - 1.0f);
+    for (size_t i = 0; i < l->b_count; i++) params[l->b_off + i] = 0.0f;
+    for (size_t i = 0; i < l->s_count; i++) params[l->s_off + i] = 1.0f;
+    for (size_t i = 0; i < l->stat_count / 2; i++) {
+        stats[l->stat_off + i] = 0.0f;
+        stats[l->stat_off + l->stat_count / 2 + i] = 1.0f;
+    }
+}
+
+static void dense_forward_images(sh_layer *l, sh_exec *x, int tid, int n0, int n1)
+{
+    (void)tid;
+    int k = l->out_shape.c, in = (int)l->inputs, nn = n1 - n0;
+    if (nn <= 0) return;
+    const float *w = x->params + l->w_off;
+    const float *b = x->params + l->b_off;
+    float *y = l->out + (size_t)n0 * k;
+    sh_gemm(0, 1, nn, k, in, 1.0f, l->in[0] + (size_t)n0 * in, in, w, in, 0.0f, y, k);
+    if (l->batch_normalize) return;
+    for (int n = 0; n < nn; n++) {
+        float *row = y + (size_t)n * k;
+        for (int j = 0; j < k; j++) row[j] += b[j];
+        sh_act_forward(l->act, row, (size_t)k);
+    }
+}
+
+static void dense_forward(sh_layer *l, sh_exec *x)
+{
+    sh_exec_images(l, x, dense_forward_images);
+    if (l->batch_normalize) sh_bn_forward(l, x, l->out);
+}
+
+static void dense_backward_images(sh_layer *l, sh_exec *x, int tid, int n0, int n1)
+{
+    int k = l->out_shape.c, in = (int)l->inputs, nn = n1 - n0;
+    float *gw = x->grad[tid] + l->w_off;
+    float *gb = x->grad[tid] + l->b_off;
+    if (nn <= 0) {
+        memset(x->grad[tid] + l->reduce_off, 0, l->reduce_count * sizeof(float));
+        return;
+    }
+    float *dy = l->delta + (size_t)n0 * k;
+    const float *xin = l->in[0] + (size_t)n0 * in;
+    if (!l->batch_normalize) {
+        sh_act_backward(l->act, l->out + (size_t)n0 * k, dy, (size_t)nn * k);
+        for (int j = 0; j < k; j++) gb[j] = 0.0f;
+        for (int n = 0; n < nn; n++) {
+            const float *row = dy + (size_t)n * k;
+            for (int j = 0; j < k; j++) gb[j] += row[j];
+        }
+    }
+    sh_gemm(1, 0, k, in, nn, 1.0f, dy, k, xin, in, 0.0f, gw, in);
+    if (l->in_delta[0])
+        sh_gemm(0, 0, nn, in, k, 1.0f, dy, k, x->params + l->w_off, in,
+                l->accum[0] ? 1.0f : 0.0f, l->in_delta[0] + (size_t)n0 * in, in);
+}
+
+static void dense_backward(sh_layer *l, sh_exec *x)
+{
+    if (l->batch_normalize) sh_bn_backward(l, x);
+    sh_exec_images(l, x, dense_backward_images);
+}
+
+const sh_layer_ops sh_dense_ops = {
+    .cfg_name = "connected",
+    .short_name = "connected",
+    .parse = dense_parse,
+    .init = dense_init,
+    .forward = dense_forward,
+    .backward = dense_backward,
+};

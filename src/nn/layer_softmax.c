@@ -1,0 +1,103 @@
+/* layer_softmax.c — [softmax] (groups=1, temperature) and [cost]. The loss of a network is
+ * the cross-entropy of its softmax (net.c's sh_net_loss writes dL/d(logits / T) into the
+ * softmax's delta), so a [cost] after [softmax] — whose Darknet default type is sse — is
+ * read as that cross-entropy and adds no computation: its buffers are the softmax's.
+ * Not here: the loss value and the labels (net.c).
+ * Proved by tests/nn/test_layer_misc.c (softmax + cross-entropy gradient). */
+#include <math.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "nn/layer.h"
+
+static shoal_result softmax_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx *ctx)
+{
+    int groups = 1;
+    (void)ctx;
+    SH_TRY(sh_cfg_int(s, "groups", 1, 1, 1 << 20, &groups));
+    if (groups != 1)
+        return sh_cfg_fail_at(s, "groups", SHOAL_ERR_FORMAT,
+                              "groups=%d is not supported; shoal's softmax covers all %zu "
+                              "inputs (groups=1)", groups, l->inputs);
+    SH_TRY(sh_cfg_float(s, "temperature", 1.0f, 1e-3f, 1e3f, &l->temperature));
+    l->out_shape = (sh_shape){(int)l->inputs, 1, 1};
+    l->flops = (double)l->inputs;
+    return SHOAL_OK;
+}
+
+static void softmax_forward_images(sh_layer *l, sh_exec *x, int tid, int n0, int n1)
+{
+    (void)x;
+    (void)tid;
+    size_t k = l->inputs;
+    float inv_t = 1.0f / l->temperature;
+    for (int n = n0; n < n1; n++) {
+        const float *z = l->in[0] + (size_t)n * k;
+        float *p = l->out + (size_t)n * k;
+        float mx = z[0];
+        for (size_t i = 1; i < k; i++) mx = z[i] > mx ? z[i] : mx;
+        float sum = 0.0f;
+        for (size_t i = 0; i < k; i++) {
+            p[i] = expf((z[i] - mx) * inv_t);
+            sum += p[i];
+        }
+        float inv = 1.0f / sum;
+        for (size_t i = 0; i < k; i++) p[i] *= inv;
+    }
+}
+
+static void softmax_forward(sh_layer *l, sh_exec *x)
+{
+    sh_exec_images(l, x, softmax_forward_images);
+}
+
+static void softmax_backward(sh_layer *l, sh_exec *x)
+{
+    float *dx = l->in_delta[0];
+    if (!dx) return;
+    size_t count = (size_t)x->nimg * l->inputs;
+    float inv_t = 1.0f / l->temperature;
+    for (size_t i = 0; i < count; i++) {
+        float g = l->delta[i] * inv_t;
+        dx[i] = l->accum[0] ? dx[i] + g : g;
+    }
+}
+
+const sh_layer_ops sh_softmax_ops = {
+    .cfg_name = "softmax",
+    .short_name = "softmax",
+    .parse = softmax_parse,
+    .forward = softmax_forward,
+    .backward = softmax_backward,
+};
+
+static shoal_result cost_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx *ctx)
+{
+    const char *type = NULL;
+    SH_TRY(sh_cfg_str(s, "type", "sse", &type));
+    if (strcmp(type, "sse") != 0)
+        return sh_cfg_fail_at(s, "type", SHOAL_ERR_FORMAT,
+                              "type=%s is not supported: shoal trains with the cross-entropy of "
+                              "the softmax before [cost]; remove type= (or use type=sse)", type);
+    if (ctx->index == 0 || ctx->layers[ctx->index - 1].ops != &sh_softmax_ops)
+        return sh_cfg_fail_at(s, NULL, SHOAL_ERR_FORMAT,
+                              "[cost] must follow [softmax] (shoal's loss is softmax "
+                              "cross-entropy); add a [softmax] section before it");
+    l->out_shape = l->in_shape;
+    l->alias_input = 1;
+    return SHOAL_OK;
+}
+
+static void cost_noop(sh_layer *l, sh_exec *x)
+{
+    (void)l;
+    (void)x;
+}
+
+const sh_layer_ops sh_cost_ops = {
+    .cfg_name = "cost",
+    .short_name = "cost",
+    .parse = cost_parse,
+    .forward = cost_noop,
+    .backward = cost_noop,
+};

@@ -1,0 +1,557 @@
+/* net.c — a network from a parsed cfg: the layer list, its three contiguous blocks
+ * (parameters, gradients, statistics), one arena for activations, deltas and kept values,
+ * per-thread workspaces and partial-gradient blocks, and the forward / loss / backward
+ * passes. Every buffer is allocated here (or in sh_net_set_threads); a step allocates
+ * nothing.
+ * Threads: each parallel section splits the images of the batch into fixed shares (or the
+ * channels, for batch norm). Thread t writes weight gradients into its own partial block;
+ * after a layer's backward the partials are summed in thread order, so results are
+ * bitwise deterministic for a given thread count.
+ * Deltas: a layer's delta is overwritten by its only consumer, or zeroed before backward
+ * and accumulated into when several layers (shortcut, route) consume it.
+ * Not here: the layers' math (layer_*.c), [net] keys (net_config.c), the optimizer.
+ * Proved by tests/nn/test_net.c and tests/nn/test_layer_*.c. */
+#include "nn/net.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/env.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "nn/gemm.h"
+#include "nn/layer.h"
+
+struct sh_net {
+    sh_cfg *cfg;
+    int own_cfg;
+    sh_net_config config;
+    int batch;
+    sh_shape input;
+    int nlayers;
+    sh_layer *layers;
+    int softmax;              /* index of the layer whose output is the network's */
+    int nclasses;
+
+    size_t nparams, nstats;
+    float *params, *grads, *stats;
+    sh_param_range *ranges;
+    int nranges;
+
+    float *arena;             /* outputs, deltas, kept values of every layer */
+    float *input_delta;       /* (N, input) */
+    int want_input_delta;
+    int *zero_before_backward; /* [nlayers]: 1 when several layers add into its delta */
+
+    int nthreads;
+    sh_pool *pool;
+    size_t ws_count;          /* per thread */
+    float *work_block;        /* nthreads * ws_count */
+    float *partial_block;     /* (nthreads - 1) * nparams */
+    float **grad_ptrs, **work_ptrs;
+
+    sh_rng rng;               /* dropout */
+    sh_exec exec;
+    const float *x;
+    int nimg, training;
+    int have_loss;
+};
+
+/* ---- parallel helpers used by the layers ---- */
+
+typedef struct {
+    sh_layer *l;
+    sh_exec *x;
+    sh_image_fn fn;
+    int count;
+} split_job;
+
+static void split_run(void *arg, int tid, int nthreads)
+{
+    split_job *j = arg;
+    int lo, hi;
+    sh_pool_share(j->count, tid, nthreads, &lo, &hi);
+    j->fn(j->l, j->x, tid, lo, hi);
+}
+
+void sh_exec_split(sh_layer *l, sh_exec *x, int count, sh_image_fn fn)
+{
+    split_job j = {l, x, fn, count};
+    if (x->nthreads == 1) {
+        fn(l, x, 0, 0, count);
+        return;
+    }
+    sh_pool_run(x->pool, split_run, &j);
+}
+
+void sh_exec_images(sh_layer *l, sh_exec *x, sh_image_fn fn)
+{
+    sh_exec_split(l, x, x->nimg, fn);
+}
+
+/* ---- building ---- */
+
+static size_t round16(size_t count) { return (count + 15) & ~(size_t)15; }
+
+static shoal_result parse_layers(sh_net *n)
+{
+    sh_cfg *cfg = n->cfg;
+    int nsec = sh_cfg_nsections(cfg);
+    SH_TRY(sh_calloc((size_t)(nsec > 1 ? nsec - 1 : 1), sizeof *n->layers, (void **)&n->layers));
+    n->nlayers = 0;
+    for (int i = 1; i < nsec; i++) {
+        sh_cfg_section *s = sh_cfg_section_at(cfg, i);
+        const char *name = sh_cfg_section_name(s);
+        const sh_layer_ops *ops = sh_layer_find(name);
+        if (!ops) {
+            if (strcmp(name, "net") == 0 || strcmp(name, "network") == 0)
+                return SH_FAIL(SHOAL_ERR_FORMAT, "%s:%d: a second [%s] section; [net] must come "
+                               "once, first", sh_cfg_path(cfg), sh_cfg_section_line(s), name);
+            return SH_FAIL(SHOAL_ERR_FORMAT, "%s:%d: unknown section [%s]; did you mean [%s]?",
+                           sh_cfg_path(cfg), sh_cfg_section_line(s), name,
+                           sh_layer_closest(name));
+        }
+        int idx = n->nlayers;
+        sh_layer *l = &n->layers[idx];
+        l->ops = ops;
+        l->index = idx;
+        l->line = sh_cfg_section_line(s);
+        snprintf(l->name, sizeof l->name, "%s %d", ops->short_name, idx);
+        l->nsrc = 1;
+        l->src[0] = idx - 1;
+        l->in_shape = idx == 0 ? n->input : n->layers[idx - 1].out_shape;
+        l->inputs = sh_shape_count(&l->in_shape);
+        l->act = SH_ACT_LINEAR;
+        l->temperature = 1.0f;
+        sh_parse_ctx ctx = {n->layers, idx, n->input, n->batch};
+        SH_TRY(ops->parse(l, s, &ctx));
+        SH_TRY(sh_cfg_check_unused(s));
+        l->outputs = sh_shape_count(&l->out_shape);
+        for (int k = 0; k < l->nsrc; k++)
+            l->src_outputs[k] = l->src[k] < 0 ? sh_shape_count(&n->input)
+                                              : n->layers[l->src[k]].outputs;
+        n->nlayers++;
+    }
+    if (n->nlayers == 0)
+        return SH_FAIL(SHOAL_ERR_FORMAT, "%s: no layers after [net]; add layer sections",
+                       sh_cfg_path(cfg));
+    int last = n->nlayers - 1;
+    if (n->layers[last].ops == &sh_cost_ops) last--;
+    if (n->layers[last].ops != &sh_softmax_ops)
+        return SH_FAIL(SHOAL_ERR_FORMAT, "%s:%d: the network ends with [%s]; shoal trains with "
+                       "softmax cross-entropy: end it with [softmax] (optionally then [cost])",
+                       sh_cfg_path(cfg), n->layers[last].line, n->layers[last].ops->cfg_name);
+    n->softmax = last;
+    n->nclasses = (int)n->layers[last].outputs;
+    return SHOAL_OK;
+}
+
+/* Offsets into the three blocks and the decay ranges. */
+static shoal_result lay_out_blocks(sh_net *n)
+{
+    size_t p = 0, st = 0;
+    int nr = 0;
+    for (int i = 0; i < n->nlayers; i++) {
+        sh_layer *l = &n->layers[i];
+        l->param_off = p;
+        l->w_off += p;
+        l->b_off += p;
+        l->s_off += p;
+        l->reduce_off += p;
+        p += l->param_count;
+        l->stat_off = st;
+        st += l->stat_count;
+        if (l->w_count) nr++;
+        if (l->b_count + l->s_count) nr++;
+    }
+    n->nparams = p;
+    n->nstats = st;
+    SH_TRY(sh_calloc((size_t)(nr ? nr : 1), sizeof *n->ranges, (void **)&n->ranges));
+    for (int i = 0; i < n->nlayers; i++) {
+        sh_layer *l = &n->layers[i];
+        if (l->w_count) n->ranges[n->nranges++] = (sh_param_range){l->w_off, l->w_count, 1};
+        if (l->b_count + l->s_count)
+            n->ranges[n->nranges++] = (sh_param_range){l->b_off, l->b_count + l->s_count, 0};
+    }
+    SH_TRY(sh_alloc_aligned(round16(p ? p : 1) * sizeof(float), (void **)&n->params));
+    SH_TRY(sh_alloc_aligned(round16(p ? p : 1) * sizeof(float), (void **)&n->grads));
+    SH_TRY(sh_alloc_aligned(round16(st ? st : 1) * sizeof(float), (void **)&n->stats));
+    return SHOAL_OK;
+}
+
+/* Outputs, deltas and kept values in one arena; [cost] borrows its input's buffers. */
+static shoal_result lay_out_arena(sh_net *n)
+{
+    size_t total = 0, nb = (size_t)n->batch;
+    for (int i = 0; i < n->nlayers; i++) {
+        sh_layer *l = &n->layers[i];
+        if (l->alias_input) continue;
+        total += 2 * round16(nb * l->outputs) + round16(nb * l->keep_count + l->keep_fixed);
+    }
+    SH_TRY(sh_alloc_aligned((total ? total : 16) * sizeof(float), (void **)&n->arena));
+    SH_TRY(sh_alloc_aligned(round16(nb * sh_shape_count(&n->input)) * sizeof(float),
+                            (void **)&n->input_delta));
+    SH_TRY(sh_calloc((size_t)n->nlayers, sizeof(int), (void **)&n->zero_before_backward));
+    float *p = n->arena;
+    int *consumers = n->zero_before_backward;
+    for (int i = 0; i < n->nlayers; i++) {
+        sh_layer *l = &n->layers[i];
+        for (int k = 0; k < l->nsrc; k++)
+            if (l->src[k] >= 0) consumers[l->src[k]]++;
+        if (l->alias_input) {
+            sh_layer *src = &n->layers[l->src[0]];
+            l->out = src->out;
+            l->delta = src->delta;
+            continue;
+        }
+        l->out = p;
+        p += round16(nb * l->outputs);
+        l->delta = p;
+        p += round16(nb * l->outputs);
+        l->keep = p;
+        p += round16(nb * l->keep_count + l->keep_fixed);
+    }
+    /* [cost] aliases its source: the source's delta is written by sh_net_loss, not by it. */
+    for (int i = 0; i < n->nlayers; i++) {
+        sh_layer *l = &n->layers[i];
+        if (l->alias_input) consumers[l->src[0]]--;
+    }
+    for (int i = 0; i < n->nlayers; i++) {
+        sh_layer *l = &n->layers[i];
+        for (int k = 0; k < l->nsrc; k++) {
+            int s = l->src[k];
+            l->in[k] = s >= 0 ? n->layers[s].out : NULL; /* input: set per forward */
+            l->in_delta[k] = s >= 0 ? n->layers[s].delta : NULL;
+            l->accum[k] = s >= 0 && consumers[s] > 1;
+        }
+    }
+    /* 1: zero before backward (several writers add, or none writes) */
+    for (int i = 0; i < n->nlayers; i++)
+        consumers[i] = (consumers[i] != 1 && i != n->softmax && !n->layers[i].alias_input);
+    return SHOAL_OK;
+}
+
+static shoal_result alloc_threads(sh_net *n, int nthreads)
+{
+    sh_pool *pool = NULL;
+    float *work = NULL, *partial = NULL, **gp = NULL, **wp = NULL;
+    shoal_result rc = SHOAL_OK;
+    SH_TRY_GOTO(sh_pool_create(nthreads, &pool), rc, fail);
+    SH_TRY_GOTO(sh_alloc_aligned(round16(n->ws_count) * (size_t)nthreads * sizeof(float) + 64,
+                                 (void **)&work), rc, fail);
+    if (nthreads > 1)
+        SH_TRY_GOTO(sh_alloc_aligned(round16(n->nparams) * (size_t)(nthreads - 1) *
+                                     sizeof(float), (void **)&partial), rc, fail);
+    SH_TRY_GOTO(sh_calloc((size_t)nthreads, sizeof *gp, (void **)&gp), rc, fail);
+    SH_TRY_GOTO(sh_calloc((size_t)nthreads, sizeof *wp, (void **)&wp), rc, fail);
+    for (int t = 0; t < nthreads; t++) {
+        gp[t] = t == 0 ? n->grads : partial + round16(n->nparams) * (size_t)(t - 1);
+        wp[t] = work + round16(n->ws_count) * (size_t)t;
+    }
+    sh_pool_destroy(n->pool);
+    sh_free_aligned(n->work_block);
+    sh_free_aligned(n->partial_block);
+    free(n->grad_ptrs);
+    free(n->work_ptrs);
+    n->pool = pool;
+    n->work_block = work;
+    n->partial_block = partial;
+    n->grad_ptrs = gp;
+    n->work_ptrs = wp;
+    n->nthreads = nthreads;
+    return SHOAL_OK;
+fail:
+    sh_pool_destroy(pool);
+    sh_free_aligned(work);
+    sh_free_aligned(partial);
+    free(gp);
+    free(wp);
+    return rc;
+}
+
+static int default_threads(void)
+{
+    long t = 0, local = 1;
+    if (sh_env_long("SHOAL_THREADS", &t) != SHOAL_OK) t = 0;
+    if (t > 0) return (int)t;
+    if (sh_env_is_set("SHOAL_LOCAL_SIZE") && sh_env_long("SHOAL_LOCAL_SIZE", &local) != SHOAL_OK)
+        local = 1;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    t = cores / (local > 0 ? local : 1);
+    return t < 1 ? 1 : (int)t;
+}
+
+shoal_result sh_net_create(sh_cfg *cfg, int batch, uint64_t seed, sh_net **out)
+{
+    shoal_result rc = SHOAL_OK;
+    sh_net *n = NULL;
+    *out = NULL;
+    SH_TRY(sh_calloc(1, sizeof *n, (void **)&n));
+    n->cfg = cfg;
+    if (sh_cfg_nsections(cfg) < 1 ||
+        (strcmp(sh_cfg_section_name(sh_cfg_section_at(cfg, 0)), "net") != 0 &&
+         strcmp(sh_cfg_section_name(sh_cfg_section_at(cfg, 0)), "network") != 0)) {
+        rc = SH_FAIL(SHOAL_ERR_FORMAT, "%s:%d: the first section must be [net]",
+                     sh_cfg_path(cfg),
+                     sh_cfg_nsections(cfg) ? sh_cfg_section_line(sh_cfg_section_at(cfg, 0)) : 1);
+        goto fail;
+    }
+    SH_TRY_GOTO(sh_net_config_parse(sh_cfg_section_at(cfg, 0), &n->config), rc, fail);
+    n->batch = batch > 0 ? batch : n->config.batch;
+    if (n->batch < 1) n->batch = 1;
+    n->input = (sh_shape){n->config.channels, n->config.height, n->config.width};
+    if (sh_shape_count(&n->input) == 0) {
+        rc = SH_FAIL(SHOAL_ERR_FORMAT, "%s:%d: [net] input is %dx%dx%d (channels x height x "
+                     "width); set all three", sh_cfg_path(cfg),
+                     sh_cfg_section_line(sh_cfg_section_at(cfg, 0)), n->input.c, n->input.h,
+                     n->input.w);
+        goto fail;
+    }
+    SH_TRY_GOTO(parse_layers(n), rc, fail);
+    SH_TRY_GOTO(lay_out_blocks(n), rc, fail);
+    SH_TRY_GOTO(lay_out_arena(n), rc, fail);
+    for (int i = 0; i < n->nlayers; i++)
+        if (n->layers[i].ws_count > n->ws_count) n->ws_count = n->layers[i].ws_count;
+    SH_TRY_GOTO(alloc_threads(n, default_threads()), rc, fail);
+    sh_rng init;
+    sh_rng_seed(&init, seed);
+    for (int i = 0; i < n->nlayers; i++)
+        if (n->layers[i].ops->init) n->layers[i].ops->init(&n->layers[i], n->params, n->stats, &init);
+    sh_rng_seed(&n->rng, seed ^ 0x9e3779b97f4a7c15ull); /* dropout: its own stream */
+    sh_gemm_set_blas_threads(1);
+    *out = n;
+    return SHOAL_OK;
+fail:
+    sh_net_destroy(n);
+    return rc;
+}
+
+shoal_result sh_net_load(const char *cfg_path, int batch, uint64_t seed, sh_net **out)
+{
+    sh_cfg *cfg = NULL;
+    *out = NULL;
+    SH_TRY(sh_cfg_load(cfg_path, &cfg));
+    shoal_result rc = sh_net_create(cfg, batch, seed, out);
+    if (rc != SHOAL_OK) {
+        sh_err_trace(__FILE__, __LINE__);
+        sh_cfg_destroy(cfg);
+        return rc;
+    }
+    (*out)->own_cfg = 1;
+    return SHOAL_OK;
+}
+
+void sh_net_destroy(sh_net *n)
+{
+    if (!n) return;
+    sh_pool_destroy(n->pool);
+    sh_free_aligned(n->work_block);
+    sh_free_aligned(n->partial_block);
+    free(n->grad_ptrs);
+    free(n->work_ptrs);
+    sh_free_aligned(n->arena);
+    sh_free_aligned(n->input_delta);
+    free(n->zero_before_backward);
+    sh_free_aligned(n->params);
+    sh_free_aligned(n->grads);
+    sh_free_aligned(n->stats);
+    free(n->ranges);
+    free(n->layers);
+    if (n->own_cfg) sh_cfg_destroy(n->cfg);
+    free(n);
+}
+
+/* ---- queries ---- */
+
+const sh_net_config *sh_net_get_config(const sh_net *n) { return &n->config; }
+int sh_net_batch(const sh_net *n) { return n->batch; }
+int sh_net_input_count(const sh_net *n) { return (int)sh_shape_count(&n->input); }
+int sh_net_nclasses(const sh_net *n) { return n->nclasses; }
+uint64_t sh_net_cfg_hash(const sh_net *n) { return sh_cfg_hash(n->cfg); }
+size_t sh_net_nparams(const sh_net *n) { return n->nparams; }
+float *sh_net_params(sh_net *n) { return n->params; }
+float *sh_net_grads(sh_net *n) { return n->grads; }
+
+float *sh_net_stats(sh_net *n, size_t *count)
+{
+    if (count) *count = n->nstats;
+    return n->stats;
+}
+
+const sh_param_range *sh_net_param_ranges(const sh_net *n, int *nranges)
+{
+    *nranges = n->nranges;
+    return n->ranges;
+}
+
+int sh_net_nlayers(const sh_net *n) { return n->nlayers; }
+const char *sh_net_layer_name(const sh_net *n, int i) { return n->layers[i].name; }
+
+void sh_net_layer_params(const sh_net *n, int i, size_t *offset, size_t *count)
+{
+    *offset = n->layers[i].param_off;
+    *count = n->layers[i].param_count;
+}
+
+void sh_net_layer_shape(const sh_net *n, int i, int *c, int *h, int *w)
+{
+    *c = n->layers[i].out_shape.c;
+    *h = n->layers[i].out_shape.h;
+    *w = n->layers[i].out_shape.w;
+}
+
+double sh_net_layer_flops(const sh_net *n, int i) { return n->layers[i].flops; }
+
+void sh_net_layer_times(const sh_net *n, int i, double *forward_ms, double *backward_ms)
+{
+    *forward_ms = n->layers[i].fwd_ms;
+    *backward_ms = n->layers[i].bwd_ms;
+}
+
+void sh_net_rng_get(const sh_net *n, uint64_t state[4]) { memcpy(state, n->rng.s, sizeof n->rng.s); }
+void sh_net_rng_set(sh_net *n, const uint64_t state[4]) { memcpy(n->rng.s, state, sizeof n->rng.s); }
+
+sh_layer *sh_net_layer(sh_net *n, int i) { return &n->layers[i]; }
+void sh_net_want_input_delta(sh_net *n, int on) { n->want_input_delta = on; }
+const float *sh_net_input_delta(const sh_net *n) { return n->input_delta; }
+
+void sh_net_set_threads(sh_net *n, int nthreads)
+{
+    if (nthreads < 1) nthreads = 1;
+    if (nthreads > 256) nthreads = 256;
+    if (nthreads == n->nthreads) return;
+    if (alloc_threads(n, nthreads) != SHOAL_OK)
+        SH_LOG_W("nn", "could not use %d threads (%s); staying at %d", nthreads,
+                 shoal_last_error(), n->nthreads);
+}
+
+/* ---- passes ---- */
+
+static void fill_exec(sh_net *n)
+{
+    sh_exec *x = &n->exec;
+    x->nimg = n->nimg;
+    x->batch = n->batch;
+    x->training = n->training;
+    x->nthreads = n->nthreads;
+    x->pool = n->pool;
+    x->params = n->params;
+    x->stats = n->stats;
+    x->grad = n->grad_ptrs;
+    x->work = n->work_ptrs;
+    x->rng = &n->rng;
+}
+
+shoal_result sh_net_forward(sh_net *n, const float *x, int nimg, int training)
+{
+    if (nimg < 1 || nimg > n->batch)
+        return SH_FAIL(SHOAL_ERR_INVALID, "forward: %d images, but the network was built for "
+                       "batches of 1..%d; rebuild it with a larger batch", nimg, n->batch);
+    n->x = x;
+    n->nimg = nimg;
+    n->training = training;
+    n->have_loss = 0;
+    fill_exec(n);
+    for (int i = 0; i < n->nlayers; i++) {
+        sh_layer *l = &n->layers[i];
+        for (int k = 0; k < l->nsrc; k++) {
+            if (l->src[k] >= 0) continue;
+            l->in[k] = x;
+            l->in_delta[k] = n->want_input_delta ? n->input_delta : NULL;
+            l->accum[k] = 0;
+        }
+        uint64_t t0 = sh_now_ns();
+        l->ops->forward(l, &n->exec);
+        l->fwd_ms = (double)(sh_now_ns() - t0) * 1e-6;
+    }
+    return SHOAL_OK;
+}
+
+const float *sh_net_output(const sh_net *n) { return n->layers[n->softmax].out; }
+
+float sh_net_loss(sh_net *n, const int32_t *labels)
+{
+    sh_layer *sm = &n->layers[n->softmax];
+    int k = n->nclasses;
+    double loss = 0.0;
+    float inv = 1.0f / (float)n->nimg;
+    for (int i = 0; i < n->nimg; i++) {
+        const float *p = sm->out + (size_t)i * k;
+        float *d = sm->delta + (size_t)i * k;
+        int y = labels[i];
+        if (y < 0 || y >= k) {
+            SH_LOG_E("nn", "loss: label %d of image %d is outside 0..%d", y, i, k - 1);
+            return NAN;
+        }
+        for (int j = 0; j < k; j++) d[j] = p[j] * inv;
+        d[y] -= inv;
+        loss -= log(p[y] > 1e-30f ? (double)p[y] : 1e-30);
+    }
+    n->have_loss = 1;
+    return (float)(loss / n->nimg);
+}
+
+int sh_net_correct(const sh_net *n, const int32_t *labels)
+{
+    const float *out = sh_net_output(n);
+    int k = n->nclasses, correct = 0;
+    for (int i = 0; i < n->nimg; i++) {
+        const float *p = out + (size_t)i * k;
+        int best = 0;
+        for (int j = 1; j < k; j++)
+            if (p[j] > p[best]) best = j;
+        correct += best == labels[i];
+    }
+    return correct;
+}
+
+typedef struct {
+    sh_net *n;
+    size_t off, count;
+} reduce_job;
+
+/* grads[off..off+count) = sum over threads t of grad[t][...], t in order 0, 1, ... */
+static void reduce_run(void *arg, int tid, int nthreads)
+{
+    reduce_job *j = arg;
+    int lo, hi;
+    int nchunks = (int)((j->count + 15) / 16);
+    sh_pool_share(nchunks, tid, nthreads, &lo, &hi);
+    size_t a = j->off + (size_t)lo * 16, b = j->off + (size_t)hi * 16;
+    if (b > j->off + j->count) b = j->off + j->count;
+    float *g0 = j->n->grad_ptrs[0];
+    for (int t = 1; t < nthreads; t++) {
+        const float *gt = j->n->grad_ptrs[t];
+        for (size_t i = a; i < b; i++) g0[i] += gt[i];
+    }
+}
+
+shoal_result sh_net_backward(sh_net *n, sh_grad_ready_fn ready, void *ctx)
+{
+    if (!n->have_loss)
+        return SH_FAIL(SHOAL_ERR_INVALID, "backward: no loss since the last forward; call "
+                       "sh_net_forward(training=1) then sh_net_loss first");
+    if (!n->training)
+        return SH_FAIL(SHOAL_ERR_INVALID, "backward: the last forward was inference "
+                       "(training=0); forward with training=1 before backward");
+    fill_exec(n);
+    for (int i = 0; i < n->nlayers; i++)
+        if (n->zero_before_backward[i])
+            memset(n->layers[i].delta, 0, (size_t)n->nimg * n->layers[i].outputs * sizeof(float));
+    for (int i = n->nlayers - 1; i >= 0; i--) {
+        sh_layer *l = &n->layers[i];
+        uint64_t t0 = sh_now_ns();
+        l->ops->backward(l, &n->exec);
+        if (l->reduce_count && n->nthreads > 1) {
+            reduce_job j = {n, l->reduce_off, l->reduce_count};
+            sh_pool_run(n->pool, reduce_run, &j);
+        }
+        l->bwd_ms = (double)(sh_now_ns() - t0) * 1e-6;
+        if (l->param_count && ready) ready(ctx, i, l->param_off, l->param_count);
+    }
+    return SHOAL_OK;
+}
