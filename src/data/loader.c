@@ -8,8 +8,9 @@
  * [r*b/world, (r+1)*b/world) (with drop_last = 0 a last step shorter than world leaves
  * some ranks n = 0 images; trainers that need every rank busy use drop_last = 1).
  * Position (epoch, step) is always the next step to be read, so a checkpoint of it resumes
- * exactly: after the last step of an epoch the loader is at (epoch + 1, 0). Because order_e depends on (seed, e) only, a resumed run and an unbroken
- * run read the same images, on every rank and any world size. */
+ * exactly: after the last step of an epoch the loader is at (epoch + 1, 0). Because order_e
+ * depends on (seed, e) only, a resumed run and an unbroken run read the same images, on every
+ * rank and any world size. */
 #include <stdlib.h>
 
 #include "base/err.h"
