@@ -64,6 +64,25 @@ static shoal_result read_all(gzFile g, const char *path, void *buf, size_t nbyte
     return SHOAL_OK;
 }
 
+/* After the last element: read on, so that zlib reaches the gzip trailer and checks its CRC-32
+ * and length; damage that still inflates is caught here. Bytes after the data are ignored. */
+static shoal_result check_end(gzFile g, const char *path)
+{
+    uint8_t extra[1];
+    int n = gzread(g, extra, sizeof extra);
+    int zerr = 0;
+    const char *msg = gzerror(g, &zerr);
+    /* zlib reports a stream cut inside its trailer as 0 bytes read and Z_BUF_ERROR. */
+    if (n > 0 || zerr == Z_OK) return SHOAL_OK;
+    if (zerr == Z_BUF_ERROR)
+        return SH_FAIL(SHOAL_ERR_FORMAT,
+                       "%s: truncated: the gzip stream ends before its checksum; download it "
+                       "again",
+                       path);
+    return SH_FAIL(SHOAL_ERR_FORMAT, "%s: damaged gzip data (%s); download the file again", path,
+                   msg);
+}
+
 static shoal_result read_header(gzFile g, const char *path, uint32_t want_magic, int ndims,
                                 uint32_t *dims)
 {
@@ -110,6 +129,7 @@ static shoal_result load_images(const char *path, sh_dataset **out)
                      path, dims[0], dims[1], dims[2], got / img_nbytes);
         goto done;
     }
+    SH_TRY_GOTO(check_end(g, path), rc, done);
     *out = d;
     d = NULL;
 done:
@@ -143,6 +163,7 @@ static shoal_result load_labels(const char *path, sh_dataset *d)
                      path, count, got);
         goto done;
     }
+    SH_TRY_GOTO(check_end(g, path), rc, done);
     for (uint32_t i = 0; i < count; i++) d->labels[i] = raw[i];
     sh_dataset_count_classes(d);
 done:

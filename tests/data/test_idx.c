@@ -162,6 +162,59 @@ static void truncated_images_report_how_many_arrived(void)
     expect_format_error(img, lab, "truncated", "cut.gz");
 }
 
+/* Every cut of a raw or gzipped image file, and every flipped byte of a gzipped one, is refused
+ * (never loaded as wrong data, never a crash). */
+static void every_cut_or_gzip_damage_is_refused(void)
+{
+    enum { N = 4, H = 3, W = 3 };
+    uint8_t raw[16 + N * H * W];
+    size_t nraw = make_images(raw, 0x803, N, H, W);
+    char img[256], lab[256], cut[256];
+    path_of(img, "small-images.gz"), path_of(lab, "small-labels"), path_of(cut, "small-cut");
+    uint8_t lb[8 + N];
+    write_file(lab, lb, make_labels(lb, N, 3), 0);
+    write_file(img, raw, nraw, 1);
+    static uint8_t gz[4096];
+    FILE *f = fopen(img, "rb");
+    size_t ngz = f ? fread(gz, 1, sizeof gz, f) : 0;
+    if (f) fclose(f);
+    CHECK(ngz > 18, "gzip file %zu bytes", ngz);
+    sh_dataset *d = NULL;
+    CHECK_OK(sh_idx_load(img, lab, &d));
+    sh_dataset_destroy(d);
+    int raw_ok = 0, gz_ok = 0, flip_ok = 0;
+    for (size_t i = 0; i < nraw; i++) {
+        write_file(cut, raw, i, 0);
+        raw_ok += sh_idx_load(cut, lab, &d) == SHOAL_ERR_FORMAT;
+        sh_dataset_destroy(d);
+        d = NULL;
+    }
+    for (size_t i = 0; i < ngz; i++) {
+        write_file(cut, gz, i, 0);
+        gz_ok += sh_idx_load(cut, lab, &d) == SHOAL_ERR_FORMAT;
+        sh_dataset_destroy(d);
+        d = NULL;
+    }
+    /* Bytes 4..9 of a gzip header (mtime, flags, OS) are not checked by zlib; from byte 10 on
+     * everything is deflate data or the CRC-32 and length trailer. A flip may only land in the
+     * unused padding bits of the last deflate byte: then the data is intact. Never wrong data. */
+    int wrong = 0;
+    for (size_t i = 10; i < ngz; i++) {
+        gz[i] ^= 0x01;
+        write_file(cut, gz, ngz, 0);
+        gz[i] ^= 0x01;
+        shoal_result rc = sh_idx_load(cut, lab, &d);
+        flip_ok += rc == SHOAL_ERR_FORMAT;
+        if (rc == SHOAL_OK) wrong += memcmp(d->pixels, raw + 16, N * H * W) != 0;
+        sh_dataset_destroy(d);
+        d = NULL;
+    }
+    CHECK(raw_ok == (int)nraw, "%d of %zu raw cuts refused", raw_ok, nraw);
+    CHECK(gz_ok == (int)ngz, "%d of %zu gzip cuts refused", gz_ok, ngz);
+    CHECK(flip_ok >= (int)ngz - 10 - 1, "%d of %zu gzip flips refused", flip_ok, ngz - 10);
+    CHECK(wrong == 0, "%d flips loaded wrong pixels", wrong);
+}
+
 static void label_count_mismatch_names_both_files(void)
 {
     char img[256], lab[256];
@@ -226,6 +279,7 @@ int main(void)
     RUN(missing_file_says_how_to_get_the_dataset);
     RUN(wrong_magic_is_refused_with_both_magics);
     RUN(truncated_images_report_how_many_arrived);
+    RUN(every_cut_or_gzip_damage_is_refused);
     RUN(label_count_mismatch_names_both_files);
     RUN(classes_are_one_more_than_the_largest_label);
     RUN(loads_real_fashion_mnist_test_set);

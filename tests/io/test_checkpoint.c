@@ -200,6 +200,43 @@ static void bad_section_names_are_refused_on_save(void)
           shoal_last_error_message());
 }
 
+static void every_single_byte_damage_or_cut_is_refused(void)
+{
+    char p[256], t[256];
+    path_of(p, "small.ckpt");
+    path_of(t, "damaged.ckpt");
+    uint8_t a[10], b[3];
+    for (int i = 0; i < 10; i++) a[i] = (uint8_t)(i * 11);
+    b[0] = 1, b[1] = 2, b[2] = 3;
+    sh_ckpt_section s[2] = {{"a", a, sizeof a}, {"bee", b, sizeof b}};
+    CHECK_OK(sh_ckpt_save(p, s, 2));
+    long n = file_nbytes(p);
+    uint8_t whole[256];
+    FILE *f = fopen(p, "rb");
+    CHECK(f && n == 16 + 2 * 44 + 13 + 4 && fread(whole, 1, (size_t)n, f) == (size_t)n,
+          "read %ld bytes", n);
+    if (f) fclose(f);
+    int refused = 0, cut_refused = 0;
+    for (long i = 0; i < n; i++) {
+        /* Every byte is covered by a check: the table by the trailer, data by its section's
+         * CRC, the trailer by itself. */
+        for (int bit = 0; bit < 8; bit += 7) {
+            whole[i] ^= (uint8_t)(1u << bit);
+            f = fopen(t, "wb");
+            if (f) fwrite(whole, 1, (size_t)n, f), fclose(f);
+            whole[i] ^= (uint8_t)(1u << bit);
+            refused += sh_ckpt_load(t, s, 2) == SHOAL_ERR_FORMAT;
+        }
+        copy_prefix(p, t, i);
+        cut_refused += sh_ckpt_load(t, s, 2) == SHOAL_ERR_FORMAT;
+    }
+    CHECK(refused == 2 * n, "%d of %ld single-bit flips refused", refused, 2 * n);
+    CHECK(cut_refused == n, "%d of %ld cuts refused", cut_refused, n);
+    /* and the intact file still loads */
+    CHECK_OK(sh_ckpt_load(p, s, 2));
+    CHECK(a[9] == 99 && b[2] == 3, "values back");
+}
+
 /* A big checkpoint: each save fills every float with the save's number. */
 #define BIG_COUNT (4 << 20)
 
@@ -283,6 +320,7 @@ int main(void)
     RUN(foreign_files_are_not_shoal_checkpoints);
     RUN(other_model_is_named_by_section_and_sizes);
     RUN(bad_section_names_are_refused_on_save);
+    RUN(every_single_byte_damage_or_cut_is_refused);
     RUN(killed_writer_leaves_previous_checkpoint_loadable);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
