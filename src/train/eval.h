@@ -1,0 +1,18 @@
+/* eval.h — accuracy and mean loss of a network over a whole dataset, in inference mode.
+ * Not here: training (step.c), where the dataset comes from (src/data).
+ * Proved by tests/train/test_trainer.c. */
+#ifndef SH_EVAL_H
+#define SH_EVAL_H
+
+#include <stdint.h>
+#include "data/data.h"
+#include "nn/net.h"
+#include "shoal/result.h"
+
+/* Forward every image the loader yields in one epoch (it must not shuffle nor drop the last
+ * batch), nimg <= the net's batch at a time, through x (N, C, H, W) and y (N) buffers the
+ * caller owns. accuracy in [0, 1]; loss is the mean cross-entropy per image. */
+shoal_result sh_eval_run(sh_net *net, sh_loader *loader, float *x, int32_t *y,
+                         double *accuracy, double *loss);
+
+#endif

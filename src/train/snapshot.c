@@ -1,0 +1,155 @@
+/* snapshot.c — the checkpoint of a training run: meta, params, stats and optim sections,
+ * and the checks that refuse a checkpoint of another model before anything is overwritten.
+ * Not here: the file format (src/io/checkpoint.c), when to save (trainer.c).
+ * Proved by tests/train/test_snapshot.c. */
+#include "train/snapshot.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "io/checkpoint.h"
+#include "train/trainer_internal.h"
+
+/* Slots of the "meta" section: fixed-width integers, so the section has one size forever
+ * and a newer layout is recognised by its version. */
+enum {
+    META_VERSION = 0,
+    META_CFG_HASH,
+    META_STEPS_DONE,      /* completed steps over the whole training */
+    META_LOADER_EPOCH,    /* where the training loader stands */
+    META_LOADER_STEP,
+    META_SEED,
+    META_RNG0,            /* dropout's generator: 4 words */
+    META_RNG1,
+    META_RNG2,
+    META_RNG3,
+    META_NPARAMS,
+    META_GLOBAL_BATCH,
+    META_NSTATS,
+    META_NOPTIM,
+    META_WORLD,
+    META_COUNT = 16
+};
+
+static shoal_result read_meta(const char *path, uint64_t meta[META_COUNT])
+{
+    sh_ckpt_section s = {"meta", meta, sizeof(uint64_t) * META_COUNT};
+    memset(meta, 0, sizeof(uint64_t) * META_COUNT);
+    SH_TRY(sh_ckpt_load(path, &s, 1));
+    if (meta[META_VERSION] != SH_SNAPSHOT_VERSION)
+        return SH_FAIL(SHOAL_ERR_FORMAT,
+                       "checkpoint %s: training-state version %" PRIu64 ", this shoal reads %d; "
+                       "use the shoal that wrote it",
+                       path, meta[META_VERSION], SH_SNAPSHOT_VERSION);
+    return SHOAL_OK;
+}
+
+/* The same model: same cfg content and parameter count. */
+static shoal_result check_model(const char *path, const uint64_t meta[META_COUNT], sh_net *net)
+{
+    size_t nparams = sh_net_nparams(net);
+    size_t nstats = 0;
+    (void)sh_net_stats(net, &nstats);
+    if (meta[META_NPARAMS] != nparams || meta[META_NSTATS] != nstats)
+        return SH_FAIL(SHOAL_ERR_FORMAT,
+                       "checkpoint %s holds %" PRIu64 " parameters and %" PRIu64
+                       " statistics but this model has %zu and %zu; was it saved from another "
+                       "model? use the .cfg it was trained with",
+                       path, meta[META_NPARAMS], meta[META_NSTATS], nparams, nstats);
+    if (meta[META_CFG_HASH] != sh_net_cfg_hash(net))
+        return SH_FAIL(SHOAL_ERR_FORMAT,
+                       "checkpoint %s was saved from another model file (cfg hash %016" PRIx64
+                       ", this one %016" PRIx64 "); use the .cfg it was trained with, unchanged",
+                       path, meta[META_CFG_HASH], sh_net_cfg_hash(net));
+    return SHOAL_OK;
+}
+
+shoal_result sh_snapshot_save(sh_trainer *t, const char *path)
+{
+    uint64_t meta[META_COUNT] = {0};
+    size_t nstats = 0, noptim = 0;
+    float *stats = sh_net_stats(t->net, &nstats);
+    float *optim = sh_optim_state(t->opt, &noptim);
+    uint64_t rng[4];
+    sh_net_rng_get(t->net, rng);
+    meta[META_VERSION] = SH_SNAPSHOT_VERSION;
+    meta[META_CFG_HASH] = sh_net_cfg_hash(t->net);
+    meta[META_STEPS_DONE] = (uint64_t)t->steps_done;
+    meta[META_LOADER_EPOCH] = (uint64_t)sh_loader_epoch(t->loader);
+    meta[META_LOADER_STEP] = (uint64_t)sh_loader_step(t->loader);
+    meta[META_SEED] = t->opts.seed;
+    for (int i = 0; i < 4; i++) meta[META_RNG0 + i] = rng[i];
+    meta[META_NPARAMS] = t->nparams;
+    meta[META_GLOBAL_BATCH] = (uint64_t)t->global_batch;
+    meta[META_NSTATS] = nstats;
+    meta[META_NOPTIM] = noptim;
+    meta[META_WORLD] = (uint64_t)t->strategy->world;
+
+    /* Empty blocks (no batch norm, plain SGD) are left out rather than written as 0 bytes;
+     * meta's counts say which sections to expect. */
+    sh_ckpt_section secs[4];
+    int n = 0;
+    secs[n++] = (sh_ckpt_section){"meta", meta, sizeof meta};
+    secs[n++] = (sh_ckpt_section){"params", t->params, t->nparams * sizeof(float)};
+    if (nstats) secs[n++] = (sh_ckpt_section){"stats", stats, nstats * sizeof(float)};
+    if (noptim) secs[n++] = (sh_ckpt_section){"optim", optim, noptim * sizeof(float)};
+    SH_TRY(sh_ckpt_save(path, secs, n));
+    return SHOAL_OK;
+}
+
+shoal_result sh_snapshot_restore(sh_trainer *t, const char *path)
+{
+    uint64_t meta[META_COUNT];
+    SH_TRY(read_meta(path, meta));
+    SH_TRY(check_model(path, meta, t->net));
+    size_t nstats = 0, noptim = 0;
+    float *stats = sh_net_stats(t->net, &nstats);
+    float *optim = sh_optim_state(t->opt, &noptim);
+    if (meta[META_NOPTIM] != noptim)
+        return SH_FAIL(SHOAL_ERR_FORMAT,
+                       "checkpoint %s holds %" PRIu64 " optimizer values but this optimizer "
+                       "has %zu; resume with the same optimizer settings in the .cfg",
+                       path, meta[META_NOPTIM], noptim);
+    if (meta[META_GLOBAL_BATCH] != (uint64_t)t->global_batch)
+        return SH_FAIL(SHOAL_ERR_INVALID,
+                       "checkpoint %s was trained with batch %" PRIu64 ", this run uses %d; "
+                       "resume with --batch %" PRIu64 " to continue the same data order",
+                       path, meta[META_GLOBAL_BATCH], t->global_batch, meta[META_GLOBAL_BATCH]);
+    sh_ckpt_section secs[3];
+    int n = 0;
+    secs[n++] = (sh_ckpt_section){"params", t->params, t->nparams * sizeof(float)};
+    if (nstats) secs[n++] = (sh_ckpt_section){"stats", stats, nstats * sizeof(float)};
+    if (noptim) secs[n++] = (sh_ckpt_section){"optim", optim, noptim * sizeof(float)};
+    SH_TRY(sh_ckpt_load(path, secs, n));
+    uint64_t rng[4];
+    for (int i = 0; i < 4; i++) rng[i] = meta[META_RNG0 + i];
+    sh_net_rng_set(t->net, rng);
+    SH_TRY(sh_loader_seek(t->loader, (int64_t)meta[META_LOADER_EPOCH],
+                          (int64_t)meta[META_LOADER_STEP]));
+    t->steps_done = (int64_t)meta[META_STEPS_DONE];
+    return SHOAL_OK;
+}
+
+shoal_result sh_snapshot_read_seed(const char *path, uint64_t *seed)
+{
+    uint64_t meta[META_COUNT];
+    SH_TRY(read_meta(path, meta));
+    *seed = meta[META_SEED];
+    return SHOAL_OK;
+}
+
+shoal_result sh_snapshot_load_weights(sh_net *net, const char *path)
+{
+    uint64_t meta[META_COUNT];
+    SH_TRY(read_meta(path, meta));
+    SH_TRY(check_model(path, meta, net));
+    size_t nstats = 0;
+    float *stats = sh_net_stats(net, &nstats);
+    sh_ckpt_section secs[2];
+    int n = 0;
+    secs[n++] = (sh_ckpt_section){"params", sh_net_params(net), sh_net_nparams(net) * sizeof(float)};
+    if (nstats) secs[n++] = (sh_ckpt_section){"stats", stats, nstats * sizeof(float)};
+    SH_TRY(sh_ckpt_load(path, secs, n));
+    return SHOAL_OK;
+}

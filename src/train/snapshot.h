@@ -1,0 +1,26 @@
+/* snapshot.h — what a training checkpoint holds and how it is restored: sections "meta"
+ * (format version, cfg hash, step, loader position, seed, dropout RNG, sizes), "params",
+ * "stats" (batch-norm running values) and "optim" (momentum, moments).
+ * Not here: the file format, atomic writing and checksums (src/io/checkpoint.c).
+ * Proved by tests/train/test_snapshot.c. */
+#ifndef SH_SNAPSHOT_H
+#define SH_SNAPSHOT_H
+
+#include "nn/net.h"
+#include "shoal/result.h"
+#include "train/trainer.h"
+
+/* Bumped when the meta layout changes; older files are refused with a clear message. */
+#define SH_SNAPSHOT_VERSION 1
+
+/* Save the trainer's whole state to path (atomic: the old file survives a crash). */
+shoal_result sh_snapshot_save(sh_trainer *t, const char *path);
+/* Restore the trainer's whole state so that training continues bit for bit. A checkpoint of
+ * another model (cfg hash, parameter count) or batch size is refused, naming both. */
+shoal_result sh_snapshot_restore(sh_trainer *t, const char *path);
+/* The seed a checkpoint's run was started with: a resumed run shuffles with it. */
+shoal_result sh_snapshot_read_seed(const char *path, uint64_t *seed);
+/* Only the weights and statistics, for `shoal test` (any batch size). */
+shoal_result sh_snapshot_load_weights(sh_net *net, const char *path);
+
+#endif

@@ -1,0 +1,44 @@
+/* strategy.h — how a training step shares its work with other ranks: a small table of
+ * hooks (attach, begin, grad_ready, finish) that the step calls in a fixed order.
+ * Not here: the step itself (step.c); the single-process strategy is strategy_local.c,
+ * data-parallel and parameter-server strategies plug into the same table.
+ * Proved by tests/train/test_trainer.c (local); other strategies by their own tests. */
+#ifndef SH_STRATEGY_H
+#define SH_STRATEGY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "nn/net.h"
+#include "shoal/result.h"
+
+typedef struct sh_strategy sh_strategy;
+
+typedef struct {
+    const char *name; /* "local", "allreduce", ... for logs */
+    /* Once, after the network is built or restored from a checkpoint: e.g. make every rank
+     * start from rank 0's parameters. */
+    shoal_result (*attach)(sh_strategy *s, sh_net *net);
+    /* Before backward of step `step` (0-based, counted over the whole training). */
+    shoal_result (*begin)(sh_strategy *s, int64_t step);
+    /* Backward's sh_grad_ready_fn: ctx is the sh_strategy. Layer `layer`'s gradients, slice
+     * [offset, offset + count) of the gradient block, are final. Cannot fail here: a
+     * strategy records its error and returns it from finish. */
+    void (*grad_ready)(void *ctx, int layer, size_t offset, size_t count);
+    /* After backward: returns when the gradient block holds the gradients the optimizer
+     * must apply (averaged over ranks for data parallelism). */
+    shoal_result (*finish)(sh_strategy *s);
+    void (*destroy)(sh_strategy *s); /* NULL strategy is never passed */
+} sh_strategy_ops;
+
+struct sh_strategy {
+    const sh_strategy_ops *ops;
+    int rank, world; /* this rank's part of every global batch; rank 0 logs and saves */
+    void *impl;      /* the strategy's own state */
+};
+
+/* The single-process strategy: every hook does nothing. */
+shoal_result sh_strategy_local_create(sh_strategy **out);
+/* Calls s->ops->destroy; NULL does nothing. */
+void sh_strategy_destroy(sh_strategy *s);
+
+#endif

@@ -1,0 +1,313 @@
+/* trainer.c — a training run: builds the net, data, optimizer and strategy, then runs
+ * epochs of steps with evaluation, log lines, periodic checkpoints and stop/save requests.
+ * Not here: one step (step.c), evaluation (eval.c), checkpoint content (snapshot.c), flags
+ * (src/cli/cmd_train.c).
+ * Proved by tests/train/test_trainer.c, test_snapshot.c and tests/cli/test_train_cli.c. */
+#include "train/trainer.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/env.h"
+#include "base/err.h"
+#include "base/util.h"
+#include "io/progress.h"
+#include "train/eval.h"
+#include "train/snapshot.h"
+#include "train/trainer_internal.h"
+
+/* Steps left out of the throughput figure at the start of a run: first-touch page faults
+ * and cold caches make them slow (benchmarks report the steady state). */
+#define WARMUP_STEPS_MAX 20
+
+void sh_train_opts_default(sh_train_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->seed = 1;
+    o->eval_each_epoch = 1;
+    o->log_every_steps = 100;
+    o->out = stdout;
+}
+
+static int resolve_threads(int requested)
+{
+    if (requested > 0) return requested;
+    long env = 0;
+    if (sh_env_long("SHOAL_THREADS", &env) == SHOAL_OK && env > 0) return (int)env;
+    long ncores = sysconf(_SC_NPROCESSORS_ONLN);
+    return ncores > 0 ? (int)ncores : 1;
+}
+
+/* "<basename of cfg without .cfg>.ckpt", in the current directory. */
+static void default_save_path(const char *cfg_path, char *out, size_t out_nbytes)
+{
+    const char *base = strrchr(cfg_path, '/');
+    base = base ? base + 1 : cfg_path;
+    size_t len = strlen(base);
+    if (len > 4 && strcmp(base + len - 4, ".cfg") == 0) len -= 4;
+    snprintf(out, out_nbytes, "%.*s.ckpt", (int)len, base);
+}
+
+static shoal_result check_dataset_fits(const sh_dataset *d, const sh_net *net, const char *cfg)
+{
+    int count = d->c * d->h * d->w;
+    if (count != sh_net_input_count(net))
+        return SH_FAIL(SHOAL_ERR_INVALID,
+                       "dataset %s has %dx%dx%d images (%d values) but %s expects %d values "
+                       "per image; set width, height and channels in its [net] section to "
+                       "the dataset's",
+                       d->name, d->c, d->h, d->w, count, cfg, sh_net_input_count(net));
+    if (d->nclasses > sh_net_nclasses(net))
+        return SH_FAIL(SHOAL_ERR_INVALID,
+                       "dataset %s has %d classes but %s outputs %d; make the last layer's "
+                       "output %d",
+                       d->name, d->nclasses, cfg, sh_net_nclasses(net), d->nclasses);
+    return SHOAL_OK;
+}
+
+static int64_t plan_steps(const sh_train_opts *o, const sh_net_config *cfg, int64_t per_epoch)
+{
+    int64_t planned;
+    if (o->epochs > 0) planned = (int64_t)o->epochs * per_epoch;
+    else if (o->max_steps > 0) planned = o->max_steps;
+    else if (cfg->max_batches > 0) planned = cfg->max_batches;
+    else planned = per_epoch;
+    if (o->max_steps > 0 && o->max_steps < planned) planned = o->max_steps;
+    return planned;
+}
+
+shoal_result sh_trainer_create(const sh_train_opts *o, sh_trainer **out)
+{
+    shoal_result rc = SHOAL_OK;
+    sh_trainer *t = NULL;
+    *out = NULL;
+    if (!o->cfg_path) return SH_FAIL(SHOAL_ERR_INVALID, "train: no model file (.cfg) given");
+    SH_TRY(sh_calloc(1, sizeof *t, (void **)&t));
+    t->opts = *o;
+    if (!t->opts.out) t->opts.out = stdout;
+    if (!t->opts.data_dir) t->opts.data_dir = sh_env_str("SHOAL_DATA_DIR");
+    default_save_path(o->cfg_path, t->default_save_path, sizeof t->default_save_path);
+
+    if (o->strategy) {
+        t->strategy = o->strategy;
+    } else {
+        SH_TRY_GOTO(sh_strategy_local_create(&t->strategy), rc, fail);
+        t->owns_strategy = 1;
+    }
+    /* A resumed run shuffles with the seed it started with, whatever --seed says now. */
+    if (o->resume_path) SH_TRY_GOTO(sh_snapshot_read_seed(o->resume_path, &t->opts.seed), rc, fail);
+
+    SH_TRY_GOTO(sh_net_load(o->cfg_path, o->batch, t->opts.seed, &t->net), rc, fail);
+    t->cfg = sh_net_get_config(t->net);
+    sh_net_set_threads(t->net, resolve_threads(o->threads));
+    t->batch = sh_net_batch(t->net);
+    t->global_batch = t->batch * t->strategy->world;
+    t->nparams = sh_net_nparams(t->net);
+    t->params = sh_net_params(t->net);
+    t->grads = sh_net_grads(t->net);
+    int nranges = 0;
+    const sh_param_range *ranges = sh_net_param_ranges(t->net, &nranges);
+    SH_TRY_GOTO(sh_optim_create(&t->cfg->optim, t->nparams, ranges, nranges, &t->opt), rc, fail);
+
+    SH_TRY_GOTO(sh_dataset_open_dir(t->opts.data_dir, 1, &t->train_set), rc, fail);
+    SH_TRY_GOTO(sh_dataset_open_dir(t->opts.data_dir, 0, &t->test_set), rc, fail);
+    SH_TRY_GOTO(check_dataset_fits(t->train_set, t->net, o->cfg_path), rc, fail);
+    SH_TRY_GOTO(check_dataset_fits(t->test_set, t->net, o->cfg_path), rc, fail);
+    if (t->train_set->count < t->global_batch) {
+        rc = SH_FAIL(SHOAL_ERR_INVALID,
+                     "dataset %s has %d training images, fewer than one batch of %d; use a "
+                     "smaller --batch",
+                     t->train_set->name, t->train_set->count, t->global_batch);
+        goto fail;
+    }
+    sh_loader_opts lo = {.global_batch = t->global_batch, .rank = t->strategy->rank,
+                         .world = t->strategy->world, .seed = t->opts.seed, .shuffle = 1,
+                         .drop_last = 1};
+    SH_TRY_GOTO(sh_loader_create(t->train_set, &lo, &t->loader), rc, fail);
+    /* Every rank evaluates the whole test set alone: no shard, no shuffle, keep the tail. */
+    sh_loader_opts to = {.global_batch = t->batch, .rank = 0, .world = 1, .seed = 0,
+                         .shuffle = 0, .drop_last = 0};
+    SH_TRY_GOTO(sh_loader_create(t->test_set, &to, &t->test_loader), rc, fail);
+
+    SH_TRY_GOTO(sh_alloc_aligned((size_t)t->batch * (size_t)sh_net_input_count(t->net) *
+                                     sizeof(float), (void **)&t->x), rc, fail);
+    SH_TRY_GOTO(sh_alloc_aligned((size_t)t->batch * sizeof(int32_t), (void **)&t->y), rc, fail);
+
+    if (o->resume_path) SH_TRY_GOTO(sh_snapshot_restore(t, o->resume_path), rc, fail);
+    if (o->logdir && t->strategy->rank == 0) SH_TRY_GOTO(sh_tb_open(o->logdir, &t->tb), rc, fail);
+    SH_TRY_GOTO(t->strategy->ops->attach(t->strategy, t->net), rc, fail);
+    t->steps_planned = plan_steps(&t->opts, t->cfg, sh_loader_steps_per_epoch(t->loader));
+    *out = t;
+    return SHOAL_OK;
+fail:
+    sh_trainer_destroy(t);
+    return rc;
+}
+
+void sh_trainer_destroy(sh_trainer *t)
+{
+    if (!t) return;
+    sh_tb_close(t->tb);
+    sh_free_aligned(t->y);
+    sh_free_aligned(t->x);
+    sh_loader_destroy(t->test_loader);
+    sh_loader_destroy(t->loader);
+    sh_dataset_destroy(t->test_set);
+    sh_dataset_destroy(t->train_set);
+    sh_optim_destroy(t->opt);
+    sh_net_destroy(t->net);
+    if (t->owns_strategy) sh_strategy_destroy(t->strategy);
+    free(t);
+}
+
+sh_net *sh_trainer_net(sh_trainer *t) { return t->net; }
+int64_t sh_trainer_steps_done(const sh_trainer *t) { return t->steps_done; }
+int64_t sh_trainer_steps_planned(const sh_trainer *t) { return t->steps_planned; }
+const char *sh_trainer_default_save_path(const sh_trainer *t) { return t->default_save_path; }
+
+shoal_result sh_trainer_save(sh_trainer *t, const char *path)
+{
+    if (t->strategy->rank != 0) return SHOAL_OK;
+    SH_TRY(sh_snapshot_save(t, path));
+    return SHOAL_OK;
+}
+
+/* Lines go only from rank 0 and never under --quiet. */
+static int may_print(const sh_trainer *t) { return !t->opts.quiet && t->strategy->rank == 0; }
+
+static shoal_result save_to(sh_trainer *t, sh_progress *prog, const char *path,
+                            sh_train_report *r, const char *why)
+{
+    SH_TRY(sh_trainer_save(t, path));
+    snprintf(r->saved_path, sizeof r->saved_path, "%s", path);
+    if (may_print(t)) {
+        if (prog) sh_progress_clear(prog);
+        fprintf(t->opts.out, "saved %s at step %" PRId64 " (%s)\n", path, t->steps_done, why);
+        fflush(t->opts.out);
+    }
+    return SHOAL_OK;
+}
+
+static shoal_result evaluate(sh_trainer *t, sh_train_report *r)
+{
+    SH_TRY(sh_eval_run(t->net, t->test_loader, t->x, t->y, &r->test_accuracy, &r->test_loss));
+    if (!t->tb) return SHOAL_OK;
+    SH_TRY(sh_tb_scalar(t->tb, "test/accuracy", t->steps_done, (float)r->test_accuracy));
+    SH_TRY(sh_tb_scalar(t->tb, "test/loss", t->steps_done, (float)r->test_loss));
+    return SHOAL_OK;
+}
+
+static shoal_result open_progress(sh_trainer *t, int64_t per_epoch, sh_progress **out)
+{
+    *out = NULL;
+    if (!may_print(t)) return SHOAL_OK;
+    sh_progress_opts po;
+    sh_progress_opts_default(&po);
+    po.epochs = (t->steps_planned + per_epoch - 1) / per_epoch;
+    po.steps_per_epoch = per_epoch;
+    po.images_per_step = t->global_batch;
+    po.log_every_steps = t->opts.log_every_steps;
+    po.out = t->opts.out;
+    SH_TRY(sh_progress_create(&po, out));
+    return SHOAL_OK;
+}
+
+shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
+{
+    shoal_result rc = SHOAL_OK;
+    sh_train_report rep, *r = r_out ? r_out : &rep;
+    memset(r, 0, sizeof *r);
+    r->test_accuracy = -1;
+    r->test_loss = -1;
+    FILE *out = t->opts.out;
+    int64_t per_epoch = sh_loader_steps_per_epoch(t->loader);
+    int64_t first = t->steps_done, last = t->steps_planned;
+    int64_t nsteps = last > first ? last - first : 0;
+    int64_t warmup = nsteps / 10 < WARMUP_STEPS_MAX ? nsteps / 10 : WARMUP_STEPS_MAX;
+    uint64_t start_ns = sh_now_ns(), steady_ns = 0;
+    int64_t steady_steps = 0;
+    double epoch_loss_sum = 0;
+    int64_t epoch_loss_n = 0;
+    int evaluated_at_end = 0;
+    sh_progress *prog = NULL;
+
+    if (may_print(t)) {
+        fprintf(out,
+                "train %s: %d training and %d test images from %s, batch %d, %" PRId64
+                " steps per epoch, steps %" PRId64 "..%" PRId64 ", %zu parameters\n",
+                t->opts.cfg_path, t->train_set->count, t->test_set->count, t->opts.data_dir,
+                t->global_batch, per_epoch, first + 1, last, t->nparams);
+        if (t->tb) fprintf(out, "TensorBoard events: %s\n", sh_tb_path(t->tb));
+    }
+    SH_TRY(open_progress(t, per_epoch, &prog));
+
+    for (int64_t step = first; step < last; step++) {
+        float loss = 0;
+        uint64_t t0 = sh_now_ns();
+        SH_TRY_GOTO(sh_train_step(t, step, &loss), rc, done);
+        uint64_t t1 = sh_now_ns();
+        t->steps_done = step + 1;
+        if (step - first >= warmup) {
+            steady_ns += t1 - t0;
+            steady_steps++;
+        }
+        epoch_loss_sum += loss;
+        epoch_loss_n++;
+        r->train_loss = epoch_loss_sum / (double)epoch_loss_n;
+        if (prog) sh_progress_step(prog, step / per_epoch, step % per_epoch, loss, NAN);
+        if (t->tb) {
+            SH_TRY_GOTO(sh_tb_scalar(t->tb, "train/loss", t->steps_done, loss), rc, done);
+            SH_TRY_GOTO(sh_tb_scalar(t->tb, "train/learning_rate", t->steps_done,
+                                     sh_lr_at(&t->cfg->lr, step)), rc, done);
+        }
+        if (t->steps_done % per_epoch == 0) {
+            char extra[160] = "";
+            if (t->opts.eval_each_epoch) {
+                SH_TRY_GOTO(evaluate(t, r), rc, done);
+                evaluated_at_end = t->steps_done == last;
+                snprintf(extra, sizeof extra,
+                         "train loss %.4f, test accuracy %.2f%%, test loss %.4f (%.1f s)",
+                         r->train_loss, 100 * r->test_accuracy, r->test_loss,
+                         (double)(sh_now_ns() - start_ns) * 1e-9);
+            }
+            if (prog) sh_progress_epoch_end(prog, extra[0] ? extra : NULL);
+            epoch_loss_sum = 0;
+            epoch_loss_n = 0;
+        }
+        if (t->opts.save_path && t->opts.save_every_steps > 0 &&
+            t->steps_done % t->opts.save_every_steps == 0 && t->steps_done != last)
+            SH_TRY_GOTO(save_to(t, prog, t->opts.save_path, r, "--save-every"), rc, done);
+        if (t->opts.save_requested && *t->opts.save_requested) {
+            *t->opts.save_requested = 0;
+            SH_TRY_GOTO(save_to(t, prog, t->opts.save_path ? t->opts.save_path
+                                                           : t->default_save_path,
+                                r, "SIGHUP"), rc, done);
+        }
+        if (t->opts.stop_requested && *t->opts.stop_requested) {
+            r->stopped = 1;
+            break;
+        }
+    }
+    sh_progress_destroy(prog);
+    prog = NULL;
+    if (r->stopped) {
+        SH_TRY(save_to(t, NULL, t->opts.save_path ? t->opts.save_path : t->default_save_path, r,
+                       "stop requested"));
+    } else {
+        if (!evaluated_at_end) SH_TRY(evaluate(t, r));
+        if (t->opts.save_path) SH_TRY(save_to(t, NULL, t->opts.save_path, r, "end of training"));
+    }
+    r->seconds = (double)(sh_now_ns() - start_ns) * 1e-9;
+    r->steps = t->steps_done;
+    r->steps_this_run = t->steps_done - first;
+    r->epochs = (double)t->steps_done * t->global_batch / (double)t->train_set->count;
+    r->images_per_s =
+        steady_ns ? (double)steady_steps * t->global_batch / ((double)steady_ns * 1e-9) : 0;
+    r->peak_rss_nbytes = sh_peak_rss_nbytes();
+done:
+    sh_progress_destroy(prog);
+    return rc;
+}

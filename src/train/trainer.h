@@ -1,0 +1,86 @@
+/* trainer.h — single-process training from a .cfg: build the net, the loader, the optimizer
+ * and a strategy; run steps and epochs; evaluate; save and resume checkpoints; stop or save
+ * on request (signals).
+ * Not here: flags and exit codes (src/cli/cmd_train.c), one step (step.c), evaluation
+ * (eval.c), the checkpoint layout (snapshot.c).
+ * Proved by tests/train/test_trainer.c, test_snapshot.c and tests/cli/test_train_cli.c. */
+#ifndef SH_TRAINER_H
+#define SH_TRAINER_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "data/data.h"
+#include "nn/net.h"
+#include "nn/optim.h"
+#include "shoal/result.h"
+#include "train/strategy.h"
+
+typedef struct {
+    const char *cfg_path;
+    const char *data_dir;       /* NULL: SHOAL_DATA_DIR */
+    int epochs;                 /* 0: the cfg's max_batches steps, or 1 epoch without it */
+    int64_t max_steps;          /* > 0: stop once this many steps are done in total */
+    int batch;                  /* images per step; 0: the cfg's batch */
+    int threads;                /* kernel threads; 0: SHOAL_THREADS, else one per core */
+    uint64_t seed;              /* weights, shuffling and dropout all follow from it */
+    const char *save_path;      /* written at the end and every save_every_steps; NULL: none */
+    const char *resume_path;    /* continue exactly where that checkpoint stopped */
+    int64_t save_every_steps;   /* 0: only at the end */
+    const char *logdir;         /* TensorBoard event files; NULL: none */
+    int eval_each_epoch;        /* 1: test accuracy after every epoch (and at the end) */
+    int log_every_steps;        /* plain lines: one per this many steps; 0: epoch lines only */
+    int quiet;                  /* 1: no lines at all, only the report */
+    FILE *out;                  /* where lines go: stdout, or stderr when stdout is JSON */
+    /* Set asynchronously (signal handlers); read after each step. stop: save and return;
+     * save: save and continue. NULL: not watched. */
+    volatile sig_atomic_t *stop_requested;
+    volatile sig_atomic_t *save_requested;
+    sh_strategy *strategy;      /* NULL: the single-process strategy; else borrowed */
+} sh_train_opts;
+
+/* Defaults: 1 epoch, seed 1, evaluate each epoch, a line every 100 steps, stdout. */
+void sh_train_opts_default(sh_train_opts *o);
+
+typedef struct {
+    double test_accuracy;       /* fraction in [0, 1] after the last step; < 0: not measured */
+    double test_loss;
+    double train_loss;          /* mean over the steps of the last (possibly partial) epoch */
+    double images_per_s;        /* steady state: steps after the first warm-up ones */
+    double seconds;             /* wall time of training and evaluation */
+    int64_t steps;              /* steps done in total (including those before a resume) */
+    int64_t steps_this_run;
+    double epochs;              /* steps * batch / training images */
+    size_t peak_rss_nbytes;
+    int stopped;                /* 1: stop_requested ended the run early */
+    char saved_path[1024];      /* the last checkpoint written, "" when none */
+} sh_train_report;
+
+typedef struct sh_trainer sh_trainer;
+
+/* Load the cfg and data, build everything a step needs, restore resume_path when given.
+ * Errors name the file and what to do (bad cfg, missing dataset, dataset shape that does
+ * not fit the net, a checkpoint from another model). */
+shoal_result sh_trainer_create(const sh_train_opts *o, sh_trainer **out);
+void sh_trainer_destroy(sh_trainer *t);
+
+/* Train until the planned steps are done or stop is requested. Fills r (may be NULL). */
+shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r);
+
+/* One step (step.c): next batch, forward, loss, backward through the strategy, optimizer
+ * update at the step's learning rate. Allocates nothing. *loss is the batch's mean loss. */
+shoal_result sh_train_step(sh_trainer *t, int64_t step, float *loss);
+
+/* Write a checkpoint of the current state (rank 0 only; others return SHOAL_OK). */
+shoal_result sh_trainer_save(sh_trainer *t, const char *path);
+
+/* The net being trained and its parameters (for tests and the CLI). */
+sh_net *sh_trainer_net(sh_trainer *t);
+int64_t sh_trainer_steps_done(const sh_trainer *t);
+int64_t sh_trainer_steps_planned(const sh_trainer *t);
+/* Path a stop without --save writes to: "<cfg basename without .cfg>.ckpt" in cwd. */
+const char *sh_trainer_default_save_path(const sh_trainer *t);
+
+#endif

@@ -1,0 +1,32 @@
+/* trainer_internal.h — the trainer's state, shared by trainer.c, step.c and snapshot.c.
+ * Not here: the public surface (trainer.h).
+ * Proved by tests/train/test_trainer.c. */
+#ifndef SH_TRAINER_INTERNAL_H
+#define SH_TRAINER_INTERNAL_H
+
+#include "io/tb_events.h"
+#include "train/trainer.h"
+
+struct sh_trainer {
+    sh_train_opts opts;         /* strings borrowed from the caller */
+    sh_net *net;
+    const sh_net_config *cfg;
+    sh_optim *opt;
+    sh_strategy *strategy;
+    int owns_strategy;
+    sh_dataset *train_set, *test_set;
+    sh_loader *loader;          /* training order: shuffled per epoch from the seed */
+    sh_loader *test_loader;     /* dataset order, keeps the last partial batch */
+    float *x;                   /* (N, C, H, W) the current batch */
+    int32_t *y;                 /* (N) its labels */
+    float *params, *grads;      /* the net's blocks, (nparams) each */
+    size_t nparams;
+    int batch;                  /* N: this rank's images per step */
+    int global_batch;           /* images per step over all ranks */
+    int64_t steps_done;         /* completed steps, including those before a resume */
+    int64_t steps_planned;
+    sh_tb *tb;                  /* TensorBoard scalars when --logdir; else NULL */
+    char default_save_path[1024];
+};
+
+#endif
