@@ -226,6 +226,62 @@ static void two_writers_in_one_second_get_two_files(void)
     CHECK(strstr(shoal_last_error_message(), "blocker"), "%s", shoal_last_error_message());
 }
 
+/* The same file through Google's protobuf library (python3-protobuf) when it is installed:
+ * a decoder that shares no code with ours. Event, Summary and Value as in TensorFlow's
+ * event.proto / summary.proto, built from descriptors so no .proto compiler is needed. */
+static const char *const pb_reader_py =
+    "import sys, struct\n"
+    "from google.protobuf import descriptor_pb2, descriptor_pool, message_factory\n"
+    "f = descriptor_pb2.FileDescriptorProto(name='e.proto', package='t', syntax='proto3')\n"
+    "v = f.message_type.add(name='Value')\n"
+    "v.field.add(name='tag', number=1, type=9, label=1)\n"
+    "v.field.add(name='simple_value', number=2, type=2, label=1)\n"
+    "s = f.message_type.add(name='Summary')\n"
+    "s.field.add(name='value', number=1, type=11, label=3, type_name='.t.Value')\n"
+    "e = f.message_type.add(name='Event')\n"
+    "e.field.add(name='wall_time', number=1, type=1, label=1)\n"
+    "e.field.add(name='step', number=2, type=3, label=1)\n"
+    "e.field.add(name='file_version', number=3, type=9, label=1)\n"
+    "e.field.add(name='summary', number=5, type=11, label=1, type_name='.t.Summary')\n"
+    "pool = descriptor_pool.DescriptorPool(); pool.Add(f)\n"
+    "Event = message_factory.MessageFactory(pool).GetPrototype(pool.FindMessageTypeByName('t.Event'))\n"
+    "data = open(sys.argv[1], 'rb').read(); pos = 0\n"
+    "while pos < len(data):\n"
+    "    (n,) = struct.unpack_from('<Q', data, pos); pos += 12\n"
+    "    ev = Event(); ev.ParseFromString(data[pos:pos + n]); pos += n + 4\n"
+    "    for x in ev.summary.value: print(ev.step, x.tag, repr(x.simple_value))\n"
+    "    if ev.file_version: print('version', ev.file_version)\n";
+
+static void protobuf_library_decodes_the_same_events(void)
+{
+    if (system("/usr/bin/python3 -c 'import google.protobuf' 2>/dev/null") != 0) {
+        printf("skip protobuf_library_decodes_the_same_events: python3-protobuf not installed\n");
+        return;
+    }
+    char logdir[128], script[160], cmd[512];
+    snprintf(logdir, sizeof logdir, "%s/pb", dir);
+    snprintf(script, sizeof script, "%s/read.py", dir);
+    FILE *f = fopen(script, "w");
+    if (f) fputs(pb_reader_py, f), fclose(f);
+    sh_tb *tb = NULL;
+    CHECK_OK(sh_tb_open(logdir, &tb));
+    if (!tb) return;
+    CHECK_OK(sh_tb_scalar(tb, "train/loss", 7, 0.125f));
+    CHECK_OK(sh_tb_scalar(tb, "test/accuracy", 1234567890123LL, 0.875f));
+    CHECK_OK(sh_tb_scalar(tb, "neg", -2, -3.5f));
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s %s", script, sh_tb_path(tb));
+    sh_tb_close(tb);
+    char out[1024] = "";
+    FILE *p = popen(cmd, "r");
+    size_t n = p ? fread(out, 1, sizeof out - 1, p) : 0;
+    out[n] = 0;
+    int st = p ? pclose(p) : -1;
+    CHECK(st == 0, "python reader exit status %d: %s", st, out);
+    CHECK(strcmp(out, "version brain.Event:2\n7 train/loss 0.125\n1234567890123 test/accuracy "
+                      "0.875\n-2 neg -3.5\n") == 0,
+          "protobuf decoded:\n%s", out);
+}
+
 int main(void)
 {
     check_begin("test_tb_events", 20);
@@ -237,6 +293,7 @@ int main(void)
     RUN(masked_crc_follows_tfrecord_definition);
     RUN(scalars_read_back_with_tags_steps_and_values);
     RUN(two_writers_in_one_second_get_two_files);
+    RUN(protobuf_library_decodes_the_same_events);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
