@@ -4,7 +4,9 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pty.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/err.h"
 #include "check.h"
@@ -156,6 +158,33 @@ static void live_line_rewrites_in_place_and_ends_with_newline(void)
     free(text);
 }
 
+static void terminal_is_detected_and_gets_the_live_line(void)
+{
+    int master = -1, slave = -1;
+    if (openpty(&master, &slave, NULL, NULL, NULL) != 0) {
+        printf("skip terminal_is_detected_and_gets_the_live_line: no pseudo-terminal\n");
+        return;
+    }
+    FILE *tty = fdopen(slave, "w");
+    sh_progress_opts o;
+    sh_progress_opts_default(&o);
+    o.epochs = 1, o.steps_per_epoch = 3, o.images_per_step = 1, o.out = tty; /* is_tty = -1 */
+    sh_progress *p = NULL;
+    CHECK_OK(sh_progress_create(&o, &p));
+    if (p) {
+        for (int s = 0; s < 3; s++)
+            sh_progress_step_at(p, (uint64_t)(s + 1) * 1000000000ull, 0, s, 1, NAN);
+        sh_progress_destroy(p);
+    }
+    fclose(tty);
+    char buf[512];
+    ssize_t n = read(master, buf, sizeof buf - 1);
+    close(master);
+    buf[n > 0 ? n : 0] = 0;
+    CHECK(n > 0 && buf[0] == '\r' && strstr(buf, "step 3/3") && strstr(buf, "\033[K"),
+          "live line on a terminal: %s", buf);
+}
+
 int main(void)
 {
     check_begin("test_progress", 10);
@@ -164,5 +193,6 @@ int main(void)
     RUN(plain_output_prints_every_k_steps_and_epoch_end);
     RUN(rate_follows_a_slowdown_through_the_window);
     RUN(live_line_rewrites_in_place_and_ends_with_newline);
+    RUN(terminal_is_detected_and_gets_the_live_line);
     return check_end();
 }
