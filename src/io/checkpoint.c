@@ -96,8 +96,9 @@ static shoal_result check_sections(const sh_ckpt_section *secs, int nsecs)
                            "checkpoint: section %d name \"%s\" must be 1..%d bytes", i,
                            secs[i].name ? secs[i].name : "(null)", CKPT_NAME_NBYTES - 1);
         if (secs[i].nbytes && !secs[i].data)
-            return SH_FAIL(SHOAL_ERR_INVALID, "checkpoint: section \"%s\" has %zu bytes but no data",
-                           secs[i].name, secs[i].nbytes);
+            return SH_FAIL(SHOAL_ERR_INVALID,
+                           "checkpoint: section \"%s\" has %zu bytes but no data", secs[i].name,
+                           secs[i].nbytes);
         for (int j = 0; j < i; j++)
             if (strcmp(secs[i].name, secs[j].name) == 0)
                 return SH_FAIL(SHOAL_ERR_INVALID, "checkpoint: section \"%s\" appears twice",

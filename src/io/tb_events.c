@@ -144,8 +144,11 @@ shoal_result sh_tb_open(const char *dir, sh_tb **out)
     int fd = -1;
     /* O_EXCL: two writers started in the same second (ranks, tests) get distinct files. */
     for (int n = 0; n < 1000 && fd < 0; n++) {
-        if (n == 0) snprintf(tb->path, sizeof tb->path, "%s/events.out.tfevents.%ld.%s", dir, now, host);
-        else snprintf(tb->path, sizeof tb->path, "%s/events.out.tfevents.%ld.%s.%d", dir, now, host, n);
+        if (n == 0)
+            snprintf(tb->path, sizeof tb->path, "%s/events.out.tfevents.%ld.%s", dir, now, host);
+        else
+            snprintf(tb->path, sizeof tb->path, "%s/events.out.tfevents.%ld.%s.%d", dir, now,
+                     host, n);
         fd = open(tb->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
         if (fd < 0 && errno != EEXIST) break;
     }

@@ -15,7 +15,8 @@ static char dir[64];
 
 static void be32(uint8_t *b, uint32_t v)
 {
-    b[0] = (uint8_t)(v >> 24), b[1] = (uint8_t)(v >> 16), b[2] = (uint8_t)(v >> 8), b[3] = (uint8_t)v;
+    b[0] = (uint8_t)(v >> 24), b[1] = (uint8_t)(v >> 16);
+    b[2] = (uint8_t)(v >> 8), b[3] = (uint8_t)v;
 }
 
 /* Write bytes raw or through zlib's gzip writer. */
