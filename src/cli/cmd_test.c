@@ -1,9 +1,154 @@
-/* cmd_test.c — placeholder until the subcommand lands (being written this session). */
+/* cmd_test.c — `shoal test CFG --weights FILE`: accuracy and loss of trained weights on a
+ * dataset's test split, as a line or one JSON object.
+ * Not here: the evaluation loop (src/train/eval.c), checkpoint checks (src/train/snapshot.c).
+ * Proved by tests/cli/test_train_cli.c. */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/env.h"
+#include "base/err.h"
+#include "base/util.h"
 #include "cli/cli.h"
+#include "data/data.h"
+#include "nn/net.h"
+#include "train/eval.h"
+#include "train/snapshot.h"
+
+static const char usage_text[] =
+    "usage: shoal test CFG --weights FILE [options]\n"
+    "\n"
+    "Measure the accuracy and mean loss of the weights in FILE (a checkpoint written by\n"
+    "shoal train --save) on the test split of a dataset.\n"
+    "\n"
+    "  --weights FILE     the checkpoint (required; must come from the same CFG)\n"
+    "  --data DIR         dataset directory (default $SHOAL_DATA_DIR or\n"
+    "                     /usr/share/datasets/fashion-mnist)\n"
+    "  --batch N          images per forward pass (default: the cfg's batch)\n"
+    "  --threads N        kernel threads (default $SHOAL_THREADS, else one per core)\n"
+    "  --json             print one JSON object: accuracy, loss, images\n"
+    "  --help             this text\n";
+
+static int take_value(int argc, char **argv, int *i, const char *name, const char **val)
+{
+    const char *a = argv[*i];
+    size_t n = strlen(name);
+    if (strncmp(a, name, n) != 0) return 0;
+    if (a[n] == '=') {
+        *val = a + n + 1;
+        return 1;
+    }
+    if (a[n] != 0) return 0;
+    if (*i + 1 >= argc) return -1;
+    *val = argv[++*i];
+    return 1;
+}
+
+static int parse_int(const char *s, int min, int max, int *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long x = strtol(s, &end, 10);
+    if (errno || end == s || *end || x < min || x > max) return 0;
+    *out = (int)x;
+    return 1;
+}
+
+static int default_threads(void)
+{
+    long env = 0;
+    if (sh_env_long("SHOAL_THREADS", &env) == SHOAL_OK && env > 0) return (int)env;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+static shoal_result run_test(const char *cfg, const char *weights, const char *dir, int batch,
+                             int threads, int json)
+{
+    shoal_result rc = SHOAL_OK;
+    sh_net *net = NULL;
+    sh_dataset *d = NULL;
+    sh_loader *l = NULL;
+    float *x = NULL;
+    int32_t *y = NULL;
+    SH_TRY_GOTO(sh_net_load(cfg, batch, 1, &net), rc, done);
+    sh_net_set_threads(net, threads);
+    SH_TRY_GOTO(sh_snapshot_load_weights(net, weights), rc, done);
+    SH_TRY_GOTO(sh_dataset_open_dir(dir, 0, &d), rc, done);
+    if (d->c * d->h * d->w != sh_net_input_count(net)) {
+        rc = SH_FAIL(SHOAL_ERR_INVALID,
+                     "dataset %s has %dx%dx%d images but %s expects %d values per image; use "
+                     "the dataset the model was trained on",
+                     d->name, d->c, d->h, d->w, cfg, sh_net_input_count(net));
+        goto done;
+    }
+    int n = sh_net_batch(net);
+    sh_loader_opts lo = {.global_batch = n, .rank = 0, .world = 1, .shuffle = 0, .drop_last = 0};
+    SH_TRY_GOTO(sh_loader_create(d, &lo, &l), rc, done);
+    SH_TRY_GOTO(sh_alloc_aligned((size_t)n * (size_t)sh_net_input_count(net) * sizeof(float),
+                                 (void **)&x), rc, done);
+    SH_TRY_GOTO(sh_alloc_aligned((size_t)n * sizeof(int32_t), (void **)&y), rc, done);
+    double acc = 0, loss = 0;
+    SH_TRY_GOTO(sh_eval_run(net, l, x, y, &acc, &loss), rc, done);
+    if (json)
+        printf("{\"accuracy\":%.6f,\"loss\":%.6f,\"images\":%d}\n", acc, loss, d->count);
+    else
+        printf("test accuracy %.2f%% (%d images of %s), loss %.4f\n", 100 * acc, d->count,
+               d->name, loss);
+done:
+    sh_free_aligned(y);
+    sh_free_aligned(x);
+    sh_loader_destroy(l);
+    sh_dataset_destroy(d);
+    sh_net_destroy(net);
+    return rc;
+}
+
 int sh_cmd_test(int argc, char **argv)
 {
-    (void)argc; (void)argv;
-    fprintf(stderr, "shoal test: not built yet\n");
-    return SH_EXIT_FAIL;
+    const char *cfg = NULL, *weights = NULL, *dir = NULL;
+    int batch = 0, threads = 0, json = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        int got;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(usage_text, stdout);
+            return SH_EXIT_OK;
+        }
+        if (!strcmp(a, "--json")) { json = 1; continue; }
+        if (a[0] != '-') {
+            if (cfg) return sh_cli_usage_error("test", "unexpected argument \"%s\"", a);
+            cfg = a;
+            continue;
+        }
+        if ((got = take_value(argc, argv, &i, "--weights", &v)) != 0) {
+            if (got < 0) return sh_cli_usage_error("test", "--weights needs a value");
+            weights = v;
+            continue;
+        }
+        if ((got = take_value(argc, argv, &i, "--data", &v)) != 0) {
+            if (got < 0) return sh_cli_usage_error("test", "--data needs a value");
+            dir = v;
+            continue;
+        }
+        if ((got = take_value(argc, argv, &i, "--batch", &v)) != 0) {
+            if (got < 0 || !parse_int(v, 1, 1 << 20, &batch))
+                return sh_cli_usage_error("test", "--batch needs an integer in 1..%d", 1 << 20);
+            continue;
+        }
+        if ((got = take_value(argc, argv, &i, "--threads", &v)) != 0) {
+            if (got < 0 || !parse_int(v, 1, 1024, &threads))
+                return sh_cli_usage_error("test", "--threads needs an integer in 1..1024");
+            continue;
+        }
+        return sh_cli_usage_error("test", "unknown option \"%s\"", a);
+    }
+    if (!cfg) return sh_cli_usage_error("test", "missing the model file CFG");
+    if (!weights) return sh_cli_usage_error("test", "missing --weights FILE");
+    if (!dir) dir = sh_env_str("SHOAL_DATA_DIR");
+    if (!threads) threads = default_threads();
+    shoal_result rc = run_test(cfg, weights, dir, batch, threads, json);
+    return rc == SHOAL_OK ? SH_EXIT_OK : sh_cli_fail(rc);
 }

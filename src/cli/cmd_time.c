@@ -1,9 +1,177 @@
-/* cmd_time.c — placeholder until the subcommand lands (being written this session). */
+/* cmd_time.c — `shoal time CFG`: milliseconds of forward and backward per iteration on
+ * synthetic input, as `caffe time` prints them, per layer on request.
+ * Not here: the layers and their timers (src/nn/net.c).
+ * Proved by tests/cli/test_train_cli.c. */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/env.h"
+#include "base/err.h"
+#include "base/util.h"
 #include "cli/cli.h"
+#include "nn/net.h"
+
+static const char usage_text[] =
+    "usage: shoal time CFG [options]\n"
+    "\n"
+    "Time forward and backward passes of the network in CFG on random input (no dataset\n"
+    "needed) and print the average milliseconds per iteration, as caffe time does.\n"
+    "\n"
+    "  --batch N          images per pass (default: the cfg's batch)\n"
+    "  --iterations N     timed iterations after 2 warm-up ones (default 50)\n"
+    "  --per-layer        also print each layer's forward and backward milliseconds\n"
+    "  --threads N        kernel threads (default $SHOAL_THREADS, else one per core)\n"
+    "  --json             print one JSON object: forward_ms, backward_ms, total_ms, layers\n"
+    "  --help             this text\n";
+
+/* Untimed iterations first: page faults and cold caches are not the engine's speed. */
+#define WARMUP_ITERATIONS 2
+
+static int take_value(int argc, char **argv, int *i, const char *name, const char **val)
+{
+    const char *a = argv[*i];
+    size_t n = strlen(name);
+    if (strncmp(a, name, n) != 0) return 0;
+    if (a[n] == '=') {
+        *val = a + n + 1;
+        return 1;
+    }
+    if (a[n] != 0) return 0;
+    if (*i + 1 >= argc) return -1;
+    *val = argv[++*i];
+    return 1;
+}
+
+static int parse_int(const char *s, int min, int max, int *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long x = strtol(s, &end, 10);
+    if (errno || end == s || *end || x < min || x > max) return 0;
+    *out = (int)x;
+    return 1;
+}
+
+static int default_threads(void)
+{
+    long env = 0;
+    if (sh_env_long("SHOAL_THREADS", &env) == SHOAL_OK && env > 0) return (int)env;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+typedef struct {
+    const char *cfg;
+    int batch, iterations, per_layer, threads, json;
+} time_opts;
+
+static shoal_result run_time(const time_opts *o)
+{
+    shoal_result rc = SHOAL_OK;
+    sh_net *net = NULL;
+    float *x = NULL;
+    int32_t *y = NULL;
+    double *layer_ms = NULL; /* (nlayers, 2): forward, backward sums */
+    SH_TRY_GOTO(sh_net_load(o->cfg, o->batch, 1, &net), rc, done);
+    sh_net_set_threads(net, o->threads);
+    int n = sh_net_batch(net), nin = sh_net_input_count(net), k = sh_net_nclasses(net);
+    int nlayers = sh_net_nlayers(net);
+    SH_TRY_GOTO(sh_alloc_aligned((size_t)n * (size_t)nin * sizeof(float), (void **)&x), rc, done);
+    SH_TRY_GOTO(sh_alloc_aligned((size_t)n * sizeof(int32_t), (void **)&y), rc, done);
+    SH_TRY_GOTO(sh_calloc((size_t)nlayers * 2, sizeof(double), (void **)&layer_ms), rc, done);
+    sh_rng rng;
+    sh_rng_seed(&rng, 1);
+    for (size_t i = 0; i < (size_t)n * (size_t)nin; i++) x[i] = sh_rng_float(&rng);
+    for (int i = 0; i < n; i++) y[i] = (int32_t)sh_rng_below(&rng, (uint64_t)k);
+
+    uint64_t fwd_ns = 0, bwd_ns = 0;
+    for (int it = 0; it < WARMUP_ITERATIONS + o->iterations; it++) {
+        uint64_t t0 = sh_now_ns();
+        SH_TRY_GOTO(sh_net_forward(net, x, n, 1), rc, done);
+        (void)sh_net_loss(net, y);
+        uint64_t t1 = sh_now_ns();
+        SH_TRY_GOTO(sh_net_backward(net, NULL, NULL), rc, done);
+        uint64_t t2 = sh_now_ns();
+        if (it < WARMUP_ITERATIONS) continue;
+        fwd_ns += t1 - t0;
+        bwd_ns += t2 - t1;
+        for (int l = 0; l < nlayers; l++) {
+            double f = 0, b = 0;
+            sh_net_layer_times(net, l, &f, &b);
+            layer_ms[2 * l] += f;
+            layer_ms[2 * l + 1] += b;
+        }
+    }
+    double iters = o->iterations;
+    double fwd_ms = (double)fwd_ns * 1e-6 / iters, bwd_ms = (double)bwd_ns * 1e-6 / iters;
+    if (o->json) {
+        printf("{\"forward_ms\":%.4f,\"backward_ms\":%.4f,\"total_ms\":%.4f,\"batch\":%d,"
+               "\"iterations\":%d,\"threads\":%d,\"layers\":[",
+               fwd_ms, bwd_ms, fwd_ms + bwd_ms, n, o->iterations, o->threads);
+        for (int l = 0; o->per_layer && l < nlayers; l++)
+            printf("%s{\"name\":\"%s\",\"forward_ms\":%.4f,\"backward_ms\":%.4f}", l ? "," : "",
+                   sh_net_layer_name(net, l), layer_ms[2 * l] / iters,
+                   layer_ms[2 * l + 1] / iters);
+        printf("]}\n");
+    } else {
+        printf("shoal time %s: batch %d, %d iterations, %d threads\n", o->cfg, n, o->iterations,
+               o->threads);
+        for (int l = 0; o->per_layer && l < nlayers; l++) {
+            printf("%16s\tforward: %.4f ms.\n", sh_net_layer_name(net, l), layer_ms[2 * l] / iters);
+            printf("%16s\tbackward: %.4f ms.\n", sh_net_layer_name(net, l),
+                   layer_ms[2 * l + 1] / iters);
+        }
+        printf("Average Forward pass: %.4f ms.\n", fwd_ms);
+        printf("Average Backward pass: %.4f ms.\n", bwd_ms);
+        printf("Average Forward-Backward: %.4f ms.\n", fwd_ms + bwd_ms);
+    }
+done:
+    free(layer_ms);
+    sh_free_aligned(y);
+    sh_free_aligned(x);
+    sh_net_destroy(net);
+    return rc;
+}
+
 int sh_cmd_time(int argc, char **argv)
 {
-    (void)argc; (void)argv;
-    fprintf(stderr, "shoal time: not built yet\n");
-    return SH_EXIT_FAIL;
+    time_opts o = {.iterations = 50};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        int got;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(usage_text, stdout);
+            return SH_EXIT_OK;
+        }
+        if (!strcmp(a, "--json")) { o.json = 1; continue; }
+        if (!strcmp(a, "--per-layer")) { o.per_layer = 1; continue; }
+        if (a[0] != '-') {
+            if (o.cfg) return sh_cli_usage_error("time", "unexpected argument \"%s\"", a);
+            o.cfg = a;
+            continue;
+        }
+        if ((got = take_value(argc, argv, &i, "--batch", &v)) != 0) {
+            if (got < 0 || !parse_int(v, 1, 1 << 20, &o.batch))
+                return sh_cli_usage_error("time", "--batch needs an integer in 1..%d", 1 << 20);
+            continue;
+        }
+        if ((got = take_value(argc, argv, &i, "--iterations", &v)) != 0) {
+            if (got < 0 || !parse_int(v, 1, 1000000, &o.iterations))
+                return sh_cli_usage_error("time", "--iterations needs an integer in 1..1000000");
+            continue;
+        }
+        if ((got = take_value(argc, argv, &i, "--threads", &v)) != 0) {
+            if (got < 0 || !parse_int(v, 1, 1024, &o.threads))
+                return sh_cli_usage_error("time", "--threads needs an integer in 1..1024");
+            continue;
+        }
+        return sh_cli_usage_error("time", "unknown option \"%s\"", a);
+    }
+    if (!o.cfg) return sh_cli_usage_error("time", "missing the model file CFG");
+    if (!o.threads) o.threads = default_threads();
+    shoal_result rc = run_time(&o);
+    return rc == SHOAL_OK ? SH_EXIT_OK : sh_cli_fail(rc);
 }

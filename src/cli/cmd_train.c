@@ -1,9 +1,177 @@
-/* cmd_train.c — placeholder until the subcommand lands (being written this session). */
+/* cmd_train.c — `shoal train CFG [options]`: flags, signal handling (SIGINT stops and saves,
+ * SIGHUP saves and goes on), the final line or JSON object, the exit code.
+ * Not here: the training itself (src/train/trainer.c).
+ * Proved by tests/cli/test_train_cli.c. */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
 #include "cli/cli.h"
+#include "train/trainer.h"
+
+static const char usage_text[] =
+    "usage: shoal train CFG [options]\n"
+    "\n"
+    "Train the network described by CFG (a Darknet-style .cfg) on an IDX or CIFAR-10\n"
+    "dataset, printing the test accuracy after every epoch.\n"
+    "\n"
+    "  --data DIR         dataset directory (default $SHOAL_DATA_DIR or\n"
+    "                     /usr/share/datasets/fashion-mnist)\n"
+    "  --epochs N         passes over the training set (default: the cfg's max_batches\n"
+    "                     steps, or 1 epoch)\n"
+    "  --max-steps N      stop once N steps are done in total (counting resumed ones)\n"
+    "  --batch N          images per step (default: the cfg's batch)\n"
+    "  --threads N        kernel threads (default $SHOAL_THREADS, else one per core)\n"
+    "  --seed S           seed of the weights, the shuffling and dropout (default 1)\n"
+    "  --save FILE        write a checkpoint at the end (and every --save-every steps)\n"
+    "  --save-every N     also checkpoint every N steps (needs --save)\n"
+    "  --resume FILE      continue exactly where the checkpoint FILE stopped\n"
+    "  --logdir DIR       write TensorBoard event files (scalars) to DIR\n"
+    "  --json             end with one JSON object on stdout (lines go to stderr):\n"
+    "                     accuracy, loss, images_per_s, epochs, steps, seconds, peak_rss_mb\n"
+    "  --quiet            no progress lines\n"
+    "  --help             this text\n"
+    "\n"
+    "Signals: SIGINT (Ctrl-C) stops after the current step, saves a checkpoint (to --save\n"
+    "or CFGNAME.ckpt in the current directory) and exits 0; SIGHUP saves and continues.\n"
+    "Same seed and threads give bitwise identical weights; --resume continues bit for bit.\n";
+
+static volatile sig_atomic_t stop_requested, save_requested;
+
+/* Holds the signal's number, so the exit message can name it. */
+static void on_sigint(int sig) { stop_requested = sig; }
+
+static void on_sighup(int sig)
+{
+    (void)sig;
+    save_requested = 1;
+}
+
+/* Flag parsing shared by the cases below: "--name value" or "--name=value". Returns 1 when
+ * argv[*i] is flag `name` and sets *val (advancing *i past a separate value), 0 when it is
+ * another flag, -1 when the value is missing. */
+static int take_value(int argc, char **argv, int *i, const char *name, const char **val)
+{
+    const char *a = argv[*i];
+    size_t n = strlen(name);
+    if (strncmp(a, name, n) != 0) return 0;
+    if (a[n] == '=') {
+        *val = a + n + 1;
+        return 1;
+    }
+    if (a[n] != 0) return 0;
+    if (*i + 1 >= argc) return -1;
+    *val = argv[++*i];
+    return 1;
+}
+
+static int parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long long x = strtoll(s, &end, 10);
+    if (errno || end == s || *end || x < min || x > max) return 0;
+    *out = x;
+    return 1;
+}
+
 int sh_cmd_train(int argc, char **argv)
 {
-    (void)argc; (void)argv;
-    fprintf(stderr, "shoal train: not built yet\n");
-    return SH_EXIT_FAIL;
+    sh_train_opts o;
+    sh_train_opts_default(&o);
+    int json = 0;
+    const char *cfg = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        int64_t x = 0;
+        int got;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(usage_text, stdout);
+            return SH_EXIT_OK;
+        }
+        if (!strcmp(a, "--json")) { json = 1; continue; }
+        if (!strcmp(a, "--quiet")) { o.quiet = 1; continue; }
+        if (a[0] != '-') {
+            if (cfg) return sh_cli_usage_error("train", "unexpected argument \"%s\"", a);
+            cfg = a;
+            continue;
+        }
+#define STR_FLAG(name, field)                                                                 \
+        if ((got = take_value(argc, argv, &i, name, &v)) != 0) {                              \
+            if (got < 0) return sh_cli_usage_error("train", "%s needs a value", name);       \
+            field = v;                                                                        \
+            continue;                                                                         \
+        }
+#define INT_FLAG(name, min, max, field)                                                       \
+        if ((got = take_value(argc, argv, &i, name, &v)) != 0) {                              \
+            if (got < 0) return sh_cli_usage_error("train", "%s needs a value", name);       \
+            if (!parse_i64(v, min, max, &x))                                                  \
+                return sh_cli_usage_error("train", "%s \"%s\": expected an integer in "       \
+                                          "%lld..%lld", name, v, (long long)(min),            \
+                                          (long long)(max));                                  \
+            field = x;                                                                        \
+            continue;                                                                         \
+        }
+        STR_FLAG("--data", o.data_dir)
+        STR_FLAG("--save", o.save_path)
+        STR_FLAG("--resume", o.resume_path)
+        STR_FLAG("--logdir", o.logdir)
+        INT_FLAG("--epochs", 1, 1000000, o.epochs)
+        INT_FLAG("--max-steps", 1, INT64_MAX / 2, o.max_steps)
+        INT_FLAG("--batch", 1, 1 << 20, o.batch)
+        INT_FLAG("--threads", 1, 1024, o.threads)
+        INT_FLAG("--seed", 0, INT64_MAX, o.seed)
+        INT_FLAG("--save-every", 1, INT64_MAX / 2, o.save_every_steps)
+#undef STR_FLAG
+#undef INT_FLAG
+        return sh_cli_usage_error("train", "unknown option \"%s\"", a);
+    }
+    if (!cfg) return sh_cli_usage_error("train", "missing the model file CFG");
+    if (o.save_every_steps && !o.save_path)
+        return sh_cli_usage_error("train", "--save-every needs --save FILE");
+    o.cfg_path = cfg;
+    o.out = json ? stderr : stdout;
+    o.stop_requested = &stop_requested;
+    o.save_requested = &save_requested;
+
+    /* A second Ctrl-C while the last step finishes kills at once (SA_RESETHAND). */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    sa.sa_handler = on_sigint;
+    sa.sa_flags = SA_RESETHAND | SA_RESTART;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sa.sa_handler = on_sighup;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGHUP, &sa, NULL);
+
+    sh_trainer *t = NULL;
+    sh_train_report r;
+    shoal_result rc = sh_trainer_create(&o, &t);
+    if (rc == SHOAL_OK) rc = sh_trainer_run(t, &r);
+    sh_trainer_destroy(t);
+    if (rc != SHOAL_OK) return sh_cli_fail(rc);
+
+    if (r.stopped)
+        fprintf(stderr, "stopped by %s; saved %s\n",
+                stop_requested == SIGTERM ? "SIGTERM" : "SIGINT", r.saved_path);
+    if (json) {
+        printf("{\"accuracy\":%.6f,\"loss\":%.6f,\"test_loss\":%.6f,\"images_per_s\":%.1f,"
+               "\"epochs\":%.4f,\"steps\":%" PRId64 ",\"seconds\":%.3f,\"peak_rss_mb\":%.1f,"
+               "\"stopped\":%s}\n",
+               r.test_accuracy, r.train_loss, r.test_loss, r.images_per_s, r.epochs, r.steps,
+               r.seconds, (double)r.peak_rss_nbytes / (1024.0 * 1024.0),
+               r.stopped ? "true" : "false");
+    } else if (!o.quiet && !r.stopped) {
+        printf("test accuracy %.2f%%, test loss %.4f after %" PRId64 " steps (%.2f epochs) in "
+               "%.1f s, %.0f images/s, peak RSS %.1f MB\n",
+               100 * r.test_accuracy, r.test_loss, r.steps, r.epochs, r.seconds, r.images_per_s,
+               (double)r.peak_rss_nbytes / (1024.0 * 1024.0));
+    }
+    return SH_EXIT_OK;
 }

@@ -1,0 +1,203 @@
+/* test_snapshot.c — proves src/train/snapshot.c: N steps, save, resume for N more equals 2N
+ * steps in one go bit for bit (across an epoch boundary, with dropout and momentum); weights
+ * load for testing; checkpoints of another model, batch or a damaged file are refused. */
+#include <string.h>
+
+#include "base/err.h"
+#include "check.h"
+#include "nn/net.h"
+#include "train/snapshot.h"
+#include "train/tiny_data.h"
+#include "train/trainer.h"
+
+static char dir[256], mlp_cfg[512], other_cfg[512];
+
+static void opts_for(sh_train_opts *o, const char *cfg)
+{
+    sh_train_opts_default(o);
+    o->cfg_path = cfg;
+    o->data_dir = dir;
+    o->threads = 1;
+    o->quiet = 1;
+    o->seed = 11;
+    o->eval_each_epoch = 0;
+}
+
+static shoal_result train(const sh_train_opts *o, sh_train_report *r, float **params, size_t *n)
+{
+    sh_trainer *t = NULL;
+    shoal_result rc = sh_trainer_create(o, &t);
+    if (rc == SHOAL_OK) rc = sh_trainer_run(t, r);
+    if (rc == SHOAL_OK && params) {
+        sh_net *net = sh_trainer_net(t);
+        *n = sh_net_nparams(net);
+        *params = malloc(*n * sizeof(float));
+        memcpy(*params, sh_net_params(net), *n * sizeof(float));
+    }
+    sh_trainer_destroy(t);
+    return rc;
+}
+
+/* n steps then a resume to 2n must equal 2n straight; n is chosen mid-epoch (16 steps per
+ * epoch) so that the loader position, and the crossing of an epoch, are exercised. */
+static void resume_for(int64_t n, int threads)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/half.ckpt", dir);
+    sh_train_opts o;
+    opts_for(&o, mlp_cfg);
+    o.threads = threads;
+    sh_train_report r;
+    float *straight = NULL, *resumed = NULL;
+    size_t ns = 0, nr = 0;
+    o.max_steps = 2 * n;
+    CHECK_OK(train(&o, &r, &straight, &ns));
+    o.max_steps = n;
+    o.save_path = path;
+    CHECK_OK(train(&o, &r, NULL, NULL));
+    CHECK(strcmp(r.saved_path, path) == 0, "saved '%s'", r.saved_path);
+    o.max_steps = 2 * n;
+    o.save_path = NULL;
+    o.resume_path = path;
+    o.seed = 999; /* ignored: the checkpoint's seed wins */
+    CHECK_OK(train(&o, &r, &resumed, &nr));
+    CHECK(r.steps == 2 * n && r.steps_this_run == n, "steps %lld this run %lld",
+          (long long)r.steps, (long long)r.steps_this_run);
+    CHECK(straight && resumed && ns == nr && memcmp(straight, resumed, ns * sizeof(float)) == 0,
+          "%lld + %lld resumed steps differ from %lld in one go (%d threads)", (long long)n,
+          (long long)n, (long long)(2 * n), threads);
+    free(straight);
+    free(resumed);
+}
+
+static void resume_mid_epoch_continues_bitwise(void) { resume_for(11, 1); }
+static void resume_with_two_threads_continues_bitwise(void) { resume_for(13, 2); }
+
+static void resumed_run_can_add_epochs(void)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/epoch.ckpt", dir);
+    sh_train_opts o;
+    opts_for(&o, mlp_cfg);
+    o.epochs = 1;
+    o.save_path = path;
+    sh_train_report r;
+    CHECK_OK(train(&o, &r, NULL, NULL));
+    o.epochs = 2;
+    o.save_path = NULL;
+    o.resume_path = path;
+    CHECK_OK(train(&o, &r, NULL, NULL));
+    CHECK(r.steps == 2 * TINY_TRAIN / 16 && r.steps_this_run == TINY_TRAIN / 16,
+          "steps %lld this run %lld", (long long)r.steps, (long long)r.steps_this_run);
+}
+
+static void weights_load_into_a_net_of_another_batch(void)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/w.ckpt", dir);
+    sh_train_opts o;
+    opts_for(&o, mlp_cfg);
+    o.max_steps = 5;
+    o.save_path = path;
+    sh_train_report r;
+    float *p = NULL;
+    size_t n = 0;
+    CHECK_OK(train(&o, &r, &p, &n));
+    sh_net *net = NULL;
+    CHECK_OK(sh_net_load(mlp_cfg, 3, 1, &net));
+    if (net) {
+        CHECK_OK(sh_snapshot_load_weights(net, path));
+        CHECK(p && n == sh_net_nparams(net) &&
+                  memcmp(p, sh_net_params(net), n * sizeof(float)) == 0,
+              "loaded weights differ from the trained ones");
+    }
+    sh_net_destroy(net);
+    free(p);
+}
+
+static void checkpoint_of_another_model_is_refused(void)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/m.ckpt", dir);
+    sh_train_opts o;
+    opts_for(&o, mlp_cfg);
+    o.max_steps = 2;
+    o.save_path = path;
+    sh_train_report r;
+    CHECK_OK(train(&o, &r, NULL, NULL));
+    opts_for(&o, other_cfg);
+    o.resume_path = path;
+    sh_trainer *t = NULL;
+    CHECK_RC(sh_trainer_create(&o, &t), SHOAL_ERR_FORMAT);
+    CHECK(strstr(shoal_last_error_message(), "another model") != NULL &&
+              strstr(shoal_last_error_message(), path) != NULL,
+          "message: %s", shoal_last_error_message());
+    sh_net *net = NULL;
+    CHECK_OK(sh_net_load(other_cfg, 0, 1, &net));
+    if (net) CHECK_RC(sh_snapshot_load_weights(net, path), SHOAL_ERR_FORMAT);
+    sh_net_destroy(net);
+}
+
+static void checkpoint_of_another_batch_is_refused(void)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/b.ckpt", dir);
+    sh_train_opts o;
+    opts_for(&o, mlp_cfg);
+    o.max_steps = 2;
+    o.save_path = path;
+    sh_train_report r;
+    CHECK_OK(train(&o, &r, NULL, NULL));
+    o.save_path = NULL;
+    o.resume_path = path;
+    o.batch = 8;
+    sh_trainer *t = NULL;
+    CHECK_RC(sh_trainer_create(&o, &t), SHOAL_ERR_INVALID);
+    CHECK(strstr(shoal_last_error_message(), "--batch 16") != NULL, "message: %s",
+          shoal_last_error_message());
+}
+
+static void damaged_checkpoint_is_refused(void)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/d.ckpt", dir);
+    sh_train_opts o;
+    opts_for(&o, mlp_cfg);
+    o.max_steps = 2;
+    o.save_path = path;
+    sh_train_report r;
+    CHECK_OK(train(&o, &r, NULL, NULL));
+    FILE *f = fopen(path, "r+b");
+    CHECK(f != NULL, "open %s", path);
+    if (!f) return;
+    fseek(f, -5, SEEK_END);
+    int c = fgetc(f);
+    fseek(f, -5, SEEK_END);
+    fputc(c ^ 0x40, f);
+    fclose(f);
+    o.save_path = NULL;
+    o.resume_path = path;
+    sh_trainer *t = NULL;
+    CHECK_RC(sh_trainer_create(&o, &t), SHOAL_ERR_FORMAT);
+    CHECK(t == NULL, "trainer returned on error");
+}
+
+int main(void)
+{
+    check_begin("test_snapshot", 120);
+    if (tiny_make_dir(dir, sizeof dir)) {
+        CHECK(0, "could not write the tiny dataset");
+        return check_end();
+    }
+    snprintf(mlp_cfg, sizeof mlp_cfg, "%s/mlp.cfg", dir);
+    snprintf(other_cfg, sizeof other_cfg, "%s/other.cfg", dir);
+    RUN(resume_mid_epoch_continues_bitwise);
+    RUN(resume_with_two_threads_continues_bitwise);
+    RUN(resumed_run_can_add_epochs);
+    RUN(weights_load_into_a_net_of_another_batch);
+    RUN(checkpoint_of_another_model_is_refused);
+    RUN(checkpoint_of_another_batch_is_refused);
+    RUN(damaged_checkpoint_is_refused);
+    tiny_remove_dir(dir);
+    return check_end();
+}
