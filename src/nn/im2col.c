@@ -8,13 +8,13 @@
 #include "nn/layer.h"
 
 void sh_im2col(const float *im, int c, int h, int w, int size, int stride, int pad, int oh,
-               int ow, float *col)
+               int ow, float *col, size_t ld_col)
 {
     for (int ch = 0; ch < c; ch++) {
         const float *plane = im + (size_t)ch * h * w;
         for (int ky = 0; ky < size; ky++) {
             for (int kx = 0; kx < size; kx++) {
-                float *row = col + ((size_t)(ch * size + ky) * size + kx) * oh * ow;
+                float *row = col + ((size_t)(ch * size + ky) * size + kx) * ld_col;
                 /* columns ox whose input x = ox*stride - pad + kx lies in [0, w) */
                 int ox0 = 0, ox1 = ow;
                 while (ox0 < ow && ox0 * stride - pad + kx < 0) ox0++;
@@ -40,14 +40,14 @@ void sh_im2col(const float *im, int c, int h, int w, int size, int stride, int p
     }
 }
 
-void sh_col2im(const float *col, int c, int h, int w, int size, int stride, int pad, int oh,
-               int ow, float *im)
+void sh_col2im(const float *col, size_t ld_col, int c, int h, int w, int size, int stride,
+               int pad, int oh, int ow, float *im)
 {
     for (int ch = 0; ch < c; ch++) {
         float *plane = im + (size_t)ch * h * w;
         for (int ky = 0; ky < size; ky++) {
             for (int kx = 0; kx < size; kx++) {
-                const float *row = col + ((size_t)(ch * size + ky) * size + kx) * oh * ow;
+                const float *row = col + ((size_t)(ch * size + ky) * size + kx) * ld_col;
                 int ox0 = 0, ox1 = ow;
                 while (ox0 < ow && ox0 * stride - pad + kx < 0) ox0++;
                 while (ox1 > ox0 && (ox1 - 1) * stride - pad + kx >= w) ox1--;

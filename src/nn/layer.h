@@ -58,6 +58,7 @@ struct sh_layer {
     sh_act act;
     int filters, size, stride, pad; /* conv: pad = padding in pixels; pool: total padding */
     int batch_normalize;
+    int group;                      /* conv: images unrolled into one product */
     float probability, scale;       /* dropout */
     float temperature;              /* softmax */
     int alias_input;                /* [cost]: out/delta are src[0]'s */
@@ -123,12 +124,13 @@ const float *sh_net_input_delta(const sh_net *n);
 extern const sh_layer_ops sh_conv_ops, sh_dense_ops, sh_maxpool_ops, sh_avgpool_ops,
     sh_dropout_ops, sh_softmax_ops, sh_cost_ops, sh_shortcut_ops, sh_route_ops;
 
-/* Shared helpers of the conv layer (im2col.c). col is (C*S*S, OH*OW). */
+/* Shared helpers of the conv layer (im2col.c). col is (C*S*S, OH*OW) with rows ld_col
+ * floats apart (ld_col >= OH*OW lets several images sit side by side). */
 void sh_im2col(const float *im, int c, int h, int w, int size, int stride, int pad, int oh,
-               int ow, float *col);
+               int ow, float *col, size_t ld_col);
 /* im += col2im(col) (adds: overlapping windows sum). */
-void sh_col2im(const float *col, int c, int h, int w, int size, int stride, int pad, int oh,
-               int ow, float *im);
+void sh_col2im(const float *col, size_t ld_col, int c, int h, int w, int size, int stride,
+               int pad, int oh, int ow, float *im);
 
 /* Batch norm over (N, C, HW) used by conv and connected (layer_batchnorm.c). */
 void sh_bn_forward(sh_layer *l, sh_exec *x, float *raw /* (N, C, HW) in: pre-BN */);

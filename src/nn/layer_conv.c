@@ -14,6 +14,12 @@
 #include "nn/gemm.h"
 #include "nn/layer.h"
 
+/* Column floats one unrolled group may hold (1 MiB: stays in L2 with the weights). */
+#ifndef SH_CONV_GROUP_SHIFT
+#define SH_CONV_GROUP_SHIFT 16
+#endif
+#define GROUP_COL_FLOATS ((size_t)1 << SH_CONV_GROUP_SHIFT)
+
 static int is_pointwise(const sh_layer *l)
 {
     return l->size == 1 && l->stride == 1 && l->pad == 0;
@@ -52,12 +58,19 @@ static shoal_result conv_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ct
     l->reduce_off = 0;
     l->reduce_count = l->w_count + (l->batch_normalize ? 0 : l->b_count);
     l->stat_count = l->batch_normalize ? 2 * (size_t)l->filters : 0;
-    /* columns for forward, plus their gradient for backward */
-    l->ws_count = is_pointwise(l) ? 0 : 2 * ckk * ohw;
+    /* Small images make small products: unroll `group` images side by side so one sgemm
+     * sees (F, C*S*S) x (C*S*S, group*OH*OW). Workspace: columns, their gradient, and the
+     * outputs (or deltas) of the group gathered as (F, group*OH*OW). */
+    size_t g = GROUP_COL_FLOATS / (ckk * ohw);
+    g = g < 1 ? 1 : g > (size_t)ctx->batch ? (size_t)ctx->batch : g;
+    l->group = (int)g;
+    if (g == 1)
+        l->ws_count = is_pointwise(l) ? 0 : 2 * ckk * ohw;
+    else
+        l->ws_count = g * (2 * ckk * ohw + (size_t)l->filters * ohw);
     l->keep_count = l->batch_normalize ? sh_shape_count(&l->out_shape) : 0; /* x_hat */
     l->keep_fixed = l->batch_normalize ? 2 * (size_t)l->filters : 0;         /* mean, invstd */
     l->flops = (double)l->filters * (double)ckk * (double)ohw;
-    (void)ctx;
     return SHOAL_OK;
 }
 
@@ -87,7 +100,7 @@ static void conv_forward_images(sh_layer *l, sh_exec *x, int tid, int n0, int n1
         const float *cols = im;
         if (!is_pointwise(l)) {
             sh_im2col(im, in->c, in->h, in->w, l->size, l->stride, l->pad, l->out_shape.h,
-                      l->out_shape.w, col);
+                      l->out_shape.w, col, (size_t)ohw);
             cols = col;
         }
         sh_gemm(0, 0, l->filters, ohw, ckk, 1.0f, w, ckk, cols, ohw, 0.0f, y, ohw);
@@ -97,9 +110,36 @@ static void conv_forward_images(sh_layer *l, sh_exec *x, int tid, int n0, int n1
     }
 }
 
+/* Images [a, b) unrolled side by side: col (CKK, g*OHW), product tmp (F, g*OHW), then each
+ * image's (F, OHW) block is copied out with bias and activation fused. */
+static void conv_forward_grouped(sh_layer *l, sh_exec *x, int tid, int n0, int n1)
+{
+    const sh_shape *in = &l->in_shape;
+    size_t ckk = (size_t)in->c * l->size * l->size, ohw = (size_t)l->out_shape.h * l->out_shape.w;
+    const float *w = x->params + l->w_off;
+    const float *bias = x->params + l->b_off;
+    float *col = x->work[tid];
+    float *tmp = col + 2 * ckk * ohw * (size_t)l->group;
+    for (int a = n0; a < n1; a += l->group) {
+        int g = n1 - a < l->group ? n1 - a : l->group;
+        size_t ld = (size_t)g * ohw;
+        for (int j = 0; j < g; j++)
+            sh_im2col(l->in[0] + (size_t)(a + j) * l->inputs, in->c, in->h, in->w, l->size,
+                      l->stride, l->pad, l->out_shape.h, l->out_shape.w, col + j * ohw, ld);
+        sh_gemm(0, 0, l->filters, (int)ld, (int)ckk, 1.0f, w, (int)ckk, col, (int)ld, 0.0f, tmp,
+                (int)ld);
+        for (int j = 0; j < g; j++)
+            for (int f = 0; f < l->filters; f++) {
+                float *y = l->out + (size_t)(a + j) * l->outputs + (size_t)f * ohw;
+                memcpy(y, tmp + (size_t)f * ld + j * ohw, ohw * sizeof *y);
+                if (!l->batch_normalize) sh_act_bias_forward(l->act, y, ohw, bias[f]);
+            }
+    }
+}
+
 static void conv_forward(sh_layer *l, sh_exec *x)
 {
-    sh_exec_images(l, x, conv_forward_images);
+    sh_exec_images(l, x, l->group > 1 ? conv_forward_grouped : conv_forward_images);
     if (l->batch_normalize) sh_bn_forward(l, x, l->out);
 }
 
@@ -133,7 +173,7 @@ static void conv_backward_images(sh_layer *l, sh_exec *x, int tid, int n0, int n
         const float *cols = im;
         if (!is_pointwise(l)) {
             sh_im2col(im, in->c, in->h, in->w, l->size, l->stride, l->pad, l->out_shape.h,
-                      l->out_shape.w, col);
+                      l->out_shape.w, col, (size_t)ohw);
             cols = col;
         }
         sh_gemm(0, 1, l->filters, ckk, ohw, 1.0f, dy, ohw, cols, ohw, beta, gw, ckk);
@@ -146,8 +186,58 @@ static void conv_backward_images(sh_layer *l, sh_exec *x, int tid, int n0, int n
         } else {
             sh_gemm(1, 0, ckk, ohw, l->filters, 1.0f, w, ckk, dy, ohw, 0.0f, dcol, ohw);
             if (!l->accum[0]) memset(dx, 0, l->inputs * sizeof *dx);
-            sh_col2im(dcol, in->c, in->h, in->w, l->size, l->stride, l->pad, l->out_shape.h,
-                      l->out_shape.w, dx);
+            sh_col2im(dcol, (size_t)ohw, in->c, in->h, in->w, l->size, l->stride, l->pad,
+                      l->out_shape.h, l->out_shape.w, dx);
+        }
+    }
+}
+
+/* Grouped backward: gather the group's deltas as dy (F, g*OHW); dW += dy col^T,
+ * dcol = W^T dy, then col2im image by image. */
+static void conv_backward_grouped(sh_layer *l, sh_exec *x, int tid, int n0, int n1)
+{
+    const sh_shape *in = &l->in_shape;
+    size_t ckk = (size_t)in->c * l->size * l->size, ohw = (size_t)l->out_shape.h * l->out_shape.w;
+    const float *w = x->params + l->w_off;
+    float *gw = x->grad[tid] + l->w_off;
+    float *gb = x->grad[tid] + l->b_off;
+    float *col = x->work[tid];
+    float *dcol = col + ckk * ohw * (size_t)l->group;
+    float *dy = dcol + ckk * ohw * (size_t)l->group;
+    if (n0 == n1) {
+        memset(x->grad[tid] + l->reduce_off, 0, l->reduce_count * sizeof(float));
+        return;
+    }
+    if (!l->batch_normalize) memset(gb, 0, (size_t)l->filters * sizeof *gb);
+    for (int a = n0; a < n1; a += l->group) {
+        int g = n1 - a < l->group ? n1 - a : l->group;
+        size_t ld = (size_t)g * ohw;
+        for (int j = 0; j < g; j++) {
+            float *d = l->delta + (size_t)(a + j) * l->outputs;
+            if (!l->batch_normalize)
+                sh_act_backward(l->act, l->out + (size_t)(a + j) * l->outputs, d, l->outputs);
+            for (int f = 0; f < l->filters; f++) {
+                const float *src = d + (size_t)f * ohw;
+                memcpy(dy + (size_t)f * ld + j * ohw, src, ohw * sizeof *src);
+                if (!l->batch_normalize) {
+                    float sum = 0.0f;
+                    for (size_t i = 0; i < ohw; i++) sum += src[i];
+                    gb[f] += sum;
+                }
+            }
+            sh_im2col(l->in[0] + (size_t)(a + j) * l->inputs, in->c, in->h, in->w, l->size,
+                      l->stride, l->pad, l->out_shape.h, l->out_shape.w, col + j * ohw, ld);
+        }
+        sh_gemm(0, 1, l->filters, (int)ckk, (int)ld, 1.0f, dy, (int)ld, col, (int)ld,
+                a == n0 ? 0.0f : 1.0f, gw, (int)ckk);
+        if (!l->in_delta[0]) continue;
+        sh_gemm(1, 0, (int)ckk, (int)ld, l->filters, 1.0f, w, (int)ckk, dy, (int)ld, 0.0f, dcol,
+                (int)ld);
+        for (int j = 0; j < g; j++) {
+            float *dx = l->in_delta[0] + (size_t)(a + j) * l->inputs;
+            if (!l->accum[0]) memset(dx, 0, l->inputs * sizeof *dx);
+            sh_col2im(dcol + j * ohw, ld, in->c, in->h, in->w, l->size, l->stride, l->pad,
+                      l->out_shape.h, l->out_shape.w, dx);
         }
     }
 }
@@ -155,7 +245,7 @@ static void conv_backward_images(sh_layer *l, sh_exec *x, int tid, int n0, int n
 static void conv_backward(sh_layer *l, sh_exec *x)
 {
     if (l->batch_normalize) sh_bn_backward(l, x);
-    sh_exec_images(l, x, conv_backward_images);
+    sh_exec_images(l, x, l->group > 1 ? conv_backward_grouped : conv_backward_images);
 }
 
 const sh_layer_ops sh_conv_ops = {

@@ -4,7 +4,6 @@
  * argmax (as an int index into the input image) for backward.
  * Not here: global average pooling (layer_avgpool.c).
  * Proved by tests/nn/test_layer_pool.c. */
-#include <float.h>
 #include <string.h>
 
 #include "base/err.h"
@@ -30,37 +29,75 @@ static shoal_result maxpool_parse(sh_layer *l, sh_cfg_section *s, const sh_parse
     return SHOAL_OK;
 }
 
+/* One output: the max over the window clipped to the image; Darknet's first-max wins ties. */
+static inline void pool_window(const float *plane, int w, int y0, int y1, int x0, int x1,
+                               float *out, int32_t *idx)
+{
+    float best = plane[y0 * w + x0];
+    int best_i = y0 * w + x0;
+    for (int iy = y0; iy < y1; iy++)
+        for (int ix = x0; ix < x1; ix++) {
+            float v = plane[iy * w + ix];
+            best_i = v > best ? iy * w + ix : best_i;
+            best = v > best ? v : best;
+        }
+    *out = best;
+    *idx = best_i;
+}
+
 static void maxpool_forward_images(sh_layer *l, sh_exec *x, int tid, int n0, int n1)
 {
     (void)x;
     (void)tid;
     const sh_shape *in = &l->in_shape;
-    int oh = l->out_shape.h, ow = l->out_shape.w, off = -l->pad / 2;
+    int h = in->h, w = in->w, oh = l->out_shape.h, ow = l->out_shape.w, off = -l->pad / 2;
+    int size = l->size, stride = l->stride;
     for (int n = n0; n < n1; n++) {
         for (int c = 0; c < in->c; c++) {
-            const float *plane = l->in[0] + (size_t)n * l->inputs + (size_t)c * in->h * in->w;
+            const float *plane = l->in[0] + (size_t)n * l->inputs + (size_t)c * h * w;
             float *y = l->out + (size_t)n * l->outputs + (size_t)c * oh * ow;
             int32_t *idx = (int32_t *)l->keep + (size_t)n * l->keep_count + (size_t)c * oh * ow;
-            for (int oy = 0; oy < oh; oy++)
-                for (int ox = 0; ox < ow; ox++) {
-                    float best = -FLT_MAX;
-                    int best_i = -1;
-                    for (int ky = 0; ky < l->size; ky++) {
-                        int iy = off + oy * l->stride + ky;
-                        if (iy < 0 || iy >= in->h) continue;
-                        for (int kx = 0; kx < l->size; kx++) {
-                            int ix = off + ox * l->stride + kx;
-                            if (ix < 0 || ix >= in->w) continue;
-                            float v = plane[iy * in->w + ix];
-                            if (v > best || best_i < 0) {
-                                best = v;
-                                best_i = iy * in->w + ix;
-                            }
-                        }
+            for (int oy = 0; oy < oh; oy++) {
+                int y0 = off + oy * stride, y1 = y0 + size;
+                y0 = y0 < 0 ? 0 : y0;
+                y1 = y1 > h ? h : y1;
+                if (size == 2 && stride == 2 && y1 - y0 == 2 && off == 0) {
+                    /* the common 2x2/2 window, fully inside: two rows, no clipping */
+                    const float *r0 = plane + y0 * w, *r1 = r0 + w;
+                    int full = w / 2 < ow ? w / 2 : ow, base = y0 * w;
+                    float *yo = y + oy * ow;
+                    int32_t *io = idx + oy * ow;
+                    /* branch-free selects: data-dependent branches mispredict on real data */
+                    for (int ox = 0; ox < full; ox++) {
+                        float v0 = r0[2 * ox], v1 = r0[2 * ox + 1];
+                        float v2 = r1[2 * ox], v3 = r1[2 * ox + 1];
+                        int k = v1 > v0;
+                        float b = v1 > v0 ? v1 : v0;
+                        int m = v2 > b;
+                        k += m * (w - k);
+                        b = v2 > b ? v2 : b;
+                        m = v3 > b;
+                        k += m * (w + 1 - k);
+                        b = v3 > b ? v3 : b;
+                        yo[ox] = b;
+                        io[ox] = base + 2 * ox + k;
                     }
-                    y[oy * ow + ox] = best_i < 0 ? 0.0f : best;
-                    idx[oy * ow + ox] = best_i;
+                    for (int ox = full; ox < ow; ox++)
+                        pool_window(plane, w, y0, y1, 2 * ox, w, &yo[ox], &io[ox]);
+                    continue;
                 }
+                for (int ox = 0; ox < ow; ox++) {
+                    int x0 = off + ox * stride, x1 = x0 + size;
+                    x0 = x0 < 0 ? 0 : x0;
+                    x1 = x1 > w ? w : x1;
+                    if (y0 >= y1 || x0 >= x1) { /* window entirely in the padding */
+                        y[oy * ow + ox] = 0.0f;
+                        idx[oy * ow + ox] = -1;
+                        continue;
+                    }
+                    pool_window(plane, w, y0, y1, x0, x1, &y[oy * ow + ox], &idx[oy * ow + ox]);
+                }
+            }
         }
     }
 }

@@ -1,0 +1,173 @@
+/* test_layer_conv.c — proves src/nn/layer_conv.c, im2col.c and layer_batchnorm.c: forward
+ * equals a direct convolution loop (stride, padding, 1x1), backward equals central finite
+ * differences for parameters and input (stride 2 with padding, batch norm in training mode),
+ * inference batch norm uses the rolling statistics, and Darknet's pad/padding rules. */
+#include <stdio.h>
+
+#include "nn_check.h"
+
+/* Direct convolution of one image: out (F, OH, OW). */
+static void direct_conv(const float *im, int c, int h, int w, const float *wt, const float *b,
+                        int f, int size, int stride, int pad, int oh, int ow, float *out)
+{
+    for (int of = 0; of < f; of++)
+        for (int oy = 0; oy < oh; oy++)
+            for (int ox = 0; ox < ow; ox++) {
+                double s = b[of];
+                for (int ic = 0; ic < c; ic++)
+                    for (int ky = 0; ky < size; ky++)
+                        for (int kx = 0; kx < size; kx++) {
+                            int iy = oy * stride - pad + ky, ix = ox * stride - pad + kx;
+                            if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+                            s += (double)wt[((of * c + ic) * size + ky) * size + kx] *
+                                 im[(ic * h + iy) * w + ix];
+                        }
+                out[(of * oh + oy) * ow + ox] = (float)s;
+            }
+}
+
+static void check_forward(int c, int h, int w, int f, int size, int stride, const char *padkey,
+                          int pad_px)
+{
+    char text[512];
+    snprintf(text, sizeof text,
+             "[net]\nbatch=3\nchannels=%d\nheight=%d\nwidth=%d\n"
+             "[convolutional]\nfilters=%d\nsize=%d\nstride=%d\n%s\nactivation=linear\n"
+             "[softmax]\n", c, h, w, f, size, stride, padkey);
+    test_net t;
+    if (!tn_build(&t, text, 3, 1)) return;
+    int oh = (h + 2 * pad_px - size) / stride + 1, ow = (w + 2 * pad_px - size) / stride + 1;
+    int oc, ohh, oww;
+    sh_net_layer_shape(t.net, 0, &oc, &ohh, &oww);
+    CHECK(oc == f && ohh == oh && oww == ow, "%s: shape %dx%dx%d, want %dx%dx%d", text, oc, ohh,
+          oww, f, oh, ow);
+    size_t nin = (size_t)3 * c * h * w;
+    float *x = malloc(nin * 4), *want = malloc((size_t)f * oh * ow * 4);
+    tn_random(x, nin, 3, -1, 1);
+    float *p = sh_net_params(t.net);
+    for (int i = 0; i < f; i++) p[(size_t)f * c * size * size + i] = 0.1f * (float)i; /* biases */
+    CHECK_OK(sh_net_forward(t.net, x, 3, 0));
+    const float *out = sh_net_layer(t.net, 0)->out;
+    double worst = 0;
+    for (int n = 0; n < 3; n++) {
+        direct_conv(x + (size_t)n * c * h * w, c, h, w, p, p + (size_t)f * c * size * size, f,
+                    size, stride, pad_px, oh, ow, want);
+        for (int i = 0; i < f * oh * ow; i++) {
+            double d = fabs(out[(size_t)n * f * oh * ow + i] - want[i]);
+            worst = d > worst ? d : worst;
+        }
+    }
+    CHECK(worst < 1e-4, "conv %dx%dx%d f=%d size=%d stride=%d %s: max error %g", c, h, w, f, size,
+          stride, padkey, worst);
+    free(x);
+    free(want);
+    tn_free(&t);
+}
+
+static void forward_matches_direct_convolution_loop(void)
+{
+    check_forward(3, 9, 7, 4, 3, 1, "pad=1", 1);
+    check_forward(3, 9, 7, 4, 3, 2, "pad=1", 1);
+    check_forward(2, 8, 8, 5, 5, 1, "pad=0", 0);
+    check_forward(2, 11, 10, 3, 3, 2, "padding=2", 2);
+    check_forward(4, 5, 6, 6, 1, 1, "pad=0", 0);    /* 1x1: no im2col */
+    check_forward(4, 5, 6, 6, 1, 2, "pad=0", 0);    /* 1x1 stride 2 */
+    check_forward(1, 7, 7, 2, 4, 3, "pad=1", 2);    /* even size: pad=1 means size/2 */
+    /* big images: one image per product (no unrolled group), also for 1x1 */
+    check_forward(3, 120, 100, 2, 3, 1, "pad=1", 1);
+    check_forward(8, 100, 100, 3, 1, 1, "pad=0", 0);
+}
+
+static void backward_matches_finite_differences_with_stride_and_pad(void)
+{
+    tn_gradcheck_cfg("conv s2 p1 leaky",
+                     "[net]\nbatch=2\nchannels=3\nheight=7\nwidth=6\n"
+                     "[convolutional]\nfilters=4\nsize=3\nstride=2\npad=1\nactivation=tanh\n"
+                     "[connected]\noutput=5\nactivation=linear\n[softmax]\n",
+                     2, 12, 1e-2, 2e-4, 2e-2);
+    tn_gradcheck_cfg("conv 1x1 then conv 3x3 padding=2",
+                     "[net]\nbatch=3\nchannels=2\nheight=5\nwidth=5\n"
+                     "[convolutional]\nfilters=3\nsize=1\nstride=1\nactivation=logistic\n"
+                     "[convolutional]\nfilters=2\nsize=3\nstride=1\npadding=2\nactivation=linear\n"
+                     "[softmax]\n",
+                     3, 12, 1e-2, 2e-4, 2e-2);
+}
+
+static void backward_matches_finite_differences_one_image_per_product(void)
+{
+    /* 3*3*3 x 100*100 columns exceed one group: the per-image path */
+    tn_gradcheck_cfg("conv big image",
+                     "[net]\nbatch=2\nchannels=3\nheight=100\nwidth=100\n"
+                     "[convolutional]\nfilters=2\nsize=3\nstride=1\npad=1\nactivation=tanh\n"
+                     "[convolutional]\nfilters=2\nsize=1\nstride=1\nactivation=linear\n"
+                     "[avgpool]\n[softmax]\n",
+                     2, 8, 1e-2, 2e-4, 2e-2);
+}
+
+static void batchnorm_backward_matches_finite_differences_in_training(void)
+{
+    tn_gradcheck_cfg("conv bn",
+                     "[net]\nbatch=3\nchannels=2\nheight=6\nwidth=5\n"
+                     "[convolutional]\nbatch_normalize=1\nfilters=3\nsize=3\nstride=1\npad=1\n"
+                     "activation=tanh\n"
+                     "[connected]\noutput=4\nactivation=linear\n[softmax]\n",
+                     3, 12, 1e-2, 3e-4, 3e-2);
+    tn_gradcheck_cfg("connected bn",
+                     "[net]\nbatch=4\nchannels=1\nheight=3\nwidth=3\n"
+                     "[connected]\nbatch_normalize=1\noutput=6\nactivation=logistic\n"
+                     "[connected]\noutput=3\nactivation=linear\n[softmax]\n",
+                     4, 12, 1e-2, 3e-4, 3e-2);
+}
+
+static void batchnorm_inference_uses_rolling_statistics(void)
+{
+    test_net t;
+    if (!tn_build(&t, "[net]\nbatch=4\nchannels=1\nheight=4\nwidth=4\n"
+                      "[convolutional]\nbatch_normalize=1\nfilters=2\nsize=1\nactivation=linear\n"
+                      "[softmax]\n", 4, 3)) return;
+    float x[64];
+    tn_random(x, 64, 4, 2.0f, 3.0f); /* mean far from the rolling mean 0 */
+    size_t nstats = 0;
+    float *st = sh_net_stats(t.net, &nstats);
+    CHECK(nstats == 4, "stats count %zu", nstats);
+    CHECK_OK(sh_net_forward(t.net, x, 4, 0));
+    float infer0 = sh_net_layer(t.net, 0)->out[0];
+    /* rolling mean 0, var 1: output = w * x (gamma 1, beta 0) */
+    float w0 = sh_net_params(t.net)[0];
+    CHECK_NEAR(infer0, w0 * x[0] / sqrtf(1.0f + 1e-5f), 1e-5);
+    CHECK_OK(sh_net_forward(t.net, x, 4, 1));
+    /* training normalises: each channel has mean ~0 over the batch */
+    const float *out = sh_net_layer(t.net, 0)->out;
+    double s = 0;
+    for (int n = 0; n < 4; n++)
+        for (int i = 0; i < 16; i++) s += out[n * 32 + i];
+    CHECK_NEAR(s / 64, 0.0, 1e-5);
+    CHECK(st[0] != 0.0f, "rolling mean not updated: %g", st[0]);
+    tn_free(&t);
+}
+
+static void kernel_larger_than_input_names_file_and_line(void)
+{
+    sh_cfg *cfg = NULL;
+    sh_net *net = NULL;
+    CHECK_OK(sh_cfg_parse("[net]\nchannels=1\nheight=4\nwidth=4\n\n[convolutional]\nsize=7\n"
+                          "filters=2\n[softmax]\n", "small.cfg", &cfg));
+    CHECK_RC(sh_net_create(cfg, 2, 1, &net), SHOAL_ERR_FORMAT);
+    CHECK(strstr(shoal_last_error(), "small.cfg:") != NULL &&
+              strstr(shoal_last_error(), "size=7") != NULL,
+          "message: %s", shoal_last_error());
+    CHECK(net == NULL, "net must be NULL on error");
+    sh_cfg_destroy(cfg);
+}
+
+int main(void)
+{
+    check_begin("test_layer_conv", 60);
+    RUN(forward_matches_direct_convolution_loop);
+    RUN(backward_matches_finite_differences_with_stride_and_pad);
+    RUN(backward_matches_finite_differences_one_image_per_product);
+    RUN(batchnorm_backward_matches_finite_differences_in_training);
+    RUN(batchnorm_inference_uses_rolling_statistics);
+    RUN(kernel_larger_than_input_names_file_and_line);
+    return check_end();
+}
