@@ -1,6 +1,7 @@
 /* test_net_config.c — proves src/nn/net_config.c: the [net] section's keys and Darknet's
  * defaults, each learning-rate policy and optimizer, inputs= for vector models, and the
- * errors for bad or contradictory values. */
+ * errors for bad or contradictory values; and that every example model builds into a network
+ * with the parameter count it states. */
 #include <string.h>
 
 #include "base/err.h"
@@ -213,6 +214,58 @@ static void example_and_darknet_net_sections_parse(void)
     }
 }
 
+/* Each example builds into a network (batch 2) with the parameter count its comment states:
+ * LeNet 520 + 25,050 + 400,500 + 5,010; ResNet-18 is torchvision's 11,689,512. */
+static void example_models_build_with_expected_parameter_counts(void)
+{
+    static const struct {
+        const char *path;
+        size_t nparams;
+        int nclasses;
+    } models[] = {
+        {"examples/lenet.cfg", 431080, 10},
+        {"examples/mlp.cfg", 535818, 10},
+        {"examples/mlp-wide.cfg", 10304010, 10},
+        {"examples/resnet-small.cfg", 121274, 10},
+        {"examples/resnet18.cfg", 11689512, 1000},
+    };
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+        sh_net *n = NULL;
+        CHECK_OK(sh_net_load(models[i].path, 2, 1, &n));
+        if (!n) continue;
+        CHECK(sh_net_batch(n) == 2, "%s: batch %d", models[i].path, sh_net_batch(n));
+        CHECK(sh_net_nparams(n) == models[i].nparams, "%s: %zu parameters, want %zu",
+              models[i].path, sh_net_nparams(n), models[i].nparams);
+        CHECK(sh_net_nclasses(n) == models[i].nclasses, "%s: %d classes", models[i].path,
+              sh_net_nclasses(n));
+        if (models[i].nclasses == 1000) {
+            /* the last stage ends at 512 x 7 x 7, as in the paper */
+            int c = 0, h = 0, w = 0, at = -1;
+            for (int l = 0; l < sh_net_nlayers(n); l++)
+                if (strncmp(sh_net_layer_name(n, l), "avgpool", 7) == 0) at = l - 1;
+            if (at >= 0) sh_net_layer_shape(n, at, &c, &h, &w);
+            CHECK(c == 512 && h == 7 && w == 7, "resnet18 before avgpool: %dx%dx%d", c, h, w);
+        }
+        sh_net_destroy(n);
+    }
+}
+
+/* The README's example error, end to end through a layer's parser. */
+static void misspelt_layer_key_fails_with_did_you_mean(void)
+{
+    sh_cfg *cfg = NULL;
+    CHECK_OK(sh_cfg_parse("[net]\nbatch=2\nwidth=8\nheight=8\nchannels=1\n\n"
+                          "[convolutional]\nfilter=4\nsize=3\nactivation=relu\n",
+                          "train.cfg", &cfg));
+    if (!cfg) return;
+    sh_net *n = NULL;
+    CHECK_RC(sh_net_create(cfg, 0, 1, &n), SHOAL_ERR_FORMAT);
+    CHECK_HAS(shoal_last_error_message(),
+              "train.cfg:8: [convolutional] unknown key \"filter\"; did you mean \"filters\"?");
+    CHECK(n == NULL, "no net on error");
+    sh_cfg_destroy(cfg);
+}
+
 int main(void)
 {
     check_begin("test_net_config", 20);
@@ -224,5 +277,7 @@ int main(void)
     RUN(optimizers_from_adam_flag_or_optimizer_key);
     RUN(unknown_keys_fail_and_augmentation_keys_pass);
     RUN(example_and_darknet_net_sections_parse);
+    RUN(example_models_build_with_expected_parameter_counts);
+    RUN(misspelt_layer_key_fails_with_did_you_mean);
     return check_end();
 }
