@@ -5,7 +5,8 @@
 #   bench/engine/run.sh                 # from the repository root; REPS=3 STEPS=200 WARMUP=20
 #
 # Measures (batch 64, Fashion-MNIST from $SHOAL_DATA_DIR or /usr/share/datasets/fashion-mnist):
-#   1. training throughput, images/s in the steady state (STEPS steps after WARMUP), of
+#   1. training throughput, images/s in the steady state (STEPS steps after WARMUP; Darknet
+#      DARKNET_STEPS after DARKNET_WARMUP), of
 #      examples/lenet.cfg and examples/mlp.cfg with 1 and 2 threads: shoal train --json,
 #      torch_peer.py (same model and SGD; OPENBLAS_NUM_THREADS=1, torch.set_num_threads(T)),
 #      darknet_train.c (libdarknet's train_network on the same .cfg; Darknet is
@@ -18,6 +19,9 @@ cd "$(dirname "$0")/../.."
 REPS=${REPS:-3}
 STEPS=${STEPS:-200}
 WARMUP=${WARMUP:-20}
+# Darknet is an order of magnitude slower: fewer batches give the same steady-state figure.
+DARKNET_STEPS=${DARKNET_STEPS:-60}
+DARKNET_WARMUP=${DARKNET_WARMUP:-5}
 BUILD=${BUILD:-build}
 DATA=${SHOAL_DATA_DIR:-/usr/share/datasets/fashion-mnist}
 PY=/usr/bin/python3
@@ -53,7 +57,7 @@ for rep in $(seq "$REPS"); do
             field images_per_s <"$tmp/t.json" >>"$tmp/torch.$model.$th"
             field peak_rss_mb <"$tmp/t.json" >>"$tmp/torch_rss.$model.$th"
             if [ -n "$DARKNET" ] && [ "$th" = 1 ]; then
-                (cd "$tmp" && "$OLDPWD/$DARKNET" "$OLDPWD/examples/$model.cfg" "$DATA" "$WARMUP" "$STEPS" 2>/dev/null) >"$tmp/d.json"
+                (cd "$tmp" && "$OLDPWD/$DARKNET" "$OLDPWD/examples/$model.cfg" "$DATA" "$DARKNET_WARMUP" "$DARKNET_STEPS" 2>/dev/null) >"$tmp/d.json"
                 field images_per_s <"$tmp/d.json" >>"$tmp/darknet.$model"
             fi
         done

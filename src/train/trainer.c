@@ -303,7 +303,7 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
     r->seconds = (double)(sh_now_ns() - start_ns) * 1e-9;
     r->steps = t->steps_done;
     r->steps_this_run = t->steps_done - first;
-    r->epochs = (double)t->steps_done * t->global_batch / (double)t->train_set->count;
+    r->epochs = (double)t->steps_done / (double)per_epoch;
     r->images_per_s =
         steady_ns ? (double)steady_steps * t->global_batch / ((double)steady_ns * 1e-9) : 0;
     r->peak_rss_nbytes = sh_peak_rss_nbytes();

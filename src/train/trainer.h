@@ -52,7 +52,7 @@ typedef struct {
     double seconds;             /* wall time of training and evaluation */
     int64_t steps;              /* steps done in total (including those before a resume) */
     int64_t steps_this_run;
-    double epochs;              /* steps * batch / training images */
+    double epochs;              /* steps / steps per epoch (the last partial batch is dropped) */
     size_t peak_rss_nbytes;
     int stopped;                /* 1: stop_requested ended the run early */
     char saved_path[1024];      /* the last checkpoint written, "" when none */
