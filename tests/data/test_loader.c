@@ -199,6 +199,33 @@ done:
     sh_dataset_destroy(d);
 }
 
+static void resume_on_another_world_size_reads_the_same_images(void)
+{
+    enum { COUNT = 77, B = 9 };
+    sh_dataset *d = indexed_dataset(COUNT);
+    sh_loader *one = d ? make_loader(d, B, 0, 1, 21, 1) : NULL;
+    sh_loader *three[3] = {0};
+    for (int r = 0; r < 3 && d; r++) three[r] = make_loader(d, B, r, 3, 21, 1);
+    if (!one || !three[0] || !three[1] || !three[2]) goto done;
+    float x[B * 4];
+    int32_t y[B];
+    int ref[B], got[B];
+    for (int s = 0; s < 11; s++) next_indices(one, x, y, ref); /* into the second epoch */
+    int ok = 1;
+    for (int r = 0; r < 3; r++)
+        CHECK_OK(sh_loader_seek(three[r], sh_loader_epoch(one), sh_loader_step(one)));
+    for (int s = 0; s < 12; s++) {
+        int nref = next_indices(one, x, y, ref), total = 0;
+        for (int r = 0; r < 3; r++) total += next_indices(three[r], x, y, got + total);
+        if (total != nref || memcmp(got, ref, sizeof(int) * (size_t)nref) != 0) ok = 0;
+    }
+    CHECK(ok, "3 ranks resumed from a 1-rank position read what the 1-rank run reads");
+done:
+    sh_loader_destroy(one);
+    for (int r = 0; r < 3; r++) sh_loader_destroy(three[r]);
+    sh_dataset_destroy(d);
+}
+
 static void pixels_are_scaled_to_unit_range(void)
 {
     sh_dataset *d = NULL;
@@ -287,6 +314,7 @@ int main(void)
     RUN(drop_last_skips_the_short_step);
     RUN(same_seed_same_order_and_other_seed_another);
     RUN(seek_reproduces_the_sequence);
+    RUN(resume_on_another_world_size_reads_the_same_images);
     RUN(pixels_are_scaled_to_unit_range);
     RUN(synthetic_is_deterministic_and_learnable);
     RUN(bad_options_are_refused);
