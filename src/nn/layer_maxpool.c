@@ -38,7 +38,8 @@ static inline void pool_window(const float *plane, int w, int y0, int y1, int x0
     for (int iy = y0; iy < y1; iy++)
         for (int ix = x0; ix < x1; ix++) {
             float v = plane[iy * w + ix];
-            best_i = v > best ? iy * w + ix : best_i;
+            int m = v > best; /* arithmetic select: no data-dependent branch */
+            best_i += m * (iy * w + ix - best_i);
             best = v > best ? v : best;
         }
     *out = best;

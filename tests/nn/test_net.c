@@ -7,8 +7,14 @@
 
 #include "nn_check.h"
 
-/* ---- counting allocations (not under ASan, which owns malloc) ---- */
-#if defined(__SANITIZE_ADDRESS__)
+/* ---- counting allocations (not under sanitizers, which own malloc) ---- */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer)
+#define SH_TEST_SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || defined(SH_TEST_SANITIZED)
 #define COUNTS_MALLOC 0
 #else
 #define COUNTS_MALLOC 1
