@@ -89,3 +89,29 @@ void sh_act_backward(sh_act a, const float *y, float *delta, size_t count)
         break;
     }
 }
+
+void sh_act_bias_copy(sh_act a, float *restrict dst, const float *restrict src, size_t count,
+                      float bias)
+{
+    switch (a) {
+    case SH_ACT_LINEAR:
+        for (size_t i = 0; i < count; i++) dst[i] = src[i] + bias;
+        break;
+    case SH_ACT_RELU:
+        for (size_t i = 0; i < count; i++) {
+            float v = src[i] + bias;
+            dst[i] = v > 0.0f ? v : 0.0f;
+        }
+        break;
+    case SH_ACT_LEAKY:
+        for (size_t i = 0; i < count; i++) {
+            float v = src[i] + bias;
+            dst[i] = v > 0.0f ? v : 0.1f * v;
+        }
+        break;
+    default:
+        for (size_t i = 0; i < count; i++) dst[i] = src[i] + bias;
+        sh_act_forward(a, dst, count);
+        break;
+    }
+}

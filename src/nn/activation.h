@@ -23,4 +23,8 @@ void sh_act_backward(sh_act a, const float *y, float *delta, size_t count);
 /* x[i] = f(x[i] + bias) over count values (fused bias and activation of one channel). */
 void sh_act_bias_forward(sh_act a, float *x, size_t count, float bias);
 
+/* dst[i] = f(src[i] + bias): copy, bias and activation in one pass. */
+void sh_act_bias_copy(sh_act a, float *restrict dst, const float *restrict src, size_t count,
+                      float bias);
+
 #endif

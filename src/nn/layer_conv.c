@@ -131,8 +131,11 @@ static void conv_forward_grouped(sh_layer *l, sh_exec *x, int tid, int n0, int n
         for (int j = 0; j < g; j++)
             for (int f = 0; f < l->filters; f++) {
                 float *y = l->out + (size_t)(a + j) * l->outputs + (size_t)f * ohw;
-                memcpy(y, tmp + (size_t)f * ld + j * ohw, ohw * sizeof *y);
-                if (!l->batch_normalize) sh_act_bias_forward(l->act, y, ohw, bias[f]);
+                const float *t = tmp + (size_t)f * ld + j * ohw;
+                if (l->batch_normalize)
+                    memcpy(y, t, ohw * sizeof *y);
+                else
+                    sh_act_bias_copy(l->act, y, t, ohw, bias[f]);
             }
     }
 }

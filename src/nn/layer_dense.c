@@ -26,7 +26,7 @@ static shoal_result dense_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_c
     l->s_count = l->batch_normalize ? (size_t)k : 0;
     l->param_count = l->w_count + l->b_count + l->s_count;
     l->reduce_off = 0;
-    l->reduce_count = l->w_count + (l->batch_normalize ? 0 : l->b_count);
+    l->reduce_count = 0; /* gradients are split by outputs, not by images */
     l->stat_count = l->batch_normalize ? 2 * (size_t)k : 0;
     l->keep_count = l->batch_normalize ? (size_t)k : 0;
     l->keep_fixed = l->batch_normalize ? 2 * (size_t)k : 0;
@@ -70,35 +70,44 @@ static void dense_forward(sh_layer *l, sh_exec *x)
     if (l->batch_normalize) sh_bn_forward(l, x, l->out);
 }
 
+/* Phase 1, split by images: activation gradient of this share's rows, then their input
+ * delta dX (n, I) = dY (n, K) W (K, I). */
 static void dense_backward_images(sh_layer *l, sh_exec *x, int tid, int n0, int n1)
 {
+    (void)tid;
     int k = l->out_shape.c, in = (int)l->inputs, nn = n1 - n0;
-    float *gw = x->grad[tid] + l->w_off;
-    float *gb = x->grad[tid] + l->b_off;
-    if (nn <= 0) {
-        memset(x->grad[tid] + l->reduce_off, 0, l->reduce_count * sizeof(float));
-        return;
-    }
+    if (nn <= 0) return;
     float *dy = l->delta + (size_t)n0 * k;
-    const float *xin = l->in[0] + (size_t)n0 * in;
-    if (!l->batch_normalize) {
-        sh_act_backward(l->act, l->out + (size_t)n0 * k, dy, (size_t)nn * k);
-        for (int j = 0; j < k; j++) gb[j] = 0.0f;
-        for (int n = 0; n < nn; n++) {
-            const float *row = dy + (size_t)n * k;
-            for (int j = 0; j < k; j++) gb[j] += row[j];
-        }
-    }
-    sh_gemm(1, 0, k, in, nn, 1.0f, dy, k, xin, in, 0.0f, gw, in);
+    if (!l->batch_normalize) sh_act_backward(l->act, l->out + (size_t)n0 * k, dy, (size_t)nn * k);
     if (l->in_delta[0])
         sh_gemm(0, 0, nn, in, k, 1.0f, dy, k, x->params + l->w_off, in,
                 l->accum[0] ? 1.0f : 0.0f, l->in_delta[0] + (size_t)n0 * in, in);
+}
+
+/* Phase 2, split by outputs: rows [k0, k1) of dW (K, I) = dY^T (K, N) X (N, I) over the whole
+ * batch, and those outputs' bias gradients. Each gradient is written by one thread with the
+ * full batch depth: no partial blocks, no reduction, same result for any thread count. */
+static void dense_backward_outputs(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
+{
+    (void)tid;
+    int k = l->out_shape.c, in = (int)l->inputs, n = x->nimg, nk = k1 - k0;
+    if (nk <= 0) return;
+    float *gw = x->grad[0] + l->w_off + (size_t)k0 * in;
+    sh_gemm(1, 0, nk, in, n, 1.0f, l->delta + k0, k, l->in[0], in, 0.0f, gw, in);
+    if (l->batch_normalize) return;
+    float *gb = x->grad[0] + l->b_off;
+    for (int j = k0; j < k1; j++) gb[j] = 0.0f;
+    for (int i = 0; i < n; i++) {
+        const float *row = l->delta + (size_t)i * k;
+        for (int j = k0; j < k1; j++) gb[j] += row[j];
+    }
 }
 
 static void dense_backward(sh_layer *l, sh_exec *x)
 {
     if (l->batch_normalize) sh_bn_backward(l, x);
     sh_exec_images(l, x, dense_backward_images);
+    sh_exec_split(l, x, l->out_shape.c, dense_backward_outputs);
 }
 
 const sh_layer_ops sh_dense_ops = {
