@@ -2,6 +2,8 @@
  * a double-precision triple loop for odd sizes, every transpose combination, alpha and beta. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "base/util.h"
 #include "check.h"
@@ -108,9 +110,29 @@ static void zero_sized_products_leave_c_alone(void)
     CHECK(c[0] == 1, "c changed: %g", c[0]);
 }
 
+/* The backend is chosen once per process: check SHOAL_GEMM=naive in a child forked before
+ * the parent chose its own. */
+static void shoal_gemm_naive_forces_the_portable_kernel(void)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("SHOAL_GEMM", "naive", 1);
+        const char *b = sh_gemm_backend();
+        float a[6] = {1, 2, 3, 4, 5, 6}, x[2] = {1, -1}, c[3];
+        sh_gemm(0, 0, 3, 1, 2, 1.0f, a, 2, x, 1, 0.0f, c, 1);
+        int ok = strstr(b, "portable") != NULL && strstr(b, "SHOAL_GEMM=naive") != NULL &&
+                 !sh_gemm_is_blas() && c[0] == -1 && c[1] == -1 && c[2] == -1;
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+}
+
 int main(void)
 {
     check_begin("test_gemm", 60);
+    RUN(shoal_gemm_naive_forces_the_portable_kernel); /* first: before this process opens one */
     RUN(portable_gemm_matches_reference_for_all_transposes);
     RUN(dispatching_gemm_matches_reference_for_all_transposes);
     RUN(backend_is_openblas_with_cpu_coretype_when_installed);
