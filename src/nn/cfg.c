@@ -251,6 +251,7 @@ shoal_result sh_cfg_parse(const char *text, const char *name, sh_cfg **out)
     }
     int line = 0;
     const char *p = text;
+    if (!strncmp(p, "\xEF\xBB\xBF", 3)) p += 3; /* a UTF-8 byte-order mark from some editors */
     while (*p) {
         const char *end = strchr(p, '\n');
         size_t len = end ? (size_t)(end - p) : strlen(p);

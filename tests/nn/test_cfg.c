@@ -141,6 +141,10 @@ static void syntax_errors_name_path_line_and_fix(void)
     CHECK_HAS(m, "t.cfg:1: first section is [convolutional]");
     m = parse_err("# only a comment\n\n");
     CHECK_HAS(m, "no sections");
+    /* a UTF-8 byte-order mark is skipped */
+    sh_cfg *bom = parse_ok("\xEF\xBB\xBF[net]\nbatch=1\n");
+    CHECK(bom && sh_cfg_nsections(bom) == 1, "BOM skipped");
+    sh_cfg_destroy(bom);
     /* the same key in two sections is fine */
     sh_cfg *c = parse_ok("[network]\nbatch=1\n[maxpool]\nsize=2\n[maxpool]\nsize=2\n");
     CHECK(c && sh_cfg_nsections(c) == 3, "three sections");
