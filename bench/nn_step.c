@@ -61,9 +61,10 @@ int main(int argc, char **argv)
         if (round >= 0) rate[round] = batch * steps / (sh_now_s() - t0);
     }
     qsort(rate, (size_t)rounds, sizeof *rate, cmp_double);
-    printf("%s batch %d threads %d: %.0f images/s (median of %d rounds of %d steps; min %.0f "
-           "max %.0f) gemm %s\n", argv[1], batch, threads, rate[rounds / 2], rounds, steps,
-           rate[0], rate[rounds - 1], sh_gemm_backend());
+    printf("%s batch %d threads %d: %.1f images/s, %.1f ms per step (median of %d rounds of %d "
+           "steps; min %.1f max %.1f images/s) gemm %s, peak RSS %.0f MB\n", argv[1], batch,
+           threads, rate[rounds / 2], 1e3 * batch / rate[rounds / 2], rounds, steps, rate[0],
+           rate[rounds - 1], sh_gemm_backend(), (double)sh_peak_rss_nbytes() / 1e6);
     double total_steps = (double)rounds * steps;
     for (int l = 0; l < nl; l++) {
         double f = fwd[l] / total_steps, b = bwd[l] / total_steps;

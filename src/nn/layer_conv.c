@@ -19,6 +19,12 @@
 #define SH_CONV_GROUP_SHIFT 16
 #endif
 #define GROUP_COL_FLOATS ((size_t)1 << SH_CONV_GROUP_SHIFT)
+/* ... and at least this many columns per product when images are small (7x7, 14x14):
+ * sgemm needs a few hundred columns to run near its peak. */
+#ifndef SH_CONV_MIN_COLUMNS
+#define SH_CONV_MIN_COLUMNS 512
+#endif
+#define GROUP_MIN_COLUMNS ((size_t)SH_CONV_MIN_COLUMNS)
 
 static int is_pointwise(const sh_layer *l)
 {
@@ -62,6 +68,8 @@ static shoal_result conv_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ct
      * sees (F, C*S*S) x (C*S*S, group*OH*OW). Workspace: columns, their gradient, and the
      * outputs (or deltas) of the group gathered as (F, group*OH*OW). */
     size_t g = GROUP_COL_FLOATS / (ckk * ohw);
+    size_t g_wide = (GROUP_MIN_COLUMNS + ohw - 1) / ohw; /* deep layers: tiny OH*OW */
+    g = g > g_wide ? g : g_wide;
     g = g < 1 ? 1 : g > (size_t)ctx->batch ? (size_t)ctx->batch : g;
     l->group = (int)g;
     if (g == 1)
