@@ -28,7 +28,7 @@ static const char usage_text[] =
     "  --threads N        kernel threads (default $SHOAL_THREADS, else one per core)\n"
     "  --seed S           seed of the weights, the shuffling and dropout (default 1)\n"
     "  --save FILE        write a checkpoint at the end (and every --save-every steps)\n"
-    "  --save-every N     also checkpoint every N steps (needs --save)\n"
+    "  --save-every N     also checkpoint every N steps (needs --save; overwrites FILE)\n"
     "  --resume FILE      continue exactly where the checkpoint FILE stopped\n"
     "  --logdir DIR       write TensorBoard event files (scalars) to DIR\n"
     "  --json             end with one JSON object on stdout (lines go to stderr):\n"

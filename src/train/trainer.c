@@ -200,6 +200,23 @@ static shoal_result evaluate(sh_trainer *t, sh_train_report *r)
     return SHOAL_OK;
 }
 
+/* A NaN or inf in the weights is caught within this many steps (the loss alone can hide
+ * it: cross-entropy clamps the probability it takes the log of). Scanning the weights costs
+ * one pass over them, a small fraction of the step's forward and backward passes. */
+#define DIVERGENCE_SCAN_STEPS 100
+
+static shoal_result check_diverged(const sh_trainer *t, float loss, int scan_params)
+{
+    int bad = !isfinite(loss);
+    for (size_t i = 0; scan_params && !bad && i < t->nparams; i++) bad = !isfinite(t->params[i]);
+    if (!bad) return SHOAL_OK;
+    return SH_FAIL(SHOAL_ERR_INVALID,
+                   "%s: training diverged: %s at step %" PRId64 "; lower learning_rate in the "
+                   "[net] section (now %g) or check the data",
+                   t->opts.cfg_path, isfinite(loss) ? "the weights hold NaN or inf" : "the loss is not finite",
+                   t->steps_done, (double)t->cfg->lr.base_lr);
+}
+
 static shoal_result open_progress(sh_trainer *t, int64_t per_epoch, sh_progress **out)
 {
     *out = NULL;
@@ -249,6 +266,8 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
         uint64_t t0 = sh_now_ns();
         SH_TRY_GOTO(sh_train_step(t, step, &loss), rc, done);
         uint64_t t1 = sh_now_ns();
+        SH_TRY_GOTO(check_diverged(t, loss, t->steps_done % DIVERGENCE_SCAN_STEPS == 0 ||
+                                                t->steps_done == last), rc, done);
         t->steps_done = step + 1;
         if (step - first >= warmup) {
             steady_ns += t1 - t0;

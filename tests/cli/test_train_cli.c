@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "io/checkpoint.h"
+#include "nn/net.h"
 #include "train/tiny_data.h"
 
 static char dir[256];
@@ -245,6 +247,80 @@ static void sighup_saves_and_sigint_saves_and_exits_zero(void)
     CHECK(rc == 0 && json_num(out, "steps") > 32, "resume after SIGINT: %s", out);
 }
 
+/* Run `cd dir && shoal ARGS` (stderr dropped); the "steps" of its JSON, or -1. */
+static long long train_steps_json(const char *args)
+{
+    char cmd[4400], out[8192];
+    snprintf(cmd, sizeof cmd, "cd %s && %s train mlp.cfg --data . --threads 1 --quiet --json %s "
+             "2>/dev/null", dir, shoal_bin(), args);
+    FILE *p = popen(cmd, "r");
+    size_t n = p ? fread(out, 1, sizeof out - 1, p) : 0;
+    out[n] = 0;
+    int rc = p ? pclose(p) : -1;
+    double steps = json_num(out, "steps");
+    return rc == 0 && !isnan(steps) ? (long long)steps : -1;
+}
+
+/* The "params" section of a checkpoint of dir/mlp.cfg, malloc'd; NULL when unreadable. */
+static float *load_params(const char *path, size_t *n)
+{
+    char cfg[600];
+    snprintf(cfg, sizeof cfg, "%s/mlp.cfg", dir);
+    sh_net *net = NULL;
+    if (sh_net_load(cfg, 0, 1, &net) != SHOAL_OK) return NULL;
+    *n = sh_net_nparams(net);
+    sh_net_destroy(net);
+    float *p = malloc(*n * sizeof(float));
+    sh_ckpt_section s = {"params", p, *n * sizeof(float)};
+    if (sh_ckpt_load(path, &s, 1) != SHOAL_OK) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+static void killed_run_resumes_from_its_periodic_checkpoint_bitwise(void)
+{
+    char log[600], ckpt[600];
+    snprintf(log, sizeof log, "%s/every.log", dir);
+    snprintf(ckpt, sizeof ckpt, "%s/every.ckpt", dir);
+    unlink(ckpt);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd < 0 || chdir(dir) != 0) _exit(127);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execl(shoal_bin(), shoal_bin(), "train", "mlp.cfg", "--data", ".", "--epochs", "1000000",
+              "--threads", "1", "--seed", "5", "--save", "every.ckpt", "--save-every", "7",
+              (char *)NULL);
+        _exit(127);
+    }
+    CHECK(pid > 0, "fork");
+    if (pid <= 0) return;
+    CHECK(wait_for_text(log, "(--save-every)", 20000), "no periodic checkpoint");
+    kill(pid, SIGKILL); /* a crash: no chance to save at exit */
+    waitpid(pid, NULL, 0);
+    /* Where the last checkpoint stands: a resume planned for 1 step does no step. */
+    long long k = train_steps_json("--resume every.ckpt --max-steps 1");
+    CHECK(k > 0 && k % 7 == 0, "periodic checkpoint at step %lld, want a multiple of 7", k);
+    if (k <= 0) return;
+    char args[512];
+    snprintf(args, sizeof args, "--seed 5 --max-steps %lld --save straight.ckpt", k + 9);
+    CHECK(train_steps_json(args) == k + 9, "straight run");
+    snprintf(args, sizeof args, "--resume every.ckpt --max-steps %lld --save resumed.ckpt", k + 9);
+    CHECK(train_steps_json(args) == k + 9, "resumed run");
+    char a_path[600], b_path[600];
+    snprintf(a_path, sizeof a_path, "%s/straight.ckpt", dir);
+    snprintf(b_path, sizeof b_path, "%s/resumed.ckpt", dir);
+    size_t na = 0, nb = 0;
+    float *a = load_params(a_path, &na), *b = load_params(b_path, &nb);
+    CHECK(a && b && na == nb && memcmp(a, b, na * sizeof(float)) == 0,
+          "resumed weights differ from the straight run's (step %lld + 9)", k);
+    free(a);
+    free(b);
+}
+
 int main(void)
 {
     check_begin("test_train_cli", 120);
@@ -259,6 +335,7 @@ int main(void)
     RUN(logdir_gets_a_tensorboard_event_file);
     RUN(time_reports_forward_backward_and_layers);
     RUN(sighup_saves_and_sigint_saves_and_exits_zero);
+    RUN(killed_run_resumes_from_its_periodic_checkpoint_bitwise);
     tiny_remove_dir(dir);
     return check_end();
 }

@@ -175,6 +175,25 @@ static void save_request_saves_and_continues(void)
     CHECK(stat(path, &st) == 0, "no checkpoint at %s", path);
 }
 
+static void diverging_loss_stops_with_a_clear_error(void)
+{
+    char cfg[600];
+    snprintf(cfg, sizeof cfg, "%s/hot.cfg", dir);
+    tiny_write_file(dir, "hot.cfg",
+                    "[net]\nbatch=16\nwidth=8\nheight=8\nchannels=1\nlearning_rate=1e6\n"
+                    "momentum=0.9\n\n[connected]\noutput=16\nactivation=linear\n"
+                    "\n[connected]\noutput=16\nactivation=linear\n"
+                    "\n[connected]\noutput=4\nactivation=linear\n\n[softmax]\n\n[cost]\n");
+    sh_train_opts o;
+    opts_for(&o, cfg);
+    o.max_steps = 300; /* NaN weights appear within ~100 steps; the scan is every 100 */
+    sh_train_report r;
+    CHECK_RC(train(&o, &r, NULL, NULL), SHOAL_ERR_INVALID);
+    CHECK(strstr(shoal_last_error_message(), "diverged") &&
+              strstr(shoal_last_error_message(), "learning_rate"),
+          "message: %s", shoal_last_error_message());
+}
+
 static void dataset_that_does_not_fit_is_refused(void)
 {
     char cfg[600];
@@ -219,6 +238,7 @@ int main(void)
     RUN(max_steps_and_epochs_plan_the_run);
     RUN(stop_request_saves_after_the_current_step);
     RUN(save_request_saves_and_continues);
+    RUN(diverging_loss_stops_with_a_clear_error);
     RUN(dataset_that_does_not_fit_is_refused);
     RUN(missing_dataset_is_refused);
     tiny_remove_dir(dir);
