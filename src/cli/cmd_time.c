@@ -117,8 +117,8 @@ static shoal_result run_time(const time_opts *o)
                    layer_ms[2 * l + 1] / iters);
         printf("]}\n");
     } else {
-        printf("shoal time %s: batch %d, %d iterations, %d threads\n", o->cfg, n, o->iterations,
-               o->threads);
+        printf("shoal time %s: batch %d, %d iterations, %d thread%s\n", o->cfg, n, o->iterations,
+               o->threads, o->threads == 1 ? "" : "s");
         for (int l = 0; o->per_layer && l < nlayers; l++) {
             printf("%16s\tforward: %.4f ms.\n", sh_net_layer_name(net, l), layer_ms[2 * l] / iters);
             printf("%16s\tbackward: %.4f ms.\n", sh_net_layer_name(net, l),

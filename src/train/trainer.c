@@ -276,9 +276,12 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
         epoch_loss_sum += loss;
         epoch_loss_n++;
         r->train_loss = epoch_loss_sum / (double)epoch_loss_n;
-        if (prog) sh_progress_step(prog, step / per_epoch, step % per_epoch, loss, NAN);
+        /* The batch's training accuracy from the forward pass the step already did. */
+        double acc = (double)sh_net_correct(t->net, t->y) / (double)t->batch;
+        if (prog) sh_progress_step(prog, step / per_epoch, step % per_epoch, loss, acc);
         if (t->tb) {
             SH_TRY_GOTO(sh_tb_scalar(t->tb, "train/loss", t->steps_done, loss), rc, done);
+            SH_TRY_GOTO(sh_tb_scalar(t->tb, "train/accuracy", t->steps_done, (float)acc), rc, done);
             SH_TRY_GOTO(sh_tb_scalar(t->tb, "train/learning_rate", t->steps_done,
                                      sh_lr_at(&t->cfg->lr, step)), rc, done);
         }
