@@ -25,7 +25,6 @@ DARKNET_WARMUP=${DARKNET_WARMUP:-5}
 BUILD=${BUILD:-build}
 DATA=${SHOAL_DATA_DIR:-/usr/share/datasets/fashion-mnist}
 PY=/usr/bin/python3
-export OPENBLAS_NUM_THREADS=1
 
 make -s -j2 BUILD="$BUILD" "$BUILD/shoal" >&2
 SHOAL="$BUILD/shoal"
@@ -52,7 +51,7 @@ for rep in $(seq "$REPS"); do
                 --threads "$th" --quiet --json >"$tmp/s.json"
             field images_per_s <"$tmp/s.json" >>"$tmp/shoal.$model.$th"
             field peak_rss_mb <"$tmp/s.json" >>"$tmp/shoal_rss.$model.$th"
-            $PY bench/engine/torch_peer.py train --model "$model" --threads "$th" --steps "$STEPS" \
+            OPENBLAS_NUM_THREADS=1 $PY bench/engine/torch_peer.py train --model "$model" --threads "$th" --steps "$STEPS" \
                 --warmup "$WARMUP" --data "$DATA" >"$tmp/t.json"
             field images_per_s <"$tmp/t.json" >>"$tmp/torch.$model.$th"
             field peak_rss_mb <"$tmp/t.json" >>"$tmp/torch_rss.$model.$th"
@@ -65,7 +64,7 @@ for rep in $(seq "$REPS"); do
     echo "rep $rep/$REPS: resnet18 time, batch 16, 2 threads" >&2
     "$SHOAL" time examples/resnet18.cfg --batch 16 --iterations 3 --threads 2 --json >"$tmp/s.json"
     field total_ms <"$tmp/s.json" >>"$tmp/shoal.resnet18"
-    $PY bench/engine/torch_peer.py time --model resnet18 --batch 16 --steps 3 --warmup 2 \
+    OPENBLAS_NUM_THREADS=1 $PY bench/engine/torch_peer.py time --model resnet18 --batch 16 --steps 3 --warmup 2 \
         --threads 2 >"$tmp/t.json"
     field total_ms <"$tmp/t.json" >>"$tmp/torch.resnet18"
 done
