@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -174,6 +175,8 @@ static pid_t start_train(const char *log)
 {
     pid_t pid = fork();
     if (pid != 0) return pid;
+    /* Never outlive the test (its deadline _exits): the run below would go on for hours. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0 || chdir(dir) != 0) _exit(127);
     dup2(fd, 1);
@@ -303,6 +306,7 @@ static void killed_run_resumes_from_its_periodic_checkpoint_bitwise(void)
     unlink(ckpt);
     pid_t pid = fork();
     if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         if (fd < 0 || chdir(dir) != 0) _exit(127);
         dup2(fd, 1);
