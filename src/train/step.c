@@ -11,6 +11,7 @@ shoal_result sh_train_step(sh_trainer *t, int64_t step, float *loss)
     sh_strategy *s = t->strategy;
     int n = 0;
     SH_TRY(sh_loader_next(t->loader, t->x, t->y, &n));         /* this rank's share */
+    t->last_n = n;
     SH_TRY(sh_net_forward(t->net, t->x, n, 1));                 /* keeps activations */
     *loss = sh_net_loss(t->net, t->y);
     SH_TRY(s->ops->begin(s, step));

@@ -277,7 +277,7 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
         epoch_loss_n++;
         r->train_loss = epoch_loss_sum / (double)epoch_loss_n;
         /* The batch's training accuracy from the forward pass the step already did. */
-        double acc = (double)sh_net_correct(t->net, t->y) / (double)t->batch;
+        double acc = (double)sh_net_correct(t->net, t->y) / (double)t->last_n;
         if (prog) sh_progress_step(prog, step / per_epoch, step % per_epoch, loss, acc);
         if (t->tb) {
             SH_TRY_GOTO(sh_tb_scalar(t->tb, "train/loss", t->steps_done, loss), rc, done);

@@ -21,7 +21,8 @@ struct sh_trainer {
     int32_t *y;                 /* (N) its labels */
     float *params, *grads;      /* the net's blocks, (nparams) each */
     size_t nparams;
-    int batch;                  /* N: this rank's images per step */
+    int batch;                  /* N: this rank's images per step (buffer size) */
+    int last_n;                 /* images in the last step's batch (<= batch) */
     int global_batch;           /* images per step over all ranks */
     int64_t steps_done;         /* completed steps, including those before a resume */
     int64_t steps_planned;
