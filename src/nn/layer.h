@@ -73,6 +73,7 @@ struct sh_layer {
     size_t ws_count;                /* scratch floats per thread */
     size_t keep_count;              /* floats per image kept from forward to backward */
     size_t keep_fixed;              /* floats kept per layer (per channel stats, ...) */
+    size_t cache_count;             /* floats of a per-layer cache (conv columns), batch-sized */
     double flops;                   /* multiply-adds per image, forward */
 
     /* buffers (set by net.c) */
@@ -82,6 +83,7 @@ struct sh_layer {
     float *in_delta[SH_LAYER_MAX_SRC];       /* src deltas, NULL: not needed */
     int accum[SH_LAYER_MAX_SRC];             /* 1: add into in_delta, 0: overwrite */
     float *keep;     /* (N, keep_count) then keep_fixed */
+    float *cache;    /* cache_count floats */
     double fwd_ms, bwd_ms;
 };
 
@@ -96,11 +98,22 @@ struct sh_exec {
     float **grad;        /* [nthreads]: grad[0] is the net's block, others partials */
     float **work;        /* [nthreads]: ws floats each */
     sh_rng *rng;         /* dropout */
+    int next_chunk;      /* sh_exec_chunks' shared counter (atomic access) */
+    int used_partials;   /* set by sh_exec_static: net.c sums the partial blocks */
 };
 
-/* Run fn(l, x, tid, n0, n1) on every thread over its fixed share [n0, n1) of x->nimg. */
 typedef void (*sh_image_fn)(sh_layer *l, sh_exec *x, int tid, int n0, int n1);
+/* Run fn(l, x, tid, n0, n1) over the images [0, x->nimg) in chunks of `chunk` images with
+ * fixed boundaries (0, chunk, 2*chunk, ...), each handed to whichever thread is free: a
+ * busy core does not hold the others back. fn's results must depend only on [n0, n1)
+ * (tid selects scratch space only), so they are the same whichever thread runs a chunk. */
+void sh_exec_chunks(sh_layer *l, sh_exec *x, int chunk, sh_image_fn fn);
+/* sh_exec_chunks with a chunk chosen from the thread count (one chunk when single-threaded),
+ * for layers whose per-image results do not depend on the chunking at all. */
 void sh_exec_images(sh_layer *l, sh_exec *x, sh_image_fn fn);
+/* Run fn on every thread over its fixed share [n0, n1) of x->nimg, for per-thread partial
+ * gradient blocks: in backward, net.c then sums grad[t] over [reduce_off, +reduce_count). */
+void sh_exec_static(sh_layer *l, sh_exec *x, sh_image_fn fn);
 /* Run fn(l, x, tid, c0, c1) on every thread over its share of count items (channels). */
 void sh_exec_split(sh_layer *l, sh_exec *x, int count, sh_image_fn fn);
 
@@ -131,6 +144,10 @@ void sh_im2col(const float *im, int c, int h, int w, int size, int stride, int p
 /* im += col2im(col) (adds: overlapping windows sum). */
 void sh_col2im(const float *col, size_t ld_col, int c, int h, int w, int size, int stride,
                int pad, int oh, int ow, float *im);
+
+/* Tests: 0 makes multi-threaded conv layers use the per-thread-partials path, as layers
+ * too big for the column cache do. */
+extern int sh_conv_cache_enabled;
 
 /* Batch norm over (N, C, HW) used by conv and connected (layer_batchnorm.c). */
 void sh_bn_forward(sh_layer *l, sh_exec *x, float *raw /* (N, C, HW) in: pre-BN */);

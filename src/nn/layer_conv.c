@@ -25,6 +25,10 @@
 #define SH_CONV_MIN_COLUMNS 512
 #endif
 #define GROUP_MIN_COLUMNS ((size_t)SH_CONV_MIN_COLUMNS)
+/* Column cache budget per layer (32 MiB): LeNet-sized layers, ResNet's 14x14 and 7x7 ones. */
+#define CACHE_FLOATS ((size_t)8 << 20)
+
+int sh_conv_cache_enabled = 1;
 
 static int is_pointwise(const sh_layer *l)
 {
@@ -76,6 +80,15 @@ static shoal_result conv_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ct
         l->ws_count = is_pointwise(l) ? 0 : 2 * ckk * ohw;
     else
         l->ws_count = g * (2 * ckk * ohw + (size_t)l->filters * ohw);
+    /* With several threads, small layers keep the whole batch's columns from forward (and
+     * gather their deltas) so backward splits dW by filters over the whole batch: no partial
+     * blocks, and chunks of images go to whichever thread is free, so a core shared with
+     * another process does not hold the step back. One thread keeps the L2-sized path. */
+    size_t cache = (size_t)ctx->batch * (ckk * ohw + (size_t)l->filters * ohw);
+    if (cache <= CACHE_FLOATS) {
+        l->cache_count = cache; /* used with several threads */
+        if (l->ws_count < g * ckk * ohw) l->ws_count = g * ckk * ohw; /* dcol of a group */
+    }
     l->keep_count = l->batch_normalize ? sh_shape_count(&l->out_shape) : 0; /* x_hat */
     l->keep_fixed = l->batch_normalize ? 2 * (size_t)l->filters : 0;         /* mean, invstd */
     l->flops = (double)l->filters * (double)ckk * (double)ohw;
@@ -148,9 +161,46 @@ static void conv_forward_grouped(sh_layer *l, sh_exec *x, int tid, int n0, int n
     }
 }
 
+/* Cached layout: group block b (images [b*G, b*G + g)) starts at b*G*CKK*OHW floats of the
+ * column cache and at b*G*F*OHW of the delta cache; inside, (CKK, g*OHW) and (F, g*OHW). */
+static void conv_forward_cached(sh_layer *l, sh_exec *x, int tid, int a, int b)
+{
+    (void)tid;
+    const sh_shape *in = &l->in_shape;
+    size_t ckk = (size_t)in->c * l->size * l->size, ohw = (size_t)l->out_shape.h * l->out_shape.w;
+    const float *w = x->params + l->w_off;
+    const float *bias = x->params + l->b_off;
+    int g = b - a;
+    size_t ld = (size_t)g * ohw;
+    float *col = l->cache + (size_t)a * ckk * ohw;
+    float *tmp = l->cache + (size_t)x->batch * ckk * ohw + (size_t)a * l->outputs;
+    for (int j = 0; j < g; j++)
+        sh_im2col(l->in[0] + (size_t)(a + j) * l->inputs, in->c, in->h, in->w, l->size,
+                  l->stride, l->pad, l->out_shape.h, l->out_shape.w, col + j * ohw, ld);
+    sh_gemm(0, 0, l->filters, (int)ld, (int)ckk, 1.0f, w, (int)ckk, col, (int)ld, 0.0f, tmp,
+            (int)ld);
+    for (int j = 0; j < g; j++)
+        for (int f = 0; f < l->filters; f++) {
+            float *y = l->out + (size_t)(a + j) * l->outputs + (size_t)f * ohw;
+            const float *t = tmp + (size_t)f * ld + j * ohw;
+            if (l->batch_normalize)
+                memcpy(y, t, ohw * sizeof *y);
+            else
+                sh_act_bias_copy(l->act, y, t, ohw, bias[f]);
+        }
+}
+
+static int use_cache(const sh_layer *l, const sh_exec *x)
+{
+    return l->cache_count && x->nthreads > 1 && sh_conv_cache_enabled;
+}
+
 static void conv_forward(sh_layer *l, sh_exec *x)
 {
-    sh_exec_images(l, x, l->group > 1 ? conv_forward_grouped : conv_forward_images);
+    if (use_cache(l, x))
+        sh_exec_chunks(l, x, l->group, conv_forward_cached);
+    else
+        sh_exec_static(l, x, l->group > 1 ? conv_forward_grouped : conv_forward_images);
     if (l->batch_normalize) sh_bn_forward(l, x, l->out);
 }
 
@@ -253,10 +303,72 @@ static void conv_backward_grouped(sh_layer *l, sh_exec *x, int tid, int n0, int 
     }
 }
 
+/* Cached backward, phase 1 (chunks of one group): activation gradient, gather the group's
+ * deltas into the delta cache, dcol = W^T dy and col2im into the input's delta. */
+static void conv_backward_cached_images(sh_layer *l, sh_exec *x, int tid, int a, int b)
+{
+    const sh_shape *in = &l->in_shape;
+    size_t ckk = (size_t)in->c * l->size * l->size, ohw = (size_t)l->out_shape.h * l->out_shape.w;
+    int g = b - a;
+    size_t ld = (size_t)g * ohw;
+    float *dy = l->cache + (size_t)x->batch * ckk * ohw + (size_t)a * l->outputs;
+    for (int j = 0; j < g; j++) {
+        float *d = l->delta + (size_t)(a + j) * l->outputs;
+        if (!l->batch_normalize)
+            sh_act_backward(l->act, l->out + (size_t)(a + j) * l->outputs, d, l->outputs);
+        for (int f = 0; f < l->filters; f++)
+            memcpy(dy + (size_t)f * ld + j * ohw, d + (size_t)f * ohw, ohw * sizeof *d);
+    }
+    if (!l->in_delta[0]) return;
+    float *dcol = x->work[tid];
+    sh_gemm(1, 0, (int)ckk, (int)ld, l->filters, 1.0f, x->params + l->w_off, (int)ckk, dy,
+            (int)ld, 0.0f, dcol, (int)ld);
+    for (int j = 0; j < g; j++) {
+        float *dx = l->in_delta[0] + (size_t)(a + j) * l->inputs;
+        if (!l->accum[0]) memset(dx, 0, l->inputs * sizeof *dx);
+        sh_col2im(dcol + j * ohw, ld, in->c, in->h, in->w, l->size, l->stride, l->pad,
+                  l->out_shape.h, l->out_shape.w, dx);
+    }
+}
+
+/* Phase 2 (filters [f0, f1) per thread): dW rows = sum over groups, in order, of
+ * dy[f0:f1] col^T; bias gradients sum the same rows. */
+static void conv_backward_cached_filters(sh_layer *l, sh_exec *x, int tid, int f0, int f1)
+{
+    (void)tid;
+    if (f0 >= f1) return;
+    size_t ckk = (size_t)l->in_shape.c * l->size * l->size;
+    size_t ohw = (size_t)l->out_shape.h * l->out_shape.w;
+    float *gw = x->grad[0] + l->w_off + (size_t)f0 * ckk;
+    float *gb = x->grad[0] + l->b_off;
+    if (!l->batch_normalize)
+        for (int f = f0; f < f1; f++) gb[f] = 0.0f;
+    for (int a = 0; a < x->nimg; a += l->group) {
+        int g = x->nimg - a < l->group ? x->nimg - a : l->group;
+        size_t ld = (size_t)g * ohw;
+        const float *col = l->cache + (size_t)a * ckk * ohw;
+        const float *dy = l->cache + (size_t)x->batch * ckk * ohw + (size_t)a * l->outputs;
+        sh_gemm(0, 1, f1 - f0, (int)ckk, (int)ld, 1.0f, dy + (size_t)f0 * ld, (int)ld, col,
+                (int)ld, a == 0 ? 0.0f : 1.0f, gw, (int)ckk);
+        if (!l->batch_normalize)
+            for (int f = f0; f < f1; f++) {
+                const float *r = dy + (size_t)f * ld;
+                float sum = 0.0f;
+                for (size_t i = 0; i < ld; i++) sum += r[i];
+                gb[f] += sum;
+            }
+    }
+}
+
 static void conv_backward(sh_layer *l, sh_exec *x)
 {
     if (l->batch_normalize) sh_bn_backward(l, x);
-    sh_exec_images(l, x, l->group > 1 ? conv_backward_grouped : conv_backward_images);
+    if (use_cache(l, x)) {
+        sh_exec_chunks(l, x, l->group, conv_backward_cached_images);
+        sh_exec_split(l, x, l->filters, conv_backward_cached_filters);
+        return;
+    }
+    sh_exec_static(l, x, l->group > 1 ? conv_backward_grouped : conv_backward_images);
 }
 
 const sh_layer_ops sh_conv_ops = {

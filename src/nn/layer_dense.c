@@ -26,7 +26,7 @@ static shoal_result dense_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_c
     l->s_count = l->batch_normalize ? (size_t)k : 0;
     l->param_count = l->w_count + l->b_count + l->s_count;
     l->reduce_off = 0;
-    l->reduce_count = 0; /* gradients are split by outputs, not by images */
+    l->reduce_count = 0; /* gradients are split by outputs, not by images: no partials */
     l->stat_count = l->batch_normalize ? 2 * (size_t)k : 0;
     l->keep_count = l->batch_normalize ? (size_t)k : 0;
     l->keep_fixed = l->batch_normalize ? 2 * (size_t)k : 0;
@@ -64,9 +64,17 @@ static void dense_forward_images(sh_layer *l, sh_exec *x, int tid, int n0, int n
     }
 }
 
+/* Rows per product: the whole batch on one thread, else two chunks per thread (fixed for a
+ * thread count, so results are too). */
+static int dense_chunk(const sh_exec *x)
+{
+    int parts = x->nthreads == 1 ? 1 : 2 * x->nthreads;
+    return (x->nimg + parts - 1) / parts;
+}
+
 static void dense_forward(sh_layer *l, sh_exec *x)
 {
-    sh_exec_images(l, x, dense_forward_images);
+    sh_exec_chunks(l, x, dense_chunk(x), dense_forward_images);
     if (l->batch_normalize) sh_bn_forward(l, x, l->out);
 }
 
@@ -106,7 +114,7 @@ static void dense_backward_outputs(sh_layer *l, sh_exec *x, int tid, int k0, int
 static void dense_backward(sh_layer *l, sh_exec *x)
 {
     if (l->batch_normalize) sh_bn_backward(l, x);
-    sh_exec_images(l, x, dense_backward_images);
+    sh_exec_chunks(l, x, dense_chunk(x), dense_backward_images);
     sh_exec_split(l, x, l->out_shape.c, dense_backward_outputs);
 }
 

@@ -88,9 +88,52 @@ void sh_exec_split(sh_layer *l, sh_exec *x, int count, sh_image_fn fn)
     sh_pool_run(x->pool, split_run, &j);
 }
 
+void sh_exec_static(sh_layer *l, sh_exec *x, sh_image_fn fn)
+{
+    x->used_partials = 1;
+    sh_exec_split(l, x, x->nimg, fn);
+}
+
+typedef struct {
+    sh_layer *l;
+    sh_exec *x;
+    sh_image_fn fn;
+    int chunk, nchunks;
+} chunk_job;
+
+static void chunk_run(void *arg, int tid, int nthreads)
+{
+    (void)nthreads;
+    chunk_job *j = arg;
+    for (;;) {
+        int c = __atomic_fetch_add(&j->x->next_chunk, 1, __ATOMIC_RELAXED);
+        if (c >= j->nchunks) return;
+        int lo = c * j->chunk, hi = lo + j->chunk < j->x->nimg ? lo + j->chunk : j->x->nimg;
+        j->fn(j->l, j->x, tid, lo, hi);
+    }
+}
+
+void sh_exec_chunks(sh_layer *l, sh_exec *x, int chunk, sh_image_fn fn)
+{
+    if (chunk < 1) chunk = 1;
+    int nchunks = (x->nimg + chunk - 1) / chunk;
+    if (x->nthreads == 1 || nchunks <= 1) {
+        for (int c = 0; c < nchunks; c++) {
+            int lo = c * chunk, hi = lo + chunk < x->nimg ? lo + chunk : x->nimg;
+            fn(l, x, 0, lo, hi);
+        }
+        return;
+    }
+    chunk_job j = {l, x, fn, chunk, nchunks};
+    x->next_chunk = 0;
+    sh_pool_run(x->pool, chunk_run, &j);
+}
+
+/* Four chunks per thread: enough to even out a core shared with another process. */
 void sh_exec_images(sh_layer *l, sh_exec *x, sh_image_fn fn)
 {
-    sh_exec_split(l, x, x->nimg, fn);
+    int parts = x->nthreads == 1 ? 1 : 4 * x->nthreads;
+    sh_exec_chunks(l, x, (x->nimg + parts - 1) / parts, fn);
 }
 
 /* ---- building ---- */
@@ -190,7 +233,8 @@ static shoal_result lay_out_arena(sh_net *n)
     for (int i = 0; i < n->nlayers; i++) {
         sh_layer *l = &n->layers[i];
         if (l->alias_input) continue;
-        total += 2 * round16(nb * l->outputs) + round16(nb * l->keep_count + l->keep_fixed);
+        total += 2 * round16(nb * l->outputs) + round16(nb * l->keep_count + l->keep_fixed) +
+                 round16(l->cache_count);
     }
     SH_TRY(sh_alloc_aligned((total ? total : 16) * sizeof(float), (void **)&n->arena));
     SH_TRY(sh_alloc_aligned(round16(nb * sh_shape_count(&n->input)) * sizeof(float),
@@ -214,6 +258,8 @@ static shoal_result lay_out_arena(sh_net *n)
         p += round16(nb * l->outputs);
         l->keep = p;
         p += round16(nb * l->keep_count + l->keep_fixed);
+        l->cache = p;
+        p += round16(l->cache_count);
     }
     /* [cost] aliases its source: the source's delta is written by sh_net_loss, not by it. */
     for (int i = 0; i < n->nlayers; i++) {
@@ -545,8 +591,9 @@ shoal_result sh_net_backward(sh_net *n, sh_grad_ready_fn ready, void *ctx)
     for (int i = n->nlayers - 1; i >= 0; i--) {
         sh_layer *l = &n->layers[i];
         uint64_t t0 = sh_now_ns();
+        n->exec.used_partials = 0;
         l->ops->backward(l, &n->exec);
-        if (l->reduce_count && n->nthreads > 1) {
+        if (n->exec.used_partials && l->reduce_count && n->nthreads > 1) {
             reduce_job j = {n, l->reduce_off, l->reduce_count};
             sh_pool_run(n->pool, reduce_run, &j);
         }

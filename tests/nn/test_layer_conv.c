@@ -160,11 +160,34 @@ static void kernel_larger_than_input_names_file_and_line(void)
     sh_cfg_destroy(cfg);
 }
 
+/* Two threads: the column-cache path (small layers) and the per-thread-partials path. */
+static void two_threads_match_finite_differences_on_both_paths(void)
+{
+    const char *text = "[net]\nbatch=5\nchannels=2\nheight=7\nwidth=6\n"
+                       "[convolutional]\nfilters=3\nsize=3\nstride=2\npad=1\nactivation=tanh\n"
+                       "[convolutional]\nbatch_normalize=1\nfilters=4\nsize=1\nactivation=linear\n"
+                       "[connected]\noutput=3\nactivation=linear\n[softmax]\n";
+    for (int cache = 0; cache < 2; cache++) {
+        sh_conv_cache_enabled = cache;
+        test_net t;
+        if (!tn_build(&t, text, 5, 7)) continue;
+        sh_net_set_threads(t.net, 2);
+        float x[5 * 84];
+        int32_t y[5] = {0, 1, 2, 0, 1};
+        tn_random(x, 5 * 84, 11, -1, 1);
+        tn_gradcheck(cache ? "2 threads, cached columns" : "2 threads, partial blocks", t.net, x,
+                     5, y, 12, 1e-2, 3e-4, 3e-2);
+        tn_free(&t);
+    }
+    sh_conv_cache_enabled = 1;
+}
+
 int main(void)
 {
     check_begin("test_layer_conv", 60);
     RUN(forward_matches_direct_convolution_loop);
     RUN(backward_matches_finite_differences_with_stride_and_pad);
+    RUN(two_threads_match_finite_differences_on_both_paths);
     RUN(backward_matches_finite_differences_one_image_per_product);
     RUN(batchnorm_backward_matches_finite_differences_in_training);
     RUN(batchnorm_inference_uses_rolling_statistics);
