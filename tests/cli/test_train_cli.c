@@ -150,6 +150,26 @@ static void logdir_gets_a_tensorboard_event_file(void)
     CHECK(strstr(out, "events.out.tfevents.") != NULL, "logdir holds: %s", out);
 }
 
+static void data_dir_defaults_to_shoal_data_dir(void)
+{
+    char out[16384], args[2048];
+    snprintf(args, sizeof args, "train %s/mlp.cfg --max-steps 2 --threads 1 --json", dir);
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, "SHOAL_DATA_DIR=%s %s %s 2>/dev/null", dir, shoal_bin(), args);
+    FILE *p = popen(cmd, "r");
+    size_t n = p ? fread(out, 1, sizeof out - 1, p) : 0;
+    out[n] = 0;
+    int rc = p ? pclose(p) : -1;
+    CHECK(rc == 0 && json_num(out, "steps") == 2, "SHOAL_DATA_DIR run: %s", out);
+    snprintf(cmd, sizeof cmd, "SHOAL_DATA_DIR=%s/nowhere %s %s 2>&1", dir, shoal_bin(), args);
+    p = popen(cmd, "r");
+    n = p ? fread(out, 1, sizeof out - 1, p) : 0;
+    out[n] = 0;
+    rc = p ? pclose(p) : -1;
+    CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 1 && strstr(out, "nowhere"),
+          "missing SHOAL_DATA_DIR: %s", out);
+}
+
 static void time_reports_forward_backward_and_layers(void)
 {
     char out[16384], args[1024];
@@ -353,6 +373,7 @@ int main(void)
     RUN(failure_exits_one_with_a_message);
     RUN(train_json_then_test_agree);
     RUN(logdir_gets_a_tensorboard_event_file);
+    RUN(data_dir_defaults_to_shoal_data_dir);
     RUN(time_reports_forward_backward_and_layers);
     RUN(sighup_saves_and_sigint_saves_and_exits_zero);
     RUN(killed_run_resumes_from_its_periodic_checkpoint_bitwise);
