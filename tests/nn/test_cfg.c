@@ -249,6 +249,55 @@ static void darknet_augmentation_keys_are_ignored_not_errors(void)
     sh_cfg_destroy(c);
 }
 
+/* Run check_unused on every section of text with stderr captured; returns what was logged. */
+static void capture_ignored_log(const char *text, char *log, size_t cap)
+{
+    sh_cfg *c = parse_ok(text);
+    log[0] = 0;
+    if (!c) return;
+    char path[] = "/tmp/shoal_test_cfg_log_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0, "mkstemp");
+    if (fd < 0) {
+        sh_cfg_destroy(c);
+        return;
+    }
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(fd, 2);
+    for (int i = 0; i < sh_cfg_nsections(c); i++) CHECK_OK(sh_cfg_check_unused(sh_cfg_section_at(c, i)));
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    lseek(fd, 0, SEEK_SET);
+    ssize_t n = read(fd, log, cap - 1);
+    log[n > 0 ? n : 0] = 0;
+    close(fd);
+    unlink(path);
+    sh_cfg_destroy(c);
+}
+
+static int count_of(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle)) n++;
+    return n;
+}
+
+static void ignored_keys_are_logged_once_per_file_at_info(void)
+{
+    static char log[8192];
+    const char *text = "[net]\nhue=.1\njitter=.2\n[maxpool]\nhue=.3\n[maxpool]\njitter=.1\n";
+    capture_ignored_log(text, log, sizeof log);
+    CHECK(count_of(log, "ignoring Darknet key \"hue\"") == 1, "hue once: %s", log);
+    CHECK(count_of(log, "ignoring Darknet key \"jitter\"") == 1, "jitter once: %s", log);
+    CHECK_HAS(log, "t.cfg:2: [net] ignoring Darknet key \"hue\"");
+    CHECK_HAS(log, "info");
+    /* a second file lists them again */
+    capture_ignored_log(text, log, sizeof log);
+    CHECK(count_of(log, "ignoring Darknet key \"hue\"") == 1, "new file, listed again: %s", log);
+}
+
 static void hash_ignores_comments_whitespace_and_key_order(void)
 {
     sh_cfg *a = parse_ok("[net]\nbatch=64\nwidth=28\n[connected]\noutput=10\n");
@@ -353,12 +402,14 @@ static void every_example_and_darknet_model_file_parses(void)
 int main(void)
 {
     check_begin("test_cfg", 30);
+    setenv("SHOAL_LOG", "info", 1); /* read once, at the first log line */
     RUN(reads_sections_keys_comments_and_darknet_whitespace);
     RUN(missing_keys_take_defaults_and_are_listed);
     RUN(syntax_errors_name_path_line_and_fix);
     RUN(bad_values_fail_with_key_value_and_range);
     RUN(unknown_key_suggests_closest_known_key);
     RUN(darknet_augmentation_keys_are_ignored_not_errors);
+    RUN(ignored_keys_are_logged_once_per_file_at_info);
     RUN(hash_ignores_comments_whitespace_and_key_order);
     RUN(load_reads_a_file_and_reports_missing_ones);
     RUN(every_example_and_darknet_model_file_parses);
