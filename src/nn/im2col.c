@@ -7,6 +7,14 @@
 
 #include "nn/layer.h"
 
+static inline void add_short(float *restrict d, const float *restrict s, int n)
+{
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) d[i + k] += s[i + k];
+    for (; i < n; i++) d[i] += s[i];
+}
+
 void sh_im2col(const float *im, int c, int h, int w, int size, int stride, int pad, int oh,
                int ow, float *col, size_t ld_col)
 {
@@ -28,8 +36,10 @@ void sh_im2col(const float *im, int c, int h, int w, int size, int stride, int p
                     }
                     const float *src = plane + (size_t)iy * w - pad + kx;
                     for (int ox = 0; ox < ox0; ox++) dst[ox] = 0.0f;
-                    if (stride == 1) {
+                    if (stride == 1 && ox1 - ox0 >= 64) {
                         memcpy(dst + ox0, src + ox0, (size_t)(ox1 - ox0) * sizeof *dst);
+                    } else if (stride == 1) { /* short rows: a call per row costs more */
+                        for (int ox = ox0; ox < ox1; ox++) dst[ox] = src[ox];
                     } else {
                         for (int ox = ox0; ox < ox1; ox++) dst[ox] = src[ox * stride];
                     }
@@ -57,7 +67,7 @@ void sh_col2im(const float *col, size_t ld_col, int c, int h, int w, int size, i
                     const float *src = row + (size_t)oy * ow;
                     float *dst = plane + (size_t)iy * w - pad + kx;
                     if (stride == 1) {
-                        for (int ox = ox0; ox < ox1; ox++) dst[ox] += src[ox];
+                        add_short(dst + ox0, src + ox0, ox1 - ox0);
                     } else {
                         for (int ox = ox0; ox < ox1; ox++) dst[ox * stride] += src[ox];
                     }
