@@ -12,7 +12,7 @@
 #      darknet_train.c (libdarknet's train_network on the same .cfg; Darknet is
 #      single-threaded, so its 1-thread figure is used for both rows);
 #   2. forward+backward ms of examples/resnet18.cfg at batch 16 (shoal time --json against a
-#      hand-written PyTorch ResNet-18), 2 threads;
+#      hand-written PyTorch ResNet-18), 1 and 2 threads;
 #   3. peak RSS of the LeNet 1-thread training runs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -61,12 +61,14 @@ for rep in $(seq "$REPS"); do
             fi
         done
     done
-    echo "rep $rep/$REPS: resnet18 time, batch 16, 2 threads" >&2
-    "$SHOAL" time examples/resnet18.cfg --batch 16 --iterations 3 --threads 2 --json >"$tmp/s.json"
-    field total_ms <"$tmp/s.json" >>"$tmp/shoal.resnet18"
-    OPENBLAS_NUM_THREADS=1 $PY bench/engine/torch_peer.py time --model resnet18 --batch 16 --steps 3 --warmup 2 \
-        --threads 2 >"$tmp/t.json"
-    field total_ms <"$tmp/t.json" >>"$tmp/torch.resnet18"
+    for th in 1 2; do
+        echo "rep $rep/$REPS: resnet18 time, batch 16, $th thread(s)" >&2
+        "$SHOAL" time examples/resnet18.cfg --batch 16 --iterations 3 --threads "$th" --json >"$tmp/s.json"
+        field total_ms <"$tmp/s.json" >>"$tmp/shoal.resnet18.$th"
+        OPENBLAS_NUM_THREADS=1 $PY bench/engine/torch_peer.py time --model resnet18 --batch 16 \
+            --steps 3 --warmup 2 --threads "$th" >"$tmp/t.json"
+        field total_ms <"$tmp/t.json" >>"$tmp/torch.resnet18.$th"
+    done
 done
 
 echo
@@ -84,7 +86,10 @@ for model in lenet mlp; do
                    (d == "nan" ? "n/a" : sprintf("%.2f", s / d)) }'
     done
 done
-s=$(median <"$tmp/shoal.resnet18"); t=$(median <"$tmp/torch.resnet18")
-awk -v s="$s" -v t="$t" 'BEGIN { printf "\nresnet18 forward+backward, batch 16, 2 threads: shoal %.1f ms, torch %.1f ms, shoal/torch time %.2f (target <= 1)\n", s, t, s / t }'
+echo
+for th in 1 2; do
+    s=$(median <"$tmp/shoal.resnet18.$th"); t=$(median <"$tmp/torch.resnet18.$th")
+    awk -v s="$s" -v t="$t" -v th="$th" 'BEGIN { printf "resnet18 forward+backward, batch 16, %d thread(s): shoal %.1f ms, torch %.1f ms, shoal/torch time %.2f (target <= 1)\n", th, s, t, s / t }'
+done
 s=$(median <"$tmp/shoal_rss.lenet.1"); t=$(median <"$tmp/torch_rss.lenet.1")
 awk -v s="$s" -v t="$t" 'BEGIN { printf "peak RSS, LeNet training, 1 thread: shoal %.1f MB, torch %.1f MB, ratio %.2f (target <= 0.5)\n", s, t, s / t }'
