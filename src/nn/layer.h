@@ -38,9 +38,8 @@ typedef struct {
     /* Fill this layer's parameters (and stats) deterministically from rng. May be NULL. */
     void (*init)(sh_layer *l, float *params, float *stats, sh_rng *rng);
     void (*forward)(sh_layer *l, sh_exec *x);
-    /* Write dL/d(params) into x->grad[tid] (partial blocks, summed by net.c over
-     * [reduce_off, reduce_off + reduce_count)) or directly into x->grad[0] outside that
-     * slice; write (or add, when accum[k]) dL/d(input k) into in_delta[k] if non-NULL. */
+    /* Write dL/d(params) into x->grad[0] (through sh_exec_partials' slots for sums over
+     * images) and write (or add, when accum[k]) dL/d(input k) into in_delta[k] if non-NULL. */
     void (*backward)(sh_layer *l, sh_exec *x);
 } sh_layer_ops;
 
@@ -95,11 +94,14 @@ struct sh_exec {
     int nthreads;
     sh_pool *pool;
     float *params, *stats;
-    float **grad;        /* [nthreads]: grad[0] is the net's block, others partials */
+    float **grad;        /* [nslots]: grad[0] is the net's block, others partials */
+    int nslots;          /* partial-gradient slots: 1, or 2 per thread */
+    int slot_images;     /* images per slot in the current sh_exec_partials */
+    int nslots_used;     /* slots the current backward filled (net.c sums them) */
     float **work;        /* [nthreads]: ws floats each */
     sh_rng *rng;         /* dropout */
     int next_chunk;      /* sh_exec_chunks' shared counter (atomic access) */
-    int used_partials;   /* set by sh_exec_static: net.c sums the partial blocks */
+    int used_partials;   /* set by sh_exec_partials: net.c sums the partial blocks */
 };
 
 typedef void (*sh_image_fn)(sh_layer *l, sh_exec *x, int tid, int n0, int n1);
@@ -111,9 +113,13 @@ void sh_exec_chunks(sh_layer *l, sh_exec *x, int chunk, sh_image_fn fn);
 /* sh_exec_chunks with a chunk chosen from the thread count (one chunk when single-threaded),
  * for layers whose per-image results do not depend on the chunking at all. */
 void sh_exec_images(sh_layer *l, sh_exec *x, sh_image_fn fn);
-/* Run fn on every thread over its fixed share [n0, n1) of x->nimg, for per-thread partial
- * gradient blocks: in backward, net.c then sums grad[t] over [reduce_off, +reduce_count). */
-void sh_exec_static(sh_layer *l, sh_exec *x, sh_image_fn fn);
+/* For gradients summed over images: the images are cut into x->nslots fixed chunks (slots),
+ * handed out like sh_exec_chunks; fn writes its chunk's gradients into
+ * x->grad[sh_exec_slot(x, n0)] (overwriting), and net.c sums the slots in slot order after
+ * the layer's backward, over [reduce_off, reduce_off + reduce_count). Deterministic for a
+ * thread count whichever thread runs which chunk. */
+void sh_exec_partials(sh_layer *l, sh_exec *x, sh_image_fn fn);
+static inline int sh_exec_slot(const sh_exec *x, int n0) { return n0 / x->slot_images; }
 /* Run fn(l, x, tid, c0, c1) on every thread over its share of count items (channels). */
 void sh_exec_split(sh_layer *l, sh_exec *x, int count, sh_image_fn fn);
 

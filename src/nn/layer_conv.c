@@ -200,7 +200,7 @@ static void conv_forward(sh_layer *l, sh_exec *x)
     if (use_cache(l, x))
         sh_exec_chunks(l, x, l->group, conv_forward_cached);
     else
-        sh_exec_static(l, x, l->group > 1 ? conv_forward_grouped : conv_forward_images);
+        sh_exec_images(l, x, l->group > 1 ? conv_forward_grouped : conv_forward_images);
     if (l->batch_normalize) sh_bn_forward(l, x, l->out);
 }
 
@@ -210,14 +210,10 @@ static void conv_backward_images(sh_layer *l, sh_exec *x, int tid, int n0, int n
     int ckk = in->c * l->size * l->size;
     int ohw = l->out_shape.h * l->out_shape.w;
     const float *w = x->params + l->w_off;
-    float *gw = x->grad[tid] + l->w_off;
-    float *gb = x->grad[tid] + l->b_off;
+    float *gw = x->grad[sh_exec_slot(x, n0)] + l->w_off;
+    float *gb = x->grad[sh_exec_slot(x, n0)] + l->b_off;
     float *col = x->work[tid];
     float *dcol = col + (size_t)ckk * ohw;
-    if (n0 == n1) {
-        memset(x->grad[tid] + l->reduce_off, 0, l->reduce_count * sizeof(float));
-        return;
-    }
     for (int n = n0; n < n1; n++) {
         const float *im = l->in[0] + (size_t)n * l->inputs;
         float *dy = l->delta + (size_t)n * l->outputs;
@@ -260,15 +256,11 @@ static void conv_backward_grouped(sh_layer *l, sh_exec *x, int tid, int n0, int 
     const sh_shape *in = &l->in_shape;
     size_t ckk = (size_t)in->c * l->size * l->size, ohw = (size_t)l->out_shape.h * l->out_shape.w;
     const float *w = x->params + l->w_off;
-    float *gw = x->grad[tid] + l->w_off;
-    float *gb = x->grad[tid] + l->b_off;
+    float *gw = x->grad[sh_exec_slot(x, n0)] + l->w_off;
+    float *gb = x->grad[sh_exec_slot(x, n0)] + l->b_off;
     float *col = x->work[tid];
     float *dcol = col + ckk * ohw * (size_t)l->group;
     float *dy = dcol + ckk * ohw * (size_t)l->group;
-    if (n0 == n1) {
-        memset(x->grad[tid] + l->reduce_off, 0, l->reduce_count * sizeof(float));
-        return;
-    }
     if (!l->batch_normalize) memset(gb, 0, (size_t)l->filters * sizeof *gb);
     for (int a = n0; a < n1; a += l->group) {
         int g = n1 - a < l->group ? n1 - a : l->group;
@@ -368,7 +360,7 @@ static void conv_backward(sh_layer *l, sh_exec *x)
         sh_exec_split(l, x, l->filters, conv_backward_cached_filters);
         return;
     }
-    sh_exec_static(l, x, l->group > 1 ? conv_backward_grouped : conv_backward_images);
+    sh_exec_partials(l, x, l->group > 1 ? conv_backward_grouped : conv_backward_images);
 }
 
 const sh_layer_ops sh_conv_ops = {

@@ -4,9 +4,10 @@
  * passes. Every buffer is allocated here (or in sh_net_set_threads); a step allocates
  * nothing.
  * Threads: each parallel section splits the images of the batch into fixed shares (or the
- * channels, for batch norm). Thread t writes weight gradients into its own partial block;
- * after a layer's backward the partials are summed in thread order, so results are
- * bitwise deterministic for a given thread count.
+ * channels, for batch norm), in chunks with fixed boundaries handed to whichever thread is
+ * free. Layers that sum weight gradients over images write each chunk's sum into its own
+ * slot (a partial block; 2 slots per thread) and the slots are summed in slot order after the
+ * layer's backward, so results are bitwise deterministic for a given thread count.
  * Deltas: a layer's delta is overwritten by its only consumer, or zeroed before backward
  * and accumulated into when several layers (shortcut, route) consume it.
  * Not here: the layers' math (layer_*.c), [net] keys (net_config.c), the optimizer.
@@ -51,7 +52,8 @@ struct sh_net {
     sh_pool *pool;
     size_t ws_count;          /* per thread */
     float *work_block;        /* nthreads * ws_count */
-    float *partial_block;     /* (nthreads - 1) * nparams */
+    float *partial_block;     /* (nslots - 1) * nparams */
+    int nslots;               /* partial-gradient slots: 1, or 2 per thread */
     float **grad_ptrs, **work_ptrs;
 
     sh_rng rng;               /* dropout */
@@ -88,12 +90,6 @@ void sh_exec_split(sh_layer *l, sh_exec *x, int count, sh_image_fn fn)
     sh_pool_run(x->pool, split_run, &j);
 }
 
-void sh_exec_static(sh_layer *l, sh_exec *x, sh_image_fn fn)
-{
-    x->used_partials = 1;
-    sh_exec_split(l, x, x->nimg, fn);
-}
-
 typedef struct {
     sh_layer *l;
     sh_exec *x;
@@ -127,6 +123,15 @@ void sh_exec_chunks(sh_layer *l, sh_exec *x, int chunk, sh_image_fn fn)
     chunk_job j = {l, x, fn, chunk, nchunks};
     x->next_chunk = 0;
     sh_pool_run(x->pool, chunk_run, &j);
+}
+
+void sh_exec_partials(sh_layer *l, sh_exec *x, sh_image_fn fn)
+{
+    int chunk = (x->nimg + x->nslots - 1) / x->nslots;
+    x->used_partials = 1;
+    x->slot_images = chunk;
+    x->nslots_used = (x->nimg + chunk - 1) / chunk;
+    sh_exec_chunks(l, x, chunk, fn);
 }
 
 /* Four chunks per thread: enough to even out a core shared with another process. */
@@ -286,18 +291,23 @@ static shoal_result alloc_threads(sh_net *n, int nthreads)
     sh_pool *pool = NULL;
     float *work = NULL, *partial = NULL, **gp = NULL, **wp = NULL;
     shoal_result rc = SHOAL_OK;
+    /* Two slots per thread: a thread slowed by another process on its core leaves its second
+     * chunk to the others. Slots exist only for layers that sum partial gradients. */
+    int nslots = nthreads == 1 ? 1 : 2 * nthreads;
+    int need_partials = 0;
+    for (int i = 0; i < n->nlayers; i++) need_partials |= n->layers[i].reduce_count > 0;
+    if (!need_partials) nslots = 1;
     SH_TRY_GOTO(sh_pool_create(nthreads, &pool), rc, fail);
     SH_TRY_GOTO(sh_alloc_aligned(round16(n->ws_count) * (size_t)nthreads * sizeof(float) + 64,
                                  (void **)&work), rc, fail);
-    if (nthreads > 1)
-        SH_TRY_GOTO(sh_alloc_aligned(round16(n->nparams) * (size_t)(nthreads - 1) *
+    if (nslots > 1)
+        SH_TRY_GOTO(sh_alloc_aligned(round16(n->nparams) * (size_t)(nslots - 1) *
                                      sizeof(float), (void **)&partial), rc, fail);
-    SH_TRY_GOTO(sh_calloc((size_t)nthreads, sizeof *gp, (void **)&gp), rc, fail);
+    SH_TRY_GOTO(sh_calloc((size_t)nslots, sizeof *gp, (void **)&gp), rc, fail);
     SH_TRY_GOTO(sh_calloc((size_t)nthreads, sizeof *wp, (void **)&wp), rc, fail);
-    for (int t = 0; t < nthreads; t++) {
+    for (int t = 0; t < nslots; t++)
         gp[t] = t == 0 ? n->grads : partial + round16(n->nparams) * (size_t)(t - 1);
-        wp[t] = work + round16(n->ws_count) * (size_t)t;
-    }
+    for (int t = 0; t < nthreads; t++) wp[t] = work + round16(n->ws_count) * (size_t)t;
     sh_pool_destroy(n->pool);
     sh_free_aligned(n->work_block);
     sh_free_aligned(n->partial_block);
@@ -309,6 +319,7 @@ static shoal_result alloc_threads(sh_net *n, int nthreads)
     n->grad_ptrs = gp;
     n->work_ptrs = wp;
     n->nthreads = nthreads;
+    n->nslots = nslots;
     return SHOAL_OK;
 fail:
     sh_pool_destroy(pool);
@@ -488,6 +499,7 @@ static void fill_exec(sh_net *n)
     x->params = n->params;
     x->stats = n->stats;
     x->grad = n->grad_ptrs;
+    x->nslots = n->nslots;
     x->work = n->work_ptrs;
     x->rng = &n->rng;
 }
@@ -560,7 +572,7 @@ typedef struct {
     size_t off, count;
 } reduce_job;
 
-/* grads[off..off+count) = sum over threads t of grad[t][...], t in order 0, 1, ... */
+/* grads[off..off+count) = sum over slots s of grad[s][...], s in order 0, 1, ... */
 static void reduce_run(void *arg, int tid, int nthreads)
 {
     reduce_job *j = arg;
@@ -570,7 +582,7 @@ static void reduce_run(void *arg, int tid, int nthreads)
     size_t a = j->off + (size_t)lo * 16, b = j->off + (size_t)hi * 16;
     if (b > j->off + j->count) b = j->off + j->count;
     float *g0 = j->n->grad_ptrs[0];
-    for (int t = 1; t < nthreads; t++) {
+    for (int t = 1; t < j->n->exec.nslots_used; t++) {
         const float *gt = j->n->grad_ptrs[t];
         for (size_t i = a; i < b; i++) g0[i] += gt[i];
     }
@@ -593,7 +605,7 @@ shoal_result sh_net_backward(sh_net *n, sh_grad_ready_fn ready, void *ctx)
         uint64_t t0 = sh_now_ns();
         n->exec.used_partials = 0;
         l->ops->backward(l, &n->exec);
-        if (n->exec.used_partials && l->reduce_count && n->nthreads > 1) {
+        if (n->exec.used_partials && l->reduce_count && n->exec.nslots_used > 1) {
             reduce_job j = {n, l->reduce_off, l->reduce_count};
             sh_pool_run(n->pool, reduce_run, &j);
         }
