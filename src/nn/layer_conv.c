@@ -84,7 +84,7 @@ static shoal_result conv_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ct
      * gather their deltas) so backward splits dW by filters over the whole batch: no partial
      * blocks, and chunks of images go to whichever thread is free, so a core shared with
      * another process does not hold the step back. One thread keeps the L2-sized path. */
-    size_t cache = (size_t)ctx->batch * (ckk * ohw + (size_t)l->filters * ohw);
+    size_t cache = (ckk + (size_t)l->filters) * ((size_t)ctx->batch * ohw + 16);
     if (cache <= CACHE_FLOATS) {
         l->cache_count = cache; /* used with several threads */
         if (l->ws_count < g * ckk * ohw) l->ws_count = g * ckk * ohw; /* dcol of a group */
@@ -161,8 +161,14 @@ static void conv_forward_grouped(sh_layer *l, sh_exec *x, int tid, int n0, int n
     }
 }
 
-/* Cached layout: group block b (images [b*G, b*G + g)) starts at b*G*CKK*OHW floats of the
- * column cache and at b*G*F*OHW of the delta cache; inside, (CKK, g*OHW) and (F, g*OHW). */
+/* Row stride of the cached matrices: N*OHW plus 16 floats, so rows 2^k floats long do not
+ * all map to the same cache sets. */
+static size_t cache_ld(const sh_exec *x, size_t ohw) { return (size_t)x->nimg * ohw + 16; }
+static size_t cache_ld_max(const sh_exec *x, size_t ohw) { return (size_t)x->batch * ohw + 16; }
+
+/* Cached layout: the whole pass's columns as one (CKK, N*OHW) matrix and its gathered
+ * deltas (or, in forward, products) as one (F, N*OHW) matrix, image n at columns
+ * [n*OHW, (n+1)*OHW): backward's dW is then one product over the whole batch. */
 static void conv_forward_cached(sh_layer *l, sh_exec *x, int tid, int a, int b)
 {
     (void)tid;
@@ -171,14 +177,14 @@ static void conv_forward_cached(sh_layer *l, sh_exec *x, int tid, int a, int b)
     const float *w = x->params + l->w_off;
     const float *bias = x->params + l->b_off;
     int g = b - a;
-    size_t ld = (size_t)g * ohw;
-    float *col = l->cache + (size_t)a * ckk * ohw;
-    float *tmp = l->cache + (size_t)x->batch * ckk * ohw + (size_t)a * l->outputs;
+    size_t ld = cache_ld(x, ohw);
+    float *col = l->cache + (size_t)a * ohw;
+    float *tmp = l->cache + ckk * cache_ld_max(x, ohw) + (size_t)a * ohw;
     for (int j = 0; j < g; j++)
         sh_im2col(l->in[0] + (size_t)(a + j) * l->inputs, in->c, in->h, in->w, l->size,
                   l->stride, l->pad, l->out_shape.h, l->out_shape.w, col + j * ohw, ld);
-    sh_gemm(0, 0, l->filters, (int)ld, (int)ckk, 1.0f, w, (int)ckk, col, (int)ld, 0.0f, tmp,
-            (int)ld);
+    sh_gemm(0, 0, l->filters, g * (int)ohw, (int)ckk, 1.0f, w, (int)ckk, col, (int)ld, 0.0f,
+            tmp, (int)ld);
     for (int j = 0; j < g; j++)
         for (int f = 0; f < l->filters; f++) {
             float *y = l->out + (size_t)(a + j) * l->outputs + (size_t)f * ohw;
@@ -295,15 +301,15 @@ static void conv_backward_grouped(sh_layer *l, sh_exec *x, int tid, int n0, int 
     }
 }
 
-/* Cached backward, phase 1 (chunks of one group): activation gradient, gather the group's
- * deltas into the delta cache, dcol = W^T dy and col2im into the input's delta. */
+/* Cached backward, phase 1 (chunks of one group): activation gradient, gather the deltas
+ * into the (F, N*OHW) matrix, dcol = W^T dy and col2im into the input's delta. */
 static void conv_backward_cached_images(sh_layer *l, sh_exec *x, int tid, int a, int b)
 {
     const sh_shape *in = &l->in_shape;
     size_t ckk = (size_t)in->c * l->size * l->size, ohw = (size_t)l->out_shape.h * l->out_shape.w;
     int g = b - a;
-    size_t ld = (size_t)g * ohw;
-    float *dy = l->cache + (size_t)x->batch * ckk * ohw + (size_t)a * l->outputs;
+    size_t ld = cache_ld(x, ohw), ldg = (size_t)g * ohw;
+    float *dy = l->cache + ckk * cache_ld_max(x, ohw) + (size_t)a * ohw;
     for (int j = 0; j < g; j++) {
         float *d = l->delta + (size_t)(a + j) * l->outputs;
         if (!l->batch_normalize)
@@ -313,42 +319,35 @@ static void conv_backward_cached_images(sh_layer *l, sh_exec *x, int tid, int a,
     }
     if (!l->in_delta[0]) return;
     float *dcol = x->work[tid];
-    sh_gemm(1, 0, (int)ckk, (int)ld, l->filters, 1.0f, x->params + l->w_off, (int)ckk, dy,
-            (int)ld, 0.0f, dcol, (int)ld);
+    sh_gemm(1, 0, (int)ckk, (int)ldg, l->filters, 1.0f, x->params + l->w_off, (int)ckk, dy,
+            (int)ld, 0.0f, dcol, (int)ldg);
     for (int j = 0; j < g; j++) {
         float *dx = l->in_delta[0] + (size_t)(a + j) * l->inputs;
         if (!l->accum[0]) memset(dx, 0, l->inputs * sizeof *dx);
-        sh_col2im(dcol + j * ohw, ld, in->c, in->h, in->w, l->size, l->stride, l->pad,
+        sh_col2im(dcol + j * ohw, ldg, in->c, in->h, in->w, l->size, l->stride, l->pad,
                   l->out_shape.h, l->out_shape.w, dx);
     }
 }
 
-/* Phase 2 (filters [f0, f1) per thread): dW rows = sum over groups, in order, of
- * dy[f0:f1] col^T; bias gradients sum the same rows. */
+/* Phase 2 (filters [f0, f1) per thread): dW rows = dy[f0:f1] col^T in one product over the
+ * whole batch; bias gradients sum the same rows. */
 static void conv_backward_cached_filters(sh_layer *l, sh_exec *x, int tid, int f0, int f1)
 {
     (void)tid;
     if (f0 >= f1) return;
     size_t ckk = (size_t)l->in_shape.c * l->size * l->size;
     size_t ohw = (size_t)l->out_shape.h * l->out_shape.w;
-    float *gw = x->grad[0] + l->w_off + (size_t)f0 * ckk;
+    size_t ld = cache_ld(x, ohw);
+    const float *dy = l->cache + ckk * cache_ld_max(x, ohw);
+    sh_gemm(0, 1, f1 - f0, (int)ckk, (int)ld, 1.0f, dy + (size_t)f0 * ld, (int)ld, l->cache,
+            (int)ld, 0.0f, x->grad[0] + l->w_off + (size_t)f0 * ckk, (int)ckk);
+    if (l->batch_normalize) return;
     float *gb = x->grad[0] + l->b_off;
-    if (!l->batch_normalize)
-        for (int f = f0; f < f1; f++) gb[f] = 0.0f;
-    for (int a = 0; a < x->nimg; a += l->group) {
-        int g = x->nimg - a < l->group ? x->nimg - a : l->group;
-        size_t ld = (size_t)g * ohw;
-        const float *col = l->cache + (size_t)a * ckk * ohw;
-        const float *dy = l->cache + (size_t)x->batch * ckk * ohw + (size_t)a * l->outputs;
-        sh_gemm(0, 1, f1 - f0, (int)ckk, (int)ld, 1.0f, dy + (size_t)f0 * ld, (int)ld, col,
-                (int)ld, a == 0 ? 0.0f : 1.0f, gw, (int)ckk);
-        if (!l->batch_normalize)
-            for (int f = f0; f < f1; f++) {
-                const float *r = dy + (size_t)f * ld;
-                float sum = 0.0f;
-                for (size_t i = 0; i < ld; i++) sum += r[i];
-                gb[f] += sum;
-            }
+    for (int f = f0; f < f1; f++) {
+        const float *r = dy + (size_t)f * ld;
+        float sum = 0.0f;
+        for (size_t i = 0; i < ld; i++) sum += r[i];
+        gb[f] = sum;
     }
 }
 
