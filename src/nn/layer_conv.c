@@ -1,8 +1,11 @@
 /* layer_conv.c — [convolutional]: filters, size, stride, pad/padding, batch_normalize,
  * activation, with Darknet's defaults (size 1, stride 1, pad 0, activation logistic).
- * Per image: im2col (skipped for 1x1 stride-1 kernels) then one sgemm
- * (F, C*S*S) x (C*S*S, OH*OW); bias and activation fused in one pass. Backward recomputes
- * the columns: dW += dY col^T, dcol = W^T dY, col2im into the input's delta.
+ * Forward: im2col (skipped for 1x1 stride-1 kernels) then sgemm (F, C*S*S) x (C*S*S, OH*OW),
+ * small images unrolled `group` at a time so the product has enough columns; bias and
+ * activation fused into the copy out. Backward: dW += dY col^T, dcol = W^T dY, col2im into
+ * the input's delta. One thread recomputes the columns in backward (they stay in L2); with
+ * several threads, layers whose whole-batch columns fit CACHE_FLOATS keep them from forward
+ * and split dW by filters, others sum per-chunk partial gradients (sh_exec_partials).
  * Weights: normal * sqrt(2 / (S*S*C)) as Darknet (He). Parameters: weights (F, C, S, S),
  * biases (F) [BN shift], then scales (F) with batch_normalize.
  * Not here: batch norm's arithmetic (layer_batchnorm.c), the GEMM (gemm.c).

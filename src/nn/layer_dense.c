@@ -1,6 +1,7 @@
 /* layer_dense.c — [connected]: output (K, default 1), activation (Darknet default logistic),
- * batch_normalize. Y (N, K) = X (N, I) W^T + b, with W stored (K, I) as Darknet; each thread
- * takes a fixed share of the images. Weights: uniform(-1, 1) * sqrt(2 / I) as Darknet.
+ * batch_normalize. Y (N, K) = X (N, I) W^T + b, with W stored (K, I) as Darknet; forward and
+ * dX go by chunks of images, dW by rows (outputs) over the whole batch.
+ * Weights: uniform(-1, 1) * sqrt(2 / I) as Darknet.
  * Not here: batch norm (layer_batchnorm.c), the GEMM (gemm.c).
  * Proved by tests/nn/test_layer_dense.c. */
 #include <math.h>
