@@ -147,6 +147,11 @@ extern const sh_layer_ops sh_conv_ops, sh_dense_ops, sh_maxpool_ops, sh_avgpool_
  * floats apart (ld_col >= OH*OW lets several images sit side by side). */
 void sh_im2col(const float *im, int c, int h, int w, int size, int stride, int pad, int oh,
                int ow, float *col, size_t ld_col);
+/* Only output rows [oy_lo, oy_hi): col column (oy - oy_lo)*OW + ox. */
+void sh_im2col_rows(const float *im, int c, int h, int w, int size, int stride, int pad,
+                    int oy_lo, int oy_hi, int ow, float *col, size_t ld_col);
+void sh_col2im_rows(const float *col, size_t ld_col, int c, int h, int w, int size, int stride,
+                    int pad, int oy_lo, int oy_hi, int ow, float *im);
 /* im += col2im(col) (adds: overlapping windows sum). */
 void sh_col2im(const float *col, size_t ld_col, int c, int h, int w, int size, int stride,
                int pad, int oh, int ow, float *im);

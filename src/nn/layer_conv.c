@@ -38,6 +38,19 @@ static int is_pointwise(const sh_layer *l)
     return l->size == 1 && l->stride == 1 && l->pad == 0;
 }
 
+/* Output rows per unrolled tile of one big image, so its columns (CKK, rows*OW) stay in L2
+ * next to the product instead of streaming through memory. */
+#ifndef SH_CONV_TILE_FLOATS
+#define SH_CONV_TILE_FLOATS ((size_t)1 << 18)
+#endif
+static int tile_rows(const sh_layer *l)
+{
+    size_t ckk = (size_t)l->in_shape.c * l->size * l->size, ow = (size_t)l->out_shape.w;
+    size_t rows = SH_CONV_TILE_FLOATS / (ckk * ow);
+    rows = rows < 1 ? 1 : rows > (size_t)l->out_shape.h ? (size_t)l->out_shape.h : rows;
+    return (int)rows;
+}
+
 static shoal_result conv_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx *ctx)
 {
     int pad_flag = 0, padding = 0, groups = 1;
@@ -80,7 +93,7 @@ static shoal_result conv_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ct
     g = g < 1 ? 1 : g > (size_t)ctx->batch ? (size_t)ctx->batch : g;
     l->group = (int)g;
     if (g == 1)
-        l->ws_count = is_pointwise(l) ? 0 : 2 * ckk * ohw;
+        l->ws_count = is_pointwise(l) ? 0 : 2 * ckk * (size_t)tile_rows(l) * l->out_shape.w;
     else
         l->ws_count = g * (2 * ckk * ohw + (size_t)l->filters * ohw);
     /* With several threads, small layers keep the whole batch's columns from forward (and
@@ -114,20 +127,25 @@ static void conv_forward_images(sh_layer *l, sh_exec *x, int tid, int n0, int n1
 {
     const sh_shape *in = &l->in_shape;
     int ckk = in->c * l->size * l->size;
-    int ohw = l->out_shape.h * l->out_shape.w;
+    int ohw = l->out_shape.h * l->out_shape.w, ow = l->out_shape.w;
+    int rows = tile_rows(l);
     const float *w = x->params + l->w_off;
     const float *b = x->params + l->b_off;
     float *col = x->work[tid];
     for (int n = n0; n < n1; n++) {
         const float *im = l->in[0] + (size_t)n * l->inputs;
         float *y = l->out + (size_t)n * l->outputs; /* (F, OH*OW) */
-        const float *cols = im;
-        if (!is_pointwise(l)) {
-            sh_im2col(im, in->c, in->h, in->w, l->size, l->stride, l->pad, l->out_shape.h,
-                      l->out_shape.w, col, (size_t)ohw);
-            cols = col;
+        if (is_pointwise(l)) {
+            sh_gemm(0, 0, l->filters, ohw, ckk, 1.0f, w, ckk, im, ohw, 0.0f, y, ohw);
+        } else {
+            for (int oy = 0; oy < l->out_shape.h; oy += rows) {
+                int oy1 = oy + rows < l->out_shape.h ? oy + rows : l->out_shape.h;
+                int nt = (oy1 - oy) * ow;
+                sh_im2col_rows(im, in->c, in->h, in->w, l->size, l->stride, l->pad, oy, oy1, ow,
+                               col, (size_t)nt);
+                sh_gemm(0, 0, l->filters, nt, ckk, 1.0f, w, ckk, col, nt, 0.0f, y + oy * ow, ohw);
+            }
         }
-        sh_gemm(0, 0, l->filters, ohw, ckk, 1.0f, w, ckk, cols, ohw, 0.0f, y, ohw);
         if (!l->batch_normalize)
             for (int f = 0; f < l->filters; f++)
                 sh_act_bias_forward(l->act, y + (size_t)f * ohw, (size_t)ohw, b[f]);
@@ -217,43 +235,47 @@ static void conv_backward_images(sh_layer *l, sh_exec *x, int tid, int n0, int n
 {
     const sh_shape *in = &l->in_shape;
     int ckk = in->c * l->size * l->size;
-    int ohw = l->out_shape.h * l->out_shape.w;
+    int ohw = l->out_shape.h * l->out_shape.w, ow = l->out_shape.w;
+    int rows = tile_rows(l);
     const float *w = x->params + l->w_off;
     float *gw = x->grad[sh_exec_slot(x, n0)] + l->w_off;
     float *gb = x->grad[sh_exec_slot(x, n0)] + l->b_off;
     float *col = x->work[tid];
-    float *dcol = col + (size_t)ckk * ohw;
+    float *dcol = col + (size_t)ckk * rows * ow;
     for (int n = n0; n < n1; n++) {
         const float *im = l->in[0] + (size_t)n * l->inputs;
         float *dy = l->delta + (size_t)n * l->outputs;
-        float beta = n == n0 ? 0.0f : 1.0f;
+        int first = n == n0;
         if (!l->batch_normalize) {
             sh_act_backward(l->act, l->out + (size_t)n * l->outputs, dy, l->outputs);
             for (int f = 0; f < l->filters; f++) {
                 const float *d = dy + (size_t)f * ohw;
                 float sum = 0.0f;
                 for (int i = 0; i < ohw; i++) sum += d[i];
-                gb[f] = beta == 0.0f ? sum : gb[f] + sum;
+                gb[f] = first ? sum : gb[f] + sum;
             }
         }
-        const float *cols = im;
-        if (!is_pointwise(l)) {
-            sh_im2col(im, in->c, in->h, in->w, l->size, l->stride, l->pad, l->out_shape.h,
-                      l->out_shape.w, col, (size_t)ohw);
-            cols = col;
-        }
-        sh_gemm(0, 1, l->filters, ckk, ohw, 1.0f, dy, ohw, cols, ohw, beta, gw, ckk);
-        float *dx = l->in_delta[0];
-        if (!dx) continue;
-        dx += (size_t)n * l->inputs;
+        float *dx = l->in_delta[0] ? l->in_delta[0] + (size_t)n * l->inputs : NULL;
         if (is_pointwise(l)) {
-            sh_gemm(1, 0, ckk, ohw, l->filters, 1.0f, w, ckk, dy, ohw,
-                    l->accum[0] ? 1.0f : 0.0f, dx, ohw);
-        } else {
-            sh_gemm(1, 0, ckk, ohw, l->filters, 1.0f, w, ckk, dy, ohw, 0.0f, dcol, ohw);
-            if (!l->accum[0]) memset(dx, 0, l->inputs * sizeof *dx);
-            sh_col2im(dcol, (size_t)ohw, in->c, in->h, in->w, l->size, l->stride, l->pad,
-                      l->out_shape.h, l->out_shape.w, dx);
+            sh_gemm(0, 1, l->filters, ckk, ohw, 1.0f, dy, ohw, im, ohw, first ? 0.0f : 1.0f, gw,
+                    ckk);
+            if (dx)
+                sh_gemm(1, 0, ckk, ohw, l->filters, 1.0f, w, ckk, dy, ohw,
+                        l->accum[0] ? 1.0f : 0.0f, dx, ohw);
+            continue;
+        }
+        if (dx && !l->accum[0]) memset(dx, 0, l->inputs * sizeof *dx);
+        for (int oy = 0; oy < l->out_shape.h; oy += rows) {
+            int oy1 = oy + rows < l->out_shape.h ? oy + rows : l->out_shape.h;
+            int nt = (oy1 - oy) * ow;
+            sh_im2col_rows(im, in->c, in->h, in->w, l->size, l->stride, l->pad, oy, oy1, ow, col,
+                           (size_t)nt);
+            sh_gemm(0, 1, l->filters, ckk, nt, 1.0f, dy + oy * ow, ohw, col, nt,
+                    first && oy == 0 ? 0.0f : 1.0f, gw, ckk);
+            if (!dx) continue;
+            sh_gemm(1, 0, ckk, nt, l->filters, 1.0f, w, ckk, dy + oy * ow, ohw, 0.0f, dcol, nt);
+            sh_col2im_rows(dcol, (size_t)nt, in->c, in->h, in->w, l->size, l->stride, l->pad, oy,
+                           oy1, ow, dx);
         }
     }
 }
