@@ -21,9 +21,7 @@ static void avgpool_forward_images(sh_layer *l, sh_exec *x, int tid, int n0, int
     for (int n = n0; n < n1; n++)
         for (int c = 0; c < l->in_shape.c; c++) {
             const float *v = l->in[0] + (size_t)n * l->inputs + (size_t)c * hw;
-            float sum = 0.0f;
-            for (size_t i = 0; i < hw; i++) sum += v[i];
-            l->out[(size_t)n * l->outputs + c] = sum / (float)hw;
+            l->out[(size_t)n * l->outputs + c] = sh_sum(v, hw) / (float)hw;
         }
 }
 

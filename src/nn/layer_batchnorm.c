@@ -27,20 +27,15 @@ static void bn_forward_channels(sh_layer *l, sh_exec *x, int tid, int c0, int c1
     for (int c = c0; c < c1; c++) {
         float mu, is;
         if (x->training) {
+            /* per image in float (vectorised), across images in double */
             double sum = 0.0, sq = 0.0;
-            for (int n = 0; n < x->nimg; n++) {
-                const float *v = l->out + (size_t)n * l->outputs + (size_t)c * hw;
-                for (size_t i = 0; i < hw; i++) sum += v[i];
-            }
+            for (int n = 0; n < x->nimg; n++)
+                sum += sh_sum(l->out + (size_t)n * l->outputs + (size_t)c * hw, hw);
             double m = (double)x->nimg * (double)hw;
             double dmu = sum / m;
-            for (int n = 0; n < x->nimg; n++) {
-                const float *v = l->out + (size_t)n * l->outputs + (size_t)c * hw;
-                for (size_t i = 0; i < hw; i++) {
-                    double d = v[i] - dmu;
-                    sq += d * d;
-                }
-            }
+            for (int n = 0; n < x->nimg; n++)
+                sq += sh_sumsq_shifted(l->out + (size_t)n * l->outputs + (size_t)c * hw, hw,
+                                       (float)dmu);
             double var = sq / m;
             mu = (float)dmu;
             is = (float)(1.0 / sqrt(var + BN_EPS));
@@ -89,10 +84,8 @@ static void bn_backward_channels(sh_layer *l, sh_exec *x, int tid, int c0, int c
             const float *y = l->out + (size_t)n * l->outputs + (size_t)c * hw;
             const float *xh = l->keep + (size_t)n * l->keep_count + (size_t)c * hw;
             sh_act_backward(l->act, y, d, hw);
-            for (size_t i = 0; i < hw; i++) {
-                sum_d += d[i];
-                sum_dx += (double)d[i] * xh[i];
-            }
+            sum_d += sh_sum(d, hw);
+            sum_dx += sh_dot(d, xh, hw);
         }
         gbeta[c] = (float)sum_d;
         ggamma[c] = (float)sum_dx;

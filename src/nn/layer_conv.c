@@ -249,9 +249,7 @@ static void conv_backward_images(sh_layer *l, sh_exec *x, int tid, int n0, int n
         if (!l->batch_normalize) {
             sh_act_backward(l->act, l->out + (size_t)n * l->outputs, dy, l->outputs);
             for (int f = 0; f < l->filters; f++) {
-                const float *d = dy + (size_t)f * ohw;
-                float sum = 0.0f;
-                for (int i = 0; i < ohw; i++) sum += d[i];
+                float sum = sh_sum(dy + (size_t)f * ohw, (size_t)ohw);
                 gb[f] = first ? sum : gb[f] + sum;
             }
         }
@@ -303,11 +301,7 @@ static void conv_backward_grouped(sh_layer *l, sh_exec *x, int tid, int n0, int 
             for (int f = 0; f < l->filters; f++) {
                 const float *src = d + (size_t)f * ohw;
                 memcpy(dy + (size_t)f * ld + j * ohw, src, ohw * sizeof *src);
-                if (!l->batch_normalize) {
-                    float sum = 0.0f;
-                    for (size_t i = 0; i < ohw; i++) sum += src[i];
-                    gb[f] += sum;
-                }
+                if (!l->batch_normalize) gb[f] += sh_sum(src, ohw);
             }
             sh_im2col(l->in[0] + (size_t)(a + j) * l->inputs, in->c, in->h, in->w, l->size,
                       l->stride, l->pad, l->out_shape.h, l->out_shape.w, col + j * ohw, ld);
@@ -369,10 +363,7 @@ static void conv_backward_cached_filters(sh_layer *l, sh_exec *x, int tid, int f
     if (l->batch_normalize) return;
     float *gb = x->grad[0] + l->b_off;
     for (int f = f0; f < f1; f++) {
-        const float *r = dy + (size_t)f * ld;
-        float sum = 0.0f;
-        for (size_t i = 0; i < ld; i++) sum += r[i];
-        gb[f] = sum;
+        gb[f] = sh_sum(dy + (size_t)f * ld, (size_t)x->nimg * ohw);
     }
 }
 

@@ -21,4 +21,48 @@ static inline size_t sh_shape_count(const sh_shape *s)
     return (size_t)s->c * (size_t)s->h * (size_t)s->w;
 }
 
+/* Sum of n floats with 16 independent partial sums, added in a fixed order: the compiler
+ * vectorises it (a plain `s += v[i]` loop is a serial chain: no vectorising without
+ * reassociation), and the result is the same on every run. */
+static inline float sh_sum(const float *v, size_t n)
+{
+    float acc[16] = {0};
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int k = 0; k < 16; k++) acc[k] += v[i + k];
+    float s = 0.0f;
+    for (; i < n; i++) s += v[i];
+    for (int k = 0; k < 16; k++) s += acc[k];
+    return s;
+}
+
+/* Sum of v[i] * u[i], the same way. */
+static inline float sh_dot(const float *v, const float *u, size_t n)
+{
+    float acc[16] = {0};
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int k = 0; k < 16; k++) acc[k] += v[i + k] * u[i + k];
+    float s = 0.0f;
+    for (; i < n; i++) s += v[i] * u[i];
+    for (int k = 0; k < 16; k++) s += acc[k];
+    return s;
+}
+
+/* Sum of (v[i] - shift)^2, the same way. */
+static inline float sh_sumsq_shifted(const float *v, size_t n, float shift)
+{
+    float acc[16] = {0};
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int k = 0; k < 16; k++) {
+            float d = v[i + k] - shift;
+            acc[k] += d * d;
+        }
+    float s = 0.0f;
+    for (; i < n; i++) s += (v[i] - shift) * (v[i] - shift);
+    for (int k = 0; k < 16; k++) s += acc[k];
+    return s;
+}
+
 #endif
