@@ -13,6 +13,27 @@
 #define BN_EPS 1e-5f        /* Darknet's .00001 */
 #define BN_MOMENTUM 0.01f   /* Darknet: rolling = .99 rolling + .01 batch */
 
+/* v = f(gamma * x_hat + beta) with x_hat = (v - mu) * is kept in xh (when not NULL), one pass
+ * for the activations that fuse (linear, relu, leaky). */
+static void normalize(sh_act act, float *restrict v, float *restrict xh, size_t n, float mu,
+                      float is, float g, float b)
+{
+    if (xh) {
+        for (size_t i = 0; i < n; i++) {
+            float h = (v[i] - mu) * is;
+            xh[i] = h;
+            v[i] = g * h + b;
+        }
+    } else {
+        for (size_t i = 0; i < n; i++) v[i] = g * ((v[i] - mu) * is) + b;
+    }
+    if (act == SH_ACT_RELU) {
+        for (size_t i = 0; i < n; i++) v[i] = v[i] > 0.0f ? v[i] : 0.0f;
+    } else if (act != SH_ACT_LINEAR) {
+        sh_act_forward(act, v, n);
+    }
+}
+
 static void bn_forward_channels(sh_layer *l, sh_exec *x, int tid, int c0, int c1)
 {
     int nchan = l->out_shape.c;
@@ -51,12 +72,7 @@ static void bn_forward_channels(sh_layer *l, sh_exec *x, int tid, int c0, int c1
         for (int n = 0; n < x->nimg; n++) {
             float *v = l->out + (size_t)n * l->outputs + (size_t)c * hw;
             float *xh = x->training ? l->keep + (size_t)n * l->keep_count + (size_t)c * hw : NULL;
-            for (size_t i = 0; i < hw; i++) {
-                float h = (v[i] - mu) * is;
-                if (xh) xh[i] = h;
-                v[i] = gamma[c] * h + beta[c];
-            }
-            sh_act_forward(l->act, v, hw);
+            normalize(l->act, v, xh, hw, mu, is, gamma[c], beta[c]);
         }
     }
 }
