@@ -46,6 +46,22 @@ static inline void pool_window(const float *plane, int w, int y0, int y1, int x0
     *idx = best_i;
 }
 
+static inline void pool3(const float *plane, int w, int y0, int x0, float *out, int32_t *idx)
+{
+    int best_i = y0 * w + x0;
+    float best = plane[best_i];
+    for (int ky = 0; ky < 3; ky++)
+        for (int kx = 0; kx < 3; kx++) {
+            int i = (y0 + ky) * w + x0 + kx;
+            float v = plane[i];
+            int m = v > best;
+            best_i += m * (i - best_i);
+            best = v > best ? v : best;
+        }
+    *out = best;
+    *idx = best_i;
+}
+
 static void maxpool_forward_images(sh_layer *l, sh_exec *x, int tid, int n0, int n1)
 {
     (void)x;
@@ -89,6 +105,11 @@ static void maxpool_forward_images(sh_layer *l, sh_exec *x, int tid, int n0, int
                 }
                 for (int ox = 0; ox < ow; ox++) {
                     int x0 = off + ox * stride, x1 = x0 + size;
+                    if (size == 3 && y1 - y0 == 3 && x0 >= 0 && x1 <= w) {
+                        /* interior 3x3 window (ResNet's stem): unrolled, no clipping */
+                        pool3(plane, w, y0, x0, &y[oy * ow + ox], &idx[oy * ow + ox]);
+                        continue;
+                    }
                     x0 = x0 < 0 ? 0 : x0;
                     x1 = x1 > w ? w : x1;
                     if (y0 >= y1 || x0 >= x1) { /* window entirely in the padding */
