@@ -41,6 +41,8 @@ void sh_im2col_rows(const float *im, int c, int h, int w, int size, int stride, 
                         memcpy(dst + ox0, src + ox0, (size_t)(ox1 - ox0) * sizeof *dst);
                     } else if (stride == 1) { /* short rows: a call per row costs more */
                         for (int ox = ox0; ox < ox1; ox++) dst[ox] = src[ox];
+                    } else if (stride == 2) { /* a constant stride vectorises */
+                        for (int ox = ox0; ox < ox1; ox++) dst[ox] = src[2 * ox];
                     } else {
                         for (int ox = ox0; ox < ox1; ox++) dst[ox] = src[ox * stride];
                     }
