@@ -156,9 +156,9 @@ void sh_col2im_rows(const float *col, size_t ld_col, int c, int h, int w, int si
 void sh_col2im(const float *col, size_t ld_col, int c, int h, int w, int size, int stride,
                int pad, int oh, int ow, float *im);
 
-/* Tests: 0 makes multi-threaded conv layers use the per-thread-partials path, as layers
- * too big for the column cache do. */
-extern int sh_conv_cache_enabled;
+/* Thread count from which small conv layers cache their columns (layer_conv.c); tests lower
+ * it to 2 to exercise that path. */
+extern int sh_conv_cache_min_threads;
 
 /* Batch norm over (N, C, HW) used by conv and connected (layer_batchnorm.c). */
 void sh_bn_forward(sh_layer *l, sh_exec *x, float *raw /* (N, C, HW) in: pre-BN */);

@@ -3,9 +3,9 @@
  * Forward: im2col (skipped for 1x1 stride-1 kernels) then sgemm (F, C*S*S) x (C*S*S, OH*OW),
  * small images unrolled `group` at a time so the product has enough columns; bias and
  * activation fused into the copy out. Backward: dW += dY col^T, dcol = W^T dY, col2im into
- * the input's delta. One thread recomputes the columns in backward (they stay in L2); with
- * several threads, layers whose whole-batch columns fit CACHE_FLOATS keep them from forward
- * and split dW by filters, others sum per-chunk partial gradients (sh_exec_partials).
+ * the input's delta. Backward recomputes the columns (they stay in L2) and sums per-chunk
+ * partial gradients (sh_exec_partials); from SH_CONV_CACHE_MIN_THREADS threads, layers whose
+ * whole-batch columns fit CACHE_FLOATS keep them from forward and split dW by filters.
  * Weights: normal * sqrt(2 / (S*S*C)) as Darknet (He). Parameters: weights (F, C, S, S),
  * biases (F) [BN shift], then scales (F) with batch_normalize.
  * Not here: batch norm's arithmetic (layer_batchnorm.c), the GEMM (gemm.c).
@@ -28,10 +28,17 @@
 #define SH_CONV_MIN_COLUMNS 512
 #endif
 #define GROUP_MIN_COLUMNS ((size_t)SH_CONV_MIN_COLUMNS)
+/* Threads from which small layers use the column cache rather than per-chunk partial
+ * gradients: on 2 cores the partials measured ~10% faster (the cache streams the columns
+ * through memory), but they cost (2T - 1) copies of the gradients, which many threads make
+ * too much. */
+#ifndef SH_CONV_CACHE_MIN_THREADS
+#define SH_CONV_CACHE_MIN_THREADS 4
+#endif
 /* Column cache budget per layer (32 MiB): LeNet-sized layers, ResNet's 14x14 and 7x7 ones. */
 #define CACHE_FLOATS ((size_t)8 << 20)
 
-int sh_conv_cache_enabled = 1;
+int sh_conv_cache_min_threads = SH_CONV_CACHE_MIN_THREADS;
 
 static int is_pointwise(const sh_layer *l)
 {
@@ -96,10 +103,9 @@ static shoal_result conv_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ct
         l->ws_count = is_pointwise(l) ? 0 : 2 * ckk * (size_t)tile_rows(l) * l->out_shape.w;
     else
         l->ws_count = g * (2 * ckk * ohw + (size_t)l->filters * ohw);
-    /* With several threads, small layers keep the whole batch's columns from forward (and
+    /* With many threads, small layers keep the whole batch's columns from forward (and
      * gather their deltas) so backward splits dW by filters over the whole batch: no partial
-     * blocks, and chunks of images go to whichever thread is free, so a core shared with
-     * another process does not hold the step back. One thread keeps the L2-sized path. */
+     * blocks. Otherwise the columns are recomputed in backward (they stay in L2). */
     size_t cache = (ckk + (size_t)l->filters) * ((size_t)ctx->batch * ohw + 16);
     if (cache <= CACHE_FLOATS) {
         l->cache_count = cache; /* used with several threads */
@@ -219,7 +225,7 @@ static void conv_forward_cached(sh_layer *l, sh_exec *x, int tid, int a, int b)
 
 static int use_cache(const sh_layer *l, const sh_exec *x)
 {
-    return l->cache_count && x->nthreads > 1 && sh_conv_cache_enabled;
+    return l->cache_count && x->nthreads >= sh_conv_cache_min_threads;
 }
 
 static void conv_forward(sh_layer *l, sh_exec *x)

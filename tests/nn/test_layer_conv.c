@@ -168,7 +168,7 @@ static void two_threads_match_finite_differences_on_both_paths(void)
                        "[convolutional]\nbatch_normalize=1\nfilters=4\nsize=1\nactivation=linear\n"
                        "[connected]\noutput=3\nactivation=linear\n[softmax]\n";
     for (int cache = 0; cache < 2; cache++) {
-        sh_conv_cache_enabled = cache;
+        sh_conv_cache_min_threads = cache ? 2 : 1 << 20;
         test_net t;
         if (!tn_build(&t, text, 5, 7)) continue;
         sh_net_set_threads(t.net, 2);
@@ -179,7 +179,7 @@ static void two_threads_match_finite_differences_on_both_paths(void)
                      5, y, 12, 1e-2, 3e-4, 3e-2);
         tn_free(&t);
     }
-    sh_conv_cache_enabled = 1;
+    sh_conv_cache_min_threads = 4;
 }
 
 int main(void)
