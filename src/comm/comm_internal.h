@@ -1,0 +1,103 @@
+/* comm_internal.h — what a communicator holds, shared by the files of src/comm/.
+ * Not here: the public API (include/shoal/comm.h), each part's own state (transport_*.c,
+ * p2p.c, the engine in comm.c keep theirs behind the pointers below).
+ * Proved by tests/comm/ as a whole. */
+#ifndef SH_COMM_INTERNAL_H
+#define SH_COMM_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "comm/link.h"
+#include "shoal/comm.h"
+
+#define SH_COMM_MAGIC 0x73686f616c636d31ULL /* "shoalcm1" */
+
+typedef enum {
+    SH_TRANSPORT_AUTO = 0, /* shm inside a host, tcp between hosts */
+    SH_TRANSPORT_SHM,
+    SH_TRANSPORT_TCP,
+    SH_TRANSPORT_MPI
+} sh_transport_kind;
+
+typedef enum {
+    SH_ALGO_AUTO = 0,
+    SH_ALGO_RING,
+    SH_ALGO_RD,   /* recursive doubling */
+    SH_ALGO_RHD,  /* recursive halving-doubling (Rabenseifner) */
+    SH_ALGO_TREE, /* binomial trees */
+    SH_ALGO_HIER, /* within hosts, across hosts, back */
+    SH_ALGO_MPI,  /* the MPI library's own collectives */
+    SH_ALGO_COUNT
+} sh_algo_kind;
+
+typedef enum {
+    SH_COLL_ALLREDUCE = 0,
+    SH_COLL_BROADCAST,
+    SH_COLL_REDUCE,
+    SH_COLL_ALLGATHER,
+    SH_COLL_REDUCE_SCATTER,
+    SH_COLL_ALLTOALL,
+    SH_COLL_BARRIER,
+    SH_COLL_COUNT
+} sh_coll_kind;
+
+/* One collective call as the caller made it (count as in comm.h for that collective). */
+typedef struct {
+    sh_coll_kind kind;
+    const void *send;
+    void *recv;
+    size_t count;
+    shoal_dtype dt;
+    shoal_op op;
+    int root;
+} sh_coll;
+
+struct shoal_comm {
+    uint64_t magic;
+    int rank, world;
+    int local_rank, local_world; /* among the ranks of this host */
+    int nhosts;
+    int *host_of;       /* [world]: host index, hosts numbered by their lowest rank */
+    char **hostname;    /* [world] */
+    sh_link **coll;     /* [world]: collective plane; coll[rank] == NULL */
+    sh_link **p2p;      /* [world]: point-to-point plane (tagged messages); p2p[rank] == NULL */
+    sh_transport_kind transport;
+    sh_algo_kind algo;  /* forced by SHOAL_ALGO / opts, or AUTO */
+    int timeout_ms;
+    int spin_us;
+    size_t chunk_nbytes; /* 0: chosen by message size */
+    uint64_t coll_seq;   /* collectives started on this communicator */
+    int broken;
+    char broken_msg[512];
+    char prefix[64];     /* this communicator's namespace in the store ("w", "w.s1.c3", ...) */
+    shoal_comm *parent;
+    struct sh_store *store;     /* client of rank 0's store (bootstrap, split) */
+    struct sh_store_server *store_server; /* rank 0 of the world only */
+    struct sh_shm *shm;         /* this host's shared segment (transport_shm.c), or NULL */
+    struct sh_engine *engine;   /* non-blocking work (comm.c) */
+    struct sh_p2p *p2p_state;   /* tagged messages (p2p.c) */
+    void *mpi;                  /* transport_mpi.c state, or NULL */
+    void *scratch;              /* staging for the algorithms: bounded, O(chunk) per peer */
+    size_t scratch_nbytes;
+};
+
+/* A communicator with every field at its "nothing yet" value and the given size; links,
+ * hosts and names are allocated (all NULL / host 0 / "localhost"). Used by shoal_comm_create,
+ * split and the tests' fork harness. Errors: SHOAL_ERR_NOMEM. */
+shoal_result sh_comm_alloc(int rank, int world, shoal_comm **out);
+/* Free what sh_comm_alloc and the links made (not the engine or store: comm.c). */
+void sh_comm_free(shoal_comm *c);
+/* Recompute local_rank, local_world and nhosts from host_of[]. */
+void sh_comm_index_hosts(shoal_comm *c);
+/* An sh_xfer_ctx for this communicator and operation name. */
+void sh_comm_xfer_ctx(shoal_comm *c, const char *what, sh_xfer_ctx *x);
+/* "rank 3 (hostb)" */
+const char *sh_comm_peer_name(void *comm, int peer, char *buf, size_t cap);
+/* Staging of at least nbytes, kept for the communicator's life (grows, never shrinks). */
+shoal_result sh_comm_scratch(shoal_comm *c, size_t nbytes, void **out);
+
+/* Run one collective with the algorithm chosen for it (algo.c); no checks, no queueing. */
+shoal_result sh_algo_run(shoal_comm *c, const sh_coll *op);
+
+#endif

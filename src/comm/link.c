@@ -1,0 +1,258 @@
+/* link.c — links over stream sockets, and the transfer engine every algorithm runs on:
+ * several sends and receives progressed together, spin then yield then sleep, a deadline
+ * measured from the last byte that moved.
+ * Not here: shared-memory and MPI links (transport_shm.c, transport_mpi.c), connecting.
+ * Proved by tests/comm/test_link.c. */
+#include "comm/link.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/err.h"
+#include "base/util.h"
+#include "comm/reduce.h"
+
+/* ---- stream-socket links ---- */
+
+static ssize_t fd_send_some(sh_link *l, const void *buf, size_t nbytes)
+{
+    for (;;) {
+        ssize_t n = send(l->fd, buf, nbytes, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n >= 0) return n;
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+        SH_FAIL(SHOAL_ERR_PEER, "connection lost (%s)", strerror(errno));
+        return -1;
+    }
+}
+
+static ssize_t fd_recv_some(sh_link *l, void *buf, size_t nbytes)
+{
+    for (;;) {
+        ssize_t n = recv(l->fd, buf, nbytes, MSG_DONTWAIT);
+        if (n > 0) return n;
+        if (n == 0) {
+            if (nbytes == 0) return 0;
+            SH_FAIL(SHOAL_ERR_PEER, "connection closed by the peer");
+            return -1;
+        }
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+        SH_FAIL(SHOAL_ERR_PEER, "connection lost (%s)", strerror(errno));
+        return -1;
+    }
+}
+
+static void fd_abort(sh_link *l, const char *reason)
+{
+    (void)reason;
+    shutdown(l->fd, SHUT_RDWR);
+}
+
+static void fd_close(sh_link *l)
+{
+    close(l->fd);
+    free(l);
+}
+
+static const sh_link_ops fd_ops = {
+    .name = "tcp",
+    .send_some = fd_send_some,
+    .recv_some = fd_recv_some,
+    .recv_peek = NULL,
+    .recv_consume = NULL,
+    .abort = fd_abort,
+    .close = fd_close,
+};
+
+shoal_result sh_link_fd_create(int fd, int peer, sh_link **out)
+{
+    *out = NULL;
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+        return SH_FAIL(SHOAL_ERR_IO, "cannot make socket non-blocking: %s", strerror(errno));
+    sh_link *l = calloc(1, sizeof *l);
+    if (!l) return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory for a link");
+    l->ops = &fd_ops;
+    l->peer = peer;
+    l->fd = fd;
+    *out = l;
+    return SHOAL_OK;
+}
+
+void sh_link_close(sh_link *l)
+{
+    if (l) l->ops->close(l);
+}
+
+/* ---- the engine ---- */
+
+enum { STAGE_NBYTES = 64 * 1024 };
+
+/* Per-op carry for RECV_REDUCE: bytes of a partial element, and where the next reduced
+ * element goes. Kept in a side array so sh_xfer_op stays plain. */
+typedef struct {
+    unsigned char part[16];
+    size_t part_nbytes;
+} carry;
+
+static const char *peer_str(const sh_xfer_ctx *x, int peer, char *buf, size_t cap)
+{
+    if (x->peer_name) return x->peer_name(x->ctx, peer, buf, cap);
+    snprintf(buf, cap, "rank %d", peer);
+    return buf;
+}
+
+/* Reduce nbytes of incoming bytes into op->buf at op->done, handling element splits. */
+static void reduce_in(const sh_xfer_ctx *x, sh_xfer_op *op, carry *cy, const unsigned char *in,
+                      size_t nbytes)
+{
+    size_t es = shoal_dtype_nbytes((shoal_dtype)x->dtype);
+    unsigned char *dst = (unsigned char *)op->buf;
+    while (nbytes > 0) {
+        if (cy->part_nbytes > 0 || nbytes < es) {
+            size_t take = es - cy->part_nbytes;
+            if (take > nbytes) take = nbytes;
+            memcpy(cy->part + cy->part_nbytes, in, take);
+            cy->part_nbytes += take;
+            in += take;
+            nbytes -= take;
+            if (cy->part_nbytes == es) {
+                sh_reduce(dst + op->done, cy->part, 1, (shoal_dtype)x->dtype, (shoal_op)x->op);
+                op->done += es;
+                cy->part_nbytes = 0;
+            }
+            continue;
+        }
+        size_t whole = nbytes / es * es;
+        sh_reduce(dst + op->done, in, whole / es, (shoal_dtype)x->dtype, (shoal_op)x->op);
+        op->done += whole;
+        in += whole;
+        nbytes -= whole;
+    }
+}
+
+/* Move what can move now on one op; returns bytes moved or -1. */
+static ssize_t step(const sh_xfer_ctx *x, sh_xfer_op *op, carry *cy, unsigned char *stage)
+{
+    size_t left = op->nbytes - op->done - (op->kind == SH_XFER_RECV_REDUCE ? cy->part_nbytes : 0);
+    sh_link *l = op->link;
+    switch (op->kind) {
+    case SH_XFER_SEND:
+        return l->ops->send_some(l, (const unsigned char *)op->buf + op->done, left);
+    case SH_XFER_RECV: {
+        ssize_t n = l->ops->recv_some(l, (unsigned char *)op->buf + op->done, left);
+        if (n > 0) op->done += (size_t)n;
+        return n;
+    }
+    case SH_XFER_RECV_REDUCE:
+        if (l->ops->recv_peek) {
+            size_t avail = 0;
+            const void *p = l->ops->recv_peek(l, &avail);
+            if (!p || avail == 0) return 0;
+            if (avail > left) avail = left;
+            reduce_in(x, op, cy, p, avail);
+            l->ops->recv_consume(l, avail);
+            return (ssize_t)avail;
+        } else {
+            size_t want = left < STAGE_NBYTES ? left : STAGE_NBYTES;
+            ssize_t n = l->ops->recv_some(l, stage, want);
+            if (n > 0) reduce_in(x, op, cy, stage, (size_t)n);
+            return n;
+        }
+    }
+    return -1;
+}
+
+static int op_done(const sh_xfer_op *op, const carry *cy)
+{
+    return op->done == op->nbytes && cy->part_nbytes == 0;
+}
+
+shoal_result sh_xfer(const sh_xfer_ctx *x, sh_xfer_op *ops, int nops)
+{
+    enum { MAX_OPS = 64 };
+    SH_ASSERT(nops <= MAX_OPS);
+    carry cys[MAX_OPS];
+    memset(cys, 0, sizeof(carry) * (size_t)nops);
+    static __thread unsigned char *stage;
+    for (int i = 0; i < nops; i++)
+        if (ops[i].kind == SH_XFER_RECV_REDUCE && !ops[i].link->ops->recv_peek && !stage) {
+            stage = malloc(STAGE_NBYTES);
+            if (!stage) return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory for staging");
+        }
+
+    uint64_t last_ns = sh_now_ns();
+    uint64_t spin_ns = (uint64_t)(x->spin_us > 0 ? x->spin_us : 0) * 1000;
+    uint64_t timeout_ns = (uint64_t)(x->timeout_ms > 0 ? x->timeout_ms : 60000) * 1000000ull;
+    for (;;) {
+        int pending = 0;
+        size_t moved = 0;
+        for (int i = 0; i < nops; i++) {
+            if (op_done(&ops[i], &cys[i])) continue;
+            ssize_t n = step(x, &ops[i], &cys[i], stage);
+            if (n < 0) {
+                char pb[128];
+                sh_err_prefix("%s with %s: ", x->what, peer_str(x, ops[i].link->peer, pb, sizeof pb));
+                return SHOAL_ERR_PEER;
+            }
+            if (ops[i].kind == SH_XFER_SEND) ops[i].done += (size_t)n;
+            moved += (size_t)n;
+            if (!op_done(&ops[i], &cys[i])) pending++;
+        }
+        if (!pending) return SHOAL_OK;
+        uint64_t now = sh_now_ns();
+        if (moved) {
+            last_ns = now;
+            continue;
+        }
+        uint64_t idle = now - last_ns;
+        if (idle > timeout_ns) {
+            char names[512] = "", pb[128];
+            size_t len = 0;
+            for (int i = 0; i < nops && len < sizeof names - 1; i++) {
+                if (op_done(&ops[i], &cys[i])) continue;
+                len += (size_t)snprintf(names + len, sizeof names - len, "%s%s (%s)",
+                                        len ? ", " : "", peer_str(x, ops[i].link->peer, pb, sizeof pb),
+                                        ops[i].kind == SH_XFER_SEND ? "sending" : "receiving");
+            }
+            return SH_FAIL(SHOAL_ERR_TIMEOUT,
+                           "%s: no progress for %d ms waiting on %s; the peer is dead, frozen or "
+                           "unreachable (SHOAL_TIMEOUT sets the deadline)",
+                           x->what, x->timeout_ms, names);
+        }
+        if (idle < spin_ns) continue;
+        /* Past the spin: sleep on sockets when every pending op has one, else yield, and
+         * after a millisecond of nothing, nap so a slow peer is not starved of the core. */
+        struct pollfd pf[MAX_OPS];
+        int npf = 0, all_fd = 1;
+        for (int i = 0; i < nops; i++) {
+            if (op_done(&ops[i], &cys[i])) continue;
+            if (ops[i].link->fd < 0) {
+                all_fd = 0;
+                break;
+            }
+            pf[npf].fd = ops[i].link->fd;
+            pf[npf].events = ops[i].kind == SH_XFER_SEND ? POLLOUT : POLLIN;
+            pf[npf].revents = 0;
+            npf++;
+        }
+        if (all_fd) {
+            uint64_t left_ms = (timeout_ns - idle) / 1000000ull + 1;
+            poll(pf, (nfds_t)npf, left_ms > 100 ? 100 : (int)left_ms);
+        } else if (idle < 1000000ull) {
+            sched_yield();
+        } else {
+            struct timespec ts = {0, 50000};
+            nanosleep(&ts, NULL);
+        }
+    }
+}

@@ -1,0 +1,71 @@
+/* link.h — a reliable, ordered byte stream to one peer (TCP socket, shared-memory ring, MPI),
+ * and the engine that moves several transfers at once until all are done, one fails, or no
+ * byte has moved for the communicator's timeout.
+ * Not here: making links (transport_*.c), what the bytes mean (algo_*.c, p2p.c).
+ * Proved by tests/comm/test_link.c. */
+#ifndef SH_LINK_H
+#define SH_LINK_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "shoal/result.h"
+
+typedef struct sh_link sh_link;
+
+typedef struct {
+    const char *name; /* "tcp", "shm", "mpi" */
+    /* Never block. Return the bytes moved (0: nothing possible now), or -1 after sh_fail()
+     * with SHOAL_ERR_PEER when the peer is gone (EOF, reset, aborted ring). */
+    ssize_t (*send_some)(sh_link *l, const void *buf, size_t nbytes);
+    ssize_t (*recv_some)(sh_link *l, void *buf, size_t nbytes);
+    /* Optional (NULL when the transport has no in-place view): the readable bytes in place
+     * (*nbytes of them, 0 when none) so a reduction can read them without a copy; then
+     * recv_consume(n) releases n <= *nbytes of them. */
+    const void *(*recv_peek)(sh_link *l, size_t *nbytes);
+    void (*recv_consume)(sh_link *l, size_t nbytes);
+    /* Tell the peer this side gives up (best effort, never blocks); reason may be NULL. */
+    void (*abort)(sh_link *l, const char *reason);
+    void (*close)(sh_link *l); /* frees l */
+} sh_link_ops;
+
+struct sh_link {
+    const sh_link_ops *ops;
+    int peer;  /* rank of the other end in the owning communicator */
+    int fd;    /* pollable descriptor for sleeping on, or -1 (shared memory: spin, yield) */
+    void *impl;
+};
+
+/* A link over a connected stream socket (TCP or a socketpair); takes ownership of fd and
+ * makes it non-blocking. */
+shoal_result sh_link_fd_create(int fd, int peer, sh_link **out);
+void sh_link_close(sh_link *l); /* NULL is fine */
+
+/* One transfer for the engine. For SH_XFER_RECV_REDUCE the bytes received are reduced into
+ * buf (buf = buf OP incoming) with the reduction given to sh_xfer, element by element; the
+ * engine keeps partial elements itself, so the link may deliver any split. */
+typedef enum { SH_XFER_SEND, SH_XFER_RECV, SH_XFER_RECV_REDUCE } sh_xfer_kind;
+typedef struct {
+    sh_link *link;
+    sh_xfer_kind kind;
+    void *buf;      /* const for SEND */
+    size_t nbytes;
+    size_t done;    /* engine-owned progress; set to 0 */
+} sh_xfer_op;
+
+typedef struct {
+    const char *what;   /* "allreduce", "send", ...: names the operation in errors */
+    int timeout_ms;     /* give up when no byte moved on any op for this long */
+    int spin_us;        /* spin this long before yielding / sleeping */
+    int dtype, op;      /* shoal_dtype / shoal_op for SH_XFER_RECV_REDUCE */
+    /* Names a peer in error messages ("rank 3 (hostb)"); NULL: "rank N". */
+    const char *(*peer_name)(void *ctx, int peer, char *buf, size_t cap);
+    void *ctx;
+} sh_xfer_ctx;
+
+/* Run all ops to completion, interleaved (so a ring step's send and receive never
+ * deadlock). Errors: SHOAL_ERR_PEER (a link failed: names peer and operation),
+ * SHOAL_ERR_TIMEOUT (no progress for timeout_ms: names the peers still pending). */
+shoal_result sh_xfer(const sh_xfer_ctx *x, sh_xfer_op *ops, int nops);
+
+#endif
