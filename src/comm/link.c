@@ -157,7 +157,8 @@ static ssize_t step(const sh_xfer_ctx *x, sh_xfer_op *op, carry *cy, unsigned ch
         if (l->ops->recv_peek) {
             size_t avail = 0;
             const void *p = l->ops->recv_peek(l, &avail);
-            if (!p || avail == 0) return 0;
+            if (!p) return -1;
+            if (avail == 0) return 0;
             if (avail > left) avail = left;
             reduce_in(x, op, cy, p, avail);
             l->ops->recv_consume(l, avail);

@@ -21,7 +21,8 @@ typedef struct {
     ssize_t (*recv_some)(sh_link *l, void *buf, size_t nbytes);
     /* Optional (NULL when the transport has no in-place view): the readable bytes in place
      * (*nbytes of them, 0 when none) so a reduction can read them without a copy; then
-     * recv_consume(n) releases n <= *nbytes of them. */
+     * recv_consume(n) releases n <= *nbytes of them. Returns NULL after sh_fail() when the
+     * peer is gone. */
     const void *(*recv_peek)(sh_link *l, size_t *nbytes);
     void (*recv_consume)(sh_link *l, size_t nbytes);
     /* Tell the peer this side gives up (best effort, never blocks); reason may be NULL. */

@@ -14,8 +14,9 @@
 #include <unistd.h>
 
 #include "comm/comm_internal.h"
+#include "comm/transport_shm.h"
 
-sh_test_shm_hook sh_test_shm;
+sh_test_shm_hook sh_test_shm = {sh_shm_test_prepare, sh_shm_test_attach};
 
 static int socketpair_comm(int rank, int n, int **fds, const sh_test_ranks_opts *o, shoal_comm **out)
 {

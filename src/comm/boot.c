@@ -1,0 +1,217 @@
+/* boot.c — from the environment to a communicator skeleton: rank, world, master, job key,
+ * the store, and every rank's host.
+ * Not here: links (transport_*.c), choosing transports (comm.c).
+ * Proved by tests/comm/test_boot.c and tests/comm/test_comm.c. */
+#include "comm/boot.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/env.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "comm/net.h"
+#include "comm/store.h"
+
+static shoal_result env_int(const char *name, int *out, int *found)
+{
+    *found = sh_env_is_set(name);
+    if (!*found) return SHOAL_OK;
+    long v = 0;
+    SH_TRY(sh_env_long(name, &v));
+    *out = (int)v;
+    return SHOAL_OK;
+}
+
+shoal_result sh_boot_read_env(const shoal_comm_opts *o, sh_boot_env *e)
+{
+    memset(e, 0, sizeof *e);
+    e->rank = o && o->rank >= 0 ? o->rank : -1;
+    e->world = o && o->world > 0 ? o->world : -1;
+    e->source = "options";
+    static const struct {
+        const char *rank, *world, *source;
+    } launchers[] = {
+        {"SHOAL_RANK", "SHOAL_WORLD_SIZE", "shoal"},
+        {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "openmpi"},
+        {"PMI_RANK", "PMI_SIZE", "mpich"},
+        {"SLURM_PROCID", "SLURM_NTASKS", "slurm"},
+    };
+    for (size_t i = 0; i < sizeof launchers / sizeof launchers[0] && (e->rank < 0 || e->world < 0); i++) {
+        int r = -1, w = -1, fr = 0, fw = 0;
+        SH_TRY(env_int(launchers[i].rank, &r, &fr));
+        SH_TRY(env_int(launchers[i].world, &w, &fw));
+        if (!fr && !fw) continue;
+        if (fr != fw)
+            return SH_FAIL(SHOAL_ERR_INVALID, "%s is %s but %s is %s: set both, or start ranks with "
+                           "`shoal launch -n N`", launchers[i].rank, fr ? "set" : "unset",
+                           launchers[i].world, fw ? "set" : "unset");
+        if (e->rank < 0) e->rank = r;
+        if (e->world < 0) e->world = w;
+        e->source = launchers[i].source;
+    }
+    if (e->rank < 0 || e->world < 0)
+        return SH_FAIL(SHOAL_ERR_INVALID,
+                       "SHOAL_RANK and SHOAL_WORLD_SIZE are unset: start ranks with `shoal launch -n N`, "
+                       "mpirun, mpiexec or srun, or set SHOAL_RANK/SHOAL_WORLD_SIZE");
+    if (e->rank >= e->world)
+        return SH_FAIL(SHOAL_ERR_INVALID, "rank %d is not below the world size %d (from %s's variables)",
+                       e->rank, e->world, e->source);
+    const char *addr = o && o->master_addr ? o->master_addr : sh_env_str("SHOAL_MASTER_ADDR");
+    snprintf(e->master_addr, sizeof e->master_addr, "%s", addr ? addr : "127.0.0.1");
+    long port = 0;
+    if (o && o->master_port > 0) port = o->master_port;
+    else SH_TRY(sh_env_long("SHOAL_MASTER_PORT", &port));
+    e->master_port = (int)port;
+    const char *key = o && o->job_key ? o->job_key : sh_env_str("SHOAL_JOB_KEY");
+    if (key && key[0]) {
+        snprintf(e->job_key, sizeof e->job_key, "%s", key);
+    } else {
+        /* No secret handed out: derive one every rank of this launch shares. It keeps
+         * strays of other jobs out, but is not secret: set SHOAL_JOB_KEY for that. */
+        const char *a = sh_env_str("PMIX_NAMESPACE"), *b = sh_env_str("OMPI_MCA_orte_hnp_uri");
+        const char *sj = sh_env_str("SLURM_JOB_ID"), *ss = sh_env_str("SLURM_STEP_ID");
+        snprintf(e->job_key, sizeof e->job_key, "derived:%s:%s:%s:%s:%s:%d", a ? a : "",
+                 b ? b : "", sj ? sj : "", ss ? ss : "", e->master_addr, e->master_port);
+        e->key_is_derived = 1;
+        if (e->world > 1 && !strcmp(e->source, "shoal"))
+            return SH_FAIL(SHOAL_ERR_INVALID,
+                           "SHOAL_JOB_KEY is unset: `shoal launch` sets it; when starting ranks "
+                           "yourself, give every rank the same secret SHOAL_JOB_KEY");
+    }
+    return SHOAL_OK;
+}
+
+void sh_boot_host_id(char *out, size_t cap)
+{
+    const char *forced = sh_env_str("SHOAL_HOST_ID");
+    if (forced && forced[0]) {
+        snprintf(out, cap, "%s", forced);
+        return;
+    }
+    char host[256] = "?", boot[64] = "", ns[64] = "";
+    gethostname(host, sizeof host - 1);
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f) {
+        if (!fgets(boot, sizeof boot, f)) boot[0] = 0;
+        fclose(f);
+        boot[strcspn(boot, "\n")] = 0;
+    }
+    ssize_t n = readlink("/proc/self/ns/net", ns, sizeof ns - 1);
+    ns[n > 0 ? n : 0] = 0;
+    snprintf(out, cap, "%s/%s/%s", host, boot, ns);
+}
+
+static shoal_result fill_options(const shoal_comm_opts *o, shoal_comm *c)
+{
+    const char *t = o && o->transport ? o->transport : sh_env_str("SHOAL_TRANSPORT");
+    static const char *tnames[] = {"auto", "shm", "tcp", "mpi"};
+    int ok = 0;
+    for (int i = 0; i < 4; i++)
+        if (t && !strcmp(t, tnames[i])) {
+            c->transport = (sh_transport_kind)i;
+            ok = 1;
+        }
+    if (!ok) return SH_FAIL(SHOAL_ERR_INVALID, "SHOAL_TRANSPORT=%s: use auto, shm, tcp or mpi", t ? t : "");
+    const char *a = o && o->algo ? o->algo : sh_env_str("SHOAL_ALGO");
+    static const char *anames[] = {"auto", "ring", "rd", "rhd", "tree", "hier", "mpi"};
+    ok = 0;
+    for (int i = 0; i < SH_ALGO_COUNT; i++)
+        if (a && !strcmp(a, anames[i])) {
+            c->algo = (sh_algo_kind)i;
+            ok = 1;
+        }
+    if (!ok)
+        return SH_FAIL(SHOAL_ERR_INVALID, "SHOAL_ALGO=%s: use auto, ring, rd, rhd, tree, hier or mpi",
+                       a ? a : "");
+    if (o && o->timeout_ms > 0) c->timeout_ms = o->timeout_ms;
+    long chunk = 0;
+    SH_TRY(sh_env_long("SHOAL_CHUNK_BYTES", &chunk));
+    c->chunk_nbytes = o && o->chunk_nbytes ? o->chunk_nbytes : (size_t)chunk;
+    return SHOAL_OK;
+}
+
+shoal_result sh_boot_world(const shoal_comm_opts *o, shoal_comm **out)
+{
+    *out = NULL;
+    sh_boot_env e;
+    SH_TRY(sh_boot_read_env(o, &e));
+    shoal_comm *c = NULL;
+    SH_TRY(sh_comm_alloc(e.rank, e.world, &c));
+    shoal_result rc = fill_options(o, c);
+    if (rc != SHOAL_OK) goto fail;
+    char host[256];
+    gethostname(host, sizeof host - 1);
+    host[sizeof host - 1] = 0;
+    sh_log_set_rank(e.rank, host);
+    if (e.key_is_derived)
+        SH_LOG_I("comm", "no SHOAL_JOB_KEY: using a key derived from the %s job (not secret)", e.source);
+    if (e.rank == 0) {
+        int bind_all = 0;
+        long ba = 0;
+        if (sh_env_long("SHOAL_BIND_ALL", &ba) == SHOAL_OK) bind_all = ba == 1;
+        rc = sh_store_server_start(bind_all ? NULL : e.master_addr, e.master_port, e.job_key,
+                                   &c->store_server);
+        if (rc != SHOAL_OK) goto fail;
+    }
+    rc = sh_store_connect(e.master_addr, e.master_port, e.job_key, c->timeout_ms, &c->store);
+    if (rc != SHOAL_OK) goto fail;
+    /* Publish "hostid\nhostname", then learn everyone's. */
+    char me[600], id[300], key[96];
+    sh_boot_host_id(id, sizeof id);
+    int n = snprintf(me, sizeof me, "%s\n%s", id, host);
+    snprintf(key, sizeof key, "w/host/%d", e.rank);
+    rc = sh_store_set(c->store, key, me, (size_t)n);
+    if (rc != SHOAL_OK) goto fail;
+    char (*ids)[300] = calloc((size_t)e.world, sizeof *ids);
+    if (!ids) {
+        rc = SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    for (int r = 0; r < e.world && rc == SHOAL_OK; r++) {
+        char v[600];
+        size_t vn = 0;
+        snprintf(key, sizeof key, "w/host/%d", r);
+        rc = sh_store_get(c->store, key, v, sizeof v - 1, &vn, c->timeout_ms);
+        if (rc == SHOAL_ERR_TIMEOUT) {
+            rc = SH_FAIL(SHOAL_ERR_TIMEOUT,
+                         "rank %d of %d never joined the rendezvous at %s:%d within %d ms "
+                         "(did it start? SHOAL_TIMEOUT sets the deadline)",
+                         r, e.world, e.master_addr, e.master_port, c->timeout_ms);
+            break;
+        }
+        if (rc != SHOAL_OK) break;
+        v[vn < sizeof v ? vn : sizeof v - 1] = 0;
+        char *nl = strchr(v, '\n');
+        if (nl) *nl = 0;
+        snprintf(ids[r], sizeof ids[r], "%.299s", v);
+        c->hostname[r] = strdup(nl ? nl + 1 : "?");
+        int h = -1;
+        for (int q = 0; q < r; q++)
+            if (!strcmp(ids[q], ids[r])) {
+                h = c->host_of[q];
+                break;
+            }
+        if (h < 0) {
+            h = 0;
+            for (int q = 0; q < r; q++)
+                if (c->host_of[q] + 1 > h) h = c->host_of[q] + 1;
+        }
+        c->host_of[r] = h;
+    }
+    free(ids);
+    if (rc != SHOAL_OK) goto fail;
+    sh_comm_index_hosts(c);
+    *out = c;
+    return SHOAL_OK;
+fail:
+    sh_store_close(c->store);
+    c->store = NULL;
+    sh_store_server_stop(c->store_server);
+    c->store_server = NULL;
+    sh_comm_free(c);
+    return rc;
+}

@@ -1,0 +1,300 @@
+/* net.c — TCP helpers with deadlines, interface choice and the job-key handshake.
+ * Not here: the store protocol (store.c), the mesh of rank links (transport_tcp.c).
+ * Proved by tests/comm/test_store.c and tests/comm/test_comm_faults.c. */
+#include "comm/net.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/env.h"
+#include "base/err.h"
+#include "base/sha256.h"
+#include "base/util.h"
+
+uint64_t sh_net_deadline(int timeout_ms)
+{
+    return sh_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 1) * 1000000ull;
+}
+
+static int ms_left(uint64_t deadline_ns)
+{
+    uint64_t now = sh_now_ns();
+    if (now >= deadline_ns) return 0;
+    uint64_t ms = (deadline_ns - now) / 1000000ull + 1;
+    return ms > 1000000 ? 1000000 : (int)ms;
+}
+
+static shoal_result wait_fd(int fd, short ev, uint64_t deadline_ns, const char *what)
+{
+    for (;;) {
+        int left = ms_left(deadline_ns);
+        if (left == 0) return SH_FAIL(SHOAL_ERR_TIMEOUT, "timed out %s", what);
+        struct pollfd p = {fd, ev, 0};
+        int n = poll(&p, 1, left);
+        if (n > 0) return SHOAL_OK;
+        if (n < 0 && errno != EINTR) return SH_FAIL(SHOAL_ERR_IO, "poll: %s", strerror(errno));
+    }
+}
+
+shoal_result sh_net_read_all(int fd, void *buf, size_t nbytes, uint64_t deadline_ns)
+{
+    unsigned char *p = buf;
+    while (nbytes > 0) {
+        ssize_t n = recv(fd, p, nbytes, MSG_DONTWAIT);
+        if (n > 0) {
+            p += n;
+            nbytes -= (size_t)n;
+            continue;
+        }
+        if (n == 0) return SH_FAIL(SHOAL_ERR_PEER, "connection closed by the other side");
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return SH_FAIL(SHOAL_ERR_PEER, "connection lost: %s", strerror(errno));
+        SH_TRY(wait_fd(fd, POLLIN, deadline_ns, "waiting for data"));
+    }
+    return SHOAL_OK;
+}
+
+shoal_result sh_net_write_all(int fd, const void *buf, size_t nbytes, uint64_t deadline_ns)
+{
+    const unsigned char *p = buf;
+    while (nbytes > 0) {
+        ssize_t n = send(fd, p, nbytes, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n > 0) {
+            p += n;
+            nbytes -= (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+            return SH_FAIL(SHOAL_ERR_PEER, "connection lost: %s", strerror(errno));
+        SH_TRY(wait_fd(fd, POLLOUT, deadline_ns, "sending"));
+    }
+    return SHOAL_OK;
+}
+
+void sh_net_tune(int fd)
+{
+    int one = 1, big = 4 << 20;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
+}
+
+static shoal_result resolve(const char *host, int port, struct sockaddr_in *out)
+{
+    memset(out, 0, sizeof *out);
+    out->sin_family = AF_INET;
+    out->sin_port = htons((uint16_t)port);
+    if (inet_pton(AF_INET, host, &out->sin_addr) == 1) return SHOAL_OK;
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    int rc = getaddrinfo(host, NULL, &hints, &res);
+    if (rc != 0 || !res)
+        return SH_FAIL(SHOAL_ERR_INVALID, "cannot resolve host \"%s\": %s", host, gai_strerror(rc));
+    out->sin_addr = ((struct sockaddr_in *)res->ai_addr)->sin_addr;
+    freeaddrinfo(res);
+    return SHOAL_OK;
+}
+
+shoal_result sh_net_connect(const char *host, int port, uint64_t deadline_ns, int *fd_out)
+{
+    *fd_out = -1;
+    struct sockaddr_in a;
+    SH_TRY(resolve(host, port, &a));
+    int last_err = 0;
+    for (;;) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0) return SH_FAIL(SHOAL_ERR_IO, "socket: %s", strerror(errno));
+        int rc = connect(fd, (struct sockaddr *)&a, sizeof a);
+        if (rc < 0 && errno == EINPROGRESS) {
+            struct pollfd p = {fd, POLLOUT, 0};
+            int left = ms_left(deadline_ns);
+            if (poll(&p, 1, left < 1000 ? left : 1000) == 1) {
+                int err = 0;
+                socklen_t len = sizeof err;
+                getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+                rc = err ? -1 : 0;
+                errno = err ? err : ETIMEDOUT;
+            } else {
+                rc = -1;
+                errno = ETIMEDOUT;
+            }
+        }
+        if (rc == 0) {
+            sh_net_tune(fd);
+            *fd_out = fd;
+            return SHOAL_OK;
+        }
+        last_err = errno;
+        close(fd);
+        if (ms_left(deadline_ns) == 0)
+            return SH_FAIL(SHOAL_ERR_TIMEOUT, "cannot connect to %s:%d (%s) before the deadline",
+                           host, port, strerror(last_err));
+        struct timespec ts = {0, 20 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+shoal_result sh_net_listen(const char *addr, int port, int *fd_out, int *port_out)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    if (addr && addr[0]) {
+        SH_TRY(resolve(addr, port, &a));
+    } else {
+        a.sin_addr.s_addr = htonl(INADDR_ANY);
+    }
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) return SH_FAIL(SHOAL_ERR_IO, "socket: %s", strerror(errno));
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 128) < 0) {
+        int e = errno;
+        close(fd);
+        return SH_FAIL(SHOAL_ERR_IO, "cannot listen on %s:%d: %s%s", addr && addr[0] ? addr : "*",
+                       port, strerror(e),
+                       e == EADDRINUSE ? " (choose another SHOAL_MASTER_PORT)" : "");
+    }
+    socklen_t len = sizeof a;
+    getsockname(fd, (struct sockaddr *)&a, &len);
+    *fd_out = fd;
+    if (port_out) *port_out = ntohs(a.sin_port);
+    return SHOAL_OK;
+}
+
+shoal_result sh_net_local_addr(const char *master_addr, char *out, size_t cap)
+{
+    const char *ifname = sh_env_str("SHOAL_SOCKET_IFNAME");
+    if (ifname && ifname[0]) {
+        struct ifaddrs *ifs = NULL;
+        if (getifaddrs(&ifs) < 0) return SH_FAIL(SHOAL_ERR_IO, "getifaddrs: %s", strerror(errno));
+        int found = 0;
+        for (struct ifaddrs *i = ifs; i; i = i->ifa_next)
+            if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && strcmp(i->ifa_name, ifname) == 0) {
+                inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, out, (socklen_t)cap);
+                found = 1;
+                break;
+            }
+        freeifaddrs(ifs);
+        if (!found)
+            return SH_FAIL(SHOAL_ERR_INVALID,
+                           "SHOAL_SOCKET_IFNAME=%s: no such interface with an IPv4 address "
+                           "(see `ip addr`)", ifname);
+        return SHOAL_OK;
+    }
+    struct sockaddr_in a;
+    snprintf(out, cap, "127.0.0.1");
+    if (resolve(master_addr, 9, &a) != SHOAL_OK) return SHOAL_OK;
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return SHOAL_OK;
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0) {
+        struct sockaddr_in me;
+        socklen_t len = sizeof me;
+        if (getsockname(fd, (struct sockaddr *)&me, &len) == 0)
+            inet_ntop(AF_INET, &me.sin_addr, out, (socklen_t)cap);
+    }
+    close(fd);
+    return SHOAL_OK;
+}
+
+const char *sh_net_peer_str(int fd, char *buf, size_t cap)
+{
+    struct sockaddr_in a;
+    socklen_t len = sizeof a;
+    char ip[64] = "?";
+    if (getpeername(fd, (struct sockaddr *)&a, &len) == 0) {
+        inet_ntop(AF_INET, &a.sin_addr, ip, sizeof ip);
+        snprintf(buf, cap, "%s:%d", ip, ntohs(a.sin_port));
+    } else {
+        snprintf(buf, cap, "unknown peer");
+    }
+    return buf;
+}
+
+/* ---- handshake ----
+ * server -> client: "SHOAL1S\0" nonce_s[32]
+ * client -> server: "SHOAL1C\0" nonce_c[32] ctx[96] mac_c[32]   mac_c = HMAC(key, "C" ns nc ctx)
+ * server -> client: mac_s[32]                                  mac_s = HMAC(key, "S" nc ns ctx)
+ * A server that sees a wrong magic or MAC closes without answering. */
+
+static void mac(const char *key, char who, const unsigned char *n1, const unsigned char *n2,
+                const char *ctx, unsigned char out[32])
+{
+    unsigned char msg[1 + 32 + 32 + SH_AUTH_CTX_NBYTES];
+    msg[0] = (unsigned char)who;
+    memcpy(msg + 1, n1, 32);
+    memcpy(msg + 33, n2, 32);
+    memcpy(msg + 65, ctx, SH_AUTH_CTX_NBYTES);
+    sh_hmac_sha256(key, strlen(key), msg, sizeof msg, out);
+}
+
+static void nonce(unsigned char out[32])
+{
+    if (getrandom(out, 32, 0) != 32) {
+        uint64_t t = sh_now_ns() ^ ((uint64_t)getpid() << 32);
+        for (int i = 0; i < 32; i++) out[i] = (unsigned char)(t >> (8 * (i % 8))) ^ (unsigned char)i;
+    }
+}
+
+shoal_result sh_auth_client(int fd, const char *key, const char *context, uint64_t deadline_ns)
+{
+    unsigned char hello[40], ns[32], nc[32], m[32], ms[32];
+    char ctx[SH_AUTH_CTX_NBYTES] = {0};
+    snprintf(ctx, sizeof ctx, "%s", context);
+    SH_TRY(sh_net_read_all(fd, hello, sizeof hello, deadline_ns));
+    if (memcmp(hello, "SHOAL1S", 8) != 0)
+        return SH_FAIL(SHOAL_ERR_PEER, "the other side does not speak shoal's protocol");
+    memcpy(ns, hello + 8, 32);
+    nonce(nc);
+    mac(key, 'C', ns, nc, ctx, m);
+    unsigned char msg[8 + 32 + SH_AUTH_CTX_NBYTES + 32];
+    memcpy(msg, "SHOAL1C", 8);
+    memcpy(msg + 8, nc, 32);
+    memcpy(msg + 40, ctx, SH_AUTH_CTX_NBYTES);
+    memcpy(msg + 40 + SH_AUTH_CTX_NBYTES, m, 32);
+    SH_TRY(sh_net_write_all(fd, msg, sizeof msg, deadline_ns));
+    shoal_result rc = sh_net_read_all(fd, ms, 32, deadline_ns);
+    if (rc != SHOAL_OK)
+        return SH_FAIL(SHOAL_ERR_PEER, "job key rejected: this process is not part of the job "
+                                       "(SHOAL_JOB_KEY differs from the other ranks')");
+    mac(key, 'S', nc, ns, ctx, m);
+    if (!sh_mem_equal_ct(m, ms, 32))
+        return SH_FAIL(SHOAL_ERR_PEER, "the other side does not hold this job's key");
+    return SHOAL_OK;
+}
+
+shoal_result sh_auth_server(int fd, const char *key, char ctx_out[SH_AUTH_CTX_NBYTES],
+                            uint64_t deadline_ns)
+{
+    unsigned char hello[40], nc[32], m[32];
+    memcpy(hello, "SHOAL1S", 8);
+    nonce(hello + 8);
+    SH_TRY(sh_net_write_all(fd, hello, sizeof hello, deadline_ns));
+    unsigned char msg[8 + 32 + SH_AUTH_CTX_NBYTES + 32];
+    SH_TRY(sh_net_read_all(fd, msg, sizeof msg, deadline_ns));
+    if (memcmp(msg, "SHOAL1C", 8) != 0)
+        return SH_FAIL(SHOAL_ERR_PEER, "not a shoal client (bad greeting)");
+    memcpy(nc, msg + 8, 32);
+    char ctx[SH_AUTH_CTX_NBYTES];
+    memcpy(ctx, msg + 40, SH_AUTH_CTX_NBYTES);
+    ctx[SH_AUTH_CTX_NBYTES - 1] = 0;
+    mac(key, 'C', hello + 8, nc, ctx, m);
+    if (!sh_mem_equal_ct(m, msg + 40 + SH_AUTH_CTX_NBYTES, 32))
+        return SH_FAIL(SHOAL_ERR_PEER, "wrong job key");
+    mac(key, 'S', nc, hello + 8, ctx, m);
+    SH_TRY(sh_net_write_all(fd, m, 32, deadline_ns));
+    if (ctx_out) memcpy(ctx_out, ctx, SH_AUTH_CTX_NBYTES);
+    return SHOAL_OK;
+}

@@ -1,0 +1,38 @@
+/* net.h — TCP socket helpers with deadlines, interface choice, and the job-key handshake
+ * every connection of a job makes (HMAC-SHA256 challenge-response, both directions).
+ * Not here: what flows after the handshake (store.c, transport_tcp.c).
+ * Proved by tests/comm/test_store.c and tests/comm/test_comm_faults.c. */
+#ifndef SH_NET_H
+#define SH_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shoal/result.h"
+
+/* Absolute deadline in ns of sh_now_ns() clock, timeout_ms from now. */
+uint64_t sh_net_deadline(int timeout_ms);
+/* Read / write exactly nbytes before the deadline (blocking or non-blocking fd). */
+shoal_result sh_net_read_all(int fd, void *buf, size_t nbytes, uint64_t deadline_ns);
+shoal_result sh_net_write_all(int fd, const void *buf, size_t nbytes, uint64_t deadline_ns);
+/* Connect to host:port, retrying refused connections until the deadline. */
+shoal_result sh_net_connect(const char *host, int port, uint64_t deadline_ns, int *fd_out);
+/* Listen on addr:port (port 0: any; addr NULL or "": every address). *port_out: bound port. */
+shoal_result sh_net_listen(const char *addr, int port, int *fd_out, int *port_out);
+/* The local IPv4 address to listen on: SHOAL_SOCKET_IFNAME's, else the one the kernel
+ * routes to master_addr from, else 127.0.0.1. */
+shoal_result sh_net_local_addr(const char *master_addr, char *out, size_t cap);
+/* "a.b.c.d:port" of a connected socket's peer. */
+const char *sh_net_peer_str(int fd, char *buf, size_t cap);
+void sh_net_tune(int fd); /* TCP_NODELAY, big buffers */
+
+/* The handshake. context names what the connection is for ("store", "w/tcp 3->5 coll");
+ * both sides must use the same key and context, or it fails without revealing the key.
+ * The client sends its context (so a server can learn who connects); the server checks
+ * it with accept_ctx (may be NULL: any context) and returns it in ctx_out. */
+enum { SH_AUTH_CTX_NBYTES = 96 };
+shoal_result sh_auth_client(int fd, const char *key, const char *context, uint64_t deadline_ns);
+shoal_result sh_auth_server(int fd, const char *key, char ctx_out[SH_AUTH_CTX_NBYTES],
+                            uint64_t deadline_ns);
+
+#endif

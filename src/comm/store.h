@@ -1,0 +1,38 @@
+/* store.h — the rendezvous store rank 0 runs (as torch.distributed's TCPStore): keys and
+ * values over authenticated TCP; get waits until a key appears; atomic counters; barriers.
+ * Not here: what the keys mean (boot.c, transport_*.c, comm.c).
+ * Proved by tests/comm/test_store.c. */
+#ifndef SH_STORE_H
+#define SH_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shoal/result.h"
+
+typedef struct sh_store sh_store;
+typedef struct sh_store_server sh_store_server;
+
+enum { SH_STORE_MAX_VALUE_NBYTES = 1 << 20 };
+
+/* Serve on addr:port (addr NULL/"": every address). Connections must prove `key`; others
+ * are logged and dropped, and the store goes on. */
+shoal_result sh_store_server_start(const char *addr, int port, const char *key,
+                                   sh_store_server **out);
+int sh_store_server_port(const sh_store_server *s);
+void sh_store_server_stop(sh_store_server *s); /* NULL is fine */
+
+/* Connect (retrying until timeout_ms) and authenticate. Thread-safe afterwards. */
+shoal_result sh_store_connect(const char *addr, int port, const char *key, int timeout_ms,
+                              sh_store **out);
+void sh_store_close(sh_store *s); /* NULL is fine */
+
+shoal_result sh_store_set(sh_store *s, const char *key, const void *val, size_t nbytes);
+/* Wait until key exists (up to timeout_ms), copy up to cap bytes, *nbytes = its length. */
+shoal_result sh_store_get(sh_store *s, const char *key, void *val, size_t cap, size_t *nbytes,
+                          int timeout_ms);
+shoal_result sh_store_add(sh_store *s, const char *key, int64_t delta, int64_t *after);
+/* Every one of nranks callers with the same key returns once all have arrived. */
+shoal_result sh_store_barrier(sh_store *s, const char *key, int nranks, int timeout_ms);
+
+#endif

@@ -1,0 +1,339 @@
+/* transport_shm.c — shared-memory links: SPSC byte rings in one segment per host.
+ * Not here: what the bytes mean (algo.c, p2p.c), waiting policy (link.c's engine).
+ * Proved by tests/comm/test_transport_shm.c and tests/comm/test_comm.c. */
+#include "comm/transport_shm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/err.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "comm/store.h"
+
+enum { COLL_RING_NBYTES = 1 << 20, P2P_RING_NBYTES = 256 << 10, LINE = 64 };
+
+typedef struct {
+    _Alignas(LINE) _Atomic uint64_t head; /* bytes ever written */
+    _Alignas(LINE) _Atomic uint64_t tail; /* bytes ever read */
+    _Alignas(LINE) _Atomic int aborted;
+    int32_t writer_pid, reader_pid;
+    char reason[256];
+    _Alignas(LINE) unsigned char data[];
+} ring;
+
+struct sh_shm {
+    void *base;
+    size_t nbytes;
+    int nlocal;
+};
+
+typedef struct {
+    ring *out, *in;
+    size_t out_size, in_size;
+    int peer_pid;
+    unsigned idle_polls;
+} shm_link;
+
+static size_t ring_stride(size_t data_nbytes) { return (sizeof(ring) + data_nbytes + LINE - 1) / LINE * LINE; }
+
+/* Layout: for each ordered pair (from, to) of local indices and each plane, one ring. */
+static size_t segment_nbytes(int nlocal)
+{
+    size_t pairs = (size_t)nlocal * (size_t)nlocal;
+    return pairs * (ring_stride(COLL_RING_NBYTES) + ring_stride(P2P_RING_NBYTES));
+}
+
+static ring *ring_at(void *base, int nlocal, int from, int to, int plane)
+{
+    size_t pair = (size_t)from * (size_t)nlocal + (size_t)to;
+    size_t off = pair * (ring_stride(COLL_RING_NBYTES) + ring_stride(P2P_RING_NBYTES));
+    if (plane) off += ring_stride(COLL_RING_NBYTES);
+    return (ring *)((unsigned char *)base + off);
+}
+
+static shoal_result gone(shm_link *s, const char *dir)
+{
+    ring *r = s->in;
+    if (atomic_load_explicit(&s->in->aborted, memory_order_acquire) ||
+        atomic_load_explicit(&s->out->aborted, memory_order_acquire)) {
+        r = atomic_load_explicit(&s->in->aborted, memory_order_acquire) ? s->in : s->out;
+        return SH_FAIL(SHOAL_ERR_PEER, "the peer gave up: %s", r->reason[0] ? r->reason : "(no reason)");
+    }
+    if (++s->idle_polls % 4096 == 0 && s->peer_pid > 0 && kill(s->peer_pid, 0) < 0 && errno == ESRCH)
+        return SH_FAIL(SHOAL_ERR_PEER, "the peer process (pid %d) exited while %s", s->peer_pid, dir);
+    return SHOAL_OK;
+}
+
+static ssize_t shm_send_some(sh_link *l, const void *buf, size_t nbytes)
+{
+    shm_link *s = l->impl;
+    ring *r = s->out;
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+    uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
+    size_t free_n = s->out_size - (size_t)(head - tail);
+    if (free_n == 0 || nbytes == 0) {
+        if (nbytes && gone(s, "sending") != SHOAL_OK) return -1;
+        return 0;
+    }
+    size_t n = nbytes < free_n ? nbytes : free_n;
+    size_t pos = (size_t)(head % s->out_size), first = s->out_size - pos;
+    if (first > n) first = n;
+    memcpy(r->data + pos, buf, first);
+    if (n > first) memcpy(r->data, (const unsigned char *)buf + first, n - first);
+    atomic_store_explicit(&r->head, head + n, memory_order_release);
+    s->idle_polls = 0;
+    return (ssize_t)n;
+}
+
+static ssize_t shm_recv_some(sh_link *l, void *buf, size_t nbytes)
+{
+    shm_link *s = l->impl;
+    ring *r = s->in;
+    uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+    size_t avail = (size_t)(head - tail);
+    if (avail == 0 || nbytes == 0) {
+        if (nbytes && gone(s, "receiving") != SHOAL_OK) return -1;
+        return 0;
+    }
+    size_t n = nbytes < avail ? nbytes : avail;
+    size_t pos = (size_t)(tail % s->in_size), first = s->in_size - pos;
+    if (first > n) first = n;
+    memcpy(buf, r->data + pos, first);
+    if (n > first) memcpy((unsigned char *)buf + first, r->data, n - first);
+    atomic_store_explicit(&r->tail, tail + n, memory_order_release);
+    s->idle_polls = 0;
+    return (ssize_t)n;
+}
+
+static const void *shm_recv_peek(sh_link *l, size_t *nbytes)
+{
+    shm_link *s = l->impl;
+    ring *r = s->in;
+    uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+    size_t avail = (size_t)(head - tail);
+    if (avail == 0) {
+        *nbytes = 0;
+        if (gone(s, "receiving") != SHOAL_OK) return NULL; /* next recv_some reports it */
+        return r->data;
+    }
+    size_t pos = (size_t)(tail % s->in_size), first = s->in_size - pos;
+    *nbytes = avail < first ? avail : first;
+    s->idle_polls = 0;
+    return r->data + pos;
+}
+
+static void shm_recv_consume(sh_link *l, size_t nbytes)
+{
+    shm_link *s = l->impl;
+    uint64_t tail = atomic_load_explicit(&s->in->tail, memory_order_relaxed);
+    atomic_store_explicit(&s->in->tail, tail + nbytes, memory_order_release);
+}
+
+static void shm_abort(sh_link *l, const char *reason)
+{
+    shm_link *s = l->impl;
+    ring *rs[2] = {s->out, s->in};
+    for (int i = 0; i < 2; i++) {
+        if (!atomic_load(&rs[i]->aborted)) snprintf(rs[i]->reason, sizeof rs[i]->reason, "%s", reason ? reason : "");
+        atomic_store_explicit(&rs[i]->aborted, 1, memory_order_release);
+    }
+}
+
+static void shm_close(sh_link *l)
+{
+    free(l->impl);
+    free(l);
+}
+
+static const sh_link_ops shm_ops = {
+    .name = "shm",
+    .send_some = shm_send_some,
+    .recv_some = shm_recv_some,
+    .recv_peek = shm_recv_peek,
+    .recv_consume = shm_recv_consume,
+    .abort = shm_abort,
+    .close = shm_close,
+};
+
+
+static shoal_result make_links(shoal_comm *c, void *base, int nlocal, const int *local_ranks,
+                               const int *pids, const unsigned char *want)
+{
+    int me = -1;
+    for (int i = 0; i < nlocal; i++)
+        if (local_ranks[i] == c->rank) me = i;
+    SH_ASSERT(me >= 0);
+    for (int i = 0; i < nlocal; i++) {
+        int p = local_ranks[i];
+        if (p == c->rank || !want[p]) continue;
+        for (int plane = 0; plane < 2; plane++) {
+            sh_link *l = calloc(1, sizeof *l);
+            shm_link *s = calloc(1, sizeof *s);
+            if (!l || !s) {
+                free(l);
+                free(s);
+                return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
+            }
+            s->out = ring_at(base, nlocal, me, i, plane);
+            s->in = ring_at(base, nlocal, i, me, plane);
+            s->out_size = s->in_size = plane ? P2P_RING_NBYTES : COLL_RING_NBYTES;
+            s->peer_pid = pids ? pids[i] : 0;
+            l->ops = &shm_ops;
+            l->peer = p;
+            l->fd = -1;
+            l->impl = s;
+            if (plane) c->p2p[p] = l;
+            else c->coll[p] = l;
+        }
+    }
+    return SHOAL_OK;
+}
+
+shoal_result sh_shm_connect(shoal_comm *c, const unsigned char *want)
+{
+    /* The local group: this host's ranks that want shared memory (and us). */
+    int *local = malloc(sizeof(int) * (size_t)c->world);
+    if (!local) return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
+    int nlocal = 0;
+    for (int p = 0; p < c->world; p++)
+        if (p == c->rank || (want[p] && c->host_of[p] == c->host_of[c->rank])) local[nlocal++] = p;
+    if (nlocal < 2) {
+        free(local);
+        return SHOAL_OK;
+    }
+    int leader = local[0] == c->rank;
+    size_t nbytes = segment_nbytes(nlocal);
+    char key[160], name[96];
+    snprintf(key, sizeof key, "%s/shm/%d", c->prefix, c->host_of[c->rank]);
+    int fd = -1;
+    shoal_result rc = SHOAL_OK;
+    if (leader) {
+        unsigned char rnd[8] = {0};
+        if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) memset(rnd, 0x5a, sizeof rnd);
+        snprintf(name, sizeof name, "/shoal-%d-%02x%02x%02x%02x%02x%02x%02x%02x", (int)getpid(),
+                 rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+        fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0) rc = SH_FAIL(SHOAL_ERR_IO, "cannot create shared memory %s: %s", name, strerror(errno));
+        else if (ftruncate(fd, (off_t)nbytes) < 0) {
+            rc = SH_FAIL(SHOAL_ERR_IO, "cannot size shared memory to %zu bytes: %s (is /dev/shm full?)",
+                         nbytes, strerror(errno));
+            shm_unlink(name);
+        }
+        if (rc == SHOAL_OK) rc = sh_store_set(c->store, key, name, strlen(name) + 1);
+    } else {
+        size_t n = 0;
+        rc = sh_store_get(c->store, key, name, sizeof name, &n, c->timeout_ms);
+        name[sizeof name - 1] = 0;
+        if (rc == SHOAL_OK) {
+            fd = shm_open(name, O_RDWR | O_CLOEXEC, 0600);
+            if (fd < 0) rc = SH_FAIL(SHOAL_ERR_IO, "cannot open shared memory %s: %s", name, strerror(errno));
+        }
+    }
+    void *base = MAP_FAILED;
+    if (rc == SHOAL_OK) {
+        base = mmap(NULL, nbytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (base == MAP_FAILED) rc = SH_FAIL(SHOAL_ERR_IO, "cannot map shared memory: %s", strerror(errno));
+    }
+    if (fd >= 0) close(fd);
+    /* Everyone mapped it (or gave up): unlink, so nothing outlives the job. */
+    char ckey[180], pkey[180];
+    snprintf(ckey, sizeof ckey, "%s/attached", key);
+    int64_t after = 0;
+    if (rc == SHOAL_OK) rc = sh_store_add(c->store, ckey, 1, &after);
+    if (rc == SHOAL_OK) {
+        shoal_result brc = sh_store_barrier(c->store, ckey, nlocal, c->timeout_ms);
+        if (leader) shm_unlink(name);
+        rc = brc;
+    } else if (leader && fd >= 0) {
+        shm_unlink(name);
+    }
+    /* Learn the local ranks' pids (to notice a dead peer). */
+    int *pids = calloc((size_t)nlocal, sizeof *pids);
+    if (rc == SHOAL_OK && !pids) rc = SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
+    if (rc == SHOAL_OK) {
+        int32_t me = (int32_t)getpid();
+        snprintf(pkey, sizeof pkey, "%s/pid/%d", c->prefix, c->rank);
+        rc = sh_store_set(c->store, pkey, &me, sizeof me);
+        for (int i = 0; i < nlocal && rc == SHOAL_OK; i++) {
+            int32_t v = 0;
+            size_t n = 0;
+            snprintf(pkey, sizeof pkey, "%s/pid/%d", c->prefix, local[i]);
+            rc = sh_store_get(c->store, pkey, &v, sizeof v, &n, c->timeout_ms);
+            pids[i] = v;
+        }
+    }
+    if (rc == SHOAL_OK) {
+        struct sh_shm *s = calloc(1, sizeof *s);
+        if (!s) rc = SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
+        else {
+            *s = (struct sh_shm){base, nbytes, nlocal};
+            c->shm = s;
+            rc = make_links(c, base, nlocal, local, pids, want);
+        }
+    } else if (base != MAP_FAILED) {
+        munmap(base, nbytes);
+    }
+    free(pids);
+    free(local);
+    if (rc != SHOAL_OK) sh_err_prefix("shared memory between the ranks of %s: ", c->hostname[c->rank]);
+    return rc;
+}
+
+void sh_shm_destroy(struct sh_shm *s)
+{
+    if (!s) return;
+    munmap(s->base, s->nbytes);
+    free(s);
+}
+
+/* ---- test support ---- */
+
+typedef struct {
+    void *base;
+    int world;
+} test_state;
+
+int sh_shm_test_prepare(int world, void **state)
+{
+    test_state *t = malloc(sizeof *t);
+    if (!t) return -1;
+    t->world = world;
+    t->base = mmap(NULL, segment_nbytes(world), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (t->base == MAP_FAILED) {
+        free(t);
+        return -1;
+    }
+    *state = t;
+    return 0;
+}
+
+int sh_shm_test_attach(void *state, shoal_comm *c)
+{
+    test_state *t = state;
+    int *local = malloc(sizeof(int) * (size_t)t->world);
+    unsigned char *want = malloc((size_t)t->world);
+    if (!local || !want) return -1;
+    for (int i = 0; i < t->world; i++) {
+        local[i] = i;
+        want[i] = 1;
+        sh_link_close(c->coll[i]);
+        sh_link_close(c->p2p[i]);
+        c->coll[i] = c->p2p[i] = NULL;
+    }
+    int rc = make_links(c, t->base, t->world, local, NULL, want) == SHOAL_OK ? 0 : -1;
+    free(local);
+    free(want);
+    return rc;
+}

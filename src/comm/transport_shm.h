@@ -1,0 +1,22 @@
+/* transport_shm.h — links between ranks of one host through one shared segment per host:
+ * a single-producer single-consumer ring per ordered pair and plane. The segment is mode
+ * 0600 and unlinked as soon as every local rank has mapped it, so nothing is left in
+ * /dev/shm, even when ranks are killed.
+ * Not here: the algorithms (algo.c), the engine that waits on links (link.c).
+ * Proved by tests/comm/test_transport_shm.c and tests/comm/test_comm.c. */
+#ifndef SH_TRANSPORT_SHM_H
+#define SH_TRANSPORT_SHM_H
+
+#include "comm/comm_internal.h"
+
+/* Collective over c's ranks: make c->coll[p] and c->p2p[p] for every p with want[p] (all
+ * on this host). Rendezvous through c->store under c->prefix. */
+shoal_result sh_shm_connect(shoal_comm *c, const unsigned char *want);
+void sh_shm_destroy(struct sh_shm *s); /* NULL is fine */
+
+/* For the tests' fork harness: a segment for `world` ranks made before fork (anonymous
+ * shared memory), and rank c->rank's links attached to it after. */
+int sh_shm_test_prepare(int world, void **state);
+int sh_shm_test_attach(void *state, shoal_comm *c);
+
+#endif
