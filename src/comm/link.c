@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,6 +112,29 @@ static const char *peer_str(const sh_xfer_ctx *x, int peer, char *buf, size_t ca
     return buf;
 }
 
+static void reduce_in(const sh_xfer_ctx *x, sh_xfer_op *op, carry *cy, const unsigned char *in,
+                      size_t nbytes);
+
+/* Incoming bytes in place (a shared-memory ring) may sit at any address: the kernels need
+ * element alignment, so misaligned runs go through an aligned bounce buffer. */
+static void reduce_in_aligned(const sh_xfer_ctx *x, sh_xfer_op *op, carry *cy,
+                              const unsigned char *in, size_t nbytes)
+{
+    size_t es = shoal_dtype_nbytes((shoal_dtype)x->dtype);
+    if ((uintptr_t)in % es == 0) {
+        reduce_in(x, op, cy, in, nbytes);
+        return;
+    }
+    _Alignas(64) unsigned char bounce[4096];
+    while (nbytes > 0) {
+        size_t n = nbytes < sizeof bounce ? nbytes : sizeof bounce;
+        memcpy(bounce, in, n);
+        reduce_in(x, op, cy, bounce, n);
+        in += n;
+        nbytes -= n;
+    }
+}
+
 /* Reduce nbytes of incoming bytes into op->buf at op->done, handling element splits. */
 static void reduce_in(const sh_xfer_ctx *x, sh_xfer_op *op, carry *cy, const unsigned char *in,
                       size_t nbytes)
@@ -160,7 +184,7 @@ static ssize_t step(const sh_xfer_ctx *x, sh_xfer_op *op, carry *cy, unsigned ch
             if (!p) return -1;
             if (avail == 0) return 0;
             if (avail > left) avail = left;
-            reduce_in(x, op, cy, p, avail);
+            reduce_in_aligned(x, op, cy, p, avail);
             l->ops->recv_consume(l, avail);
             return (ssize_t)avail;
         } else {

@@ -337,3 +337,10 @@ int sh_shm_test_attach(void *state, shoal_comm *c)
     free(want);
     return rc;
 }
+
+void sh_shm_test_release(void *state)
+{
+    test_state *t = state;
+    munmap(t->base, segment_nbytes(t->world));
+    free(t);
+}

@@ -18,5 +18,6 @@ void sh_shm_destroy(struct sh_shm *s); /* NULL is fine */
  * shared memory), and rank c->rank's links attached to it after. */
 int sh_shm_test_prepare(int world, void **state);
 int sh_shm_test_attach(void *state, shoal_comm *c);
+void sh_shm_test_release(void *state);
 
 #endif

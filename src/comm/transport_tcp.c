@@ -21,7 +21,7 @@
 
 static void context(const shoal_comm *c, int from, int to, int plane, char *out, size_t cap)
 {
-    snprintf(out, cap, "%s tcp %d->%d plane %d", c->prefix, from, to, plane);
+    snprintf(out, cap, "%.40s tcp %d->%d plane %d", c->prefix, from, to, plane);
 }
 
 static shoal_result job_key(char *out, size_t cap)

@@ -16,7 +16,7 @@
 #include "comm/comm_internal.h"
 #include "comm/transport_shm.h"
 
-sh_test_shm_hook sh_test_shm = {sh_shm_test_prepare, sh_shm_test_attach};
+sh_test_shm_hook sh_test_shm = {sh_shm_test_prepare, sh_shm_test_attach, sh_shm_test_release};
 
 static int socketpair_comm(int rank, int n, int **fds, const sh_test_ranks_opts *o, shoal_comm **out)
 {
@@ -160,6 +160,7 @@ int sh_test_ranks(int n, const sh_test_ranks_opts *o, sh_test_rank_fn fn, void *
         }
     }
     close(pipes[1]);
+    if (shm_state && sh_test_shm.release) sh_test_shm.release(shm_state);
     for (int i = 0; i < n * n; i++)
         if (fds[i]) {
             for (int k = 0; k < 4; k++)

@@ -46,6 +46,7 @@ int sh_test_ranks(int n, const sh_test_ranks_opts *o, sh_test_rank_fn fn, void *
 typedef struct {
     int (*prepare)(int world, void **state);
     int (*attach)(void *state, shoal_comm *c);
+    void (*release)(void *state); /* in the parent, after fork */
 } sh_test_shm_hook;
 extern sh_test_shm_hook sh_test_shm;
 
