@@ -1,14 +1,60 @@
-/* cmd_launch.c — placeholder until the subcommand lands; answers --help so the CLI table is whole.
- * Not here: the subcommand itself. Proved by tests/cli/test_cli.c. */
+/* cmd_launch.c — `shoal launch -n N [--output-dir DIR] [--] CMD ARGS...`.
+ * Not here: starting and watching the ranks (launch.c).
+ * Proved by tests/cli/test_launch.c. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
 #include "cli/cli.h"
+#include "cli/launch.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: shoal launch -n N [--output-dir DIR] [--grace-ms MS] [--] CMD ARGS...\n\n"
+            "Start N ranks of CMD on this machine, as torchrun does: each gets SHOAL_RANK,\n"
+            "SHOAL_WORLD_SIZE, SHOAL_LOCAL_RANK, SHOAL_LOCAL_SIZE, SHOAL_MASTER_ADDR,\n"
+            "SHOAL_MASTER_PORT (a free port unless set) and a fresh secret SHOAL_JOB_KEY.\n"
+            "Output lines are prefixed \"[rank K] \" (or written to DIR/rank-K.out and .err).\n"
+            "SIGINT, SIGTERM and SIGHUP are forwarded to every rank. When a rank fails, the\n"
+            "others are stopped (SIGTERM, then SIGKILL after --grace-ms, default 3000) and\n"
+            "shoal launch exits with that rank's code, naming it.\n"
+            "Across hosts, use mpirun, mpiexec or srun: shoal reads their variables.\n");
+}
+
 int sh_cmd_launch(int argc, char **argv)
 {
-    if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        printf("usage: shoal launch ... (not built yet)\n");
-        return SH_EXIT_OK;
+    sh_launch_opts o = {.nranks = 0, .output_dir = NULL, .grace_ms = 3000, .tag = "launch"};
+    int i = 1;
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return SH_EXIT_OK;
+        }
+        if (!strcmp(a, "--")) {
+            i++;
+            break;
+        }
+        if (a[0] != '-') break;
+        if (i + 1 >= argc) return sh_cli_usage_error("launch", "%s needs a value", a);
+        char *end = NULL;
+        if (!strcmp(a, "-n") || !strcmp(a, "--nranks")) {
+            long v = strtol(argv[++i], &end, 10);
+            if (!end || *end || v < 1 || v > 4096)
+                return sh_cli_usage_error("launch", "-n takes a rank count from 1 to 4096, not \"%s\"", argv[i]);
+            o.nranks = (int)v;
+        } else if (!strcmp(a, "--output-dir")) {
+            o.output_dir = argv[++i];
+        } else if (!strcmp(a, "--grace-ms")) {
+            long v = strtol(argv[++i], &end, 10);
+            if (!end || *end || v < 0) return sh_cli_usage_error("launch", "--grace-ms takes milliseconds");
+            o.grace_ms = (int)v;
+        } else {
+            return sh_cli_usage_error("launch", "unknown option %s", a);
+        }
     }
-    fprintf(stderr, "shoal launch: not built yet\n");
-    return SH_EXIT_FAIL;
+    if (o.nranks == 0) return sh_cli_usage_error("launch", "-n N is required");
+    if (i >= argc) return sh_cli_usage_error("launch", "no command to run");
+    return sh_launch_run(&o, argv + i);
 }

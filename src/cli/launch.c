@@ -1,0 +1,304 @@
+/* launch.c — the local launcher behind `shoal launch` and `shoal train -n`.
+ * Not here: flag parsing (cmd_launch.c, cmd_train.c).
+ * Proved by tests/cli/test_launch.c. */
+#include "cli/launch.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/util.h"
+
+enum { LINE_MAX_NBYTES = 16384 };
+
+typedef struct {
+    pid_t pid;
+    int fd[2];              /* stdout, stderr pipes (-1 when closed or files) */
+    char *buf[2];
+    size_t len[2];
+    char last_err[512];
+    int exited, status;
+    int killed_by_us;
+} rank_proc;
+
+static int sig_pipe[2] = {-1, -1};
+
+static void on_signal(int sig)
+{
+    unsigned char s = (unsigned char)sig;
+    int saved = errno;
+    if (write(sig_pipe[1], &s, 1) < 0) { /* nothing to do */
+    }
+    errno = saved;
+}
+
+static int free_port(void)
+{
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001)};
+    int port = 29500;
+    if (s >= 0 && bind(s, (struct sockaddr *)&a, sizeof a) == 0) {
+        socklen_t len = sizeof a;
+        if (getsockname(s, (struct sockaddr *)&a, &len) == 0) port = ntohs(a.sin_port);
+    }
+    if (s >= 0) close(s);
+    return port;
+}
+
+static void emit(rank_proc *r, int k, int stream, const char *line, size_t n)
+{
+    FILE *f = stream ? stderr : stdout;
+    fprintf(f, "[rank %d] %.*s\n", k, (int)n, line);
+    fflush(f);
+    if (stream && n) {
+        size_t m = n < sizeof r->last_err - 1 ? n : sizeof r->last_err - 1;
+        memcpy(r->last_err, line, m);
+        r->last_err[m] = 0;
+    }
+}
+
+/* Read what is there; print whole lines; keep the rest. Returns 0 at EOF. */
+static int drain(rank_proc *r, int k, int stream)
+{
+    char tmp[8192];
+    ssize_t n = read(r->fd[stream], tmp, sizeof tmp);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return 1;
+    if (n <= 0) {
+        if (r->len[stream]) emit(r, k, stream, r->buf[stream], r->len[stream]);
+        r->len[stream] = 0;
+        close(r->fd[stream]);
+        r->fd[stream] = -1;
+        return 0;
+    }
+    for (ssize_t i = 0; i < n; i++) {
+        char ch = tmp[i];
+        if (ch == '\n' || r->len[stream] == LINE_MAX_NBYTES) {
+            emit(r, k, stream, r->buf[stream], r->len[stream]);
+            r->len[stream] = 0;
+            if (ch == '\n') continue;
+        }
+        r->buf[stream][r->len[stream]++] = ch;
+    }
+    return 1;
+}
+
+static const char *sig_name(int sig)
+{
+    static char b[32];
+    const char *s = sigabbrev_np(sig);
+    snprintf(b, sizeof b, "SIG%s", s ? s : "?");
+    return b;
+}
+
+int sh_launch_run(const sh_launch_opts *o, char *const argv[])
+{
+    int n = o->nranks;
+    const char *tag = o->tag ? o->tag : "launch";
+    char port[16], key[65], nstr[16];
+    const char *env_port = getenv("SHOAL_MASTER_PORT"); /* pass-through of the user's choice */
+    snprintf(port, sizeof port, "%d", env_port && env_port[0] ? atoi(env_port) : free_port());
+    const char *env_key = getenv("SHOAL_JOB_KEY");
+    if (env_key && env_key[0]) {
+        snprintf(key, sizeof key, "%.64s", env_key);
+    } else {
+        unsigned char rnd[32];
+        if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
+            uint64_t t = sh_now_ns() ^ (uint64_t)getpid();
+            for (int i = 0; i < 32; i++) rnd[i] = (unsigned char)(t >> (i % 8 * 8)) ^ (unsigned char)(i * 37);
+        }
+        for (int i = 0; i < 32; i++) sprintf(key + 2 * i, "%02x", rnd[i]);
+    }
+    snprintf(nstr, sizeof nstr, "%d", n);
+    if (o->output_dir && mkdir(o->output_dir, 0755) < 0 && errno != EEXIST) {
+        fprintf(stderr, "shoal %s: cannot create --output-dir %s: %s\n", tag, o->output_dir, strerror(errno));
+        return 1;
+    }
+    if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+        fprintf(stderr, "shoal %s: pipe: %s\n", tag, strerror(errno));
+        return 1;
+    }
+    struct sigaction sa = {0};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+
+    rank_proc *rp = calloc((size_t)n, sizeof *rp);
+    if (!rp) return 1;
+    fflush(NULL);
+    for (int k = 0; k < n; k++) {
+        int p_out[2] = {-1, -1}, p_err[2] = {-1, -1};
+        int fout = -1, ferr = -1;
+        if (o->output_dir) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/rank-%d.out", o->output_dir, k);
+            fout = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+            snprintf(path, sizeof path, "%s/rank-%d.err", o->output_dir, k);
+            ferr = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+            if (fout < 0 || ferr < 0) {
+                fprintf(stderr, "shoal %s: cannot write %s: %s\n", tag, path, strerror(errno));
+                return 1;
+            }
+        } else if (pipe2(p_out, O_CLOEXEC) < 0 || pipe2(p_err, O_CLOEXEC) < 0) {
+            fprintf(stderr, "shoal %s: pipe: %s\n", tag, strerror(errno));
+            return 1;
+        }
+        pid_t pid = fork();
+        if (pid == 0) {
+            setpgid(0, 0);
+            signal(SIGINT, SIG_DFL);
+            signal(SIGTERM, SIG_DFL);
+            signal(SIGHUP, SIG_DFL);
+            char v[16];
+            snprintf(v, sizeof v, "%d", k);
+            setenv("SHOAL_RANK", v, 1);
+            setenv("SHOAL_LOCAL_RANK", v, 1);
+            setenv("SHOAL_WORLD_SIZE", nstr, 1);
+            setenv("SHOAL_LOCAL_SIZE", nstr, 1);
+            setenv("SHOAL_MASTER_ADDR", "127.0.0.1", 1);
+            setenv("SHOAL_MASTER_PORT", port, 1);
+            setenv("SHOAL_JOB_KEY", key, 1);
+            /* launched by mpirun ourselves? our ranks are ours, not MPI's */
+            unsetenv("OMPI_COMM_WORLD_RANK");
+            unsetenv("OMPI_COMM_WORLD_SIZE");
+            unsetenv("PMI_RANK");
+            unsetenv("PMI_SIZE");
+            unsetenv("SLURM_PROCID");
+            unsetenv("SLURM_NTASKS");
+            dup2(o->output_dir ? fout : p_out[1], 1);
+            dup2(o->output_dir ? ferr : p_err[1], 2);
+            execvp(argv[0], argv);
+            fprintf(stderr, "cannot run \"%s\": %s\n", argv[0], strerror(errno));
+            _exit(127);
+        }
+        if (pid < 0) {
+            fprintf(stderr, "shoal %s: fork: %s\n", tag, strerror(errno));
+            for (int j = 0; j < k; j++) kill(-rp[j].pid, SIGKILL);
+            return 1;
+        }
+        setpgid(pid, pid);
+        rp[k].pid = pid;
+        if (o->output_dir) {
+            close(fout);
+            close(ferr);
+            rp[k].fd[0] = rp[k].fd[1] = -1;
+        } else {
+            close(p_out[1]);
+            close(p_err[1]);
+            rp[k].fd[0] = p_out[0];
+            rp[k].fd[1] = p_err[0];
+            rp[k].buf[0] = malloc(LINE_MAX_NBYTES + 1);
+            rp[k].buf[1] = malloc(LINE_MAX_NBYTES + 1);
+        }
+    }
+
+    int failed = -1, left = n, stopping = 0;
+    uint64_t kill_at = 0;
+    struct pollfd *pf = calloc((size_t)(2 * n + 1), sizeof *pf);
+    int *who = calloc((size_t)(2 * n + 1), sizeof *who);
+    for (;;) {
+        int np = 0;
+        pf[np].fd = sig_pipe[0];
+        pf[np].events = POLLIN;
+        who[np++] = -1;
+        for (int k = 0; k < n; k++)
+            for (int s = 0; s < 2; s++)
+                if (rp[k].fd[s] >= 0) {
+                    pf[np].fd = rp[k].fd[s];
+                    pf[np].events = POLLIN;
+                    who[np++] = k * 2 + s;
+                }
+        if (left == 0 && np == 1) break;
+        poll(pf, (nfds_t)np, 50);
+        for (int i = 0; i < np; i++) {
+            if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            if (who[i] < 0) {
+                unsigned char s;
+                while (read(sig_pipe[0], &s, 1) == 1) {
+                    for (int k = 0; k < n; k++)
+                        if (!rp[k].exited) kill(-rp[k].pid, s);
+                    if (!stopping && (s == SIGINT || s == SIGTERM)) {
+                        stopping = 1;
+                        kill_at = sh_now_ns() + (uint64_t)(o->grace_ms > 0 ? o->grace_ms : 10000) * 1000000ull;
+                    }
+                }
+            } else {
+                drain(&rp[who[i] / 2], who[i] / 2, who[i] % 2);
+            }
+        }
+        int st;
+        pid_t p;
+        while ((p = waitpid(-1, &st, WNOHANG)) > 0) {
+            for (int k = 0; k < n; k++) {
+                if (rp[k].pid != p || rp[k].exited) continue;
+                rp[k].exited = 1;
+                rp[k].status = st;
+                left--;
+                int bad = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+                if (bad && failed < 0 && !rp[k].killed_by_us && !stopping) {
+                    failed = k;
+                    stopping = 1;
+                    for (int j = 0; j < n; j++)
+                        if (!rp[j].exited) {
+                            kill(-rp[j].pid, SIGTERM);
+                            rp[j].killed_by_us = 1;
+                        }
+                    kill_at = sh_now_ns() + (uint64_t)(o->grace_ms > 0 ? o->grace_ms : 3000) * 1000000ull;
+                }
+            }
+        }
+        if (kill_at && sh_now_ns() > kill_at) {
+            for (int k = 0; k < n; k++)
+                if (!rp[k].exited) {
+                    kill(-rp[k].pid, SIGKILL);
+                    rp[k].killed_by_us = 1;
+                }
+            kill_at = 0;
+        }
+    }
+    int code = 0;
+    if (failed >= 0) {
+        /* drain the failed rank's last words first */
+        int st = rp[failed].status;
+        char how[96];
+        if (WIFSIGNALED(st)) {
+            snprintf(how, sizeof how, "was killed by %s", sig_name(WTERMSIG(st)));
+            code = 128 + WTERMSIG(st);
+        } else {
+            snprintf(how, sizeof how, "exited with code %d", WEXITSTATUS(st));
+            code = WEXITSTATUS(st);
+        }
+        fprintf(stderr, "shoal %s: rank %d %s%s%s%s; stopped the other ranks\n", tag, failed, how,
+                rp[failed].last_err[0] ? " (its last error line: \"" : "", rp[failed].last_err,
+                rp[failed].last_err[0] ? "\")" : "");
+    } else {
+        for (int k = 0; k < n; k++) {
+            int st = rp[k].status;
+            int c = WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
+            if (c && !code) code = c;
+        }
+    }
+    for (int k = 0; k < n; k++) {
+        free(rp[k].buf[0]);
+        free(rp[k].buf[1]);
+    }
+    free(rp);
+    free(pf);
+    free(who);
+    close(sig_pipe[0]);
+    close(sig_pipe[1]);
+    return code;
+}

@@ -1,0 +1,20 @@
+/* launch.h — start N local ranks of a command with the rendezvous variables set, relay
+ * their output line by line with a "[rank k] " prefix (or into per-rank files), forward
+ * SIGINT/SIGTERM/SIGHUP, and when one rank fails stop the others and report it.
+ * Not here: flags (cmd_launch.c); the ranks' own rendezvous (src/comm/boot.c).
+ * Proved by tests/cli/test_launch.c. */
+#ifndef SH_LAUNCH_H
+#define SH_LAUNCH_H
+
+typedef struct {
+    int nranks;
+    const char *output_dir; /* NULL: prefix lines; else DIR/rank-K.out and .err */
+    int grace_ms;           /* after a failure: SIGTERM, then SIGKILL after this long */
+    const char *tag;        /* "launch" or "train": names this tool in its messages */
+} sh_launch_opts;
+
+/* Run argv[0] (searched in PATH) as nranks processes; returns the exit status to use:
+ * 0 when all succeeded, else the first failing rank's code (128 + signal when killed). */
+int sh_launch_run(const sh_launch_opts *o, char *const argv[]);
+
+#endif
