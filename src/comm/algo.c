@@ -40,26 +40,30 @@ static void block_of(size_t count, int n, int b, size_t *off, size_t *len)
  * Every block is reduced once, at one rank, in ring order, then copied everywhere: all
  * ranks end with bitwise identical results. The engine streams each step's send and
  * receive-reduce together, so a step pipelines at the links' granularity. */
-shoal_result sh_ring_allreduce(shoal_comm *c, void *buf, size_t count, shoal_dtype dt, shoal_op op)
+shoal_result sh_ring_allreduce(shoal_comm *c, const void *send, void *buf, size_t count,
+                               shoal_dtype dt, shoal_op op)
 {
     int n = c->world, r = c->rank;
     size_t es = esize(dt);
     unsigned char *b = buf;
+    const unsigned char *in = send;
     sh_link *right = c->coll[mod(r + 1, n)], *left = c->coll[mod(r - 1, n)];
+    /* Out of place, blocks are read from send until reduced into buf: no upfront copy. The
+     * one block the reduce-scatter never writes here (r) arrives whole in the allgather. */
     for (int s = 0; s < n - 1; s++) {
         size_t so, sl, ro, rl;
         block_of(count, n, mod(r - s, n), &so, &sl);
         block_of(count, n, mod(r - s - 1, n), &ro, &rl);
-        sh_xfer_op ops[2] = {{right, SH_XFER_SEND, b + so * es, sl * es, 0},
-                             {left, SH_XFER_RECV_REDUCE, b + ro * es, rl * es, 0}};
+        sh_xfer_op ops[2] = {{right, SH_XFER_SEND, (s == 0 ? (unsigned char *)in : b) + so * es, sl * es, 0, NULL},
+                             {left, SH_XFER_RECV_REDUCE, b + ro * es, rl * es, 0, in != b ? in + ro * es : NULL}};
         SH_TRY(xfer(c, "allreduce", ops, 2, dt, op));
     }
     for (int s = 0; s < n - 1; s++) {
         size_t so, sl, ro, rl;
         block_of(count, n, mod(r + 1 - s, n), &so, &sl);
         block_of(count, n, mod(r - s, n), &ro, &rl);
-        sh_xfer_op ops[2] = {{right, SH_XFER_SEND, b + so * es, sl * es, 0},
-                             {left, SH_XFER_RECV, b + ro * es, rl * es, 0}};
+        sh_xfer_op ops[2] = {{right, SH_XFER_SEND, b + so * es, sl * es, 0, NULL},
+                             {left, SH_XFER_RECV, b + ro * es, rl * es, 0, NULL}};
         SH_TRY(xfer(c, "allreduce", ops, 2, dt, op));
     }
     return SHOAL_OK;
@@ -78,25 +82,25 @@ shoal_result sh_rd_allreduce(shoal_comm *c, void *buf, size_t count, shoal_dtype
     void *tmp = NULL;
     SH_TRY(sh_comm_scratch(c, nbytes ? nbytes : 1, &tmp));
     if (r >= p2) {
-        sh_xfer_op o[1] = {{c->coll[r - p2], SH_XFER_SEND, buf, nbytes, 0}};
+        sh_xfer_op o[1] = {{c->coll[r - p2], SH_XFER_SEND, buf, nbytes, 0, NULL}};
         SH_TRY(xfer(c, "allreduce", o, 1, dt, op));
-        sh_xfer_op i[1] = {{c->coll[r - p2], SH_XFER_RECV, buf, nbytes, 0}};
+        sh_xfer_op i[1] = {{c->coll[r - p2], SH_XFER_RECV, buf, nbytes, 0, NULL}};
         return xfer(c, "allreduce", i, 1, dt, op);
     }
     if (r + p2 < n) {
-        sh_xfer_op i[1] = {{c->coll[r + p2], SH_XFER_RECV_REDUCE, buf, nbytes, 0}};
+        sh_xfer_op i[1] = {{c->coll[r + p2], SH_XFER_RECV_REDUCE, buf, nbytes, 0, NULL}};
         SH_TRY(xfer(c, "allreduce", i, 1, dt, op));
     }
     for (int mask = 1; mask < p2; mask <<= 1) {
         int peer = r ^ mask;
-        sh_xfer_op ops[2] = {{c->coll[peer], SH_XFER_SEND, buf, nbytes, 0},
-                             {c->coll[peer], SH_XFER_RECV, tmp, nbytes, 0}};
+        sh_xfer_op ops[2] = {{c->coll[peer], SH_XFER_SEND, buf, nbytes, 0, NULL},
+                             {c->coll[peer], SH_XFER_RECV, tmp, nbytes, 0, NULL}};
         SH_TRY(xfer(c, "allreduce", ops, 2, dt, op));
         if (peer < r) sh_reduce3(buf, tmp, buf, count, dt, op);
         else sh_reduce(buf, tmp, count, dt, op);
     }
     if (r + p2 < n) {
-        sh_xfer_op o[1] = {{c->coll[r + p2], SH_XFER_SEND, buf, nbytes, 0}};
+        sh_xfer_op o[1] = {{c->coll[r + p2], SH_XFER_SEND, buf, nbytes, 0, NULL}};
         SH_TRY(xfer(c, "allreduce", o, 1, dt, op));
     }
     return SHOAL_OK;
@@ -110,8 +114,8 @@ shoal_result sh_ring_allgather(shoal_comm *c, void *recv, size_t count, shoal_dt
     unsigned char *b = recv;
     for (int s = 0; s < n - 1; s++) {
         int sb = mod(r - s, n), rb = mod(r - s - 1, n);
-        sh_xfer_op ops[2] = {{c->coll[mod(r + 1, n)], SH_XFER_SEND, b + (size_t)sb * nb, nb, 0},
-                             {c->coll[mod(r - 1, n)], SH_XFER_RECV, b + (size_t)rb * nb, nb, 0}};
+        sh_xfer_op ops[2] = {{c->coll[mod(r + 1, n)], SH_XFER_SEND, b + (size_t)sb * nb, nb, 0, NULL},
+                             {c->coll[mod(r - 1, n)], SH_XFER_RECV, b + (size_t)rb * nb, nb, 0, NULL}};
         SH_TRY(xfer(c, "allgather", ops, 2, dt, SHOAL_SUM));
     }
     return SHOAL_OK;
@@ -141,8 +145,8 @@ shoal_result sh_ring_reduce_scatter(shoal_comm *c, const void *send, void *recv,
             unsigned char *dst = s == n - 2 ? out + off * es : bb;
             if (dst != in + ((size_t)rb * count + off) * es)
                 memmove(dst, in + ((size_t)rb * count + off) * es, m * es);
-            sh_xfer_op ops[2] = {{c->coll[mod(r + 1, n)], SH_XFER_SEND, a, m * es, 0},
-                                 {c->coll[mod(r - 1, n)], SH_XFER_RECV_REDUCE, dst, m * es, 0}};
+            sh_xfer_op ops[2] = {{c->coll[mod(r + 1, n)], SH_XFER_SEND, a, m * es, 0, NULL},
+                                 {c->coll[mod(r - 1, n)], SH_XFER_RECV_REDUCE, dst, m * es, 0, NULL}};
             SH_TRY(xfer(c, "reduce_scatter", ops, 2, dt, op));
             unsigned char *t = a;
             a = bb;
@@ -161,7 +165,7 @@ shoal_result sh_tree_broadcast(shoal_comm *c, void *buf, size_t count, shoal_dty
     while (mask < n) {
         if (vr & mask) {
             int parent = mod(vr - mask + root, n);
-            sh_xfer_op o = {c->coll[parent], SH_XFER_RECV, buf, nbytes, 0};
+            sh_xfer_op o = {c->coll[parent], SH_XFER_RECV, buf, nbytes, 0, NULL};
             SH_TRY(xfer(c, "broadcast", &o, 1, dt, SHOAL_SUM));
             break;
         }
@@ -170,7 +174,7 @@ shoal_result sh_tree_broadcast(shoal_comm *c, void *buf, size_t count, shoal_dty
     sh_xfer_op ops[32];
     int k = 0;
     for (mask >>= 1; mask > 0; mask >>= 1)
-        if (vr + mask < n) ops[k++] = (sh_xfer_op){c->coll[mod(vr + mask + root, n)], SH_XFER_SEND, buf, nbytes, 0};
+        if (vr + mask < n) ops[k++] = (sh_xfer_op){c->coll[mod(vr + mask + root, n)], SH_XFER_SEND, buf, nbytes, 0, NULL};
     if (k) SH_TRY(xfer(c, "broadcast", ops, k, dt, SHOAL_SUM));
     return SHOAL_OK;
 }
@@ -194,12 +198,12 @@ shoal_result sh_tree_reduce(shoal_comm *c, const void *send, void *recv, size_t 
         for (; mask < n; mask <<= 1) {
             if (vr & mask) {
                 int parent = mod(vr - mask + root, n);
-                sh_xfer_op o = {c->coll[parent], SH_XFER_SEND, a, m * es, 0};
+                sh_xfer_op o = {c->coll[parent], SH_XFER_SEND, a, m * es, 0, NULL};
                 SH_TRY(xfer(c, "reduce", &o, 1, dt, op));
                 break;
             }
             if (vr + mask < n) {
-                sh_xfer_op o = {c->coll[mod(vr + mask + root, n)], SH_XFER_RECV_REDUCE, a, m * es, 0};
+                sh_xfer_op o = {c->coll[mod(vr + mask + root, n)], SH_XFER_RECV_REDUCE, a, m * es, 0, NULL};
                 SH_TRY(xfer(c, "reduce", &o, 1, dt, op));
             }
         }
@@ -226,8 +230,8 @@ shoal_result sh_pairwise_alltoall(shoal_comm *c, const void *send, void *recv, s
         for (size_t off = 0; off < nb; off += piece) {
             size_t m = nb - off < piece ? nb - off : piece;
             memcpy(stage, in + (size_t)p * nb + off, m);
-            sh_xfer_op ops[2] = {{c->coll[p], SH_XFER_SEND, stage, m, 0},
-                                 {c->coll[p], SH_XFER_RECV, out + (size_t)p * nb + off, m, 0}};
+            sh_xfer_op ops[2] = {{c->coll[p], SH_XFER_SEND, stage, m, 0, NULL},
+                                 {c->coll[p], SH_XFER_RECV, out + (size_t)p * nb + off, m, 0, NULL}};
             SH_TRY(xfer(c, "alltoall", ops, 2, dt, SHOAL_SUM));
         }
     }
@@ -239,8 +243,8 @@ shoal_result sh_dissemination_barrier(shoal_comm *c)
     int n = c->world, r = c->rank;
     for (int k = 1; k < n; k <<= 1) {
         unsigned char out = 1, in = 0;
-        sh_xfer_op ops[2] = {{c->coll[mod(r + k, n)], SH_XFER_SEND, &out, 1, 0},
-                             {c->coll[mod(r - k, n)], SH_XFER_RECV, &in, 1, 0}};
+        sh_xfer_op ops[2] = {{c->coll[mod(r + k, n)], SH_XFER_SEND, &out, 1, 0, NULL},
+                             {c->coll[mod(r - k, n)], SH_XFER_RECV, &in, 1, 0, NULL}};
         SH_TRY(xfer(c, "barrier", ops, 2, SHOAL_UINT8, SHOAL_SUM));
     }
     return SHOAL_OK;
@@ -258,13 +262,14 @@ size_t sh_algo_rd_max_nbytes(const shoal_comm *c)
 static shoal_result allreduce(shoal_comm *c, const sh_coll *op)
 {
     size_t nbytes = op->count * esize(op->dt);
-    if (op->send != op->recv && nbytes) memcpy(op->recv, op->send, nbytes);
-    if (c->world == 1 || op->count == 0) goto finish;
     sh_algo_kind a = c->algo;
     if (a == SH_ALGO_AUTO || a == SH_ALGO_TREE || a == SH_ALGO_HIER || a == SH_ALGO_MPI || a == SH_ALGO_RHD)
         a = nbytes <= sh_algo_rd_max_nbytes(c) || op->count < (size_t)c->world ? SH_ALGO_RD : SH_ALGO_RING;
+    if (c->world == 1 || op->count == 0 || a != SH_ALGO_RING)
+        if (op->send != op->recv && nbytes) memcpy(op->recv, op->send, nbytes);
+    if (c->world == 1 || op->count == 0) goto finish;
     if (a == SH_ALGO_RD) SH_TRY(sh_rd_allreduce(c, op->recv, op->count, op->dt, op->op));
-    else SH_TRY(sh_ring_allreduce(c, op->recv, op->count, op->dt, op->op));
+    else SH_TRY(sh_ring_allreduce(c, op->send, op->recv, op->count, op->dt, op->op));
 finish:
     if (op->op == SHOAL_AVG) sh_reduce_avg_finish(op->recv, op->count, op->dt, c->world);
     return SHOAL_OK;

@@ -8,7 +8,9 @@
 
 #include "comm/comm_internal.h"
 
-shoal_result sh_ring_allreduce(shoal_comm *c, void *buf, size_t count, shoal_dtype dt, shoal_op op);
+/* send may equal buf (in place); out of place, send is only read. */
+shoal_result sh_ring_allreduce(shoal_comm *c, const void *send, void *buf, size_t count,
+                               shoal_dtype dt, shoal_op op);
 shoal_result sh_rd_allreduce(shoal_comm *c, void *buf, size_t count, shoal_dtype dt, shoal_op op);
 shoal_result sh_ring_allgather(shoal_comm *c, void *recv, size_t count, shoal_dtype dt);
 shoal_result sh_ring_reduce_scatter(shoal_comm *c, const void *send, void *recv, size_t count,

@@ -150,14 +150,22 @@ static void reduce_in(const sh_xfer_ctx *x, sh_xfer_op *op, carry *cy, const uns
             in += take;
             nbytes -= take;
             if (cy->part_nbytes == es) {
-                sh_reduce(dst + op->done, cy->part, 1, (shoal_dtype)x->dtype, (shoal_op)x->op);
+                if (op->src)
+                    sh_reduce3(dst + op->done, (const unsigned char *)op->src + op->done, cy->part, 1,
+                               (shoal_dtype)x->dtype, (shoal_op)x->op);
+                else
+                    sh_reduce(dst + op->done, cy->part, 1, (shoal_dtype)x->dtype, (shoal_op)x->op);
                 op->done += es;
                 cy->part_nbytes = 0;
             }
             continue;
         }
         size_t whole = nbytes / es * es;
-        sh_reduce(dst + op->done, in, whole / es, (shoal_dtype)x->dtype, (shoal_op)x->op);
+        if (op->src)
+            sh_reduce3(dst + op->done, (const unsigned char *)op->src + op->done, in, whole / es,
+                       (shoal_dtype)x->dtype, (shoal_op)x->op);
+        else
+            sh_reduce(dst + op->done, in, whole / es, (shoal_dtype)x->dtype, (shoal_op)x->op);
         op->done += whole;
         in += whole;
         nbytes -= whole;

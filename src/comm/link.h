@@ -52,6 +52,7 @@ typedef struct {
     void *buf;      /* const for SEND */
     size_t nbytes;
     size_t done;    /* engine-owned progress; set to 0 */
+    const void *src; /* RECV_REDUCE only, optional: buf = src OP incoming (saves a copy) */
 } sh_xfer_op;
 
 typedef struct {
