@@ -1,0 +1,184 @@
+/* test_launch.c — proves `shoal launch` (src/cli/launch.c, cmd_launch.c) and `shoal bench`
+ * (cmd_bench.c) with real processes: environment, output prefixes, failure handling,
+ * signal forwarding, usage errors; and an end-to-end checked benchmark. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/util.h"
+#include "check.h"
+
+static char out[1 << 20];
+
+static int run(const char *args)
+{
+    const char *bin = getenv("SHOAL_BIN");
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1", bin ? bin : "build/shoal", args);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int count(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle)) n++;
+    return n;
+}
+
+static void env_reaches_every_rank(void)
+{
+    int rc = run("launch -n 3 -- sh -c 'echo R=$SHOAL_RANK W=$SHOAL_WORLD_SIZE L=$SHOAL_LOCAL_RANK "
+                 "M=$SHOAL_MASTER_ADDR P=${SHOAL_MASTER_PORT:+set} K=${#SHOAL_JOB_KEY}'");
+    CHECK(rc == 0, "exit %d: %s", rc, out);
+    for (int r = 0; r < 3; r++) {
+        char want[128];
+        snprintf(want, sizeof want, "[rank %d] R=%d W=3 L=%d M=127.0.0.1 P=set K=64", r, r, r);
+        CHECK(strstr(out, want) != NULL, "missing \"%s\" in: %s", want, out);
+    }
+}
+
+static void lines_never_interleave(void)
+{
+    int rc = run("launch -n 4 -- sh -c 'i=0; while [ $i -lt 300 ]; do echo line-$SHOAL_RANK-$i-abcdefghijklmnopqrstuvwxyz; "
+                 "i=$((i+1)); done'");
+    CHECK(rc == 0, "exit %d", rc);
+    int bad = 0, lines = 0;
+    for (char *l = strtok(out, "\n"); l; l = strtok(NULL, "\n")) {
+        int r = -1, r2 = -2, i = -1;
+        lines++;
+        if (sscanf(l, "[rank %d] line-%d-%d-abcdefghijklmnopqrstuvwxyz", &r, &r2, &i) != 3 || r != r2 ||
+            strlen(l) < 40)
+            bad++;
+    }
+    CHECK(lines == 1200 && bad == 0, "%d lines, %d garbled", lines, bad);
+}
+
+static void one_failure_stops_all(void)
+{
+    uint64_t t0 = sh_now_ns();
+    int rc = run("launch -n 3 -- sh -c 'if [ $SHOAL_RANK = 1 ]; then echo disk on fire >&2; exit 7; fi; sleep 30'");
+    double s = (double)(sh_now_ns() - t0) / 1e9;
+    CHECK(rc == 7, "exit %d, want rank 1's 7: %s", rc, out);
+    CHECK(strstr(out, "rank 1 exited with code 7") != NULL, "%s", out);
+    CHECK(strstr(out, "disk on fire") != NULL, "the rank's last error line is missing: %s", out);
+    CHECK(s < 10, "took %.1f s to stop the others", s);
+}
+
+static void killed_rank_reports_signal(void)
+{
+    int rc = run("launch -n 2 -- sh -c 'if [ $SHOAL_RANK = 0 ]; then kill -9 $$; fi; sleep 30'");
+    CHECK(rc == 137, "exit %d: %s", rc, out);
+    CHECK(strstr(out, "rank 0 was killed by SIGKILL") != NULL, "%s", out);
+}
+
+static void sigint_is_forwarded(void)
+{
+    const char *bin = getenv("SHOAL_BIN");
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/shoal-launch-int.%d", (int)getpid());
+    pid_t p = fork();
+    if (p == 0) {
+        FILE *f = freopen(path, "w", stdout);
+        if (!f || dup2(1, 2) < 0) _exit(126);
+        execl(bin ? bin : "build/shoal", "shoal", "launch", "-n", "2", "--", "sh", "-c",
+              "trap 'echo got-int-$SHOAL_RANK; exit 0' INT; echo ready; i=0; "
+              "while [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done",
+              (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 100; i++) { /* wait for both ranks to be ready */
+        FILE *f = fopen(path, "r");
+        size_t n = f ? fread(out, 1, sizeof out - 1, f) : 0;
+        if (f) fclose(f);
+        out[n] = 0;
+        if (count(out, "ready") == 2) break;
+        usleep(50000);
+    }
+    kill(p, SIGINT);
+    int st;
+    waitpid(p, &st, 0);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(out, 1, sizeof out - 1, f) : 0;
+    if (f) fclose(f);
+    out[n] = 0;
+    unlink(path);
+    CHECK(strstr(out, "got-int-0") && strstr(out, "got-int-1"), "ranks did not see SIGINT: %s", out);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "launcher status %d", st);
+}
+
+static void output_dir_holds_files(void)
+{
+    char dir[64], path[128];
+    snprintf(dir, sizeof dir, "/tmp/shoal-launch-out.%d", (int)getpid());
+    char args[256];
+    snprintf(args, sizeof args, "launch -n 2 --output-dir %s -- sh -c 'echo out-$SHOAL_RANK; echo err-$SHOAL_RANK >&2'", dir);
+    CHECK(run(args) == 0, "%s", out);
+    for (int r = 0; r < 2; r++) {
+        snprintf(path, sizeof path, "%s/rank-%d.out", dir, r);
+        FILE *f = fopen(path, "r");
+        char line[64] = "";
+        if (f) {
+            if (!fgets(line, sizeof line, f)) line[0] = 0;
+            fclose(f);
+        }
+        char want[16];
+        snprintf(want, sizeof want, "out-%d\n", r);
+        CHECK(!strcmp(line, want), "%s holds \"%s\"", path, line);
+        unlink(path);
+        snprintf(path, sizeof path, "%s/rank-%d.err", dir, r);
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
+static void usage_errors(void)
+{
+    CHECK(run("launch -- true") == 2 && strstr(out, "-n N is required"), "%s", out);
+    CHECK(run("launch -n 0 true") == 2 && strstr(out, "-n takes"), "%s", out);
+    CHECK(run("launch -n 2") == 2 && strstr(out, "no command"), "%s", out);
+    CHECK(run("launch -n 2 -- /no/such/program") == 127 && strstr(out, "cannot run"), "%s", out);
+    CHECK(run("bench frobnicate") == 2 && strstr(out, "unknown collective"), "%s", out);
+    CHECK(run("bench allreduce -d complex") == 2 && strstr(out, "data type"), "%s", out);
+    CHECK(run("bench allreduce -b 1Q") == 2 && strstr(out, "bad size"), "%s", out);
+}
+
+/* End to end: every collective checked by shoal bench under shoal launch. */
+static void bench_end_to_end(void)
+{
+    const char *bin = getenv("SHOAL_BIN");
+    const char *colls[] = {"allreduce", "broadcast", "reduce", "allgather", "reduce_scatter", "alltoall", "sendrecv"};
+    for (int i = 0; i < 7; i++) {
+        char args[512];
+        snprintf(args, sizeof args, "launch -n 3 %s bench %s -b 8 -e 256K -f 16 -n 3 -w 1 -c 1",
+                 bin ? bin : "build/shoal", colls[i]);
+        int rc = run(args);
+        CHECK(rc == 0, "%s: exit %d: %s", colls[i], rc, out);
+        CHECK(strstr(out, "# Out of bounds values : 0 OK") != NULL, "%s: %s", colls[i], out);
+        CHECK(count(out, "[rank 0]  ") >= 4 && strstr(out, "busbw"), "%s: rows missing: %s", colls[i], out);
+    }
+    char args[512];
+    snprintf(args, sizeof args, "launch -n 2 %s bench allreduce -b 1K -e 4K -n 2 -w 0 --json", bin ? bin : "build/shoal");
+    CHECK(run(args) == 0 && strstr(out, "\"busbw_gb_s\"") && strstr(out, "\"rows\""), "%s", out);
+}
+
+int main(void)
+{
+    check_begin("test_launch", 240);
+    RUN(env_reaches_every_rank);
+    RUN(lines_never_interleave);
+    RUN(one_failure_stops_all);
+    RUN(killed_rank_reports_signal);
+    RUN(sigint_is_forwarded);
+    RUN(output_dir_holds_files);
+    RUN(usage_errors);
+    RUN(bench_end_to_end);
+    return check_end();
+}
