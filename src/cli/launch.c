@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/env.h"
+#include "base/err.h"
 #include "base/util.h"
 
 enum { LINE_MAX_NBYTES = 16384 };
@@ -107,10 +109,14 @@ int sh_launch_run(const sh_launch_opts *o, char *const argv[])
     int n = o->nranks;
     const char *tag = o->tag ? o->tag : "launch";
     char port[16], key[65], nstr[16];
-    const char *env_port = getenv("SHOAL_MASTER_PORT"); /* pass-through of the user's choice */
-    snprintf(port, sizeof port, "%d", env_port && env_port[0] ? atoi(env_port) : free_port());
-    const char *env_key = getenv("SHOAL_JOB_KEY");
-    if (env_key && env_key[0]) {
+    long user_port = 0; /* the user's choice passes through; else a free port */
+    if (sh_env_is_set("SHOAL_MASTER_PORT") && sh_env_long("SHOAL_MASTER_PORT", &user_port) != SHOAL_OK) {
+        fprintf(stderr, "shoal %s: %s\n", tag, shoal_last_error_message());
+        return 2;
+    }
+    snprintf(port, sizeof port, "%d", user_port ? (int)user_port : free_port());
+    const char *env_key = sh_env_is_set("SHOAL_JOB_KEY") ? sh_env_str("SHOAL_JOB_KEY") : NULL;
+    if (env_key) {
         snprintf(key, sizeof key, "%.64s", env_key);
     } else {
         unsigned char rnd[32];
