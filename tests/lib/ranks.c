@@ -2,6 +2,8 @@
 #include "ranks.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,7 +93,19 @@ static void child(int rank, int n, const sh_test_ranks_opts *o, int **fds, void 
         setenv("SHOAL_RANK", v, 1);
         snprintf(v, sizeof v, "%d", n);
         setenv("SHOAL_WORLD_SIZE", v, 1);
-        setenv("SHOAL_MASTER_ADDR", "127.0.0.1", 1);
+        if (o->netns && o->netns[rank]) {
+            char path[256];
+            snprintf(path, sizeof path, "/var/run/netns/%s", o->netns[rank]);
+            int nfd = open(path, O_RDONLY | O_CLOEXEC);
+            if (nfd < 0 || setns(nfd, CLONE_NEWNET) < 0 || unshare(CLONE_NEWUTS) < 0 ||
+                sethostname(o->netns[rank], strlen(o->netns[rank])) < 0) {
+                fprintf(stderr, "rank %d: cannot enter network namespace %s: %s\n", rank, o->netns[rank],
+                        strerror(errno));
+                _exit(3);
+            }
+            close(nfd);
+        }
+        setenv("SHOAL_MASTER_ADDR", o->master_addr ? o->master_addr : "127.0.0.1", 1);
         snprintf(v, sizeof v, "%d", port);
         setenv("SHOAL_MASTER_PORT", v, 1);
         snprintf(v, sizeof v, "test-key-%d", port);

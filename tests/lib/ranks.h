@@ -32,6 +32,11 @@ typedef struct {
     int timeout_ms;        /* the communicator's deadline (0: 20000) */
     int deadline_s;        /* the whole run's deadline (0: 120) */
     unsigned dying_mask;   /* bit r set: rank r is expected to die or fail (fault tests) */
+    /* SH_TEST_REAL across "hosts": rank r enters network namespace netns[r] (and a UTS
+     * namespace whose hostname is that name) before it creates its communicator, and
+     * finds rank 0's store at master_addr. NULL: all in this namespace, 127.0.0.1. */
+    const char *const *netns;
+    const char *master_addr;
 } sh_test_ranks_opts;
 
 typedef void (*sh_test_rank_fn)(shoal_comm *c, void *arg);
