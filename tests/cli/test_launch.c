@@ -129,7 +129,7 @@ static void output_dir_holds_files(void)
             if (!fgets(line, sizeof line, f)) line[0] = 0;
             fclose(f);
         }
-        char want[16];
+        char want[32];
         snprintf(want, sizeof want, "out-%d\n", r);
         CHECK(!strcmp(line, want), "%s holds \"%s\"", path, line);
         unlink(path);
