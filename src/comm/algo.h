@@ -1,28 +1,81 @@
-/* algo.h — the collective algorithms, each over all ranks of a communicator, moving bytes
- * only through sh_xfer on c->coll links: ring (Baidu), recursive doubling, binomial trees,
- * pairwise alltoall, dissemination barrier; and the table that picks one by size.
- * Not here: argument and mismatch checks, queueing (comm.c), links (transport_*.c).
+/* algo.h — the collective algorithms, each over a group of a communicator's ranks (so the
+ * hierarchical one composes them), moving bytes only through sh_xfer on c->coll links:
+ * ring (Baidu), recursive doubling, recursive halving-doubling (Rabenseifner), binomial
+ * trees and pipelined chains, hierarchical, pairwise alltoall, dissemination barrier.
+ * Not here: argument and mismatch checks, queueing (comm.c), links (transport_*.c),
+ * kernels (reduce.c), the choice between algorithms (algo.c).
  * Proved by tests/comm/test_algo.c. */
 #ifndef SH_ALGO_H
 #define SH_ALGO_H
 
 #include "comm/comm_internal.h"
 
-/* send may equal buf (in place); out of place, send is only read. */
-shoal_result sh_ring_allreduce(shoal_comm *c, const void *send, void *buf, size_t count,
-                               shoal_dtype dt, shoal_op op);
-shoal_result sh_rd_allreduce(shoal_comm *c, void *buf, size_t count, shoal_dtype dt, shoal_op op);
-shoal_result sh_ring_allgather(shoal_comm *c, void *recv, size_t count, shoal_dtype dt);
-shoal_result sh_ring_reduce_scatter(shoal_comm *c, const void *send, void *recv, size_t count,
-                                    shoal_dtype dt, shoal_op op);
-shoal_result sh_tree_broadcast(shoal_comm *c, void *buf, size_t count, shoal_dtype dt, int root);
-shoal_result sh_tree_reduce(shoal_comm *c, const void *send, void *recv, size_t count,
-                            shoal_dtype dt, shoal_op op, int root);
-shoal_result sh_pairwise_alltoall(shoal_comm *c, const void *send, void *recv, size_t count,
-                                  shoal_dtype dt);
-shoal_result sh_dissemination_barrier(shoal_comm *c);
+/* A group: n comm ranks in the order the algorithm uses them; me is this rank's index.
+ * The whole communicator is the group {0..world-1}. Every member calls with the same
+ * group (same ranks, same order) and the same arguments. */
+typedef struct {
+    int n;
+    int me;
+    const int *ranks; /* [n] */
+} sh_group;
 
-/* Largest allreduce (bytes) that recursive doubling takes under SHOAL_ALGO=auto. */
-size_t sh_algo_rd_max_nbytes(const shoal_comm *c);
+/* Element range [off, off + len) of block b when count elements are split into n blocks
+ * (the first count % n blocks one longer). */
+void sh_algo_block(size_t count, int n, int b, size_t *off, size_t *len);
+/* Chunk bytes for pipelined algorithms: c->chunk_nbytes, else a size-based default;
+ * a whole number of elements, at least one. */
+size_t sh_algo_chunk_nbytes(const shoal_comm *c, size_t msg_nbytes, shoal_dtype dt);
+/* One sh_xfer on c's links with the operation's name and reduction. */
+shoal_result sh_algo_xfer(shoal_comm *c, const char *what, sh_xfer_op *ops, int nops,
+                          shoal_dtype dt, shoal_op op);
+
+/* ---- allreduce: result in buf on every member; send may equal buf, else only read.
+ * None applies SHOAL_AVG's division (the dispatcher does, once). ---- */
+shoal_result sh_ring_allreduce(shoal_comm *c, const sh_group *g, const void *send, void *buf,
+                               size_t count, shoal_dtype dt, shoal_op op);
+shoal_result sh_rd_allreduce(shoal_comm *c, const sh_group *g, const void *send, void *buf,
+                             size_t count, shoal_dtype dt, shoal_op op);
+shoal_result sh_rhd_allreduce(shoal_comm *c, const sh_group *g, const void *send, void *buf,
+                              size_t count, shoal_dtype dt, shoal_op op);
+/* Within hosts, across hosts, back within hosts (whole communicator). */
+shoal_result sh_hier_allreduce(shoal_comm *c, const void *send, void *buf, size_t count,
+                               shoal_dtype dt, shoal_op op);
+
+/* The two halves of the ring allreduce, for composition: after the reduce-scatter phase
+ * member i holds the reduction of block (i + 1) % n of buf (blocks as sh_algo_block); the
+ * allgather phase spreads every member's block to all. */
+shoal_result sh_ring_rs_phase(shoal_comm *c, const sh_group *g, const void *send, void *buf,
+                              size_t count, shoal_dtype dt, shoal_op op);
+shoal_result sh_ring_ag_phase(shoal_comm *c, const sh_group *g, void *buf, size_t count,
+                              shoal_dtype dt);
+
+/* ---- allgather: recv holds n blocks of count, member i's at i * count; ours is already
+ * in place. rd needs a power-of-two n. ---- */
+shoal_result sh_ring_allgather(shoal_comm *c, const sh_group *g, void *recv, size_t count,
+                               shoal_dtype dt);
+shoal_result sh_rd_allgather(shoal_comm *c, const sh_group *g, void *recv, size_t count,
+                             shoal_dtype dt);
+
+/* ---- reduce-scatter: send has n blocks of count; recv gets block me reduced ---- */
+shoal_result sh_ring_reduce_scatter(shoal_comm *c, const sh_group *g, const void *send,
+                                    void *recv, size_t count, shoal_dtype dt, shoal_op op);
+
+/* ---- rooted: root is a group index. buf holds the root's data at the root. ---- */
+shoal_result sh_tree_broadcast(shoal_comm *c, const sh_group *g, void *buf, size_t count,
+                               shoal_dtype dt, int root);
+shoal_result sh_chain_broadcast(shoal_comm *c, const sh_group *g, void *buf, size_t count,
+                                shoal_dtype dt, int root);
+/* recv is written at the root only (may be NULL elsewhere). */
+shoal_result sh_tree_reduce(shoal_comm *c, const sh_group *g, const void *send, void *recv,
+                            size_t count, shoal_dtype dt, shoal_op op, int root);
+
+/* ---- the rest (algo_misc.c) ---- */
+shoal_result sh_pairwise_alltoall(shoal_comm *c, const sh_group *g, const void *send,
+                                  void *recv, size_t count, shoal_dtype dt);
+shoal_result sh_dissemination_barrier(shoal_comm *c, const sh_group *g);
+
+/* The algorithm sh_algo_run would use for this call (after fallbacks), for tests and logs. */
+sh_algo_kind sh_algo_choose(const shoal_comm *c, const sh_coll *op);
+const char *sh_algo_name(sh_algo_kind a);
 
 #endif
