@@ -1,0 +1,116 @@
+/* algo_sweep.c — measures the collective algorithms side by side in one run, to set the
+ * thresholds in src/comm/algo.c: for each message size, every applicable algorithm runs
+ * in turn (interleaved, so a busy machine slows them alike) and rank 0 prints the median
+ * time of each and the ratio to the fastest.
+ * Not here: the nccl-tests style benchmark of the public API (shoal bench).
+ *
+ *   make BUILD=build-algo build-algo/libshoal.a
+ *   cc -O2 -D_GNU_SOURCE -Iinclude -Isrc -Itests bench/comm/algo_sweep.c tests/lib/ranks.c \
+ *      build-algo/libshoal.a -pthread -lz -ldl -lm -lrt -o build-algo/algo_sweep
+ *   ./build-algo/algo_sweep [ranks=4] [links=socketpair|shm] [coll=allreduce|broadcast|allgather]
+ *                            [max_nbytes=67108864] [chunk_nbytes=0] */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/util.h"
+#include "comm/algo.h"
+#include "comm/comm_internal.h"
+#include "lib/ranks.h"
+
+typedef struct {
+    int coll; /* sh_coll_kind */
+    size_t max_nbytes;
+} sweep_arg;
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void sweep(shoal_comm *c, void *argp)
+{
+    const sweep_arg *a = argp;
+    sh_algo_kind cand[4];
+    int nc = 0;
+    if (a->coll == SH_COLL_ALLREDUCE) {
+        cand[nc++] = SH_ALGO_RD, cand[nc++] = SH_ALGO_RHD, cand[nc++] = SH_ALGO_RING, cand[nc++] = SH_ALGO_TREE;
+    } else if (a->coll == SH_COLL_BROADCAST) {
+        cand[nc++] = SH_ALGO_TREE, cand[nc++] = SH_ALGO_RING;
+    } else {
+        cand[nc++] = SH_ALGO_RING;
+        if ((c->world & (c->world - 1)) == 0) cand[nc++] = SH_ALGO_RD;
+    }
+    size_t per = a->coll == SH_COLL_ALLGATHER ? (size_t)c->world : 1;
+    float *send = NULL, *recv = NULL;
+    if (sh_alloc_aligned(a->max_nbytes, (void **)&send) || sh_alloc_aligned(a->max_nbytes * per, (void **)&recv)) return;
+    memset(send, 0, a->max_nbytes);
+    memset(recv, 0, a->max_nbytes * per);
+    sh_group g;
+    int ranks[64];
+    for (int r = 0; r < c->world; r++) ranks[r] = r;
+    g.n = c->world, g.me = c->rank, g.ranks = ranks;
+    if (c->rank == 0) {
+        printf("# %s, %d ranks, median us (ratio to the fastest)\n%10s", a->coll == SH_COLL_ALLREDUCE ? "allreduce"
+               : a->coll == SH_COLL_BROADCAST ? "broadcast" : "allgather", c->world, "bytes");
+        for (int k = 0; k < nc; k++) printf(" %18s", sh_algo_name(cand[k]));
+        printf("\n");
+    }
+    enum { MAXREP = 41 };
+    for (size_t nbytes = 256; nbytes <= a->max_nbytes; nbytes *= 4) {
+        int reps = nbytes <= 64 * 1024 ? MAXREP : nbytes <= 4 << 20 ? 11 : 5;
+        uint64_t t[4][MAXREP];
+        sh_coll op = {(sh_coll_kind)a->coll, send, recv, nbytes / 4, SHOAL_FLOAT32, SHOAL_SUM, 0};
+        if (a->coll == SH_COLL_ALLGATHER) op.send = recv + (size_t)c->rank * (nbytes / 4);
+        for (int rep = -2; rep < reps; rep++)
+            for (int k = 0; k < nc; k++) {
+                c->algo = cand[k];
+                if (sh_dissemination_barrier(c, &g) != SHOAL_OK) return;
+                uint64_t t0 = sh_now_ns();
+                if (sh_algo_run(c, &op) != SHOAL_OK) {
+                    fprintf(stderr, "rank %d: %s\n", c->rank, shoal_last_error_message());
+                    return;
+                }
+                if (rep >= 0) t[k][rep] = sh_now_ns() - t0;
+            }
+        if (c->rank == 0) {
+            double med[4], best = 1e300;
+            for (int k = 0; k < nc; k++) {
+                qsort(t[k], (size_t)reps, sizeof t[k][0], cmp_u64);
+                med[k] = (double)t[k][reps / 2] / 1e3;
+                if (med[k] < best) best = med[k];
+            }
+            printf("%10zu", nbytes);
+            for (int k = 0; k < nc; k++) printf(" %10.1f (%4.2f)", med[k], med[k] / best);
+            printf("\n");
+            fflush(stdout);
+        }
+    }
+    sh_free_aligned(send);
+    sh_free_aligned(recv);
+}
+
+int main(int argc, char **argv)
+{
+    int n = argc > 1 ? atoi(argv[1]) : 4;
+    const char *links = argc > 2 ? argv[2] : "socketpair";
+    const char *coll = argc > 3 ? argv[3] : "allreduce";
+    sweep_arg a = {SH_COLL_ALLREDUCE, argc > 4 ? (size_t)atoll(argv[4]) : (size_t)64 << 20};
+    if (!strcmp(coll, "broadcast")) a.coll = SH_COLL_BROADCAST;
+    else if (!strcmp(coll, "allgather")) a.coll = SH_COLL_ALLGATHER;
+    else if (strcmp(coll, "allreduce")) {
+        fprintf(stderr, "algo_sweep: unknown collective \"%s\"; use allreduce, broadcast or allgather\n", coll);
+        return 2;
+    }
+    if (n < 2 || n > 64) {
+        fprintf(stderr, "algo_sweep: ranks %d out of range; use 2..64\n", n);
+        return 2;
+    }
+    sh_test_ranks_opts o = {.links = strcmp(links, "shm") ? SH_TEST_SOCKETPAIR : SH_TEST_SHM,
+                            .chunk_nbytes = argc > 5 ? (size_t)atoll(argv[5]) : 0, .deadline_s = 600,
+                            .timeout_ms = 60000};
+    int passed = 0, failed = 0;
+    return sh_test_ranks(n, &o, sweep, &a, &passed, &failed) ? 1 : 0;
+}
