@@ -112,24 +112,28 @@ static const char *peer_str(const sh_xfer_ctx *x, int peer, char *buf, size_t ca
     return buf;
 }
 
-static void reduce_in(const sh_xfer_ctx *x, sh_xfer_op *op, carry *cy, const unsigned char *in,
-                      size_t nbytes);
-
-/* Incoming bytes in place (a shared-memory ring) may sit at any address: the kernels need
- * element alignment, so misaligned runs go through an aligned bounce buffer. */
-static void reduce_in_aligned(const sh_xfer_ctx *x, sh_xfer_op *op, carry *cy,
-                              const unsigned char *in, size_t nbytes)
+/* Reduce whole elements at in (any address: incoming bytes sit wherever the link put
+ * them, and the kernels need element alignment, so misaligned runs go through an aligned
+ * bounce buffer) into op->buf at op->done. */
+static void reduce_whole(const sh_xfer_ctx *x, sh_xfer_op *op, const unsigned char *in, size_t nbytes)
 {
     size_t es = shoal_dtype_nbytes((shoal_dtype)x->dtype);
-    if ((uintptr_t)in % es == 0) {
-        reduce_in(x, op, cy, in, nbytes);
-        return;
-    }
+    unsigned char *dst = (unsigned char *)op->buf;
     _Alignas(64) unsigned char bounce[4096];
     while (nbytes > 0) {
-        size_t n = nbytes < sizeof bounce ? nbytes : sizeof bounce;
-        memcpy(bounce, in, n);
-        reduce_in(x, op, cy, bounce, n);
+        const unsigned char *src_in = in;
+        size_t n = nbytes;
+        if ((uintptr_t)in % es) {
+            n = nbytes < sizeof bounce ? nbytes : sizeof bounce;
+            memcpy(bounce, in, n);
+            src_in = bounce;
+        }
+        if (op->src)
+            sh_reduce3(dst + op->done, (const unsigned char *)op->src + op->done, src_in, n / es,
+                       (shoal_dtype)x->dtype, (shoal_op)x->op);
+        else
+            sh_reduce(dst + op->done, src_in, n / es, (shoal_dtype)x->dtype, (shoal_op)x->op);
+        op->done += n;
         in += n;
         nbytes -= n;
     }
@@ -161,12 +165,7 @@ static void reduce_in(const sh_xfer_ctx *x, sh_xfer_op *op, carry *cy, const uns
             continue;
         }
         size_t whole = nbytes / es * es;
-        if (op->src)
-            sh_reduce3(dst + op->done, (const unsigned char *)op->src + op->done, in, whole / es,
-                       (shoal_dtype)x->dtype, (shoal_op)x->op);
-        else
-            sh_reduce(dst + op->done, in, whole / es, (shoal_dtype)x->dtype, (shoal_op)x->op);
-        op->done += whole;
+        reduce_whole(x, op, in, whole);
         in += whole;
         nbytes -= whole;
     }
@@ -192,7 +191,7 @@ static ssize_t step(const sh_xfer_ctx *x, sh_xfer_op *op, carry *cy, unsigned ch
             if (!p) return -1;
             if (avail == 0) return 0;
             if (avail > left) avail = left;
-            reduce_in_aligned(x, op, cy, p, avail);
+            reduce_in(x, op, cy, p, avail);
             l->ops->recv_consume(l, avail);
             return (ssize_t)avail;
         } else {
