@@ -1,7 +1,8 @@
 /* algo_sweep.c — measures the collective algorithms side by side in one run, to set the
  * thresholds in src/comm/algo.c: for each message size, every applicable algorithm runs
  * in turn (interleaved, so a busy machine slows them alike) and rank 0 prints the median
- * time of each and the ratio to the fastest.
+ * time of each (from a common start until a barrier after it: all ranks done) and the ratio
+ * to the fastest.
  * Not here: the nccl-tests style benchmark of the public API (shoal bench).
  *
  *   make BUILD=build-algo build-algo/libshoal.a
@@ -73,6 +74,9 @@ static void sweep(shoal_comm *c, void *argp)
                     fprintf(stderr, "rank %d: %s\n", c->rank, shoal_last_error_message());
                     return;
                 }
+                /* until every rank is done: a root that only pushes bytes out has not
+                 * finished the collective (the barrier costs every algorithm the same) */
+                if (sh_dissemination_barrier(c, &g) != SHOAL_OK) return;
                 if (rep >= 0) t[k][rep] = sh_now_ns() - t0;
             }
         if (c->rank == 0) {

@@ -20,23 +20,50 @@ shoal_result sh_shm_coll_run(shoal_comm *c, const sh_coll *op) __attribute__((we
 shoal_result sh_mpi_coll_run(shoal_comm *c, const sh_coll *op) __attribute__((weak));
 
 /* ---- the table ----
- * Measured with bench/comm/algo_sweep.c (see its header for the command): float32 sum
- * allreduce, every algorithm side by side in one run, socketpair and shared-memory links,
- * 2..8 ranks on this project's 2-core test machine. Figures are in the comment of each
- * constant; busy shared machines make absolute times noisy, the crossovers held. */
+ * Measured with bench/comm/algo_sweep.c (command in its header): every algorithm side by
+ * side per size in one run, float32 sum, median microseconds from a common start to a
+ * barrier after the call, socketpair ("sp") and shared-memory links, on this project's
+ * 2-core test machine while ~7 other engineers were compiling (load 5): the ratios below
+ * are what the table rests on, the absolute times are not. With more ranks than cores
+ * every algorithm waits for the scheduler, which flatters the binomial tree (fewer ranks
+ * active at once) at 6-8 ranks; the tree is not chosen for allreduce on that evidence
+ * alone, since with a core per rank its root handles log2(n) whole messages.
+ *
+ * Allreduce, ratio to the fastest of rd / rhd / ring (2026-11-22):
+ *   bytes     2 sp            3 sp            4 sp            6 sp            8 sp
+ *   16 KiB    1.02/1.02/1.02  1.87/2.48/2.84  1.00/1.74/1.89  1.00/1.37/1.65  1.05/1.56/2.16
+ *   64 KiB    1.02/1.01/1.00  2.76/2.11/2.78  1.13/1.27/1.31  1.41/1.11/1.33  1.50/1.42/1.94
+ *   256 KiB   2.28/1.06/1.00  2.21/1.25/1.00  2.33/1.00/1.12  2.11/1.00/1.10  2.58/1.03/1.14
+ *   4 MiB     1.27/1.06/1.00  1.28/1.16/1.00  1.45/1.00/1.02  1.32/1.00/1.03  1.98/1.00/1.26
+ *   16 MiB    1.28/1.08/1.00  1.24/1.18/1.00  1.30/1.00/1.02  1.23/1.00/1.10  1.74/1.00/1.16
+ *   64 MiB (earlier run)                      1.17/1.00/1.03                  1.62/1.00/1.00
+ * shm links agree (4 ranks 4 MiB: 1.32/1.00/1.03; 8 ranks 4 MiB: 1.84/1.00/1.09). */
 
-/* Recursive doubling up to here: it needs log2(n) rounds against ring's 2(n-1), and below
- * this size a round's latency costs more than resending the whole message. */
+/* Recursive doubling up to here: log2(n) rounds against ring's 2(n-1); it is fastest or
+ * tied through 16 KiB at 2, 4, 6 and 8 ranks and loses from 64 KiB (up to 1.5x) as the
+ * whole message is resent every round. */
 #define RD_MAX_NBYTES (16u * 1024)
-/* Recursive halving-doubling up to here (ring's bandwidth in log2(n) rounds); above it
- * ring's neighbour-only traffic and full-duplex steps win. */
-#define RHD_MAX_NBYTES (1u * 1024 * 1024)
-/* Binomial-tree broadcast up to here; above, the pipelined chain (the root sends the
- * message once instead of log2(n) times). */
+/* Above that: halving-doubling on power-of-two worlds of 4 or more ranks (ahead of ring at
+ * every size from 256 KiB: 1.02-1.26x), ring otherwise: at 2 ranks the two are one
+ * exchange each and ring measured 6-11% ahead; at 3 ranks the fold of the extra rank
+ * costs a whole message (ring ahead 1.06-1.25x). At 6 ranks rhd led by 0-10% but not
+ * at 1 MiB; ring keeps non-powers of two for neighbour-only traffic. */
+#define RHD_MIN_RANKS 4
+/* Binomial-tree broadcast up to here, then the pipelined chain: tree tied or ahead to
+ * 64 KiB at 3, 4 and 8 ranks; chain ahead from 256 KiB to 1 MiB (3 ranks 1.41-1.91x,
+ * 8 ranks 1.09-1.14x); from 4 MiB the two were within noise (+-25%, either way) on
+ * 2 cores, where both copy the same bytes; the chain sends each byte once per rank,
+ * which is what counts on a real network. */
 #define TREE_BCAST_MAX_NBYTES (64u * 1024)
-/* Recursive-doubling allgather (power-of-two groups) up to this many bytes per rank. */
-#define RD_ALLGATHER_MAX_NBYTES (16u * 1024)
-/* Default pipeline chunk: message / CHUNK_DIV, clamped to [CHUNK_MIN, CHUNK_MAX]. */
+/* Recursive-doubling allgather (power-of-two groups) up to this many bytes per rank: it
+ * led ring at 4 and 8 ranks at every size measured, 256 B to 4 MiB (1.02-1.54x). Above
+ * the measured range ring (neighbour-only traffic). */
+#define RD_ALLGATHER_MAX_NBYTES (4u * 1024 * 1024)
+/* Default pipeline chunk: message / CHUNK_DIV, clamped to [CHUNK_MIN, CHUNK_MAX]. With a
+ * fixed 16 KiB chunk recursive doubling of 1-16 MiB ran 4-5x slower than ring (a round
+ * per piece); 256 KiB-1 MiB chunks kept it within 1.3-1.5x; tree and chain broadcast of
+ * 16 MiB were best with 1 MiB chunks (1.0-1.08 vs 1.08 at 16 KiB); staging stays at most
+ * 2 x CHUNK_MAX per collective. */
 #define CHUNK_DIV 8
 #define CHUNK_MIN_NBYTES (32u * 1024)
 #define CHUNK_MAX_NBYTES (512u * 1024)
@@ -95,7 +122,7 @@ static sh_algo_kind auto_choice(const shoal_comm *c, const sh_coll *op)
     case SH_COLL_ALLREDUCE:
         if (nbytes <= RD_MAX_NBYTES || op->count < (size_t)c->world) return SH_ALGO_RD;
         if (has_hierarchy(c)) return SH_ALGO_HIER;
-        return nbytes <= RHD_MAX_NBYTES ? SH_ALGO_RHD : SH_ALGO_RING;
+        return c->world >= RHD_MIN_RANKS && is_pow2(c->world) ? SH_ALGO_RHD : SH_ALGO_RING;
     case SH_COLL_BROADCAST:
         return nbytes <= TREE_BCAST_MAX_NBYTES || c->world <= 2 ? SH_ALGO_TREE : SH_ALGO_RING;
     case SH_COLL_REDUCE:
