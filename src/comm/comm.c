@@ -424,9 +424,12 @@ shoal_result shoal_recv_start(shoal_comm *c, void *buf, size_t count, shoal_dtyp
     return p2p_request(c, op, req);
 }
 
+/* A point-to-point failure is about one peer: later messages to or from it fail at once
+ * ("the peer is gone"), but the communicator stays usable with the others, so a parameter
+ * server can drop a dead worker and go on. Collectives still fail on a dead peer. */
 static shoal_result p2p_fail(shoal_comm *c, shoal_result rc)
 {
-    if (rc == SHOAL_ERR_PEER || rc == SHOAL_ERR_TIMEOUT) break_comm(c, shoal_last_error_message());
+    (void)c;
     return rc;
 }
 
