@@ -248,14 +248,16 @@ static void nonce(unsigned char out[32])
     }
 }
 
-shoal_result sh_auth_client(int fd, const char *key, const char *context, uint64_t deadline_ns)
+shoal_result sh_auth_client(int fd, const char *key, const char *context, const char *peer,
+                            uint64_t deadline_ns)
 {
     unsigned char hello[40], ns[32], nc[32], m[32], ms[32];
     char ctx[SH_AUTH_CTX_NBYTES] = {0};
     snprintf(ctx, sizeof ctx, "%s", context);
     SH_TRY(sh_net_read_all(fd, hello, sizeof hello, deadline_ns));
     if (memcmp(hello, "SHOAL1S", 8) != 0)
-        return SH_FAIL(SHOAL_ERR_PEER, "the other side does not speak shoal's protocol");
+        return SH_FAIL(SHOAL_ERR_PEER, "%s does not speak shoal's protocol (another program on "
+                                       "that port?)", peer);
     memcpy(ns, hello + 8, 32);
     nonce(nc);
     mac(key, 'C', ns, nc, ctx, m);
@@ -266,35 +268,58 @@ shoal_result sh_auth_client(int fd, const char *key, const char *context, uint64
     memcpy(msg + 40 + SH_AUTH_CTX_NBYTES, m, 32);
     SH_TRY(sh_net_write_all(fd, msg, sizeof msg, deadline_ns));
     shoal_result rc = sh_net_read_all(fd, ms, 32, deadline_ns);
-    if (rc != SHOAL_OK)
-        return SH_FAIL(SHOAL_ERR_PEER, "job key rejected: this process is not part of the job "
-                                       "(SHOAL_JOB_KEY differs from the other ranks')");
+    if (rc == SHOAL_ERR_TIMEOUT) return rc;
+    if (rc != SHOAL_OK) /* a server that does not like our proof hangs up without a word */
+        return SH_FAIL(SHOAL_ERR_PEER, "job key rejected by %s: this process is not part of the "
+                                       "job (SHOAL_JOB_KEY differs)", peer);
     mac(key, 'S', nc, ns, ctx, m);
     if (!sh_mem_equal_ct(m, ms, 32))
-        return SH_FAIL(SHOAL_ERR_PEER, "the other side does not hold this job's key");
+        return SH_FAIL(SHOAL_ERR_PEER, "%s does not hold this job's key (SHOAL_JOB_KEY differs)", peer);
+    return SHOAL_OK;
+}
+
+void sh_auth_server_hello(unsigned char hello[SH_AUTH_HELLO_NBYTES])
+{
+    memcpy(hello, "SHOAL1S", 8);
+    nonce(hello + 8);
+}
+
+int sh_auth_client_greeting_ok(const unsigned char *msg, size_t nbytes)
+{
+    return memcmp(msg, "SHOAL1C", nbytes < 8 ? nbytes : 8) == 0;
+}
+
+shoal_result sh_auth_server_check(const char *key, const unsigned char hello[SH_AUTH_HELLO_NBYTES],
+                                  const unsigned char msg[SH_AUTH_CLIENT_NBYTES],
+                                  char ctx_out[SH_AUTH_CTX_NBYTES],
+                                  unsigned char reply[SH_AUTH_REPLY_NBYTES])
+{
+    unsigned char m[32];
+    if (!sh_auth_client_greeting_ok(msg, 8))
+        return SH_FAIL(SHOAL_ERR_PEER, "not a shoal client (bad greeting)");
+    char ctx[SH_AUTH_CTX_NBYTES];
+    memcpy(ctx, msg + 40, SH_AUTH_CTX_NBYTES);
+    ctx[SH_AUTH_CTX_NBYTES - 1] = 0;
+    /* The MAC covers the context as sent (before we terminate it). */
+    mac(key, 'C', hello + 8, msg + 8, (const char *)msg + 40, m);
+    if (!sh_mem_equal_ct(m, msg + 40 + SH_AUTH_CTX_NBYTES, 32))
+        return SH_FAIL(SHOAL_ERR_PEER, "wrong job key");
+    mac(key, 'S', msg + 8, hello + 8, (const char *)msg + 40, reply);
+    if (ctx_out) memcpy(ctx_out, ctx, SH_AUTH_CTX_NBYTES);
     return SHOAL_OK;
 }
 
 shoal_result sh_auth_server(int fd, const char *key, char ctx_out[SH_AUTH_CTX_NBYTES],
                             uint64_t deadline_ns)
 {
-    unsigned char hello[40], nc[32], m[32];
-    memcpy(hello, "SHOAL1S", 8);
-    nonce(hello + 8);
+    unsigned char hello[SH_AUTH_HELLO_NBYTES], msg[SH_AUTH_CLIENT_NBYTES], reply[32];
+    sh_auth_server_hello(hello);
     SH_TRY(sh_net_write_all(fd, hello, sizeof hello, deadline_ns));
-    unsigned char msg[8 + 32 + SH_AUTH_CTX_NBYTES + 32];
-    SH_TRY(sh_net_read_all(fd, msg, sizeof msg, deadline_ns));
-    if (memcmp(msg, "SHOAL1C", 8) != 0)
+    SH_TRY(sh_net_read_all(fd, msg, 8, deadline_ns));
+    if (!sh_auth_client_greeting_ok(msg, 8))
         return SH_FAIL(SHOAL_ERR_PEER, "not a shoal client (bad greeting)");
-    memcpy(nc, msg + 8, 32);
-    char ctx[SH_AUTH_CTX_NBYTES];
-    memcpy(ctx, msg + 40, SH_AUTH_CTX_NBYTES);
-    ctx[SH_AUTH_CTX_NBYTES - 1] = 0;
-    mac(key, 'C', hello + 8, nc, ctx, m);
-    if (!sh_mem_equal_ct(m, msg + 40 + SH_AUTH_CTX_NBYTES, 32))
-        return SH_FAIL(SHOAL_ERR_PEER, "wrong job key");
-    mac(key, 'S', nc, hello + 8, ctx, m);
-    SH_TRY(sh_net_write_all(fd, m, 32, deadline_ns));
-    if (ctx_out) memcpy(ctx_out, ctx, SH_AUTH_CTX_NBYTES);
+    SH_TRY(sh_net_read_all(fd, msg + 8, sizeof msg - 8, deadline_ns));
+    SH_TRY(sh_auth_server_check(key, hello, msg, ctx_out, reply));
+    SH_TRY(sh_net_write_all(fd, reply, sizeof reply, deadline_ns));
     return SHOAL_OK;
 }

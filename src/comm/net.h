@@ -31,8 +31,21 @@ void sh_net_tune(int fd); /* TCP_NODELAY, big buffers */
  * The client sends its context (so a server can learn who connects); the server checks
  * it with accept_ctx (may be NULL: any context) and returns it in ctx_out. */
 enum { SH_AUTH_CTX_NBYTES = 96 };
-shoal_result sh_auth_client(int fd, const char *key, const char *context, uint64_t deadline_ns);
+shoal_result sh_auth_client(int fd, const char *key, const char *context, const char *peer,
+                            uint64_t deadline_ns); /* peer: "rank 0's store at a:p", for errors */
 shoal_result sh_auth_server(int fd, const char *key, char ctx_out[SH_AUTH_CTX_NBYTES],
                             uint64_t deadline_ns);
+
+/* The server side in pieces, for servers that poll many connections at once: send hello,
+ * read SH_AUTH_CLIENT_NBYTES (the first 8 may be checked early with
+ * sh_auth_client_greeting_ok to drop garbage at once), check, send reply. */
+enum { SH_AUTH_HELLO_NBYTES = 40, SH_AUTH_CLIENT_NBYTES = 8 + 32 + SH_AUTH_CTX_NBYTES + 32,
+       SH_AUTH_REPLY_NBYTES = 32 };
+void sh_auth_server_hello(unsigned char hello[SH_AUTH_HELLO_NBYTES]);
+int sh_auth_client_greeting_ok(const unsigned char *msg, size_t nbytes);
+shoal_result sh_auth_server_check(const char *key, const unsigned char hello[SH_AUTH_HELLO_NBYTES],
+                                  const unsigned char msg[SH_AUTH_CLIENT_NBYTES],
+                                  char ctx_out[SH_AUTH_CTX_NBYTES],
+                                  unsigned char reply[SH_AUTH_REPLY_NBYTES]);
 
 #endif

@@ -20,12 +20,19 @@ enum { SH_STORE_MAX_VALUE_NBYTES = 1 << 20 };
 shoal_result sh_store_server_start(const char *addr, int port, const char *key,
                                    sh_store_server **out);
 int sh_store_server_port(const sh_store_server *s);
-void sh_store_server_stop(sh_store_server *s); /* NULL is fine */
+/* Stop serving and free. Blocks while other ranks still talk to the store (at most 5 s;
+ * 0.5 s once they fall quiet), so rank 0 leaving first does not cut off the end of their
+ * rendezvous. NULL is fine. */
+void sh_store_server_stop(sh_store_server *s);
 
 /* Connect (retrying until timeout_ms) and authenticate. Thread-safe afterwards. */
 shoal_result sh_store_connect(const char *addr, int port, const char *key, int timeout_ms,
                               sh_store **out);
 void sh_store_close(sh_store *s); /* NULL is fine */
+/* What the client connected with: the job key (transports prove the same key) and the
+ * store's host (transports listen on the interface that reaches it). */
+const char *sh_store_job_key(const sh_store *s);
+const char *sh_store_host(const sh_store *s);
 
 shoal_result sh_store_set(sh_store *s, const char *key, const void *val, size_t nbytes);
 /* Wait until key exists (up to timeout_ms), copy up to cap bytes, *nbytes = its length. */

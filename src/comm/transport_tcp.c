@@ -1,9 +1,14 @@
-/* transport_tcp.c — the TCP mesh: listen, publish, connect to lower ranks, accept higher
- * ones, each connection proving the job key and saying who it is.
- * Not here: the handshake (net.c), byte moving (link.c).
- * Proved by tests/comm/test_comm.c and tests/comm/test_comm_faults.c. */
+/* transport_tcp.c — the TCP mesh: every rank listens on one interface, publishes addr:port
+ * in the store, connects to each lower rank it wants (twice: collective and point-to-point
+ * planes) and accepts the higher ones. Every connection proves the job key with a context
+ * naming the communicator, both ranks and the plane; strangers, garbage and stalled
+ * handshakes are logged and dropped while the real ranks are served (handshakes are polled
+ * side by side, so a stranger that stalls costs nobody any time).
+ * Not here: the handshake's cryptography and socket helpers (net.c), byte moving (link.c).
+ * Proved by tests/comm/test_transport_tcp.c, tests/comm/test_comm.c, test_comm_faults.c. */
 #include "comm/transport_tcp.h"
 
+#include <errno.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,20 +20,195 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/util.h"
-#include "comm/boot.h"
 #include "comm/net.h"
 #include "comm/store.h"
 
+enum {
+    MAX_PENDING = 64,          /* handshakes in progress at once; the oldest goes beyond */
+    AUTH_TIMEOUT_MS = 3000,    /* a real rank answers the hello in microseconds */
+};
+
+/* "w tcp 3->5 plane 1": what a connection is for; both sides MAC it. */
 static void context(const shoal_comm *c, int from, int to, int plane, char *out, size_t cap)
 {
     snprintf(out, cap, "%.40s tcp %d->%d plane %d", c->prefix, from, to, plane);
 }
 
-static shoal_result job_key(char *out, size_t cap)
+typedef struct {
+    int fd; /* -1: free slot */
+    char who[64];
+    uint64_t deadline_ns;
+    unsigned char hello[SH_AUTH_HELLO_NBYTES];
+    unsigned char in[SH_AUTH_CLIENT_NBYTES];
+    size_t in_nbytes;
+} pending;
+
+static void refuse(pending *p, const char *why)
 {
-    sh_boot_env e;
-    SH_TRY(sh_boot_read_env(NULL, &e));
-    snprintf(out, cap, "%s", e.job_key);
+    SH_LOG_W("comm", "tcp: refused a connection from %s: %s", p->who, why);
+    close(p->fd);
+    p->fd = -1;
+}
+
+/* Read what a pending handshake has; when whole, check it and make the link. */
+static shoal_result on_pending(shoal_comm *c, const unsigned char *want, const char *key,
+                               pending *p, int *need_in)
+{
+    for (;;) {
+        ssize_t n = recv(p->fd, p->in + p->in_nbytes, sizeof p->in - p->in_nbytes, MSG_DONTWAIT);
+        if (n == 0) {
+            refuse(p, p->in_nbytes ? "closed during the handshake" : "closed before the handshake (a port scan?)");
+            return SHOAL_OK;
+        }
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK) refuse(p, strerror(errno));
+            return SHOAL_OK;
+        }
+        p->in_nbytes += (size_t)n;
+        if (!sh_auth_client_greeting_ok(p->in, p->in_nbytes)) {
+            refuse(p, "not a shoal rank (bad greeting)");
+            return SHOAL_OK;
+        }
+        if (p->in_nbytes == sizeof p->in) break;
+    }
+    char ctx[SH_AUTH_CTX_NBYTES], why[200];
+    unsigned char reply[SH_AUTH_REPLY_NBYTES];
+    if (sh_auth_server_check(key, p->hello, p->in, ctx, reply) != SHOAL_OK) {
+        snprintf(why, sizeof why, "%s (a process outside the job?)", shoal_last_error_message());
+        refuse(p, why);
+        return SHOAL_OK;
+    }
+    int from = -1, to = -1, plane = -1;
+    char pre[64];
+    if (sscanf(ctx, "%63s tcp %d->%d plane %d", pre, &from, &to, &plane) != 4 ||
+        strcmp(pre, c->prefix) != 0 || to != c->rank || from <= c->rank || from >= c->world ||
+        !want[from] || plane < 0 || plane > 1 || (plane ? c->p2p[from] : c->coll[from])) {
+        snprintf(why, sizeof why, "holds the key but is not expected here (\"%.80s\")", ctx);
+        refuse(p, why);
+        return SHOAL_OK;
+    }
+    /* 32 bytes into a fresh socket's empty buffer: never blocks for long. */
+    if (sh_net_write_all(p->fd, reply, sizeof reply, sh_net_deadline(AUTH_TIMEOUT_MS)) != SHOAL_OK) {
+        refuse(p, "left before the end of the handshake");
+        return SHOAL_OK;
+    }
+    shoal_result rc = sh_link_fd_create(p->fd, from, plane ? &c->p2p[from] : &c->coll[from]);
+    if (rc != SHOAL_OK) close(p->fd);
+    p->fd = -1;
+    (*need_in)--;
+    return rc;
+}
+
+static void accept_one(int lfd, pending *pend, uint64_t dl)
+{
+    int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) return;
+    int slot = -1;
+    for (int i = 0; i < MAX_PENDING; i++)
+        if (pend[i].fd < 0) {
+            slot = i;
+            break;
+        }
+    if (slot < 0) { /* full of strangers: the oldest goes */
+        slot = 0;
+        for (int i = 1; i < MAX_PENDING; i++)
+            if (pend[i].deadline_ns < pend[slot].deadline_ns) slot = i;
+        refuse(&pend[slot], "too many handshakes at once; this was the oldest");
+    }
+    pending *p = &pend[slot];
+    memset(p, 0, sizeof *p);
+    p->fd = fd;
+    sh_net_peer_str(fd, p->who, sizeof p->who);
+    uint64_t adl = sh_net_deadline(AUTH_TIMEOUT_MS);
+    p->deadline_ns = adl < dl ? adl : dl;
+    sh_auth_server_hello(p->hello);
+    if (send(fd, p->hello, sizeof p->hello, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof p->hello)
+        refuse(p, "could not send the hello");
+    else
+        sh_net_tune(fd);
+}
+
+static shoal_result accept_higher(shoal_comm *c, const unsigned char *want, const char *key,
+                                  int lfd, int need_in, uint64_t dl)
+{
+    pending pend[MAX_PENDING];
+    struct pollfd pf[1 + MAX_PENDING];
+    for (int i = 0; i < MAX_PENDING; i++) pend[i].fd = -1;
+    shoal_result rc = SHOAL_OK;
+    while (rc == SHOAL_OK && need_in > 0) {
+        uint64_t now = sh_now_ns();
+        if (now >= dl) {
+            char missing[256] = "";
+            size_t len = 0;
+            for (int p = c->rank + 1; p < c->world && len < sizeof missing - 16; p++)
+                if (want[p] && (!c->coll[p] || !c->p2p[p]))
+                    len += (size_t)snprintf(missing + len, sizeof missing - len, "%s%d", len ? ", " : "", p);
+            rc = SH_FAIL(SHOAL_ERR_TIMEOUT, "tcp: rank%s %s never connected to rank %d within %d ms "
+                         "(did %s die, or can it not reach this host? see SHOAL_SOCKET_IFNAME)",
+                         strchr(missing, ',') ? "s" : "", missing, c->rank, c->timeout_ms,
+                         strchr(missing, ',') ? "they" : "it");
+            break;
+        }
+        uint64_t next = dl;
+        pf[0] = (struct pollfd){lfd, POLLIN, 0};
+        for (int i = 0; i < MAX_PENDING; i++) {
+            if (pend[i].fd >= 0 && pend[i].deadline_ns <= now)
+                refuse(&pend[i], "no handshake within the deadline (a stalled stranger?)");
+            if (pend[i].fd >= 0 && pend[i].deadline_ns < next) next = pend[i].deadline_ns;
+            pf[1 + i] = (struct pollfd){pend[i].fd, POLLIN, 0};
+        }
+        int wait_ms = (int)((next - now) / 1000000ull) + 1;
+        int n = poll(pf, 1 + MAX_PENDING, wait_ms > 200 ? 200 : wait_ms);
+        if (n < 0 && errno != EINTR) {
+            rc = SH_FAIL(SHOAL_ERR_IO, "tcp: poll: %s", strerror(errno));
+            break;
+        }
+        if (n <= 0) continue;
+        for (int i = 0; i < MAX_PENDING && rc == SHOAL_OK; i++)
+            if (pend[i].fd >= 0 && pf[1 + i].revents) rc = on_pending(c, want, key, &pend[i], &need_in);
+        if (pf[0].revents & POLLIN) accept_one(lfd, pend, dl);
+    }
+    for (int i = 0; i < MAX_PENDING; i++)
+        if (pend[i].fd >= 0) close(pend[i].fd);
+    return rc;
+}
+
+static shoal_result connect_lower(shoal_comm *c, int p, const char *key, uint64_t dl)
+{
+    char v[96], skey[128], pb[128];
+    size_t vn = 0;
+    snprintf(skey, sizeof skey, "%s/tcp/%d", c->prefix, p);
+    int left_ms = (int)((dl > sh_now_ns() ? dl - sh_now_ns() : 0) / 1000000ull) + 1;
+    shoal_result rc = sh_store_get(c->store, skey, v, sizeof v - 1, &vn, left_ms);
+    if (rc == SHOAL_ERR_TIMEOUT)
+        return SH_FAIL(SHOAL_ERR_TIMEOUT, "tcp: %s never published its address within %d ms "
+                       "(did it start, or die?)", sh_comm_peer_name(c, p, pb, sizeof pb), c->timeout_ms);
+    SH_TRY(rc);
+    v[vn < sizeof v ? vn : sizeof v - 1] = 0;
+    char *colon = strrchr(v, ':');
+    int pport = colon ? atoi(colon + 1) : 0;
+    if (!colon || pport <= 0 || pport > 65535)
+        return SH_FAIL(SHOAL_ERR_PEER, "tcp: %s published a bad address \"%s\"",
+                       sh_comm_peer_name(c, p, pb, sizeof pb), v);
+    *colon = 0;
+    for (int plane = 0; plane < 2; plane++) {
+        int fd = -1;
+        char peer[256];
+        snprintf(peer, sizeof peer, "%s at %s:%d", sh_comm_peer_name(c, p, pb, sizeof pb), v, pport);
+        rc = sh_net_connect(v, pport, dl, &fd);
+        if (rc == SHOAL_OK) {
+            char ctx[SH_AUTH_CTX_NBYTES];
+            context(c, c->rank, p, plane, ctx, sizeof ctx);
+            rc = sh_auth_client(fd, key, ctx, peer, dl);
+            if (rc == SHOAL_OK) rc = sh_link_fd_create(fd, p, plane ? &c->p2p[p] : &c->coll[p]);
+            if (rc != SHOAL_OK) close(fd);
+        }
+        if (rc != SHOAL_OK) {
+            sh_err_prefix("tcp: connecting to %s: ", peer);
+            return rc;
+        }
+    }
     return SHOAL_OK;
 }
 
@@ -40,98 +220,23 @@ shoal_result sh_tcp_connect(shoal_comm *c, const unsigned char *want)
             any = 1;
             if (p > c->rank) need_in += 2;
         }
-    char key[640];
-    SH_TRY(job_key(key, sizeof key));
+    if (!any) return SHOAL_OK;
+    if (!c->store)
+        return SH_FAIL(SHOAL_ERR_INVALID, "tcp: this communicator has no store to meet its peers in");
+    const char *key = sh_store_job_key(c->store);
     uint64_t dl = sh_net_deadline(c->timeout_ms);
+    long bind_all = 0;
+    SH_TRY(sh_env_long("SHOAL_BIND_ALL", &bind_all));
+    char addr[64] = "", skey[128], v[96];
+    SH_TRY(sh_net_local_addr(sh_store_host(c->store), addr, sizeof addr));
     int lfd = -1, port = 0;
-    char addr[64] = "", skey[128];
-    if (any) {
-        long ba = 0;
-        SH_TRY(sh_env_long("SHOAL_BIND_ALL", &ba));
-        sh_boot_env e;
-        SH_TRY(sh_boot_read_env(NULL, &e));
-        SH_TRY(sh_net_local_addr(e.master_addr, addr, sizeof addr));
-        SH_TRY(sh_net_listen(ba ? NULL : addr, 0, &lfd, &port));
-        char v[96];
-        int n = snprintf(v, sizeof v, "%s:%d", addr, port);
-        snprintf(skey, sizeof skey, "%s/tcp/%d", c->prefix, c->rank);
-        shoal_result rc = sh_store_set(c->store, skey, v, (size_t)n);
-        if (rc != SHOAL_OK) {
-            close(lfd);
-            return rc;
-        }
-    }
-    shoal_result rc = SHOAL_OK;
-    /* Connect to every lower rank we want, twice. */
-    for (int p = 0; p < c->rank && rc == SHOAL_OK; p++) {
-        if (!want[p]) continue;
-        char v[96];
-        size_t vn = 0;
-        snprintf(skey, sizeof skey, "%s/tcp/%d", c->prefix, p);
-        rc = sh_store_get(c->store, skey, v, sizeof v - 1, &vn, c->timeout_ms);
-        if (rc != SHOAL_OK) break;
-        v[vn < sizeof v ? vn : sizeof v - 1] = 0;
-        char *colon = strrchr(v, ':');
-        if (!colon) {
-            rc = SH_FAIL(SHOAL_ERR_PEER, "rank %d published a bad address \"%s\"", p, v);
-            break;
-        }
-        *colon = 0;
-        int pport = atoi(colon + 1);
-        for (int plane = 0; plane < 2 && rc == SHOAL_OK; plane++) {
-            int fd = -1;
-            rc = sh_net_connect(v, pport, dl, &fd);
-            if (rc == SHOAL_OK) {
-                char ctx[SH_AUTH_CTX_NBYTES];
-                context(c, c->rank, p, plane, ctx, sizeof ctx);
-                rc = sh_auth_client(fd, key, ctx, dl);
-                if (rc == SHOAL_OK) rc = sh_link_fd_create(fd, p, plane ? &c->p2p[p] : &c->coll[p]);
-                if (rc != SHOAL_OK) close(fd);
-            }
-            if (rc != SHOAL_OK) {
-                char pb[128];
-                sh_err_prefix("connecting to %s at %s:%d: ", sh_comm_peer_name(c, p, pb, sizeof pb), v, pport);
-            }
-        }
-    }
-    /* Accept the higher ranks; strangers are logged and dropped. */
-    while (rc == SHOAL_OK && need_in > 0) {
-        uint64_t now = sh_now_ns();
-        if (now >= dl) {
-            char missing[256] = "";
-            size_t len = 0;
-            for (int p = c->rank + 1; p < c->world && len < sizeof missing - 8; p++)
-                if (want[p] && (!c->coll[p] || !c->p2p[p]))
-                    len += (size_t)snprintf(missing + len, sizeof missing - len, "%s%d", len ? ", " : "", p);
-            rc = SH_FAIL(SHOAL_ERR_TIMEOUT, "ranks %s never connected within %d ms", missing, c->timeout_ms);
-            break;
-        }
-        struct pollfd pf = {lfd, POLLIN, 0};
-        int left = (int)((dl - now) / 1000000ull) + 1;
-        if (poll(&pf, 1, left > 200 ? 200 : left) <= 0) continue;
-        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0) continue;
-        sh_net_tune(fd);
-        char ctx[SH_AUTH_CTX_NBYTES], who[64];
-        sh_net_peer_str(fd, who, sizeof who);
-        uint64_t adl = sh_now_ns() + 3000000000ull < dl ? sh_now_ns() + 3000000000ull : dl;
-        if (sh_auth_server(fd, key, ctx, adl) != SHOAL_OK) {
-            SH_LOG_W("comm", "refused a connection from %s: %s", who, shoal_last_error_message());
-            close(fd);
-            continue;
-        }
-        int from = -1, to = -1, plane = -1;
-        char pre[64];
-        if (sscanf(ctx, "%63s tcp %d->%d plane %d", pre, &from, &to, &plane) != 4 ||
-            strcmp(pre, c->prefix) != 0 || to != c->rank || from <= c->rank || from >= c->world ||
-            !want[from] || plane < 0 || plane > 1 || (plane ? c->p2p[from] : c->coll[from])) {
-            SH_LOG_W("comm", "refused a connection from %s: unexpected \"%s\"", who, ctx);
-            close(fd);
-            continue;
-        }
-        rc = sh_link_fd_create(fd, from, plane ? &c->p2p[from] : &c->coll[from]);
-        need_in--;
-    }
-    if (lfd >= 0) close(lfd);
+    SH_TRY(sh_net_listen(bind_all ? NULL : addr, 0, &lfd, &port));
+    int n = snprintf(v, sizeof v, "%s:%d", addr, port);
+    snprintf(skey, sizeof skey, "%s/tcp/%d", c->prefix, c->rank);
+    shoal_result rc = sh_store_set(c->store, skey, v, (size_t)n);
+    for (int p = 0; p < c->rank && rc == SHOAL_OK; p++)
+        if (want[p]) rc = connect_lower(c, p, key, dl);
+    if (rc == SHOAL_OK) rc = accept_higher(c, want, key, lfd, need_in, dl);
+    close(lfd);
     return rc;
 }
