@@ -115,14 +115,32 @@ static int is_pow2(int n) { return n > 0 && (n & (n - 1)) == 0; }
 /* Several hosts, several ranks on at least one: the hierarchy has something to save. */
 static int has_hierarchy(const shoal_comm *c) { return c->nhosts > 1 && c->nhosts < c->world; }
 
+static int is_pow2(int n);
+
+/* The flat allreduce table applied to a group (the hierarchical one uses it across hosts). */
+static sh_algo_kind flat_allreduce_choice(int n, size_t count, size_t nbytes)
+{
+    if (nbytes <= RD_MAX_NBYTES || count < (size_t)n) return SH_ALGO_RD;
+    return n >= RHD_MIN_RANKS && is_pow2(n) ? SH_ALGO_RHD : SH_ALGO_RING;
+}
+
+shoal_result sh_algo_allreduce_flat(shoal_comm *c, const sh_group *g, const void *send, void *buf,
+                                    size_t count, shoal_dtype dt, shoal_op op)
+{
+    switch (flat_allreduce_choice(g->n, count, count * shoal_dtype_nbytes(dt))) {
+    case SH_ALGO_RD: return sh_rd_allreduce(c, g, send, buf, count, dt, op);
+    case SH_ALGO_RHD: return sh_rhd_allreduce(c, g, send, buf, count, dt, op);
+    default: return sh_ring_allreduce(c, g, send, buf, count, dt, op);
+    }
+}
+
 static sh_algo_kind auto_choice(const shoal_comm *c, const sh_coll *op)
 {
     size_t nbytes = op->count * shoal_dtype_nbytes(op->dt);
     switch (op->kind) {
     case SH_COLL_ALLREDUCE:
-        if (nbytes <= RD_MAX_NBYTES || op->count < (size_t)c->world) return SH_ALGO_RD;
-        if (has_hierarchy(c)) return SH_ALGO_HIER;
-        return c->world >= RHD_MIN_RANKS && is_pow2(c->world) ? SH_ALGO_RHD : SH_ALGO_RING;
+        if (nbytes > RD_MAX_NBYTES && has_hierarchy(c)) return SH_ALGO_HIER;
+        return flat_allreduce_choice(c->world, op->count, nbytes);
     case SH_COLL_BROADCAST:
         return nbytes <= TREE_BCAST_MAX_NBYTES || c->world <= 2 ? SH_ALGO_TREE : SH_ALGO_RING;
     case SH_COLL_REDUCE:

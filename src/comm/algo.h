@@ -37,6 +37,9 @@ shoal_result sh_rd_allreduce(shoal_comm *c, const sh_group *g, const void *send,
                              size_t count, shoal_dtype dt, shoal_op op);
 shoal_result sh_rhd_allreduce(shoal_comm *c, const sh_group *g, const void *send, void *buf,
                               size_t count, shoal_dtype dt, shoal_op op);
+/* rd, rhd or ring for this group and size, by the table in algo.c. */
+shoal_result sh_algo_allreduce_flat(shoal_comm *c, const sh_group *g, const void *send, void *buf,
+                                    size_t count, shoal_dtype dt, shoal_op op);
 /* Within hosts, across hosts, back within hosts (whole communicator). */
 shoal_result sh_hier_allreduce(shoal_comm *c, const void *send, void *buf, size_t count,
                                shoal_dtype dt, shoal_op op);

@@ -20,15 +20,13 @@
 #include "base/err.h"
 #include "comm/algo.h"
 
-/* Allreduce of one block among one rank per host: latency-bound blocks by recursive
- * doubling, the rest by ring (the same choice on every member: same block length). */
+/* Allreduce of one block among one rank per host, by the flat table (every member of a
+ * cross group has the same block length, so all make the same choice). */
 static shoal_result across(shoal_comm *c, const sh_group *g, void *buf, size_t count, shoal_dtype dt,
                            shoal_op op)
 {
     if (g->n == 1 || count == 0) return SHOAL_OK;
-    if (count * shoal_dtype_nbytes(dt) <= 64 * 1024 || count < (size_t)g->n)
-        return sh_rd_allreduce(c, g, buf, buf, count, dt, op);
-    return sh_ring_allreduce(c, g, buf, buf, count, dt, op);
+    return sh_algo_allreduce_flat(c, g, buf, buf, count, dt, op);
 }
 
 shoal_result sh_hier_allreduce(shoal_comm *c, const void *send, void *buf, size_t count,

@@ -104,6 +104,11 @@ static void t_hier_allreduce_on_even_and_uneven_hosts(void)
                                 .chunk_nbytes = i % 2 ? 24 : 0};
         RUN_RANKS(shapes[i][0], &o, hier_sizes, NULL);
     }
+    /* auto picks hier above the recursive-doubling size when hosts hold several ranks */
+    for (int i = 0; i < 2; i++) {
+        sh_test_ranks_opts o = {.links = SH_TEST_SOCKETPAIR, .ranks_per_host = 2 + i};
+        RUN_RANKS(4 + i, &o, hier_sizes, NULL);
+    }
 }
 
 /* Two groups (even and odd ranks) run algorithms side by side on one communicator: the
