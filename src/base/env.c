@@ -60,6 +60,8 @@ static const env_var table[] = {
     {"OMPI_COMM_WORLD_LOCAL_SIZE", NULL, 1, 1 << 20, "Open MPI: ranks on this host"},
     {"PMIX_NAMESPACE", NULL, NOT_INT, "Open MPI (PMIx): job namespace (part of the default job key)"},
     {"OMPI_MCA_orte_hnp_uri", NULL, NOT_INT, "Open MPI: launcher address (part of the default job key)"},
+    {"OMPI_MCA_orte_precondition_transports", NULL, NOT_INT,
+     "Open MPI: random per-job value (part of the default job key)"},
     {"PMI_RANK", NULL, 0, 1 << 20, "MPICH/Hydra (PMI): rank"},
     {"PMI_SIZE", NULL, 1, 1 << 20, "MPICH/Hydra (PMI): world size"},
     {"MPI_LOCALRANKID", NULL, 0, 1 << 20, "MPICH/Hydra: rank on this host"},

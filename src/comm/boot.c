@@ -73,9 +73,11 @@ shoal_result sh_boot_read_env(const shoal_comm_opts *o, sh_boot_env *e)
         /* No secret handed out: derive one every rank of this launch shares. It keeps
          * strays of other jobs out, but is not secret: set SHOAL_JOB_KEY for that. */
         const char *a = sh_env_str("PMIX_NAMESPACE"), *b = sh_env_str("OMPI_MCA_orte_hnp_uri");
+        const char *t = sh_env_str("OMPI_MCA_orte_precondition_transports");
         const char *sj = sh_env_str("SLURM_JOB_ID"), *ss = sh_env_str("SLURM_STEP_ID");
-        snprintf(e->job_key, sizeof e->job_key, "derived:%s:%s:%s:%s:%s:%d", a ? a : "",
-                 b ? b : "", sj ? sj : "", ss ? ss : "", e->master_addr, e->master_port);
+        snprintf(e->job_key, sizeof e->job_key, "derived:%.100s:%.200s:%.80s:%.30s:%.30s:%s:%d",
+                 a ? a : "", b ? b : "", t ? t : "", sj ? sj : "", ss ? ss : "", e->master_addr,
+                 e->master_port);
         e->key_is_derived = 1;
         if (e->world > 1 && !strcmp(e->source, "shoal"))
             return SH_FAIL(SHOAL_ERR_INVALID,
@@ -134,6 +136,28 @@ static shoal_result fill_options(const shoal_comm_opts *o, shoal_comm *c)
     return SHOAL_OK;
 }
 
+/* Rank `first` did not come before the deadline: name it and every later rank that has not
+ * come either (one look each, no more waiting). */
+static shoal_result missing_ranks(shoal_comm *c, const sh_boot_env *e, int first)
+{
+    char list[200];
+    int n = 0, len = snprintf(list, sizeof list, "%d", first);
+    for (int r = first + 1; r < e->world; r++) {
+        char key[64], v[8];
+        size_t vn = 0;
+        snprintf(key, sizeof key, "w/host/%d", r);
+        if (sh_store_get(c->store, key, v, sizeof v, &vn, 0) == SHOAL_OK) continue;
+        n++;
+        if (len < (int)sizeof list - 16) len += snprintf(list + len, sizeof list - (size_t)len, ", %d", r);
+        else if (len < (int)sizeof list - 4) len += snprintf(list + len, sizeof list - (size_t)len, ", ...");
+    }
+    return SH_FAIL(SHOAL_ERR_TIMEOUT,
+                   "rank%s %s of %d never joined the rendezvous at %s:%d within %d ms (did %s "
+                   "start? are they pointed at this master? SHOAL_TIMEOUT sets the deadline)",
+                   n ? "s" : "", list, e->world, e->master_addr, e->master_port, c->timeout_ms,
+                   n ? "they" : "it");
+}
+
 shoal_result sh_boot_world(const shoal_comm_opts *o, shoal_comm **out)
 {
     *out = NULL;
@@ -157,6 +181,8 @@ shoal_result sh_boot_world(const shoal_comm_opts *o, shoal_comm **out)
                                    &c->store_server);
         if (rc != SHOAL_OK) goto fail;
     }
+    /* One deadline for the whole rendezvous, connecting included. */
+    uint64_t dl = sh_now_ns() + (uint64_t)c->timeout_ms * 1000000ull;
     rc = sh_store_connect(e.master_addr, e.master_port, e.job_key, c->timeout_ms, &c->store);
     if (rc != SHOAL_OK) goto fail;
     /* Publish "hostid\nhostname", then learn everyone's. */
@@ -175,12 +201,11 @@ shoal_result sh_boot_world(const shoal_comm_opts *o, shoal_comm **out)
         char v[600];
         size_t vn = 0;
         snprintf(key, sizeof key, "w/host/%d", r);
-        rc = sh_store_get(c->store, key, v, sizeof v - 1, &vn, c->timeout_ms);
+        uint64_t now = sh_now_ns();
+        int left_ms = now < dl ? (int)((dl - now) / 1000000ull) + 1 : 1;
+        rc = sh_store_get(c->store, key, v, sizeof v - 1, &vn, left_ms);
         if (rc == SHOAL_ERR_TIMEOUT) {
-            rc = SH_FAIL(SHOAL_ERR_TIMEOUT,
-                         "rank %d of %d never joined the rendezvous at %s:%d within %d ms "
-                         "(did it start? SHOAL_TIMEOUT sets the deadline)",
-                         r, e.world, e.master_addr, e.master_port, c->timeout_ms);
+            rc = missing_ranks(c, &e, r);
             break;
         }
         if (rc != SHOAL_OK) break;

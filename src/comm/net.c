@@ -165,7 +165,10 @@ shoal_result sh_net_listen(const char *addr, int port, int *fd_out, int *port_ou
         close(fd);
         return SH_FAIL(SHOAL_ERR_IO, "cannot listen on %s:%d: %s%s", addr && addr[0] ? addr : "*",
                        port, strerror(e),
-                       e == EADDRINUSE ? " (choose another SHOAL_MASTER_PORT)" : "");
+                       e == EADDRINUSE ? " (choose another SHOAL_MASTER_PORT)"
+                       : e == EADDRNOTAVAIL ? " (not an address of this host: check "
+                                              "SHOAL_MASTER_ADDR / SHOAL_SOCKET_IFNAME, or set SHOAL_BIND_ALL=1)"
+                                            : "");
     }
     socklen_t len = sizeof a;
     getsockname(fd, (struct sockaddr *)&a, &len);
