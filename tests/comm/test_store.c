@@ -1,0 +1,456 @@
+/* test_store.c — rank 0's rendezvous store with real processes and sockets: set/get/add/
+ * barrier across processes, gets that wait and time out, the job key, and strangers (port
+ * scans, garbage, 1 GB length prefixes, half frames, stalled handshakes) that must not
+ * disturb the job.
+ * Not here: the rendezvous built on it (test_boot.c), the TCP mesh (test_transport_tcp.c).
+ * Proves src/comm/store.c and the handshake in src/comm/net.c. */
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "../check.h"
+#include "base/err.h"
+#include "base/util.h"
+#include "comm/net.h"
+#include "comm/store.h"
+
+static const char *KEY = "test-store-key";
+
+/* The store server runs in its own process (so no test fd is shared with it); its stderr
+ * goes to log_path. It stops when the parent closes ctl. */
+typedef struct {
+    pid_t pid;
+    int ctl;
+    int port;
+    char log_path[64];
+} server_proc;
+
+static int server_start(server_proc *sp)
+{
+    int pp[2], ctl[2];
+    if (pipe(pp) < 0 || pipe(ctl) < 0) return -1;
+    snprintf(sp->log_path, sizeof sp->log_path, "/tmp/test_store_%d.log", (int)getpid());
+    sp->pid = fork();
+    if (sp->pid == 0) {
+        close(pp[0]);
+        close(ctl[1]);
+        int lf = open(sp->log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (lf >= 0) dup2(lf, 2);
+        sh_store_server *s = NULL;
+        int port = -1;
+        if (sh_store_server_start("127.0.0.1", 0, KEY, &s) == SHOAL_OK) port = sh_store_server_port(s);
+        if (write(pp[1], &port, sizeof port) != sizeof port) _exit(2);
+        char b;
+        while (read(ctl[0], &b, 1) > 0) {
+        }
+        sh_store_server_stop(s);
+        _exit(0);
+    }
+    close(pp[1]);
+    close(ctl[0]);
+    sp->ctl = ctl[1];
+    sp->port = -1;
+    if (read(pp[0], &sp->port, sizeof sp->port) != sizeof sp->port) sp->port = -1;
+    close(pp[0]);
+    return sp->port > 0 ? 0 : -1;
+}
+
+/* Stop the server; returns its log (caller frees). */
+static char *server_stop(server_proc *sp)
+{
+    close(sp->ctl);
+    int st = 0;
+    waitpid(sp->pid, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "store process ended with status %d", st);
+    FILE *f = fopen(sp->log_path, "r");
+    char *log = calloc(1, 1 << 16);
+    if (f && log) {
+        size_t n = fread(log, 1, (1 << 16) - 1, f);
+        log[n] = 0;
+    }
+    if (f) fclose(f);
+    unlink(sp->log_path);
+    return log;
+}
+
+/* Fork n children running fn(i); each child's CHECK failures make its exit status. */
+static void run_children(int n, void (*fn)(int i, int port), int port)
+{
+    pid_t pids[16];
+    for (int i = 0; i < n; i++) {
+        pids[i] = fork();
+        if (pids[i] == 0) {
+            check_failed = 0;
+            fn(i, port);
+            fflush(stderr);
+            _exit(check_failed ? 1 : 0);
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        int st = 0;
+        waitpid(pids[i], &st, 0);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child %d ended with status %d", i, st);
+    }
+}
+
+static void four_ranks(int i, int port)
+{
+    sh_store *s = NULL;
+    CHECK_OK(sh_store_connect("127.0.0.1", port, KEY, 5000, &s));
+    if (!s) return;
+    char k[64], v[64];
+    snprintf(k, sizeof k, "w/r/%d", i);
+    int n = snprintf(v, sizeof v, "value of rank %d", i);
+    CHECK_OK(sh_store_set(s, k, v, (size_t)n));
+    for (int r = 0; r < 4; r++) {
+        char got[64] = {0}, want[64];
+        size_t gn = 0;
+        snprintf(k, sizeof k, "w/r/%d", r);
+        int wn = snprintf(want, sizeof want, "value of rank %d", r);
+        CHECK_OK(sh_store_get(s, k, got, sizeof got, &gn, 5000));
+        CHECK(gn == (size_t)wn && memcmp(got, want, gn) == 0, "rank %d read \"%.*s\" for %s", i,
+              (int)gn, got, k);
+    }
+    /* 100 atomic increments each: the counter ends at 400 whatever the interleaving. */
+    int64_t after = 0, prev = -1;
+    for (int j = 0; j < 100; j++) {
+        CHECK_OK(sh_store_add(s, "w/counter", 1, &after));
+        CHECK(after > prev && after >= 1 && after <= 400, "counter went %lld -> %lld", (long long)prev,
+              (long long)after);
+        prev = after;
+    }
+    CHECK_OK(sh_store_barrier(s, "w/b1", 4, 5000));
+    int64_t total = 0;
+    CHECK_OK(sh_store_add(s, "w/counter", 0, &total));
+    CHECK(total == 400, "after the barrier the counter is %lld, want 400", (long long)total);
+    /* A second barrier with another key works too (no state left from the first). */
+    CHECK_OK(sh_store_barrier(s, "w/b2", 4, 5000));
+    sh_store_close(s);
+}
+
+static void store_sets_gets_adds_and_barriers_across_4_processes(void)
+{
+    server_proc sp;
+    CHECK(server_start(&sp) == 0, "cannot start the store");
+    if (sp.port <= 0) return;
+    run_children(4, four_ranks, sp.port);
+    free(server_stop(&sp));
+}
+
+static void setter_late(int i, int port)
+{
+    (void)i;
+    sh_store *s = NULL;
+    CHECK_OK(sh_store_connect("127.0.0.1", port, KEY, 5000, &s));
+    struct timespec ts = {0, 300 * 1000000};
+    nanosleep(&ts, NULL);
+    CHECK_OK(sh_store_set(s, "late", "here", 4));
+    sh_store_close(s);
+}
+
+static void get_waits_for_a_later_set_then_times_out(void)
+{
+    server_proc sp;
+    CHECK(server_start(&sp) == 0, "cannot start the store");
+    if (sp.port <= 0) return;
+    sh_store *s = NULL;
+    CHECK_OK(sh_store_connect("127.0.0.1", sp.port, KEY, 5000, &s));
+    if (!s) return;
+    pid_t p = fork();
+    if (p == 0) {
+        check_failed = 0;
+        setter_late(0, sp.port);
+        _exit(check_failed ? 1 : 0);
+    }
+    char v[16] = {0};
+    size_t n = 0;
+    /* Not there yet: the get waits for the other process's set. */
+    CHECK_OK(sh_store_get(s, "late", v, sizeof v, &n, 10000));
+    CHECK(n == 4 && memcmp(v, "here", 4) == 0, "got \"%.*s\"", (int)n, v);
+    int st = 0;
+    waitpid(p, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "setter failed");
+    /* Never set: TIMEOUT naming the key, well before the harness deadline. */
+    uint64_t t0 = sh_now_ns();
+    CHECK_RC(sh_store_get(s, "never/set", v, sizeof v, &n, 300), SHOAL_ERR_TIMEOUT);
+    CHECK(strstr(shoal_last_error_message(), "never/set") != NULL, "%s", shoal_last_error_message());
+    CHECK(sh_now_ns() - t0 < 5000000000ull, "a 300 ms get took %.1f s", (double)(sh_now_ns() - t0) * 1e-9);
+    /* timeout 0: one look. */
+    CHECK_RC(sh_store_get(s, "never/set", v, sizeof v, &n, 0), SHOAL_ERR_TIMEOUT);
+    /* The connection is still good after timeouts. */
+    CHECK_OK(sh_store_set(s, "after", "x", 1));
+    CHECK_OK(sh_store_get(s, "after", v, sizeof v, &n, 0));
+    /* A barrier nobody else joins times out saying how many came. */
+    CHECK_RC(sh_store_barrier(s, "lonely", 3, 300), SHOAL_ERR_TIMEOUT);
+    CHECK(strstr(shoal_last_error_message(), "1 of 3") != NULL, "%s", shoal_last_error_message());
+    sh_store_close(s);
+    free(server_stop(&sp));
+}
+
+static void values_keep_their_bytes_and_lengths(void)
+{
+    server_proc sp;
+    CHECK(server_start(&sp) == 0, "cannot start the store");
+    if (sp.port <= 0) return;
+    sh_store *s = NULL;
+    CHECK_OK(sh_store_connect("127.0.0.1", sp.port, KEY, 5000, &s));
+    if (!s) return;
+    size_t big_nbytes = SH_STORE_MAX_VALUE_NBYTES;
+    unsigned char *big = malloc(big_nbytes), *back = malloc(big_nbytes);
+    for (size_t i = 0; i < big_nbytes; i++) big[i] = (unsigned char)(i * 2654435761u >> 13);
+    CHECK_OK(sh_store_set(s, "big", big, big_nbytes));
+    size_t n = 0;
+    memset(back, 0, big_nbytes);
+    CHECK_OK(sh_store_get(s, "big", back, big_nbytes, &n, 0));
+    CHECK(n == big_nbytes && memcmp(big, back, n) == 0, "1 MiB value came back as %zu bytes", n);
+    /* cap smaller than the value: copies cap bytes, reports the whole length */
+    unsigned char small[10] = {0};
+    CHECK_OK(sh_store_get(s, "big", small, sizeof small, &n, 0));
+    CHECK(n == big_nbytes && memcmp(small, big, sizeof small) == 0, "n %zu", n);
+    /* empty values and binary bytes (zeros) */
+    CHECK_OK(sh_store_set(s, "empty", NULL, 0));
+    CHECK_OK(sh_store_get(s, "empty", small, sizeof small, &n, 0));
+    CHECK(n == 0, "empty value came back as %zu bytes", n);
+    /* overwrite */
+    CHECK_OK(sh_store_set(s, "k", "\0a\0b", 4));
+    CHECK_OK(sh_store_set(s, "k", "xyz", 3));
+    CHECK_OK(sh_store_get(s, "k", small, sizeof small, &n, 0));
+    CHECK(n == 3 && memcmp(small, "xyz", 3) == 0, "overwrite gave %zu bytes", n);
+    /* negative deltas */
+    int64_t after = 0;
+    CHECK_OK(sh_store_add(s, "ctr", -5, &after));
+    CHECK(after == -5, "after %lld", (long long)after);
+    CHECK_OK(sh_store_add(s, "ctr", 7, &after));
+    CHECK(after == 2, "after %lld", (long long)after);
+    /* too big, or a bad key: refused on this side with a clear line, connection still good */
+    CHECK_RC(sh_store_set(s, "toobig", big, big_nbytes + 1), SHOAL_ERR_INVALID);
+    CHECK_RC(sh_store_set(s, "", "x", 1), SHOAL_ERR_INVALID);
+    char longkey[700];
+    memset(longkey, 'k', sizeof longkey - 1);
+    longkey[sizeof longkey - 1] = 0;
+    CHECK_RC(sh_store_set(s, longkey, "x", 1), SHOAL_ERR_INVALID);
+    CHECK_OK(sh_store_get(s, "k", small, sizeof small, &n, 0));
+    free(big);
+    free(back);
+    sh_store_close(s);
+    free(server_stop(&sp));
+}
+
+static void wrong_key_is_refused_with_a_clear_line_and_logged(void)
+{
+    server_proc sp;
+    CHECK(server_start(&sp) == 0, "cannot start the store");
+    if (sp.port <= 0) return;
+    sh_store *s = NULL;
+    char where[64];
+    snprintf(where, sizeof where, "127.0.0.1:%d", sp.port);
+    CHECK_RC(sh_store_connect("127.0.0.1", sp.port, "another-jobs-key", 3000, &s), SHOAL_ERR_PEER);
+    CHECK(s == NULL, "a handle was returned");
+    const char *m = shoal_last_error_message();
+    CHECK(strstr(m, "job key rejected by rank 0's store") && strstr(m, where) &&
+              strstr(m, "SHOAL_JOB_KEY differs"), "message: %s", m);
+    /* The right key still works. */
+    CHECK_OK(sh_store_connect("127.0.0.1", sp.port, KEY, 3000, &s));
+    CHECK_OK(s ? sh_store_set(s, "a", "b", 1) : SHOAL_ERR_INTERNAL);
+    sh_store_close(s);
+    char *log = server_stop(&sp);
+    CHECK(log && strstr(log, "refused") && strstr(log, "wrong job key") && strstr(log, "127.0.0.1:"),
+          "the store's log does not name the refused connection: %s", log ? log : "");
+    free(log);
+}
+
+static void connecting_to_nothing_times_out_naming_the_address(void)
+{
+    /* A port nobody listens on: bind one, note it, close it. */
+    int fd = -1, port = 0;
+    CHECK_OK(sh_net_listen("127.0.0.1", 0, &fd, &port));
+    close(fd);
+    sh_store *s = NULL;
+    uint64_t t0 = sh_now_ns();
+    CHECK_RC(sh_store_connect("127.0.0.1", port, KEY, 400, &s), SHOAL_ERR_TIMEOUT);
+    char where[64];
+    snprintf(where, sizeof where, "127.0.0.1:%d", port);
+    CHECK(strstr(shoal_last_error_message(), where) != NULL, "%s", shoal_last_error_message());
+    CHECK(sh_now_ns() - t0 < 5000000000ull, "a 400 ms connect took %.1f s", (double)(sh_now_ns() - t0) * 1e-9);
+    /* Something that accepts but never speaks: TIMEOUT too, not a hang. */
+    CHECK_OK(sh_net_listen("127.0.0.1", 0, &fd, &port));
+    CHECK_RC(sh_store_connect("127.0.0.1", port, KEY, 400, &s), SHOAL_ERR_TIMEOUT);
+    CHECK(strstr(shoal_last_error_message(), "did not answer") != NULL, "%s", shoal_last_error_message());
+    close(fd);
+}
+
+static int raw_connect(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(0x7f000001)};
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* 1 when the server closes fd within timeout_ms (reads until EOF or reset). */
+static int closed_by_server(int fd, int timeout_ms)
+{
+    uint64_t end = sh_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    char b[4096];
+    while (sh_now_ns() < end) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 50) <= 0) continue;
+        ssize_t n = recv(fd, b, sizeof b, 0);
+        if (n <= 0) return 1;
+    }
+    return 0;
+}
+
+static void job_clients(int i, int port)
+{
+    four_ranks(i, port);
+}
+
+static void strangers_are_dropped_and_logged_while_the_job_goes_on(void)
+{
+    server_proc sp;
+    CHECK(server_start(&sp) == 0, "cannot start the store");
+    if (sp.port <= 0) return;
+    int nstall = check_under_san() ? 40 : 300; /* more than the server keeps half-open */
+    int *stalled = malloc(sizeof(int) * (size_t)nstall);
+    /* Slowloris: connections that never finish the handshake, some after a few bytes. */
+    for (int i = 0; i < nstall; i++) {
+        stalled[i] = raw_connect(sp.port);
+        if (i % 2 && stalled[i] >= 0 && write(stalled[i], "SHOAL1C", 7) != 7) {
+        }
+    }
+    /* A port scan: connect and close. */
+    int fd = raw_connect(sp.port);
+    CHECK(fd >= 0, "cannot connect");
+    close(fd);
+    /* Random bytes. */
+    int garbage = raw_connect(sp.port);
+    unsigned char junk[65536];
+    for (size_t i = 0; i < sizeof junk; i++) junk[i] = (unsigned char)(i * 131 + 7);
+    if (write(garbage, junk, sizeof junk) < 0) {
+    }
+    /* Members of the job gone wrong: a 1 GB length prefix, and half a frame then silence. */
+    int huge = raw_connect(sp.port), half = raw_connect(sp.port);
+    CHECK_OK(sh_auth_client(huge, KEY, "store", "store", sh_net_deadline(5000)));
+    CHECK_OK(sh_auth_client(half, KEY, "store", "store", sh_net_deadline(5000)));
+    uint32_t len = 1u << 30;
+    CHECK(write(huge, &len, 4) == 4, "write");
+    len = 100;
+    unsigned char frame[4 + 20] = {0};
+    memcpy(frame, &len, 4);
+    frame[4] = 2; /* a get */
+    CHECK(write(half, frame, sizeof frame) == (ssize_t)sizeof frame, "write");
+    CHECK(closed_by_server(huge, 5000), "the store kept a connection that announced 1 GB");
+    CHECK(closed_by_server(garbage, 5000), "the store kept a connection that sent garbage");
+    /* The job, while every stalled connection is still open: it must not wait for them. */
+    run_children(4, job_clients, sp.port);
+    /* And one more client after all that. */
+    sh_store *s = NULL;
+    CHECK_OK(sh_store_connect("127.0.0.1", sp.port, KEY, 3000, &s));
+    int64_t total = 0;
+    CHECK_OK(s ? sh_store_add(s, "w/counter", 0, &total) : SHOAL_ERR_INTERNAL);
+    CHECK(total == 400, "counter %lld", (long long)total);
+    sh_store_close(s);
+    for (int i = 0; i < nstall; i++)
+        if (stalled[i] >= 0) close(stalled[i]);
+    free(stalled);
+    close(half);
+    close(huge);
+    close(garbage);
+    char *log = server_stop(&sp);
+    CHECK(log && strstr(log, "a request of 1073741824 bytes"), "1 GB frame not logged: %.300s", log ? log : "");
+    CHECK(log && strstr(log, "bad greeting"), "garbage not logged");
+    CHECK(log && strstr(log, "port scan"), "connect-and-close not logged");
+    CHECK(log && strstr(log, "too many connections in the handshake"), "slowloris eviction not logged");
+    free(log);
+}
+
+typedef struct {
+    sh_store *s;
+    shoal_result rc;
+    uint64_t took_ns;
+} waiter;
+
+static void *wait_forever(void *arg)
+{
+    waiter *w = arg;
+    char v[8];
+    size_t n;
+    uint64_t t0 = sh_now_ns();
+    w->rc = sh_store_get(w->s, "never", v, sizeof v, &n, 20000);
+    w->took_ns = sh_now_ns() - t0;
+    return NULL;
+}
+
+static void stopping_the_store_ends_waiting_gets(void)
+{
+    server_proc sp;
+    CHECK(server_start(&sp) == 0, "cannot start the store");
+    if (sp.port <= 0) return;
+    waiter w = {0};
+    CHECK_OK(sh_store_connect("127.0.0.1", sp.port, KEY, 3000, &w.s));
+    if (!w.s) return;
+    pthread_t t;
+    pthread_create(&t, NULL, wait_forever, &w);
+    struct timespec ts = {0, 100 * 1000000};
+    nanosleep(&ts, NULL);
+    free(server_stop(&sp));
+    pthread_join(t, NULL);
+    CHECK(w.rc == SHOAL_ERR_PEER, "a get waiting on a stopped store returned %s", shoal_result_name(w.rc));
+    CHECK(w.took_ns < 15000000000ull, "the waiting get took %.1f s", (double)w.took_ns * 1e-9);
+    /* The client is thread-safe and reports the dead store again, without hanging. */
+    CHECK_RC(sh_store_set(w.s, "x", "y", 1), SHOAL_ERR_PEER);
+    sh_store_close(w.s);
+}
+
+static void *adder(void *arg)
+{
+    sh_store *s = arg;
+    for (int i = 0; i < 200; i++)
+        if (sh_store_add(s, "shared", 1, NULL) != SHOAL_OK) break;
+    return NULL;
+}
+
+static void one_client_is_safe_from_many_threads(void)
+{
+    server_proc sp;
+    CHECK(server_start(&sp) == 0, "cannot start the store");
+    if (sp.port <= 0) return;
+    sh_store *s = NULL;
+    CHECK_OK(sh_store_connect("127.0.0.1", sp.port, KEY, 3000, &s));
+    if (!s) return;
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, adder, s);
+    for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+    int64_t total = 0;
+    CHECK_OK(sh_store_add(s, "shared", 0, &total));
+    CHECK(total == 800, "4 threads x 200 adds gave %lld", (long long)total);
+    sh_store_close(s);
+    free(server_stop(&sp));
+}
+
+int main(void)
+{
+    check_begin("test_store", 120);
+    signal(SIGPIPE, SIG_IGN);
+    RUN(store_sets_gets_adds_and_barriers_across_4_processes);
+    RUN(get_waits_for_a_later_set_then_times_out);
+    RUN(values_keep_their_bytes_and_lengths);
+    RUN(wrong_key_is_refused_with_a_clear_line_and_logged);
+    RUN(connecting_to_nothing_times_out_naming_the_address);
+    RUN(strangers_are_dropped_and_logged_while_the_job_goes_on);
+    RUN(stopping_the_store_ends_waiting_gets);
+    RUN(one_client_is_safe_from_many_threads);
+    return check_end();
+}
