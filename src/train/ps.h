@@ -1,0 +1,71 @@
+/* ps.h — the parameter server (DistBelief, Project Adam, MXNet's KVStore): the first S
+ * ranks of a communicator hold the parameter vector in contiguous shards balanced by bytes
+ * and apply the optimizer; the other ranks are workers that pull parameters and push
+ * gradients. Consistency: sync (bulk-synchronous: a round's gradients are averaged and
+ * applied once), async (Downpour: every push is applied at once, pulls never wait) and
+ * ssp (stale-synchronous: a worker that has pushed c clocks is served only when every live
+ * worker has pushed c - s).
+ * Not here: the training step around pull/push (strategy), the network (src/nn).
+ * Proved by tests/train/test_ps.c. */
+#ifndef SH_PS_H
+#define SH_PS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nn/optim.h"
+#include "shoal/comm.h"
+
+typedef enum { SH_PS_SYNC = 0, SH_PS_ASYNC, SH_PS_SSP } sh_ps_consistency;
+
+typedef struct {
+    int nservers;                 /* ranks 0 .. nservers-1 serve; the rest are workers */
+    sh_ps_consistency consistency;
+    int staleness;                /* ssp: s clocks */
+    size_t nparams;               /* the whole parameter vector, in floats */
+    const sh_param_range *ranges; /* weight-decay flags over the whole vector (may be NULL) */
+    int nranges;
+    sh_optim_config optim;
+    sh_lr_policy lr;
+    int timeout_ms;               /* a worker silent this long is dropped (async, ssp) or
+                                     stops the job (sync); 0: SHOAL_TIMEOUT */
+} sh_ps_config;
+
+/* Shard k of the vector: [*lo, *lo + *count). */
+void sh_ps_shard(size_t nparams, int nservers, int k, size_t *lo, size_t *count);
+
+/* ---- server ---- */
+typedef struct sh_ps_server sh_ps_server;
+
+typedef struct {
+    int64_t pulls, pushes, refused, deferred_pulls;
+    int64_t ssp_violations; /* pulls served although the slowest live worker was > s behind */
+    int64_t max_spread;     /* the largest fastest-minus-slowest clock seen at a pull */
+    int dropped_workers;
+    double pushed_mb, cpu_s; /* payload received; CPU time of the server process */
+} sh_ps_stats;
+
+/* init_params: the whole vector (every server takes its shard from it). */
+shoal_result sh_ps_server_create(shoal_comm *c, const sh_ps_config *cfg, const float *init_params,
+                                 sh_ps_server **out);
+/* Serve until every worker has said goodbye or was dropped. In sync mode a silent worker
+ * stops the job: the others are told, and this returns SHOAL_ERR_PEER naming it. */
+shoal_result sh_ps_server_run(sh_ps_server *s);
+void sh_ps_server_stats(const sh_ps_server *s, sh_ps_stats *out);
+const float *sh_ps_server_params(const sh_ps_server *s, size_t *lo, size_t *count);
+void sh_ps_server_destroy(sh_ps_server *s);
+
+/* ---- worker ---- */
+typedef struct sh_ps_client sh_ps_client;
+
+shoal_result sh_ps_client_create(shoal_comm *c, const sh_ps_config *cfg, sh_ps_client **out);
+/* The whole vector, as fresh as the consistency mode requires for this worker's clock. */
+shoal_result sh_ps_client_pull(sh_ps_client *w, float *params);
+/* Gradients of the whole vector (averaged over this worker's batch); the clock advances. */
+shoal_result sh_ps_client_push(sh_ps_client *w, const float *grads);
+int64_t sh_ps_client_clock(const sh_ps_client *w);
+/* Say goodbye to every server (they stop when all workers have). */
+shoal_result sh_ps_client_close(sh_ps_client *w);
+void sh_ps_client_destroy(sh_ps_client *w);
+
+#endif

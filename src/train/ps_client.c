@@ -1,0 +1,128 @@
+/* ps_client.c — a worker's side of the parameter server: pull the whole vector shard by
+ * shard, push gradients shard by shard, count clocks, say goodbye.
+ * Not here: the servers (ps_server.c), the training step (the strategy).
+ * Proved by tests/train/test_ps.c. */
+#include "train/ps.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/env.h"
+#include "base/err.h"
+#include "train/ps_proto.h"
+
+struct sh_ps_client {
+    shoal_comm *c;
+    sh_ps_config cfg;
+    int64_t clock;
+    unsigned char *buf;
+    size_t buf_nbytes;
+};
+
+shoal_result sh_ps_client_create(shoal_comm *c, const sh_ps_config *cfg, sh_ps_client **out)
+{
+    *out = NULL;
+    if (shoal_comm_rank(c) < cfg->nservers)
+        return SH_FAIL(SHOAL_ERR_INVALID, "rank %d is a server, not a worker", shoal_comm_rank(c));
+    sh_ps_client *w = calloc(1, sizeof *w);
+    if (!w) return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
+    w->c = c;
+    w->cfg = *cfg;
+    if (w->cfg.timeout_ms <= 0) {
+        long t = 60000;
+        sh_env_long("SHOAL_TIMEOUT", &t);
+        w->cfg.timeout_ms = (int)t;
+    }
+    size_t lo, most = 0;
+    for (int k = 0; k < cfg->nservers; k++) {
+        size_t n;
+        sh_ps_shard(cfg->nparams, cfg->nservers, k, &lo, &n);
+        if (n > most) most = n;
+    }
+    w->buf_nbytes = sizeof(ps_hdr) + most * sizeof(float) + 512;
+    w->buf = malloc(w->buf_nbytes);
+    if (!w->buf) {
+        free(w);
+        return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
+    }
+    *out = w;
+    return SHOAL_OK;
+}
+
+static shoal_result send_hdr(sh_ps_client *w, int k, const ps_hdr *h, const void *payload, size_t nbytes)
+{
+    memcpy(w->buf, h, sizeof *h);
+    if (nbytes) memcpy(w->buf + sizeof *h, payload, nbytes);
+    shoal_result rc = shoal_send(w->c, w->buf, sizeof *h + nbytes, SHOAL_UINT8, k, PS_TAG_TO_SERVER);
+    if (rc != SHOAL_OK) sh_err_prefix("worker rank %d to parameter server %d: ", shoal_comm_rank(w->c), k);
+    return rc;
+}
+
+shoal_result sh_ps_client_pull(sh_ps_client *w, float *params)
+{
+    for (int k = 0; k < w->cfg.nservers; k++) {
+        ps_hdr h = {PS_MAGIC, PS_PULL, w->clock, 0, 0};
+        SH_TRY(send_hdr(w, k, &h, NULL, 0));
+    }
+    for (int got = 0; got < w->cfg.nservers; got++) {
+        int peer = -1;
+        size_t n = 0;
+        /* A server may rightly hold a pull until a silent worker is dropped (one timeout),
+         * so the worker gives the servers twice that before it calls them lost. */
+        int wait_ms = 2 * w->cfg.timeout_ms + 1000;
+        shoal_result rc = shoal_recv_any(w->c, w->buf, w->buf_nbytes, SHOAL_UINT8, PS_TAG_TO_WORKER,
+                                         wait_ms, &peer, &n);
+        if (rc == SHOAL_ERR_TIMEOUT)
+            return SH_FAIL(SHOAL_ERR_TIMEOUT, "worker rank %d: no parameters from the servers within %d ms "
+                           "(a server is dead or frozen)", shoal_comm_rank(w->c), wait_ms);
+        SH_TRY(rc);
+        ps_hdr h;
+        if (n < sizeof h || peer < 0 || peer >= w->cfg.nservers)
+            return SH_FAIL(SHOAL_ERR_PEER, "worker: a malformed reply from rank %d", peer);
+        memcpy(&h, w->buf, sizeof h);
+        if (h.magic == PS_MAGIC && h.kind == PS_ABORT) {
+            size_t m = h.count < n - sizeof h ? h.count : n - sizeof h;
+            return SH_FAIL(SHOAL_ERR_PEER, "%.*s", (int)m, (const char *)w->buf + sizeof h);
+        }
+        size_t lo, cnt;
+        sh_ps_shard(w->cfg.nparams, w->cfg.nservers, peer, &lo, &cnt);
+        if (h.magic != PS_MAGIC || h.kind != PS_PARAMS || h.offset != lo || h.count != cnt ||
+            n != sizeof h + cnt * sizeof(float))
+            return SH_FAIL(SHOAL_ERR_PEER, "worker: parameter server %d sent a reply that does not fit its shard", peer);
+        memcpy(params + lo, w->buf + sizeof h, cnt * sizeof(float));
+    }
+    return SHOAL_OK;
+}
+
+shoal_result sh_ps_client_push(sh_ps_client *w, const float *grads)
+{
+    for (int k = 0; k < w->cfg.nservers; k++) {
+        size_t lo, cnt;
+        sh_ps_shard(w->cfg.nparams, w->cfg.nservers, k, &lo, &cnt);
+        ps_hdr h = {PS_MAGIC, PS_PUSH, w->clock, lo, cnt};
+        SH_TRY(send_hdr(w, k, &h, grads + lo, cnt * sizeof(float)));
+    }
+    w->clock++;
+    return SHOAL_OK;
+}
+
+int64_t sh_ps_client_clock(const sh_ps_client *w) { return w->clock; }
+
+shoal_result sh_ps_client_close(sh_ps_client *w)
+{
+    shoal_result first = SHOAL_OK;
+    for (int k = 0; k < w->cfg.nservers; k++) {
+        ps_hdr h = {PS_MAGIC, PS_BYE, w->clock, 0, 0};
+        shoal_result rc = send_hdr(w, k, &h, NULL, 0);
+        if (rc != SHOAL_OK && first == SHOAL_OK) first = rc;
+    }
+    return first;
+}
+
+void sh_ps_client_destroy(sh_ps_client *w)
+{
+    if (!w) return;
+    free(w->buf);
+    free(w);
+}

@@ -1,0 +1,375 @@
+/* ps_server.c — one parameter-server rank: its shard, the optimizer state, every worker's
+ * clock; one thread receives every message (no thread per worker), applies pushes and
+ * answers pulls when the consistency mode allows.
+ * Not here: the worker side (ps_client.c), the message layout (ps_proto.h).
+ * Proved by tests/train/test_ps.c. */
+#include "train/ps.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "base/env.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "train/ps_proto.h"
+
+struct sh_ps_server {
+    shoal_comm *c;
+    sh_ps_config cfg;
+    int k;                  /* this server's index */
+    size_t lo, count;       /* its shard */
+    float *params, *acc, *grad;
+    sh_optim *opt;
+    int nworkers;
+    int64_t *clock;         /* [w]: pushes applied or accumulated from worker w */
+    int *alive, *bye, *pending;
+    uint64_t *last_seen_ns;
+    int round_pushes;       /* sync: pushes accumulated for the current round */
+    int64_t updates;        /* optimizer steps taken */
+    unsigned char *buf;
+    size_t buf_nbytes;
+    shoal_request **inflight;
+    int ninflight, cap_inflight;
+    sh_ps_stats st;
+};
+
+void sh_ps_shard(size_t nparams, int nservers, int k, size_t *lo, size_t *count)
+{
+    size_t base = nparams / (size_t)nservers, extra = nparams % (size_t)nservers;
+    *lo = (size_t)k * base + ((size_t)k < extra ? (size_t)k : extra);
+    *count = base + ((size_t)k < extra ? 1 : 0);
+}
+
+static double cpu_seconds(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
+           (double)ru.ru_stime.tv_usec * 1e-6;
+}
+
+shoal_result sh_ps_server_create(shoal_comm *c, const sh_ps_config *cfg, const float *init_params,
+                                 sh_ps_server **out)
+{
+    *out = NULL;
+    int world = shoal_comm_world(c), rank = shoal_comm_rank(c);
+    if (cfg->nservers < 1 || cfg->nservers >= world)
+        return SH_FAIL(SHOAL_ERR_INVALID, "parameter server: %d servers need at least one worker among %d ranks",
+                       cfg->nservers, world);
+    if (rank >= cfg->nservers) return SH_FAIL(SHOAL_ERR_INVALID, "rank %d is a worker, not a server", rank);
+    sh_ps_server *s = calloc(1, sizeof *s);
+    if (!s) return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
+    s->c = c;
+    s->cfg = *cfg;
+    s->cfg.ranges = NULL;
+    if (s->cfg.timeout_ms <= 0) {
+        long t = 60000;
+        sh_env_long("SHOAL_TIMEOUT", &t);
+        s->cfg.timeout_ms = (int)t;
+    }
+    s->k = rank;
+    sh_ps_shard(cfg->nparams, cfg->nservers, rank, &s->lo, &s->count);
+    s->nworkers = world - cfg->nservers;
+    size_t n = s->count ? s->count : 1;
+    s->params = malloc(n * sizeof(float));
+    s->acc = calloc(n, sizeof(float));
+    s->grad = malloc(n * sizeof(float));
+    s->clock = calloc((size_t)s->nworkers, sizeof *s->clock);
+    s->alive = calloc((size_t)s->nworkers, sizeof *s->alive);
+    s->bye = calloc((size_t)s->nworkers, sizeof *s->bye);
+    s->pending = calloc((size_t)s->nworkers, sizeof *s->pending);
+    s->last_seen_ns = calloc((size_t)s->nworkers, sizeof *s->last_seen_ns);
+    s->buf_nbytes = sizeof(ps_hdr) + n * sizeof(float);
+    s->buf = malloc(s->buf_nbytes);
+    /* Weight-decay ranges, cut to this shard and shifted to its origin. */
+    sh_param_range *rr = calloc((size_t)(cfg->nranges > 0 ? cfg->nranges : 1), sizeof *rr);
+    int nr = 0;
+    for (int i = 0; i < cfg->nranges; i++) {
+        size_t a = cfg->ranges[i].offset, b = a + cfg->ranges[i].count;
+        if (a < s->lo) a = s->lo;
+        if (b > s->lo + s->count) b = s->lo + s->count;
+        if (a >= b) continue;
+        rr[nr++] = (sh_param_range){a - s->lo, b - a, cfg->ranges[i].decay};
+    }
+    if (cfg->nranges == 0) rr[nr++] = (sh_param_range){0, s->count, 1};
+    shoal_result rc = SHOAL_OK;
+    if (!s->params || !s->acc || !s->grad || !s->clock || !s->alive || !s->bye || !s->pending ||
+        !s->last_seen_ns || !s->buf || !rr)
+        rc = SH_FAIL(SHOAL_ERR_NOMEM, "out of memory for a shard of %zu parameters", s->count);
+    if (rc == SHOAL_OK) rc = sh_optim_create(&cfg->optim, s->count, rr, nr, &s->opt);
+    free(rr);
+    if (rc != SHOAL_OK) {
+        sh_ps_server_destroy(s);
+        return rc;
+    }
+    memcpy(s->params, init_params + s->lo, s->count * sizeof(float));
+    uint64_t now = sh_now_ns();
+    for (int w = 0; w < s->nworkers; w++) {
+        s->alive[w] = 1;
+        s->pending[w] = 0;
+        s->last_seen_ns[w] = now;
+    }
+    *out = s;
+    return SHOAL_OK;
+}
+
+static int64_t min_live_clock(const sh_ps_server *s, int64_t *max_out)
+{
+    int64_t mn = INT64_MAX, mx = INT64_MIN;
+    for (int w = 0; w < s->nworkers; w++) {
+        if (!s->alive[w] || s->bye[w]) continue;
+        if (s->clock[w] < mn) mn = s->clock[w];
+        if (s->clock[w] > mx) mx = s->clock[w];
+    }
+    if (max_out) *max_out = mx;
+    return mn;
+}
+
+static void reap(sh_ps_server *s)
+{
+    for (int i = 0; i < s->ninflight;) {
+        int done = 0;
+        shoal_test(s->inflight[i], &done);
+        if (!done) {
+            i++;
+            continue;
+        }
+        if (shoal_wait(s->inflight[i]) != SHOAL_OK)
+            SH_LOG_W("ps", "server %d: a reply was lost: %s", s->k, shoal_last_error_message());
+        s->inflight[i] = s->inflight[--s->ninflight];
+    }
+}
+
+static void send_to(sh_ps_server *s, int w, const ps_hdr *h, const void *payload, size_t nbytes)
+{
+    memcpy(s->buf, h, sizeof *h);
+    if (nbytes) memcpy(s->buf + sizeof *h, payload, nbytes);
+    if (s->ninflight == s->cap_inflight) {
+        int cap = s->cap_inflight ? 2 * s->cap_inflight : 16;
+        shoal_request **p = realloc(s->inflight, (size_t)cap * sizeof *p);
+        if (!p) return;
+        s->inflight = p;
+        s->cap_inflight = cap;
+    }
+    shoal_request *r = NULL;
+    if (shoal_send_start(s->c, s->buf, sizeof *h + nbytes, SHOAL_UINT8, s->cfg.nservers + w,
+                         PS_TAG_TO_WORKER, &r) == SHOAL_OK)
+        s->inflight[s->ninflight++] = r;
+    else
+        SH_LOG_W("ps", "server %d: cannot answer worker rank %d: %s", s->k, s->cfg.nservers + w,
+                 shoal_last_error_message());
+}
+
+/* Answer every waiting pull the consistency mode allows now. */
+static void serve_pulls(sh_ps_server *s)
+{
+    int64_t mx;
+    int64_t mn = min_live_clock(s, &mx);
+    for (int w = 0; w < s->nworkers; w++) {
+        if (!s->pending[w] || !s->alive[w]) continue;
+        int64_t cw = s->clock[w];
+        int ok = s->cfg.consistency == SH_PS_ASYNC ||
+                 (s->cfg.consistency == SH_PS_SYNC && (mn == INT64_MAX || mn >= cw)) ||
+                 (s->cfg.consistency == SH_PS_SSP && (mn == INT64_MAX || mn >= cw - s->cfg.staleness));
+        if (!ok) continue;
+        if (s->cfg.consistency == SH_PS_SSP && mn != INT64_MAX && mn < cw - s->cfg.staleness)
+            s->st.ssp_violations++;
+        if (mn != INT64_MAX && mx - mn > s->st.max_spread) s->st.max_spread = mx - mn;
+        ps_hdr h = {PS_MAGIC, PS_PARAMS, cw, s->lo, s->count};
+        send_to(s, w, &h, s->params, s->count * sizeof(float));
+        s->pending[w] = 0;
+        s->st.pulls++;
+    }
+}
+
+static float lr_now(const sh_ps_server *s)
+{
+    int64_t step = s->cfg.consistency == SH_PS_SYNC ? s->updates : s->updates / s->nworkers;
+    return sh_lr_at(&s->cfg.lr, step);
+}
+
+static void apply_push(sh_ps_server *s, int w, const float *g)
+{
+    if (s->cfg.consistency == SH_PS_SYNC) {
+        for (size_t i = 0; i < s->count; i++) s->acc[i] += g[i];
+        s->round_pushes++;
+        int live = 0;
+        for (int v = 0; v < s->nworkers; v++) live += s->alive[v] && !s->bye[v];
+        if (s->round_pushes >= live) {
+            float inv = 1.0f / (float)s->round_pushes;
+            for (size_t i = 0; i < s->count; i++) s->grad[i] = s->acc[i] * inv;
+            sh_optim_step(s->opt, s->params, s->grad, lr_now(s));
+            memset(s->acc, 0, s->count * sizeof(float));
+            s->round_pushes = 0;
+            s->updates++;
+        }
+    } else {
+        /* Every push at once, scaled so that one push from each worker weighs one step. */
+        float inv = 1.0f / (float)s->nworkers;
+        for (size_t i = 0; i < s->count; i++) s->grad[i] = g[i] * inv;
+        sh_optim_step(s->opt, s->params, s->grad, lr_now(s));
+        s->updates++;
+    }
+    s->clock[w]++;
+    (void)w;
+}
+
+static void refuse(sh_ps_server *s, int peer, const char *why)
+{
+    s->st.refused++;
+    SH_LOG_W("ps", "server %d: refused a message from rank %d: %s", s->k, peer, why);
+}
+
+/* Workers silent past the deadline: dropped (async, ssp) or the end of the job (sync). */
+static shoal_result check_silence(sh_ps_server *s)
+{
+    uint64_t now = sh_now_ns(), limit = (uint64_t)s->cfg.timeout_ms * 1000000ull;
+    for (int w = 0; w < s->nworkers; w++) {
+        if (!s->alive[w] || s->bye[w] || s->pending[w]) continue; /* waiting on us is not silence */
+        if (now - s->last_seen_ns[w] < limit) continue;
+        int rank = s->cfg.nservers + w;
+        const char *host = shoal_comm_host(s->c, rank);
+        if (s->cfg.consistency != SH_PS_SYNC) {
+            s->alive[w] = 0;
+            s->st.dropped_workers++;
+            SH_LOG_W("ps", "server %d: dropped worker rank %d (%s): nothing from it for %d ms; the others go on",
+                     s->k, rank, host ? host : "?", s->cfg.timeout_ms);
+            continue;
+        }
+        char msg[256];
+        int n = snprintf(msg, sizeof msg,
+                         "parameter server %d: worker rank %d (%s) sent nothing for %d ms; sync mode cannot go on",
+                         s->k, rank, host ? host : "?", s->cfg.timeout_ms);
+        for (int v = 0; v < s->nworkers; v++)
+            if (s->alive[v] && !s->bye[v] && v != w) {
+                ps_hdr h = {PS_MAGIC, PS_ABORT, 0, 0, (uint64_t)n};
+                send_to(s, v, &h, msg, (size_t)n);
+            }
+        reap(s);
+        return SH_FAIL(SHOAL_ERR_PEER, "%s", msg);
+    }
+    return SHOAL_OK;
+}
+
+shoal_result sh_ps_server_run(sh_ps_server *s)
+{
+    double cpu0 = cpu_seconds();
+    shoal_result rc = SHOAL_OK;
+    for (;;) {
+        int active = 0;
+        for (int w = 0; w < s->nworkers; w++) active += s->alive[w] && !s->bye[w];
+        if (!active) break;
+        int peer = -1;
+        size_t n = 0;
+        shoal_result r = shoal_recv_any(s->c, s->buf, s->buf_nbytes, SHOAL_UINT8, PS_TAG_TO_SERVER, 100, &peer, &n);
+        reap(s);
+        if (r == SHOAL_ERR_TIMEOUT) {
+            rc = check_silence(s);
+            if (rc != SHOAL_OK) break;
+            serve_pulls(s); /* a dropped worker may release others */
+            continue;
+        }
+        if (r == SHOAL_ERR_MISMATCH) {
+            refuse(s, peer, "longer than any message for this shard");
+            continue;
+        }
+        if (r != SHOAL_OK) {
+            if (r == SHOAL_ERR_PEER && peer >= 0) continue;
+            rc = r;
+            break;
+        }
+        int w = peer - s->cfg.nservers;
+        if (w < 0 || w >= s->nworkers) {
+            refuse(s, peer, "not a worker rank");
+            continue;
+        }
+        ps_hdr h;
+        if (n < sizeof h) {
+            refuse(s, peer, "shorter than a header");
+            continue;
+        }
+        memcpy(&h, s->buf, sizeof h);
+        if (h.magic != PS_MAGIC) {
+            refuse(s, peer, "bad magic");
+            continue;
+        }
+        if (!s->alive[w] || s->bye[w]) {
+            refuse(s, peer, s->bye[w] ? "the worker already said goodbye" : "stale message from a dropped worker");
+            continue;
+        }
+        s->last_seen_ns[w] = sh_now_ns();
+        switch (h.kind) {
+        case PS_PULL:
+            if (h.clock != s->clock[w]) {
+                refuse(s, peer, "pull for a clock the server does not have for it");
+                break;
+            }
+            s->pending[w] = 1;
+            serve_pulls(s);
+            if (s->pending[w]) s->st.deferred_pulls++; /* it has to wait */
+            break;
+        case PS_PUSH:
+            if (h.offset != s->lo || h.count != s->count || n != sizeof h + h.count * sizeof(float)) {
+                char why[160];
+                snprintf(why, sizeof why, "push for [%llu, +%llu) with %zu bytes; this server holds [%zu, +%zu)",
+                         (unsigned long long)h.offset, (unsigned long long)h.count, n, s->lo, s->count);
+                refuse(s, peer, why);
+                break;
+            }
+            if (h.clock != s->clock[w]) {
+                refuse(s, peer, "push with a stale clock");
+                break;
+            }
+            s->st.pushes++;
+            s->st.pushed_mb += (double)(h.count * sizeof(float)) / 1e6;
+            apply_push(s, w, (const float *)(s->buf + sizeof h)); /* buf is malloc-aligned */
+            break;
+        case PS_BYE:
+            s->bye[w] = 1;
+            break;
+        default:
+            refuse(s, peer, "unknown message kind");
+        }
+        serve_pulls(s);
+    }
+    for (int tries = 0; s->ninflight && tries < 200; tries++) {
+        reap(s);
+        if (s->ninflight) {
+            struct timespec ts = {0, 5000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    s->st.cpu_s = cpu_seconds() - cpu0;
+    return rc;
+}
+
+void sh_ps_server_stats(const sh_ps_server *s, sh_ps_stats *out) { *out = s->st; }
+
+const float *sh_ps_server_params(const sh_ps_server *s, size_t *lo, size_t *count)
+{
+    *lo = s->lo;
+    *count = s->count;
+    return s->params;
+}
+
+void sh_ps_server_destroy(sh_ps_server *s)
+{
+    if (!s) return;
+    for (int i = 0; i < s->ninflight; i++) shoal_wait(s->inflight[i]);
+    free(s->inflight);
+    sh_optim_destroy(s->opt);
+    free(s->params);
+    free(s->acc);
+    free(s->grad);
+    free(s->clock);
+    free(s->alive);
+    free(s->bye);
+    free(s->pending);
+    free(s->last_seen_ns);
+    free(s->buf);
+    free(s);
+}
