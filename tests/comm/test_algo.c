@@ -42,6 +42,11 @@ static void matrix(shoal_comm *c, void *argp)
             }
         }
     }
+    if (a->kinds_mask & 1) /* a large prime: uneven blocks, many chunks */
+        for (int ip = 0; ip < 2; ip++) {
+            cc_run(c, 0, SHOAL_FLOAT32, SHOAL_SUM, 65537, ip);
+            cc_run(c, 0, SHOAL_INT32, SHOAL_AVG, 65537, ip);
+        }
     CHECK_OK(shoal_barrier(c));
 }
 
