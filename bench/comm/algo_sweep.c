@@ -8,7 +8,7 @@
  *   make BUILD=build-algo build-algo/libshoal.a
  *   cc -O2 -D_GNU_SOURCE -Iinclude -Isrc -Itests bench/comm/algo_sweep.c tests/lib/ranks.c \
  *      build-algo/libshoal.a -pthread -lz -ldl -lm -lrt -o build-algo/algo_sweep
- *   ./build-algo/algo_sweep [ranks=4] [links=socketpair|shm] [coll=allreduce|broadcast|allgather]
+ *   ./build-algo/algo_sweep [ranks=4] [links=socketpair|shm] [coll=allreduce|broadcast|allgather|reduce_scatter]
  *                            [max_nbytes=67108864] [chunk_nbytes=0] */
 #include <stdint.h>
 #include <stdio.h>
@@ -42,12 +42,13 @@ static void sweep(shoal_comm *c, void *argp)
         cand[nc++] = SH_ALGO_TREE, cand[nc++] = SH_ALGO_RING;
     } else {
         cand[nc++] = SH_ALGO_RING;
-        if ((c->world & (c->world - 1)) == 0) cand[nc++] = SH_ALGO_RD;
+        if ((c->world & (c->world - 1)) == 0) cand[nc++] = a->coll == SH_COLL_ALLGATHER ? SH_ALGO_RD : SH_ALGO_RHD;
     }
-    size_t per = a->coll == SH_COLL_ALLGATHER ? (size_t)c->world : 1;
+    /* allgather and reduce_scatter: nbytes is one rank's block */
+    size_t per = a->coll == SH_COLL_ALLGATHER || a->coll == SH_COLL_REDUCE_SCATTER ? (size_t)c->world : 1;
     float *send = NULL, *recv = NULL;
-    if (sh_alloc_aligned(a->max_nbytes, (void **)&send) || sh_alloc_aligned(a->max_nbytes * per, (void **)&recv)) return;
-    memset(send, 0, a->max_nbytes);
+    if (sh_alloc_aligned(a->max_nbytes * per, (void **)&send) || sh_alloc_aligned(a->max_nbytes * per, (void **)&recv)) return;
+    memset(send, 0, a->max_nbytes * per);
     memset(recv, 0, a->max_nbytes * per);
     sh_group g;
     int ranks[64];
@@ -55,7 +56,8 @@ static void sweep(shoal_comm *c, void *argp)
     g.n = c->world, g.me = c->rank, g.ranks = ranks;
     if (c->rank == 0) {
         printf("# %s, %d ranks, median us (ratio to the fastest)\n%10s", a->coll == SH_COLL_ALLREDUCE ? "allreduce"
-               : a->coll == SH_COLL_BROADCAST ? "broadcast" : "allgather", c->world, "bytes");
+               : a->coll == SH_COLL_BROADCAST ? "broadcast"
+               : a->coll == SH_COLL_ALLGATHER ? "allgather" : "reduce_scatter", c->world, "bytes");
         for (int k = 0; k < nc; k++) printf(" %18s", sh_algo_name(cand[k]));
         printf("\n");
     }
@@ -104,8 +106,10 @@ int main(int argc, char **argv)
     sweep_arg a = {SH_COLL_ALLREDUCE, argc > 4 ? (size_t)atoll(argv[4]) : (size_t)64 << 20};
     if (!strcmp(coll, "broadcast")) a.coll = SH_COLL_BROADCAST;
     else if (!strcmp(coll, "allgather")) a.coll = SH_COLL_ALLGATHER;
+    else if (!strcmp(coll, "reduce_scatter")) a.coll = SH_COLL_REDUCE_SCATTER;
     else if (strcmp(coll, "allreduce")) {
-        fprintf(stderr, "algo_sweep: unknown collective \"%s\"; use allreduce, broadcast or allgather\n", coll);
+        fprintf(stderr, "algo_sweep: unknown collective \"%s\"; use allreduce, broadcast, allgather or "
+                "reduce_scatter\n", coll);
         return 2;
     }
     if (n < 2 || n > 64) {

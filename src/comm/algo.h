@@ -62,6 +62,9 @@ shoal_result sh_rd_allgather(shoal_comm *c, const sh_group *g, void *recv, size_
 /* ---- reduce-scatter: send has n blocks of count; recv gets block me reduced ---- */
 shoal_result sh_ring_reduce_scatter(shoal_comm *c, const sh_group *g, const void *send,
                                     void *recv, size_t count, shoal_dtype dt, shoal_op op);
+/* Power-of-two groups only. */
+shoal_result sh_rhd_reduce_scatter(shoal_comm *c, const sh_group *g, const void *send, void *recv,
+                                   size_t count, shoal_dtype dt, shoal_op op);
 
 /* ---- rooted: root is a group index. buf holds the root's data at the root. ---- */
 shoal_result sh_tree_broadcast(shoal_comm *c, const sh_group *g, void *buf, size_t count,

@@ -1,4 +1,5 @@
-/* algo_rhd.c — recursive halving-doubling allreduce (Rabenseifner) for medium messages.
+/* algo_rhd.c — recursive halving-doubling allreduce (Rabenseifner), and reduce-scatter by
+ * recursive halving alone.
  * Vocabulary: p2 is the largest power of two <= n; extras p2..n-1 fold into member i - p2
  * first and receive the result last. The message is cut into p2 blocks (sh_algo_block).
  * Halving: in round k (mask = p2/2, p2/4, .., 1) member i keeps half of its current block
@@ -78,6 +79,41 @@ shoal_result sh_rhd_allreduce(shoal_comm *c, const sh_group *g, const void *send
     if (me + p2 < n) {
         sh_xfer_op o[1] = {{member(c, g, me + p2), SH_XFER_SEND, b, nbytes, 0, NULL}};
         SH_TRY(sh_algo_xfer(c, "allreduce (halving-doubling unfold)", o, 1, dt, op));
+    }
+    return SHOAL_OK;
+}
+
+/* Reduce-scatter by recursive halving (power-of-two groups): the halving half of the
+ * allreduce above on n blocks of count, in pieces. Each piece gathers the same element
+ * range of every block into staging (n x piece, at most two chunks), halves it down to
+ * block me and copies that out: log2(n) rounds instead of ring's n-1, the same bytes. */
+shoal_result sh_rhd_reduce_scatter(shoal_comm *c, const sh_group *g, const void *send, void *recv,
+                                   size_t count, shoal_dtype dt, shoal_op op)
+{
+    int n = g->n, me = g->me;
+    SH_ASSERT((n & (n - 1)) == 0);
+    size_t es = shoal_dtype_nbytes(dt);
+    size_t piece = 2 * sh_algo_chunk_nbytes(c, count * es * (size_t)n, dt) / (size_t)n / es;
+    if (piece == 0) piece = 1;
+    if (piece > count) piece = count;
+    const unsigned char *in = send;
+    unsigned char *stage = NULL;
+    SH_TRY(sh_comm_scratch(c, (size_t)n * piece * es, (void **)&stage));
+    for (size_t off = 0; off < count; off += piece) {
+        size_t m = count - off < piece ? count - off : piece, mb = m * es;
+        for (int b = 0; b < n; b++) memcpy(stage + (size_t)b * mb, in + ((size_t)b * count + off) * es, mb);
+        int lo = 0, hi = n;
+        for (int mask = n / 2; mask >= 1; mask /= 2) {
+            int peer = me ^ mask, mid = lo + (hi - lo) / 2;
+            int klo = (me & mask) ? mid : lo, slo = (me & mask) ? lo : mid;
+            size_t half = (size_t)(hi - lo) / 2 * mb;
+            sh_xfer_op ops[2] = {{member(c, g, peer), SH_XFER_SEND, stage + (size_t)slo * mb, half, 0, NULL},
+                                 {member(c, g, peer), SH_XFER_RECV_REDUCE, stage + (size_t)klo * mb, half, 0, NULL}};
+            SH_TRY(sh_algo_xfer(c, "reduce_scatter (recursive halving)", ops, 2, dt, op));
+            hi = klo + (hi - lo) / 2;
+            lo = klo;
+        }
+        memcpy((unsigned char *)recv + off * es, stage + (size_t)me * mb, mb);
     }
     return SHOAL_OK;
 }
