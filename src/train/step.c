@@ -10,15 +10,15 @@ shoal_result sh_train_step(sh_trainer *t, int64_t step, float *loss)
 {
     sh_strategy *s = t->strategy;
     int n = 0;
+    SH_TRY(s->ops->begin(s, step));                             /* e.g. pull fresh weights */
     SH_TRY(sh_loader_next(t->loader, t->x, t->y, &n));         /* this rank's share */
     t->last_n = n;
     SH_TRY(sh_net_forward(t->net, t->x, n, 1));                 /* keeps activations */
     *loss = sh_net_loss(t->net, t->y);
-    SH_TRY(s->ops->begin(s, step));
     /* Last layer first; as each layer's gradients are final the strategy may start sending
      * them, overlapping the rest of backward. */
     SH_TRY(sh_net_backward(t->net, s->ops->grad_ready, s));
     SH_TRY(s->ops->finish(s));                                  /* gradients are final */
-    sh_optim_step(t->opt, t->params, t->grads, sh_lr_at(&t->cfg->lr, step));
+    if (!s->applies_update) sh_optim_step(t->opt, t->params, t->grads, sh_lr_at(&t->cfg->lr, step));
     return SHOAL_OK;
 }

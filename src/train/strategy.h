@@ -18,7 +18,8 @@ typedef struct {
     /* Once, after the network is built or restored from a checkpoint: e.g. make every rank
      * start from rank 0's parameters. */
     shoal_result (*attach)(sh_strategy *s, sh_net *net);
-    /* Before backward of step `step` (0-based, counted over the whole training). */
+    /* Before step `step` (0-based, counted over the whole training) reads its batch and
+     * runs forward: a parameter-server worker pulls fresh weights here. */
     shoal_result (*begin)(sh_strategy *s, int64_t step);
     /* Backward's sh_grad_ready_fn: ctx is the sh_strategy. Layer `layer`'s gradients, slice
      * [offset, offset + count) of the gradient block, are final. Cannot fail here: a
@@ -33,6 +34,8 @@ typedef struct {
 struct sh_strategy {
     const sh_strategy_ops *ops;
     int rank, world; /* this rank's part of every global batch; rank 0 logs and saves */
+    int applies_update; /* 1: the strategy updates the parameters itself (parameter servers
+                           apply the optimizer); the step then skips the local optimizer */
     void *impl;      /* the strategy's own state */
 };
 

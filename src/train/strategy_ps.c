@@ -1,0 +1,111 @@
+/* strategy_ps.c — a parameter-server worker as a training strategy: pull the parameters
+ * before a step (every step for sync and ssp, every --pull-every steps for async), push the
+ * gradients after backward (averaged over --push-every steps for async); the servers apply
+ * the optimizer, so the step skips its own.
+ * Not here: the servers and the protocol (ps_server.c, ps_client.c).
+ * Proved by tests/train/test_ps.c (the client) and tests/train/test_strategy_ps.c. */
+#include "train/strategy_ps.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/err.h"
+
+typedef struct {
+    sh_ps_client *cl;
+    sh_net *net;
+    float *params, *grads, *acc; /* acc: (nparams) gradients summed over push_every steps */
+    size_t nparams;
+    int pull_every, push_every, nacc;
+    int delay_ms;
+    shoal_result failed;
+} ps_state;
+
+static shoal_result attach(sh_strategy *s, sh_net *net)
+{
+    ps_state *p = s->impl;
+    p->net = net;
+    p->params = sh_net_params(net);
+    p->grads = sh_net_grads(net);
+    p->nparams = sh_net_nparams(net);
+    if (p->push_every > 1) {
+        p->acc = calloc(p->nparams, sizeof(float));
+        if (!p->acc) return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
+    }
+    return sh_ps_client_pull(p->cl, p->params); /* every worker starts from the servers' */
+}
+
+static shoal_result begin(sh_strategy *s, int64_t step)
+{
+    ps_state *p = s->impl;
+    if (step > 0 && step % p->pull_every == 0) SH_TRY(sh_ps_client_pull(p->cl, p->params));
+    return SHOAL_OK;
+}
+
+static void grad_ready(void *ctx, int layer, size_t offset, size_t count)
+{
+    (void)ctx, (void)layer, (void)offset, (void)count;
+}
+
+static shoal_result finish(sh_strategy *s)
+{
+    ps_state *p = s->impl;
+    if (p->delay_ms > 0) { /* --debug-delay-ms: this worker plays the straggler */
+        struct timespec ts = {p->delay_ms / 1000, (long)(p->delay_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (p->push_every <= 1) return sh_ps_client_push(p->cl, p->grads);
+    for (size_t i = 0; i < p->nparams; i++) p->acc[i] += p->grads[i];
+    if (++p->nacc < p->push_every) return SHOAL_OK;
+    float inv = 1.0f / (float)p->nacc;
+    for (size_t i = 0; i < p->nparams; i++) p->acc[i] *= inv;
+    shoal_result rc = sh_ps_client_push(p->cl, p->acc);
+    memset(p->acc, 0, p->nparams * sizeof(float));
+    p->nacc = 0;
+    return rc;
+}
+
+static void destroy(sh_strategy *s)
+{
+    ps_state *p = s->impl;
+    if (p) {
+        sh_ps_client_close(p->cl);
+        sh_ps_client_destroy(p->cl);
+        free(p->acc);
+        free(p);
+    }
+    free(s);
+}
+
+static const sh_strategy_ops ps_ops = {"ps", attach, begin, grad_ready, finish, destroy};
+
+shoal_result sh_strategy_ps_create(shoal_comm *c, const sh_ps_config *cfg, const sh_ps_worker_opts *o,
+                                   sh_strategy **out)
+{
+    *out = NULL;
+    sh_strategy *s = calloc(1, sizeof *s);
+    ps_state *p = calloc(1, sizeof *p);
+    if (!s || !p) {
+        free(s);
+        free(p);
+        return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
+    }
+    shoal_result rc = sh_ps_client_create(c, cfg, &p->cl);
+    if (rc != SHOAL_OK) {
+        free(s);
+        free(p);
+        return rc;
+    }
+    int async = cfg->consistency == SH_PS_ASYNC;
+    p->pull_every = async && o->pull_every > 1 ? o->pull_every : 1;
+    p->push_every = async && o->push_every > 1 ? o->push_every : 1;
+    p->delay_ms = o->delay_ms;
+    s->ops = &ps_ops;
+    s->rank = shoal_comm_rank(c) - cfg->nservers;
+    s->world = shoal_comm_world(c) - cfg->nservers;
+    s->applies_update = 1;
+    s->impl = p;
+    *out = s;
+    return SHOAL_OK;
+}

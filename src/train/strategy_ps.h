@@ -1,0 +1,20 @@
+/* strategy_ps.h — the parameter-server worker strategy (see strategy_ps.c).
+ * Not here: the servers (ps.h). Proved by tests/train/test_strategy_ps.c. */
+#ifndef SH_STRATEGY_PS_H
+#define SH_STRATEGY_PS_H
+
+#include "train/ps.h"
+#include "train/strategy.h"
+
+typedef struct {
+    int push_every; /* async: push the mean of this many steps' gradients (Downpour's n_push) */
+    int pull_every; /* async: refresh the parameters every this many steps (n_fetch) */
+    int delay_ms;   /* debugging: sleep this long every step (a deliberate straggler) */
+} sh_ps_worker_opts;
+
+/* A worker of the parameter-server job on c (rank >= cfg->nservers). Its rank and world
+ * are among the workers, so the data loader shards every global batch across them. */
+shoal_result sh_strategy_ps_create(shoal_comm *c, const sh_ps_config *cfg, const sh_ps_worker_opts *o,
+                                   sh_strategy **out);
+
+#endif
