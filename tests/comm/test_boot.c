@@ -8,6 +8,7 @@
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
@@ -17,6 +18,30 @@
 #include "comm/boot.h"
 #include "comm/net.h"
 #include "comm/store.h"
+
+/* CHECKs made in forked children count in the parent's summary (shared memory). */
+static int *child_counts; /* [2]: passed, failed */
+static void child_begin(void) { check_passed = check_failed = 0; }
+static void child_end(void)
+{
+    if (child_counts) {
+        __atomic_add_fetch(&child_counts[0], check_passed, __ATOMIC_SEQ_CST);
+        __atomic_add_fetch(&child_counts[1], check_failed, __ATOMIC_SEQ_CST);
+    }
+    fflush(stderr);
+    _exit(check_failed ? 1 : 0);
+}
+static void child_counts_init(void)
+{
+    void *p = mmap(NULL, 2 * sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    child_counts = p == MAP_FAILED ? NULL : p;
+}
+static void child_counts_add(void)
+{
+    if (!child_counts) return;
+    check_passed += child_counts[0];
+    check_failed += child_counts[1];
+}
 
 static const char *const ALL_VARS[] = {
     "SHOAL_RANK", "SHOAL_WORLD_SIZE", "SHOAL_MASTER_ADDR", "SHOAL_MASTER_PORT", "SHOAL_JOB_KEY",
@@ -318,11 +343,10 @@ static void run_boot(const boot_case *bc)
         if (!is_stranger && (bc->absent >> r & 1)) continue;
         pids[n] = fork();
         if (pids[n] == 0) {
-            check_failed = 0;
+            child_begin();
             if (is_stranger) stranger_main(bc);
             else rank_main(bc, r);
-            fflush(stderr);
-            _exit(check_failed ? 1 : 0);
+            child_end();
         }
         n++;
     }
@@ -363,7 +387,7 @@ static void master_unreachable_times_out_naming_it(void)
     boot_case bc = {.world = 2, .port = free_port(), .timeout_ms = 600, .key = "k"};
     pid_t p = fork();
     if (p == 0) {
-        check_failed = 0;
+        child_begin();
         set_rank_env(&bc, 1, "k");
         shoal_comm *c = NULL;
         uint64_t t0 = sh_now_ns();
@@ -372,7 +396,7 @@ static void master_unreachable_times_out_naming_it(void)
         snprintf(where, sizeof where, "127.0.0.1:%d", bc.port);
         CHECK(has(shoal_last_error_message(), where), "%s", shoal_last_error_message());
         CHECK(sh_now_ns() - t0 < 5000000000ull, "took %.1f s", (double)(sh_now_ns() - t0) * 1e-9);
-        _exit(check_failed ? 1 : 0);
+        child_end();
     }
     int st = 0;
     waitpid(p, &st, 0);
@@ -413,6 +437,7 @@ static void the_store_listens_on_the_master_address_only(void)
 int main(void)
 {
     check_begin("test_boot", 120);
+    child_counts_init();
     signal(SIGPIPE, SIG_IGN);
     RUN(reads_shoal_launch_variables);
     RUN(reads_each_launchers_variables_and_derives_a_key);
@@ -423,5 +448,6 @@ int main(void)
     RUN(ranks_that_never_come_are_named_within_the_deadline);
     RUN(master_unreachable_times_out_naming_it);
     RUN(the_store_listens_on_the_master_address_only);
+    child_counts_add();
     return check_end();
 }

@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -20,6 +21,30 @@
 #include "base/util.h"
 #include "comm/net.h"
 #include "comm/store.h"
+
+/* CHECKs made in forked children count in the parent's summary (shared memory). */
+static int *child_counts; /* [2]: passed, failed */
+static void child_begin(void) { check_passed = check_failed = 0; }
+static void child_end(void)
+{
+    if (child_counts) {
+        __atomic_add_fetch(&child_counts[0], check_passed, __ATOMIC_SEQ_CST);
+        __atomic_add_fetch(&child_counts[1], check_failed, __ATOMIC_SEQ_CST);
+    }
+    fflush(stderr);
+    _exit(check_failed ? 1 : 0);
+}
+static void child_counts_init(void)
+{
+    void *p = mmap(NULL, 2 * sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    child_counts = p == MAP_FAILED ? NULL : p;
+}
+static void child_counts_add(void)
+{
+    if (!child_counts) return;
+    check_passed += child_counts[0];
+    check_failed += child_counts[1];
+}
 
 static const char *KEY = "test-store-key";
 
@@ -87,10 +112,9 @@ static void run_children(int n, void (*fn)(int i, int port), int port)
     for (int i = 0; i < n; i++) {
         pids[i] = fork();
         if (pids[i] == 0) {
-            check_failed = 0;
+            child_begin();
             fn(i, port);
-            fflush(stderr);
-            _exit(check_failed ? 1 : 0);
+            child_end();
         }
     }
     for (int i = 0; i < n; i++) {
@@ -165,9 +189,9 @@ static void get_waits_for_a_later_set_then_times_out(void)
     if (!s) return;
     pid_t p = fork();
     if (p == 0) {
-        check_failed = 0;
+        child_begin();
         setter_late(0, sp.port);
-        _exit(check_failed ? 1 : 0);
+        child_end();
     }
     char v[16] = {0};
     size_t n = 0;
@@ -443,6 +467,7 @@ static void one_client_is_safe_from_many_threads(void)
 int main(void)
 {
     check_begin("test_store", 120);
+    child_counts_init();
     signal(SIGPIPE, SIG_IGN);
     RUN(store_sets_gets_adds_and_barriers_across_4_processes);
     RUN(get_waits_for_a_later_set_then_times_out);
@@ -452,5 +477,6 @@ int main(void)
     RUN(strangers_are_dropped_and_logged_while_the_job_goes_on);
     RUN(stopping_the_store_ends_waiting_gets);
     RUN(one_client_is_safe_from_many_threads);
+    child_counts_add();
     return check_end();
 }
