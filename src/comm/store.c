@@ -554,6 +554,7 @@ struct sh_store {
     char where[300];
     char host[256];
     char *key;
+    int broken; /* a request failed half-way: the stream is out of step, refuse the rest */
 };
 
 shoal_result sh_store_connect(const char *addr, int port, const char *key, int timeout_ms,
@@ -613,7 +614,9 @@ static shoal_result request(sh_store *s, int op, const char *key, const void *va
 {
     size_t klen = strlen(key);
     if (klen == 0 || klen >= MAX_KEY || vlen > SH_STORE_MAX_VALUE_NBYTES)
-        return SH_FAIL(SHOAL_ERR_INVALID, "store key or value too long (key \"%.40s\")", key);
+        return SH_FAIL(SHOAL_ERR_INVALID, "store: key \"%.40s\" (%zu bytes) or its value (%zu bytes) "
+                       "is empty or too long (limits %d and %d bytes)", key, klen, vlen, MAX_KEY - 1,
+                       SH_STORE_MAX_VALUE_NBYTES);
     uint32_t len = (uint32_t)(7 + klen + vlen), tmo = (uint32_t)(timeout_ms > 0 ? timeout_ms : 0);
     uint16_t kl = (uint16_t)klen;
     unsigned char hdr[11];
@@ -622,6 +625,11 @@ static shoal_result request(sh_store *s, int op, const char *key, const void *va
     memcpy(hdr + 5, &tmo, 4);
     memcpy(hdr + 9, &kl, 2);
     pthread_mutex_lock(&s->mu);
+    if (s->broken) {
+        pthread_mutex_unlock(&s->mu);
+        return SH_FAIL(SHOAL_ERR_PEER, "rank 0's store at %s: the connection failed earlier; "
+                       "the job cannot use the store any more", s->where);
+    }
     uint64_t dl = sh_net_deadline((timeout_ms > 0 ? timeout_ms : 0) + 10000);
     shoal_result rc = sh_net_write_all(s->fd, hdr, sizeof hdr, dl);
     if (rc == SHOAL_OK) rc = sh_net_write_all(s->fd, key, klen, dl);
@@ -641,6 +649,7 @@ static shoal_result request(sh_store *s, int op, const char *key, const void *va
             memcpy((unsigned char *)out + got, tmp, got + take <= cap ? take : cap - got);
         got += take;
     }
+    if (rc != SHOAL_OK) s->broken = 1;
     pthread_mutex_unlock(&s->mu);
     if (rc != SHOAL_OK) {
         sh_err_prefix("rank 0's store at %s: ", s->where);
