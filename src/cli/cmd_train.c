@@ -8,9 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/err.h"
 #include "cli/cli.h"
+#include "cli/launch.h"
+#include "cli/train_dist.h"
 #include "train/trainer.h"
 
 static const char usage_text[] =
@@ -34,6 +37,16 @@ static const char usage_text[] =
     "  --json             end with one JSON object on stdout (lines go to stderr):\n"
     "                     accuracy, loss, images_per_s, epochs, steps, seconds, peak_rss_mb\n"
     "  --quiet            no progress lines\n"
+    "  -n N               train on N ranks of this machine (shoal starts them); under\n"
+    "                     shoal launch, mpirun or srun the job's ranks are used instead\n"
+    "  --ps               parameter-server training: the first S ranks serve (in addition\n"
+    "                     to the N workers of -n), the others are workers\n"
+    "  --servers S        parameter servers (default 1)\n"
+    "  --consistency M    sync (bulk-synchronous, default), async (Downpour) or ssp\n"
+    "  --staleness s      ssp: a worker may run s clocks ahead of the slowest (default 3)\n"
+    "  --push-every m     async: push the mean gradient of m steps (default 1)\n"
+    "  --pull-every n     async: refresh the weights every n steps (default 1)\n"
+    "  --debug-delay-rank R, --debug-delay-ms D   worker R sleeps D ms every step\n"
     "  --help             this text\n"
     "\n"
     "Signals: SIGINT (Ctrl-C) stops after the current step, saves a checkpoint (to --save\n"
@@ -79,12 +92,51 @@ static int parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
     return 1;
 }
 
+/* -n N outside a job: start N ranks (plus the servers) of this same command without -n. */
+static int relaunch(int argc, char **argv, int nranks)
+{
+    char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0) {
+        fprintf(stderr, "shoal train: cannot find its own executable to start the ranks\n");
+        return SH_EXIT_FAIL;
+    }
+    self[len] = 0;
+    char **args = calloc((size_t)argc + 2, sizeof *args);
+    if (!args) return SH_EXIT_FAIL;
+    int k = 0;
+    args[k++] = self;
+    args[k++] = "train";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-n") || !strcmp(argv[i], "--nranks")) {
+            i++;
+            continue;
+        }
+        if (!strncmp(argv[i], "--nranks=", 9)) continue;
+        args[k++] = argv[i];
+    }
+    args[k] = NULL;
+    sh_launch_opts lo = {.nranks = nranks, .output_dir = NULL, .grace_ms = 5000, .tag = "train"};
+    int code = sh_launch_run(&lo, args);
+    free(args);
+    return code;
+}
+
 int sh_cmd_train(int argc, char **argv)
 {
     sh_train_opts o;
     sh_train_opts_default(&o);
     int json = 0;
     const char *cfg = NULL;
+    int64_t nranks = 0;
+    sh_train_ps_opts ps;
+    memset(&ps, 0, sizeof ps);
+    ps.nservers = 1;
+    ps.consistency = SH_PS_SYNC;
+    ps.staleness = 3;
+    ps.worker.push_every = 1;
+    ps.worker.pull_every = 1;
+    ps.delay_rank = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         int64_t x = 0;
@@ -95,6 +147,15 @@ int sh_cmd_train(int argc, char **argv)
         }
         if (!strcmp(a, "--json")) { json = 1; continue; }
         if (!strcmp(a, "--quiet")) { o.quiet = 1; continue; }
+        if (!strcmp(a, "--ps")) { ps.enabled = 1; continue; }
+        if ((got = take_value(argc, argv, &i, "--consistency", &v)) != 0) {
+            if (got < 0) return sh_cli_usage_error("train", "--consistency needs a value");
+            if (!strcmp(v, "sync")) ps.consistency = SH_PS_SYNC;
+            else if (!strcmp(v, "async")) ps.consistency = SH_PS_ASYNC;
+            else if (!strcmp(v, "ssp")) ps.consistency = SH_PS_SSP;
+            else return sh_cli_usage_error("train", "--consistency \"%s\": use sync, async or ssp", v);
+            continue;
+        }
         if (a[0] != '-') {
             if (cfg) return sh_cli_usage_error("train", "unexpected argument \"%s\"", a);
             cfg = a;
@@ -126,11 +187,24 @@ int sh_cmd_train(int argc, char **argv)
         INT_FLAG("--threads", 1, 1024, o.threads)
         INT_FLAG("--seed", 0, INT64_MAX, o.seed)
         INT_FLAG("--save-every", 1, INT64_MAX / 2, o.save_every_steps)
+        INT_FLAG("-n", 1, 4096, nranks)
+        INT_FLAG("--nranks", 1, 4096, nranks)
+        INT_FLAG("--servers", 1, 1024, ps.nservers)
+        INT_FLAG("--staleness", 0, 1000000, ps.staleness)
+        INT_FLAG("--push-every", 1, 1000000, ps.worker.push_every)
+        INT_FLAG("--pull-every", 1, 1000000, ps.worker.pull_every)
+        INT_FLAG("--debug-delay-rank", 0, 1 << 20, ps.delay_rank)
+        INT_FLAG("--debug-delay-ms", 0, 3600000, ps.delay_ms)
 #undef STR_FLAG
 #undef INT_FLAG
         return sh_cli_usage_error("train", "unknown option \"%s\"", a);
     }
     if (!cfg) return sh_cli_usage_error("train", "missing the model file CFG");
+    int in_job = sh_train_in_job();
+    if (nranks > 0 && !in_job) return relaunch(argc, argv, (int)nranks + (ps.enabled ? ps.nservers : 0));
+    if (ps.enabled && !in_job)
+        return sh_cli_usage_error("train", "--ps needs ranks: add -n WORKERS, or run under shoal launch, "
+                                  "mpirun or srun");
     if (o.save_every_steps && !o.save_path)
         return sh_cli_usage_error("train", "--save-every needs --save FILE");
     o.cfg_path = cfg;
@@ -150,12 +224,24 @@ int sh_cmd_train(int argc, char **argv)
     sa.sa_flags = SA_RESTART;
     sigaction(SIGHUP, &sa, NULL);
 
-    sh_trainer *t = NULL;
     sh_train_report r;
-    shoal_result rc = sh_trainer_create(&o, &t);
-    if (rc == SHOAL_OK) rc = sh_trainer_run(t, &r);
-    sh_trainer_destroy(t);
-    if (rc != SHOAL_OK) return sh_cli_fail(rc);
+    memset(&r, 0, sizeof r);
+    shoal_result rc;
+    if (in_job) {
+        if (!ps.enabled)
+            return sh_cli_usage_error("train", "this process is one rank of a %s job; data-parallel "
+                                      "training across ranks is not built yet: add --ps", "multi-rank");
+        int reporter = 0;
+        rc = sh_train_ps_rank(&o, &ps, &r, &reporter);
+        if (rc != SHOAL_OK) return sh_cli_fail(rc);
+        if (!reporter) return SH_EXIT_OK;
+    } else {
+        sh_trainer *t = NULL;
+        rc = sh_trainer_create(&o, &t);
+        if (rc == SHOAL_OK) rc = sh_trainer_run(t, &r);
+        sh_trainer_destroy(t);
+        if (rc != SHOAL_OK) return sh_cli_fail(rc);
+    }
 
     if (r.stopped)
         fprintf(stderr, "stopped by %s; saved %s\n",

@@ -1,0 +1,119 @@
+/* train_dist.c — one rank's part of a distributed `shoal train`: joins the communicator
+ * from the environment; in a parameter-server job the first S ranks serve the parameters
+ * and the others train as workers.
+ * Not here: flags and the -n relaunch (cmd_train.c), the servers and strategy (src/train).
+ * Proved by tests/cli/test_train_ps.c. */
+#include "cli/train_dist.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "base/env.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "shoal/comm.h"
+
+int sh_train_in_job(void)
+{
+    static const char *worlds[] = {"SHOAL_WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"};
+    for (size_t i = 0; i < sizeof worlds / sizeof worlds[0]; i++) {
+        long w = 0;
+        if (sh_env_is_set(worlds[i]) && sh_env_long(worlds[i], &w) == SHOAL_OK && w > 1) return 1;
+    }
+    return 0;
+}
+
+/* Build the model once (quietly, one step planned) to learn its size, initial weights and
+ * optimizer settings: servers start from these weights, as every rank would. */
+static shoal_result probe(const sh_train_opts *o, sh_trainer **out)
+{
+    sh_train_opts po = *o;
+    po.max_steps = 1;
+    po.quiet = 1;
+    po.strategy = NULL;
+    po.save_path = NULL;
+    po.resume_path = NULL;
+    po.logdir = NULL;
+    return sh_trainer_create(&po, out);
+}
+
+static sh_ps_config ps_config(sh_net *net, const sh_train_ps_opts *p)
+{
+    sh_ps_config c;
+    memset(&c, 0, sizeof c);
+    c.nservers = p->nservers;
+    c.consistency = p->consistency;
+    c.staleness = p->staleness;
+    c.nparams = sh_net_nparams(net);
+    c.ranges = sh_net_param_ranges(net, &c.nranges);
+    c.optim = sh_net_get_config(net)->optim;
+    c.lr = sh_net_get_config(net)->lr;
+    return c;
+}
+
+static const char *mode_name(sh_ps_consistency m)
+{
+    return m == SH_PS_SYNC ? "sync" : m == SH_PS_ASYNC ? "async" : "ssp";
+}
+
+shoal_result sh_train_ps_rank(const sh_train_opts *o, const sh_train_ps_opts *p, sh_train_report *r,
+                              int *reporter)
+{
+    *reporter = 0;
+    shoal_comm *c = NULL;
+    SH_TRY(shoal_comm_create(NULL, &c));
+    int rank = shoal_comm_rank(c), world = shoal_comm_world(c);
+    shoal_result rc = SHOAL_OK;
+    if (p->nservers < 1 || p->nservers >= world) {
+        rc = SH_FAIL(SHOAL_ERR_INVALID, "--servers %d needs at least one worker among the %d ranks",
+                     p->nservers, world);
+        goto out;
+    }
+    sh_trainer *pt = NULL;
+    rc = probe(o, &pt);
+    if (rc != SHOAL_OK) goto out;
+    sh_ps_config cfg = ps_config(sh_trainer_net(pt), p);
+    if (rank < p->nservers) {
+        sh_ps_server *s = NULL;
+        rc = sh_ps_server_create(c, &cfg, sh_net_params(sh_trainer_net(pt)), &s);
+        sh_trainer_destroy(pt);
+        if (rc == SHOAL_OK) rc = sh_ps_server_run(s);
+        if (s) {
+            sh_ps_stats st;
+            sh_ps_server_stats(s, &st);
+            if (!o->quiet)
+                fprintf(stderr,
+                        "server %d (%s): %lld pushes, %lld pulls (%lld waited), %.1f MB pushed, "
+                        "CPU %.2f s (%.2f ms per MB), largest clock spread %lld, %d workers dropped, "
+                        "%lld messages refused\n",
+                        rank, mode_name(p->consistency), (long long)st.pushes, (long long)st.pulls,
+                        (long long)st.deferred_pulls, st.pushed_mb, st.cpu_s,
+                        st.pushed_mb > 0 ? st.cpu_s * 1e3 / st.pushed_mb : 0.0, (long long)st.max_spread,
+                        st.dropped_workers, (long long)st.refused);
+            sh_ps_server_destroy(s);
+        }
+        goto out;
+    }
+    sh_trainer_destroy(pt);
+    sh_ps_worker_opts wo = p->worker;
+    if (rank - p->nservers == p->delay_rank) wo.delay_ms = p->delay_ms;
+    sh_strategy *st = NULL;
+    rc = sh_strategy_ps_create(c, &cfg, &wo, &st);
+    if (rc != SHOAL_OK) goto out;
+    sh_train_opts wopts = *o;
+    wopts.strategy = st;
+    if (st->rank != 0) {
+        wopts.save_path = NULL; /* worker 0 reports and saves */
+        wopts.logdir = NULL;
+    }
+    sh_trainer *t = NULL;
+    rc = sh_trainer_create(&wopts, &t);
+    if (rc == SHOAL_OK) rc = sh_trainer_run(t, r);
+    *reporter = rc == SHOAL_OK && st->rank == 0;
+    sh_trainer_destroy(t);
+    sh_strategy_destroy(st);
+out:
+    if (rc != SHOAL_OK) sh_err_prefix("rank %d: ", rank);
+    shoal_comm_destroy(c);
+    return rc;
+}
