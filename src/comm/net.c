@@ -1,6 +1,6 @@
 /* net.c — TCP helpers with deadlines, interface choice and the job-key handshake.
  * Not here: the store protocol (store.c), the mesh of rank links (transport_tcp.c).
- * Proved by tests/comm/test_store.c and tests/comm/test_comm_faults.c. */
+ * Proved by tests/comm/test_store.c, test_transport_tcp.c and test_comm_faults.c. */
 #include "comm/net.h"
 
 #include <arpa/inet.h>

@@ -1,7 +1,7 @@
 /* net.h — TCP socket helpers with deadlines, interface choice, and the job-key handshake
  * every connection of a job makes (HMAC-SHA256 challenge-response, both directions).
  * Not here: what flows after the handshake (store.c, transport_tcp.c).
- * Proved by tests/comm/test_store.c and tests/comm/test_comm_faults.c. */
+ * Proved by tests/comm/test_store.c, test_transport_tcp.c and test_comm_faults.c. */
 #ifndef SH_NET_H
 #define SH_NET_H
 
