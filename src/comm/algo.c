@@ -120,8 +120,6 @@ static int is_pow2(int n) { return n > 0 && (n & (n - 1)) == 0; }
 /* Several hosts, several ranks on at least one: the hierarchy has something to save. */
 static int has_hierarchy(const shoal_comm *c) { return c->nhosts > 1 && c->nhosts < c->world; }
 
-static int is_pow2(int n);
-
 /* The flat allreduce table applied to a group (the hierarchical one uses it across hosts). */
 static sh_algo_kind flat_allreduce_choice(int n, size_t count, size_t nbytes)
 {
