@@ -9,7 +9,9 @@
  *   cc -O2 -D_GNU_SOURCE -Iinclude -Isrc -Itests bench/comm/algo_sweep.c tests/lib/ranks.c \
  *      build-algo/libshoal.a -pthread -lz -ldl -lm -lrt -o build-algo/algo_sweep
  *   ./build-algo/algo_sweep [ranks=4] [links=socketpair|shm] [coll=allreduce|broadcast|allgather|reduce_scatter]
- *                            [max_nbytes=67108864] [chunk_nbytes=0] */
+ *                            [max_nbytes=67108864] [chunk_nbytes=0] [ranks_per_host=0]
+ * With ranks_per_host > 0 the hosts are faked (links stay alike) and allreduce compares
+ * the hierarchical algorithm instead of the tree. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +39,8 @@ static void sweep(shoal_comm *c, void *argp)
     sh_algo_kind cand[4];
     int nc = 0;
     if (a->coll == SH_COLL_ALLREDUCE) {
-        cand[nc++] = SH_ALGO_RD, cand[nc++] = SH_ALGO_RHD, cand[nc++] = SH_ALGO_RING, cand[nc++] = SH_ALGO_TREE;
+        cand[nc++] = SH_ALGO_RD, cand[nc++] = SH_ALGO_RHD, cand[nc++] = SH_ALGO_RING;
+        cand[nc++] = c->nhosts > 1 ? SH_ALGO_HIER : SH_ALGO_TREE;
     } else if (a->coll == SH_COLL_BROADCAST) {
         cand[nc++] = SH_ALGO_TREE, cand[nc++] = SH_ALGO_RING;
     } else {
@@ -55,9 +58,9 @@ static void sweep(shoal_comm *c, void *argp)
     for (int r = 0; r < c->world; r++) ranks[r] = r;
     g.n = c->world, g.me = c->rank, g.ranks = ranks;
     if (c->rank == 0) {
-        printf("# %s, %d ranks, median us (ratio to the fastest)\n%10s", a->coll == SH_COLL_ALLREDUCE ? "allreduce"
+        printf("# %s, %d ranks on %d hosts, median us (ratio to the fastest)\n%10s", a->coll == SH_COLL_ALLREDUCE ? "allreduce"
                : a->coll == SH_COLL_BROADCAST ? "broadcast"
-               : a->coll == SH_COLL_ALLGATHER ? "allgather" : "reduce_scatter", c->world, "bytes");
+               : a->coll == SH_COLL_ALLGATHER ? "allgather" : "reduce_scatter", c->world, c->nhosts, "bytes");
         for (int k = 0; k < nc; k++) printf(" %18s", sh_algo_name(cand[k]));
         printf("\n");
     }
@@ -118,7 +121,7 @@ int main(int argc, char **argv)
     }
     sh_test_ranks_opts o = {.links = strcmp(links, "shm") ? SH_TEST_SOCKETPAIR : SH_TEST_SHM,
                             .chunk_nbytes = argc > 5 ? (size_t)atoll(argv[5]) : 0, .deadline_s = 600,
-                            .timeout_ms = 60000};
+                            .timeout_ms = 60000, .ranks_per_host = argc > 6 ? atoi(argv[6]) : 0};
     int passed = 0, failed = 0;
     return sh_test_ranks(n, &o, sweep, &a, &passed, &failed) ? 1 : 0;
 }

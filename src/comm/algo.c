@@ -39,6 +39,13 @@ shoal_result sh_mpi_coll_run(shoal_comm *c, const sh_coll *op) __attribute__((we
  *   64 MiB (earlier run)                      1.17/1.00/1.03                  1.62/1.00/1.00
  * shm links agree (4 ranks 4 MiB: 1.32/1.00/1.03; 8 ranks 4 MiB: 1.84/1.00/1.09). */
 
+/* Hierarchical allreduce above RD_MAX_NBYTES when hosts hold several ranks. Faked hosts
+ * over identical links (so only its overhead shows; real inter-host links are slower and
+ * it sends them 1/m of what the flat ring does), rd/rhd/ring/hier:
+ *   4 ranks on 2 hosts: 256 KiB 2.24/1.06/1.21/1.00, 16 MiB 1.55/1.13/1.26/1.00
+ *   6 ranks on 2 hosts: 256 KiB 1.98/1.02/1.39/1.00, 16 MiB 1.12/1.00/1.06/1.06
+ * and 1.08-1.39x behind the best at 16-64 KiB, where recursive doubling stays. */
+
 /* Recursive doubling up to here: log2(n) rounds against ring's 2(n-1); it is fastest or
  * tied through 16 KiB at 2, 4, 6 and 8 ranks and loses from 64 KiB (up to 1.5x) as the
  * whole message is resent every round. */
