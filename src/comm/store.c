@@ -546,21 +546,29 @@ void sh_store_server_stop(sh_store_server *s)
     free(s);
 }
 
-/* ---- client ---- */
+/* ---- client ----
+ * A small pool of connections, one per request in flight: a thread whose get waits for a
+ * key never holds up another thread's request (two threads splitting communicators at
+ * once would otherwise wait on each other across ranks). A connection that fails half-way
+ * is closed (its stream is out of step) and the next request opens a fresh one. */
+
+enum { POOL = 8, RECONNECT_TIMEOUT_MS = 3000 };
 
 struct sh_store {
-    int fd;
     pthread_mutex_t mu;
+    pthread_cond_t idle;  /* a connection became free */
+    int fd[POOL];         /* -1: not open */
+    unsigned char busy[POOL];
     char where[300];
     char host[256];
+    int port;
     char *key;
-    int broken; /* a request failed half-way: the stream is out of step, refuse the rest */
 };
 
-shoal_result sh_store_connect(const char *addr, int port, const char *key, int timeout_ms,
-                              sh_store **out)
+/* Connect and prove the key. */
+static shoal_result open_conn(const char *addr, int port, const char *key, int timeout_ms, int *fd_out)
 {
-    *out = NULL;
+    *fd_out = -1;
     uint64_t dl = sh_net_deadline(timeout_ms);
     int fd = -1;
     shoal_result rc = sh_net_connect(addr, port, dl, &fd);
@@ -578,21 +586,30 @@ shoal_result sh_store_connect(const char *addr, int port, const char *key, int t
             sh_err_prefix("%s accepted the connection but did not answer the handshake: ", peer);
         return rc;
     }
+    *fd_out = fd;
+    return SHOAL_OK;
+}
+
+shoal_result sh_store_connect(const char *addr, int port, const char *key, int timeout_ms,
+                              sh_store **out)
+{
+    *out = NULL;
+    int fd = -1;
+    SH_TRY(open_conn(addr, port, key, timeout_ms, &fd));
     sh_store *s = calloc(1, sizeof *s);
-    if (!s) {
-        close(fd);
-        return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
-    }
-    s->fd = fd;
-    s->key = strdup(key);
-    if (!s->key) {
+    if (s) s->key = strdup(key);
+    if (!s || !s->key) {
         close(fd);
         free(s);
         return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
     }
+    for (int i = 0; i < POOL; i++) s->fd[i] = -1;
+    s->fd[0] = fd;
     pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->idle, NULL);
     snprintf(s->where, sizeof s->where, "%s:%d", addr, port);
     snprintf(s->host, sizeof s->host, "%s", addr);
+    s->port = port;
     *out = s;
     return SHOAL_OK;
 }
@@ -600,14 +617,63 @@ shoal_result sh_store_connect(const char *addr, int port, const char *key, int t
 void sh_store_close(sh_store *s)
 {
     if (!s) return;
-    close(s->fd);
+    for (int i = 0; i < POOL; i++)
+        if (s->fd[i] >= 0) close(s->fd[i]);
     pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->idle);
     free(s->key);
     free(s);
 }
 
 const char *sh_store_job_key(const sh_store *s) { return s->key; }
 const char *sh_store_host(const sh_store *s) { return s->host; }
+
+/* A connection for one request: an idle open one, else a new one, else wait for one. */
+static shoal_result acquire(sh_store *s, int *slot)
+{
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        int open_idle = -1, empty = -1;
+        for (int i = 0; i < POOL; i++) {
+            if (s->busy[i]) continue;
+            if (s->fd[i] >= 0 && open_idle < 0) open_idle = i;
+            if (s->fd[i] < 0 && empty < 0) empty = i;
+        }
+        int i = open_idle >= 0 ? open_idle : empty;
+        if (i >= 0) {
+            s->busy[i] = 1;
+            pthread_mutex_unlock(&s->mu);
+            *slot = i;
+            if (s->fd[i] >= 0) return SHOAL_OK;
+            int fd = -1;
+            shoal_result rc = open_conn(s->host, s->port, s->key, RECONNECT_TIMEOUT_MS, &fd);
+            pthread_mutex_lock(&s->mu);
+            s->fd[i] = fd;
+            if (rc != SHOAL_OK) {
+                s->busy[i] = 0;
+                pthread_cond_signal(&s->idle);
+            }
+            pthread_mutex_unlock(&s->mu);
+            if (rc != SHOAL_OK)
+                return SH_FAIL(SHOAL_ERR_PEER, "rank 0's store at %s cannot be reached any more "
+                               "(did rank 0 end or die?): %s", s->where, shoal_last_error_message());
+            return SHOAL_OK;
+        }
+        pthread_cond_wait(&s->idle, &s->mu);
+    }
+}
+
+static void release(sh_store *s, int slot, int failed)
+{
+    pthread_mutex_lock(&s->mu);
+    if (failed && s->fd[slot] >= 0) {
+        close(s->fd[slot]);
+        s->fd[slot] = -1;
+    }
+    s->busy[slot] = 0;
+    pthread_cond_signal(&s->idle);
+    pthread_mutex_unlock(&s->mu);
+}
 
 static shoal_result request(sh_store *s, int op, const char *key, const void *val, size_t vlen,
                             int timeout_ms, void *out, size_t cap, size_t *out_nbytes)
@@ -624,33 +690,29 @@ static shoal_result request(sh_store *s, int op, const char *key, const void *va
     hdr[4] = (unsigned char)op;
     memcpy(hdr + 5, &tmo, 4);
     memcpy(hdr + 9, &kl, 2);
-    pthread_mutex_lock(&s->mu);
-    if (s->broken) {
-        pthread_mutex_unlock(&s->mu);
-        return SH_FAIL(SHOAL_ERR_PEER, "rank 0's store at %s: the connection failed earlier; "
-                       "the job cannot use the store any more", s->where);
-    }
+    int slot = -1;
+    SH_TRY(acquire(s, &slot));
+    int fd = s->fd[slot];
     uint64_t dl = sh_net_deadline((timeout_ms > 0 ? timeout_ms : 0) + 10000);
-    shoal_result rc = sh_net_write_all(s->fd, hdr, sizeof hdr, dl);
-    if (rc == SHOAL_OK) rc = sh_net_write_all(s->fd, key, klen, dl);
-    if (rc == SHOAL_OK && vlen) rc = sh_net_write_all(s->fd, val, vlen, dl);
+    shoal_result rc = sh_net_write_all(fd, hdr, sizeof hdr, dl);
+    if (rc == SHOAL_OK) rc = sh_net_write_all(fd, key, klen, dl);
+    if (rc == SHOAL_OK && vlen) rc = sh_net_write_all(fd, val, vlen, dl);
     uint32_t rlen = 0;
     unsigned char st = ST_BAD;
-    if (rc == SHOAL_OK) rc = sh_net_read_all(s->fd, &rlen, 4, dl);
+    if (rc == SHOAL_OK) rc = sh_net_read_all(fd, &rlen, 4, dl);
     if (rc == SHOAL_OK && (rlen < 1 || rlen > SH_STORE_MAX_VALUE_NBYTES + 1))
         rc = SH_FAIL(SHOAL_ERR_PEER, "bad reply from the store");
-    if (rc == SHOAL_OK) rc = sh_net_read_all(s->fd, &st, 1, dl);
+    if (rc == SHOAL_OK) rc = sh_net_read_all(fd, &st, 1, dl);
     size_t vn = rlen - 1, got = 0;
     while (rc == SHOAL_OK && got < vn) {
         unsigned char tmp[4096];
         size_t take = vn - got < sizeof tmp ? vn - got : sizeof tmp;
-        rc = sh_net_read_all(s->fd, tmp, take, dl);
+        rc = sh_net_read_all(fd, tmp, take, dl);
         if (rc == SHOAL_OK && out && got < cap)
             memcpy((unsigned char *)out + got, tmp, got + take <= cap ? take : cap - got);
         got += take;
     }
-    if (rc != SHOAL_OK) s->broken = 1;
-    pthread_mutex_unlock(&s->mu);
+    release(s, slot, rc != SHOAL_OK);
     if (rc != SHOAL_OK) {
         sh_err_prefix("rank 0's store at %s: ", s->where);
         return rc;

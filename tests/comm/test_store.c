@@ -464,6 +464,51 @@ static void one_client_is_safe_from_many_threads(void)
     free(server_stop(&sp));
 }
 
+typedef struct {
+    sh_store *s;
+    shoal_result rc;
+    char v[8];
+    size_t n;
+} late_getter;
+
+static void *get_late_key(void *arg)
+{
+    late_getter *g = arg;
+    g->rc = sh_store_get(g->s, "late/key", g->v, sizeof g->v, &g->n, 20000);
+    return NULL;
+}
+
+static void a_waiting_get_does_not_hold_up_other_threads(void)
+{
+    server_proc sp;
+    CHECK(server_start(&sp) == 0, "cannot start the store");
+    if (sp.port <= 0) return;
+    late_getter g = {0};
+    CHECK_OK(sh_store_connect("127.0.0.1", sp.port, KEY, 3000, &g.s));
+    if (!g.s) return;
+    pthread_t t;
+    pthread_create(&t, NULL, get_late_key, &g);
+    struct timespec ts = {0, 50 * 1000000};
+    nanosleep(&ts, NULL);
+    /* While that get waits on the same client, this thread's requests go through. */
+    uint64_t t0 = sh_now_ns();
+    char v[8];
+    size_t n = 0;
+    for (int i = 0; i < 50; i++) {
+        CHECK_OK(sh_store_set(g.s, "other", "o", 1));
+        CHECK_OK(sh_store_get(g.s, "other", v, sizeof v, &n, 1000));
+    }
+    CHECK(sh_now_ns() - t0 < 10000000000ull, "50 requests beside a waiting get took %.1f s",
+          (double)(sh_now_ns() - t0) * 1e-9);
+    /* and the set this thread makes is what releases the waiting one */
+    CHECK_OK(sh_store_set(g.s, "late/key", "done", 4));
+    pthread_join(t, NULL);
+    CHECK(g.rc == SHOAL_OK && g.n == 4 && memcmp(g.v, "done", 4) == 0, "waiting get: %s",
+          shoal_result_name(g.rc));
+    sh_store_close(g.s);
+    free(server_stop(&sp));
+}
+
 int main(void)
 {
     check_begin("test_store", 120);
@@ -477,6 +522,7 @@ int main(void)
     RUN(strangers_are_dropped_and_logged_while_the_job_goes_on);
     RUN(stopping_the_store_ends_waiting_gets);
     RUN(one_client_is_safe_from_many_threads);
+    RUN(a_waiting_get_does_not_hold_up_other_threads);
     child_counts_add();
     return check_end();
 }
