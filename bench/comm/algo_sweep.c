@@ -73,7 +73,7 @@ static void sweep(shoal_comm *c, void *argp)
         for (int rep = -2; rep < reps; rep++)
             for (int k = 0; k < nc; k++) {
                 c->algo = cand[k];
-                if (sh_dissemination_barrier(c, &g) != SHOAL_OK) return;
+                if (sh_misc_barrier(c, &g) != SHOAL_OK) return;
                 uint64_t t0 = sh_now_ns();
                 if (sh_algo_run(c, &op) != SHOAL_OK) {
                     fprintf(stderr, "rank %d: %s\n", c->rank, shoal_last_error_message());
@@ -81,7 +81,7 @@ static void sweep(shoal_comm *c, void *argp)
                 }
                 /* until every rank is done: a root that only pushes bytes out has not
                  * finished the collective (the barrier costs every algorithm the same) */
-                if (sh_dissemination_barrier(c, &g) != SHOAL_OK) return;
+                if (sh_misc_barrier(c, &g) != SHOAL_OK) return;
                 if (rep >= 0) t[k][rep] = sh_now_ns() - t0;
             }
         if (c->rank == 0) {

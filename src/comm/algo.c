@@ -230,7 +230,7 @@ static shoal_result run(shoal_comm *c, const sh_group *g, const sh_coll *op)
         if (c->rank == op->root && op->send != op->recv && nbytes) memcpy(op->recv, op->send, nbytes);
         if (n == 1 || nbytes == 0) return SHOAL_OK;
         if (sh_algo_choose(c, op) == SH_ALGO_RING)
-            return sh_chain_broadcast(c, g, op->recv, op->count, op->dt, op->root);
+            return sh_tree_chain_broadcast(c, g, op->recv, op->count, op->dt, op->root);
         return sh_tree_broadcast(c, g, op->recv, op->count, op->dt, op->root);
     case SH_COLL_REDUCE:
         if (nbytes) SH_TRY(sh_tree_reduce(c, g, op->send, op->recv, op->count, op->dt, op->op, op->root));
@@ -260,9 +260,9 @@ static shoal_result run(shoal_comm *c, const sh_group *g, const sh_coll *op)
             if (op->send != op->recv) memcpy(op->recv, op->send, nbytes);
             return SHOAL_OK;
         }
-        return sh_pairwise_alltoall(c, g, op->send, op->recv, op->count, op->dt);
+        return sh_misc_alltoall(c, g, op->send, op->recv, op->count, op->dt);
     case SH_COLL_BARRIER:
-        return n == 1 ? SHOAL_OK : sh_dissemination_barrier(c, g);
+        return n == 1 ? SHOAL_OK : sh_misc_barrier(c, g);
     default:
         return SH_FAIL(SHOAL_ERR_INTERNAL, "unknown collective %d", (int)op->kind);
     }

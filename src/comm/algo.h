@@ -69,16 +69,16 @@ shoal_result sh_rhd_reduce_scatter(shoal_comm *c, const sh_group *g, const void 
 /* ---- rooted: root is a group index. buf holds the root's data at the root. ---- */
 shoal_result sh_tree_broadcast(shoal_comm *c, const sh_group *g, void *buf, size_t count,
                                shoal_dtype dt, int root);
-shoal_result sh_chain_broadcast(shoal_comm *c, const sh_group *g, void *buf, size_t count,
+shoal_result sh_tree_chain_broadcast(shoal_comm *c, const sh_group *g, void *buf, size_t count,
                                 shoal_dtype dt, int root);
 /* recv is written at the root only (may be NULL elsewhere). */
 shoal_result sh_tree_reduce(shoal_comm *c, const sh_group *g, const void *send, void *recv,
                             size_t count, shoal_dtype dt, shoal_op op, int root);
 
 /* ---- the rest (algo_misc.c) ---- */
-shoal_result sh_pairwise_alltoall(shoal_comm *c, const sh_group *g, const void *send,
+shoal_result sh_misc_alltoall(shoal_comm *c, const sh_group *g, const void *send,
                                   void *recv, size_t count, shoal_dtype dt);
-shoal_result sh_dissemination_barrier(shoal_comm *c, const sh_group *g);
+shoal_result sh_misc_barrier(shoal_comm *c, const sh_group *g);
 
 /* The algorithm sh_algo_run would use for this call (after fallbacks), for tests and logs. */
 sh_algo_kind sh_algo_choose(const shoal_comm *c, const sh_coll *op);

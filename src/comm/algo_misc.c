@@ -15,7 +15,7 @@
 
 static int mod(int a, int n) { return ((a % n) + n) % n; }
 
-shoal_result sh_pairwise_alltoall(shoal_comm *c, const sh_group *g, const void *send,
+shoal_result sh_misc_alltoall(shoal_comm *c, const sh_group *g, const void *send,
                                   void *recv, size_t count, shoal_dtype dt)
 {
     int n = g->n, me = g->me;
@@ -42,7 +42,7 @@ shoal_result sh_pairwise_alltoall(shoal_comm *c, const sh_group *g, const void *
     return SHOAL_OK;
 }
 
-shoal_result sh_dissemination_barrier(shoal_comm *c, const sh_group *g)
+shoal_result sh_misc_barrier(shoal_comm *c, const sh_group *g)
 {
     int n = g->n, me = g->me;
     for (int k = 1; k < n; k <<= 1) {

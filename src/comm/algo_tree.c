@@ -58,7 +58,7 @@ shoal_result sh_tree_broadcast(shoal_comm *c, const sh_group *g, void *buf, size
     return SHOAL_OK;
 }
 
-shoal_result sh_chain_broadcast(shoal_comm *c, const sh_group *g, void *buf, size_t count,
+shoal_result sh_tree_chain_broadcast(shoal_comm *c, const sh_group *g, void *buf, size_t count,
                                 shoal_dtype dt, int root)
 {
     int n = g->n, v = mod(g->me - root, n);

@@ -146,7 +146,7 @@ static void subgroups(shoal_comm *c, void *arg)
     /* broadcast from the group's last member, tree and chain; reduce to member 0 */
     for (int f = 0; f < 2; f++) {
         for (size_t i = 0; i < count; i++) buf[i] = me == gn - 1 ? (int32_t)(i * 3 + (size_t)r) : -1;
-        CHECK_OK((f ? sh_chain_broadcast : sh_tree_broadcast)(c, &g, buf, count, SHOAL_INT32, gn - 1));
+        CHECK_OK((f ? sh_tree_chain_broadcast : sh_tree_broadcast)(c, &g, buf, count, SHOAL_INT32, gn - 1));
         long bad = 0;
         for (size_t i = 0; i < count; i++) bad += buf[i] != (int32_t)(i * 3 + (size_t)ranks[gn - 1]);
         CHECK(bad == 0, "group broadcast %d on rank %d: %ld wrong", f, r, bad);
@@ -170,7 +170,7 @@ static void subgroups(shoal_comm *c, void *arg)
             for (size_t i = 0; i < count; i++) bad += buf[(size_t)k * count + i] != (int32_t)(i + (size_t)ranks[k] * 7);
         CHECK(bad == 0, "group allgather %d on rank %d: %ld wrong", f, r, bad);
     }
-    CHECK_OK(sh_dissemination_barrier(c, &g));
+    CHECK_OK(sh_misc_barrier(c, &g));
     free(buf);
     free(want);
 }
@@ -232,10 +232,11 @@ static void t_64mib_with_bounded_staging(void)
         RUN_RANKS(n, &o, big, NULL);
     }
     /* the forced algorithms that stage (recursive doubling: one chunk) and the tree */
-    const char *staged[] = {"rd", "tree", "rhd"};
-    for (int a = 0; a < 3; a++) {
-        sh_test_ranks_opts o = {.links = SH_TEST_SOCKETPAIR, .algo = staged[a], .deadline_s = 200};
-        RUN_RANKS(3, &o, big, NULL);
+    const char *staged[] = {"rd", "tree", "rhd", "hier"};
+    for (int a = 0; a < 4; a++) {
+        sh_test_ranks_opts o = {.links = SH_TEST_SOCKETPAIR, .algo = staged[a], .deadline_s = 200,
+                                .ranks_per_host = a == 3 ? 2 : 0};
+        RUN_RANKS(a == 3 ? 4 : 3, &o, big, NULL);
     }
 }
 
