@@ -70,14 +70,14 @@ shoal_result sh_rhd_reduce_scatter(shoal_comm *c, const sh_group *g, const void 
 shoal_result sh_tree_broadcast(shoal_comm *c, const sh_group *g, void *buf, size_t count,
                                shoal_dtype dt, int root);
 shoal_result sh_tree_chain_broadcast(shoal_comm *c, const sh_group *g, void *buf, size_t count,
-                                shoal_dtype dt, int root);
+                                     shoal_dtype dt, int root);
 /* recv is written at the root only (may be NULL elsewhere). */
 shoal_result sh_tree_reduce(shoal_comm *c, const sh_group *g, const void *send, void *recv,
                             size_t count, shoal_dtype dt, shoal_op op, int root);
 
 /* ---- the rest (algo_misc.c) ---- */
-shoal_result sh_misc_alltoall(shoal_comm *c, const sh_group *g, const void *send,
-                                  void *recv, size_t count, shoal_dtype dt);
+shoal_result sh_misc_alltoall(shoal_comm *c, const sh_group *g, const void *send, void *recv,
+                              size_t count, shoal_dtype dt);
 shoal_result sh_misc_barrier(shoal_comm *c, const sh_group *g);
 
 /* The algorithm sh_algo_run would use for this call (after fallbacks), for tests and logs. */

@@ -15,8 +15,8 @@
 
 static int mod(int a, int n) { return ((a % n) + n) % n; }
 
-shoal_result sh_misc_alltoall(shoal_comm *c, const sh_group *g, const void *send,
-                                  void *recv, size_t count, shoal_dtype dt)
+shoal_result sh_misc_alltoall(shoal_comm *c, const sh_group *g, const void *send, void *recv,
+                              size_t count, shoal_dtype dt)
 {
     int n = g->n, me = g->me;
     size_t nb = count * shoal_dtype_nbytes(dt);

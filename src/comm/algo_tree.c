@@ -59,7 +59,7 @@ shoal_result sh_tree_broadcast(shoal_comm *c, const sh_group *g, void *buf, size
 }
 
 shoal_result sh_tree_chain_broadcast(shoal_comm *c, const sh_group *g, void *buf, size_t count,
-                                shoal_dtype dt, int root)
+                                     shoal_dtype dt, int root)
 {
     int n = g->n, v = mod(g->me - root, n);
     size_t es = shoal_dtype_nbytes(dt), nbytes = count * es;
