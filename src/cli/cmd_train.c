@@ -39,6 +39,14 @@ static const char usage_text[] =
     "  --quiet            no progress lines\n"
     "  -n N               train on N ranks of this machine (shoal starts them); under\n"
     "                     shoal launch, mpirun or srun the job's ranks are used instead\n"
+    "  --scaling MODE     with ranks: weak (default: every rank trains on the cfg's\n"
+    "                     batch) or strong (the cfg's batch is split across the ranks)\n"
+    "  --lr-scaling MODE  weak scaling: none (default) or linear (learning rate x ranks;\n"
+    "                     pair it with burn_in in the cfg for a warm-up)\n"
+    "  --bucket-mb X      gradients travel in buckets of X MB (default 4), last layers first,\n"
+    "                     each allreduce starting while backward goes on\n"
+    "  --profile          per-step times: data, forward, backward, waiting for the\n"
+    "                     allreduce, optimizer, and the share of communication hidden\n"
     "  --ps               parameter-server training: the first S ranks serve (in addition\n"
     "                     to the N workers of -n), the others are workers\n"
     "  --servers S        parameter servers (default 1)\n"
@@ -137,6 +145,9 @@ int sh_cmd_train(int argc, char **argv)
     ps.worker.push_every = 1;
     ps.worker.pull_every = 1;
     ps.delay_rank = -1;
+    sh_train_dp_opts dp;
+    memset(&dp, 0, sizeof dp);
+    dp.bucket_mb = 4;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         int64_t x = 0;
@@ -148,6 +159,29 @@ int sh_cmd_train(int argc, char **argv)
         if (!strcmp(a, "--json")) { json = 1; continue; }
         if (!strcmp(a, "--quiet")) { o.quiet = 1; continue; }
         if (!strcmp(a, "--ps")) { ps.enabled = 1; continue; }
+        if (!strcmp(a, "--profile")) { o.profile = 1; continue; }
+        if ((got = take_value(argc, argv, &i, "--scaling", &v)) != 0) {
+            if (got < 0) return sh_cli_usage_error("train", "--scaling needs a value");
+            if (!strcmp(v, "strong")) dp.strong = 1;
+            else if (!strcmp(v, "weak")) dp.strong = 0;
+            else return sh_cli_usage_error("train", "--scaling \"%s\": use strong or weak", v);
+            continue;
+        }
+        if ((got = take_value(argc, argv, &i, "--lr-scaling", &v)) != 0) {
+            if (got < 0) return sh_cli_usage_error("train", "--lr-scaling needs a value");
+            if (!strcmp(v, "linear")) dp.lr_linear = 1;
+            else if (!strcmp(v, "none")) dp.lr_linear = 0;
+            else return sh_cli_usage_error("train", "--lr-scaling \"%s\": use none or linear", v);
+            continue;
+        }
+        if ((got = take_value(argc, argv, &i, "--bucket-mb", &v)) != 0) {
+            char *end = NULL;
+            if (got < 0) return sh_cli_usage_error("train", "--bucket-mb needs a value");
+            dp.bucket_mb = strtod(v, &end);
+            if (!end || *end || !(dp.bucket_mb > 0) || dp.bucket_mb > 4096)
+                return sh_cli_usage_error("train", "--bucket-mb \"%s\": expected megabytes in (0, 4096]", v);
+            continue;
+        }
         if ((got = take_value(argc, argv, &i, "--consistency", &v)) != 0) {
             if (got < 0) return sh_cli_usage_error("train", "--consistency needs a value");
             if (!strcmp(v, "sync")) ps.consistency = SH_PS_SYNC;
@@ -228,11 +262,8 @@ int sh_cmd_train(int argc, char **argv)
     memset(&r, 0, sizeof r);
     shoal_result rc;
     if (in_job) {
-        if (!ps.enabled)
-            return sh_cli_usage_error("train", "this process is one rank of a %s job; data-parallel "
-                                      "training across ranks is not built yet: add --ps", "multi-rank");
         int reporter = 0;
-        rc = sh_train_ps_rank(&o, &ps, &r, &reporter);
+        rc = ps.enabled ? sh_train_ps_rank(&o, &ps, &r, &reporter) : sh_train_dp_rank(&o, &dp, &r, &reporter);
         if (rc != SHOAL_OK) return sh_cli_fail(rc);
         if (!reporter) return SH_EXIT_OK;
     } else {

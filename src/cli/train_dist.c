@@ -117,3 +117,68 @@ out:
     shoal_comm_destroy(c);
     return rc;
 }
+
+shoal_result sh_train_dp_rank(const sh_train_opts *o, const sh_train_dp_opts *d, sh_train_report *r,
+                              int *reporter)
+{
+    *reporter = 0;
+    shoal_comm *c = NULL;
+    SH_TRY(shoal_comm_create(NULL, &c));
+    int rank = shoal_comm_rank(c), world = shoal_comm_world(c);
+    shoal_result rc = SHOAL_OK;
+    sh_train_opts wo = *o;
+    int batch = o->batch;
+    if (!batch) { /* the cfg's batch */
+        sh_trainer *pt = NULL;
+        rc = probe(o, &pt);
+        if (rc != SHOAL_OK) goto out;
+        batch = sh_net_batch(sh_trainer_net(pt));
+        sh_trainer_destroy(pt);
+    }
+    if (d->strong) {
+        if (batch % world) {
+            rc = SH_FAIL(SHOAL_ERR_INVALID, "--scaling strong: the global batch %d does not split into %d "
+                         "equal shares; choose a batch divisible by the rank count (--batch)", batch, world);
+            goto out;
+        }
+        wo.batch = batch / world;
+    } else {
+        wo.batch = batch;
+        if (d->lr_linear) wo.lr_scale = (double)world;
+    }
+    sh_dp_opts dopts = {d->bucket_mb, wo.batch};
+    sh_strategy *st = NULL;
+    rc = sh_strategy_allreduce_create(c, &dopts, &st);
+    if (rc != SHOAL_OK) goto out;
+    wo.strategy = st;
+    if (rank != 0) {
+        wo.save_path = NULL;
+        wo.logdir = NULL;
+    }
+    sh_trainer *t = NULL;
+    rc = sh_trainer_create(&wo, &t);
+    if (rc == SHOAL_OK) rc = sh_trainer_run(t, r);
+    if (rc == SHOAL_OK && rank == 0 && o->profile && !o->quiet) {
+        sh_dp_profile pr;
+        sh_strategy_allreduce_profile(st, &pr);
+        double step = r->profile.data + r->profile.forward + r->profile.backward + r->profile.comm_wait +
+                      r->profile.optimizer;
+        double comm = pr.steps ? pr.comm_s / (double)pr.steps : 0;
+        double hidden = comm > 0 ? 1.0 - r->profile.comm_wait / comm : 0;
+        if (hidden < 0) hidden = 0;
+        fprintf(stderr,
+                "profile per step (ms): data %.2f, forward %.2f, backward %.2f, waiting for allreduce %.2f, "
+                "optimizer %.2f, total %.2f; allreduce in flight %.2f ms per step (%.1f MB), %.0f%% of it "
+                "hidden behind backward\n",
+                r->profile.data * 1e3, r->profile.forward * 1e3, r->profile.backward * 1e3,
+                r->profile.comm_wait * 1e3, r->profile.optimizer * 1e3, step * 1e3, comm * 1e3,
+                pr.steps ? pr.bytes / (double)pr.steps / 1e6 : 0.0, 100 * hidden);
+    }
+    *reporter = rc == SHOAL_OK && rank == 0;
+    sh_trainer_destroy(t);
+    sh_strategy_destroy(st);
+out:
+    if (rc != SHOAL_OK) sh_err_prefix("rank %d: ", rank);
+    shoal_comm_destroy(c);
+    return rc;
+}

@@ -7,6 +7,7 @@
 #define SH_TRAIN_DIST_H
 
 #include "train/ps.h"
+#include "train/strategy_allreduce.h"
 #include "train/strategy_ps.h"
 #include "train/trainer.h"
 
@@ -19,6 +20,16 @@ typedef struct {
     int delay_rank;     /* --debug-delay-rank R: that worker (worker index) sleeps */
     int delay_ms;
 } sh_train_ps_opts;
+
+typedef struct {
+    int strong;         /* --scaling strong: the cfg's batch is the global batch */
+    int lr_linear;      /* --lr-scaling linear: learning rate x ranks (weak scaling) */
+    double bucket_mb;   /* --bucket-mb */
+} sh_train_dp_opts;
+
+/* Run this rank's part of a data-parallel job; fills r on rank 0 and sets *reporter. */
+shoal_result sh_train_dp_rank(const sh_train_opts *o, const sh_train_dp_opts *d, sh_train_report *r,
+                              int *reporter);
 
 /* 1 when the environment says this process is one rank of a multi-rank job. */
 int sh_train_in_job(void);

@@ -102,6 +102,8 @@ shoal_result sh_trainer_create(const sh_train_opts *o, sh_trainer **out)
 
     SH_TRY_GOTO(sh_net_load(o->cfg_path, o->batch, t->opts.seed, &t->net), rc, fail);
     t->cfg = sh_net_get_config(t->net);
+    t->lr = t->cfg->lr;
+    if (o->lr_scale > 0) t->lr.base_lr = (float)(t->lr.base_lr * o->lr_scale);
     sh_net_set_threads(t->net, resolve_threads(o->threads));
     t->batch = sh_net_batch(t->net);
     t->global_batch = t->batch * t->strategy->world;
@@ -214,7 +216,7 @@ static shoal_result check_diverged(const sh_trainer *t, float loss, int scan_par
                    "%s: training diverged: %s at step %" PRId64 "; lower learning_rate in the "
                    "[net] section (now %g) or check the data",
                    t->opts.cfg_path, isfinite(loss) ? "the weights hold NaN or inf" : "the loss is not finite",
-                   t->steps_done, (double)t->cfg->lr.base_lr);
+                   t->steps_done, (double)t->lr.base_lr);
 }
 
 static shoal_result open_progress(sh_trainer *t, int64_t per_epoch, sh_progress **out)
@@ -283,7 +285,7 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
             SH_TRY_GOTO(sh_tb_scalar(t->tb, "train/loss", t->steps_done, loss), rc, done);
             SH_TRY_GOTO(sh_tb_scalar(t->tb, "train/accuracy", t->steps_done, (float)acc), rc, done);
             SH_TRY_GOTO(sh_tb_scalar(t->tb, "train/learning_rate", t->steps_done,
-                                     sh_lr_at(&t->cfg->lr, step)), rc, done);
+                                     sh_lr_at(&t->lr, step)), rc, done);
         }
         if (t->steps_done % per_epoch == 0) {
             char extra[160] = "";
@@ -329,6 +331,14 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
     r->images_per_s =
         steady_ns ? (double)steady_steps * t->global_batch / ((double)steady_ns * 1e-9) : 0;
     r->peak_rss_nbytes = sh_peak_rss_nbytes();
+    if (t->opts.profile && r->steps_this_run > 0) {
+        double k = 1e-9 / (double)r->steps_this_run;
+        r->profile.data = t->prof_ns[0] * k;
+        r->profile.forward = t->prof_ns[1] * k;
+        r->profile.backward = t->prof_ns[2] * k;
+        r->profile.comm_wait = t->prof_ns[3] * k;
+        r->profile.optimizer = t->prof_ns[4] * k;
+    }
 done:
     sh_progress_destroy(prog);
     return rc;

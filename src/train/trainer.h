@@ -39,6 +39,9 @@ typedef struct {
     volatile sig_atomic_t *stop_requested;
     volatile sig_atomic_t *save_requested;
     sh_strategy *strategy;      /* NULL: the single-process strategy; else borrowed */
+    double lr_scale;            /* multiplies the cfg's learning rate (linear scaling for
+                                   large batches); 0: 1 */
+    int profile;                /* 1: time each part of the step (report.profile) */
 } sh_train_opts;
 
 /* Defaults: 1 epoch, seed 1, evaluate each epoch, a line every 100 steps, stdout. */
@@ -54,6 +57,11 @@ typedef struct {
     int64_t steps_this_run;
     double epochs;              /* steps / steps per epoch (the last partial batch is dropped) */
     size_t peak_rss_nbytes;
+    /* With opts.profile: seconds per step, averaged over the run's steps. comm_wait is the
+     * time the step waited for the strategy (allreduce or servers) after backward. */
+    struct {
+        double data, forward, backward, comm_wait, optimizer;
+    } profile;
     int stopped;                /* 1: stop_requested ended the run early */
     char saved_path[1024];      /* the last checkpoint written, "" when none */
 } sh_train_report;

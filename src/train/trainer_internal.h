@@ -27,6 +27,8 @@ struct sh_trainer {
     int64_t steps_done;         /* completed steps, including those before a resume */
     int64_t steps_planned;
     sh_tb *tb;                  /* TensorBoard scalars when --logdir; else NULL */
+    sh_lr_policy lr;            /* the cfg's schedule times opts.lr_scale */
+    double prof_ns[5];          /* with opts.profile: data, forward, backward, wait, optimizer */
     char default_save_path[1024];
 };
 

@@ -1,0 +1,192 @@
+/* strategy_allreduce.c — synchronous data parallelism: rank 0's weights are broadcast at
+ * attach (after checking that every rank has the same model and batch); the gradient block
+ * is cut into buckets of whole layers from the last layer backwards, and as soon as
+ * backward has finished a bucket its non-blocking allreduce (average) starts, so
+ * communication overlaps the backward pass of the earlier layers; finish waits for all.
+ * Not here: the step (step.c), the collectives (src/comm).
+ * Proved by tests/train/test_dp.c. */
+#include "train/strategy_allreduce.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/log.h"
+#include "base/util.h"
+#include "nn/net.h"
+
+typedef struct {
+    size_t lo, count;     /* slice of the gradient block */
+    size_t ready;         /* floats of it backward has finished this step */
+    shoal_request *req;   /* in flight, or NULL */
+    uint64_t start_ns;
+} bucket;
+
+typedef struct {
+    shoal_comm *c;
+    sh_dp_opts o;
+    float *grads;
+    bucket *b;
+    int nb;
+    int *bucket_of_layer;  /* [nlayers] */
+    shoal_result failed;   /* from grad_ready, reported by finish */
+    sh_dp_profile prof;
+} dp_state;
+
+/* Every rank must train the same model with the same batch: compare (cfg hash, batch,
+ * parameter count) across ranks and name the first rank that differs and in what. */
+static shoal_result check_same(dp_state *d, sh_net *net)
+{
+    int world = shoal_comm_world(d->c), rank = shoal_comm_rank(d->c);
+    int64_t mine[3] = {(int64_t)sh_net_cfg_hash(net), d->o.batch, (int64_t)sh_net_nparams(net)};
+    int64_t *all = malloc(sizeof(int64_t) * 3 * (size_t)world);
+    if (!all) return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
+    shoal_result rc = shoal_allgather(d->c, mine, all, 3, SHOAL_INT64);
+    for (int r = 1; rc == SHOAL_OK && r < world; r++) {
+        const char *what = all[3 * r] != all[0]       ? "model file (a different .cfg)"
+                           : all[3 * r + 1] != all[1] ? "batch size"
+                           : all[3 * r + 2] != all[2] ? "parameter count"
+                                                      : NULL;
+        if (!what) continue;
+        const char *host = shoal_comm_host(d->c, r);
+        if (all[3 * r] == all[0] && all[3 * r + 1] != all[1])
+            rc = SH_FAIL(SHOAL_ERR_MISMATCH, "rank %d (%s) was started with batch %lld, rank 0 with %lld: "
+                         "start every rank with the same model and options", r, host ? host : "?",
+                         (long long)all[3 * r + 1], (long long)all[1]);
+        else
+            rc = SH_FAIL(SHOAL_ERR_MISMATCH, "rank %d (%s) was started with another %s than rank 0: "
+                         "start every rank with the same model and options", r, host ? host : "?", what);
+    }
+    (void)rank;
+    free(all);
+    return rc;
+}
+
+static shoal_result attach(sh_strategy *s, sh_net *net)
+{
+    dp_state *d = s->impl;
+    SH_TRY(check_same(d, net));
+    d->grads = sh_net_grads(net);
+    size_t nparams = sh_net_nparams(net);
+    /* Rank 0's weights and batch-norm statistics for everyone. */
+    SH_TRY(shoal_broadcast(d->c, sh_net_params(net), sh_net_params(net), nparams, SHOAL_FLOAT32, 0));
+    size_t nstats = 0;
+    float *stats = sh_net_stats(net, &nstats);
+    if (nstats) SH_TRY(shoal_broadcast(d->c, stats, stats, nstats, SHOAL_FLOAT32, 0));
+    /* Buckets of whole layers, last layer first. */
+    int nl = sh_net_nlayers(net);
+    size_t cap = (size_t)((d->o.bucket_mb > 0 ? d->o.bucket_mb : 4.0) * 1024 * 1024 / sizeof(float));
+    if (cap == 0) cap = 1;
+    d->bucket_of_layer = calloc((size_t)nl, sizeof(int));
+    d->b = calloc((size_t)nl + 1, sizeof(bucket));
+    if (!d->bucket_of_layer || !d->b) return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
+    int cur = -1;
+    for (int i = nl - 1; i >= 0; i--) {
+        size_t off, cnt;
+        sh_net_layer_params(net, i, &off, &cnt);
+        d->bucket_of_layer[i] = -1;
+        if (!cnt) continue;
+        if (cur < 0 || d->b[cur].count >= cap || off + cnt != d->b[cur].lo) {
+            cur = d->nb++;
+            d->b[cur].lo = off;
+            d->b[cur].count = 0;
+        }
+        d->b[cur].lo = off;
+        d->b[cur].count += cnt;
+        d->bucket_of_layer[i] = cur;
+    }
+    SH_LOG_I("train", "data parallel over %d ranks: %zu parameters in %d buckets of up to %.1f MB",
+             shoal_comm_world(d->c), nparams, d->nb, (double)cap * 4 / 1e6);
+    return SHOAL_OK;
+}
+
+static shoal_result begin(sh_strategy *s, int64_t step)
+{
+    dp_state *d = s->impl;
+    (void)step;
+    for (int i = 0; i < d->nb; i++) d->b[i].ready = 0;
+    d->failed = SHOAL_OK;
+    return SHOAL_OK;
+}
+
+static void start_bucket(dp_state *d, bucket *b)
+{
+    if (b->req || d->failed != SHOAL_OK) return;
+    b->start_ns = sh_now_ns();
+    float *p = d->grads + b->lo;
+    d->failed = shoal_allreduce_start(d->c, p, p, b->count, SHOAL_FLOAT32, SHOAL_AVG, &b->req);
+}
+
+static void grad_ready(void *ctx, int layer, size_t offset, size_t count)
+{
+    sh_strategy *s = ctx;
+    dp_state *d = s->impl;
+    (void)offset;
+    int k = d->bucket_of_layer[layer];
+    if (k < 0) return;
+    bucket *b = &d->b[k];
+    b->ready += count;
+    if (b->ready >= b->count) start_bucket(d, b);
+}
+
+static shoal_result finish(sh_strategy *s)
+{
+    dp_state *d = s->impl;
+    uint64_t t0 = sh_now_ns();
+    for (int i = 0; i < d->nb; i++) start_bucket(d, &d->b[i]); /* any backward did not report */
+    shoal_result rc = d->failed;
+    for (int i = 0; i < d->nb; i++) {
+        bucket *b = &d->b[i];
+        if (!b->req) continue;
+        shoal_result r = shoal_wait(b->req);
+        b->req = NULL;
+        d->prof.comm_s += (double)(sh_now_ns() - b->start_ns) * 1e-9;
+        d->prof.bytes += (double)b->count * 4;
+        if (rc == SHOAL_OK) rc = r;
+    }
+    d->prof.wait_s += (double)(sh_now_ns() - t0) * 1e-9;
+    d->prof.steps++;
+    return rc;
+}
+
+static void destroy(sh_strategy *s)
+{
+    dp_state *d = s->impl;
+    if (d) {
+        for (int i = 0; i < d->nb; i++)
+            if (d->b[i].req) shoal_wait(d->b[i].req);
+        free(d->b);
+        free(d->bucket_of_layer);
+        free(d);
+    }
+    free(s);
+}
+
+static const sh_strategy_ops dp_ops = {"allreduce", attach, begin, grad_ready, finish, destroy};
+
+shoal_result sh_strategy_allreduce_create(shoal_comm *c, const sh_dp_opts *o, sh_strategy **out)
+{
+    *out = NULL;
+    sh_strategy *s = calloc(1, sizeof *s);
+    dp_state *d = calloc(1, sizeof *d);
+    if (!s || !d) {
+        free(s);
+        free(d);
+        return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
+    }
+    d->c = c;
+    d->o = *o;
+    s->ops = &dp_ops;
+    s->rank = shoal_comm_rank(c);
+    s->world = shoal_comm_world(c);
+    s->impl = d;
+    *out = s;
+    return SHOAL_OK;
+}
+
+void sh_strategy_allreduce_profile(const sh_strategy *s, sh_dp_profile *out)
+{
+    const dp_state *d = s->impl;
+    *out = d->prof;
+}

@@ -1,0 +1,29 @@
+/* strategy_allreduce.h — synchronous data parallelism (Horovod, Baidu's ring-allreduce,
+ * OSU-Caffe): see strategy_allreduce.c.
+ * Not here: the communicator (shoal/comm.h). Proved by tests/train/test_dp.c. */
+#ifndef SH_STRATEGY_ALLREDUCE_H
+#define SH_STRATEGY_ALLREDUCE_H
+
+#include "shoal/comm.h"
+#include "train/strategy.h"
+
+typedef struct {
+    double bucket_mb;  /* gradient bucket size; 0: 4 MiB */
+    int batch;         /* this rank's batch, checked equal on every rank at attach */
+} sh_dp_opts;
+
+/* Time spent per step, summed since the start (for --profile). */
+typedef struct {
+    double wait_s;     /* finish() waiting for allreduces still running after backward */
+    double comm_s;     /* wall time the allreduces were in flight (start to completion seen) */
+    int64_t steps;
+    double bytes;      /* gradient bytes reduced */
+} sh_dp_profile;
+
+/* A data-parallel strategy over c: every rank starts from rank 0's weights; gradients are
+ * averaged in buckets (last layers first) whose non-blocking allreduces start as soon as
+ * backward has produced them. c is borrowed. */
+shoal_result sh_strategy_allreduce_create(shoal_comm *c, const sh_dp_opts *o, sh_strategy **out);
+void sh_strategy_allreduce_profile(const sh_strategy *s, sh_dp_profile *out);
+
+#endif

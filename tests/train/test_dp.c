@@ -1,0 +1,167 @@
+/* test_dp.c — proves synchronous data parallelism (src/train/strategy_allreduce.c) with the
+ * real trainer and real processes: strong scaling over 2, 3 and 4 ranks matches one process
+ * with the same global batch and data order; every replica holds the same weights at every
+ * check; two runs with the same seed are bitwise equal; ranks started with different
+ * batches or models are stopped at start-up, naming who differs in what. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "base/util.h"
+#include "check.h"
+#include "lib/ranks.h"
+#include "nn/net.h"
+#include "shoal/comm.h"
+#include "train/strategy_allreduce.h"
+#include "train/tiny_data.h"
+#include "train/trainer.h"
+
+static char dir[256], cfg[512], other_cfg[512];
+enum { STEPS = 50, GLOBAL_BATCH = 48 };
+
+static void opts_for(sh_train_opts *o, const char *c, int batch, int64_t steps)
+{
+    sh_train_opts_default(o);
+    o->cfg_path = c;
+    o->data_dir = dir;
+    o->threads = 1;
+    o->quiet = 1;
+    o->seed = 7;
+    o->batch = batch;
+    o->max_steps = steps;
+    o->eval_each_epoch = 0;
+}
+
+typedef struct {
+    int mode; /* 0 exactness, 1 mismatched batch, 2 mismatched model */
+    float *out; /* shared result for the bitwise test (NULL otherwise) */
+} dp_arg;
+
+static float *mmap_shared(size_t nbytes)
+{
+    void *p = mmap(NULL, nbytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    memset(p, 0, nbytes);
+    return p;
+}
+
+static uint32_t hash_params(sh_net *net)
+{
+    return sh_crc32c(0, sh_net_params(net), sh_net_nparams(net) * sizeof(float));
+}
+
+static void job(shoal_comm *c, void *arg)
+{
+    const dp_arg *a = arg;
+    int r = shoal_comm_rank(c), n = shoal_comm_world(c);
+    sh_train_opts o;
+    int batch = GLOBAL_BATCH / n;
+    const char *mycfg = cfg;
+    if (a->mode == 1 && r == n - 1) batch += 1;
+    if (a->mode == 2 && r == n - 1) mycfg = other_cfg;
+    sh_dp_opts d = {0.002 /* tiny buckets: several per step */, batch};
+    sh_strategy *st = NULL;
+    CHECK(sh_strategy_allreduce_create(c, &d, &st) == SHOAL_OK, "%s", shoal_last_error_message());
+    opts_for(&o, mycfg, batch, STEPS);
+    o.strategy = st;
+    sh_trainer *t = NULL;
+    shoal_result rc = sh_trainer_create(&o, &t);
+    if (a->mode) {
+        CHECK(rc == SHOAL_ERR_MISMATCH || rc == SHOAL_ERR_PEER, "rank %d: rc %d: %s", r, rc, shoal_last_error_message());
+        if (r == 0) {
+            char want[64];
+            snprintf(want, sizeof want, "rank %d", n - 1);
+            CHECK(strstr(shoal_last_error_message(), want) != NULL, "%s", shoal_last_error_message());
+            CHECK(strstr(shoal_last_error_message(), a->mode == 1 ? "batch" : "model") != NULL, "%s",
+                  shoal_last_error_message());
+        }
+        sh_trainer_destroy(t);
+        sh_strategy_destroy(st);
+        return;
+    }
+    CHECK(rc == SHOAL_OK, "rank %d: %s", r, shoal_last_error_message());
+    if (!t) return;
+    /* Step by step, comparing every replica's weights every 5 steps. */
+    int differ = 0;
+    for (int64_t s = 0; s < STEPS; s++) {
+        float loss;
+        CHECK(sh_train_step(t, s, &loss) == SHOAL_OK, "step %lld: %s", (long long)s, shoal_last_error_message());
+        if (s % 5 == 4) {
+            uint32_t h = hash_params(sh_trainer_net(t)), all[8];
+            CHECK(shoal_allgather(c, &h, all, 1, SHOAL_INT32) == SHOAL_OK, "%s", shoal_last_error_message());
+            for (int q = 1; q < n; q++) differ += all[q] != all[0];
+        }
+    }
+    CHECK(differ == 0, "replicas held different weights %d times", differ);
+    sh_net *net = sh_trainer_net(t);
+    if (r == 0) {
+        sh_train_opts ro;
+        opts_for(&ro, cfg, GLOBAL_BATCH, STEPS);
+        sh_trainer *ref = NULL;
+        sh_train_report rr;
+        CHECK(sh_trainer_create(&ro, &ref) == SHOAL_OK && sh_trainer_run(ref, &rr) == SHOAL_OK, "%s",
+              shoal_last_error_message());
+        const float *p = sh_net_params(net), *q = sh_net_params(sh_trainer_net(ref));
+        /* relative in norm: |p - q| / |q| over the whole weight vector */
+        double diff = 0, norm = 0;
+        for (size_t i = 0; i < sh_net_nparams(net); i++) {
+            diff += ((double)p[i] - q[i]) * ((double)p[i] - q[i]);
+            norm += (double)q[i] * q[i];
+        }
+        double rel = sqrt(diff / (norm > 0 ? norm : 1));
+        CHECK(rel < 1e-5, "%d ranks vs one process with the same global batch: %.3g relative", n, rel);
+        CHECK(rel > 0 || n == 1, "bitwise equal to one process: suspicious, the ranks may not have split the batch");
+        if (a->out) memcpy(a->out, p, sh_net_nparams(net) * sizeof(float));
+        sh_trainer_destroy(ref);
+    }
+    sh_trainer_destroy(t);
+    sh_strategy_destroy(st);
+}
+
+static void t_strong_scaling_matches_one_process(void)
+{
+    for (int n = 2; n <= 4; n++) {
+        dp_arg a = {0, NULL};
+        sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
+        RUN_RANKS(n, &o, job, &a);
+    }
+}
+
+static void t_same_seed_bitwise(void)
+{
+    /* rank 0 writes its final weights into shared memory, twice */
+    size_t cap = 1 << 16;
+    float *a = mmap_shared(cap * sizeof(float)), *b = mmap_shared(cap * sizeof(float));
+    dp_arg x = {0, a}, y = {0, b};
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
+    RUN_RANKS(3, &o, job, &x);
+    RUN_RANKS(3, &o, job, &y);
+    CHECK(memcmp(a, b, cap * sizeof(float)) == 0, "two runs with the same seed differ");
+}
+
+static void t_mismatch_at_startup(void)
+{
+    for (int mode = 1; mode <= 2; mode++) {
+        dp_arg a = {mode, NULL};
+        sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 60};
+        RUN_RANKS(2, &o, job, &a);
+        RUN_RANKS(3, &o, job, &a);
+    }
+}
+
+int main(void)
+{
+    check_begin("test_dp", 300);
+    if (tiny_make_dir(dir, sizeof dir) != 0) {
+        CHECK(0, "cannot make the tiny dataset");
+        return check_end();
+    }
+    snprintf(cfg, sizeof cfg, "%s/other.cfg", dir);
+    snprintf(other_cfg, sizeof other_cfg, "%s/mlp.cfg", dir);
+    RUN(t_strong_scaling_matches_one_process);
+    RUN(t_same_seed_bitwise);
+    RUN(t_mismatch_at_startup);
+    tiny_remove_dir(dir);
+    return check_end();
+}
