@@ -71,6 +71,8 @@ static const env_var table[] = {
     {"SLURM_LOCALID", NULL, 0, 1 << 20, "Slurm: rank on this host"},
     {"SLURM_JOB_ID", NULL, 0, LONG_MAX, "Slurm: job id (part of the default job key)"},
     {"SLURM_STEP_ID", NULL, 0, LONG_MAX, "Slurm: step id"},
+    {"SLURM_STEP_NODELIST", NULL, NOT_INT, "Slurm: the step's nodes (the first is the default master)"},
+    {"SLURM_JOB_NODELIST", NULL, NOT_INT, "Slurm: the job's nodes (when the step's are not set)"},
     /* tests */
     {"SHOAL_TEST_SAN", "0", 0, 1, "tests: 1 when running under sanitizers (skip the slow parts)"},
     {"SHOAL_BIN", NULL, NOT_INT, "tests: path of the shoal binary under test"},

@@ -26,6 +26,19 @@ static shoal_result env_int(const char *name, int *out, int *found)
     return SHOAL_OK;
 }
 
+void sh_boot_first_node(const char *nodelist, char *out, size_t cap)
+{
+    /* "node[01-04,07],gpu5" -> "node01"; "a,b" -> "a"; "rack1-n[001-010]" -> "rack1-n001" */
+    size_t n = 0;
+    const char *p = nodelist;
+    while (*p && *p != ',' && *p != '[' && n + 1 < cap) out[n++] = *p++;
+    if (*p == '[') {
+        p++;
+        while (*p >= '0' && *p <= '9' && n + 1 < cap) out[n++] = *p++;
+    }
+    out[n] = 0;
+}
+
 shoal_result sh_boot_read_env(const shoal_comm_opts *o, sh_boot_env *e)
 {
     memset(e, 0, sizeof *e);
@@ -62,6 +75,12 @@ shoal_result sh_boot_read_env(const shoal_comm_opts *o, sh_boot_env *e)
                        e->rank, e->world, e->source);
     const char *addr = o && o->master_addr ? o->master_addr : sh_env_str("SHOAL_MASTER_ADDR");
     snprintf(e->master_addr, sizeof e->master_addr, "%s", addr ? addr : "127.0.0.1");
+    /* Under srun without SHOAL_MASTER_ADDR: task 0 runs on the step's first node. */
+    if (!(o && o->master_addr) && !sh_env_is_set("SHOAL_MASTER_ADDR") && !strcmp(e->source, "slurm")) {
+        const char *nl = sh_env_str("SLURM_STEP_NODELIST");
+        if (!nl) nl = sh_env_str("SLURM_JOB_NODELIST");
+        if (nl) sh_boot_first_node(nl, e->master_addr, sizeof e->master_addr);
+    }
     long port = 0;
     if (o && o->master_port > 0) port = o->master_port;
     else SH_TRY(sh_env_long("SHOAL_MASTER_PORT", &port));
@@ -174,9 +193,9 @@ shoal_result sh_boot_world(const shoal_comm_opts *o, shoal_comm **out)
     if (e.key_is_derived)
         SH_LOG_I("comm", "no SHOAL_JOB_KEY: using a key derived from the %s job (not secret)", e.source);
     if (e.rank == 0) {
-        int bind_all = 0;
-        long ba = 0;
-        if (sh_env_long("SHOAL_BIND_ALL", &ba) == SHOAL_OK) bind_all = ba == 1;
+        long bind_all = 0;
+        rc = sh_env_long("SHOAL_BIND_ALL", &bind_all);
+        if (rc != SHOAL_OK) goto fail;
         rc = sh_store_server_start(bind_all ? NULL : e.master_addr, e.master_port, e.job_key,
                                    &c->store_server);
         if (rc != SHOAL_OK) goto fail;

@@ -21,6 +21,10 @@ typedef struct {
  * SHOAL_ERR_INVALID naming the variable and what to do. */
 shoal_result sh_boot_read_env(const shoal_comm_opts *o, sh_boot_env *out);
 
+/* The first host of a Slurm node list ("node[01-04,07],gpu5" -> "node01"): where srun
+ * puts task 0, so the master when SHOAL_MASTER_ADDR is unset under Slurm. */
+void sh_boot_first_node(const char *nodelist, char *out, size_t cap);
+
 /* This host's identity: SHOAL_HOST_ID, else hostname + boot id + network namespace. */
 void sh_boot_host_id(char *out, size_t cap);
 

@@ -48,7 +48,8 @@ static const char *const ALL_VARS[] = {
     "SHOAL_HOST_ID", "SHOAL_TRANSPORT", "SHOAL_ALGO", "SHOAL_TIMEOUT", "SHOAL_BIND_ALL",
     "SHOAL_SOCKET_IFNAME", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_NAMESPACE",
     "OMPI_MCA_orte_hnp_uri", "OMPI_MCA_orte_precondition_transports", "PMI_RANK", "PMI_SIZE",
-    "SLURM_PROCID", "SLURM_NTASKS", "SLURM_JOB_ID", "SLURM_STEP_ID"};
+    "SLURM_PROCID", "SLURM_NTASKS", "SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_STEP_NODELIST",
+    "SLURM_JOB_NODELIST"};
 
 static void clear_env(void)
 {
@@ -152,6 +153,35 @@ static void reads_each_launchers_variables_and_derives_a_key(void)
         CHECK(has(shoal_last_error_message(), l->rank_var) && has(shoal_last_error_message(), l->world_var),
               "%s", shoal_last_error_message());
     }
+    clear_env();
+}
+
+static void under_slurm_the_master_is_the_first_node(void)
+{
+    const char *cases[][2] = {{"node[01-04,07],gpu5", "node01"}, {"a,b", "a"}, {"solo", "solo"},
+                              {"rack1-n[001-010]", "rack1-n001"}, {"n[3,5]", "n3"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char out[64];
+        sh_boot_first_node(cases[i][0], out, sizeof out);
+        CHECK(!strcmp(out, cases[i][1]), "%s -> %s, want %s", cases[i][0], out, cases[i][1]);
+    }
+    char tiny[4];
+    sh_boot_first_node("verylongname[1-2]", tiny, sizeof tiny);
+    CHECK(strlen(tiny) == 3, "truncation gave \"%s\"", tiny);
+    clear_env();
+    setenv("SLURM_PROCID", "1", 1);
+    setenv("SLURM_NTASKS", "4", 1);
+    setenv("SLURM_JOB_NODELIST", "other[1-9]", 1);
+    setenv("SLURM_STEP_NODELIST", "cn[07-09],gpu1", 1);
+    sh_boot_env e;
+    CHECK_OK(sh_boot_read_env(NULL, &e));
+    CHECK(!strcmp(e.master_addr, "cn07"), "master %s", e.master_addr);
+    unsetenv("SLURM_STEP_NODELIST");
+    CHECK_OK(sh_boot_read_env(NULL, &e));
+    CHECK(!strcmp(e.master_addr, "other1"), "master %s", e.master_addr);
+    setenv("SHOAL_MASTER_ADDR", "10.9.9.9", 1);
+    CHECK_OK(sh_boot_read_env(NULL, &e));
+    CHECK(!strcmp(e.master_addr, "10.9.9.9"), "SHOAL_MASTER_ADDR must win, got %s", e.master_addr);
     clear_env();
 }
 
@@ -441,6 +471,7 @@ int main(void)
     signal(SIGPIPE, SIG_IGN);
     RUN(reads_shoal_launch_variables);
     RUN(reads_each_launchers_variables_and_derives_a_key);
+    RUN(under_slurm_the_master_is_the_first_node);
     RUN(bad_environments_get_one_clear_line);
     RUN(host_identity_can_be_forced_and_otherwise_names_this_machine);
     RUN(ranks_meet_and_learn_every_host);
