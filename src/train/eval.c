@@ -5,22 +5,31 @@
 
 #include "base/err.h"
 
-shoal_result sh_eval_run(sh_net *net, sh_loader *loader, float *x, int32_t *y,
-                         double *accuracy, double *loss)
+shoal_result sh_eval_sums(sh_net *net, sh_loader *loader, float *x, int32_t *y, int64_t *nimages,
+                          int64_t *ncorrect, double *loss_sum)
 {
     SH_TRY(sh_loader_seek(loader, 0, 0));
     int64_t nsteps = sh_loader_steps_per_epoch(loader);
-    int64_t nimages = 0, ncorrect = 0;
-    double loss_sum = 0; /* per-image losses summed in double: 10^4 images lose no digits */
+    *nimages = *ncorrect = 0;
+    *loss_sum = 0; /* per-image losses summed in double: 10^4 images lose no digits */
     for (int64_t k = 0; k < nsteps; k++) {
         int n = 0;
         SH_TRY(sh_loader_next(loader, x, y, &n));
         if (n <= 0) continue;
         SH_TRY(sh_net_forward(net, x, n, 0));
-        loss_sum += (double)sh_net_loss(net, y) * n;
-        ncorrect += sh_net_correct(net, y);
-        nimages += n;
+        *loss_sum += (double)sh_net_loss(net, y) * n;
+        *ncorrect += sh_net_correct(net, y);
+        *nimages += n;
     }
+    return SHOAL_OK;
+}
+
+shoal_result sh_eval_run(sh_net *net, sh_loader *loader, float *x, int32_t *y,
+                         double *accuracy, double *loss)
+{
+    int64_t nimages = 0, ncorrect = 0;
+    double loss_sum = 0;
+    SH_TRY(sh_eval_sums(net, loader, x, y, &nimages, &ncorrect, &loss_sum));
     if (nimages == 0) return SH_FAIL(SHOAL_ERR_INVALID, "evaluation: the dataset has no images");
     *accuracy = (double)ncorrect / (double)nimages;
     *loss = loss_sum / (double)nimages;

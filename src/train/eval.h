@@ -15,4 +15,9 @@
 shoal_result sh_eval_run(sh_net *net, sh_loader *loader, float *x, int32_t *y,
                          double *accuracy, double *loss);
 
+/* The same as sums over whatever the loader yields (one rank's shard): images, correct
+ * predictions, summed per-image loss. */
+shoal_result sh_eval_sums(sh_net *net, sh_loader *loader, float *x, int32_t *y, int64_t *nimages,
+                          int64_t *ncorrect, double *loss_sum);
+
 #endif

@@ -29,6 +29,9 @@ typedef struct {
      * must apply (averaged over ranks for data parallelism). */
     shoal_result (*finish)(sh_strategy *s);
     void (*destroy)(sh_strategy *s); /* NULL strategy is never passed */
+    /* Optional (NULL: evaluation is not split): v[i] = sum of v[i] over the ranks, so each
+     * rank evaluates its shard of the test set and the counts are combined. */
+    shoal_result (*sum)(sh_strategy *s, double *v, int n);
 } sh_strategy_ops;
 
 struct sh_strategy {

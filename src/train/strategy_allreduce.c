@@ -163,7 +163,13 @@ static void destroy(sh_strategy *s)
     free(s);
 }
 
-static const sh_strategy_ops dp_ops = {"allreduce", attach, begin, grad_ready, finish, destroy};
+static shoal_result sum(sh_strategy *s, double *v, int n)
+{
+    dp_state *d = s->impl;
+    return shoal_allreduce(d->c, v, v, (size_t)n, SHOAL_FLOAT64, SHOAL_SUM);
+}
+
+static const sh_strategy_ops dp_ops = {"allreduce", attach, begin, grad_ready, finish, destroy, sum};
 
 shoal_result sh_strategy_allreduce_create(shoal_comm *c, const sh_dp_opts *o, sh_strategy **out)
 {

@@ -78,7 +78,7 @@ static void destroy(sh_strategy *s)
     free(s);
 }
 
-static const sh_strategy_ops ps_ops = {"ps", attach, begin, grad_ready, finish, destroy};
+static const sh_strategy_ops ps_ops = {"ps", attach, begin, grad_ready, finish, destroy, NULL};
 
 shoal_result sh_strategy_ps_create(shoal_comm *c, const sh_ps_config *cfg, const sh_ps_worker_opts *o,
                                    sh_strategy **out)

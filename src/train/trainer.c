@@ -130,7 +130,11 @@ shoal_result sh_trainer_create(const sh_train_opts *o, sh_trainer **out)
                          .drop_last = 1};
     SH_TRY_GOTO(sh_loader_create(t->train_set, &lo, &t->loader), rc, fail);
     /* Every rank evaluates the whole test set alone: no shard, no shuffle, keep the tail. */
-    sh_loader_opts to = {.global_batch = t->batch, .rank = 0, .world = 1, .seed = 0,
+    /* With a strategy that can sum across ranks, each rank tests its shard of the test set. */
+    int split_eval = t->strategy->ops->sum && t->strategy->world > 1;
+    sh_loader_opts to = {.global_batch = t->batch * (split_eval ? t->strategy->world : 1),
+                         .rank = split_eval ? t->strategy->rank : 0,
+                         .world = split_eval ? t->strategy->world : 1, .seed = 0,
                          .shuffle = 0, .drop_last = 0};
     SH_TRY_GOTO(sh_loader_create(t->test_set, &to, &t->test_loader), rc, fail);
 
@@ -195,7 +199,19 @@ static shoal_result save_to(sh_trainer *t, sh_progress *prog, const char *path,
 
 static shoal_result evaluate(sh_trainer *t, sh_train_report *r)
 {
-    SH_TRY(sh_eval_run(t->net, t->test_loader, t->x, t->y, &r->test_accuracy, &r->test_loss));
+    int64_t nimg = 0, ncorrect = 0;
+    double loss_sum = 0;
+    SH_TRY(sh_eval_sums(t->net, t->test_loader, t->x, t->y, &nimg, &ncorrect, &loss_sum));
+    if (t->strategy->ops->sum && t->strategy->world > 1) {
+        double v[3] = {(double)nimg, (double)ncorrect, loss_sum};
+        SH_TRY(t->strategy->ops->sum(t->strategy, v, 3));
+        nimg = (int64_t)v[0];
+        ncorrect = (int64_t)v[1];
+        loss_sum = v[2];
+    }
+    if (nimg == 0) return SH_FAIL(SHOAL_ERR_INVALID, "evaluation: the test set has no images");
+    r->test_accuracy = (double)ncorrect / (double)nimg;
+    r->test_loss = loss_sum / (double)nimg;
     if (!t->tb) return SHOAL_OK;
     SH_TRY(sh_tb_scalar(t->tb, "test/accuracy", t->steps_done, (float)r->test_accuracy));
     SH_TRY(sh_tb_scalar(t->tb, "test/loss", t->steps_done, (float)r->test_loss));

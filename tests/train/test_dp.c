@@ -119,6 +119,48 @@ static void job(shoal_comm *c, void *arg)
     sh_strategy_destroy(st);
 }
 
+/* Each rank tests its shard of the test set; the combined figures equal one process's. */
+static void split_eval(shoal_comm *c, void *arg)
+{
+    int r = shoal_comm_rank(c), n = shoal_comm_world(c);
+    sh_dp_opts d = {4, GLOBAL_BATCH / n};
+    sh_strategy *st = NULL;
+    CHECK(sh_strategy_allreduce_create(c, &d, &st) == SHOAL_OK, "%s", shoal_last_error_message());
+    sh_train_opts o;
+    opts_for(&o, cfg, GLOBAL_BATCH / n, 10);
+    o.eval_each_epoch = 1;
+    o.strategy = st;
+    sh_trainer *t = NULL;
+    sh_train_report rep;
+    CHECK(sh_trainer_create(&o, &t) == SHOAL_OK && sh_trainer_run(t, &rep) == SHOAL_OK, "%s",
+          shoal_last_error_message());
+    double mine[2] = {rep.test_accuracy, rep.test_loss}, all[2 * 8];
+    CHECK(shoal_allgather(c, mine, all, 2, SHOAL_FLOAT64) == SHOAL_OK, "%s", shoal_last_error_message());
+    for (int q = 1; q < n; q++) CHECK(all[2 * q] == all[0] && all[2 * q + 1] == all[1], "ranks report different accuracy");
+    if (r == 0) {
+        sh_train_opts ro;
+        opts_for(&ro, cfg, GLOBAL_BATCH, 10);
+        ro.eval_each_epoch = 1;
+        sh_trainer *ref = NULL;
+        sh_train_report rr;
+        CHECK(sh_trainer_create(&ro, &ref) == SHOAL_OK && sh_trainer_run(ref, &rr) == SHOAL_OK, "%s",
+              shoal_last_error_message());
+        CHECK(rep.test_accuracy == rr.test_accuracy, "split %.4f vs whole %.4f", rep.test_accuracy, rr.test_accuracy);
+        CHECK(fabs(rep.test_loss - rr.test_loss) < 1e-4, "split loss %.6f vs whole %.6f", rep.test_loss, rr.test_loss);
+        sh_trainer_destroy(ref);
+    }
+    sh_trainer_destroy(t);
+    sh_strategy_destroy(st);
+}
+
+static void t_split_evaluation(void)
+{
+    for (int n = 2; n <= 3; n++) {
+        sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
+        RUN_RANKS(n, &o, split_eval, NULL);
+    }
+}
+
 static void t_strong_scaling_matches_one_process(void)
 {
     for (int n = 2; n <= 4; n++) {
@@ -162,6 +204,7 @@ int main(void)
     RUN(t_strong_scaling_matches_one_process);
     RUN(t_same_seed_bitwise);
     RUN(t_mismatch_at_startup);
+    RUN(t_split_evaluation);
     tiny_remove_dir(dir);
     return check_end();
 }
