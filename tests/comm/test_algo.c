@@ -5,6 +5,7 @@
  * tiny chunks so the pipelined code runs many chunks; hierarchical allreduce over faked
  * hosts (even and uneven); algorithms over sub-groups running side by side; bitwise equal
  * float results on every rank; 64 MiB with bounded staging; the fallback rules. */
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -240,6 +241,33 @@ static void t_64mib_with_bounded_staging(void)
     }
 }
 
+/* A rank killed before the collective: every survivor's algorithm returns PEER or TIMEOUT
+ * within the deadline, never hangs, and the message names a rank. */
+static void one_dies(shoal_comm *c, void *arg)
+{
+    if (c->rank == 2) raise(SIGKILL);
+    size_t count = 1 << 16;
+    float *v = calloc(count, 4);
+    sh_coll op = {SH_COLL_ALLREDUCE, v, v, count, SHOAL_FLOAT32, SHOAL_SUM, 0};
+    uint64_t t0 = sh_now_ns();
+    shoal_result rc = sh_algo_run(c, &op);
+    double s = (double)(sh_now_ns() - t0) / 1e9;
+    CHECK(rc == SHOAL_ERR_PEER || rc == SHOAL_ERR_TIMEOUT, "%s: rank %d got %s", algos[c->algo], c->rank,
+          shoal_result_name(rc));
+    CHECK(s < 8, "%s: rank %d took %.1f s to notice", algos[c->algo], c->rank, s);
+    CHECK(strstr(shoal_last_error_message(), "rank ") != NULL, "%s: %s", algos[c->algo], shoal_last_error_message());
+    free(v);
+}
+
+static void t_survivors_fail_fast_when_a_rank_dies(void)
+{
+    for (int a = 1; a < NALGOS; a++) {
+        sh_test_ranks_opts o = {.links = SH_TEST_SOCKETPAIR, .algo = algos[a], .timeout_ms = 3000,
+                                .dying_mask = 1u << 2, .ranks_per_host = a == 5 ? 2 : 0, .deadline_s = 60};
+        RUN_RANKS(5, &o, one_dies, NULL);
+    }
+}
+
 /* The choice: forced algorithms that cannot do a collective fall back to the default. */
 static void t_forced_algorithm_falls_back_when_it_cannot(void)
 {
@@ -286,5 +314,6 @@ int main(void)
     RUN(t_forced_algorithms_match_expectations);
     RUN(t_forced_algorithms_over_shm);
     RUN(t_64mib_with_bounded_staging);
+    RUN(t_survivors_fail_fast_when_a_rank_dies);
     return check_end();
 }
