@@ -55,6 +55,7 @@ static const char usage_text[] =
     "  --push-every m     async: push the mean gradient of m steps (default 1)\n"
     "  --pull-every n     async: refresh the weights every n steps (default 1)\n"
     "  --debug-delay-rank R, --debug-delay-ms D   worker R sleeps D ms every step\n"
+    "  --debug-die-rank R, --debug-die-step S     rank R kills itself at step S (fault drills)\n"
     "  --help             this text\n"
     "\n"
     "Signals: SIGINT (Ctrl-C) stops after the current step, saves a checkpoint (to --save\n"
@@ -148,6 +149,8 @@ int sh_cmd_train(int argc, char **argv)
     sh_train_dp_opts dp;
     memset(&dp, 0, sizeof dp);
     dp.bucket_mb = 4;
+    dp.die_rank = -1;
+    dp.die_step = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         int64_t x = 0;
@@ -229,6 +232,8 @@ int sh_cmd_train(int argc, char **argv)
         INT_FLAG("--pull-every", 1, 1000000, ps.worker.pull_every)
         INT_FLAG("--debug-delay-rank", 0, 1 << 20, ps.delay_rank)
         INT_FLAG("--debug-delay-ms", 0, 3600000, ps.delay_ms)
+        INT_FLAG("--debug-die-rank", 0, 1 << 20, dp.die_rank)
+        INT_FLAG("--debug-die-step", 0, INT64_MAX / 2, dp.die_step)
 #undef STR_FLAG
 #undef INT_FLAG
         return sh_cli_usage_error("train", "unknown option \"%s\"", a);

@@ -146,7 +146,7 @@ shoal_result sh_train_dp_rank(const sh_train_opts *o, const sh_train_dp_opts *d,
         wo.batch = batch;
         if (d->lr_linear) wo.lr_scale = (double)world;
     }
-    sh_dp_opts dopts = {d->bucket_mb, wo.batch};
+    sh_dp_opts dopts = {d->bucket_mb, wo.batch, d->die_rank, d->die_step};
     sh_strategy *st = NULL;
     rc = sh_strategy_allreduce_create(c, &dopts, &st);
     if (rc != SHOAL_OK) goto out;

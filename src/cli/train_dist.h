@@ -25,6 +25,8 @@ typedef struct {
     int strong;         /* --scaling strong: the cfg's batch is the global batch */
     int lr_linear;      /* --lr-scaling linear: learning rate x ranks (weak scaling) */
     double bucket_mb;   /* --bucket-mb */
+    int die_rank;       /* --debug-die-rank R --debug-die-step S: rank R kills itself */
+    int64_t die_step;   /* at step S (fault tests); < 0: never */
 } sh_train_dp_opts;
 
 /* Run this rank's part of a data-parallel job; fills r on rank 0 and sets *reporter. */

@@ -60,7 +60,7 @@ static void job(shoal_comm *c, void *arg)
     const char *mycfg = cfg;
     if (a->mode == 1 && r == n - 1) batch += 1;
     if (a->mode == 2 && r == n - 1) mycfg = other_cfg;
-    sh_dp_opts d = {0.002 /* tiny buckets: several per step */, batch};
+    sh_dp_opts d = {0.002 /* tiny buckets: several per step */, batch, -1, -1};
     sh_strategy *st = NULL;
     CHECK(sh_strategy_allreduce_create(c, &d, &st) == SHOAL_OK, "%s", shoal_last_error_message());
     opts_for(&o, mycfg, batch, STEPS);
@@ -123,7 +123,7 @@ static void job(shoal_comm *c, void *arg)
 static void split_eval(shoal_comm *c, void *arg)
 {
     int r = shoal_comm_rank(c), n = shoal_comm_world(c);
-    sh_dp_opts d = {4, GLOBAL_BATCH / n};
+    sh_dp_opts d = {4, GLOBAL_BATCH / n, -1, -1};
     sh_strategy *st = NULL;
     CHECK(sh_strategy_allreduce_create(c, &d, &st) == SHOAL_OK, "%s", shoal_last_error_message());
     sh_train_opts o;

@@ -1,0 +1,75 @@
+/* test_train_dp.c — proves data-parallel `shoal train -n N` end to end (cmd_train.c's
+ * relaunch, src/cli/train_dist.c): a killed rank stops the job within the deadline with a
+ * message naming it, the last checkpoint is intact and the job resumes from it on another
+ * number of ranks; only rank 0 prints; bad scaling options are clear usage errors. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/util.h"
+#include "check.h"
+#include "train/tiny_data.h"
+
+static char dir[256], out[1 << 20];
+
+static int run(const char *env, const char *args)
+{
+    const char *bin = getenv("SHOAL_BIN");
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "cd %s && %s %s train %s 2>&1", dir, env, bin ? bin : "build/shoal", args);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void trains_and_only_rank0_prints(void)
+{
+    int rc = run("", "other.cfg --data . -n 3 --max-steps 30 --threads 1 --scaling strong --batch 48 --profile");
+    CHECK(rc == 0, "exit %d: %s", rc, out);
+    CHECK(strstr(out, "[rank 0] test accuracy") != NULL, "%s", out);
+    CHECK(!strstr(out, "[rank 1] test accuracy") && !strstr(out, "[rank 2] test accuracy"), "%s", out);
+    CHECK(strstr(out, "waiting for allreduce") != NULL, "--profile line missing: %s", out);
+}
+
+static void killed_rank_stops_all_and_checkpoint_resumes(void)
+{
+    uint64_t t0 = sh_now_ns();
+    int rc = run("SHOAL_TIMEOUT=3000", "other.cfg --data . -n 3 --max-steps 400 --threads 1 --save ck.ckpt "
+                 "--save-every 5 --debug-die-rank 2 --debug-die-step 12");
+    double s = (double)(sh_now_ns() - t0) / 1e9;
+    CHECK(rc != 0, "the job went on without rank 2: %s", out);
+    CHECK(strstr(out, "rank 2 was killed by SIGKILL") != NULL, "launcher does not name the lost rank: %s", out);
+    CHECK(strstr(out, "rank 2") && (strstr(out, "[rank 0]") || strstr(out, "[rank 1]")), "%s", out);
+    CHECK(s < 30, "stopping took %.1f s", s);
+    /* the checkpoint of step 10 (global batch 3 x 16) resumes on 2 ranks with the same global batch */
+    rc = run("", "other.cfg --data . -n 2 --max-steps 20 --threads 1 --resume ck.ckpt --scaling strong --batch 48");
+    CHECK(rc == 0, "resume exit %d: %s", rc, out);
+    CHECK(strstr(out, "steps 11..20") != NULL, "did not continue from step 10: %s", out);
+}
+
+static void usage_errors(void)
+{
+    CHECK(run("", "other.cfg --data . -n 2 --scaling medium") == 2 && strstr(out, "strong or weak"), "%s", out);
+    CHECK(run("", "other.cfg --data . -n 2 --bucket-mb 0") == 2, "%s", out);
+    int rc = run("", "other.cfg --data . -n 3 --scaling strong --batch 16 --max-steps 2");
+    CHECK(rc != 0 && strstr(out, "divisible"), "exit %d: %s", rc, out);
+}
+
+int main(void)
+{
+    check_begin("test_train_dp", 300);
+    if (tiny_make_dir(dir, sizeof dir) != 0) {
+        CHECK(0, "cannot make the tiny dataset");
+        return check_end();
+    }
+    RUN(trains_and_only_rank0_prints);
+    RUN(killed_rank_stops_all_and_checkpoint_resumes);
+    RUN(usage_errors);
+    tiny_remove_dir(dir);
+    return check_end();
+}
