@@ -158,7 +158,7 @@ shoal_result sh_train_dp_rank(const sh_train_opts *o, const sh_train_dp_opts *d,
     sh_trainer *t = NULL;
     rc = sh_trainer_create(&wo, &t);
     if (rc == SHOAL_OK) rc = sh_trainer_run(t, r);
-    if (rc == SHOAL_OK && rank == 0 && o->profile && !o->quiet) {
+    if (rc == SHOAL_OK && rank == 0 && o->profile) {
         sh_dp_profile pr;
         sh_strategy_allreduce_profile(st, &pr);
         double step = r->profile.data + r->profile.forward + r->profile.backward + r->profile.comm_wait +
