@@ -8,10 +8,12 @@
  *   make BUILD=build-algo build-algo/libshoal.a
  *   cc -O2 -D_GNU_SOURCE -Iinclude -Isrc -Itests bench/comm/algo_sweep.c tests/lib/ranks.c \
  *      build-algo/libshoal.a -pthread -lz -ldl -lm -lrt -o build-algo/algo_sweep
- *   ./build-algo/algo_sweep [ranks=4] [links=socketpair|shm] [coll=allreduce|broadcast|allgather|reduce_scatter]
+ *   ./build-algo/algo_sweep [ranks=4] [links=socketpair|shm] [coll=allreduce|broadcast|allgather|reduce_scatter|
+ *                             broadcast_chunks|reduce_chunks]
  *                            [max_nbytes=67108864] [chunk_nbytes=0] [ranks_per_host=0]
  * With ranks_per_host > 0 the hosts are faked (links stay alike) and allreduce compares
- * the hierarchical algorithm instead of the tree. */
+ * the hierarchical algorithm instead of the tree. broadcast_chunks / reduce_chunks run the
+ * chain broadcast / tree reduce with 32 KiB, 128 KiB, 512 KiB and whole-message chunks. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +27,11 @@
 typedef struct {
     int coll; /* sh_coll_kind */
     size_t max_nbytes;
+    int chunks; /* 1: one algorithm (chain broadcast / tree reduce) at several chunk sizes */
 } sweep_arg;
+
+/* Chunk candidates of the chunks mode; SIZE_MAX: the whole message as one chunk. */
+static const size_t chunk_cand[4] = {32 << 10, 128 << 10, 512 << 10, (size_t)-1};
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -38,7 +44,9 @@ static void sweep(shoal_comm *c, void *argp)
     const sweep_arg *a = argp;
     sh_algo_kind cand[4];
     int nc = 0;
-    if (a->coll == SH_COLL_ALLREDUCE) {
+    if (a->chunks) {
+        for (nc = 0; nc < 4; nc++) cand[nc] = a->coll == SH_COLL_BROADCAST ? SH_ALGO_RING : SH_ALGO_TREE;
+    } else if (a->coll == SH_COLL_ALLREDUCE) {
         cand[nc++] = SH_ALGO_RD, cand[nc++] = SH_ALGO_RHD, cand[nc++] = SH_ALGO_RING;
         cand[nc++] = c->nhosts > 1 ? SH_ALGO_HIER : SH_ALGO_TREE;
     } else if (a->coll == SH_COLL_BROADCAST) {
@@ -60,8 +68,16 @@ static void sweep(shoal_comm *c, void *argp)
     if (c->rank == 0) {
         printf("# %s, %d ranks on %d hosts, median us (ratio to the fastest)\n%10s", a->coll == SH_COLL_ALLREDUCE ? "allreduce"
                : a->coll == SH_COLL_BROADCAST ? "broadcast"
-               : a->coll == SH_COLL_ALLGATHER ? "allgather" : "reduce_scatter", c->world, c->nhosts, "bytes");
-        for (int k = 0; k < nc; k++) printf(" %18s", sh_algo_name(cand[k]));
+               : a->coll == SH_COLL_ALLGATHER ? "allgather" : a->coll == SH_COLL_REDUCE ? "reduce" : "reduce_scatter",
+               c->world, c->nhosts, "bytes");
+        for (int k = 0; k < nc; k++) {
+            char name[32];
+            if (a->chunks && chunk_cand[k] != (size_t)-1)
+                snprintf(name, sizeof name, "%s/%zuK", sh_algo_name(cand[k]), chunk_cand[k] >> 10);
+            else
+                snprintf(name, sizeof name, "%s%s", sh_algo_name(cand[k]), a->chunks ? "/whole" : "");
+            printf(" %18s", name);
+        }
         printf("\n");
     }
     enum { MAXREP = 41 };
@@ -73,6 +89,7 @@ static void sweep(shoal_comm *c, void *argp)
         for (int rep = -2; rep < reps; rep++)
             for (int k = 0; k < nc; k++) {
                 c->algo = cand[k];
+                if (a->chunks) c->chunk_nbytes = chunk_cand[k] == (size_t)-1 ? nbytes : chunk_cand[k];
                 if (sh_misc_barrier(c, &g) != SHOAL_OK) return;
                 uint64_t t0 = sh_now_ns();
                 if (sh_algo_run(c, &op) != SHOAL_OK) {
@@ -106,13 +123,15 @@ int main(int argc, char **argv)
     int n = argc > 1 ? atoi(argv[1]) : 4;
     const char *links = argc > 2 ? argv[2] : "socketpair";
     const char *coll = argc > 3 ? argv[3] : "allreduce";
-    sweep_arg a = {SH_COLL_ALLREDUCE, argc > 4 ? (size_t)atoll(argv[4]) : (size_t)64 << 20};
+    sweep_arg a = {SH_COLL_ALLREDUCE, argc > 4 ? (size_t)atoll(argv[4]) : (size_t)64 << 20, 0};
     if (!strcmp(coll, "broadcast")) a.coll = SH_COLL_BROADCAST;
     else if (!strcmp(coll, "allgather")) a.coll = SH_COLL_ALLGATHER;
     else if (!strcmp(coll, "reduce_scatter")) a.coll = SH_COLL_REDUCE_SCATTER;
+    else if (!strcmp(coll, "broadcast_chunks")) a.coll = SH_COLL_BROADCAST, a.chunks = 1;
+    else if (!strcmp(coll, "reduce_chunks")) a.coll = SH_COLL_REDUCE, a.chunks = 1;
     else if (strcmp(coll, "allreduce")) {
-        fprintf(stderr, "algo_sweep: unknown collective \"%s\"; use allreduce, broadcast, allgather or "
-                "reduce_scatter\n", coll);
+        fprintf(stderr, "algo_sweep: unknown collective \"%s\"; use allreduce, broadcast, allgather, "
+                "reduce_scatter, broadcast_chunks or reduce_chunks\n", coll);
         return 2;
     }
     if (n < 2 || n > 64) {

@@ -71,14 +71,21 @@ shoal_result sh_mpi_coll_run(shoal_comm *c, const sh_coll *op) __attribute__((we
  * 4 KiB on 3 of 4 setups (4 sp 1.36x, 4 shm 1.72x, 8 sp 1.44x; 8 shm ring 1.20x); from
  * 64 KiB ring led or tied (up to 1.38x) except one noisy 4-rank socketpair point. */
 #define RHD_RS_MAX_NBYTES (4u * 1024)
-/* Default pipeline chunk: message / CHUNK_DIV, clamped to [CHUNK_MIN, CHUNK_MAX]. With a
- * fixed 16 KiB chunk recursive doubling of 1-16 MiB ran 4-5x slower than ring (a round
- * per piece); 256 KiB-1 MiB chunks kept it within 1.3-1.5x; tree and chain broadcast of
- * 16 MiB were best with 1 MiB chunks (1.0-1.08 vs 1.08 at 16 KiB); staging stays at most
- * 2 x CHUNK_MAX per collective. */
+/* Pipeline chunk of the tree and chain (message / CHUNK_DIV, clamped to [CHUNK_MIN,
+ * CHUNK_MAX]). bench/comm/algo_sweep broadcast_chunks / reduce_chunks, 32 KiB / 128 KiB /
+ * 512 KiB / whole-message chunks, ratio to the fastest:
+ *   chain broadcast 4 ranks shm, 16 MiB: 1.00/1.01/1.09/1.55; 1 MiB: 1.00/1.00/1.05/1.16
+ *   chain broadcast 3 ranks shm, 16 MiB: 1.00/1.01/1.03/1.31; 4 MiB: 1.00/1.00/1.10/1.28
+ *   tree reduce     4 ranks shm, 16 MiB: 1.05/1.00/1.07/1.35; 4 MiB: 1.00/1.04/1.12/1.25
+ * socketpairs were flat within noise (+-10%). Pipelining pays, and 32-128 KiB is best. */
 #define CHUNK_DIV 8
 #define CHUNK_MIN_NBYTES (32u * 1024)
-#define CHUNK_MAX_NBYTES (512u * 1024)
+#define CHUNK_MAX_NBYTES (128u * 1024)
+/* Pieces of the staged algorithms (recursive doubling, ring and halving reduce-scatter,
+ * alltoall): every piece costs a full set of rounds, so they are larger. With 16 KiB pieces
+ * recursive doubling of 1-16 MiB ran 4-5x behind ring; with 256 KiB-1 MiB 1.3-1.5x
+ * (allreduce sweep, 4 ranks shm). Staging stays at most 2 x PIECE_MAX per collective. */
+#define PIECE_MAX_NBYTES (512u * 1024)
 
 void sh_algo_block(size_t count, int n, int b, size_t *off, size_t *len)
 {
@@ -87,16 +94,29 @@ void sh_algo_block(size_t count, int n, int b, size_t *off, size_t *len)
     *len = base + ((size_t)b < extra ? 1 : 0);
 }
 
+static size_t whole_elements(size_t nbytes, shoal_dtype dt)
+{
+    size_t es = shoal_dtype_nbytes(dt);
+    nbytes -= nbytes % es;
+    return nbytes ? nbytes : es;
+}
+
 size_t sh_algo_chunk_nbytes(const shoal_comm *c, size_t msg_nbytes, shoal_dtype dt)
 {
-    size_t es = shoal_dtype_nbytes(dt), chunk = c->chunk_nbytes;
+    size_t chunk = c->chunk_nbytes;
     if (!chunk) {
         chunk = msg_nbytes / CHUNK_DIV;
         if (chunk < CHUNK_MIN_NBYTES) chunk = CHUNK_MIN_NBYTES;
         if (chunk > CHUNK_MAX_NBYTES) chunk = CHUNK_MAX_NBYTES;
     }
-    chunk -= chunk % es;
-    return chunk ? chunk : es;
+    return whole_elements(chunk, dt);
+}
+
+size_t sh_algo_piece_nbytes(const shoal_comm *c, size_t msg_nbytes, shoal_dtype dt)
+{
+    size_t piece = c->chunk_nbytes;
+    if (!piece) piece = msg_nbytes < PIECE_MAX_NBYTES ? msg_nbytes : PIECE_MAX_NBYTES;
+    return whole_elements(piece, dt);
 }
 
 shoal_result sh_algo_xfer(shoal_comm *c, const char *what, sh_xfer_op *ops, int nops,

@@ -22,9 +22,12 @@ typedef struct {
 /* Element range [off, off + len) of block b when count elements are split into n blocks
  * (the first count % n blocks one longer). */
 void sh_algo_block(size_t count, int n, int b, size_t *off, size_t *len);
-/* Chunk bytes for pipelined algorithms: c->chunk_nbytes, else a size-based default;
- * a whole number of elements, at least one. */
+/* Chunk bytes for pipelined algorithms (tree, chain): c->chunk_nbytes, else a size-based
+ * default; a whole number of elements, at least one. */
 size_t sh_algo_chunk_nbytes(const shoal_comm *c, size_t msg_nbytes, shoal_dtype dt);
+/* Piece bytes for staged algorithms (a piece goes through every round before the next):
+ * c->chunk_nbytes, else the message up to a bound; whole elements, at least one. */
+size_t sh_algo_piece_nbytes(const shoal_comm *c, size_t msg_nbytes, shoal_dtype dt);
 /* One sh_xfer on c's links with the operation's name and reduction. */
 shoal_result sh_algo_xfer(shoal_comm *c, const char *what, sh_xfer_op *ops, int nops,
                           shoal_dtype dt, shoal_op op);

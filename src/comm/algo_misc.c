@@ -1,7 +1,7 @@
 /* algo_misc.c — pairwise alltoall and the dissemination barrier, over a group.
  * Alltoall: in round s member i exchanges with (s - i) mod n, which pairs members
  * symmetrically (each pair meets once); n rounds, each rank sends (n-1)/n of its buffer.
- * The outgoing piece is staged (one chunk), which also makes in place safe.
+ * The outgoing piece is staged (one bounded piece), which also makes in place safe.
  * Barrier: in round k member i signals i + 2^k and waits for i - 2^k; after ceil(log2 n)
  * rounds everyone has heard, transitively, from everyone.
  * Reference: Hensgen, Finkel and Manber, "Two algorithms for barrier synchronization"
@@ -23,7 +23,7 @@ shoal_result sh_misc_alltoall(shoal_comm *c, const sh_group *g, const void *send
     const unsigned char *in = send;
     unsigned char *out = recv;
     if (in != out) memcpy(out + (size_t)me * nb, in + (size_t)me * nb, nb);
-    size_t piece = sh_algo_chunk_nbytes(c, nb, SHOAL_UINT8);
+    size_t piece = sh_algo_piece_nbytes(c, nb, SHOAL_UINT8);
     if (piece > nb) piece = nb;
     unsigned char *stage = NULL;
     SH_TRY(sh_comm_scratch(c, piece ? piece : 1, (void **)&stage));

@@ -4,8 +4,8 @@
  * their data into member i - p2 and get the result back at the end (the standard fold).
  * In round k (mask = 2^k) member i exchanges with i ^ mask.
  * Cost (allreduce): log2(p2) rounds (+2 with extras), each sending the whole message: few
- * rounds, so it wins while latency dominates; large messages go in pieces of one chunk so
- * staging stays one chunk. Allgather: log2(n) rounds, each doubling the blocks held.
+ * rounds, so it wins while latency dominates; large messages go in pieces (bounded) so
+ * staging stays one piece. Allgather: log2(n) rounds, each doubling the blocks held.
  * Reference: Thakur, Rabenseifner and Gropp, "Optimization of collective communication
  * operations in MPICH" (2005).
  * Not here: the choice of algorithm (algo.c).
@@ -59,7 +59,7 @@ shoal_result sh_rd_allreduce(shoal_comm *c, const sh_group *g, const void *send,
     if (g->n == 1 || count == 0) return SHOAL_OK;
     int p2 = 1;
     while (p2 * 2 <= g->n) p2 *= 2;
-    size_t piece = sh_algo_chunk_nbytes(c, count * es, dt) / es;
+    size_t piece = sh_algo_piece_nbytes(c, count * es, dt) / es;
     if (piece > count) piece = count;
     unsigned char *tmp = NULL;
     SH_TRY(sh_comm_scratch(c, piece * es, (void **)&tmp));

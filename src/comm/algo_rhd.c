@@ -93,7 +93,7 @@ shoal_result sh_rhd_reduce_scatter(shoal_comm *c, const sh_group *g, const void 
     int n = g->n, me = g->me;
     SH_ASSERT((n & (n - 1)) == 0);
     size_t es = shoal_dtype_nbytes(dt);
-    size_t piece = 2 * sh_algo_chunk_nbytes(c, count * es * (size_t)n, dt) / (size_t)n / es;
+    size_t piece = 2 * sh_algo_piece_nbytes(c, count * es * (size_t)n, dt) / (size_t)n / es;
     if (piece == 0) piece = 1;
     if (piece > count) piece = count;
     const unsigned char *in = send;

@@ -87,7 +87,7 @@ shoal_result sh_ring_allgather(shoal_comm *c, const sh_group *g, void *recv, siz
     return SHOAL_OK;
 }
 
-/* Reduce-scatter in pieces of at most one chunk per block, so staging is two chunks however
+/* Reduce-scatter in pieces (sh_algo_piece_nbytes) per block, so staging is two pieces however
  * large the message: step s sends the running partial of block me-s-1 and receives the
  * partial of block me-s-2 onto our own contribution to it; the block received at the last
  * step is our own, reduced over every member in ring order. In place (send == recv) our
@@ -99,7 +99,7 @@ shoal_result sh_ring_reduce_scatter(shoal_comm *c, const sh_group *g, const void
     size_t es = shoal_dtype_nbytes(dt);
     const unsigned char *in = send;
     unsigned char *out = recv;
-    size_t piece = sh_algo_chunk_nbytes(c, count * es, dt) / es;
+    size_t piece = sh_algo_piece_nbytes(c, count * es, dt) / es;
     unsigned char *bufs = NULL;
     SH_TRY(sh_comm_scratch(c, 2 * piece * es, (void **)&bufs));
     for (size_t off = 0; off < count; off += piece) {
