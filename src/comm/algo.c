@@ -56,11 +56,12 @@ shoal_result sh_mpi_coll_run(shoal_comm *c, const sh_coll *op) __attribute__((we
  * costs a whole message (ring ahead 1.06-1.25x). At 6 ranks rhd led by 0-10% but not
  * at 1 MiB; ring keeps non-powers of two for neighbour-only traffic. */
 #define RHD_MIN_RANKS 4
-/* Binomial-tree broadcast up to here, then the pipelined chain: tree tied or ahead to
- * 64 KiB at 3, 4 and 8 ranks; chain ahead from 256 KiB to 1 MiB (3 ranks 1.41-1.91x,
- * 8 ranks 1.09-1.14x); from 4 MiB the two were within noise (+-25%, either way) on
- * 2 cores, where both copy the same bytes; the chain sends each byte once per rank,
- * which is what counts on a real network. */
+/* Binomial-tree broadcast up to here, then the pipelined chain. Tree/chain (after the
+ * chunk change below, quieter machine): up to 64 KiB the tree led on shm (3 ranks
+ * 1.22-1.90x, 8 ranks 1.22-1.89x) and tied on socketpairs; from 256 KiB the chain led on
+ * socketpairs (3, 4, 8 ranks: 1.01-1.24x) and shm was mixed (8 ranks 256 KiB chain 1.08x,
+ * 1-4 MiB tree 1.07-1.08x). On 2 cores both copy the same bytes; the chain sends each byte
+ * once per rank where the tree's root sends it log2(n) times, which counts on a network. */
 #define TREE_BCAST_MAX_NBYTES (64u * 1024)
 /* Recursive-doubling allgather (power-of-two groups) up to this many bytes per rank: it
  * led ring at 4 and 8 ranks at every size measured, 256 B to 4 MiB (1.02-1.54x). Above
