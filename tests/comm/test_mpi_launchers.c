@@ -1,0 +1,97 @@
+/* test_mpi_launchers.c — proves that shoal's ranks bootstrap under the launchers clusters
+ * already have: Open MPI's mpirun (OMPI_COMM_WORLD_*) and MPICH's mpiexec (PMI_*), running
+ * a checked `shoal bench` and a data-parallel `shoal train`. A launcher that is not
+ * installed is reported and skipped. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "train/tiny_data.h"
+
+static char out[1 << 20], dir[256];
+
+static int run(const char *cmd)
+{
+    char full[4096];
+    snprintf(full, sizeof full, "%s 2>&1", cmd);
+    FILE *p = popen(full, "r");
+    if (!p) return -1;
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int free_port(void)
+{
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001)};
+    int port = 29900 + (int)(getpid() % 50);
+    if (s >= 0 && bind(s, (struct sockaddr *)&a, sizeof a) == 0) {
+        socklen_t len = sizeof a;
+        getsockname(s, (struct sockaddr *)&a, &len);
+        port = ntohs(a.sin_port);
+    }
+    if (s >= 0) close(s);
+    return port;
+}
+
+typedef struct {
+    const char *name, *probe, *fmt; /* fmt: %d port, %s binary, %s args */
+} launcher;
+
+static const launcher launchers[] = {
+    {"Open MPI", "mpirun.openmpi --version",
+     "mpirun.openmpi --allow-run-as-root --oversubscribe -np 3 -x SHOAL_MASTER_ADDR=127.0.0.1 "
+     "-x SHOAL_MASTER_PORT=%d -x SHOAL_TIMEOUT=30000 %s %s"},
+    {"MPICH", "mpiexec.mpich --version",
+     "mpiexec.mpich -n 3 -genv SHOAL_MASTER_ADDR 127.0.0.1 -genv SHOAL_MASTER_PORT %d "
+     "-genv SHOAL_TIMEOUT 30000 %s %s"},
+};
+
+static void bench_and_train_under(const launcher *l)
+{
+    if (run(l->probe) != 0) {
+        printf("test_mpi_launchers: skipped %s: %s not found\n", l->name, l->probe);
+        return;
+    }
+    const char *bin = getenv("SHOAL_BIN");
+    char cmd[4096], args[1024];
+    snprintf(args, sizeof args, "bench allreduce -b 8 -e 256K -f 16 -n 2 -w 1 -c 1");
+    snprintf(cmd, sizeof cmd, l->fmt, free_port(), bin ? bin : "build/shoal", args);
+    int rc = run(cmd);
+    CHECK(rc == 0, "%s: exit %d: %s", l->name, rc, out);
+    CHECK(strstr(out, "shoal bench allreduce: 3 ranks") != NULL, "%s: not one job of 3 ranks: %s", l->name, out);
+    CHECK(strstr(out, "Out of bounds values : 0 OK") != NULL, "%s: %s", l->name, out);
+    snprintf(args, sizeof args, "train %s/other.cfg --data %s --max-steps 12 --threads 1 --scaling strong --batch 48",
+             dir, dir);
+    snprintf(cmd, sizeof cmd, l->fmt, free_port(), bin ? bin : "build/shoal", args);
+    rc = run(cmd);
+    CHECK(rc == 0, "%s: train exit %d: %s", l->name, rc, out);
+    CHECK(strstr(out, "test accuracy") != NULL, "%s: no result line: %s", l->name, out);
+    int lines = 0;
+    for (const char *p = out; (p = strstr(p, "after 12 steps")); p++) lines++;
+    CHECK(lines == 1, "%s: %d ranks printed results, want only rank 0: %s", l->name, lines, out);
+}
+
+static void t_openmpi(void) { bench_and_train_under(&launchers[0]); }
+static void t_mpich(void) { bench_and_train_under(&launchers[1]); }
+
+int main(void)
+{
+    check_begin("test_mpi_launchers", 240);
+    if (tiny_make_dir(dir, sizeof dir) != 0) {
+        CHECK(0, "cannot make the tiny dataset");
+        return check_end();
+    }
+    RUN(t_openmpi);
+    RUN(t_mpich);
+    tiny_remove_dir(dir);
+    return check_end();
+}
