@@ -17,6 +17,7 @@
 #include "comm/comm_internal.h"
 #include "comm/p2p.h"
 #include "comm/store.h"
+#include "comm/transport_mpi.h"
 #include "comm/transport_shm.h"
 #include "comm/transport_tcp.h"
 
@@ -523,17 +524,18 @@ static shoal_result connect_all(shoal_comm *c)
         return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
     }
     shoal_result rc = SHOAL_OK;
-    int any_shm = 0, any_tcp = 0;
+    int any_shm = 0, any_tcp = 0, any_mpi = 0;
     for (int p = 0; p < c->world; p++) {
         if (p == c->rank) continue;
         int same_host = c->host_of[p] == c->host_of[c->rank];
         if (c->transport == SH_TRANSPORT_TCP || (c->transport == SH_TRANSPORT_AUTO && !same_host)) {
             tcp[p] = 1;
             any_tcp = 1;
-        } else if (c->transport == SH_TRANSPORT_MPI) {
-            rc = SH_FAIL(SHOAL_ERR_INVALID, "SHOAL_TRANSPORT=mpi: shoal was built without MPI; "
-                                            "rebuild with make MPI=1");
-            break;
+        } else if (c->transport == SH_TRANSPORT_MPI && !c->parent) {
+            shm[p] = 1; /* marks the peers MPI links go to */
+            any_mpi = 1;
+        } else if (c->transport == SH_TRANSPORT_MPI && !same_host) {
+            tcp[p] = 1; /* a split communicator: MPI links serve the whole job only */
         } else if (!same_host) {
             char pb[128];
             rc = SH_FAIL(SHOAL_ERR_INVALID, "SHOAL_TRANSPORT=shm but %s is on another host; use "
@@ -545,7 +547,8 @@ static shoal_result connect_all(shoal_comm *c)
         }
     }
     (void)any_tcp;
-    if (rc == SHOAL_OK && any_shm) rc = sh_shm_connect(c, shm);
+    if (rc == SHOAL_OK && any_mpi) rc = sh_mpi_connect(c, shm);
+    else if (rc == SHOAL_OK && any_shm) rc = sh_shm_connect(c, shm);
     if (rc == SHOAL_OK) rc = sh_tcp_connect(c, tcp);
     free(shm);
     free(tcp);
@@ -651,6 +654,7 @@ void shoal_comm_destroy(shoal_comm *c)
     sh_p2p_destroy(c);
     sh_shm_destroy(c->shm);
     c->shm = NULL;
+    sh_mpi_destroy(c);
     if (!c->parent) {
         sh_store_close(c->store);
         sh_store_server_stop(c->store_server);
