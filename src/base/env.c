@@ -43,6 +43,8 @@ static const env_var table[] = {
     {"SHOAL_CHUNK_BYTES", "0", 0, 1L << 30,
      "pipelining chunk of the collectives in bytes (0: chosen by size)"},
     {"SHOAL_SPIN_US", "50", 0, 10000000, "how long a waiting rank spins before it blocks, in us"},
+    {"SHOAL_BIND", "core", NOT_INT,
+     "shoal launch: core (pin each rank to its share of the cores, as mpirun does) or none"},
     /* engine */
     {"SHOAL_THREADS", "0", 0, 1024, "kernel threads per rank (0: one per core / rank)"},
     {"SHOAL_DATA_DIR", "/usr/share/datasets/fashion-mnist", NOT_INT,

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,6 +143,12 @@ int sh_launch_run(const sh_launch_opts *o, char *const argv[])
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
 
+    const char *bind = sh_env_str("SHOAL_BIND");
+    if (bind && strcmp(bind, "core") && strcmp(bind, "none")) {
+        fprintf(stderr, "shoal %s: SHOAL_BIND=%s: use core or none\n", tag, bind);
+        return 2;
+    }
+    int bind_cores = !bind || !strcmp(bind, "core");
     rank_proc *rp = calloc((size_t)n, sizeof *rp);
     if (!rp) return 1;
     fflush(NULL);
@@ -165,6 +172,16 @@ int sh_launch_run(const sh_launch_opts *o, char *const argv[])
         pid_t pid = fork();
         if (pid == 0) {
             setpgid(0, 0);
+            if (bind_cores) { /* rank k gets its share of the cores, as mpirun binds */
+                long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+                if (ncpu > 0) {
+                    long per = ncpu / n > 0 ? ncpu / n : 1, first = (long)k * per % ncpu;
+                    cpu_set_t set;
+                    CPU_ZERO(&set);
+                    for (long c = 0; c < per; c++) CPU_SET((int)((first + c) % ncpu), &set);
+                    sched_setaffinity(0, sizeof set, &set);
+                }
+            }
             signal(SIGINT, SIG_DFL);
             signal(SIGTERM, SIG_DFL);
             signal(SIGHUP, SIG_DFL);

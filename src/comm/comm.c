@@ -16,6 +16,7 @@
 #include "comm/boot.h"
 #include "comm/comm_internal.h"
 #include "comm/p2p.h"
+#include "comm/reduce.h"
 #include "comm/store.h"
 #include "comm/transport_mpi.h"
 #include "comm/transport_shm.h"
@@ -147,13 +148,72 @@ static void break_comm(shoal_comm *c, const char *why)
         if (c->coll[p]) c->coll[p]->ops->abort(c->coll[p], why);
 }
 
-static shoal_result check_match(shoal_comm *c, const sh_coll *op)
+static desc make_desc(const shoal_comm *c, const sh_coll *op)
 {
-    if (c->world == 1) return SHOAL_OK;
     desc me = {c->coll_seq, op->count, (uint32_t)op->kind, (uint32_t)op->dt, (uint32_t)op->op, op->root};
     if (op->kind == SH_COLL_BARRIER) me.count = 0, me.dtype = 0, me.op = 0, me.root = 0;
     if (op->kind == SH_COLL_ALLGATHER || op->kind == SH_COLL_ALLTOALL || op->kind == SH_COLL_BROADCAST) me.op = 0;
     if (op->kind != SH_COLL_BROADCAST && op->kind != SH_COLL_REDUCE) me.root = 0;
+    return me;
+}
+
+static shoal_result compare_desc(shoal_comm *c, const desc *me, const desc *theirs, int peer)
+{
+    if (!memcmp(theirs, me, sizeof *me)) return SHOAL_OK;
+    char a[160], b[160], pb[128];
+    describe(me, a, sizeof a);
+    describe(theirs, b, sizeof b);
+    sh_comm_peer_name(c, peer, pb, sizeof pb);
+    if (theirs->seq != me->seq)
+        return SH_FAIL(SHOAL_ERR_MISMATCH,
+                       "collective mismatch: rank %d is at collective #%llu, %s at #%llu "
+                       "(rank %d called %s, %s called %s)",
+                       c->rank, (unsigned long long)me->seq, pb, (unsigned long long)theirs->seq, c->rank, a,
+                       pb, b);
+    return SH_FAIL(SHOAL_ERR_MISMATCH, "collective mismatch: rank %d called %s, %s called %s", c->rank, a, pb, b);
+}
+
+/* Two ranks, a small allreduce: the descriptor travels with the data in one exchange, so
+ * the check costs no extra round trip (the 8-byte latency is one message each way). */
+enum { EAGER_NBYTES = 4096 };
+
+static int eager_pair(const shoal_comm *c, const sh_coll *op)
+{
+    return c->world == 2 && op->kind == SH_COLL_ALLREDUCE && c->algo == SH_ALGO_AUTO &&
+           op->count * shoal_dtype_nbytes(op->dt) <= EAGER_NBYTES;
+}
+
+static shoal_result pair_allreduce(shoal_comm *c, const sh_coll *op)
+{
+    size_t nb = op->count * shoal_dtype_nbytes(op->dt);
+    _Alignas(64) unsigned char out[sizeof(desc) + EAGER_NBYTES], in[sizeof(desc) + EAGER_NBYTES];
+    desc me = make_desc(c, op);
+    memcpy(out, &me, sizeof me);
+    if (nb) memcpy(out + sizeof me, op->send, nb);
+    int peer = 1 - c->rank;
+    sh_xfer_op ops[2] = {{c->coll[peer], SH_XFER_SEND, out, sizeof me + nb, 0, NULL},
+                         {c->coll[peer], SH_XFER_RECV, in, sizeof me, 0, NULL}};
+    sh_xfer_ctx x;
+    sh_comm_xfer_ctx(c, "allreduce", &x);
+    SH_TRY(sh_xfer(&x, ops, 2));
+    desc theirs;
+    memcpy(&theirs, in, sizeof theirs);
+    SH_TRY(compare_desc(c, &me, &theirs, peer));
+    if (nb) {
+        sh_xfer_op rest = {c->coll[peer], SH_XFER_RECV, in + sizeof me, nb, 0, NULL};
+        SH_TRY(sh_xfer(&x, &rest, 1));
+        /* lower rank's value first on both ranks: the same expression everywhere */
+        const void *lo = c->rank == 0 ? op->send : in + sizeof me, *hi = c->rank == 0 ? in + sizeof me : op->send;
+        sh_reduce3(op->recv, lo, hi, op->count, op->dt, op->op);
+        if (op->op == SHOAL_AVG) sh_reduce_avg_finish(op->recv, op->count, op->dt, 2);
+    }
+    return SHOAL_OK;
+}
+
+static shoal_result check_match(shoal_comm *c, const sh_coll *op)
+{
+    if (c->world == 1) return SHOAL_OK;
+    desc me = make_desc(c, op);
     int right = (c->rank + 1) % c->world, left = (c->rank + c->world - 1) % c->world;
     desc from_left, from_right;
     sh_xfer_op ops[4];
@@ -167,32 +227,21 @@ static shoal_result check_match(shoal_comm *c, const sh_coll *op)
     sh_xfer_ctx x;
     sh_comm_xfer_ctx(c, coll_names[op->kind], &x);
     SH_TRY(sh_xfer(&x, ops, n));
-    const desc *theirs[2] = {&from_left, c->world > 2 ? &from_right : NULL};
-    int peers[2] = {left, right};
-    for (int i = 0; i < 2; i++) {
-        if (!theirs[i]) continue;
-        if (!memcmp(theirs[i], &me, sizeof me)) continue;
-        char a[160], b[160], pb[128];
-        describe(&me, a, sizeof a);
-        describe(theirs[i], b, sizeof b);
-        sh_comm_peer_name(c, peers[i], pb, sizeof pb);
-        if (theirs[i]->seq != me.seq)
-            return SH_FAIL(SHOAL_ERR_MISMATCH,
-                           "collective mismatch: rank %d is at collective #%llu, %s at #%llu "
-                           "(rank %d called %s, %s called %s)",
-                           c->rank, (unsigned long long)me.seq, pb, (unsigned long long)theirs[i]->seq,
-                           c->rank, a, pb, b);
-        return SH_FAIL(SHOAL_ERR_MISMATCH, "collective mismatch: rank %d called %s, %s called %s",
-                       c->rank, a, pb, b);
-    }
+    SH_TRY(compare_desc(c, &me, &from_left, left));
+    if (c->world > 2) SH_TRY(compare_desc(c, &me, &from_right, right));
     return SHOAL_OK;
 }
 
 static shoal_result run_coll(shoal_comm *c, const sh_coll *op)
 {
     if (c->broken) return SH_FAIL(SHOAL_ERR_BROKEN, "communicator is broken: %s", c->broken_msg);
-    shoal_result rc = check_match(c, op);
-    if (rc == SHOAL_OK) rc = sh_algo_run(c, op);
+    shoal_result rc;
+    if (eager_pair(c, op)) {
+        rc = pair_allreduce(c, op);
+    } else {
+        rc = check_match(c, op);
+        if (rc == SHOAL_OK) rc = sh_algo_run(c, op);
+    }
     c->coll_seq++;
     if (rc == SHOAL_ERR_PEER || rc == SHOAL_ERR_TIMEOUT || rc == SHOAL_ERR_MISMATCH) {
         sh_err_prefix("rank %d: ", c->rank);
