@@ -14,6 +14,11 @@
 shoal_result sh_shm_connect(shoal_comm *c, const unsigned char *want);
 void sh_shm_destroy(struct sh_shm *s); /* NULL is fine */
 
+/* Large allreduces with every rank on this host: each rank reduces its block reading the
+ * others' buffers directly (process_vm_readv), then reads the other blocks' results. */
+int sh_shm_coll_supported(const shoal_comm *c, const sh_coll *op);
+shoal_result sh_shm_coll_run(shoal_comm *c, const sh_coll *op);
+
 /* For the tests' fork harness: a segment for `world` ranks made before fork (anonymous
  * shared memory), and rank c->rank's links attached to it after. */
 int sh_shm_test_prepare(int world, void **state);
