@@ -12,12 +12,12 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "comm/reduce.h"
+#include "comm/transport_mpi.h"
 
-/* Optional fast paths owned by other files (transport_shm.c, transport_mpi.c): weak, so
- * this file links whether or not they are built; they are called only when present. */
+/* The shared-memory fast path (transport_shm.c) is not there yet: weak, so this file links
+ * without it; called only when present. */
 int sh_shm_coll_supported(const shoal_comm *c, const sh_coll *op) __attribute__((weak));
 shoal_result sh_shm_coll_run(shoal_comm *c, const sh_coll *op) __attribute__((weak));
-shoal_result sh_mpi_coll_run(shoal_comm *c, const sh_coll *op) __attribute__((weak));
 
 /* ---- the table ----
  * Measured with bench/comm/algo_sweep.c (command in its header): every algorithm side by
@@ -292,8 +292,10 @@ static shoal_result run(shoal_comm *c, const sh_group *g, const sh_coll *op)
 shoal_result sh_algo_run(shoal_comm *c, const sh_coll *op)
 {
     if (c->algo == SH_ALGO_MPI) {
-        if (sh_mpi_coll_run) return sh_mpi_coll_run(c, op);
-        SH_LOG_D("comm", "SHOAL_ALGO=mpi but the MPI collectives are not built in; using shoal's own");
+        /* MPI has no 16-bit float types: those collectives take shoal's own algorithms */
+        if (op->dt != SHOAL_FLOAT16 && op->dt != SHOAL_BFLOAT16) return sh_mpi_coll_run(c, op);
+        SH_LOG_D("comm", "SHOAL_ALGO=mpi cannot do %s on %s; using shoal's own", coll_name(op->kind),
+                 shoal_dtype_name(op->dt));
     }
     if (c->algo == SH_ALGO_AUTO && c->shm && c->nhosts == 1 && c->world > 1 && sh_shm_coll_supported &&
         sh_shm_coll_run && sh_shm_coll_supported(c, op))

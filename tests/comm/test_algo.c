@@ -268,6 +268,34 @@ static void t_survivors_fail_fast_when_a_rank_dies(void)
     }
 }
 
+/* SHOAL_ALGO=mpi: float16/bfloat16 (no MPI type) take shoal's own algorithms; in a build
+ * without MPI the others get the one-line "rebuild with make MPI=1". */
+static void algo_mpi(shoal_comm *c, void *arg)
+{
+    uint16_t h[5];
+    for (int i = 0; i < 5; i++) h[i] = sh_f32_to_f16((float)(c->rank + i));
+    sh_coll op = {SH_COLL_ALLREDUCE, h, h, 5, SHOAL_FLOAT16, SHOAL_SUM, 0};
+    CHECK_OK(sh_algo_run(c, &op));
+    int n = c->world, bad = 0;
+    for (int i = 0; i < 5; i++) bad += sh_f16_to_f32(h[i]) != (float)(n * (n - 1) / 2 + n * i);
+    CHECK(bad == 0, "float16 allreduce under SHOAL_ALGO=mpi: %d wrong", bad);
+#if !SHOAL_HAVE_MPI
+    float f = 1;
+    sh_coll fo = {SH_COLL_ALLREDUCE, &f, &f, 1, SHOAL_FLOAT32, SHOAL_SUM, 0};
+    CHECK_RC(sh_algo_run(c, &fo), SHOAL_ERR_INVALID);
+    CHECK(strstr(shoal_last_error_message(), "make MPI=1") != NULL, "%s", shoal_last_error_message());
+#endif
+}
+
+static void t_algo_mpi_falls_back_for_16_bit_floats(void)
+{
+    sh_test_ranks_opts o = {.links = SH_TEST_SOCKETPAIR, .algo = "mpi"};
+#if SHOAL_HAVE_MPI
+    return; /* the MPI path itself is proved under mpirun by test_mpi_transport */
+#endif
+    RUN_RANKS(3, &o, algo_mpi, NULL);
+}
+
 /* The choice: forced algorithms that cannot do a collective fall back to the default. */
 static void t_forced_algorithm_falls_back_when_it_cannot(void)
 {
@@ -315,5 +343,6 @@ int main(void)
     RUN(t_forced_algorithms_over_shm);
     RUN(t_64mib_with_bounded_staging);
     RUN(t_survivors_fail_fast_when_a_rank_dies);
+    RUN(t_algo_mpi_falls_back_for_16_bit_floats);
     return check_end();
 }
