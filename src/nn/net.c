@@ -387,6 +387,20 @@ fail:
     return rc;
 }
 
+typedef struct {
+    const char *path;
+    char text[2048];
+    size_t len;
+} defaulted_list;
+
+static void add_defaulted(void *ctx, const char *section, int line, const char *key)
+{
+    defaulted_list *d = ctx;
+    if (d->len + 64 >= sizeof d->text) return;
+    d->len += (size_t)snprintf(d->text + d->len, sizeof d->text - d->len, "%s[%s]:%d %s", d->len ? ", " : "",
+                               section, line, key);
+}
+
 shoal_result sh_net_load(const char *cfg_path, int batch, uint64_t seed, sh_net **out)
 {
     sh_cfg *cfg = NULL;
@@ -399,6 +413,11 @@ shoal_result sh_net_load(const char *cfg_path, int batch, uint64_t seed, sh_net 
         return rc;
     }
     (*out)->own_cfg = 1;
+    if (sh_log_enabled(SH_LOG_INFO, "cfg")) { /* which keys took Darknet's defaults, once */
+        defaulted_list dl = {cfg_path, {0}, 0};
+        sh_cfg_each_defaulted(cfg, add_defaulted, &dl);
+        if (dl.len) SH_LOG_I("cfg", "%s: keys left at their defaults: %s", cfg_path, dl.text);
+    }
     return SHOAL_OK;
 }
 

@@ -69,6 +69,22 @@ static void env_prints_every_shoal_variable(void)
     CHECK(rc == 2, "unexpected argument exit %d", rc);
 }
 
+/* At info level a model file's defaulted keys are listed once, with section and line. */
+static void info_lists_defaulted_cfg_keys(void)
+{
+    char out[16384];
+    int rc = run_shoal("time examples/lenet.cfg --iterations 1 --batch 2", out, sizeof out);
+    CHECK(rc == 0, "exit %d: %s", rc, out);
+    CHECK(strstr(out, "keys left at their defaults") == NULL, "listed without SHOAL_LOG=info: %s", out);
+    setenv("SHOAL_LOG", "info", 1);
+    rc = run_shoal("time examples/lenet.cfg --iterations 1 --batch 2", out, sizeof out);
+    unsetenv("SHOAL_LOG");
+    CHECK(rc == 0, "exit %d: %s", rc, out);
+    const char *p = strstr(out, "keys left at their defaults");
+    CHECK(p != NULL && strstr(p, "[convolutional]:24 groups") != NULL, "%s", out);
+    CHECK(p && strstr(p + 1, "keys left at their defaults") == NULL, "listed twice: %s", out);
+}
+
 int main(void)
 {
     check_begin("test_cli", 60);
@@ -76,6 +92,7 @@ int main(void)
     RUN(no_subcommand_is_usage_error);
     RUN(help_lists_subcommands_and_exits_zero);
     RUN(every_subcommand_has_help);
+    RUN(info_lists_defaulted_cfg_keys);
     RUN(env_prints_every_shoal_variable);
     return check_end();
 }
