@@ -320,13 +320,23 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
         if (t->opts.save_path && t->opts.save_every_steps > 0 &&
             t->steps_done % t->opts.save_every_steps == 0 && t->steps_done != last)
             SH_TRY_GOTO(save_to(t, prog, t->opts.save_path, r, "--save-every"), rc, done);
-        if (t->opts.save_requested && *t->opts.save_requested) {
-            *t->opts.save_requested = 0;
+        int want_save = t->opts.save_requested && *t->opts.save_requested;
+        int want_stop = t->opts.stop_requested && *t->opts.stop_requested;
+        if (t->strategy->ops->sum && t->strategy->world > 1) {
+            /* Ranks see a signal at slightly different moments: they agree after every step
+             * (a 16-byte allreduce), so all save and stop at the same step. */
+            double f[2] = {want_save, want_stop};
+            SH_TRY_GOTO(t->strategy->ops->sum(t->strategy, f, 2), rc, done);
+            want_save = f[0] > 0;
+            want_stop = f[1] > 0;
+        }
+        if (want_save) {
+            if (t->opts.save_requested) *t->opts.save_requested = 0;
             SH_TRY_GOTO(save_to(t, prog, t->opts.save_path ? t->opts.save_path
                                                            : t->default_save_path,
                                 r, "SIGHUP"), rc, done);
         }
-        if (t->opts.stop_requested && *t->opts.stop_requested) {
+        if (want_stop) {
             r->stopped = 1;
             break;
         }

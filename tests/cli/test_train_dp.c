@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -52,6 +53,36 @@ static void killed_rank_stops_all_and_checkpoint_resumes(void)
     CHECK(strstr(out, "steps 11..20") != NULL, "did not continue from step 10: %s", out);
 }
 
+/* Ctrl-C on the launcher reaches every rank; they agree on the step, rank 0 saves, all exit
+ * 0, and the checkpoint resumes. */
+static void sigint_stops_every_rank_at_one_step(void)
+{
+    const char *bin = getenv("SHOAL_BIN");
+    char log[512], ck[512];
+    snprintf(log, sizeof log, "%s/int.log", dir);
+    snprintf(ck, sizeof ck, "%s/int.ckpt", dir);
+    pid_t p = fork();
+    if (p == 0) {
+        if (chdir(dir) != 0 || !freopen(log, "w", stdout) || dup2(1, 2) < 0) _exit(126);
+        execl(bin ? bin : "build/shoal", "shoal", "train", "other.cfg", "--data", ".", "-n", "2", "--threads", "1",
+              "--max-steps", "100000000", "--save", "int.ckpt", "--quiet", (char *)NULL);
+        _exit(127);
+    }
+    usleep(1500000); /* training is under way */
+    kill(p, SIGINT);
+    int st = 0;
+    waitpid(p, &st, 0);
+    FILE *f = fopen(log, "r");
+    size_t n = f ? fread(out, 1, sizeof out - 1, f) : 0;
+    if (f) fclose(f);
+    out[n] = 0;
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "launcher status %d: %s", st, out);
+    CHECK(strstr(out, "[rank 0] stopped by SIGINT; saved") != NULL, "%s", out);
+    CHECK(access(ck, R_OK) == 0, "no checkpoint %s", ck);
+    int rc = run("", "other.cfg --data . -n 2 --threads 1 --resume int.ckpt --max-steps 2000 --quiet");
+    CHECK(rc == 0, "resume after SIGINT: exit %d: %s", rc, out);
+}
+
 static void usage_errors(void)
 {
     CHECK(run("", "other.cfg --data . -n 2 --scaling medium") == 2 && strstr(out, "strong or weak"), "%s", out);
@@ -69,6 +100,7 @@ int main(void)
     }
     RUN(trains_and_only_rank0_prints);
     RUN(killed_rank_stops_all_and_checkpoint_resumes);
+    RUN(sigint_stops_every_rank_at_one_step);
     RUN(usage_errors);
     tiny_remove_dir(dir);
     return check_end();
