@@ -35,11 +35,17 @@ SPLIT=1048576   # sizes up to here use SMALL_ITERS, above LARGE_ITERS
 
 port() { echo $((30000 + RANDOM % 20000)); }
 
+# The sizes MIN, MIN*FACTOR, ... split at SPLIT into a small and a large range (as the MPI
+# and gloo programs split their iteration counts).
+last_small=$MIN; first_large=$MIN
+while [ "$first_large" -le "$SPLIT" ]; do last_small=$first_large; first_large=$((first_large * FACTOR)); done
+
 shoal_rows() { # n -> json rows (out-of-place) on stdout
-    local n=$1 lo hi
-    for range in "$MIN $SPLIT $SMALL_ITERS" "$((SPLIT * FACTOR)) $MAX $LARGE_ITERS"; do
+    local n=$1
+    for range in "$MIN $last_small $SMALL_ITERS" "$first_large $MAX $LARGE_ITERS"; do
         set -- $range
         [ "$1" -gt "$MAX" ] && continue
+        [ "$2" -gt "$MAX" ] && set -- "$1" "$MAX" "$3"
         SHOAL_MASTER_PORT=$(port) "$SHOAL" launch -n "$n" "$SHOAL" bench allreduce -b "$1" -e "$2" -f "$FACTOR" \
             -n "$3" -w $(( $3 / 10 + 1 )) -c 0 --json 2>/dev/null | sed -n 's/^\[rank 0\] //p' |
             $PY -c 'import json,sys

@@ -1,11 +1,16 @@
-/* reduce.c — reduction kernels (dst = dst OP src) for every dtype and op; float16 and
- * bfloat16 reduce in float32 and round to nearest even; dtype and op names.
+/* reduce.c — reduction kernels (dst = dst OP src) for every dtype and op, in a portable,
+ * an AVX2 and an AVX-512 set chosen once at run time from the CPU; float16 and bfloat16
+ * reduce in float32 and round to nearest even (all sets agree bit for bit); dtype and op
+ * names.
  * Not here: which bytes meet which (algo_*.c).
  * Proved by tests/comm/test_reduce.c. */
 #include "comm/reduce.h"
 
 #include <string.h>
 #include <strings.h>
+#ifdef __F16C__
+#include <immintrin.h>
+#endif
 
 #include "base/err.h"
 
@@ -103,7 +108,9 @@ uint16_t sh_f32_to_f16(float f)
     memcpy(&u, &f, 4);
     uint32_t sign = (u >> 16) & 0x8000;
     uint32_t a = u & 0x7fffffffu;
-    if (a >= 0x7f800000u) return (uint16_t)(sign | 0x7c00 | (a > 0x7f800000u ? 0x200 : 0));
+    if (a > 0x7f800000u) /* NaN: quiet, top payload bits kept (as F16C's vcvtps2ph) */
+        return (uint16_t)(sign | 0x7e00 | ((a >> 13) & 0x3ff));
+    if (a == 0x7f800000u) return (uint16_t)(sign | 0x7c00);
     if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00); /* rounds to infinity */
     if (a < 0x38800000u) {                                  /* subnormal or zero in half */
         if (a < 0x33000000u) return (uint16_t)sign;
@@ -137,73 +144,164 @@ uint16_t sh_f32_to_bf16(float f)
     return (uint16_t)(u >> 16);
 }
 
-#define RED_LOOP(T)                                                                         \
-    do {                                                                                    \
-        T *d = (T *)dst;                                                                    \
-        const T *a_ = (const T *)a, *b_ = (const T *)b;                                     \
-        switch (op) {                                                                       \
-        case SHOAL_SUM:                                                                     \
-        case SHOAL_AVG:                                                                     \
-            for (size_t i = 0; i < count; i++) d[i] = (T)(a_[i] + b_[i]);                   \
-            break;                                                                          \
-        case SHOAL_PROD:                                                                    \
-            for (size_t i = 0; i < count; i++) d[i] = (T)(a_[i] * b_[i]);                   \
-            break;                                                                          \
-        case SHOAL_MIN:                                                                     \
-            for (size_t i = 0; i < count; i++) d[i] = a_[i] < b_[i] ? a_[i] : b_[i];        \
-            break;                                                                          \
-        case SHOAL_MAX:                                                                     \
-            for (size_t i = 0; i < count; i++) d[i] = a_[i] > b_[i] ? a_[i] : b_[i];        \
-            break;                                                                          \
-        default: break;                                                                     \
-        }                                                                                   \
-    } while (0)
+/* The element operations every kernel set uses. Integer sums and products run on the
+ * unsigned type of the same width, so they wrap (two's complement) with no undefined
+ * behaviour. min/max of floats propagate NaN: if either operand is NaN the result is NaN
+ * (the first operand's NaN when both are); equal operands (-0 and +0) give the second. */
+#define R_ADD(x, y) ((x) + (y))
+#define R_MUL(x, y) ((x) * (y))
+#define R_IMIN(x, y) ((y) < (x) ? (y) : (x))
+#define R_IMAX(x, y) ((y) > (x) ? (y) : (x))
+#define R_FMIN(x, y) ((x) < (y) || __builtin_isnan(x) ? (x) : (y))
+#define R_FMAX(x, y) ((x) > (y) || __builtin_isnan(x) ? (x) : (y))
 
-#define RED_HALF(TO32, FROM32)                                                              \
-    do {                                                                                    \
-        uint16_t *d = (uint16_t *)dst;                                                      \
-        const uint16_t *a_ = (const uint16_t *)a, *b_ = (const uint16_t *)b;                \
-        for (size_t i = 0; i < count; i++) {                                                \
-            float x = TO32(a_[i]), y = TO32(b_[i]), r;                                      \
-            switch (op) {                                                                   \
-            case SHOAL_PROD: r = x * y; break;                                              \
-            case SHOAL_MIN: r = x < y ? x : y; break;                                       \
-            case SHOAL_MAX: r = x > y ? x : y; break;                                       \
-            default: r = x + y; break;                                                      \
-            }                                                                               \
-            d[i] = FROM32(r);                                                               \
-        }                                                                                   \
-    } while (0)
+/* bfloat16 <-> float32 for 16 values, branch-free so it vectorises in every set. */
+#define KBF16_LOAD16(x, h)                                                                 \
+    for (int k_ = 0; k_ < 16; k_++) {                                                      \
+        uint32_t u_ = (uint32_t)(h)[k_] << 16;                                             \
+        memcpy(&(x)[k_], &u_, 4);                                                          \
+    }
+#define KBF16_STORE16(h, x)                                                                \
+    for (int k_ = 0; k_ < 16; k_++) {                                                      \
+        uint32_t u_;                                                                       \
+        memcpy(&u_, &(x)[k_], 4);                                                          \
+        uint32_t r_ = (u_ + 0x7fffu + ((u_ >> 16) & 1u)) >> 16;                            \
+        (h)[k_] = (uint16_t)((u_ & 0x7fffffffu) > 0x7f800000u ? (u_ >> 16) | 0x40u : r_);  \
+    }
 
-/* Integer sums wrap (two's complement), as MPI and NCCL: done in unsigned arithmetic so the
- * wrap is defined behaviour. */
-#define RED_INT(T, U)                                                                       \
-    do {                                                                                    \
-        if (op == SHOAL_SUM || op == SHOAL_AVG || op == SHOAL_PROD) {                       \
-            U *d = (U *)dst;                                                                \
-            const U *a_ = (const U *)a, *b_ = (const U *)b;                                 \
-            if (op == SHOAL_PROD)                                                           \
-                for (size_t i = 0; i < count; i++) d[i] = (U)(a_[i] * b_[i]);               \
-            else                                                                            \
-                for (size_t i = 0; i < count; i++) d[i] = (U)(a_[i] + b_[i]);               \
-        } else {                                                                            \
-            RED_LOOP(T);                                                                    \
-        }                                                                                   \
+/* Portable set: float16 through the scalar conversions above. On x86-64 it is compiled for
+ * the baseline (SSE2) so that it runs on any CPU whatever -march the build used. */
+#define KSFX scalar
+#if defined(__x86_64__)
+#define KATTR __attribute__((target("arch=x86-64")))
+#else
+#define KATTR
+#endif
+#define KF16_LOAD16(x, h)                                                                  \
+    for (int k_ = 0; k_ < 16; k_++) (x)[k_] = sh_f16_to_f32((h)[k_]);
+#define KF16_STORE16(h, x)                                                                 \
+    for (int k_ = 0; k_ < 16; k_++) (h)[k_] = sh_f32_to_f16((x)[k_]);
+#include "comm/reduce_kernels.h"
+#undef KSFX
+#undef KATTR
+#undef KF16_LOAD16
+#undef KF16_STORE16
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define SH_REDUCE_X86 1
+/* AVX2 + F16C (Haswell and later): 256-bit vectors, hardware half conversions. */
+#define KSFX avx2
+#define KATTR __attribute__((target("arch=haswell")))
+#define KF16_LOAD16(x, h)                                                                  \
+    do {                                                                                   \
+        _mm256_storeu_ps((x), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h))));     \
+        _mm256_storeu_ps((x) + 8,                                                          \
+                         _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((h) + 8))));    \
     } while (0)
+#define KF16_STORE16(h, x)                                                                 \
+    do {                                                                                   \
+        _mm_storeu_si128((__m128i *)(h),                                                   \
+                         _mm256_cvtps_ph(_mm256_loadu_ps(x), _MM_FROUND_TO_NEAREST_INT));  \
+        _mm_storeu_si128((__m128i *)((h) + 8), _mm256_cvtps_ph(_mm256_loadu_ps((x) + 8),   \
+                                                               _MM_FROUND_TO_NEAREST_INT)); \
+    } while (0)
+#include "comm/reduce_kernels.h"
+#undef KSFX
+#undef KATTR
+#undef KF16_LOAD16
+#undef KF16_STORE16
+
+/* AVX-512 (F, BW, VL, DQ; Skylake-SP and later): 512-bit vectors. */
+#define KSFX avx512
+#if defined(__clang__)
+#define KATTR __attribute__((target("arch=skylake-avx512")))
+#else
+#define KATTR __attribute__((target("arch=skylake-avx512,prefer-vector-width=512")))
+#endif
+#define KF16_LOAD16(x, h)                                                                  \
+    _mm512_storeu_ps((x), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h))))
+#define KF16_STORE16(h, x)                                                                 \
+    _mm256_storeu_si256((__m256i *)(h),                                                    \
+                        _mm512_cvtps_ph(_mm512_loadu_ps(x), _MM_FROUND_TO_NEAREST_INT))
+#include "comm/reduce_kernels.h"
+#undef KSFX
+#undef KATTR
+#undef KF16_LOAD16
+#undef KF16_STORE16
+#endif
+
+typedef void (*reduce3_fn)(void *, const void *, const void *, size_t, shoal_dtype, shoal_op);
+
+static const char *const isa_names[SH_ISA_COUNT] = {"scalar", "avx2", "avx512"};
+
+const char *sh_reduce_isa_name(sh_reduce_isa isa)
+{
+    return (unsigned)isa < SH_ISA_COUNT ? isa_names[isa] : "invalid";
+}
+
+int sh_reduce_isa_supported(sh_reduce_isa isa)
+{
+    switch (isa) {
+    case SH_ISA_SCALAR: return 1;
+#ifdef SH_REDUCE_X86
+    case SH_ISA_AVX2:
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
+               __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2");
+    case SH_ISA_AVX512:
+        __builtin_cpu_init();
+        return sh_reduce_isa_supported(SH_ISA_AVX2) && __builtin_cpu_supports("avx512f") &&
+               __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+               __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512cd");
+#endif
+    default: return 0;
+    }
+}
+
+static reduce3_fn isa_fn(sh_reduce_isa isa)
+{
+    switch (isa) {
+#ifdef SH_REDUCE_X86
+    case SH_ISA_AVX2: return reduce3_avx2;
+    case SH_ISA_AVX512: return reduce3_avx512;
+#endif
+    default: return reduce3_scalar;
+    }
+}
+
+sh_reduce_isa sh_reduce_isa_best(void)
+{
+    static int best = -1; /* computed once; every thread computes the same value */
+    int b = __atomic_load_n(&best, __ATOMIC_RELAXED);
+    if (b < 0) {
+        b = SH_ISA_SCALAR;
+        for (int i = SH_ISA_COUNT - 1; i > SH_ISA_SCALAR; i--)
+            if (sh_reduce_isa_supported((sh_reduce_isa)i)) {
+                b = i;
+                break;
+            }
+        __atomic_store_n(&best, b, __ATOMIC_RELAXED);
+    }
+    return (sh_reduce_isa)b;
+}
+
+void sh_reduce3_isa(sh_reduce_isa isa, void *dst, const void *a, const void *b, size_t count,
+                    shoal_dtype dt, shoal_op op)
+{
+    if (!sh_reduce_isa_supported(isa)) isa = SH_ISA_SCALAR;
+    isa_fn(isa)(dst, a, b, count, dt, op);
+}
 
 void sh_reduce3(void *dst, const void *a, const void *b, size_t count, shoal_dtype dt, shoal_op op)
 {
-    switch (dt) {
-    case SHOAL_INT8: RED_INT(int8_t, uint8_t); break;
-    case SHOAL_UINT8: RED_INT(uint8_t, uint8_t); break;
-    case SHOAL_INT32: RED_INT(int32_t, uint32_t); break;
-    case SHOAL_INT64: RED_INT(int64_t, uint64_t); break;
-    case SHOAL_FLOAT16: RED_HALF(sh_f16_to_f32, sh_f32_to_f16); break;
-    case SHOAL_BFLOAT16: RED_HALF(sh_bf16_to_f32, sh_f32_to_bf16); break;
-    case SHOAL_FLOAT32: RED_LOOP(float); break;
-    case SHOAL_FLOAT64: RED_LOOP(double); break;
-    default: break;
+    static reduce3_fn fn;
+    reduce3_fn f = __atomic_load_n(&fn, __ATOMIC_RELAXED);
+    if (!f) {
+        f = isa_fn(sh_reduce_isa_best());
+        __atomic_store_n(&fn, f, __ATOMIC_RELAXED);
     }
+    f(dst, a, b, count, dt, op);
 }
 
 void sh_reduce(void *dst, const void *src, size_t count, shoal_dtype dt, shoal_op op)

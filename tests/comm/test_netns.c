@@ -105,7 +105,7 @@ static void t_netns(void)
         printf("test_netns: skipped: needs root and `ip netns` (iproute2)\n");
         return;
     }
-    for (int h = 2; h <= 3; h++) {
+    for (int h = 2; h <= MAX_HOSTS; h++) {
         if (setup(h) != 0) {
             printf("test_netns: skipped: cannot make network namespaces here\n");
             teardown();
