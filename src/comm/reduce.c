@@ -165,8 +165,8 @@ uint16_t sh_f32_to_bf16(float f)
     for (int k_ = 0; k_ < 16; k_++) {                                                      \
         uint32_t u_;                                                                       \
         memcpy(&u_, &(x)[k_], 4);                                                          \
-        uint32_t r_ = (u_ + 0x7fffu + ((u_ >> 16) & 1u)) >> 16;                            \
-        (h)[k_] = (uint16_t)((u_ & 0x7fffffffu) > 0x7f800000u ? (u_ >> 16) | 0x40u : r_);  \
+        uint32_t rb_ = (u_ + 0x7fffu + ((u_ >> 16) & 1u)) >> 16;                            \
+        (h)[k_] = (uint16_t)((u_ & 0x7fffffffu) > 0x7f800000u ? (u_ >> 16) | 0x40u : rb_); \
     }
 
 /* Portable set: float16 through the scalar conversions above. On x86-64 it is compiled for
@@ -190,9 +190,10 @@ uint16_t sh_f32_to_bf16(float f)
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #define SH_REDUCE_X86 1
-/* AVX2 + F16C (Haswell and later): 256-bit vectors, hardware half conversions. */
+/* AVX2 + F16C (Haswell and later): 256-bit vectors, hardware half conversions. The two
+ * vector sets add to the build's own target (a -march=native build may use more). */
 #define KSFX avx2
-#define KATTR __attribute__((target("arch=haswell")))
+#define KATTR __attribute__((target("avx2,fma,f16c")))
 #define KF16_LOAD16(x, h)                                                                  \
     do {                                                                                   \
         _mm256_storeu_ps((x), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h))));     \
@@ -215,9 +216,11 @@ uint16_t sh_f32_to_bf16(float f)
 /* AVX-512 (F, BW, VL, DQ; Skylake-SP and later): 512-bit vectors. */
 #define KSFX avx512
 #if defined(__clang__)
-#define KATTR __attribute__((target("arch=skylake-avx512")))
+#define KATTR __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")))
 #else
-#define KATTR __attribute__((target("arch=skylake-avx512,prefer-vector-width=512")))
+#define KATTR                                                                              \
+    __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,"              \
+                          "prefer-vector-width=512")))
 #endif
 #define KF16_LOAD16(x, h)                                                                  \
     _mm512_storeu_ps((x), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h))))

@@ -11,14 +11,25 @@
 #include "shoal/comm.h"
 
 /* dst = dst OP src, count elements. SHOAL_AVG reduces as SUM (the caller divides once at
- * the end with sh_reduce_scale). dst and src may not overlap partially (equal is fine). */
+ * the end with sh_reduce_avg_finish). Integer sum/prod wrap (two's complement). Float
+ * min/max propagate NaN (either operand NaN gives NaN; -0 vs +0 gives src). dst and src may not overlap partially (equal is fine). */
 void sh_reduce(void *dst, const void *src, size_t count, shoal_dtype dt, shoal_op op);
 /* dst = a OP b (three-operand form: saves a copy in the first step of a reduction). */
 void sh_reduce3(void *dst, const void *a, const void *b, size_t count, shoal_dtype dt, shoal_op op);
 /* dst[i] /= divisor for SHOAL_AVG (integers: truncating division, as MPI/NCCL do). */
 void sh_reduce_avg_finish(void *dst, size_t count, shoal_dtype dt, int divisor);
 
-/* Conversions used by the kernels and tests. */
+/* The kernel sets: sh_reduce/sh_reduce3 use the best one the CPU supports (chosen once).
+ * Tests and the benchmark run each set by name; an unsupported set runs the scalar one. */
+typedef enum { SH_ISA_SCALAR, SH_ISA_AVX2, SH_ISA_AVX512, SH_ISA_COUNT } sh_reduce_isa;
+int sh_reduce_isa_supported(sh_reduce_isa isa);
+sh_reduce_isa sh_reduce_isa_best(void);
+const char *sh_reduce_isa_name(sh_reduce_isa isa);
+void sh_reduce3_isa(sh_reduce_isa isa, void *dst, const void *a, const void *b, size_t count,
+                    shoal_dtype dt, shoal_op op);
+
+/* Conversions used by the kernels and tests (round to nearest even; NaN stays NaN, quiet,
+ * keeping its sign and top payload bits). */
 float sh_f16_to_f32(uint16_t h);
 uint16_t sh_f32_to_f16(float f);
 float sh_bf16_to_f32(uint16_t h);
