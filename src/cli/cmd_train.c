@@ -239,6 +239,9 @@ int sh_cmd_train(int argc, char **argv)
         return sh_cli_usage_error("train", "unknown option \"%s\"", a);
     }
     if (!cfg) return sh_cli_usage_error("train", "missing the model file CFG");
+    if (dp.strong && dp.lr_linear)
+        return sh_cli_usage_error("train", "--lr-scaling linear is for weak scaling: with --scaling strong the "
+                                  "global batch stays the cfg's, and so does the learning rate");
     int in_job = sh_train_in_job();
     if (nranks > 0 && !in_job) return relaunch(argc, argv, (int)nranks + (ps.enabled ? ps.nservers : 0));
     if (ps.enabled && !in_job)

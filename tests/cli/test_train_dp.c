@@ -87,6 +87,8 @@ static void usage_errors(void)
 {
     CHECK(run("", "other.cfg --data . -n 2 --scaling medium") == 2 && strstr(out, "strong or weak"), "%s", out);
     CHECK(run("", "other.cfg --data . -n 2 --bucket-mb 0") == 2, "%s", out);
+    CHECK(run("", "other.cfg --data . -n 2 --scaling strong --lr-scaling linear") == 2 && strstr(out, "weak scaling"),
+          "%s", out);
     int rc = run("", "other.cfg --data . -n 3 --scaling strong --batch 16 --max-steps 2");
     CHECK(rc != 0 && strstr(out, "divisible"), "exit %d: %s", rc, out);
 }
