@@ -390,6 +390,7 @@ static void accept_new(sh_store_server *s)
             close(fd);
             continue;
         }
+        sh_net_tune(fd); /* replies go out at once (no Nagle wait behind the client's ACK) */
         cn->fd = fd;
         cn->st = C_AUTH;
         memcpy(cn->who, who, sizeof who);
@@ -694,9 +695,18 @@ static shoal_result request(sh_store *s, int op, const char *key, const void *va
     SH_TRY(acquire(s, &slot));
     int fd = s->fd[slot];
     uint64_t dl = sh_net_deadline((timeout_ms > 0 ? timeout_ms : 0) + 10000);
-    shoal_result rc = sh_net_write_all(fd, hdr, sizeof hdr, dl);
-    if (rc == SHOAL_OK) rc = sh_net_write_all(fd, key, klen, dl);
-    if (rc == SHOAL_OK && vlen) rc = sh_net_write_all(fd, val, vlen, dl);
+    shoal_result rc;
+    unsigned char one[1024]; /* small requests leave in one segment */
+    if (sizeof hdr + klen + vlen <= sizeof one) {
+        memcpy(one, hdr, sizeof hdr);
+        memcpy(one + sizeof hdr, key, klen);
+        if (vlen) memcpy(one + sizeof hdr + klen, val, vlen);
+        rc = sh_net_write_all(fd, one, sizeof hdr + klen + vlen, dl);
+    } else {
+        rc = sh_net_write_all(fd, hdr, sizeof hdr, dl);
+        if (rc == SHOAL_OK) rc = sh_net_write_all(fd, key, klen, dl);
+        if (rc == SHOAL_OK && vlen) rc = sh_net_write_all(fd, val, vlen, dl);
+    }
     uint32_t rlen = 0;
     unsigned char st = ST_BAD;
     if (rc == SHOAL_OK) rc = sh_net_read_all(fd, &rlen, 4, dl);
