@@ -1,8 +1,9 @@
 /* test_dp.c — proves synchronous data parallelism (src/train/strategy_allreduce.c) with the
  * real trainer and real processes: strong scaling over 2, 3 and 4 ranks matches one process
  * with the same global batch and data order; every replica holds the same weights at every
- * check; two runs with the same seed are bitwise equal; ranks started with different
- * batches or models are stopped at start-up, naming who differs in what. */
+ * check; two runs with the same seed are bitwise equal; a checkpoint of 3 ranks resumed on
+ * 2 or 4 ends where one process does; ranks started with different batches or models are
+ * stopped at start-up, naming who differs in what. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,6 +162,80 @@ static void t_split_evaluation(void)
     }
 }
 
+/* Relative distance in norm between two weight vectors: |p - q| / |q|. */
+static double rel_diff(const float *p, const float *q, size_t n)
+{
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < n; i++) {
+        diff += ((double)p[i] - q[i]) * ((double)p[i] - q[i]);
+        norm += (double)q[i] * q[i];
+    }
+    return sqrt(diff / (norm > 0 ? norm : 1));
+}
+
+/* First half of a run on 3 ranks, checkpoint by rank 0 (arg: its path) ... */
+static void resume_first_half(shoal_comm *c, void *arg)
+{
+    int n = shoal_comm_world(c);
+    sh_dp_opts d = {0.002, GLOBAL_BATCH / n, -1, -1};
+    sh_strategy *st = NULL;
+    CHECK(sh_strategy_allreduce_create(c, &d, &st) == SHOAL_OK, "%s", shoal_last_error_message());
+    sh_train_opts o;
+    opts_for(&o, cfg, GLOBAL_BATCH / n, STEPS / 2);
+    o.strategy = st;
+    o.save_path = arg;
+    sh_trainer *t = NULL;
+    CHECK(sh_trainer_create(&o, &t) == SHOAL_OK && sh_trainer_run(t, NULL) == SHOAL_OK, "%s",
+          shoal_last_error_message());
+    sh_trainer_destroy(t);
+    sh_strategy_destroy(st);
+}
+
+/* ... resumed on another rank count with the same global batch: the data order and the
+ * optimizer state continue, so the end matches one process that never stopped. */
+static void resume_second_half(shoal_comm *c, void *arg)
+{
+    int r = shoal_comm_rank(c), n = shoal_comm_world(c);
+    sh_dp_opts d = {0.002, GLOBAL_BATCH / n, -1, -1};
+    sh_strategy *st = NULL;
+    CHECK(sh_strategy_allreduce_create(c, &d, &st) == SHOAL_OK, "%s", shoal_last_error_message());
+    sh_train_opts o;
+    opts_for(&o, cfg, GLOBAL_BATCH / n, STEPS);
+    o.strategy = st;
+    o.resume_path = arg;
+    sh_trainer *t = NULL;
+    CHECK(sh_trainer_create(&o, &t) == SHOAL_OK && sh_trainer_run(t, NULL) == SHOAL_OK, "%s",
+          shoal_last_error_message());
+    if (t && r == 0) {
+        CHECK(sh_trainer_steps_done(t) == STEPS, "resumed run ended at step %lld", (long long)sh_trainer_steps_done(t));
+        sh_train_opts ro;
+        opts_for(&ro, cfg, GLOBAL_BATCH, STEPS);
+        sh_trainer *ref = NULL;
+        CHECK(sh_trainer_create(&ro, &ref) == SHOAL_OK && sh_trainer_run(ref, NULL) == SHOAL_OK, "%s",
+              shoal_last_error_message());
+        if (ref) {
+            double rel = rel_diff(sh_net_params(sh_trainer_net(t)), sh_net_params(sh_trainer_net(ref)),
+                                  sh_net_nparams(sh_trainer_net(t)));
+            CHECK(rel < 1e-5, "3 ranks, checkpoint, resumed on %d ranks vs one process: %.3g relative", n, rel);
+        }
+        sh_trainer_destroy(ref);
+    }
+    sh_trainer_destroy(t);
+    sh_strategy_destroy(st);
+}
+
+static void t_resume_on_other_rank_count(void)
+{
+    char ck[600];
+    snprintf(ck, sizeof ck, "%s/dp-resume.ckpt", dir);
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
+    RUN_RANKS(3, &o, resume_first_half, ck);
+    RUN_RANKS(2, &o, resume_second_half, ck);
+    RUN_RANKS(3, &o, resume_first_half, ck);
+    RUN_RANKS(4, &o, resume_second_half, ck);
+    remove(ck);
+}
+
 static void t_strong_scaling_matches_one_process(void)
 {
     for (int n = 2; n <= 4; n++) {
@@ -205,6 +280,7 @@ int main(void)
     RUN(t_same_seed_bitwise);
     RUN(t_mismatch_at_startup);
     RUN(t_split_evaluation);
+    RUN(t_resume_on_other_rank_count);
     tiny_remove_dir(dir);
     return check_end();
 }
