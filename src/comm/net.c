@@ -21,6 +21,7 @@
 
 #include "base/env.h"
 #include "base/err.h"
+#include "base/log.h"
 #include "base/sha256.h"
 #include "base/util.h"
 
@@ -210,6 +211,16 @@ shoal_result sh_net_local_addr(const char *master_addr, char *out, size_t cap)
     }
     close(fd);
     return SHOAL_OK;
+}
+
+int sh_net_log_refusal(void)
+{
+    static unsigned long count; /* refusals in this process, every listener together */
+    unsigned long n = __atomic_add_fetch(&count, 1, __ATOMIC_RELAXED);
+    if (n == SH_NET_LOG_REFUSALS)
+        SH_LOG_W("comm", "%d connections refused so far; from now on every 1000th is logged",
+                 SH_NET_LOG_REFUSALS);
+    return n <= SH_NET_LOG_REFUSALS || n % 1000 == 0;
 }
 
 const char *sh_net_peer_str(int fd, char *buf, size_t cap)

@@ -25,6 +25,10 @@ shoal_result sh_net_local_addr(const char *master_addr, char *out, size_t cap);
 /* "a.b.c.d:port" of a connected socket's peer. */
 const char *sh_net_peer_str(int fd, char *buf, size_t cap);
 void sh_net_tune(int fd); /* TCP_NODELAY, big buffers */
+/* 1 when a refused connection should be logged: the first SH_NET_LOG_REFUSALS, then every
+ * 1000th, so a port scan cannot flood the job's output. */
+enum { SH_NET_LOG_REFUSALS = 50 };
+int sh_net_log_refusal(void);
 
 /* The handshake. context names what the connection is for ("store", "w/tcp 3->5 coll");
  * both sides must use the same key and context, or it fails without revealing the key.

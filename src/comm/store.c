@@ -115,7 +115,8 @@ static kv *find_or_add(sh_store_server *s, const char *key)
 static void drop(conn *cn, const char *why)
 {
     if (cn->fd < 0) return;
-    if (why) SH_LOG_W("comm", "store: dropped the connection from %s: %s", cn->who, why);
+    if (why && sh_net_log_refusal())
+        SH_LOG_W("comm", "store: dropped the connection from %s: %s", cn->who, why);
     close(cn->fd);
     cn->fd = -1;
 }
@@ -386,7 +387,8 @@ static void accept_new(sh_store_server *s)
         char who[64];
         sh_net_peer_str(fd, who, sizeof who);
         if (!cn) {
-            SH_LOG_W("comm", "store: too many connections (%d); refused %s", s->nconns, who);
+            if (sh_net_log_refusal())
+                SH_LOG_W("comm", "store: too many connections (%d); refused %s", s->nconns, who);
             close(fd);
             continue;
         }

@@ -45,7 +45,7 @@ typedef struct {
 
 static void refuse(pending *p, const char *why)
 {
-    SH_LOG_W("comm", "tcp: refused a connection from %s: %s", p->who, why);
+    if (sh_net_log_refusal()) SH_LOG_W("comm", "tcp: refused a connection from %s: %s", p->who, why);
     close(p->fd);
     p->fd = -1;
 }
