@@ -162,7 +162,14 @@ static void rank_main(const tcp_case *tc, int rank)
     if (!c) return;
     unsigned char *want = calloc((size_t)tc->world, 1);
     for (int p = 0; p < tc->world; p++) want[p] = (unsigned char)wanted(tc, rank, p);
-    if (rank == tc->late_rank) sleep_ms(tc->late_ms);
+    if (rank == tc->late_rank && tc->attack) {
+        /* The others listen meanwhile: wait until the attacker has done its worst. */
+        char v[4];
+        size_t vn = 0;
+        CHECK_OK(sh_store_get(c->store, "test/attacked", v, sizeof v, &vn, tc->timeout_ms));
+    } else if (rank == tc->late_rank) {
+        sleep_ms(tc->late_ms);
+    }
     if (rank == tc->never_rank) {
         /* Boots, then never connects: the others must name it. Stay until they gave up. */
         sleep_ms(tc->timeout_ms + 1500);
@@ -320,6 +327,7 @@ static void attacker_main(const tcp_case *tc)
             held[nheld++] = fd;
         }
     }
+    CHECK_OK(sh_store_set(s, "test/attacked", "1", 1));
     CHECK_OK(sh_store_barrier(s, "test/done", tc->world + 1, tc->timeout_ms + 5000));
     for (int i = 0; i < nheld; i++) close(held[i]);
     sh_store_close(s);
@@ -376,8 +384,7 @@ static void strangers_at_every_port_are_refused_while_the_job_connects(void)
 {
     tcp_case tc = base_case(3);
     tc.attack = 1;
-    tc.late_rank = 2; /* the others listen meanwhile: the attacker's window */
-    tc.late_ms = 1500;
+    tc.late_rank = 2; /* connects only once the attacker is done: the others listen meanwhile */
     run_tcp(&tc);
     /* and with every address bound: the attack still fails, the job still connects */
     tc.port = free_port();
