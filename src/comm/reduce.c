@@ -155,20 +155,6 @@ uint16_t sh_f32_to_bf16(float f)
 #define R_FMIN(x, y) ((x) < (y) || __builtin_isnan(x) ? (x) : (y))
 #define R_FMAX(x, y) ((x) > (y) || __builtin_isnan(x) ? (x) : (y))
 
-/* bfloat16 <-> float32 for 16 values, branch-free so it vectorises in every set. */
-#define KBF16_LOAD16(x, h)                                                                 \
-    for (int k_ = 0; k_ < 16; k_++) {                                                      \
-        uint32_t u_ = (uint32_t)(h)[k_] << 16;                                             \
-        memcpy(&(x)[k_], &u_, 4);                                                          \
-    }
-#define KBF16_STORE16(h, x)                                                                \
-    for (int k_ = 0; k_ < 16; k_++) {                                                      \
-        uint32_t u_;                                                                       \
-        memcpy(&u_, &(x)[k_], 4);                                                          \
-        uint32_t rb_ = (u_ + 0x7fffu + ((u_ >> 16) & 1u)) >> 16;                            \
-        (h)[k_] = (uint16_t)((u_ & 0x7fffffffu) > 0x7f800000u ? (u_ >> 16) | 0x40u : rb_); \
-    }
-
 /* Portable set: float16 through the scalar conversions above. On x86-64 it is compiled for
  * the baseline (SSE2) so that it runs on any CPU whatever -march the build used. */
 #define KSFX scalar
@@ -177,15 +163,25 @@ uint16_t sh_f32_to_bf16(float f)
 #else
 #define KATTR
 #endif
-#define KF16_LOAD16(x, h)                                                                  \
-    for (int k_ = 0; k_ < 16; k_++) (x)[k_] = sh_f16_to_f32((h)[k_]);
-#define KF16_STORE16(h, x)                                                                 \
-    for (int k_ = 0; k_ < 16; k_++) (h)[k_] = sh_f32_to_f16((x)[k_]);
+#define KF16_W 16
+#define KF16_LOAD(x, h)                                                                    \
+    do {                                                                                   \
+        float t_[16];                                                                      \
+        for (int k_ = 0; k_ < 16; k_++) t_[k_] = sh_f16_to_f32((h)[k_]);                   \
+        memcpy(&(x), t_, sizeof t_);                                                       \
+    } while (0)
+#define KF16_STORE(h, x)                                                                   \
+    do {                                                                                   \
+        float t_[16];                                                                      \
+        memcpy(t_, &(x), sizeof t_);                                                       \
+        for (int k_ = 0; k_ < 16; k_++) (h)[k_] = sh_f32_to_f16(t_[k_]);                   \
+    } while (0)
 #include "comm/reduce_kernels.h"
 #undef KSFX
 #undef KATTR
-#undef KF16_LOAD16
-#undef KF16_STORE16
+#undef KF16_W
+#undef KF16_LOAD
+#undef KF16_STORE
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -194,24 +190,16 @@ uint16_t sh_f32_to_bf16(float f)
  * vector sets add to the build's own target (a -march=native build may use more). */
 #define KSFX avx2
 #define KATTR __attribute__((target("avx2,fma,f16c")))
-#define KF16_LOAD16(x, h)                                                                  \
-    do {                                                                                   \
-        _mm256_storeu_ps((x), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h))));     \
-        _mm256_storeu_ps((x) + 8,                                                          \
-                         _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((h) + 8))));    \
-    } while (0)
-#define KF16_STORE16(h, x)                                                                 \
-    do {                                                                                   \
-        _mm_storeu_si128((__m128i *)(h),                                                   \
-                         _mm256_cvtps_ph(_mm256_loadu_ps(x), _MM_FROUND_TO_NEAREST_INT));  \
-        _mm_storeu_si128((__m128i *)((h) + 8), _mm256_cvtps_ph(_mm256_loadu_ps((x) + 8),   \
-                                                               _MM_FROUND_TO_NEAREST_INT)); \
-    } while (0)
+#define KF16_W 8
+#define KF16_LOAD(x, h) (x) = (V)_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h)))
+#define KF16_STORE(h, x)                                                                   \
+    _mm_storeu_si128((__m128i *)(h), _mm256_cvtps_ph((__m256)(x), _MM_FROUND_TO_NEAREST_INT))
 #include "comm/reduce_kernels.h"
 #undef KSFX
 #undef KATTR
-#undef KF16_LOAD16
-#undef KF16_STORE16
+#undef KF16_W
+#undef KF16_LOAD
+#undef KF16_STORE
 
 /* AVX-512 (F, BW, VL, DQ; Skylake-SP and later): 512-bit vectors. */
 #define KSFX avx512
@@ -222,16 +210,16 @@ uint16_t sh_f32_to_bf16(float f)
     __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,"              \
                           "prefer-vector-width=512")))
 #endif
-#define KF16_LOAD16(x, h)                                                                  \
-    _mm512_storeu_ps((x), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h))))
-#define KF16_STORE16(h, x)                                                                 \
-    _mm256_storeu_si256((__m256i *)(h),                                                    \
-                        _mm512_cvtps_ph(_mm512_loadu_ps(x), _MM_FROUND_TO_NEAREST_INT))
+#define KF16_W 16
+#define KF16_LOAD(x, h) (x) = (V)_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h)))
+#define KF16_STORE(h, x)                                                                   \
+    _mm256_storeu_si256((__m256i *)(h), _mm512_cvtps_ph((__m512)(x), _MM_FROUND_TO_NEAREST_INT))
 #include "comm/reduce_kernels.h"
 #undef KSFX
 #undef KATTR
-#undef KF16_LOAD16
-#undef KF16_STORE16
+#undef KF16_W
+#undef KF16_LOAD
+#undef KF16_STORE
 #endif
 
 typedef void (*reduce3_fn)(void *, const void *, const void *, size_t, shoal_dtype, shoal_op);
@@ -243,7 +231,7 @@ const char *sh_reduce_isa_name(sh_reduce_isa isa)
     return (unsigned)isa < SH_ISA_COUNT ? isa_names[isa] : "invalid";
 }
 
-int sh_reduce_isa_supported(sh_reduce_isa isa)
+static int cpu_has(sh_reduce_isa isa)
 {
     switch (isa) {
     case SH_ISA_SCALAR: return 1;
@@ -251,15 +239,27 @@ int sh_reduce_isa_supported(sh_reduce_isa isa)
     case SH_ISA_AVX2:
         __builtin_cpu_init();
         return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
-               __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2");
+               __builtin_cpu_supports("fma");
     case SH_ISA_AVX512:
         __builtin_cpu_init();
-        return sh_reduce_isa_supported(SH_ISA_AVX2) && __builtin_cpu_supports("avx512f") &&
+        return cpu_has(SH_ISA_AVX2) && __builtin_cpu_supports("avx512f") &&
                __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-               __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512cd");
+               __builtin_cpu_supports("avx512dq");
 #endif
     default: return 0;
     }
+}
+
+int sh_reduce_isa_supported(sh_reduce_isa isa)
+{
+    static int mask = -1; /* bit per set, computed once; every thread computes the same */
+    int m = __atomic_load_n(&mask, __ATOMIC_RELAXED);
+    if (m < 0) {
+        m = 0;
+        for (int i = 0; i < SH_ISA_COUNT; i++) m |= cpu_has((sh_reduce_isa)i) << i;
+        __atomic_store_n(&mask, m, __ATOMIC_RELAXED);
+    }
+    return (unsigned)isa < SH_ISA_COUNT && (m >> isa & 1);
 }
 
 static reduce3_fn isa_fn(sh_reduce_isa isa)

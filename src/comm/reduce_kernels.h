@@ -1,95 +1,141 @@
 /* reduce_kernels.h — the body of one set of reduction kernels, included by reduce.c once
  * per instruction set (KSFX names it, KATTR is its target attribute, KF16_* convert 16
  * halves at a time). Loops work on fixed blocks copied to locals so the compiler emits
- * vector code for them and dst == a needs no alias check; the tail is padded with zeros.
+ * vector code for them (GCC/clang vector extensions) and dst == a needs no alias check;
+ * the tail is padded with zeros.
  * Not here: choosing the set at run time (reduce.c). Proved by tests/comm/test_reduce.c. */
 #define KCAT2(a, b) a##_##b
 #define KCAT(a, b) KCAT2(a, b)
 #define KN(name) KCAT(name, KSFX)
 
-/* One elementwise pass of T with x = EXPR(x, y); L elements per block (128 bytes). */
-#define KLOOP(T, EXPR)                                                                     \
+/* One elementwise pass over T: V is a 128-byte vector of T (GCC/clang vector extensions,
+ * lowered to the set's registers), VI the same bits as signed integers for selects. The
+ * tail is padded with zeros (harmless for every op). STEP(x, y) leaves x OP y in x. */
+#define KLOOP(T, I, STEP)                                                                  \
     do {                                                                                   \
-        enum { L = 128 / sizeof(T) };                                                      \
+        typedef T V __attribute__((vector_size(128), aligned(1)));                         \
+        typedef I VI __attribute__((vector_size(128), aligned(1)));                        \
+        enum { L = 128 / sizeof(T), VI_NBYTES_ = sizeof(VI) }; /* VI used by selects */   \
         T *d_ = (T *)dst;                                                                  \
         const T *a_ = (const T *)a, *b_ = (const T *)b;                                    \
         size_t i_ = 0;                                                                     \
         for (; i_ + L <= count; i_ += L) {                                                 \
-            T x[L], y[L];                                                                  \
-            memcpy(x, a_ + i_, sizeof x);                                                  \
-            memcpy(y, b_ + i_, sizeof y);                                                  \
-            for (size_t j = 0; j < L; j++) x[j] = EXPR(x[j], y[j]);                        \
-            memcpy(d_ + i_, x, sizeof x);                                                  \
+            V x, y;                                                                        \
+            memcpy(&x, a_ + i_, sizeof x);                                                 \
+            memcpy(&y, b_ + i_, sizeof y);                                                 \
+            STEP(x, y);                                                                    \
+            memcpy(d_ + i_, &x, sizeof x);                                                 \
         }                                                                                  \
         if (i_ < count) {                                                                  \
-            T x[L] = {0}, y[L] = {0};                                                      \
+            V x = {0}, y = {0};                                                            \
             size_t r_ = (count - i_) * sizeof(T);                                          \
-            memcpy(x, a_ + i_, r_);                                                        \
-            memcpy(y, b_ + i_, r_);                                                        \
-            for (size_t j = 0; j < L; j++) x[j] = EXPR(x[j], y[j]);                        \
-            memcpy(d_ + i_, x, r_);                                                        \
+            memcpy(&x, a_ + i_, r_);                                                       \
+            memcpy(&y, b_ + i_, r_);                                                       \
+            STEP(x, y);                                                                    \
+            memcpy(d_ + i_, &x, r_);                                                       \
         }                                                                                  \
     } while (0)
 
-#define KOPS(T, U, F_ADD, F_MUL, F_MIN, F_MAX)                                             \
+#define KV_ADD(x, y) (x) = (x) + (y)
+#define KV_MUL(x, y) (x) = (x) * (y)
+#define KV_SEL(x, y, M)                                                                    \
+    do {                                                                                   \
+        VI m_ = (VI)(M);                                                                   \
+        (x) = (V)(((VI)(x) & m_) | ((VI)(y) & ~m_));                                       \
+    } while (0)
+#define KV_IMIN(x, y) KV_SEL(x, y, (x) < (y))
+#define KV_IMAX(x, y) KV_SEL(x, y, (x) > (y))
+#define KV_FMIN(x, y) KV_SEL(x, y, ((x) < (y)) | ((x) != (x)))
+#define KV_FMAX(x, y) KV_SEL(x, y, ((x) > (y)) | ((x) != (x)))
+
+/* T: the dtype, U: its unsigned twin (sums and products wrap), I: signed ints of T's width. */
+#define KOPS(T, U, I, S_MIN, S_MAX)                                                        \
     do {                                                                                   \
         switch (op) {                                                                      \
         case SHOAL_SUM:                                                                    \
-        case SHOAL_AVG: KLOOP(U, F_ADD); break;                                            \
-        case SHOAL_PROD: KLOOP(U, F_MUL); break;                                           \
-        case SHOAL_MIN: KLOOP(T, F_MIN); break;                                            \
-        case SHOAL_MAX: KLOOP(T, F_MAX); break;                                            \
+        case SHOAL_AVG: KLOOP(U, I, KV_ADD); break;                                        \
+        case SHOAL_PROD: KLOOP(U, I, KV_MUL); break;                                       \
+        case SHOAL_MIN: KLOOP(T, I, S_MIN); break;                                         \
+        case SHOAL_MAX: KLOOP(T, I, S_MAX); break;                                         \
         default: break;                                                                    \
         }                                                                                  \
     } while (0)
 
-/* 16-bit floats: blocks of 32 widened to float32, reduced, rounded back. */
-#define KHALF(LOAD16, STORE16)                                                             \
+/* 16-bit floats: blocks of KF16_W widened to float32 vectors (V), reduced, rounded back.
+ * LOAD(x, h) sets V x from KF16_W halves at h; STORE(h, x) writes them back rounded. */
+#define KHALF_BLOCK(HA, HB, HD, LOAD, STORE)                                               \
+    do {                                                                                   \
+        V x, y;                                                                            \
+        LOAD(x, (HA));                                                                     \
+        LOAD(y, (HB));                                                                     \
+        switch (op) {                                                                      \
+        case SHOAL_PROD: KV_MUL(x, y); break;                                              \
+        case SHOAL_MIN: KV_FMIN(x, y); break;                                              \
+        case SHOAL_MAX: KV_FMAX(x, y); break;                                              \
+        default: KV_ADD(x, y); break;                                                      \
+        }                                                                                  \
+        STORE((HD), x);                                                                    \
+    } while (0)
+
+#define KHALF(LOAD, STORE)                                                                 \
     do {                                                                                   \
         uint16_t *d_ = (uint16_t *)dst;                                                    \
         const uint16_t *a_ = (const uint16_t *)a, *b_ = (const uint16_t *)b;               \
-        for (size_t i_ = 0; i_ < count; i_ += 32) {                                        \
-            uint16_t ha[32] = {0}, hb[32] = {0};                                           \
-            size_t r_ = count - i_ < 32 ? count - i_ : 32;                                 \
-            memcpy(ha, a_ + i_, r_ * 2);                                                   \
-            memcpy(hb, b_ + i_, r_ * 2);                                                   \
-            float x[32], y[32];                                                            \
-            LOAD16(x, ha);                                                                 \
-            LOAD16(x + 16, ha + 16);                                                       \
-            LOAD16(y, hb);                                                                 \
-            LOAD16(y + 16, hb + 16);                                                       \
-            switch (op) {                                                                  \
-            case SHOAL_PROD:                                                               \
-                for (int j = 0; j < 32; j++) x[j] = R_MUL(x[j], y[j]);                     \
-                break;                                                                     \
-            case SHOAL_MIN:                                                                \
-                for (int j = 0; j < 32; j++) x[j] = R_FMIN(x[j], y[j]);                    \
-                break;                                                                     \
-            case SHOAL_MAX:                                                                \
-                for (int j = 0; j < 32; j++) x[j] = R_FMAX(x[j], y[j]);                    \
-                break;                                                                     \
-            default:                                                                       \
-                for (int j = 0; j < 32; j++) x[j] = R_ADD(x[j], y[j]);                     \
-                break;                                                                     \
-            }                                                                              \
-            STORE16(ha, x);                                                                \
-            STORE16(ha + 16, x + 16);                                                      \
-            memcpy(d_ + i_, ha, r_ * 2);                                                   \
+        size_t i_ = 0;                                                                     \
+        for (; i_ + KF16_W <= count; i_ += KF16_W)                                         \
+            KHALF_BLOCK(a_ + i_, b_ + i_, d_ + i_, LOAD, STORE);                           \
+        if (i_ < count) {                                                                  \
+            uint16_t ha_[KF16_W] = {0}, hb_[KF16_W] = {0};                                 \
+            size_t r_ = (count - i_) * 2;                                                  \
+            memcpy(ha_, a_ + i_, r_);                                                      \
+            memcpy(hb_, b_ + i_, r_);                                                      \
+            KHALF_BLOCK(ha_, hb_, ha_, LOAD, STORE);                                       \
+            memcpy(d_ + i_, ha_, r_);                                                      \
         }                                                                                  \
+    } while (0)
+
+/* bfloat16 <-> float32 with vector integer operations (every set): widen is a shift;
+ * narrowing rounds to nearest even by adding 0x7fff + the kept lowest bit; NaN is kept
+ * quiet (0x40) instead of rounded. */
+#define KBF16_LOAD(x, h)                                                                   \
+    do {                                                                                   \
+        VH h_;                                                                             \
+        memcpy(&h_, (h), sizeof h_);                                                       \
+        VU u_ = __builtin_convertvector(h_, VU) << 16;                                     \
+        (x) = (V)u_;                                                                       \
+    } while (0)
+#define KBF16_STORE(h, x)                                                                  \
+    do {                                                                                   \
+        VU u_ = (VU)(x);                                                                   \
+        VU rr_ = (u_ + 0x7fffu + ((u_ >> 16) & 1u)) >> 16;                                  \
+        VI nan_ = (VI)((u_ & 0x7fffffffu) > 0x7f800000u);                                  \
+        rr_ = (VU)(((VI)((u_ >> 16) | 0x40u) & nan_) | ((VI)rr_ & ~nan_));                 \
+        VH o_ = __builtin_convertvector(rr_, VH);                                           \
+        memcpy((h), &o_, sizeof o_);                                                       \
     } while (0)
 
 KATTR static void KN(reduce3)(void *dst, const void *a, const void *b, size_t count,
                               shoal_dtype dt, shoal_op op)
 {
     switch (dt) {
-    case SHOAL_INT8: KOPS(int8_t, uint8_t, R_ADD, R_MUL, R_IMIN, R_IMAX); break;
-    case SHOAL_UINT8: KOPS(uint8_t, uint8_t, R_ADD, R_MUL, R_IMIN, R_IMAX); break;
-    case SHOAL_INT32: KOPS(int32_t, uint32_t, R_ADD, R_MUL, R_IMIN, R_IMAX); break;
-    case SHOAL_INT64: KOPS(int64_t, uint64_t, R_ADD, R_MUL, R_IMIN, R_IMAX); break;
-    case SHOAL_FLOAT32: KOPS(float, float, R_ADD, R_MUL, R_FMIN, R_FMAX); break;
-    case SHOAL_FLOAT64: KOPS(double, double, R_ADD, R_MUL, R_FMIN, R_FMAX); break;
-    case SHOAL_FLOAT16: KHALF(KF16_LOAD16, KF16_STORE16); break;
-    case SHOAL_BFLOAT16: KHALF(KBF16_LOAD16, KBF16_STORE16); break;
+    case SHOAL_INT8: KOPS(int8_t, uint8_t, int8_t, KV_IMIN, KV_IMAX); break;
+    case SHOAL_UINT8: KOPS(uint8_t, uint8_t, int8_t, KV_IMIN, KV_IMAX); break;
+    case SHOAL_INT32: KOPS(int32_t, uint32_t, int32_t, KV_IMIN, KV_IMAX); break;
+    case SHOAL_INT64: KOPS(int64_t, uint64_t, int64_t, KV_IMIN, KV_IMAX); break;
+    case SHOAL_FLOAT32: KOPS(float, float, int32_t, KV_FMIN, KV_FMAX); break;
+    case SHOAL_FLOAT64: KOPS(double, double, int64_t, KV_FMIN, KV_FMAX); break;
+    case SHOAL_FLOAT16:
+    case SHOAL_BFLOAT16: {
+        typedef float V __attribute__((vector_size(KF16_W * 4)));
+        typedef int32_t VI __attribute__((vector_size(KF16_W * 4)));
+        typedef uint32_t VU __attribute__((vector_size(KF16_W * 4)));
+        typedef uint16_t VH __attribute__((vector_size(KF16_W * 2)));
+        if (dt == SHOAL_FLOAT16)
+            KHALF(KF16_LOAD, KF16_STORE);
+        else
+            KHALF(KBF16_LOAD, KBF16_STORE);
+        break;
+    }
     default: break;
     }
 }
@@ -97,6 +143,16 @@ KATTR static void KN(reduce3)(void *dst, const void *a, const void *b, size_t co
 #undef KLOOP
 #undef KOPS
 #undef KHALF
+#undef KHALF_BLOCK
+#undef KBF16_LOAD
+#undef KBF16_STORE
+#undef KV_ADD
+#undef KV_MUL
+#undef KV_SEL
+#undef KV_IMIN
+#undef KV_IMAX
+#undef KV_FMIN
+#undef KV_FMAX
 #undef KN
 #undef KCAT
 #undef KCAT2
