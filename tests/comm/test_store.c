@@ -159,6 +159,32 @@ static void four_ranks(int i, int port)
     sh_store_close(s);
 }
 
+static void waits_for_one_key(int i, int port)
+{
+    sh_store *s = NULL;
+    CHECK_OK(sh_store_connect("127.0.0.1", port, KEY, 5000, &s));
+    if (!s) return;
+    char v[16] = {0};
+    size_t n = 0;
+    if (i == 3) {
+        struct timespec ts = {0, 100 * 1000000};
+        nanosleep(&ts, NULL);
+        CHECK_OK(sh_store_set(s, "bcast", "hello", 5));
+    }
+    CHECK_OK(sh_store_get(s, "bcast", v, sizeof v, &n, 10000));
+    CHECK(n == 5 && !memcmp(v, "hello", 5), "process %d read \"%.*s\"", i, (int)n, v);
+    sh_store_close(s);
+}
+
+static void one_set_wakes_every_process_waiting_for_the_key(void)
+{
+    server_proc sp;
+    CHECK(server_start(&sp) == 0, "cannot start the store");
+    if (sp.port <= 0) return;
+    run_children(4, waits_for_one_key, sp.port);
+    free(server_stop(&sp));
+}
+
 static void store_sets_gets_adds_and_barriers_across_4_processes(void)
 {
     server_proc sp;
@@ -546,6 +572,7 @@ int main(void)
     signal(SIGPIPE, SIG_IGN);
     RUN(store_sets_gets_adds_and_barriers_across_4_processes);
     RUN(get_waits_for_a_later_set_then_times_out);
+    RUN(one_set_wakes_every_process_waiting_for_the_key);
     RUN(values_keep_their_bytes_and_lengths);
     RUN(wrong_key_is_refused_with_a_clear_line_and_logged);
     RUN(connecting_to_nothing_times_out_naming_the_address);
