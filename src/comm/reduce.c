@@ -238,8 +238,12 @@ static int cpu_has(sh_reduce_isa isa)
 #ifdef SH_REDUCE_X86
     case SH_ISA_AVX2:
         __builtin_cpu_init();
+#if defined(__clang__) /* clang's builtin does not name f16c; every AVX2 CPU has it */
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
         return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
                __builtin_cpu_supports("fma");
+#endif
     case SH_ISA_AVX512:
         __builtin_cpu_init();
         return cpu_has(SH_ISA_AVX2) && __builtin_cpu_supports("avx512f") &&
