@@ -166,15 +166,19 @@ uint16_t sh_f32_to_bf16(float f)
 #define KF16_W 16
 #define KF16_LOAD(x, h)                                                                    \
     do {                                                                                   \
+        uint16_t hh_[16]; /* h may be misaligned */                                        \
         float t_[16];                                                                      \
-        for (int k_ = 0; k_ < 16; k_++) t_[k_] = sh_f16_to_f32((h)[k_]);                   \
+        memcpy(hh_, (h), sizeof hh_);                                                      \
+        for (int k_ = 0; k_ < 16; k_++) t_[k_] = sh_f16_to_f32(hh_[k_]);                   \
         memcpy(&(x), t_, sizeof t_);                                                       \
     } while (0)
 #define KF16_STORE(h, x)                                                                   \
     do {                                                                                   \
+        uint16_t hh_[16];                                                                  \
         float t_[16];                                                                      \
         memcpy(t_, &(x), sizeof t_);                                                       \
-        for (int k_ = 0; k_ < 16; k_++) (h)[k_] = sh_f32_to_f16(t_[k_]);                   \
+        for (int k_ = 0; k_ < 16; k_++) hh_[k_] = sh_f32_to_f16(t_[k_]);                   \
+        memcpy((h), hh_, sizeof hh_);                                                      \
     } while (0)
 #include "comm/reduce_kernels.h"
 #undef KSFX
