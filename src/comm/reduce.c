@@ -227,6 +227,7 @@ uint16_t sh_f32_to_bf16(float f)
 #endif
 
 typedef void (*reduce3_fn)(void *, const void *, const void *, size_t, shoal_dtype, shoal_op);
+typedef void (*avg_fn)(void *, size_t, shoal_dtype, int);
 
 static const char *const isa_names[SH_ISA_COUNT] = {"scalar", "avx2", "avx512"};
 
@@ -320,27 +321,43 @@ void sh_reduce(void *dst, const void *src, size_t count, shoal_dtype dt, shoal_o
     sh_reduce3(dst, dst, src, count, dt, op);
 }
 
-void sh_reduce_avg_finish(void *dst, size_t count, shoal_dtype dt, int divisor)
+static avg_fn isa_avg_fn(sh_reduce_isa isa)
+{
+    switch (isa) {
+#ifdef SH_REDUCE_X86
+    case SH_ISA_AVX2: return avg_finish_avx2;
+    case SH_ISA_AVX512: return avg_finish_avx512;
+#endif
+    default: return avg_finish_scalar;
+    }
+}
+
+void sh_reduce_avg_finish_isa(sh_reduce_isa isa, void *dst, size_t count, shoal_dtype dt,
+                              int divisor)
 {
     switch (dt) {
-    case SHOAL_INT8: for (size_t i = 0; i < count; i++) ((int8_t *)dst)[i] = (int8_t)(((int8_t *)dst)[i] / divisor); break;
-    case SHOAL_UINT8: for (size_t i = 0; i < count; i++) ((uint8_t *)dst)[i] = (uint8_t)(((uint8_t *)dst)[i] / divisor); break;
-    case SHOAL_INT32: for (size_t i = 0; i < count; i++) ((int32_t *)dst)[i] /= divisor; break;
-    case SHOAL_INT64: for (size_t i = 0; i < count; i++) ((int64_t *)dst)[i] /= divisor; break;
-    case SHOAL_FLOAT16:
-        for (size_t i = 0; i < count; i++) {
-            uint16_t *d = dst;
-            d[i] = sh_f32_to_f16(sh_f16_to_f32(d[i]) / (float)divisor);
-        }
+    case SHOAL_INT8:
+        for (size_t i = 0; i < count; i++)
+            ((int8_t *)dst)[i] = (int8_t)(((int8_t *)dst)[i] / divisor);
         break;
-    case SHOAL_BFLOAT16:
-        for (size_t i = 0; i < count; i++) {
-            uint16_t *d = dst;
-            d[i] = sh_f32_to_bf16(sh_bf16_to_f32(d[i]) / (float)divisor);
-        }
+    case SHOAL_UINT8:
+        for (size_t i = 0; i < count; i++)
+            ((uint8_t *)dst)[i] = (uint8_t)(((uint8_t *)dst)[i] / divisor);
         break;
-    case SHOAL_FLOAT32: for (size_t i = 0; i < count; i++) ((float *)dst)[i] /= (float)divisor; break;
-    case SHOAL_FLOAT64: for (size_t i = 0; i < count; i++) ((double *)dst)[i] /= divisor; break;
-    default: break;
+    case SHOAL_INT32:
+        for (size_t i = 0; i < count; i++) ((int32_t *)dst)[i] /= divisor;
+        break;
+    case SHOAL_INT64:
+        for (size_t i = 0; i < count; i++) ((int64_t *)dst)[i] /= divisor;
+        break;
+    default:
+        if (!sh_reduce_isa_supported(isa)) isa = SH_ISA_SCALAR;
+        isa_avg_fn(isa)(dst, count, dt, divisor);
+        break;
     }
+}
+
+void sh_reduce_avg_finish(void *dst, size_t count, shoal_dtype dt, int divisor)
+{
+    sh_reduce_avg_finish_isa(sh_reduce_isa_best(), dst, count, dt, divisor);
 }

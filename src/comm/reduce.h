@@ -27,6 +27,8 @@ sh_reduce_isa sh_reduce_isa_best(void);
 const char *sh_reduce_isa_name(sh_reduce_isa isa);
 void sh_reduce3_isa(sh_reduce_isa isa, void *dst, const void *a, const void *b, size_t count,
                     shoal_dtype dt, shoal_op op);
+void sh_reduce_avg_finish_isa(sh_reduce_isa isa, void *dst, size_t count, shoal_dtype dt,
+                              int divisor);
 
 /* Conversions used by the kernels and tests (round to nearest even; NaN stays NaN, quiet,
  * keeping its sign and top payload bits). */

@@ -140,6 +140,76 @@ KATTR static void KN(reduce3)(void *dst, const void *a, const void *b, size_t co
     }
 }
 
+/* x /= divisor for the float dtypes (avg's final step); the same IEEE division as the
+ * scalar code, so every set gives the same bits. Integers stay in reduce.c. */
+#define KDIVLOOP(T, DIV)                                                                   \
+    do {                                                                                   \
+        typedef T V __attribute__((vector_size(128)));                                     \
+        enum { L = 128 / sizeof(T) };                                                      \
+        T *d_ = (T *)dst;                                                                  \
+        size_t i_ = 0;                                                                     \
+        for (; i_ + L <= count; i_ += L) {                                                 \
+            V x;                                                                           \
+            memcpy(&x, d_ + i_, sizeof x);                                                 \
+            x = x / (DIV);                                                                 \
+            memcpy(d_ + i_, &x, sizeof x);                                                 \
+        }                                                                                  \
+        if (i_ < count) {                                                                  \
+            V x = {0};                                                                     \
+            size_t r_ = (count - i_) * sizeof(T);                                          \
+            memcpy(&x, d_ + i_, r_);                                                       \
+            x = x / (DIV);                                                                 \
+            memcpy(d_ + i_, &x, r_);                                                       \
+        }                                                                                  \
+    } while (0)
+
+#define KHALF_DIV(LOAD, STORE)                                                             \
+    do {                                                                                   \
+        uint16_t *d_ = (uint16_t *)dst;                                                    \
+        float dv_ = (float)divisor;                                                        \
+        size_t i_ = 0;                                                                     \
+        for (; i_ + KF16_W <= count; i_ += KF16_W) {                                       \
+            V x;                                                                           \
+            LOAD(x, d_ + i_);                                                              \
+            x = x / dv_;                                                                   \
+            STORE(d_ + i_, x);                                                             \
+        }                                                                                  \
+        if (i_ < count) {                                                                  \
+            uint16_t ht_[KF16_W] = {0};                                                    \
+            size_t r_ = (count - i_) * 2;                                                  \
+            memcpy(ht_, d_ + i_, r_);                                                      \
+            V x;                                                                           \
+            LOAD(x, ht_);                                                                  \
+            x = x / dv_;                                                                   \
+            STORE(ht_, x);                                                                 \
+            memcpy(d_ + i_, ht_, r_);                                                      \
+        }                                                                                  \
+    } while (0)
+
+KATTR static void KN(avg_finish)(void *dst, size_t count, shoal_dtype dt, int divisor)
+{
+    switch (dt) {
+    case SHOAL_FLOAT32: KDIVLOOP(float, (float)divisor); break;
+    case SHOAL_FLOAT64: KDIVLOOP(double, (double)divisor); break;
+    case SHOAL_FLOAT16:
+    case SHOAL_BFLOAT16: {
+        typedef float V __attribute__((vector_size(KF16_W * 4)));
+        typedef int32_t VI __attribute__((vector_size(KF16_W * 4)));
+        typedef uint32_t VU __attribute__((vector_size(KF16_W * 4)));
+        typedef uint16_t VH __attribute__((vector_size(KF16_W * 2)));
+        enum { VI_NBYTES_ = sizeof(VI) };
+        if (dt == SHOAL_FLOAT16)
+            KHALF_DIV(KF16_LOAD, KF16_STORE);
+        else
+            KHALF_DIV(KBF16_LOAD, KBF16_STORE);
+        break;
+    }
+    default: break;
+    }
+}
+
+#undef KDIVLOOP
+#undef KHALF_DIV
 #undef KLOOP
 #undef KOPS
 #undef KHALF

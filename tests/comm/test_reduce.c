@@ -544,6 +544,58 @@ static void avg_finish(void)
     CHECK(r0[0] == 2.0f && r0[1] == 4.0f, "avg of 3: %g %g", r0[0], r0[1]);
 }
 
+/* avg's division through every set, every float dtype, lengths 0..300, misaligned, against
+ * the reference (one IEEE division per element, then rounding to the dtype). */
+static void avg_finish_every_set(void)
+{
+    sh_rng g;
+    sh_rng_seed(&g, 11);
+    const shoal_dtype dts[] = {SHOAL_FLOAT16, SHOAL_BFLOAT16, SHOAL_FLOAT32, SHOAL_FLOAT64};
+    unsigned char *buf = malloc(MAXN * 8 + 16), *want = malloc(MAXN * 8 + 16);
+    long bad = 0, cases = 0;
+    for (int s = 0; s < SH_ISA_COUNT; s++) {
+        if (!sh_reduce_isa_supported((sh_reduce_isa)s)) continue;
+        for (size_t k = 0; k < 4; k++)
+            for (size_t n = 0; n <= MAXN; n += (n < 70 ? 1 : 11)) {
+                shoal_dtype dt = dts[k];
+                size_t es = shoal_dtype_nbytes(dt);
+                int divisor = 1 + (int)(n % 7);
+                unsigned char *p = buf + n % 5;
+                fill(p, n, dt, &g);
+                for (size_t i = 0; i < n; i++) {
+                    unsigned char *e = p + i * es, *w = want + i * es;
+                    if (dt == SHOAL_FLOAT16 || dt == SHOAL_BFLOAT16) {
+                        uint16_t h;
+                        memcpy(&h, e, 2);
+                        h = dt == SHOAL_FLOAT16 ? ref_f32_to_f16(ref_f16_to_f32(h) / (float)divisor)
+                                                : ref_f32_to_bf16(ref_bf16_to_f32(h) / (float)divisor);
+                        memcpy(w, &h, 2);
+                    } else if (dt == SHOAL_FLOAT32) {
+                        float f;
+                        memcpy(&f, e, 4);
+                        f /= (float)divisor;
+                        memcpy(w, &f, 4);
+                    } else {
+                        double f;
+                        memcpy(&f, e, 8);
+                        f /= divisor;
+                        memcpy(w, &f, 8);
+                    }
+                }
+                sh_reduce_avg_finish_isa((sh_reduce_isa)s, p, n, dt, divisor);
+                size_t first = 0;
+                cases++;
+                if (count_diff(p, want, n, dt, 0, &first) && bad++ < 5)
+                    fprintf(stderr, "  %s %s n=%zu /%d: first wrong at %zu\n",
+                            sh_reduce_isa_name((sh_reduce_isa)s), shoal_dtype_name(dt), n, divisor,
+                            first);
+            }
+    }
+    CHECK(bad == 0, "%ld of %ld avg divisions differ from the reference", bad, cases);
+    free(buf);
+    free(want);
+}
+
 static void names(void)
 {
     shoal_dtype dt;
@@ -570,6 +622,7 @@ int main(void)
     RUN(bfloat16_exhaustive);
     RUN(integer_wrap);
     RUN(avg_finish);
+    RUN(avg_finish_every_set);
     RUN(names);
     return check_end();
 }
