@@ -88,7 +88,9 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
         sh_net_layer_params(net, i, &off, &cnt);
         d->bucket_of_layer[i] = -1;
         if (!cnt) continue;
-        if (cur < 0 || d->b[cur].count >= cap || off + cnt != d->b[cur].lo) {
+        /* a layer that would overflow the bucket starts the next one (a layer larger than
+         * the cap travels alone): its allreduce then starts as soon as its backward ends */
+        if (cur < 0 || (d->b[cur].count > 0 && d->b[cur].count + cnt > cap) || off + cnt != d->b[cur].lo) {
             cur = d->nb++;
             d->b[cur].lo = off;
             d->b[cur].count = 0;
