@@ -12,6 +12,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
@@ -87,12 +88,37 @@ shoal_result sh_net_write_all(int fd, const void *buf, size_t nbytes, uint64_t d
     return SHOAL_OK;
 }
 
+static long read_proc_long(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    long v = -1;
+    if (f) {
+        if (fscanf(f, "%ld", &v) != 1) v = -1;
+        fclose(f);
+    }
+    return v;
+}
+
+static pthread_once_t buf_max_once = PTHREAD_ONCE_INIT;
+static long rmax = -1, wmax = -1; /* net.core.[rw]mem_max in bytes; -1: unknown */
+static void read_buf_max(void)
+{
+    rmax = read_proc_long("/proc/sys/net/core/rmem_max");
+    wmax = read_proc_long("/proc/sys/net/core/wmem_max");
+}
+
 void sh_net_tune(int fd)
 {
-    int one = 1, big = 4 << 20;
+    enum { BIG_NBYTES = 4 << 20 };
+    int one = 1, big = BIG_NBYTES;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
+    /* Setting a buffer size turns off the kernel's autotuning for that socket, and the
+     * size is clamped to net.core.[rw]mem_max (often 208 KiB): then the fixed buffer is
+     * smaller than autotuning would grow to on a fast link. So set it only where the
+     * kernel allows the whole 4 MiB. */
+    pthread_once(&buf_max_once, read_buf_max);
+    if (wmax >= BIG_NBYTES) setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
+    if (rmax >= BIG_NBYTES) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
 }
 
 static shoal_result resolve(const char *host, int port, struct sockaddr_in *out)

@@ -24,7 +24,8 @@ shoal_result sh_net_listen(const char *addr, int port, int *fd_out, int *port_ou
 shoal_result sh_net_local_addr(const char *master_addr, char *out, size_t cap);
 /* "a.b.c.d:port" of a connected socket's peer. */
 const char *sh_net_peer_str(int fd, char *buf, size_t cap);
-void sh_net_tune(int fd); /* TCP_NODELAY, big buffers */
+/* TCP_NODELAY; 4 MiB buffers where net.core.[rw]mem_max allow them, else autotuning. */
+void sh_net_tune(int fd);
 /* 1 when a refused connection should be logged: the first SH_NET_LOG_REFUSALS, then every
  * 1000th, so a port scan cannot flood the job's output. */
 enum { SH_NET_LOG_REFUSALS = 50 };
