@@ -55,7 +55,8 @@ static const char usage_text[] =
     "  --push-every m     async: push the mean gradient of m steps (default 1)\n"
     "  --pull-every n     async: refresh the weights every n steps (default 1)\n"
     "  --debug-delay-rank R, --debug-delay-ms D   worker R sleeps D ms every step\n"
-    "  --debug-die-rank R, --debug-die-step S     rank R kills itself at step S (fault drills)\n"
+    "  --debug-die-rank R, --debug-die-step S     rank R kills itself at step S (fault drills;\n"
+    "                     with --ps, server R after S rounds of updates)\n"
     "  --help             this text\n"
     "\n"
     "Signals: SIGINT (Ctrl-C) stops after the current step, saves a checkpoint (to --save\n"
@@ -242,6 +243,8 @@ int sh_cmd_train(int argc, char **argv)
     if (dp.strong && dp.lr_linear)
         return sh_cli_usage_error("train", "--lr-scaling linear is for weak scaling: with --scaling strong the "
                                   "global batch stays the cfg's, and so does the learning rate");
+    ps.die_rank = dp.die_rank;
+    ps.die_after = dp.die_step;
     int in_job = sh_train_in_job();
     if (nranks > 0 && !in_job) return relaunch(argc, argv, (int)nranks + (ps.enabled ? ps.nservers : 0));
     if (ps.enabled && !in_job)

@@ -48,6 +48,8 @@ static sh_ps_config ps_config(sh_net *net, const sh_train_ps_opts *p)
     c.ranges = sh_net_param_ranges(net, &c.nranges);
     c.optim = sh_net_get_config(net)->optim;
     c.lr = sh_net_get_config(net)->lr;
+    c.die_rank = p->die_rank;
+    c.die_after = p->die_after > 0 ? p->die_after : 0;
     return c;
 }
 
@@ -73,6 +75,9 @@ shoal_result sh_train_ps_rank(const sh_train_opts *o, const sh_train_ps_opts *p,
     rc = probe(o, &pt);
     if (rc != SHOAL_OK) goto out;
     sh_ps_config cfg = ps_config(sh_trainer_net(pt), p);
+    cfg.save_path = o->save_path;
+    cfg.save_every = o->save_every_steps;
+    cfg.resume_path = o->resume_path;
     if (rank < p->nservers) {
         sh_ps_server *s = NULL;
         rc = sh_ps_server_create(c, &cfg, sh_net_params(sh_trainer_net(pt)), &s);

@@ -19,6 +19,8 @@ typedef struct {
     sh_ps_worker_opts worker;
     int delay_rank;     /* --debug-delay-rank R: that worker (worker index) sleeps */
     int delay_ms;
+    int die_rank;       /* --debug-die-rank R --debug-die-step S: server R dies after S rounds */
+    int64_t die_after;
 } sh_train_ps_opts;
 
 typedef struct {

@@ -29,6 +29,14 @@ typedef struct {
     sh_lr_policy lr;
     int timeout_ms;               /* a worker silent this long is dropped (async, ssp) or
                                      stops the job (sync); 0: SHOAL_TIMEOUT */
+    /* Server checkpoints: server k writes PATH.server<k> (its shard, optimizer state and
+     * update count; atomic, checksummed) every save_every updates of a whole round and at
+     * the end, and starts from RESUME.server<k> when resume_path is set. NULL: none. */
+    const char *save_path;
+    int64_t save_every;
+    const char *resume_path;
+    int die_rank;                 /* fault drills: server die_rank SIGKILLs itself after */
+    int64_t die_after;            /* this many rounds of updates; 0: never */
 } sh_ps_config;
 
 /* Shard k of the vector: [*lo, *lo + *count). */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -15,6 +16,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "io/checkpoint.h"
 #include "train/ps_proto.h"
 
 struct sh_ps_server {
@@ -50,6 +52,61 @@ static double cpu_seconds(void)
     getrusage(RUSAGE_SELF, &ru);
     return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
            (double)ru.ru_stime.tv_usec * 1e-6;
+}
+
+/* What a server checkpoint holds besides the floats: enough to refuse a foreign file. */
+typedef struct {
+    uint64_t nparams, lo, count;
+    int64_t updates;
+    int32_t nservers, k, consistency, pad;
+} ps_meta;
+
+static void ckpt_path(const char *base, int k, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s.server%d", base, k);
+}
+
+static shoal_result server_save(sh_ps_server *s)
+{
+    char path[4096];
+    ckpt_path(s->cfg.save_path, s->k, path, sizeof path);
+    size_t nstate = 0;
+    float *state = sh_optim_state(s->opt, &nstate);
+    ps_meta m = {s->cfg.nparams, s->lo, s->count, s->updates, s->cfg.nservers, s->k, (int32_t)s->cfg.consistency, 0};
+    sh_ckpt_section secs[3] = {{"ps_meta", &m, sizeof m},
+                               {"ps_params", s->params, s->count * sizeof(float)},
+                               {"ps_optim", state, nstate * sizeof(float)}};
+    shoal_result rc = sh_ckpt_save(path, secs, 3);
+    if (rc != SHOAL_OK) sh_err_prefix("parameter server %d: ", s->k);
+    return rc;
+}
+
+static shoal_result server_load(sh_ps_server *s)
+{
+    char path[4096];
+    ckpt_path(s->cfg.resume_path, s->k, path, sizeof path);
+    ps_meta m;
+    sh_ckpt_section meta = {"ps_meta", &m, sizeof m};
+    shoal_result rc = sh_ckpt_load(path, &meta, 1);
+    if (rc != SHOAL_OK) {
+        sh_err_prefix("parameter server %d: ", s->k);
+        return rc;
+    }
+    if (m.nparams != s->cfg.nparams || m.nservers != s->cfg.nservers || m.k != s->k || m.lo != s->lo ||
+        m.count != s->count)
+        return SH_FAIL(SHOAL_ERR_FORMAT,
+                       "%s holds shard %d of %d of a %llu-parameter model; this job has shard %d of %d of %zu "
+                       "parameters: resume with the same model and --servers",
+                       path, m.k, m.nservers, (unsigned long long)m.nparams, s->k, s->cfg.nservers, s->cfg.nparams);
+    size_t nstate = 0;
+    float *state = sh_optim_state(s->opt, &nstate);
+    sh_ckpt_section secs[2] = {{"ps_params", s->params, s->count * sizeof(float)},
+                               {"ps_optim", state, nstate * sizeof(float)}};
+    rc = sh_ckpt_load(path, secs, 2);
+    if (rc != SHOAL_OK) return rc;
+    s->updates = m.updates; /* the schedule goes on; the workers' clocks start again */
+    SH_LOG_I("ps", "server %d: resumed from %s after %lld updates", s->k, path, (long long)m.updates);
+    return SHOAL_OK;
 }
 
 shoal_result sh_ps_server_create(shoal_comm *c, const sh_ps_config *cfg, const float *init_params,
@@ -107,6 +164,13 @@ shoal_result sh_ps_server_create(shoal_comm *c, const sh_ps_config *cfg, const f
         return rc;
     }
     memcpy(s->params, init_params + s->lo, s->count * sizeof(float));
+    if (cfg->resume_path) {
+        rc = server_load(s);
+        if (rc != SHOAL_OK) {
+            sh_ps_server_destroy(s);
+            return rc;
+        }
+    }
     uint64_t now = sh_now_ns();
     for (int w = 0; w < s->nworkers; w++) {
         s->alive[w] = 1;
@@ -218,6 +282,17 @@ static void apply_push(sh_ps_server *s, int w, const float *g)
     (void)w;
 }
 
+/* After each update: a checkpoint every save_every whole rounds, and the fault drill. */
+static shoal_result after_update(sh_ps_server *s)
+{
+    int64_t per_round = s->cfg.consistency == SH_PS_SYNC ? 1 : s->nworkers;
+    if (s->updates % per_round) return SHOAL_OK;
+    int64_t rounds = s->updates / per_round;
+    if (s->cfg.die_after > 0 && s->k == s->cfg.die_rank && rounds >= s->cfg.die_after) raise(SIGKILL);
+    if (s->cfg.save_path && s->cfg.save_every > 0 && rounds % s->cfg.save_every == 0) return server_save(s);
+    return SHOAL_OK;
+}
+
 static void refuse(sh_ps_server *s, int peer, const char *why)
 {
     s->st.refused++;
@@ -326,7 +401,11 @@ shoal_result sh_ps_server_run(sh_ps_server *s)
             }
             s->st.pushes++;
             s->st.pushed_mb += (double)(h.count * sizeof(float)) / 1e6;
-            apply_push(s, w, (const float *)(s->buf + sizeof h)); /* buf is malloc-aligned */
+            {
+                int64_t before = s->updates;
+                apply_push(s, w, (const float *)(s->buf + sizeof h)); /* buf is malloc-aligned */
+                if (s->updates != before) rc = after_update(s);
+            }
             break;
         case PS_BYE:
             s->bye[w] = 1;
@@ -334,8 +413,10 @@ shoal_result sh_ps_server_run(sh_ps_server *s)
         default:
             refuse(s, peer, "unknown message kind");
         }
+        if (rc != SHOAL_OK) break;
         serve_pulls(s);
     }
+    if (rc == SHOAL_OK && s->cfg.save_path) rc = server_save(s);
     for (int tries = 0; s->ninflight && tries < 200; tries++) {
         reap(s);
         if (s->ninflight) {

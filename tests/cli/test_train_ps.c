@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "train/tiny_data.h"
@@ -67,6 +68,25 @@ static void two_servers_split_the_weights(void)
     CHECK(strstr(out, "server 0 (sync)") && strstr(out, "server 1 (sync)"), "%s", out);
 }
 
+/* A server that dies stops the job naming it; its checkpoint of the last --save-every
+ * resumes the job (servers from their shards, workers from worker 0's step). */
+static void dead_server_stops_job_and_shards_resume(void)
+{
+    int rc = run("other.cfg --data . --ps -n 2 --max-steps 400 --threads 1 --save ps.ckpt --save-every 5 "
+                 "--debug-die-rank 0 --debug-die-step 12");
+    CHECK(rc != 0, "the job went on without its server: %s", out);
+    CHECK(strstr(out, "rank 0 was killed by SIGKILL") != NULL, "%s", out);
+    char path[512];
+    snprintf(path, sizeof path, "%s/ps.ckpt.server0", dir);
+    CHECK(access(path, R_OK) == 0, "no server checkpoint %s", path);
+    rc = run("other.cfg --data . --ps -n 2 --max-steps 30 --threads 1 --resume ps.ckpt");
+    CHECK(rc == 0, "resume: exit %d: %s", rc, out);
+    CHECK(strstr(out, "steps 11..30") != NULL, "workers did not continue from step 10: %s", out);
+    /* a shard of another model is refused with a clear line */
+    rc = run("mlp.cfg --data . --ps -n 2 --max-steps 30 --threads 1 --resume ps.ckpt");
+    CHECK(rc != 0, "a foreign checkpoint was accepted: %s", out);
+}
+
 static void usage_errors(void)
 {
     CHECK(run("mlp.cfg --data . --ps") == 2 && strstr(out, "--ps needs ranks"), "%s", out);
@@ -84,6 +104,7 @@ int main(void)
     RUN(each_mode_trains);
     RUN(ssp_holds_back_fast_workers);
     RUN(two_servers_split_the_weights);
+    RUN(dead_server_stops_job_and_shards_resume);
     RUN(usage_errors);
     tiny_remove_dir(dir);
     return check_end();
