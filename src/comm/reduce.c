@@ -214,6 +214,24 @@ uint16_t sh_f32_to_bf16(float f)
     __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,"              \
                           "prefer-vector-width=512")))
 #endif
+/* bfloat16 the same way as the generic code, in AVX-512 integer instructions (vpmovdw to
+ * narrow): the generic vectors compile to a slower permute here. */
+#define KBF16_LOAD(x, h)                                                                   \
+    (x) = (V)_mm512_slli_epi32(                                                            \
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(h))), 16)
+#define KBF16_STORE(h, x)                                                                  \
+    do {                                                                                   \
+        __m512i u_ = (__m512i)(x);                                                         \
+        __m512i hi_ = _mm512_srli_epi32(u_, 16);                                           \
+        __m512i rq_ = _mm512_srli_epi32(                                                   \
+            _mm512_add_epi32(_mm512_add_epi32(u_, _mm512_set1_epi32(0x7fff)),              \
+                             _mm512_and_si512(hi_, _mm512_set1_epi32(1))),                 \
+            16);                                                                           \
+        __mmask16 nan_ = _mm512_cmpgt_epu32_mask(                                          \
+            _mm512_and_si512(u_, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000)); \
+        rq_ = _mm512_mask_mov_epi32(rq_, nan_, _mm512_or_si512(hi_, _mm512_set1_epi32(0x40))); \
+        _mm256_storeu_si256((__m256i *)(h), _mm512_cvtepi32_epi16(rq_));                   \
+    } while (0)
 #define KF16_W 16
 #define KF16_LOAD(x, h) (x) = (V)_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h)))
 #define KF16_STORE(h, x)                                                                   \

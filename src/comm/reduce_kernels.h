@@ -94,9 +94,10 @@
         }                                                                                  \
     } while (0)
 
-/* bfloat16 <-> float32 with vector integer operations (every set): widen is a shift;
- * narrowing rounds to nearest even by adding 0x7fff + the kept lowest bit; NaN is kept
- * quiet (0x40) instead of rounded. */
+/* bfloat16 <-> float32 with vector integer operations (every set that does not define its
+ * own): widen is a shift; narrowing rounds to nearest even by adding 0x7fff + the kept
+ * lowest bit; NaN is kept quiet (0x40) instead of rounded. */
+#ifndef KBF16_LOAD
 #define KBF16_LOAD(x, h)                                                                   \
     do {                                                                                   \
         VH h_;                                                                             \
@@ -113,6 +114,7 @@
         VH o_ = __builtin_convertvector(rr_, VH);                                           \
         memcpy((h), &o_, sizeof o_);                                                       \
     } while (0)
+#endif
 
 KATTR static void KN(reduce3)(void *dst, const void *a, const void *b, size_t count,
                               shoal_dtype dt, shoal_op op)
@@ -130,6 +132,7 @@ KATTR static void KN(reduce3)(void *dst, const void *a, const void *b, size_t co
         typedef int32_t VI __attribute__((vector_size(KF16_W * 4)));
         typedef uint32_t VU __attribute__((vector_size(KF16_W * 4)));
         typedef uint16_t VH __attribute__((vector_size(KF16_W * 2)));
+        enum { VU_NBYTES_ = sizeof(VU), VH_NBYTES_ = sizeof(VH) }; /* used by KBF16_* */
         if (dt == SHOAL_FLOAT16)
             KHALF(KF16_LOAD, KF16_STORE);
         else
@@ -197,7 +200,7 @@ KATTR static void KN(avg_finish)(void *dst, size_t count, shoal_dtype dt, int di
         typedef int32_t VI __attribute__((vector_size(KF16_W * 4)));
         typedef uint32_t VU __attribute__((vector_size(KF16_W * 4)));
         typedef uint16_t VH __attribute__((vector_size(KF16_W * 2)));
-        enum { VI_NBYTES_ = sizeof(VI) };
+        enum { VI_NBYTES_ = sizeof(VI), VU_NBYTES_ = sizeof(VU), VH_NBYTES_ = sizeof(VH) };
         if (dt == SHOAL_FLOAT16)
             KHALF_DIV(KF16_LOAD, KF16_STORE);
         else
