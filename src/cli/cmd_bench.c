@@ -66,6 +66,12 @@ static double bus_factor(bench_kind k, int n)
     }
 }
 
+/* nccl-tests' time column: fewer decimals as the time grows, so it keeps 7 characters. */
+static void time_str(char *buf, size_t cap, double us)
+{
+    snprintf(buf, cap, us >= 10000 ? "%7.0f" : us >= 100 ? "%7.1f" : "%7.2f", us);
+}
+
 static void fill(void *buf, size_t count, shoal_dtype dt, int rank, size_t salt)
 {
     for (size_t i = 0; i < count; i++) {
@@ -299,7 +305,7 @@ int sh_cmd_bench(int argc, char **argv)
     for (size_t nbytes = min_nbytes;; ) {
         size_t total = nbytes / es;                 /* nccl-tests: size is the whole buffer */
         size_t count = blocked ? total / (size_t)n : total;
-        size_t shown = blocked ? count * (size_t)n : count;
+        size_t shown = blocked ? count * (size_t)n : count; /* the count column is per rank, as there */
         double t_us[2] = {0, 0};
         long wrong[2] = {0, 0};
         for (int inplace = 0; inplace < 2 && rc == SHOAL_OK; inplace++) {
@@ -320,8 +326,6 @@ int sh_cmd_bench(int argc, char **argv)
                 size_t salt = nbytes % 3;
                 unsigned char *fill_at = inplace ? (b.kind == B_ALLGATHER ? recv + (size_t)r * count * es : recv) : send;
                 fill(fill_at, send_n, b.dt, r, salt);
-                if (inplace && b.kind == B_ALLGATHER) { /* nothing else to fill */
-                }
                 rc = call(c, &b, sp, rp, count);
                 long wr = rc == SHOAL_OK ? check(c, &b, sp, rp, count, salt) : 0;
                 if (rc == SHOAL_OK) rc = shoal_allreduce(c, &wr, &wrong[inplace], 1, SHOAL_INT64, SHOAL_SUM);
@@ -335,7 +339,7 @@ int sh_cmd_bench(int argc, char **argv)
             algbw[k] = t_us[k] > 0 ? (double)row_nbytes / (t_us[k] * 1e-6) / 1e9 : 0;
             busbw[k] = algbw[k] * bus_factor(b.kind, n);
         }
-        busbw_sum += busbw[1];
+        busbw_sum += busbw[0] + busbw[1]; /* nccl-tests averages both placements */
         rows++;
         if (r == 0) {
             if (json) {
@@ -343,7 +347,7 @@ int sh_cmd_bench(int argc, char **argv)
                        "\"time_us\": %.3f, \"algbw_gb_s\": %.4f, \"busbw_gb_s\": %.4f, \"wrong\": %ld, "
                        "\"inplace_time_us\": %.3f, \"inplace_algbw_gb_s\": %.4f, \"inplace_busbw_gb_s\": %.4f, "
                        "\"inplace_wrong\": %ld}",
-                       rows > 1 ? "," : "", row_nbytes, shown, shoal_dtype_name(b.dt),
+                       rows > 1 ? "," : "", row_nbytes, count, shoal_dtype_name(b.dt),
                        reduces ? shoal_op_name(b.op) : "none", rooted ? b.root : -1, t_us[0], algbw[0], busbw[0],
                        do_check ? wrong[0] : -1L, t_us[1], algbw[1], busbw[1], do_check ? wrong[1] : -1L);
             } else {
@@ -352,9 +356,11 @@ int sh_cmd_bench(int argc, char **argv)
                     snprintf(w0, sizeof w0, "%ld", wrong[0]);
                     snprintf(w1, sizeof w1, "%ld", wrong[1]);
                 }
-                printf("%12zu  %12zu  %8s  %6s  %6d  %7.2f  %6.2f  %6.2f  %5s  %7.2f  %6.2f  %6.2f  %5s\n",
-                       row_nbytes, shown, nccl_type(b.dt), reduces ? shoal_op_name(b.op) : "none",
-                       rooted ? b.root : -1, t_us[0], algbw[0], busbw[0], w0, t_us[1], algbw[1], busbw[1], w1);
+                char ts[2][32];
+                for (int k = 0; k < 2; k++) time_str(ts[k], sizeof ts[k], t_us[k]);
+                printf("%12zu  %12zu  %8s  %6s  %6d  %7s  %6.2f  %6.2f  %5s  %7s  %6.2f  %6.2f  %5s\n",
+                       row_nbytes, count, nccl_type(b.dt), reduces ? shoal_op_name(b.op) : "none",
+                       rooted ? b.root : -1, ts[0], algbw[0], busbw[0], w0, ts[1], algbw[1], busbw[1], w1);
             }
             fflush(stdout);
         }
@@ -371,7 +377,7 @@ int sh_cmd_bench(int argc, char **argv)
         return SH_EXIT_FAIL;
     }
     if (r == 0) {
-        double avg = rows ? busbw_sum / rows : 0;
+        double avg = rows ? busbw_sum / (2.0 * rows) : 0;
         if (json) printf("\n], \"wrong\": %ld, \"avg_busbw_gb_s\": %.4f}\n", total_wrong, avg);
         else {
             printf("# Out of bounds values : %ld %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
