@@ -228,8 +228,8 @@ int sh_launch_run(const sh_launch_opts *o, char *const argv[])
         }
     }
 
-    int failed = -1, left = n, stopping = 0;
-    uint64_t kill_at = 0;
+    int failed = -1, left = n, stopping = 0, orphans_killed = 0;
+    uint64_t kill_at = 0, orphans_at = 0;
     struct pollfd *pf = calloc((size_t)(2 * n + 1), sizeof *pf);
     int *who = calloc((size_t)(2 * n + 1), sizeof *who);
     for (;;) {
@@ -245,6 +245,24 @@ int sh_launch_run(const sh_launch_opts *o, char *const argv[])
                     who[np++] = k * 2 + s;
                 }
         if (left == 0 && np == 1) break;
+        if (left == 0) { /* every rank is gone but something they started still holds a pipe */
+            uint64_t now = sh_now_ns();
+            if (!orphans_at) {
+                orphans_at = now + 300000000ull; /* let it finish writing, then end the groups */
+            } else if (now > orphans_at && !orphans_killed) {
+                for (int k = 0; k < n; k++) kill(-rp[k].pid, SIGKILL);
+                orphans_killed = 1;
+                orphans_at = now + 1000000000ull;
+            } else if (now > orphans_at) { /* escaped its group (setsid): stop reading it */
+                for (int k = 0; k < n; k++)
+                    for (int s = 0; s < 2; s++)
+                        if (rp[k].fd[s] >= 0) {
+                            close(rp[k].fd[s]);
+                            rp[k].fd[s] = -1;
+                        }
+                break;
+            }
+        }
         poll(pf, (nfds_t)np, 50);
         for (int i = 0; i < np; i++) {
             if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
@@ -274,21 +292,19 @@ int sh_launch_run(const sh_launch_opts *o, char *const argv[])
                 if (bad && failed < 0 && !rp[k].killed_by_us && !stopping) {
                     failed = k;
                     stopping = 1;
-                    for (int j = 0; j < n; j++)
-                        if (!rp[j].exited) {
-                            kill(-rp[j].pid, SIGTERM);
-                            rp[j].killed_by_us = 1;
-                        }
+                    for (int j = 0; j < n; j++) { /* exited ranks too: what they started dies with them */
+                        kill(-rp[j].pid, SIGTERM);
+                        if (!rp[j].exited) rp[j].killed_by_us = 1;
+                    }
                     kill_at = sh_now_ns() + (uint64_t)(o->grace_ms > 0 ? o->grace_ms : 3000) * 1000000ull;
                 }
             }
         }
         if (kill_at && sh_now_ns() > kill_at) {
-            for (int k = 0; k < n; k++)
-                if (!rp[k].exited) {
-                    kill(-rp[k].pid, SIGKILL);
-                    rp[k].killed_by_us = 1;
-                }
+            for (int k = 0; k < n; k++) {
+                kill(-rp[k].pid, SIGKILL);
+                if (!rp[k].exited) rp[k].killed_by_us = 1;
+            }
             kill_at = 0;
         }
     }

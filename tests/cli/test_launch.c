@@ -79,6 +79,72 @@ static void killed_rank_reports_signal(void)
     CHECK(strstr(out, "rank 0 was killed by SIGKILL") != NULL, "%s", out);
 }
 
+/* A process gone, or a zombie waiting for its reaper. */
+static int dead(int pid)
+{
+    char path[64], st[256] = "";
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 1;
+    size_t n = fread(st, 1, sizeof st - 1, f);
+    fclose(f);
+    st[n] = 0;
+    const char *p = strrchr(st, ')');
+    return p && (p[2] == 'Z' || p[2] == 'X');
+}
+
+static int read_pid(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    int pid = 0;
+    if (f) {
+        if (fscanf(f, "%d", &pid) != 1) pid = 0;
+        fclose(f);
+    }
+    unlink(path);
+    return pid;
+}
+
+/* Grandchildren share their rank's fate: a failed rank's and a stopped rank's background
+ * processes die with the job, and one left holding the output pipe does not hold the launcher. */
+static void grandchildren_die_with_the_job(void)
+{
+    char dir[64], args[1024];
+    snprintf(dir, sizeof dir, "/tmp/shoal-launch-gc.%d", (int)getpid());
+    snprintf(args, sizeof args,
+             "launch -n 2 -- sh -c 'sleep 30 & echo $! > %s.$SHOAL_RANK; "
+             "if [ $SHOAL_RANK = 0 ]; then while [ ! -s %s.1 ]; do sleep 0.05; done; exit 3; fi; wait'",
+             dir, dir);
+    uint64_t t0 = sh_now_ns();
+    int rc = run(args);
+    double s = (double)(sh_now_ns() - t0) / 1e9;
+    CHECK(rc == 3, "exit %d: %s", rc, out);
+    CHECK(s < 10, "took %.1f s", s);
+    for (int r = 0; r < 2; r++) {
+        char path[96];
+        snprintf(path, sizeof path, "%s.%d", dir, r);
+        int pid = read_pid(path);
+        for (int i = 0; i < 40 && pid > 0 && !dead(pid); i++) usleep(50000);
+        CHECK(pid > 0 && dead(pid), "rank %d's background sleep (pid %d) outlived the job", r, pid);
+        if (pid > 0 && !dead(pid)) kill(pid, SIGKILL);
+    }
+    /* every rank succeeds but leaves a background process on the output pipe */
+    snprintf(args, sizeof args, "launch -n 2 -- sh -c 'sleep 30 & echo $! > %s.$SHOAL_RANK; echo done'", dir);
+    t0 = sh_now_ns();
+    rc = run(args);
+    s = (double)(sh_now_ns() - t0) / 1e9;
+    CHECK(rc == 0 && count(out, "done") == 2, "exit %d: %s", rc, out);
+    CHECK(s < 10, "the launcher waited %.1f s for its ranks' leftovers", s);
+    for (int r = 0; r < 2; r++) {
+        char path[96];
+        snprintf(path, sizeof path, "%s.%d", dir, r);
+        int pid = read_pid(path);
+        for (int i = 0; i < 40 && pid > 0 && !dead(pid); i++) usleep(50000);
+        CHECK(pid > 0 && dead(pid), "rank %d's leftover (pid %d) still runs", r, pid);
+        if (pid > 0 && !dead(pid)) kill(pid, SIGKILL);
+    }
+}
+
 static void sigint_is_forwarded(void)
 {
     const char *bin = getenv("SHOAL_BIN");
@@ -176,6 +242,7 @@ int main(void)
     RUN(lines_never_interleave);
     RUN(one_failure_stops_all);
     RUN(killed_rank_reports_signal);
+    RUN(grandchildren_die_with_the_job);
     RUN(sigint_is_forwarded);
     RUN(output_dir_holds_files);
     RUN(usage_errors);
