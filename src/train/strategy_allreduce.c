@@ -77,7 +77,7 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
     if (nstats) SH_TRY(shoal_broadcast(d->c, stats, stats, nstats, SHOAL_FLOAT32, 0));
     /* Buckets of whole layers, last layer first. */
     int nl = sh_net_nlayers(net);
-    size_t cap = (size_t)((d->o.bucket_mb > 0 ? d->o.bucket_mb : 4.0) * 1024 * 1024 / sizeof(float));
+    size_t cap = (size_t)((d->o.bucket_mb > 0 ? d->o.bucket_mb : 1.0) * 1024 * 1024 / sizeof(float));
     if (cap == 0) cap = 1;
     d->bucket_of_layer = calloc((size_t)nl, sizeof(int));
     d->b = calloc((size_t)nl + 1, sizeof(bucket));

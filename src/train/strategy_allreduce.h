@@ -8,7 +8,7 @@
 #include "train/strategy.h"
 
 typedef struct {
-    double bucket_mb;  /* gradient bucket size; 0: 4 MiB */
+    double bucket_mb;  /* gradient bucket size; 0: 1 MiB (bench/dp/buckets.sh) */
     int batch;         /* this rank's batch, checked equal on every rank at attach */
     int die_rank;      /* debugging (fault tests): this rank SIGKILLs itself ... */
     int64_t die_step;  /* ... when it begins this step; < 0: never */
