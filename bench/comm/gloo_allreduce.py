@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """gloo_allreduce.py - the torch.distributed side of bench/comm/run.sh: gloo allreduce
 (float32 sum, in place, as gloo does it) on N local processes, timed like nccl-tests (mean
-over iterations of the slowest rank); rank 0 prints one JSON row per size.
+over iterations of the slowest rank); rank 0 prints one JSON row per size, MIN,
+MIN*FACTOR, ... and MAX itself.
   python3 bench/comm/gloo_allreduce.py --nranks 2 --min 8 --max 67108864 --factor 4
 """
 import argparse
@@ -19,7 +20,7 @@ def worker(rank, a):
     dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % a.port, rank=rank, world_size=a.nranks)
     n = a.nranks
     nb = a.min
-    while nb <= a.max:
+    while True:
         t = torch.ones(nb // 4, dtype=torch.float32)
         iters = a.small if nb <= (1 << 20) else a.large
         for _ in range(max(2, iters // 10)):
@@ -34,7 +35,9 @@ def worker(rank, a):
             s = float(el[0])
             print(json.dumps({"size": nb, "time_us": s * 1e6,
                               "busbw_gb_s": nb / s / 1e9 * 2.0 * (n - 1) / n if n > 1 else 0.0}), flush=True)
-        nb *= a.factor
+        if nb >= a.max:
+            break
+        nb = min(nb * a.factor, a.max)  # the last size is MAX itself, as shoal bench does
     dist.destroy_process_group()
 
 
