@@ -1,7 +1,8 @@
 /* test_train_dp.c — proves data-parallel `shoal train -n N` end to end (cmd_train.c's
  * relaunch, src/cli/train_dist.c): a killed rank stops the job within the deadline with a
  * message naming it, the last checkpoint is intact and the job resumes from it on another
- * number of ranks; only rank 0 prints; bad scaling options are clear usage errors. */
+ * number of ranks; SIGINT stops every rank at one step and rank 0 saves, SIGHUP saves and
+ * the job goes on; only rank 0 prints; bad scaling options are clear usage errors. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +84,59 @@ static void sigint_stops_every_rank_at_one_step(void)
     CHECK(rc == 0, "resume after SIGINT: exit %d: %s", rc, out);
 }
 
+/* SIGHUP on the launcher: rank 0 saves at a step all ranks agreed on and the job goes on;
+ * a later SIGINT stops it at a later step. */
+static void sighup_saves_and_goes_on(void)
+{
+    const char *bin = getenv("SHOAL_BIN");
+    char log[512], ck[512];
+    snprintf(log, sizeof log, "%s/hup.log", dir);
+    snprintf(ck, sizeof ck, "%s/hup.ckpt", dir);
+    pid_t p = fork();
+    if (p == 0) {
+        if (chdir(dir) != 0 || !freopen(log, "w", stdout) || dup2(1, 2) < 0) _exit(126);
+        execl(bin ? bin : "build/shoal", "shoal", "train", "other.cfg", "--data", ".", "-n", "2", "--threads", "1",
+              "--max-steps", "100000000", "--save", "hup.ckpt", (char *)NULL);
+        _exit(127);
+    }
+    usleep(1200000); /* training is under way */
+    kill(p, SIGHUP);
+    int saved = 0;
+    for (int i = 0; i < 100 && !saved; i++) { /* up to 10 s for the save */
+        usleep(100000);
+        saved = access(ck, R_OK) == 0;
+    }
+    CHECK(saved, "no checkpoint %s after SIGHUP", ck);
+    usleep(300000);
+    CHECK(waitpid(p, NULL, WNOHANG) == 0, "the job ended after SIGHUP");
+    kill(p, SIGINT);
+    int st = 0;
+    waitpid(p, &st, 0);
+    /* the progress lines of ~100000 tiny steps run to megabytes: keep the lines that count */
+    FILE *f = fopen(log, "r");
+    char line[1024];
+    size_t n = 0;
+    out[0] = 0;
+    while (f && fgets(line, sizeof line, f))
+        if ((strstr(line, "saved") || strstr(line, "stopped") || strstr(line, "rror")) &&
+            n + strlen(line) < sizeof out) {
+            memcpy(out + n, line, strlen(line) + 1);
+            n += strlen(line);
+        }
+    if (f) fclose(f);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "launcher status %d: %s", st, out);
+    const char *h = strstr(out, "[rank 0] saved hup.ckpt at step "), *e = strstr(out, "(stop requested)");
+    long hup_step = h ? atol(h + strlen("[rank 0] saved hup.ckpt at step ")) : -1, stop_step = -1;
+    if (e) {
+        const char *q = e;
+        while (q > out && q[-1] != 'p') q--; /* back to "at step N " */
+        stop_step = atol(q + 1);
+    }
+    CHECK(h && strstr(h, "(SIGHUP)"), "no SIGHUP save line from rank 0: %s", out);
+    CHECK(!strstr(out, "[rank 1] saved"), "rank 1 saved too: %s", out);
+    CHECK(hup_step > 0 && stop_step > hup_step, "SIGHUP save at step %ld, stop at %ld: %s", hup_step, stop_step, out);
+}
+
 static void usage_errors(void)
 {
     CHECK(run("", "other.cfg --data . -n 2 --scaling medium") == 2 && strstr(out, "strong or weak"), "%s", out);
@@ -103,6 +157,7 @@ int main(void)
     RUN(trains_and_only_rank0_prints);
     RUN(killed_rank_stops_all_and_checkpoint_resumes);
     RUN(sigint_stops_every_rank_at_one_step);
+    RUN(sighup_saves_and_goes_on);
     RUN(usage_errors);
     tiny_remove_dir(dir);
     return check_end();
