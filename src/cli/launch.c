@@ -109,6 +109,7 @@ int sh_launch_run(const sh_launch_opts *o, char *const argv[])
 {
     int n = o->nranks;
     const char *tag = o->tag ? o->tag : "launch";
+
     char port[16], key[65], nstr[16];
     long user_port = 0; /* the user's choice passes through; else a free port */
     if (sh_env_is_set("SHOAL_MASTER_PORT") && sh_env_long("SHOAL_MASTER_PORT", &user_port) != SHOAL_OK) {
@@ -121,9 +122,10 @@ int sh_launch_run(const sh_launch_opts *o, char *const argv[])
         snprintf(key, sizeof key, "%.64s", env_key);
     } else {
         unsigned char rnd[32];
-        if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
-            uint64_t t = sh_now_ns() ^ (uint64_t)getpid();
-            for (int i = 0; i < 32; i++) rnd[i] = (unsigned char)(t >> (i % 8 * 8)) ^ (unsigned char)(i * 37);
+        if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) { /* never a guessable key */
+            fprintf(stderr, "shoal %s: getrandom failed (%s): set SHOAL_JOB_KEY to 64 hex digits yourself\n", tag,
+                    strerror(errno));
+            return 1;
         }
         for (int i = 0; i < 32; i++) sprintf(key + 2 * i, "%02x", rnd[i]);
     }
@@ -169,8 +171,14 @@ int sh_launch_run(const sh_launch_opts *o, char *const argv[])
             fprintf(stderr, "shoal %s: pipe: %s\n", tag, strerror(errno));
             return 1;
         }
+        int exec_st[2]; /* the child's execvp errno, or end of file once it ran */
+        if (pipe2(exec_st, O_CLOEXEC) < 0) {
+            fprintf(stderr, "shoal %s: pipe: %s\n", tag, strerror(errno));
+            return 1;
+        }
         pid_t pid = fork();
         if (pid == 0) {
+            close(exec_st[0]);
             setpgid(0, 0);
             if (bind_cores) { /* rank k gets its share of the cores, as mpirun binds */
                 long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -204,8 +212,24 @@ int sh_launch_run(const sh_launch_opts *o, char *const argv[])
             dup2(o->output_dir ? fout : p_out[1], 1);
             dup2(o->output_dir ? ferr : p_err[1], 2);
             execvp(argv[0], argv);
-            fprintf(stderr, "cannot run \"%s\": %s\n", argv[0], strerror(errno));
+            int e = errno;
+            if (write(exec_st[1], &e, sizeof e) < 0) { /* the parent reports it */
+            }
             _exit(127);
+        }
+        close(exec_st[1]);
+        int exec_errno = 0;
+        ssize_t got;
+        while ((got = read(exec_st[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {
+        }
+        close(exec_st[0]);
+        if (pid > 0 && got == (ssize_t)sizeof exec_errno) { /* one line, not one per rank */
+            fprintf(stderr, "shoal %s: cannot run \"%s\": %s (check the name, or give its path)\n", tag, argv[0],
+                    exec_errno == ENOENT && !strchr(argv[0], '/') ? "not found in PATH" : strerror(exec_errno));
+            waitpid(pid, NULL, 0);
+            for (int j = 0; j < k; j++) kill(-rp[j].pid, SIGKILL);
+            for (int j = 0; j < k; j++) waitpid(rp[j].pid, NULL, 0);
+            return 127;
         }
         if (pid < 0) {
             fprintf(stderr, "shoal %s: fork: %s\n", tag, strerror(errno));

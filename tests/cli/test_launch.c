@@ -211,6 +211,9 @@ static void usage_errors(void)
     CHECK(run("launch -n 0 true") == 2 && strstr(out, "-n takes"), "%s", out);
     CHECK(run("launch -n 2") == 2 && strstr(out, "no command"), "%s", out);
     CHECK(run("launch -n 2 -- /no/such/program") == 127 && strstr(out, "cannot run"), "%s", out);
+    CHECK(run("launch -n 3 -- no-such-program-anywhere") == 127 && strstr(out, "not found in PATH") &&
+              count(out, "\n") == 1 && !strstr(out, "[rank"),
+          "want one line: %s", out);
     CHECK(run("bench frobnicate") == 2 && strstr(out, "unknown collective"), "%s", out);
     CHECK(run("bench allreduce -d complex") == 2 && strstr(out, "data type"), "%s", out);
     CHECK(run("bench allreduce -b 1Q") == 2 && strstr(out, "bad size"), "%s", out);
