@@ -12,7 +12,8 @@
 # out-of-place operation, time = mean over the iterations of the slowest rank; the last
 # size is MAX itself. Open MPI runs with mpirun's default binding (2 ranks) and
 # --oversubscribe (4 ranks); MPICH with mpiexec's defaults; shoal under `shoal launch`.
-# Results: bench/out/comm/ (raw JSON rows, table.txt) and the table on stdout.
+# Results: bench/out/comm/ (raw JSON rows, table.txt) and the table on stdout;
+# SUMMARY_ONLY=1 prints the table again from the last run's rows.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 REPS=${REPS:-3}
@@ -28,6 +29,9 @@ BUILD=${BUILD:-build}
 PY=/usr/bin/python3
 OUT=bench/out/comm
 mkdir -p "$OUT"
+if [ "${SUMMARY_ONLY:-0}" = 1 ]; then # only the table again, from the last run's rows
+    [ -s "$OUT/rows.jsonl" ] || { echo "run.sh: SUMMARY_ONLY=1 but no $OUT/rows.jsonl: run without it first" >&2; exit 2; }
+else
 rm -f "$OUT"/*.jsonl
 make -s -j2 BUILD="$BUILD" "$BUILD/shoal" >&2
 SHOAL="$BUILD/shoal"
@@ -87,6 +91,7 @@ for rep in $(seq "$REPS"); do
     done
 done
 "$OUT/membw" >"$OUT/membw.jsonl"
+fi
 
 $PY - "$OUT/rows.jsonl" "$OUT/membw.jsonl" "$REPS" <<'PY' | tee "$OUT/table.txt"
 import json, statistics, sys
@@ -114,7 +119,7 @@ for coll in ["allreduce"] + sorted({r["coll"] for r in rows} - {"allreduce"}):
             b = {i: get(i, coll, n, s, "busbw_gb_s") for i in impls}
             print(f"{s:>11} " + " ".join(f"{b[i]:8.3f}" for i in impls) + " " +
                   " ".join(f"{ratio(b['shoal'], b[i]):9.2f}" for i in impls[1:]))
-        s0 = sizes[0]
+        s0 = next((s for s in sizes if s > 0), sizes[0])  # 4 ranks round 8 B of a split collective to 0
         print(f"latency at {s0} B (us): " + ", ".join(f"{i} {get(i, coll, n, s0, 'time_us'):.2f}" for i in impls))
 print()
 for m in mem:
