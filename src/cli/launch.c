@@ -229,6 +229,20 @@ int sh_launch_run(const sh_launch_opts *o, char *const argv[])
             waitpid(pid, NULL, 0);
             for (int j = 0; j < k; j++) kill(-rp[j].pid, SIGKILL);
             for (int j = 0; j < k; j++) waitpid(rp[j].pid, NULL, 0);
+            for (int j = 0; j <= k; j++) {
+                for (int t = 0; t < 2; t++) {
+                    if (j < k && rp[j].fd[t] >= 0) close(rp[j].fd[t]);
+                    free(rp[j].buf[t]);
+                }
+            }
+            int fds[4] = {p_out[0], p_out[1], p_err[0], p_err[1]};
+            for (int t = 0; t < 4; t++)
+                if (fds[t] >= 0) close(fds[t]);
+            if (fout >= 0) close(fout);
+            if (ferr >= 0) close(ferr);
+            free(rp);
+            close(sig_pipe[0]);
+            close(sig_pipe[1]);
             return 127;
         }
         if (pid < 0) {
