@@ -18,7 +18,8 @@ static void usage(FILE *f)
             "Output lines are prefixed \"[rank K] \" (or written to DIR/rank-K.out and .err).\n"
             "SIGINT, SIGTERM and SIGHUP are forwarded to every rank. When a rank fails, the\n"
             "others are stopped (SIGTERM, then SIGKILL after --grace-ms, default 3000) and\n"
-            "shoal launch exits with that rank's code, naming it.\n"
+            "shoal launch exits with that rank's code, naming it. Each rank runs in its own\n"
+            "process group: what a rank starts is ended with the job.\n"
             "Across hosts, use mpirun, mpiexec or srun: shoal reads their variables.\n");
 }
 
