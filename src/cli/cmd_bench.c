@@ -44,7 +44,7 @@ static int parse_size(const char *s, size_t *out)
     else if (*end == 'M' || *end == 'm') mult = 1024.0 * 1024, end++;
     else if (*end == 'G' || *end == 'g') mult = 1024.0 * 1024 * 1024, end++;
     if (*end == 'B' || *end == 'b') end++;
-    if (*end) return -1;
+    if (*end || !(v * mult < 1e15)) return -1; /* NaN, inf and sizes past a petabyte */
     *out = (size_t)(v * mult);
     return 0;
 }

@@ -217,6 +217,9 @@ static void usage_errors(void)
     CHECK(run("bench frobnicate") == 2 && strstr(out, "unknown collective"), "%s", out);
     CHECK(run("bench allreduce -d complex") == 2 && strstr(out, "data type"), "%s", out);
     CHECK(run("bench allreduce -b 1Q") == 2 && strstr(out, "bad size"), "%s", out);
+    CHECK(run("bench allreduce -e 99999999999G") == 2 && strstr(out, "bad size"), "%s", out);
+    CHECK(run("bench allreduce -b nan") == 2 && strstr(out, "bad size"), "%s", out);
+    CHECK(run("bench allreduce -b 4K -e 1K") == 2 && strstr(out, "larger than -e"), "%s", out);
 }
 
 /* End to end: every collective checked by shoal bench under shoal launch. */
