@@ -191,17 +191,19 @@ static shoal_result pair_allreduce(shoal_comm *c, const sh_coll *op)
     memcpy(out, &me, sizeof me);
     if (nb) memcpy(out + sizeof me, op->send, nb);
     int peer = 1 - c->rank;
+    /* Expect the peer's descriptor and data in one go: if its call differs, its message may
+     * be shorter, but it compares our descriptor, finds the mismatch and aborts the link,
+     * which ends this wait with its reason. */
     sh_xfer_op ops[2] = {{c->coll[peer], SH_XFER_SEND, out, sizeof me + nb, 0, NULL},
-                         {c->coll[peer], SH_XFER_RECV, in, sizeof me, 0, NULL}};
+                         {c->coll[peer], SH_XFER_RECV, in, sizeof me + nb, 0, NULL}};
     sh_xfer_ctx x;
     sh_comm_xfer_ctx(c, "allreduce", &x);
-    SH_TRY(sh_xfer(&x, ops, 2));
+    shoal_result xrc = sh_xfer(&x, ops, 2);
     desc theirs;
     memcpy(&theirs, in, sizeof theirs);
-    SH_TRY(compare_desc(c, &me, &theirs, peer));
+    if (ops[1].done >= sizeof theirs) SH_TRY(compare_desc(c, &me, &theirs, peer));
+    SH_TRY(xrc);
     if (nb) {
-        sh_xfer_op rest = {c->coll[peer], SH_XFER_RECV, in + sizeof me, nb, 0, NULL};
-        SH_TRY(sh_xfer(&x, &rest, 1));
         /* lower rank's value first on both ranks: the same expression everywhere */
         const void *lo = c->rank == 0 ? op->send : in + sizeof me, *hi = c->rank == 0 ? in + sizeof me : op->send;
         sh_reduce3(op->recv, lo, hi, op->count, op->dt, op->op);

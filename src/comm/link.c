@@ -222,9 +222,10 @@ shoal_result sh_xfer(const sh_xfer_ctx *x, sh_xfer_op *ops, int nops)
             if (!stage) return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory for staging");
         }
 
-    uint64_t last_ns = sh_now_ns();
+    uint64_t last_ns = 0; /* read lazily: a transfer that completes at once never asks */
     uint64_t spin_ns = (uint64_t)(x->spin_us > 0 ? x->spin_us : 0) * 1000;
     uint64_t timeout_ns = (uint64_t)(x->timeout_ms > 0 ? x->timeout_ms : 60000) * 1000000ull;
+    unsigned idle_polls = 0;
     for (;;) {
         int pending = 0;
         size_t moved = 0;
@@ -241,11 +242,17 @@ shoal_result sh_xfer(const sh_xfer_ctx *x, sh_xfer_op *ops, int nops)
             if (!op_done(&ops[i], &cys[i])) pending++;
         }
         if (!pending) return SHOAL_OK;
-        uint64_t now = sh_now_ns();
+        /* The clock is read only every few idle polls (it costs as much as a poll), and a
+         * poll that moved bytes restarts the idle period. */
         if (moved) {
-            last_ns = now;
+            idle_polls = 0;
+            last_ns = 0;
             continue;
         }
+        if (++idle_polls < 16 && spin_ns > 0) continue;
+        idle_polls = 0;
+        uint64_t now = sh_now_ns();
+        if (last_ns == 0) last_ns = now;
         uint64_t idle = now - last_ns;
         if (idle > timeout_ns) {
             char names[512] = "", pb[128];

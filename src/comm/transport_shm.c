@@ -378,9 +378,11 @@ shoal_result sh_shm_coll_run(shoal_comm *c, const sh_coll *op)
     size_t base = op->count / (size_t)n, extra = op->count % (size_t)n;
     size_t lo = (size_t)r * base + ((size_t)r < extra ? (size_t)r : extra), len = base + ((size_t)r < extra ? 1 : 0);
     size_t piece = CMA_PIECE_NBYTES / es;
-    unsigned char *tmp = NULL, *own = NULL; /* a peer's piece; ours, kept when in place */
-    SH_TRY(sh_comm_scratch(c, 2 * CMA_PIECE_NBYTES, (void **)&tmp));
-    own = tmp + CMA_PIECE_NBYTES;
+    /* Pieces read from peers alternate between two buffers, so the first two contributions
+     * meet in one three-operand pass (dst = x0 OP x1) and dst is written once per piece. */
+    unsigned char *tmp = NULL, *own = NULL;
+    SH_TRY(sh_comm_scratch(c, 3 * CMA_PIECE_NBYTES, (void **)&tmp));
+    own = tmp + 2 * CMA_PIECE_NBYTES; /* ours, kept when in place */
     int inplace = op->send == op->recv;
     int failed = 0;
     unsigned char *out = (unsigned char *)op->recv;
@@ -388,24 +390,24 @@ shoal_result sh_shm_coll_run(shoal_comm *c, const sh_coll *op)
         size_t m = lo + len - off < piece ? lo + len - off : piece;
         unsigned char *dst = out + off * es;
         const unsigned char *mine_piece = (const unsigned char *)op->send + off * es;
-        if (inplace && r != 0) { /* dst is about to take rank 0's piece: keep ours */
+        if (inplace && r > 1) { /* dst takes ranks 0 and 1 before ours: keep ours */
             memcpy(own, mine_piece, m * es);
             mine_piece = own;
         }
+        const void *first = NULL;
         for (int p = 0; p < n && !failed; p++) {
             const void *src;
             if (p == r) {
                 src = mine_piece;
             } else {
-                failed = cma_read(all[p].pid, tmp, all[p].send + off * es, m * es) != 0;
-                src = tmp;
+                unsigned char *buf = tmp + (size_t)(p & 1) * CMA_PIECE_NBYTES;
+                failed = cma_read(all[p].pid, buf, all[p].send + off * es, m * es) != 0;
+                src = buf;
             }
             if (failed) break;
-            if (p == 0) {
-                if (dst != src) memcpy(dst, src, m * es);
-            } else {
-                sh_reduce(dst, src, m, op->dt, op->op);
-            }
+            if (p == 0) first = src;
+            else if (p == 1) sh_reduce3(dst, first, src, m, op->dt, op->op);
+            else sh_reduce(dst, src, m, op->dt, op->op);
         }
     }
     if (failed) {
