@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/env.h"
@@ -196,13 +197,20 @@ static shoal_result connect_lower(shoal_comm *c, int p, const char *key, uint64_
         int fd = -1;
         char peer[256];
         snprintf(peer, sizeof peer, "%s at %s:%d", sh_comm_peer_name(c, p, pb, sizeof pb), v, pport);
-        rc = sh_net_connect(v, pport, dl, &fd);
-        if (rc == SHOAL_OK) {
-            char ctx[SH_AUTH_CTX_NBYTES];
-            context(c, c->rank, p, plane, ctx, sizeof ctx);
-            rc = sh_auth_client(fd, key, ctx, peer, dl);
-            if (rc == SHOAL_OK) rc = sh_link_fd_create(fd, p, plane ? &c->p2p[p] : &c->coll[p]);
-            if (rc != SHOAL_OK) close(fd);
+        /* A flood of strangers can push this handshake out of the peer's pending set before
+         * it completes (the peer keeps the newest): try again until the deadline. */
+        for (;;) {
+            rc = sh_net_connect(v, pport, dl, &fd);
+            if (rc == SHOAL_OK) {
+                char ctx[SH_AUTH_CTX_NBYTES];
+                context(c, c->rank, p, plane, ctx, sizeof ctx);
+                rc = sh_auth_client(fd, key, ctx, peer, dl);
+                if (rc == SHOAL_OK) rc = sh_link_fd_create(fd, p, plane ? &c->p2p[p] : &c->coll[p]);
+                if (rc != SHOAL_OK) close(fd);
+            }
+            if (rc != SHOAL_ERR_PEER || sh_now_ns() + 100000000ull >= dl) break;
+            struct timespec ts = {0, 50000000L};
+            nanosleep(&ts, NULL);
         }
         if (rc != SHOAL_OK) {
             sh_err_prefix("tcp: connecting to %s: ", peer);

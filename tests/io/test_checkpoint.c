@@ -248,7 +248,9 @@ static int big_is_uniform(const float *big, float *value)
     return 1;
 }
 
-static void child_saves_forever(const char *p, float *big, int limit_fsize)
+/* Saves base+1, base+2, ... until killed: each round's child writes values above every
+ * earlier round's, so a loaded value older than the last one seen means a lost save. */
+static void child_saves_forever(const char *p, float *big, int limit_fsize, int base)
 {
     if (limit_fsize) {
         /* The kernel stops the writer with SIGXFSZ once the file passes 1 MiB: a crash at an
@@ -258,7 +260,7 @@ static void child_saves_forever(const char *p, float *big, int limit_fsize)
         setrlimit(RLIMIT_FSIZE, &fsz);
     }
     for (int k = 1;; k++) {
-        for (size_t i = 0; i < BIG_COUNT; i++) big[i] = (float)k;
+        for (size_t i = 0; i < BIG_COUNT; i++) big[i] = (float)(base + k);
         sh_ckpt_section s = {"big", big, BIG_COUNT * sizeof(float)};
         if (sh_ckpt_save(p, &s, 1) != SHOAL_OK) _exit(3);
     }
@@ -279,7 +281,7 @@ static void killed_writer_leaves_previous_checkpoint_loadable(void)
     for (int round = 0; round <= rounds; round++) {
         int by_fsize = round == 0;
         pid_t pid = fork();
-        if (pid == 0) child_saves_forever(p, big, by_fsize);
+        if (pid == 0) child_saves_forever(p, big, by_fsize, round * 100000);
         CHECK(pid > 0, "fork: %s", strerror(errno));
         if (pid < 0) break;
         if (!by_fsize) {
