@@ -23,18 +23,11 @@ int sh_train_in_job(void)
     return 0;
 }
 
-/* Build the model once (quietly, one step planned) to learn its size, initial weights and
- * optimizer settings: servers start from these weights, as every rank would. */
-static shoal_result probe(const sh_train_opts *o, sh_trainer **out)
+/* The model alone (no dataset, no optimizer): its size, batch, optimizer settings and the
+ * initial weights every rank would draw from the seed, which the servers start from. */
+static shoal_result load_model(const sh_train_opts *o, sh_net **out)
 {
-    sh_train_opts po = *o;
-    po.max_steps = 1;
-    po.quiet = 1;
-    po.strategy = NULL;
-    po.save_path = NULL;
-    po.resume_path = NULL;
-    po.logdir = NULL;
-    return sh_trainer_create(&po, out);
+    return sh_net_load(o->cfg_path, o->batch, o->seed, out);
 }
 
 static sh_ps_config ps_config(sh_net *net, const sh_train_ps_opts *p)
@@ -71,17 +64,17 @@ shoal_result sh_train_ps_rank(const sh_train_opts *o, const sh_train_ps_opts *p,
                      p->nservers, world);
         goto out;
     }
-    sh_trainer *pt = NULL;
-    rc = probe(o, &pt);
+    sh_net *model = NULL;
+    rc = load_model(o, &model);
     if (rc != SHOAL_OK) goto out;
-    sh_ps_config cfg = ps_config(sh_trainer_net(pt), p);
+    sh_ps_config cfg = ps_config(model, p);
     cfg.save_path = o->save_path;
     cfg.save_every = o->save_every_steps;
     cfg.resume_path = o->resume_path;
     if (rank < p->nservers) {
         sh_ps_server *s = NULL;
-        rc = sh_ps_server_create(c, &cfg, sh_net_params(sh_trainer_net(pt)), &s);
-        sh_trainer_destroy(pt);
+        rc = sh_ps_server_create(c, &cfg, sh_net_params(model), &s);
+        sh_net_destroy(model);
         if (rc == SHOAL_OK) rc = sh_ps_server_run(s);
         if (s) {
             sh_ps_stats st;
@@ -99,7 +92,9 @@ shoal_result sh_train_ps_rank(const sh_train_opts *o, const sh_train_ps_opts *p,
         }
         goto out;
     }
-    sh_trainer_destroy(pt);
+    sh_net_destroy(model);
+    cfg.ranges = NULL; /* pointed into the model; workers do not apply the optimizer */
+    cfg.nranges = 0;
     sh_ps_worker_opts wo = p->worker;
     if (rank - p->nservers == p->delay_rank) wo.delay_ms = p->delay_ms;
     sh_strategy *st = NULL;
@@ -134,11 +129,11 @@ shoal_result sh_train_dp_rank(const sh_train_opts *o, const sh_train_dp_opts *d,
     sh_train_opts wo = *o;
     int batch = o->batch;
     if (!batch) { /* the cfg's batch */
-        sh_trainer *pt = NULL;
-        rc = probe(o, &pt);
+        sh_net *model = NULL;
+        rc = load_model(o, &model);
         if (rc != SHOAL_OK) goto out;
-        batch = sh_net_batch(sh_trainer_net(pt));
-        sh_trainer_destroy(pt);
+        batch = sh_net_batch(model);
+        sh_net_destroy(model);
     }
     if (d->strong) {
         if (batch % world) {
