@@ -55,6 +55,8 @@ static const env_var table[] = {
     /* diagnostics */
     {"SHOAL_LOG", "warn", NOT_INT,
      "log level (error, warn, info, debug) and optional subsystems: info,comm,train"},
+    {"SHOAL_PS_LOG_MS", "5000", 0, 86400000,
+     "shoal train --ps: each server logs every worker's clock this often, in ms (0: at the end only)"},
     /* launchers that start ranks for us */
     {"OMPI_COMM_WORLD_RANK", NULL, 0, 1 << 20, "Open MPI: rank"},
     {"OMPI_COMM_WORLD_SIZE", NULL, 1, 1 << 20, "Open MPI: world size"},

@@ -72,6 +72,14 @@ shoal_result sh_train_ps_rank(const sh_train_opts *o, const sh_train_ps_opts *p,
     cfg.save_every = o->save_every_steps;
     cfg.resume_path = o->resume_path;
     if (rank < p->nservers) {
+        long log_ms = 5000;
+        rc = sh_env_long("SHOAL_PS_LOG_MS", &log_ms);
+        if (rc != SHOAL_OK) {
+            sh_net_destroy(model);
+            goto out;
+        }
+        cfg.clock_log = o->quiet ? NULL : stderr; /* each worker's clock and the spread */
+        cfg.clock_log_ms = (int)log_ms;
         sh_ps_server *s = NULL;
         rc = sh_ps_server_create(c, &cfg, sh_net_params(model), &s);
         sh_net_destroy(model);

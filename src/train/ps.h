@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "nn/optim.h"
 #include "shoal/comm.h"
@@ -37,6 +38,10 @@ typedef struct {
     const char *resume_path;
     int die_rank;                 /* fault drills: server die_rank SIGKILLs itself after */
     int64_t die_after;            /* this many rounds of updates; 0: never */
+    /* Clock lines (sh_ps_server_clock_line) written to clock_log every clock_log_ms while
+     * the server runs (0: only one) and once when it ends. NULL: none. */
+    FILE *clock_log;
+    int clock_log_ms;
 } sh_ps_config;
 
 /* Shard k of the vector: [*lo, *lo + *count). */
@@ -60,6 +65,14 @@ shoal_result sh_ps_server_create(shoal_comm *c, const sh_ps_config *cfg, const f
  * stops the job: the others are told, and this returns SHOAL_ERR_PEER naming it. */
 shoal_result sh_ps_server_run(sh_ps_server *s);
 void sh_ps_server_stats(const sh_ps_server *s, sh_ps_stats *out);
+/* This server's view of every worker's clock (pushes it has taken from it), as one line:
+ *   "ps server 0: clocks w0=120 w1=118 w2=121 w3=97 (dropped), spread 3 (slowest w1)"
+ * Workers are numbered from 0 (worker w is rank nservers + w). Dropped workers and those
+ * that said goodbye ("(done)") are left out of the spread, the fastest minus the slowest
+ * clock, unless no other worker is left, when the spread is over the finished ones; in ssp
+ * mode it never passes staleness + 1. The line (no newline) is cut to fit nbytes; returns
+ * its length. */
+size_t sh_ps_server_clock_line(const sh_ps_server *s, char *buf, size_t nbytes);
 const float *sh_ps_server_params(const sh_ps_server *s, size_t *lo, size_t *count);
 void sh_ps_server_destroy(sh_ps_server *s);
 

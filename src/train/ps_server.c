@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -36,6 +37,8 @@ struct sh_ps_server {
     size_t buf_nbytes;
     shoal_request **inflight;
     int ninflight, cap_inflight;
+    char *line;             /* the clock line, room for every worker */
+    size_t line_nbytes;
     sh_ps_stats st;
 };
 
@@ -142,6 +145,8 @@ shoal_result sh_ps_server_create(shoal_comm *c, const sh_ps_config *cfg, const f
     s->last_seen_ns = calloc((size_t)s->nworkers, sizeof *s->last_seen_ns);
     s->buf_nbytes = sizeof(ps_hdr) + n * sizeof(float);
     s->buf = malloc(s->buf_nbytes);
+    s->line_nbytes = 96 + 40 * (size_t)s->nworkers; /* " w123=<19 digits> (dropped)" each */
+    s->line = malloc(s->line_nbytes);
     /* Weight-decay ranges, cut to this shard and shifted to its origin. */
     sh_param_range *rr = calloc((size_t)(cfg->nranges > 0 ? cfg->nranges : 1), sizeof *rr);
     int nr = 0;
@@ -155,7 +160,7 @@ shoal_result sh_ps_server_create(shoal_comm *c, const sh_ps_config *cfg, const f
     if (cfg->nranges == 0) rr[nr++] = (sh_param_range){0, s->count, 1};
     shoal_result rc = SHOAL_OK;
     if (!s->params || !s->acc || !s->grad || !s->clock || !s->alive || !s->bye || !s->pending ||
-        !s->last_seen_ns || !s->buf || !rr)
+        !s->last_seen_ns || !s->buf || !s->line || !rr)
         rc = SH_FAIL(SHOAL_ERR_NOMEM, "out of memory for a shard of %zu parameters", s->count);
     if (rc == SHOAL_OK) rc = sh_optim_create(&cfg->optim, s->count, rr, nr, &s->opt);
     free(rr);
@@ -330,17 +335,79 @@ static shoal_result check_silence(sh_ps_server *s)
     return SHOAL_OK;
 }
 
+/* Append to buf[*pos..nbytes), keeping it terminated; what does not fit is cut. */
+static void append(char *buf, size_t nbytes, size_t *pos, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void append(char *buf, size_t nbytes, size_t *pos, const char *fmt, ...)
+{
+    if (*pos + 1 >= nbytes) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf + *pos, nbytes - *pos, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    *pos += (size_t)n < nbytes - *pos ? (size_t)n : nbytes - *pos - 1;
+}
+
+size_t sh_ps_server_clock_line(const sh_ps_server *s, char *buf, size_t nbytes)
+{
+    if (!nbytes) return 0;
+    buf[0] = 0;
+    int any_live = 0;
+    for (int w = 0; w < s->nworkers; w++) any_live |= s->alive[w] && !s->bye[w];
+    int64_t mn = INT64_MAX, mx = INT64_MIN;
+    int slowest = -1;
+    size_t pos = 0;
+    append(buf, nbytes, &pos, "ps server %d: clocks", s->k);
+    for (int w = 0; w < s->nworkers; w++) {
+        append(buf, nbytes, &pos, " w%d=%lld%s", w, (long long)s->clock[w],
+               !s->alive[w] ? " (dropped)" : s->bye[w] ? " (done)" : "");
+        if (!s->alive[w] || (s->bye[w] && any_live)) continue;
+        if (s->clock[w] < mn) {
+            mn = s->clock[w];
+            slowest = w;
+        }
+        if (s->clock[w] > mx) mx = s->clock[w];
+    }
+    if (slowest >= 0)
+        append(buf, nbytes, &pos, ", spread %lld (slowest w%d)", (long long)(mx - mn), slowest);
+    else
+        append(buf, nbytes, &pos, ", every worker dropped");
+    return pos;
+}
+
+static void log_clocks(sh_ps_server *s)
+{
+    size_t n = sh_ps_server_clock_line(s, s->line, s->line_nbytes - 1);
+    s->line[n] = '\n';
+    s->line[n + 1] = 0;
+    fputs(s->line, s->cfg.clock_log); /* one call: lines of other ranks stay whole */
+    fflush(s->cfg.clock_log);
+}
+
 shoal_result sh_ps_server_run(sh_ps_server *s)
 {
     double cpu0 = cpu_seconds();
     shoal_result rc = SHOAL_OK;
+    uint64_t log_every_ns = (uint64_t)(s->cfg.clock_log_ms > 0 ? s->cfg.clock_log_ms : 0) * 1000000ull;
+    uint64_t next_log_ns = sh_now_ns() + log_every_ns;
     for (;;) {
+        int wait_ms = 100;
+        if (s->cfg.clock_log && log_every_ns) { /* on time, also while every worker waits */
+            uint64_t now = sh_now_ns();
+            if (now >= next_log_ns) {
+                log_clocks(s);
+                next_log_ns = now + log_every_ns;
+            }
+            uint64_t left_ms = (next_log_ns - now + 999999) / 1000000;
+            if (left_ms < (uint64_t)wait_ms) wait_ms = left_ms ? (int)left_ms : 1;
+        }
         int active = 0;
         for (int w = 0; w < s->nworkers; w++) active += s->alive[w] && !s->bye[w];
         if (!active) break;
         int peer = -1;
         size_t n = 0;
-        shoal_result r = shoal_recv_any(s->c, s->buf, s->buf_nbytes, SHOAL_UINT8, PS_TAG_TO_SERVER, 100, &peer, &n);
+        shoal_result r = shoal_recv_any(s->c, s->buf, s->buf_nbytes, SHOAL_UINT8, PS_TAG_TO_SERVER, wait_ms, &peer, &n);
         reap(s);
         if (r == SHOAL_ERR_TIMEOUT) {
             rc = check_silence(s);
@@ -416,6 +483,7 @@ shoal_result sh_ps_server_run(sh_ps_server *s)
         if (rc != SHOAL_OK) break;
         serve_pulls(s);
     }
+    if (s->cfg.clock_log) log_clocks(s);
     if (rc == SHOAL_OK && s->cfg.save_path) rc = server_save(s);
     for (int tries = 0; s->ninflight && tries < 200; tries++) {
         reap(s);
@@ -452,5 +520,6 @@ void sh_ps_server_destroy(sh_ps_server *s)
     free(s->pending);
     free(s->last_seen_ns);
     free(s->buf);
+    free(s->line);
     free(s);
 }

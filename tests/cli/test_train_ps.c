@@ -12,11 +12,11 @@
 
 static char dir[256], out[1 << 20];
 
-static int run(const char *args)
+static int run_env(const char *env, const char *args)
 {
     const char *bin = getenv("SHOAL_BIN");
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "cd %s && %s train %s 2>&1", dir, bin ? bin : "build/shoal", args);
+    snprintf(cmd, sizeof cmd, "cd %s && %s %s train %s 2>&1", dir, env, bin ? bin : "build/shoal", args);
     FILE *p = popen(cmd, "r");
     if (!p) return -1;
     size_t n = fread(out, 1, sizeof out - 1, p);
@@ -24,6 +24,8 @@ static int run(const char *args)
     int st = pclose(p);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
+
+static int run(const char *args) { return run_env("", args); }
 
 static long field(const char *after)
 {
@@ -59,6 +61,68 @@ static void ssp_holds_back_fast_workers(void)
     rc = run("mlp.cfg --data . --ps -n 3 --consistency async --max-steps 20 --threads 1 "
              "--debug-delay-rank 2 --debug-delay-ms 30");
     CHECK(rc == 0 && field("pulls (") == 0, "async waited: %s", out);
+}
+
+/* Server 0's clock lines in out: how many, whether each named workers w0..w(n-1), the
+ * largest and the smallest spread printed. */
+static int clock_lines(int nworkers, int *all_named, long *max_spread, long *min_spread)
+{
+    int lines = 0;
+    *all_named = 1;
+    *max_spread = -1;
+    *min_spread = 1L << 30;
+    for (const char *p = out; (p = strstr(p, "ps server 0: clocks")); p++) {
+        char line[1024];
+        const char *eol = strchr(p, '\n');
+        size_t len = eol ? (size_t)(eol - p) : strlen(p);
+        if (len >= sizeof line) len = sizeof line - 1;
+        memcpy(line, p, len);
+        line[len] = 0;
+        lines++;
+        for (int w = 0; w < nworkers; w++) {
+            char name[32];
+            snprintf(name, sizeof name, " w%d=", w);
+            if (!strstr(line, name)) *all_named = 0;
+        }
+        const char *sp = strstr(line, ", spread ");
+        long spread = sp ? strtol(sp + 9, NULL, 10) : 1L << 30; /* a line without one fails */
+        if (spread > *max_spread) *max_spread = spread;
+        if (spread < *min_spread) *min_spread = spread;
+    }
+    return lines;
+}
+
+/* The log shows every worker's clock and the spread while the job runs. In ssp mode a worker
+ * at clock c (pushes taken) was served its pull for c - 1 only when every live worker had
+ * pushed c - 1 - s, and the slowest live clock never goes down, so the spread a server
+ * prints is at most s + 1 (here 2). With s = 4 the same straggler shows a spread past 2
+ * (fast workers wait s + 1 ahead): the line measures what it claims. */
+static void clock_line_shows_every_worker_and_bounded_spread(void)
+{
+    int rc = run_env("SHOAL_PS_LOG_MS=10", "mlp.cfg --data . --ps -n 3 --consistency ssp --staleness 1 "
+                     "--max-steps 40 --threads 1 --debug-delay-rank 2 --debug-delay-ms 20");
+    CHECK(rc == 0, "exit %d: %s", rc, out);
+    int named;
+    long most, least;
+    int lines = clock_lines(3, &named, &most, &least);
+    CHECK(lines >= 3, "%d clock lines in a job of about a second, every 10 ms: %s", lines, out);
+    CHECK(named, "a clock line leaves out a worker: %s", out);
+    CHECK(most <= 2, "ssp with staleness 1 printed a clock spread of %ld: %s", most, out);
+    CHECK(most >= 1, "the fast workers were never ahead of the slowed one: %s", out);
+    CHECK(least == 0, "the last line (every worker at step 40) has a spread: %s", out);
+
+    rc = run_env("SHOAL_PS_LOG_MS=20", "mlp.cfg --data . --ps -n 2 --consistency ssp --staleness 4 "
+                 "--max-steps 16 --threads 1 --debug-delay-rank 1 --debug-delay-ms 40");
+    CHECK(rc == 0, "exit %d: %s", rc, out);
+    lines = clock_lines(2, &named, &most, &least);
+    CHECK(lines >= 3 && named, "%d clock lines: %s", lines, out);
+    CHECK(most > 2 && most <= 5, "staleness 4 with a straggler: largest spread printed %ld: %s", most, out);
+
+    /* the default period is seconds: a short job logs the final line alone; --quiet none */
+    rc = run("mlp.cfg --data . --ps -n 2 --max-steps 10 --threads 1");
+    CHECK(rc == 0 && clock_lines(2, &named, &most, &least) == 1 && named && most == 0, "%s", out);
+    rc = run("mlp.cfg --data . --ps -n 2 --max-steps 10 --threads 1 --quiet");
+    CHECK(rc == 0 && clock_lines(2, &named, &most, &least) == 0, "%s", out);
 }
 
 static void two_servers_split_the_weights(void)
@@ -103,6 +167,7 @@ int main(void)
     }
     RUN(each_mode_trains);
     RUN(ssp_holds_back_fast_workers);
+    RUN(clock_line_shows_every_worker_and_bounded_spread);
     RUN(two_servers_split_the_weights);
     RUN(dead_server_stops_job_and_shards_resume);
     RUN(usage_errors);

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "base/util.h"
@@ -100,6 +101,22 @@ static void ps_job(shoal_comm *c, void *arg)
         }
         if (a->mode == SH_PS_ASYNC) CHECK(st.deferred_pulls == 0, "async made %lld pulls wait", (long long)st.deferred_pulls);
         if (a->mode == SH_PS_ASYNC && a->die_worker >= 0) CHECK(st.dropped_workers == 1, "dropped %d", st.dropped_workers);
+        /* The clock line: every worker named, the dead one marked and left out of the spread. */
+        char line[512], want[64];
+        size_t len = sh_ps_server_clock_line(s, line, sizeof line);
+        CHECK(len == strlen(line) && !strncmp(line, "ps server ", 10), "%s", line);
+        for (int w = 0; w < W; w++) {
+            snprintf(want, sizeof want, " w%d=", w);
+            CHECK(strstr(line, want) != NULL, "%s names no %s", line, want);
+        }
+        if (a->die_worker >= 0 && a->mode != SH_PS_SYNC) {
+            snprintf(want, sizeof want, " w%d=3 (dropped)", a->die_worker);
+            CHECK(strstr(line, want) != NULL, "%s", line);
+            CHECK(strstr(line, ", spread 0 (slowest w0)") != NULL, "%s", line);
+        }
+        char small[16];
+        len = sh_ps_server_clock_line(s, small, sizeof small);
+        CHECK(len == strlen(small) && len == sizeof small - 1, "cut line: %zu \"%s\"", len, small);
         if (a->bad_pushes) CHECK(st.refused >= 5, "refused only %lld bad messages", (long long)st.refused);
         if (a->slow_worker < 0 && a->die_worker < 0 && !a->bad_pushes && a->mode != SH_PS_ASYNC)
             CHECK(st.pushes == (int64_t)W * a->steps, "pushes %lld", (long long)st.pushes);
