@@ -48,10 +48,13 @@ typedef struct sh_engine {
 
 static shoal_result run_coll(shoal_comm *c, const sh_coll *op);
 
+_Thread_local const shoal_comm *sh_engine_comm;
+
 static void *engine_main(void *arg)
 {
     shoal_comm *c = arg;
     sh_engine *e = c->engine;
+    sh_engine_comm = c;
     pthread_mutex_lock(&e->mu);
     for (;;) {
         while (!e->head && !e->stopping) pthread_cond_wait(&e->work, &e->mu);
@@ -536,9 +539,11 @@ shoal_result shoal_wait(shoal_request *r)
         return rc == SHOAL_OK ? rc : p2p_fail(c, rc);
     }
     sh_engine *e = c->engine;
+    atomic_fetch_add(&c->app_waiting, 1); /* the engine may spin for us now */
     pthread_mutex_lock(&e->mu);
     while (!r->finished) pthread_cond_wait(&e->done, &e->mu);
     pthread_mutex_unlock(&e->mu);
+    atomic_fetch_sub(&c->app_waiting, 1);
     shoal_result rc = r->rc;
     if (rc != SHOAL_OK) SH_FAIL(rc, "%s", r->msg);
     free(r);

@@ -95,6 +95,7 @@ void sh_comm_xfer_ctx(shoal_comm *c, const char *what, sh_xfer_ctx *x)
     x->what = what;
     x->timeout_ms = c->timeout_ms;
     x->spin_us = c->spin_us;
+    x->waiters = sh_engine_comm == c ? &c->app_waiting : NULL;
     x->peer_name = sh_comm_peer_name;
     x->ctx = c;
 }

@@ -8,8 +8,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <stdatomic.h>
+
 #include "comm/link.h"
 #include "shoal/comm.h"
+
+/* The communicator whose engine thread this is (comm.c), NULL on other threads. */
+extern _Thread_local const struct shoal_comm *sh_engine_comm;
 
 #define SH_COMM_MAGIC 0x73686f616c636d31ULL /* "shoalcm1" */
 
@@ -76,6 +81,7 @@ struct shoal_comm {
     struct sh_store_server *store_server; /* rank 0 of the world only */
     struct sh_shm *shm;         /* this host's shared segment (transport_shm.c), or NULL */
     struct sh_engine *engine;   /* non-blocking work (comm.c) */
+    _Atomic int app_waiting;    /* threads blocked in shoal_wait on this communicator */
     struct sh_p2p *p2p_state;   /* tagged messages (p2p.c) */
     void *mpi;                  /* transport_mpi.c state, or NULL */
     void *scratch;              /* staging for the algorithms: bounded, O(chunk) per peer */

@@ -13,7 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
+#include <limits.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -92,6 +95,25 @@ shoal_result sh_link_fd_create(int fd, int peer, sh_link **out)
 void sh_link_close(sh_link *l)
 {
     if (l) l->ops->close(l);
+}
+
+/* ---- doorbells ---- */
+
+void sh_bell_ring(sh_bell *b)
+{
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&b->sleepers, memory_order_relaxed) == 0) return;
+    atomic_fetch_add_explicit(&b->seq, 1, memory_order_seq_cst);
+    syscall(SYS_futex, &b->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/* Sleep until the bell's seq leaves `seen` or `ns` pass; the bell is shared between
+ * processes, so the futex is not a private one. Returns 1 when the time ran out. */
+static int bell_sleep(sh_bell *b, uint32_t seen, uint64_t ns)
+{
+    struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
+    long rc = syscall(SYS_futex, &b->seq, FUTEX_WAIT, seen, &ts, NULL, 0);
+    return rc < 0 && errno == ETIMEDOUT;
 }
 
 /* ---- the engine ---- */
@@ -226,6 +248,9 @@ shoal_result sh_xfer(const sh_xfer_ctx *x, sh_xfer_op *ops, int nops)
     uint64_t spin_ns = (uint64_t)(x->spin_us > 0 ? x->spin_us : 0) * 1000;
     uint64_t timeout_ns = (uint64_t)(x->timeout_ms > 0 ? x->timeout_ms : 60000) * 1000000ull;
     unsigned idle_polls = 0;
+    sh_bell *armed = NULL; /* counted among the bell's sleepers, taking a last look */
+    uint32_t armed_seq = 0;
+    shoal_result rc = SHOAL_OK;
     for (;;) {
         int pending = 0;
         size_t moved = 0;
@@ -235,21 +260,27 @@ shoal_result sh_xfer(const sh_xfer_ctx *x, sh_xfer_op *ops, int nops)
             if (n < 0) {
                 char pb[128];
                 sh_err_prefix("%s with %s: ", x->what, peer_str(x, ops[i].link->peer, pb, sizeof pb));
-                return SHOAL_ERR_PEER;
+                rc = SHOAL_ERR_PEER;
+                goto out;
             }
             if (ops[i].kind == SH_XFER_SEND) ops[i].done += (size_t)n;
             moved += (size_t)n;
             if (!op_done(&ops[i], &cys[i])) pending++;
         }
-        if (!pending) return SHOAL_OK;
+        if (!pending) goto out;
         /* The clock is read only every few idle polls (it costs as much as a poll), and a
          * poll that moved bytes restarts the idle period. */
         if (moved) {
+            if (armed) atomic_fetch_sub_explicit(&armed->sleepers, 1, memory_order_relaxed);
+            armed = NULL;
             idle_polls = 0;
             last_ns = 0;
             continue;
         }
-        if (++idle_polls < 16 && spin_ns > 0) continue;
+        /* An engine nobody waits for sleeps at once: its spinning would only slow the
+         * application thread that shares its core. */
+        int gated = x->waiters && atomic_load_explicit(x->waiters, memory_order_relaxed) == 0;
+        if (!armed && !gated && ++idle_polls < 16 && spin_ns > 0) continue;
         idle_polls = 0;
         uint64_t now = sh_now_ns();
         if (last_ns == 0) last_ns = now;
@@ -263,30 +294,60 @@ shoal_result sh_xfer(const sh_xfer_ctx *x, sh_xfer_op *ops, int nops)
                                         len ? ", " : "", peer_str(x, ops[i].link->peer, pb, sizeof pb),
                                         ops[i].kind == SH_XFER_SEND ? "sending" : "receiving");
             }
-            return SH_FAIL(SHOAL_ERR_TIMEOUT,
-                           "%s: no progress for %d ms waiting on %s; the peer is dead, frozen or "
-                           "unreachable (SHOAL_TIMEOUT sets the deadline)",
-                           x->what, x->timeout_ms, names);
+            rc = SH_FAIL(SHOAL_ERR_TIMEOUT,
+                         "%s: no progress for %d ms waiting on %s; the peer is dead, frozen or "
+                         "unreachable (SHOAL_TIMEOUT sets the deadline)",
+                         x->what, x->timeout_ms, names);
+            goto out;
         }
-        if (idle < spin_ns) continue;
-        /* Past the spin: sleep on sockets when every pending op has one, else yield, and
-         * after a millisecond of nothing, nap so a slow peer is not starved of the core. */
+        if (!gated && idle < spin_ns) continue;
+        /* Past the spin: sleep on sockets when every pending op has one, or on the doorbell
+         * when every pending op shares one; else yield, and after a millisecond of nothing,
+         * nap so a slow peer is not starved of the core. */
         struct pollfd pf[MAX_OPS];
         int npf = 0, all_fd = 1;
+        sh_bell *bell = NULL;
+        int first = 1;
         for (int i = 0; i < nops; i++) {
             if (op_done(&ops[i], &cys[i])) continue;
-            if (ops[i].link->fd < 0) {
-                all_fd = 0;
-                break;
+            sh_link *l = ops[i].link;
+            if (l->fd < 0) all_fd = 0;
+            if (first) bell = l->bell;
+            else if (l->bell != bell) bell = NULL;
+            first = 0;
+            if (all_fd) {
+                pf[npf].fd = l->fd;
+                pf[npf].events = ops[i].kind == SH_XFER_SEND ? POLLOUT : POLLIN;
+                pf[npf].revents = 0;
+                npf++;
             }
-            pf[npf].fd = ops[i].link->fd;
-            pf[npf].events = ops[i].kind == SH_XFER_SEND ? POLLOUT : POLLIN;
-            pf[npf].revents = 0;
-            npf++;
+            if (!all_fd && !bell) break;
         }
         if (all_fd) {
             uint64_t left_ms = (timeout_ns - idle) / 1000000ull + 1;
             poll(pf, (nfds_t)npf, left_ms > 100 ? 100 : (int)left_ms);
+        } else if (bell && (gated || idle >= 1000000ull)) {
+            if (!armed) {
+                /* Count ourselves asleep, then take one more look before sleeping. */
+                armed_seq = atomic_load_explicit(&bell->seq, memory_order_seq_cst);
+                atomic_fetch_add_explicit(&bell->sleepers, 1, memory_order_seq_cst);
+                armed = bell;
+                continue;
+            }
+            uint64_t left = timeout_ns - idle;
+            int ran_out = bell_sleep(bell, armed_seq, left < 10000000ull ? left : 10000000ull);
+            atomic_fetch_sub_explicit(&bell->sleepers, 1, memory_order_relaxed);
+            armed = NULL;
+            /* A dead peer rings nothing: after a quiet sleep, ask the links about theirs. */
+            for (int i = 0; ran_out && i < nops; i++) {
+                if (op_done(&ops[i], &cys[i]) || !ops[i].link->ops->check) continue;
+                if (ops[i].link->ops->check(ops[i].link) < 0) {
+                    char pb[128];
+                    sh_err_prefix("%s with %s: ", x->what, peer_str(x, ops[i].link->peer, pb, sizeof pb));
+                    rc = SHOAL_ERR_PEER;
+                    goto out;
+                }
+            }
         } else if (idle < 1000000ull) {
             sched_yield();
         } else {
@@ -294,4 +355,7 @@ shoal_result sh_xfer(const sh_xfer_ctx *x, sh_xfer_op *ops, int nops)
             nanosleep(&ts, NULL);
         }
     }
+out:
+    if (armed) atomic_fetch_sub_explicit(&armed->sleepers, 1, memory_order_relaxed);
+    return rc;
 }

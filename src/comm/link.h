@@ -6,12 +6,24 @@
 #ifndef SH_LINK_H
 #define SH_LINK_H
 
+#include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "shoal/result.h"
 
 typedef struct sh_link sh_link;
+
+/* A doorbell a waiting rank sleeps on (a futex word in memory shared by the host's ranks):
+ * whoever moves bytes on a link whose other side may be asleep rings that side's bell.
+ * The sleeper counts itself in sleepers before its last look, the ringer fences after
+ * moving bytes before it reads sleepers, so one of them always sees the other. */
+typedef struct {
+    _Alignas(64) _Atomic uint32_t seq;
+    _Atomic uint32_t sleepers;
+} sh_bell;
+void sh_bell_ring(sh_bell *b);
 
 typedef struct {
     const char *name; /* "tcp", "shm", "mpi" */
@@ -27,6 +39,9 @@ typedef struct {
     void (*recv_consume)(sh_link *l, size_t nbytes);
     /* Tell the peer this side gives up (best effort, never blocks); reason may be NULL. */
     void (*abort)(sh_link *l, const char *reason);
+    /* Optional: -1 after sh_fail() when the peer is known to be gone (asked after a
+     * sleep on the bell ran out, since a dead peer rings nothing). */
+    int (*check)(sh_link *l);
     void (*close)(sh_link *l); /* frees l */
 } sh_link_ops;
 
@@ -34,6 +49,7 @@ struct sh_link {
     const sh_link_ops *ops;
     int peer;  /* rank of the other end in the owning communicator */
     int fd;    /* pollable descriptor for sleeping on, or -1 (shared memory: spin, yield) */
+    sh_bell *bell; /* or a doorbell to sleep on (shared memory), or NULL */
     void *impl;
 };
 
@@ -59,6 +75,11 @@ typedef struct {
     const char *what;   /* "allreduce", "send", ...: names the operation in errors */
     int timeout_ms;     /* give up when no byte moved on any op for this long */
     int spin_us;        /* spin this long before yielding / sleeping */
+    /* Non-NULL on a thread that works for others (the communicator's engine): the number of
+     * threads waiting for its results. While none waits, the engine does not spin or yield
+     * (that only takes the core from the application's computing thread) but sleeps on the
+     * links' bell at once. */
+    const _Atomic int *waiters;
     int dtype, op;      /* shoal_dtype / shoal_op for SH_XFER_RECV_REDUCE */
     /* Names a peer in error messages ("rank 3 (hostb)"); NULL: "rank N". */
     const char *(*peer_name)(void *ctx, int peer, char *buf, size_t cap);
