@@ -1,5 +1,8 @@
 /* p2p.c — tagged messages: one progress thread per communicator moves sends out and
- * incoming frames in, matching them to posted receives in order.
+ * incoming frames in, matching them to posted receives in order. A frame whose header
+ * finds a matching receive posted lands straight in that receive's buffer (no copy, no
+ * allocation); others are kept in a buffer of their own until a receive asks. Send copies
+ * reuse the buffers of finished sends.
  * Frame: magic u32, tag i32, dtype u32, pad u32, nbytes u64; then the payload.
  * Not here: collectives (algo.c), argument checks (comm.c).
  * Proved by tests/comm/test_comm.c. */
@@ -33,15 +36,20 @@ struct sh_p2p_op {
     shoal_dtype dt;
     unsigned char *buf;   /* send: our copy of frame + payload; recv: the caller's */
     size_t nbytes;        /* send: frame + payload; recv: capacity */
+    size_t cap_nbytes;    /* send: room in buf */
     size_t done;          /* send: bytes out */
     uint64_t deadline_ns; /* recv: 0 = the communicator's no-progress rule */
     int finished;
+    int filling;          /* recv: a message is landing straight in buf (inbound.into) */
     shoal_result rc;
     char msg[512];
     int got_peer;
     size_t got_nbytes;
     struct sh_p2p_op *next;
 };
+
+enum { SPARES = 4 };                         /* finished sends' buffers kept for reuse */
+#define SPARE_MAX_NBYTES ((size_t)64 << 20) /* larger ones go back to the system */
 
 typedef struct msg {
     int peer, tag;
@@ -54,9 +62,11 @@ typedef struct msg {
 typedef struct {
     frame hdr;
     size_t hdr_done;
-    unsigned char *data;
+    unsigned char *data;  /* our buffer, or into->buf */
+    sh_p2p_op *into;      /* the posted receive this frame lands in, or NULL */
     size_t done;
     int dead;
+    int oom;              /* a frame could not be moved out of a receive that gave up */
 } inbound;
 
 struct sh_p2p {
@@ -69,7 +79,43 @@ struct sh_p2p {
     msg *unexpected, *unexpected_tail;
     inbound *in;                   /* [world] */
     uint64_t last_progress_ns;
+    unsigned char *spare[SPARES];  /* buffers of finished sends, or NULL */
+    size_t spare_nbytes[SPARES];
 };
+
+/* The smallest kept buffer with room for nbytes, taken; NULL if none. Lock held. */
+static unsigned char *spare_take(struct sh_p2p *s, size_t nbytes, size_t *cap_nbytes)
+{
+    int best = -1;
+    for (int i = 0; i < SPARES; i++)
+        if (s->spare[i] && s->spare_nbytes[i] >= nbytes && (best < 0 || s->spare_nbytes[i] < s->spare_nbytes[best]))
+            best = i;
+    if (best < 0) return NULL;
+    unsigned char *b = s->spare[best];
+    *cap_nbytes = s->spare_nbytes[best];
+    s->spare[best] = NULL;
+    return b;
+}
+
+/* Keep a finished send's buffer in place of an empty or smaller one, else free it. Lock held. */
+static void spare_give(struct sh_p2p *s, unsigned char *b, size_t cap_nbytes)
+{
+    int slot = -1;
+    for (int i = 0; i < SPARES; i++) {
+        if (!s->spare[i]) {
+            slot = i;
+            break;
+        }
+        if (s->spare_nbytes[i] < cap_nbytes && (slot < 0 || s->spare_nbytes[i] < s->spare_nbytes[slot])) slot = i;
+    }
+    if (slot < 0 || cap_nbytes > SPARE_MAX_NBYTES) {
+        free(b);
+        return;
+    }
+    free(s->spare[slot]);
+    s->spare[slot] = b;
+    s->spare_nbytes[slot] = cap_nbytes;
+}
 
 static void finish(sh_p2p_op *op, shoal_result rc, const char *m)
 {
@@ -105,7 +151,7 @@ static void arrived(struct sh_p2p *s, int peer, int tag, shoal_dtype dt, unsigne
 {
     sh_p2p_op **pp = &s->recvs, *prev = NULL;
     for (sh_p2p_op *r = s->recvs; r; prev = r, pp = &r->next, r = r->next) {
-        if (!matches(r, peer, tag)) continue;
+        if (r->filling || !matches(r, peer, tag)) continue;
         *pp = r->next;
         if (s->recvs_tail == r) s->recvs_tail = prev;
         deliver(r, peer, dt, data, n);
@@ -124,12 +170,62 @@ static void arrived(struct sh_p2p *s, int peer, int tag, shoal_dtype dt, unsigne
     s->unexpected_tail = m;
 }
 
+/* The first posted receive that a frame from peer with this header would go to, when its
+ * payload fits: the frame lands in it directly. NULL: keep the frame (too long for the
+ * receive, which then fails as a mismatch on arrival, or nobody waits). Lock held. */
+static sh_p2p_op *claim(struct sh_p2p *s, int peer, const frame *h)
+{
+    for (sh_p2p_op *r = s->recvs; r; r = r->next) {
+        if (r->filling || !matches(r, peer, h->tag)) continue;
+        if (h->nbytes > r->nbytes) return NULL;
+        r->filling = 1;
+        return r;
+    }
+    return NULL;
+}
+
+/* Receive r gives up (deadline) while a frame lands in it: the bytes so far move to a
+ * buffer of the frame's own, which goes on as an unclaimed frame. Lock held. */
+static void unclaim(struct sh_p2p *s, shoal_comm *c, sh_p2p_op *r)
+{
+    r->filling = 0;
+    for (int p = 0; p < c->world; p++) {
+        inbound *in = &s->in[p];
+        if (in->into != r) continue;
+        in->into = NULL;
+        in->data = malloc(in->hdr.nbytes ? in->hdr.nbytes : 1);
+        if (in->data) memcpy(in->data, r->buf, in->done);
+        else in->oom = 1; /* pump fails the peer: the frame has nowhere to go */
+        return;
+    }
+}
+
+/* The oldest kept message that receive r matches, taken out of the list; NULL if none. */
+static msg *take_unexpected(struct sh_p2p *s, const sh_p2p_op *r)
+{
+    msg *prev = NULL;
+    for (msg *m = s->unexpected; m; prev = m, m = m->next) {
+        if (m->tag != r->tag || (r->peer >= 0 && m->peer != r->peer)) continue;
+        if (prev) prev->next = m->next;
+        else s->unexpected = m->next;
+        if (s->unexpected_tail == m) s->unexpected_tail = prev;
+        return m;
+    }
+    return NULL;
+}
+
 static void fail_peer(struct sh_p2p *s, shoal_comm *c, int peer, const char *why)
 {
     char pb[128], m[512];
     sh_comm_peer_name(c, peer, pb, sizeof pb);
     snprintf(m, sizeof m, "point-to-point with %s: %s", pb, why);
     s->in[peer].dead = 1;
+    sh_p2p_op *freed = s->in[peer].into; /* its half frame is dropped; the receive waits on */
+    if (freed) {
+        freed->filling = 0;
+        s->in[peer].into = NULL;
+        s->in[peer].data = NULL;
+    }
     sh_p2p_op *prev = NULL;
     for (sh_p2p_op *r = s->recvs, *n; r; r = n) {
         n = r->next;
@@ -154,6 +250,24 @@ static void fail_peer(struct sh_p2p *s, shoal_comm *c, int peer, const char *why
             prev = o;
         }
     }
+    /* A receive from any rank that the dead peer was filling may have been passed over by
+     * other ranks' messages meanwhile: give it the oldest. */
+    if (freed && !freed->finished) {
+        msg *k = take_unexpected(s, freed);
+        if (k) {
+            prev = NULL;
+            for (sh_p2p_op *r = s->recvs; r; prev = r, r = r->next)
+                if (r == freed) {
+                    if (prev) prev->next = r->next;
+                    else s->recvs = r->next;
+                    if (s->recvs_tail == r) s->recvs_tail = prev;
+                    break;
+                }
+            deliver(freed, k->peer, k->dt, k->data, k->nbytes);
+            free(k->data);
+            free(k);
+        }
+    }
     pthread_cond_broadcast(&s->done);
 }
 
@@ -165,6 +279,10 @@ static size_t pump(struct sh_p2p *s, shoal_comm *c)
         sh_link *l = c->p2p[p];
         inbound *in = &s->in[p];
         if (!l || in->dead) continue;
+        if (in->oom) {
+            fail_peer(s, c, p, "message too large for memory");
+            continue;
+        }
         for (int rounds = 0; rounds < 64; rounds++) {
             if (in->hdr_done < sizeof in->hdr) {
                 ssize_t n = l->ops->recv_some(l, (unsigned char *)&in->hdr + in->hdr_done,
@@ -183,8 +301,9 @@ static size_t pump(struct sh_p2p *s, shoal_comm *c)
                     l->ops->abort(l, "malformed message");
                     break;
                 }
-                in->data = malloc(in->hdr.nbytes ? in->hdr.nbytes : 1);
                 in->done = 0;
+                in->into = claim(s, p, &in->hdr);
+                in->data = in->into ? in->into->buf : malloc(in->hdr.nbytes ? in->hdr.nbytes : 1);
                 if (!in->data) {
                     fail_peer(s, c, p, "message too large for memory");
                     break;
@@ -200,7 +319,24 @@ static size_t pump(struct sh_p2p *s, shoal_comm *c)
                 in->done += (size_t)n;
                 if (in->done < in->hdr.nbytes) break;
             }
-            arrived(s, p, in->hdr.tag, (shoal_dtype)in->hdr.dtype, in->data, in->hdr.nbytes);
+            if (in->into) { /* landed in place: the receive is done */
+                sh_p2p_op *r = in->into, *prev = NULL;
+                for (sh_p2p_op *q = s->recvs; q != r; q = q->next) {
+                    SH_ASSERT(q != NULL && "a receive being filled stays posted");
+                    prev = q;
+                }
+                if (prev) prev->next = r->next;
+                else s->recvs = r->next;
+                if (s->recvs_tail == r) s->recvs_tail = prev;
+                r->filling = 0;
+                r->got_peer = p;
+                r->got_nbytes = in->hdr.nbytes;
+                finish(r, SHOAL_OK, NULL);
+                pthread_cond_broadcast(&s->done);
+                in->into = NULL;
+            } else {
+                arrived(s, p, in->hdr.tag, (shoal_dtype)in->hdr.dtype, in->data, in->hdr.nbytes);
+            }
             in->data = NULL;
             in->hdr_done = 0;
         }
@@ -246,9 +382,20 @@ static void expire(struct sh_p2p *s, shoal_comm *c, uint64_t now)
             if (prev) prev->next = n;
             else s->recvs = n;
             if (s->recvs_tail == r) s->recvs_tail = prev;
-            char m[256];
-            snprintf(m, sizeof m, "recv: no message with tag %d arrived in time", r->tag);
-            finish(r, SHOAL_ERR_TIMEOUT, m);
+            msg *k = NULL;
+            if (r->filling) { /* its frame goes on alone; one that passed it over is due */
+                unclaim(s, c, r);
+                k = take_unexpected(s, r);
+            }
+            if (k) {
+                deliver(r, k->peer, k->dt, k->data, k->nbytes);
+                free(k->data);
+                free(k);
+            } else {
+                char m[256];
+                snprintf(m, sizeof m, "recv: no message with tag %d arrived in time", r->tag);
+                finish(r, SHOAL_ERR_TIMEOUT, m);
+            }
             pthread_cond_broadcast(&s->done);
         } else {
             prev = r;
@@ -276,6 +423,7 @@ static void expire(struct sh_p2p *s, shoal_comm *c, uint64_t now)
             if (prev) prev->next = n;
             else s->recvs = n;
             if (s->recvs_tail == r) s->recvs_tail = prev;
+            if (r->filling) unclaim(s, c, r);
             char pb[128], m[512];
             if (r->peer >= 0) sh_comm_peer_name(c, r->peer, pb, sizeof pb);
             else snprintf(pb, sizeof pb, "any rank");
@@ -356,7 +504,11 @@ shoal_result sh_p2p_send_start(shoal_comm *c, const void *buf, size_t nbytes, sh
     struct sh_p2p *s;
     SH_TRY(state(c, &s));
     sh_p2p_op *o = calloc(1, sizeof *o);
-    unsigned char *copy = malloc(sizeof(frame) + nbytes);
+    size_t cap_nbytes = sizeof(frame) + nbytes;
+    pthread_mutex_lock(&s->mu);
+    unsigned char *copy = spare_take(s, sizeof(frame) + nbytes, &cap_nbytes);
+    pthread_mutex_unlock(&s->mu);
+    if (!copy) copy = malloc(cap_nbytes);
     if (!o || !copy) {
         free(o);
         free(copy);
@@ -366,7 +518,7 @@ shoal_result sh_p2p_send_start(shoal_comm *c, const void *buf, size_t nbytes, sh
     memcpy(copy, &f, sizeof f);
     if (nbytes) memcpy(copy + sizeof f, buf, nbytes);
     *o = (sh_p2p_op){.kind = OP_SEND, .c = c, .peer = peer, .tag = tag, .dt = dt, .buf = copy,
-                     .nbytes = sizeof f + nbytes};
+                     .nbytes = sizeof f + nbytes, .cap_nbytes = cap_nbytes};
     pthread_mutex_lock(&s->mu);
     if (s->in[peer].dead) {
         char pb[128];
@@ -429,7 +581,12 @@ static shoal_result result(sh_p2p_op *o, int *peer, size_t *nbytes)
     if (peer) *peer = o->got_peer;
     if (nbytes) *nbytes = o->got_nbytes;
     if (rc != SHOAL_OK) SH_FAIL(rc, "%s", o->msg);
-    if (o->kind == OP_SEND) free(o->buf);
+    if (o->kind == OP_SEND) {
+        struct sh_p2p *s = o->c->p2p_state;
+        pthread_mutex_lock(&s->mu);
+        spare_give(s, o->buf, o->cap_nbytes);
+        pthread_mutex_unlock(&s->mu);
+    }
     free(o);
     return rc;
 }
@@ -467,7 +624,9 @@ void sh_p2p_destroy(shoal_comm *c)
         free(m->data);
         free(m);
     }
-    for (int p = 0; p < c->world; p++) free(s->in[p].data);
+    for (int p = 0; p < c->world; p++)
+        if (!s->in[p].into) free(s->in[p].data);
+    for (int i = 0; i < SPARES; i++) free(s->spare[i]);
     free(s->in);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->work);

@@ -25,7 +25,8 @@ struct sh_ps_server {
     sh_ps_config cfg;
     int k;                  /* this server's index */
     size_t lo, count;       /* its shard */
-    float *params, *acc, *grad;
+    unsigned char *reply;   /* a PARAMS header, then the shard: replies go out without a copy */
+    float *params, *acc, *grad; /* params: inside reply */
     sh_optim *opt;
     int nworkers;
     int64_t *clock;         /* [w]: pushes applied or accumulated from worker w */
@@ -33,7 +34,7 @@ struct sh_ps_server {
     uint64_t *last_seen_ns;
     int round_pushes;       /* sync: pushes accumulated for the current round */
     int64_t updates;        /* optimizer steps taken */
-    unsigned char *buf;
+    unsigned char *buf;     /* messages land here (pushes are applied from it in place) */
     size_t buf_nbytes;
     shoal_request **inflight;
     int ninflight, cap_inflight;
@@ -135,7 +136,8 @@ shoal_result sh_ps_server_create(shoal_comm *c, const sh_ps_config *cfg, const f
     sh_ps_shard(cfg->nparams, cfg->nservers, rank, &s->lo, &s->count);
     s->nworkers = world - cfg->nservers;
     size_t n = s->count ? s->count : 1;
-    s->params = malloc(n * sizeof(float));
+    s->reply = malloc(sizeof(ps_hdr) + n * sizeof(float)); /* 32 bytes: floats stay aligned */
+    s->params = s->reply ? (float *)(s->reply + sizeof(ps_hdr)) : NULL;
     s->acc = calloc(n, sizeof(float));
     s->grad = malloc(n * sizeof(float));
     s->clock = calloc((size_t)s->nworkers, sizeof *s->clock);
@@ -213,10 +215,14 @@ static void reap(sh_ps_server *s)
     }
 }
 
+/* Send header h and payload to worker w without waiting (the comm copies the message). The
+ * shard is sent from where it lives, after room for its header; anything else is copied
+ * behind the header in buf. */
 static void send_to(sh_ps_server *s, int w, const ps_hdr *h, const void *payload, size_t nbytes)
 {
-    memcpy(s->buf, h, sizeof *h);
-    if (nbytes) memcpy(s->buf + sizeof *h, payload, nbytes);
+    unsigned char *msg = payload == s->params ? s->reply : s->buf;
+    memcpy(msg, h, sizeof *h);
+    if (nbytes && msg == s->buf) memcpy(s->buf + sizeof *h, payload, nbytes);
     if (s->ninflight == s->cap_inflight) {
         int cap = s->cap_inflight ? 2 * s->cap_inflight : 16;
         shoal_request **p = realloc(s->inflight, (size_t)cap * sizeof *p);
@@ -225,7 +231,7 @@ static void send_to(sh_ps_server *s, int w, const ps_hdr *h, const void *payload
         s->cap_inflight = cap;
     }
     shoal_request *r = NULL;
-    if (shoal_send_start(s->c, s->buf, sizeof *h + nbytes, SHOAL_UINT8, s->cfg.nservers + w,
+    if (shoal_send_start(s->c, msg, sizeof *h + nbytes, SHOAL_UINT8, s->cfg.nservers + w,
                          PS_TAG_TO_WORKER, &r) == SHOAL_OK)
         s->inflight[s->ninflight++] = r;
     else
@@ -511,7 +517,7 @@ void sh_ps_server_destroy(sh_ps_server *s)
     for (int i = 0; i < s->ninflight; i++) shoal_wait(s->inflight[i]);
     free(s->inflight);
     sh_optim_destroy(s->opt);
-    free(s->params);
+    free(s->reply);
     free(s->acc);
     free(s->grad);
     free(s->clock);
