@@ -121,6 +121,19 @@ shoal_result shoal_recv_any(shoal_comm *c, void *buf, size_t max_count, shoal_dt
  * peer in either order without deadlock. */
 shoal_result shoal_allreduce_start(shoal_comm *c, const void *send, void *recv, size_t count,
                                    shoal_dtype dt, shoal_op op, shoal_request **req);
+/* Allreduce, then update (data-parallel training's gradient step): grads (float32, count,
+ * reduced in place with op) become the reduced gradients, and apply(ctx, offset, n) turns
+ * those of [offset, offset + n) into new values of params there (an optimizer step).
+ * When the request finishes, params hold the updated values on every rank; grads are then
+ * unspecified. apply runs on the communicator's thread, for disjoint ranges. On a path that
+ * shares the work (one host, shared memory, large messages) each rank reduces and updates
+ * only its own block and sends the updated params to the others, so each rank's apply sees
+ * only its block: an optimizer's state is then current only there (ZeRO stage 1). Every
+ * rank must call it where the others do (it is a collective of its own kind). */
+typedef void (*shoal_apply_fn)(void *ctx, size_t offset, size_t count);
+shoal_result shoal_allreduce_apply_start(shoal_comm *c, float *grads, float *params, size_t count,
+                                         shoal_op op, shoal_apply_fn apply, void *ctx,
+                                         shoal_request **req);
 shoal_result shoal_broadcast_start(shoal_comm *c, const void *send, void *recv, size_t count,
                                    shoal_dtype dt, int root, shoal_request **req);
 shoal_result shoal_reduce_start(shoal_comm *c, const void *send, void *recv, size_t count,

@@ -45,6 +45,10 @@ static const env_var table[] = {
     {"SHOAL_SPIN_US", "50", 0, 10000000, "how long a waiting rank spins before it blocks, in us"},
     {"SHOAL_BIND", "core", NOT_INT,
      "shoal launch: core (pin each rank to its share of the cores, as mpirun does) or none"},
+    /* training */
+    {"SHOAL_DP_SHARD", "1", 0, 1,
+     "data parallel: 1 lets each rank update only its block of a large bucket and send the "
+     "weights (ZeRO stage 1, one host), 0 makes every rank update everything"},
     /* engine */
     {"SHOAL_THREADS", "0", 0, 1024, "kernel threads per rank (0: one per core / rank)"},
     {"SHOAL_DATA_DIR", "/usr/share/datasets/fashion-mnist", NOT_INT,

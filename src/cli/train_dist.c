@@ -159,10 +159,9 @@ shoal_result sh_train_dp_rank(const sh_train_opts *o, const sh_train_dp_opts *d,
     rc = sh_strategy_allreduce_create(c, &dopts, &st);
     if (rc != SHOAL_OK) goto out;
     wo.strategy = st;
-    if (rank != 0) {
-        wo.save_path = NULL;
-        wo.logdir = NULL;
-    }
+    /* Every rank keeps save_path: a checkpoint is a collective step (the ranks that split the
+     * optimizer's update first make its state whole), and only rank 0 writes the file. */
+    if (rank != 0) wo.logdir = NULL;
     sh_trainer *t = NULL;
     rc = sh_trainer_create(&wo, &t);
     if (rc == SHOAL_OK) rc = sh_trainer_run(t, r);

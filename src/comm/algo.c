@@ -237,6 +237,7 @@ static shoal_result allreduce(shoal_comm *c, const sh_group *g, const sh_coll *o
         }
     }
     if (op->op == SHOAL_AVG) sh_reduce_avg_finish(op->recv, op->count, op->dt, c->world);
+    if (op->apply) op->apply(op->apply_ctx, 0, op->count); /* every rank updates everything */
     return SHOAL_OK;
 }
 
@@ -293,7 +294,11 @@ shoal_result sh_algo_run(shoal_comm *c, const sh_coll *op)
 {
     if (c->algo == SH_ALGO_MPI) {
         /* MPI has no 16-bit float types: those collectives take shoal's own algorithms */
-        if (op->dt != SHOAL_FLOAT16 && op->dt != SHOAL_BFLOAT16) return sh_mpi_coll_run(c, op);
+        if (op->dt != SHOAL_FLOAT16 && op->dt != SHOAL_BFLOAT16) {
+            SH_TRY(sh_mpi_coll_run(c, op));
+            if (op->apply) op->apply(op->apply_ctx, 0, op->count);
+            return SHOAL_OK;
+        }
         SH_LOG_D("comm", "SHOAL_ALGO=mpi cannot do %s on %s; using shoal's own", coll_name(op->kind),
                  shoal_dtype_name(op->dt));
     }

@@ -124,6 +124,8 @@ typedef struct {
     int32_t root;
 } desc;
 
+enum { DESC_APPLY = 0x10000 }; /* in desc.op: shoal_allreduce_apply_start */
+
 static void describe(const desc *d, char *out, size_t cap)
 {
     const char *k = d->kind < SH_COLL_COUNT ? coll_names[d->kind] : "?";
@@ -138,8 +140,9 @@ static void describe(const desc *d, char *out, size_t cap)
         snprintf(out, cap, "%s(count=%llu, %s)", k, (unsigned long long)d->count,
                  shoal_dtype_name((shoal_dtype)d->dtype));
     else
-        snprintf(out, cap, "%s(count=%llu, %s, %s)", k, (unsigned long long)d->count,
-                 shoal_dtype_name((shoal_dtype)d->dtype), shoal_op_name((shoal_op)d->op));
+        snprintf(out, cap, "%s%s(count=%llu, %s, %s)", k, d->op & DESC_APPLY ? "_apply" : "",
+                 (unsigned long long)d->count, shoal_dtype_name((shoal_dtype)d->dtype),
+                 shoal_op_name((shoal_op)(d->op & ~(uint32_t)DESC_APPLY)));
 }
 
 static void break_comm(shoal_comm *c, const char *why)
@@ -153,7 +156,8 @@ static void break_comm(shoal_comm *c, const char *why)
 
 static desc make_desc(const shoal_comm *c, const sh_coll *op)
 {
-    desc me = {c->coll_seq, op->count, (uint32_t)op->kind, (uint32_t)op->dt, (uint32_t)op->op, op->root};
+    desc me = {c->coll_seq, op->count, (uint32_t)op->kind, (uint32_t)op->dt,
+               (uint32_t)op->op | (op->apply ? DESC_APPLY : 0u), op->root};
     if (op->kind == SH_COLL_BARRIER) me.count = 0, me.dtype = 0, me.op = 0, me.root = 0;
     if (op->kind == SH_COLL_ALLGATHER || op->kind == SH_COLL_ALLTOALL || op->kind == SH_COLL_BROADCAST) me.op = 0;
     if (op->kind != SH_COLL_BROADCAST && op->kind != SH_COLL_REDUCE) me.root = 0;
@@ -212,6 +216,7 @@ static shoal_result pair_allreduce(shoal_comm *c, const sh_coll *op)
         sh_reduce3(op->recv, lo, hi, op->count, op->dt, op->op);
         if (op->op == SHOAL_AVG) sh_reduce_avg_finish(op->recv, op->count, op->dt, 2);
     }
+    if (op->apply) op->apply(op->apply_ctx, 0, op->count);
     return SHOAL_OK;
 }
 
@@ -354,7 +359,7 @@ static shoal_result coll_start(shoal_comm *c, const sh_coll *op, shoal_request *
 }
 
 #define COLL(kind_, send_, recv_, count_, dt_, op_, root_) \
-    (&(sh_coll){(kind_), (send_), (recv_), (count_), (dt_), (op_), (root_)})
+    (&(sh_coll){(kind_), (send_), (recv_), (count_), (dt_), (op_), (root_), NULL, NULL, NULL})
 
 shoal_result shoal_allreduce(shoal_comm *c, const void *send, void *recv, size_t count,
                              shoal_dtype dt, shoal_op op)
@@ -395,6 +400,15 @@ shoal_result shoal_allreduce_start(shoal_comm *c, const void *send, void *recv, 
                                    shoal_dtype dt, shoal_op op, shoal_request **req)
 {
     return coll_start(c, COLL(SH_COLL_ALLREDUCE, send, recv, count, dt, op, 0), req);
+}
+shoal_result shoal_allreduce_apply_start(shoal_comm *c, float *grads, float *params, size_t count,
+                                         shoal_op op, shoal_apply_fn apply, void *ctx,
+                                         shoal_request **req)
+{
+    if (!apply || (count && (!grads || !params)))
+        return SH_FAIL(SHOAL_ERR_INVALID, "allreduce_apply: apply, grads or params is NULL");
+    sh_coll co = {SH_COLL_ALLREDUCE, grads, grads, count, SHOAL_FLOAT32, op, 0, params, apply, ctx};
+    return coll_start(c, &co, req);
 }
 shoal_result shoal_broadcast_start(shoal_comm *c, const void *send, void *recv, size_t count,
                                    shoal_dtype dt, int root, shoal_request **req)

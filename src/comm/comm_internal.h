@@ -56,6 +56,10 @@ typedef struct {
     shoal_dtype dt;
     shoal_op op;
     int root;
+    /* shoal_allreduce_apply_start only: update params from the reduced gradients */
+    float *params;
+    shoal_apply_fn apply;
+    void *apply_ctx;
 } sh_coll;
 
 struct shoal_comm {

@@ -339,7 +339,7 @@ void sh_shm_destroy(struct sh_shm *s)
 enum { CMA_MIN_NBYTES = 256 * 1024, CMA_PIECE_NBYTES = 256 * 1024 };
 
 typedef struct {
-    uint64_t send, recv;
+    uint64_t send, recv, params;
     int32_t pid, pad;
 } cma_addr;
 
@@ -388,7 +388,7 @@ int sh_shm_coll_supported(const shoal_comm *c, const sh_coll *op)
 {
     const struct sh_shm *s = c->shm;
     if (!s || !s->pid_of || s->cma < 0 || c->world > 64 || c->local_world != c->world) return 0;
-    if (op->kind != SH_COLL_ALLREDUCE) return 0;
+    if (op->kind != SH_COLL_ALLREDUCE || (op->apply && op->send != op->recv)) return 0;
     return op->count * shoal_dtype_nbytes(op->dt) >= CMA_MIN_NBYTES && op->count >= (size_t)c->world;
 }
 
@@ -398,7 +398,8 @@ shoal_result sh_shm_coll_run(shoal_comm *c, const sh_coll *op)
     int n = c->world, r = c->rank;
     size_t es = shoal_dtype_nbytes(op->dt);
     /* 1. addresses */
-    cma_addr mine = {(uint64_t)(uintptr_t)op->send, (uint64_t)(uintptr_t)op->recv, (int32_t)getpid(), 0}, all[64];
+    cma_addr mine = {(uint64_t)(uintptr_t)op->send, (uint64_t)(uintptr_t)op->recv,
+                     (uint64_t)(uintptr_t)op->params, (int32_t)getpid(), 0}, all[64];
     sh_xfer_op ops[128];
     int k = 0;
     all[r] = mine;
@@ -450,9 +451,18 @@ shoal_result sh_shm_coll_run(shoal_comm *c, const sh_coll *op)
         if (!failed && op->op == SHOAL_AVG) sh_reduce_avg_finish(dst, m, op->dt, n);
         /* Allgather as we go: the finished piece, still in cache, into every peer's result
          * (only this rank ever touches block r of a peer's buffers, and it has read this
-         * piece of them already). */
+         * piece of them already). With an update, the piece's new parameters go instead:
+         * each rank updates only its block, and the gradients elsewhere stay partial. */
+        const unsigned char *piece_out = dst;
+        uint64_t peer_off = off * es;
+        if (!failed && op->apply) {
+            op->apply(op->apply_ctx, off, m);
+            piece_out = (const unsigned char *)op->params + off * es;
+        }
         for (int p = 0; p < n && !failed; p++)
-            if (p != r) failed = cma_write(all[p].pid, all[p].recv + off * es, dst, m * es) != 0;
+            if (p != r)
+                failed = cma_write(all[p].pid, (op->apply ? all[p].params : all[p].recv) + peer_off, piece_out,
+                                   m * es) != 0;
     }
     if (failed) {
         /* CMA refused (ptrace rules, seccomp): never again; the ranks must still agree, so

@@ -34,6 +34,8 @@ struct sh_optim {
     size_t state_count;
     segment *seg;
     int nseg;
+    /* this step's rates, set by sh_optim_begin */
+    float lr, lr_t, inv_c2;
 };
 
 /* The loops are kept plain (restrict, one pass, no branches) so that -O3 vectorises them.
@@ -214,34 +216,51 @@ done:
     return rc;
 }
 
-void sh_optim_step(sh_optim *o, float *params, const float *grads, float lr)
+void sh_optim_begin(sh_optim *o, float lr)
+{
+    const sh_optim_config *c = &o->cfg;
+    o->lr = lr;
+    if (c->kind == SH_OPTIM_ADAM) {
+        float *tp = &o->state[2 * o->count];
+        *tp += 1.0f;
+        double t = *tp;
+        o->lr_t = (float)(lr / (1.0 - pow(c->beta1, t)));
+        o->inv_c2 = (float)(1.0 / (1.0 - pow(c->beta2, t)));
+    }
+}
+
+void sh_optim_apply(sh_optim *o, float *params, const float *grads, size_t lo, size_t n)
 {
     const sh_optim_config *c = &o->cfg;
     float *s = o->state;
-    if (c->kind == SH_OPTIM_ADAM) {
-        float *tp = &s[2 * o->count];
-        *tp += 1.0f;
-        double t = *tp;
-        float lr_t = (float)(lr / (1.0 - pow(c->beta1, t)));
-        float inv_c2 = (float)(1.0 / (1.0 - pow(c->beta2, t)));
-        for (int i = 0; i < o->nseg; i++) {
-            const segment *g = &o->seg[i];
-            adam_segment(params + g->offset, grads + g->offset, s + g->offset,
-                         s + o->count + g->offset, g->count, lr_t, c->beta1, c->beta2, inv_c2,
-                         g->decay ? c->decay : 0.0f, c->eps);
-        }
-        return;
-    }
+    size_t hi = lo + n;
     for (int i = 0; i < o->nseg; i++) {
         const segment *g = &o->seg[i];
+        size_t a = g->offset > lo ? g->offset : lo, b = g->offset + g->count < hi ? g->offset + g->count : hi;
+        if (a >= b) continue;
         float decay = g->decay ? c->decay : 0.0f;
-        if (c->kind == SH_OPTIM_SGD)
-            sgd_segment(params + g->offset, grads + g->offset, s + g->offset, g->count, lr,
-                        c->momentum, decay);
+        if (c->kind == SH_OPTIM_ADAM)
+            adam_segment(params + a, grads + a, s + a, s + o->count + a, b - a, o->lr_t, c->beta1,
+                         c->beta2, o->inv_c2, decay, c->eps);
+        else if (c->kind == SH_OPTIM_SGD)
+            sgd_segment(params + a, grads + a, s + a, b - a, o->lr, c->momentum, decay);
         else
-            adagrad_segment(params + g->offset, grads + g->offset, s + g->offset, g->count, lr,
-                            decay, c->eps);
+            adagrad_segment(params + a, grads + a, s + a, b - a, o->lr, decay, c->eps);
     }
+}
+
+void sh_optim_step(sh_optim *o, float *params, const float *grads, float lr)
+{
+    sh_optim_begin(o, lr);
+    sh_optim_apply(o, params, grads, 0, o->count);
+}
+
+size_t sh_optim_moments(const sh_optim *o) { return o->cfg.kind == SH_OPTIM_ADAM ? 2 * o->count : o->count; }
+
+void sh_optim_state_zero(sh_optim *o, size_t lo, size_t n)
+{
+    size_t per = o->cfg.kind == SH_OPTIM_ADAM ? 2 : 1;
+    for (size_t k = 0; k < per; k++) memset(o->state + k * o->count + lo, 0, n * sizeof(float));
 }
 
 float *sh_optim_state(sh_optim *o, size_t *count)

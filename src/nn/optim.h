@@ -63,6 +63,17 @@ void sh_optim_destroy(sh_optim *o);
  * gradients of the loss (already divided by the batch). Allocates nothing. */
 void sh_optim_step(sh_optim *o, float *params /* (count) */, const float *grads /* (count) */,
                    float lr);
+/* The same in two parts, so a step can be applied in pieces (each rank of data-parallel
+ * training updates its own block, piece by piece as the gradients arrive): begin sets
+ * the step's rate (Adam: counts the step), apply updates params[lo, lo + n). Allocates
+ * nothing. */
+void sh_optim_begin(sh_optim *o, float lr);
+void sh_optim_apply(sh_optim *o, float *params, const float *grads, size_t lo, size_t n);
+/* Zero the state of parameters [lo, lo + n) (every moment; not Adam's step count). */
+void sh_optim_state_zero(sh_optim *o, size_t lo, size_t n);
+/* How many floats at the start of the state block are per-parameter moments (the rest, if
+ * any, is Adam's step count). */
+size_t sh_optim_moments(const sh_optim *o);
 /* The state block (for checkpoints): pointer and length in floats; t (Adam's step count)
  * is part of it. */
 float *sh_optim_state(sh_optim *o, size_t *count);

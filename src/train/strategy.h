@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "nn/net.h"
+#include "nn/optim.h"
 #include "shoal/result.h"
 
 typedef struct sh_strategy sh_strategy;
@@ -40,6 +41,14 @@ struct sh_strategy {
     int applies_update; /* 1: the strategy updates the parameters itself (parameter servers
                            apply the optimizer); the step then skips the local optimizer */
     void *impl;      /* the strategy's own state */
+    /* Set by the trainer before attach, for a strategy that applies the update itself:
+     * the trainer's optimizer and schedule (borrowed). */
+    sh_optim *opt;
+    const sh_lr_policy *lr;
+    /* Optional (NULL: nothing to do), called on every rank before a checkpoint is written:
+     * make rank 0's optimizer state whole (a strategy that splits the update keeps each
+     * block's state current only on the rank that updates it). */
+    shoal_result (*sync_state)(sh_strategy *s);
 };
 
 /* The single-process strategy: every hook does nothing. */

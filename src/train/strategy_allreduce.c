@@ -8,32 +8,42 @@
 #include "train/strategy_allreduce.h"
 
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/env.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "nn/net.h"
+
+typedef struct dp_state dp_state;
 
 typedef struct {
     size_t lo, count;     /* slice of the gradient block */
     size_t ready;         /* floats of it backward has finished this step */
     shoal_request *req;   /* in flight, or NULL */
     uint64_t start_ns;
+    dp_state *d;
+    /* With the update split across ranks: the part of the bucket this rank updates (seen
+     * from the apply calls; the same every step), relative to lo. */
+    size_t own_lo, own_hi;
 } bucket;
 
-typedef struct {
+struct dp_state {
     shoal_comm *c;
     sh_dp_opts o;
-    float *grads;
+    sh_strategy *s;
+    float *grads, *params;
+    int shard;            /* the allreduce applies the optimizer (each rank its block) */
     bucket *b;
     int nb;
     int *bucket_of_layer;  /* [nlayers] */
     shoal_result failed;   /* from grad_ready, reported by finish */
     sh_dp_profile prof;
-} dp_state;
+};
 
 /* Every rank must train the same model with the same batch: compare (cfg hash, batch,
  * parameter count) across ranks and name the first rank that differs and in what. */
@@ -69,6 +79,7 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
     dp_state *d = s->impl;
     SH_TRY(check_same(d, net));
     d->grads = sh_net_grads(net);
+    d->params = sh_net_params(net);
     size_t nparams = sh_net_nparams(net);
     /* Rank 0's weights and batch-norm statistics for everyone. */
     SH_TRY(shoal_broadcast(d->c, sh_net_params(net), sh_net_params(net), nparams, SHOAL_FLOAT32, 0));
@@ -99,6 +110,18 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
         d->b[cur].count += cnt;
         d->bucket_of_layer[i] = cur;
     }
+    for (int i = 0; i < d->nb; i++) {
+        d->b[i].d = d;
+        d->b[i].own_lo = SIZE_MAX;
+        d->b[i].own_hi = 0;
+    }
+    /* The update rides on the allreduce: each bucket's optimizer step runs as soon as its
+     * gradients are reduced, and where the allreduce splits the work each rank updates only
+     * its block (ZeRO stage 1: the optimizer's work and memory traffic are divided). */
+    long shard = 1;
+    SH_TRY(sh_env_long("SHOAL_DP_SHARD", &shard));
+    d->shard = shard && s->opt != NULL;
+    s->applies_update = d->shard;
     SH_LOG_I("train", "data parallel over %d ranks: %zu parameters in %d buckets of up to %.1f MB",
              shoal_comm_world(d->c), nparams, d->nb, (double)cap * 4 / 1e6);
     return SHOAL_OK;
@@ -110,7 +133,20 @@ static shoal_result begin(sh_strategy *s, int64_t step)
     if (d->o.die_step >= 0 && step == d->o.die_step && shoal_comm_rank(d->c) == d->o.die_rank) raise(SIGKILL);
     for (int i = 0; i < d->nb; i++) d->b[i].ready = 0;
     d->failed = SHOAL_OK;
+    if (d->shard) sh_optim_begin(s->opt, sh_lr_at(s->lr, step));
     return SHOAL_OK;
+}
+
+/* On the communicator's thread: bucket-relative [off, off + n) of the gradients is reduced;
+ * step the optimizer there. */
+static void apply_piece(void *ctx, size_t off, size_t n)
+{
+    bucket *b = ctx;
+    dp_state *d = b->d;
+    sh_optim_apply(d->s->opt, d->params, d->grads, b->lo + off, n);
+    if (off < b->own_lo) b->own_lo = off;
+    if (off + n > b->own_hi) b->own_hi = off + n;
+    d->prof.updated += (double)n;
 }
 
 static void start_bucket(dp_state *d, bucket *b)
@@ -118,7 +154,11 @@ static void start_bucket(dp_state *d, bucket *b)
     if (b->req || d->failed != SHOAL_OK) return;
     b->start_ns = sh_now_ns();
     float *p = d->grads + b->lo;
-    d->failed = shoal_allreduce_start(d->c, p, p, b->count, SHOAL_FLOAT32, SHOAL_AVG, &b->req);
+    if (d->shard)
+        d->failed = shoal_allreduce_apply_start(d->c, p, d->params + b->lo, b->count, SHOAL_AVG, apply_piece,
+                                                b, &b->req);
+    else
+        d->failed = shoal_allreduce_start(d->c, p, p, b->count, SHOAL_FLOAT32, SHOAL_AVG, &b->req);
 }
 
 static void grad_ready(void *ctx, int layer, size_t offset, size_t count)
@@ -172,6 +212,28 @@ static shoal_result sum(sh_strategy *s, double *v, int n)
     return shoal_allreduce(d->c, v, v, (size_t)n, SHOAL_FLOAT64, SHOAL_SUM);
 }
 
+/* Before a checkpoint: every rank keeps the state of what it updates, zeroes the rest (a
+ * bucket every rank updates whole is kept by rank 0 alone), and a sum makes the state
+ * whole everywhere. Adam's step count, the same on every rank, is not summed. */
+static shoal_result sync_state(sh_strategy *s)
+{
+    dp_state *d = s->impl;
+    if (!d->shard || s->world == 1) return SHOAL_OK;
+    for (int i = 0; i < d->nb; i++) {
+        bucket *b = &d->b[i];
+        if (b->own_lo == SIZE_MAX) continue; /* never stepped: zeros everywhere already */
+        if (b->own_lo == 0 && b->own_hi == b->count) {
+            if (s->rank != 0) sh_optim_state_zero(s->opt, b->lo, b->count);
+            continue;
+        }
+        sh_optim_state_zero(s->opt, b->lo, b->own_lo);
+        sh_optim_state_zero(s->opt, b->lo + b->own_hi, b->count - b->own_hi);
+    }
+    size_t n = 0;
+    float *state = sh_optim_state(s->opt, &n);
+    return shoal_allreduce(d->c, state, state, sh_optim_moments(s->opt), SHOAL_FLOAT32, SHOAL_SUM);
+}
+
 static const sh_strategy_ops dp_ops = {"allreduce", attach, begin, grad_ready, finish, destroy, sum};
 
 shoal_result sh_strategy_allreduce_create(shoal_comm *c, const sh_dp_opts *o, sh_strategy **out)
@@ -190,6 +252,8 @@ shoal_result sh_strategy_allreduce_create(shoal_comm *c, const sh_dp_opts *o, sh
     s->rank = shoal_comm_rank(c);
     s->world = shoal_comm_world(c);
     s->impl = d;
+    s->sync_state = sync_state;
+    d->s = s;
     *out = s;
     return SHOAL_OK;
 }

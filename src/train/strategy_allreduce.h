@@ -20,6 +20,8 @@ typedef struct {
     double comm_s;     /* wall time the allreduces were in flight (start to completion seen) */
     int64_t steps;
     double bytes;      /* gradient bytes reduced */
+    double updated;    /* parameters this rank's optimizer stepped (with the update split
+                          across ranks, about 1/ranks of them) */
 } sh_dp_profile;
 
 /* A data-parallel strategy over c: every rank starts from rank 0's weights; gradients are

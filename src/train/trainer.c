@@ -144,6 +144,8 @@ shoal_result sh_trainer_create(const sh_train_opts *o, sh_trainer **out)
 
     if (o->resume_path) SH_TRY_GOTO(sh_snapshot_restore(t, o->resume_path), rc, fail);
     if (o->logdir && t->strategy->rank == 0) SH_TRY_GOTO(sh_tb_open(o->logdir, &t->tb), rc, fail);
+    t->strategy->opt = t->opt;
+    t->strategy->lr = &t->lr;
     SH_TRY_GOTO(t->strategy->ops->attach(t->strategy, t->net), rc, fail);
     t->steps_planned = plan_steps(&t->opts, t->cfg, sh_loader_steps_per_epoch(t->loader));
     *out = t;
@@ -176,6 +178,7 @@ const char *sh_trainer_default_save_path(const sh_trainer *t) { return t->defaul
 
 shoal_result sh_trainer_save(sh_trainer *t, const char *path)
 {
+    if (t->strategy->sync_state) SH_TRY(t->strategy->sync_state(t->strategy));
     if (t->strategy->rank != 0) return SHOAL_OK;
     SH_TRY(sh_snapshot_save(t, path));
     return SHOAL_OK;

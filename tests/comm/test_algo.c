@@ -248,7 +248,7 @@ static void one_dies(shoal_comm *c, void *arg)
     if (c->rank == 2) raise(SIGKILL);
     size_t count = 1 << 16;
     float *v = calloc(count, 4);
-    sh_coll op = {SH_COLL_ALLREDUCE, v, v, count, SHOAL_FLOAT32, SHOAL_SUM, 0};
+    sh_coll op = {SH_COLL_ALLREDUCE, v, v, count, SHOAL_FLOAT32, SHOAL_SUM, 0, NULL, NULL, NULL};
     uint64_t t0 = sh_now_ns();
     shoal_result rc = sh_algo_run(c, &op);
     double s = (double)(sh_now_ns() - t0) / 1e9;
@@ -274,14 +274,14 @@ static void algo_mpi(shoal_comm *c, void *arg)
 {
     uint16_t h[5];
     for (int i = 0; i < 5; i++) h[i] = sh_f32_to_f16((float)(c->rank + i));
-    sh_coll op = {SH_COLL_ALLREDUCE, h, h, 5, SHOAL_FLOAT16, SHOAL_SUM, 0};
+    sh_coll op = {SH_COLL_ALLREDUCE, h, h, 5, SHOAL_FLOAT16, SHOAL_SUM, 0, NULL, NULL, NULL};
     CHECK_OK(sh_algo_run(c, &op));
     int n = c->world, bad = 0;
     for (int i = 0; i < 5; i++) bad += sh_f16_to_f32(h[i]) != (float)(n * (n - 1) / 2 + n * i);
     CHECK(bad == 0, "float16 allreduce under SHOAL_ALGO=mpi: %d wrong", bad);
 #if !SHOAL_HAVE_MPI
     float f = 1;
-    sh_coll fo = {SH_COLL_ALLREDUCE, &f, &f, 1, SHOAL_FLOAT32, SHOAL_SUM, 0};
+    sh_coll fo = {SH_COLL_ALLREDUCE, &f, &f, 1, SHOAL_FLOAT32, SHOAL_SUM, 0, NULL, NULL, NULL};
     CHECK_RC(sh_algo_run(c, &fo), SHOAL_ERR_INVALID);
     CHECK(strstr(shoal_last_error_message(), "make MPI=1") != NULL, "%s", shoal_last_error_message());
 #endif
@@ -304,10 +304,10 @@ static void t_forced_algorithm_falls_back_when_it_cannot(void)
     if (!c) return;
     for (int r = 0; r < 6; r++) c->host_of[r] = r / 2;
     sh_comm_index_hosts(c);
-    sh_coll ar = {SH_COLL_ALLREDUCE, NULL, NULL, 1 << 20, SHOAL_FLOAT32, SHOAL_SUM, 0};
-    sh_coll ag = {SH_COLL_ALLGATHER, NULL, NULL, 16, SHOAL_FLOAT32, SHOAL_SUM, 0};
-    sh_coll a2a = {SH_COLL_ALLTOALL, NULL, NULL, 16, SHOAL_FLOAT32, SHOAL_SUM, 0};
-    sh_coll rs = {SH_COLL_REDUCE_SCATTER, NULL, NULL, 16, SHOAL_FLOAT32, SHOAL_SUM, 0};
+    sh_coll ar = {SH_COLL_ALLREDUCE, NULL, NULL, 1 << 20, SHOAL_FLOAT32, SHOAL_SUM, 0, NULL, NULL, NULL};
+    sh_coll ag = {SH_COLL_ALLGATHER, NULL, NULL, 16, SHOAL_FLOAT32, SHOAL_SUM, 0, NULL, NULL, NULL};
+    sh_coll a2a = {SH_COLL_ALLTOALL, NULL, NULL, 16, SHOAL_FLOAT32, SHOAL_SUM, 0, NULL, NULL, NULL};
+    sh_coll rs = {SH_COLL_REDUCE_SCATTER, NULL, NULL, 16, SHOAL_FLOAT32, SHOAL_SUM, 0, NULL, NULL, NULL};
     for (int a = 1; a <= 5; a++) {
         c->algo = (sh_algo_kind)a;
         CHECK(sh_algo_choose(c, &ar) == (sh_algo_kind)a, "allreduce forced %s chose %s", algos[a],

@@ -236,6 +236,96 @@ static void t_resume_on_other_rank_count(void)
     remove(ck);
 }
 
+/* ---- the update split across ranks (ZeRO stage 1) ----
+ * A model whose bucket is large enough for the allreduce through the peers' memory, so each
+ * rank steps the optimizer on its block only and sends the weights: the run must still
+ * match one process (SGD with momentum and Adam, whose step count must advance once a
+ * step), each rank must have stepped only part of the parameters, and a checkpoint taken
+ * mid-run (which gathers the optimizer state the ranks split) must resume to the same end
+ * on another number of ranks. */
+static char wide_cfg[512], wide_adam_cfg[512];
+
+static const char wide_text[] =
+    "[net]\nbatch=16\nwidth=8\nheight=8\nchannels=1\n"
+    "decay=0.0005\n%s"
+    "\n[connected]\noutput=1100\nactivation=relu\n"
+    "\n[connected]\noutput=4\nactivation=linear\n"
+    "\n[softmax]\n\n[cost]\n";
+
+typedef struct {
+    const char *cfg;
+    const char *ckpt;  /* resume tests: where the first half saves / the second half starts */
+    int64_t steps;
+} shard_arg;
+
+static void shard_job(shoal_comm *c, void *arg)
+{
+    const shard_arg *a = arg;
+    int r = shoal_comm_rank(c), n = shoal_comm_world(c);
+    sh_dp_opts d = {8 /* one bucket: 76k parameters, 300 KB */, GLOBAL_BATCH / n, -1, -1};
+    sh_strategy *st = NULL;
+    CHECK(sh_strategy_allreduce_create(c, &d, &st) == SHOAL_OK, "%s", shoal_last_error_message());
+    sh_train_opts o;
+    opts_for(&o, a->cfg, GLOBAL_BATCH / n, STEPS);
+    o.strategy = st;
+    if (a->steps == STEPS / 2) o.save_path = a->ckpt; /* the first half */
+    else if (a->ckpt) o.resume_path = a->ckpt;        /* the second half */
+    o.max_steps = a->ckpt && !o.resume_path ? STEPS / 2 : STEPS;
+    sh_trainer *t = NULL;
+    CHECK(sh_trainer_create(&o, &t) == SHOAL_OK && sh_trainer_run(t, NULL) == SHOAL_OK, "%s",
+          shoal_last_error_message());
+    if (!t) {
+        sh_strategy_destroy(st);
+        return;
+    }
+    sh_net *net = sh_trainer_net(t);
+    size_t np = sh_net_nparams(net);
+    sh_dp_profile prof;
+    sh_strategy_allreduce_profile(st, &prof);
+    double per_step = prof.steps ? prof.updated / (double)prof.steps : 0;
+    CHECK(per_step > 0 && per_step < 0.75 * (double)np, "rank %d of %d stepped %.0f of %zu parameters a step: "
+          "the update was not split", r, n, per_step, np);
+    uint32_t h = hash_params(net), all[8];
+    CHECK(shoal_allgather(c, &h, all, 1, SHOAL_INT32) == SHOAL_OK, "%s", shoal_last_error_message());
+    for (int q = 1; q < n; q++) CHECK(all[q] == all[0], "rank %d holds other weights than rank 0", q);
+    if (r == 0 && o.max_steps == STEPS) {
+        sh_train_opts ro;
+        opts_for(&ro, a->cfg, GLOBAL_BATCH, STEPS);
+        sh_trainer *ref = NULL;
+        CHECK(sh_trainer_create(&ro, &ref) == SHOAL_OK && sh_trainer_run(ref, NULL) == SHOAL_OK, "%s",
+              shoal_last_error_message());
+        if (ref) {
+            double rel = rel_diff(sh_net_params(net), sh_net_params(sh_trainer_net(ref)), np);
+            CHECK(rel < 1e-5, "%s, %d ranks, update split%s: %.3g relative to one process", a->cfg, n,
+                  a->ckpt ? ", resumed from a checkpoint" : "", rel);
+            CHECK(rel > 0, "bitwise equal to one process: suspicious, the ranks may not have split the batch");
+        }
+        sh_trainer_destroy(ref);
+    }
+    sh_trainer_destroy(t);
+    sh_strategy_destroy(st);
+}
+
+static void t_split_update_matches_one_process(void)
+{
+    const char *cfgs[2] = {wide_cfg, wide_adam_cfg};
+    for (int k = 0; k < 2; k++)
+        for (int n = 2; n <= 3; n++) {
+            shard_arg a = {cfgs[k], NULL, STEPS};
+            sh_test_ranks_opts o = {.links = SH_TEST_REAL, .transport = "shm", .deadline_s = 120};
+            CHECK(RUN_RANKS(n, &o, shard_job, &a) == 0, "%s on %d ranks", cfgs[k], n);
+        }
+    char ck[600];
+    snprintf(ck, sizeof ck, "%s/dp-shard.ckpt", dir);
+    for (int k = 0; k < 2; k++) {
+        shard_arg first = {cfgs[k], ck, STEPS / 2}, second = {cfgs[k], ck, STEPS};
+        sh_test_ranks_opts o = {.links = SH_TEST_REAL, .transport = "shm", .deadline_s = 120};
+        CHECK(RUN_RANKS(3, &o, shard_job, &first) == 0, "%s: first half on 3 ranks", cfgs[k]);
+        CHECK(RUN_RANKS(2, &o, shard_job, &second) == 0, "%s: second half on 2 ranks", cfgs[k]);
+        remove(ck);
+    }
+}
+
 static void t_strong_scaling_matches_one_process(void)
 {
     for (int n = 2; n <= 4; n++) {
@@ -281,6 +371,16 @@ int main(void)
     RUN(t_mismatch_at_startup);
     RUN(t_split_evaluation);
     RUN(t_resume_on_other_rank_count);
+    snprintf(wide_cfg, sizeof wide_cfg, "%s/wide.cfg", dir);
+    snprintf(wide_adam_cfg, sizeof wide_adam_cfg, "%s/wide-adam.cfg", dir);
+    char text[1024];
+    snprintf(text, sizeof text, wide_text, "learning_rate=0.02\nmomentum=0.9\n");
+    CHECK(tiny_write_file(dir, "wide.cfg", text) == 0, "cannot write wide.cfg");
+    snprintf(text, sizeof text, wide_text, "adam=1\nlearning_rate=0.002\n");
+    CHECK(tiny_write_file(dir, "wide-adam.cfg", text) == 0, "cannot write wide-adam.cfg");
+    RUN(t_split_update_matches_one_process);
+    remove(wide_cfg);
+    remove(wide_adam_cfg);
     tiny_remove_dir(dir);
     return check_end();
 }
