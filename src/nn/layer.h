@@ -159,6 +159,9 @@ void sh_col2im(const float *col, size_t ld_col, int c, int h, int w, int size, i
 /* Thread count from which small conv layers cache their columns (layer_conv.c); tests lower
  * it to 2 to exercise that path. */
 extern int sh_conv_cache_min_threads;
+/* 1 (default): 3x3 stride-1 pad-1 convolutions run forward and the input gradient through
+ * Winograd F(2x2, 3x3) (conv_winograd.c); 0: through im2col + sgemm (tests compare both). */
+extern int sh_conv_winograd;
 
 /* Batch norm over (N, C, HW) used by conv and connected (layer_batchnorm.c). */
 void sh_bn_forward(sh_layer *l, sh_exec *x, float *raw /* (N, C, HW) in: pre-BN */);

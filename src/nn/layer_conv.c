@@ -6,6 +6,8 @@
  * the input's delta. Backward recomputes the columns (they stay in L2) and sums per-chunk
  * partial gradients (sh_exec_partials); from SH_CONV_CACHE_MIN_THREADS threads, layers whose
  * whole-batch columns fit CACHE_FLOATS keep them from forward and split dW by filters.
+ * 3x3 stride-1 pad-1 layers run forward and the input gradient through Winograd F(2x2, 3x3)
+ * (conv_winograd.c; 2.25x fewer multiplies) and keep im2col for the weight gradient.
  * Weights: normal * sqrt(2 / (S*S*C)) as Darknet (He). Parameters: weights (F, C, S, S),
  * biases (F) [BN shift], then scales (F) with batch_normalize.
  * Not here: batch norm's arithmetic (layer_batchnorm.c), the GEMM (gemm.c).
@@ -14,6 +16,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "nn/conv_winograd.h"
 #include "nn/gemm.h"
 #include "nn/layer.h"
 
@@ -39,10 +42,17 @@
 #define CACHE_FLOATS ((size_t)8 << 20)
 
 int sh_conv_cache_min_threads = SH_CONV_CACHE_MIN_THREADS;
+int sh_conv_winograd = 1;
 
 static int is_pointwise(const sh_layer *l)
 {
     return l->size == 1 && l->stride == 1 && l->pad == 0;
+}
+
+/* 3x3, stride 1, padding 1: forward and the input gradient can go through Winograd. */
+static int is_wino_shape(const sh_layer *l)
+{
+    return l->size == 3 && l->stride == 1 && l->pad == 1;
 }
 
 /* Output rows per unrolled tile of one big image, so its columns (CKK, rows*OW) stay in L2
@@ -50,6 +60,14 @@ static int is_pointwise(const sh_layer *l)
 #ifndef SH_CONV_TILE_FLOATS
 #define SH_CONV_TILE_FLOATS ((size_t)1 << 18)
 #endif
+/* Floats of the column cache: the whole batch's columns and gathered outputs. */
+static size_t col_cache_count(const sh_layer *l, int batch)
+{
+    size_t ckk = (size_t)l->in_shape.c * l->size * l->size;
+    size_t ohw = (size_t)l->out_shape.h * l->out_shape.w;
+    return (ckk + (size_t)l->filters) * ((size_t)batch * ohw + 16);
+}
+
 static int tile_rows(const sh_layer *l)
 {
     size_t ckk = (size_t)l->in_shape.c * l->size * l->size, ow = (size_t)l->out_shape.w;
@@ -106,10 +124,15 @@ static shoal_result conv_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ct
     /* With many threads, small layers keep the whole batch's columns from forward (and
      * gather their deltas) so backward splits dW by filters over the whole batch: no partial
      * blocks. Otherwise the columns are recomputed in backward (they stay in L2). */
-    size_t cache = (ckk + (size_t)l->filters) * ((size_t)ctx->batch * ohw + 16);
+    size_t cache = col_cache_count(l, ctx->batch);
     if (cache <= CACHE_FLOATS) {
         l->cache_count = cache; /* used with several threads */
         if (l->ws_count < g * ckk * ohw) l->ws_count = g * ckk * ohw; /* dcol of a group */
+    }
+    if (is_wino_shape(l)) { /* the cache holds Winograd's kernels when not the columns */
+        size_t wino = sh_wino_ws_count(in->c, l->filters, in->h, in->w, ctx->batch);
+        if (l->ws_count < wino) l->ws_count = wino;
+        if (l->cache_count < 16 * l->w_count / 9) l->cache_count = 16 * l->w_count / 9;
     }
     l->keep_count = l->batch_normalize ? sh_shape_count(&l->out_shape) : 0; /* x_hat */
     l->keep_fixed = l->batch_normalize ? 2 * (size_t)l->filters : 0;         /* mean, invstd */
@@ -225,12 +248,68 @@ static void conv_forward_cached(sh_layer *l, sh_exec *x, int tid, int a, int b)
 
 static int use_cache(const sh_layer *l, const sh_exec *x)
 {
-    return l->cache_count && x->nthreads >= sh_conv_cache_min_threads;
+    return col_cache_count(l, x->batch) <= CACHE_FLOATS &&
+           x->nthreads >= sh_conv_cache_min_threads;
+}
+
+/* Winograd (3x3, stride 1, pad 1) unless the column cache is in use: it needs forward's
+ * columns for the weight gradient. */
+static int use_wino(const sh_layer *l, const sh_exec *x)
+{
+    return sh_conv_winograd && is_wino_shape(l) && !use_cache(l, x);
+}
+
+/* Winograd's chunks: the whole pass on one thread (its blocks gather tiles of several
+ * images), else two chunks a thread so a busy core does not hold the others back. */
+static int wino_chunk(const sh_exec *x)
+{
+    int parts = x->nthreads == 1 ? 1 : 2 * x->nthreads;
+    return (x->nimg + parts - 1) / parts;
+}
+
+/* Winograd's kernels U (16, F, C) into the layer's cache, filters [f0, f1). */
+static void conv_wino_weights(sh_layer *l, sh_exec *x, int tid, int f0, int f1)
+{
+    (void)tid;
+    sh_wino_weights(x->params + l->w_off, l->filters, l->in_shape.c, f0, f1, l->cache);
+}
+
+static void conv_forward_wino(sh_layer *l, sh_exec *x, int tid, int n0, int n1)
+{
+    const sh_shape *in = &l->in_shape;
+    sh_wino_conv(l->cache, 0, l->in[0] + (size_t)n0 * l->inputs, n1 - n0, in->c,
+                 in->h, in->w, l->filters, l->out + (size_t)n0 * l->outputs, 0, x->work[tid]);
+    if (l->batch_normalize) return;
+    size_t ohw = (size_t)l->out_shape.h * l->out_shape.w;
+    const float *b = x->params + l->b_off;
+    for (int n = n0; n < n1; n++)
+        for (int f = 0; f < l->filters; f++)
+            sh_act_bias_forward(l->act, l->out + (size_t)n * l->outputs + (size_t)f * ohw, ohw,
+                                b[f]);
+}
+
+/* dL/d(input) by Winograd: the output gradient convolved with the turned kernels. */
+static void conv_backward_wino_dx(sh_layer *l, sh_exec *x, int tid, int n0, int n1)
+{
+    const sh_shape *in = &l->in_shape;
+    sh_wino_conv(l->cache, 1, l->delta + (size_t)n0 * l->outputs, n1 - n0,
+                 l->filters, in->h, in->w, in->c, l->in_delta[0] + (size_t)n0 * l->inputs,
+                 l->accum[0], x->work[tid]);
+}
+
+/* The input's delta when this pass computes it through the columns (not Winograd). */
+static float *col_in_delta(const sh_layer *l, const sh_exec *x)
+{
+    return use_wino(l, x) ? NULL : l->in_delta[0];
 }
 
 static void conv_forward(sh_layer *l, sh_exec *x)
 {
-    if (use_cache(l, x))
+    if (use_wino(l, x)) {
+        sh_exec_split(l, x, l->filters, conv_wino_weights);
+        sh_exec_chunks(l, x, wino_chunk(x), conv_forward_wino);
+    }
+    else if (use_cache(l, x))
         sh_exec_chunks(l, x, l->group, conv_forward_cached);
     else
         sh_exec_images(l, x, l->group > 1 ? conv_forward_grouped : conv_forward_images);
@@ -259,7 +338,7 @@ static void conv_backward_images(sh_layer *l, sh_exec *x, int tid, int n0, int n
                 gb[f] = first ? sum : gb[f] + sum;
             }
         }
-        float *dx = l->in_delta[0] ? l->in_delta[0] + (size_t)n * l->inputs : NULL;
+        float *dx = col_in_delta(l, x) ? l->in_delta[0] + (size_t)n * l->inputs : NULL;
         if (is_pointwise(l)) {
             sh_gemm(0, 1, l->filters, ckk, ohw, 1.0f, dy, ohw, im, ohw, first ? 0.0f : 1.0f, gw,
                     ckk);
@@ -314,7 +393,7 @@ static void conv_backward_grouped(sh_layer *l, sh_exec *x, int tid, int n0, int 
         }
         sh_gemm(0, 1, l->filters, (int)ckk, (int)ld, 1.0f, dy, (int)ld, col, (int)ld,
                 a == n0 ? 0.0f : 1.0f, gw, (int)ckk);
-        if (!l->in_delta[0]) continue;
+        if (!col_in_delta(l, x)) continue;
         sh_gemm(1, 0, (int)ckk, (int)ld, l->filters, 1.0f, w, (int)ckk, dy, (int)ld, 0.0f, dcol,
                 (int)ld);
         for (int j = 0; j < g; j++) {
@@ -382,6 +461,10 @@ static void conv_backward(sh_layer *l, sh_exec *x)
         return;
     }
     sh_exec_partials(l, x, l->group > 1 ? conv_backward_grouped : conv_backward_images);
+    if (use_wino(l, x) && l->in_delta[0]) { /* kernels again: backward may follow any forward */
+        sh_exec_split(l, x, l->filters, conv_wino_weights);
+        sh_exec_chunks(l, x, wino_chunk(x), conv_backward_wino_dx);
+    }
 }
 
 const sh_layer_ops sh_conv_ops = {

@@ -1,7 +1,9 @@
 /* test_layer_conv.c — proves src/nn/layer_conv.c, im2col.c and layer_batchnorm.c: forward
  * equals a direct convolution loop (stride, padding, 1x1), backward equals central finite
  * differences for parameters and input (stride 2 with padding, batch norm in training mode),
- * inference batch norm uses the rolling statistics, and Darknet's pad/padding rules. */
+ * inference batch norm uses the rolling statistics, and Darknet's pad/padding rules; 3x3
+ * stride-1 pad-1 layers through Winograd (conv_winograd.c) give the im2col path's outputs
+ * and gradients (odd sizes, several blocks, an accumulated input delta, 2 threads). */
 #include <stdio.h>
 
 #include "nn_check.h"
@@ -182,6 +184,80 @@ static void two_threads_match_finite_differences_on_both_paths(void)
     sh_conv_cache_min_threads = 4;
 }
 
+/* Loss, output and every gradient of text's net, with Winograd on or off. */
+static void run_net(const char *text, int batch, int threads, int wino, float *out, size_t nout,
+                    float **grads, size_t *ngrad, float *loss)
+{
+    sh_conv_winograd = wino;
+    test_net t;
+    *grads = NULL;
+    if (!tn_build(&t, text, batch, 5)) return;
+    sh_net_set_threads(t.net, threads);
+    size_t nin = (size_t)batch * (size_t)sh_net_input_count(t.net);
+    float *x = malloc(nin * sizeof *x);
+    int32_t *y = malloc((size_t)batch * sizeof *y);
+    tn_random(x, nin, 17, -1, 1);
+    for (int i = 0; i < batch; i++) y[i] = i % 7;
+    CHECK_OK(sh_net_forward(t.net, x, batch, 1));
+    const sh_layer *l1 = sh_net_layer(t.net, 1);
+    memcpy(out, l1->out, nout * sizeof *out);
+    *loss = sh_net_loss(t.net, y);
+    CHECK_OK(sh_net_backward(t.net, NULL, NULL));
+    *ngrad = sh_net_nparams(t.net);
+    *grads = malloc(*ngrad * sizeof **grads);
+    memcpy(*grads, sh_net_grads(t.net), *ngrad * sizeof **grads);
+    free(x);
+    free(y);
+    tn_free(&t);
+    sh_conv_winograd = 1;
+}
+
+static void winograd_matches_im2col(int c, int h, int w, int f, int batch, int threads)
+{
+    char text[1024];
+    /* layer 0's delta is the sum of the shortcut's and layer 1's input gradient */
+    snprintf(text, sizeof text,
+             "[net]\nbatch=%d\nchannels=3\nheight=%d\nwidth=%d\n"
+             "[convolutional]\nfilters=%d\nsize=1\nactivation=logistic\n"
+             "[convolutional]\nfilters=%d\nsize=3\nstride=1\npad=1\nactivation=leaky\n"
+             "[convolutional]\nbatch_normalize=1\nfilters=%d\nsize=3\nstride=1\npad=1\n"
+             "activation=linear\n"
+             "[shortcut]\nfrom=0\nactivation=relu\n[avgpool]\n"
+             "[connected]\noutput=7\nactivation=linear\n[softmax]\n",
+             batch, h, w, c, f, c);
+    size_t nout = (size_t)batch * f * h * w;
+    float *o[2] = {malloc(nout * 4), malloc(nout * 4)}, *g[2], loss[2];
+    size_t ng[2];
+    for (int k = 0; k < 2; k++) run_net(text, batch, threads, k, o[k], nout, &g[k], &ng[k], &loss[k]);
+    if (!g[0] || !g[1]) goto out;
+    CHECK(ng[0] == ng[1], "gradient counts %zu %zu", ng[0], ng[1]);
+    double wo = 0, wg = 0, gmax = 0;
+    for (size_t i = 0; i < nout; i++) wo = fmax(wo, fabs(o[0][i] - o[1][i]));
+    for (size_t i = 0; i < ng[0]; i++) {
+        wg = fmax(wg, fabs(g[0][i] - g[1][i]));
+        gmax = fmax(gmax, fabs(g[0][i]));
+    }
+    CHECK(wo < 1e-4, "c=%d %dx%d f=%d batch %d, %d threads: outputs differ by %g", c, h, w, f,
+          batch, threads, wo);
+    CHECK(wg <= 1e-4 * gmax, "c=%d %dx%d f=%d batch %d, %d threads: gradients differ by %g "
+          "(largest %g)", c, h, w, f, batch, threads, wg, gmax);
+    CHECK_NEAR(loss[0], loss[1], 1e-5);
+out:
+    free(o[0]);
+    free(o[1]);
+    free(g[0]);
+    free(g[1]);
+}
+
+static void winograd_gives_im2col_outputs_and_gradients(void)
+{
+    winograd_matches_im2col(5, 7, 6, 4, 3, 1);    /* one tile row per image, even/odd */
+    winograd_matches_im2col(20, 13, 11, 18, 6, 1); /* channels not a multiple of 16 */
+    winograd_matches_im2col(20, 13, 11, 18, 6, 2); /* images split over threads */
+    winograd_matches_im2col(64, 40, 39, 64, 6, 1); /* several blocks, the last partial */
+    winograd_matches_im2col(3, 1, 1, 2, 2, 1);     /* 1x1 image: one half-empty tile */
+}
+
 int main(void)
 {
     check_begin("test_layer_conv", 60);
@@ -192,5 +268,6 @@ int main(void)
     RUN(batchnorm_backward_matches_finite_differences_in_training);
     RUN(batchnorm_inference_uses_rolling_statistics);
     RUN(kernel_larger_than_input_names_file_and_line);
+    RUN(winograd_gives_im2col_outputs_and_gradients);
     return check_end();
 }
