@@ -95,6 +95,25 @@ static void backward_matches_finite_differences_with_stride_and_pad(void)
                      3, 12, 1e-2, 2e-4, 2e-2);
 }
 
+/* Stride 1 without padding has its own im2col/col2im (im2col.c): rows of 3, 6, 8 and 13
+ * floats cover its short, overlapping and whole-vector moves. */
+static void backward_matches_finite_differences_without_padding(void)
+{
+    const int widths[][2] = {{7, 3}, {12, 6}, {12, 8}, {17, 13}}; /* input width, output */
+    for (int i = 0; i < 4; i++) {
+        char text[512], what[64];
+        int size = widths[i][0] - widths[i][1] + 1;
+        snprintf(text, sizeof text,
+                 "[net]\nbatch=2\nchannels=2\nheight=%d\nwidth=%d\n"
+                 "[convolutional]\nfilters=3\nsize=%d\nstride=1\npad=0\nactivation=tanh\n"
+                 "[connected]\noutput=4\nactivation=linear\n[softmax]\n",
+                 size + 2, widths[i][0], size);
+        snprintf(what, sizeof what, "conv %dx%d s1 p0 (rows of %d)", size, size, widths[i][1]);
+        tn_gradcheck_cfg(what, text, 2, 16, 1e-2, 2e-4, 2e-2);
+        check_forward(2, size + 2, widths[i][0], 3, size, 1, "pad=0", 0);
+    }
+}
+
 static void backward_matches_finite_differences_one_image_per_product(void)
 {
     /* 3*3*3 x 100*100 columns exceed one group: the per-image path */
@@ -263,6 +282,7 @@ int main(void)
     check_begin("test_layer_conv", 60);
     RUN(forward_matches_direct_convolution_loop);
     RUN(backward_matches_finite_differences_with_stride_and_pad);
+    RUN(backward_matches_finite_differences_without_padding);
     RUN(two_threads_match_finite_differences_on_both_paths);
     RUN(backward_matches_finite_differences_one_image_per_product);
     RUN(batchnorm_backward_matches_finite_differences_in_training);
