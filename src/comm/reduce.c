@@ -7,6 +7,9 @@
 #include "comm/reduce.h"
 
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 #include <strings.h>
 #ifdef __F16C__
 #include <immintrin.h>
@@ -378,4 +381,36 @@ void sh_reduce_avg_finish_isa(sh_reduce_isa isa, void *dst, size_t count, shoal_
 void sh_reduce_avg_finish(void *dst, size_t count, shoal_dtype dt, int divisor)
 {
     sh_reduce_avg_finish_isa(sh_reduce_isa_best(), dst, count, dt, divisor);
+}
+
+void sh_copy_stream(void *dst, const void *src, size_t nbytes)
+{
+#ifdef __SSE2__
+    unsigned char *d = dst;
+    const unsigned char *s = src;
+    size_t head = (16 - ((uintptr_t)d & 15)) & 15;
+    if (nbytes < 256 || head > nbytes) {
+        memcpy(d, s, nbytes);
+        return;
+    }
+    memcpy(d, s, head);
+    d += head;
+    s += head;
+    nbytes -= head;
+    size_t body = nbytes & ~(size_t)63;
+    for (size_t i = 0; i < body; i += 64) {
+        __m128i a = _mm_loadu_si128((const __m128i *)(s + i));
+        __m128i b = _mm_loadu_si128((const __m128i *)(s + i + 16));
+        __m128i c = _mm_loadu_si128((const __m128i *)(s + i + 32));
+        __m128i e = _mm_loadu_si128((const __m128i *)(s + i + 48));
+        _mm_stream_si128((__m128i *)(d + i), a);
+        _mm_stream_si128((__m128i *)(d + i + 16), b);
+        _mm_stream_si128((__m128i *)(d + i + 32), c);
+        _mm_stream_si128((__m128i *)(d + i + 48), e);
+    }
+    _mm_sfence();
+    memcpy(d + body, s + body, nbytes - body);
+#else
+    memcpy(dst, src, nbytes);
+#endif
 }

@@ -19,6 +19,10 @@ void sh_reduce3(void *dst, const void *a, const void *b, size_t count, shoal_dty
 /* dst[i] /= divisor for SHOAL_AVG (integers: truncating division, as MPI/NCCL do). */
 void sh_reduce_avg_finish(void *dst, size_t count, shoal_dtype dt, int divisor);
 
+/* memcpy with non-temporal stores: for results written once and not read again soon, so
+ * the CPU does not first read every destination line into cache. */
+void sh_copy_stream(void *dst, const void *src, size_t nbytes);
+
 /* The kernel sets: sh_reduce/sh_reduce3 use the best one the CPU supports (chosen once).
  * Tests and the benchmark run each set by name; an unsupported set runs the scalar one. */
 typedef enum { SH_ISA_SCALAR, SH_ISA_AVX2, SH_ISA_AVX512, SH_ISA_COUNT } sh_reduce_isa;

@@ -3,7 +3,8 @@
  * byte-misaligned starts, bit for bit against a reference written here (its own half and
  * bfloat16 conversions through double arithmetic); float16/bfloat16 conversions exhaustive
  * over all 65536 values and every rounding tie, subnormals, inf, NaN, against F16C too;
- * integer wrap; NaN min/max; avg's final division; names. */
+ * integer wrap; NaN min/max; avg's final division; names; the streaming copy at every
+ * alignment of both ends, leaving the bytes around the destination alone. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -612,6 +613,30 @@ static void names(void)
     printf("test_reduce: kernel set in use: %s\n", sh_reduce_isa_name(sh_reduce_isa_best()));
 }
 
+static void copy_stream_every_alignment(void)
+{
+    enum { CAP = 4096 + 64 };
+    unsigned char *src = malloc(CAP), *dst = malloc(CAP), *want = malloc(CAP);
+    for (size_t i = 0; i < CAP; i++) src[i] = (unsigned char)(i * 131u + 7u);
+    const size_t lens[] = {0, 1, 15, 63, 255, 256, 257, 1000, 4000};
+    int bad = 0;
+    for (size_t li = 0; li < sizeof lens / sizeof *lens; li++)
+        for (int da = 0; da < 16; da++)
+            for (int sa = 0; sa < 16; sa += 5) {
+                memset(dst, 0xA5, CAP);
+                memset(want, 0xA5, CAP);
+                memcpy(want + da, src + sa, lens[li]);
+                sh_copy_stream(dst + da, src + sa, lens[li]);
+                if (memcmp(dst, want, CAP) != 0 && bad++ < 3)
+                    CHECK(0, "sh_copy_stream(%zu bytes, dst +%d, src +%d) differs from memcpy",
+                          lens[li], da, sa);
+            }
+    CHECK(bad == 0, "%d copies differ", bad);
+    free(src);
+    free(dst);
+    free(want);
+}
+
 int main(void)
 {
     check_begin("test_reduce", 120);
@@ -624,5 +649,6 @@ int main(void)
     RUN(avg_finish);
     RUN(avg_finish_every_set);
     RUN(names);
+    RUN(copy_stream_every_alignment);
     return check_end();
 }
