@@ -4,7 +4,8 @@
 # rank; 1 server + 2 workers and 2 servers + 4 workers (oversubscribed on 2 cores); sync,
 # async and ssp (s = 3), and data-parallel allreduce over the same workers. Then one worker
 # slowed to a third of its speed (--debug-delay-ms): the throughput each mode loses against
-# its own unslowed 1 server + 2 workers run.
+# its own unslowed 1 server + 2 workers run, and against the unslowed sync run (one baseline
+# for all three).
 #
 #   bench/ps/run.sh            # EPOCHS=2 SLOW_MS=30 TOPOLOGIES="1:2 2:4"
 #   MAX_STEPS=40 bench/ps/run.sh   # a quick check of the script: 40 steps per run, not epochs
@@ -57,6 +58,7 @@ for topo in $TOPOLOGIES; do
 done
 echo "-- one of 2 workers slowed by ${SLOW_MS} ms per step (1 server)"
 SUMMARY=""
+COMMON=""
 for mode in sync async ssp; do
     if [ -z "${BASE[$mode-1-2]:-}" ]; then # TOPOLOGIES without 1:2: the unslowed run first
         run "ps $mode, 1s/2w" "ps-$mode-1-2" --ps --servers 1 -n 2 --consistency "$mode" --staleness 3
@@ -65,5 +67,7 @@ for mode in sync async ssp; do
     run "ps $mode, slowed worker" "slow-$mode" --ps --servers 1 -n 2 --consistency "$mode" --staleness 3 \
         --debug-delay-rank 1 --debug-delay-ms "$SLOW_MS"
     SUMMARY+="${SUMMARY:+, }$mode $(loss "${BASE[$mode-1-2]}" "$IPS")"
+    COMMON+="${COMMON:+, }$mode $(loss "${BASE[sync-1-2]}" "$IPS")"
 done
 echo "throughput lost to the slowed worker (against the same mode unslowed, 1s/2w): $SUMMARY"
+echo "throughput lost to the slowed worker (against unslowed sync, 1s/2w): $COMMON"
