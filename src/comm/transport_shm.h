@@ -14,8 +14,9 @@
 shoal_result sh_shm_connect(shoal_comm *c, const unsigned char *want);
 void sh_shm_destroy(struct sh_shm *s); /* NULL is fine */
 
-/* Large allreduces with every rank on this host: each rank reduces its block reading the
- * others' buffers directly (process_vm_readv), then reads the other blocks' results. */
+/* Allreduces from 32 KiB with every rank on this host: each rank reduces its block reading
+ * the others' buffers directly (process_vm_readv) and writes the finished pieces into
+ * their results (process_vm_writev). */
 int sh_shm_coll_supported(const shoal_comm *c, const sh_coll *op);
 shoal_result sh_shm_coll_run(shoal_comm *c, const sh_coll *op);
 

@@ -35,12 +35,16 @@ static void big_allreduce(shoal_comm *c, void *arg)
 {
     (void)arg;
     int r = shoal_comm_rank(c), n = shoal_comm_world(c);
-    /* Above the 256 KiB threshold of the path through the peers' memory, not divisible by
-     * the number of ranks, several pieces per block. */
-    size_t count = (size_t)3 * 200000 + 7;
+    /* Through the peers' memory (from 32 KiB), never divisible by the number of ranks: one
+     * piece per block, several pieces reduced into the result, and (from 4 MiB) several
+     * pieces reduced in scratch and streamed into it. */
+    const size_t counts[3] = {(size_t)3 * 3000 + 7, (size_t)3 * 200000 + 7, (size_t)3 * 400000 + 7};
+    size_t count = counts[2];
     float *send = malloc(count * 4), *recv = malloc(count * 4);
     CHECK(send && recv, "out of memory");
-    for (int inplace = 0; inplace < 2; inplace++) {
+    for (int run = 0; run < 6; run++) {
+        int inplace = run % 2;
+        count = counts[run / 2];
         for (int avg = 0; avg < 2; avg++) {
             for (size_t i = 0; i < count; i++) send[i] = value(r, i);
             memset(recv, 0xff, count * 4);
@@ -53,8 +57,9 @@ static void big_allreduce(shoal_comm *c, void *arg)
                 if (avg) want /= (float)n;
                 if (out[i] != want && bad++ == 0) first = i;
             }
-            CHECK(bad == 0, "rank %d of %d, %s, %s: %zu wrong elements, first at %zu (%g)", r, n,
-                  inplace ? "in place" : "out of place", avg ? "avg" : "sum", bad, first, (double)out[first]);
+            CHECK(bad == 0, "rank %d of %d, count %zu, %s, %s: %zu wrong elements, first at %zu (%g)", r,
+                  n, count, inplace ? "in place" : "out of place", avg ? "avg" : "sum", bad, first,
+                  (double)out[first]);
             if (!inplace) {
                 size_t changed = 0;
                 for (size_t i = 0; i < count; i++) changed += send[i] != value(r, i);
