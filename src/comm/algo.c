@@ -237,7 +237,6 @@ static shoal_result allreduce(shoal_comm *c, const sh_group *g, const sh_coll *o
         }
     }
     if (op->op == SHOAL_AVG) sh_reduce_avg_finish(op->recv, op->count, op->dt, c->world);
-    if (op->apply) op->apply(op->apply_ctx, 0, op->count); /* every rank updates everything */
     return SHOAL_OK;
 }
 
@@ -290,21 +289,15 @@ static shoal_result run(shoal_comm *c, const sh_group *g, const sh_coll *op)
     }
 }
 
-shoal_result sh_algo_run(shoal_comm *c, const sh_coll *op)
+/* The collective by MPI or by shoal's own algorithms over the whole communicator. */
+static shoal_result run_whole(shoal_comm *c, const sh_coll *op)
 {
     if (c->algo == SH_ALGO_MPI) {
         /* MPI has no 16-bit float types: those collectives take shoal's own algorithms */
-        if (op->dt != SHOAL_FLOAT16 && op->dt != SHOAL_BFLOAT16) {
-            SH_TRY(sh_mpi_coll_run(c, op));
-            if (op->apply) op->apply(op->apply_ctx, 0, op->count);
-            return SHOAL_OK;
-        }
+        if (op->dt != SHOAL_FLOAT16 && op->dt != SHOAL_BFLOAT16) return sh_mpi_coll_run(c, op);
         SH_LOG_D("comm", "SHOAL_ALGO=mpi cannot do %s on %s; using shoal's own", coll_name(op->kind),
                  shoal_dtype_name(op->dt));
     }
-    if (c->algo == SH_ALGO_AUTO && c->shm && c->nhosts == 1 && c->world > 1 && sh_shm_coll_supported &&
-        sh_shm_coll_run && sh_shm_coll_supported(c, op))
-        return sh_shm_coll_run(c, op);
     /* The whole communicator as a group; small worlds need no allocation. */
     enum { STACK_RANKS = 64 };
     int stack[STACK_RANKS], *ranks = stack;
@@ -317,4 +310,15 @@ shoal_result sh_algo_run(shoal_comm *c, const sh_coll *op)
     shoal_result rc = run(c, &g, op);
     if (ranks != stack) free(ranks);
     return rc;
+}
+
+shoal_result sh_algo_run(shoal_comm *c, const sh_coll *op)
+{
+    /* through the peers' memory: each rank updates its own block as it goes */
+    if (c->algo == SH_ALGO_AUTO && c->shm && c->nhosts == 1 && c->world > 1 && sh_shm_coll_supported &&
+        sh_shm_coll_run && sh_shm_coll_supported(c, op))
+        return sh_shm_coll_run(c, op);
+    SH_TRY(run_whole(c, op));
+    if (op->apply) op->apply(op->apply_ctx, 0, op->count); /* every rank updates everything */
+    return SHOAL_OK;
 }

@@ -214,6 +214,35 @@ static msg *take_unexpected(struct sh_p2p *s, const sh_p2p_op *r)
     return NULL;
 }
 
+/* Kept message m (taken out of the list) to receive r; m is freed. */
+static void deliver_msg(sh_p2p_op *r, msg *m)
+{
+    deliver(r, m->peer, m->dt, m->data, m->nbytes);
+    free(m->data);
+    free(m);
+}
+
+/* Give receive r the oldest kept message it matches; 1 if there was one. Lock held. */
+static int deliver_kept(struct sh_p2p *s, sh_p2p_op *r)
+{
+    msg *m = take_unexpected(s, r);
+    if (m) deliver_msg(r, m);
+    return m != NULL;
+}
+
+/* Take posted receive r out of the list. Lock held. */
+static void unpost(struct sh_p2p *s, sh_p2p_op *r)
+{
+    sh_p2p_op *prev = NULL;
+    for (sh_p2p_op *q = s->recvs; q != r; q = q->next) {
+        SH_ASSERT(q != NULL && "the receive is posted");
+        prev = q;
+    }
+    if (prev) prev->next = r->next;
+    else s->recvs = r->next;
+    if (s->recvs_tail == r) s->recvs_tail = prev;
+}
+
 static void fail_peer(struct sh_p2p *s, shoal_comm *c, int peer, const char *why)
 {
     char pb[128], m[512];
@@ -252,21 +281,10 @@ static void fail_peer(struct sh_p2p *s, shoal_comm *c, int peer, const char *why
     }
     /* A receive from any rank that the dead peer was filling may have been passed over by
      * other ranks' messages meanwhile: give it the oldest. */
-    if (freed && !freed->finished) {
-        msg *k = take_unexpected(s, freed);
-        if (k) {
-            prev = NULL;
-            for (sh_p2p_op *r = s->recvs; r; prev = r, r = r->next)
-                if (r == freed) {
-                    if (prev) prev->next = r->next;
-                    else s->recvs = r->next;
-                    if (s->recvs_tail == r) s->recvs_tail = prev;
-                    break;
-                }
-            deliver(freed, k->peer, k->dt, k->data, k->nbytes);
-            free(k->data);
-            free(k);
-        }
+    msg *k = freed && !freed->finished ? take_unexpected(s, freed) : NULL;
+    if (k) {
+        unpost(s, freed);
+        deliver_msg(freed, k);
     }
     pthread_cond_broadcast(&s->done);
 }
@@ -320,14 +338,8 @@ static size_t pump(struct sh_p2p *s, shoal_comm *c)
                 if (in->done < in->hdr.nbytes) break;
             }
             if (in->into) { /* landed in place: the receive is done */
-                sh_p2p_op *r = in->into, *prev = NULL;
-                for (sh_p2p_op *q = s->recvs; q != r; q = q->next) {
-                    SH_ASSERT(q != NULL && "a receive being filled stays posted");
-                    prev = q;
-                }
-                if (prev) prev->next = r->next;
-                else s->recvs = r->next;
-                if (s->recvs_tail == r) s->recvs_tail = prev;
+                sh_p2p_op *r = in->into;
+                unpost(s, r);
                 r->filling = 0;
                 r->got_peer = p;
                 r->got_nbytes = in->hdr.nbytes;
@@ -382,16 +394,12 @@ static void expire(struct sh_p2p *s, shoal_comm *c, uint64_t now)
             if (prev) prev->next = n;
             else s->recvs = n;
             if (s->recvs_tail == r) s->recvs_tail = prev;
-            msg *k = NULL;
+            int got = 0;
             if (r->filling) { /* its frame goes on alone; one that passed it over is due */
                 unclaim(s, c, r);
-                k = take_unexpected(s, r);
+                got = deliver_kept(s, r);
             }
-            if (k) {
-                deliver(r, k->peer, k->dt, k->data, k->nbytes);
-                free(k->data);
-                free(k);
-            } else {
+            if (!got) {
                 char m[256];
                 snprintf(m, sizeof m, "recv: no message with tag %d arrived in time", r->tag);
                 finish(r, SHOAL_ERR_TIMEOUT, m);
@@ -547,17 +555,7 @@ shoal_result sh_p2p_recv_start(shoal_comm *c, void *buf, size_t nbytes, shoal_dt
                      .nbytes = nbytes,
                      .deadline_ns = timeout_ms >= 0 ? sh_now_ns() + (uint64_t)timeout_ms * 1000000ull : 0};
     pthread_mutex_lock(&s->mu);
-    msg *prev = NULL;
-    for (msg *m = s->unexpected; m; prev = m, m = m->next) {
-        if (m->tag != tag || (peer >= 0 && m->peer != peer)) continue;
-        if (prev) prev->next = m->next;
-        else s->unexpected = m->next;
-        if (s->unexpected_tail == m) s->unexpected_tail = prev;
-        deliver(o, m->peer, m->dt, m->data, m->nbytes);
-        free(m->data);
-        free(m);
-        break;
-    }
+    deliver_kept(s, o);
     if (!o->finished && peer >= 0 && s->in[peer].dead) {
         char pb[128];
         snprintf(o->msg, sizeof o->msg, "recv from %s: the peer is gone", sh_comm_peer_name(c, peer, pb, sizeof pb));

@@ -389,7 +389,7 @@ void sh_copy_stream(void *dst, const void *src, size_t nbytes)
     unsigned char *d = dst;
     const unsigned char *s = src;
     size_t head = (16 - ((uintptr_t)d & 15)) & 15;
-    if (nbytes < 256 || head > nbytes) {
+    if (nbytes < 256) { /* (so head, at most 15, fits) */
         memcpy(d, s, nbytes);
         return;
     }

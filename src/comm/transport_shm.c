@@ -422,7 +422,7 @@ shoal_result sh_shm_coll_run(shoal_comm *c, const sh_coll *op)
      * meet in one three-operand pass (dst = x0 OP x1) and dst is written once per piece. */
     unsigned char *tmp = NULL, *own = NULL;
     SH_TRY(sh_comm_scratch(c, 3 * CMA_PIECE_NBYTES, (void **)&tmp));
-    own = tmp + 2 * CMA_PIECE_NBYTES; /* ours, kept when in place */
+    own = tmp + 2 * CMA_PIECE_NBYTES; /* in place: ours, kept; streamed: the reduced piece */
     int inplace = op->send == op->recv;
     int stream = op->count * es >= STREAM_MIN_NBYTES;
     int failed = 0;

@@ -107,20 +107,9 @@ NO_MEMMOVE void sh_im2col_rows(const float *im, int c, int h, int w, int size, i
     }
 }
 
-/* d[0, n) += s[0, n), n < 64, whole 8-float adds where they fit. */
-static inline void add_row(float *restrict d, const float *restrict s, int n)
-{
-    int i = 0;
-#ifdef __AVX__
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(d + i, _mm256_add_ps(_mm256_loadu_ps(d + i), _mm256_loadu_ps(s + i)));
-#endif
-    for (; i < n; i++) d[i] += s[i];
-}
-
 /* col2im for stride 1 without padding: im2col_rows_s1p0 backwards. */
-NO_MEMMOVE static void col2im_rows_s1p0(const float *col, size_t ld_col, int c, int h, int w,
-                                        int size, int oy_lo, int oy_hi, int ow, float *im)
+static void col2im_rows_s1p0(const float *col, size_t ld_col, int c, int h, int w,
+                             int size, int oy_lo, int oy_hi, int ow, float *im)
 {
     int nr = oy_hi - oy_lo;
     for (int ch = 0; ch < c; ch++)
@@ -129,9 +118,9 @@ NO_MEMMOVE static void col2im_rows_s1p0(const float *col, size_t ld_col, int c, 
                 float *dst = im + ((size_t)ch * h + oy_lo + ky) * w + kx;
                 const float *src = col + ((size_t)(ch * size + ky) * size + kx) * ld_col;
                 if (ow == 8)
-                    for (int r = 0; r < nr; r++, src += 8, dst += w) add_row(dst, src, 8);
+                    for (int r = 0; r < nr; r++, src += 8, dst += w) add_short(dst, src, 8);
                 else
-                    for (int r = 0; r < nr; r++, src += ow, dst += w) add_row(dst, src, ow);
+                    for (int r = 0; r < nr; r++, src += ow, dst += w) add_short(dst, src, ow);
             }
 }
 

@@ -461,10 +461,8 @@ static void conv_backward(sh_layer *l, sh_exec *x)
         return;
     }
     sh_exec_partials(l, x, l->group > 1 ? conv_backward_grouped : conv_backward_images);
-    if (use_wino(l, x) && l->in_delta[0]) { /* kernels again: backward may follow any forward */
-        sh_exec_split(l, x, l->filters, conv_wino_weights);
-        sh_exec_chunks(l, x, wino_chunk(x), conv_backward_wino_dx);
-    }
+    /* forward's kernels: the weights do not change before this layer's backward is done */
+    if (use_wino(l, x) && l->in_delta[0]) sh_exec_chunks(l, x, wino_chunk(x), conv_backward_wino_dx);
 }
 
 const sh_layer_ops sh_conv_ops = {
