@@ -180,41 +180,62 @@ static shoal_result compare_desc(shoal_comm *c, const desc *me, const desc *thei
     return SH_FAIL(SHOAL_ERR_MISMATCH, "collective mismatch: rank %d called %s, %s called %s", c->rank, a, pb, b);
 }
 
-/* Two ranks, a small allreduce: the descriptor travels with the data in one exchange, so
- * the check costs no extra round trip (the 8-byte latency is one message each way). */
+/* A small allreduce on a power-of-two world: recursive doubling whose first round also
+ * does the mismatch check. Round 1 pairs rank i with i ^ 1, always a ring neighbour: the
+ * descriptor travels in front of the data to it, and alone to the other neighbour (world
+ * 4 and up), so on the wire the first round is check_match's exchange followed by the
+ * first exchange of recursive doubling; the later rounds carry data only. A rank that made
+ * another call runs check_match and reads the descriptors from both neighbours, so every
+ * neighbouring pair still compares, and one difference anywhere stops the job. Two ranks
+ * pay one message each way for an 8-byte allreduce; four ranks two rounds, not three. */
 enum { EAGER_NBYTES = 4096 };
 
-static int eager_pair(const shoal_comm *c, const sh_coll *op)
+static int eager_allreduce_fits(const shoal_comm *c, const sh_coll *op)
 {
-    return c->world == 2 && op->kind == SH_COLL_ALLREDUCE && c->algo == SH_ALGO_AUTO &&
-           op->count * shoal_dtype_nbytes(op->dt) <= EAGER_NBYTES;
+    return c->world >= 2 && (c->world & (c->world - 1)) == 0 && op->kind == SH_COLL_ALLREDUCE &&
+           c->algo == SH_ALGO_AUTO && op->count * shoal_dtype_nbytes(op->dt) <= EAGER_NBYTES;
 }
 
-static shoal_result pair_allreduce(shoal_comm *c, const sh_coll *op)
+static shoal_result eager_allreduce(shoal_comm *c, const sh_coll *op)
 {
     size_t nb = op->count * shoal_dtype_nbytes(op->dt);
     _Alignas(64) unsigned char out[sizeof(desc) + EAGER_NBYTES], in[sizeof(desc) + EAGER_NBYTES];
-    desc me = make_desc(c, op);
+    desc me = make_desc(c, op), from_other;
+    unsigned char *acc = out + sizeof me;
     memcpy(out, &me, sizeof me);
-    if (nb) memcpy(out + sizeof me, op->send, nb);
-    int peer = 1 - c->rank;
-    /* Expect the peer's descriptor and data in one go: if its call differs, its message may
-     * be shorter, but it compares our descriptor, finds the mismatch and aborts the link,
-     * which ends this wait with its reason. */
-    sh_xfer_op ops[2] = {{c->coll[peer], SH_XFER_SEND, out, sizeof me + nb, 0, NULL},
-                         {c->coll[peer], SH_XFER_RECV, in, sizeof me + nb, 0, NULL}};
+    if (nb) memcpy(acc, op->send, nb);
+    int partner = c->rank ^ 1, right = (c->rank + 1) % c->world, left = (c->rank + c->world - 1) % c->world;
+    int other = partner == right ? left : right;
+    /* Expect the partner's descriptor and data in one go: if its call differs, its message
+     * may be shorter, but it compares our descriptor, finds the mismatch and aborts the
+     * link, which ends this wait with its reason. */
+    sh_xfer_op ops[4] = {{c->coll[partner], SH_XFER_SEND, out, sizeof me + nb, 0, NULL},
+                         {c->coll[partner], SH_XFER_RECV, in, sizeof me + nb, 0, NULL},
+                         {c->coll[other], SH_XFER_SEND, &me, sizeof me, 0, NULL},
+                         {c->coll[other], SH_XFER_RECV, &from_other, sizeof from_other, 0, NULL}};
     sh_xfer_ctx x;
     sh_comm_xfer_ctx(c, "allreduce", &x);
-    shoal_result xrc = sh_xfer(&x, ops, 2);
+    shoal_result xrc = sh_xfer(&x, ops, c->world > 2 ? 4 : 2);
     desc theirs;
     memcpy(&theirs, in, sizeof theirs);
-    if (ops[1].done >= sizeof theirs) SH_TRY(compare_desc(c, &me, &theirs, peer));
+    if (ops[1].done >= sizeof theirs) SH_TRY(compare_desc(c, &me, &theirs, partner));
+    if (c->world > 2 && ops[3].done == sizeof from_other) SH_TRY(compare_desc(c, &me, &from_other, other));
     SH_TRY(xrc);
     if (nb) {
-        /* lower rank's value first on both ranks: the same expression everywhere */
-        const void *lo = c->rank == 0 ? op->send : in + sizeof me, *hi = c->rank == 0 ? in + sizeof me : op->send;
-        sh_reduce3(op->recv, lo, hi, op->count, op->dt, op->op);
-        if (op->op == SHOAL_AVG) sh_reduce_avg_finish(op->recv, op->count, op->dt, 2);
+        /* lower rank's value first on both partners: the same expression everywhere */
+        const unsigned char *peer_data = in + sizeof me;
+        if (partner < c->rank) sh_reduce3(acc, peer_data, acc, op->count, op->dt, op->op);
+        else sh_reduce(acc, peer_data, op->count, op->dt, op->op);
+        for (int mask = 2; mask < c->world; mask <<= 1) {
+            int peer = c->rank ^ mask;
+            sh_xfer_op r[2] = {{c->coll[peer], SH_XFER_SEND, acc, nb, 0, NULL},
+                               {c->coll[peer], SH_XFER_RECV, in, nb, 0, NULL}};
+            SH_TRY(sh_xfer(&x, r, 2));
+            if (peer < c->rank) sh_reduce3(acc, in, acc, op->count, op->dt, op->op);
+            else sh_reduce(acc, in, op->count, op->dt, op->op);
+        }
+        memcpy(op->recv, acc, nb);
+        if (op->op == SHOAL_AVG) sh_reduce_avg_finish(op->recv, op->count, op->dt, c->world);
     }
     if (op->apply) op->apply(op->apply_ctx, 0, op->count);
     return SHOAL_OK;
@@ -246,8 +267,8 @@ static shoal_result run_coll(shoal_comm *c, const sh_coll *op)
 {
     if (c->broken) return SH_FAIL(SHOAL_ERR_BROKEN, "communicator is broken: %s", c->broken_msg);
     shoal_result rc;
-    if (eager_pair(c, op)) {
-        rc = pair_allreduce(c, op);
+    if (eager_allreduce_fits(c, op)) {
+        rc = eager_allreduce(c, op);
     } else {
         rc = check_match(c, op);
         if (rc == SHOAL_OK) rc = sh_algo_run(c, op);

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -84,7 +85,7 @@ static void t_frozen_rank(void)
 
 /* Mismatches: every rank gets an error quickly; a neighbour of the odd rank names both. */
 typedef struct {
-    int what; /* 0 count, 1 dtype, 2 op, 3 root, 4 collective */
+    int what; /* 0 count, 1 dtype, 2 op, 3 root, 4 collective, 5 small against large count */
 } mm_arg;
 
 static void mismatch(shoal_comm *c, void *arg)
@@ -92,7 +93,8 @@ static void mismatch(shoal_comm *c, void *arg)
     const mm_arg *a = arg;
     int r = shoal_comm_rank(c), n = shoal_comm_world(c);
     int odd = r == n - 1;
-    float x[64] = {0};
+    static _Thread_local float x[4096];
+    memset(x, 0, sizeof x);
     uint64_t t0 = sh_now_ns();
     shoal_result rc;
     switch (a->what) {
@@ -100,14 +102,16 @@ static void mismatch(shoal_comm *c, void *arg)
     case 1: rc = shoal_allreduce(c, x, x, 16, odd ? SHOAL_INT32 : SHOAL_FLOAT32, SHOAL_SUM); break;
     case 2: rc = shoal_allreduce(c, x, x, 16, SHOAL_FLOAT32, odd ? SHOAL_MAX : SHOAL_SUM); break;
     case 3: rc = shoal_broadcast(c, x, x, 16, SHOAL_FLOAT32, odd ? 1 : 0); break;
-    default: rc = odd ? shoal_barrier(c) : shoal_allreduce(c, x, x, 16, SHOAL_FLOAT32, SHOAL_SUM); break;
+    case 4: rc = odd ? shoal_barrier(c) : shoal_allreduce(c, x, x, 16, SHOAL_FLOAT32, SHOAL_SUM); break;
+    /* the small allreduce checks in its first round, the large one in a round of its own */
+    default: rc = shoal_allreduce(c, x, x, odd ? 4096 : 16, SHOAL_FLOAT32, SHOAL_SUM); break;
     }
     double ms = (double)(sh_now_ns() - t0) / 1e6;
     CHECK(rc == SHOAL_ERR_MISMATCH || rc == SHOAL_ERR_PEER, "rank %d: rc %d (%s)", r, rc, shoal_last_error_message());
     CHECK(ms < 3000, "rank %d: mismatch took %.0f ms to report", r, ms);
     const char *m = shoal_last_error_message();
-    static const char *want_odd[] = {"count=63", "int32", "max", "root=1", "barrier()"};
-    static const char *want_rest[] = {"count=64", "float32", "sum", "root=0", "allreduce("};
+    static const char *want_odd[] = {"count=63", "int32", "max", "root=1", "barrier()", "count=4096"};
+    static const char *want_rest[] = {"count=64", "float32", "sum", "root=0", "allreduce(", "count=16"};
     int adjacent = r == 0 || r == n - 2 || odd;
     if (adjacent) {
         CHECK(strstr(m, want_odd[a->what]) && strstr(m, want_rest[a->what]),
@@ -119,8 +123,8 @@ static void mismatch(shoal_comm *c, void *arg)
 
 static void t_mismatch(void)
 {
-    for (int w = 0; w < 5; w++)
-        for (int n = 2; n <= 4; n += 2) {
+    for (int w = 0; w < 6; w++)
+        for (int n = 2; n <= 8; n *= 2) {
             mm_arg a = {w};
             sh_test_ranks_opts o = {.links = SH_TEST_REAL, .timeout_ms = 5000};
             RUN_RANKS(n, &o, mismatch, &a);
