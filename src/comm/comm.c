@@ -5,9 +5,6 @@
  * Not here: bytes and algorithms (algo.c), links (transport_*.c), tagged messages (p2p.c).
  * Proved by tests/comm/test_comm.c and tests/comm/test_comm_faults.c. */
 #include <pthread.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,7 +55,6 @@ static void *engine_main(void *arg)
     shoal_comm *c = arg;
     sh_engine *e = c->engine;
     sh_engine_comm = c;
-    { const char *v = getenv("XNICE"); if (v) setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), atoi(v)); }
     pthread_mutex_lock(&e->mu);
     for (;;) {
         while (!e->head && !e->stopping) pthread_cond_wait(&e->work, &e->mu);

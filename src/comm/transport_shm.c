@@ -192,6 +192,20 @@ static const sh_link_ops shm_ops = {
 };
 
 
+/* Map a ring's pages now: touched first in the middle of a collective, each 4 KiB page
+ * cost both processes a fault, which added about a millisecond to the first pass of small
+ * messages through a 1 MiB ring (2 ranks, 2 KiB allreduce over 300 iterations: 4.6 us a
+ * call, against 0.7 once the ring had wrapped). Asks the kernel to map the pages without
+ * writing them (peers may already be using them); where it cannot, reads them in. */
+static void prefault(const void *p, size_t n)
+{
+    uintptr_t page = 4096, a = (uintptr_t)p & ~(page - 1), b = (uintptr_t)p + n;
+#ifdef MADV_POPULATE_WRITE
+    if (madvise((void *)a, b - a, MADV_POPULATE_WRITE) == 0) return;
+#endif
+    for (uintptr_t q = a; q < b; q += page) (void)*(volatile const unsigned char *)q;
+}
+
 static shoal_result make_links(shoal_comm *c, void *base, int nlocal, const int *local_ranks,
                                const int *pids, const unsigned char *want)
 {
@@ -213,6 +227,8 @@ static shoal_result make_links(shoal_comm *c, void *base, int nlocal, const int 
             s->out = ring_at(base, nlocal, me, i, plane);
             s->in = ring_at(base, nlocal, i, me, plane);
             s->out_size = s->in_size = plane ? P2P_RING_NBYTES : COLL_RING_NBYTES;
+            prefault(s->out, ring_stride(s->out_size));
+            prefault(s->in, ring_stride(s->in_size));
             s->peer_pid = pids ? pids[i] : 0;
             s->peer_bell = bell_at(base, nlocal, i);
             l->ops = &shm_ops;
