@@ -4,7 +4,7 @@
 #   scripts/deps.sh --bench  also the peers the benchmarks compare against (PyTorch, Darknet, hyperfine)
 set -eu
 need=(build-essential libopenblas-dev zlib1g-dev openmpi-bin libopenmpi-dev mpich libmpich-dev
-      iproute2 dataset-fashion-mnist procps)
+      iproute2 dataset-fashion-mnist procps slurmd slurmctld slurm-client munge)
 if [ "${1:-}" = "--bench" ]; then need+=(python3-torch darknet hyperfine); fi
 missing=()
 for p in "${need[@]}"; do

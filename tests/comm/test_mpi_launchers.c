@@ -1,5 +1,6 @@
 /* test_mpi_launchers.c — proves that shoal's ranks bootstrap under the launchers clusters
- * already have: Open MPI's mpirun (OMPI_COMM_WORLD_*) and MPICH's mpiexec (PMI_*), running
+ * already have: Open MPI's mpirun (OMPI_COMM_WORLD_*), MPICH's mpiexec (PMI_*) and Slurm's
+ * srun (SLURM_*, on a one-node cluster the test starts), running
  * a checked `shoal bench` and a data-parallel `shoal train`. A launcher that is not
  * installed is reported and skipped. */
 #include <arpa/inet.h>
@@ -83,6 +84,51 @@ static void bench_and_train_under(const launcher *l)
 static void t_openmpi(void) { bench_and_train_under(&launchers[0]); }
 static void t_mpich(void) { bench_and_train_under(&launchers[1]); }
 
+/* Slurm: a one-node cluster of our own (scripts/slurm-local.sh), and srun with nothing of
+ * shoal's set: rank, size, the master (the step's first node) and its port (from the job
+ * and step ids) all come from Slurm's variables. */
+static void t_slurm(void)
+{
+    if (run("command -v srun && command -v slurmd || command -v /usr/sbin/slurmd") != 0) {
+        printf("test_mpi_launchers: skipped Slurm: srun or slurmd not found\n");
+        return;
+    }
+    char sdir[256], cmd[4096];
+    snprintf(sdir, sizeof sdir, "/tmp/shoal-slurm-%d", (int)getpid());
+    snprintf(cmd, sizeof cmd, "scripts/slurm-local.sh start %s", sdir);
+    if (run(cmd) != 0) {
+        printf("test_mpi_launchers: skipped Slurm: no local cluster: %s\n", out);
+        snprintf(cmd, sizeof cmd, "scripts/slurm-local.sh stop %s", sdir);
+        run(cmd);
+        return;
+    }
+    const char *bin = getenv("SHOAL_BIN");
+    const char *argv[2] = {"bench allreduce -b 8 -e 256K -f 16 -n 2 -w 1 -c 1", NULL};
+    char train[1024];
+    snprintf(train, sizeof train, "train %s/other.cfg --data %s --max-steps 12 --threads 1 --scaling strong --batch 48",
+             dir, dir);
+    argv[1] = train;
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "env -u SHOAL_MASTER_ADDR -u SHOAL_MASTER_PORT -u SHOAL_RANK -u SHOAL_WORLD_SIZE "
+                 "SLURM_CONF=%s/slurm.conf SHOAL_TIMEOUT=30000 timeout 120 srun -n 3 --overcommit -t 2 %s %s",
+                 sdir, bin ? bin : "build/shoal", argv[i]);
+        int rc = run(cmd);
+        CHECK(rc == 0, "srun %s: exit %d: %s", argv[i], rc, out);
+        if (i == 0) {
+            CHECK(strstr(out, "shoal bench allreduce: 3 ranks") != NULL, "srun: not one job of 3 ranks: %s", out);
+            CHECK(strstr(out, "Out of bounds values : 0 OK") != NULL, "srun: %s", out);
+        } else {
+            CHECK(strstr(out, "test accuracy") != NULL, "srun: no result line: %s", out);
+            int lines = 0;
+            for (const char *p = out; (p = strstr(p, "after 12 steps")); p++) lines++;
+            CHECK(lines == 1, "srun: %d ranks printed results, want only rank 0: %s", lines, out);
+        }
+    }
+    snprintf(cmd, sizeof cmd, "scripts/slurm-local.sh stop %s", sdir);
+    CHECK(run(cmd) == 0, "stopping the local Slurm: %s", out);
+}
+
 int main(void)
 {
     check_begin("test_mpi_launchers", 240);
@@ -92,6 +138,7 @@ int main(void)
     }
     RUN(t_openmpi);
     RUN(t_mpich);
+    RUN(t_slurm);
     tiny_remove_dir(dir);
     return check_end();
 }
