@@ -209,10 +209,10 @@ static shoal_result eager_allreduce(shoal_comm *c, const sh_coll *op)
     /* Expect the partner's descriptor and data in one go: if its call differs, its message
      * may be shorter, but it compares our descriptor, finds the mismatch and aborts the
      * link, which ends this wait with its reason. */
-    sh_xfer_op ops[4] = {{c->coll[partner], SH_XFER_SEND, out, sizeof me + nb, 0, NULL},
-                         {c->coll[partner], SH_XFER_RECV, in, sizeof me + nb, 0, NULL},
-                         {c->coll[other], SH_XFER_SEND, &me, sizeof me, 0, NULL},
-                         {c->coll[other], SH_XFER_RECV, &from_other, sizeof from_other, 0, NULL}};
+    sh_xfer_op ops[4] = {{c->coll[partner], SH_XFER_SEND, out, sizeof me + nb, 0, NULL, 0, 0},
+                         {c->coll[partner], SH_XFER_RECV, in, sizeof me + nb, 0, NULL, 0, 0},
+                         {c->coll[other], SH_XFER_SEND, &me, sizeof me, 0, NULL, 0, 0},
+                         {c->coll[other], SH_XFER_RECV, &from_other, sizeof from_other, 0, NULL, 0, 0}};
     sh_xfer_ctx x;
     sh_comm_xfer_ctx(c, "allreduce", &x);
     shoal_result xrc = sh_xfer(&x, ops, c->world > 2 ? 4 : 2);
@@ -228,8 +228,8 @@ static shoal_result eager_allreduce(shoal_comm *c, const sh_coll *op)
         else sh_reduce(acc, peer_data, op->count, op->dt, op->op);
         for (int mask = 2; mask < c->world; mask <<= 1) {
             int peer = c->rank ^ mask;
-            sh_xfer_op r[2] = {{c->coll[peer], SH_XFER_SEND, acc, nb, 0, NULL},
-                               {c->coll[peer], SH_XFER_RECV, in, nb, 0, NULL}};
+            sh_xfer_op r[2] = {{c->coll[peer], SH_XFER_SEND, acc, nb, 0, NULL, 0, 0},
+                               {c->coll[peer], SH_XFER_RECV, in, nb, 0, NULL, 0, 0}};
             SH_TRY(sh_xfer(&x, r, 2));
             if (peer < c->rank) sh_reduce3(acc, in, acc, op->count, op->dt, op->op);
             else sh_reduce(acc, in, op->count, op->dt, op->op);
@@ -237,6 +237,63 @@ static shoal_result eager_allreduce(shoal_comm *c, const sh_coll *op)
         memcpy(op->recv, acc, nb);
         if (op->op == SHOAL_AVG) sh_reduce_avg_finish(op->recv, op->count, op->dt, c->world);
     }
+    if (op->apply) op->apply(op->apply_ctx, 0, op->count);
+    return SHOAL_OK;
+}
+
+/* A small allreduce with every rank on this host: one step through the shared slots.
+ * Every rank publishes its descriptor and data, waits for everyone else's, compares every
+ * descriptor (all pairs, not only neighbours) and reduces the slots in rank order, so
+ * every rank computes the same expression and holds the same bits. 4 ranks on 2 cores:
+ * one wait for the others instead of two rounds of recursive doubling. */
+static int slot_allreduce_fits(const shoal_comm *c, const sh_coll *op)
+{
+    return op->kind == SH_COLL_ALLREDUCE && c->algo == SH_ALGO_AUTO &&
+           op->count * shoal_dtype_nbytes(op->dt) <= SH_SHM_SLOT_NBYTES && c->world <= 64 &&
+           sh_shm_slots_usable(c);
+}
+
+static shoal_result slot_allreduce(shoal_comm *c, const sh_coll *op)
+{
+    size_t nb = op->count * shoal_dtype_nbytes(op->dt);
+    uint64_t seq = c->coll_seq;
+    _Static_assert(sizeof(desc) == SH_SHM_SLOT_HDR_NBYTES, "a descriptor fills a slot header");
+    /* The slot was last used two collectives ago or earlier: unless the collective just
+     * before went through the slots too (then every rank finished the older one before
+     * publishing it), wait until everyone has read what that slot holds. */
+    if (c->slot_prev[seq & 1] && c->slot_last != seq)
+        SH_TRY(sh_shm_slot_wait_free(c, c->slot_prev[seq & 1] - 1, "allreduce"));
+    desc me = make_desc(c, op), theirs[64];
+    sh_shm_slot_publish(c, seq, &me, op->send, nb);
+    sh_xfer_op ops[64];
+    int k = 0;
+    for (int p = 0; p < c->world; p++)
+        if (p != c->rank)
+            ops[k++] = (sh_xfer_op){c->coll[p], SH_XFER_SLOT_RECV, &theirs[p], sizeof(desc), 0, NULL, seq, 0};
+    sh_xfer_ctx x;
+    sh_comm_xfer_ctx(c, "allreduce", &x);
+    shoal_result xrc = sh_xfer(&x, ops, k);
+    for (int i = 0; i < k; i++) {
+        if (ops[i].done != ops[i].nbytes) continue;
+        int p = ops[i].link->peer;
+        SH_TRY(compare_desc(c, &me, &theirs[p], p));
+        if (ops[i].from_ring) {
+            char pb[128];
+            sh_comm_peer_name(c, p, pb, sizeof pb);
+            return SH_FAIL(SHOAL_ERR_MISMATCH, "collective mismatch: rank %d and %s made the same call "
+                           "but took different paths (shared slots against links): set SHOAL_ALGO and "
+                           "SHOAL_TRANSPORT alike on every rank", c->rank, pb);
+        }
+    }
+    SH_TRY(xrc);
+    if (nb) {
+        const void *first = sh_shm_slot_data(c, 0, seq);
+        sh_reduce3(op->recv, first, sh_shm_slot_data(c, 1, seq), op->count, op->dt, op->op);
+        for (int p = 2; p < c->world; p++) sh_reduce(op->recv, sh_shm_slot_data(c, p, seq), op->count, op->dt, op->op);
+        if (op->op == SHOAL_AVG) sh_reduce_avg_finish(op->recv, op->count, op->dt, c->world);
+    }
+    sh_shm_slot_done(c, seq);
+    c->slot_last = c->slot_prev[seq & 1] = seq + 1;
     if (op->apply) op->apply(op->apply_ctx, 0, op->count);
     return SHOAL_OK;
 }
@@ -249,11 +306,11 @@ static shoal_result check_match(shoal_comm *c, const sh_coll *op)
     desc from_left, from_right;
     sh_xfer_op ops[4];
     int n = 0;
-    ops[n++] = (sh_xfer_op){c->coll[right], SH_XFER_SEND, &me, sizeof me, 0, NULL};
-    ops[n++] = (sh_xfer_op){c->coll[left], SH_XFER_RECV, &from_left, sizeof from_left, 0, NULL};
+    ops[n++] = (sh_xfer_op){c->coll[right], SH_XFER_SEND, &me, sizeof me, 0, NULL, 0, 0};
+    ops[n++] = (sh_xfer_op){c->coll[left], SH_XFER_RECV, &from_left, sizeof from_left, 0, NULL, 0, 0};
     if (c->world > 2) {
-        ops[n++] = (sh_xfer_op){c->coll[left], SH_XFER_SEND, &me, sizeof me, 0, NULL};
-        ops[n++] = (sh_xfer_op){c->coll[right], SH_XFER_RECV, &from_right, sizeof from_right, 0, NULL};
+        ops[n++] = (sh_xfer_op){c->coll[left], SH_XFER_SEND, &me, sizeof me, 0, NULL, 0, 0};
+        ops[n++] = (sh_xfer_op){c->coll[right], SH_XFER_RECV, &from_right, sizeof from_right, 0, NULL, 0, 0};
     }
     sh_xfer_ctx x;
     sh_comm_xfer_ctx(c, coll_names[op->kind], &x);
@@ -267,7 +324,9 @@ static shoal_result run_coll(shoal_comm *c, const sh_coll *op)
 {
     if (c->broken) return SH_FAIL(SHOAL_ERR_BROKEN, "communicator is broken: %s", c->broken_msg);
     shoal_result rc;
-    if (eager_allreduce_fits(c, op)) {
+    if (slot_allreduce_fits(c, op)) {
+        rc = slot_allreduce(c, op);
+    } else if (eager_allreduce_fits(c, op)) {
         rc = eager_allreduce(c, op);
     } else {
         rc = check_match(c, op);

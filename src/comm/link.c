@@ -206,6 +206,11 @@ static ssize_t step(const sh_xfer_ctx *x, sh_xfer_op *op, carry *cy, unsigned ch
         if (n > 0) op->done += (size_t)n;
         return n;
     }
+    case SH_XFER_SLOT_RECV: {
+        ssize_t n = l->ops->slot_recv(l, op);
+        if (n > 0) op->done = op->nbytes;
+        return n;
+    }
     case SH_XFER_RECV_REDUCE:
         if (l->ops->recv_peek) {
             size_t avail = 0;

@@ -14,6 +14,7 @@
 #include "shoal/result.h"
 
 typedef struct sh_link sh_link;
+struct sh_xfer_op;
 
 /* A doorbell a waiting rank sleeps on (a futex word in memory shared by the host's ranks):
  * whoever moves bytes on a link whose other side may be asleep rings that side's bell.
@@ -42,6 +43,13 @@ typedef struct {
     /* Optional: -1 after sh_fail() when the peer is known to be gone (asked after a
      * sleep on the bell ran out, since a dead peer rings nothing). */
     int (*check)(sh_link *l);
+    /* Optional (shared memory): wait for the peer's slot message of collective op->seq
+     * (sh_shm_slot_publish): copy its header (op->nbytes bytes) into op->buf and return
+     * op->nbytes; 0 while it is not there. When the peer is speaking on the ring instead
+     * (it made a call that does not use the slots), its first op->nbytes ring bytes are
+     * copied, op->from_ring is set and op->nbytes returned. -1 after sh_fail() when the
+     * peer is gone. */
+    ssize_t (*slot_recv)(sh_link *l, struct sh_xfer_op *op);
     void (*close)(sh_link *l); /* frees l */
 } sh_link_ops;
 
@@ -61,14 +69,16 @@ void sh_link_close(sh_link *l); /* NULL is fine */
 /* One transfer for the engine. For SH_XFER_RECV_REDUCE the bytes received are reduced into
  * buf (buf = buf OP incoming) with the reduction given to sh_xfer, element by element; the
  * engine keeps partial elements itself, so the link may deliver any split. */
-typedef enum { SH_XFER_SEND, SH_XFER_RECV, SH_XFER_RECV_REDUCE } sh_xfer_kind;
-typedef struct {
+typedef enum { SH_XFER_SEND, SH_XFER_RECV, SH_XFER_RECV_REDUCE, SH_XFER_SLOT_RECV } sh_xfer_kind;
+typedef struct sh_xfer_op {
     sh_link *link;
     sh_xfer_kind kind;
     void *buf;      /* const for SEND */
     size_t nbytes;
     size_t done;    /* engine-owned progress; set to 0 */
     const void *src; /* RECV_REDUCE only, optional: buf = src OP incoming (saves a copy) */
+    uint64_t seq;    /* SLOT_RECV only: the collective whose slot message is awaited */
+    int from_ring;   /* SLOT_RECV only, set by the link: the header came from the ring */
 } sh_xfer_op;
 
 typedef struct {

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -33,6 +34,21 @@ typedef struct {
     _Alignas(LINE) unsigned char data[];
 } ring;
 
+/* Each local rank's slots for small collectives (sh_shm_slot_*): one message per collective,
+ * read in place by every other rank, in two sets used by alternate collectives. The first
+ * line holds seq, the header and the first bytes of data, so an 8-byte allreduce is one
+ * cache line. */
+typedef struct {
+    _Alignas(LINE) _Atomic uint64_t seq; /* the collective whose message this is, plus 1 */
+    unsigned char hdr[SH_SHM_SLOT_HDR_NBYTES];
+    unsigned char data[SH_SHM_SLOT_NBYTES];
+} slot;
+
+typedef struct {
+    _Alignas(LINE) _Atomic uint64_t done; /* the last slot collective this rank finished, plus 1 */
+    slot s[2];
+} slot_area;
+
 struct sh_shm {
     void *base;
     size_t nbytes;
@@ -44,6 +60,7 @@ struct sh_shm {
 typedef struct {
     ring *out, *in;
     size_t out_size, in_size;
+    slot_area *peer_slots;
     int peer_pid;
     unsigned idle_polls;
     sh_bell *peer_bell; /* rung after moving bytes, in case the peer sleeps on them */
@@ -59,7 +76,17 @@ static size_t rings_nbytes(int nlocal)
     return pairs * (ring_stride(COLL_RING_NBYTES) + ring_stride(P2P_RING_NBYTES));
 }
 
-static size_t segment_nbytes(int nlocal) { return rings_nbytes(nlocal) + (size_t)nlocal * sizeof(sh_bell); }
+static size_t bells_nbytes(int nlocal) { return ((size_t)nlocal * sizeof(sh_bell) + LINE - 1) / LINE * LINE; }
+
+static size_t segment_nbytes(int nlocal)
+{
+    return rings_nbytes(nlocal) + bells_nbytes(nlocal) + (size_t)nlocal * sizeof(slot_area);
+}
+
+static slot_area *slots_at(void *base, int nlocal, int i)
+{
+    return (slot_area *)((unsigned char *)base + rings_nbytes(nlocal) + bells_nbytes(nlocal)) + i;
+}
 
 static sh_bell *bell_at(void *base, int nlocal, int i)
 {
@@ -164,6 +191,29 @@ static int shm_check(sh_link *l)
     return gone(s, "waiting") == SHOAL_OK ? 0 : -1;
 }
 
+static ssize_t shm_slot_recv(sh_link *l, sh_xfer_op *op)
+{
+    shm_link *s = l->impl;
+    const slot *sl = &s->peer_slots->s[op->seq & 1];
+    if (atomic_load_explicit(&sl->seq, memory_order_acquire) == op->seq + 1) {
+        memcpy(op->buf, sl->hdr, op->nbytes);
+        s->idle_polls = 0;
+        return (ssize_t)op->nbytes;
+    }
+    /* Bytes on the ring: the peer made a call that talks through the rings; its first
+     * bytes are its own header. */
+    ring *r = s->in;
+    uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+    if (head - tail >= op->nbytes) {
+        for (size_t i = 0; i < op->nbytes; i++)
+            ((unsigned char *)op->buf)[i] = r->data[(size_t)((tail + i) % s->in_size)];
+        op->from_ring = 1;
+        return (ssize_t)op->nbytes;
+    }
+    return gone(s, "waiting for its message") == SHOAL_OK ? 0 : -1;
+}
+
 static void shm_abort(sh_link *l, const char *reason)
 {
     shm_link *s = l->impl;
@@ -188,6 +238,7 @@ static const sh_link_ops shm_ops = {
     .recv_consume = shm_recv_consume,
     .abort = shm_abort,
     .check = shm_check,
+    .slot_recv = shm_slot_recv,
     .close = shm_close,
 };
 
@@ -231,6 +282,7 @@ static shoal_result make_links(shoal_comm *c, void *base, int nlocal, const int 
             prefault(s->in, ring_stride(s->in_size));
             s->peer_pid = pids ? pids[i] : 0;
             s->peer_bell = bell_at(base, nlocal, i);
+            s->peer_slots = slots_at(base, nlocal, i);
             l->ops = &shm_ops;
             l->peer = p;
             l->fd = -1;
@@ -334,6 +386,64 @@ shoal_result sh_shm_connect(shoal_comm *c, const unsigned char *want)
     return rc;
 }
 
+/* ---- slots: small collectives in one step ---- */
+
+int sh_shm_slots_usable(const shoal_comm *c)
+{
+    const struct sh_shm *s = c->shm;
+    return s && s->nlocal == c->world && c->world > 1 && c->local_world == c->world;
+}
+
+/* Every rank here is on this host and in the segment, so local index = rank. */
+static slot_area *my_slots(const shoal_comm *c) { return slots_at(c->shm->base, c->shm->nlocal, c->rank); }
+
+const void *sh_shm_slot_data(const shoal_comm *c, int rank, uint64_t seq)
+{
+    return slots_at(c->shm->base, c->shm->nlocal, rank)->s[seq & 1].data;
+}
+
+shoal_result sh_shm_slot_wait_free(shoal_comm *c, uint64_t prev_seq, const char *what)
+{
+    uint64_t t0 = 0;
+    for (int p = 0; p < c->world; p++) {
+        if (p == c->rank) continue;
+        const slot_area *a = slots_at(c->shm->base, c->shm->nlocal, p);
+        while (atomic_load_explicit(&a->done, memory_order_acquire) < prev_seq + 1) {
+            if (!t0) t0 = sh_now_ns();
+            if (c->coll[p]->ops->check && c->coll[p]->ops->check(c->coll[p]) < 0) {
+                char pb[128];
+                sh_comm_peer_name(c, p, pb, sizeof pb);
+                sh_err_prefix("%s with %s: ", what, pb);
+                return SHOAL_ERR_PEER;
+            }
+            if (sh_now_ns() - t0 > (uint64_t)c->timeout_ms * 1000000ull) {
+                char pb[128];
+                sh_comm_peer_name(c, p, pb, sizeof pb);
+                return SH_FAIL(SHOAL_ERR_TIMEOUT, "%s: no progress for %d ms waiting for %s to finish "
+                               "the previous small collective (SHOAL_TIMEOUT sets the deadline)",
+                               what, c->timeout_ms, pb);
+            }
+            sched_yield();
+        }
+    }
+    return SHOAL_OK;
+}
+
+void sh_shm_slot_publish(shoal_comm *c, uint64_t seq, const void *hdr, const void *data, size_t nbytes)
+{
+    slot *sl = &my_slots(c)->s[seq & 1];
+    memcpy(sl->hdr, hdr, SH_SHM_SLOT_HDR_NBYTES);
+    if (nbytes) memcpy(sl->data, data, nbytes);
+    atomic_store_explicit(&sl->seq, seq + 1, memory_order_release);
+    for (int i = 0; i < c->shm->nlocal; i++)
+        if (i != c->rank) sh_bell_ring(bell_at(c->shm->base, c->shm->nlocal, i));
+}
+
+void sh_shm_slot_done(shoal_comm *c, uint64_t seq)
+{
+    atomic_store_explicit(&my_slots(c)->done, seq + 1, memory_order_release);
+}
+
 void sh_shm_destroy(struct sh_shm *s)
 {
     if (!s) return;
@@ -369,8 +479,8 @@ static shoal_result fence(shoal_comm *c, const char *what)
     int k = 0;
     for (int p = 0; p < c->world && k < 126; p++) {
         if (p == c->rank) continue;
-        ops[k++] = (sh_xfer_op){c->coll[p], SH_XFER_SEND, &out, 1, 0, NULL};
-        ops[k++] = (sh_xfer_op){c->coll[p], SH_XFER_RECV, &in[p % 64], 1, 0, NULL};
+        ops[k++] = (sh_xfer_op){c->coll[p], SH_XFER_SEND, &out, 1, 0, NULL, 0, 0};
+        ops[k++] = (sh_xfer_op){c->coll[p], SH_XFER_RECV, &in[p % 64], 1, 0, NULL, 0, 0};
     }
     sh_xfer_ctx x;
     sh_comm_xfer_ctx(c, what, &x);
@@ -424,8 +534,8 @@ shoal_result sh_shm_coll_run(shoal_comm *c, const sh_coll *op)
     all[r] = mine;
     for (int p = 0; p < n; p++) {
         if (p == r) continue;
-        ops[k++] = (sh_xfer_op){c->coll[p], SH_XFER_SEND, &mine, sizeof mine, 0, NULL};
-        ops[k++] = (sh_xfer_op){c->coll[p], SH_XFER_RECV, &all[p], sizeof mine, 0, NULL};
+        ops[k++] = (sh_xfer_op){c->coll[p], SH_XFER_SEND, &mine, sizeof mine, 0, NULL, 0, 0};
+        ops[k++] = (sh_xfer_op){c->coll[p], SH_XFER_RECV, &all[p], sizeof mine, 0, NULL, 0, 0};
     }
     sh_xfer_ctx x;
     sh_comm_xfer_ctx(c, "allreduce", &x);

@@ -20,6 +20,21 @@ void sh_shm_destroy(struct sh_shm *s); /* NULL is fine */
 int sh_shm_coll_supported(const shoal_comm *c, const sh_coll *op);
 shoal_result sh_shm_coll_run(shoal_comm *c, const sh_coll *op);
 
+/* Slots: small collectives in one step when every rank is on this host. Each rank writes
+ * its header and data into its own slot for the collective (sh_shm_slot_publish, ringing
+ * the others' doorbells), waits for every other rank's (an SH_XFER_SLOT_RECV op on the
+ * link to it, which also notices a peer that talks through the ring instead: a mismatch),
+ * reads their data in place (sh_shm_slot_data) and marks the collective done. A slot is
+ * written again two collectives later; when the collective just before was not a slot
+ * one, sh_shm_slot_wait_free first waits until every rank has finished prev_seq, the
+ * last slot collective that used the same slot. */
+enum { SH_SHM_SLOT_HDR_NBYTES = 32, SH_SHM_SLOT_NBYTES = 4096 };
+int sh_shm_slots_usable(const shoal_comm *c);
+shoal_result sh_shm_slot_wait_free(shoal_comm *c, uint64_t prev_seq, const char *what);
+void sh_shm_slot_publish(shoal_comm *c, uint64_t seq, const void *hdr, const void *data, size_t nbytes);
+const void *sh_shm_slot_data(const shoal_comm *c, int rank, uint64_t seq);
+void sh_shm_slot_done(shoal_comm *c, uint64_t seq);
+
 /* For the tests' fork harness: a segment for `world` ranks made before fork (anonymous
  * shared memory), and rank c->rank's links attached to it after. */
 int sh_shm_test_prepare(int world, void **state);

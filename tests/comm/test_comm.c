@@ -106,6 +106,38 @@ static void t_bitwise(void)
     }
 }
 
+/* Small allreduces go through shared slots, each reused two collectives later; between
+ * them run collectives that let some ranks run ahead (a broadcast's root returns once its
+ * bytes are in the rings). A rank that rewrote a slot before a slower rank had read it
+ * would show up as a wrong sum. Rank 3 sleeps now and then to be the slow one. */
+static void slots_interleaved(shoal_comm *c, void *arg)
+{
+    (void)arg;
+    int r = shoal_comm_rank(c), n = shoal_comm_world(c);
+    for (int it = 0; it < 3000; it++) {
+        int64_t v[3] = {it, r, (int64_t)it * r}, want[3] = {(int64_t)it * n, (int64_t)n * (n - 1) / 2,
+                                                            (int64_t)it * n * (n - 1) / 2};
+        CHECK_OK(shoal_allreduce(c, v, v, 3, SHOAL_INT64, SHOAL_SUM));
+        CHECK(v[0] == want[0] && v[1] == want[1] && v[2] == want[2], "rank %d it %d: got %lld %lld %lld", r, it,
+              (long long)v[0], (long long)v[1], (long long)v[2]);
+        if (v[0] != want[0] || v[1] != want[1] || v[2] != want[2]) return;
+        if (it % 3 == 1) {
+            int32_t b = r == it % n ? it : -1;
+            CHECK_OK(shoal_broadcast(c, &b, &b, 1, SHOAL_INT32, it % n));
+            CHECK(b == it, "rank %d it %d: broadcast gave %d", r, it, b);
+        }
+        if (r == n - 1 && it % 97 == 0) usleep(200);
+    }
+}
+
+static void t_slots_interleaved(void)
+{
+    for (int n = 2; n <= 4; n++) {
+        sh_test_ranks_opts o = {.links = SH_TEST_REAL};
+        RUN_RANKS(n, &o, slots_interleaved, NULL);
+    }
+}
+
 /* Non-blocking: several in flight, completed in start order, progressing while we sleep. */
 static void nonblocking(shoal_comm *c, void *arg)
 {
@@ -282,6 +314,7 @@ int main(void)
     RUN(t_forced_algos);
     RUN(t_big);
     RUN(t_bitwise);
+    RUN(t_slots_interleaved);
     RUN(t_nonblocking);
     RUN(t_p2p);
     RUN(t_split);
