@@ -241,37 +241,63 @@ static shoal_result eager_allreduce(shoal_comm *c, const sh_coll *op)
     return SHOAL_OK;
 }
 
-/* A small allreduce with every rank on this host: one step through the shared slots.
- * Every rank publishes its descriptor and data, waits for everyone else's, compares every
- * descriptor (all pairs, not only neighbours) and reduces the slots in rank order, so
- * every rank computes the same expression and holds the same bits. 4 ranks on 2 cores:
- * one wait for the others instead of two rounds of recursive doubling. */
-static int slot_allreduce_fits(const shoal_comm *c, const sh_coll *op)
-{
-    return op->kind == SH_COLL_ALLREDUCE && c->algo == SH_ALGO_AUTO &&
-           op->count * shoal_dtype_nbytes(op->dt) <= SH_SHM_SLOT_NBYTES && c->world <= 64 &&
-           sh_shm_slots_usable(c);
-}
-
-static shoal_result slot_allreduce(shoal_comm *c, const sh_coll *op)
+/* Small collectives with every rank on this host: one step through the shared slots.
+ * Every rank publishes its descriptor and what it contributes, waits for everyone else's,
+ * compares every descriptor (all pairs, not only neighbours) and reads what it needs from
+ * the others' slots in place; reductions run in rank order, so every rank computes the same
+ * expression and holds the same bits. 4 ranks on 2 cores: one wait for the others instead
+ * of two or more rounds of messages. */
+static size_t slot_payload(const shoal_comm *c, const sh_coll *op)
 {
     size_t nb = op->count * shoal_dtype_nbytes(op->dt);
+    switch (op->kind) {
+    case SH_COLL_BROADCAST: return c->rank == op->root ? nb : 0;
+    case SH_COLL_BARRIER: return 0;
+    case SH_COLL_REDUCE_SCATTER:
+    case SH_COLL_ALLTOALL: return nb * (size_t)c->world;
+    default: return nb;
+    }
+}
+
+static int slot_coll_fits(const shoal_comm *c, const sh_coll *op)
+{
+    if (c->algo != SH_ALGO_AUTO || c->world > 64 || !sh_shm_slots_usable(c)) return 0;
+    size_t nb = op->count * shoal_dtype_nbytes(op->dt);
+    if (op->kind == SH_COLL_REDUCE_SCATTER || op->kind == SH_COLL_ALLTOALL) nb *= (size_t)c->world;
+    return nb <= SH_SHM_SLOT_NBYTES; /* every rank's call has the same size, or it is a mismatch */
+}
+
+/* dst = slot 0 OP slot 1 OP ... at byte offset off of every rank's slot. */
+static void reduce_slots(const shoal_comm *c, uint64_t seq, void *dst, size_t off, size_t count, shoal_dtype dt,
+                         shoal_op op)
+{
+    const unsigned char *s0 = sh_shm_slot_data(c, 0, seq), *s1 = sh_shm_slot_data(c, 1, seq);
+    sh_reduce3(dst, s0 + off, s1 + off, count, dt, op);
+    for (int p = 2; p < c->world; p++)
+        sh_reduce(dst, (const unsigned char *)sh_shm_slot_data(c, p, seq) + off, count, dt, op);
+    if (op == SHOAL_AVG) sh_reduce_avg_finish(dst, count, dt, c->world);
+}
+
+static shoal_result slot_coll(shoal_comm *c, const sh_coll *op)
+{
+    size_t nb = op->count * shoal_dtype_nbytes(op->dt);
+    const char *what = coll_names[op->kind];
     uint64_t seq = c->coll_seq;
     _Static_assert(sizeof(desc) == SH_SHM_SLOT_HDR_NBYTES, "a descriptor fills a slot header");
     /* The slot was last used two collectives ago or earlier: unless the collective just
      * before went through the slots too (then every rank finished the older one before
      * publishing it), wait until everyone has read what that slot holds. */
     if (c->slot_prev[seq & 1] && c->slot_last != seq)
-        SH_TRY(sh_shm_slot_wait_free(c, c->slot_prev[seq & 1] - 1, "allreduce"));
+        SH_TRY(sh_shm_slot_wait_free(c, c->slot_prev[seq & 1] - 1, what));
     desc me = make_desc(c, op), theirs[64];
-    sh_shm_slot_publish(c, seq, &me, op->send, nb);
+    sh_shm_slot_publish(c, seq, &me, op->send, slot_payload(c, op));
     sh_xfer_op ops[64];
     int k = 0;
     for (int p = 0; p < c->world; p++)
         if (p != c->rank)
             ops[k++] = (sh_xfer_op){c->coll[p], SH_XFER_SLOT_RECV, &theirs[p], sizeof(desc), 0, NULL, seq, 0};
     sh_xfer_ctx x;
-    sh_comm_xfer_ctx(c, "allreduce", &x);
+    sh_comm_xfer_ctx(c, what, &x);
     shoal_result xrc = sh_xfer(&x, ops, k);
     for (int i = 0; i < k; i++) {
         if (ops[i].done != ops[i].nbytes) continue;
@@ -286,11 +312,31 @@ static shoal_result slot_allreduce(shoal_comm *c, const sh_coll *op)
         }
     }
     SH_TRY(xrc);
-    if (nb) {
-        const void *first = sh_shm_slot_data(c, 0, seq);
-        sh_reduce3(op->recv, first, sh_shm_slot_data(c, 1, seq), op->count, op->dt, op->op);
-        for (int p = 2; p < c->world; p++) sh_reduce(op->recv, sh_shm_slot_data(c, p, seq), op->count, op->dt, op->op);
-        if (op->op == SHOAL_AVG) sh_reduce_avg_finish(op->recv, op->count, op->dt, c->world);
+    unsigned char *recv = op->recv;
+    switch (op->kind) {
+    case SH_COLL_ALLREDUCE:
+        if (nb) reduce_slots(c, seq, recv, 0, op->count, op->dt, op->op);
+        break;
+    case SH_COLL_REDUCE:
+        if (nb && c->rank == op->root) reduce_slots(c, seq, recv, 0, op->count, op->dt, op->op);
+        break;
+    case SH_COLL_REDUCE_SCATTER:
+        if (nb) reduce_slots(c, seq, recv, (size_t)c->rank * nb, op->count, op->dt, op->op);
+        break;
+    case SH_COLL_BROADCAST:
+        if (nb) memmove(recv, c->rank == op->root ? op->send : sh_shm_slot_data(c, op->root, seq), nb);
+        break;
+    case SH_COLL_ALLGATHER:
+        for (int p = 0; p < c->world && nb; p++)
+            memmove(recv + (size_t)p * nb, p == c->rank ? op->send : sh_shm_slot_data(c, p, seq), nb);
+        break;
+    case SH_COLL_ALLTOALL:
+        for (int p = 0; p < c->world && nb; p++)
+            memcpy(recv + (size_t)p * nb, (const unsigned char *)sh_shm_slot_data(c, p, seq) + (size_t)c->rank * nb,
+                   nb);
+        break;
+    default: /* barrier: everyone has arrived */
+        break;
     }
     sh_shm_slot_done(c, seq);
     c->slot_last = c->slot_prev[seq & 1] = seq + 1;
@@ -324,8 +370,8 @@ static shoal_result run_coll(shoal_comm *c, const sh_coll *op)
 {
     if (c->broken) return SH_FAIL(SHOAL_ERR_BROKEN, "communicator is broken: %s", c->broken_msg);
     shoal_result rc;
-    if (slot_allreduce_fits(c, op)) {
-        rc = slot_allreduce(c, op);
+    if (slot_coll_fits(c, op)) {
+        rc = slot_coll(c, op);
     } else if (eager_allreduce_fits(c, op)) {
         rc = eager_allreduce(c, op);
     } else {
