@@ -472,23 +472,48 @@ typedef struct {
     int32_t pid, pad;
 } cma_addr;
 
-static shoal_result fence(shoal_comm *c, const char *what)
+/* "All written": every rank tells every other whether its part worked (1) or not (0), so
+ * no rank returns while another still writes into its buffers, and all agree on failure.
+ * *bad gets the lowest rank that failed, or -1. */
+static shoal_result fence(shoal_comm *c, const char *what, int ok, int *bad)
 {
-    unsigned char out = 1, in[64];
+    unsigned char out = ok ? 1 : 0, in[64];
     sh_xfer_op ops[128];
     int k = 0;
     for (int p = 0; p < c->world && k < 126; p++) {
         if (p == c->rank) continue;
+        in[p] = 1;
         ops[k++] = (sh_xfer_op){c->coll[p], SH_XFER_SEND, &out, 1, 0, NULL, 0, 0};
-        ops[k++] = (sh_xfer_op){c->coll[p], SH_XFER_RECV, &in[p % 64], 1, 0, NULL, 0, 0};
+        ops[k++] = (sh_xfer_op){c->coll[p], SH_XFER_RECV, &in[p], 1, 0, NULL, 0, 0};
     }
     sh_xfer_ctx x;
     sh_comm_xfer_ctx(c, what, &x);
-    return sh_xfer(&x, ops, k);
+    SH_TRY(sh_xfer(&x, ops, k));
+    *bad = -1;
+    for (int p = 0; p < c->world && *bad < 0; p++)
+        if (p == c->rank ? !ok : !in[p]) *bad = p;
+    return SHOAL_OK;
+}
+
+/* SHOAL_TEST_CMA_FAIL=RANK makes that rank's reads of its peers' memory fail, as a kernel
+ * that forbids them would (tests only: the suite cannot change ptrace rules). */
+static int cma_fails_here(void)
+{
+    static int cached = -2;
+    if (cached == -2) {
+        const char *v = getenv("SHOAL_TEST_CMA_FAIL");
+        const char *me = getenv("SHOAL_RANK");
+        cached = v && me && atoi(v) == atoi(me);
+    }
+    return cached;
 }
 
 static int cma_read(int pid, void *dst, uint64_t src, size_t nbytes)
 {
+    if (cma_fails_here()) {
+        errno = EPERM;
+        return -1;
+    }
     while (nbytes > 0) {
         struct iovec l = {dst, nbytes}, r = {(void *)(uintptr_t)src, nbytes};
         ssize_t n = process_vm_readv(pid, &l, 1, &r, 1, 0);
@@ -599,16 +624,25 @@ shoal_result sh_shm_coll_run(shoal_comm *c, const sh_coll *op)
                                    m * es) != 0;
         if (!failed && dst != final) sh_copy_stream(final, dst, m * es);
     }
-    if (failed) {
-        /* CMA refused (ptrace rules, seccomp): never again; the ranks must still agree, so
-         * the failure is an error this once and later calls take the rings. */
-        s->cma = -1;
-        return SH_FAIL(SHOAL_ERR_IO, "allreduce: reading or writing a peer's memory (process_vm_readv/writev) failed: %s; "
-                       "set SHOAL_ALGO=ring", strerror(errno));
+    int err = errno, bad = -1;
+    /* CMA refused (ptrace rules, seccomp) on some rank: every rank learns it at the fence
+     * and fails this call at once (the result is incomplete everywhere), and from then on
+     * all take the rings. */
+    SH_TRY(fence(c, "allreduce", !failed, &bad));
+    if (bad < 0) {
+        s->cma = 1;
+        return SHOAL_OK;
     }
-    s->cma = 1;
-    SH_TRY(fence(c, "allreduce"));
-    return SHOAL_OK;
+    s->cma = -1;
+    if (bad == r)
+        return SH_FAIL(SHOAL_ERR_IO, "allreduce: reading or writing a peer's memory (process_vm_readv/writev) "
+                       "failed: %s; the result is incomplete on every rank, later allreduces go through the "
+                       "rings (SHOAL_ALGO=ring does that from the start)", strerror(err));
+    char pb[128];
+    sh_comm_peer_name(c, bad, pb, sizeof pb);
+    return SH_FAIL(SHOAL_ERR_IO, "allreduce: %s could not read or write its peers' memory "
+                   "(process_vm_readv/writev); the result is incomplete on every rank, later allreduces go "
+                   "through the rings (SHOAL_ALGO=ring does that from the start)", pb);
 }
 
 /* ---- test support ---- */

@@ -182,6 +182,46 @@ static void t_strangers(void)
 }
 
 /* The environment: missing variables and wrong values give one clear line. */
+/* A rank whose kernel refuses to let it read its peers' memory (SHOAL_TEST_CMA_FAIL names
+ * it): every rank fails that allreduce at once, naming it, instead of waiting for the
+ * deadline; the communicator stays usable and the next allreduces go through the rings. */
+static void cma_refused(shoal_comm *c, void *arg)
+{
+    (void)arg;
+    int r = shoal_comm_rank(c), n = shoal_comm_world(c);
+    enum { N = 100000 }; /* 400 KB: through the peers' memory */
+    float *v = malloc(N * sizeof *v);
+    if (!v) return;
+    for (int i = 0; i < N; i++) v[i] = (float)(r + 1);
+    uint64_t t0 = sh_now_ns();
+    shoal_result rc = shoal_allreduce(c, v, v, N, SHOAL_FLOAT32, SHOAL_SUM);
+    double ms = (double)(sh_now_ns() - t0) / 1e6;
+    const char *m = shoal_last_error_message();
+    CHECK(rc == SHOAL_ERR_IO, "rank %d: rc %d (%s)", r, rc, m);
+    CHECK(ms < 2000, "rank %d: the refusal took %.0f ms to report (deadline 5000)", r, ms);
+    CHECK(r == 1 ? strstr(m, "failed") != NULL : strstr(m, "rank 1") != NULL, "rank %d: %s", r, m);
+    CHECK(!shoal_comm_is_broken(c), "rank %d: broken after a refused copy", r);
+    for (int k = 0; k < 3; k++) {
+        for (int i = 0; i < N; i++) v[i] = (float)(r + 1 + k);
+        CHECK_OK(shoal_allreduce(c, v, v, N, SHOAL_FLOAT32, SHOAL_SUM));
+        float want = (float)(n * (n + 1) / 2 + n * k);
+        int bad = 0;
+        for (int i = 0; i < N; i++) bad += v[i] != want;
+        CHECK(bad == 0, "rank %d: %d wrong after the fallback (want %g, v[0] %g)", r, bad, want, v[0]);
+    }
+    free(v);
+}
+
+static void t_cma_refused(void)
+{
+    setenv("SHOAL_TEST_CMA_FAIL", "1", 1);
+    for (int n = 2; n <= 3; n++) {
+        sh_test_ranks_opts o = {.links = SH_TEST_REAL, .timeout_ms = 5000};
+        RUN_RANKS(n, &o, cma_refused, NULL);
+    }
+    unsetenv("SHOAL_TEST_CMA_FAIL");
+}
+
 static void t_env_errors(void)
 {
     pid_t p = fork();
@@ -226,5 +266,6 @@ int main(void)
     RUN(t_frozen_rank);
     RUN(t_mismatch);
     RUN(t_strangers);
+    RUN(t_cma_refused);
     return check_end();
 }
