@@ -247,24 +247,18 @@ static shoal_result eager_allreduce(shoal_comm *c, const sh_coll *op)
  * the others' slots in place; reductions run in rank order, so every rank computes the same
  * expression and holds the same bits. 4 ranks on 2 cores: one wait for the others instead
  * of two or more rounds of messages. */
-static size_t slot_payload(const shoal_comm *c, const sh_coll *op)
+/* The bytes a rank's slot holds for op: its whole contribution (the same on every rank
+ * whose call matches). */
+static size_t slot_nbytes(const shoal_comm *c, const sh_coll *op)
 {
     size_t nb = op->count * shoal_dtype_nbytes(op->dt);
-    switch (op->kind) {
-    case SH_COLL_BROADCAST: return c->rank == op->root ? nb : 0;
-    case SH_COLL_BARRIER: return 0;
-    case SH_COLL_REDUCE_SCATTER:
-    case SH_COLL_ALLTOALL: return nb * (size_t)c->world;
-    default: return nb;
-    }
+    return op->kind == SH_COLL_REDUCE_SCATTER || op->kind == SH_COLL_ALLTOALL ? nb * (size_t)c->world : nb;
 }
 
 static int slot_coll_fits(const shoal_comm *c, const sh_coll *op)
 {
-    if (c->algo != SH_ALGO_AUTO || c->world > 64 || !sh_shm_slots_usable(c)) return 0;
-    size_t nb = op->count * shoal_dtype_nbytes(op->dt);
-    if (op->kind == SH_COLL_REDUCE_SCATTER || op->kind == SH_COLL_ALLTOALL) nb *= (size_t)c->world;
-    return nb <= SH_SHM_SLOT_NBYTES; /* every rank's call has the same size, or it is a mismatch */
+    return c->algo == SH_ALGO_AUTO && c->world <= 64 && sh_shm_slots_usable(c) &&
+           slot_nbytes(c, op) <= SH_SHM_SLOT_NBYTES;
 }
 
 /* dst = slot 0 OP slot 1 OP ... at byte offset off of every rank's slot. */
@@ -287,17 +281,24 @@ static shoal_result slot_coll(shoal_comm *c, const sh_coll *op)
     /* The slot was last used two collectives ago or earlier: unless the collective just
      * before went through the slots too (then every rank finished the older one before
      * publishing it), wait until everyone has read what that slot holds. */
-    if (c->slot_prev[seq & 1] && c->slot_last != seq)
-        SH_TRY(sh_shm_slot_wait_free(c, c->slot_prev[seq & 1] - 1, what));
-    desc me = make_desc(c, op), theirs[64];
-    sh_shm_slot_publish(c, seq, &me, op->send, slot_payload(c, op));
     sh_xfer_op ops[64];
     int k = 0;
+    sh_xfer_ctx x;
+    sh_comm_xfer_ctx(c, what, &x);
+    if (c->slot_prev[seq & 1] && c->slot_last != seq) {
+        for (int p = 0; p < c->world; p++)
+            if (p != c->rank)
+                ops[k++] = (sh_xfer_op){c->coll[p], SH_XFER_SLOT_FREE, NULL, 1, 0, NULL, c->slot_prev[seq & 1] - 1, 0};
+        SH_TRY(sh_xfer(&x, ops, k));
+        k = 0;
+    }
+    desc me = make_desc(c, op), theirs[64];
+    /* a broadcast's data comes from the root alone */
+    int contributes = op->kind != SH_COLL_BROADCAST || c->rank == op->root;
+    sh_shm_slot_publish(c, seq, &me, op->send, contributes ? slot_nbytes(c, op) : 0);
     for (int p = 0; p < c->world; p++)
         if (p != c->rank)
             ops[k++] = (sh_xfer_op){c->coll[p], SH_XFER_SLOT_RECV, &theirs[p], sizeof(desc), 0, NULL, seq, 0};
-    sh_xfer_ctx x;
-    sh_comm_xfer_ctx(c, what, &x);
     shoal_result xrc = sh_xfer(&x, ops, k);
     for (int i = 0; i < k; i++) {
         if (ops[i].done != ops[i].nbytes) continue;

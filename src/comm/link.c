@@ -206,8 +206,9 @@ static ssize_t step(const sh_xfer_ctx *x, sh_xfer_op *op, carry *cy, unsigned ch
         if (n > 0) op->done += (size_t)n;
         return n;
     }
-    case SH_XFER_SLOT_RECV: {
-        ssize_t n = l->ops->slot_recv(l, op);
+    case SH_XFER_SLOT_RECV:
+    case SH_XFER_SLOT_FREE: {
+        ssize_t n = l->ops->slot_wait(l, op);
         if (n > 0) op->done = op->nbytes;
         return n;
     }

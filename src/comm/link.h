@@ -43,13 +43,14 @@ typedef struct {
     /* Optional: -1 after sh_fail() when the peer is known to be gone (asked after a
      * sleep on the bell ran out, since a dead peer rings nothing). */
     int (*check)(sh_link *l);
-    /* Optional (shared memory): wait for the peer's slot message of collective op->seq
-     * (sh_shm_slot_publish): copy its header (op->nbytes bytes) into op->buf and return
-     * op->nbytes; 0 while it is not there. When the peer is speaking on the ring instead
-     * (it made a call that does not use the slots), its first op->nbytes ring bytes are
-     * copied, op->from_ring is set and op->nbytes returned. -1 after sh_fail() when the
-     * peer is gone. */
-    ssize_t (*slot_recv)(sh_link *l, struct sh_xfer_op *op);
+    /* Optional (shared memory), for SH_XFER_SLOT_RECV and SH_XFER_SLOT_FREE; never blocks.
+     * SLOT_RECV: when the peer's slot holds its message of collective op->seq
+     * (sh_shm_slot_publish), copy its header (op->nbytes bytes) into op->buf and return
+     * op->nbytes. When the peer talks on the ring instead (it made a call that does not use
+     * the slots), copy its first op->nbytes ring bytes, set op->from_ring and return
+     * op->nbytes. SLOT_FREE: return op->nbytes once the peer has finished collective
+     * op->seq (sh_shm_slot_done). Otherwise 0, or -1 after sh_fail() when the peer is gone. */
+    ssize_t (*slot_wait)(sh_link *l, struct sh_xfer_op *op);
     void (*close)(sh_link *l); /* frees l */
 } sh_link_ops;
 
@@ -69,7 +70,7 @@ void sh_link_close(sh_link *l); /* NULL is fine */
 /* One transfer for the engine. For SH_XFER_RECV_REDUCE the bytes received are reduced into
  * buf (buf = buf OP incoming) with the reduction given to sh_xfer, element by element; the
  * engine keeps partial elements itself, so the link may deliver any split. */
-typedef enum { SH_XFER_SEND, SH_XFER_RECV, SH_XFER_RECV_REDUCE, SH_XFER_SLOT_RECV } sh_xfer_kind;
+typedef enum { SH_XFER_SEND, SH_XFER_RECV, SH_XFER_RECV_REDUCE, SH_XFER_SLOT_RECV, SH_XFER_SLOT_FREE } sh_xfer_kind;
 typedef struct sh_xfer_op {
     sh_link *link;
     sh_xfer_kind kind;
@@ -77,7 +78,7 @@ typedef struct sh_xfer_op {
     size_t nbytes;
     size_t done;    /* engine-owned progress; set to 0 */
     const void *src; /* RECV_REDUCE only, optional: buf = src OP incoming (saves a copy) */
-    uint64_t seq;    /* SLOT_RECV only: the collective whose slot message is awaited */
+    uint64_t seq;    /* SLOT_RECV / SLOT_FREE: the collective awaited */
     int from_ring;   /* SLOT_RECV only, set by the link: the header came from the ring */
 } sh_xfer_op;
 

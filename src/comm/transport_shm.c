@@ -5,7 +5,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -191,9 +190,13 @@ static int shm_check(sh_link *l)
     return gone(s, "waiting") == SHOAL_OK ? 0 : -1;
 }
 
-static ssize_t shm_slot_recv(sh_link *l, sh_xfer_op *op)
+static ssize_t shm_slot_wait(sh_link *l, sh_xfer_op *op)
 {
     shm_link *s = l->impl;
+    if (op->kind == SH_XFER_SLOT_FREE) {
+        if (atomic_load_explicit(&s->peer_slots->done, memory_order_acquire) >= op->seq + 1) return (ssize_t)op->nbytes;
+        return gone(s, "waiting for it to finish the previous small collective") == SHOAL_OK ? 0 : -1;
+    }
     const slot *sl = &s->peer_slots->s[op->seq & 1];
     if (atomic_load_explicit(&sl->seq, memory_order_acquire) == op->seq + 1) {
         memcpy(op->buf, sl->hdr, op->nbytes);
@@ -238,7 +241,7 @@ static const sh_link_ops shm_ops = {
     .recv_consume = shm_recv_consume,
     .abort = shm_abort,
     .check = shm_check,
-    .slot_recv = shm_slot_recv,
+    .slot_wait = shm_slot_wait,
     .close = shm_close,
 };
 
@@ -390,8 +393,7 @@ shoal_result sh_shm_connect(shoal_comm *c, const unsigned char *want)
 
 int sh_shm_slots_usable(const shoal_comm *c)
 {
-    const struct sh_shm *s = c->shm;
-    return s && s->nlocal == c->world && c->world > 1 && c->local_world == c->world;
+    return c->shm && c->world > 1 && c->shm->nlocal == c->world; /* every rank is in the segment */
 }
 
 /* Every rank here is on this host and in the segment, so local index = rank. */
@@ -402,31 +404,11 @@ const void *sh_shm_slot_data(const shoal_comm *c, int rank, uint64_t seq)
     return slots_at(c->shm->base, c->shm->nlocal, rank)->s[seq & 1].data;
 }
 
-shoal_result sh_shm_slot_wait_free(shoal_comm *c, uint64_t prev_seq, const char *what)
+/* Wake whoever sleeps on a slot of ours (cheap when nobody does). */
+static void ring_others(const shoal_comm *c)
 {
-    uint64_t t0 = 0;
-    for (int p = 0; p < c->world; p++) {
-        if (p == c->rank) continue;
-        const slot_area *a = slots_at(c->shm->base, c->shm->nlocal, p);
-        while (atomic_load_explicit(&a->done, memory_order_acquire) < prev_seq + 1) {
-            if (!t0) t0 = sh_now_ns();
-            if (c->coll[p]->ops->check && c->coll[p]->ops->check(c->coll[p]) < 0) {
-                char pb[128];
-                sh_comm_peer_name(c, p, pb, sizeof pb);
-                sh_err_prefix("%s with %s: ", what, pb);
-                return SHOAL_ERR_PEER;
-            }
-            if (sh_now_ns() - t0 > (uint64_t)c->timeout_ms * 1000000ull) {
-                char pb[128];
-                sh_comm_peer_name(c, p, pb, sizeof pb);
-                return SH_FAIL(SHOAL_ERR_TIMEOUT, "%s: no progress for %d ms waiting for %s to finish "
-                               "the previous small collective (SHOAL_TIMEOUT sets the deadline)",
-                               what, c->timeout_ms, pb);
-            }
-            sched_yield();
-        }
-    }
-    return SHOAL_OK;
+    for (int i = 0; i < c->shm->nlocal; i++)
+        if (i != c->rank) sh_bell_ring(bell_at(c->shm->base, c->shm->nlocal, i));
 }
 
 void sh_shm_slot_publish(shoal_comm *c, uint64_t seq, const void *hdr, const void *data, size_t nbytes)
@@ -435,13 +417,13 @@ void sh_shm_slot_publish(shoal_comm *c, uint64_t seq, const void *hdr, const voi
     memcpy(sl->hdr, hdr, SH_SHM_SLOT_HDR_NBYTES);
     if (nbytes) memcpy(sl->data, data, nbytes);
     atomic_store_explicit(&sl->seq, seq + 1, memory_order_release);
-    for (int i = 0; i < c->shm->nlocal; i++)
-        if (i != c->rank) sh_bell_ring(bell_at(c->shm->base, c->shm->nlocal, i));
+    ring_others(c);
 }
 
 void sh_shm_slot_done(shoal_comm *c, uint64_t seq)
 {
     atomic_store_explicit(&my_slots(c)->done, seq + 1, memory_order_release);
+    ring_others(c);
 }
 
 void sh_shm_destroy(struct sh_shm *s)

@@ -26,11 +26,10 @@ shoal_result sh_shm_coll_run(shoal_comm *c, const sh_coll *op);
  * link to it, which also notices a peer that talks through the ring instead: a mismatch),
  * reads their data in place (sh_shm_slot_data) and marks the collective done. A slot is
  * written again two collectives later; when the collective just before was not a slot
- * one, sh_shm_slot_wait_free first waits until every rank has finished prev_seq, the
+ * one, the writer first waits (SH_XFER_SLOT_FREE ops) until every rank has finished the
  * last slot collective that used the same slot. */
 enum { SH_SHM_SLOT_HDR_NBYTES = 32, SH_SHM_SLOT_NBYTES = 4096 };
 int sh_shm_slots_usable(const shoal_comm *c);
-shoal_result sh_shm_slot_wait_free(shoal_comm *c, uint64_t prev_seq, const char *what);
 void sh_shm_slot_publish(shoal_comm *c, uint64_t seq, const void *hdr, const void *data, size_t nbytes);
 const void *sh_shm_slot_data(const shoal_comm *c, int rank, uint64_t seq);
 void sh_shm_slot_done(shoal_comm *c, uint64_t seq);

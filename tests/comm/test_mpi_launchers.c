@@ -89,7 +89,7 @@ static void t_mpich(void) { bench_and_train_under(&launchers[1]); }
  * and step ids) all come from Slurm's variables. */
 static void t_slurm(void)
 {
-    if (run("command -v srun && command -v slurmd || command -v /usr/sbin/slurmd") != 0) {
+    if (run("command -v srun && { command -v slurmd || test -x /usr/sbin/slurmd; }") != 0) {
         printf("test_mpi_launchers: skipped Slurm: srun or slurmd not found\n");
         return;
     }
