@@ -10,7 +10,8 @@
 # efficiency (images/s at N ranks / (N x images/s at 1 rank)), shoal/PyTorch ratios, and
 # from shoal --profile the share of allreduce time hidden behind backward. ACC=1 adds the
 # accuracy check: one epoch of LeNet on 2 ranks (weak, global batch 128) against 1 rank
-# with batch 128.
+# with batch 128. PRIVATE=1 adds shoal with a copy of the weights per rank (SHOAL_DP_WINDOW=0)
+# on the multi-rank rows, to show what the one shared copy gives.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 REPS=${REPS:-3}
@@ -35,9 +36,9 @@ for line in sys.stdin:
     if line.startswith("{"):
         print(json.loads(line)[sys.argv[1]]); break' "$1"; }
 
-shoal_run() { # model ranks -> images/s ; writes the profile line to $OUT
-    local m=$1 n=$2 log="$OUT/shoal-$1-$2.log"
-    OPENBLAS_NUM_THREADS=1 "$SHOAL" train "examples/$m.cfg" --data "$DATA" -n "$n" --threads 1 \
+shoal_run() { # model ranks [SHOAL_DP_WINDOW] -> images/s ; writes the profile line to $OUT
+    local m=$1 n=$2 log="$OUT/shoal-$1-$2${3:+-w$3}.log"
+    SHOAL_DP_WINDOW=${3:-1} OPENBLAS_NUM_THREADS=1 "$SHOAL" train "examples/$m.cfg" --data "$DATA" -n "$n" --threads 1 \
         --max-steps $((STEPS + WARMUP)) --json --profile --quiet >"$log" 2>&1 || { echo "shoal failed: $log" >&2; tail -3 "$log" >&2; echo nan; return; }
     json_field images_per_s <"$log"
 }
@@ -48,21 +49,27 @@ torch_run() {
     json_field images_per_s <"$log"
 }
 
-declare -A S T H
+declare -A S T H P
 for m in $MODELS; do
     ranks=$RANKS
     [ "$m" = mlp-wide ] && ranks=$WIDE_RANKS
     for n in $ranks; do
-        s_list=(); t_list=(); h_list=()
+        s_list=(); t_list=(); h_list=(); p_list=()
         for r in $(seq "$REPS"); do
             s_list+=("$(shoal_run "$m" "$n")")
             h_list+=("$(grep -o '[0-9]*% of it hidden' "$OUT/shoal-$m-$n.log" | grep -o '^[0-9]*' || echo 0)")
             t_list+=("$(torch_run "$m" "$n")")
-            echo "  $m x$n rep $r: shoal ${s_list[-1]} img/s, torch ${t_list[-1]} img/s" >&2
+            extra=
+            if [ "${PRIVATE:-0}" = 1 ] && [ "$n" -gt 1 ]; then
+                p_list+=("$(shoal_run "$m" "$n" 0)")
+                extra=", shoal with private weights ${p_list[-1]} img/s"
+            fi
+            echo "  $m x$n rep $r: shoal ${s_list[-1]} img/s, torch ${t_list[-1]} img/s$extra" >&2
         done
         S[$m,$n]=$(printf '%s\n' "${s_list[@]}" | median)
         T[$m,$n]=$(printf '%s\n' "${t_list[@]}" | median)
         H[$m,$n]=$(printf '%s\n' "${h_list[@]}" | median)
+        [ ${#p_list[@]} -gt 0 ] && P[$m,$n]=$(printf '%s\n' "${p_list[@]}" | median)
     done
 done
 
@@ -77,6 +84,16 @@ for m in $MODELS; do
             'BEGIN { printf "%-9s %5d %12.0f %12.0f %7.2fx %9.0f%% %9.0f%% %7s%%\n", m, n, s, t, s/t, 100*s/(n*s1), 100*t/(n*t1), h }'
     done
 done
+if [ "${PRIVATE:-0}" = 1 ]; then
+    echo
+    echo "shoal with a copy of the weights per rank (SHOAL_DP_WINDOW=0) against the shared copy (default)"
+    printf '%-9s %5s %14s %14s %8s %12s\n' model ranks private_img/s shared_img/s shared/private private_eff
+    for k in "${!P[@]}"; do
+        m=${k%,*} n=${k#*,}
+        awk -v m="$m" -v n="$n" -v p="${P[$k]}" -v s="${S[$k]}" -v s1="${S[$m,1]:-nan}" \
+            'BEGIN { printf "%-9s %5d %14.0f %14.0f %13.2fx %11.0f%%\n", m, n, p, s, s/p, 100*p/(n*s1) }'
+    done | sort
+fi
 
 if [ "${ACC:-0}" = 1 ]; then
     echo

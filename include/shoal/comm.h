@@ -101,6 +101,21 @@ shoal_result shoal_alltoall(shoal_comm *c, const void *send, void *recv, size_t 
                             shoal_dtype dt);
 shoal_result shoal_barrier(shoal_comm *c);
 
+/* Shared windows: memory that every rank maps, when all ranks of c run on one host joined
+ * by shared memory (otherwise SHOAL_ERR_UNSUPPORTED, and the caller keeps private memory;
+ * also when the host cannot give the memory, e.g. a small /dev/shm). A window has a common
+ * block of common_nbytes, the same memory on every rank, and one block of each_nbytes per
+ * rank, which every rank can read; each block starts on a 2 MiB boundary and sits on huge
+ * pages where the kernel allows. Zeroed at creation. Collective; windows live until the
+ * communicator is destroyed. Buffers inside a window make collectives cheaper: an
+ * allreduce reads the peers' blocks in place, and shoal_allreduce_apply_start with params
+ * in the common block updates each element once, for every rank, with nothing to copy. */
+typedef struct shoal_window shoal_window;
+shoal_result shoal_window_create(shoal_comm *c, size_t common_nbytes, size_t each_nbytes,
+                                 shoal_window **out);
+void *shoal_window_common(const shoal_window *w);        /* NULL when common_nbytes was 0 */
+void *shoal_window_block(const shoal_window *w, int rank); /* NULL when each_nbytes was 0 */
+
 /* Tagged point-to-point. A recv matches a send with the same (peer, tag) in order; the
  * counts must agree (SHOAL_ERR_MISMATCH otherwise). tag >= 0. */
 shoal_result shoal_send(shoal_comm *c, const void *buf, size_t count, shoal_dtype dt, int peer,
@@ -121,16 +136,20 @@ shoal_result shoal_recv_any(shoal_comm *c, void *buf, size_t max_count, shoal_dt
  * peer in either order without deadlock. */
 shoal_result shoal_allreduce_start(shoal_comm *c, const void *send, void *recv, size_t count,
                                    shoal_dtype dt, shoal_op op, shoal_request **req);
-/* Allreduce, then update (data-parallel training's gradient step): grads (float32, count,
- * reduced in place with op) become the reduced gradients, and apply(ctx, offset, n) turns
- * those of [offset, offset + n) into new values of params there (an optimizer step).
+/* Allreduce, then update (data-parallel training's gradient step): grads (float32, count)
+ * are reduced with op, and apply(ctx, offset, n, reduced) turns the reduced gradients of
+ * [offset, offset + n), reduced[0 .. n), into new values of params there (an optimizer
+ * step). reduced may point into grads or into the communicator's own memory.
  * When the request finishes, params hold the updated values on every rank; grads are then
  * unspecified. apply runs on the communicator's thread, for disjoint ranges. On a path that
  * shares the work (one host, shared memory, large messages) each rank reduces and updates
  * only its own block and sends the updated params to the others, so each rank's apply sees
- * only its block: an optimizer's state is then current only there (ZeRO stage 1). Every
- * rank must call it where the others do (it is a collective of its own kind). */
-typedef void (*shoal_apply_fn)(void *ctx, size_t offset, size_t count);
+ * only its block: an optimizer's state is then current only there (ZeRO stage 1). With
+ * params in a shared window's common block (and grads in the calling rank's block of it),
+ * that path is always taken, whatever the size or SHOAL_ALGO: each element is then updated
+ * by one rank only, in place, for all. Every rank must call it where the others do (it is
+ * a collective of its own kind). */
+typedef void (*shoal_apply_fn)(void *ctx, size_t offset, size_t count, const float *reduced);
 shoal_result shoal_allreduce_apply_start(shoal_comm *c, float *grads, float *params, size_t count,
                                          shoal_op op, shoal_apply_fn apply, void *ctx,
                                          shoal_request **req);

@@ -19,7 +19,8 @@ typedef enum {
     SHOAL_ERR_FORMAT,    /* bad cfg, dataset or checkpoint */
     SHOAL_ERR_BROKEN,    /* communicator already failed; destroy it */
     SHOAL_ERR_INTERNAL,  /* a shoal bug */
-    SHOAL_ERR_INTERRUPTED /* stopped on request (SIGINT); state was saved */
+    SHOAL_ERR_INTERRUPTED, /* stopped on request (SIGINT); state was saved */
+    SHOAL_ERR_UNSUPPORTED  /* not possible here (e.g. shared windows across hosts); go on without */
 } shoal_result;
 
 /* Short name of a result ("SHOAL_ERR_TIMEOUT"); never NULL. */

@@ -49,6 +49,9 @@ static const env_var table[] = {
     {"SHOAL_DP_SHARD", "1", 0, 1,
      "data parallel: 1 lets each rank update only its block of a large bucket and send the "
      "weights (ZeRO stage 1, one host), 0 makes every rank update everything"},
+    {"SHOAL_DP_WINDOW", "1", 0, 1,
+     "data parallel with SHOAL_DP_SHARD=1 on one host: 1 keeps one copy of the weights (and "
+     "every rank's gradients) in shared memory, 0 gives each rank its own copy"},
     /* engine */
     {"SHOAL_THREADS", "0", 0, 1024, "kernel threads per rank (0: one per core / rank)"},
     {"SHOAL_DATA_DIR", "/usr/share/datasets/fashion-mnist", NOT_INT,

@@ -84,6 +84,7 @@ const char *shoal_result_name(shoal_result rc)
     case SHOAL_ERR_BROKEN: return "SHOAL_ERR_BROKEN";
     case SHOAL_ERR_INTERNAL: return "SHOAL_ERR_INTERNAL";
     case SHOAL_ERR_INTERRUPTED: return "SHOAL_ERR_INTERRUPTED";
+    case SHOAL_ERR_UNSUPPORTED: return "SHOAL_ERR_UNSUPPORTED";
     }
     return "SHOAL_ERR_UNKNOWN";
 }

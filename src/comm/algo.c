@@ -319,6 +319,6 @@ shoal_result sh_algo_run(shoal_comm *c, const sh_coll *op)
         sh_shm_coll_run && sh_shm_coll_supported(c, op))
         return sh_shm_coll_run(c, op);
     SH_TRY(run_whole(c, op));
-    if (op->apply) op->apply(op->apply_ctx, 0, op->count); /* every rank updates everything */
+    if (op->apply) op->apply(op->apply_ctx, 0, op->count, (const float *)op->recv); /* every rank updates everything */
     return SHOAL_OK;
 }

@@ -237,7 +237,7 @@ static shoal_result eager_allreduce(shoal_comm *c, const sh_coll *op)
         memcpy(op->recv, acc, nb);
         if (op->op == SHOAL_AVG) sh_reduce_avg_finish(op->recv, op->count, op->dt, c->world);
     }
-    if (op->apply) op->apply(op->apply_ctx, 0, op->count);
+    if (op->apply) op->apply(op->apply_ctx, 0, op->count, (const float *)op->recv);
     return SHOAL_OK;
 }
 
@@ -341,7 +341,7 @@ static shoal_result slot_coll(shoal_comm *c, const sh_coll *op)
     }
     sh_shm_slot_done(c, seq);
     c->slot_last = c->slot_prev[seq & 1] = seq + 1;
-    if (op->apply) op->apply(op->apply_ctx, 0, op->count);
+    if (op->apply) op->apply(op->apply_ctx, 0, op->count, (const float *)op->recv);
     return SHOAL_OK;
 }
 
@@ -371,7 +371,10 @@ static shoal_result run_coll(shoal_comm *c, const sh_coll *op)
 {
     if (c->broken) return SH_FAIL(SHOAL_ERR_BROKEN, "communicator is broken: %s", c->broken_msg);
     shoal_result rc;
-    if (slot_coll_fits(c, op)) {
+    if (sh_shm_window_apply(c, op)) { /* the only path that updates a shared copy once */
+        rc = check_match(c, op);
+        if (rc == SHOAL_OK) rc = sh_shm_coll_run(c, op);
+    } else if (slot_coll_fits(c, op)) {
         rc = slot_coll(c, op);
     } else if (eager_allreduce_fits(c, op)) {
         rc = eager_allreduce(c, op);

@@ -54,6 +54,18 @@ struct sh_shm {
     int nlocal;
     int *pid_of;      /* [world]: process of each rank on this host, 0 elsewhere */
     int cma;          /* 1: process_vm_readv works between our ranks, -1: it does not, 0: untried */
+    struct shoal_window *windows; /* newest first */
+    int nwindows;
+};
+
+struct shoal_window {
+    shoal_comm *c;
+    unsigned char *base;  /* this process's mapping, 2 MiB aligned */
+    size_t nbytes;
+    size_t common_nbytes, each_nbytes; /* as asked */
+    size_t common_span, each_span;     /* rounded up to 2 MiB: the layout */
+    int id;               /* the same on every rank: windows are made in the same order */
+    struct shoal_window *next;
 };
 
 typedef struct {
@@ -204,10 +216,18 @@ static ssize_t shm_slot_wait(sh_link *l, sh_xfer_op *op)
         return (ssize_t)op->nbytes;
     }
     /* Bytes on the ring: the peer made a call that talks through the rings; its first
-     * bytes are its own header. */
+     * bytes are its own header. Unless it published this slot between the look above and
+     * this one and has gone on to its next collective, which talks through the ring: it
+     * publishes before it sends, so a second look at the slot after seeing the bytes
+     * tells the two apart. */
     ring *r = s->in;
     uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
     uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+    if (head - tail >= op->nbytes && atomic_load_explicit(&sl->seq, memory_order_acquire) == op->seq + 1) {
+        memcpy(op->buf, sl->hdr, op->nbytes);
+        s->idle_polls = 0;
+        return (ssize_t)op->nbytes;
+    }
     if (head - tail >= op->nbytes) {
         for (size_t i = 0; i < op->nbytes; i++)
             ((unsigned char *)op->buf)[i] = r->data[(size_t)((tail + i) % s->in_size)];
@@ -298,6 +318,71 @@ static shoal_result make_links(shoal_comm *c, void *base, int nlocal, const int 
     return SHOAL_OK;
 }
 
+/* A named segment of nbytes for the local ranks under key: the leader creates it (mode
+ * 0600) and posts its name, or "!" and why it could not, so the others fail at once instead
+ * of at the deadline; the others open it. With reserve the memory is allocated now: a
+ * /dev/shm too small for it fails here, not with SIGBUS at first touch. name (cap >= 96)
+ * gets the name for segment_attached. */
+static shoal_result segment_open(shoal_comm *c, const char *key, size_t nbytes, int leader, int reserve,
+                                 char *name, size_t cap, int *fd)
+{
+    *fd = -1;
+    shoal_result rc = SHOAL_OK;
+    char post[320];
+    if (!leader) {
+        size_t n = 0;
+        SH_TRY(sh_store_get(c->store, key, post, sizeof post, &n, c->timeout_ms));
+        post[sizeof post - 1] = 0;
+        if (post[0] == '!') return SH_FAIL(SHOAL_ERR_IO, "%s (on the rank that made it)", post + 1);
+        snprintf(name, cap, "%s", post);
+        *fd = shm_open(name, O_RDWR | O_CLOEXEC, 0600);
+        if (*fd < 0) return SH_FAIL(SHOAL_ERR_IO, "cannot open shared memory %s: %s", name, strerror(errno));
+        return SHOAL_OK;
+    }
+    unsigned char rnd[8] = {0};
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) memset(rnd, 0x5a, sizeof rnd);
+    snprintf(name, cap, "/shoal-%d-%02x%02x%02x%02x%02x%02x%02x%02x", (int)getpid(), rnd[0], rnd[1], rnd[2],
+             rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+    *fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    int e = 0;
+    if (*fd < 0) {
+        rc = SH_FAIL(SHOAL_ERR_IO, "cannot create shared memory %s: %s", name, strerror(errno));
+    } else if (ftruncate(*fd, (off_t)nbytes) < 0) {
+        rc = SH_FAIL(SHOAL_ERR_IO, "cannot size shared memory to %zu bytes: %s (is /dev/shm full?)", nbytes,
+                     strerror(errno));
+    } else if (reserve && (e = posix_fallocate(*fd, 0, (off_t)nbytes)) != 0) {
+        rc = SH_FAIL(SHOAL_ERR_IO, "cannot reserve %zu bytes of shared memory: %s (/dev/shm is full or "
+                     "smaller than that; `df -h /dev/shm` shows it)", nbytes, strerror(e));
+    }
+    if (rc == SHOAL_OK) return sh_store_set(c->store, key, name, strlen(name) + 1);
+    if (*fd >= 0) {
+        close(*fd);
+        *fd = -1;
+        shm_unlink(name);
+    }
+    snprintf(post, sizeof post, "!%s", shoal_last_error_message());
+    (void)sh_store_set(c->store, key, post, strlen(post) + 1);
+    return rc;
+}
+
+/* Every local rank mapped the segment (or gave up): the leader unlinks it, so nothing
+ * outlives the job. rc is this rank's result so far. */
+static shoal_result segment_attached(shoal_comm *c, const char *key, int nlocal, int leader, const char *name,
+                                     shoal_result rc)
+{
+    char ckey[200];
+    snprintf(ckey, sizeof ckey, "%s/attached", key);
+    int64_t after = 0;
+    if (rc == SHOAL_OK) rc = sh_store_add(c->store, ckey, 1, &after);
+    if (rc == SHOAL_OK) {
+        shoal_result brc = sh_store_barrier(c->store, ckey, nlocal, c->timeout_ms);
+        if (leader) shm_unlink(name);
+        return brc;
+    }
+    if (leader) shm_unlink(name);
+    return rc;
+}
+
 shoal_result sh_shm_connect(shoal_comm *c, const unsigned char *want)
 {
     /* The local group: this host's ranks that want shared memory (and us). */
@@ -312,50 +397,17 @@ shoal_result sh_shm_connect(shoal_comm *c, const unsigned char *want)
     }
     int leader = local[0] == c->rank;
     size_t nbytes = segment_nbytes(nlocal);
-    char key[160], name[96];
+    char key[160], name[96], pkey[180];
     snprintf(key, sizeof key, "%s/shm/%d", c->prefix, c->host_of[c->rank]);
     int fd = -1;
-    shoal_result rc = SHOAL_OK;
-    if (leader) {
-        unsigned char rnd[8] = {0};
-        if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) memset(rnd, 0x5a, sizeof rnd);
-        snprintf(name, sizeof name, "/shoal-%d-%02x%02x%02x%02x%02x%02x%02x%02x", (int)getpid(),
-                 rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
-        fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        if (fd < 0) rc = SH_FAIL(SHOAL_ERR_IO, "cannot create shared memory %s: %s", name, strerror(errno));
-        else if (ftruncate(fd, (off_t)nbytes) < 0) {
-            rc = SH_FAIL(SHOAL_ERR_IO, "cannot size shared memory to %zu bytes: %s (is /dev/shm full?)",
-                         nbytes, strerror(errno));
-            shm_unlink(name);
-        }
-        if (rc == SHOAL_OK) rc = sh_store_set(c->store, key, name, strlen(name) + 1);
-    } else {
-        size_t n = 0;
-        rc = sh_store_get(c->store, key, name, sizeof name, &n, c->timeout_ms);
-        name[sizeof name - 1] = 0;
-        if (rc == SHOAL_OK) {
-            fd = shm_open(name, O_RDWR | O_CLOEXEC, 0600);
-            if (fd < 0) rc = SH_FAIL(SHOAL_ERR_IO, "cannot open shared memory %s: %s", name, strerror(errno));
-        }
-    }
+    shoal_result rc = segment_open(c, key, nbytes, leader, 0, name, sizeof name, &fd);
     void *base = MAP_FAILED;
     if (rc == SHOAL_OK) {
         base = mmap(NULL, nbytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         if (base == MAP_FAILED) rc = SH_FAIL(SHOAL_ERR_IO, "cannot map shared memory: %s", strerror(errno));
     }
     if (fd >= 0) close(fd);
-    /* Everyone mapped it (or gave up): unlink, so nothing outlives the job. */
-    char ckey[180], pkey[180];
-    snprintf(ckey, sizeof ckey, "%s/attached", key);
-    int64_t after = 0;
-    if (rc == SHOAL_OK) rc = sh_store_add(c->store, ckey, 1, &after);
-    if (rc == SHOAL_OK) {
-        shoal_result brc = sh_store_barrier(c->store, ckey, nlocal, c->timeout_ms);
-        if (leader) shm_unlink(name);
-        rc = brc;
-    } else if (leader && fd >= 0) {
-        shm_unlink(name);
-    }
+    rc = segment_attached(c, key, nlocal, leader, name, rc);
     /* Learn the local ranks' pids (to notice a dead peer). */
     int *pids = calloc((size_t)nlocal, sizeof *pids);
     if (rc == SHOAL_OK && !pids) rc = SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
@@ -375,7 +427,7 @@ shoal_result sh_shm_connect(shoal_comm *c, const unsigned char *want)
         struct sh_shm *s = calloc(1, sizeof *s);
         if (!s) rc = SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
         else {
-            *s = (struct sh_shm){base, nbytes, nlocal, calloc((size_t)c->world, sizeof(int)), 0};
+            *s = (struct sh_shm){base, nbytes, nlocal, calloc((size_t)c->world, sizeof(int)), 0, NULL, 0};
             for (int i = 0; s->pid_of && i < nlocal; i++) s->pid_of[local[i]] = pids[i];
             c->shm = s;
             rc = make_links(c, base, nlocal, local, pids, want);
@@ -426,9 +478,130 @@ void sh_shm_slot_done(shoal_comm *c, uint64_t seq)
     ring_others(c);
 }
 
+/* ---- windows: memory every rank of a one-host communicator maps ----
+ * One segment per window: the common block, then each rank's block, every part on a
+ * 2 MiB boundary so it can live on huge pages. The leader reserves the memory when it
+ * makes the segment; each rank then asks for huge pages on its own block (the leader on
+ * the common one too): MADV_COLLAPSE, which works on shared memory even where the
+ * system's shmem_enabled says never. 4 KiB pages would cost the GEMMs reading weights
+ * there TLB misses. */
+
+enum { HUGE_NBYTES = 2 << 20 };
+
+static size_t huge_round(size_t n) { return (n + HUGE_NBYTES - 1) / HUGE_NBYTES * HUGE_NBYTES; }
+
+static void *map_aligned(int fd, size_t nbytes)
+{
+    size_t span = nbytes + HUGE_NBYTES;
+    unsigned char *res = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (res == MAP_FAILED) return MAP_FAILED;
+    unsigned char *a = (unsigned char *)(((uintptr_t)res + HUGE_NBYTES - 1) & ~(uintptr_t)(HUGE_NBYTES - 1));
+    if (mmap(a, nbytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+        munmap(res, span);
+        return MAP_FAILED;
+    }
+    if (a > res) munmap(res, (size_t)(a - res));
+    size_t tail = (size_t)(res + span - (a + nbytes));
+    if (tail) munmap(a + nbytes, tail);
+    return a;
+}
+
+static void want_huge_pages(void *p, size_t n)
+{
+    if (!n) return;
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25
+#endif
+    if (madvise(p, n, MADV_COLLAPSE) < 0) SH_LOG_D("comm", "window: no huge pages (%s)", strerror(errno));
+}
+
+shoal_result shoal_window_create(shoal_comm *c, size_t common_nbytes, size_t each_nbytes, shoal_window **out)
+{
+    if (!out) return SH_FAIL(SHOAL_ERR_INVALID, "window_create: out is NULL");
+    *out = NULL;
+    if (!c || c->magic != SH_COMM_MAGIC) return SH_FAIL(SHOAL_ERR_INVALID, "window_create: not a live communicator");
+    struct sh_shm *s = c->shm;
+    if (c->world < 2 || !s || s->nlocal != c->world || !c->store)
+        return SH_FAIL(SHOAL_ERR_UNSUPPORTED, "window_create: the %d ranks are not all on one host joined by "
+                       "shared memory", c->world);
+    shoal_window *w = calloc(1, sizeof *w);
+    if (!w) return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
+    w->c = c;
+    w->id = s->nwindows++;
+    w->common_nbytes = common_nbytes;
+    w->each_nbytes = each_nbytes;
+    w->common_span = huge_round(common_nbytes);
+    w->each_span = huge_round(each_nbytes);
+    w->nbytes = w->common_span + (size_t)c->world * w->each_span;
+    if (w->nbytes == 0) w->nbytes = HUGE_NBYTES;
+    int leader = c->rank == 0;
+    char key[160], name[96];
+    snprintf(key, sizeof key, "%s/window/%d", c->prefix, w->id);
+    int fd = -1;
+    shoal_result rc = segment_open(c, key, w->nbytes, leader, 1, name, sizeof name, &fd);
+    void *base = MAP_FAILED;
+    if (rc == SHOAL_OK) {
+        base = map_aligned(fd, w->nbytes);
+        if (base == MAP_FAILED) rc = SH_FAIL(SHOAL_ERR_IO, "cannot map %zu bytes of shared memory: %s", w->nbytes,
+                                             strerror(errno));
+    }
+    if (fd >= 0) close(fd);
+    if (rc == SHOAL_OK) {
+        w->base = base;
+        if (leader) want_huge_pages(w->base, w->common_span);
+        want_huge_pages(w->base + w->common_span + (size_t)c->rank * w->each_span, w->each_span);
+    }
+    rc = segment_attached(c, key, c->world, leader, name, rc);
+    if (rc != SHOAL_OK) {
+        sh_err_prefix("shared window of %zu bytes: ", w->nbytes);
+        if (base != MAP_FAILED) munmap(base, w->nbytes);
+        free(w);
+        /* the memory is what failed: the caller may go on without a window */
+        return rc == SHOAL_ERR_IO ? SHOAL_ERR_UNSUPPORTED : rc;
+    }
+    w->next = s->windows;
+    s->windows = w;
+    *out = w;
+    return SHOAL_OK;
+}
+
+void *shoal_window_common(const shoal_window *w) { return w && w->common_nbytes ? w->base : NULL; }
+
+void *shoal_window_block(const shoal_window *w, int rank)
+{
+    if (!w || rank < 0 || rank >= w->c->world || !w->each_nbytes) return NULL;
+    return w->base + w->common_span + (size_t)rank * w->each_span;
+}
+
+/* The window holding [p, p + n), or NULL. */
+static const shoal_window *window_of(const struct sh_shm *s, const void *p, size_t n)
+{
+    for (const shoal_window *w = s ? s->windows : NULL; w; w = w->next)
+        if ((const unsigned char *)p >= w->base && (const unsigned char *)p + n <= w->base + w->nbytes) return w;
+    return NULL;
+}
+
+static const shoal_window *window_by_id(const struct sh_shm *s, int id)
+{
+    for (const shoal_window *w = s->windows; w; w = w->next)
+        if (w->id == id) return w;
+    return NULL;
+}
+
+int sh_shm_window_common(const shoal_comm *c, const void *p, size_t nbytes)
+{
+    const shoal_window *w = window_of(c->shm, p, nbytes);
+    return w && (const unsigned char *)p + nbytes <= w->base + w->common_span;
+}
+
 void sh_shm_destroy(struct sh_shm *s)
 {
     if (!s) return;
+    for (shoal_window *w = s->windows, *next; w; w = next) {
+        next = w->next;
+        munmap(w->base, w->nbytes);
+        free(w);
+    }
     free(s->pid_of);
     munmap(s->base, s->nbytes);
     free(s);
@@ -449,10 +622,37 @@ enum { CMA_MIN_NBYTES = 32 * 1024, CMA_PIECE_NBYTES = 256 * 1024 };
  * 8 MiB, slower at 2 MiB and below, 2 ranks). */
 enum { STREAM_MIN_NBYTES = 4 * 1024 * 1024 };
 
+/* A rank's buffers for one call: send, recv, params as addresses in its own process, and,
+ * for each that lies in a shared window, the window (id + 1, else 0) and the offset there,
+ * which every rank can turn into an address of its own. */
+enum { BUF_SEND, BUF_RECV, BUF_PARAMS, NBUF };
 typedef struct {
-    uint64_t send, recv, params;
-    int32_t pid, pad;
+    uint64_t addr[NBUF];
+    uint64_t woff[NBUF];
+    int32_t win[NBUF];
+    int32_t pid;
 } cma_addr;
+
+static void describe(const struct sh_shm *s, cma_addr *a, const void *const buf[NBUF], size_t nbytes)
+{
+    memset(a, 0, sizeof *a);
+    a->pid = (int32_t)getpid();
+    for (int b = 0; b < NBUF; b++) {
+        a->addr[b] = (uint64_t)(uintptr_t)buf[b];
+        const shoal_window *w = buf[b] && nbytes ? window_of(s, buf[b], nbytes) : NULL;
+        if (!w) continue;
+        a->win[b] = w->id + 1;
+        a->woff[b] = (uint64_t)((const unsigned char *)buf[b] - w->base);
+    }
+}
+
+/* Where a rank's buffer b, plus off bytes, is in this process, when it lies in a window;
+ * NULL when only CMA reaches it. */
+static unsigned char *peer_ptr(const struct sh_shm *s, const cma_addr *a, int b, size_t off)
+{
+    const shoal_window *w = a->win[b] ? window_by_id(s, a->win[b] - 1) : NULL;
+    return w ? w->base + a->woff[b] + off : NULL;
+}
 
 /* "All written": every rank tells every other whether its part worked (1) or not (0), so
  * no rank returns while another still writes into its buffers, and all agree on failure.
@@ -520,12 +720,22 @@ static int cma_write(int pid, uint64_t dst, const void *src, size_t nbytes)
     return 0;
 }
 
+int sh_shm_window_apply(const shoal_comm *c, const sh_coll *op)
+{
+    return op->kind == SH_COLL_ALLREDUCE && op->apply && op->send == op->recv && c->shm && c->shm->pid_of &&
+           c->world <= 64 && op->count && sh_shm_window_common(c, op->params, op->count * sizeof(float));
+}
+
 int sh_shm_coll_supported(const shoal_comm *c, const sh_coll *op)
 {
     const struct sh_shm *s = c->shm;
-    if (!s || !s->pid_of || s->cma < 0 || c->world > 64 || c->local_world != c->world) return 0;
+    if (!s || !s->pid_of || c->world > 64 || c->local_world != c->world) return 0;
+    if (sh_shm_window_apply(c, op)) return 1;
     if (op->kind != SH_COLL_ALLREDUCE || (op->apply && op->send != op->recv)) return 0;
-    return op->count * shoal_dtype_nbytes(op->dt) >= CMA_MIN_NBYTES && op->count >= (size_t)c->world;
+    size_t nb = op->count * shoal_dtype_nbytes(op->dt);
+    if (s->cma < 0 && !(window_of(s, op->send, nb) && (op->apply ? window_of(s, op->params, nb) : window_of(s, op->recv, nb))))
+        return 0;
+    return nb >= CMA_MIN_NBYTES && op->count >= (size_t)c->world;
 }
 
 shoal_result sh_shm_coll_run(shoal_comm *c, const sh_coll *op)
@@ -534,8 +744,9 @@ shoal_result sh_shm_coll_run(shoal_comm *c, const sh_coll *op)
     int n = c->world, r = c->rank;
     size_t es = shoal_dtype_nbytes(op->dt);
     /* 1. addresses */
-    cma_addr mine = {(uint64_t)(uintptr_t)op->send, (uint64_t)(uintptr_t)op->recv,
-                     (uint64_t)(uintptr_t)op->params, (int32_t)getpid(), 0}, all[64];
+    cma_addr mine, all[64];
+    const void *bufs[NBUF] = {op->send, op->recv, op->params};
+    describe(s, &mine, bufs, op->count * es);
     sh_xfer_op ops[128];
     int k = 0;
     all[r] = mine;
@@ -558,17 +769,19 @@ shoal_result sh_shm_coll_run(shoal_comm *c, const sh_coll *op)
     own = tmp + 2 * CMA_PIECE_NBYTES; /* in place: ours, kept; streamed: the reduced piece */
     int inplace = op->send == op->recv;
     int stream = op->count * es >= STREAM_MIN_NBYTES;
-    int failed = 0;
+    int failed = 0, used_cma = 0;
     unsigned char *out = (unsigned char *)op->recv;
     for (size_t off = lo; off < lo + len && !failed; off += piece) {
         size_t m = lo + len - off < piece ? lo + len - off : piece;
         /* A large result out of place: the piece is reduced in cache and streamed into the
          * result after it went to the peers (reducing straight into the cold result made the
          * CPU read every line of it first: half the in-place speed). A smaller result is
-         * better left in cache for the caller, which reads it next. */
-        unsigned char *final = out + off * es, *dst = inplace || !stream ? final : own;
+         * better left in cache for the caller, which reads it next. With an update, the
+         * reduced piece only feeds it: it stays in cache and the gradients are not written
+         * back (they are unspecified after the call). */
+        unsigned char *final = out + off * es, *dst = op->apply || (!inplace && stream) ? own : final;
         const unsigned char *mine_piece = (const unsigned char *)op->send + off * es;
-        if (inplace && r > 1) { /* dst takes ranks 0 and 1 before ours: keep ours */
+        if (dst == final && inplace && r > 1) { /* dst takes ranks 0 and 1 before ours: keep ours */
             memcpy(own, mine_piece, m * es);
             mine_piece = own;
         }
@@ -578,9 +791,13 @@ shoal_result sh_shm_coll_run(shoal_comm *c, const sh_coll *op)
             if (p == r) {
                 src = mine_piece;
             } else {
-                unsigned char *buf = tmp + (size_t)(p & 1) * CMA_PIECE_NBYTES;
-                failed = cma_read(all[p].pid, buf, all[p].send + off * es, m * es) != 0;
-                src = buf;
+                src = peer_ptr(s, &all[p], BUF_SEND, off * es); /* in a window: read in place */
+                if (!src) {
+                    unsigned char *buf = tmp + (size_t)(p & 1) * CMA_PIECE_NBYTES;
+                    failed = cma_read(all[p].pid, buf, all[p].addr[BUF_SEND] + off * es, m * es) != 0;
+                    used_cma = 1;
+                    src = buf;
+                }
             }
             if (failed) break;
             if (p == 0) first = src;
@@ -597,14 +814,22 @@ shoal_result sh_shm_coll_run(shoal_comm *c, const sh_coll *op)
         const unsigned char *piece_out = dst;
         uint64_t peer_off = off * es;
         if (!failed && op->apply) {
-            op->apply(op->apply_ctx, off, m);
+            op->apply(op->apply_ctx, off, m, (const float *)dst);
             piece_out = (const unsigned char *)op->params + off * es;
         }
-        for (int p = 0; p < n && !failed; p++)
-            if (p != r)
-                failed = cma_write(all[p].pid, (op->apply ? all[p].params : all[p].recv) + peer_off, piece_out,
-                                   m * es) != 0;
-        if (!failed && dst != final) sh_copy_stream(final, dst, m * es);
+        int into = op->apply ? BUF_PARAMS : BUF_RECV;
+        for (int p = 0; p < n && !failed; p++) {
+            if (p == r) continue;
+            unsigned char *at = peer_ptr(s, &all[p], into, peer_off);
+            if (at == piece_out) continue; /* the common block of a window: one copy for all */
+            if (at) {
+                memcpy(at, piece_out, m * es);
+            } else {
+                failed = cma_write(all[p].pid, all[p].addr[into] + peer_off, piece_out, m * es) != 0;
+                used_cma = 1;
+            }
+        }
+        if (!failed && dst != final && !op->apply) sh_copy_stream(final, dst, m * es);
     }
     int err = errno, bad = -1;
     /* CMA refused (ptrace rules, seccomp) on some rank: every rank learns it at the fence
@@ -612,7 +837,7 @@ shoal_result sh_shm_coll_run(shoal_comm *c, const sh_coll *op)
      * all take the rings. */
     SH_TRY(fence(c, "allreduce", !failed, &bad));
     if (bad < 0) {
-        s->cma = 1;
+        if (used_cma) s->cma = 1;
         return SHOAL_OK;
     }
     s->cma = -1;

@@ -19,6 +19,13 @@ void sh_shm_destroy(struct sh_shm *s); /* NULL is fine */
  * their results (process_vm_writev). */
 int sh_shm_coll_supported(const shoal_comm *c, const sh_coll *op);
 shoal_result sh_shm_coll_run(shoal_comm *c, const sh_coll *op);
+/* Buffers in shared windows (shoal_window_create) are read and written in place instead
+ * of by CMA. An allreduce_apply with params in a window's common block must take
+ * sh_shm_coll_run whatever its size (sh_shm_window_apply says so): every other path
+ * updates everything on every rank, which on one shared copy would apply each step
+ * world times. */
+int sh_shm_window_apply(const shoal_comm *c, const sh_coll *op);
+int sh_shm_window_common(const shoal_comm *c, const void *p, size_t nbytes);
 
 /* Slots: small collectives in one step when every rank is on this host. Each rank writes
  * its header and data into its own slot for the collective (sh_shm_slot_publish, ringing

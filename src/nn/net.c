@@ -40,6 +40,7 @@ struct sh_net {
 
     size_t nparams, nstats;
     float *params, *grads, *stats;
+    int foreign_blocks;       /* params and grads belong to the caller (sh_net_use_blocks) */
     sh_param_range *ranges;
     int nranges;
 
@@ -432,8 +433,10 @@ void sh_net_destroy(sh_net *n)
     sh_free_aligned(n->arena);
     sh_free_aligned(n->input_delta);
     free(n->zero_before_backward);
-    sh_free_aligned(n->params);
-    sh_free_aligned(n->grads);
+    if (!n->foreign_blocks) {
+        sh_free_aligned(n->params);
+        sh_free_aligned(n->grads);
+    }
     sh_free_aligned(n->stats);
     free(n->ranges);
     free(n->layers);
@@ -451,6 +454,20 @@ uint64_t sh_net_cfg_hash(const sh_net *n) { return sh_cfg_hash(n->cfg); }
 size_t sh_net_nparams(const sh_net *n) { return n->nparams; }
 float *sh_net_params(sh_net *n) { return n->params; }
 float *sh_net_grads(sh_net *n) { return n->grads; }
+
+void sh_net_use_blocks(sh_net *n, float *params, float *grads, int copy_params)
+{
+    if (copy_params && n->nparams) memcpy(params, n->params, n->nparams * sizeof(float));
+    if (n->nparams) memcpy(grads, n->grads, n->nparams * sizeof(float));
+    if (!n->foreign_blocks) {
+        sh_free_aligned(n->params);
+        sh_free_aligned(n->grads);
+    }
+    n->params = params;
+    n->grads = grads;
+    n->foreign_blocks = 1;
+    if (n->grad_ptrs) n->grad_ptrs[0] = grads;
+}
 
 float *sh_net_stats(sh_net *n, size_t *count)
 {

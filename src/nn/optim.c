@@ -239,13 +239,14 @@ void sh_optim_apply(sh_optim *o, float *params, const float *grads, size_t lo, s
         size_t a = g->offset > lo ? g->offset : lo, b = g->offset + g->count < hi ? g->offset + g->count : hi;
         if (a >= b) continue;
         float decay = g->decay ? c->decay : 0.0f;
+        const float *ga = grads + (a - lo);
         if (c->kind == SH_OPTIM_ADAM)
-            adam_segment(params + a, grads + a, s + a, s + o->count + a, b - a, o->lr_t, c->beta1,
-                         c->beta2, o->inv_c2, decay, c->eps);
+            adam_segment(params + a, ga, s + a, s + o->count + a, b - a, o->lr_t, c->beta1, c->beta2, o->inv_c2,
+                         decay, c->eps);
         else if (c->kind == SH_OPTIM_SGD)
-            sgd_segment(params + a, grads + a, s + a, b - a, o->lr, c->momentum, decay);
+            sgd_segment(params + a, ga, s + a, b - a, o->lr, c->momentum, decay);
         else
-            adagrad_segment(params + a, grads + a, s + a, b - a, o->lr, decay, c->eps);
+            adagrad_segment(params + a, ga, s + a, b - a, o->lr, decay, c->eps);
     }
 }
 

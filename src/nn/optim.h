@@ -65,8 +65,8 @@ void sh_optim_step(sh_optim *o, float *params /* (count) */, const float *grads 
                    float lr);
 /* The same in two parts, so a step can be applied in pieces (each rank of data-parallel
  * training updates its own block, piece by piece as the gradients arrive): begin sets
- * the step's rate (Adam: counts the step), apply updates params[lo, lo + n). Allocates
- * nothing. */
+ * the step's rate (Adam: counts the step), apply updates params[lo, lo + n) from grads[0, n),
+ * the gradients of that range. Allocates nothing. */
 void sh_optim_begin(sh_optim *o, float lr);
 void sh_optim_apply(sh_optim *o, float *params, const float *grads, size_t lo, size_t n);
 /* Zero the state of parameters [lo, lo + n) (every moment; not Adam's step count). */

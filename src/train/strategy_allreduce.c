@@ -74,15 +74,53 @@ static shoal_result check_same(dp_state *d, sh_net *net)
     return rc;
 }
 
+/* Ranks on one host that split the update keep one copy of the weights for all of them, in
+ * a shared window, and their gradients there too: each rank then reduces its block reading
+ * the others' gradients in place and updates the one copy, so no weights are copied between
+ * ranks, and the GEMMs of all ranks read the same weights through the shared cache. Rank
+ * 0's weights go into the window (the broadcast the private copies need). 1: done; 0: not
+ * possible here (the caller goes on with private copies). */
+static shoal_result share_weights(dp_state *d, sh_net *net, int *done)
+{
+    *done = 0;
+    long on = 1;
+    SH_TRY(sh_env_long("SHOAL_DP_WINDOW", &on));
+    if (!on || !d->shard || shoal_comm_world(d->c) < 2) return SHOAL_OK;
+    size_t nb = (sh_net_nparams(net) + 16) * sizeof(float);
+    shoal_window *w = NULL;
+    shoal_result rc = shoal_window_create(d->c, nb, nb, &w);
+    if (rc == SHOAL_ERR_UNSUPPORTED) {
+        if (shoal_comm_local_world(d->c) == shoal_comm_world(d->c))
+            SH_LOG_W("train", "each rank keeps its own copy of the weights: %s", shoal_last_error_message());
+        return SHOAL_OK;
+    }
+    SH_TRY(rc);
+    int rank = shoal_comm_rank(d->c);
+    sh_net_use_blocks(net, shoal_window_common(w), shoal_window_block(w, rank), rank == 0);
+    SH_TRY(shoal_barrier(d->c)); /* nobody reads the weights before rank 0 has put them there */
+    *done = 1;
+    return SHOAL_OK;
+}
+
 static shoal_result attach(sh_strategy *s, sh_net *net)
 {
     dp_state *d = s->impl;
     SH_TRY(check_same(d, net));
+    size_t nparams = sh_net_nparams(net);
+    /* The update rides on the allreduce: each bucket's optimizer step runs as soon as its
+     * gradients are reduced, and where the allreduce splits the work each rank updates only
+     * its block (ZeRO stage 1: the optimizer's work and memory traffic are divided). */
+    long shard = 1;
+    SH_TRY(sh_env_long("SHOAL_DP_SHARD", &shard));
+    d->shard = shard && s->opt != NULL;
+    s->applies_update = d->shard;
+    int shared = 0;
+    SH_TRY(share_weights(d, net, &shared));
+    d->prof.shared_weights = shared;
     d->grads = sh_net_grads(net);
     d->params = sh_net_params(net);
-    size_t nparams = sh_net_nparams(net);
     /* Rank 0's weights and batch-norm statistics for everyone. */
-    SH_TRY(shoal_broadcast(d->c, sh_net_params(net), sh_net_params(net), nparams, SHOAL_FLOAT32, 0));
+    if (!shared) SH_TRY(shoal_broadcast(d->c, d->params, d->params, nparams, SHOAL_FLOAT32, 0));
     size_t nstats = 0;
     float *stats = sh_net_stats(net, &nstats);
     if (nstats) SH_TRY(shoal_broadcast(d->c, stats, stats, nstats, SHOAL_FLOAT32, 0));
@@ -115,15 +153,9 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
         d->b[i].own_lo = SIZE_MAX;
         d->b[i].own_hi = 0;
     }
-    /* The update rides on the allreduce: each bucket's optimizer step runs as soon as its
-     * gradients are reduced, and where the allreduce splits the work each rank updates only
-     * its block (ZeRO stage 1: the optimizer's work and memory traffic are divided). */
-    long shard = 1;
-    SH_TRY(sh_env_long("SHOAL_DP_SHARD", &shard));
-    d->shard = shard && s->opt != NULL;
-    s->applies_update = d->shard;
-    SH_LOG_I("train", "data parallel over %d ranks: %zu parameters in %d buckets of up to %.1f MB",
-             shoal_comm_world(d->c), nparams, d->nb, (double)cap * 4 / 1e6);
+    SH_LOG_I("train", "data parallel over %d ranks: %zu parameters in %d buckets of up to %.1f MB%s",
+             shoal_comm_world(d->c), nparams, d->nb, (double)cap * 4 / 1e6,
+             shared ? ", one copy of the weights in shared memory" : "");
     return SHOAL_OK;
 }
 
@@ -139,11 +171,11 @@ static shoal_result begin(sh_strategy *s, int64_t step)
 
 /* On the communicator's thread: bucket-relative [off, off + n) of the gradients is reduced;
  * step the optimizer there. */
-static void apply_piece(void *ctx, size_t off, size_t n)
+static void apply_piece(void *ctx, size_t off, size_t n, const float *reduced)
 {
     bucket *b = ctx;
     dp_state *d = b->d;
-    sh_optim_apply(d->s->opt, d->params, d->grads, b->lo + off, n);
+    sh_optim_apply(d->s->opt, d->params, reduced, b->lo + off, n);
     if (off < b->own_lo) b->own_lo = off;
     if (off + n > b->own_hi) b->own_hi = off + n;
     d->prof.updated += (double)n;

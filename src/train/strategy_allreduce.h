@@ -22,6 +22,7 @@ typedef struct {
     double bytes;      /* gradient bytes reduced */
     double updated;    /* parameters this rank's optimizer stepped (with the update split
                           across ranks, about 1/ranks of them) */
+    int shared_weights; /* 1: one copy of the weights in a shared window (SHOAL_DP_WINDOW) */
 } sh_dp_profile;
 
 /* A data-parallel strategy over c: every rank starts from rank 0's weights; gradients are

@@ -147,6 +147,8 @@ shoal_result sh_trainer_create(const sh_train_opts *o, sh_trainer **out)
     t->strategy->opt = t->opt;
     t->strategy->lr = &t->lr;
     SH_TRY_GOTO(t->strategy->ops->attach(t->strategy, t->net), rc, fail);
+    t->params = sh_net_params(t->net); /* the strategy may have moved them (shared weights) */
+    t->grads = sh_net_grads(t->net);
     t->steps_planned = plan_steps(&t->opts, t->cfg, sh_loader_steps_per_epoch(t->loader));
     *out = t;
     return SHOAL_OK;

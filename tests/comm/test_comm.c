@@ -1,8 +1,12 @@
 /* test_comm.c — proves the communicator end to end with real processes: rendezvous through
  * rank 0's store, shared-memory and TCP links, every collective x dtype x op in place and
  * out of place for 1..8 ranks, non-blocking operations, point-to-point, split. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "base/util.h"
@@ -126,12 +130,57 @@ static void slots_interleaved(shoal_comm *c, void *arg)
             CHECK_OK(shoal_broadcast(c, &b, &b, 1, SHOAL_INT32, it % n));
             CHECK(b == it, "rank %d it %d: broadcast gave %d", r, it, b);
         }
+
         if (r == n - 1 && it % 97 == 0) usleep(200);
     }
 }
 
+/* A small allreduce (slots) then a 16 KiB one (rings), over and over, with signals arriving
+ * every few microseconds (as SIGINT and SIGHUP reach training ranks): a rank held up between
+ * its look at a peer's slot and its look at the peer's ring must not take a peer that
+ * published and went on to the big allreduce for one that made another call (a false
+ * mismatch; without the second look this failed within a few thousand rounds). */
+static _Atomic int spin_stop;
+static void on_usr1(int sig) { (void)sig; }
+static void *signaller(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&spin_stop)) {
+        kill(getpid(), SIGUSR1);
+        usleep(20);
+    }
+    return NULL;
+}
+
+static void slot_then_ring(shoal_comm *c, void *arg)
+{
+    (void)arg;
+    int r = shoal_comm_rank(c);
+    pthread_t th;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_usr1;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGUSR1, &sa, NULL);
+    atomic_store(&spin_stop, 0);
+    int spinning = pthread_create(&th, NULL, signaller, NULL) == 0;
+    static float big[4096];
+    for (int it = 0; it < 2000 && !shoal_comm_is_broken(c); it++) {
+        double v[2] = {it, r};
+        CHECK_OK(shoal_allreduce(c, v, v, 2, SHOAL_FLOAT64, SHOAL_SUM));
+        for (int i = 0; i < 4096; i++) big[i] = (float)(r + i);
+        CHECK_OK(shoal_allreduce(c, big, big, 4096, SHOAL_FLOAT32, SHOAL_SUM));
+    }
+    atomic_store(&spin_stop, 1);
+    if (spinning) pthread_join(th, NULL);
+}
+
 static void t_slots_interleaved(void)
 {
+    for (int n = 2; n <= 3; n++) {
+        sh_test_ranks_opts o = {.links = SH_TEST_REAL};
+        RUN_RANKS(n, &o, slot_then_ring, NULL);
+    }
     for (int n = 2; n <= 4; n++) {
         sh_test_ranks_opts o = {.links = SH_TEST_REAL};
         RUN_RANKS(n, &o, slots_interleaved, NULL);
@@ -281,6 +330,116 @@ static void t_split(void)
     }
 }
 
+/* ---- shared windows ---- */
+
+typedef struct {
+    float *params;
+    size_t touched; /* elements this rank's apply stepped */
+    int bad_reduced; /* apply saw a reduced value that is not the sum */
+    size_t count;
+    int world;
+} win_apply;
+
+/* grads of rank r at i: r * 2 + i % 7 (small integers: every sum is exact) */
+static float win_grad(int r, size_t i) { return (float)(r * 2 + (int)(i % 7)); }
+
+static void win_step(void *ctx, size_t off, size_t n, const float *reduced)
+{
+    win_apply *a = ctx;
+    for (size_t i = 0; i < n; i++) {
+        float want = 0;
+        for (int r = 0; r < a->world; r++) want += win_grad(r, off + i);
+        a->bad_reduced += reduced[i] != want;
+        a->params[off + i] -= reduced[i];
+    }
+    a->touched += n;
+}
+
+/* Every rank sees the common block and every block; an allreduce_apply with params in the
+ * common block steps each element exactly once (whatever the size or forced algorithm),
+ * feeds apply the reduced gradients and leaves the same weights everywhere. */
+static void window(shoal_comm *c, void *arg)
+{
+    (void)arg;
+    int r = shoal_comm_rank(c), n = shoal_comm_world(c);
+    size_t counts[] = {1, (size_t)n + 1, 1000, 300000}, cap = 300000;
+    shoal_window *w = NULL;
+    CHECK(shoal_window_create(c, cap * sizeof(float) + 3, cap * sizeof(float) + 5, &w) == SHOAL_OK, "%s",
+          shoal_last_error_message());
+    if (!w) return;
+    float *common = shoal_window_common(w);
+    CHECK(((uintptr_t)common & ((2u << 20) - 1)) == 0, "common block not on a 2 MiB boundary");
+    CHECK(shoal_window_block(w, n) == NULL && shoal_window_block(w, -1) == NULL, "block of no rank");
+    for (int p = 0; p < n; p++) {
+        unsigned char *b = shoal_window_block(w, p);
+        CHECK(b && b >= (unsigned char *)(common + cap) && ((uintptr_t)b & ((2u << 20) - 1)) == 0,
+              "block %d at %p, common at %p", p, (void *)b, (void *)common);
+    }
+    float *mine = shoal_window_block(w, r);
+    if (r == 0)
+        for (size_t i = 0; i < cap; i++) common[i] = (float)i;
+    for (size_t i = 0; i < cap; i++) mine[i] = (float)(r * 1000000 + (int)i);
+    CHECK(shoal_barrier(c) == SHOAL_OK, "%s", shoal_last_error_message());
+    int seen = 0;
+    for (size_t i = 0; i < cap; i += 997) {
+        seen += common[i] == (float)i;
+        for (int p = 0; p < n; p++)
+            seen += ((float *)shoal_window_block(w, p))[i] == (float)(p * 1000000 + (int)i);
+    }
+    CHECK(seen == (int)((cap + 996) / 997) * (n + 1), "rank %d: the window's contents differ across ranks", r);
+    CHECK(shoal_barrier(c) == SHOAL_OK, "%s", shoal_last_error_message());
+    for (int k = 0; k < 4; k++) {
+        size_t count = counts[k];
+        if (r == 0)
+            for (size_t i = 0; i < count; i++) common[i] = 1000.0f;
+        for (size_t i = 0; i < count; i++) mine[i] = win_grad(r, i);
+        CHECK(shoal_barrier(c) == SHOAL_OK, "%s", shoal_last_error_message());
+        win_apply a = {common, 0, 0, count, n};
+        shoal_request *req = NULL;
+        shoal_result rc = shoal_allreduce_apply_start(c, mine, common, count, SHOAL_SUM, win_step, &a, &req);
+        if (rc == SHOAL_OK) rc = shoal_wait(req);
+        CHECK(rc == SHOAL_OK, "count %zu: %s", count, shoal_last_error_message());
+        int64_t t = (int64_t)a.touched, total = 0;
+        CHECK(shoal_allreduce(c, &t, &total, 1, SHOAL_INT64, SHOAL_SUM) == SHOAL_OK, "%s",
+              shoal_last_error_message());
+        CHECK(total == (int64_t)count, "count %zu on %d ranks: %lld elements stepped in all (each once: %zu)", count, n,
+              (long long)total, count);
+        CHECK(a.bad_reduced == 0, "count %zu: apply saw %d wrong reduced gradients", count, a.bad_reduced);
+        size_t wrong = 0;
+        for (size_t i = 0; i < count; i++) {
+            float want = 1000.0f;
+            for (int p = 0; p < n; p++) want -= win_grad(p, i);
+            wrong += common[i] != want;
+        }
+        CHECK(wrong == 0, "count %zu on %d ranks: rank %d sees %zu wrong weights", count, n, r, wrong);
+        CHECK(shoal_barrier(c) == SHOAL_OK, "%s", shoal_last_error_message());
+    }
+}
+
+static void window_unsupported(shoal_comm *c, void *arg)
+{
+    (void)arg;
+    shoal_window *w = (shoal_window *)1;
+    CHECK(shoal_window_create(c, 4096, 4096, &w) == SHOAL_ERR_UNSUPPORTED && w == NULL,
+          "a window over %s links on %d rank(s)", shoal_comm_world(c) > 1 ? "tcp" : "no",
+          shoal_comm_world(c));
+    CHECK(strstr(shoal_last_error_message(), "one host") != NULL, "%s", shoal_last_error_message());
+}
+
+static void t_window(void)
+{
+    const char *algos[] = {NULL, "ring", "rd"};
+    for (int a = 0; a < 3; a++)
+        for (int n = 2; n <= 4; n++) {
+            if (san() && n > 2) break;
+            sh_test_ranks_opts o = {.links = SH_TEST_REAL, .algo = algos[a], .deadline_s = 120};
+            RUN_RANKS(n, &o, window, NULL);
+        }
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .transport = "tcp"};
+    RUN_RANKS(2, &o, window_unsupported, NULL);
+    RUN_RANKS(1, &o, window_unsupported, NULL);
+}
+
 /* Argument errors: one clear message, the communicator stays usable. */
 static void bad_args(shoal_comm *c, void *arg)
 {
@@ -318,5 +477,6 @@ int main(void)
     RUN(t_nonblocking);
     RUN(t_p2p);
     RUN(t_split);
+    RUN(t_window);
     return check_end();
 }

@@ -285,6 +285,10 @@ static void shard_job(shoal_comm *c, void *arg)
     double per_step = prof.steps ? prof.updated / (double)prof.steps : 0;
     CHECK(per_step > 0 && per_step < 0.75 * (double)np, "rank %d of %d stepped %.0f of %zu parameters a step: "
           "the update was not split", r, n, per_step, np);
+    const char *win = getenv("SHOAL_DP_WINDOW");
+    int want_shared = !(win && win[0] == '0');
+    CHECK(prof.shared_weights == want_shared, "rank %d of %d: weights %s, SHOAL_DP_WINDOW=%s", r, n,
+          prof.shared_weights ? "shared" : "private", win ? win : "(unset)");
     uint32_t h = hash_params(net), all[8];
     CHECK(shoal_allgather(c, &h, all, 1, SHOAL_INT32) == SHOAL_OK, "%s", shoal_last_error_message());
     for (int q = 1; q < n; q++) CHECK(all[q] == all[0], "rank %d holds other weights than rank 0", q);
@@ -309,12 +313,18 @@ static void shard_job(shoal_comm *c, void *arg)
 static void t_split_update_matches_one_process(void)
 {
     const char *cfgs[2] = {wide_cfg, wide_adam_cfg};
-    for (int k = 0; k < 2; k++)
-        for (int n = 2; n <= 3; n++) {
-            shard_arg a = {cfgs[k], NULL, STEPS};
-            sh_test_ranks_opts o = {.links = SH_TEST_REAL, .transport = "shm", .deadline_s = 120};
-            CHECK(RUN_RANKS(n, &o, shard_job, &a) == 0, "%s on %d ranks", cfgs[k], n);
-        }
+    /* one shared copy of the weights (the default), then private copies kept equal by CMA */
+    for (int shared = 1; shared >= 0; shared--) {
+        if (!shared) setenv("SHOAL_DP_WINDOW", "0", 1);
+        for (int k = 0; k < 2; k++)
+            for (int n = 2; n <= 3; n++) {
+                shard_arg a = {cfgs[k], NULL, STEPS};
+                sh_test_ranks_opts o = {.links = SH_TEST_REAL, .transport = "shm", .deadline_s = 120};
+                CHECK(RUN_RANKS(n, &o, shard_job, &a) == 0, "%s on %d ranks, %s weights", cfgs[k], n,
+                      shared ? "shared" : "private");
+            }
+        unsetenv("SHOAL_DP_WINDOW");
+    }
     char ck[600];
     snprintf(ck, sizeof ck, "%s/dp-shard.ckpt", dir);
     for (int k = 0; k < 2; k++) {
