@@ -524,6 +524,8 @@ shoal_result shoal_window_create(shoal_comm *c, size_t common_nbytes, size_t eac
     if (c->world < 2 || !s || s->nlocal != c->world || !c->store)
         return SH_FAIL(SHOAL_ERR_UNSUPPORTED, "window_create: the %d ranks are not all on one host joined by "
                        "shared memory", c->world);
+    if (c->world > 64) /* sh_shm_coll_run's bound: an update of a common block needs it */
+        return SH_FAIL(SHOAL_ERR_UNSUPPORTED, "window_create: %d ranks; windows serve up to 64", c->world);
     shoal_window *w = calloc(1, sizeof *w);
     if (!w) return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
     w->c = c;

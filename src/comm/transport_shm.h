@@ -1,7 +1,8 @@
 /* transport_shm.h — links between ranks of one host through one shared segment per host:
- * a single-producer single-consumer ring per ordered pair and plane. The segment is mode
- * 0600 and unlinked as soon as every local rank has mapped it, so nothing is left in
- * /dev/shm, even when ranks are killed.
+ * a single-producer single-consumer ring per ordered pair and plane; and shared windows
+ * (shoal_window_create), one segment each. Segments are mode 0600 and unlinked as soon as
+ * every local rank has mapped them, so nothing is left in /dev/shm, even when ranks are
+ * killed.
  * Not here: the algorithms (algo.c), the engine that waits on links (link.c).
  * Proved by tests/comm/test_transport_shm.c and tests/comm/test_comm.c. */
 #ifndef SH_TRANSPORT_SHM_H
