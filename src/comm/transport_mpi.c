@@ -1,7 +1,9 @@
 /* transport_mpi.c — links over MPI point-to-point and collectives handed to MPI.
  * A link sends in pieces of at most PIECE bytes with MPI_Isend and receives each piece
  * whole into a bounce buffer with MPI_Irecv, so any split of the byte stream works. Every
- * MPI call holds one lock (the library may only be serialised).
+ * MPI call holds one lock (the library may only be serialised). A link that gives up (a
+ * mismatch, a lost peer) sends its reason on the plane's abort tag; a link that has been
+ * idle a while probes for one, so the peer stops at once, not at its deadline.
  * Not here: algorithms (algo*.c), rank discovery (boot.c).
  * Proved by tests/comm/test_mpi_transport.c. */
 #include "comm/transport_mpi.h"
@@ -12,13 +14,14 @@
 
 #include <mpi.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/log.h"
 #include "comm/reduce.h"
 
-enum { PIECE = 256 * 1024 };
+enum { PIECE = 256 * 1024, DATA_TAG = 100, ABORT_TAG = 200, REASON_NBYTES = 256, PROBE_EVERY = 64 };
 
 static pthread_mutex_t mpi_lock = PTHREAD_MUTEX_INITIALIZER;
 static int we_initialised, live_comms;
@@ -35,8 +38,34 @@ typedef struct {
     MPI_Request rreq;
     unsigned char *bounce;
     size_t have, used;
+    /* giving up: ours sent (abort_sent), or the peer's received (dead, with its reason) */
+    int abort_tag;
+    int abort_sent;
+    MPI_Request areq;
+    char abort_out[REASON_NBYTES];
     int dead;
+    char reason[REASON_NBYTES];
+    unsigned idle;
 } mpi_link;
+
+/* Every PROBE_EVERY idle calls (and always once dead): has the peer given up on this
+ * plane? Called with the lock held; -1 after sh_fail() when it has. */
+static int peer_gave_up(mpi_link *m)
+{
+    if (!m->dead && ++m->idle % PROBE_EVERY == 0) {
+        int flag = 0;
+        MPI_Status st;
+        MPI_Iprobe(m->peer, m->abort_tag, m->comm, &flag, &st);
+        if (flag) {
+            MPI_Recv(m->reason, REASON_NBYTES, MPI_BYTE, m->peer, m->abort_tag, m->comm, MPI_STATUS_IGNORE);
+            m->reason[REASON_NBYTES - 1] = 0;
+            m->dead = 1;
+        }
+    }
+    if (!m->dead) return 0;
+    SH_FAIL(SHOAL_ERR_PEER, "the peer gave up: %s", m->reason[0] ? m->reason : "(no reason)");
+    return -1;
+}
 
 typedef struct {
     MPI_Comm comm;
@@ -60,6 +89,8 @@ static ssize_t m_send_some(sh_link *l, const void *buf, size_t nbytes)
             out = (ssize_t)m->snbytes;
         }
     }
+    if (out) m->idle = 0;
+    else if (nbytes && peer_gave_up(m) < 0) out = -1;
     pthread_mutex_unlock(&mpi_lock);
     return out;
 }
@@ -90,12 +121,16 @@ static ssize_t m_recv_some(sh_link *l, void *buf, size_t nbytes)
     pthread_mutex_lock(&mpi_lock);
     size_t avail = nbytes ? fill(m) : 0;
     size_t n = avail < nbytes ? avail : nbytes;
+    ssize_t out = (ssize_t)n;
     if (n) {
         memcpy(buf, m->bounce + m->used, n);
         m->used += n;
+        m->idle = 0;
+    } else if (nbytes && peer_gave_up(m) < 0) {
+        out = -1;
     }
     pthread_mutex_unlock(&mpi_lock);
-    return (ssize_t)n;
+    return out;
 }
 
 static const void *m_recv_peek(sh_link *l, size_t *nbytes)
@@ -103,8 +138,11 @@ static const void *m_recv_peek(sh_link *l, size_t *nbytes)
     mpi_link *m = l->impl;
     pthread_mutex_lock(&mpi_lock);
     *nbytes = fill(m);
+    const void *p = m->bounce + m->used;
+    if (*nbytes) m->idle = 0;
+    else if (peer_gave_up(m) < 0) p = NULL;
     pthread_mutex_unlock(&mpi_lock);
-    return m->bounce + m->used;
+    return p;
 }
 
 static void m_recv_consume(sh_link *l, size_t nbytes)
@@ -113,10 +151,27 @@ static void m_recv_consume(sh_link *l, size_t nbytes)
     m->used += nbytes;
 }
 
+/* MPI has no per-peer abort: the reason goes to the peer as a message of its own. */
 static void m_abort(sh_link *l, const char *reason)
 {
-    (void)l;
-    (void)reason; /* MPI has no per-peer abort; the peers' deadline ends their wait */
+    mpi_link *m = l->impl;
+    pthread_mutex_lock(&mpi_lock);
+    if (!m->abort_sent && !m->dead) {
+        snprintf(m->abort_out, sizeof m->abort_out, "%s", reason ? reason : "");
+        MPI_Isend(m->abort_out, (int)strlen(m->abort_out) + 1, MPI_BYTE, m->peer, m->abort_tag, m->comm, &m->areq);
+        m->abort_sent = 1;
+    }
+    pthread_mutex_unlock(&mpi_lock);
+}
+
+static int m_check(sh_link *l)
+{
+    mpi_link *m = l->impl;
+    pthread_mutex_lock(&mpi_lock);
+    m->idle = PROBE_EVERY - 1; /* probe now */
+    int rc = peer_gave_up(m);
+    pthread_mutex_unlock(&mpi_lock);
+    return rc;
 }
 
 static void m_close(sh_link *l)
@@ -131,6 +186,7 @@ static void m_close(sh_link *l)
         MPI_Cancel(&m->sreq);
         MPI_Request_free(&m->sreq);
     }
+    if (m->abort_sent) MPI_Request_free(&m->areq); /* small: it went out eagerly, or the peer is gone */
     pthread_mutex_unlock(&mpi_lock);
     free(m->bounce);
     free(m);
@@ -144,6 +200,7 @@ static const sh_link_ops mpi_ops = {
     .recv_peek = m_recv_peek,
     .recv_consume = m_recv_consume,
     .abort = m_abort,
+    .check = m_check,
     .close = m_close,
 };
 
@@ -203,7 +260,8 @@ shoal_result sh_mpi_connect(shoal_comm *c, const unsigned char *want)
             }
             m->comm = s->comm;
             m->peer = p;
-            m->tag = 100 + plane;
+            m->tag = DATA_TAG + plane;
+            m->abort_tag = ABORT_TAG + plane;
             m->bounce = b;
             l->ops = &mpi_ops;
             l->peer = p;

@@ -1,14 +1,16 @@
 /* test_mpi_transport.c — proves src/comm/transport_mpi.c: shoal built with MPI=1 against
  * Open MPI and against MPICH (the Makefile's mpi-bins) runs every collective, checked, over
  * MPI point-to-point links (SHOAL_TRANSPORT=mpi) and through the MPI library's own
- * collectives (SHOAL_ALGO=mpi), under mpirun and mpiexec; and a shoal built without MPI
- * says how to get it. */
+ * collectives (SHOAL_ALGO=mpi), under mpirun and mpiexec; a mismatch reaches every rank
+ * through the links' abort messages; and a shoal built without MPI says how to get it. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/util.h"
 #include "check.h"
 
 static char out[1 << 20];
@@ -62,6 +64,53 @@ static void t_mpich(void)
                      "-genv %s %s %s bench %s -b 8 -e 1M -f 32 -n 2 -w 1 -c 1");
 }
 
+/* A mismatch some ranks see reaches the others at once over MPI links: on 4 ranks rank 0
+ * allreduces 16 bytes where the others allreduce 8. Rank 2 compares its call with ranks 1
+ * and 3 only, which agree with it; it learns of the mismatch from their abort messages.
+ * Every rank must stop with the mismatch named, well inside SHOAL_TIMEOUT (30 s). */
+static void mismatch(const char *name, const char *launch_fmt)
+{
+    const char *dir = getenv("SHOAL_MPI_BIN_DIR");
+    char bin[1024], cmd[4096];
+    snprintf(bin, sizeof bin, "%s/mpi-%s/shoal", dir ? dir : "build", name);
+    if (access(bin, X_OK) != 0) {
+        printf("test_mpi_transport: skipped %s mismatch: %s not built\n", name, bin);
+        return;
+    }
+    int port = 33000 + (int)(getpid() % 1000);
+    snprintf(cmd, sizeof cmd, launch_fmt, port, bin, port, bin);
+    uint64_t t0 = sh_now_ns();
+    int rc = run(cmd);
+    double s = (double)(sh_now_ns() - t0) * 1e-9;
+    (void)rc; /* Open MPI's mpirun exits 0 when told not to abort on a failed rank */
+    CHECK(s < 15, "%s: the ranks took %.1f s to stop (SHOAL_TIMEOUT is 30 s): %s", name, s, out);
+    for (int r = 0; r < 4; r++) {
+        char who[32];
+        snprintf(who, sizeof who, "rank %d: ", r);
+        const char *line = strstr(out, who);
+        CHECK(line && strstr(line, "mismatch") && (size_t)(strstr(line, "mismatch") - line) < 400,
+              "%s: rank %d does not name the mismatch: %s", name, r, out);
+    }
+    CHECK(strstr(out, "gave up") != NULL, "%s: no rank learned it from a peer's abort: %s", name, out);
+}
+
+static void t_mismatch_openmpi(void)
+{
+    /* -x is per application context */
+    mismatch("openmpi", "mpirun.openmpi --allow-run-as-root --oversubscribe --mca orte_abort_on_non_zero_status 0 "
+                        "-np 1 -x SHOAL_MASTER_ADDR=127.0.0.1 -x SHOAL_MASTER_PORT=%d -x SHOAL_TRANSPORT=mpi "
+                        "-x SHOAL_TIMEOUT=30000 %s bench allreduce -b 16 -e 16 -n 2 -w 1 -c 1 : "
+                        "-np 3 -x SHOAL_MASTER_ADDR=127.0.0.1 -x SHOAL_MASTER_PORT=%d -x SHOAL_TRANSPORT=mpi "
+                        "-x SHOAL_TIMEOUT=30000 %s bench allreduce -b 8 -e 8 -n 2 -w 1 -c 1");
+}
+
+static void t_mismatch_mpich(void)
+{
+    mismatch("mpich", "mpiexec.mpich -genv SHOAL_MASTER_ADDR 127.0.0.1 -genv SHOAL_MASTER_PORT %d "
+                      "-genv SHOAL_TRANSPORT mpi -genv SHOAL_TIMEOUT 30000 -n 1 %s bench allreduce -b 16 -e 16 -n 2 "
+                      "-w 1 -c 1 : -n 3 -env SHOAL_MASTER_PORT %d %s bench allreduce -b 8 -e 8 -n 2 -w 1 -c 1");
+}
+
 static void t_without_mpi(void)
 {
     const char *bin = getenv("SHOAL_BIN");
@@ -78,5 +127,7 @@ int main(void)
     RUN(t_without_mpi);
     RUN(t_openmpi);
     RUN(t_mpich);
+    RUN(t_mismatch_openmpi);
+    RUN(t_mismatch_mpich);
     return check_end();
 }
