@@ -147,6 +147,30 @@ static void usage_errors(void)
     CHECK(rc != 0 && strstr(out, "divisible"), "exit %d: %s", rc, out);
 }
 
+/* A /dev/shm with room for the links but not for the shared copy of the weights (8 MB, in a
+ * mount namespace of the job's own): the job says so once per rank and trains with a copy
+ * per rank. Skipped where mount namespaces are not allowed (not root). */
+static void small_dev_shm_falls_back_to_private_weights(void)
+{
+    if (system("unshare -m true >/dev/null 2>&1") != 0) {
+        printf("test_train_dp: skipped small /dev/shm: unshare -m is not allowed here\n");
+        return;
+    }
+    const char *bin = getenv("SHOAL_BIN");
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "cd %s && unshare -m sh -c 'mount -t tmpfs -o size=8m tmpfs /dev/shm && exec %s train other.cfg "
+             "--data . -n 2 --max-steps 20 --threads 1' 2>&1", dir, bin ? bin : "build/shoal");
+    FILE *p = popen(cmd, "r");
+    size_t n = p ? fread(out, 1, sizeof out - 1, p) : 0;
+    out[n] = 0;
+    int st = p ? pclose(p) : -1;
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status %d: %s", st, out);
+    CHECK(strstr(out, "each rank keeps its own copy of the weights") && strstr(out, "/dev/shm"),
+          "no word of the fallback: %s", out);
+    CHECK(strstr(out, "[rank 0] test accuracy") != NULL, "%s", out);
+}
+
 int main(void)
 {
     check_begin("test_train_dp", 300);
@@ -159,6 +183,7 @@ int main(void)
     RUN(sigint_stops_every_rank_at_one_step);
     RUN(sighup_saves_and_goes_on);
     RUN(usage_errors);
+    RUN(small_dev_shm_falls_back_to_private_weights);
     tiny_remove_dir(dir);
     return check_end();
 }
