@@ -575,11 +575,14 @@ void *shoal_window_block(const shoal_window *w, int rank)
     return w->base + w->common_span + (size_t)rank * w->each_span;
 }
 
-/* The window holding [p, p + n), or NULL. */
+/* The window holding [p, p + n), or NULL (compared as addresses: p may be any buffer). */
 static const shoal_window *window_of(const struct sh_shm *s, const void *p, size_t n)
 {
-    for (const shoal_window *w = s ? s->windows : NULL; w; w = w->next)
-        if ((const unsigned char *)p >= w->base && (const unsigned char *)p + n <= w->base + w->nbytes) return w;
+    uintptr_t a = (uintptr_t)p;
+    for (const shoal_window *w = s ? s->windows : NULL; w; w = w->next) {
+        uintptr_t lo = (uintptr_t)w->base;
+        if (a >= lo && a - lo <= w->nbytes && n <= w->nbytes - (a - lo)) return w;
+    }
     return NULL;
 }
 
@@ -593,7 +596,7 @@ static const shoal_window *window_by_id(const struct sh_shm *s, int id)
 int sh_shm_window_common(const shoal_comm *c, const void *p, size_t nbytes)
 {
     const shoal_window *w = window_of(c->shm, p, nbytes);
-    return w && (const unsigned char *)p + nbytes <= w->base + w->common_span;
+    return w && (uintptr_t)p - (uintptr_t)w->base + nbytes <= w->common_span;
 }
 
 void sh_shm_destroy(struct sh_shm *s)
