@@ -133,6 +133,22 @@ static void train_json_then_test_agree(void)
     CHECK(rc == 1 && strstr(out, "another model"), "other model: exit %d: %s", rc, out);
 }
 
+/* --profile on one process prints where a step's time goes (it printed nothing before), and
+ * the parts add up to the total it prints. */
+static void profile_on_one_process(void)
+{
+    char out[16384], args[2048];
+    snprintf(args, sizeof args, "train %s/mlp.cfg --data %s --max-steps 20 --threads 1 --quiet --profile", dir, dir);
+    int rc = run_shoal(args, 1, out, sizeof out);
+    CHECK(rc == 0, "exit %d: %s", rc, out);
+    double d = NAN, f = NAN, b = NAN, o = NAN, t = NAN;
+    const char *line = strstr(out, "profile per step (ms): ");
+    CHECK(line && sscanf(line, "profile per step (ms): data %lf, forward %lf, backward %lf, optimizer %lf, total %lf",
+                         &d, &f, &b, &o, &t) == 5, "no profile line: %s", out);
+    /* the tiny model's step is microseconds: the parts print as 0.00-0.01 ms */
+    CHECK(t > 0 && fabs(d + f + b + o - t) <= 0.03, "parts %g %g %g %g, total %g: %s", d, f, b, o, t, out);
+}
+
 static void logdir_gets_a_tensorboard_event_file(void)
 {
     char out[16384], args[2048];
@@ -372,6 +388,7 @@ int main(void)
     RUN(wrong_usage_exits_two_with_one_line);
     RUN(failure_exits_one_with_a_message);
     RUN(train_json_then_test_agree);
+    RUN(profile_on_one_process);
     RUN(logdir_gets_a_tensorboard_event_file);
     RUN(data_dir_defaults_to_shoal_data_dir);
     RUN(time_reports_forward_backward_and_layers);
