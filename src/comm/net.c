@@ -121,31 +121,82 @@ void sh_net_tune(int fd)
     if (rmax >= BIG_NBYTES) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
 }
 
-static shoal_result resolve(const char *host, int port, struct sockaddr_in *out)
+/* An address of either family and its length. */
+typedef struct {
+    struct sockaddr_storage ss;
+    socklen_t len;
+} net_addr;
+
+static void set_port(net_addr *a, int port)
+{
+    if (a->ss.ss_family == AF_INET6) ((struct sockaddr_in6 *)&a->ss)->sin6_port = htons((uint16_t)port);
+    else ((struct sockaddr_in *)&a->ss)->sin_port = htons((uint16_t)port);
+}
+
+static int get_port(const net_addr *a)
+{
+    return ntohs(a->ss.ss_family == AF_INET6 ? ((const struct sockaddr_in6 *)&a->ss)->sin6_port
+                                             : ((const struct sockaddr_in *)&a->ss)->sin_port);
+}
+
+/* "1.2.3.4", "::1" or "[::1]", or a name (IPv4 first, then IPv6, as getaddrinfo orders
+ * them for this host). */
+static shoal_result resolve(const char *host, int port, net_addr *out)
 {
     memset(out, 0, sizeof *out);
-    out->sin_family = AF_INET;
-    out->sin_port = htons((uint16_t)port);
-    if (inet_pton(AF_INET, host, &out->sin_addr) == 1) return SHOAL_OK;
-    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res = NULL;
-    int rc = getaddrinfo(host, NULL, &hints, &res);
-    if (rc != 0 || !res)
-        return SH_FAIL(SHOAL_ERR_INVALID, "cannot resolve host \"%s\": %s", host, gai_strerror(rc));
-    out->sin_addr = ((struct sockaddr_in *)res->ai_addr)->sin_addr;
-    freeaddrinfo(res);
+    char bare[256];
+    size_t n = strlen(host);
+    if (n >= 2 && host[0] == '[' && host[n - 1] == ']' && n - 2 < sizeof bare) {
+        memcpy(bare, host + 1, n - 2);
+        bare[n - 2] = 0;
+    } else {
+        snprintf(bare, sizeof bare, "%s", host);
+    }
+    struct sockaddr_in *v4 = (struct sockaddr_in *)&out->ss;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&out->ss;
+    if (inet_pton(AF_INET, bare, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        out->len = sizeof *v4;
+    } else if (inet_pton(AF_INET6, bare, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        out->len = sizeof *v6;
+    } else {
+        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+        int rc = getaddrinfo(bare, NULL, &hints, &res);
+        if (rc != 0 || !res)
+            return SH_FAIL(SHOAL_ERR_INVALID, "cannot resolve host \"%s\": %s", host, gai_strerror(rc));
+        memcpy(&out->ss, res->ai_addr, res->ai_addrlen);
+        out->len = res->ai_addrlen;
+        freeaddrinfo(res);
+    }
+    set_port(out, port);
     return SHOAL_OK;
+}
+
+/* The address as text, "1.2.3.4" or "::1"; an IPv4 peer of a socket that takes both
+ * families (::ffff:1.2.3.4) as "1.2.3.4". */
+static void addr_str(const struct sockaddr_storage *ss, char *out, size_t cap)
+{
+    const struct in6_addr *v6 = &((const struct sockaddr_in6 *)ss)->sin6_addr;
+    const void *a = ss->ss_family == AF_INET6 ? (const void *)v6 : (const void *)&((const struct sockaddr_in *)ss)->sin_addr;
+    int fam = ss->ss_family;
+    if (fam == AF_INET6 && IN6_IS_ADDR_V4MAPPED(v6)) {
+        a = &v6->s6_addr[12];
+        fam = AF_INET;
+    }
+    if (!inet_ntop(fam, a, out, (socklen_t)cap)) snprintf(out, cap, "?");
 }
 
 shoal_result sh_net_connect(const char *host, int port, uint64_t deadline_ns, int *fd_out)
 {
     *fd_out = -1;
-    struct sockaddr_in a;
+    net_addr a;
     SH_TRY(resolve(host, port, &a));
     int last_err = 0;
     for (;;) {
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        int fd = socket(a.ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0) return SH_FAIL(SHOAL_ERR_IO, "socket: %s", strerror(errno));
-        int rc = connect(fd, (struct sockaddr *)&a, sizeof a);
+        int rc = connect(fd, (struct sockaddr *)&a.ss, a.len);
         if (rc < 0 && errno == EINPROGRESS) {
             struct pollfd p = {fd, POLLOUT, 0};
             int left = ms_left(deadline_ns);
@@ -177,17 +228,39 @@ shoal_result sh_net_connect(const char *host, int port, uint64_t deadline_ns, in
 
 shoal_result sh_net_listen(const char *addr, int port, int *fd_out, int *port_out)
 {
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    net_addr a;
+    memset(&a, 0, sizeof a);
+    int fd = -1;
     if (addr && addr[0]) {
         SH_TRY(resolve(addr, port, &a));
+        fd = socket(a.ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     } else {
-        a.sin_addr.s_addr = htonl(INADDR_ANY);
+        /* Every address: one IPv6 socket that takes IPv4 too, or IPv4 alone where the
+         * host has no IPv6. */
+        struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&a.ss;
+        v6->sin6_family = AF_INET6;
+        v6->sin6_addr = in6addr_any;
+        a.len = sizeof *v6;
+        fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        int zero = 0;
+        if (fd >= 0 && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero) < 0) {
+            close(fd);
+            fd = -1;
+        }
+        if (fd < 0) {
+            struct sockaddr_in *v4 = (struct sockaddr_in *)&a.ss;
+            memset(&a, 0, sizeof a);
+            v4->sin_family = AF_INET;
+            v4->sin_addr.s_addr = htonl(INADDR_ANY);
+            a.len = sizeof *v4;
+            fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        }
+        set_port(&a, port);
     }
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) return SH_FAIL(SHOAL_ERR_IO, "socket: %s", strerror(errno));
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 128) < 0) {
+    if (bind(fd, (struct sockaddr *)&a.ss, a.len) < 0 || listen(fd, 128) < 0) {
         int e = errno;
         close(fd);
         return SH_FAIL(SHOAL_ERR_IO, "cannot listen on %s:%d: %s%s", addr && addr[0] ? addr : "*",
@@ -197,10 +270,10 @@ shoal_result sh_net_listen(const char *addr, int port, int *fd_out, int *port_ou
                                               "SHOAL_MASTER_ADDR / SHOAL_SOCKET_IFNAME, or set SHOAL_BIND_ALL=1)"
                                             : "");
     }
-    socklen_t len = sizeof a;
-    getsockname(fd, (struct sockaddr *)&a, &len);
+    a.len = sizeof a.ss;
+    getsockname(fd, (struct sockaddr *)&a.ss, &a.len);
     *fd_out = fd;
-    if (port_out) *port_out = ntohs(a.sin_port);
+    if (port_out) *port_out = get_port(&a);
     return SHOAL_OK;
 }
 
@@ -210,30 +283,37 @@ shoal_result sh_net_local_addr(const char *master_addr, char *out, size_t cap)
     if (ifname && ifname[0]) {
         struct ifaddrs *ifs = NULL;
         if (getifaddrs(&ifs) < 0) return SH_FAIL(SHOAL_ERR_IO, "getifaddrs: %s", strerror(errno));
+        /* its IPv4 address, else its global IPv6 one (a link-local one needs a scope) */
         int found = 0;
-        for (struct ifaddrs *i = ifs; i; i = i->ifa_next)
-            if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && strcmp(i->ifa_name, ifname) == 0) {
-                inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, out, (socklen_t)cap);
+        for (int pass = 0; pass < 2 && !found; pass++)
+            for (struct ifaddrs *i = ifs; i && !found; i = i->ifa_next) {
+                if (!i->ifa_addr || strcmp(i->ifa_name, ifname) != 0) continue;
+                int fam = i->ifa_addr->sa_family;
+                if (fam != (pass ? AF_INET6 : AF_INET)) continue;
+                if (fam == AF_INET6 && IN6_IS_ADDR_LINKLOCAL(&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr)) continue;
+                addr_str((const struct sockaddr_storage *)i->ifa_addr, out, cap);
                 found = 1;
-                break;
             }
         freeifaddrs(ifs);
         if (!found)
             return SH_FAIL(SHOAL_ERR_INVALID,
-                           "SHOAL_SOCKET_IFNAME=%s: no such interface with an IPv4 address "
+                           "SHOAL_SOCKET_IFNAME=%s: no such interface with an IPv4 or global IPv6 address "
                            "(see `ip addr`)", ifname);
         return SHOAL_OK;
     }
-    struct sockaddr_in a;
-    snprintf(out, cap, "127.0.0.1");
-    if (resolve(master_addr, 9, &a) != SHOAL_OK) return SHOAL_OK;
-    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    /* The address the kernel routes to the master from, in the master's family. */
+    net_addr a;
+    if (resolve(master_addr, 9, &a) != SHOAL_OK) {
+        snprintf(out, cap, "127.0.0.1");
+        return SHOAL_OK;
+    }
+    snprintf(out, cap, a.ss.ss_family == AF_INET6 ? "::1" : "127.0.0.1");
+    int fd = socket(a.ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return SHOAL_OK;
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0) {
-        struct sockaddr_in me;
+    if (connect(fd, (struct sockaddr *)&a.ss, a.len) == 0) {
+        struct sockaddr_storage me;
         socklen_t len = sizeof me;
-        if (getsockname(fd, (struct sockaddr *)&me, &len) == 0)
-            inet_ntop(AF_INET, &me.sin_addr, out, (socklen_t)cap);
+        if (getsockname(fd, (struct sockaddr *)&me, &len) == 0) addr_str(&me, out, cap);
     }
     close(fd);
     return SHOAL_OK;
@@ -251,12 +331,12 @@ int sh_net_log_refusal(void)
 
 const char *sh_net_peer_str(int fd, char *buf, size_t cap)
 {
-    struct sockaddr_in a;
-    socklen_t len = sizeof a;
-    char ip[64] = "?";
-    if (getpeername(fd, (struct sockaddr *)&a, &len) == 0) {
-        inet_ntop(AF_INET, &a.sin_addr, ip, sizeof ip);
-        snprintf(buf, cap, "%s:%d", ip, ntohs(a.sin_port));
+    net_addr a;
+    a.len = sizeof a.ss;
+    char ip[INET6_ADDRSTRLEN] = "?";
+    if (getpeername(fd, (struct sockaddr *)&a.ss, &a.len) == 0) {
+        addr_str(&a.ss, ip, sizeof ip);
+        snprintf(buf, cap, strchr(ip, ':') ? "[%s]:%d" : "%s:%d", ip, get_port(&a));
     } else {
         snprintf(buf, cap, "unknown peer");
     }

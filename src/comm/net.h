@@ -15,14 +15,16 @@ uint64_t sh_net_deadline(int timeout_ms);
 /* Read / write exactly nbytes before the deadline (blocking or non-blocking fd). */
 shoal_result sh_net_read_all(int fd, void *buf, size_t nbytes, uint64_t deadline_ns);
 shoal_result sh_net_write_all(int fd, const void *buf, size_t nbytes, uint64_t deadline_ns);
-/* Connect to host:port, retrying refused connections until the deadline. */
+/* Hosts are IPv4 or IPv6 addresses ("10.0.0.1", "fd00::1", "[fd00::1]") or names. Connect
+ * to host:port, retrying refused connections until the deadline. */
 shoal_result sh_net_connect(const char *host, int port, uint64_t deadline_ns, int *fd_out);
-/* Listen on addr:port (port 0: any; addr NULL or "": every address). *port_out: bound port. */
+/* Listen on addr:port (port 0: any; addr NULL or "": every address of both families, or of
+ * IPv4 where the host has no IPv6). *port_out: bound port. */
 shoal_result sh_net_listen(const char *addr, int port, int *fd_out, int *port_out);
-/* The local IPv4 address to listen on: SHOAL_SOCKET_IFNAME's, else the one the kernel
- * routes to master_addr from, else 127.0.0.1. */
+/* The local address to listen on: SHOAL_SOCKET_IFNAME's (IPv4, else global IPv6), else the
+ * one the kernel routes to master_addr from (in master_addr's family), else loopback. */
 shoal_result sh_net_local_addr(const char *master_addr, char *out, size_t cap);
-/* "a.b.c.d:port" of a connected socket's peer. */
+/* "a.b.c.d:port" or "[v6]:port" of a connected socket's peer. */
 const char *sh_net_peer_str(int fd, char *buf, size_t cap);
 /* TCP_NODELAY; 4 MiB buffers where net.core.[rw]mem_max allow them, else autotuning. */
 void sh_net_tune(int fd);

@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "base/util.h"
@@ -330,6 +332,36 @@ static void t_split(void)
     }
 }
 
+/* IPv6: the store and the rank links over ::1 (written bare and in brackets), and
+ * listeners on every address (SHOAL_BIND_ALL=1: one socket for both families) reached over
+ * IPv4. Skipped where the host has no IPv6 loopback. */
+static int have_ipv6_loopback(void)
+{
+    int fd = socket(AF_INET6, SOCK_STREAM, 0);
+    struct sockaddr_in6 a = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    int ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    if (fd >= 0) close(fd);
+    return ok;
+}
+
+static void t_ipv6(void)
+{
+    int some = 0;
+    if (!have_ipv6_loopback()) {
+        printf("test_comm: skipped IPv6: no ::1 here\n");
+    } else {
+        const char *addrs[] = {"::1", "[::1]"};
+        for (int i = 0; i < 2; i++) {
+            sh_test_ranks_opts o = {.links = SH_TEST_REAL, .transport = "tcp", .master_addr = addrs[i]};
+            CHECK(RUN_RANKS(3, &o, matrix_small, &some) == 0, "3 ranks over tcp, master at %s", addrs[i]);
+        }
+    }
+    setenv("SHOAL_BIND_ALL", "1", 1);
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .transport = "tcp"};
+    CHECK(RUN_RANKS(3, &o, matrix_small, &some) == 0, "3 ranks over tcp listening on every address");
+    unsetenv("SHOAL_BIND_ALL");
+}
+
 /* ---- shared windows ---- */
 
 typedef struct {
@@ -478,5 +510,6 @@ int main(void)
     RUN(t_p2p);
     RUN(t_split);
     RUN(t_window);
+    RUN(t_ipv6);
     return check_end();
 }

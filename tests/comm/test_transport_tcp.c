@@ -202,11 +202,15 @@ static void rank_main(const tcp_case *tc, int rank)
             CHECK(!has(v, "0.0.0.0") && has(v, "127.0.0.1:"), "rank %d published \"%s\"", rank, v);
             for (int p = 0; p < tc->world; p++)
                 if (c->coll[p]) {
-                    struct sockaddr_in a;
+                    /* an accepted link of a listener on every address is IPv6, ::ffff:127.0.0.1 */
+                    struct sockaddr_storage a;
                     socklen_t len = sizeof a;
                     getsockname(c->coll[p]->fd, (struct sockaddr *)&a, &len);
-                    CHECK(ntohl(a.sin_addr.s_addr) == 0x7f000001, "link to %d is on %08x", p,
-                          ntohl(a.sin_addr.s_addr));
+                    uint32_t v4 = 0;
+                    if (a.ss_family == AF_INET) v4 = ntohl(((struct sockaddr_in *)&a)->sin_addr.s_addr);
+                    else if (IN6_IS_ADDR_V4MAPPED(&((struct sockaddr_in6 *)&a)->sin6_addr))
+                        memcpy(&v4, &((struct sockaddr_in6 *)&a)->sin6_addr.s6_addr[12], 4), v4 = ntohl(v4);
+                    CHECK(v4 == 0x7f000001, "link to %d is on %08x (family %d)", p, v4, a.ss_family);
                 }
             exchange(c, tc, check_under_san() ? 100000 : 1 << 20);
             exchange(c, tc, 1);
