@@ -103,7 +103,8 @@ shoal_result shoal_barrier(shoal_comm *c);
 
 /* Shared windows: memory that every rank maps, when all ranks of c run on one host joined
  * by shared memory (otherwise SHOAL_ERR_UNSUPPORTED, and the caller keeps private memory;
- * also when the host cannot give the memory, e.g. a small /dev/shm). A window has a common
+ * SHOAL_ERR_NOMEM when the host cannot give the memory, e.g. a small /dev/shm, on every
+ * rank alike, so the caller may go on without it too). A window has a common
  * block of common_nbytes, the same memory on every rank, and one block of each_nbytes per
  * rank, which every rank can read; each block starts on a 2 MiB boundary and sits on huge
  * pages where the kernel allows. Zeroed at creation. Collective; windows live until the

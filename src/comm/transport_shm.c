@@ -559,7 +559,7 @@ shoal_result shoal_window_create(shoal_comm *c, size_t common_nbytes, size_t eac
         if (base != MAP_FAILED) munmap(base, w->nbytes);
         free(w);
         /* the memory is what failed: the caller may go on without a window */
-        return rc == SHOAL_ERR_IO ? SHOAL_ERR_UNSUPPORTED : rc;
+        return rc == SHOAL_ERR_IO ? SHOAL_ERR_NOMEM : rc;
     }
     w->next = s->windows;
     s->windows = w;

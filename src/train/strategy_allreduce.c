@@ -89,9 +89,10 @@ static shoal_result share_weights(dp_state *d, sh_net *net, int *done)
     size_t nb = (sh_net_nparams(net) + 16) * sizeof(float);
     shoal_window *w = NULL;
     shoal_result rc = shoal_window_create(d->c, nb, nb, &w);
-    if (rc == SHOAL_ERR_UNSUPPORTED) {
-        if (shoal_comm_local_world(d->c) == shoal_comm_world(d->c))
-            SH_LOG_W("train", "each rank keeps its own copy of the weights: %s", shoal_last_error_message());
+    if (rc == SHOAL_ERR_UNSUPPORTED || rc == SHOAL_ERR_NOMEM) { /* across hosts, SHOAL_TRANSPORT=tcp; no memory */
+        if (rc == SHOAL_ERR_NOMEM) SH_LOG_W("train", "each rank keeps its own copy of the weights: %s",
+                                            shoal_last_error_message());
+        else SH_LOG_I("train", "each rank keeps its own copy of the weights: %s", shoal_last_error_message());
         return SHOAL_OK;
     }
     SH_TRY(rc);
