@@ -284,7 +284,7 @@ int sh_cmd_train(int argc, char **argv)
         sh_trainer_destroy(t);
         if (rc != SHOAL_OK) return sh_cli_fail(rc);
         if (o.profile) { /* one process: nothing to wait for (the ranks' line is train_dist.c's) */
-            const __typeof__(r.profile) *p = &r.profile;
+            const sh_step_profile *p = &r.profile;
             fprintf(stderr, "profile per step (ms): data %.2f, forward %.2f, backward %.2f, optimizer %.2f, "
                     "total %.2f\n", p->data * 1e3, p->forward * 1e3, p->backward * 1e3, p->optimizer * 1e3,
                     (p->data + p->forward + p->backward + p->comm_wait + p->optimizer) * 1e3);

@@ -178,8 +178,9 @@ static shoal_result resolve(const char *host, int port, net_addr *out)
 static void addr_str(const struct sockaddr_storage *ss, char *out, size_t cap)
 {
     const struct in6_addr *v6 = &((const struct sockaddr_in6 *)ss)->sin6_addr;
-    const void *a = ss->ss_family == AF_INET6 ? (const void *)v6 : (const void *)&((const struct sockaddr_in *)ss)->sin_addr;
+    const void *a = &((const struct sockaddr_in *)ss)->sin_addr;
     int fam = ss->ss_family;
+    if (fam == AF_INET6) a = v6;
     if (fam == AF_INET6 && IN6_IS_ADDR_V4MAPPED(v6)) {
         a = &v6->s6_addr[12];
         fam = AF_INET;
@@ -290,7 +291,8 @@ shoal_result sh_net_local_addr(const char *master_addr, char *out, size_t cap)
                 if (!i->ifa_addr || strcmp(i->ifa_name, ifname) != 0) continue;
                 int fam = i->ifa_addr->sa_family;
                 if (fam != (pass ? AF_INET6 : AF_INET)) continue;
-                if (fam == AF_INET6 && IN6_IS_ADDR_LINKLOCAL(&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr)) continue;
+                const struct in6_addr *v6 = &((const struct sockaddr_in6 *)i->ifa_addr)->sin6_addr;
+                if (fam == AF_INET6 && IN6_IS_ADDR_LINKLOCAL(v6)) continue;
                 addr_str((const struct sockaddr_storage *)i->ifa_addr, out, cap);
                 found = 1;
             }

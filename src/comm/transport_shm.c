@@ -209,6 +209,13 @@ static ssize_t shm_slot_wait(sh_link *l, sh_xfer_op *op)
         if (atomic_load_explicit(&s->peer_slots->done, memory_order_acquire) >= op->seq + 1) return (ssize_t)op->nbytes;
         return gone(s, "waiting for it to finish the previous small collective") == SHOAL_OK ? 0 : -1;
     }
+    /* The ring is read first, the slot after: a peer publishes its slot before it sends
+     * anything for its next collective, so bytes seen on the ring with this slot still
+     * unpublished are a call of another kind, not a peer that published and went on (the
+     * other order took those for a mismatch). */
+    ring *r = s->in;
+    uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
     const slot *sl = &s->peer_slots->s[op->seq & 1];
     if (atomic_load_explicit(&sl->seq, memory_order_acquire) == op->seq + 1) {
         memcpy(op->buf, sl->hdr, op->nbytes);
@@ -216,18 +223,7 @@ static ssize_t shm_slot_wait(sh_link *l, sh_xfer_op *op)
         return (ssize_t)op->nbytes;
     }
     /* Bytes on the ring: the peer made a call that talks through the rings; its first
-     * bytes are its own header. Unless it published this slot between the look above and
-     * this one and has gone on to its next collective, which talks through the ring: it
-     * publishes before it sends, so a second look at the slot after seeing the bytes
-     * tells the two apart. */
-    ring *r = s->in;
-    uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
-    uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
-    if (head - tail >= op->nbytes && atomic_load_explicit(&sl->seq, memory_order_acquire) == op->seq + 1) {
-        memcpy(op->buf, sl->hdr, op->nbytes);
-        s->idle_polls = 0;
-        return (ssize_t)op->nbytes;
-    }
+     * bytes are its own header. */
     if (head - tail >= op->nbytes) {
         for (size_t i = 0; i < op->nbytes; i++)
             ((unsigned char *)op->buf)[i] = r->data[(size_t)((tail + i) % s->in_size)];
@@ -365,22 +361,26 @@ static shoal_result segment_open(shoal_comm *c, const char *key, size_t nbytes, 
     return rc;
 }
 
-/* Every local rank mapped the segment (or gave up): the leader unlinks it, so nothing
- * outlives the job. rc is this rank's result so far. */
+/* Every local rank has mapped the segment or given up (rc is this rank's result so far):
+ * all arrive either way, so none waits out the deadline for one that gave up, and all fail
+ * if any did. The leader then unlinks it, so nothing outlives the job. */
 static shoal_result segment_attached(shoal_comm *c, const char *key, int nlocal, int leader, const char *name,
                                      shoal_result rc)
 {
-    char ckey[200];
-    snprintf(ckey, sizeof ckey, "%s/attached", key);
-    int64_t after = 0;
-    if (rc == SHOAL_OK) rc = sh_store_add(c->store, ckey, 1, &after);
-    if (rc == SHOAL_OK) {
-        shoal_result brc = sh_store_barrier(c->store, ckey, nlocal, c->timeout_ms);
-        if (leader) shm_unlink(name);
-        return brc;
-    }
+    char bkey[200], fkey[200];
+    snprintf(bkey, sizeof bkey, "%s/attached", key);
+    snprintf(fkey, sizeof fkey, "%s/failed", key);
+    int64_t failed = 0;
+    if (rc != SHOAL_OK) (void)sh_store_add(c->store, fkey, 1, &failed); /* keeps this rank's message */
+    shoal_result brc = sh_store_barrier(c->store, bkey, nlocal, c->timeout_ms);
     if (leader) shm_unlink(name);
-    return rc;
+    if (rc != SHOAL_OK) return rc;
+    SH_TRY(brc);
+    SH_TRY(sh_store_add(c->store, fkey, 0, &failed));
+    if (failed)
+        return SH_FAIL(SHOAL_ERR_IO, "%lld other local rank(s) could not map the shared memory (see their "
+                       "messages)", (long long)failed);
+    return SHOAL_OK;
 }
 
 shoal_result sh_shm_connect(shoal_comm *c, const unsigned char *want)
@@ -506,12 +506,13 @@ static void *map_aligned(int fd, size_t nbytes)
     return a;
 }
 
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25 /* Linux 6.1; older kernels answer EINVAL and the window keeps 4 KiB pages */
+#endif
+
 static void want_huge_pages(void *p, size_t n)
 {
     if (!n) return;
-#ifndef MADV_COLLAPSE
-#define MADV_COLLAPSE 25
-#endif
     if (madvise(p, n, MADV_COLLAPSE) < 0) SH_LOG_D("comm", "window: no huge pages (%s)", strerror(errno));
 }
 
@@ -738,8 +739,8 @@ int sh_shm_coll_supported(const shoal_comm *c, const sh_coll *op)
     if (sh_shm_window_apply(c, op)) return 1;
     if (op->kind != SH_COLL_ALLREDUCE || (op->apply && op->send != op->recv)) return 0;
     size_t nb = op->count * shoal_dtype_nbytes(op->dt);
-    if (s->cma < 0 && !(window_of(s, op->send, nb) && (op->apply ? window_of(s, op->params, nb) : window_of(s, op->recv, nb))))
-        return 0;
+    const void *out = op->apply ? (const void *)op->params : op->recv;
+    if (s->cma < 0 && !(window_of(s, op->send, nb) && window_of(s, out, nb))) return 0; /* CMA refused */
     return nb >= CMA_MIN_NBYTES && op->count >= (size_t)c->world;
 }
 

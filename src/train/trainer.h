@@ -47,6 +47,12 @@ typedef struct {
 /* Defaults: 1 epoch, seed 1, evaluate each epoch, a line every 100 steps, stdout. */
 void sh_train_opts_default(sh_train_opts *o);
 
+/* Seconds per step by part (--profile). comm_wait is the time the step waited for the
+ * strategy (allreduce or servers) after backward. */
+typedef struct {
+    double data, forward, backward, comm_wait, optimizer;
+} sh_step_profile;
+
 typedef struct {
     double test_accuracy;       /* fraction in [0, 1] after the last step; < 0: not measured */
     double test_loss;
@@ -57,11 +63,8 @@ typedef struct {
     int64_t steps_this_run;
     double epochs;              /* steps / steps per epoch (the last partial batch is dropped) */
     size_t peak_rss_nbytes;
-    /* With opts.profile: seconds per step, averaged over the run's steps. comm_wait is the
-     * time the step waited for the strategy (allreduce or servers) after backward. */
-    struct {
-        double data, forward, backward, comm_wait, optimizer;
-    } profile;
+    /* With opts.profile: averaged over the run's steps. */
+    sh_step_profile profile;
     int stopped;                /* 1: stop_requested ended the run early */
     char saved_path[1024];      /* the last checkpoint written, "" when none */
 } sh_train_report;

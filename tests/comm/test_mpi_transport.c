@@ -27,15 +27,21 @@ static int run(const char *cmd)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-static void flavour(const char *name, const char *launch_fmt)
+/* The shoal built against MPI flavour `name` (the Makefile's mpi-bins) into bin; 0 (and a
+ * skip line naming `what`) when it was not built. */
+static int mpi_bin(const char *name, const char *what, char *bin, size_t cap)
 {
     const char *dir = getenv("SHOAL_MPI_BIN_DIR");
+    snprintf(bin, cap, "%s/mpi-%s/shoal", dir ? dir : "build", name);
+    if (access(bin, X_OK) == 0) return 1;
+    printf("test_mpi_transport: skipped %s %s: %s not built (needs mpicc.%s)\n", name, what, bin, name);
+    return 0;
+}
+
+static void flavour(const char *name, const char *launch_fmt)
+{
     char bin[1024];
-    snprintf(bin, sizeof bin, "%s/mpi-%s/shoal", dir ? dir : "build", name);
-    if (access(bin, X_OK) != 0) {
-        printf("test_mpi_transport: skipped %s: %s not built (needs mpicc.%s)\n", name, bin, name);
-        return;
-    }
+    if (!mpi_bin(name, "collectives", bin, sizeof bin)) return;
     const char *colls[] = {"allreduce", "broadcast", "reduce", "allgather", "reduce_scatter", "alltoall", "sendrecv"};
     const char *modes[] = {"SHOAL_TRANSPORT mpi", "SHOAL_ALGO mpi"};
     int port = 31000 + (int)(getpid() % 1000) * 2;
@@ -70,13 +76,8 @@ static void t_mpich(void)
  * Every rank must stop with the mismatch named, well inside SHOAL_TIMEOUT (30 s). */
 static void mismatch(const char *name, const char *launch_fmt)
 {
-    const char *dir = getenv("SHOAL_MPI_BIN_DIR");
     char bin[1024], cmd[4096];
-    snprintf(bin, sizeof bin, "%s/mpi-%s/shoal", dir ? dir : "build", name);
-    if (access(bin, X_OK) != 0) {
-        printf("test_mpi_transport: skipped %s mismatch: %s not built\n", name, bin);
-        return;
-    }
+    if (!mpi_bin(name, "mismatch", bin, sizeof bin)) return;
     int port = 33000 + (int)(getpid() % 1000);
     snprintf(cmd, sizeof cmd, launch_fmt, port, bin, port, bin);
     uint64_t t0 = sh_now_ns();
