@@ -9,7 +9,7 @@
 #   make install PREFIX=/usr/local
 #   make BUILD=build-x    build somewhere else (each developer or helper may use its own)
 #
-# Sources are found by wildcard: a new src/<module>/*.c joins the library and a new
+# Sources are found by wildcard: a new src/<module>/**/*.c joins the library and a new
 # tests/<module>/test_*.c becomes a test binary without editing this file.
 
 CC      ?= cc
@@ -61,8 +61,7 @@ endif
 # its kernels can be chosen from the CPU before it initialises.
 CFLAGS_ALL += $(shell test -d /usr/include/openblas && echo -I/usr/include/openblas)
 
-LIB_SRC  := $(sort $(wildcard src/base/*.c src/comm/*.c src/nn/*.c src/data/*.c \
-                               src/train/*.c src/io/*.c))
+LIB_SRC  := $(sort $(shell find src/base src/comm src/nn src/data src/train src/io -name '*.c'))
 CLI_SRC  := $(sort $(wildcard src/cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/*/test_*.c))
 TEST_LIB := $(sort $(wildcard tests/lib/*.c))
