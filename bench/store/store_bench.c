@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "base/util.h"
-#include "comm/store.h"
+#include "comm/boot/store.h"
 int main(int argc, char **argv)
 {
     if (argc != 4) {

@@ -20,7 +20,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "comm/reduce.h"
-#include "comm/store.h"
+#include "comm/boot/store.h"
 
 enum { COLL_RING_NBYTES = 1 << 20, P2P_RING_NBYTES = 256 << 10, LINE = 64 };
 

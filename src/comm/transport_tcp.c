@@ -4,7 +4,7 @@
  * naming the communicator, both ranks and the plane; strangers, garbage and stalled
  * handshakes are logged and dropped while the real ranks are served (handshakes are polled
  * side by side, so a stranger that stalls costs nobody any time).
- * Not here: the handshake's cryptography and socket helpers (net.c), byte moving (link.c).
+ * Not here: the handshake's cryptography and socket helpers (sock.c), byte moving (link.c).
  * Proved by tests/comm/test_transport_tcp.c, tests/comm/test_comm.c, test_comm_faults.c. */
 #include "comm/transport_tcp.h"
 
@@ -21,8 +21,8 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/util.h"
-#include "comm/net.h"
-#include "comm/store.h"
+#include "comm/boot/sock.h"
+#include "comm/boot/store.h"
 
 enum {
     MAX_PENDING = 64,          /* handshakes in progress at once; the oldest goes beyond */
@@ -46,7 +46,7 @@ typedef struct {
 
 static void refuse(pending *p, const char *why)
 {
-    if (sh_net_log_refusal()) SH_LOG_W("comm", "tcp: refused a connection from %s: %s", p->who, why);
+    if (sh_sock_log_refusal()) SH_LOG_W("comm", "tcp: refused a connection from %s: %s", p->who, why);
     close(p->fd);
     p->fd = -1;
 }
@@ -90,7 +90,7 @@ static shoal_result on_pending(shoal_comm *c, const unsigned char *want, const c
         return SHOAL_OK;
     }
     /* 32 bytes into a fresh socket's empty buffer: never blocks for long. */
-    if (sh_net_write_all(p->fd, reply, sizeof reply, sh_net_deadline(AUTH_TIMEOUT_MS)) != SHOAL_OK) {
+    if (sh_sock_write_all(p->fd, reply, sizeof reply, sh_sock_deadline(AUTH_TIMEOUT_MS)) != SHOAL_OK) {
         refuse(p, "left before the end of the handshake");
         return SHOAL_OK;
     }
@@ -120,14 +120,14 @@ static void accept_one(int lfd, pending *pend, uint64_t dl)
     pending *p = &pend[slot];
     memset(p, 0, sizeof *p);
     p->fd = fd;
-    sh_net_peer_str(fd, p->who, sizeof p->who);
-    uint64_t adl = sh_net_deadline(AUTH_TIMEOUT_MS);
+    sh_sock_peer_str(fd, p->who, sizeof p->who);
+    uint64_t adl = sh_sock_deadline(AUTH_TIMEOUT_MS);
     p->deadline_ns = adl < dl ? adl : dl;
     sh_auth_server_hello(p->hello);
     if (send(fd, p->hello, sizeof p->hello, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof p->hello)
         refuse(p, "could not send the hello");
     else
-        sh_net_tune(fd);
+        sh_sock_tune(fd);
 }
 
 static shoal_result accept_higher(shoal_comm *c, const unsigned char *want, const char *key,
@@ -200,7 +200,7 @@ static shoal_result connect_lower(shoal_comm *c, int p, const char *key, uint64_
         /* A flood of strangers can push this handshake out of the peer's pending set before
          * it completes (the peer keeps the newest): try again until the deadline. */
         for (;;) {
-            rc = sh_net_connect(v, pport, dl, &fd);
+            rc = sh_sock_connect(v, pport, dl, &fd);
             if (rc == SHOAL_OK) {
                 char ctx[SH_AUTH_CTX_NBYTES];
                 context(c, c->rank, p, plane, ctx, sizeof ctx);
@@ -232,13 +232,13 @@ shoal_result sh_tcp_connect(shoal_comm *c, const unsigned char *want)
     if (!c->store)
         return SH_FAIL(SHOAL_ERR_INVALID, "tcp: this communicator has no store to meet its peers in");
     const char *key = sh_store_job_key(c->store);
-    uint64_t dl = sh_net_deadline(c->timeout_ms);
+    uint64_t dl = sh_sock_deadline(c->timeout_ms);
     long bind_all = 0;
     SH_TRY(sh_env_long("SHOAL_BIND_ALL", &bind_all));
     char addr[64] = "", skey[128], v[96];
-    SH_TRY(sh_net_local_addr(sh_store_host(c->store), addr, sizeof addr));
+    SH_TRY(sh_sock_local_addr(sh_store_host(c->store), addr, sizeof addr));
     int lfd = -1, port = 0;
-    SH_TRY(sh_net_listen(bind_all ? NULL : addr, 0, &lfd, &port));
+    SH_TRY(sh_sock_listen(bind_all ? NULL : addr, 0, &lfd, &port));
     int n = snprintf(v, sizeof v, "%s:%d", addr, port);
     snprintf(skey, sizeof skey, "%s/tcp/%d", c->prefix, c->rank);
     shoal_result rc = sh_store_set(c->store, skey, v, (size_t)n);

@@ -1,7 +1,7 @@
 /* transport_tcp.h — links between ranks over TCP: each rank listens on its interface,
  * publishes the address in the store, and every pair makes two authenticated connections
  * (collective and point-to-point planes).
- * Not here: the handshake and socket helpers (net.c), what flows (algo_*.c, p2p.c).
+ * Not here: the handshake and socket helpers (sock.c), what flows (algo_*.c, p2p.c).
  * Proved by tests/comm/test_transport_tcp.c, test_comm.c (SHOAL_TRANSPORT=tcp), test_comm_faults.c. */
 #ifndef SH_TRANSPORT_TCP_H
 #define SH_TRANSPORT_TCP_H

@@ -15,9 +15,9 @@
 #include "../check.h"
 #include "base/err.h"
 #include "base/util.h"
-#include "comm/boot.h"
-#include "comm/net.h"
-#include "comm/store.h"
+#include "comm/boot/boot.h"
+#include "comm/boot/sock.h"
+#include "comm/boot/store.h"
 
 /* CHECKs made in forked children count in the parent's summary (shared memory). */
 static int *child_counts; /* [2]: passed, failed */
@@ -59,7 +59,7 @@ static void clear_env(void)
 static int free_port(void)
 {
     int fd = -1, port = 0;
-    if (sh_net_listen("127.0.0.1", 0, &fd, &port) != SHOAL_OK) return 0;
+    if (sh_sock_listen("127.0.0.1", 0, &fd, &port) != SHOAL_OK) return 0;
     close(fd);
     return port;
 }
@@ -291,7 +291,7 @@ static void set_rank_env(const boot_case *bc, int rank, const char *key)
 static int answers_on(const char *addr, int port)
 {
     int fd = -1;
-    if (sh_net_connect(addr, port, sh_net_deadline(300), &fd) != SHOAL_OK) return 0;
+    if (sh_sock_connect(addr, port, sh_sock_deadline(300), &fd) != SHOAL_OK) return 0;
     close(fd);
     return 1;
 }

@@ -15,7 +15,7 @@
 #include "base/util.h"
 #include "check.h"
 #include "comm/comm_internal.h"
-#include "comm/store.h"
+#include "comm/boot/store.h"
 #include "lib/ranks.h"
 #include "shoal/comm.h"
 

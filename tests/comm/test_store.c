@@ -19,8 +19,8 @@
 #include "../check.h"
 #include "base/err.h"
 #include "base/util.h"
-#include "comm/net.h"
-#include "comm/store.h"
+#include "comm/boot/sock.h"
+#include "comm/boot/store.h"
 
 /* CHECKs made in forked children count in the parent's summary (shared memory). */
 static int *child_counts; /* [2]: passed, failed */
@@ -320,7 +320,7 @@ static void connecting_to_nothing_times_out_naming_the_address(void)
 {
     /* A port nobody listens on: bind one, note it, close it. */
     int fd = -1, port = 0;
-    CHECK_OK(sh_net_listen("127.0.0.1", 0, &fd, &port));
+    CHECK_OK(sh_sock_listen("127.0.0.1", 0, &fd, &port));
     close(fd);
     sh_store *s = NULL;
     uint64_t t0 = sh_now_ns();
@@ -330,7 +330,7 @@ static void connecting_to_nothing_times_out_naming_the_address(void)
     CHECK(strstr(shoal_last_error_message(), where) != NULL, "%s", shoal_last_error_message());
     CHECK(sh_now_ns() - t0 < 5000000000ull, "a 400 ms connect took %.1f s", (double)(sh_now_ns() - t0) * 1e-9);
     /* Something that accepts but never speaks: TIMEOUT too, not a hang. */
-    CHECK_OK(sh_net_listen("127.0.0.1", 0, &fd, &port));
+    CHECK_OK(sh_sock_listen("127.0.0.1", 0, &fd, &port));
     CHECK_RC(sh_store_connect("127.0.0.1", port, KEY, 400, &s), SHOAL_ERR_TIMEOUT);
     CHECK(strstr(shoal_last_error_message(), "did not answer") != NULL, "%s", shoal_last_error_message());
     close(fd);
@@ -393,8 +393,8 @@ static void strangers_are_dropped_and_logged_while_the_job_goes_on(void)
     }
     /* Members of the job gone wrong: a 1 GB length prefix, and half a frame then silence. */
     int huge = raw_connect(sp.port), half = raw_connect(sp.port);
-    CHECK_OK(sh_auth_client(huge, KEY, "store", "store", sh_net_deadline(5000)));
-    CHECK_OK(sh_auth_client(half, KEY, "store", "store", sh_net_deadline(5000)));
+    CHECK_OK(sh_auth_client(huge, KEY, "store", "store", sh_sock_deadline(5000)));
+    CHECK_OK(sh_auth_client(half, KEY, "store", "store", sh_sock_deadline(5000)));
     uint32_t len = 1u << 30;
     CHECK(write(huge, &len, 4) == 4, "write");
     len = 100;
@@ -451,7 +451,7 @@ static void a_port_scan_cannot_flood_the_log(void)
     sh_store_close(s);
     char *log = server_stop(&sp);
     int lines = count_lines_with(log, "dropped the connection");
-    CHECK(lines >= 10 && lines <= SH_NET_LOG_REFUSALS, "%d refusals logged one by one of %d", lines, nscan);
+    CHECK(lines >= 10 && lines <= SH_SOCK_LOG_REFUSALS, "%d refusals logged one by one of %d", lines, nscan);
     CHECK(log && strstr(log, "every 1000th"), "no line saying the rest are thinned out");
     free(log);
 }

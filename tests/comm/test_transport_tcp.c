@@ -18,10 +18,10 @@
 #include "../check.h"
 #include "base/err.h"
 #include "base/util.h"
-#include "comm/boot.h"
+#include "comm/boot/boot.h"
 #include "comm/comm_internal.h"
-#include "comm/net.h"
-#include "comm/store.h"
+#include "comm/boot/sock.h"
+#include "comm/boot/store.h"
 #include "comm/transport_tcp.h"
 
 /* CHECKs made in forked children count in the parent's summary (shared memory). */
@@ -53,7 +53,7 @@ static const char *KEY = "tcp-test-key";
 static int free_port(void)
 {
     int fd = -1, port = 0;
-    if (sh_net_listen("127.0.0.1", 0, &fd, &port) != SHOAL_OK) return 0;
+    if (sh_sock_listen("127.0.0.1", 0, &fd, &port) != SHOAL_OK) return 0;
     close(fd);
     return port;
 }
@@ -306,7 +306,7 @@ static void attacker_main(const tcp_case *tc)
         if (fd >= 0) {
             char ctx[SH_AUTH_CTX_NBYTES];
             snprintf(ctx, sizeof ctx, "w tcp %d->%d plane 0", tc->world - 1, r);
-            CHECK(sh_auth_client(fd, "wrong", ctx, "rank", sh_net_deadline(3000)) != SHOAL_OK,
+            CHECK(sh_auth_client(fd, "wrong", ctx, "rank", sh_sock_deadline(3000)) != SHOAL_OK,
                   "rank %d accepted the wrong key", r);
             close(fd);
         }
@@ -318,7 +318,7 @@ static void attacker_main(const tcp_case *tc)
             char ctx[SH_AUTH_CTX_NBYTES];
             snprintf(ctx, sizeof ctx, lies[k], r);
             /* The listener checks the context after the MAC: it hangs up on us. */
-            shoal_result arc = sh_auth_client(fd, KEY, ctx, "rank", sh_net_deadline(3000));
+            shoal_result arc = sh_auth_client(fd, KEY, ctx, "rank", sh_sock_deadline(3000));
             CHECK(arc != SHOAL_OK, "rank %d accepted \"%s\"", r, ctx);
             close(fd);
         }

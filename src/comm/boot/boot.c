@@ -2,7 +2,7 @@
  * the store, and every rank's host.
  * Not here: links (transport_*.c), choosing transports (comm.c).
  * Proved by tests/comm/test_boot.c and tests/comm/test_comm.c. */
-#include "comm/boot.h"
+#include "comm/boot/boot.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,8 +13,8 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/util.h"
-#include "comm/net.h"
-#include "comm/store.h"
+#include "comm/boot/sock.h"
+#include "comm/boot/store.h"
 
 static shoal_result env_int(const char *name, int *out, int *found)
 {

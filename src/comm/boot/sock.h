@@ -1,9 +1,9 @@
-/* net.h — TCP socket helpers with deadlines, interface choice, and the job-key handshake
+/* sock.h — TCP socket helpers with deadlines, interface choice, and the job-key handshake
  * every connection of a job makes (HMAC-SHA256 challenge-response, both directions).
  * Not here: what flows after the handshake (store.c, transport_tcp.c).
  * Proved by tests/comm/test_store.c, test_transport_tcp.c and test_comm_faults.c. */
-#ifndef SH_NET_H
-#define SH_NET_H
+#ifndef SH_COMM_SOCK_H
+#define SH_COMM_SOCK_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -11,27 +11,27 @@
 #include "shoal/result.h"
 
 /* Absolute deadline in ns of sh_now_ns() clock, timeout_ms from now. */
-uint64_t sh_net_deadline(int timeout_ms);
+uint64_t sh_sock_deadline(int timeout_ms);
 /* Read / write exactly nbytes before the deadline (blocking or non-blocking fd). */
-shoal_result sh_net_read_all(int fd, void *buf, size_t nbytes, uint64_t deadline_ns);
-shoal_result sh_net_write_all(int fd, const void *buf, size_t nbytes, uint64_t deadline_ns);
+shoal_result sh_sock_read_all(int fd, void *buf, size_t nbytes, uint64_t deadline_ns);
+shoal_result sh_sock_write_all(int fd, const void *buf, size_t nbytes, uint64_t deadline_ns);
 /* Hosts are IPv4 or IPv6 addresses ("10.0.0.1", "fd00::1", "[fd00::1]") or names. Connect
  * to host:port, retrying refused connections until the deadline. */
-shoal_result sh_net_connect(const char *host, int port, uint64_t deadline_ns, int *fd_out);
+shoal_result sh_sock_connect(const char *host, int port, uint64_t deadline_ns, int *fd_out);
 /* Listen on addr:port (port 0: any; addr NULL or "": every address of both families, or of
  * IPv4 where the host has no IPv6). *port_out: bound port. */
-shoal_result sh_net_listen(const char *addr, int port, int *fd_out, int *port_out);
+shoal_result sh_sock_listen(const char *addr, int port, int *fd_out, int *port_out);
 /* The local address to listen on: SHOAL_SOCKET_IFNAME's (IPv4, else global IPv6), else the
  * one the kernel routes to master_addr from (in master_addr's family), else loopback. */
-shoal_result sh_net_local_addr(const char *master_addr, char *out, size_t cap);
+shoal_result sh_sock_local_addr(const char *master_addr, char *out, size_t cap);
 /* "a.b.c.d:port" or "[v6]:port" of a connected socket's peer. */
-const char *sh_net_peer_str(int fd, char *buf, size_t cap);
+const char *sh_sock_peer_str(int fd, char *buf, size_t cap);
 /* TCP_NODELAY; 4 MiB buffers where net.core.[rw]mem_max allow them, else autotuning. */
-void sh_net_tune(int fd);
-/* 1 when a refused connection should be logged: the first SH_NET_LOG_REFUSALS, then every
+void sh_sock_tune(int fd);
+/* 1 when a refused connection should be logged: the first SH_SOCK_LOG_REFUSALS, then every
  * 1000th, so a port scan cannot flood the job's output. */
-enum { SH_NET_LOG_REFUSALS = 50 };
-int sh_net_log_refusal(void);
+enum { SH_SOCK_LOG_REFUSALS = 50 };
+int sh_sock_log_refusal(void);
 
 /* The handshake. context names what the connection is for ("store", "w/tcp 3->5 coll");
  * both sides must use the same key and context, or it fails without revealing the key.

@@ -1,7 +1,7 @@
-/* net.c — TCP helpers with deadlines, interface choice and the job-key handshake.
+/* sock.c — TCP helpers with deadlines, interface choice and the job-key handshake.
  * Not here: the store protocol (store.c), the mesh of rank links (transport_tcp.c).
  * Proved by tests/comm/test_store.c, test_transport_tcp.c and test_comm_faults.c. */
-#include "comm/net.h"
+#include "comm/boot/sock.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -26,7 +26,7 @@
 #include "base/sha256.h"
 #include "base/util.h"
 
-uint64_t sh_net_deadline(int timeout_ms)
+uint64_t sh_sock_deadline(int timeout_ms)
 {
     return sh_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 1) * 1000000ull;
 }
@@ -51,7 +51,7 @@ static shoal_result wait_fd(int fd, short ev, uint64_t deadline_ns, const char *
     }
 }
 
-shoal_result sh_net_read_all(int fd, void *buf, size_t nbytes, uint64_t deadline_ns)
+shoal_result sh_sock_read_all(int fd, void *buf, size_t nbytes, uint64_t deadline_ns)
 {
     unsigned char *p = buf;
     while (nbytes > 0) {
@@ -70,7 +70,7 @@ shoal_result sh_net_read_all(int fd, void *buf, size_t nbytes, uint64_t deadline
     return SHOAL_OK;
 }
 
-shoal_result sh_net_write_all(int fd, const void *buf, size_t nbytes, uint64_t deadline_ns)
+shoal_result sh_sock_write_all(int fd, const void *buf, size_t nbytes, uint64_t deadline_ns)
 {
     const unsigned char *p = buf;
     while (nbytes > 0) {
@@ -107,7 +107,7 @@ static void read_buf_max(void)
     wmax = read_proc_long("/proc/sys/net/core/wmem_max");
 }
 
-void sh_net_tune(int fd)
+void sh_sock_tune(int fd)
 {
     enum { BIG_NBYTES = 4 << 20 };
     int one = 1, big = BIG_NBYTES;
@@ -188,7 +188,7 @@ static void addr_str(const struct sockaddr_storage *ss, char *out, size_t cap)
     if (!inet_ntop(fam, a, out, (socklen_t)cap)) snprintf(out, cap, "?");
 }
 
-shoal_result sh_net_connect(const char *host, int port, uint64_t deadline_ns, int *fd_out)
+shoal_result sh_sock_connect(const char *host, int port, uint64_t deadline_ns, int *fd_out)
 {
     *fd_out = -1;
     net_addr a;
@@ -213,7 +213,7 @@ shoal_result sh_net_connect(const char *host, int port, uint64_t deadline_ns, in
             }
         }
         if (rc == 0) {
-            sh_net_tune(fd);
+            sh_sock_tune(fd);
             *fd_out = fd;
             return SHOAL_OK;
         }
@@ -227,7 +227,7 @@ shoal_result sh_net_connect(const char *host, int port, uint64_t deadline_ns, in
     }
 }
 
-shoal_result sh_net_listen(const char *addr, int port, int *fd_out, int *port_out)
+shoal_result sh_sock_listen(const char *addr, int port, int *fd_out, int *port_out)
 {
     net_addr a;
     memset(&a, 0, sizeof a);
@@ -278,7 +278,7 @@ shoal_result sh_net_listen(const char *addr, int port, int *fd_out, int *port_ou
     return SHOAL_OK;
 }
 
-shoal_result sh_net_local_addr(const char *master_addr, char *out, size_t cap)
+shoal_result sh_sock_local_addr(const char *master_addr, char *out, size_t cap)
 {
     const char *ifname = sh_env_str("SHOAL_SOCKET_IFNAME");
     if (ifname && ifname[0]) {
@@ -321,17 +321,17 @@ shoal_result sh_net_local_addr(const char *master_addr, char *out, size_t cap)
     return SHOAL_OK;
 }
 
-int sh_net_log_refusal(void)
+int sh_sock_log_refusal(void)
 {
     static unsigned long count; /* refusals in this process, every listener together */
     unsigned long n = __atomic_add_fetch(&count, 1, __ATOMIC_RELAXED);
-    if (n == SH_NET_LOG_REFUSALS)
+    if (n == SH_SOCK_LOG_REFUSALS)
         SH_LOG_W("comm", "%d connections refused so far; from now on every 1000th is logged",
-                 SH_NET_LOG_REFUSALS);
-    return n <= SH_NET_LOG_REFUSALS || n % 1000 == 0;
+                 SH_SOCK_LOG_REFUSALS);
+    return n <= SH_SOCK_LOG_REFUSALS || n % 1000 == 0;
 }
 
-const char *sh_net_peer_str(int fd, char *buf, size_t cap)
+const char *sh_sock_peer_str(int fd, char *buf, size_t cap)
 {
     net_addr a;
     a.len = sizeof a.ss;
@@ -376,7 +376,7 @@ shoal_result sh_auth_client(int fd, const char *key, const char *context, const 
     unsigned char hello[40], ns[32], nc[32], m[32], ms[32];
     char ctx[SH_AUTH_CTX_NBYTES] = {0};
     snprintf(ctx, sizeof ctx, "%s", context);
-    SH_TRY(sh_net_read_all(fd, hello, sizeof hello, deadline_ns));
+    SH_TRY(sh_sock_read_all(fd, hello, sizeof hello, deadline_ns));
     if (memcmp(hello, "SHOAL1S", 8) != 0)
         return SH_FAIL(SHOAL_ERR_PEER, "%s does not speak shoal's protocol (another program on "
                                        "that port?)", peer);
@@ -388,8 +388,8 @@ shoal_result sh_auth_client(int fd, const char *key, const char *context, const 
     memcpy(msg + 8, nc, 32);
     memcpy(msg + 40, ctx, SH_AUTH_CTX_NBYTES);
     memcpy(msg + 40 + SH_AUTH_CTX_NBYTES, m, 32);
-    SH_TRY(sh_net_write_all(fd, msg, sizeof msg, deadline_ns));
-    shoal_result rc = sh_net_read_all(fd, ms, 32, deadline_ns);
+    SH_TRY(sh_sock_write_all(fd, msg, sizeof msg, deadline_ns));
+    shoal_result rc = sh_sock_read_all(fd, ms, 32, deadline_ns);
     if (rc == SHOAL_ERR_TIMEOUT) return rc;
     if (rc != SHOAL_OK) /* a server that does not like our proof hangs up without a word */
         return SH_FAIL(SHOAL_ERR_PEER, "job key rejected by %s: this process is not part of the "
@@ -436,12 +436,12 @@ shoal_result sh_auth_server(int fd, const char *key, char ctx_out[SH_AUTH_CTX_NB
 {
     unsigned char hello[SH_AUTH_HELLO_NBYTES], msg[SH_AUTH_CLIENT_NBYTES], reply[32];
     sh_auth_server_hello(hello);
-    SH_TRY(sh_net_write_all(fd, hello, sizeof hello, deadline_ns));
-    SH_TRY(sh_net_read_all(fd, msg, 8, deadline_ns));
+    SH_TRY(sh_sock_write_all(fd, hello, sizeof hello, deadline_ns));
+    SH_TRY(sh_sock_read_all(fd, msg, 8, deadline_ns));
     if (!sh_auth_client_greeting_ok(msg, 8))
         return SH_FAIL(SHOAL_ERR_PEER, "not a shoal client (bad greeting)");
-    SH_TRY(sh_net_read_all(fd, msg + 8, sizeof msg - 8, deadline_ns));
+    SH_TRY(sh_sock_read_all(fd, msg + 8, sizeof msg - 8, deadline_ns));
     SH_TRY(sh_auth_server_check(key, hello, msg, ctx_out, reply));
-    SH_TRY(sh_net_write_all(fd, reply, sizeof reply, deadline_ns));
+    SH_TRY(sh_sock_write_all(fd, reply, sizeof reply, deadline_ns));
     return SHOAL_OK;
 }

@@ -1,10 +1,10 @@
 /* store.c — rank 0's rendezvous store (as torch.distributed's TCPStore): one server thread
  * polls every connection at once, each with its own buffers, size cap and deadlines, so a
  * stranger that stalls, floods or sends garbage is dropped without slowing anyone else.
- * Connections prove the job key first (net.c's handshake, run here as a state machine).
- * Not here: the handshake's cryptography (net.c), key naming (callers).
+ * Connections prove the job key first (sock.c's handshake, run here as a state machine).
+ * Not here: the handshake's cryptography (sock.c), key naming (callers).
  * Proved by tests/comm/test_store.c. */
-#include "comm/store.h"
+#include "comm/boot/store.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,7 +20,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/util.h"
-#include "comm/net.h"
+#include "comm/boot/sock.h"
 
 /* Wire format, little-endian as the hosts are (all ranks run the same build):
  *   request: len u32 | op u8 | timeout_ms u32 | keylen u16 | key | value   (len counts from op)
@@ -115,7 +115,7 @@ static kv *find_or_add(sh_store_server *s, const char *key)
 static void drop(conn *cn, const char *why)
 {
     if (cn->fd < 0) return;
-    if (why && sh_net_log_refusal())
+    if (why && sh_sock_log_refusal())
         SH_LOG_W("comm", "store: dropped the connection from %s: %s", cn->who, why);
     close(cn->fd);
     cn->fd = -1;
@@ -146,7 +146,7 @@ static void reply(conn *cn, int status, const void *val, size_t nbytes)
     if (queue(cn, hdr, 5) != 0 || (nbytes && queue(cn, val, nbytes) != 0))
         drop(cn, "out of memory for a reply");
     else
-        cn->deadline_ns = sh_net_deadline(SEND_TIMEOUT_MS);
+        cn->deadline_ns = sh_sock_deadline(SEND_TIMEOUT_MS);
 }
 
 /* Answer every get waiting for this key. */
@@ -272,7 +272,7 @@ static void on_readable(sh_store_server *s, conn *cn)
             if (errno != EAGAIN && errno != EWOULDBLOCK) drop(cn, strerror(errno));
             return;
         }
-        if (cn->in_nbytes == 0 && cn->st != C_AUTH) cn->deadline_ns = sh_net_deadline(FRAME_TIMEOUT_MS);
+        if (cn->in_nbytes == 0 && cn->st != C_AUTH) cn->deadline_ns = sh_sock_deadline(FRAME_TIMEOUT_MS);
         cn->in_nbytes += (size_t)got;
         if (cn->st == C_AUTH && !sh_auth_client_greeting_ok(cn->in, cn->in_nbytes)) {
             drop(cn, "refused: not a shoal client (bad greeting)");
@@ -385,19 +385,19 @@ static void accept_new(sh_store_server *s)
             if (s->nconns < s->conns_cap) cn = calloc(1, sizeof *cn);
         }
         char who[64];
-        sh_net_peer_str(fd, who, sizeof who);
+        sh_sock_peer_str(fd, who, sizeof who);
         if (!cn) {
-            if (sh_net_log_refusal())
+            if (sh_sock_log_refusal())
                 SH_LOG_W("comm", "store: too many connections (%d); refused %s", s->nconns, who);
             close(fd);
             continue;
         }
-        sh_net_tune(fd); /* replies go out at once (no Nagle wait behind the client's ACK) */
+        sh_sock_tune(fd); /* replies go out at once (no Nagle wait behind the client's ACK) */
         cn->fd = fd;
         cn->st = C_AUTH;
         memcpy(cn->who, who, sizeof who);
         cn->since_ns = sh_now_ns();
-        cn->deadline_ns = sh_net_deadline(AUTH_TIMEOUT_MS);
+        cn->deadline_ns = sh_sock_deadline(AUTH_TIMEOUT_MS);
         sh_auth_server_hello(cn->hello);
         s->conns[s->nconns++] = cn;
         if (queue(cn, cn->hello, sizeof cn->hello) != 0) drop(cn, "out of memory");
@@ -502,7 +502,7 @@ shoal_result sh_store_server_start(const char *addr, int port, const char *key,
         free(s);
         return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory for the store");
     }
-    shoal_result rc = sh_net_listen(addr, port, &s->listen_fd, &s->port);
+    shoal_result rc = sh_sock_listen(addr, port, &s->listen_fd, &s->port);
     if (rc != SHOAL_OK) {
         free(s->key);
         free(s->pfds);
@@ -572,9 +572,9 @@ struct sh_store {
 static shoal_result open_conn(const char *addr, int port, const char *key, int timeout_ms, int *fd_out)
 {
     *fd_out = -1;
-    uint64_t dl = sh_net_deadline(timeout_ms);
+    uint64_t dl = sh_sock_deadline(timeout_ms);
     int fd = -1;
-    shoal_result rc = sh_net_connect(addr, port, dl, &fd);
+    shoal_result rc = sh_sock_connect(addr, port, dl, &fd);
     if (rc != SHOAL_OK) {
         sh_err_prefix("rank 0's rendezvous store at %s:%d (SHOAL_MASTER_ADDR/SHOAL_MASTER_PORT): ",
                       addr, port);
@@ -696,30 +696,30 @@ static shoal_result request(sh_store *s, int op, const char *key, const void *va
     int slot = -1;
     SH_TRY(acquire(s, &slot));
     int fd = s->fd[slot];
-    uint64_t dl = sh_net_deadline((timeout_ms > 0 ? timeout_ms : 0) + 10000);
+    uint64_t dl = sh_sock_deadline((timeout_ms > 0 ? timeout_ms : 0) + 10000);
     shoal_result rc;
     unsigned char one[1024]; /* small requests leave in one segment */
     if (sizeof hdr + klen + vlen <= sizeof one) {
         memcpy(one, hdr, sizeof hdr);
         memcpy(one + sizeof hdr, key, klen);
         if (vlen) memcpy(one + sizeof hdr + klen, val, vlen);
-        rc = sh_net_write_all(fd, one, sizeof hdr + klen + vlen, dl);
+        rc = sh_sock_write_all(fd, one, sizeof hdr + klen + vlen, dl);
     } else {
-        rc = sh_net_write_all(fd, hdr, sizeof hdr, dl);
-        if (rc == SHOAL_OK) rc = sh_net_write_all(fd, key, klen, dl);
-        if (rc == SHOAL_OK && vlen) rc = sh_net_write_all(fd, val, vlen, dl);
+        rc = sh_sock_write_all(fd, hdr, sizeof hdr, dl);
+        if (rc == SHOAL_OK) rc = sh_sock_write_all(fd, key, klen, dl);
+        if (rc == SHOAL_OK && vlen) rc = sh_sock_write_all(fd, val, vlen, dl);
     }
     uint32_t rlen = 0;
     unsigned char st = ST_BAD;
-    if (rc == SHOAL_OK) rc = sh_net_read_all(fd, &rlen, 4, dl);
+    if (rc == SHOAL_OK) rc = sh_sock_read_all(fd, &rlen, 4, dl);
     if (rc == SHOAL_OK && (rlen < 1 || rlen > SH_STORE_MAX_VALUE_NBYTES + 1))
         rc = SH_FAIL(SHOAL_ERR_PEER, "bad reply from the store");
-    if (rc == SHOAL_OK) rc = sh_net_read_all(fd, &st, 1, dl);
+    if (rc == SHOAL_OK) rc = sh_sock_read_all(fd, &st, 1, dl);
     size_t vn = rlen - 1, got = 0;
     while (rc == SHOAL_OK && got < vn) {
         unsigned char tmp[4096];
         size_t take = vn - got < sizeof tmp ? vn - got : sizeof tmp;
-        rc = sh_net_read_all(fd, tmp, take, dl);
+        rc = sh_sock_read_all(fd, tmp, take, dl);
         if (rc == SHOAL_OK && out && got < cap)
             memcpy((unsigned char *)out + got, tmp, got + take <= cap ? take : cap - got);
         got += take;
