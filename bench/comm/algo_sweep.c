@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "base/util.h"
-#include "comm/algo.h"
+#include "comm/coll/select.h"
 #include "comm/comm_internal.h"
 #include "lib/ranks.h"
 
@@ -92,7 +92,7 @@ static void sweep(shoal_comm *c, void *argp)
                 if (a->chunks) c->chunk_nbytes = chunk_cand[k] == (size_t)-1 ? nbytes : chunk_cand[k];
                 if (sh_misc_barrier(c, &g) != SHOAL_OK) return;
                 uint64_t t0 = sh_now_ns();
-                if (sh_algo_run(c, &op) != SHOAL_OK) {
+                if (sh_select_algo_run(c, &op) != SHOAL_OK) {
                     fprintf(stderr, "rank %d: %s\n", c->rank, shoal_last_error_message());
                     return;
                 }

@@ -12,7 +12,8 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/util.h"
-#include "comm/algo.h"
+#include "comm/coll/algo.h"
+#include "comm/coll/select.h"
 #include "comm/boot/boot.h"
 #include "comm/comm_internal.h"
 #include "comm/p2p.h"
@@ -21,9 +22,6 @@
 #include "comm/transport_mpi.h"
 #include "comm/transport_shm.h"
 #include "comm/transport_tcp.h"
-
-static const char *const coll_names[SH_COLL_COUNT] = {
-    "allreduce", "broadcast", "reduce", "allgather", "reduce_scatter", "alltoall", "barrier"};
 
 /* ---- requests and the engine ---- */
 
@@ -113,38 +111,6 @@ static void engine_stop(shoal_comm *c)
     c->engine = NULL;
 }
 
-/* ---- the mismatch check ----
- * Every collective first swaps a descriptor with both ring neighbours; the ring of all ranks
- * is connected, so if each neighbour pair agrees, all agree. A rank that sees a difference
- * aborts its links, so the others fail at once too. */
-typedef struct {
-    uint64_t seq;
-    uint64_t count;
-    uint32_t kind, dtype, op;
-    int32_t root;
-} desc;
-
-enum { DESC_APPLY = 0x10000 }; /* in desc.op: shoal_allreduce_apply_start */
-
-static void describe(const desc *d, char *out, size_t cap)
-{
-    const char *k = d->kind < SH_COLL_COUNT ? coll_names[d->kind] : "?";
-    if (d->kind == SH_COLL_BARRIER) snprintf(out, cap, "barrier()");
-    else if (d->kind == SH_COLL_BROADCAST)
-        snprintf(out, cap, "%s(count=%llu, %s, root=%d)", k, (unsigned long long)d->count,
-                 shoal_dtype_name((shoal_dtype)d->dtype), d->root);
-    else if (d->kind == SH_COLL_REDUCE)
-        snprintf(out, cap, "%s(count=%llu, %s, %s, root=%d)", k, (unsigned long long)d->count,
-                 shoal_dtype_name((shoal_dtype)d->dtype), shoal_op_name((shoal_op)d->op), d->root);
-    else if (d->kind == SH_COLL_ALLGATHER || d->kind == SH_COLL_ALLTOALL)
-        snprintf(out, cap, "%s(count=%llu, %s)", k, (unsigned long long)d->count,
-                 shoal_dtype_name((shoal_dtype)d->dtype));
-    else
-        snprintf(out, cap, "%s%s(count=%llu, %s, %s)", k, d->op & DESC_APPLY ? "_apply" : "",
-                 (unsigned long long)d->count, shoal_dtype_name((shoal_dtype)d->dtype),
-                 shoal_op_name((shoal_op)(d->op & ~(uint32_t)DESC_APPLY)));
-}
-
 static void break_comm(shoal_comm *c, const char *why)
 {
     if (c->broken) return;
@@ -154,234 +120,10 @@ static void break_comm(shoal_comm *c, const char *why)
         if (c->coll[p]) c->coll[p]->ops->abort(c->coll[p], why);
 }
 
-static desc make_desc(const shoal_comm *c, const sh_coll *op)
-{
-    desc me = {c->coll_seq, op->count, (uint32_t)op->kind, (uint32_t)op->dt,
-               (uint32_t)op->op | (op->apply ? DESC_APPLY : 0u), op->root};
-    if (op->kind == SH_COLL_BARRIER) me.count = 0, me.dtype = 0, me.op = 0, me.root = 0;
-    if (op->kind == SH_COLL_ALLGATHER || op->kind == SH_COLL_ALLTOALL || op->kind == SH_COLL_BROADCAST) me.op = 0;
-    if (op->kind != SH_COLL_BROADCAST && op->kind != SH_COLL_REDUCE) me.root = 0;
-    return me;
-}
-
-static shoal_result compare_desc(shoal_comm *c, const desc *me, const desc *theirs, int peer)
-{
-    if (!memcmp(theirs, me, sizeof *me)) return SHOAL_OK;
-    char a[160], b[160], pb[128];
-    describe(me, a, sizeof a);
-    describe(theirs, b, sizeof b);
-    sh_comm_peer_name(c, peer, pb, sizeof pb);
-    if (theirs->seq != me->seq)
-        return SH_FAIL(SHOAL_ERR_MISMATCH,
-                       "collective mismatch: rank %d is at collective #%llu, %s at #%llu "
-                       "(rank %d called %s, %s called %s)",
-                       c->rank, (unsigned long long)me->seq, pb, (unsigned long long)theirs->seq, c->rank, a,
-                       pb, b);
-    return SH_FAIL(SHOAL_ERR_MISMATCH, "collective mismatch: rank %d called %s, %s called %s", c->rank, a, pb, b);
-}
-
-/* A small allreduce on a power-of-two world: recursive doubling whose first round also
- * does the mismatch check. Round 1 pairs rank i with i ^ 1, always a ring neighbour: the
- * descriptor travels in front of the data to it, and alone to the other neighbour (world
- * 4 and up), so on the wire the first round is check_match's exchange followed by the
- * first exchange of recursive doubling; the later rounds carry data only. A rank that made
- * another call runs check_match and reads the descriptors from both neighbours, so every
- * neighbouring pair still compares, and one difference anywhere stops the job. Two ranks
- * pay one message each way for an 8-byte allreduce; four ranks two rounds, not three. */
-enum { EAGER_NBYTES = 4096 };
-
-static int eager_allreduce_fits(const shoal_comm *c, const sh_coll *op)
-{
-    return c->world >= 2 && (c->world & (c->world - 1)) == 0 && op->kind == SH_COLL_ALLREDUCE &&
-           c->algo == SH_ALGO_AUTO && op->count * shoal_dtype_nbytes(op->dt) <= EAGER_NBYTES;
-}
-
-static shoal_result eager_allreduce(shoal_comm *c, const sh_coll *op)
-{
-    size_t nb = op->count * shoal_dtype_nbytes(op->dt);
-    _Alignas(64) unsigned char out[sizeof(desc) + EAGER_NBYTES], in[sizeof(desc) + EAGER_NBYTES];
-    desc me = make_desc(c, op), from_other;
-    unsigned char *acc = out + sizeof me;
-    memcpy(out, &me, sizeof me);
-    if (nb) memcpy(acc, op->send, nb);
-    int partner = c->rank ^ 1, right = (c->rank + 1) % c->world, left = (c->rank + c->world - 1) % c->world;
-    int other = partner == right ? left : right;
-    /* Expect the partner's descriptor and data in one go: if its call differs, its message
-     * may be shorter, but it compares our descriptor, finds the mismatch and aborts the
-     * link, which ends this wait with its reason. */
-    sh_xfer_op ops[4] = {{c->coll[partner], SH_XFER_SEND, out, sizeof me + nb, 0, NULL, 0, 0},
-                         {c->coll[partner], SH_XFER_RECV, in, sizeof me + nb, 0, NULL, 0, 0},
-                         {c->coll[other], SH_XFER_SEND, &me, sizeof me, 0, NULL, 0, 0},
-                         {c->coll[other], SH_XFER_RECV, &from_other, sizeof from_other, 0, NULL, 0, 0}};
-    sh_xfer_ctx x;
-    sh_comm_xfer_ctx(c, "allreduce", &x);
-    shoal_result xrc = sh_xfer(&x, ops, c->world > 2 ? 4 : 2);
-    desc theirs;
-    memcpy(&theirs, in, sizeof theirs);
-    if (ops[1].done >= sizeof theirs) SH_TRY(compare_desc(c, &me, &theirs, partner));
-    if (c->world > 2 && ops[3].done == sizeof from_other) SH_TRY(compare_desc(c, &me, &from_other, other));
-    SH_TRY(xrc);
-    if (nb) {
-        /* lower rank's value first on both partners: the same expression everywhere */
-        const unsigned char *peer_data = in + sizeof me;
-        if (partner < c->rank) sh_reduce3(acc, peer_data, acc, op->count, op->dt, op->op);
-        else sh_reduce(acc, peer_data, op->count, op->dt, op->op);
-        for (int mask = 2; mask < c->world; mask <<= 1) {
-            int peer = c->rank ^ mask;
-            sh_xfer_op r[2] = {{c->coll[peer], SH_XFER_SEND, acc, nb, 0, NULL, 0, 0},
-                               {c->coll[peer], SH_XFER_RECV, in, nb, 0, NULL, 0, 0}};
-            SH_TRY(sh_xfer(&x, r, 2));
-            if (peer < c->rank) sh_reduce3(acc, in, acc, op->count, op->dt, op->op);
-            else sh_reduce(acc, in, op->count, op->dt, op->op);
-        }
-        memcpy(op->recv, acc, nb);
-        if (op->op == SHOAL_AVG) sh_reduce_avg_finish(op->recv, op->count, op->dt, c->world);
-    }
-    if (op->apply) op->apply(op->apply_ctx, 0, op->count, (const float *)op->recv);
-    return SHOAL_OK;
-}
-
-/* Small collectives with every rank on this host: one step through the shared slots.
- * Every rank publishes its descriptor and what it contributes, waits for everyone else's,
- * compares every descriptor (all pairs, not only neighbours) and reads what it needs from
- * the others' slots in place; reductions run in rank order, so every rank computes the same
- * expression and holds the same bits. 4 ranks on 2 cores: one wait for the others instead
- * of two or more rounds of messages. */
-/* The bytes a rank's slot holds for op: its whole contribution (the same on every rank
- * whose call matches). */
-static size_t slot_nbytes(const shoal_comm *c, const sh_coll *op)
-{
-    size_t nb = op->count * shoal_dtype_nbytes(op->dt);
-    return op->kind == SH_COLL_REDUCE_SCATTER || op->kind == SH_COLL_ALLTOALL ? nb * (size_t)c->world : nb;
-}
-
-static int slot_coll_fits(const shoal_comm *c, const sh_coll *op)
-{
-    return c->algo == SH_ALGO_AUTO && c->world <= 64 && sh_shm_slots_usable(c) &&
-           slot_nbytes(c, op) <= SH_SHM_SLOT_NBYTES;
-}
-
-/* dst = slot 0 OP slot 1 OP ... at byte offset off of every rank's slot. */
-static void reduce_slots(const shoal_comm *c, uint64_t seq, void *dst, size_t off, size_t count, shoal_dtype dt,
-                         shoal_op op)
-{
-    const unsigned char *s0 = sh_shm_slot_data(c, 0, seq), *s1 = sh_shm_slot_data(c, 1, seq);
-    sh_reduce3(dst, s0 + off, s1 + off, count, dt, op);
-    for (int p = 2; p < c->world; p++)
-        sh_reduce(dst, (const unsigned char *)sh_shm_slot_data(c, p, seq) + off, count, dt, op);
-    if (op == SHOAL_AVG) sh_reduce_avg_finish(dst, count, dt, c->world);
-}
-
-static shoal_result slot_coll(shoal_comm *c, const sh_coll *op)
-{
-    size_t nb = op->count * shoal_dtype_nbytes(op->dt);
-    const char *what = coll_names[op->kind];
-    uint64_t seq = c->coll_seq;
-    _Static_assert(sizeof(desc) == SH_SHM_SLOT_HDR_NBYTES, "a descriptor fills a slot header");
-    /* The slot was last used two collectives ago or earlier: unless the collective just
-     * before went through the slots too (then every rank finished the older one before
-     * publishing it), wait until everyone has read what that slot holds. */
-    sh_xfer_op ops[64];
-    int k = 0;
-    sh_xfer_ctx x;
-    sh_comm_xfer_ctx(c, what, &x);
-    if (c->slot_prev[seq & 1] && c->slot_last != seq) {
-        for (int p = 0; p < c->world; p++)
-            if (p != c->rank)
-                ops[k++] = (sh_xfer_op){c->coll[p], SH_XFER_SLOT_FREE, NULL, 1, 0, NULL, c->slot_prev[seq & 1] - 1, 0};
-        SH_TRY(sh_xfer(&x, ops, k));
-        k = 0;
-    }
-    desc me = make_desc(c, op), theirs[64];
-    /* a broadcast's data comes from the root alone */
-    int contributes = op->kind != SH_COLL_BROADCAST || c->rank == op->root;
-    sh_shm_slot_publish(c, seq, &me, op->send, contributes ? slot_nbytes(c, op) : 0);
-    for (int p = 0; p < c->world; p++)
-        if (p != c->rank)
-            ops[k++] = (sh_xfer_op){c->coll[p], SH_XFER_SLOT_RECV, &theirs[p], sizeof(desc), 0, NULL, seq, 0};
-    shoal_result xrc = sh_xfer(&x, ops, k);
-    for (int i = 0; i < k; i++) {
-        if (ops[i].done != ops[i].nbytes) continue;
-        int p = ops[i].link->peer;
-        SH_TRY(compare_desc(c, &me, &theirs[p], p));
-        if (ops[i].from_ring) {
-            char pb[128];
-            sh_comm_peer_name(c, p, pb, sizeof pb);
-            return SH_FAIL(SHOAL_ERR_MISMATCH, "collective mismatch: rank %d and %s made the same call "
-                           "but took different paths (shared slots against links): set SHOAL_ALGO and "
-                           "SHOAL_TRANSPORT alike on every rank", c->rank, pb);
-        }
-    }
-    SH_TRY(xrc);
-    unsigned char *recv = op->recv;
-    switch (op->kind) {
-    case SH_COLL_ALLREDUCE:
-        if (nb) reduce_slots(c, seq, recv, 0, op->count, op->dt, op->op);
-        break;
-    case SH_COLL_REDUCE:
-        if (nb && c->rank == op->root) reduce_slots(c, seq, recv, 0, op->count, op->dt, op->op);
-        break;
-    case SH_COLL_REDUCE_SCATTER:
-        if (nb) reduce_slots(c, seq, recv, (size_t)c->rank * nb, op->count, op->dt, op->op);
-        break;
-    case SH_COLL_BROADCAST:
-        if (nb) memmove(recv, c->rank == op->root ? op->send : sh_shm_slot_data(c, op->root, seq), nb);
-        break;
-    case SH_COLL_ALLGATHER:
-        for (int p = 0; p < c->world && nb; p++)
-            memmove(recv + (size_t)p * nb, p == c->rank ? op->send : sh_shm_slot_data(c, p, seq), nb);
-        break;
-    case SH_COLL_ALLTOALL:
-        for (int p = 0; p < c->world && nb; p++)
-            memcpy(recv + (size_t)p * nb, (const unsigned char *)sh_shm_slot_data(c, p, seq) + (size_t)c->rank * nb,
-                   nb);
-        break;
-    default: /* barrier: everyone has arrived */
-        break;
-    }
-    sh_shm_slot_done(c, seq);
-    c->slot_last = c->slot_prev[seq & 1] = seq + 1;
-    if (op->apply) op->apply(op->apply_ctx, 0, op->count, (const float *)op->recv);
-    return SHOAL_OK;
-}
-
-static shoal_result check_match(shoal_comm *c, const sh_coll *op)
-{
-    if (c->world == 1) return SHOAL_OK;
-    desc me = make_desc(c, op);
-    int right = (c->rank + 1) % c->world, left = (c->rank + c->world - 1) % c->world;
-    desc from_left, from_right;
-    sh_xfer_op ops[4];
-    int n = 0;
-    ops[n++] = (sh_xfer_op){c->coll[right], SH_XFER_SEND, &me, sizeof me, 0, NULL, 0, 0};
-    ops[n++] = (sh_xfer_op){c->coll[left], SH_XFER_RECV, &from_left, sizeof from_left, 0, NULL, 0, 0};
-    if (c->world > 2) {
-        ops[n++] = (sh_xfer_op){c->coll[left], SH_XFER_SEND, &me, sizeof me, 0, NULL, 0, 0};
-        ops[n++] = (sh_xfer_op){c->coll[right], SH_XFER_RECV, &from_right, sizeof from_right, 0, NULL, 0, 0};
-    }
-    sh_xfer_ctx x;
-    sh_comm_xfer_ctx(c, coll_names[op->kind], &x);
-    SH_TRY(sh_xfer(&x, ops, n));
-    SH_TRY(compare_desc(c, &me, &from_left, left));
-    if (c->world > 2) SH_TRY(compare_desc(c, &me, &from_right, right));
-    return SHOAL_OK;
-}
-
 static shoal_result run_coll(shoal_comm *c, const sh_coll *op)
 {
     if (c->broken) return SH_FAIL(SHOAL_ERR_BROKEN, "communicator is broken: %s", c->broken_msg);
-    shoal_result rc;
-    if (sh_shm_window_apply(c, op)) { /* the only path that updates a shared copy once */
-        rc = check_match(c, op);
-        if (rc == SHOAL_OK) rc = sh_shm_coll_run(c, op);
-    } else if (slot_coll_fits(c, op)) {
-        rc = slot_coll(c, op);
-    } else if (eager_allreduce_fits(c, op)) {
-        rc = eager_allreduce(c, op);
-    } else {
-        rc = check_match(c, op);
-        if (rc == SHOAL_OK) rc = sh_algo_run(c, op);
-    }
+    shoal_result rc = sh_select_run(c, op);
     c->coll_seq++;
     if (rc == SHOAL_ERR_PEER || rc == SHOAL_ERR_TIMEOUT || rc == SHOAL_ERR_MISMATCH) {
         sh_err_prefix("rank %d: ", c->rank);
@@ -409,7 +151,7 @@ static int overlaps(const void *a, size_t an, const void *b, size_t bn)
 static shoal_result check_coll(shoal_comm *c, const sh_coll *op)
 {
     SH_TRY(check_comm(c));
-    const char *name = coll_names[op->kind];
+    const char *name = sh_coll_name(op->kind);
     if (op->kind == SH_COLL_BARRIER) return SHOAL_OK;
     if ((unsigned)op->dt >= SHOAL_DTYPE_COUNT)
         return SH_FAIL(SHOAL_ERR_INVALID, "%s: invalid data type %d", name, (int)op->dt);

@@ -109,7 +109,4 @@ const char *sh_comm_peer_name(void *comm, int peer, char *buf, size_t cap);
 /* Staging of at least nbytes, kept for the communicator's life (grows, never shrinks). */
 shoal_result sh_comm_scratch(shoal_comm *c, size_t nbytes, void **out);
 
-/* Run one collective with the algorithm chosen for it (algo.c); no checks, no queueing. */
-shoal_result sh_algo_run(shoal_comm *c, const sh_coll *op);
-
 #endif

@@ -13,7 +13,7 @@
 #include "base/util.h"
 #include "check.h"
 #include "coll_check.h"
-#include "comm/algo.h"
+#include "comm/coll/select.h"
 #include "comm/comm_internal.h"
 #include "lib/ranks.h"
 #include "shoal/comm.h"
@@ -250,7 +250,7 @@ static void one_dies(shoal_comm *c, void *arg)
     float *v = calloc(count, 4);
     sh_coll op = {SH_COLL_ALLREDUCE, v, v, count, SHOAL_FLOAT32, SHOAL_SUM, 0, NULL, NULL, NULL};
     uint64_t t0 = sh_now_ns();
-    shoal_result rc = sh_algo_run(c, &op);
+    shoal_result rc = sh_select_algo_run(c, &op);
     double s = (double)(sh_now_ns() - t0) / 1e9;
     CHECK(rc == SHOAL_ERR_PEER || rc == SHOAL_ERR_TIMEOUT, "%s: rank %d got %s", algos[c->algo], c->rank,
           shoal_result_name(rc));
@@ -275,14 +275,14 @@ static void algo_mpi(shoal_comm *c, void *arg)
     uint16_t h[5];
     for (int i = 0; i < 5; i++) h[i] = sh_f32_to_f16((float)(c->rank + i));
     sh_coll op = {SH_COLL_ALLREDUCE, h, h, 5, SHOAL_FLOAT16, SHOAL_SUM, 0, NULL, NULL, NULL};
-    CHECK_OK(sh_algo_run(c, &op));
+    CHECK_OK(sh_select_algo_run(c, &op));
     int n = c->world, bad = 0;
     for (int i = 0; i < 5; i++) bad += sh_f16_to_f32(h[i]) != (float)(n * (n - 1) / 2 + n * i);
     CHECK(bad == 0, "float16 allreduce under SHOAL_ALGO=mpi: %d wrong", bad);
 #if !SHOAL_HAVE_MPI
     float f = 1;
     sh_coll fo = {SH_COLL_ALLREDUCE, &f, &f, 1, SHOAL_FLOAT32, SHOAL_SUM, 0, NULL, NULL, NULL};
-    CHECK_RC(sh_algo_run(c, &fo), SHOAL_ERR_INVALID);
+    CHECK_RC(sh_select_algo_run(c, &fo), SHOAL_ERR_INVALID);
     CHECK(strstr(shoal_last_error_message(), "make MPI=1") != NULL, "%s", shoal_last_error_message());
 #endif
 }
@@ -310,25 +310,25 @@ static void t_forced_algorithm_falls_back_when_it_cannot(void)
     sh_coll rs = {SH_COLL_REDUCE_SCATTER, NULL, NULL, 16, SHOAL_FLOAT32, SHOAL_SUM, 0, NULL, NULL, NULL};
     for (int a = 1; a <= 5; a++) {
         c->algo = (sh_algo_kind)a;
-        CHECK(sh_algo_choose(c, &ar) == (sh_algo_kind)a, "allreduce forced %s chose %s", algos[a],
-              sh_algo_name(sh_algo_choose(c, &ar)));
-        CHECK(sh_algo_choose(c, &rs) == SH_ALGO_RING, "reduce_scatter forced %s", algos[a]);
-        CHECK(sh_algo_choose(c, &a2a) == SH_ALGO_AUTO, "alltoall forced %s", algos[a]);
+        CHECK(sh_select_choose(c, &ar) == (sh_algo_kind)a, "allreduce forced %s chose %s", algos[a],
+              sh_algo_name(sh_select_choose(c, &ar)));
+        CHECK(sh_select_choose(c, &rs) == SH_ALGO_RING, "reduce_scatter forced %s", algos[a]);
+        CHECK(sh_select_choose(c, &a2a) == SH_ALGO_AUTO, "alltoall forced %s", algos[a]);
     }
     c->algo = SH_ALGO_RD; /* 6 ranks: not a power of two */
-    CHECK(sh_algo_choose(c, &ag) == SH_ALGO_RING, "rd allgather on 6 ranks chose %s", sh_algo_name(sh_algo_choose(c, &ag)));
+    CHECK(sh_select_choose(c, &ag) == SH_ALGO_RING, "rd allgather on 6 ranks chose %s", sh_algo_name(sh_select_choose(c, &ag)));
     c->algo = SH_ALGO_AUTO;
-    CHECK(sh_algo_choose(c, &ar) == SH_ALGO_HIER, "auto on 3 hosts x 2 chose %s", sh_algo_name(sh_algo_choose(c, &ar)));
+    CHECK(sh_select_choose(c, &ar) == SH_ALGO_HIER, "auto on 3 hosts x 2 chose %s", sh_algo_name(sh_select_choose(c, &ar)));
     ar.count = 4;
-    CHECK(sh_algo_choose(c, &ar) == SH_ALGO_RD, "auto for 16 bytes chose %s", sh_algo_name(sh_algo_choose(c, &ar)));
+    CHECK(sh_select_choose(c, &ar) == SH_ALGO_RD, "auto for 16 bytes chose %s", sh_algo_name(sh_select_choose(c, &ar)));
     for (int r = 0; r < 6; r++) c->host_of[r] = 0; /* one host: no hierarchy */
     sh_comm_index_hosts(c);
     c->algo = SH_ALGO_HIER;
     ar.count = 1 << 20;
-    CHECK(sh_algo_choose(c, &ar) != SH_ALGO_HIER, "hier on one host was kept");
+    CHECK(sh_select_choose(c, &ar) != SH_ALGO_HIER, "hier on one host was kept");
     c->algo = SH_ALGO_AUTO;
     ar.count = 64 << 20;
-    CHECK(sh_algo_choose(c, &ar) == SH_ALGO_RING, "auto for 256 MiB chose %s", sh_algo_name(sh_algo_choose(c, &ar)));
+    CHECK(sh_select_choose(c, &ar) == SH_ALGO_RING, "auto for 256 MiB chose %s", sh_algo_name(sh_select_choose(c, &ar)));
     sh_comm_free(c);
 }
 

@@ -1,4 +1,4 @@
-/* algo_ring.c — ring allreduce (Baidu: reduce-scatter then allgather), ring allgather and
+/* ring.c — ring allreduce (Baidu: reduce-scatter then allgather), ring allgather and
  * ring reduce-scatter, over a group.
  * Vocabulary: the message is cut into n blocks (sh_algo_block); in step s member i sends
  * one block to member i+1 and receives one from member i-1. Cost: 2(n-1) steps, each rank
@@ -8,12 +8,12 @@
  * arrived overlaps the sending of the rest, and no staging copy of the block exists.
  * Reference: Patarasuk and Yuan, "Bandwidth optimal all-reduce algorithms for clusters of
  * workstations" (2009); A. Gibiansky, "Bringing HPC techniques to deep learning" (Baidu).
- * Not here: the choice of algorithm (algo.c), kernels (reduce.c), links (transport_*.c).
+ * Not here: the choice of algorithm (select.c), kernels (reduce.c), links (transport/).
  * Proved by tests/comm/test_algo.c. */
 #include <string.h>
 
 #include "base/err.h"
-#include "comm/algo.h"
+#include "comm/coll/algo.h"
 
 static int mod(int a, int n) { return ((a % n) + n) % n; }
 

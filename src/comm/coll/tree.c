@@ -1,4 +1,4 @@
-/* algo_tree.c — rooted collectives: binomial-tree broadcast and reduce, pipelined in
+/* tree.c — rooted collectives: binomial-tree broadcast and reduce, pipelined in
  * chunks, and a pipelined chain broadcast for large messages.
  * Vocabulary: members are renumbered from the root (v = (i - root) mod n). In the
  * binomial tree v's parent is v minus its lowest set bit and its children are v + mask for
@@ -12,12 +12,12 @@
  * children's chunks into its own in a fixed order (increasing subtree), so the expression
  * for every element is fixed and the root's result does not depend on timing.
  * Reference: Thakur, Rabenseifner and Gropp (2005); NCCL's pipelined chains.
- * Not here: the choice of algorithm (algo.c).
+ * Not here: the choice of algorithm (select.c).
  * Proved by tests/comm/test_algo.c. */
 #include <string.h>
 
 #include "base/err.h"
-#include "comm/algo.h"
+#include "comm/coll/algo.h"
 
 static int mod(int a, int n) { return ((a % n) + n) % n; }
 static sh_link *vmember(shoal_comm *c, const sh_group *g, int root, int v)

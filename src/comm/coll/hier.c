@@ -1,4 +1,4 @@
-/* algo_hier.c — hierarchical allreduce for several ranks per host on several hosts.
+/* hier.c — hierarchical allreduce for several ranks per host on several hosts.
  * Vocabulary: the local group is this host's ranks (in rank order, m of them); cross group
  * i is the i-th rank of every host (in host order).
  * When every host has m ranks: (1) ring reduce-scatter within the host, after which local
@@ -12,25 +12,25 @@
  * agree bitwise) and then copied, so every rank holds the same bits.
  * Reference: Jia et al., "Highly scalable deep learning training system with mixed-
  * precision" (2018); NCCL's and Horovod's hierarchical allreduce.
- * Not here: the algorithms it composes (algo_ring.c, algo_rd.c, algo_tree.c).
+ * Not here: the algorithms it composes (ring.c, rd.c, tree.c; the flat choice comes from select.c).
  * Proved by tests/comm/test_algo.c (ranks_per_host fakes hosts over real links). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/err.h"
-#include "comm/algo.h"
+#include "comm/coll/algo.h"
 
-/* Allreduce of one block among one rank per host, by the flat table (every member of a
- * cross group has the same block length, so all make the same choice). */
+/* Allreduce of one block among one rank per host, by the selector's flat table (every
+ * member of a cross group has the same block length, so all make the same choice). */
 static shoal_result across(shoal_comm *c, const sh_group *g, void *buf, size_t count, shoal_dtype dt,
-                           shoal_op op)
+                           shoal_op op, sh_allreduce_fn flat)
 {
     if (g->n == 1 || count == 0) return SHOAL_OK;
-    return sh_algo_allreduce_flat(c, g, buf, buf, count, dt, op);
+    return flat(c, g, buf, buf, count, dt, op);
 }
 
 shoal_result sh_hier_allreduce(shoal_comm *c, const void *send, void *buf, size_t count,
-                               shoal_dtype dt, shoal_op op)
+                               shoal_dtype dt, shoal_op op, sh_allreduce_fn flat)
 {
     shoal_result rc = SHOAL_OK;
     int n = c->world, h = c->nhosts, me = c->rank, host = c->host_of[me];
@@ -70,7 +70,7 @@ shoal_result sh_hier_allreduce(shoal_comm *c, const void *send, void *buf, size_
         sh_algo_block(count, m, (li + 1) % m, &off, &len);
         if (m == 1 && send != buf) memcpy(buf, send, count * es);
         SH_TRY_GOTO(sh_ring_rs_phase(c, &lg, send, buf, count, dt, op), rc, done);
-        SH_TRY_GOTO(across(c, &xg, (unsigned char *)buf + off * es, len, dt, op), rc, done);
+        SH_TRY_GOTO(across(c, &xg, (unsigned char *)buf + off * es, len, dt, op, flat), rc, done);
         SH_TRY_GOTO(sh_ring_ag_phase(c, &lg, buf, count, dt), rc, done);
     } else {
         int k = 0, xi = -1;
@@ -81,7 +81,7 @@ shoal_result sh_hier_allreduce(shoal_comm *c, const void *send, void *buf, size_
         }
         sh_group xg = {k, xi, cross};
         SH_TRY_GOTO(sh_tree_reduce(c, &lg, send, buf, count, dt, op, 0), rc, done);
-        if (li == 0) SH_TRY_GOTO(across(c, &xg, buf, count, dt, op), rc, done);
+        if (li == 0) SH_TRY_GOTO(across(c, &xg, buf, count, dt, op, flat), rc, done);
         SH_TRY_GOTO(sh_tree_broadcast(c, &lg, buf, count, dt, 0), rc, done);
     }
 done:

@@ -1,4 +1,4 @@
-/* algo_rd.c — recursive doubling: allreduce for small messages (any group size) and
+/* rd.c — recursive doubling: allreduce for small messages (any group size) and
  * allgather for power-of-two groups.
  * Vocabulary: p2 is the largest power of two <= n; the "extra" members p2..n-1 first fold
  * their data into member i - p2 and get the result back at the end (the standard fold).
@@ -8,12 +8,12 @@
  * staging stays one piece. Allgather: log2(n) rounds, each doubling the blocks held.
  * Reference: Thakur, Rabenseifner and Gropp, "Optimization of collective communication
  * operations in MPICH" (2005).
- * Not here: the choice of algorithm (algo.c).
+ * Not here: the choice of algorithm (select.c).
  * Proved by tests/comm/test_algo.c. */
 #include <string.h>
 
 #include "base/err.h"
-#include "comm/algo.h"
+#include "comm/coll/algo.h"
 #include "comm/reduce.h"
 
 static sh_link *member(shoal_comm *c, const sh_group *g, int i) { return c->coll[g->ranks[i]]; }

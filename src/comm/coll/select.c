@@ -1,23 +1,27 @@
-/* algo.c — runs one collective: picks the algorithm (forced by SHOAL_ALGO, else by size,
- * rank count and topology from the measured table below), handles world 1, count 0, in
- * place and SHOAL_AVG's single division, and holds the helpers the algorithms share.
- * Not here: the algorithms (algo_ring.c, algo_rd.c, algo_rhd.c, algo_tree.c, algo_hier.c,
- * algo_misc.c), checks and queueing (comm.c), kernels (reduce.c).
- * Proved by tests/comm/test_algo.c. */
-#include "comm/algo.h"
+/* select.c — the one place that decides how a collective runs, in this order: an update
+ * of a shared window's common block (only the CMA path updates it once), the shared-memory
+ * slots, eager recursive doubling, then, after the mismatch check, CMA inside a host, the
+ * MPI library's collectives, a forced SHOAL_ALGO, and the measured table below, with a
+ * fallback when the forced algorithm cannot run the call. Handles world 1, count 0, in
+ * place and SHOAL_AVG's single division for the group algorithms.
+ * Not here: the algorithms (ring.c, rd.c, rhd.c, tree.c, hier.c, misc.c, eager.c, slots.c,
+ * cma.c) and their helpers (common.c), argument checks, queueing and breaking the
+ * communicator (comm.c, engine.c), kernels (reduce.c).
+ * Proved by tests/comm/test_algo.c (the table and fallbacks) and tests/comm/test_comm.c. */
+#include "comm/coll/select.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/err.h"
 #include "base/log.h"
+#include "comm/coll/algo.h"
+#include "comm/coll/eager.h"
+#include "comm/coll/match.h"
+#include "comm/coll/slots.h"
 #include "comm/reduce.h"
 #include "comm/transport_mpi.h"
-
-/* The shared-memory fast path (transport_shm.c) is not there yet: weak, so this file links
- * without it; called only when present. */
-int sh_shm_coll_supported(const shoal_comm *c, const sh_coll *op) __attribute__((weak));
-shoal_result sh_shm_coll_run(shoal_comm *c, const sh_coll *op) __attribute__((weak));
+#include "comm/transport_shm.h"
 
 /* ---- the table ----
  * Measured with bench/comm/algo_sweep.c (command in its header): every algorithm side by
@@ -72,76 +76,6 @@ shoal_result sh_shm_coll_run(shoal_comm *c, const sh_coll *op) __attribute__((we
  * 4 KiB on 3 of 4 setups (4 sp 1.36x, 4 shm 1.72x, 8 sp 1.44x; 8 shm ring 1.20x); from
  * 64 KiB ring led or tied (up to 1.38x) except one noisy 4-rank socketpair point. */
 #define RHD_RS_MAX_NBYTES (4u * 1024)
-/* Pipeline chunk of the tree and chain (message / CHUNK_DIV, clamped to [CHUNK_MIN,
- * CHUNK_MAX]). bench/comm/algo_sweep broadcast_chunks / reduce_chunks, 32 KiB / 128 KiB /
- * 512 KiB / whole-message chunks, ratio to the fastest:
- *   chain broadcast 4 ranks shm, 16 MiB: 1.00/1.01/1.09/1.55; 1 MiB: 1.00/1.00/1.05/1.16
- *   chain broadcast 3 ranks shm, 16 MiB: 1.00/1.01/1.03/1.31; 4 MiB: 1.00/1.00/1.10/1.28
- *   tree reduce     4 ranks shm, 16 MiB: 1.05/1.00/1.07/1.35; 4 MiB: 1.00/1.04/1.12/1.25
- * socketpairs were flat within noise (+-10%). Pipelining pays, and 32-128 KiB is best. */
-#define CHUNK_DIV 8
-#define CHUNK_MIN_NBYTES (32u * 1024)
-#define CHUNK_MAX_NBYTES (128u * 1024)
-/* Pieces of the staged algorithms (recursive doubling, ring and halving reduce-scatter,
- * alltoall): every piece costs a full set of rounds, so they are larger. With 16 KiB pieces
- * recursive doubling of 1-16 MiB ran 4-5x behind ring; with 256 KiB-1 MiB 1.3-1.5x
- * (allreduce sweep, 4 ranks shm). Staging stays at most 2 x PIECE_MAX per collective. */
-#define PIECE_MAX_NBYTES (512u * 1024)
-
-void sh_algo_block(size_t count, int n, int b, size_t *off, size_t *len)
-{
-    size_t base = count / (size_t)n, extra = count % (size_t)n;
-    *off = (size_t)b * base + ((size_t)b < extra ? (size_t)b : extra);
-    *len = base + ((size_t)b < extra ? 1 : 0);
-}
-
-static size_t whole_elements(size_t nbytes, shoal_dtype dt)
-{
-    size_t es = shoal_dtype_nbytes(dt);
-    nbytes -= nbytes % es;
-    return nbytes ? nbytes : es;
-}
-
-size_t sh_algo_chunk_nbytes(const shoal_comm *c, size_t msg_nbytes, shoal_dtype dt)
-{
-    size_t chunk = c->chunk_nbytes;
-    if (!chunk) {
-        chunk = msg_nbytes / CHUNK_DIV;
-        if (chunk < CHUNK_MIN_NBYTES) chunk = CHUNK_MIN_NBYTES;
-        if (chunk > CHUNK_MAX_NBYTES) chunk = CHUNK_MAX_NBYTES;
-    }
-    return whole_elements(chunk, dt);
-}
-
-size_t sh_algo_piece_nbytes(const shoal_comm *c, size_t msg_nbytes, shoal_dtype dt)
-{
-    size_t piece = c->chunk_nbytes;
-    if (!piece) piece = msg_nbytes < PIECE_MAX_NBYTES ? msg_nbytes : PIECE_MAX_NBYTES;
-    return whole_elements(piece, dt);
-}
-
-shoal_result sh_algo_xfer(shoal_comm *c, const char *what, sh_xfer_op *ops, int nops,
-                          shoal_dtype dt, shoal_op op)
-{
-    sh_xfer_ctx x;
-    sh_comm_xfer_ctx(c, what, &x);
-    x.dtype = (int)dt;
-    x.op = (int)op;
-    return sh_xfer(&x, ops, nops);
-}
-
-const char *sh_algo_name(sh_algo_kind a)
-{
-    static const char *names[] = {"auto", "ring", "rd", "rhd", "tree", "hier", "mpi"};
-    return (unsigned)a < SH_ALGO_COUNT ? names[a] : "?";
-}
-
-static const char *coll_name(sh_coll_kind k)
-{
-    static const char *names[] = {"allreduce", "broadcast", "reduce", "allgather",
-                                  "reduce_scatter", "alltoall", "barrier"};
-    return (unsigned)k < SH_COLL_COUNT ? names[k] : "?";
-}
 
 static int is_pow2(int n) { return n > 0 && (n & (n - 1)) == 0; }
 
@@ -155,8 +89,8 @@ static sh_algo_kind flat_allreduce_choice(int n, size_t count, size_t nbytes)
     return n >= RHD_MIN_RANKS && is_pow2(n) ? SH_ALGO_RHD : SH_ALGO_RING;
 }
 
-shoal_result sh_algo_allreduce_flat(shoal_comm *c, const sh_group *g, const void *send, void *buf,
-                                    size_t count, shoal_dtype dt, shoal_op op)
+shoal_result sh_select_allreduce_flat(shoal_comm *c, const sh_group *g, const void *send, void *buf,
+                                      size_t count, shoal_dtype dt, shoal_op op)
 {
     switch (flat_allreduce_choice(g->n, count, count * shoal_dtype_nbytes(dt))) {
     case SH_ALGO_RD: return sh_rd_allreduce(c, g, send, buf, count, dt, op);
@@ -206,7 +140,7 @@ static int can_run(const shoal_comm *c, const sh_coll *op, sh_algo_kind a)
     }
 }
 
-sh_algo_kind sh_algo_choose(const shoal_comm *c, const sh_coll *op)
+sh_algo_kind sh_select_choose(const shoal_comm *c, const sh_coll *op)
 {
     sh_algo_kind a = c->algo;
     if (a == SH_ALGO_AUTO || a == SH_ALGO_MPI) return auto_choice(c, op);
@@ -214,7 +148,7 @@ sh_algo_kind sh_algo_choose(const shoal_comm *c, const sh_coll *op)
     sh_algo_kind d = auto_choice(c, op);
     if (sh_log_enabled(SH_LOG_DEBUG, "comm"))
         SH_LOG_D("comm", "SHOAL_ALGO=%s cannot do %s on %d ranks (%d hosts); using %s", sh_algo_name(a),
-                 coll_name(op->kind), c->world, c->nhosts, sh_algo_name(d));
+                 sh_coll_name(op->kind), c->world, c->nhosts, sh_algo_name(d));
     return d;
 }
 
@@ -224,10 +158,11 @@ static shoal_result allreduce(shoal_comm *c, const sh_group *g, const sh_coll *o
     if (c->world == 1 || op->count == 0) {
         if (op->send != op->recv && nbytes) memcpy(op->recv, op->send, nbytes);
     } else {
-        switch (sh_algo_choose(c, op)) {
+        switch (sh_select_choose(c, op)) {
         case SH_ALGO_RD: SH_TRY(sh_rd_allreduce(c, g, op->send, op->recv, op->count, op->dt, op->op)); break;
         case SH_ALGO_RHD: SH_TRY(sh_rhd_allreduce(c, g, op->send, op->recv, op->count, op->dt, op->op)); break;
-        case SH_ALGO_HIER: SH_TRY(sh_hier_allreduce(c, op->send, op->recv, op->count, op->dt, op->op)); break;
+        case SH_ALGO_HIER: SH_TRY(sh_hier_allreduce(c, op->send, op->recv, op->count, op->dt, op->op,
+                                                  sh_select_allreduce_flat)); break;
         case SH_ALGO_TREE:
             /* reduce to rank 0, then broadcast its bits: identical everywhere */
             SH_TRY(sh_tree_reduce(c, g, op->send, op->recv, op->count, op->dt, op->op, 0));
@@ -250,7 +185,7 @@ static shoal_result run(shoal_comm *c, const sh_group *g, const sh_coll *op)
     case SH_COLL_BROADCAST:
         if (c->rank == op->root && op->send != op->recv && nbytes) memcpy(op->recv, op->send, nbytes);
         if (n == 1 || nbytes == 0) return SHOAL_OK;
-        if (sh_algo_choose(c, op) == SH_ALGO_RING)
+        if (sh_select_choose(c, op) == SH_ALGO_RING)
             return sh_tree_chain_broadcast(c, g, op->recv, op->count, op->dt, op->root);
         return sh_tree_broadcast(c, g, op->recv, op->count, op->dt, op->root);
     case SH_COLL_REDUCE:
@@ -261,14 +196,14 @@ static shoal_result run(shoal_comm *c, const sh_group *g, const sh_coll *op)
         unsigned char *mine = (unsigned char *)op->recv + (size_t)c->rank * nbytes;
         if ((const unsigned char *)op->send != mine && nbytes) memcpy(mine, op->send, nbytes);
         if (n == 1 || nbytes == 0) return SHOAL_OK;
-        if (sh_algo_choose(c, op) == SH_ALGO_RD) return sh_rd_allgather(c, g, op->recv, op->count, op->dt);
+        if (sh_select_choose(c, op) == SH_ALGO_RD) return sh_rd_allgather(c, g, op->recv, op->count, op->dt);
         return sh_ring_allgather(c, g, op->recv, op->count, op->dt);
     }
     case SH_COLL_REDUCE_SCATTER:
         if (n == 1) {
             if (op->send != op->recv && nbytes) memmove(op->recv, op->send, nbytes);
         } else if (nbytes) {
-            if (sh_algo_choose(c, op) == SH_ALGO_RHD)
+            if (sh_select_choose(c, op) == SH_ALGO_RHD)
                 SH_TRY(sh_rhd_reduce_scatter(c, g, op->send, op->recv, op->count, op->dt, op->op));
             else
                 SH_TRY(sh_ring_reduce_scatter(c, g, op->send, op->recv, op->count, op->dt, op->op));
@@ -295,7 +230,7 @@ static shoal_result run_whole(shoal_comm *c, const sh_coll *op)
     if (c->algo == SH_ALGO_MPI) {
         /* MPI has no 16-bit float types: those collectives take shoal's own algorithms */
         if (op->dt != SHOAL_FLOAT16 && op->dt != SHOAL_BFLOAT16) return sh_mpi_coll_run(c, op);
-        SH_LOG_D("comm", "SHOAL_ALGO=mpi cannot do %s on %s; using shoal's own", coll_name(op->kind),
+        SH_LOG_D("comm", "SHOAL_ALGO=mpi cannot do %s on %s; using shoal's own", sh_coll_name(op->kind),
                  shoal_dtype_name(op->dt));
     }
     /* The whole communicator as a group; small worlds need no allocation. */
@@ -303,7 +238,7 @@ static shoal_result run_whole(shoal_comm *c, const sh_coll *op)
     int stack[STACK_RANKS], *ranks = stack;
     if (c->world > STACK_RANKS) {
         ranks = malloc(sizeof(int) * (size_t)c->world);
-        if (!ranks) return SH_FAIL(SHOAL_ERR_NOMEM, "%s: out of memory for %d ranks", coll_name(op->kind), c->world);
+        if (!ranks) return SH_FAIL(SHOAL_ERR_NOMEM, "%s: out of memory for %d ranks", sh_coll_name(op->kind), c->world);
     }
     for (int r = 0; r < c->world; r++) ranks[r] = r;
     sh_group g = {c->world, c->rank, ranks};
@@ -312,13 +247,25 @@ static shoal_result run_whole(shoal_comm *c, const sh_coll *op)
     return rc;
 }
 
-shoal_result sh_algo_run(shoal_comm *c, const sh_coll *op)
+shoal_result sh_select_algo_run(shoal_comm *c, const sh_coll *op)
 {
     /* through the peers' memory: each rank updates its own block as it goes */
-    if (c->algo == SH_ALGO_AUTO && c->shm && c->nhosts == 1 && c->world > 1 && sh_shm_coll_supported &&
-        sh_shm_coll_run && sh_shm_coll_supported(c, op))
+    if (c->algo == SH_ALGO_AUTO && c->shm && c->nhosts == 1 && c->world > 1 && sh_shm_coll_supported(c, op))
         return sh_shm_coll_run(c, op);
     SH_TRY(run_whole(c, op));
     if (op->apply) op->apply(op->apply_ctx, 0, op->count, (const float *)op->recv); /* every rank updates everything */
     return SHOAL_OK;
+}
+
+shoal_result sh_select_run(shoal_comm *c, const sh_coll *op)
+{
+    shoal_result rc;
+    if (sh_shm_window_apply(c, op)) { /* the only path that updates a shared copy once */
+        rc = sh_match_check(c, op);
+        return rc == SHOAL_OK ? sh_shm_coll_run(c, op) : rc;
+    }
+    if (sh_slots_fits(c, op)) return sh_slots_coll(c, op);
+    if (sh_eager_fits(c, op)) return sh_eager_allreduce(c, op);
+    rc = sh_match_check(c, op);
+    return rc == SHOAL_OK ? sh_select_algo_run(c, op) : rc;
 }

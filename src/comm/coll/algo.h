@@ -1,12 +1,15 @@
 /* algo.h — the collective algorithms, each over a group of a communicator's ranks (so the
  * hierarchical one composes them), moving bytes only through sh_xfer on c->coll links:
  * ring (Baidu), recursive doubling, recursive halving-doubling (Rabenseifner), binomial
- * trees and pipelined chains, hierarchical, pairwise alltoall, dissemination barrier.
- * Not here: argument and mismatch checks, queueing (comm.c), links (transport_*.c),
- * kernels (reduce.c), the choice between algorithms (algo.c).
+ * trees and pipelined chains, hierarchical, pairwise alltoall, dissemination barrier; and
+ * the helpers they share (common.c). Algorithm files include this header, never the
+ * selector's.
+ * Not here: the whole-communicator fast paths (eager.h, slots.h, cma.h), the mismatch
+ * check (match.h), the choice between algorithms (select.h), argument checks and queueing
+ * (comm.c, engine.c), links (transport/), kernels (reduce.c).
  * Proved by tests/comm/test_algo.c. */
-#ifndef SH_ALGO_H
-#define SH_ALGO_H
+#ifndef SH_COMM_ALGO_H
+#define SH_COMM_ALGO_H
 
 #include "comm/comm_internal.h"
 
@@ -40,12 +43,13 @@ shoal_result sh_rd_allreduce(shoal_comm *c, const sh_group *g, const void *send,
                              size_t count, shoal_dtype dt, shoal_op op);
 shoal_result sh_rhd_allreduce(shoal_comm *c, const sh_group *g, const void *send, void *buf,
                               size_t count, shoal_dtype dt, shoal_op op);
-/* rd, rhd or ring for this group and size, by the table in algo.c. */
-shoal_result sh_algo_allreduce_flat(shoal_comm *c, const sh_group *g, const void *send, void *buf,
-                                    size_t count, shoal_dtype dt, shoal_op op);
-/* Within hosts, across hosts, back within hosts (whole communicator). */
+/* An allreduce over a group, as the three above; the hierarchical one is handed the
+ * selector's flat choice (sh_select_allreduce_flat) for its step across hosts. */
+typedef shoal_result (*sh_allreduce_fn)(shoal_comm *c, const sh_group *g, const void *send, void *buf,
+                                        size_t count, shoal_dtype dt, shoal_op op);
+/* Within hosts, across hosts (by across), back within hosts (whole communicator). */
 shoal_result sh_hier_allreduce(shoal_comm *c, const void *send, void *buf, size_t count,
-                               shoal_dtype dt, shoal_op op);
+                               shoal_dtype dt, shoal_op op, sh_allreduce_fn across);
 
 /* The two halves of the ring allreduce, for composition: after the reduce-scatter phase
  * member i holds the reduction of block (i + 1) % n of buf (blocks as sh_algo_block); the
@@ -78,13 +82,13 @@ shoal_result sh_tree_chain_broadcast(shoal_comm *c, const sh_group *g, void *buf
 shoal_result sh_tree_reduce(shoal_comm *c, const sh_group *g, const void *send, void *recv,
                             size_t count, shoal_dtype dt, shoal_op op, int root);
 
-/* ---- the rest (algo_misc.c) ---- */
+/* ---- the rest (misc.c) ---- */
 shoal_result sh_misc_alltoall(shoal_comm *c, const sh_group *g, const void *send, void *recv,
                               size_t count, shoal_dtype dt);
 shoal_result sh_misc_barrier(shoal_comm *c, const sh_group *g);
 
-/* The algorithm sh_algo_run would use for this call (after fallbacks), for tests and logs. */
-sh_algo_kind sh_algo_choose(const shoal_comm *c, const sh_coll *op);
+/* "ring", "rd", ... as SHOAL_ALGO spells them; "allreduce", "broadcast", ... */
 const char *sh_algo_name(sh_algo_kind a);
+const char *sh_coll_name(sh_coll_kind k);
 
 #endif

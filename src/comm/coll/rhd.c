@@ -1,4 +1,4 @@
-/* algo_rhd.c — recursive halving-doubling allreduce (Rabenseifner), and reduce-scatter by
+/* rhd.c — recursive halving-doubling allreduce (Rabenseifner), and reduce-scatter by
  * recursive halving alone.
  * Vocabulary: p2 is the largest power of two <= n; extras p2..n-1 fold into member i - p2
  * first and receive the result last. The message is cut into p2 blocks (sh_algo_block).
@@ -14,12 +14,12 @@
  * halves of buf.
  * Reference: R. Rabenseifner, "Optimization of collective reduction operations" (ICCS
  * 2004); Thakur, Rabenseifner and Gropp (2005).
- * Not here: the choice of algorithm (algo.c).
+ * Not here: the choice of algorithm (select.c).
  * Proved by tests/comm/test_algo.c. */
 #include <string.h>
 
 #include "base/err.h"
-#include "comm/algo.h"
+#include "comm/coll/algo.h"
 
 static sh_link *member(shoal_comm *c, const sh_group *g, int i) { return c->coll[g->ranks[i]]; }
 

@@ -1,4 +1,4 @@
-/* algo_misc.c — pairwise alltoall and the dissemination barrier, over a group.
+/* misc.c — pairwise alltoall and the dissemination barrier, over a group.
  * Alltoall: in round s member i exchanges with (s - i) mod n, which pairs members
  * symmetrically (each pair meets once); n rounds, each rank sends (n-1)/n of its buffer.
  * The outgoing piece is staged (one bounded piece), which also makes in place safe.
@@ -6,12 +6,12 @@
  * rounds everyone has heard, transitively, from everyone.
  * Reference: Hensgen, Finkel and Manber, "Two algorithms for barrier synchronization"
  * (1988); Thakur, Rabenseifner and Gropp (2005).
- * Not here: the choice of algorithm (algo.c).
+ * Not here: the choice of algorithm (select.c).
  * Proved by tests/comm/test_algo.c. */
 #include <string.h>
 
 #include "base/err.h"
-#include "comm/algo.h"
+#include "comm/coll/algo.h"
 
 static int mod(int a, int n) { return ((a % n) + n) % n; }
 
