@@ -1,5 +1,5 @@
 /* algo_sweep.c — measures the collective algorithms side by side in one run, to set the
- * thresholds in src/comm/algo.c: for each message size, every applicable algorithm runs
+ * thresholds in src/comm/coll/select.c: for each message size, every applicable algorithm runs
  * in turn (interleaved, so a busy machine slows them alike) and rank 0 prints the median
  * time of each (from a common start until a barrier after it: all ranks done) and the ratio
  * to the fastest.

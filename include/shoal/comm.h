@@ -1,6 +1,8 @@
 /* comm.h — shoal's collective-communication library: a communicator over N ranks,
  * collectives, tagged point-to-point messages, blocking and non-blocking.
- * Not here: the neural-network engine (net.h) and training strategies (train.h).
+ * Not here: errors (shoal/result.h); the neural-network engine and training strategies
+ * (see also shoal/net.h and shoal/train.h). The implementation is src/comm/ (boot/,
+ * transport/, coll/; docs/comm.md).
  * Proved by tests/comm/. Usable on its own: link libshoal, include this header.
  *
  * Threading: one thread at a time may issue calls on a communicator; non-blocking

@@ -87,6 +87,8 @@ static const env_var table[] = {
     /* tests */
     {"SHOAL_TEST_SAN", "0", 0, 1, "tests: 1 when running under sanitizers (skip the slow parts)"},
     {"SHOAL_BIN", NULL, NOT_INT, "tests: path of the shoal binary under test"},
+    {"SHOAL_TEST_CMA_FAIL", NULL, NOT_INT,
+     "tests: the rank it names fails to read its peers' memory, as a kernel that forbids it would"},
 };
 
 static const env_var *lookup(const char *name)

@@ -1,10 +1,10 @@
 /* comm.c — the public communicator API: creation from the environment, argument checks,
- * the mismatch check, the collective engine (non-blocking operations run in start order
- * on the communicator's thread; blocking ones run inline when nothing is queued), split,
- * destroy.
- * Not here: bytes and algorithms (algo.c), links (transport_*.c), tagged messages (p2p.c).
+ * running one collective (counted, and breaking the communicator when it fails on a peer),
+ * blocking calls (inline when nothing is queued), point-to-point glue, split, destroy.
+ * Not here: how a collective runs (coll/select.c and the algorithms in coll/), the thread
+ * and requests of non-blocking calls (engine.c), links (transport/), tagged messages
+ * (p2p.c), the environment (boot/).
  * Proved by tests/comm/test_comm.c and tests/comm/test_comm_faults.c. */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,100 +16,12 @@
 #include "comm/coll/select.h"
 #include "comm/boot/boot.h"
 #include "comm/comm_internal.h"
+#include "comm/engine.h"
 #include "comm/p2p.h"
 #include "comm/reduce.h"
 #include "comm/boot/store.h"
-#include "comm/transport_mpi.h"
-#include "comm/transport_shm.h"
-#include "comm/transport_tcp.h"
+#include "comm/transport/transport.h"
 
-/* ---- requests and the engine ---- */
-
-struct shoal_request {
-    shoal_comm *c;
-    int is_p2p;
-    sh_p2p_op *p2p;
-    sh_coll op;
-    int finished;
-    shoal_result rc;
-    char msg[768];
-    struct shoal_request *next;
-};
-
-typedef struct sh_engine {
-    pthread_mutex_t mu;
-    pthread_cond_t work, done;
-    pthread_t thread;
-    int running, stopping, busy;
-    shoal_request *head, *tail;
-} sh_engine;
-
-static shoal_result run_coll(shoal_comm *c, const sh_coll *op);
-
-_Thread_local const shoal_comm *sh_engine_comm;
-
-static void *engine_main(void *arg)
-{
-    shoal_comm *c = arg;
-    sh_engine *e = c->engine;
-    sh_engine_comm = c;
-    pthread_mutex_lock(&e->mu);
-    for (;;) {
-        while (!e->head && !e->stopping) pthread_cond_wait(&e->work, &e->mu);
-        if (!e->head) break;
-        shoal_request *r = e->head;
-        e->busy = 1;
-        pthread_mutex_unlock(&e->mu);
-        sh_err_clear();
-        shoal_result rc = e->stopping ? SH_FAIL(SHOAL_ERR_BROKEN, "communicator destroyed") : run_coll(c, &r->op);
-        pthread_mutex_lock(&e->mu);
-        r->rc = rc;
-        if (rc != SHOAL_OK) snprintf(r->msg, sizeof r->msg, "%s", shoal_last_error_message());
-        r->finished = 1;
-        e->head = r->next;
-        if (!e->head) e->tail = NULL;
-        e->busy = 0;
-        pthread_cond_broadcast(&e->done);
-    }
-    pthread_mutex_unlock(&e->mu);
-    return NULL;
-}
-
-static shoal_result engine(shoal_comm *c, sh_engine **out)
-{
-    if (!c->engine) {
-        sh_engine *e = calloc(1, sizeof *e);
-        if (!e) return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
-        pthread_mutex_init(&e->mu, NULL);
-        pthread_cond_init(&e->work, NULL);
-        pthread_cond_init(&e->done, NULL);
-        c->engine = e;
-        if (pthread_create(&e->thread, NULL, engine_main, c) != 0) {
-            c->engine = NULL;
-            free(e);
-            return SH_FAIL(SHOAL_ERR_IO, "cannot start the communicator's thread");
-        }
-        e->running = 1;
-    }
-    *out = c->engine;
-    return SHOAL_OK;
-}
-
-static void engine_stop(shoal_comm *c)
-{
-    sh_engine *e = c->engine;
-    if (!e) return;
-    pthread_mutex_lock(&e->mu);
-    e->stopping = 1;
-    pthread_cond_broadcast(&e->work);
-    pthread_mutex_unlock(&e->mu);
-    pthread_join(e->thread, NULL);
-    pthread_mutex_destroy(&e->mu);
-    pthread_cond_destroy(&e->work);
-    pthread_cond_destroy(&e->done);
-    free(e);
-    c->engine = NULL;
-}
 
 static void break_comm(shoal_comm *c, const char *why)
 {
@@ -120,7 +32,7 @@ static void break_comm(shoal_comm *c, const char *why)
         if (c->coll[p]) c->coll[p]->ops->abort(c->coll[p], why);
 }
 
-static shoal_result run_coll(shoal_comm *c, const sh_coll *op)
+shoal_result sh_comm_run_coll(shoal_comm *c, const sh_coll *op)
 {
     if (c->broken) return SH_FAIL(SHOAL_ERR_BROKEN, "communicator is broken: %s", c->broken_msg);
     shoal_result rc = sh_select_run(c, op);
@@ -195,18 +107,12 @@ static shoal_result coll_start(shoal_comm *c, const sh_coll *op, shoal_request *
 static shoal_result coll_blocking(shoal_comm *c, const sh_coll *op)
 {
     SH_TRY(check_coll(c, op));
-    sh_engine *e = c->engine;
-    if (e) {
-        pthread_mutex_lock(&e->mu);
-        int idle = !e->head && !e->busy;
-        pthread_mutex_unlock(&e->mu);
-        if (!idle) {
-            shoal_request *r = NULL;
-            SH_TRY(coll_start(c, op, &r));
-            return shoal_wait(r);
-        }
+    if (!sh_engine_idle(c)) {
+        shoal_request *r = NULL;
+        SH_TRY(coll_start(c, op, &r));
+        return shoal_wait(r);
     }
-    return run_coll(c, op);
+    return sh_comm_run_coll(c, op);
 }
 
 static shoal_result coll_start(shoal_comm *c, const sh_coll *op, shoal_request **req)
@@ -214,20 +120,7 @@ static shoal_result coll_start(shoal_comm *c, const sh_coll *op, shoal_request *
     if (!req) return SH_FAIL(SHOAL_ERR_INVALID, "request pointer is NULL");
     *req = NULL;
     SH_TRY(check_coll(c, op));
-    sh_engine *e = NULL;
-    SH_TRY(engine(c, &e));
-    shoal_request *r = calloc(1, sizeof *r);
-    if (!r) return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
-    r->c = c;
-    r->op = *op;
-    pthread_mutex_lock(&e->mu);
-    if (e->tail) e->tail->next = r;
-    else e->head = r;
-    e->tail = r;
-    pthread_cond_signal(&e->work);
-    pthread_mutex_unlock(&e->mu);
-    *req = r;
-    return SHOAL_OK;
+    return sh_engine_start(c, op, req);
 }
 
 #define COLL(kind_, send_, recv_, count_, dt_, op_, root_) \
@@ -331,19 +224,6 @@ static shoal_result check_p2p(shoal_comm *c, const void *buf, size_t count, shoa
     return SHOAL_OK;
 }
 
-static shoal_result p2p_request(shoal_comm *c, sh_p2p_op *op, shoal_request **req)
-{
-    shoal_request *r = calloc(1, sizeof *r);
-    if (!r) {
-        sh_p2p_wait(op, NULL, NULL);
-        return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
-    }
-    r->c = c;
-    r->is_p2p = 1;
-    r->p2p = op;
-    *req = r;
-    return SHOAL_OK;
-}
 
 shoal_result shoal_send_start(shoal_comm *c, const void *buf, size_t count, shoal_dtype dt,
                               int peer, int tag, shoal_request **req)
@@ -352,7 +232,7 @@ shoal_result shoal_send_start(shoal_comm *c, const void *buf, size_t count, shoa
     SH_TRY(check_p2p(c, buf, count, dt, peer, tag, 0, "send"));
     sh_p2p_op *op;
     SH_TRY(sh_p2p_send_start(c, buf, count * shoal_dtype_nbytes(dt), dt, peer, tag, &op));
-    return p2p_request(c, op, req);
+    return sh_engine_p2p_request(c, op, req);
 }
 
 shoal_result shoal_recv_start(shoal_comm *c, void *buf, size_t count, shoal_dtype dt, int peer,
@@ -362,26 +242,19 @@ shoal_result shoal_recv_start(shoal_comm *c, void *buf, size_t count, shoal_dtyp
     SH_TRY(check_p2p(c, buf, count, dt, peer, tag, 0, "recv"));
     sh_p2p_op *op;
     SH_TRY(sh_p2p_recv_start(c, buf, count * shoal_dtype_nbytes(dt), dt, peer, tag, -1, &op));
-    return p2p_request(c, op, req);
+    return sh_engine_p2p_request(c, op, req);
 }
 
 /* A point-to-point failure is about one peer: later messages to or from it fail at once
- * ("the peer is gone"), but the communicator stays usable with the others, so a parameter
- * server can drop a dead worker and go on. Collectives still fail on a dead peer. */
-static shoal_result p2p_fail(shoal_comm *c, shoal_result rc)
-{
-    (void)c;
-    return rc;
-}
-
+ * ("the peer is gone", p2p.c), but the communicator stays usable with the others, so a
+ * parameter server can drop a dead worker and go on. Collectives still fail on a dead peer. */
 shoal_result shoal_send(shoal_comm *c, const void *buf, size_t count, shoal_dtype dt, int peer,
                         int tag)
 {
     SH_TRY(check_p2p(c, buf, count, dt, peer, tag, 0, "send"));
     sh_p2p_op *op;
     SH_TRY(sh_p2p_send_start(c, buf, count * shoal_dtype_nbytes(dt), dt, peer, tag, &op));
-    shoal_result rc = sh_p2p_wait(op, NULL, NULL);
-    return rc == SHOAL_OK ? rc : p2p_fail(c, rc);
+    return sh_p2p_wait(op, NULL, NULL);
 }
 
 shoal_result shoal_recv(shoal_comm *c, void *buf, size_t count, shoal_dtype dt, int peer, int tag)
@@ -391,7 +264,7 @@ shoal_result shoal_recv(shoal_comm *c, void *buf, size_t count, shoal_dtype dt, 
     size_t want = count * shoal_dtype_nbytes(dt), got = 0;
     SH_TRY(sh_p2p_recv_start(c, buf, want, dt, peer, tag, -1, &op));
     shoal_result rc = sh_p2p_wait(op, NULL, &got);
-    if (rc != SHOAL_OK) return p2p_fail(c, rc);
+    if (rc != SHOAL_OK) return rc;
     if (got != want)
         return SH_FAIL(SHOAL_ERR_MISMATCH, "recv from rank %d (tag %d): expected %zu bytes, it sent %zu",
                        peer, tag, want, got);
@@ -413,39 +286,6 @@ shoal_result shoal_recv_any(shoal_comm *c, void *buf, size_t max_count, shoal_dt
     return rc;
 }
 
-/* ---- waiting ---- */
-
-shoal_result shoal_wait(shoal_request *r)
-{
-    if (!r) return SH_FAIL(SHOAL_ERR_INVALID, "shoal_wait: request is NULL");
-    shoal_comm *c = r->c;
-    if (r->is_p2p) {
-        shoal_result rc = sh_p2p_wait(r->p2p, NULL, NULL);
-        free(r);
-        return rc == SHOAL_OK ? rc : p2p_fail(c, rc);
-    }
-    sh_engine *e = c->engine;
-    atomic_fetch_add(&c->app_waiting, 1); /* the engine may spin for us now */
-    pthread_mutex_lock(&e->mu);
-    while (!r->finished) pthread_cond_wait(&e->done, &e->mu);
-    pthread_mutex_unlock(&e->mu);
-    atomic_fetch_sub(&c->app_waiting, 1);
-    shoal_result rc = r->rc;
-    if (rc != SHOAL_OK) SH_FAIL(rc, "%s", r->msg);
-    free(r);
-    return rc;
-}
-
-shoal_result shoal_test(shoal_request *r, int *done)
-{
-    if (!r || !done) return SH_FAIL(SHOAL_ERR_INVALID, "shoal_test: NULL argument");
-    if (r->is_p2p) return sh_p2p_test(r->p2p, done);
-    sh_engine *e = r->c->engine;
-    pthread_mutex_lock(&e->mu);
-    *done = r->finished;
-    pthread_mutex_unlock(&e->mu);
-    return SHOAL_OK;
-}
 
 /* ---- creation ---- */
 
@@ -456,54 +296,13 @@ void shoal_comm_opts_default(shoal_comm_opts *o)
     o->world = -1;
 }
 
-/* Links for every peer: shared memory inside a host, TCP between hosts, unless forced. */
-static shoal_result connect_all(shoal_comm *c)
-{
-    unsigned char *shm = calloc((size_t)c->world, 1), *tcp = calloc((size_t)c->world, 1);
-    if (!shm || !tcp) {
-        free(shm);
-        free(tcp);
-        return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
-    }
-    shoal_result rc = SHOAL_OK;
-    int any_shm = 0, any_tcp = 0, any_mpi = 0;
-    for (int p = 0; p < c->world; p++) {
-        if (p == c->rank) continue;
-        int same_host = c->host_of[p] == c->host_of[c->rank];
-        if (c->transport == SH_TRANSPORT_TCP || (c->transport == SH_TRANSPORT_AUTO && !same_host)) {
-            tcp[p] = 1;
-            any_tcp = 1;
-        } else if (c->transport == SH_TRANSPORT_MPI && !c->parent) {
-            shm[p] = 1; /* marks the peers MPI links go to */
-            any_mpi = 1;
-        } else if (c->transport == SH_TRANSPORT_MPI && !same_host) {
-            tcp[p] = 1; /* a split communicator: MPI links serve the whole job only */
-        } else if (!same_host) {
-            char pb[128];
-            rc = SH_FAIL(SHOAL_ERR_INVALID, "SHOAL_TRANSPORT=shm but %s is on another host; use "
-                         "auto or tcp", sh_comm_peer_name(c, p, pb, sizeof pb));
-            break;
-        } else {
-            shm[p] = 1;
-            any_shm = 1;
-        }
-    }
-    (void)any_tcp;
-    if (rc == SHOAL_OK && any_mpi) rc = sh_mpi_connect(c, shm);
-    else if (rc == SHOAL_OK && any_shm) rc = sh_shm_connect(c, shm);
-    if (rc == SHOAL_OK) rc = sh_tcp_connect(c, tcp);
-    free(shm);
-    free(tcp);
-    return rc;
-}
-
 shoal_result shoal_comm_create(const shoal_comm_opts *o, shoal_comm **out)
 {
     if (!out) return SH_FAIL(SHOAL_ERR_INVALID, "shoal_comm_create: out is NULL");
     *out = NULL;
     shoal_comm *c = NULL;
     SH_TRY(sh_boot_world(o, &c));
-    shoal_result rc = connect_all(c);
+    shoal_result rc = sh_transport_connect_all(c);
     if (rc == SHOAL_OK) rc = sh_store_barrier(c->store, "w/ready", c->world, c->timeout_ms);
     if (rc != SHOAL_OK) {
         sh_err_prefix("rank %d: ", c->rank);
@@ -579,7 +378,7 @@ shoal_result shoal_comm_split(shoal_comm *c, int color, int key, shoal_comm **ou
     child->parent = c;
     snprintf(child->prefix, sizeof child->prefix, "%.40s.s%llu.c%d", c->prefix,
              (unsigned long long)c->coll_seq, color);
-    rc = connect_all(child);
+    rc = sh_transport_connect_all(child);
     if (rc != SHOAL_OK) {
         child->store = NULL;
         shoal_comm_destroy(child);
@@ -592,11 +391,9 @@ shoal_result shoal_comm_split(shoal_comm *c, int color, int key, shoal_comm **ou
 void shoal_comm_destroy(shoal_comm *c)
 {
     if (!c || c->magic != SH_COMM_MAGIC) return;
-    engine_stop(c);
+    sh_engine_stop(c);
     sh_p2p_destroy(c);
-    sh_shm_destroy(c->shm);
-    c->shm = NULL;
-    sh_mpi_destroy(c);
+    sh_transport_destroy_all(c);
     if (!c->parent) {
         sh_store_close(c->store);
         sh_store_server_stop(c->store_server);

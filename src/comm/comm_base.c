@@ -1,6 +1,6 @@
 /* comm_base.c — allocating a communicator's common fields, host indexing, peer names,
  * staging memory.
- * Not here: creating one from the environment (comm.c), links (transport_*.c).
+ * Not here: creating one from the environment (comm.c), links (transport/).
  * Proved by tests/comm/test_link.c and every test that makes a communicator. */
 #include <stdio.h>
 #include <stdlib.h>

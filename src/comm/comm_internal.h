@@ -1,6 +1,6 @@
 /* comm_internal.h — what a communicator holds, shared by the files of src/comm/.
- * Not here: the public API (include/shoal/comm.h), each part's own state (transport_*.c,
- * p2p.c, the engine in comm.c keep theirs behind the pointers below).
+ * Not here: the public API (include/shoal/comm.h), each part's own state (transport/,
+ * p2p.c, engine.c keep theirs behind the pointers below).
  * Proved by tests/comm/ as a whole. */
 #ifndef SH_COMM_INTERNAL_H
 #define SH_COMM_INTERNAL_H
@@ -10,10 +10,10 @@
 
 #include <stdatomic.h>
 
-#include "comm/link.h"
+#include "comm/transport/xfer.h"
 #include "shoal/comm.h"
 
-/* The communicator whose engine thread this is (comm.c), NULL on other threads. */
+/* The communicator whose engine thread this is (engine.c), NULL on other threads. */
 extern _Thread_local const struct shoal_comm *sh_engine_comm;
 
 #define SH_COMM_MAGIC 0x73686f616c636d31ULL /* "shoalcm1" */
@@ -85,11 +85,11 @@ struct shoal_comm {
     shoal_comm *parent;
     struct sh_store *store;     /* client of rank 0's store (bootstrap, split) */
     struct sh_store_server *store_server; /* rank 0 of the world only */
-    struct sh_shm *shm;         /* this host's shared segment (transport_shm.c), or NULL */
-    struct sh_engine *engine;   /* non-blocking work (comm.c) */
+    struct sh_shm *shm;         /* this host's shared segment (transport/shm.c), or NULL */
+    struct sh_engine *engine;   /* non-blocking work (engine.c) */
     _Atomic int app_waiting;    /* threads blocked in shoal_wait on this communicator */
     struct sh_p2p *p2p_state;   /* tagged messages (p2p.c) */
-    void *mpi;                  /* transport_mpi.c state, or NULL */
+    void *mpi;                  /* transport/mpi.c state, or NULL */
     void *scratch;              /* staging for the algorithms: bounded, O(chunk) per peer */
     size_t scratch_nbytes;
 };

@@ -4,7 +4,7 @@
  * allocation); others are kept in a buffer of their own until a receive asks. Send copies
  * reuse the buffers of finished sends.
  * Frame: magic u32, tag i32, dtype u32, pad u32, nbytes u64; then the payload.
- * Not here: collectives (algo.c), argument checks (comm.c).
+ * Not here: collectives (coll/), argument checks (comm.c).
  * Proved by tests/comm/test_comm.c. */
 #include "comm/p2p.h"
 

@@ -2,7 +2,7 @@
  * receives matched in order by (peer, tag) or (any, tag), unexpected messages kept until
  * asked for, sends that drain incoming traffic while they wait (so two ranks sending to
  * each other never deadlock), and a progress thread for the non-blocking forms.
- * Not here: collectives (algo.c), the public argument checks (comm.c).
+ * Not here: collectives (coll/), the public argument checks (comm.c).
  * Proved by tests/comm/test_comm.c (p2p cases). */
 #ifndef SH_P2P_H
 #define SH_P2P_H

@@ -2,7 +2,7 @@
  * an AVX2 and an AVX-512 set chosen once at run time from the CPU; float16 and bfloat16
  * reduce in float32 and round to nearest even (all sets agree bit for bit); dtype and op
  * names.
- * Not here: which bytes meet which (algo_*.c).
+ * Not here: which bytes meet which (coll/).
  * Proved by tests/comm/test_reduce.c. */
 #include "comm/reduce.h"
 

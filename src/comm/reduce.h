@@ -1,7 +1,7 @@
 /* reduce.h — reduction kernels: dst[i] = dst[i] OP src[i] for every dtype and op,
  * vectorised; float16 and bfloat16 are reduced in float32 and rounded to nearest even.
  * Also dtype/op names and parsing (shoal_dtype_name etc. from comm.h live in reduce.c).
- * Not here: which bytes meet which (algo_*.c).
+ * Not here: which bytes meet which (coll/).
  * Proved by tests/comm/test_reduce.c. */
 #ifndef SH_REDUCE_H
 #define SH_REDUCE_H

@@ -1,4 +1,4 @@
-/* test_algo.c — proves the collective algorithms (src/comm/algo*.c) with real processes over
+/* test_algo.c — proves the collective algorithms (src/comm/coll/) with real processes over
  * real socketpairs (and shared-memory links when the harness has them): every forced
  * algorithm against the same independently computed expectations, every collective x
  * dtype x op, in place and out of place, 1..8 ranks, counts 0, 1, n-1, n+1 and a prime,

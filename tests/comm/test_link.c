@@ -1,4 +1,4 @@
-/* test_link.c — proves src/comm/link.c (socket links, the transfer engine) and the
+/* test_link.c — proves src/comm/transport/link.c and xfer.c (socket links, the transfer engine) and the
  * multi-process harness in tests/lib/ranks.c: real processes over real socketpairs. */
 #include <signal.h>
 #include <stdint.h>
@@ -23,8 +23,8 @@ static void all_to_all_bytes(shoal_comm *c, void *arg)
     int k = 0;
     for (int p = 0; p < n; p++) {
         if (p == c->rank) continue;
-        ops[k++] = (sh_xfer_op){c->coll[p], SH_XFER_SEND, out, nbytes, 0, NULL, 0, 0};
-        ops[k++] = (sh_xfer_op){c->coll[p], SH_XFER_RECV, in + (size_t)p * nbytes, nbytes, 0, NULL, 0, 0};
+        ops[k++] = (sh_xfer_op){c->coll[p], SH_XFER_SEND, out, nbytes, 0, NULL, 0, 0, NULL};
+        ops[k++] = (sh_xfer_op){c->coll[p], SH_XFER_RECV, in + (size_t)p * nbytes, nbytes, 0, NULL, 0, 0, NULL};
     }
     sh_xfer_ctx x;
     sh_comm_xfer_ctx(c, "test exchange", &x);
@@ -53,8 +53,8 @@ static void recv_reduce_adds(shoal_comm *c, void *arg)
     x.dtype = SHOAL_INT32;
     x.op = SHOAL_SUM;
     sh_xfer_op op;
-    if (c->rank == 1) op = (sh_xfer_op){c->coll[0], SH_XFER_SEND, v, count * 4, 0, NULL, 0, 0};
-    else op = (sh_xfer_op){c->coll[1], SH_XFER_RECV_REDUCE, v, count * 4, 0, NULL, 0, 0};
+    if (c->rank == 1) op = (sh_xfer_op){c->coll[0], SH_XFER_SEND, v, count * 4, 0, NULL, 0, 0, NULL};
+    else op = (sh_xfer_op){c->coll[1], SH_XFER_RECV_REDUCE, v, count * 4, 0, NULL, 0, 0, NULL};
     CHECK(sh_xfer(&x, &op, 1) == SHOAL_OK, "%s", shoal_last_error_message());
     if (c->rank == 0) {
         int bad = 0;
@@ -76,7 +76,7 @@ static void silent_peer_times_out(shoal_comm *c, void *arg)
     c->timeout_ms = 300;
     sh_xfer_ctx x;
     sh_comm_xfer_ctx(c, "allreduce", &x);
-    sh_xfer_op op = {c->coll[1], SH_XFER_RECV, b, sizeof b, 0, NULL, 0, 0};
+    sh_xfer_op op = {c->coll[1], SH_XFER_RECV, b, sizeof b, 0, NULL, 0, 0, NULL};
     uint64_t t0 = sh_now_ns();
     shoal_result rc = sh_xfer(&x, &op, 1);
     double ms = (double)(sh_now_ns() - t0) / 1e6;
@@ -97,7 +97,7 @@ static void dead_peer_is_named(shoal_comm *c, void *arg)
     char b[1000];
     sh_xfer_ctx x;
     sh_comm_xfer_ctx(c, "broadcast", &x);
-    sh_xfer_op op = {c->coll[1], SH_XFER_RECV, b, sizeof b, 0, NULL, 0, 0};
+    sh_xfer_op op = {c->coll[1], SH_XFER_RECV, b, sizeof b, 0, NULL, 0, 0, NULL};
     shoal_result rc = sh_xfer(&x, &op, 1);
     CHECK(rc == SHOAL_ERR_PEER, "rc %d", rc);
     CHECK(strstr(shoal_last_error_message(), "broadcast with rank 1 (host0)") != NULL, "%s",

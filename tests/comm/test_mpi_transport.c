@@ -1,4 +1,4 @@
-/* test_mpi_transport.c — proves src/comm/transport_mpi.c: shoal built with MPI=1 against
+/* test_mpi_transport.c — proves src/comm/transport/mpi.c: shoal built with MPI=1 against
  * Open MPI and against MPICH (the Makefile's mpi-bins) runs every collective, checked, over
  * MPI point-to-point links (SHOAL_TRANSPORT=mpi) and through the MPI library's own
  * collectives (SHOAL_ALGO=mpi), under mpirun and mpiexec; a mismatch reaches every rank

@@ -3,7 +3,7 @@
  * scans, garbage, 1 GB length prefixes, half frames, stalled handshakes) that must not
  * disturb the job.
  * Not here: the rendezvous built on it (test_boot.c), the TCP mesh (test_transport_tcp.c).
- * Proves src/comm/store.c and the handshake in src/comm/net.c. */
+ * Proves src/comm/boot/store.c and the handshake in src/comm/boot/sock.c. */
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>

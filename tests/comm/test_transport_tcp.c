@@ -5,7 +5,7 @@
  * right key claiming to be someone else) while the job connects, and ranks that never
  * connect named within the deadline.
  * Not here: the rendezvous (test_boot.c), the store (test_store.c).
- * Proves src/comm/transport_tcp.c and the handshake in src/comm/net.c. */
+ * Proves src/comm/transport/tcp.c and the handshake in src/comm/boot/sock.c. */
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
@@ -22,7 +22,7 @@
 #include "comm/comm_internal.h"
 #include "comm/boot/sock.h"
 #include "comm/boot/store.h"
-#include "comm/transport_tcp.h"
+#include "comm/transport/tcp.h"
 
 /* CHECKs made in forked children count in the parent's summary (shared memory). */
 static int *child_counts; /* [2]: passed, failed */

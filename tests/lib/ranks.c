@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "comm/comm_internal.h"
-#include "comm/transport_shm.h"
+#include "comm/transport/shm.h"
 
 sh_test_shm_hook sh_test_shm = {sh_shm_test_prepare, sh_shm_test_attach, sh_shm_test_release};
 

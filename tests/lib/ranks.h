@@ -16,7 +16,7 @@ typedef enum {
     /* Links made before fork: a socketpair per rank pair and plane, no bootstrap.
      * For algorithm tests that must not depend on the rendezvous. */
     SH_TEST_SOCKETPAIR = 0,
-    /* Shared-memory links made before fork (transport_shm.c's test hook). */
+    /* Shared-memory links made before fork (transport/shm_test.c's hook). */
     SH_TEST_SHM,
     /* The real thing: each child sets SHOAL_RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT/JOB_KEY
      * (free port picked by the parent) and calls shoal_comm_create. */
@@ -46,7 +46,7 @@ typedef void (*sh_test_rank_fn)(shoal_comm *c, void *arg);
 int sh_test_ranks(int n, const sh_test_ranks_opts *o, sh_test_rank_fn fn, void *arg, int *passed,
                   int *failed);
 
-/* Hook for SH_TEST_SHM, set by transport_shm.c's test support: make the links of `world`
+/* Hook for SH_TEST_SHM, set by transport/shm_test.c: make the links of `world`
  * ranks before fork (*state), and attach rank `rank`'s links after fork. */
 typedef struct {
     int (*prepare)(int world, void **state);

@@ -1,6 +1,6 @@
 /* boot.c — from the environment to a communicator skeleton: rank, world, master, job key,
  * the store, and every rank's host.
- * Not here: links (transport_*.c), choosing transports (comm.c).
+ * Not here: links (transport/), choosing transports (transport/transport.c).
  * Proved by tests/comm/test_boot.c and tests/comm/test_comm.c. */
 #include "comm/boot/boot.h"
 

@@ -1,7 +1,7 @@
 /* boot.h — who this process is in the job (options, shoal launch's variables, Open MPI,
  * MPICH/Hydra, Slurm), the job key, and the rendezvous through rank 0's store that tells
  * every rank every other rank's host.
- * Not here: links between ranks (transport_*.c), the public API (comm.c).
+ * Not here: links between ranks (transport/), the public API (comm.c).
  * Proved by tests/comm/test_boot.c and tests/comm/test_comm.c. */
 #ifndef SH_BOOT_H
 #define SH_BOOT_H

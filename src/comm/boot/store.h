@@ -1,6 +1,6 @@
 /* store.h — the rendezvous store rank 0 runs (as torch.distributed's TCPStore): keys and
  * values over authenticated TCP; get waits until a key appears; atomic counters; barriers.
- * Not here: what the keys mean (boot.c, transport_*.c, comm.c).
+ * Not here: what the keys mean (boot.c, transport/, comm.c).
  * Proved by tests/comm/test_store.c. */
 #ifndef SH_STORE_H
 #define SH_STORE_H

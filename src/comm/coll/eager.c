@@ -41,10 +41,10 @@ shoal_result sh_eager_allreduce(shoal_comm *c, const sh_coll *op)
     /* Expect the partner's descriptor and data in one go: if its call differs, its message
      * may be shorter, but it compares our descriptor, finds the mismatch and aborts the
      * link, which ends this wait with its reason. */
-    sh_xfer_op ops[4] = {{c->coll[partner], SH_XFER_SEND, out, sizeof me + nb, 0, NULL, 0, 0},
-                         {c->coll[partner], SH_XFER_RECV, in, sizeof me + nb, 0, NULL, 0, 0},
-                         {c->coll[other], SH_XFER_SEND, &me, sizeof me, 0, NULL, 0, 0},
-                         {c->coll[other], SH_XFER_RECV, &from_other, sizeof from_other, 0, NULL, 0, 0}};
+    sh_xfer_op ops[4] = {{c->coll[partner], SH_XFER_SEND, out, sizeof me + nb, 0, NULL, 0, 0, NULL},
+                         {c->coll[partner], SH_XFER_RECV, in, sizeof me + nb, 0, NULL, 0, 0, NULL},
+                         {c->coll[other], SH_XFER_SEND, &me, sizeof me, 0, NULL, 0, 0, NULL},
+                         {c->coll[other], SH_XFER_RECV, &from_other, sizeof from_other, 0, NULL, 0, 0, NULL}};
     sh_xfer_ctx x;
     sh_comm_xfer_ctx(c, "allreduce", &x);
     shoal_result xrc = sh_xfer(&x, ops, c->world > 2 ? 4 : 2);
@@ -60,8 +60,8 @@ shoal_result sh_eager_allreduce(shoal_comm *c, const sh_coll *op)
         else sh_reduce(acc, peer_data, op->count, op->dt, op->op);
         for (int mask = 2; mask < c->world; mask <<= 1) {
             int peer = c->rank ^ mask;
-            sh_xfer_op r[2] = {{c->coll[peer], SH_XFER_SEND, acc, nb, 0, NULL, 0, 0},
-                               {c->coll[peer], SH_XFER_RECV, in, nb, 0, NULL, 0, 0}};
+            sh_xfer_op r[2] = {{c->coll[peer], SH_XFER_SEND, acc, nb, 0, NULL, 0, 0, NULL},
+                               {c->coll[peer], SH_XFER_RECV, in, nb, 0, NULL, 0, 0, NULL}};
             SH_TRY(sh_xfer(&x, r, 2));
             if (peer < c->rank) sh_reduce3(acc, in, acc, op->count, op->dt, op->op);
             else sh_reduce(acc, in, op->count, op->dt, op->op);

@@ -70,11 +70,11 @@ shoal_result sh_match_check(shoal_comm *c, const sh_coll *op)
     sh_match_desc from_left, from_right;
     sh_xfer_op ops[4];
     int n = 0;
-    ops[n++] = (sh_xfer_op){c->coll[right], SH_XFER_SEND, &me, sizeof me, 0, NULL, 0, 0};
-    ops[n++] = (sh_xfer_op){c->coll[left], SH_XFER_RECV, &from_left, sizeof from_left, 0, NULL, 0, 0};
+    ops[n++] = (sh_xfer_op){c->coll[right], SH_XFER_SEND, &me, sizeof me, 0, NULL, 0, 0, NULL};
+    ops[n++] = (sh_xfer_op){c->coll[left], SH_XFER_RECV, &from_left, sizeof from_left, 0, NULL, 0, 0, NULL};
     if (c->world > 2) {
-        ops[n++] = (sh_xfer_op){c->coll[left], SH_XFER_SEND, &me, sizeof me, 0, NULL, 0, 0};
-        ops[n++] = (sh_xfer_op){c->coll[right], SH_XFER_RECV, &from_right, sizeof from_right, 0, NULL, 0, 0};
+        ops[n++] = (sh_xfer_op){c->coll[left], SH_XFER_SEND, &me, sizeof me, 0, NULL, 0, 0, NULL};
+        ops[n++] = (sh_xfer_op){c->coll[right], SH_XFER_RECV, &from_right, sizeof from_right, 0, NULL, 0, 0, NULL};
     }
     sh_xfer_ctx x;
     sh_comm_xfer_ctx(c, sh_coll_name(op->kind), &x);

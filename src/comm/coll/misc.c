@@ -34,8 +34,8 @@ shoal_result sh_misc_alltoall(shoal_comm *c, const sh_group *g, const void *send
         for (size_t off = 0; off < nb; off += piece) {
             size_t m = nb - off < piece ? nb - off : piece;
             memcpy(stage, in + (size_t)p * nb + off, m);
-            sh_xfer_op ops[2] = {{l, SH_XFER_SEND, stage, m, 0, NULL, 0, 0},
-                                 {l, SH_XFER_RECV, out + (size_t)p * nb + off, m, 0, NULL, 0, 0}};
+            sh_xfer_op ops[2] = {{l, SH_XFER_SEND, stage, m, 0, NULL, 0, 0, NULL},
+                                 {l, SH_XFER_RECV, out + (size_t)p * nb + off, m, 0, NULL, 0, 0, NULL}};
             SH_TRY(sh_algo_xfer(c, "alltoall (pairwise)", ops, 2, dt, SHOAL_SUM));
         }
     }
@@ -47,8 +47,8 @@ shoal_result sh_misc_barrier(shoal_comm *c, const sh_group *g)
     int n = g->n, me = g->me;
     for (int k = 1; k < n; k <<= 1) {
         unsigned char out = 1, in = 0;
-        sh_xfer_op ops[2] = {{c->coll[g->ranks[mod(me + k, n)]], SH_XFER_SEND, &out, 1, 0, NULL, 0, 0},
-                             {c->coll[g->ranks[mod(me - k, n)]], SH_XFER_RECV, &in, 1, 0, NULL, 0, 0}};
+        sh_xfer_op ops[2] = {{c->coll[g->ranks[mod(me + k, n)]], SH_XFER_SEND, &out, 1, 0, NULL, 0, 0, NULL},
+                             {c->coll[g->ranks[mod(me - k, n)]], SH_XFER_RECV, &in, 1, 0, NULL, 0, 0, NULL}};
         SH_TRY(sh_algo_xfer(c, "barrier (dissemination)", ops, 2, SHOAL_UINT8, SHOAL_SUM));
     }
     return SHOAL_OK;

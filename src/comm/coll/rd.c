@@ -27,25 +27,25 @@ static shoal_result rd_piece(shoal_comm *c, const sh_group *g, unsigned char *bu
     int n = g->n, me = g->me;
     size_t nbytes = count * shoal_dtype_nbytes(dt);
     if (me >= p2) {
-        sh_xfer_op o[1] = {{member(c, g, me - p2), SH_XFER_SEND, buf, nbytes, 0, NULL, 0, 0}};
+        sh_xfer_op o[1] = {{member(c, g, me - p2), SH_XFER_SEND, buf, nbytes, 0, NULL, 0, 0, NULL}};
         SH_TRY(sh_algo_xfer(c, "allreduce (recursive doubling fold)", o, 1, dt, op));
-        sh_xfer_op i[1] = {{member(c, g, me - p2), SH_XFER_RECV, buf, nbytes, 0, NULL, 0, 0}};
+        sh_xfer_op i[1] = {{member(c, g, me - p2), SH_XFER_RECV, buf, nbytes, 0, NULL, 0, 0, NULL}};
         return sh_algo_xfer(c, "allreduce (recursive doubling unfold)", i, 1, dt, op);
     }
     if (me + p2 < n) {
-        sh_xfer_op i[1] = {{member(c, g, me + p2), SH_XFER_RECV_REDUCE, buf, nbytes, 0, NULL, 0, 0}};
+        sh_xfer_op i[1] = {{member(c, g, me + p2), SH_XFER_RECV_REDUCE, buf, nbytes, 0, NULL, 0, 0, NULL}};
         SH_TRY(sh_algo_xfer(c, "allreduce (recursive doubling fold)", i, 1, dt, op));
     }
     for (int mask = 1; mask < p2; mask <<= 1) {
         int peer = me ^ mask;
-        sh_xfer_op ops[2] = {{member(c, g, peer), SH_XFER_SEND, buf, nbytes, 0, NULL, 0, 0},
-                             {member(c, g, peer), SH_XFER_RECV, tmp, nbytes, 0, NULL, 0, 0}};
+        sh_xfer_op ops[2] = {{member(c, g, peer), SH_XFER_SEND, buf, nbytes, 0, NULL, 0, 0, NULL},
+                             {member(c, g, peer), SH_XFER_RECV, tmp, nbytes, 0, NULL, 0, 0, NULL}};
         SH_TRY(sh_algo_xfer(c, "allreduce (recursive doubling)", ops, 2, dt, op));
         if (peer < me) sh_reduce3(buf, tmp, buf, count, dt, op);
         else sh_reduce(buf, tmp, count, dt, op);
     }
     if (me + p2 < n) {
-        sh_xfer_op o[1] = {{member(c, g, me + p2), SH_XFER_SEND, buf, nbytes, 0, NULL, 0, 0}};
+        sh_xfer_op o[1] = {{member(c, g, me + p2), SH_XFER_SEND, buf, nbytes, 0, NULL, 0, 0, NULL}};
         SH_TRY(sh_algo_xfer(c, "allreduce (recursive doubling unfold)", o, 1, dt, op));
     }
     return SHOAL_OK;
@@ -82,8 +82,8 @@ shoal_result sh_rd_allgather(shoal_comm *c, const sh_group *g, void *recv, size_
     for (int mask = 1; mask < n; mask <<= 1) {
         int peer = me ^ mask;
         size_t mine = (size_t)(me & ~(mask - 1)), theirs = (size_t)(peer & ~(mask - 1));
-        sh_xfer_op ops[2] = {{member(c, g, peer), SH_XFER_SEND, b + mine * nb, (size_t)mask * nb, 0, NULL, 0, 0},
-                             {member(c, g, peer), SH_XFER_RECV, b + theirs * nb, (size_t)mask * nb, 0, NULL, 0, 0}};
+        sh_xfer_op ops[2] = {{member(c, g, peer), SH_XFER_SEND, b + mine * nb, (size_t)mask * nb, 0, NULL, 0, 0, NULL},
+                             {member(c, g, peer), SH_XFER_RECV, b + theirs * nb, (size_t)mask * nb, 0, NULL, 0, 0, NULL}};
         SH_TRY(sh_algo_xfer(c, "allgather (recursive doubling)", ops, 2, dt, SHOAL_SUM));
     }
     return SHOAL_OK;

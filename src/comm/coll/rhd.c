@@ -43,13 +43,13 @@ shoal_result sh_rhd_allreduce(shoal_comm *c, const sh_group *g, const void *send
     int p2 = 1;
     while (p2 * 2 <= n) p2 *= 2;
     if (me >= p2) {
-        sh_xfer_op o[1] = {{member(c, g, me - p2), SH_XFER_SEND, b, nbytes, 0, NULL, 0, 0}};
+        sh_xfer_op o[1] = {{member(c, g, me - p2), SH_XFER_SEND, b, nbytes, 0, NULL, 0, 0, NULL}};
         SH_TRY(sh_algo_xfer(c, "allreduce (halving-doubling fold)", o, 1, dt, op));
-        sh_xfer_op i[1] = {{member(c, g, me - p2), SH_XFER_RECV, b, nbytes, 0, NULL, 0, 0}};
+        sh_xfer_op i[1] = {{member(c, g, me - p2), SH_XFER_RECV, b, nbytes, 0, NULL, 0, 0, NULL}};
         return sh_algo_xfer(c, "allreduce (halving-doubling unfold)", i, 1, dt, op);
     }
     if (me + p2 < n) {
-        sh_xfer_op i[1] = {{member(c, g, me + p2), SH_XFER_RECV_REDUCE, b, nbytes, 0, NULL, 0, 0}};
+        sh_xfer_op i[1] = {{member(c, g, me + p2), SH_XFER_RECV_REDUCE, b, nbytes, 0, NULL, 0, 0, NULL}};
         SH_TRY(sh_algo_xfer(c, "allreduce (halving-doubling fold)", i, 1, dt, op));
     }
     int lo = 0, hi = p2; /* block range held, [lo, hi) */
@@ -59,8 +59,8 @@ shoal_result sh_rhd_allreduce(shoal_comm *c, const sh_group *g, const void *send
         int slo = (me & mask) ? lo : mid, shi = (me & mask) ? mid : hi;
         size_t ko = block_start(count, p2, klo), kn = block_start(count, p2, khi) - ko;
         size_t so = block_start(count, p2, slo), sn = block_start(count, p2, shi) - so;
-        sh_xfer_op ops[2] = {{member(c, g, peer), SH_XFER_SEND, b + so * es, sn * es, 0, NULL, 0, 0},
-                             {member(c, g, peer), SH_XFER_RECV_REDUCE, b + ko * es, kn * es, 0, NULL, 0, 0}};
+        sh_xfer_op ops[2] = {{member(c, g, peer), SH_XFER_SEND, b + so * es, sn * es, 0, NULL, 0, 0, NULL},
+                             {member(c, g, peer), SH_XFER_RECV_REDUCE, b + ko * es, kn * es, 0, NULL, 0, 0, NULL}};
         SH_TRY(sh_algo_xfer(c, "allreduce (recursive halving)", ops, 2, dt, op));
         lo = klo;
         hi = khi;
@@ -70,14 +70,14 @@ shoal_result sh_rhd_allreduce(shoal_comm *c, const sh_group *g, const void *send
         int plo = lo ^ mask, phi = plo + (hi - lo); /* the partner's range, adjacent to ours */
         size_t mo = block_start(count, p2, lo), mn = block_start(count, p2, hi) - mo;
         size_t po = block_start(count, p2, plo), pn = block_start(count, p2, phi) - po;
-        sh_xfer_op ops[2] = {{member(c, g, peer), SH_XFER_SEND, b + mo * es, mn * es, 0, NULL, 0, 0},
-                             {member(c, g, peer), SH_XFER_RECV, b + po * es, pn * es, 0, NULL, 0, 0}};
+        sh_xfer_op ops[2] = {{member(c, g, peer), SH_XFER_SEND, b + mo * es, mn * es, 0, NULL, 0, 0, NULL},
+                             {member(c, g, peer), SH_XFER_RECV, b + po * es, pn * es, 0, NULL, 0, 0, NULL}};
         SH_TRY(sh_algo_xfer(c, "allreduce (recursive doubling)", ops, 2, dt, op));
         if (plo < lo) lo = plo;
         else hi = phi;
     }
     if (me + p2 < n) {
-        sh_xfer_op o[1] = {{member(c, g, me + p2), SH_XFER_SEND, b, nbytes, 0, NULL, 0, 0}};
+        sh_xfer_op o[1] = {{member(c, g, me + p2), SH_XFER_SEND, b, nbytes, 0, NULL, 0, 0, NULL}};
         SH_TRY(sh_algo_xfer(c, "allreduce (halving-doubling unfold)", o, 1, dt, op));
     }
     return SHOAL_OK;
@@ -107,8 +107,8 @@ shoal_result sh_rhd_reduce_scatter(shoal_comm *c, const sh_group *g, const void 
             int peer = me ^ mask, mid = lo + (hi - lo) / 2;
             int klo = (me & mask) ? mid : lo, slo = (me & mask) ? lo : mid;
             size_t half = (size_t)(hi - lo) / 2 * mb;
-            sh_xfer_op ops[2] = {{member(c, g, peer), SH_XFER_SEND, stage + (size_t)slo * mb, half, 0, NULL, 0, 0},
-                                 {member(c, g, peer), SH_XFER_RECV_REDUCE, stage + (size_t)klo * mb, half, 0, NULL, 0, 0}};
+            sh_xfer_op ops[2] = {{member(c, g, peer), SH_XFER_SEND, stage + (size_t)slo * mb, half, 0, NULL, 0, 0, NULL},
+                                 {member(c, g, peer), SH_XFER_RECV_REDUCE, stage + (size_t)klo * mb, half, 0, NULL, 0, 0, NULL}};
             SH_TRY(sh_algo_xfer(c, "reduce_scatter (recursive halving)", ops, 2, dt, op));
             hi = klo + (hi - lo) / 2;
             lo = klo;

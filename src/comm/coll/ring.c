@@ -36,8 +36,8 @@ shoal_result sh_ring_rs_phase(shoal_comm *c, const sh_group *g, const void *send
         sh_algo_block(count, n, mod(me - s, n), &so, &sl);
         sh_algo_block(count, n, mod(me - s - 1, n), &ro, &rl);
         sh_xfer_op ops[2] = {
-            {member(c, g, me + 1), SH_XFER_SEND, (s == 0 ? (unsigned char *)in : b) + so * es, sl * es, 0, NULL, 0, 0},
-            {member(c, g, me - 1), SH_XFER_RECV_REDUCE, b + ro * es, rl * es, 0, in != b ? in + ro * es : NULL, 0, 0}};
+            {member(c, g, me + 1), SH_XFER_SEND, (s == 0 ? (unsigned char *)in : b) + so * es, sl * es, 0, NULL, 0, 0, NULL},
+            {member(c, g, me - 1), SH_XFER_RECV_REDUCE, b + ro * es, rl * es, 0, in != b ? in + ro * es : NULL, 0, 0, NULL}};
         SH_TRY(sh_algo_xfer(c, "allreduce (ring reduce-scatter)", ops, 2, dt, op));
     }
     return SHOAL_OK;
@@ -54,8 +54,8 @@ shoal_result sh_ring_ag_phase(shoal_comm *c, const sh_group *g, void *buf, size_
         size_t so, sl, ro, rl;
         sh_algo_block(count, n, mod(me + 1 - s, n), &so, &sl);
         sh_algo_block(count, n, mod(me - s, n), &ro, &rl);
-        sh_xfer_op ops[2] = {{member(c, g, me + 1), SH_XFER_SEND, b + so * es, sl * es, 0, NULL, 0, 0},
-                             {member(c, g, me - 1), SH_XFER_RECV, b + ro * es, rl * es, 0, NULL, 0, 0}};
+        sh_xfer_op ops[2] = {{member(c, g, me + 1), SH_XFER_SEND, b + so * es, sl * es, 0, NULL, 0, 0, NULL},
+                             {member(c, g, me - 1), SH_XFER_RECV, b + ro * es, rl * es, 0, NULL, 0, 0, NULL}};
         SH_TRY(sh_algo_xfer(c, "allreduce (ring allgather)", ops, 2, dt, SHOAL_SUM));
     }
     return SHOAL_OK;
@@ -80,8 +80,8 @@ shoal_result sh_ring_allgather(shoal_comm *c, const sh_group *g, void *recv, siz
     unsigned char *b = recv;
     for (int s = 0; s < n - 1; s++) {
         int sb = mod(me - s, n), rb = mod(me - s - 1, n);
-        sh_xfer_op ops[2] = {{member(c, g, me + 1), SH_XFER_SEND, b + (size_t)sb * nb, nb, 0, NULL, 0, 0},
-                             {member(c, g, me - 1), SH_XFER_RECV, b + (size_t)rb * nb, nb, 0, NULL, 0, 0}};
+        sh_xfer_op ops[2] = {{member(c, g, me + 1), SH_XFER_SEND, b + (size_t)sb * nb, nb, 0, NULL, 0, 0, NULL},
+                             {member(c, g, me - 1), SH_XFER_RECV, b + (size_t)rb * nb, nb, 0, NULL, 0, 0, NULL}};
         SH_TRY(sh_algo_xfer(c, "allgather (ring)", ops, 2, dt, SHOAL_SUM));
     }
     return SHOAL_OK;
@@ -110,8 +110,8 @@ shoal_result sh_ring_reduce_scatter(shoal_comm *c, const sh_group *g, const void
             int rb = mod(me - s - 2, n);
             const unsigned char *mine = in + ((size_t)rb * count + off) * es;
             unsigned char *dst = s == n - 2 ? out + off * es : bb;
-            sh_xfer_op ops[2] = {{member(c, g, me + 1), SH_XFER_SEND, a, m * es, 0, NULL, 0, 0},
-                                 {member(c, g, me - 1), SH_XFER_RECV_REDUCE, dst, m * es, 0, mine, 0, 0}};
+            sh_xfer_op ops[2] = {{member(c, g, me + 1), SH_XFER_SEND, a, m * es, 0, NULL, 0, 0, NULL},
+                                 {member(c, g, me - 1), SH_XFER_RECV_REDUCE, dst, m * es, 0, mine, 0, 0, NULL}};
             SH_TRY(sh_algo_xfer(c, "reduce_scatter (ring)", ops, 2, dt, op));
             unsigned char *t = a;
             a = bb;

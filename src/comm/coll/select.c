@@ -16,12 +16,12 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "comm/coll/algo.h"
+#include "comm/coll/cma.h"
 #include "comm/coll/eager.h"
 #include "comm/coll/match.h"
 #include "comm/coll/slots.h"
 #include "comm/reduce.h"
-#include "comm/transport_mpi.h"
-#include "comm/transport_shm.h"
+#include "comm/transport/mpi.h"
 
 /* ---- the table ----
  * Measured with bench/comm/algo_sweep.c (command in its header): every algorithm side by
@@ -250,8 +250,8 @@ static shoal_result run_whole(shoal_comm *c, const sh_coll *op)
 shoal_result sh_select_algo_run(shoal_comm *c, const sh_coll *op)
 {
     /* through the peers' memory: each rank updates its own block as it goes */
-    if (c->algo == SH_ALGO_AUTO && c->shm && c->nhosts == 1 && c->world > 1 && sh_shm_coll_supported(c, op))
-        return sh_shm_coll_run(c, op);
+    if (c->algo == SH_ALGO_AUTO && c->shm && c->nhosts == 1 && c->world > 1 && sh_cma_fits(c, op))
+        return sh_cma_allreduce(c, op);
     SH_TRY(run_whole(c, op));
     if (op->apply) op->apply(op->apply_ctx, 0, op->count, (const float *)op->recv); /* every rank updates everything */
     return SHOAL_OK;
@@ -260,9 +260,9 @@ shoal_result sh_select_algo_run(shoal_comm *c, const sh_coll *op)
 shoal_result sh_select_run(shoal_comm *c, const sh_coll *op)
 {
     shoal_result rc;
-    if (sh_shm_window_apply(c, op)) { /* the only path that updates a shared copy once */
+    if (sh_cma_window_apply(c, op)) { /* the only path that updates a shared copy once */
         rc = sh_match_check(c, op);
-        return rc == SHOAL_OK ? sh_shm_coll_run(c, op) : rc;
+        return rc == SHOAL_OK ? sh_cma_allreduce(c, op) : rc;
     }
     if (sh_slots_fits(c, op)) return sh_slots_coll(c, op);
     if (sh_eager_fits(c, op)) return sh_eager_allreduce(c, op);

@@ -12,7 +12,7 @@
 #include "comm/coll/algo.h"
 #include "comm/coll/match.h"
 #include "comm/reduce.h"
-#include "comm/transport_shm.h"
+#include "comm/transport/shm.h"
 
 /* Small collectives with every rank on this host: one step through the shared slots.
  * Every rank publishes its descriptor and what it contributes, waits for everyone else's,
@@ -61,7 +61,8 @@ shoal_result sh_slots_coll(shoal_comm *c, const sh_coll *op)
     if (c->slot_prev[seq & 1] && c->slot_last != seq) {
         for (int p = 0; p < c->world; p++)
             if (p != c->rank)
-                ops[k++] = (sh_xfer_op){c->coll[p], SH_XFER_SLOT_FREE, NULL, 1, 0, NULL, c->slot_prev[seq & 1] - 1, 0};
+                ops[k++] = (sh_xfer_op){.link = c->coll[p], .kind = SH_XFER_POLL, .nbytes = 1,
+                                        .arg = c->slot_prev[seq & 1] - 1, .poll = sh_shm_slot_free_poll};
         SH_TRY(sh_xfer(&x, ops, k));
         k = 0;
     }
@@ -71,13 +72,14 @@ shoal_result sh_slots_coll(shoal_comm *c, const sh_coll *op)
     sh_shm_slot_publish(c, seq, &me, op->send, contributes ? slot_nbytes(c, op) : 0);
     for (int p = 0; p < c->world; p++)
         if (p != c->rank)
-            ops[k++] = (sh_xfer_op){c->coll[p], SH_XFER_SLOT_RECV, &theirs[p], sizeof(sh_match_desc), 0, NULL, seq, 0};
+            ops[k++] = (sh_xfer_op){.link = c->coll[p], .kind = SH_XFER_POLL, .buf = &theirs[p],
+                                    .nbytes = sizeof(sh_match_desc), .arg = seq, .poll = sh_shm_slot_recv_poll};
     shoal_result xrc = sh_xfer(&x, ops, k);
     for (int i = 0; i < k; i++) {
         if (ops[i].done != ops[i].nbytes) continue;
         int p = ops[i].link->peer;
         SH_TRY(sh_match_compare(c, &me, &theirs[p], p));
-        if (ops[i].from_ring) {
+        if (ops[i].flag) { /* the peer talks on the ring */
             char pb[128];
             sh_comm_peer_name(c, p, pb, sizeof pb);
             return SH_FAIL(SHOAL_ERR_MISMATCH, "collective mismatch: rank %d and %s made the same call "

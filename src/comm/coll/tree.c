@@ -44,14 +44,14 @@ shoal_result sh_tree_broadcast(shoal_comm *c, const sh_group *g, void *buf, size
         int nops = 0;
         if (v && k < nchunks) {
             size_t off = k * chunk, len = nbytes - off < chunk ? nbytes - off : chunk;
-            ops[nops++] = (sh_xfer_op){vmember(c, g, root, v - lowbit(v)), SH_XFER_RECV, b + off, len, 0, NULL, 0, 0};
+            ops[nops++] = (sh_xfer_op){vmember(c, g, root, v - lowbit(v)), SH_XFER_RECV, b + off, len, 0, NULL, 0, 0, NULL};
         }
         size_t sk = v ? k - 1 : k; /* the root has every chunk already */
         if ((v ? k >= 1 : k < nchunks))
             for (int mask = top >> 1; mask > 0; mask >>= 1)
                 if (v + mask < n) {
                     size_t off = sk * chunk, len = nbytes - off < chunk ? nbytes - off : chunk;
-                    ops[nops++] = (sh_xfer_op){vmember(c, g, root, v + mask), SH_XFER_SEND, b + off, len, 0, NULL, 0, 0};
+                    ops[nops++] = (sh_xfer_op){vmember(c, g, root, v + mask), SH_XFER_SEND, b + off, len, 0, NULL, 0, 0, NULL};
                 }
         if (nops) SH_TRY(sh_algo_xfer(c, "broadcast (tree)", ops, nops, dt, SHOAL_SUM));
     }
@@ -66,7 +66,7 @@ shoal_result sh_tree_chain_broadcast(shoal_comm *c, const sh_group *g, void *buf
     unsigned char *b = buf;
     if (n == 1) return SHOAL_OK;
     if (v == 0 || v == n - 1) { /* the ends move the whole message as one stream */
-        sh_xfer_op o = {vmember(c, g, root, v ? v - 1 : 1), v ? SH_XFER_RECV : SH_XFER_SEND, b, nbytes, 0, NULL, 0, 0};
+        sh_xfer_op o = {vmember(c, g, root, v ? v - 1 : 1), v ? SH_XFER_RECV : SH_XFER_SEND, b, nbytes, 0, NULL, 0, 0, NULL};
         return sh_algo_xfer(c, "broadcast (chain)", &o, 1, dt, SHOAL_SUM);
     }
     size_t chunk = sh_algo_chunk_nbytes(c, nbytes, dt);
@@ -76,11 +76,11 @@ shoal_result sh_tree_chain_broadcast(shoal_comm *c, const sh_group *g, void *buf
         int nops = 0;
         if (k < nchunks) {
             size_t off = k * chunk, len = nbytes - off < chunk ? nbytes - off : chunk;
-            ops[nops++] = (sh_xfer_op){vmember(c, g, root, v - 1), SH_XFER_RECV, b + off, len, 0, NULL, 0, 0};
+            ops[nops++] = (sh_xfer_op){vmember(c, g, root, v - 1), SH_XFER_RECV, b + off, len, 0, NULL, 0, 0, NULL};
         }
         if (k >= 1) {
             size_t off = (k - 1) * chunk, len = nbytes - off < chunk ? nbytes - off : chunk;
-            ops[nops++] = (sh_xfer_op){vmember(c, g, root, v + 1), SH_XFER_SEND, b + off, len, 0, NULL, 0, 0};
+            ops[nops++] = (sh_xfer_op){vmember(c, g, root, v + 1), SH_XFER_SEND, b + off, len, 0, NULL, 0, 0, NULL};
         }
         SH_TRY(sh_algo_xfer(c, "broadcast (chain)", ops, nops, dt, SHOAL_SUM));
     }
@@ -106,7 +106,7 @@ shoal_result sh_tree_reduce(shoal_comm *c, const sh_group *g, const void *send, 
     int nchild = 0;
     for (int mask = 1; mask < top && v + mask < n; mask <<= 1) nchild++;
     if (v && nchild == 0) { /* a leaf */
-        sh_xfer_op o = {vmember(c, g, root, v - lowbit(v)), SH_XFER_SEND, (void *)in, nbytes, 0, NULL, 0, 0};
+        sh_xfer_op o = {vmember(c, g, root, v - lowbit(v)), SH_XFER_SEND, (void *)in, nbytes, 0, NULL, 0, 0, NULL};
         return sh_algo_xfer(c, "reduce (tree)", &o, 1, dt, op);
     }
     size_t chunk = sh_algo_chunk_nbytes(c, nbytes, dt);
@@ -124,9 +124,9 @@ shoal_result sh_tree_reduce(shoal_comm *c, const sh_group *g, const void *send, 
             int nops = 0;
             if (k < nchunks)
                 ops[nops++] = (sh_xfer_op){vmember(c, g, root, v + mask), SH_XFER_RECV_REDUCE, acc, len, 0,
-                                           j == 0 ? in + off : NULL, 0, 0};
+                                           j == 0 ? in + off : NULL, 0, 0, NULL};
             if (j == 0 && v && k >= 1)
-                ops[nops++] = (sh_xfer_op){vmember(c, g, root, v - lowbit(v)), SH_XFER_SEND, prev, plen, 0, NULL, 0, 0};
+                ops[nops++] = (sh_xfer_op){vmember(c, g, root, v - lowbit(v)), SH_XFER_SEND, prev, plen, 0, NULL, 0, 0, NULL};
             if (nops) SH_TRY(sh_algo_xfer(c, "reduce (tree)", ops, nops, dt, op));
         }
     }

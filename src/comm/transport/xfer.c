@@ -1,12 +1,11 @@
-/* link.c — links over stream sockets, and the transfer engine every algorithm runs on:
- * several sends and receives progressed together, spin then yield then sleep, a deadline
- * measured from the last byte that moved.
- * Not here: shared-memory and MPI links (transport_shm.c, transport_mpi.c), connecting.
+/* xfer.c — the transfer engine every algorithm runs on: several sends and receives
+ * progressed together, spin then yield then sleep (on sockets, or on a doorbell shared by
+ * the host's ranks), a deadline measured from the last byte that moved; and the doorbells.
+ * Not here: the links it drives (link.c, shm.c, mpi.c), what the bytes mean (coll/, p2p.c).
  * Proved by tests/comm/test_link.c. */
-#include "comm/link.h"
+#include "comm/transport/xfer.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
 #include <stdint.h>
@@ -15,7 +14,6 @@
 #include <string.h>
 #include <linux/futex.h>
 #include <limits.h>
-#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,79 +21,6 @@
 #include "base/err.h"
 #include "base/util.h"
 #include "comm/reduce.h"
-
-/* ---- stream-socket links ---- */
-
-static ssize_t fd_send_some(sh_link *l, const void *buf, size_t nbytes)
-{
-    for (;;) {
-        ssize_t n = send(l->fd, buf, nbytes, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n >= 0) return n;
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-        SH_FAIL(SHOAL_ERR_PEER, "connection lost (%s)", strerror(errno));
-        return -1;
-    }
-}
-
-static ssize_t fd_recv_some(sh_link *l, void *buf, size_t nbytes)
-{
-    for (;;) {
-        ssize_t n = recv(l->fd, buf, nbytes, MSG_DONTWAIT);
-        if (n > 0) return n;
-        if (n == 0) {
-            if (nbytes == 0) return 0;
-            SH_FAIL(SHOAL_ERR_PEER, "connection closed by the peer");
-            return -1;
-        }
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-        SH_FAIL(SHOAL_ERR_PEER, "connection lost (%s)", strerror(errno));
-        return -1;
-    }
-}
-
-static void fd_abort(sh_link *l, const char *reason)
-{
-    (void)reason;
-    shutdown(l->fd, SHUT_RDWR);
-}
-
-static void fd_close(sh_link *l)
-{
-    close(l->fd);
-    free(l);
-}
-
-static const sh_link_ops fd_ops = {
-    .name = "tcp",
-    .send_some = fd_send_some,
-    .recv_some = fd_recv_some,
-    .recv_peek = NULL,
-    .recv_consume = NULL,
-    .abort = fd_abort,
-    .close = fd_close,
-};
-
-shoal_result sh_link_fd_create(int fd, int peer, sh_link **out)
-{
-    *out = NULL;
-    int fl = fcntl(fd, F_GETFL);
-    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-        return SH_FAIL(SHOAL_ERR_IO, "cannot make socket non-blocking: %s", strerror(errno));
-    sh_link *l = calloc(1, sizeof *l);
-    if (!l) return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory for a link");
-    l->ops = &fd_ops;
-    l->peer = peer;
-    l->fd = fd;
-    *out = l;
-    return SHOAL_OK;
-}
-
-void sh_link_close(sh_link *l)
-{
-    if (l) l->ops->close(l);
-}
 
 /* ---- doorbells ---- */
 
@@ -206,9 +131,8 @@ static ssize_t step(const sh_xfer_ctx *x, sh_xfer_op *op, carry *cy, unsigned ch
         if (n > 0) op->done += (size_t)n;
         return n;
     }
-    case SH_XFER_SLOT_RECV:
-    case SH_XFER_SLOT_FREE: {
-        ssize_t n = l->ops->slot_wait(l, op);
+    case SH_XFER_POLL: {
+        ssize_t n = op->poll(l, op);
         if (n > 0) op->done = op->nbytes;
         return n;
     }

@@ -1,12 +1,13 @@
-/* transport_tcp.h — links between ranks over TCP: each rank listens on its interface,
+/* tcp.h — links between ranks over TCP: each rank listens on its interface,
  * publishes the address in the store, and every pair makes two authenticated connections
  * (collective and point-to-point planes).
- * Not here: the handshake and socket helpers (sock.c), what flows (algo_*.c, p2p.c).
+ * Not here: the handshake and socket helpers (boot/sock.c), what flows (coll/, p2p.c).
  * Proved by tests/comm/test_transport_tcp.c, test_comm.c (SHOAL_TRANSPORT=tcp), test_comm_faults.c. */
-#ifndef SH_TRANSPORT_TCP_H
-#define SH_TRANSPORT_TCP_H
+#ifndef SH_COMM_TCP_H
+#define SH_COMM_TCP_H
 
 #include "comm/comm_internal.h"
+#include "comm/transport/transport.h"
 
 /* Collective over c's ranks: make c->coll[p] and c->p2p[p] for every p with want[p]
  * (want must be symmetric). Rendezvous through c->store under c->prefix ("w/tcp/3"), with

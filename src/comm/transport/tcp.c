@@ -1,12 +1,13 @@
-/* transport_tcp.c — the TCP mesh: every rank listens on one interface, publishes addr:port
+/* tcp.c — the TCP mesh: every rank listens on one interface, publishes addr:port
  * in the store, connects to each lower rank it wants (twice: collective and point-to-point
  * planes) and accepts the higher ones. Every connection proves the job key with a context
  * naming the communicator, both ranks and the plane; strangers, garbage and stalled
  * handshakes are logged and dropped while the real ranks are served (handshakes are polled
  * side by side, so a stranger that stalls costs nobody any time).
- * Not here: the handshake's cryptography and socket helpers (sock.c), byte moving (link.c).
+ * Not here: the handshake's cryptography and socket helpers (boot/sock.c), byte moving
+ * (link.c, xfer.c); which peers it serves is its row of transport.h's table, at the end.
  * Proved by tests/comm/test_transport_tcp.c, tests/comm/test_comm.c, test_comm_faults.c. */
-#include "comm/transport_tcp.h"
+#include "comm/transport/tcp.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -248,3 +249,14 @@ shoal_result sh_tcp_connect(shoal_comm *c, const unsigned char *want)
     close(lfd);
     return rc;
 }
+
+/* Peers on other hosts, or every peer under SHOAL_TRANSPORT=tcp (and a split
+ * communicator's peers on other hosts under mpi: MPI links serve the whole job only). */
+static int tcp_can_reach(const shoal_comm *c, int peer)
+{
+    if (c->transport == SH_TRANSPORT_TCP) return 1;
+    int same_host = c->host_of[peer] == c->host_of[c->rank];
+    return !same_host && (c->transport == SH_TRANSPORT_AUTO || (c->transport == SH_TRANSPORT_MPI && c->parent));
+}
+
+const sh_transport_ops sh_tcp_transport = {"tcp", tcp_can_reach, sh_tcp_connect, NULL};

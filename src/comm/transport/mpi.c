@@ -1,12 +1,13 @@
-/* transport_mpi.c — links over MPI point-to-point and collectives handed to MPI.
+/* mpi.c — links over MPI point-to-point and collectives handed to MPI.
  * A link sends in pieces of at most PIECE bytes with MPI_Isend and receives each piece
  * whole into a bounce buffer with MPI_Irecv, so any split of the byte stream works. Every
  * MPI call holds one lock (the library may only be serialised). A link that gives up (a
  * mismatch, a lost peer) sends its reason on the plane's abort tag; a link that has been
  * idle a while probes for one, so the peer stops at once, not at its deadline.
- * Not here: algorithms (algo*.c), rank discovery (boot.c).
+ * Not here: algorithms (coll/), rank discovery (boot/boot.c); which peers it serves is
+ * its row of transport.h's table, at the end.
  * Proved by tests/comm/test_mpi_transport.c. */
-#include "comm/transport_mpi.h"
+#include "comm/transport/mpi.h"
 
 #include "base/err.h"
 
@@ -406,3 +407,13 @@ shoal_result sh_mpi_coll_run(shoal_comm *c, const sh_coll *op)
 void sh_mpi_destroy(shoal_comm *c) { (void)c; }
 
 #endif
+
+/* Every peer under SHOAL_TRANSPORT=mpi, for the whole job only (a split communicator's
+ * ranks are not MPI_COMM_WORLD's: shm and tcp serve it). */
+static int mpi_can_reach(const shoal_comm *c, int peer)
+{
+    (void)peer;
+    return c->transport == SH_TRANSPORT_MPI && !c->parent;
+}
+
+const sh_transport_ops sh_mpi_transport = {"mpi", mpi_can_reach, sh_mpi_connect, sh_mpi_destroy};

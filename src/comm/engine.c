@@ -1,0 +1,175 @@
+/* engine.c — requests and the communicator's own thread: non-blocking collectives run
+ * there in start order (a blocking call made while some are queued runs after them), and
+ * shoal_wait / shoal_test for collective and point-to-point requests.
+ * Not here: running one collective (comm.c's sh_comm_run_coll, coll/select.c), tagged
+ * messages (p2p.c), argument checks (comm.c).
+ * Proved by tests/comm/test_comm.c (non-blocking cases) and tests/comm/test_comm_faults.c. */
+#include "comm/engine.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "base/err.h"
+
+/* ---- requests and the engine ---- */
+
+struct shoal_request {
+    shoal_comm *c;
+    int is_p2p;
+    sh_p2p_op *p2p;
+    sh_coll op;
+    int finished;
+    shoal_result rc;
+    char msg[768];
+    struct shoal_request *next;
+};
+
+typedef struct sh_engine {
+    pthread_mutex_t mu;
+    pthread_cond_t work, done;
+    pthread_t thread;
+    int running, stopping, busy;
+    shoal_request *head, *tail;
+} sh_engine;
+
+_Thread_local const shoal_comm *sh_engine_comm;
+
+static void *engine_main(void *arg)
+{
+    shoal_comm *c = arg;
+    sh_engine *e = c->engine;
+    sh_engine_comm = c;
+    pthread_mutex_lock(&e->mu);
+    for (;;) {
+        while (!e->head && !e->stopping) pthread_cond_wait(&e->work, &e->mu);
+        if (!e->head) break;
+        shoal_request *r = e->head;
+        e->busy = 1;
+        pthread_mutex_unlock(&e->mu);
+        sh_err_clear();
+        shoal_result rc = e->stopping ? SH_FAIL(SHOAL_ERR_BROKEN, "communicator destroyed") : sh_comm_run_coll(c, &r->op);
+        pthread_mutex_lock(&e->mu);
+        r->rc = rc;
+        if (rc != SHOAL_OK) snprintf(r->msg, sizeof r->msg, "%s", shoal_last_error_message());
+        r->finished = 1;
+        e->head = r->next;
+        if (!e->head) e->tail = NULL;
+        e->busy = 0;
+        pthread_cond_broadcast(&e->done);
+    }
+    pthread_mutex_unlock(&e->mu);
+    return NULL;
+}
+
+static shoal_result engine(shoal_comm *c, sh_engine **out)
+{
+    if (!c->engine) {
+        sh_engine *e = calloc(1, sizeof *e);
+        if (!e) return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
+        pthread_mutex_init(&e->mu, NULL);
+        pthread_cond_init(&e->work, NULL);
+        pthread_cond_init(&e->done, NULL);
+        c->engine = e;
+        if (pthread_create(&e->thread, NULL, engine_main, c) != 0) {
+            c->engine = NULL;
+            free(e);
+            return SH_FAIL(SHOAL_ERR_IO, "cannot start the communicator's thread");
+        }
+        e->running = 1;
+    }
+    *out = c->engine;
+    return SHOAL_OK;
+}
+
+void sh_engine_stop(shoal_comm *c)
+{
+    sh_engine *e = c->engine;
+    if (!e) return;
+    pthread_mutex_lock(&e->mu);
+    e->stopping = 1;
+    pthread_cond_broadcast(&e->work);
+    pthread_mutex_unlock(&e->mu);
+    pthread_join(e->thread, NULL);
+    pthread_mutex_destroy(&e->mu);
+    pthread_cond_destroy(&e->work);
+    pthread_cond_destroy(&e->done);
+    free(e);
+    c->engine = NULL;
+}
+
+int sh_engine_idle(shoal_comm *c)
+{
+    sh_engine *e = c->engine;
+    if (!e) return 1;
+    pthread_mutex_lock(&e->mu);
+    int idle = !e->head && !e->busy;
+    pthread_mutex_unlock(&e->mu);
+    return idle;
+}
+
+shoal_result sh_engine_start(shoal_comm *c, const sh_coll *op, shoal_request **req)
+{
+    sh_engine *e = NULL;
+    SH_TRY(engine(c, &e));
+    shoal_request *r = calloc(1, sizeof *r);
+    if (!r) return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
+    r->c = c;
+    r->op = *op;
+    pthread_mutex_lock(&e->mu);
+    if (e->tail) e->tail->next = r;
+    else e->head = r;
+    e->tail = r;
+    pthread_cond_signal(&e->work);
+    pthread_mutex_unlock(&e->mu);
+    *req = r;
+    return SHOAL_OK;
+}
+
+shoal_result sh_engine_p2p_request(shoal_comm *c, sh_p2p_op *op, shoal_request **req)
+{
+    shoal_request *r = calloc(1, sizeof *r);
+    if (!r) {
+        sh_p2p_wait(op, NULL, NULL);
+        return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
+    }
+    r->c = c;
+    r->is_p2p = 1;
+    r->p2p = op;
+    *req = r;
+    return SHOAL_OK;
+}
+
+/* ---- waiting ---- */
+
+shoal_result shoal_wait(shoal_request *r)
+{
+    if (!r) return SH_FAIL(SHOAL_ERR_INVALID, "shoal_wait: request is NULL");
+    shoal_comm *c = r->c;
+    if (r->is_p2p) {
+        shoal_result rc = sh_p2p_wait(r->p2p, NULL, NULL);
+        free(r);
+        return rc;
+    }
+    sh_engine *e = c->engine;
+    atomic_fetch_add(&c->app_waiting, 1); /* the engine may spin for us now */
+    pthread_mutex_lock(&e->mu);
+    while (!r->finished) pthread_cond_wait(&e->done, &e->mu);
+    pthread_mutex_unlock(&e->mu);
+    atomic_fetch_sub(&c->app_waiting, 1);
+    shoal_result rc = r->rc;
+    if (rc != SHOAL_OK) SH_FAIL(rc, "%s", r->msg);
+    free(r);
+    return rc;
+}
+
+shoal_result shoal_test(shoal_request *r, int *done)
+{
+    if (!r || !done) return SH_FAIL(SHOAL_ERR_INVALID, "shoal_test: NULL argument");
+    if (r->is_p2p) return sh_p2p_test(r->p2p, done);
+    sh_engine *e = r->c->engine;
+    pthread_mutex_lock(&e->mu);
+    *done = r->finished;
+    pthread_mutex_unlock(&e->mu);
+    return SHOAL_OK;
+}

@@ -1,0 +1,350 @@
+/* shm.c — shared-memory links: SPSC byte rings in one segment per host, made when the
+ * communicator connects; the segment is unlinked as soon as every local rank mapped it.
+ * Not here: the slots (shm_slots.c), windows (window.c), the CMA allreduce (coll/cma.c),
+ * the tests' fork-harness hooks (shm_test.c), what the bytes mean (coll/, p2p.c), waiting
+ * policy (xfer.c).
+ * Proved by tests/comm/test_transport_shm.c and tests/comm/test_comm.c. */
+#include "comm/transport/shm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/err.h"
+#include "base/util.h"
+#include "comm/boot/store.h"
+#include "comm/transport/shm_seg.h"
+#include "comm/transport/transport.h"
+#include "comm/transport/window.h"
+#include "comm/transport/xfer.h"
+
+shoal_result sh_shm_link_gone(shm_link *s, const char *dir)
+{
+    ring *r = s->in;
+    if (atomic_load_explicit(&s->in->aborted, memory_order_acquire) ||
+        atomic_load_explicit(&s->out->aborted, memory_order_acquire)) {
+        r = atomic_load_explicit(&s->in->aborted, memory_order_acquire) ? s->in : s->out;
+        return SH_FAIL(SHOAL_ERR_PEER, "the peer gave up: %s", r->reason[0] ? r->reason : "(no reason)");
+    }
+    if (++s->idle_polls % 4096 == 0 && s->peer_pid > 0 && kill(s->peer_pid, 0) < 0 && errno == ESRCH)
+        return SH_FAIL(SHOAL_ERR_PEER, "the peer process (pid %d) exited while %s", s->peer_pid, dir);
+    return SHOAL_OK;
+}
+
+static ssize_t shm_send_some(sh_link *l, const void *buf, size_t nbytes)
+{
+    shm_link *s = l->impl;
+    ring *r = s->out;
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
+    uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
+    size_t free_n = s->out_size - (size_t)(head - tail);
+    if (free_n == 0 || nbytes == 0) {
+        if (nbytes && sh_shm_link_gone(s, "sending") != SHOAL_OK) return -1;
+        return 0;
+    }
+    size_t n = nbytes < free_n ? nbytes : free_n;
+    size_t pos = (size_t)(head % s->out_size), first = s->out_size - pos;
+    if (first > n) first = n;
+    memcpy(r->data + pos, buf, first);
+    if (n > first) memcpy(r->data, (const unsigned char *)buf + first, n - first);
+    atomic_store_explicit(&r->head, head + n, memory_order_release);
+    s->idle_polls = 0;
+    if (s->peer_bell) sh_bell_ring(s->peer_bell);
+    return (ssize_t)n;
+}
+
+static ssize_t shm_recv_some(sh_link *l, void *buf, size_t nbytes)
+{
+    shm_link *s = l->impl;
+    ring *r = s->in;
+    uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+    size_t avail = (size_t)(head - tail);
+    if (avail == 0 || nbytes == 0) {
+        if (nbytes && sh_shm_link_gone(s, "receiving") != SHOAL_OK) return -1;
+        return 0;
+    }
+    size_t n = nbytes < avail ? nbytes : avail;
+    size_t pos = (size_t)(tail % s->in_size), first = s->in_size - pos;
+    if (first > n) first = n;
+    memcpy(buf, r->data + pos, first);
+    if (n > first) memcpy((unsigned char *)buf + first, r->data, n - first);
+    atomic_store_explicit(&r->tail, tail + n, memory_order_release);
+    s->idle_polls = 0;
+    if (s->peer_bell) sh_bell_ring(s->peer_bell);
+    return (ssize_t)n;
+}
+
+static const void *shm_recv_peek(sh_link *l, size_t *nbytes)
+{
+    shm_link *s = l->impl;
+    ring *r = s->in;
+    uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+    size_t avail = (size_t)(head - tail);
+    if (avail == 0) {
+        *nbytes = 0;
+        if (sh_shm_link_gone(s, "receiving") != SHOAL_OK) return NULL; /* next recv_some reports it */
+        return r->data;
+    }
+    size_t pos = (size_t)(tail % s->in_size), first = s->in_size - pos;
+    *nbytes = avail < first ? avail : first;
+    s->idle_polls = 0;
+    return r->data + pos;
+}
+
+static void shm_recv_consume(sh_link *l, size_t nbytes)
+{
+    shm_link *s = l->impl;
+    uint64_t tail = atomic_load_explicit(&s->in->tail, memory_order_relaxed);
+    atomic_store_explicit(&s->in->tail, tail + nbytes, memory_order_release);
+    if (s->peer_bell) sh_bell_ring(s->peer_bell);
+}
+
+static int shm_check(sh_link *l)
+{
+    shm_link *s = l->impl;
+    s->idle_polls = 4095; /* the next look asks whether the peer's process still lives */
+    return sh_shm_link_gone(s, "waiting") == SHOAL_OK ? 0 : -1;
+}
+
+static void shm_abort(sh_link *l, const char *reason)
+{
+    shm_link *s = l->impl;
+    ring *rs[2] = {s->out, s->in};
+    for (int i = 0; i < 2; i++) {
+        if (!atomic_load(&rs[i]->aborted)) snprintf(rs[i]->reason, sizeof rs[i]->reason, "%s", reason ? reason : "");
+        atomic_store_explicit(&rs[i]->aborted, 1, memory_order_release);
+    }
+}
+
+static void shm_close(sh_link *l)
+{
+    free(l->impl);
+    free(l);
+}
+
+static const sh_link_ops shm_ops = {
+    .name = "shm",
+    .send_some = shm_send_some,
+    .recv_some = shm_recv_some,
+    .recv_peek = shm_recv_peek,
+    .recv_consume = shm_recv_consume,
+    .abort = shm_abort,
+    .check = shm_check,
+    .close = shm_close,
+};
+
+
+/* Map a ring's pages now: touched first in the middle of a collective, each 4 KiB page
+ * cost both processes a fault, which added about a millisecond to the first pass of small
+ * messages through a 1 MiB ring (2 ranks, 2 KiB allreduce over 300 iterations: 4.6 us a
+ * call, against 0.7 once the ring had wrapped). Asks the kernel to map the pages without
+ * writing them (peers may already be using them); where it cannot, reads them in. */
+static void prefault(const void *p, size_t n)
+{
+    uintptr_t page = 4096, a = (uintptr_t)p & ~(page - 1), b = (uintptr_t)p + n;
+#ifdef MADV_POPULATE_WRITE
+    if (madvise((void *)a, b - a, MADV_POPULATE_WRITE) == 0) return;
+#endif
+    for (uintptr_t q = a; q < b; q += page) (void)*(volatile const unsigned char *)q;
+}
+
+shoal_result sh_shm_make_links(shoal_comm *c, void *base, int nlocal, const int *local_ranks,
+                               const int *pids, const unsigned char *want)
+{
+    int me = -1;
+    for (int i = 0; i < nlocal; i++)
+        if (local_ranks[i] == c->rank) me = i;
+    SH_ASSERT(me >= 0);
+    for (int i = 0; i < nlocal; i++) {
+        int p = local_ranks[i];
+        if (p == c->rank || !want[p]) continue;
+        for (int plane = 0; plane < 2; plane++) {
+            sh_link *l = calloc(1, sizeof *l);
+            shm_link *s = calloc(1, sizeof *s);
+            if (!l || !s) {
+                free(l);
+                free(s);
+                return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
+            }
+            s->out = ring_at(base, nlocal, me, i, plane);
+            s->in = ring_at(base, nlocal, i, me, plane);
+            s->out_size = s->in_size = plane ? P2P_RING_NBYTES : COLL_RING_NBYTES;
+            prefault(s->out, ring_stride(s->out_size));
+            prefault(s->in, ring_stride(s->in_size));
+            s->peer_pid = pids ? pids[i] : 0;
+            s->peer_bell = bell_at(base, nlocal, i);
+            s->peer_slots = slots_at(base, nlocal, i);
+            l->ops = &shm_ops;
+            l->peer = p;
+            l->fd = -1;
+            l->bell = bell_at(base, nlocal, me);
+            l->impl = s;
+            if (plane) c->p2p[p] = l;
+            else c->coll[p] = l;
+        }
+    }
+    return SHOAL_OK;
+}
+
+
+/* A named segment of nbytes for the local ranks under key: the leader creates it (mode
+ * 0600) and posts its name, or "!" and why it could not, so the others fail at once instead
+ * of at the deadline; the others open it. With reserve the memory is allocated now: a
+ * /dev/shm too small for it fails here, not with SIGBUS at first touch. name (cap >= 96)
+ * gets the name for segment_attached. */
+shoal_result sh_shm_segment_open(shoal_comm *c, const char *key, size_t nbytes, int leader, int reserve,
+                                 char *name, size_t cap, int *fd)
+{
+    *fd = -1;
+    shoal_result rc = SHOAL_OK;
+    char post[320];
+    if (!leader) {
+        size_t n = 0;
+        SH_TRY(sh_store_get(c->store, key, post, sizeof post, &n, c->timeout_ms));
+        post[sizeof post - 1] = 0;
+        if (post[0] == '!') return SH_FAIL(SHOAL_ERR_IO, "%s (on the rank that made it)", post + 1);
+        snprintf(name, cap, "%s", post);
+        *fd = shm_open(name, O_RDWR | O_CLOEXEC, 0600);
+        if (*fd < 0) return SH_FAIL(SHOAL_ERR_IO, "cannot open shared memory %s: %s", name, strerror(errno));
+        return SHOAL_OK;
+    }
+    unsigned char rnd[8] = {0};
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) memset(rnd, 0x5a, sizeof rnd);
+    snprintf(name, cap, "/shoal-%d-%02x%02x%02x%02x%02x%02x%02x%02x", (int)getpid(), rnd[0], rnd[1], rnd[2],
+             rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+    *fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    int e = 0;
+    if (*fd < 0) {
+        rc = SH_FAIL(SHOAL_ERR_IO, "cannot create shared memory %s: %s", name, strerror(errno));
+    } else if (ftruncate(*fd, (off_t)nbytes) < 0) {
+        rc = SH_FAIL(SHOAL_ERR_IO, "cannot size shared memory to %zu bytes: %s (is /dev/shm full?)", nbytes,
+                     strerror(errno));
+    } else if (reserve && (e = posix_fallocate(*fd, 0, (off_t)nbytes)) != 0) {
+        rc = SH_FAIL(SHOAL_ERR_IO, "cannot reserve %zu bytes of shared memory: %s (/dev/shm is full or "
+                     "smaller than that; `df -h /dev/shm` shows it)", nbytes, strerror(e));
+    }
+    if (rc == SHOAL_OK) return sh_store_set(c->store, key, name, strlen(name) + 1);
+    if (*fd >= 0) {
+        close(*fd);
+        *fd = -1;
+        shm_unlink(name);
+    }
+    snprintf(post, sizeof post, "!%s", shoal_last_error_message());
+    (void)sh_store_set(c->store, key, post, strlen(post) + 1);
+    return rc;
+}
+
+/* Every local rank has mapped the segment or given up (rc is this rank's result so far):
+ * all arrive either way, so none waits out the deadline for one that gave up, and all fail
+ * if any did. The leader then unlinks it, so nothing outlives the job. */
+shoal_result sh_shm_segment_attached(shoal_comm *c, const char *key, int nlocal, int leader, const char *name,
+                                     shoal_result rc)
+{
+    char bkey[200], fkey[200];
+    snprintf(bkey, sizeof bkey, "%s/attached", key);
+    snprintf(fkey, sizeof fkey, "%s/failed", key);
+    int64_t failed = 0;
+    if (rc != SHOAL_OK) (void)sh_store_add(c->store, fkey, 1, &failed); /* keeps this rank's message */
+    shoal_result brc = sh_store_barrier(c->store, bkey, nlocal, c->timeout_ms);
+    if (leader) shm_unlink(name);
+    if (rc != SHOAL_OK) return rc;
+    SH_TRY(brc);
+    SH_TRY(sh_store_add(c->store, fkey, 0, &failed));
+    if (failed)
+        return SH_FAIL(SHOAL_ERR_IO, "%lld other local rank(s) could not map the shared memory (see their "
+                       "messages)", (long long)failed);
+    return SHOAL_OK;
+}
+
+shoal_result sh_shm_connect(shoal_comm *c, const unsigned char *want)
+{
+    /* The local group: this host's ranks that want shared memory (and us). */
+    int *local = malloc(sizeof(int) * (size_t)c->world);
+    if (!local) return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
+    int nlocal = 0;
+    for (int p = 0; p < c->world; p++)
+        if (p == c->rank || (want[p] && c->host_of[p] == c->host_of[c->rank])) local[nlocal++] = p;
+    if (nlocal < 2) {
+        free(local);
+        return SHOAL_OK;
+    }
+    int leader = local[0] == c->rank;
+    size_t nbytes = segment_nbytes(nlocal);
+    char key[160], name[96], pkey[180];
+    snprintf(key, sizeof key, "%s/shm/%d", c->prefix, c->host_of[c->rank]);
+    int fd = -1;
+    shoal_result rc = sh_shm_segment_open(c, key, nbytes, leader, 0, name, sizeof name, &fd);
+    void *base = MAP_FAILED;
+    if (rc == SHOAL_OK) {
+        base = mmap(NULL, nbytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (base == MAP_FAILED) rc = SH_FAIL(SHOAL_ERR_IO, "cannot map shared memory: %s", strerror(errno));
+    }
+    if (fd >= 0) close(fd);
+    rc = sh_shm_segment_attached(c, key, nlocal, leader, name, rc);
+    /* Learn the local ranks' pids (to notice a dead peer). */
+    int *pids = calloc((size_t)nlocal, sizeof *pids);
+    if (rc == SHOAL_OK && !pids) rc = SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
+    if (rc == SHOAL_OK) {
+        int32_t me = (int32_t)getpid();
+        snprintf(pkey, sizeof pkey, "%s/pid/%d", c->prefix, c->rank);
+        rc = sh_store_set(c->store, pkey, &me, sizeof me);
+        for (int i = 0; i < nlocal && rc == SHOAL_OK; i++) {
+            int32_t v = 0;
+            size_t n = 0;
+            snprintf(pkey, sizeof pkey, "%s/pid/%d", c->prefix, local[i]);
+            rc = sh_store_get(c->store, pkey, &v, sizeof v, &n, c->timeout_ms);
+            pids[i] = v;
+        }
+    }
+    if (rc == SHOAL_OK) {
+        struct sh_shm *s = calloc(1, sizeof *s);
+        if (!s) rc = SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
+        else {
+            *s = (struct sh_shm){base, nbytes, nlocal, calloc((size_t)c->world, sizeof(int)), 0, NULL, 0};
+            for (int i = 0; s->pid_of && i < nlocal; i++) s->pid_of[local[i]] = pids[i];
+            c->shm = s;
+            rc = sh_shm_make_links(c, base, nlocal, local, pids, want);
+        }
+    } else if (base != MAP_FAILED) {
+        munmap(base, nbytes);
+    }
+    free(pids);
+    free(local);
+    if (rc != SHOAL_OK) sh_err_prefix("shared memory between the ranks of %s: ", c->hostname[c->rank]);
+    return rc;
+}
+
+/* Peers on this host, unless SHOAL_TRANSPORT=tcp, or mpi for the whole job (a split
+ * communicator under mpi joins its local ranks by shared memory). */
+static int shm_can_reach(const shoal_comm *c, int peer)
+{
+    return c->host_of[peer] == c->host_of[c->rank] && c->transport != SH_TRANSPORT_TCP &&
+           (c->transport != SH_TRANSPORT_MPI || c->parent);
+}
+
+static void shm_destroy(shoal_comm *c)
+{
+    sh_shm_destroy(c->shm);
+    c->shm = NULL;
+}
+
+const sh_transport_ops sh_shm_transport = {"shm", shm_can_reach, sh_shm_connect, shm_destroy};
+
+void sh_shm_destroy(struct sh_shm *s)
+{
+    if (!s) return;
+    sh_window_free_all(s);
+    free(s->pid_of);
+    munmap(s->base, s->nbytes);
+    free(s);
+}

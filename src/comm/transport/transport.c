@@ -1,0 +1,45 @@
+/* transport.c — the table of transports and the walk over it that links a communicator's
+ * rank to every peer.
+ * Not here: each transport's policy and links (shm.c, tcp.c, mpi.c), the rendezvous that
+ * tells every rank every other rank's host (boot/boot.c).
+ * Proved by tests/comm/test_comm.c (SHOAL_TRANSPORT=shm/tcp/auto) and
+ * tests/comm/test_mpi_transport.c. */
+#include "comm/transport/transport.h"
+
+#include <stdlib.h>
+
+#include "base/err.h"
+
+static const sh_transport_ops *const table[] = {&sh_mpi_transport, &sh_shm_transport, &sh_tcp_transport};
+enum { NTRANSPORTS = sizeof table / sizeof table[0] };
+
+shoal_result sh_transport_connect_all(shoal_comm *c)
+{
+    unsigned char *want = calloc((size_t)NTRANSPORTS * (size_t)c->world, 1);
+    if (!want) return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
+    shoal_result rc = SHOAL_OK;
+    int any[NTRANSPORTS] = {0};
+    for (int p = 0; p < c->world && rc == SHOAL_OK; p++) {
+        if (p == c->rank) continue;
+        int t = 0;
+        while (t < NTRANSPORTS && !table[t]->can_reach(c, p)) t++;
+        if (t == NTRANSPORTS) {
+            char pb[128];
+            rc = SH_FAIL(SHOAL_ERR_INVALID, "SHOAL_TRANSPORT=shm but %s is on another host; use "
+                         "auto or tcp", sh_comm_peer_name(c, p, pb, sizeof pb));
+            break;
+        }
+        want[(size_t)t * (size_t)c->world + (size_t)p] = 1;
+        any[t] = 1;
+    }
+    for (int t = 0; t < NTRANSPORTS && rc == SHOAL_OK; t++)
+        if (any[t]) rc = table[t]->connect(c, want + (size_t)t * (size_t)c->world);
+    free(want);
+    return rc;
+}
+
+void sh_transport_destroy_all(shoal_comm *c)
+{
+    for (int t = NTRANSPORTS - 1; t >= 0; t--)
+        if (table[t]->destroy) table[t]->destroy(c);
+}
