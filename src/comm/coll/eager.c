@@ -24,7 +24,7 @@
 int sh_eager_fits(const shoal_comm *c, const sh_coll *op)
 {
     return c->world >= 2 && (c->world & (c->world - 1)) == 0 && op->kind == SH_COLL_ALLREDUCE &&
-           c->algo == SH_ALGO_AUTO && op->count * shoal_dtype_nbytes(op->dt) <= SH_EAGER_NBYTES;
+           op->count * shoal_dtype_nbytes(op->dt) <= SH_EAGER_NBYTES;
 }
 
 shoal_result sh_eager_allreduce(shoal_comm *c, const sh_coll *op)

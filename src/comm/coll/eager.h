@@ -11,7 +11,7 @@
 enum { SH_EAGER_NBYTES = 4096 };
 
 /* 1 when op is an allreduce of at most SH_EAGER_NBYTES on a power-of-two world of 2 or
- * more with no forced algorithm. */
+ * more. */
 int sh_eager_fits(const shoal_comm *c, const sh_coll *op);
 /* The allreduce, the mismatch check included; applies op->apply on the whole result. */
 shoal_result sh_eager_allreduce(shoal_comm *c, const sh_coll *op);

@@ -264,8 +264,9 @@ shoal_result sh_select_run(shoal_comm *c, const sh_coll *op)
         rc = sh_match_check(c, op);
         return rc == SHOAL_OK ? sh_cma_allreduce(c, op) : rc;
     }
-    if (sh_slots_fits(c, op)) return sh_slots_coll(c, op);
-    if (sh_eager_fits(c, op)) return sh_eager_allreduce(c, op);
+    /* the fast paths serve the automatic choice only: SHOAL_ALGO forces the algorithm */
+    if (c->algo == SH_ALGO_AUTO && sh_slots_fits(c, op)) return sh_slots_coll(c, op);
+    if (c->algo == SH_ALGO_AUTO && sh_eager_fits(c, op)) return sh_eager_allreduce(c, op);
     rc = sh_match_check(c, op);
     return rc == SHOAL_OK ? sh_select_algo_run(c, op) : rc;
 }

@@ -30,7 +30,7 @@ static size_t slot_nbytes(const shoal_comm *c, const sh_coll *op)
 
 int sh_slots_fits(const shoal_comm *c, const sh_coll *op)
 {
-    return c->algo == SH_ALGO_AUTO && c->world <= 64 && sh_shm_slots_usable(c) &&
+    return c->world <= 64 && sh_shm_slots_usable(c) &&
            slot_nbytes(c, op) <= SH_SHM_SLOT_NBYTES;
 }
 

@@ -7,8 +7,8 @@
 
 #include "comm/comm_internal.h"
 
-/* 1 when every rank of c shares this host's slots (64 ranks at most), no algorithm is
- * forced and op's contribution fits one slot. */
+/* 1 when every rank of c shares this host's slots (64 ranks at most) and op's
+ * contribution fits one slot. */
 int sh_slots_fits(const shoal_comm *c, const sh_coll *op);
 /* Any collective, the mismatch check included (all pairs); applies op->apply on the
  * whole result. */
