@@ -16,6 +16,7 @@ struct sh_ps_client {
     shoal_comm *c;
     sh_ps_config cfg;
     int64_t clock;
+    int lead;               /* the lowest worker not dropped, as last heard */
     unsigned char *buf;
     size_t buf_nbytes;
 };
@@ -62,7 +63,7 @@ static shoal_result send_hdr(sh_ps_client *w, int k, const ps_hdr *h, const void
 shoal_result sh_ps_client_pull(sh_ps_client *w, float *params)
 {
     for (int k = 0; k < w->cfg.nservers; k++) {
-        ps_hdr h = {PS_MAGIC, PS_PULL, w->clock, 0, 0};
+        ps_hdr h = {PS_MAGIC, PS_PULL, w->clock, 0, 0, 0, {0, 0, 0}};
         SH_TRY(send_hdr(w, k, &h, NULL, 0));
     }
     for (int got = 0; got < w->cfg.nservers; got++) {
@@ -91,6 +92,7 @@ shoal_result sh_ps_client_pull(sh_ps_client *w, float *params)
             n != sizeof h + cnt * sizeof(float))
             return SH_FAIL(SHOAL_ERR_PEER, "worker: parameter server %d sent a reply that does not fit its shard", peer);
         memcpy(params + lo, w->buf + sizeof h, cnt * sizeof(float));
+        if (h.lead > w->lead) w->lead = h.lead; /* drops only ever raise it */
     }
     return SHOAL_OK;
 }
@@ -100,7 +102,7 @@ shoal_result sh_ps_client_push(sh_ps_client *w, const float *grads)
     for (int k = 0; k < w->cfg.nservers; k++) {
         size_t lo, cnt;
         sh_ps_shard(w->cfg.nparams, w->cfg.nservers, k, &lo, &cnt);
-        ps_hdr h = {PS_MAGIC, PS_PUSH, w->clock, lo, cnt};
+        ps_hdr h = {PS_MAGIC, PS_PUSH, w->clock, lo, cnt, 0, {0, 0, 0}};
         SH_TRY(send_hdr(w, k, &h, grads + lo, cnt * sizeof(float)));
     }
     w->clock++;
@@ -109,15 +111,52 @@ shoal_result sh_ps_client_push(sh_ps_client *w, const float *grads)
 
 int64_t sh_ps_client_clock(const sh_ps_client *w) { return w->clock; }
 
-shoal_result sh_ps_client_close(sh_ps_client *w)
+int sh_ps_client_lead(const sh_ps_client *w) { return w->lead; }
+
+static shoal_result send_byes(sh_ps_client *w)
 {
     shoal_result first = SHOAL_OK;
     for (int k = 0; k < w->cfg.nservers; k++) {
-        ps_hdr h = {PS_MAGIC, PS_BYE, w->clock, 0, 0};
+        ps_hdr h = {PS_MAGIC, PS_BYE, w->clock, 0, 0, 0, {0, 0, 0}};
         shoal_result rc = send_hdr(w, k, &h, NULL, 0);
         if (rc != SHOAL_OK && first == SHOAL_OK) first = rc;
     }
     return first;
+}
+
+void sh_ps_client_leave(sh_ps_client *w) { send_byes(w); }
+
+shoal_result sh_ps_client_close(sh_ps_client *w)
+{
+    SH_TRY(send_byes(w));
+    int rank = shoal_comm_rank(w->c);
+    /* A server holds its answer while a lower worker trains, saying HOLD every quarter
+     * timeout; silence for as long as a pull may take means it is dead or frozen. */
+    int wait_ms = 2 * w->cfg.timeout_ms + 1000;
+    for (int got = 0; got < w->cfg.nservers;) {
+        int peer = -1;
+        size_t n = 0;
+        shoal_result rc = shoal_recv_any(w->c, w->buf, w->buf_nbytes, SHOAL_UINT8, PS_TAG_TO_WORKER,
+                                         wait_ms, &peer, &n);
+        if (rc == SHOAL_ERR_TIMEOUT)
+            return SH_FAIL(SHOAL_ERR_TIMEOUT, "worker rank %d: no answer to its goodbye from the servers "
+                           "within %d ms (a server is dead or frozen)", rank, wait_ms);
+        SH_TRY(rc);
+        ps_hdr h;
+        if (n < sizeof h || peer < 0 || peer >= w->cfg.nservers)
+            return SH_FAIL(SHOAL_ERR_PEER, "worker rank %d: a malformed answer from rank %d", rank, peer);
+        memcpy(&h, w->buf, sizeof h);
+        if (h.magic == PS_MAGIC && h.kind == PS_ABORT) {
+            size_t m = h.count < n - sizeof h ? h.count : n - sizeof h;
+            return SH_FAIL(SHOAL_ERR_PEER, "%.*s", (int)m, (const char *)w->buf + sizeof h);
+        }
+        if (h.magic != PS_MAGIC || (h.kind != PS_DONE && h.kind != PS_HOLD))
+            return SH_FAIL(SHOAL_ERR_PEER, "worker rank %d: parameter server %d answered its goodbye with "
+                           "message kind %u", rank, peer, (unsigned)h.kind);
+        if (h.lead > w->lead) w->lead = h.lead;
+        if (h.kind == PS_DONE) got++;
+    }
+    return SHOAL_OK;
 }
 
 void sh_ps_client_destroy(sh_ps_client *w)
