@@ -371,6 +371,7 @@ int sh_launch_run(const sh_launch_opts *o, char *const argv[])
                     stopping = 1;
                     for (int j = 0; j < n; j++) { /* exited ranks too: what they started dies with them */
                         kill(-rp[j].pid, SIGTERM);
+                        kill(-rp[j].pid, SIGCONT); /* a frozen rank acts on it only once continued */
                         if (!rp[j].exited) rp[j].killed_by_us = 1;
                     }
                     kill_at = sh_now_ns() + (uint64_t)(o->grace_ms > 0 ? o->grace_ms : 3000) * 1000000ull;

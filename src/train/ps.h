@@ -85,7 +85,9 @@ void sh_ps_server_destroy(sh_ps_server *s);
 typedef struct sh_ps_client sh_ps_client;
 
 shoal_result sh_ps_client_create(shoal_comm *c, const sh_ps_config *cfg, sh_ps_client **out);
-/* The whole vector, as fresh as the consistency mode requires for this worker's clock. */
+/* The whole vector, as fresh as the consistency mode requires for this worker's clock.
+ * SHOAL_ERR_TIMEOUT naming the servers after one SHOAL_TIMEOUT without a word from one
+ * (a server holding the pull says so every quarter timeout). */
 shoal_result sh_ps_client_pull(sh_ps_client *w, float *params);
 /* Gradients of the whole vector (averaged over this worker's batch); the clock advances. */
 shoal_result sh_ps_client_push(sh_ps_client *w, const float *grads);
@@ -95,7 +97,7 @@ int64_t sh_ps_client_clock(const sh_ps_client *w);
 int sh_ps_client_lead(const sh_ps_client *w);
 /* Say goodbye to every server (they stop when all workers have) and wait for their answer,
  * which settles the lead: it comes once every lower worker has said goodbye or was dropped
- * (within two SHOAL_TIMEOUTs; SHOAL_ERR_TIMEOUT after that). */
+ * (SHOAL_ERR_TIMEOUT after one SHOAL_TIMEOUT without a word from a server). */
 shoal_result sh_ps_client_close(sh_ps_client *w);
 /* Say goodbye without waiting for the answer: a worker that gives up. */
 void sh_ps_client_leave(sh_ps_client *w);

@@ -66,12 +66,12 @@ shoal_result sh_ps_client_pull(sh_ps_client *w, float *params)
         ps_hdr h = {PS_MAGIC, PS_PULL, w->clock, 0, 0, 0, {0, 0, 0}};
         SH_TRY(send_hdr(w, k, &h, NULL, 0));
     }
-    for (int got = 0; got < w->cfg.nservers; got++) {
+    for (int got = 0; got < w->cfg.nservers;) {
         int peer = -1;
         size_t n = 0;
-        /* A server may rightly hold a pull until a silent worker is dropped (one timeout),
-         * so the worker gives the servers twice that before it calls them lost. */
-        int wait_ms = 2 * w->cfg.timeout_ms + 1000;
+        /* A server that holds a pull says HOLD every quarter timeout: one timeout of silence
+         * means it is dead or frozen. */
+        int wait_ms = w->cfg.timeout_ms;
         shoal_result rc = shoal_recv_any(w->c, w->buf, w->buf_nbytes, SHOAL_UINT8, PS_TAG_TO_WORKER,
                                          wait_ms, &peer, &n);
         if (rc == SHOAL_ERR_TIMEOUT)
@@ -86,6 +86,11 @@ shoal_result sh_ps_client_pull(sh_ps_client *w, float *params)
             size_t m = h.count < n - sizeof h ? h.count : n - sizeof h;
             return SH_FAIL(SHOAL_ERR_PEER, "%.*s", (int)m, (const char *)w->buf + sizeof h);
         }
+        if (h.magic == PS_MAGIC && h.kind == PS_HOLD) { /* alive, still waiting on others */
+            if (h.lead > w->lead) w->lead = h.lead;
+            continue;
+        }
+        got++;
         size_t lo, cnt;
         sh_ps_shard(w->cfg.nparams, w->cfg.nservers, peer, &lo, &cnt);
         if (h.magic != PS_MAGIC || h.kind != PS_PARAMS || h.offset != lo || h.count != cnt ||
@@ -131,8 +136,8 @@ shoal_result sh_ps_client_close(sh_ps_client *w)
     SH_TRY(send_byes(w));
     int rank = shoal_comm_rank(w->c);
     /* A server holds its answer while a lower worker trains, saying HOLD every quarter
-     * timeout; silence for as long as a pull may take means it is dead or frozen. */
-    int wait_ms = 2 * w->cfg.timeout_ms + 1000;
+     * timeout; one timeout of silence means it is dead or frozen. */
+    int wait_ms = w->cfg.timeout_ms;
     for (int got = 0; got < w->cfg.nservers;) {
         int peer = -1;
         size_t n = 0;

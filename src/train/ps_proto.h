@@ -8,8 +8,8 @@
 
 enum { PS_MAGIC = 0x31535053 /* "SPS1" */, PS_TAG_TO_SERVER = 20480, PS_TAG_TO_WORKER = 20481 };
 /* BYE is answered by DONE once every lower worker has said goodbye or been dropped, so the
- * worker learns for sure whether it is the lead (the one that reports); until then HOLD,
- * every quarter SHOAL_TIMEOUT, says the server lives and still waits on a lower worker. */
+ * worker learns for sure whether it is the lead (the one that reports). While a pull or a
+ * goodbye waits on other workers, HOLD every quarter SHOAL_TIMEOUT says the server lives. */
 enum { PS_PULL = 1, PS_PUSH = 2, PS_BYE = 3, PS_PARAMS = 4, PS_ABORT = 5, PS_DONE = 6, PS_HOLD = 7 };
 
 typedef struct {

@@ -32,7 +32,7 @@ struct sh_ps_server {
     int64_t *clock;         /* [w]: pushes applied or accumulated from worker w */
     int *alive, *bye, *pending;
     int *done_owed;         /* [w]: said goodbye, not yet answered with DONE */
-    uint64_t hold_sent_ns;  /* when the owed goodbyes were last told to hold on */
+    uint64_t hold_sent_ns;  /* when waiting pulls and goodbyes were last told to hold on */
     uint64_t *last_seen_ns;
     int round_pushes;       /* sync: pushes accumulated for the current round */
     int64_t updates;        /* optimizer steps taken */
@@ -264,11 +264,18 @@ static void answer_byes(sh_ps_server *s)
         send_to(s, w, &h, NULL, 0);
         s->done_owed[w] = 0;
     }
+}
+
+/* Every quarter timeout, each worker whose pull or goodbye waits on other workers hears
+ * HOLD: a worker can then call a server lost after one SHOAL_TIMEOUT of silence, not two
+ * (a held pull may rightly wait a whole timeout for a silent worker to be dropped). */
+static void send_holds(sh_ps_server *s)
+{
     uint64_t now = sh_now_ns();
     if (now - s->hold_sent_ns < (uint64_t)s->cfg.timeout_ms * 250000ull) return;
     s->hold_sent_ns = now;
     for (int w = 0; w < s->nworkers; w++) {
-        if (!s->done_owed[w]) continue;
+        if (!s->alive[w] || !(s->done_owed[w] || s->pending[w])) continue;
         ps_hdr h = {PS_MAGIC, PS_HOLD, s->clock[w], 0, 0, lead_worker(s), {0, 0, 0}};
         send_to(s, w, &h, NULL, 0);
     }
@@ -449,6 +456,7 @@ shoal_result sh_ps_server_run(sh_ps_server *s)
         if (!active) break;
         int peer = -1;
         size_t n = 0;
+        send_holds(s);
         shoal_result r = shoal_recv_any(s->c, s->buf, s->buf_nbytes, SHOAL_UINT8, PS_TAG_TO_SERVER, wait_ms, &peer, &n);
         reap(s);
         if (r == SHOAL_ERR_TIMEOUT) {
