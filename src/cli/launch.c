@@ -61,10 +61,26 @@ static int free_port(void)
     return port;
 }
 
+/* 1 when the line already names rank k at its start, as log lines ("[rank k host] comm:
+ * ...") and errors ("shoal: rank k: ...") do: a tag would name the rank twice. */
+static int names_rank(const char *line, size_t n, int k)
+{
+    char tag[48];
+    const char *forms[] = {"[rank %d ", "[rank %d]", "shoal: rank %d: "};
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        int m = snprintf(tag, sizeof tag, forms[i], k);
+        if (m > 0 && (size_t)m <= n && !memcmp(line, tag, (size_t)m)) return 1;
+    }
+    return 0;
+}
+
 static void emit(rank_proc *r, int k, int stream, const char *line, size_t n)
 {
     FILE *f = stream ? stderr : stdout;
-    fprintf(f, "[rank %d] %.*s\n", k, (int)n, line);
+    if (names_rank(line, n, k))
+        fprintf(f, "%.*s\n", (int)n, line);
+    else
+        fprintf(f, "[rank %d] %.*s\n", k, (int)n, line);
     fflush(f);
     if (stream && n) {
         size_t m = n < sizeof r->last_err - 1 ? n : sizeof r->last_err - 1;

@@ -125,7 +125,7 @@ shoal_result sh_train_ps_rank(const sh_train_opts *o, const sh_train_ps_opts *p,
     sh_trainer_destroy(t);
     sh_strategy_destroy(st);
 out:
-    if (rc != SHOAL_OK) sh_err_prefix("rank %d: ", rank);
+    if (rc != SHOAL_OK) sh_err_prefix_rank(rank); /* once, whoever named it first */
     shoal_comm_destroy(c);
     return rc;
 }
@@ -189,7 +189,7 @@ shoal_result sh_train_dp_rank(const sh_train_opts *o, const sh_train_dp_opts *d,
     sh_trainer_destroy(t);
     sh_strategy_destroy(st);
 out:
-    if (rc != SHOAL_OK) sh_err_prefix("rank %d: ", rank);
+    if (rc != SHOAL_OK) sh_err_prefix_rank(rank); /* once, whoever named it first */
     shoal_comm_destroy(c);
     return rc;
 }

@@ -56,7 +56,7 @@ static shoal_result send_hdr(sh_ps_client *w, int k, const ps_hdr *h, const void
     memcpy(w->buf, h, sizeof *h);
     if (nbytes) memcpy(w->buf + sizeof *h, payload, nbytes);
     shoal_result rc = shoal_send(w->c, w->buf, sizeof *h + nbytes, SHOAL_UINT8, k, PS_TAG_TO_SERVER);
-    if (rc != SHOAL_OK) sh_err_prefix("worker rank %d to parameter server %d: ", shoal_comm_rank(w->c), k);
+    if (rc != SHOAL_OK) sh_err_prefix("to parameter server %d: ", k); /* the caller names this rank */
     return rc;
 }
 
@@ -75,8 +75,8 @@ shoal_result sh_ps_client_pull(sh_ps_client *w, float *params)
         shoal_result rc = shoal_recv_any(w->c, w->buf, w->buf_nbytes, SHOAL_UINT8, PS_TAG_TO_WORKER,
                                          wait_ms, &peer, &n);
         if (rc == SHOAL_ERR_TIMEOUT)
-            return SH_FAIL(SHOAL_ERR_TIMEOUT, "worker rank %d: no parameters from the servers within %d ms "
-                           "(a server is dead or frozen)", shoal_comm_rank(w->c), wait_ms);
+            return SH_FAIL(SHOAL_ERR_TIMEOUT, "no parameters from the servers within %d ms "
+                           "(a server is dead or frozen)", wait_ms);
         SH_TRY(rc);
         ps_hdr h;
         if (n < sizeof h || peer < 0 || peer >= w->cfg.nservers)
@@ -134,7 +134,6 @@ void sh_ps_client_leave(sh_ps_client *w) { send_byes(w); }
 shoal_result sh_ps_client_close(sh_ps_client *w)
 {
     SH_TRY(send_byes(w));
-    int rank = shoal_comm_rank(w->c);
     /* A server holds its answer while a lower worker trains, saying HOLD every quarter
      * timeout; one timeout of silence means it is dead or frozen. */
     int wait_ms = w->cfg.timeout_ms;
@@ -144,20 +143,20 @@ shoal_result sh_ps_client_close(sh_ps_client *w)
         shoal_result rc = shoal_recv_any(w->c, w->buf, w->buf_nbytes, SHOAL_UINT8, PS_TAG_TO_WORKER,
                                          wait_ms, &peer, &n);
         if (rc == SHOAL_ERR_TIMEOUT)
-            return SH_FAIL(SHOAL_ERR_TIMEOUT, "worker rank %d: no answer to its goodbye from the servers "
-                           "within %d ms (a server is dead or frozen)", rank, wait_ms);
+            return SH_FAIL(SHOAL_ERR_TIMEOUT, "no answer to this worker's goodbye from the servers "
+                           "within %d ms (a server is dead or frozen)", wait_ms);
         SH_TRY(rc);
         ps_hdr h;
         if (n < sizeof h || peer < 0 || peer >= w->cfg.nservers)
-            return SH_FAIL(SHOAL_ERR_PEER, "worker rank %d: a malformed answer from rank %d", rank, peer);
+            return SH_FAIL(SHOAL_ERR_PEER, "a malformed answer to this worker's goodbye from rank %d", peer);
         memcpy(&h, w->buf, sizeof h);
         if (h.magic == PS_MAGIC && h.kind == PS_ABORT) {
             size_t m = h.count < n - sizeof h ? h.count : n - sizeof h;
             return SH_FAIL(SHOAL_ERR_PEER, "%.*s", (int)m, (const char *)w->buf + sizeof h);
         }
         if (h.magic != PS_MAGIC || (h.kind != PS_DONE && h.kind != PS_HOLD))
-            return SH_FAIL(SHOAL_ERR_PEER, "worker rank %d: parameter server %d answered its goodbye with "
-                           "message kind %u", rank, peer, (unsigned)h.kind);
+            return SH_FAIL(SHOAL_ERR_PEER, "parameter server %d answered this worker's goodbye with "
+                           "message kind %u", peer, (unsigned)h.kind);
         if (h.lead > w->lead) w->lead = h.lead;
         if (h.kind == PS_DONE) got++;
     }

@@ -295,6 +295,10 @@ static void frozen_server_is_noticed_after_one_timeout(void)
     int ended = run_and_freeze("3000", 0, argv, &st, &took);
     CHECK(ended && WIFEXITED(st) && WEXITSTATUS(st) == 1, "exit status %d: %s", st, out);
     CHECK(strstr(out, "no parameters from the servers within 3000 ms (a server is dead or frozen)"), "%s", out);
+    CHECK(strstr(out, "shoal: rank 1: no parameters") || strstr(out, "shoal: rank 2: no parameters"),
+          "the rank is not named once, first: %s", out);
+    CHECK(!strstr(out, "worker rank 1: ") && !strstr(out, "worker rank 2: ") && !strstr(out, "[rank 1] shoal: rank 1") &&
+              !strstr(out, "[rank 2] shoal: rank 2"), "a line names its rank twice: %s", out);
     CHECK(took < 5.0, "the job ended %.1f s after the server froze, SHOAL_TIMEOUT 3 s: %s", took, out);
 }
 
