@@ -14,17 +14,17 @@
 #include "comm/reduce.h"
 #include "comm/transport_mpi.h"
 
-/* The shared-memory fast path (transport_shm.c) is not there yet: weak, so this file links
- * without it; called only when present. */
+/* The shared-memory fast path (transport_shm.c): weak, so the algorithms link and run in a
+ * build or test binary without that file; called only when present. */
 int sh_shm_coll_supported(const shoal_comm *c, const sh_coll *op) __attribute__((weak));
 shoal_result sh_shm_coll_run(shoal_comm *c, const sh_coll *op) __attribute__((weak));
 
 /* ---- the table ----
  * Measured with bench/comm/algo_sweep.c (command in its header): every algorithm side by
  * side per size in one run, float32 sum, median microseconds from a common start to a
- * barrier after the call, socketpair ("sp") and shared-memory links, on this project's
- * 2-core test machine while ~7 other engineers were compiling (load 5): the ratios below
- * are what the table rests on, the absolute times are not. With more ranks than cores
+ * barrier after the call, socketpair ("sp") and shared-memory links, on a 2-core machine
+ * under a background load of about 5: the ratios below are what the table rests on (the
+ * interleaved runs share the load alike), the absolute times are not. With more ranks than cores
  * every algorithm waits for the scheduler, which flatters the binomial tree (fewer ranks
  * active at once) at 6-8 ranks; the tree is not chosen for allreduce on that evidence
  * alone, since with a core per rank its root handles log2(n) whole messages.
