@@ -30,6 +30,8 @@ static const env_var table[] = {
     {"SHOAL_MASTER_PORT", "29500", 1, 65535, "TCP port of rank 0's rendezvous store"},
     {"SHOAL_JOB_KEY", NULL, NOT_INT,
      "secret every connection of the job proves it holds (set by shoal launch)"},
+    {"SHOAL_LAUNCH_FD", NULL, 0, 1 << 20,
+     "set by shoal launch: a pipe on which a rank tells the launcher that the job dropped a rank"},
     {"SHOAL_HOST_ID", NULL, NOT_INT,
      "override this process's host identity (ranks with the same id share memory)"},
     /* communication */

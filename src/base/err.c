@@ -59,6 +59,15 @@ void sh_err_prefix(const char *fmt, ...)
     err_full[sizeof err_full - 1] = 0;
 }
 
+void sh_err_prefix_rank(int rank)
+{
+    char pre[32];
+    int n = snprintf(pre, sizeof pre, "rank %d: ", rank);
+    /* The text itself says so: it survives the copy from the communicator's thread. */
+    if (n > 0 && !strncmp(err_msg, pre, (size_t)n)) return;
+    sh_err_prefix("%s", pre);
+}
+
 void sh_err_clear(void)
 {
     err_msg[0] = 0;

@@ -14,6 +14,10 @@ shoal_result sh_fail(shoal_result rc, const char *file, int line, const char *fm
 void sh_err_trace(const char *file, int line);
 /* Prefix the current message with context ("rank 2: "), keeping the rest. */
 void sh_err_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prefix "rank R: " unless the message already starts with it (a lower layer, perhaps on
+ * the communicator's thread, named the rank): every layer that knows its rank may call it,
+ * and the message names the rank once. */
+void sh_err_prefix_rank(int rank);
 void sh_err_clear(void);
 /* Abort with "shoal bug: expr at file:line". Our own invariants only. */
 _Noreturn void sh_assert_fail(const char *expr, const char *file, int line);

@@ -72,37 +72,11 @@ static void time_str(char *buf, size_t cap, double us)
     snprintf(buf, cap, us >= 10000 ? "%7.0f" : us >= 100 ? "%7.1f" : "%7.2f", us);
 }
 
+static double val(size_t i, int rank, size_t salt);
+
 static void fill(void *buf, size_t count, shoal_dtype dt, int rank, size_t salt)
 {
-    for (size_t i = 0; i < count; i++) {
-        int64_t v = (int64_t)((i * 7 + (size_t)rank * 3 + salt) % 3) + 1;
-        switch (dt) {
-        case SHOAL_INT8: ((int8_t *)buf)[i] = (int8_t)v; break;
-        case SHOAL_UINT8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
-        case SHOAL_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
-        case SHOAL_INT64: ((int64_t *)buf)[i] = v; break;
-        case SHOAL_FLOAT16: ((uint16_t *)buf)[i] = sh_f32_to_f16((float)v); break;
-        case SHOAL_BFLOAT16: ((uint16_t *)buf)[i] = sh_f32_to_bf16((float)v); break;
-        case SHOAL_FLOAT32: ((float *)buf)[i] = (float)v; break;
-        case SHOAL_FLOAT64: ((double *)buf)[i] = (double)v; break;
-        default: break;
-        }
-    }
-}
-
-static double get(const void *buf, size_t i, shoal_dtype dt)
-{
-    switch (dt) {
-    case SHOAL_INT8: return ((const int8_t *)buf)[i];
-    case SHOAL_UINT8: return ((const uint8_t *)buf)[i];
-    case SHOAL_INT32: return ((const int32_t *)buf)[i];
-    case SHOAL_INT64: return (double)((const int64_t *)buf)[i];
-    case SHOAL_FLOAT16: return sh_f16_to_f32(((const uint16_t *)buf)[i]);
-    case SHOAL_BFLOAT16: return sh_bf16_to_f32(((const uint16_t *)buf)[i]);
-    case SHOAL_FLOAT32: return ((const float *)buf)[i];
-    case SHOAL_FLOAT64: return ((const double *)buf)[i];
-    default: return 0;
-    }
+    for (size_t i = 0; i < count; i++) sh_reduce_elem_put(buf, i, dt, val(i, rank, salt));
 }
 
 static double val(size_t i, int rank, size_t salt) { return (double)((i * 7 + (size_t)rank * 3 + salt) % 3) + 1; }
@@ -179,30 +153,30 @@ static long check(shoal_comm *c, const bench_cfg *b, const void *send, const voi
     (void)send;
     switch (b->kind) {
     case B_ALLREDUCE:
-        for (size_t i = 0; i < count; i++) wrong += get(recv, i, b->dt) != expect_reduce(i, n, b->op, b->dt, salt);
+        for (size_t i = 0; i < count; i++) wrong += sh_reduce_elem_get(recv, i, b->dt) != expect_reduce(i, n, b->op, b->dt, salt);
         break;
     case B_BROADCAST:
-        for (size_t i = 0; i < count; i++) wrong += get(recv, i, b->dt) != val(i, b->root, salt);
+        for (size_t i = 0; i < count; i++) wrong += sh_reduce_elem_get(recv, i, b->dt) != val(i, b->root, salt);
         break;
     case B_REDUCE:
         if (r == b->root)
-            for (size_t i = 0; i < count; i++) wrong += get(recv, i, b->dt) != expect_reduce(i, n, b->op, b->dt, salt);
+            for (size_t i = 0; i < count; i++) wrong += sh_reduce_elem_get(recv, i, b->dt) != expect_reduce(i, n, b->op, b->dt, salt);
         break;
     case B_ALLGATHER:
-        for (size_t i = 0; i < count * (size_t)n; i++) wrong += get(recv, i, b->dt) != val(i % count, (int)(i / count), salt);
+        for (size_t i = 0; i < count * (size_t)n; i++) wrong += sh_reduce_elem_get(recv, i, b->dt) != val(i % count, (int)(i / count), salt);
         break;
     case B_REDUCE_SCATTER:
         for (size_t i = 0; i < count; i++)
-            wrong += get(recv, i, b->dt) != expect_reduce((size_t)r * count + i, n, b->op, b->dt, salt);
+            wrong += sh_reduce_elem_get(recv, i, b->dt) != expect_reduce((size_t)r * count + i, n, b->op, b->dt, salt);
         break;
     case B_ALLTOALL:
         for (size_t i = 0; i < count * (size_t)n; i++) {
             size_t p = i / count, j = (size_t)r * count + i % count;
-            wrong += get(recv, i, b->dt) != val(j, (int)p, salt);
+            wrong += sh_reduce_elem_get(recv, i, b->dt) != val(j, (int)p, salt);
         }
         break;
     case B_SENDRECV:
-        for (size_t i = 0; i < count; i++) wrong += get(recv, i, b->dt) != val(i, (r + n - 1) % n, salt);
+        for (size_t i = 0; i < count; i++) wrong += sh_reduce_elem_get(recv, i, b->dt) != val(i, (r + n - 1) % n, salt);
         break;
     default: break;
     }

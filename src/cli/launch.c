@@ -34,6 +34,7 @@ typedef struct {
     char last_err[512];
     int exited, status;
     int killed_by_us;
+    int dropped;            /* the job said it goes on without this rank */
 } rank_proc;
 
 static int sig_pipe[2] = {-1, -1};
@@ -60,10 +61,26 @@ static int free_port(void)
     return port;
 }
 
+/* 1 when the line already names rank k at its start, as log lines ("[rank k host] comm:
+ * ...") and errors ("shoal: rank k: ...") do: a tag would name the rank twice. */
+static int names_rank(const char *line, size_t n, int k)
+{
+    char tag[48];
+    const char *forms[] = {"[rank %d ", "[rank %d]", "shoal: rank %d: "};
+    for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+        int m = snprintf(tag, sizeof tag, forms[i], k);
+        if (m > 0 && (size_t)m <= n && !memcmp(line, tag, (size_t)m)) return 1;
+    }
+    return 0;
+}
+
 static void emit(rank_proc *r, int k, int stream, const char *line, size_t n)
 {
     FILE *f = stream ? stderr : stdout;
-    fprintf(f, "[rank %d] %.*s\n", k, (int)n, line);
+    if (names_rank(line, n, k))
+        fprintf(f, "%.*s\n", (int)n, line);
+    else
+        fprintf(f, "[rank %d] %.*s\n", k, (int)n, line);
     fflush(f);
     if (stream && n) {
         size_t m = n < sizeof r->last_err - 1 ? n : sizeof r->last_err - 1;
@@ -95,6 +112,30 @@ static int drain(rank_proc *r, int k, int stream)
         r->buf[stream][r->len[stream]++] = ch;
     }
     return 1;
+}
+
+void sh_launch_note_dropped(int rank)
+{
+    long fd = -1;
+    if (!sh_env_is_set("SHOAL_LAUNCH_FD") || sh_env_long("SHOAL_LAUNCH_FD", &fd) != SHOAL_OK) return;
+    char line[32];
+    int n = snprintf(line, sizeof line, "dropped %d\n", rank);
+    if (write((int)fd, line, (size_t)n) < 0) { /* the launcher is gone: nothing to tell */
+    }
+}
+
+/* Lines "dropped R" from the ranks (each write is one whole line: shorter than PIPE_BUF). */
+static void read_notes(int fd, rank_proc *rp, int n)
+{
+    char buf[512];
+    ssize_t got;
+    while ((got = read(fd, buf, sizeof buf - 1)) > 0) {
+        buf[got] = 0;
+        for (char *p = buf; (p = strstr(p, "dropped ")); p++) {
+            int r = atoi(p + 8);
+            if (r >= 0 && r < n) rp[r].dropped = 1;
+        }
+    }
 }
 
 static const char *sig_name(int sig)
@@ -134,7 +175,8 @@ int sh_launch_run(const sh_launch_opts *o, char *const argv[])
         fprintf(stderr, "shoal %s: cannot create --output-dir %s: %s\n", tag, o->output_dir, strerror(errno));
         return 1;
     }
-    if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+    int note_pipe[2]; /* ranks -> launcher: "dropped R" lines (sh_launch_note_dropped) */
+    if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0 || pipe2(note_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
         fprintf(stderr, "shoal %s: pipe: %s\n", tag, strerror(errno));
         return 1;
     }
@@ -202,6 +244,11 @@ int sh_launch_run(const sh_launch_opts *o, char *const argv[])
             setenv("SHOAL_MASTER_ADDR", "127.0.0.1", 1);
             setenv("SHOAL_MASTER_PORT", port, 1);
             setenv("SHOAL_JOB_KEY", key, 1);
+            int note_fd = dup(note_pipe[1]); /* without O_CLOEXEC: the rank keeps it */
+            if (note_fd >= 0) {
+                snprintf(v, sizeof v, "%d", note_fd);
+                setenv("SHOAL_LAUNCH_FD", v, 1);
+            }
             /* launched by mpirun ourselves? our ranks are ours, not MPI's */
             unsetenv("OMPI_COMM_WORLD_RANK");
             unsetenv("OMPI_COMM_WORLD_SIZE");
@@ -243,6 +290,8 @@ int sh_launch_run(const sh_launch_opts *o, char *const argv[])
             free(rp);
             close(sig_pipe[0]);
             close(sig_pipe[1]);
+            close(note_pipe[0]);
+            close(note_pipe[1]);
             return 127;
         }
         if (pid < 0) {
@@ -268,13 +317,16 @@ int sh_launch_run(const sh_launch_opts *o, char *const argv[])
 
     int failed = -1, left = n, stopping = 0, orphans_killed = 0;
     uint64_t kill_at = 0, orphans_at = 0;
-    struct pollfd *pf = calloc((size_t)(2 * n + 1), sizeof *pf);
-    int *who = calloc((size_t)(2 * n + 1), sizeof *who);
+    struct pollfd *pf = calloc((size_t)(2 * n + 2), sizeof *pf);
+    int *who = calloc((size_t)(2 * n + 2), sizeof *who);
     for (;;) {
         int np = 0;
         pf[np].fd = sig_pipe[0];
         pf[np].events = POLLIN;
         who[np++] = -1;
+        pf[np].fd = note_pipe[0];
+        pf[np].events = POLLIN;
+        who[np++] = -2;
         for (int k = 0; k < n; k++)
             for (int s = 0; s < 2; s++)
                 if (rp[k].fd[s] >= 0) {
@@ -282,7 +334,7 @@ int sh_launch_run(const sh_launch_opts *o, char *const argv[])
                     pf[np].events = POLLIN;
                     who[np++] = k * 2 + s;
                 }
-        if (left == 0 && np == 1) break;
+        if (left == 0 && np == 2) break;
         if (left == 0) { /* every rank is gone but something they started still holds a pipe */
             uint64_t now = sh_now_ns();
             if (!orphans_at) {
@@ -304,7 +356,9 @@ int sh_launch_run(const sh_launch_opts *o, char *const argv[])
         poll(pf, (nfds_t)np, 50);
         for (int i = 0; i < np; i++) {
             if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-            if (who[i] < 0) {
+            if (who[i] == -2) {
+                read_notes(note_pipe[0], rp, n);
+            } else if (who[i] < 0) {
                 unsigned char s;
                 while (read(sig_pipe[0], &s, 1) == 1) {
                     for (int k = 0; k < n; k++)
@@ -327,14 +381,32 @@ int sh_launch_run(const sh_launch_opts *o, char *const argv[])
                 rp[k].status = st;
                 left--;
                 int bad = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-                if (bad && failed < 0 && !rp[k].killed_by_us && !stopping) {
+                read_notes(note_pipe[0], rp, n); /* a drop told just before a death counts */
+                if (bad && failed < 0 && !rp[k].killed_by_us && !rp[k].dropped && !stopping) {
                     failed = k;
                     stopping = 1;
                     for (int j = 0; j < n; j++) { /* exited ranks too: what they started dies with them */
                         kill(-rp[j].pid, SIGTERM);
+                        kill(-rp[j].pid, SIGCONT); /* a frozen rank acts on it only once continued */
                         if (!rp[j].exited) rp[j].killed_by_us = 1;
                     }
                     kill_at = sh_now_ns() + (uint64_t)(o->grace_ms > 0 ? o->grace_ms : 3000) * 1000000ull;
+                }
+            }
+        }
+        if (!stopping && failed < 0 && left > 0) { /* only dropped ranks left: they hold nothing */
+            int held = 0, undropped = 0;
+            for (int k = 0; k < n; k++) {
+                held += !rp[k].exited;
+                undropped += !rp[k].exited && !rp[k].dropped;
+            }
+            if (held && !undropped) {
+                for (int k = 0; k < n; k++) {
+                    if (rp[k].exited || rp[k].killed_by_us) continue;
+                    fprintf(stderr, "shoal %s: rank %d was dropped by the job and still runs after every other "
+                            "rank ended; killed it\n", tag, k);
+                    kill(-rp[k].pid, SIGKILL);
+                    rp[k].killed_by_us = 1;
                 }
             }
         }
@@ -365,6 +437,7 @@ int sh_launch_run(const sh_launch_opts *o, char *const argv[])
         for (int k = 0; k < n; k++) {
             int st = rp[k].status;
             int c = WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
+            if (rp[k].dropped) continue; /* the job went on without it */
             if (c && !code) code = c;
         }
     }
@@ -377,5 +450,7 @@ int sh_launch_run(const sh_launch_opts *o, char *const argv[])
     free(who);
     close(sig_pipe[0]);
     close(sig_pipe[1]);
+    close(note_pipe[0]);
+    close(note_pipe[1]);
     return code;
 }

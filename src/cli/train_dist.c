@@ -11,6 +11,7 @@
 #include "base/env.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "cli/launch.h"
 #include "shoal/comm.h"
 
 int sh_train_in_job(void)
@@ -80,6 +81,7 @@ shoal_result sh_train_ps_rank(const sh_train_opts *o, const sh_train_ps_opts *p,
         }
         cfg.clock_log = o->quiet ? NULL : stderr; /* each worker's clock and the spread */
         cfg.clock_log_ms = (int)log_ms;
+        cfg.on_drop = sh_launch_note_dropped; /* the launcher stops waiting for that rank */
         sh_ps_server *s = NULL;
         rc = sh_ps_server_create(c, &cfg, sh_net_params(model), &s);
         sh_net_destroy(model);
@@ -117,11 +119,13 @@ shoal_result sh_train_ps_rank(const sh_train_opts *o, const sh_train_ps_opts *p,
     sh_trainer *t = NULL;
     rc = sh_trainer_create(&wopts, &t);
     if (rc == SHOAL_OK) rc = sh_trainer_run(t, r);
-    *reporter = rc == SHOAL_OK && st->rank == 0;
+    int lead = 0; /* the lowest worker the servers did not drop reports */
+    if (rc == SHOAL_OK) rc = sh_strategy_ps_close(st, &lead);
+    *reporter = rc == SHOAL_OK && lead;
     sh_trainer_destroy(t);
     sh_strategy_destroy(st);
 out:
-    if (rc != SHOAL_OK) sh_err_prefix("rank %d: ", rank);
+    if (rc != SHOAL_OK) sh_err_prefix_rank(rank); /* once, whoever named it first */
     shoal_comm_destroy(c);
     return rc;
 }
@@ -185,7 +189,7 @@ shoal_result sh_train_dp_rank(const sh_train_opts *o, const sh_train_dp_opts *d,
     sh_trainer_destroy(t);
     sh_strategy_destroy(st);
 out:
-    if (rc != SHOAL_OK) sh_err_prefix("rank %d: ", rank);
+    if (rc != SHOAL_OK) sh_err_prefix_rank(rank); /* once, whoever named it first */
     shoal_comm_destroy(c);
     return rc;
 }

@@ -38,8 +38,8 @@ shoal_result sh_comm_run_coll(shoal_comm *c, const sh_coll *op)
     shoal_result rc = sh_select_run(c, op);
     c->coll_seq++;
     if (rc == SHOAL_ERR_PEER || rc == SHOAL_ERR_TIMEOUT || rc == SHOAL_ERR_MISMATCH) {
-        sh_err_prefix("rank %d: ", c->rank);
-        break_comm(c, shoal_last_error_message());
+        break_comm(c, shoal_last_error_message()); /* "communicator is broken: " + this, then the rank */
+        sh_err_prefix_rank(c->rank);
     }
     return rc;
 }
@@ -305,7 +305,7 @@ shoal_result shoal_comm_create(const shoal_comm_opts *o, shoal_comm **out)
     shoal_result rc = sh_transport_connect_all(c);
     if (rc == SHOAL_OK) rc = sh_store_barrier(c->store, "w/ready", c->world, c->timeout_ms);
     if (rc != SHOAL_OK) {
-        sh_err_prefix("rank %d: ", c->rank);
+        sh_err_prefix_rank(c->rank);
         shoal_comm_destroy(c);
         return rc;
     }

@@ -414,3 +414,33 @@ void sh_copy_stream(void *dst, const void *src, size_t nbytes)
     memcpy(dst, src, nbytes);
 #endif
 }
+
+double sh_reduce_elem_get(const void *buf, size_t i, shoal_dtype dt)
+{
+    switch (dt) {
+    case SHOAL_INT8: return ((const int8_t *)buf)[i];
+    case SHOAL_UINT8: return ((const uint8_t *)buf)[i];
+    case SHOAL_INT32: return ((const int32_t *)buf)[i];
+    case SHOAL_INT64: return (double)((const int64_t *)buf)[i];
+    case SHOAL_FLOAT16: return sh_f16_to_f32(((const uint16_t *)buf)[i]);
+    case SHOAL_BFLOAT16: return sh_bf16_to_f32(((const uint16_t *)buf)[i]);
+    case SHOAL_FLOAT32: return ((const float *)buf)[i];
+    case SHOAL_FLOAT64: return ((const double *)buf)[i];
+    default: return 0;
+    }
+}
+
+void sh_reduce_elem_put(void *buf, size_t i, shoal_dtype dt, double v)
+{
+    switch (dt) {
+    case SHOAL_INT8: ((int8_t *)buf)[i] = (int8_t)v; break;
+    case SHOAL_UINT8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
+    case SHOAL_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
+    case SHOAL_INT64: ((int64_t *)buf)[i] = (int64_t)v; break;
+    case SHOAL_FLOAT16: ((uint16_t *)buf)[i] = sh_f32_to_f16((float)v); break;
+    case SHOAL_BFLOAT16: ((uint16_t *)buf)[i] = sh_f32_to_bf16((float)v); break;
+    case SHOAL_FLOAT32: ((float *)buf)[i] = (float)v; break;
+    case SHOAL_FLOAT64: ((double *)buf)[i] = v; break;
+    default: break;
+    }
+}

@@ -41,4 +41,10 @@ uint16_t sh_f32_to_f16(float f);
 float sh_bf16_to_f32(uint16_t h);
 uint16_t sh_f32_to_bf16(float f);
 
+/* Element i of a buffer of dtype dt, as a double, and back (integers truncate, float16
+ * and bfloat16 round to nearest even): for checking results, never in a hot loop. Used by
+ * `shoal bench -c` and the collective tests. */
+double sh_reduce_elem_get(const void *buf, size_t i, shoal_dtype dt);
+void sh_reduce_elem_put(void *buf, size_t i, shoal_dtype dt, double v);
+
 #endif

@@ -54,7 +54,8 @@ float *sh_net_stats(sh_net *n, size_t *count);
 /* Move the parameter and gradient blocks into memory the caller provides and keeps
  * (sh_net_nparams floats each, 64-byte aligned, alive as long as the net): a window shared
  * with other ranks, say. copy_params: copy the parameters there (else what is there stays,
- * e.g. another rank's copy). The net no longer frees either block. */
+ * e.g. another rank's copy). The caller frees both blocks, after sh_net_destroy; the net
+ * frees neither. */
 void sh_net_use_blocks(sh_net *n, float *params, float *grads, int copy_params);
 /* Decay ranges for the optimizer: weights decay, biases and batch-norm parameters don't. */
 const sh_param_range *sh_net_param_ranges(const sh_net *n, int *nranges);

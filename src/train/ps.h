@@ -36,6 +36,9 @@ typedef struct {
     const char *save_path;
     int64_t save_every;
     const char *resume_path;
+    /* Called by a server (async, ssp) when it drops worker rank `rank` for its silence, so
+     * the job can stop waiting for it (the launcher ends it). NULL: nothing. */
+    void (*on_drop)(int rank);
     int die_rank;                 /* fault drills: server die_rank SIGKILLs itself after */
     int64_t die_after;            /* this many rounds of updates; 0: never */
     /* Clock lines (sh_ps_server_clock_line) written to clock_log every clock_log_ms while
@@ -62,7 +65,9 @@ typedef struct {
 shoal_result sh_ps_server_create(shoal_comm *c, const sh_ps_config *cfg, const float *init_params,
                                  sh_ps_server **out);
 /* Serve until every worker has said goodbye or was dropped. In sync mode a silent worker
- * stops the job: the others are told, and this returns SHOAL_ERR_PEER naming it. */
+ * stops the job: the others are told, and this returns SHOAL_ERR_PEER naming it. A
+ * goodbye is answered once every lower worker has said goodbye or was dropped, naming the
+ * lead: the lowest worker not dropped. */
 shoal_result sh_ps_server_run(sh_ps_server *s);
 void sh_ps_server_stats(const sh_ps_server *s, sh_ps_stats *out);
 /* This server's view of every worker's clock (pushes it has taken from it), as one line:
@@ -80,13 +85,22 @@ void sh_ps_server_destroy(sh_ps_server *s);
 typedef struct sh_ps_client sh_ps_client;
 
 shoal_result sh_ps_client_create(shoal_comm *c, const sh_ps_config *cfg, sh_ps_client **out);
-/* The whole vector, as fresh as the consistency mode requires for this worker's clock. */
+/* The whole vector, as fresh as the consistency mode requires for this worker's clock.
+ * SHOAL_ERR_TIMEOUT naming the servers after one SHOAL_TIMEOUT without a word from one
+ * (a server holding the pull says so every quarter timeout). */
 shoal_result sh_ps_client_pull(sh_ps_client *w, float *params);
 /* Gradients of the whole vector (averaged over this worker's batch); the clock advances. */
 shoal_result sh_ps_client_push(sh_ps_client *w, const float *grads);
 int64_t sh_ps_client_clock(const sh_ps_client *w);
-/* Say goodbye to every server (they stop when all workers have). */
+/* The lead as this worker last heard it from the servers (0 before any answer): the lowest
+ * worker index no server has dropped. The lead prints progress and reports. */
+int sh_ps_client_lead(const sh_ps_client *w);
+/* Say goodbye to every server (they stop when all workers have) and wait for their answer,
+ * which settles the lead: it comes once every lower worker has said goodbye or was dropped
+ * (SHOAL_ERR_TIMEOUT after one SHOAL_TIMEOUT without a word from a server). */
 shoal_result sh_ps_client_close(sh_ps_client *w);
+/* Say goodbye without waiting for the answer: a worker that gives up. */
+void sh_ps_client_leave(sh_ps_client *w);
 void sh_ps_client_destroy(sh_ps_client *w);
 
 #endif

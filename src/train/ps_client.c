@@ -16,6 +16,7 @@ struct sh_ps_client {
     shoal_comm *c;
     sh_ps_config cfg;
     int64_t clock;
+    int lead;               /* the lowest worker not dropped, as last heard */
     unsigned char *buf;
     size_t buf_nbytes;
 };
@@ -55,27 +56,27 @@ static shoal_result send_hdr(sh_ps_client *w, int k, const ps_hdr *h, const void
     memcpy(w->buf, h, sizeof *h);
     if (nbytes) memcpy(w->buf + sizeof *h, payload, nbytes);
     shoal_result rc = shoal_send(w->c, w->buf, sizeof *h + nbytes, SHOAL_UINT8, k, PS_TAG_TO_SERVER);
-    if (rc != SHOAL_OK) sh_err_prefix("worker rank %d to parameter server %d: ", shoal_comm_rank(w->c), k);
+    if (rc != SHOAL_OK) sh_err_prefix("to parameter server %d: ", k); /* the caller names this rank */
     return rc;
 }
 
 shoal_result sh_ps_client_pull(sh_ps_client *w, float *params)
 {
     for (int k = 0; k < w->cfg.nservers; k++) {
-        ps_hdr h = {PS_MAGIC, PS_PULL, w->clock, 0, 0};
+        ps_hdr h = {PS_MAGIC, PS_PULL, w->clock, 0, 0, 0, {0, 0, 0}};
         SH_TRY(send_hdr(w, k, &h, NULL, 0));
     }
-    for (int got = 0; got < w->cfg.nservers; got++) {
+    for (int got = 0; got < w->cfg.nservers;) {
         int peer = -1;
         size_t n = 0;
-        /* A server may rightly hold a pull until a silent worker is dropped (one timeout),
-         * so the worker gives the servers twice that before it calls them lost. */
-        int wait_ms = 2 * w->cfg.timeout_ms + 1000;
+        /* A server that holds a pull says HOLD every quarter timeout: one timeout of silence
+         * means it is dead or frozen. */
+        int wait_ms = w->cfg.timeout_ms;
         shoal_result rc = shoal_recv_any(w->c, w->buf, w->buf_nbytes, SHOAL_UINT8, PS_TAG_TO_WORKER,
                                          wait_ms, &peer, &n);
         if (rc == SHOAL_ERR_TIMEOUT)
-            return SH_FAIL(SHOAL_ERR_TIMEOUT, "worker rank %d: no parameters from the servers within %d ms "
-                           "(a server is dead or frozen)", shoal_comm_rank(w->c), wait_ms);
+            return SH_FAIL(SHOAL_ERR_TIMEOUT, "no parameters from the servers within %d ms "
+                           "(a server is dead or frozen)", wait_ms);
         SH_TRY(rc);
         ps_hdr h;
         if (n < sizeof h || peer < 0 || peer >= w->cfg.nservers)
@@ -85,12 +86,18 @@ shoal_result sh_ps_client_pull(sh_ps_client *w, float *params)
             size_t m = h.count < n - sizeof h ? h.count : n - sizeof h;
             return SH_FAIL(SHOAL_ERR_PEER, "%.*s", (int)m, (const char *)w->buf + sizeof h);
         }
+        if (h.magic == PS_MAGIC && h.kind == PS_HOLD) { /* alive, still waiting on others */
+            if (h.lead > w->lead) w->lead = h.lead;
+            continue;
+        }
+        got++;
         size_t lo, cnt;
         sh_ps_shard(w->cfg.nparams, w->cfg.nservers, peer, &lo, &cnt);
         if (h.magic != PS_MAGIC || h.kind != PS_PARAMS || h.offset != lo || h.count != cnt ||
             n != sizeof h + cnt * sizeof(float))
             return SH_FAIL(SHOAL_ERR_PEER, "worker: parameter server %d sent a reply that does not fit its shard", peer);
         memcpy(params + lo, w->buf + sizeof h, cnt * sizeof(float));
+        if (h.lead > w->lead) w->lead = h.lead; /* drops only ever raise it */
     }
     return SHOAL_OK;
 }
@@ -100,7 +107,7 @@ shoal_result sh_ps_client_push(sh_ps_client *w, const float *grads)
     for (int k = 0; k < w->cfg.nservers; k++) {
         size_t lo, cnt;
         sh_ps_shard(w->cfg.nparams, w->cfg.nservers, k, &lo, &cnt);
-        ps_hdr h = {PS_MAGIC, PS_PUSH, w->clock, lo, cnt};
+        ps_hdr h = {PS_MAGIC, PS_PUSH, w->clock, lo, cnt, 0, {0, 0, 0}};
         SH_TRY(send_hdr(w, k, &h, grads + lo, cnt * sizeof(float)));
     }
     w->clock++;
@@ -109,15 +116,51 @@ shoal_result sh_ps_client_push(sh_ps_client *w, const float *grads)
 
 int64_t sh_ps_client_clock(const sh_ps_client *w) { return w->clock; }
 
-shoal_result sh_ps_client_close(sh_ps_client *w)
+int sh_ps_client_lead(const sh_ps_client *w) { return w->lead; }
+
+static shoal_result send_byes(sh_ps_client *w)
 {
     shoal_result first = SHOAL_OK;
     for (int k = 0; k < w->cfg.nservers; k++) {
-        ps_hdr h = {PS_MAGIC, PS_BYE, w->clock, 0, 0};
+        ps_hdr h = {PS_MAGIC, PS_BYE, w->clock, 0, 0, 0, {0, 0, 0}};
         shoal_result rc = send_hdr(w, k, &h, NULL, 0);
         if (rc != SHOAL_OK && first == SHOAL_OK) first = rc;
     }
     return first;
+}
+
+void sh_ps_client_leave(sh_ps_client *w) { send_byes(w); }
+
+shoal_result sh_ps_client_close(sh_ps_client *w)
+{
+    SH_TRY(send_byes(w));
+    /* A server holds its answer while a lower worker trains, saying HOLD every quarter
+     * timeout; one timeout of silence means it is dead or frozen. */
+    int wait_ms = w->cfg.timeout_ms;
+    for (int got = 0; got < w->cfg.nservers;) {
+        int peer = -1;
+        size_t n = 0;
+        shoal_result rc = shoal_recv_any(w->c, w->buf, w->buf_nbytes, SHOAL_UINT8, PS_TAG_TO_WORKER,
+                                         wait_ms, &peer, &n);
+        if (rc == SHOAL_ERR_TIMEOUT)
+            return SH_FAIL(SHOAL_ERR_TIMEOUT, "no answer to this worker's goodbye from the servers "
+                           "within %d ms (a server is dead or frozen)", wait_ms);
+        SH_TRY(rc);
+        ps_hdr h;
+        if (n < sizeof h || peer < 0 || peer >= w->cfg.nservers)
+            return SH_FAIL(SHOAL_ERR_PEER, "a malformed answer to this worker's goodbye from rank %d", peer);
+        memcpy(&h, w->buf, sizeof h);
+        if (h.magic == PS_MAGIC && h.kind == PS_ABORT) {
+            size_t m = h.count < n - sizeof h ? h.count : n - sizeof h;
+            return SH_FAIL(SHOAL_ERR_PEER, "%.*s", (int)m, (const char *)w->buf + sizeof h);
+        }
+        if (h.magic != PS_MAGIC || (h.kind != PS_DONE && h.kind != PS_HOLD))
+            return SH_FAIL(SHOAL_ERR_PEER, "parameter server %d answered this worker's goodbye with "
+                           "message kind %u", peer, (unsigned)h.kind);
+        if (h.lead > w->lead) w->lead = h.lead;
+        if (h.kind == PS_DONE) got++;
+    }
+    return SHOAL_OK;
 }
 
 void sh_ps_client_destroy(sh_ps_client *w)

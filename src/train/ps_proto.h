@@ -7,13 +7,19 @@
 #include <stdint.h>
 
 enum { PS_MAGIC = 0x31535053 /* "SPS1" */, PS_TAG_TO_SERVER = 20480, PS_TAG_TO_WORKER = 20481 };
-enum { PS_PULL = 1, PS_PUSH = 2, PS_BYE = 3, PS_PARAMS = 4, PS_ABORT = 5 };
+/* BYE is answered by DONE once every lower worker has said goodbye or been dropped, so the
+ * worker learns for sure whether it is the lead (the one that reports). While a pull or a
+ * goodbye waits on other workers, HOLD every quarter SHOAL_TIMEOUT says the server lives. */
+enum { PS_PULL = 1, PS_PUSH = 2, PS_BYE = 3, PS_PARAMS = 4, PS_ABORT = 5, PS_DONE = 6, PS_HOLD = 7 };
 
 typedef struct {
     uint32_t magic, kind;
     int64_t clock;   /* PULL, PUSH: the worker's clock (pushes done); PARAMS: the clock served */
     uint64_t offset; /* PUSH, PARAMS: first parameter of the shard */
     uint64_t count;  /* PUSH, PARAMS: floats that follow; ABORT: bytes of the message */
+    int32_t lead;    /* PARAMS, DONE: the lowest worker this server has not dropped (-1: none) */
+    int32_t pad[3];  /* 48 bytes: the floats behind a header stay 16-byte aligned */
 } ps_hdr;
+_Static_assert(sizeof(ps_hdr) % 16 == 0, "ps_hdr keeps the floats behind it aligned");
 
 #endif

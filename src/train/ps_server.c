@@ -31,6 +31,8 @@ struct sh_ps_server {
     int nworkers;
     int64_t *clock;         /* [w]: pushes applied or accumulated from worker w */
     int *alive, *bye, *pending;
+    int *done_owed;         /* [w]: said goodbye, not yet answered with DONE */
+    uint64_t hold_sent_ns;  /* when waiting pulls and goodbyes were last told to hold on */
     uint64_t *last_seen_ns;
     int round_pushes;       /* sync: pushes accumulated for the current round */
     int64_t updates;        /* optimizer steps taken */
@@ -144,6 +146,7 @@ shoal_result sh_ps_server_create(shoal_comm *c, const sh_ps_config *cfg, const f
     s->alive = calloc((size_t)s->nworkers, sizeof *s->alive);
     s->bye = calloc((size_t)s->nworkers, sizeof *s->bye);
     s->pending = calloc((size_t)s->nworkers, sizeof *s->pending);
+    s->done_owed = calloc((size_t)s->nworkers, sizeof *s->done_owed);
     s->last_seen_ns = calloc((size_t)s->nworkers, sizeof *s->last_seen_ns);
     s->buf_nbytes = sizeof(ps_hdr) + n * sizeof(float);
     s->buf = malloc(s->buf_nbytes);
@@ -161,7 +164,7 @@ shoal_result sh_ps_server_create(shoal_comm *c, const sh_ps_config *cfg, const f
     }
     if (cfg->nranges == 0) rr[nr++] = (sh_param_range){0, s->count, 1};
     shoal_result rc = SHOAL_OK;
-    if (!s->params || !s->acc || !s->grad || !s->clock || !s->alive || !s->bye || !s->pending ||
+    if (!s->params || !s->acc || !s->grad || !s->clock || !s->alive || !s->bye || !s->pending || !s->done_owed ||
         !s->last_seen_ns || !s->buf || !s->line || !rr)
         rc = SH_FAIL(SHOAL_ERR_NOMEM, "out of memory for a shard of %zu parameters", s->count);
     if (rc == SHOAL_OK) rc = sh_optim_create(&cfg->optim, s->count, rr, nr, &s->opt);
@@ -239,6 +242,45 @@ static void send_to(sh_ps_server *s, int w, const ps_hdr *h, const void *payload
                  shoal_last_error_message());
 }
 
+/* The lead, the worker that prints and reports: the lowest one not dropped (one that said
+ * goodbye still leads). -1 when every worker was dropped. */
+static int lead_worker(const sh_ps_server *s)
+{
+    for (int w = 0; w < s->nworkers; w++)
+        if (s->alive[w]) return w;
+    return -1;
+}
+
+/* Answer each goodbye whose lower workers have all said goodbye or been dropped: from then
+ * on the lead can no longer change for that worker, and DONE tells it who leads. */
+static void answer_byes(sh_ps_server *s)
+{
+    for (int w = 0; w < s->nworkers; w++) {
+        if (!s->done_owed[w]) continue;
+        int settled = 1;
+        for (int v = 0; v < w && settled; v++) settled = s->bye[v] || !s->alive[v];
+        if (!settled) continue;
+        ps_hdr h = {PS_MAGIC, PS_DONE, s->clock[w], 0, 0, lead_worker(s), {0, 0, 0}};
+        send_to(s, w, &h, NULL, 0);
+        s->done_owed[w] = 0;
+    }
+}
+
+/* Every quarter timeout, each worker whose pull or goodbye waits on other workers hears
+ * HOLD: a worker can then call a server lost after one SHOAL_TIMEOUT of silence, not two
+ * (a held pull may rightly wait a whole timeout for a silent worker to be dropped). */
+static void send_holds(sh_ps_server *s)
+{
+    uint64_t now = sh_now_ns();
+    if (now - s->hold_sent_ns < (uint64_t)s->cfg.timeout_ms * 250000ull) return;
+    s->hold_sent_ns = now;
+    for (int w = 0; w < s->nworkers; w++) {
+        if (!s->alive[w] || !(s->done_owed[w] || s->pending[w])) continue;
+        ps_hdr h = {PS_MAGIC, PS_HOLD, s->clock[w], 0, 0, lead_worker(s), {0, 0, 0}};
+        send_to(s, w, &h, NULL, 0);
+    }
+}
+
 /* Answer every waiting pull the consistency mode allows now. */
 static void serve_pulls(sh_ps_server *s)
 {
@@ -254,7 +296,7 @@ static void serve_pulls(sh_ps_server *s)
         if (s->cfg.consistency == SH_PS_SSP && mn != INT64_MAX && mn < cw - s->cfg.staleness)
             s->st.ssp_violations++;
         if (mn != INT64_MAX && mx - mn > s->st.max_spread) s->st.max_spread = mx - mn;
-        ps_hdr h = {PS_MAGIC, PS_PARAMS, cw, s->lo, s->count};
+        ps_hdr h = {PS_MAGIC, PS_PARAMS, cw, s->lo, s->count, lead_worker(s), {0, 0, 0}};
         send_to(s, w, &h, s->params, s->count * sizeof(float));
         s->pending[w] = 0;
         s->st.pulls++;
@@ -324,6 +366,7 @@ static shoal_result check_silence(sh_ps_server *s)
             s->st.dropped_workers++;
             SH_LOG_W("ps", "server %d: dropped worker rank %d (%s): nothing from it for %d ms; the others go on",
                      s->k, rank, host ? host : "?", s->cfg.timeout_ms);
+            if (s->cfg.on_drop) s->cfg.on_drop(rank);
             continue;
         }
         char msg[256];
@@ -332,7 +375,7 @@ static shoal_result check_silence(sh_ps_server *s)
                          s->k, rank, host ? host : "?", s->cfg.timeout_ms);
         for (int v = 0; v < s->nworkers; v++)
             if (s->alive[v] && !s->bye[v] && v != w) {
-                ps_hdr h = {PS_MAGIC, PS_ABORT, 0, 0, (uint64_t)n};
+                ps_hdr h = {PS_MAGIC, PS_ABORT, 0, 0, (uint64_t)n, -1, {0, 0, 0}};
                 send_to(s, v, &h, msg, (size_t)n);
             }
         reap(s);
@@ -413,12 +456,14 @@ shoal_result sh_ps_server_run(sh_ps_server *s)
         if (!active) break;
         int peer = -1;
         size_t n = 0;
+        send_holds(s);
         shoal_result r = shoal_recv_any(s->c, s->buf, s->buf_nbytes, SHOAL_UINT8, PS_TAG_TO_SERVER, wait_ms, &peer, &n);
         reap(s);
         if (r == SHOAL_ERR_TIMEOUT) {
             rc = check_silence(s);
             if (rc != SHOAL_OK) break;
             serve_pulls(s); /* a dropped worker may release others */
+            answer_byes(s);
             continue;
         }
         if (r == SHOAL_ERR_MISMATCH) {
@@ -482,12 +527,14 @@ shoal_result sh_ps_server_run(sh_ps_server *s)
             break;
         case PS_BYE:
             s->bye[w] = 1;
+            s->done_owed[w] = 1;
             break;
         default:
             refuse(s, peer, "unknown message kind");
         }
         if (rc != SHOAL_OK) break;
         serve_pulls(s);
+        answer_byes(s);
     }
     if (s->cfg.clock_log) log_clocks(s);
     if (rc == SHOAL_OK && s->cfg.save_path) rc = server_save(s);
@@ -524,6 +571,7 @@ void sh_ps_server_destroy(sh_ps_server *s)
     free(s->alive);
     free(s->bye);
     free(s->pending);
+    free(s->done_owed);
     free(s->last_seen_ns);
     free(s->buf);
     free(s->line);

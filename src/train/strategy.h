@@ -49,6 +49,9 @@ struct sh_strategy {
      * make rank 0's optimizer state whole (a strategy that splits the update keeps each
      * block's state current only on the rank that updates it). */
     shoal_result (*sync_state)(sh_strategy *s);
+    /* Optional (NULL: rank 0 leads): 1 while this rank is the one that prints progress and
+     * reports; a parameter-server worker leads once the servers dropped every lower one. */
+    int (*leads)(const sh_strategy *s);
 };
 
 /* The single-process strategy: every hook does nothing. */

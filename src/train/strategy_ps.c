@@ -19,6 +19,7 @@ typedef struct {
     size_t nparams;
     int pull_every, push_every, nacc;
     int delay_ms;
+    int closed; /* said goodbye through sh_strategy_ps_close */
     shoal_result failed;
 } ps_state;
 
@@ -70,7 +71,7 @@ static void destroy(sh_strategy *s)
 {
     ps_state *p = s->impl;
     if (p) {
-        sh_ps_client_close(p->cl);
+        if (!p->closed) sh_ps_client_leave(p->cl); /* gave up: no answer to wait for */
         sh_ps_client_destroy(p->cl);
         free(p->acc);
         free(p);
@@ -79,6 +80,23 @@ static void destroy(sh_strategy *s)
 }
 
 static const sh_strategy_ops ps_ops = {"ps", attach, begin, grad_ready, finish, destroy, NULL};
+
+/* The lead prints progress: it moves to the next worker when the servers drop a frozen one. */
+static int leads(const sh_strategy *s)
+{
+    const ps_state *p = s->impl;
+    return sh_ps_client_lead(p->cl) == s->rank;
+}
+
+shoal_result sh_strategy_ps_close(sh_strategy *s, int *is_lead)
+{
+    ps_state *p = s->impl;
+    *is_lead = 0;
+    p->closed = 1;
+    SH_TRY(sh_ps_client_close(p->cl));
+    *is_lead = leads(s);
+    return SHOAL_OK;
+}
 
 shoal_result sh_strategy_ps_create(shoal_comm *c, const sh_ps_config *cfg, const sh_ps_worker_opts *o,
                                    sh_strategy **out)
@@ -105,6 +123,7 @@ shoal_result sh_strategy_ps_create(shoal_comm *c, const sh_ps_config *cfg, const
     s->rank = shoal_comm_rank(c) - cfg->nservers;
     s->world = shoal_comm_world(c) - cfg->nservers;
     s->applies_update = 1;
+    s->leads = leads;
     s->impl = p;
     *out = s;
     return SHOAL_OK;

@@ -16,5 +16,9 @@ typedef struct {
  * are among the workers, so the data loader shards every global batch across them. */
 shoal_result sh_strategy_ps_create(shoal_comm *c, const sh_ps_config *cfg, const sh_ps_worker_opts *o,
                                    sh_strategy **out);
+/* After training: say goodbye to the servers and wait for their answer, which settles
+ * whether this worker is the lead (*is_lead: it reports). Destroy without this only says
+ * goodbye (a worker that failed). */
+shoal_result sh_strategy_ps_close(sh_strategy *s, int *is_lead);
 
 #endif

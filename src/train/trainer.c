@@ -186,8 +186,12 @@ shoal_result sh_trainer_save(sh_trainer *t, const char *path)
     return SHOAL_OK;
 }
 
-/* Lines go only from rank 0 and never under --quiet. */
-static int may_print(const sh_trainer *t) { return !t->opts.quiet && t->strategy->rank == 0; }
+/* Lines go only from the lead (rank 0 unless the strategy says) and never under --quiet. */
+static int may_print(const sh_trainer *t)
+{
+    const sh_strategy *s = t->strategy;
+    return !t->opts.quiet && (s->leads ? s->leads(s) : s->rank == 0);
+}
 
 static shoal_result save_to(sh_trainer *t, sh_progress *prog, const char *path,
                             sh_train_report *r, const char *why)
@@ -243,7 +247,8 @@ static shoal_result check_diverged(const sh_trainer *t, float loss, int scan_par
 static shoal_result open_progress(sh_trainer *t, int64_t per_epoch, sh_progress **out)
 {
     *out = NULL;
-    if (!may_print(t)) return SHOAL_OK;
+    /* A strategy whose lead can move keeps a progress line on every rank; the lead's shows. */
+    if (t->opts.quiet || (!t->strategy->leads && !may_print(t))) return SHOAL_OK;
     sh_progress_opts po;
     sh_progress_opts_default(&po);
     po.epochs = (t->steps_planned + per_epoch - 1) / per_epoch;
@@ -301,7 +306,7 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
         r->train_loss = epoch_loss_sum / (double)epoch_loss_n;
         /* The batch's training accuracy from the forward pass the step already did. */
         double acc = (double)sh_net_correct(t->net, t->y) / (double)t->last_n;
-        if (prog) sh_progress_step(prog, step / per_epoch, step % per_epoch, loss, acc);
+        if (prog && may_print(t)) sh_progress_step(prog, step / per_epoch, step % per_epoch, loss, acc);
         if (t->tb) {
             SH_TRY_GOTO(sh_tb_scalar(t->tb, "train/loss", t->steps_done, loss), rc, done);
             SH_TRY_GOTO(sh_tb_scalar(t->tb, "train/accuracy", t->steps_done, (float)acc), rc, done);
@@ -318,7 +323,7 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
                          r->train_loss, 100 * r->test_accuracy, r->test_loss,
                          (double)(sh_now_ns() - start_ns) * 1e-9);
             }
-            if (prog) sh_progress_epoch_end(prog, extra[0] ? extra : NULL);
+            if (prog && may_print(t)) sh_progress_epoch_end(prog, extra[0] ? extra : NULL);
             epoch_loss_sum = 0;
             epoch_loss_n = 0;
         }

@@ -41,6 +41,21 @@ static void prefix_adds_context_to_message(void)
           shoal_last_error_message());
 }
 
+/* The communicator names its rank, and so does the training rank around it: the message
+ * names it once ("rank 1: rank 1: allreduce" was the bug); a new error starts afresh. */
+static void rank_prefix_names_the_rank_once(void)
+{
+    (void)SH_FAIL(SHOAL_ERR_PEER, "allreduce with rank 2: the peer exited");
+    sh_err_prefix_rank(1);
+    sh_err_prefix_rank(1);
+    CHECK(strcmp(shoal_last_error_message(), "rank 1: allreduce with rank 2: the peer exited") == 0, "got %s",
+          shoal_last_error_message());
+    CHECK(strstr(shoal_last_error(), "rank 1: rank 1") == NULL, "full text: %s", shoal_last_error());
+    (void)SH_FAIL(SHOAL_ERR_PEER, "no data");
+    sh_err_prefix_rank(1);
+    CHECK(strcmp(shoal_last_error_message(), "rank 1: no data") == 0, "got %s", shoal_last_error_message());
+}
+
 static void env_long_reads_default_and_rejects_garbage(void)
 {
     long v = 0;
@@ -90,6 +105,7 @@ int main(void)
     check_begin("test_err", 30);
     RUN(fail_stores_message_location_and_breadcrumb);
     RUN(prefix_adds_context_to_message);
+    RUN(rank_prefix_names_the_rank_once);
     RUN(env_long_reads_default_and_rejects_garbage);
     RUN(crc32c_matches_known_vector);
     RUN(rng_is_deterministic_and_in_range);

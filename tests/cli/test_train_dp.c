@@ -47,6 +47,16 @@ static void killed_rank_stops_all_and_checkpoint_resumes(void)
     CHECK(rc != 0, "the job went on without rank 2: %s", out);
     CHECK(strstr(out, "rank 2 was killed by SIGKILL") != NULL, "launcher does not name the lost rank: %s", out);
     CHECK(strstr(out, "rank 2") && (strstr(out, "[rank 0]") || strstr(out, "[rank 1]")), "%s", out);
+    /* each survivor's error line names its rank once: no "rank 1: rank 1:", and no launcher
+     * tag in front of a line that starts by naming it */
+    CHECK(strstr(out, "shoal: rank 0: ") || strstr(out, "shoal: rank 1: "), "no survivor's error: %s", out);
+    for (int r = 0; r < 2; r++) {
+        char twice[3][48];
+        snprintf(twice[0], sizeof twice[0], "rank %d: rank %d", r, r);
+        snprintf(twice[1], sizeof twice[1], "[rank %d] shoal: rank %d", r, r);
+        snprintf(twice[2], sizeof twice[2], "rank %d: communicator is broken: rank %d", r, r);
+        for (int i = 0; i < 3; i++) CHECK(!strstr(out, twice[i]), "\"%s\" in: %s", twice[i], out);
+    }
     CHECK(s < 30, "stopping took %.1f s", s);
     /* the checkpoint of step 10 (global batch 3 x 16) resumes on 2 ranks with the same global batch */
     rc = run("", "other.cfg --data . -n 2 --max-steps 20 --threads 1 --resume ck.ckpt --scaling strong --batch 48");

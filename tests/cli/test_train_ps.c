@@ -1,10 +1,16 @@
 /* test_train_ps.c — proves `shoal train --ps` end to end (src/cli/train_dist.c, cmd_train.c's
  * -n relaunch): servers and workers as real processes started by shoal itself, in sync,
  * async and ssp modes, with a deliberately slowed worker; and the usage errors. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -151,6 +157,151 @@ static void dead_server_stops_job_and_shards_resume(void)
     CHECK(rc != 0, "a foreign checkpoint was accepted: %s", out);
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The pid of the launcher's child that runs rank `rank` (its environment says SHOAL_RANK),
+ * or -1. */
+static pid_t rank_pid(pid_t launcher, int rank)
+{
+    DIR *d = opendir("/proc");
+    pid_t found = -1;
+    char want[32];
+    int want_n = snprintf(want, sizeof want, "SHOAL_RANK=%d", rank) + 1; /* with its NUL */
+    for (struct dirent *e; d && found < 0 && (e = readdir(d));) {
+        pid_t pid = (pid_t)atoi(e->d_name);
+        if (pid <= 0) continue;
+        char path[64], buf[1 << 16];
+        snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+        FILE *f = fopen(path, "r");
+        int ppid = -1;
+        if (f) {
+            if (fscanf(f, "%*d (%*[^)]) %*c %d", &ppid) != 1) ppid = -1;
+            fclose(f);
+        }
+        if (ppid != launcher) continue;
+        snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
+        int fd = open(path, O_RDONLY);
+        ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf) : -1;
+        if (fd >= 0) close(fd);
+        for (ssize_t i = 0; i + want_n <= n; i += (ssize_t)strlen(buf + i) + 1)
+            if (!memcmp(buf + i, want, (size_t)want_n)) found = pid;
+    }
+    if (d) closedir(d);
+    return found;
+}
+
+/* Run `shoal train ARGV...` with SHOAL_TIMEOUT=timeout_ms in dir, output into out; once
+ * worker 0 (rank 1 with one server) prints its first line, freeze rank `freeze` with
+ * SIGSTOP. Waits at most 60 s (then kills the job). Returns 1 when the job ended by itself,
+ * with its wait status in *st and the seconds from the freeze to its end in *took_s. */
+static int run_and_freeze(const char *timeout_ms, int freeze, const char *const argv[], int *st, double *took_s)
+{
+    const char *bin = getenv("SHOAL_BIN") ? getenv("SHOAL_BIN") : "build/shoal";
+    char *args[64];
+    int na = 0;
+    args[na++] = (char *)bin;
+    args[na++] = "train";
+    for (int i = 0; argv[i] && na < 63; i++) args[na++] = (char *)argv[i];
+    args[na] = NULL;
+    int fds[2];
+    if (pipe(fds) != 0) return 0;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        dup2(fds[1], 2);
+        close(fds[0]);
+        if (chdir(dir) != 0) _exit(126);
+        setenv("SHOAL_TIMEOUT", timeout_ms, 1);
+        execv(bin, args);
+        _exit(127);
+    }
+    close(fds[1]);
+    fcntl(fds[0], F_SETFL, O_NONBLOCK);
+    size_t len = 0;
+    pid_t frozen = -1;
+    int ended = 0;
+    double t0 = now_s(), frozen_at = 0;
+    out[0] = 0;
+    while (!ended && now_s() - t0 < 60) { /* a hang is a failure, not a stall */
+        struct pollfd pf = {fds[0], POLLIN, 0};
+        poll(&pf, 1, 20);
+        ssize_t n;
+        while (len < sizeof out - 1 && (n = read(fds[0], out + len, sizeof out - 1 - len)) > 0) len += (size_t)n;
+        out[len] = 0;
+        if (frozen < 0 && strstr(out, "[rank 1] train ")) { /* worker 0 has begun */
+            frozen = rank_pid(pid, freeze);
+            if (frozen > 0) kill(frozen, SIGSTOP);
+            frozen_at = now_s();
+        }
+        ended = waitpid(pid, st, WNOHANG) == pid;
+    }
+    *took_s = now_s() - frozen_at;
+    if (!ended) {
+        kill(pid, SIGKILL);
+        waitpid(pid, st, 0);
+    }
+    if (frozen > 0) kill(frozen, SIGKILL);
+    ssize_t n;
+    while (len < sizeof out - 1 && (n = read(fds[0], out + len, sizeof out - 1 - len)) > 0) len += (size_t)n;
+    out[len] = 0;
+    close(fds[0]);
+    CHECK(frozen > 0, "never found rank %d to freeze: %s", freeze, out);
+    return ended;
+}
+
+/* A worker frozen with SIGSTOP once it trained (async, ssp): the server drops it, the next
+ * worker takes over progress and the final report, and the launcher, once every other rank
+ * has ended, kills the frozen one naming it instead of waiting for it forever. Worker 0 is
+ * the slow one (10 ms a step), so it is frozen well before its 400 steps are done. */
+static void frozen_worker_is_dropped_and_the_job_ends(void)
+{
+    const char *modes[] = {"async", "ssp"};
+    for (int m = 0; m < 2; m++) {
+        const char *argv[] = {"mlp.cfg", "--data", ".", "--ps", "-n", "2", "--consistency", modes[m],
+                              "--max-steps", "400", "--threads", "1", "--debug-delay-rank", "0",
+                              "--debug-delay-ms", "10", NULL};
+        int st = -1;
+        double took = 0;
+        int ended = run_and_freeze("2000", 1, argv, &st, &took);
+        CHECK(ended, "%s: the job still waits for the frozen rank after 60 s: %s", modes[m], out);
+        CHECK(ended && WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: exit status %d: %s", modes[m], st, out);
+        CHECK(took < 30, "%s: the job ended %.1f s after the freeze (SHOAL_TIMEOUT 2 s)", modes[m], took);
+        CHECK(strstr(out, "dropped worker rank 1") != NULL, "%s: %s", modes[m], out);
+        CHECK(strstr(out, "rank 1 was dropped by the job and still runs after every other rank ended; killed it"),
+              "%s: the launcher did not name the frozen rank: %s", modes[m], out);
+        CHECK(strstr(out, "[rank 2] test accuracy") != NULL, "%s: the live worker did not report: %s", modes[m],
+              out);
+        CHECK(strstr(out, "[rank 1] test accuracy") == NULL, "%s: %s", modes[m], out);
+        if (m == 1) /* ssp holds worker 1 until the drop, so it trains on, printing, after it */
+            CHECK(strstr(out, "[rank 2] epoch") != NULL, "ssp: no progress from the live worker: %s", out);
+    }
+}
+
+/* A server frozen once the workers train is noticed after one SHOAL_TIMEOUT (a server that
+ * holds a pull says so every quarter timeout), and the launcher's SIGTERM reaches the
+ * frozen rank (it is continued), so the job ends well before two timeouts. */
+static void frozen_server_is_noticed_after_one_timeout(void)
+{
+    const char *argv[] = {"mlp.cfg", "--data", ".", "--ps", "-n", "2", "--consistency", "sync",
+                          "--max-steps", "400", "--threads", "1", "--debug-delay-rank", "0",
+                          "--debug-delay-ms", "10", NULL};
+    int st = -1;
+    double took = 0;
+    int ended = run_and_freeze("3000", 0, argv, &st, &took);
+    CHECK(ended && WIFEXITED(st) && WEXITSTATUS(st) == 1, "exit status %d: %s", st, out);
+    CHECK(strstr(out, "no parameters from the servers within 3000 ms (a server is dead or frozen)"), "%s", out);
+    CHECK(strstr(out, "shoal: rank 1: no parameters") || strstr(out, "shoal: rank 2: no parameters"),
+          "the rank is not named once, first: %s", out);
+    CHECK(!strstr(out, "worker rank 1: ") && !strstr(out, "worker rank 2: ") && !strstr(out, "[rank 1] shoal: rank 1") &&
+              !strstr(out, "[rank 2] shoal: rank 2"), "a line names its rank twice: %s", out);
+    CHECK(took < 5.0, "the job ended %.1f s after the server froze, SHOAL_TIMEOUT 3 s: %s", took, out);
+}
+
 static void usage_errors(void)
 {
     CHECK(run("mlp.cfg --data . --ps") == 2 && strstr(out, "--ps needs ranks"), "%s", out);
@@ -170,6 +321,8 @@ int main(void)
     RUN(clock_line_shows_every_worker_and_bounded_spread);
     RUN(two_servers_split_the_weights);
     RUN(dead_server_stops_job_and_shards_resume);
+    RUN(frozen_worker_is_dropped_and_the_job_ends);
+    RUN(frozen_server_is_noticed_after_one_timeout);
     RUN(usage_errors);
     tiny_remove_dir(dir);
     return check_end();

@@ -19,36 +19,6 @@ static int64_t cc_val(int rank, size_t i, shoal_op op)
     return (int64_t)(((size_t)(rank + 1) * (i % 7 + 1) + i / 7) % 5) + 1;
 }
 
-static void cc_put(void *buf, size_t i, shoal_dtype dt, int64_t v)
-{
-    switch (dt) {
-    case SHOAL_INT8: ((int8_t *)buf)[i] = (int8_t)v; break;
-    case SHOAL_UINT8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
-    case SHOAL_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
-    case SHOAL_INT64: ((int64_t *)buf)[i] = v; break;
-    case SHOAL_FLOAT16: ((uint16_t *)buf)[i] = sh_f32_to_f16((float)v); break;
-    case SHOAL_BFLOAT16: ((uint16_t *)buf)[i] = sh_f32_to_bf16((float)v); break;
-    case SHOAL_FLOAT32: ((float *)buf)[i] = (float)v; break;
-    case SHOAL_FLOAT64: ((double *)buf)[i] = (double)v; break;
-    default: break;
-    }
-}
-
-static double cc_get(const void *buf, size_t i, shoal_dtype dt)
-{
-    switch (dt) {
-    case SHOAL_INT8: return ((const int8_t *)buf)[i];
-    case SHOAL_UINT8: return ((const uint8_t *)buf)[i];
-    case SHOAL_INT32: return ((const int32_t *)buf)[i];
-    case SHOAL_INT64: return (double)((const int64_t *)buf)[i];
-    case SHOAL_FLOAT16: return sh_f16_to_f32(((const uint16_t *)buf)[i]);
-    case SHOAL_BFLOAT16: return sh_bf16_to_f32(((const uint16_t *)buf)[i]);
-    case SHOAL_FLOAT32: return ((const float *)buf)[i];
-    case SHOAL_FLOAT64: return ((const double *)buf)[i];
-    default: return 0;
-    }
-}
-
 /* The reduction of cc_val over all ranks at index i. */
 static double cc_expect(int world, size_t i, shoal_op op, shoal_dtype dt)
 {
@@ -90,9 +60,9 @@ static long cc_run(shoal_comm *c, int kind, shoal_dtype dt, shoal_op op, size_t 
     unsigned char *send = malloc(buf_n * es + 1), *recv = malloc(buf_n * es + 1);
     memset(recv, 0xEE, buf_n * es + 1);
     int root = n > 1 ? (int)(count % (size_t)n) : 0;
-    for (size_t i = 0; i < send_n; i++) cc_put(send, i, dt, cc_val(r, i, op));
+    for (size_t i = 0; i < send_n; i++) sh_reduce_elem_put(send, i, dt, cc_val(r, i, op));
     if (kind == 5)  /* alltoall: block p carries (r, p) */
-        for (size_t i = 0; i < send_n; i++) cc_put(send, i, dt, (int64_t)((r * 7 + (int)(i / (count ? count : 1)) * 3 + (int)(i % 5)) % 100));
+        for (size_t i = 0; i < send_n; i++) sh_reduce_elem_put(send, i, dt, (int64_t)((r * 7 + (int)(i / (count ? count : 1)) * 3 + (int)(i % 5)) % 100));
     const void *sp = send;
     void *rp = recv;
     if (inplace) {
@@ -129,7 +99,7 @@ static long cc_run(shoal_comm *c, int kind, shoal_dtype dt, shoal_op op, size_t 
         default: { int p = (int)(i / count); size_t j = (size_t)r * count + i % count;
                    e = (double)((p * 7 + (int)(j / count) * 3 + (int)(j % 5)) % 100); break; }
         }
-        double g = cc_get(recv, i, dt);
+        double g = sh_reduce_elem_get(recv, i, dt);
         if (g != e) {
             if (!bad) first = i, got = g, want = e;
             bad++;

@@ -8,7 +8,6 @@
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
@@ -18,30 +17,7 @@
 #include "comm/boot/boot.h"
 #include "comm/boot/sock.h"
 #include "comm/boot/store.h"
-
-/* CHECKs made in forked children count in the parent's summary (shared memory). */
-static int *child_counts; /* [2]: passed, failed */
-static void child_begin(void) { check_passed = check_failed = 0; }
-static void child_end(void)
-{
-    if (child_counts) {
-        __atomic_add_fetch(&child_counts[0], check_passed, __ATOMIC_SEQ_CST);
-        __atomic_add_fetch(&child_counts[1], check_failed, __ATOMIC_SEQ_CST);
-    }
-    fflush(stderr);
-    _exit(check_failed ? 1 : 0);
-}
-static void child_counts_init(void)
-{
-    void *p = mmap(NULL, 2 * sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    child_counts = p == MAP_FAILED ? NULL : p;
-}
-static void child_counts_add(void)
-{
-    if (!child_counts) return;
-    check_passed += child_counts[0];
-    check_failed += child_counts[1];
-}
+#include "lib/ranks.h"
 
 static const char *const ALL_VARS[] = {
     "SHOAL_RANK", "SHOAL_WORLD_SIZE", "SHOAL_MASTER_ADDR", "SHOAL_MASTER_PORT", "SHOAL_JOB_KEY",
@@ -363,28 +339,29 @@ static void stranger_main(const boot_case *bc)
           shoal_last_error_message());
 }
 
+typedef struct {
+    const boot_case *bc;
+    int rank_of[17]; /* process i plays this rank; world: the stranger */
+} boot_procs;
+
+static void boot_proc(int i, void *arg)
+{
+    const boot_procs *bp = arg;
+    if (bp->rank_of[i] == bp->bc->world) stranger_main(bp->bc);
+    else rank_main(bp->bc, bp->rank_of[i]);
+}
+
 static void run_boot(const boot_case *bc)
 {
-    pid_t pids[17];
+    boot_procs bp = {.bc = bc};
     int n = 0;
     for (int r = 0; r <= bc->world; r++) {
         int is_stranger = r == bc->world;
         if (is_stranger && !bc->stranger) break;
         if (!is_stranger && (bc->absent >> r & 1)) continue;
-        pids[n] = fork();
-        if (pids[n] == 0) {
-            child_begin();
-            if (is_stranger) stranger_main(bc);
-            else rank_main(bc, r);
-            child_end();
-        }
-        n++;
+        bp.rank_of[n++] = r;
     }
-    for (int i = 0; i < n; i++) {
-        int st = 0;
-        waitpid(pids[i], &st, 0);
-        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "process %d of the rendezvous ended with status %d", i, st);
-    }
+    RUN_PROCS(n, NULL, boot_proc, &bp);
 }
 
 static void ranks_meet_and_learn_every_host(void)
@@ -412,25 +389,25 @@ static void ranks_that_never_come_are_named_within_the_deadline(void)
     run_boot(&bc2);
 }
 
+/* Rank 1 of 2 whose master never comes. */
+static void rank_1_alone(int i, void *arg)
+{
+    (void)i;
+    const boot_case *bc = arg;
+    set_rank_env(bc, 1, "k");
+    shoal_comm *c = NULL;
+    uint64_t t0 = sh_now_ns();
+    CHECK_RC(sh_boot_world(NULL, &c), SHOAL_ERR_TIMEOUT);
+    char where[64];
+    snprintf(where, sizeof where, "127.0.0.1:%d", bc->port);
+    CHECK(has(shoal_last_error_message(), where), "%s", shoal_last_error_message());
+    CHECK(sh_now_ns() - t0 < 5000000000ull, "took %.1f s", (double)(sh_now_ns() - t0) * 1e-9);
+}
+
 static void master_unreachable_times_out_naming_it(void)
 {
     boot_case bc = {.world = 2, .port = free_port(), .timeout_ms = 600, .key = "k"};
-    pid_t p = fork();
-    if (p == 0) {
-        child_begin();
-        set_rank_env(&bc, 1, "k");
-        shoal_comm *c = NULL;
-        uint64_t t0 = sh_now_ns();
-        CHECK_RC(sh_boot_world(NULL, &c), SHOAL_ERR_TIMEOUT);
-        char where[64];
-        snprintf(where, sizeof where, "127.0.0.1:%d", bc.port);
-        CHECK(has(shoal_last_error_message(), where), "%s", shoal_last_error_message());
-        CHECK(sh_now_ns() - t0 < 5000000000ull, "took %.1f s", (double)(sh_now_ns() - t0) * 1e-9);
-        child_end();
-    }
-    int st = 0;
-    waitpid(p, &st, 0);
-    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
+    RUN_PROCS(1, NULL, rank_1_alone, &bc);
 }
 
 /* A local IPv4 address other than loopback, or "" when this machine has none. */
@@ -467,7 +444,6 @@ static void the_store_listens_on_the_master_address_only(void)
 int main(void)
 {
     check_begin("test_boot", 120);
-    child_counts_init();
     signal(SIGPIPE, SIG_IGN);
     RUN(reads_shoal_launch_variables);
     RUN(reads_each_launchers_variables_and_derives_a_key);
@@ -479,6 +455,5 @@ int main(void)
     RUN(ranks_that_never_come_are_named_within_the_deadline);
     RUN(master_unreachable_times_out_naming_it);
     RUN(the_store_listens_on_the_master_address_only);
-    child_counts_add();
     return check_end();
 }

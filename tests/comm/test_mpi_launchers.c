@@ -66,9 +66,17 @@ static void bench_and_train_under(const launcher *l)
     char cmd[4096], args[1024];
     snprintf(args, sizeof args, "bench allreduce -b 8 -e 256K -f 16 -n 2 -w 1 -c 1");
     snprintf(cmd, sizeof cmd, l->fmt, free_port(), bin ? bin : "build/shoal", args);
-    int rc = run(cmd);
+    char nokey[4200];
+    snprintf(nokey, sizeof nokey, "env -u SHOAL_JOB_KEY %s", cmd);
+    int rc = run(nokey);
     CHECK(rc == 0, "%s: exit %d: %s", l->name, rc, out);
     CHECK(strstr(out, "shoal bench allreduce: 3 ranks") != NULL, "%s: not one job of 3 ranks: %s", l->name, out);
+    /* No SHOAL_JOB_KEY: the derived key is not secret, and the user hears it once (rank 0),
+     * at the default log level, with what to do. */
+    int warned = 0;
+    for (const char *p = out; (p = strstr(p, "no SHOAL_JOB_KEY: ")); p++) warned++;
+    CHECK(warned == 1, "%s: %d warnings about the derived job key, want 1: %s", l->name, warned, out);
+    CHECK(strstr(out, "not secret") && strstr(out, "SHOAL_JOB_KEY=$(openssl rand -hex 32)"), "%s: %s", l->name, out);
     CHECK(strstr(out, "Out of bounds values : 0 OK") != NULL, "%s: %s", l->name, out);
     snprintf(args, sizeof args, "train %s/other.cfg --data %s --max-steps 12 --threads 1 --scaling strong --batch 48",
              dir, dir);

@@ -11,7 +11,6 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -21,30 +20,7 @@
 #include "base/util.h"
 #include "comm/boot/sock.h"
 #include "comm/boot/store.h"
-
-/* CHECKs made in forked children count in the parent's summary (shared memory). */
-static int *child_counts; /* [2]: passed, failed */
-static void child_begin(void) { check_passed = check_failed = 0; }
-static void child_end(void)
-{
-    if (child_counts) {
-        __atomic_add_fetch(&child_counts[0], check_passed, __ATOMIC_SEQ_CST);
-        __atomic_add_fetch(&child_counts[1], check_failed, __ATOMIC_SEQ_CST);
-    }
-    fflush(stderr);
-    _exit(check_failed ? 1 : 0);
-}
-static void child_counts_init(void)
-{
-    void *p = mmap(NULL, 2 * sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    child_counts = p == MAP_FAILED ? NULL : p;
-}
-static void child_counts_add(void)
-{
-    if (!child_counts) return;
-    check_passed += child_counts[0];
-    check_failed += child_counts[1];
-}
+#include "lib/ranks.h"
 
 static const char *KEY = "test-store-key";
 
@@ -105,27 +81,9 @@ static char *server_stop(server_proc *sp)
     return log;
 }
 
-/* Fork n children running fn(i); each child's CHECK failures make its exit status. */
-static void run_children(int n, void (*fn)(int i, int port), int port)
+static void four_ranks(int i, void *arg)
 {
-    pid_t pids[16];
-    for (int i = 0; i < n; i++) {
-        pids[i] = fork();
-        if (pids[i] == 0) {
-            child_begin();
-            fn(i, port);
-            child_end();
-        }
-    }
-    for (int i = 0; i < n; i++) {
-        int st = 0;
-        waitpid(pids[i], &st, 0);
-        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child %d ended with status %d", i, st);
-    }
-}
-
-static void four_ranks(int i, int port)
-{
+    int port = *(const int *)arg;
     sh_store *s = NULL;
     CHECK_OK(sh_store_connect("127.0.0.1", port, KEY, 5000, &s));
     if (!s) return;
@@ -159,8 +117,9 @@ static void four_ranks(int i, int port)
     sh_store_close(s);
 }
 
-static void waits_for_one_key(int i, int port)
+static void waits_for_one_key(int i, void *arg)
 {
+    int port = *(const int *)arg;
     sh_store *s = NULL;
     CHECK_OK(sh_store_connect("127.0.0.1", port, KEY, 5000, &s));
     if (!s) return;
@@ -181,7 +140,7 @@ static void one_set_wakes_every_process_waiting_for_the_key(void)
     server_proc sp;
     CHECK(server_start(&sp) == 0, "cannot start the store");
     if (sp.port <= 0) return;
-    run_children(4, waits_for_one_key, sp.port);
+    RUN_PROCS(4, NULL, waits_for_one_key, &sp.port);
     free(server_stop(&sp));
 }
 
@@ -190,18 +149,36 @@ static void store_sets_gets_adds_and_barriers_across_4_processes(void)
     server_proc sp;
     CHECK(server_start(&sp) == 0, "cannot start the store");
     if (sp.port <= 0) return;
-    run_children(4, four_ranks, sp.port);
+    RUN_PROCS(4, NULL, four_ranks, &sp.port);
     free(server_stop(&sp));
 }
 
-static void setter_late(int i, int port)
+static void setter_late(int i, void *arg)
 {
     (void)i;
+    int port = *(const int *)arg;
     sh_store *s = NULL;
     CHECK_OK(sh_store_connect("127.0.0.1", port, KEY, 5000, &s));
     struct timespec ts = {0, 300 * 1000000};
     nanosleep(&ts, NULL);
     CHECK_OK(sh_store_set(s, "late", "here", 4));
+    sh_store_close(s);
+}
+
+/* Process 1 sets "late" 300 ms after process 0 started waiting for it. */
+static void get_then_late_set(int i, void *arg)
+{
+    if (i == 1) {
+        setter_late(i, arg);
+        return;
+    }
+    sh_store *s = NULL;
+    CHECK_OK(sh_store_connect("127.0.0.1", *(const int *)arg, KEY, 5000, &s));
+    if (!s) return;
+    char v[16] = {0};
+    size_t n = 0;
+    CHECK_OK(sh_store_get(s, "late", v, sizeof v, &n, 10000));
+    CHECK(n == 4 && memcmp(v, "here", 4) == 0, "got \"%.*s\"", (int)n, v);
     sh_store_close(s);
 }
 
@@ -213,20 +190,10 @@ static void get_waits_for_a_later_set_then_times_out(void)
     sh_store *s = NULL;
     CHECK_OK(sh_store_connect("127.0.0.1", sp.port, KEY, 5000, &s));
     if (!s) return;
-    pid_t p = fork();
-    if (p == 0) {
-        child_begin();
-        setter_late(0, sp.port);
-        child_end();
-    }
+    /* Not there yet: the get waits for the other process's set. */
+    RUN_PROCS(2, NULL, get_then_late_set, &sp.port);
     char v[16] = {0};
     size_t n = 0;
-    /* Not there yet: the get waits for the other process's set. */
-    CHECK_OK(sh_store_get(s, "late", v, sizeof v, &n, 10000));
-    CHECK(n == 4 && memcmp(v, "here", 4) == 0, "got \"%.*s\"", (int)n, v);
-    int st = 0;
-    waitpid(p, &st, 0);
-    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "setter failed");
     /* Never set: TIMEOUT naming the key, well before the harness deadline. */
     uint64_t t0 = sh_now_ns();
     CHECK_RC(sh_store_get(s, "never/set", v, sizeof v, &n, 300), SHOAL_ERR_TIMEOUT);
@@ -362,11 +329,6 @@ static int closed_by_server(int fd, int timeout_ms)
     return 0;
 }
 
-static void job_clients(int i, int port)
-{
-    four_ranks(i, port);
-}
-
 static void strangers_are_dropped_and_logged_while_the_job_goes_on(void)
 {
     server_proc sp;
@@ -405,7 +367,7 @@ static void strangers_are_dropped_and_logged_while_the_job_goes_on(void)
     CHECK(closed_by_server(huge, 5000), "the store kept a connection that announced 1 GB");
     CHECK(closed_by_server(garbage, 5000), "the store kept a connection that sent garbage");
     /* The job, while every stalled connection is still open: it must not wait for them. */
-    run_children(4, job_clients, sp.port);
+    RUN_PROCS(4, NULL, four_ranks, &sp.port); /* the job */
     /* And one more client after all that. */
     sh_store *s = NULL;
     CHECK_OK(sh_store_connect("127.0.0.1", sp.port, KEY, 3000, &s));
@@ -568,7 +530,6 @@ static void a_waiting_get_does_not_hold_up_other_threads(void)
 int main(void)
 {
     check_begin("test_store", 120);
-    child_counts_init();
     signal(SIGPIPE, SIG_IGN);
     RUN(store_sets_gets_adds_and_barriers_across_4_processes);
     RUN(get_waits_for_a_later_set_then_times_out);
@@ -581,6 +542,5 @@ int main(void)
     RUN(stopping_the_store_ends_waiting_gets);
     RUN(one_client_is_safe_from_many_threads);
     RUN(a_waiting_get_does_not_hold_up_other_threads);
-    child_counts_add();
     return check_end();
 }

@@ -10,7 +10,6 @@
 #include <ifaddrs.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -22,31 +21,8 @@
 #include "comm/comm_internal.h"
 #include "comm/boot/sock.h"
 #include "comm/boot/store.h"
+#include "lib/ranks.h"
 #include "comm/transport/tcp.h"
-
-/* CHECKs made in forked children count in the parent's summary (shared memory). */
-static int *child_counts; /* [2]: passed, failed */
-static void child_begin(void) { check_passed = check_failed = 0; }
-static void child_end(void)
-{
-    if (child_counts) {
-        __atomic_add_fetch(&child_counts[0], check_passed, __ATOMIC_SEQ_CST);
-        __atomic_add_fetch(&child_counts[1], check_failed, __ATOMIC_SEQ_CST);
-    }
-    fflush(stderr);
-    _exit(check_failed ? 1 : 0);
-}
-static void child_counts_init(void)
-{
-    void *p = mmap(NULL, 2 * sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    child_counts = p == MAP_FAILED ? NULL : p;
-}
-static void child_counts_add(void)
-{
-    if (!child_counts) return;
-    check_passed += child_counts[0];
-    check_failed += child_counts[1];
-}
 
 static const char *KEY = "tcp-test-key";
 
@@ -337,29 +313,21 @@ static void attacker_main(const tcp_case *tc)
     sh_store_close(s);
 }
 
+/* Process r < world is rank r; process world, when there is one, the attacker. */
+static void tcp_proc(int r, void *arg)
+{
+    const tcp_case *tc = arg;
+    if (r < tc->world) {
+        rank_main(tc, r);
+        return;
+    }
+    set_env(tc, 0);
+    attacker_main(tc);
+}
+
 static void run_tcp(const tcp_case *tc)
 {
-    pid_t pids[8];
-    int n = 0;
-    for (int r = 0; r < tc->world + (tc->attack ? 1 : 0); r++) {
-        pids[n] = fork();
-        if (pids[n] == 0) {
-            child_begin();
-            if (r < tc->world) rank_main(tc, r);
-            else {
-                set_env(tc, 0);
-                attacker_main(tc);
-            }
-            child_end();
-        }
-        n++;
-    }
-    for (int i = 0; i < n; i++) {
-        int st = 0;
-        waitpid(pids[i], &st, 0);
-        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s %d ended with status %d (world %d)",
-              i < tc->world ? "rank" : "attacker", i, st, tc->world);
-    }
+    RUN_PROCS(tc->world + (tc->attack ? 1 : 0), NULL, tcp_proc, (void *)tc);
 }
 
 static tcp_case base_case(int world)
@@ -396,40 +364,40 @@ static void strangers_at_every_port_are_refused_while_the_job_connects(void)
     run_tcp(&tc);
 }
 
+
+/* One rank with SHOAL_SOCKET_IFNAME naming no interface. */
+static void unknown_ifname_proc(int i, void *arg)
+{
+    (void)i, (void)arg;
+    tcp_case t1 = base_case(1);
+    set_env(&t1, 0);
+    setenv("SHOAL_SOCKET_IFNAME", "nosuch0", 1);
+    shoal_comm *c = NULL;
+    CHECK_OK(sh_boot_world(NULL, &c));
+    if (c) {
+        shoal_comm *sub = NULL;
+        /* a world of 2 whose other rank is never asked for: only the interface matters */
+        CHECK_OK(sh_comm_alloc(0, 2, &sub));
+        if (sub) {
+            sub->store = c->store;
+            unsigned char want[2] = {0, 1};
+            CHECK_RC(sh_tcp_connect(sub, want), SHOAL_ERR_INVALID);
+            CHECK(has(shoal_last_error_message(), "SHOAL_SOCKET_IFNAME=nosuch0"), "%s",
+                  shoal_last_error_message());
+            sub->store = NULL;
+            sh_comm_free(sub);
+        }
+        shoal_comm_destroy(c);
+    }
+}
+
 static void the_interface_can_be_named(void)
 {
     tcp_case tc = base_case(2);
     tc.ifname = "lo";
     run_tcp(&tc);
     /* an interface that does not exist: one clear line naming it */
-    pid_t p = fork();
-    if (p == 0) {
-        child_begin();
-        tcp_case t1 = base_case(1);
-        set_env(&t1, 0);
-        setenv("SHOAL_SOCKET_IFNAME", "nosuch0", 1);
-        shoal_comm *c = NULL;
-        CHECK_OK(sh_boot_world(NULL, &c));
-        if (c) {
-            shoal_comm *sub = NULL;
-            /* a world of 2 whose other rank is never asked for: only the interface matters */
-            CHECK_OK(sh_comm_alloc(0, 2, &sub));
-            if (sub) {
-                sub->store = c->store;
-                unsigned char want[2] = {0, 1};
-                CHECK_RC(sh_tcp_connect(sub, want), SHOAL_ERR_INVALID);
-                CHECK(has(shoal_last_error_message(), "SHOAL_SOCKET_IFNAME=nosuch0"), "%s",
-                      shoal_last_error_message());
-                sub->store = NULL;
-                sh_comm_free(sub);
-            }
-            shoal_comm_destroy(c);
-        }
-        child_end();
-    }
-    int st = 0;
-    waitpid(p, &st, 0);
-    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
+    RUN_PROCS(1, NULL, unknown_ifname_proc, NULL);
 }
 
 static void ranks_that_never_connect_are_named_within_the_deadline(void)
@@ -443,13 +411,11 @@ static void ranks_that_never_connect_are_named_within_the_deadline(void)
 int main(void)
 {
     check_begin("test_transport_tcp", 150);
-    child_counts_init();
     signal(SIGPIPE, SIG_IGN);
     RUN(meshes_of_2_to_5_ranks_move_data_both_ways_on_both_planes);
     RUN(a_partial_mesh_makes_only_the_wanted_links);
     RUN(strangers_at_every_port_are_refused_while_the_job_connects);
     RUN(the_interface_can_be_named);
     RUN(ranks_that_never_connect_are_named_within_the_deadline);
-    child_counts_add();
     return check_end();
 }

@@ -68,6 +68,8 @@ static int free_port(void)
     return ntohs(a.sin_port);
 }
 
+static int gather(int n, const sh_test_ranks_opts *o, pid_t *pids, int rfd, int *passed, int *failed);
+
 /* What a child does: make its communicator, run fn, report counts through the pipe. */
 static void child(int rank, int n, const sh_test_ranks_opts *o, int **fds, void *shm_state,
                   int port, sh_test_rank_fn fn, void *arg, int *passed, int *failed, int wfd)
@@ -182,7 +184,36 @@ int sh_test_ranks(int n, const sh_test_ranks_opts *o, sh_test_rank_fn fn, void *
             free(fds[i]);
         }
     free(fds);
+    return gather(n, o, pids, pipes[0], passed, failed);
+}
 
+int sh_test_procs(int n, const sh_test_ranks_opts *o, sh_test_proc_fn fn, void *arg, int *passed, int *failed)
+{
+    sh_test_ranks_opts dflt = {0};
+    if (!o) o = &dflt;
+    fflush(NULL);
+    int pipes[2];
+    if (pipe(pipes) < 0) return n;
+    pid_t *pids = calloc((size_t)n, sizeof *pids);
+    for (int r = 0; r < n; r++) {
+        pids[r] = fork();
+        if (pids[r] == 0) {
+            close(pipes[0]);
+            *passed = *failed = 0;
+            fn(r, arg);
+            int counts[2] = {*passed, *failed};
+            if (write(pipes[1], counts, sizeof counts) != (ssize_t)sizeof counts) _exit(4);
+            _exit(*failed ? 1 : 0);
+        }
+    }
+    close(pipes[1]);
+    return gather(n, o, pids, pipes[0], passed, failed);
+}
+
+/* Wait for the n children (the deadline kills the late ones), add their CHECK counts from
+ * the pipe, and count the failed ones; frees pids and closes the pipe. */
+static int gather(int n, const sh_test_ranks_opts *o, pid_t *pids, int rfd, int *passed, int *failed)
+{
     int deadline_s = o->deadline_s > 0 ? o->deadline_s : 120;
     time_t t0 = time(NULL);
     int bad = 0, left = n;
@@ -222,11 +253,11 @@ int sh_test_ranks(int n, const sh_test_ranks_opts *o, sh_test_rank_fn fn, void *
         nanosleep(&ts, NULL);
     }
     int counts[2];
-    while (read(pipes[0], counts, sizeof counts) == (ssize_t)sizeof counts) {
+    while (read(rfd, counts, sizeof counts) == (ssize_t)sizeof counts) {
         *passed += counts[0];
         *failed += counts[1];
     }
-    close(pipes[0]);
+    close(rfd);
     for (int r = 0; r < n; r++) {
         int st = status[r];
         int ok = st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0;

@@ -6,6 +6,7 @@
  *   static void sums(shoal_comm *c, void *arg) { ... CHECK(...); }
  *   RUN_RANKS(4, &(sh_test_ranks_opts){.links = SH_TEST_SOCKETPAIR}, sums, NULL);
  *
+ * RUN_PROCS does the same for processes with no communicator (tests of the bootstrap).
  * Not here: the things under test. Used by tests/comm/, tests/train/. */
 #ifndef SH_TEST_RANKS_H
 #define SH_TEST_RANKS_H
@@ -56,5 +57,15 @@ typedef struct {
 extern sh_test_shm_hook sh_test_shm;
 
 #define RUN_RANKS(n, opts, fn, arg) sh_test_ranks((n), (opts), (fn), (arg), &check_passed, &check_failed)
+
+/* Processes without a communicator, for tests of what builds one (the store, the
+ * rendezvous, the links): fork n processes running fn(i, arg), i = 0..n-1, under the same
+ * rules as sh_test_ranks (CHECK counts come back, a crash, a non-zero exit or
+ * o->deadline_s is a failure naming process i, o->dying_mask excuses some). o may be
+ * NULL; its other fields are not read. Returns the number of processes that failed. */
+typedef void (*sh_test_proc_fn)(int i, void *arg);
+int sh_test_procs(int n, const sh_test_ranks_opts *o, sh_test_proc_fn fn, void *arg, int *passed, int *failed);
+
+#define RUN_PROCS(n, opts, fn, arg) sh_test_procs((n), (opts), (fn), (arg), &check_passed, &check_failed)
 
 #endif

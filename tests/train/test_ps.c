@@ -130,11 +130,11 @@ static void ps_job(shoal_comm *c, void *arg)
             sh_ps_shard(NPARAMS, S, 0, &lo, &cnt);
             float *junk = calloc(cnt + 10, 4);
             for (size_t i = 0; i < cnt + 10; i++) junk[i] = 1e30f;
-            ps_hdr h1 = {PS_MAGIC, PS_PUSH, 0, lo, cnt + 1};    /* wrong length */
-            ps_hdr h2 = {PS_MAGIC, PS_PUSH, 0, lo + 1, cnt};    /* unknown shard */
-            ps_hdr h3 = {PS_MAGIC, PS_PUSH, 7, lo, cnt};        /* stale clock */
-            ps_hdr h4 = {PS_MAGIC, 99, 0, 0, 0};                /* unknown kind */
-            ps_hdr h5 = {0xdeadbeef, PS_PUSH, 0, lo, cnt};      /* bad magic */
+            ps_hdr h1 = {PS_MAGIC, PS_PUSH, 0, lo, cnt + 1, 0, {0, 0, 0}};    /* wrong length */
+            ps_hdr h2 = {PS_MAGIC, PS_PUSH, 0, lo + 1, cnt, 0, {0, 0, 0}};    /* unknown shard */
+            ps_hdr h3 = {PS_MAGIC, PS_PUSH, 7, lo, cnt, 0, {0, 0, 0}};        /* stale clock */
+            ps_hdr h4 = {PS_MAGIC, 99, 0, 0, 0, 0, {0, 0, 0}};                /* unknown kind */
+            ps_hdr h5 = {0xdeadbeef, PS_PUSH, 0, lo, cnt, 0, {0, 0, 0}};      /* bad magic */
             send_raw(c, 0, &h1, junk, cnt + 1);
             send_raw(c, 0, &h2, junk, cnt);
             send_raw(c, 0, &h3, junk, cnt);

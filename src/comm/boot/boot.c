@@ -190,8 +190,8 @@ shoal_result sh_boot_world(const shoal_comm_opts *o, shoal_comm **out)
     gethostname(host, sizeof host - 1);
     host[sizeof host - 1] = 0;
     sh_log_set_rank(e.rank, host);
-    if (e.key_is_derived)
-        SH_LOG_I("comm", "no SHOAL_JOB_KEY: using a key derived from the %s job (not secret)", e.source);
+    if (e.key_is_derived && e.rank == 0) /* once a job, at the default level: on a shared cluster it matters */
+        SH_LOG_W("comm", "no SHOAL_JOB_KEY: the job key is derived from the %s job's variables, which is not secret (another user on these hosts could join); give every rank a secret one, e.g. mpirun -x SHOAL_JOB_KEY=$(openssl rand -hex 32), or export it before srun", e.source);
     if (e.rank == 0) {
         long bind_all = 0;
         rc = sh_env_long("SHOAL_BIND_ALL", &bind_all);

@@ -26,9 +26,9 @@
 /* ---- the table ----
  * Measured with bench/comm/algo_sweep.c (command in its header): every algorithm side by
  * side per size in one run, float32 sum, median microseconds from a common start to a
- * barrier after the call, socketpair ("sp") and shared-memory links, on this project's
- * 2-core test machine while ~7 other engineers were compiling (load 5): the ratios below
- * are what the table rests on, the absolute times are not. With more ranks than cores
+ * barrier after the call, socketpair ("sp") and shared-memory links, on a 2-core machine
+ * under a background load of about 5: the ratios below are what the table rests on (the
+ * interleaved runs share the load alike), the absolute times are not. With more ranks than cores
  * every algorithm waits for the scheduler, which flatters the binomial tree (fewer ranks
  * active at once) at 6-8 ranks; the tree is not chosen for allreduce on that evidence
  * alone, since with a core per rank its root handles log2(n) whole messages.
