@@ -12,16 +12,17 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "comm/boot/boot.h"
+#include "comm/boot/store.h"
 #include "comm/coll/algo.h"
 #include "comm/coll/select.h"
-#include "comm/boot/boot.h"
 #include "comm/comm_internal.h"
 #include "comm/engine.h"
 #include "comm/p2p.h"
 #include "comm/reduce.h"
-#include "comm/boot/store.h"
 #include "comm/transport/transport.h"
 
+/* ---- running one collective ---- */
 
 static void break_comm(shoal_comm *c, const char *why)
 {
