@@ -198,7 +198,7 @@ static shoal_result save_to(sh_trainer *t, sh_progress *prog, const char *path,
 {
     SH_TRY(sh_trainer_save(t, path));
     snprintf(r->saved_path, sizeof r->saved_path, "%s", path);
-    if (may_print(t)) {
+    if (may_print(t) && t->strategy->rank == 0) { /* rank 0 wrote it, even when another leads */
         if (prog) sh_progress_clear(prog);
         fprintf(t->opts.out, "saved %s at step %" PRId64 " (%s)\n", path, t->steps_done, why);
         fflush(t->opts.out);
