@@ -2,7 +2,6 @@
  * dataset's test split, as a line or one JSON object.
  * Not here: the evaluation loop (src/train/eval.c), checkpoint checks (src/train/snapshot.c).
  * Proved by tests/cli/test_train_cli.c. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,31 +29,6 @@ static const char usage_text[] =
     "  --threads N        kernel threads (default $SHOAL_THREADS, else one per core)\n"
     "  --json             print one JSON object: accuracy, loss, images\n"
     "  --help             this text\n";
-
-static int take_value(int argc, char **argv, int *i, const char *name, const char **val)
-{
-    const char *a = argv[*i];
-    size_t n = strlen(name);
-    if (strncmp(a, name, n) != 0) return 0;
-    if (a[n] == '=') {
-        *val = a + n + 1;
-        return 1;
-    }
-    if (a[n] != 0) return 0;
-    if (*i + 1 >= argc) return -1;
-    *val = argv[++*i];
-    return 1;
-}
-
-static int parse_int(const char *s, int min, int max, int *out)
-{
-    char *end = NULL;
-    errno = 0;
-    long x = strtol(s, &end, 10);
-    if (errno || end == s || *end || x < min || x > max) return 0;
-    *out = (int)x;
-    return 1;
-}
 
 static int default_threads(void)
 {
@@ -123,23 +97,23 @@ int sh_cmd_test(int argc, char **argv)
             cfg = a;
             continue;
         }
-        if ((got = take_value(argc, argv, &i, "--weights", &v)) != 0) {
+        if ((got = sh_cli_take_value(argc, argv, &i, "--weights", &v)) != 0) {
             if (got < 0) return sh_cli_usage_error("test", "--weights needs a value");
             weights = v;
             continue;
         }
-        if ((got = take_value(argc, argv, &i, "--data", &v)) != 0) {
+        if ((got = sh_cli_take_value(argc, argv, &i, "--data", &v)) != 0) {
             if (got < 0) return sh_cli_usage_error("test", "--data needs a value");
             dir = v;
             continue;
         }
-        if ((got = take_value(argc, argv, &i, "--batch", &v)) != 0) {
-            if (got < 0 || !parse_int(v, 1, 1 << 20, &batch))
+        if ((got = sh_cli_take_value(argc, argv, &i, "--batch", &v)) != 0) {
+            if (got < 0 || !sh_cli_parse_int(v, 1, 1 << 20, &batch))
                 return sh_cli_usage_error("test", "--batch needs an integer in 1..%d", 1 << 20);
             continue;
         }
-        if ((got = take_value(argc, argv, &i, "--threads", &v)) != 0) {
-            if (got < 0 || !parse_int(v, 1, 1024, &threads))
+        if ((got = sh_cli_take_value(argc, argv, &i, "--threads", &v)) != 0) {
+            if (got < 0 || !sh_cli_parse_int(v, 1, 1024, &threads))
                 return sh_cli_usage_error("test", "--threads needs an integer in 1..1024");
             continue;
         }

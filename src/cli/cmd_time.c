@@ -2,7 +2,6 @@
  * synthetic input, as `caffe time` prints them, per layer on request.
  * Not here: the layers and their timers (src/nn/net.c).
  * Proved by tests/cli/test_train_cli.c. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,31 +28,6 @@ static const char usage_text[] =
 
 /* Untimed iterations first: page faults and cold caches are not the engine's speed. */
 #define WARMUP_ITERATIONS 2
-
-static int take_value(int argc, char **argv, int *i, const char *name, const char **val)
-{
-    const char *a = argv[*i];
-    size_t n = strlen(name);
-    if (strncmp(a, name, n) != 0) return 0;
-    if (a[n] == '=') {
-        *val = a + n + 1;
-        return 1;
-    }
-    if (a[n] != 0) return 0;
-    if (*i + 1 >= argc) return -1;
-    *val = argv[++*i];
-    return 1;
-}
-
-static int parse_int(const char *s, int min, int max, int *out)
-{
-    char *end = NULL;
-    errno = 0;
-    long x = strtol(s, &end, 10);
-    if (errno || end == s || *end || x < min || x > max) return 0;
-    *out = (int)x;
-    return 1;
-}
 
 static int default_threads(void)
 {
@@ -153,18 +127,18 @@ int sh_cmd_time(int argc, char **argv)
             o.cfg = a;
             continue;
         }
-        if ((got = take_value(argc, argv, &i, "--batch", &v)) != 0) {
-            if (got < 0 || !parse_int(v, 1, 1 << 20, &o.batch))
+        if ((got = sh_cli_take_value(argc, argv, &i, "--batch", &v)) != 0) {
+            if (got < 0 || !sh_cli_parse_int(v, 1, 1 << 20, &o.batch))
                 return sh_cli_usage_error("time", "--batch needs an integer in 1..%d", 1 << 20);
             continue;
         }
-        if ((got = take_value(argc, argv, &i, "--iterations", &v)) != 0) {
-            if (got < 0 || !parse_int(v, 1, 1000000, &o.iterations))
+        if ((got = sh_cli_take_value(argc, argv, &i, "--iterations", &v)) != 0) {
+            if (got < 0 || !sh_cli_parse_int(v, 1, 1000000, &o.iterations))
                 return sh_cli_usage_error("time", "--iterations needs an integer in 1..1000000");
             continue;
         }
-        if ((got = take_value(argc, argv, &i, "--threads", &v)) != 0) {
-            if (got < 0 || !parse_int(v, 1, 1024, &o.threads))
+        if ((got = sh_cli_take_value(argc, argv, &i, "--threads", &v)) != 0) {
+            if (got < 0 || !sh_cli_parse_int(v, 1, 1024, &o.threads))
                 return sh_cli_usage_error("time", "--threads needs an integer in 1..1024");
             continue;
         }

@@ -74,34 +74,6 @@ static void on_sighup(int sig)
     save_requested = 1;
 }
 
-/* Flag parsing shared by the cases below: "--name value" or "--name=value". Returns 1 when
- * argv[*i] is flag `name` and sets *val (advancing *i past a separate value), 0 when it is
- * another flag, -1 when the value is missing. */
-static int take_value(int argc, char **argv, int *i, const char *name, const char **val)
-{
-    const char *a = argv[*i];
-    size_t n = strlen(name);
-    if (strncmp(a, name, n) != 0) return 0;
-    if (a[n] == '=') {
-        *val = a + n + 1;
-        return 1;
-    }
-    if (a[n] != 0) return 0;
-    if (*i + 1 >= argc) return -1;
-    *val = argv[++*i];
-    return 1;
-}
-
-static int parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
-{
-    char *end = NULL;
-    errno = 0;
-    long long x = strtoll(s, &end, 10);
-    if (errno || end == s || *end || x < min || x > max) return 0;
-    *out = x;
-    return 1;
-}
-
 /* -n N outside a job: start N ranks (plus the servers) of this same command without -n. */
 static int relaunch(int argc, char **argv, int nranks)
 {
@@ -164,21 +136,21 @@ int sh_cmd_train(int argc, char **argv)
         if (!strcmp(a, "--quiet")) { o.quiet = 1; continue; }
         if (!strcmp(a, "--ps")) { ps.enabled = 1; continue; }
         if (!strcmp(a, "--profile")) { o.profile = 1; continue; }
-        if ((got = take_value(argc, argv, &i, "--scaling", &v)) != 0) {
+        if ((got = sh_cli_take_value(argc, argv, &i, "--scaling", &v)) != 0) {
             if (got < 0) return sh_cli_usage_error("train", "--scaling needs a value");
             if (!strcmp(v, "strong")) dp.strong = 1;
             else if (!strcmp(v, "weak")) dp.strong = 0;
             else return sh_cli_usage_error("train", "--scaling \"%s\": use strong or weak", v);
             continue;
         }
-        if ((got = take_value(argc, argv, &i, "--lr-scaling", &v)) != 0) {
+        if ((got = sh_cli_take_value(argc, argv, &i, "--lr-scaling", &v)) != 0) {
             if (got < 0) return sh_cli_usage_error("train", "--lr-scaling needs a value");
             if (!strcmp(v, "linear")) dp.lr_linear = 1;
             else if (!strcmp(v, "none")) dp.lr_linear = 0;
             else return sh_cli_usage_error("train", "--lr-scaling \"%s\": use none or linear", v);
             continue;
         }
-        if ((got = take_value(argc, argv, &i, "--bucket-mb", &v)) != 0) {
+        if ((got = sh_cli_take_value(argc, argv, &i, "--bucket-mb", &v)) != 0) {
             char *end = NULL;
             if (got < 0) return sh_cli_usage_error("train", "--bucket-mb needs a value");
             dp.bucket_mb = strtod(v, &end);
@@ -186,7 +158,7 @@ int sh_cmd_train(int argc, char **argv)
                 return sh_cli_usage_error("train", "--bucket-mb \"%s\": expected megabytes in (0, 4096]", v);
             continue;
         }
-        if ((got = take_value(argc, argv, &i, "--consistency", &v)) != 0) {
+        if ((got = sh_cli_take_value(argc, argv, &i, "--consistency", &v)) != 0) {
             if (got < 0) return sh_cli_usage_error("train", "--consistency needs a value");
             if (!strcmp(v, "sync")) ps.consistency = SH_PS_SYNC;
             else if (!strcmp(v, "async")) ps.consistency = SH_PS_ASYNC;
@@ -200,15 +172,15 @@ int sh_cmd_train(int argc, char **argv)
             continue;
         }
 #define STR_FLAG(name, field)                                                                 \
-        if ((got = take_value(argc, argv, &i, name, &v)) != 0) {                              \
+        if ((got = sh_cli_take_value(argc, argv, &i, name, &v)) != 0) {                       \
             if (got < 0) return sh_cli_usage_error("train", "%s needs a value", name);       \
             field = v;                                                                        \
             continue;                                                                         \
         }
 #define INT_FLAG(name, min, max, field)                                                       \
-        if ((got = take_value(argc, argv, &i, name, &v)) != 0) {                              \
+        if ((got = sh_cli_take_value(argc, argv, &i, name, &v)) != 0) {                       \
             if (got < 0) return sh_cli_usage_error("train", "%s needs a value", name);       \
-            if (!parse_i64(v, min, max, &x))                                                  \
+            if (!sh_cli_parse_i64(v, min, max, &x))                                           \
                 return sh_cli_usage_error("train", "%s \"%s\": expected an integer in "       \
                                           "%lld..%lld", name, v, (long long)(min),            \
                                           (long long)(max));                                  \
