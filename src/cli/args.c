@@ -6,7 +6,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cpus.h"
 #include "cli/cli.h"
+#include "shoal/comm.h"
+
+int sh_cli_threads(int requested)
+{
+    shoal_job_env e;
+    shoal_job_env_read(&e); /* cannot fail with an argument */
+    return sh_cpus_threads_per_rank(requested, e.local_world, NULL);
+}
 
 int sh_cli_take_value(int argc, char **argv, int *i, const char *name, const char **val)
 {

@@ -26,6 +26,10 @@ int sh_cli_fail(shoal_result rc);
 /* Print "shoal CMD: <message>; see 'shoal CMD --help'" and return SH_EXIT_USAGE. */
 int sh_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Kernel threads for a one-process subcommand (test, time): --threads if given, else the
+ * rule of sh_cpus_threads_per_rank with the ranks on this host the launcher names (args.c). */
+int sh_cli_threads(int requested);
+
 /* Flag parsing (args.c): "--name value" or "--name=value". Returns 1 when argv[*i] is
  * flag `name` and sets *val (advancing *i past a separate value), 0 when it is another
  * flag, -1 when the value is missing. */

@@ -26,17 +26,10 @@ static const char usage_text[] =
     "  --data DIR         dataset directory (default $SHOAL_DATA_DIR or\n"
     "                     /usr/share/datasets/fashion-mnist)\n"
     "  --batch N          images per forward pass (default: the cfg's batch)\n"
-    "  --threads N        kernel threads (default $SHOAL_THREADS, else one per core)\n"
+    "  --threads N        kernel threads (default $SHOAL_THREADS, else this process's\n"
+    "                     CPUs shared by the ranks on this host)\n"
     "  --json             print one JSON object: accuracy, loss, images\n"
     "  --help             this text\n";
-
-static int default_threads(void)
-{
-    long env = 0;
-    if (sh_env_long("SHOAL_THREADS", &env) == SHOAL_OK && env > 0) return (int)env;
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
 
 static shoal_result run_test(const char *cfg, const char *weights, const char *dir, int batch,
                              int threads, int json)
@@ -122,7 +115,7 @@ int sh_cmd_test(int argc, char **argv)
     if (!cfg) return sh_cli_usage_error("test", "missing the model file CFG");
     if (!weights) return sh_cli_usage_error("test", "missing --weights FILE");
     if (!dir) dir = sh_env_str("SHOAL_DATA_DIR");
-    if (!threads) threads = default_threads();
+    if (!threads) threads = sh_cli_threads(0);
     shoal_result rc = run_test(cfg, weights, dir, batch, threads, json);
     return rc == SHOAL_OK ? SH_EXIT_OK : sh_cli_fail(rc);
 }

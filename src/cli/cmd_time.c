@@ -7,7 +7,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/env.h"
 #include "base/err.h"
 #include "base/util.h"
 #include "cli/cli.h"
@@ -22,20 +21,13 @@ static const char usage_text[] =
     "  --batch N          images per pass (default: the cfg's batch)\n"
     "  --iterations N     timed iterations after 2 warm-up ones (default 50)\n"
     "  --per-layer        also print each layer's forward and backward milliseconds\n"
-    "  --threads N        kernel threads (default $SHOAL_THREADS, else one per core)\n"
+    "  --threads N        kernel threads (default $SHOAL_THREADS, else this process's\n"
+    "                     CPUs shared by the ranks on this host)\n"
     "  --json             print one JSON object: forward_ms, backward_ms, total_ms, layers\n"
     "  --help             this text\n";
 
 /* Untimed iterations first: page faults and cold caches are not the engine's speed. */
 #define WARMUP_ITERATIONS 2
-
-static int default_threads(void)
-{
-    long env = 0;
-    if (sh_env_long("SHOAL_THREADS", &env) == SHOAL_OK && env > 0) return (int)env;
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
 
 typedef struct {
     const char *cfg;
@@ -145,7 +137,7 @@ int sh_cmd_time(int argc, char **argv)
         return sh_cli_usage_error("time", "unknown option \"%s\"", a);
     }
     if (!o.cfg) return sh_cli_usage_error("time", "missing the model file CFG");
-    if (!o.threads) o.threads = default_threads();
+    if (!o.threads) o.threads = sh_cli_threads(0);
     shoal_result rc = run_time(&o);
     return rc == SHOAL_OK ? SH_EXIT_OK : sh_cli_fail(rc);
 }

@@ -28,14 +28,16 @@ static const char usage_text[] =
     "                     steps, or 1 epoch)\n"
     "  --max-steps N      stop once N steps are done in total (counting resumed ones)\n"
     "  --batch N          images per step (default: the cfg's batch)\n"
-    "  --threads N        kernel threads (default $SHOAL_THREADS, else one per core)\n"
+    "  --threads N        kernel threads per rank (default $SHOAL_THREADS, else this\n"
+    "                     process's CPUs shared by the ranks on this host)\n"
     "  --seed S           seed of the weights, the shuffling and dropout (default 1)\n"
     "  --save FILE        write a checkpoint at the end (and every --save-every steps)\n"
     "  --save-every N     also checkpoint every N steps (needs --save; overwrites FILE)\n"
     "  --resume FILE      continue exactly where the checkpoint FILE stopped\n"
     "  --logdir DIR       write TensorBoard event files (scalars) to DIR\n"
     "  --json             end with one JSON object on stdout (lines go to stderr):\n"
-    "                     accuracy, loss, images_per_s, epochs, steps, seconds, peak_rss_mb\n"
+    "                     accuracy, loss, images_per_s, epochs, steps, seconds, peak_rss_mb,\n"
+    "                     threads (kernel threads per rank)\n"
     "  --quiet            no progress lines\n"
     "  -n N               train on N ranks of this machine (shoal starts them); under\n"
     "                     shoal launch, mpirun or srun the job's ranks are used instead\n"
@@ -269,10 +271,10 @@ int sh_cmd_train(int argc, char **argv)
     if (json) {
         printf("{\"accuracy\":%.6f,\"loss\":%.6f,\"test_loss\":%.6f,\"images_per_s\":%.1f,"
                "\"epochs\":%.4f,\"steps\":%" PRId64 ",\"seconds\":%.3f,\"peak_rss_mb\":%.1f,"
-               "\"stopped\":%s}\n",
+               "\"stopped\":%s,\"threads\":%d}\n",
                r.test_accuracy, r.train_loss, r.test_loss, r.images_per_s, r.epochs, r.steps,
                r.seconds, (double)r.peak_rss_nbytes / (1024.0 * 1024.0),
-               r.stopped ? "true" : "false");
+               r.stopped ? "true" : "false", r.threads);
     } else if (!o.quiet && !r.stopped) {
         printf("test accuracy %.2f%%, test loss %.4f after %" PRId64 " steps (%.2f epochs) in "
                "%.1f s, %.0f images/s, peak RSS %.1f MB\n",

@@ -110,6 +110,7 @@ shoal_result sh_train_ps_rank(const sh_train_opts *o, const sh_train_ps_opts *p,
     if (rc != SHOAL_OK) goto out;
     sh_train_opts wopts = *o;
     wopts.strategy = st;
+    wopts.local_ranks = shoal_comm_local_world(c);
     if (st->rank != 0) {
         wopts.save_path = NULL; /* worker 0 reports and saves */
         wopts.logdir = NULL;
@@ -135,6 +136,7 @@ shoal_result sh_train_dp_rank(const sh_train_opts *o, const sh_train_dp_opts *d,
     int rank = shoal_comm_rank(c), world = shoal_comm_world(c);
     shoal_result rc = SHOAL_OK;
     sh_train_opts wo = *o;
+    wo.local_ranks = shoal_comm_local_world(c);
     int batch = o->batch;
     if (!batch) { /* the cfg's batch */
         sh_net *model = NULL;

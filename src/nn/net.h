@@ -41,7 +41,8 @@ int sh_net_input_count(const sh_net *n);  /* C*H*W of one input */
 int sh_net_nclasses(const sh_net *n);     /* K of the output */
 uint64_t sh_net_cfg_hash(const sh_net *n);
 
-/* Kernel threads for this network's layers (1 = single-threaded, deterministic per count). */
+/* Kernel threads for this network's layers (1 = single-threaded, deterministic per count).
+ * A new net has 1; how many a rank should use is sh_cpus_threads_per_rank (base/cpus.h). */
 void sh_net_set_threads(sh_net *n, int nthreads);
 
 /* The three blocks. Parameters and gradients have the same layout; a layer's slice is
