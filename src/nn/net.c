@@ -391,11 +391,9 @@ static void add_defaulted(void *ctx, const char *section, int line, const char *
                                section, line, key);
 }
 
-shoal_result sh_net_load(const char *cfg_path, int batch, uint64_t seed, sh_net **out)
+shoal_result sh_net_create_owning(sh_cfg *cfg, int batch, uint64_t seed, sh_net **out)
 {
-    sh_cfg *cfg = NULL;
     *out = NULL;
-    SH_TRY(sh_cfg_load(cfg_path, &cfg));
     shoal_result rc = sh_net_create(cfg, batch, seed, out);
     if (rc != SHOAL_OK) {
         sh_err_trace(__FILE__, __LINE__);
@@ -404,10 +402,19 @@ shoal_result sh_net_load(const char *cfg_path, int batch, uint64_t seed, sh_net 
     }
     (*out)->own_cfg = 1;
     if (sh_log_enabled(SH_LOG_INFO, "cfg")) { /* which keys took Darknet's defaults, once */
-        defaulted_list dl = {cfg_path, {0}, 0};
+        defaulted_list dl = {sh_cfg_path(cfg), {0}, 0};
         sh_cfg_each_defaulted(cfg, add_defaulted, &dl);
-        if (dl.len) SH_LOG_I("cfg", "%s: keys left at their defaults: %s", cfg_path, dl.text);
+        if (dl.len) SH_LOG_I("cfg", "%s: keys left at their defaults: %s", sh_cfg_path(cfg), dl.text);
     }
+    return SHOAL_OK;
+}
+
+shoal_result sh_net_load(const char *cfg_path, int batch, uint64_t seed, sh_net **out)
+{
+    sh_cfg *cfg = NULL;
+    *out = NULL;
+    SH_TRY(sh_cfg_load(cfg_path, &cfg));
+    SH_TRY(sh_net_create_owning(cfg, batch, seed, out));
     return SHOAL_OK;
 }
 

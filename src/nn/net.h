@@ -31,7 +31,10 @@ typedef struct sh_net sh_net;
  * overrides the cfg's batch. Every buffer a step needs is allocated here; the parameters
  * are initialised from seed. Errors name path:line (unknown section, key, bad shape). */
 shoal_result sh_net_create(sh_cfg *cfg, int batch, uint64_t seed, sh_net **out);
-/* sh_cfg_load + sh_net_create; the cfg is kept for the net's lifetime. */
+/* sh_net_create, and the net owns cfg from then on (on error cfg is destroyed): a caller
+ * that read the [net] section first (the batch, say) builds the net without parsing again. */
+shoal_result sh_net_create_owning(sh_cfg *cfg, int batch, uint64_t seed, sh_net **out);
+/* sh_cfg_load + sh_net_create_owning. */
 shoal_result sh_net_load(const char *cfg_path, int batch, uint64_t seed, sh_net **out);
 void sh_net_destroy(sh_net *n);
 

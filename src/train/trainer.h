@@ -43,10 +43,11 @@ typedef struct {
     double lr_scale;            /* multiplies the cfg's learning rate (linear scaling for
                                    large batches); 0: 1 */
     int profile;                /* 1: time each part of the step (report.profile) */
-    /* Called before each step (0-based, counted over the whole training), on every rank,
-     * with hook_ctx: fault drills and debugging (a rank that dies or straggles) live there,
-     * not in the strategies. NULL: none. Must not allocate per call in a timed run. */
-    void (*before_step)(void *hook_ctx, int64_t step);
+    /* Called before each step (0-based, counted over the whole training) with hook_ctx
+     * and the strategy's rank (a data-parallel rank, a worker's index among the workers):
+     * fault drills and debugging (a rank that dies or straggles) live there, not in the
+     * strategies. NULL: none. */
+    void (*before_step)(void *hook_ctx, int rank, int64_t step);
     void *hook_ctx;
 } sh_train_opts;
 

@@ -1,5 +1,5 @@
 /* test_train_dp.c — proves data-parallel `shoal train -n N` end to end (cmd_train.c's
- * relaunch, src/cli/train_dist.c): a killed rank stops the job within the deadline with a
+ * relaunch, src/train/job.c): a killed rank stops the job within the deadline with a
  * message naming it, the last checkpoint is intact and the job resumes from it on another
  * number of ranks; SIGINT stops every rank at one step and rank 0 saves, SIGHUP saves and
  * the job goes on; only rank 0 prints; bad scaling options are clear usage errors. */
