@@ -5,6 +5,7 @@
  * examples/train_lenet.c, compiled against libshoal.a with only -Iinclude, trains and
  * prints its result. */
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -202,6 +203,18 @@ static void example_builds_against_the_public_headers_and_trains(void)
     CHECK(strstr(out, "input 1x8x8, 4 classes") != NULL, "%s", out);
     CHECK(strstr(out, "trained 16 steps (alone, rank 0 of 1") != NULL, "%s", out);
     CHECK(strstr(out, "test accuracy") != NULL, "%s", out);
+    /* Under shoal launch the same program is two data-parallel ranks; rank 0 reports. */
+    const char *bin = getenv("SHOAL_BIN");
+    if (bin) {
+        snprintf(cmd, sizeof cmd, "env -u SHOAL_THREADS %s launch -n 2 %s/train_lenet %s %s 8 2>&1", bin, dir, mlp,
+                 dir);
+        rc = sh_run(cmd);
+        CHECK(rc == 0, "under shoal launch: exit %d: %s", rc, out);
+        CHECK(strstr(out, "trained 8 steps (data-parallel rank, rank 0 of 2") != NULL, "%s", out);
+        CHECK(!strstr(out, "rank 1 of 2"), "rank 1 reported too: %s", out);
+    } else {
+        printf("test_api: SHOAL_BIN unset: the example under shoal launch is skipped\n");
+    }
     snprintf(cmd, sizeof cmd, "%s/train_lenet %s/no-such.cfg 2>&1", dir, dir);
     rc = sh_run(cmd);
     CHECK(rc == 1 && strstr(out, "no-such.cfg"), "a missing cfg: exit %d: %s", rc, out);
