@@ -301,27 +301,27 @@ int sh_cmd_train(int argc, char **argv)
 
     sh_job_report jr;
     shoal_result rc = sh_job_run(&jo, &jr);
+    if (jr.has_server_stats && !o->quiet) print_server_stats(&jr, &jo); /* also when the job failed */
     if (rc != SHOAL_OK) return sh_cli_fail(rc);
-    if (jr.has_server_stats && !o->quiet) print_server_stats(&jr, &jo);
     if (!jr.reporter) return SH_EXIT_OK;
     if (o->profile) print_profile(&jr);
-    const sh_train_report r = jr.train;
+    const sh_train_report *r = &jr.train;
 
-    if (r.stopped)
+    if (r->stopped)
         fprintf(stderr, "stopped by %s; saved %s\n",
-                stop_requested == SIGTERM ? "SIGTERM" : "SIGINT", r.saved_path);
+                stop_requested == SIGTERM ? "SIGTERM" : "SIGINT", r->saved_path);
     if (json) {
         printf("{\"accuracy\":%.6f,\"loss\":%.6f,\"test_loss\":%.6f,\"images_per_s\":%.1f,"
                "\"epochs\":%.4f,\"steps\":%" PRId64 ",\"seconds\":%.3f,\"peak_rss_mb\":%.1f,"
                "\"stopped\":%s,\"threads\":%d}\n",
-               r.test_accuracy, r.train_loss, r.test_loss, r.images_per_s, r.epochs, r.steps,
-               r.seconds, (double)r.peak_rss_nbytes / (1024.0 * 1024.0),
-               r.stopped ? "true" : "false", r.threads);
-    } else if (!o->quiet && !r.stopped) {
+               r->test_accuracy, r->train_loss, r->test_loss, r->images_per_s, r->epochs, r->steps,
+               r->seconds, (double)r->peak_rss_nbytes / (1024.0 * 1024.0),
+               r->stopped ? "true" : "false", r->threads);
+    } else if (!o->quiet && !r->stopped) {
         printf("test accuracy %.2f%%, test loss %.4f after %" PRId64 " steps (%.2f epochs) in "
                "%.1f s, %.0f images/s, peak RSS %.1f MB\n",
-               100 * r.test_accuracy, r.test_loss, r.steps, r.epochs, r.seconds, r.images_per_s,
-               (double)r.peak_rss_nbytes / (1024.0 * 1024.0));
+               100 * r->test_accuracy, r->test_loss, r->steps, r->epochs, r->seconds, r->images_per_s,
+               (double)r->peak_rss_nbytes / (1024.0 * 1024.0));
     }
     return SH_EXIT_OK;
 }

@@ -10,7 +10,6 @@
 
 #include "base/env.h"
 #include "base/err.h"
-#include "base/log.h"
 #include "shoal/comm.h"
 
 void sh_job_opts_default(sh_job_opts *o)
