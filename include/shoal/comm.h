@@ -66,6 +66,25 @@ shoal_result shoal_comm_create(const shoal_comm_opts *o, shoal_comm **out);
  * non-blocking operations are cancelled. */
 void shoal_comm_destroy(shoal_comm *c);
 
+/* This process's place in a job as its launcher's environment tells it (shoal launch,
+ * Open MPI, MPICH/Hydra, Slurm: the same variables shoal_comm_create reads), without
+ * joining the job: no sockets, no waiting. A process no launcher started, or one whose
+ * variables are incomplete, reads as alone (rank 0 of 1; shoal_comm_create would name the
+ * problem). local_world is the ranks on this host when the launcher says (0: not said).
+ * Errors: SHOAL_ERR_INVALID when out is NULL. Thread-safe; the strings are static. */
+typedef struct {
+    int rank, world;
+    int local_world;
+    const char *launcher;     /* "shoal", "openmpi", "mpich", "slurm"; NULL: alone */
+} shoal_job_env;
+shoal_result shoal_job_env_read(shoal_job_env *out);
+/* Tell the launcher that started this process that the job has dropped rank `rank` (a
+ * parameter server gave up on a silent worker), so it stops waiting for that rank once
+ * every other rank has ended, and ends it. Under `shoal launch` a line on the pipe it
+ * passed in SHOAL_LAUNCH_FD; under other launchers (or alone) nothing. Never blocks for
+ * long, never fails (a launcher that is gone has nothing to be told). Thread-safe. */
+void shoal_job_note_dropped(int rank);
+
 int shoal_comm_rank(const shoal_comm *c);
 int shoal_comm_world(const shoal_comm *c);
 int shoal_comm_local_rank(const shoal_comm *c);   /* rank among ranks on this host */

@@ -55,7 +55,7 @@ static const env_var table[] = {
      "data parallel with SHOAL_DP_SHARD=1 on one host: 1 keeps one copy of the weights (and "
      "every rank's gradients) in shared memory, 0 gives each rank its own copy"},
     /* engine */
-    {"SHOAL_THREADS", "0", 0, 1024, "kernel threads per rank (0: one per core / rank)"},
+    {"SHOAL_THREADS", "0", 0, 1024, "kernel threads per rank (0: the CPUs the process may run on, shared by the ranks on its host)"},
     {"SHOAL_DATA_DIR", "/usr/share/datasets/fashion-mnist", NOT_INT,
      "default dataset directory for shoal train/test"},
     {"SHOAL_GEMM", "auto", NOT_INT, "auto, openblas or naive: the matrix-product kernels"},

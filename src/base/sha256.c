@@ -1,5 +1,5 @@
 /* sha256.c — SHA-256 and HMAC-SHA256 in plain C.
- * Not here: key handling and the handshake (src/comm/net.c).
+ * Not here: key handling and the handshake (src/comm/boot/sock.c).
  * Proved by tests/base/test_sha256.c. */
 #include "base/sha256.h"
 

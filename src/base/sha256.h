@@ -1,5 +1,5 @@
 /* sha256.h — SHA-256 (FIPS 180-4) and HMAC-SHA256 (RFC 2104), for proving job membership.
- * Not here: the handshake that uses them (src/comm/net.c).
+ * Not here: the handshake that uses them (src/comm/boot/sock.c).
  * Proved by tests/base/test_sha256.c (FIPS and RFC 4231 vectors). */
 #ifndef SH_SHA256_H
 #define SH_SHA256_H

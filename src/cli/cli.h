@@ -5,6 +5,8 @@
 #ifndef SH_CLI_H
 #define SH_CLI_H
 
+#include <stdint.h>
+
 #include "shoal/result.h"
 
 #define SH_EXIT_OK 0
@@ -23,5 +25,17 @@ int sh_cmd_env(int argc, char **argv);
 int sh_cli_fail(shoal_result rc);
 /* Print "shoal CMD: <message>; see 'shoal CMD --help'" and return SH_EXIT_USAGE. */
 int sh_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Kernel threads for a one-process subcommand (test, time): --threads if given, else the
+ * rule of sh_cpus_threads_per_rank with the ranks on this host the launcher names (args.c). */
+int sh_cli_threads(int requested);
+
+/* Flag parsing (args.c): "--name value" or "--name=value". Returns 1 when argv[*i] is
+ * flag `name` and sets *val (advancing *i past a separate value), 0 when it is another
+ * flag, -1 when the value is missing. */
+int sh_cli_take_value(int argc, char **argv, int *i, const char *name, const char **val);
+/* A whole decimal integer in [min, max]: 1 and *out set, else 0 (*out untouched). */
+int sh_cli_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
+int sh_cli_parse_int(const char *s, int min, int max, int *out);
 
 #endif

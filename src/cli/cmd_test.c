@@ -2,7 +2,6 @@
  * dataset's test split, as a line or one JSON object.
  * Not here: the evaluation loop (src/train/eval.c), checkpoint checks (src/train/snapshot.c).
  * Proved by tests/cli/test_train_cli.c. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,42 +26,10 @@ static const char usage_text[] =
     "  --data DIR         dataset directory (default $SHOAL_DATA_DIR or\n"
     "                     /usr/share/datasets/fashion-mnist)\n"
     "  --batch N          images per forward pass (default: the cfg's batch)\n"
-    "  --threads N        kernel threads (default $SHOAL_THREADS, else one per core)\n"
+    "  --threads N        kernel threads (default $SHOAL_THREADS, else this process's\n"
+    "                     CPUs shared by the ranks on this host)\n"
     "  --json             print one JSON object: accuracy, loss, images\n"
     "  --help             this text\n";
-
-static int take_value(int argc, char **argv, int *i, const char *name, const char **val)
-{
-    const char *a = argv[*i];
-    size_t n = strlen(name);
-    if (strncmp(a, name, n) != 0) return 0;
-    if (a[n] == '=') {
-        *val = a + n + 1;
-        return 1;
-    }
-    if (a[n] != 0) return 0;
-    if (*i + 1 >= argc) return -1;
-    *val = argv[++*i];
-    return 1;
-}
-
-static int parse_int(const char *s, int min, int max, int *out)
-{
-    char *end = NULL;
-    errno = 0;
-    long x = strtol(s, &end, 10);
-    if (errno || end == s || *end || x < min || x > max) return 0;
-    *out = (int)x;
-    return 1;
-}
-
-static int default_threads(void)
-{
-    long env = 0;
-    if (sh_env_long("SHOAL_THREADS", &env) == SHOAL_OK && env > 0) return (int)env;
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
 
 static shoal_result run_test(const char *cfg, const char *weights, const char *dir, int batch,
                              int threads, int json)
@@ -123,23 +90,23 @@ int sh_cmd_test(int argc, char **argv)
             cfg = a;
             continue;
         }
-        if ((got = take_value(argc, argv, &i, "--weights", &v)) != 0) {
+        if ((got = sh_cli_take_value(argc, argv, &i, "--weights", &v)) != 0) {
             if (got < 0) return sh_cli_usage_error("test", "--weights needs a value");
             weights = v;
             continue;
         }
-        if ((got = take_value(argc, argv, &i, "--data", &v)) != 0) {
+        if ((got = sh_cli_take_value(argc, argv, &i, "--data", &v)) != 0) {
             if (got < 0) return sh_cli_usage_error("test", "--data needs a value");
             dir = v;
             continue;
         }
-        if ((got = take_value(argc, argv, &i, "--batch", &v)) != 0) {
-            if (got < 0 || !parse_int(v, 1, 1 << 20, &batch))
+        if ((got = sh_cli_take_value(argc, argv, &i, "--batch", &v)) != 0) {
+            if (got < 0 || !sh_cli_parse_int(v, 1, 1 << 20, &batch))
                 return sh_cli_usage_error("test", "--batch needs an integer in 1..%d", 1 << 20);
             continue;
         }
-        if ((got = take_value(argc, argv, &i, "--threads", &v)) != 0) {
-            if (got < 0 || !parse_int(v, 1, 1024, &threads))
+        if ((got = sh_cli_take_value(argc, argv, &i, "--threads", &v)) != 0) {
+            if (got < 0 || !sh_cli_parse_int(v, 1, 1024, &threads))
                 return sh_cli_usage_error("test", "--threads needs an integer in 1..1024");
             continue;
         }
@@ -148,7 +115,7 @@ int sh_cmd_test(int argc, char **argv)
     if (!cfg) return sh_cli_usage_error("test", "missing the model file CFG");
     if (!weights) return sh_cli_usage_error("test", "missing --weights FILE");
     if (!dir) dir = sh_env_str("SHOAL_DATA_DIR");
-    if (!threads) threads = default_threads();
+    if (!threads) threads = sh_cli_threads(0);
     shoal_result rc = run_test(cfg, weights, dir, batch, threads, json);
     return rc == SHOAL_OK ? SH_EXIT_OK : sh_cli_fail(rc);
 }

@@ -2,13 +2,11 @@
  * synthetic input, as `caffe time` prints them, per layer on request.
  * Not here: the layers and their timers (src/nn/net.c).
  * Proved by tests/cli/test_train_cli.c. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "base/env.h"
 #include "base/err.h"
 #include "base/util.h"
 #include "cli/cli.h"
@@ -23,45 +21,13 @@ static const char usage_text[] =
     "  --batch N          images per pass (default: the cfg's batch)\n"
     "  --iterations N     timed iterations after 2 warm-up ones (default 50)\n"
     "  --per-layer        also print each layer's forward and backward milliseconds\n"
-    "  --threads N        kernel threads (default $SHOAL_THREADS, else one per core)\n"
+    "  --threads N        kernel threads (default $SHOAL_THREADS, else this process's\n"
+    "                     CPUs shared by the ranks on this host)\n"
     "  --json             print one JSON object: forward_ms, backward_ms, total_ms, layers\n"
     "  --help             this text\n";
 
 /* Untimed iterations first: page faults and cold caches are not the engine's speed. */
 #define WARMUP_ITERATIONS 2
-
-static int take_value(int argc, char **argv, int *i, const char *name, const char **val)
-{
-    const char *a = argv[*i];
-    size_t n = strlen(name);
-    if (strncmp(a, name, n) != 0) return 0;
-    if (a[n] == '=') {
-        *val = a + n + 1;
-        return 1;
-    }
-    if (a[n] != 0) return 0;
-    if (*i + 1 >= argc) return -1;
-    *val = argv[++*i];
-    return 1;
-}
-
-static int parse_int(const char *s, int min, int max, int *out)
-{
-    char *end = NULL;
-    errno = 0;
-    long x = strtol(s, &end, 10);
-    if (errno || end == s || *end || x < min || x > max) return 0;
-    *out = (int)x;
-    return 1;
-}
-
-static int default_threads(void)
-{
-    long env = 0;
-    if (sh_env_long("SHOAL_THREADS", &env) == SHOAL_OK && env > 0) return (int)env;
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
 
 typedef struct {
     const char *cfg;
@@ -153,25 +119,25 @@ int sh_cmd_time(int argc, char **argv)
             o.cfg = a;
             continue;
         }
-        if ((got = take_value(argc, argv, &i, "--batch", &v)) != 0) {
-            if (got < 0 || !parse_int(v, 1, 1 << 20, &o.batch))
+        if ((got = sh_cli_take_value(argc, argv, &i, "--batch", &v)) != 0) {
+            if (got < 0 || !sh_cli_parse_int(v, 1, 1 << 20, &o.batch))
                 return sh_cli_usage_error("time", "--batch needs an integer in 1..%d", 1 << 20);
             continue;
         }
-        if ((got = take_value(argc, argv, &i, "--iterations", &v)) != 0) {
-            if (got < 0 || !parse_int(v, 1, 1000000, &o.iterations))
+        if ((got = sh_cli_take_value(argc, argv, &i, "--iterations", &v)) != 0) {
+            if (got < 0 || !sh_cli_parse_int(v, 1, 1000000, &o.iterations))
                 return sh_cli_usage_error("time", "--iterations needs an integer in 1..1000000");
             continue;
         }
-        if ((got = take_value(argc, argv, &i, "--threads", &v)) != 0) {
-            if (got < 0 || !parse_int(v, 1, 1024, &o.threads))
+        if ((got = sh_cli_take_value(argc, argv, &i, "--threads", &v)) != 0) {
+            if (got < 0 || !sh_cli_parse_int(v, 1, 1024, &o.threads))
                 return sh_cli_usage_error("time", "--threads needs an integer in 1..1024");
             continue;
         }
         return sh_cli_usage_error("time", "unknown option \"%s\"", a);
     }
     if (!o.cfg) return sh_cli_usage_error("time", "missing the model file CFG");
-    if (!o.threads) o.threads = default_threads();
+    if (!o.threads) o.threads = sh_cli_threads(0);
     shoal_result rc = run_time(&o);
     return rc == SHOAL_OK ? SH_EXIT_OK : sh_cli_fail(rc);
 }

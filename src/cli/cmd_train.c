@@ -1,20 +1,20 @@
 /* cmd_train.c — `shoal train CFG [options]`: flags, signal handling (SIGINT stops and saves,
- * SIGHUP saves and goes on), the final line or JSON object, the exit code.
- * Not here: the training itself (src/train/trainer.c).
+ * SIGHUP saves and goes on), -n N (starting the ranks through the launcher), the fault-drill
+ * hooks of the --debug-* flags, the final lines or JSON object, the exit code.
+ * Not here: the job and its roles (src/train/job.c), the training (src/train/trainer.c).
  * Proved by tests/cli/test_train_cli.c. */
-#include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/err.h"
 #include "cli/cli.h"
 #include "cli/launch.h"
-#include "cli/train_dist.h"
-#include "train/trainer.h"
+#include "train/job.h"
 
 static const char usage_text[] =
     "usage: shoal train CFG [options]\n"
@@ -28,14 +28,16 @@ static const char usage_text[] =
     "                     steps, or 1 epoch)\n"
     "  --max-steps N      stop once N steps are done in total (counting resumed ones)\n"
     "  --batch N          images per step (default: the cfg's batch)\n"
-    "  --threads N        kernel threads (default $SHOAL_THREADS, else one per core)\n"
+    "  --threads N        kernel threads per rank (default $SHOAL_THREADS, else this\n"
+    "                     process's CPUs shared by the ranks on this host)\n"
     "  --seed S           seed of the weights, the shuffling and dropout (default 1)\n"
     "  --save FILE        write a checkpoint at the end (and every --save-every steps)\n"
     "  --save-every N     also checkpoint every N steps (needs --save; overwrites FILE)\n"
     "  --resume FILE      continue exactly where the checkpoint FILE stopped\n"
     "  --logdir DIR       write TensorBoard event files (scalars) to DIR\n"
     "  --json             end with one JSON object on stdout (lines go to stderr):\n"
-    "                     accuracy, loss, images_per_s, epochs, steps, seconds, peak_rss_mb\n"
+    "                     accuracy, loss, images_per_s, epochs, steps, seconds, peak_rss_mb,\n"
+    "                     threads (kernel threads per rank)\n"
     "  --quiet            no progress lines\n"
     "  -n N               train on N ranks of this machine (shoal starts them); under\n"
     "                     shoal launch, mpirun or srun the job's ranks are used instead\n"
@@ -74,32 +76,65 @@ static void on_sighup(int sig)
     save_requested = 1;
 }
 
-/* Flag parsing shared by the cases below: "--name value" or "--name=value". Returns 1 when
- * argv[*i] is flag `name` and sets *val (advancing *i past a separate value), 0 when it is
- * another flag, -1 when the value is missing. */
-static int take_value(int argc, char **argv, int *i, const char *name, const char **val)
+/* The --debug-* flags: fault drills installed as the job's hooks, so that no library
+ * strategy kills or stalls its own process. */
+typedef struct {
+    int ps;                 /* --ps: die_* name a server and its rounds, delay_* a worker */
+    int die_rank;           /* < 0: none */
+    int64_t die_step;       /* < 0: never */
+    int delay_rank;         /* < 0: none */
+    int delay_ms;
+} debug_hooks;
+
+static void debug_before_step(void *ctx, int rank, int64_t step)
 {
-    const char *a = argv[*i];
-    size_t n = strlen(name);
-    if (strncmp(a, name, n) != 0) return 0;
-    if (a[n] == '=') {
-        *val = a + n + 1;
-        return 1;
+    const debug_hooks *h = ctx;
+    if (!h->ps && rank == h->die_rank && step == h->die_step) raise(SIGKILL);
+    if (h->ps && rank == h->delay_rank && h->delay_ms > 0) { /* this worker plays the straggler */
+        struct timespec ts = {h->delay_ms / 1000, (long)(h->delay_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
     }
-    if (a[n] != 0) return 0;
-    if (*i + 1 >= argc) return -1;
-    *val = argv[++*i];
-    return 1;
 }
 
-static int parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
+static void debug_after_server_round(void *ctx, int server, int64_t rounds)
 {
-    char *end = NULL;
-    errno = 0;
-    long long x = strtoll(s, &end, 10);
-    if (errno || end == s || *end || x < min || x > max) return 0;
-    *out = x;
-    return 1;
+    const debug_hooks *h = ctx;
+    if (h->die_step > 0 && server == h->die_rank && rounds >= h->die_step) raise(SIGKILL);
+}
+
+static void print_server_stats(const sh_job_report *jr, const sh_job_opts *jo)
+{
+    const sh_ps_stats *st = &jr->server_stats;
+    const char *mode = jo->consistency == SH_PS_SYNC ? "sync" : jo->consistency == SH_PS_ASYNC ? "async" : "ssp";
+    fprintf(stderr,
+            "server %d (%s): %lld pushes, %lld pulls (%lld waited), %.1f MB pushed, "
+            "CPU %.2f s (%.2f ms per MB), largest clock spread %lld, %d workers dropped, "
+            "%lld messages refused\n",
+            jr->rank, mode, (long long)st->pushes, (long long)st->pulls, (long long)st->deferred_pulls,
+            st->pushed_mb, st->cpu_s, st->pushed_mb > 0 ? st->cpu_s * 1e3 / st->pushed_mb : 0.0,
+            (long long)st->max_spread, st->dropped_workers, (long long)st->refused);
+}
+
+static void print_profile(const sh_job_report *jr)
+{
+    const sh_step_profile *p = &jr->train.profile;
+    double step = p->data + p->forward + p->backward + p->comm_wait + p->optimizer;
+    if (!jr->has_dp_profile) { /* one process: nothing to wait for */
+        fprintf(stderr, "profile per step (ms): data %.2f, forward %.2f, backward %.2f, optimizer %.2f, "
+                "total %.2f\n", p->data * 1e3, p->forward * 1e3, p->backward * 1e3, p->optimizer * 1e3,
+                step * 1e3);
+        return;
+    }
+    const sh_dp_profile *pr = &jr->dp_profile;
+    double comm = pr->steps ? pr->comm_s / (double)pr->steps : 0;
+    double hidden = comm > 0 ? 1.0 - p->comm_wait / comm : 0;
+    if (hidden < 0) hidden = 0;
+    fprintf(stderr,
+            "profile per step (ms): data %.2f, forward %.2f, backward %.2f, waiting for allreduce %.2f, "
+            "optimizer %.2f, total %.2f; allreduce in flight %.2f ms per step (%.1f MB), %.0f%% of it "
+            "hidden behind backward\n",
+            p->data * 1e3, p->forward * 1e3, p->backward * 1e3, p->comm_wait * 1e3, p->optimizer * 1e3,
+            step * 1e3, comm * 1e3, pr->steps ? pr->bytes / (double)pr->steps / 1e6 : 0.0, 100 * hidden);
 }
 
 /* -n N outside a job: start N ranks (plus the servers) of this same command without -n. */
@@ -134,24 +169,13 @@ static int relaunch(int argc, char **argv, int nranks)
 
 int sh_cmd_train(int argc, char **argv)
 {
-    sh_train_opts o;
-    sh_train_opts_default(&o);
-    int json = 0;
+    sh_job_opts jo;
+    sh_job_opts_default(&jo);
+    sh_train_opts *o = &jo.train;
+    int json = 0, ps = 0;
     const char *cfg = NULL;
     int64_t nranks = 0;
-    sh_train_ps_opts ps;
-    memset(&ps, 0, sizeof ps);
-    ps.nservers = 1;
-    ps.consistency = SH_PS_SYNC;
-    ps.staleness = 3;
-    ps.worker.push_every = 1;
-    ps.worker.pull_every = 1;
-    ps.delay_rank = -1;
-    sh_train_dp_opts dp;
-    memset(&dp, 0, sizeof dp);
-    dp.bucket_mb = 1; /* LeNet on 2 ranks: 89% of the allreduce hidden at 1 MB, 22% at 4 (one bucket) */
-    dp.die_rank = -1;
-    dp.die_step = -1;
+    debug_hooks dbg = {.die_rank = -1, .die_step = -1, .delay_rank = -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         int64_t x = 0;
@@ -161,36 +185,36 @@ int sh_cmd_train(int argc, char **argv)
             return SH_EXIT_OK;
         }
         if (!strcmp(a, "--json")) { json = 1; continue; }
-        if (!strcmp(a, "--quiet")) { o.quiet = 1; continue; }
-        if (!strcmp(a, "--ps")) { ps.enabled = 1; continue; }
-        if (!strcmp(a, "--profile")) { o.profile = 1; continue; }
-        if ((got = take_value(argc, argv, &i, "--scaling", &v)) != 0) {
+        if (!strcmp(a, "--quiet")) { o->quiet = 1; continue; }
+        if (!strcmp(a, "--ps")) { ps = 1; continue; }
+        if (!strcmp(a, "--profile")) { o->profile = 1; continue; }
+        if ((got = sh_cli_take_value(argc, argv, &i, "--scaling", &v)) != 0) {
             if (got < 0) return sh_cli_usage_error("train", "--scaling needs a value");
-            if (!strcmp(v, "strong")) dp.strong = 1;
-            else if (!strcmp(v, "weak")) dp.strong = 0;
+            if (!strcmp(v, "strong")) jo.strong_scaling = 1;
+            else if (!strcmp(v, "weak")) jo.strong_scaling = 0;
             else return sh_cli_usage_error("train", "--scaling \"%s\": use strong or weak", v);
             continue;
         }
-        if ((got = take_value(argc, argv, &i, "--lr-scaling", &v)) != 0) {
+        if ((got = sh_cli_take_value(argc, argv, &i, "--lr-scaling", &v)) != 0) {
             if (got < 0) return sh_cli_usage_error("train", "--lr-scaling needs a value");
-            if (!strcmp(v, "linear")) dp.lr_linear = 1;
-            else if (!strcmp(v, "none")) dp.lr_linear = 0;
+            if (!strcmp(v, "linear")) jo.lr_linear = 1;
+            else if (!strcmp(v, "none")) jo.lr_linear = 0;
             else return sh_cli_usage_error("train", "--lr-scaling \"%s\": use none or linear", v);
             continue;
         }
-        if ((got = take_value(argc, argv, &i, "--bucket-mb", &v)) != 0) {
+        if ((got = sh_cli_take_value(argc, argv, &i, "--bucket-mb", &v)) != 0) {
             char *end = NULL;
             if (got < 0) return sh_cli_usage_error("train", "--bucket-mb needs a value");
-            dp.bucket_mb = strtod(v, &end);
-            if (!end || *end || !(dp.bucket_mb > 0) || dp.bucket_mb > 4096)
+            jo.bucket_mb = strtod(v, &end);
+            if (!end || *end || !(jo.bucket_mb > 0) || jo.bucket_mb > 4096)
                 return sh_cli_usage_error("train", "--bucket-mb \"%s\": expected megabytes in (0, 4096]", v);
             continue;
         }
-        if ((got = take_value(argc, argv, &i, "--consistency", &v)) != 0) {
+        if ((got = sh_cli_take_value(argc, argv, &i, "--consistency", &v)) != 0) {
             if (got < 0) return sh_cli_usage_error("train", "--consistency needs a value");
-            if (!strcmp(v, "sync")) ps.consistency = SH_PS_SYNC;
-            else if (!strcmp(v, "async")) ps.consistency = SH_PS_ASYNC;
-            else if (!strcmp(v, "ssp")) ps.consistency = SH_PS_SSP;
+            if (!strcmp(v, "sync")) jo.consistency = SH_PS_SYNC;
+            else if (!strcmp(v, "async")) jo.consistency = SH_PS_ASYNC;
+            else if (!strcmp(v, "ssp")) jo.consistency = SH_PS_SSP;
             else return sh_cli_usage_error("train", "--consistency \"%s\": use sync, async or ssp", v);
             continue;
         }
@@ -200,62 +224,68 @@ int sh_cmd_train(int argc, char **argv)
             continue;
         }
 #define STR_FLAG(name, field)                                                                 \
-        if ((got = take_value(argc, argv, &i, name, &v)) != 0) {                              \
+        if ((got = sh_cli_take_value(argc, argv, &i, name, &v)) != 0) {                       \
             if (got < 0) return sh_cli_usage_error("train", "%s needs a value", name);       \
             field = v;                                                                        \
             continue;                                                                         \
         }
 #define INT_FLAG(name, min, max, field)                                                       \
-        if ((got = take_value(argc, argv, &i, name, &v)) != 0) {                              \
+        if ((got = sh_cli_take_value(argc, argv, &i, name, &v)) != 0) {                       \
             if (got < 0) return sh_cli_usage_error("train", "%s needs a value", name);       \
-            if (!parse_i64(v, min, max, &x))                                                  \
+            if (!sh_cli_parse_i64(v, min, max, &x))                                           \
                 return sh_cli_usage_error("train", "%s \"%s\": expected an integer in "       \
                                           "%lld..%lld", name, v, (long long)(min),            \
                                           (long long)(max));                                  \
             field = x;                                                                        \
             continue;                                                                         \
         }
-        STR_FLAG("--data", o.data_dir)
-        STR_FLAG("--save", o.save_path)
-        STR_FLAG("--resume", o.resume_path)
-        STR_FLAG("--logdir", o.logdir)
-        INT_FLAG("--epochs", 1, 1000000, o.epochs)
-        INT_FLAG("--max-steps", 1, INT64_MAX / 2, o.max_steps)
-        INT_FLAG("--batch", 1, 1 << 20, o.batch)
-        INT_FLAG("--threads", 1, 1024, o.threads)
-        INT_FLAG("--seed", 0, INT64_MAX, o.seed)
-        INT_FLAG("--save-every", 1, INT64_MAX / 2, o.save_every_steps)
+        STR_FLAG("--data", o->data_dir)
+        STR_FLAG("--save", o->save_path)
+        STR_FLAG("--resume", o->resume_path)
+        STR_FLAG("--logdir", o->logdir)
+        INT_FLAG("--epochs", 1, 1000000, o->epochs)
+        INT_FLAG("--max-steps", 1, INT64_MAX / 2, o->max_steps)
+        INT_FLAG("--batch", 1, 1 << 20, o->batch)
+        INT_FLAG("--threads", 1, 1024, o->threads)
+        INT_FLAG("--seed", 0, INT64_MAX, o->seed)
+        INT_FLAG("--save-every", 1, INT64_MAX / 2, o->save_every_steps)
         INT_FLAG("-n", 1, 4096, nranks)
         INT_FLAG("--nranks", 1, 4096, nranks)
-        INT_FLAG("--servers", 1, 1024, ps.nservers)
-        INT_FLAG("--staleness", 0, 1000000, ps.staleness)
-        INT_FLAG("--push-every", 1, 1000000, ps.worker.push_every)
-        INT_FLAG("--pull-every", 1, 1000000, ps.worker.pull_every)
-        INT_FLAG("--debug-delay-rank", 0, 1 << 20, ps.delay_rank)
-        INT_FLAG("--debug-delay-ms", 0, 3600000, ps.delay_ms)
-        INT_FLAG("--debug-die-rank", 0, 1 << 20, dp.die_rank)
-        INT_FLAG("--debug-die-step", 0, INT64_MAX / 2, dp.die_step)
+        INT_FLAG("--servers", 1, 1024, jo.nservers)
+        INT_FLAG("--staleness", 0, 1000000, jo.staleness)
+        INT_FLAG("--push-every", 1, 1000000, jo.worker.push_every)
+        INT_FLAG("--pull-every", 1, 1000000, jo.worker.pull_every)
+        INT_FLAG("--debug-delay-rank", 0, 1 << 20, dbg.delay_rank)
+        INT_FLAG("--debug-delay-ms", 0, 3600000, dbg.delay_ms)
+        INT_FLAG("--debug-die-rank", 0, 1 << 20, dbg.die_rank)
+        INT_FLAG("--debug-die-step", 0, INT64_MAX / 2, dbg.die_step)
 #undef STR_FLAG
 #undef INT_FLAG
         return sh_cli_usage_error("train", "unknown option \"%s\"", a);
     }
     if (!cfg) return sh_cli_usage_error("train", "missing the model file CFG");
-    if (dp.strong && dp.lr_linear)
+    if (jo.strong_scaling && jo.lr_linear)
         return sh_cli_usage_error("train", "--lr-scaling linear is for weak scaling: with --scaling strong the "
                                   "global batch stays the cfg's, and so does the learning rate");
-    ps.die_rank = dp.die_rank;
-    ps.die_after = dp.die_step;
-    int in_job = sh_train_in_job();
-    if (nranks > 0 && !in_job) return relaunch(argc, argv, (int)nranks + (ps.enabled ? ps.nservers : 0));
-    if (ps.enabled && !in_job)
+    int in_job = sh_job_is_launched();
+    if (nranks > 0 && !in_job) return relaunch(argc, argv, (int)nranks + (ps ? jo.nservers : 0));
+    if (ps && !in_job)
         return sh_cli_usage_error("train", "--ps needs ranks: add -n WORKERS, or run under shoal launch, "
                                   "mpirun or srun");
-    if (o.save_every_steps && !o.save_path)
+    if (o->save_every_steps && !o->save_path)
         return sh_cli_usage_error("train", "--save-every needs --save FILE");
-    o.cfg_path = cfg;
-    o.out = json ? stderr : stdout;
-    o.stop_requested = &stop_requested;
-    o.save_requested = &save_requested;
+    o->cfg_path = cfg;
+    o->out = json ? stderr : stdout;
+    o->stop_requested = &stop_requested;
+    o->save_requested = &save_requested;
+    jo.layout = ps ? SH_LAYOUT_PARAM_SERVER : SH_LAYOUT_DATA_PARALLEL;
+    jo.server_log = o->quiet ? NULL : stderr;
+    dbg.ps = ps;
+    if (dbg.die_rank >= 0 || dbg.delay_rank >= 0) {
+        o->before_step = debug_before_step;
+        o->hook_ctx = &dbg;
+        if (ps) jo.after_server_round = debug_after_server_round;
+    }
 
     /* A second Ctrl-C while the last step finishes kills at once (SA_RESETHAND). */
     struct sigaction sa;
@@ -269,43 +299,29 @@ int sh_cmd_train(int argc, char **argv)
     sa.sa_flags = SA_RESTART;
     sigaction(SIGHUP, &sa, NULL);
 
-    sh_train_report r;
-    memset(&r, 0, sizeof r);
-    shoal_result rc;
-    if (in_job) {
-        int reporter = 0;
-        rc = ps.enabled ? sh_train_ps_rank(&o, &ps, &r, &reporter) : sh_train_dp_rank(&o, &dp, &r, &reporter);
-        if (rc != SHOAL_OK) return sh_cli_fail(rc);
-        if (!reporter) return SH_EXIT_OK;
-    } else {
-        sh_trainer *t = NULL;
-        rc = sh_trainer_create(&o, &t);
-        if (rc == SHOAL_OK) rc = sh_trainer_run(t, &r);
-        sh_trainer_destroy(t);
-        if (rc != SHOAL_OK) return sh_cli_fail(rc);
-        if (o.profile) { /* one process: nothing to wait for (the ranks' line is train_dist.c's) */
-            const sh_step_profile *p = &r.profile;
-            fprintf(stderr, "profile per step (ms): data %.2f, forward %.2f, backward %.2f, optimizer %.2f, "
-                    "total %.2f\n", p->data * 1e3, p->forward * 1e3, p->backward * 1e3, p->optimizer * 1e3,
-                    (p->data + p->forward + p->backward + p->comm_wait + p->optimizer) * 1e3);
-        }
-    }
+    sh_job_report jr;
+    shoal_result rc = sh_job_run(&jo, &jr);
+    if (jr.has_server_stats && !o->quiet) print_server_stats(&jr, &jo); /* also when the job failed */
+    if (rc != SHOAL_OK) return sh_cli_fail(rc);
+    if (!jr.reporter) return SH_EXIT_OK;
+    if (o->profile) print_profile(&jr);
+    const sh_train_report *r = &jr.train;
 
-    if (r.stopped)
+    if (r->stopped)
         fprintf(stderr, "stopped by %s; saved %s\n",
-                stop_requested == SIGTERM ? "SIGTERM" : "SIGINT", r.saved_path);
+                stop_requested == SIGTERM ? "SIGTERM" : "SIGINT", r->saved_path);
     if (json) {
         printf("{\"accuracy\":%.6f,\"loss\":%.6f,\"test_loss\":%.6f,\"images_per_s\":%.1f,"
                "\"epochs\":%.4f,\"steps\":%" PRId64 ",\"seconds\":%.3f,\"peak_rss_mb\":%.1f,"
-               "\"stopped\":%s}\n",
-               r.test_accuracy, r.train_loss, r.test_loss, r.images_per_s, r.epochs, r.steps,
-               r.seconds, (double)r.peak_rss_nbytes / (1024.0 * 1024.0),
-               r.stopped ? "true" : "false");
-    } else if (!o.quiet && !r.stopped) {
+               "\"stopped\":%s,\"threads\":%d}\n",
+               r->test_accuracy, r->train_loss, r->test_loss, r->images_per_s, r->epochs, r->steps,
+               r->seconds, (double)r->peak_rss_nbytes / (1024.0 * 1024.0),
+               r->stopped ? "true" : "false", r->threads);
+    } else if (!o->quiet && !r->stopped) {
         printf("test accuracy %.2f%%, test loss %.4f after %" PRId64 " steps (%.2f epochs) in "
                "%.1f s, %.0f images/s, peak RSS %.1f MB\n",
-               100 * r.test_accuracy, r.test_loss, r.steps, r.epochs, r.seconds, r.images_per_s,
-               (double)r.peak_rss_nbytes / (1024.0 * 1024.0));
+               100 * r->test_accuracy, r->test_loss, r->steps, r->epochs, r->seconds, r->images_per_s,
+               (double)r->peak_rss_nbytes / (1024.0 * 1024.0));
     }
     return SH_EXIT_OK;
 }

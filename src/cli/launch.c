@@ -114,16 +114,6 @@ static int drain(rank_proc *r, int k, int stream)
     return 1;
 }
 
-void sh_launch_note_dropped(int rank)
-{
-    long fd = -1;
-    if (!sh_env_is_set("SHOAL_LAUNCH_FD") || sh_env_long("SHOAL_LAUNCH_FD", &fd) != SHOAL_OK) return;
-    char line[32];
-    int n = snprintf(line, sizeof line, "dropped %d\n", rank);
-    if (write((int)fd, line, (size_t)n) < 0) { /* the launcher is gone: nothing to tell */
-    }
-}
-
 /* Lines "dropped R" from the ranks (each write is one whole line: shorter than PIPE_BUF). */
 static void read_notes(int fd, rank_proc *rp, int n)
 {
@@ -175,7 +165,7 @@ int sh_launch_run(const sh_launch_opts *o, char *const argv[])
         fprintf(stderr, "shoal %s: cannot create --output-dir %s: %s\n", tag, o->output_dir, strerror(errno));
         return 1;
     }
-    int note_pipe[2]; /* ranks -> launcher: "dropped R" lines (sh_launch_note_dropped) */
+    int note_pipe[2]; /* ranks -> launcher: "dropped R" lines (shoal_job_note_dropped) */
     if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0 || pipe2(note_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
         fprintf(stderr, "shoal %s: pipe: %s\n", tag, strerror(errno));
         return 1;

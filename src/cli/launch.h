@@ -1,8 +1,8 @@
 /* launch.h — start N local ranks of a command with the rendezvous variables set, relay
  * their output line by line with a "[rank k] " prefix (or into per-rank files), forward
  * SIGINT/SIGTERM/SIGHUP, and when one rank fails stop the others and report it; a rank the
- * job dropped (sh_launch_note_dropped) is killed once every other rank has ended.
- * Not here: flags (cmd_launch.c); the ranks' own rendezvous (src/comm/boot.c).
+ * job dropped (shoal_job_note_dropped) is killed once every other rank has ended.
+ * Not here: flags (cmd_launch.c); the ranks' own rendezvous (src/comm/boot/).
  * Proved by tests/cli/test_launch.c. */
 #ifndef SH_LAUNCH_H
 #define SH_LAUNCH_H
@@ -17,11 +17,5 @@ typedef struct {
 /* Run argv[0] (searched in PATH) as nranks processes; returns the exit status to use:
  * 0 when all succeeded, else the first failing rank's code (128 + signal when killed). */
 int sh_launch_run(const sh_launch_opts *o, char *const argv[]);
-
-/* Called in a rank: tell the launcher that the job dropped rank `rank` (a parameter server
- * stopped waiting for it), so the launcher does not wait for it once every other rank has
- * ended, but kills it, naming it; its exit status no longer decides the job's. Nothing
- * when not started by shoal launch (SHOAL_LAUNCH_FD unset). Async-signal-safe: one write. */
-void sh_launch_note_dropped(int rank);
 
 #endif

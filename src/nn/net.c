@@ -20,7 +20,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/env.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "base/util.h"
@@ -331,18 +330,6 @@ fail:
     return rc;
 }
 
-static int default_threads(void)
-{
-    long t = 0, local = 1;
-    if (sh_env_long("SHOAL_THREADS", &t) != SHOAL_OK) t = 0;
-    if (t > 0) return (int)t;
-    if (sh_env_is_set("SHOAL_LOCAL_SIZE") && sh_env_long("SHOAL_LOCAL_SIZE", &local) != SHOAL_OK)
-        local = 1;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    t = cores / (local > 0 ? local : 1);
-    return t < 1 ? 1 : (int)t;
-}
-
 shoal_result sh_net_create(sh_cfg *cfg, int batch, uint64_t seed, sh_net **out)
 {
     shoal_result rc = SHOAL_OK;
@@ -374,7 +361,9 @@ shoal_result sh_net_create(sh_cfg *cfg, int batch, uint64_t seed, sh_net **out)
     SH_TRY_GOTO(lay_out_arena(n), rc, fail);
     for (int i = 0; i < n->nlayers; i++)
         if (n->layers[i].ws_count > n->ws_count) n->ws_count = n->layers[i].ws_count;
-    SH_TRY_GOTO(alloc_threads(n, default_threads()), rc, fail);
+    /* One thread (no pool threads start) until the caller says how many this rank gets
+     * (sh_net_set_threads with sh_cpus_threads_per_rank): the pool is built once. */
+    SH_TRY_GOTO(alloc_threads(n, 1), rc, fail);
     sh_rng init;
     sh_rng_seed(&init, seed);
     for (int i = 0; i < n->nlayers; i++)
@@ -402,11 +391,9 @@ static void add_defaulted(void *ctx, const char *section, int line, const char *
                                section, line, key);
 }
 
-shoal_result sh_net_load(const char *cfg_path, int batch, uint64_t seed, sh_net **out)
+shoal_result sh_net_create_owning(sh_cfg *cfg, int batch, uint64_t seed, sh_net **out)
 {
-    sh_cfg *cfg = NULL;
     *out = NULL;
-    SH_TRY(sh_cfg_load(cfg_path, &cfg));
     shoal_result rc = sh_net_create(cfg, batch, seed, out);
     if (rc != SHOAL_OK) {
         sh_err_trace(__FILE__, __LINE__);
@@ -415,10 +402,19 @@ shoal_result sh_net_load(const char *cfg_path, int batch, uint64_t seed, sh_net 
     }
     (*out)->own_cfg = 1;
     if (sh_log_enabled(SH_LOG_INFO, "cfg")) { /* which keys took Darknet's defaults, once */
-        defaulted_list dl = {cfg_path, {0}, 0};
+        defaulted_list dl = {sh_cfg_path(cfg), {0}, 0};
         sh_cfg_each_defaulted(cfg, add_defaulted, &dl);
-        if (dl.len) SH_LOG_I("cfg", "%s: keys left at their defaults: %s", cfg_path, dl.text);
+        if (dl.len) SH_LOG_I("cfg", "%s: keys left at their defaults: %s", sh_cfg_path(cfg), dl.text);
     }
+    return SHOAL_OK;
+}
+
+shoal_result sh_net_load(const char *cfg_path, int batch, uint64_t seed, sh_net **out)
+{
+    sh_cfg *cfg = NULL;
+    *out = NULL;
+    SH_TRY(sh_cfg_load(cfg_path, &cfg));
+    SH_TRY(sh_net_create_owning(cfg, batch, seed, out));
     return SHOAL_OK;
 }
 

@@ -31,7 +31,10 @@ typedef struct sh_net sh_net;
  * overrides the cfg's batch. Every buffer a step needs is allocated here; the parameters
  * are initialised from seed. Errors name path:line (unknown section, key, bad shape). */
 shoal_result sh_net_create(sh_cfg *cfg, int batch, uint64_t seed, sh_net **out);
-/* sh_cfg_load + sh_net_create; the cfg is kept for the net's lifetime. */
+/* sh_net_create, and the net owns cfg from then on (on error cfg is destroyed): a caller
+ * that read the [net] section first (the batch, say) builds the net without parsing again. */
+shoal_result sh_net_create_owning(sh_cfg *cfg, int batch, uint64_t seed, sh_net **out);
+/* sh_cfg_load + sh_net_create_owning. */
 shoal_result sh_net_load(const char *cfg_path, int batch, uint64_t seed, sh_net **out);
 void sh_net_destroy(sh_net *n);
 
@@ -41,7 +44,8 @@ int sh_net_input_count(const sh_net *n);  /* C*H*W of one input */
 int sh_net_nclasses(const sh_net *n);     /* K of the output */
 uint64_t sh_net_cfg_hash(const sh_net *n);
 
-/* Kernel threads for this network's layers (1 = single-threaded, deterministic per count). */
+/* Kernel threads for this network's layers (1 = single-threaded, deterministic per count).
+ * A new net has 1; how many a rank should use is sh_cpus_threads_per_rank (base/cpus.h). */
 void sh_net_set_threads(sh_net *n, int nthreads);
 
 /* The three blocks. Parameters and gradients have the same layout; a layer's slice is

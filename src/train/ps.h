@@ -39,8 +39,10 @@ typedef struct {
     /* Called by a server (async, ssp) when it drops worker rank `rank` for its silence, so
      * the job can stop waiting for it (the launcher ends it). NULL: nothing. */
     void (*on_drop)(int rank);
-    int die_rank;                 /* fault drills: server die_rank SIGKILLs itself after */
-    int64_t die_after;            /* this many rounds of updates; 0: never */
+    /* Called by server `server` after each whole round of updates (rounds counted from the
+     * start), with hook_ctx: fault drills and debugging live there. NULL: none. */
+    void (*after_round)(void *hook_ctx, int server, int64_t rounds);
+    void *hook_ctx;
     /* Clock lines (sh_ps_server_clock_line) written to clock_log every clock_log_ms while
      * the server runs (0: only one) and once when it ends. NULL: none. */
     FILE *clock_log;

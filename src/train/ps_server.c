@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -335,13 +334,13 @@ static void apply_push(sh_ps_server *s, int w, const float *g)
     (void)w;
 }
 
-/* After each update: a checkpoint every save_every whole rounds, and the fault drill. */
+/* After each update: a checkpoint every save_every whole rounds, and the round hook. */
 static shoal_result after_update(sh_ps_server *s)
 {
     int64_t per_round = s->cfg.consistency == SH_PS_SYNC ? 1 : s->nworkers;
     if (s->updates % per_round) return SHOAL_OK;
     int64_t rounds = s->updates / per_round;
-    if (s->cfg.die_after > 0 && s->k == s->cfg.die_rank && rounds >= s->cfg.die_after) raise(SIGKILL);
+    if (s->cfg.after_round) s->cfg.after_round(s->cfg.hook_ctx, s->k, rounds);
     if (s->cfg.save_path && s->cfg.save_every > 0 && rounds % s->cfg.save_every == 0) return server_save(s);
     return SHOAL_OK;
 }

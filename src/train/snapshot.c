@@ -98,10 +98,17 @@ shoal_result sh_snapshot_save(sh_trainer *t, const char *path)
     return SHOAL_OK;
 }
 
-shoal_result sh_snapshot_restore(sh_trainer *t, const char *path)
+shoal_result sh_snapshot_read_meta(const char *path, sh_snapshot_meta *out)
 {
-    uint64_t meta[META_COUNT];
-    SH_TRY(read_meta(path, meta));
+    _Static_assert(sizeof out->v / sizeof out->v[0] == META_COUNT, "meta slots");
+    return read_meta(path, out->v);
+}
+
+uint64_t sh_snapshot_meta_seed(const sh_snapshot_meta *m) { return m->v[META_SEED]; }
+
+shoal_result sh_snapshot_restore(sh_trainer *t, const char *path, const sh_snapshot_meta *m)
+{
+    const uint64_t *meta = m->v;
     SH_TRY(check_model(path, meta, t->net));
     size_t nstats = 0, noptim = 0;
     float *stats = sh_net_stats(t->net, &nstats);
@@ -128,14 +135,6 @@ shoal_result sh_snapshot_restore(sh_trainer *t, const char *path)
     SH_TRY(sh_loader_seek(t->loader, (int64_t)meta[META_LOADER_EPOCH],
                           (int64_t)meta[META_LOADER_STEP]));
     t->steps_done = (int64_t)meta[META_STEPS_DONE];
-    return SHOAL_OK;
-}
-
-shoal_result sh_snapshot_read_seed(const char *path, uint64_t *seed)
-{
-    uint64_t meta[META_COUNT];
-    SH_TRY(read_meta(path, meta));
-    *seed = meta[META_SEED];
     return SHOAL_OK;
 }
 

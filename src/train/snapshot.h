@@ -8,18 +8,27 @@
 
 #include "nn/net.h"
 #include "shoal/result.h"
-#include "train/trainer.h"
+
+typedef struct sh_trainer sh_trainer;
 
 /* Bumped when the meta layout changes; older files are refused with a clear message. */
 #define SH_SNAPSHOT_VERSION 1
 
 /* Save the trainer's whole state to path (atomic: the old file survives a crash). */
 shoal_result sh_snapshot_save(sh_trainer *t, const char *path);
-/* Restore the trainer's whole state so that training continues bit for bit. A checkpoint of
- * another model (cfg hash, parameter count) or batch size is refused, naming both. */
-shoal_result sh_snapshot_restore(sh_trainer *t, const char *path);
+/* A checkpoint's "meta" section (fixed-width slots; see snapshot.c), read once per resume. */
+typedef struct {
+    uint64_t v[16];
+} sh_snapshot_meta;
+
+/* Read and check the meta section only (the blocks stay on disk). */
+shoal_result sh_snapshot_read_meta(const char *path, sh_snapshot_meta *out);
 /* The seed a checkpoint's run was started with: a resumed run shuffles with it. */
-shoal_result sh_snapshot_read_seed(const char *path, uint64_t *seed);
+uint64_t sh_snapshot_meta_seed(const sh_snapshot_meta *m);
+/* Restore the trainer's whole state from path, whose meta m was read by
+ * sh_snapshot_read_meta, so that training continues bit for bit. A checkpoint of another
+ * model (cfg hash, parameter count) or batch size is refused, naming both. */
+shoal_result sh_snapshot_restore(sh_trainer *t, const char *path, const sh_snapshot_meta *m);
 /* Only the weights and statistics, for `shoal test` (any batch size). */
 shoal_result sh_snapshot_load_weights(sh_net *net, const char *path);
 

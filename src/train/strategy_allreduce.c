@@ -7,7 +7,6 @@
  * Proved by tests/train/test_dp.c. */
 #include "train/strategy_allreduce.h"
 
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,7 +162,6 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
 static shoal_result begin(sh_strategy *s, int64_t step)
 {
     dp_state *d = s->impl;
-    if (d->o.die_step >= 0 && step == d->o.die_step && shoal_comm_rank(d->c) == d->o.die_rank) raise(SIGKILL);
     for (int i = 0; i < d->nb; i++) d->b[i].ready = 0;
     d->failed = SHOAL_OK;
     if (d->shard) sh_optim_begin(s->opt, sh_lr_at(s->lr, step));

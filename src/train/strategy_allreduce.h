@@ -10,8 +10,6 @@
 typedef struct {
     double bucket_mb;  /* gradient bucket size; 0: 1 MiB (bench/dp/buckets.sh) */
     int batch;         /* this rank's batch, checked equal on every rank at attach */
-    int die_rank;      /* debugging (fault tests): this rank SIGKILLs itself ... */
-    int64_t die_step;  /* ... when it begins this step; < 0: never */
 } sh_dp_opts;
 
 /* Time spent per step, summed since the start (for --profile). */

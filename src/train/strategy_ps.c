@@ -8,7 +8,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "base/err.h"
 
@@ -18,7 +17,6 @@ typedef struct {
     float *params, *grads, *acc; /* acc: (nparams) gradients summed over push_every steps */
     size_t nparams;
     int pull_every, push_every, nacc;
-    int delay_ms;
     int closed; /* said goodbye through sh_strategy_ps_close */
     shoal_result failed;
 } ps_state;
@@ -52,10 +50,6 @@ static void grad_ready(void *ctx, int layer, size_t offset, size_t count)
 static shoal_result finish(sh_strategy *s)
 {
     ps_state *p = s->impl;
-    if (p->delay_ms > 0) { /* --debug-delay-ms: this worker plays the straggler */
-        struct timespec ts = {p->delay_ms / 1000, (long)(p->delay_ms % 1000) * 1000000L};
-        nanosleep(&ts, NULL);
-    }
     if (p->push_every <= 1) return sh_ps_client_push(p->cl, p->grads);
     for (size_t i = 0; i < p->nparams; i++) p->acc[i] += p->grads[i];
     if (++p->nacc < p->push_every) return SHOAL_OK;
@@ -118,7 +112,6 @@ shoal_result sh_strategy_ps_create(shoal_comm *c, const sh_ps_config *cfg, const
     int async = cfg->consistency == SH_PS_ASYNC;
     p->pull_every = async && o->pull_every > 1 ? o->pull_every : 1;
     p->push_every = async && o->push_every > 1 ? o->push_every : 1;
-    p->delay_ms = o->delay_ms;
     s->ops = &ps_ops;
     s->rank = shoal_comm_rank(c) - cfg->nservers;
     s->world = shoal_comm_world(c) - cfg->nservers;

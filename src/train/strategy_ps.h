@@ -9,7 +9,6 @@
 typedef struct {
     int push_every; /* async: push the mean of this many steps' gradients (Downpour's n_push) */
     int pull_every; /* async: refresh the parameters every this many steps (n_fetch) */
-    int delay_ms;   /* debugging: sleep this long every step (a deliberate straggler) */
 } sh_ps_worker_opts;
 
 /* A worker of the parameter-server job on c (rank >= cfg->nservers). Its rank and world

@@ -9,10 +9,11 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "base/cpus.h"
 #include "base/env.h"
 #include "base/err.h"
+#include "base/log.h"
 #include "base/util.h"
 #include "io/progress.h"
 #include "train/eval.h"
@@ -30,15 +31,6 @@ void sh_train_opts_default(sh_train_opts *o)
     o->eval_each_epoch = 1;
     o->log_every_steps = 100;
     o->out = stdout;
-}
-
-static int resolve_threads(int requested)
-{
-    if (requested > 0) return requested;
-    long env = 0;
-    if (sh_env_long("SHOAL_THREADS", &env) == SHOAL_OK && env > 0) return (int)env;
-    long ncores = sysconf(_SC_NPROCESSORS_ONLN);
-    return ncores > 0 ? (int)ncores : 1;
 }
 
 /* "<basename of cfg without .cfg>.ckpt", in the current directory. */
@@ -81,11 +73,24 @@ static int64_t plan_steps(const sh_train_opts *o, const sh_net_config *cfg, int6
 
 shoal_result sh_trainer_create(const sh_train_opts *o, sh_trainer **out)
 {
+    return sh_trainer_create_with_net(o, NULL, out);
+}
+
+shoal_result sh_trainer_create_with_net(const sh_train_opts *o, sh_net *net, sh_trainer **out)
+{
     shoal_result rc = SHOAL_OK;
     sh_trainer *t = NULL;
     *out = NULL;
-    if (!o->cfg_path) return SH_FAIL(SHOAL_ERR_INVALID, "train: no model file (.cfg) given");
-    SH_TRY(sh_calloc(1, sizeof *t, (void **)&t));
+    if (!o->cfg_path) {
+        sh_net_destroy(net);
+        return SH_FAIL(SHOAL_ERR_INVALID, "train: no model file (.cfg) given");
+    }
+    rc = sh_calloc(1, sizeof *t, (void **)&t);
+    if (rc != SHOAL_OK) {
+        sh_net_destroy(net);
+        return rc;
+    }
+    t->net = net; /* ours now, freed by sh_trainer_destroy */
     t->opts = *o;
     if (!t->opts.out) t->opts.out = stdout;
     if (!t->opts.data_dir) t->opts.data_dir = sh_env_str("SHOAL_DATA_DIR");
@@ -97,14 +102,26 @@ shoal_result sh_trainer_create(const sh_train_opts *o, sh_trainer **out)
         SH_TRY_GOTO(sh_strategy_local_create(&t->strategy), rc, fail);
         t->owns_strategy = 1;
     }
-    /* A resumed run shuffles with the seed it started with, whatever --seed says now. */
-    if (o->resume_path) SH_TRY_GOTO(sh_snapshot_read_seed(o->resume_path, &t->opts.seed), rc, fail);
+    /* A resumed run shuffles with the seed it started with, whatever --seed says now. The
+     * checkpoint's meta is read here once; the restore below loads only the blocks. */
+    if (o->resume_path) {
+        SH_TRY_GOTO(sh_snapshot_read_meta(o->resume_path, &t->resume_meta), rc, fail);
+        t->opts.seed = sh_snapshot_meta_seed(&t->resume_meta);
+    }
 
-    SH_TRY_GOTO(sh_net_load(o->cfg_path, o->batch, t->opts.seed, &t->net), rc, fail);
+    /* A net built by the caller used o->seed; on resume its weights, statistics and
+     * dropout state are all overwritten from the checkpoint, so the seed there is moot. */
+    if (!t->net) SH_TRY_GOTO(sh_net_load(o->cfg_path, o->batch, t->opts.seed, &t->net), rc, fail);
     t->cfg = sh_net_get_config(t->net);
     t->lr = t->cfg->lr;
     if (o->lr_scale > 0) t->lr.base_lr = (float)(t->lr.base_lr * o->lr_scale);
-    sh_net_set_threads(t->net, resolve_threads(o->threads));
+    sh_cpus_source why;
+    t->threads = sh_cpus_threads_per_rank(o->threads, o->local_ranks, &why);
+    sh_net_set_threads(t->net, t->threads); /* the one pool this net gets */
+    SH_LOG_I("train", "%d kernel thread%s per rank (from %s; %d of %d CPUs available, %d rank%s on "
+             "this host)", t->threads, t->threads == 1 ? "" : "s", sh_cpus_source_name(why),
+             sh_cpus_available(), sh_cpus_online(), o->local_ranks > 0 ? o->local_ranks : 1,
+             o->local_ranks > 1 ? "s" : "");
     t->batch = sh_net_batch(t->net);
     t->global_batch = t->batch * t->strategy->world;
     t->nparams = sh_net_nparams(t->net);
@@ -142,7 +159,7 @@ shoal_result sh_trainer_create(const sh_train_opts *o, sh_trainer **out)
                                      sizeof(float), (void **)&t->x), rc, fail);
     SH_TRY_GOTO(sh_alloc_aligned((size_t)t->batch * sizeof(int32_t), (void **)&t->y), rc, fail);
 
-    if (o->resume_path) SH_TRY_GOTO(sh_snapshot_restore(t, o->resume_path), rc, fail);
+    if (o->resume_path) SH_TRY_GOTO(sh_snapshot_restore(t, o->resume_path, &t->resume_meta), rc, fail);
     if (o->logdir && t->strategy->rank == 0) SH_TRY_GOTO(sh_tb_open(o->logdir, &t->tb), rc, fail);
     t->strategy->opt = t->opt;
     t->strategy->lr = &t->lr;
@@ -291,6 +308,7 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
 
     for (int64_t step = first; step < last; step++) {
         float loss = 0;
+        if (t->opts.before_step) t->opts.before_step(t->opts.hook_ctx, t->strategy->rank, step);
         uint64_t t0 = sh_now_ns();
         SH_TRY_GOTO(sh_train_step(t, step, &loss), rc, done);
         uint64_t t1 = sh_now_ns();
@@ -367,6 +385,7 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
     r->images_per_s =
         steady_ns ? (double)steady_steps * t->global_batch / ((double)steady_ns * 1e-9) : 0;
     r->peak_rss_nbytes = sh_peak_rss_nbytes();
+    r->threads = t->threads;
     if (t->opts.profile && r->steps_this_run > 0) {
         double k = 1e-9 / (double)r->steps_this_run;
         r->profile.data = t->prof_ns[0] * k;

@@ -24,7 +24,8 @@ typedef struct {
     int epochs;                 /* 0: the cfg's max_batches steps, or 1 epoch without it */
     int64_t max_steps;          /* > 0: stop once this many steps are done in total */
     int batch;                  /* images per step; 0: the cfg's batch */
-    int threads;                /* kernel threads; 0: SHOAL_THREADS, else one per core */
+    int threads;                /* kernel threads; 0: sh_cpus_threads_per_rank's rule */
+    int local_ranks;            /* ranks on this host sharing its CPUs (for that rule); 0: 1 */
     uint64_t seed;              /* weights, shuffling and dropout all follow from it */
     const char *save_path;      /* written at the end and every save_every_steps; NULL: none */
     const char *resume_path;    /* continue exactly where that checkpoint stopped */
@@ -42,6 +43,12 @@ typedef struct {
     double lr_scale;            /* multiplies the cfg's learning rate (linear scaling for
                                    large batches); 0: 1 */
     int profile;                /* 1: time each part of the step (report.profile) */
+    /* Called before each step (0-based, counted over the whole training) with hook_ctx
+     * and the strategy's rank (a data-parallel rank, a worker's index among the workers):
+     * fault drills and debugging (a rank that dies or straggles) live there, not in the
+     * strategies. NULL: none. */
+    void (*before_step)(void *hook_ctx, int rank, int64_t step);
+    void *hook_ctx;
 } sh_train_opts;
 
 /* Defaults: 1 epoch, seed 1, evaluate each epoch, a line every 100 steps, stdout. */
@@ -66,6 +73,7 @@ typedef struct {
     /* With opts.profile: averaged over the run's steps. */
     sh_step_profile profile;
     int stopped;                /* 1: stop_requested ended the run early */
+    int threads;                /* kernel threads this rank used */
     char saved_path[1024];      /* the last checkpoint written, "" when none */
 } sh_train_report;
 
@@ -75,6 +83,10 @@ typedef struct sh_trainer sh_trainer;
  * Errors name the file and what to do (bad cfg, missing dataset, dataset shape that does
  * not fit the net, a checkpoint from another model). */
 shoal_result sh_trainer_create(const sh_train_opts *o, sh_trainer **out);
+/* The same, training net (built by the caller from o->cfg_path with o->batch and o->seed,
+ * e.g. the job, which needed it first to read the model): takes ownership of net, also on
+ * error. */
+shoal_result sh_trainer_create_with_net(const sh_train_opts *o, sh_net *net, sh_trainer **out);
 void sh_trainer_destroy(sh_trainer *t);
 
 /* Train until the planned steps are done or stop is requested. Fills r (may be NULL). */

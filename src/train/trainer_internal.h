@@ -5,6 +5,7 @@
 #define SH_TRAINER_INTERNAL_H
 
 #include "io/tb_events.h"
+#include "train/snapshot.h"
 #include "train/trainer.h"
 
 struct sh_trainer {
@@ -29,6 +30,8 @@ struct sh_trainer {
     sh_tb *tb;                  /* TensorBoard scalars when --logdir; else NULL */
     sh_lr_policy lr;            /* the cfg's schedule times opts.lr_scale */
     double prof_ns[5];          /* with opts.profile: data, forward, backward, wait, optimizer */
+    int threads;                /* kernel threads of the net */
+    sh_snapshot_meta resume_meta; /* with opts.resume_path: the checkpoint's meta, read once */
     char default_save_path[1024];
 };
 

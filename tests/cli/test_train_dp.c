@@ -1,5 +1,5 @@
 /* test_train_dp.c — proves data-parallel `shoal train -n N` end to end (cmd_train.c's
- * relaunch, src/cli/train_dist.c): a killed rank stops the job within the deadline with a
+ * relaunch, src/train/job.c): a killed rank stops the job within the deadline with a
  * message naming it, the last checkpoint is intact and the job resumes from it on another
  * number of ranks; SIGINT stops every rank at one step and rank 0 saves, SIGHUP saves and
  * the job goes on; only rank 0 prints; bad scaling options are clear usage errors. */
@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/cpus.h"
 #include "base/util.h"
 #include "check.h"
 #include "train/tiny_data.h"
@@ -181,6 +182,48 @@ static void small_dev_shm_falls_back_to_private_weights(void)
     CHECK(strstr(out, "[rank 0] test accuracy") != NULL, "%s", out);
 }
 
+/* The "threads" field of the JSON line in out, or -1. */
+static int json_threads(void)
+{
+    const char *p = strstr(out, "\"threads\":");
+    return p ? atoi(p + strlen("\"threads\":")) : -1;
+}
+
+static int count_of(const char *needle)
+{
+    int n = 0;
+    for (const char *p = out; (p = strstr(p, needle)) != NULL; p += strlen(needle)) n++;
+    return n;
+}
+
+/* Without --threads a rank gets the CPUs it may use shared by the ranks on its host: under
+ * shoal launch's binding each rank is pinned to its share (online / ranks), without
+ * binding the CPUs are divided; at least 1 either way. Every rank says so at info level,
+ * and the JSON report carries rank 0's count. */
+static void ranks_without_threads_share_the_cpus(void)
+{
+    int online = sh_cpus_online(), avail = sh_cpus_available();
+    int pinned = online / 2 > 0 ? online / 2 : 1, shared = avail / 2 > 0 ? avail / 2 : 1;
+    char want[64];
+    int rc = run("env -u SHOAL_THREADS SHOAL_LOG=info", "other.cfg --data . -n 2 --max-steps 3 --json");
+    CHECK(rc == 0, "exit %d: %s", rc, out);
+    CHECK(json_threads() == pinned, "bound ranks: threads %d, want %d of %d CPUs: %s", json_threads(), pinned,
+          online, out);
+    snprintf(want, sizeof want, "train: info: %d kernel thread", pinned);
+    CHECK(count_of(want) == 2, "both ranks should log \"%s\": %s", want, out);
+    rc = run("env -u SHOAL_THREADS SHOAL_LOG=info SHOAL_BIND=none", "other.cfg --data . -n 2 --max-steps 3 --json");
+    CHECK(rc == 0, "exit %d: %s", rc, out);
+    CHECK(json_threads() == shared, "unbound ranks: threads %d, want %d of %d CPUs: %s", json_threads(), shared,
+          avail, out);
+    CHECK(strstr(out, "shared by the ranks on this host") != NULL, "%s", out);
+    rc = run("env -u SHOAL_THREADS", "other.cfg --data . --max-steps 3 --json");
+    CHECK(rc == 0 && json_threads() == avail, "one process: threads %d, want %d: %s", json_threads(), avail, out);
+    rc = run("SHOAL_THREADS=3", "other.cfg --data . -n 2 --max-steps 3 --json");
+    CHECK(rc == 0 && json_threads() == 3, "SHOAL_THREADS=3: threads %d: %s", json_threads(), out);
+    rc = run("SHOAL_THREADS=3", "other.cfg --data . -n 2 --max-steps 3 --threads 2 --json");
+    CHECK(rc == 0 && json_threads() == 2, "--threads 2 wins: threads %d: %s", json_threads(), out);
+}
+
 int main(void)
 {
     check_begin("test_train_dp", 300);
@@ -189,6 +232,7 @@ int main(void)
         return check_end();
     }
     RUN(trains_and_only_rank0_prints);
+    RUN(ranks_without_threads_share_the_cpus);
     RUN(killed_rank_stops_all_and_checkpoint_resumes);
     RUN(sigint_stops_every_rank_at_one_step);
     RUN(sighup_saves_and_goes_on);

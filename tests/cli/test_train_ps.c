@@ -1,4 +1,4 @@
-/* test_train_ps.c — proves `shoal train --ps` end to end (src/cli/train_dist.c, cmd_train.c's
+/* test_train_ps.c — proves `shoal train --ps` end to end (src/train/job.c, cmd_train.c's
  * -n relaunch): servers and workers as real processes started by shoal itself, in sync,
  * async and ssp modes, with a deliberately slowed worker; and the usage errors. */
 #include <dirent.h>

@@ -61,7 +61,7 @@ static void job(shoal_comm *c, void *arg)
     const char *mycfg = cfg;
     if (a->mode == 1 && r == n - 1) batch += 1;
     if (a->mode == 2 && r == n - 1) mycfg = other_cfg;
-    sh_dp_opts d = {0.002 /* tiny buckets: several per step */, batch, -1, -1};
+    sh_dp_opts d = {0.002 /* tiny buckets: several per step */, batch};
     sh_strategy *st = NULL;
     CHECK(sh_strategy_allreduce_create(c, &d, &st) == SHOAL_OK, "%s", shoal_last_error_message());
     opts_for(&o, mycfg, batch, STEPS);
@@ -124,7 +124,7 @@ static void job(shoal_comm *c, void *arg)
 static void split_eval(shoal_comm *c, void *arg)
 {
     int r = shoal_comm_rank(c), n = shoal_comm_world(c);
-    sh_dp_opts d = {4, GLOBAL_BATCH / n, -1, -1};
+    sh_dp_opts d = {4, GLOBAL_BATCH / n};
     sh_strategy *st = NULL;
     CHECK(sh_strategy_allreduce_create(c, &d, &st) == SHOAL_OK, "%s", shoal_last_error_message());
     sh_train_opts o;
@@ -177,7 +177,7 @@ static double rel_diff(const float *p, const float *q, size_t n)
 static void resume_first_half(shoal_comm *c, void *arg)
 {
     int n = shoal_comm_world(c);
-    sh_dp_opts d = {0.002, GLOBAL_BATCH / n, -1, -1};
+    sh_dp_opts d = {0.002, GLOBAL_BATCH / n};
     sh_strategy *st = NULL;
     CHECK(sh_strategy_allreduce_create(c, &d, &st) == SHOAL_OK, "%s", shoal_last_error_message());
     sh_train_opts o;
@@ -196,7 +196,7 @@ static void resume_first_half(shoal_comm *c, void *arg)
 static void resume_second_half(shoal_comm *c, void *arg)
 {
     int r = shoal_comm_rank(c), n = shoal_comm_world(c);
-    sh_dp_opts d = {0.002, GLOBAL_BATCH / n, -1, -1};
+    sh_dp_opts d = {0.002, GLOBAL_BATCH / n};
     sh_strategy *st = NULL;
     CHECK(sh_strategy_allreduce_create(c, &d, &st) == SHOAL_OK, "%s", shoal_last_error_message());
     sh_train_opts o;
@@ -262,7 +262,7 @@ static void shard_job(shoal_comm *c, void *arg)
 {
     const shard_arg *a = arg;
     int r = shoal_comm_rank(c), n = shoal_comm_world(c);
-    sh_dp_opts d = {8 /* one bucket: 76k parameters, 300 KB */, GLOBAL_BATCH / n, -1, -1};
+    sh_dp_opts d = {8 /* one bucket: 76k parameters, 300 KB */, GLOBAL_BATCH / n};
     sh_strategy *st = NULL;
     CHECK(sh_strategy_allreduce_create(c, &d, &st) == SHOAL_OK, "%s", shoal_last_error_message());
     sh_train_opts o;

@@ -93,7 +93,7 @@ static void job(shoal_comm *c, void *arg)
     CHECK(sh_trainer_create(&o, &t0) == SHOAL_OK, "%s", shoal_last_error_message());
     sh_ps_config pc = ps_config(sh_trainer_net(t0), mode);
     sh_trainer_destroy(t0);
-    sh_ps_worker_opts wo = {mode == SH_PS_ASYNC ? 2 : 1, mode == SH_PS_ASYNC ? 2 : 1, 0};
+    sh_ps_worker_opts wo = {mode == SH_PS_ASYNC ? 2 : 1, mode == SH_PS_ASYNC ? 2 : 1};
     sh_strategy *st = NULL;
     CHECK(sh_strategy_ps_create(c, &pc, &wo, &st) == SHOAL_OK, "%s", shoal_last_error_message());
     opts_for(&o, WORKER_BATCH, STEPS);

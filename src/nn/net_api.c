@@ -1,0 +1,123 @@
+/* net_api.c — the public network API (shoal/net.h): argument checks and a handle with a
+ * magic value around the internal net (nn/net.h).
+ * Not here: the network itself (net.c), the thread rule (base/cpus.c).
+ * Proved by tests/train/test_api.c. */
+#include "shoal/net.h"
+
+#include <stdlib.h>
+
+#include "base/cpus.h"
+#include "base/err.h"
+#include "nn/net.h"
+
+#define NET_MAGIC 0x5e7a11e7u /* a destroyed handle has 0 here */
+
+struct shoal_net {
+    uint32_t magic;
+    sh_net *net;
+    int trained_nimg;   /* images of the last forward with training = 1; 0: none since */
+};
+
+void shoal_net_opts_default(shoal_net_opts *o)
+{
+    if (!o) return;
+    o->batch = 0;
+    o->seed = 1;
+    o->threads = 0;
+}
+
+static int alive(const shoal_net *n) { return n && n->magic == NET_MAGIC; }
+
+shoal_result shoal_net_load(const char *cfg_path, const shoal_net_opts *o, shoal_net **out)
+{
+    if (out) *out = NULL;
+    if (!cfg_path || !out) return SH_FAIL(SHOAL_ERR_INVALID, "shoal_net_load: %s is NULL", cfg_path ? "out" : "cfg_path");
+    shoal_net_opts d;
+    shoal_net_opts_default(&d);
+    if (!o) o = &d;
+    if (o->batch < 0 || o->threads < 0)
+        return SH_FAIL(SHOAL_ERR_INVALID, "shoal_net_load: batch %d and threads %d must be >= 0", o->batch,
+                       o->threads);
+    shoal_net *n = calloc(1, sizeof *n);
+    if (!n) return SH_FAIL(SHOAL_ERR_NOMEM, "shoal_net_load: out of memory");
+    shoal_result rc = sh_net_load(cfg_path, o->batch, o->seed, &n->net);
+    if (rc != SHOAL_OK) {
+        free(n);
+        return rc;
+    }
+    sh_net_set_threads(n->net, sh_cpus_threads_per_rank(o->threads, 1, NULL));
+    n->magic = NET_MAGIC;
+    *out = n;
+    return SHOAL_OK;
+}
+
+void shoal_net_destroy(shoal_net *n)
+{
+    if (!alive(n)) return;
+    n->magic = 0;
+    sh_net_destroy(n->net);
+    free(n);
+}
+
+shoal_result shoal_net_input_shape(const shoal_net *n, int *batch, int *c, int *h, int *w)
+{
+    if (!alive(n)) return SH_FAIL(SHOAL_ERR_INVALID, "shoal_net_input_shape: NULL or destroyed net");
+    const sh_net_config *cfg = sh_net_get_config(n->net);
+    if (batch) *batch = sh_net_batch(n->net);
+    if (c) *c = cfg->channels;
+    if (h) *h = cfg->height;
+    if (w) *w = cfg->width;
+    return SHOAL_OK;
+}
+
+shoal_result shoal_net_output_shape(const shoal_net *n, int *batch, int *k)
+{
+    if (!alive(n)) return SH_FAIL(SHOAL_ERR_INVALID, "shoal_net_output_shape: NULL or destroyed net");
+    if (batch) *batch = sh_net_batch(n->net);
+    if (k) *k = sh_net_nclasses(n->net);
+    return SHOAL_OK;
+}
+
+shoal_result shoal_net_forward(shoal_net *n, const float *x, int nimg, int training, const float **probs)
+{
+    if (probs) *probs = NULL;
+    if (!alive(n)) return SH_FAIL(SHOAL_ERR_INVALID, "shoal_net_forward: NULL or destroyed net");
+    if (!x) return SH_FAIL(SHOAL_ERR_INVALID, "shoal_net_forward: x is NULL");
+    if (nimg < 1 || nimg > sh_net_batch(n->net))
+        return SH_FAIL(SHOAL_ERR_INVALID, "shoal_net_forward: %d images, the net takes 1..%d (its batch; "
+                       "load it with a larger shoal_net_opts.batch)", nimg, sh_net_batch(n->net));
+    n->trained_nimg = 0;
+    SH_TRY(sh_net_forward(n->net, x, nimg, training ? 1 : 0));
+    n->trained_nimg = training ? nimg : 0;
+    if (probs) *probs = sh_net_output(n->net);
+    return SHOAL_OK;
+}
+
+shoal_result shoal_net_backward(shoal_net *n, const int32_t *labels, float *loss)
+{
+    if (!alive(n)) return SH_FAIL(SHOAL_ERR_INVALID, "shoal_net_backward: NULL or destroyed net");
+    if (!labels) return SH_FAIL(SHOAL_ERR_INVALID, "shoal_net_backward: labels is NULL");
+    if (!n->trained_nimg)
+        return SH_FAIL(SHOAL_ERR_INVALID, "shoal_net_backward: no forward with training = 1 before it");
+    int k = sh_net_nclasses(n->net);
+    for (int i = 0; i < n->trained_nimg; i++)
+        if (labels[i] < 0 || labels[i] >= k)
+            return SH_FAIL(SHOAL_ERR_INVALID, "shoal_net_backward: label %d of image %d is not a class in "
+                           "0..%d", (int)labels[i], i, k - 1);
+    float l = sh_net_loss(n->net, labels);
+    if (loss) *loss = l;
+    SH_TRY(sh_net_backward(n->net, NULL, NULL));
+    return SHOAL_OK;
+}
+
+float *shoal_net_params(shoal_net *n, size_t *count)
+{
+    if (count) *count = alive(n) ? sh_net_nparams(n->net) : 0;
+    return alive(n) ? sh_net_params(n->net) : NULL;
+}
+
+float *shoal_net_grads(shoal_net *n, size_t *count)
+{
+    if (count) *count = alive(n) ? sh_net_nparams(n->net) : 0;
+    return alive(n) ? sh_net_grads(n->net) : NULL;
+}

@@ -1,0 +1,247 @@
+/* job.c — one process's part of a training job: alone, or a rank that joins the job's
+ * communicator, takes its role from the layout (data-parallel rank, parameter server,
+ * worker), builds the net once (at the batch the scaling gives it) and trains or serves.
+ * Not here: flags, signals, printing (src/cli/cmd_train.c); the trainer (trainer.c); the
+ * strategies (strategy_allreduce.c, strategy_ps.c, ps_server.c).
+ * Proved by tests/cli/test_train_dp.c, tests/cli/test_train_ps.c, tests/train/test_api.c. */
+#include "train/job.h"
+
+#include <string.h>
+
+#include "base/env.h"
+#include "base/err.h"
+#include "shoal/comm.h"
+
+void sh_job_opts_default(sh_job_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    sh_train_opts_default(&o->train);
+    o->layout = SH_LAYOUT_DATA_PARALLEL;
+    o->bucket_mb = 1; /* LeNet on 2 ranks: 89% of the allreduce hidden at 1 MB, 22% at 4 (one bucket) */
+    o->nservers = 1;
+    o->consistency = SH_PS_SYNC;
+    o->staleness = 3;
+    o->worker.push_every = 1;
+    o->worker.pull_every = 1;
+}
+
+int sh_job_is_launched(void)
+{
+    shoal_job_env e;
+    return shoal_job_env_read(&e) == SHOAL_OK && e.world > 1;
+}
+
+const char *sh_job_role_name(sh_job_role role)
+{
+    switch (role) {
+    case SH_ROLE_ALONE: return "alone";
+    case SH_ROLE_DP_RANK: return "data-parallel rank";
+    case SH_ROLE_PS_SERVER: return "server";
+    case SH_ROLE_PS_WORKER: return "worker";
+    }
+    return "?";
+}
+
+/* The layout's role for this rank: the one place that maps ranks to work. */
+static shoal_result plan_role(const sh_job_opts *o, int rank, int world, sh_job_role *role)
+{
+    switch (o->layout) {
+    case SH_LAYOUT_DATA_PARALLEL:
+        *role = SH_ROLE_DP_RANK;
+        return SHOAL_OK;
+    case SH_LAYOUT_PARAM_SERVER:
+        if (o->nservers < 1 || o->nservers >= world)
+            return SH_FAIL(SHOAL_ERR_INVALID, "--servers %d needs at least one worker among the %d ranks",
+                           o->nservers, world);
+        *role = rank < o->nservers ? SH_ROLE_PS_SERVER : SH_ROLE_PS_WORKER;
+        return SHOAL_OK;
+    }
+    return SH_FAIL(SHOAL_ERR_INVALID, "job: unknown layout %d", (int)o->layout);
+}
+
+/* The net at this rank's batch, built once: the cfg is parsed here, its [net] batch read
+ * (the global batch under strong scaling) and the same parse builds the net. */
+static shoal_result build_net(const sh_job_opts *o, int world, int *batch_out, sh_net **out)
+{
+    *out = NULL;
+    sh_cfg *cfg = NULL;
+    SH_TRY(sh_cfg_load(o->train.cfg_path, &cfg));
+    int batch = o->train.batch;
+    const sh_cfg_section *first = sh_cfg_nsections(cfg) > 0 ? sh_cfg_section_at(cfg, 0) : NULL;
+    /* no [net] first: sh_net_create says so with the line */
+    if (!batch && first && (!strcmp(sh_cfg_section_name(first), "net") ||
+                            !strcmp(sh_cfg_section_name(first), "network"))) {
+        sh_net_config nc;
+        shoal_result rc = sh_net_config_parse(sh_cfg_section_at(cfg, 0), &nc);
+        if (rc != SHOAL_OK) {
+            sh_cfg_destroy(cfg);
+            return rc;
+        }
+        batch = nc.batch > 0 ? nc.batch : 1;
+    }
+    if (o->layout == SH_LAYOUT_DATA_PARALLEL && o->strong_scaling) {
+        if (batch % world) {
+            sh_cfg_destroy(cfg);
+            return SH_FAIL(SHOAL_ERR_INVALID, "--scaling strong: the global batch %d does not split into %d "
+                           "equal shares; choose a batch divisible by the rank count (--batch)", batch, world);
+        }
+        batch /= world;
+    }
+    *batch_out = batch;
+    SH_TRY(sh_net_create_owning(cfg, batch, o->train.seed, out));
+    return SHOAL_OK;
+}
+
+static shoal_result run_alone(const sh_job_opts *o, sh_job_report *r)
+{
+    if (o->layout == SH_LAYOUT_PARAM_SERVER)
+        return SH_FAIL(SHOAL_ERR_INVALID, "--ps needs ranks: add -n WORKERS, or run under shoal launch, "
+                       "mpirun or srun");
+    sh_trainer *t = NULL;
+    shoal_result rc = sh_trainer_create(&o->train, &t);
+    if (rc == SHOAL_OK) rc = sh_trainer_run(t, &r->train);
+    sh_trainer_destroy(t);
+    r->reporter = rc == SHOAL_OK;
+    return rc;
+}
+
+/* Train with strategy st (borrowed) on net (taken). */
+static shoal_result train_with(const sh_train_opts *wo, sh_net *net, sh_strategy *st, sh_job_report *r)
+{
+    sh_train_opts o = *wo;
+    o.strategy = st;
+    sh_trainer *t = NULL;
+    shoal_result rc = sh_trainer_create_with_net(&o, net, &t);
+    if (rc == SHOAL_OK) rc = sh_trainer_run(t, &r->train);
+    sh_trainer_destroy(t);
+    return rc;
+}
+
+static shoal_result run_dp_rank(const sh_job_opts *o, shoal_comm *c, sh_job_report *r)
+{
+    int world = shoal_comm_world(c);
+    sh_train_opts wo = o->train;
+    wo.local_ranks = shoal_comm_local_world(c);
+    sh_net *net = NULL;
+    SH_TRY(build_net(o, world, &wo.batch, &net));
+    if (!o->strong_scaling && o->lr_linear) wo.lr_scale = (double)world;
+    /* Every rank keeps save_path: a checkpoint is a collective step (the ranks that split the
+     * optimizer's update first make its state whole), and only rank 0 writes the file. */
+    if (r->rank != 0) wo.logdir = NULL;
+    sh_dp_opts dopts = {o->bucket_mb, wo.batch};
+    sh_strategy *st = NULL;
+    shoal_result rc = sh_strategy_allreduce_create(c, &dopts, &st);
+    if (rc != SHOAL_OK) {
+        sh_net_destroy(net);
+        return rc;
+    }
+    rc = train_with(&wo, net, st, r);
+    if (rc == SHOAL_OK && o->train.profile) {
+        sh_strategy_allreduce_profile(st, &r->dp_profile);
+        r->has_dp_profile = 1;
+    }
+    r->reporter = rc == SHOAL_OK && r->rank == 0;
+    sh_strategy_destroy(st);
+    return rc;
+}
+
+/* What servers and workers agree on, from the model (its size, optimizer and schedule). */
+static sh_ps_config ps_config(const sh_job_opts *o, sh_net *net)
+{
+    sh_ps_config c;
+    memset(&c, 0, sizeof c);
+    c.nservers = o->nservers;
+    c.consistency = o->consistency;
+    c.staleness = o->staleness;
+    c.nparams = sh_net_nparams(net);
+    c.ranges = sh_net_param_ranges(net, &c.nranges);
+    c.optim = sh_net_get_config(net)->optim;
+    c.lr = sh_net_get_config(net)->lr;
+    c.save_path = o->train.save_path;
+    c.save_every = o->train.save_every_steps;
+    c.resume_path = o->train.resume_path;
+    c.after_round = o->after_server_round;
+    c.hook_ctx = o->train.hook_ctx;
+    return c;
+}
+
+/* A server starts from the weights every rank would draw from the seed; the net is built
+ * for them (one thread, no pool) and freed before serving. */
+static shoal_result run_ps_server(const sh_job_opts *o, shoal_comm *c, sh_job_report *r)
+{
+    sh_net *model = NULL;
+    int batch = 0;
+    SH_TRY(build_net(o, shoal_comm_world(c), &batch, &model));
+    long log_ms = 5000;
+    shoal_result rc = sh_env_long("SHOAL_PS_LOG_MS", &log_ms);
+    sh_ps_config cfg = ps_config(o, model);
+    cfg.clock_log = o->server_log; /* each worker's clock and the spread */
+    cfg.clock_log_ms = (int)log_ms;
+    cfg.on_drop = shoal_job_note_dropped; /* the launcher stops waiting for that rank */
+    sh_ps_server *s = NULL;
+    if (rc == SHOAL_OK) rc = sh_ps_server_create(c, &cfg, sh_net_params(model), &s);
+    sh_net_destroy(model);
+    if (rc == SHOAL_OK) rc = sh_ps_server_run(s);
+    if (s) {
+        sh_ps_server_stats(s, &r->server_stats);
+        r->has_server_stats = 1;
+        sh_ps_server_destroy(s);
+    }
+    return rc;
+}
+
+static shoal_result run_ps_worker(const sh_job_opts *o, shoal_comm *c, sh_job_report *r)
+{
+    sh_train_opts wo = o->train;
+    wo.local_ranks = shoal_comm_local_world(c);
+    sh_net *net = NULL;
+    SH_TRY(build_net(o, shoal_comm_world(c), &wo.batch, &net));
+    sh_ps_config cfg = ps_config(o, net);
+    cfg.ranges = NULL; /* workers do not apply the optimizer */
+    cfg.nranges = 0;
+    sh_strategy *st = NULL;
+    shoal_result rc = sh_strategy_ps_create(c, &cfg, &o->worker, &st);
+    if (rc != SHOAL_OK) {
+        sh_net_destroy(net);
+        return rc;
+    }
+    if (st->rank != 0) {
+        wo.save_path = NULL; /* worker 0 reports and saves */
+        wo.logdir = NULL;
+    }
+    rc = train_with(&wo, net, st, r);
+    int lead = 0; /* the lowest worker the servers did not drop reports */
+    if (rc == SHOAL_OK) rc = sh_strategy_ps_close(st, &lead);
+    r->reporter = rc == SHOAL_OK && lead;
+    sh_strategy_destroy(st);
+    return rc;
+}
+
+static shoal_result run_role(const sh_job_opts *o, shoal_comm *c, sh_job_report *r)
+{
+    switch (r->role) {
+    case SH_ROLE_DP_RANK: return run_dp_rank(o, c, r);
+    case SH_ROLE_PS_SERVER: return run_ps_server(o, c, r);
+    case SH_ROLE_PS_WORKER: return run_ps_worker(o, c, r);
+    case SH_ROLE_ALONE: break;
+    }
+    return SH_FAIL(SHOAL_ERR_INTERNAL, "job: role %d has no runner", (int)r->role);
+}
+
+shoal_result sh_job_run(const sh_job_opts *o, sh_job_report *r)
+{
+    memset(r, 0, sizeof *r);
+    r->world = 1;
+    r->role = SH_ROLE_ALONE;
+    if (o->train.strategy) return SH_FAIL(SHOAL_ERR_INVALID, "job: the job chooses the strategy; leave it NULL");
+    if (!sh_job_is_launched()) return run_alone(o, r);
+    shoal_comm *c = NULL;
+    SH_TRY(shoal_comm_create(NULL, &c));
+    r->rank = shoal_comm_rank(c);
+    r->world = shoal_comm_world(c);
+    shoal_result rc = plan_role(o, r->rank, r->world, &r->role);
+    if (rc == SHOAL_OK) rc = run_role(o, c, r);
+    if (rc != SHOAL_OK) sh_err_prefix_rank(r->rank); /* once, whoever named it first */
+    shoal_comm_destroy(c);
+    return rc;
+}

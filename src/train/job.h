@@ -1,0 +1,80 @@
+/* job.h — a training job as a library: where this process stands (alone, or one rank of a
+ * job its launcher started), the layout that gives each rank a role (data-parallel rank,
+ * parameter server, parameter-server worker), its strategy, batch and learning-rate
+ * scaling, and the net built once and handed to the trainer.
+ * Not here: flags, signals and printing (src/cli/cmd_train.c), starting the ranks (the
+ * launcher), one step (step.c), the strategies themselves (strategy_*.c, ps_server.c).
+ * Proved by tests/cli/test_train_dp.c, tests/cli/test_train_ps.c and
+ * tests/train/test_api.c (through shoal_train_run). */
+#ifndef SH_JOB_H
+#define SH_JOB_H
+
+#include <stdio.h>
+
+#include "train/ps.h"
+#include "train/strategy_allreduce.h"
+#include "train/strategy_ps.h"
+#include "train/trainer.h"
+
+/* How the ranks divide the work. A model-parallel layout (pipeline stages, tensor shards)
+ * is one more value here, one more role below, and its case in job.c's plan_role and
+ * run_role: the CLI and the public API do not change. */
+typedef enum {
+    SH_LAYOUT_DATA_PARALLEL = 0, /* every rank a replica; gradients averaged (allreduce) */
+    SH_LAYOUT_PARAM_SERVER,      /* the first nservers ranks serve, the others are workers */
+} sh_job_layout;
+
+typedef enum {
+    SH_ROLE_ALONE = 0,   /* one process, no communicator */
+    SH_ROLE_DP_RANK,     /* a replica of a data-parallel job */
+    SH_ROLE_PS_SERVER,   /* holds a shard of the parameters and applies the optimizer */
+    SH_ROLE_PS_WORKER,   /* trains on its shard of the data, pulls and pushes */
+} sh_job_role;
+
+typedef struct {
+    sh_train_opts train;        /* model, data, steps, checkpoints, hooks; train.strategy
+                                   must be NULL (the job chooses it) */
+    sh_job_layout layout;
+    /* data parallel */
+    int strong_scaling;         /* 1: train.batch (or the cfg's) is the global batch, split
+                                   across the ranks; 0: every rank trains on it (weak) */
+    int lr_linear;              /* weak scaling: learning rate x ranks */
+    double bucket_mb;           /* gradient buckets; 0: 1 MB */
+    /* parameter servers */
+    int nservers;               /* >= 1, fewer than the ranks */
+    sh_ps_consistency consistency;
+    int staleness;              /* ssp: clocks */
+    sh_ps_worker_opts worker;   /* async: push and pull periods */
+    FILE *server_log;           /* servers' clock lines; NULL: none */
+    /* Servers' round hook (sh_ps_config.after_round) with train.hook_ctx: fault drills. */
+    void (*after_server_round)(void *hook_ctx, int server, int64_t rounds);
+} sh_job_opts;
+
+/* Data parallel, weak scaling, 1 MB buckets; servers: 1, sync, staleness 3; the trainer's
+ * defaults (sh_train_opts_default). */
+void sh_job_opts_default(sh_job_opts *o);
+
+typedef struct {
+    sh_job_role role;
+    int rank, world;            /* in the job (0 of 1 alone) */
+    int reporter;               /* 1: train is the job's result (alone, rank 0 of data
+                                   parallel, worker 0 of parameter servers) */
+    sh_train_report train;      /* this rank's training report (workers and replicas) */
+    int has_dp_profile;         /* with train.profile on a data-parallel rank */
+    sh_dp_profile dp_profile;
+    int has_server_stats;       /* on a server */
+    sh_ps_stats server_stats;
+} sh_job_report;
+
+/* 1 when the launcher's environment says this process is one rank of a multi-rank job. */
+int sh_job_is_launched(void);
+
+/* Run this process's part of the job: alone when no launcher started it, else join the
+ * communicator, take the layout's role and train (or serve) to the end. Blocks. Errors
+ * name the rank ("rank 2: ...") and what to do; r is filled as far as the run got. */
+shoal_result sh_job_run(const sh_job_opts *o, sh_job_report *r);
+
+/* "alone", "data-parallel rank", "server", "worker" */
+const char *sh_job_role_name(sh_job_role role);
+
+#endif
