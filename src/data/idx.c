@@ -17,7 +17,7 @@
 /* A bound that no real image set reaches; it stops a damaged header from asking for terabytes. */
 #define IDX_MAX_PIXELS_PER_IMAGE (1 << 24)
 /* Images are read in growing steps from this size (see load_images). */
-#define IDX_FIRST_READ_NBYTES ((size_t)1 << 20)
+#define IDX_FIRST_READ_NBYTES ((size_t)1 << 16)
 
 static uint32_t be32(const uint8_t *b)
 {
@@ -122,7 +122,7 @@ static shoal_result load_images(const char *path, sh_dataset **out)
         goto done;
     }
     /* The header's count is a claim: memory grows with what the stream really yields
-     * (doubling from 1 MiB), so a damaged count fails as truncated, never as a huge
+     * (doubling from 64 KiB), so a damaged count fails as truncated, never as a huge
      * allocation. A gzip file's inflated size is not known before it is read. */
     size_t img_nbytes = (size_t)dims[1] * dims[2], want = (size_t)dims[0] * img_nbytes, got = 0;
     for (size_t cap = 0; got < want;) {
