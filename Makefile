@@ -94,6 +94,11 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libshoal.a $(TEST_LIB_OBJ) tests/check.h
 
 tests: $(TEST_BIN) $(BUILD)/shoal
 
+# tests/fuzz/test_fuzz_<name>.c includes its target fuzz_<name>.c and the smoke driver
+# driver.c (seed corpus + ~2 s of mutations, no clang); rebuild them when those change.
+# The real fuzzing is scripts/fuzz.sh (clang, libFuzzer); see docs/fuzzing.md.
+$(filter $(BUILD)/tests/fuzz/%,$(TEST_BIN)): $(wildcard tests/fuzz/*.c tests/fuzz/*.h)
+
 # The MPI transport is proved with a shoal built against each MPI installed (Open MPI and
 # MPICH from Debian), in its own build tree; tests/comm/test_mpi_transport.c runs them
 # under mpirun and mpiexec and skips a flavour that is missing.

@@ -16,6 +16,8 @@
 #define IDX_MAGIC_LABELS 0x00000801u
 /* A bound that no real image set reaches; it stops a damaged header from asking for terabytes. */
 #define IDX_MAX_PIXELS_PER_IMAGE (1 << 24)
+/* Images are read in growing steps from this size (see load_images). */
+#define IDX_FIRST_READ_NBYTES ((size_t)1 << 16)
 
 static uint32_t be32(const uint8_t *b)
 {
@@ -107,6 +109,7 @@ static shoal_result load_images(const char *path, sh_dataset **out)
     shoal_result rc = SHOAL_OK;
     gzFile g = NULL;
     sh_dataset *d = NULL;
+    uint8_t *pix = NULL; /* (count, H, W) as read */
     uint32_t dims[3];
     *out = NULL;
     SH_TRY_GOTO(open_gz(path, "image", &g), rc, done);
@@ -118,10 +121,28 @@ static shoal_result load_images(const char *path, sh_dataset **out)
                      path, dims[0], dims[1], dims[2]);
         goto done;
     }
-    SH_TRY_GOTO(sh_dataset_alloc((int)dims[0], 1, (int)dims[1], (int)dims[2], path, &d), rc,
-                done);
-    size_t img_nbytes = (size_t)dims[1] * dims[2], want = (size_t)d->count * img_nbytes, got = 0;
-    SH_TRY_GOTO(read_all(g, path, d->pixels, want, &got), rc, done);
+    /* The header's count is a claim: memory grows with what the stream really yields
+     * (doubling from 64 KiB), so a damaged count fails as truncated, never as a huge
+     * allocation. A gzip file's inflated size is not known before it is read. */
+    size_t img_nbytes = (size_t)dims[1] * dims[2], want = (size_t)dims[0] * img_nbytes, got = 0;
+    for (size_t cap = 0; got < want;) {
+        size_t next = cap ? 2 * cap : IDX_FIRST_READ_NBYTES;
+        if (next > want) next = want;
+        uint8_t *grown = realloc(pix, next);
+        if (!grown) {
+            rc = SH_FAIL(SHOAL_ERR_NOMEM,
+                         "%s: out of memory reading %zu bytes of images (%u images of %ux%u); "
+                         "free memory or use a smaller dataset",
+                         path, next, dims[0], dims[1], dims[2]);
+            goto done;
+        }
+        pix = grown;
+        cap = next;
+        size_t n = 0;
+        SH_TRY_GOTO(read_all(g, path, pix + got, cap - got, &n), rc, done);
+        got += n;
+        if (got < cap) break; /* the stream ended */
+    }
     if (got < want) {
         rc = SH_FAIL(SHOAL_ERR_FORMAT,
                      "%s: truncated: header says %u images of %ux%u but the file ends after "
@@ -129,11 +150,17 @@ static shoal_result load_images(const char *path, sh_dataset **out)
                      path, dims[0], dims[1], dims[2], got / img_nbytes);
         goto done;
     }
+    SH_TRY_GOTO(sh_dataset_alloc((int)dims[0], 1, (int)dims[1], (int)dims[2], path, &d), rc,
+                done);
+    free(d->pixels); /* calloc'd and never touched: the pages read take its place */
+    d->pixels = pix;
+    pix = NULL;
     SH_TRY_GOTO(check_end(g, path), rc, done);
     *out = d;
     d = NULL;
 done:
     if (g) gzclose(g);
+    free(pix);
     sh_dataset_destroy(d);
     return rc;
 }

@@ -163,6 +163,28 @@ static void truncated_images_report_how_many_arrived(void)
     expect_format_error(img, lab, "truncated", "cut.gz");
 }
 
+/* A header that claims 10^9 images of 28x28 (784 GB) in a file of a few bytes is refused as
+ * truncated, naming the file, before any allocation of that size (it used to fail with "out
+ * of memory allocating 784000000000 bytes", naming nothing). Raw and gzipped alike. */
+static void huge_count_in_header_is_truncated_not_out_of_memory(void)
+{
+    uint8_t buf[16 + 2 * 784];
+    make_images(buf, 0x803, 2, 28, 28);
+    be32(buf + 4, 1000000000u);
+    char img[256], lab[256];
+    path_of(lab, "raw-labels");
+    for (int gz = 0; gz < 2; gz++) {
+        path_of(img, gz ? "huge-count.gz" : "huge-count");
+        write_file(img, buf, sizeof buf, gz);
+        expect_format_error(img, lab,
+                            "truncated: header says 1000000000 images of 28x28 but the file ends "
+                            "after 2 images; download it again",
+                            gz ? "huge-count.gz" : "huge-count");
+        CHECK(strstr(shoal_last_error_message(), "out of memory") == NULL, "message: %s",
+              shoal_last_error_message());
+    }
+}
+
 /* Every cut of a raw or gzipped image file, and every flipped byte of a gzipped one, is refused
  * (never loaded as wrong data, never a crash). */
 static void every_cut_or_gzip_damage_is_refused(void)
@@ -280,6 +302,7 @@ int main(void)
     RUN(missing_file_says_how_to_get_the_dataset);
     RUN(wrong_magic_is_refused_with_both_magics);
     RUN(truncated_images_report_how_many_arrived);
+    RUN(huge_count_in_header_is_truncated_not_out_of_memory);
     RUN(every_cut_or_gzip_damage_is_refused);
     RUN(label_count_mismatch_names_both_files);
     RUN(classes_are_one_more_than_the_largest_label);

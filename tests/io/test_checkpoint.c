@@ -250,6 +250,38 @@ static int big_is_uniform(const float *big, float *value)
 
 /* Saves base+1, base+2, ... until killed: each round's child writes values above every
  * earlier round's, so a loaded value older than the last one seen means a lost save. */
+/* Counts in the file are claims checked against the file's size before anything is
+ * allocated from them (the IDX reader once allocated what its header claimed): 2^32-1
+ * sections, or a section of 2^60 bytes, in a file of a few hundred bytes is refused as
+ * damaged or truncated, naming the file. */
+static void huge_counts_in_the_table_are_refused_before_allocating(void)
+{
+    char good[256], bad[256];
+    path_of(good, "claims.ckpt");
+    path_of(bad, "claims-bad.ckpt");
+    fill(3);
+    sh_ckpt_section s[3];
+    secs_init(s);
+    CHECK_OK(sh_ckpt_save(good, s, 3));
+    FILE *f = fopen(good, "rb");
+    static uint8_t buf[8192];
+    size_t n = f ? fread(buf, 1, sizeof buf, f) : 0;
+    if (f) fclose(f);
+    CHECK(n > 16 + 44 && n < sizeof buf, "checkpoint is %zu bytes", n);
+    uint8_t nsec_max[4] = {0xff, 0xff, 0xff, 0xff}, saved[8];
+    memcpy(saved, buf + 12, 4);
+    memcpy(buf + 12, nsec_max, 4);
+    f = fopen(bad, "wb");
+    if (f) fwrite(buf, 1, n, f), fclose(f);
+    expect_refusal(bad, "header lists 4294967295 sections, more than the", "claims-bad.ckpt");
+    memcpy(buf + 12, saved, 4);
+    uint8_t huge[8] = {0, 0, 0, 0, 0, 0, 0, 0x10}; /* 2^60, little-endian */
+    memcpy(buf + 16 + 32, huge, 8);
+    f = fopen(bad, "wb");
+    if (f) fwrite(buf, 1, n, f), fclose(f);
+    expect_refusal(bad, "truncated", "section \"weights\" (1152921504606846976 bytes)");
+}
+
 static void child_saves_forever(const char *p, float *big, int limit_fsize, int base)
 {
     if (limit_fsize) {
@@ -323,6 +355,7 @@ int main(void)
     RUN(other_model_is_named_by_section_and_sizes);
     RUN(bad_section_names_are_refused_on_save);
     RUN(every_single_byte_damage_or_cut_is_refused);
+    RUN(huge_counts_in_the_table_are_refused_before_allocating);
     RUN(killed_writer_leaves_previous_checkpoint_loadable);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""make_corpus.py — writes the seed corpora of the fuzz targets into tests/fuzz/corpus/<target>/:
+small valid inputs (and a few near misses) in each target's input layout (see the comment
+at the top of each tests/fuzz/fuzz_<target>.c). Run from the repository root; the output is
+checked in, so running it again is needed only when a layout changes. Findings' inputs are
+added beside these by hand as crash-<what>.bin (regression seeds), never regenerated."""
+import gzip, os, struct
+
+root = "tests/fuzz/corpus"
+
+def put(target, name, data):
+    d = os.path.join(root, target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+def gz(b):  # fixed mtime: the same bytes on every run
+    return gzip.compress(b, compresslevel=6, mtime=0)
+
+# ---- cfg: tiny nets, every layer kind, numbers <= 32 so the target builds them
+cfgs = {
+    "lenet.cfg": """[net]
+batch=2
+width=12
+height=12
+channels=1
+learning_rate=0.01
+momentum=0.9
+decay=0.0005
+policy=steps
+steps=10,20
+scales=.1,.1
+max_batches=30
+
+[convolutional]
+filters=4
+size=5
+stride=1
+pad=0
+activation=linear
+
+[maxpool]
+size=2
+stride=2
+
+[connected]
+output=8
+activation=relu
+
+[dropout]
+probability=.5
+
+[connected]
+output=3
+activation=linear
+
+[softmax]
+""",
+    "resnet.cfg": """[net]
+batch=2
+width=8
+height=8
+channels=3
+policy=poly
+power=4
+max_batches=20
+
+[convolutional]
+batch_normalize=1
+filters=4
+size=3
+stride=1
+pad=1
+activation=leaky
+
+[convolutional]
+batch_normalize=1
+filters=4
+size=3
+stride=1
+pad=1
+activation=linear
+
+[shortcut]
+from=-2
+activation=relu
+
+[route]
+layers=-1,-3
+
+[avgpool]
+
+[connected]
+output=2
+activation=linear
+
+[softmax]
+""",
+    "mlp.cfg": """# a comment
+; another
+[net]
+width=4
+height=4
+channels=1
+policy=constant
+[connected]
+output=5
+activation=logistic
+[conn]
+output=2
+[soft]
+""",
+    "bad-key.cfg": "[net]\nwidth=4\nheight=4\nchannels=1\n[convolutional]\nfilter=2\n",
+}
+for name, text in cfgs.items():
+    put("cfg", name, text.encode())
+
+# ---- idx: flags | images length u16 | images | labels
+def idx_images(count, h, w):
+    hdr = struct.pack(">IIII", 0x803, count, h, w)
+    return hdr + bytes((i * 7 + p) & 255 for i in range(count) for p in range(h * w))
+
+def idx_labels(count, n):
+    return struct.pack(">II", 0x801, count) + bytes((i * 3) % n for i in range(count))
+
+def idx_input(flags, img, lab):
+    return bytes([flags]) + struct.pack("<H", len(img)) + img + lab
+
+img, lab = idx_images(4, 3, 2), idx_labels(4, 3)
+put("idx", "raw", idx_input(0, img, lab))
+put("idx", "gz-by-target", idx_input(3, img, lab))
+put("idx", "gz-in-input", idx_input(0, gz(img), gz(lab)))
+put("idx", "count-1e9", idx_input(0, struct.pack(">IIII", 0x803, 10**9, 28, 28) + bytes(64), lab))
+
+# ---- cifar: n | first length u16 | first | second; records of 1 label + 3072 pixels
+def record(label, seed):
+    return bytes([label]) + bytes((seed + p) & 255 for p in range(3072))
+
+one, two = record(3, 1), record(9, 2)
+put("cifar", "one-file", bytes([0]) + struct.pack("<H", len(one)) + one)
+
+# ---- checkpoint: mode | file (mode bit 0: the target fixes CRCs; bits 1-2: sections asked)
+def crc32c(data, crc=0):
+    crc ^= 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 & -(crc & 1))
+    return crc ^ 0xFFFFFFFF
+
+def ckpt(sections):
+    head = b"SHOALCKP" + struct.pack("<II", 1, len(sections))
+    table, body = crc32c(head), head
+    for name, data in sections:
+        sh = name.encode().ljust(32, b"\0") + struct.pack("<QI", len(data), crc32c(data))
+        table = crc32c(sh, table)
+        body += sh + data
+    return body + struct.pack("<I", table)
+
+meta, params = bytes(range(64)), bytes(range(64))
+optim = bytes(128)
+put("checkpoint", "meta-only", bytes([0]) + ckpt([("meta", meta)]))
+put("checkpoint", "all", bytes([6]) + ckpt([("meta", meta), ("params", params), ("optim", optim),
+                                            ("empty", b"")]))
+put("checkpoint", "fix-crcs", bytes([7]) + ckpt([("meta", meta), ("params", params),
+                                                 ("optim", bytes(1)), ("empty", b"")]))
+
+# ---- store: segments conn | length u16 | bytes; requests len u32 | op | tmo u32 | klen u16 | key | value
+def req(op, key, val=b"", tmo=0):
+    body = bytes([op]) + struct.pack("<IH", tmo, len(key)) + key.encode() + val
+    return struct.pack("<I", len(body)) + body
+
+def seg(conn, b):
+    return bytes([conn]) + struct.pack("<H", len(b)) + b
+
+put("store", "set-get-add", seg(0, req(1, "k", b"value")) + seg(0, req(2, "k")) +
+    seg(1, req(3, "n", struct.pack("<q", 5))) + seg(1, req(3, "n", struct.pack("<q", -2))))
+put("store", "wait-then-set", seg(0, req(2, "later", tmo=1000)) + seg(1, req(1, "later", b"x")) +
+    seg(2, req(2, "never", tmo=5)))
+put("store", "split-frame", seg(0, req(1, "key", b"abcdef")[:5]) + seg(0, req(1, "key", b"abcdef")[5:]))
+put("store", "stranger", seg(3, b"SHOAL1C\0" + bytes(160)) + seg(3, b"GET / HTTP/1.0\r\n"))
+
+# ---- auth: mode | bytes
+nonce = bytes(range(32))
+put("auth", "check", bytes([0]) + b"SHOAL1S\0" + nonce + b"SHOAL1C\0" + nonce + b"ctx".ljust(96, b"\0") + bytes(32))
+put("auth", "hostile-server", bytes([1]) + b"SHOAL1S\0" + nonce + bytes(32))
+put("auth", "hostile-client", bytes([2]) + b"SHOAL1C\0" + nonce + b"store".ljust(96, b"\0") + bytes(32))
+put("auth", "honest", bytes([3]) + b"job-key".ljust(32, b"\0") + nonce + nonce + b"w/tcp 3->5 coll".ljust(96, b"x"))
