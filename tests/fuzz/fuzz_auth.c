@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "base/sha256.h"
-#include "comm/net.h"
+#include "comm/boot/sock.h"
 
 static const char *const fuzz_key = "fuzz-job-key";
 
@@ -95,7 +95,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     case 1: {
         int fd, peer = hostile_peer(b, n, &fd);
         if (peer < 0) return 0;
-        if (sh_auth_client(fd, fuzz_key, "fuzz ctx", "a hostile server", sh_net_deadline(2000)) ==
+        if (sh_auth_client(fd, fuzz_key, "fuzz ctx", "a hostile server", sh_sock_deadline(2000)) ==
             SHOAL_OK)
             abort(); /* it cannot know the key */
         close(fd);
@@ -106,7 +106,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int fd, peer = hostile_peer(b, n, &fd);
         if (peer < 0) return 0;
         char ctx[SH_AUTH_CTX_NBYTES];
-        if (sh_auth_server(fd, fuzz_key, ctx, sh_net_deadline(2000)) == SHOAL_OK) abort();
+        if (sh_auth_server(fd, fuzz_key, ctx, sh_sock_deadline(2000)) == SHOAL_OK) abort();
         close(fd);
         close(peer);
         break;

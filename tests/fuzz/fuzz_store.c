@@ -1,4 +1,4 @@
-/* fuzz_store.c — libFuzzer target: the store server's request handling (src/comm/store.c)
+/* fuzz_store.c — libFuzzer target: the store server's request handling (src/comm/boot/store.c)
  * fed bytes as clients' connections would send them, through its per-connection handler
  * (on_readable/on_writable) over socket pairs, without the server thread.
  * Input: a sequence of segments, each  conn u8 | length u16 (little-endian) | bytes.
@@ -6,10 +6,9 @@
  * (C_AUTH: a stranger's greeting); conn % 4 picks one. After each segment the server reads
  * what it can and the client side drains the replies; at the end every waiting get times
  * out, as the poll loop's deadline would make it.
- * The target includes store.c itself to reach its static handler; the lead's move of the
- * file (src/comm/boot/store.c) changes only the #include line.
+ * The target includes store.c itself to reach its static handler.
  * Driven by scripts/fuzz.sh (clang) and tests/fuzz/test_fuzz_store.c. */
-#include "comm/store.c"
+#include "comm/boot/store.c"
 
 #include <stdint.h>
 
