@@ -1,5 +1,5 @@
 /* fuzz_auth.c — libFuzzer target: the link handshake every connection of a job makes
- * (src/comm/net.c), from both ends, against a hostile peer.
+ * (src/comm/boot/sock.c), from both ends, against a hostile peer.
  * Input: mode u8, then bytes. Mode % 4:
  *   0  sh_auth_server_check on a hello and a client message taken from the bytes (zero
  *      padded), and sh_auth_client_greeting_ok on every prefix length;
