@@ -9,7 +9,8 @@ usage() {
     cat <<'EOF'
 usage: scripts/netlab.sh up H [--rate 1gbit|10gbit|RATE|none] [--burst BYTES]
        scripts/netlab.sh addr HOST            print a host's address (HOST is h0 ... h{H-1})
-       scripts/netlab.sh exec HOST CMD...     run CMD inside a host (environment kept)
+       scripts/netlab.sh exec HOST CMD...     run CMD inside a host (environment kept,
+                                              host name HOST)
        scripts/netlab.sh status               hosts, addresses, rates and bytes sent
        scripts/netlab.sh run-shoal R [--port P] -- CMD ARGS...
                                               R ranks of CMD per host, with SHOAL_RANK,
@@ -54,6 +55,14 @@ host_index() {
     echo "$k"
 }
 addr_of() { echo "10.77.0.$(( $1 + 1 ))"; }
+
+# Runs a command in host K: its network namespace and a fresh UTS namespace named hK, so
+# that what keys on the host name (Open MPI's shared-memory files, log lines) sees hosts.
+in_host() {
+    local k=$1
+    shift
+    exec ip netns exec "${prefix}h$k" unshare --uts sh -c 'hostname "$0" && exec "$@"' "h$k" "$@"
+}
 
 # tc rate syntax to bits per second (bit, kbit, mbit, gbit, tbit; bps etc. are bytes).
 rate_bits() {
@@ -187,9 +196,9 @@ cmd_run_shoal() {
     key=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
     for ((k = 0; k < n; k++)); do
         for ((l = 0; l < r; l++)); do
-            ip netns exec "${prefix}h$k" env SHOAL_RANK=$((k * r + l)) SHOAL_WORLD_SIZE=$((n * r)) \
+            (in_host "$k" env SHOAL_RANK=$((k * r + l)) SHOAL_WORLD_SIZE=$((n * r)) \
                 SHOAL_LOCAL_RANK=$l SHOAL_LOCAL_SIZE="$r" SHOAL_MASTER_ADDR="$(addr_of 0)" \
-                SHOAL_MASTER_PORT="$port" SHOAL_JOB_KEY="$key" "$@" &
+                SHOAL_MASTER_PORT="$port" SHOAL_JOB_KEY="$key" "$@") &
             pids+=($!)
         done
     done
@@ -210,7 +219,7 @@ case $cmd in
     exec)
         [ $# -ge 2 ] || usage_error "exec HOST CMD..."
         k=$(host_index "$1") || exit 1; shift
-        exec ip netns exec "${prefix}h$k" "$@" ;;
+        in_host "$k" "$@" ;;
     status) cmd_status ;;
     run-shoal) cmd_run_shoal "$@" ;;
     mpirun)
@@ -218,7 +227,7 @@ case $cmd in
         command -v mpirun >/dev/null || die "mpirun not found; install openmpi-bin"
         # mpirun itself runs in h0 so that every orted it starts can reach it on the lab's
         # network; eth0 is the lab's interface in every host.
-        exec ip netns exec "${prefix}h0" env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+        in_host 0 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
             NETLAB_NAME="$name" NETLAB_DIR="${NETLAB_DIR:-/run/shoal-netlab}" \
             mpirun --mca plm_rsh_agent "$here/netlab-agent.sh" --mca btl tcp,self,vader \
             --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 "$@" ;;
