@@ -12,11 +12,15 @@ usage: scripts/netlab.sh up H [--rate 1gbit|10gbit|RATE|none] [--burst BYTES]
        scripts/netlab.sh exec HOST CMD...     run CMD inside a host (environment kept,
                                               host name HOST)
        scripts/netlab.sh status               hosts, addresses, rates and bytes sent
-       scripts/netlab.sh run-shoal R [--port P] -- CMD ARGS...
-                                              R ranks of CMD per host, with SHOAL_RANK,
-                                              SHOAL_WORLD_SIZE, SHOAL_LOCAL_RANK, SHOAL_LOCAL_SIZE,
-                                              SHOAL_MASTER_ADDR (h0), SHOAL_MASTER_PORT and a
-                                              fresh SHOAL_JOB_KEY; exits with the first failure
+       scripts/netlab.sh run R [--port P] -- CMD ARGS...
+                                              R ranks of CMD in every host, rank = K*R + local:
+                                              shoal's variables (SHOAL_RANK, SHOAL_WORLD_SIZE,
+                                              SHOAL_LOCAL_RANK, SHOAL_LOCAL_SIZE, SHOAL_MASTER_ADDR
+                                              = h0's address, SHOAL_MASTER_PORT = P, default 29500,
+                                              a fresh SHOAL_JOB_KEY) and torchrun's (RANK,
+                                              WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
+                                              MASTER_PORT, GLOO_SOCKET_IFNAME=eth0); waits for
+                                              all, exits with the first rank's failure
        scripts/netlab.sh mpirun ARGS...       Open MPI's mpirun, run inside h0, reaching the
                                               other hosts through scripts/netlab-agent.sh
        scripts/netlab.sh down                 remove the lab's namespaces, bridge and links,
@@ -178,17 +182,17 @@ cmd_status() {
     done
 }
 
-cmd_run_shoal() {
+cmd_run() {
     local r=${1:-} port=29500
-    [[ $r =~ ^[0-9]+$ ]] && [ "$r" -ge 1 ] || usage_error "run-shoal takes ranks per host, not \"$r\""
+    [[ $r =~ ^[0-9]+$ ]] && [ "$r" -ge 1 ] || usage_error "run takes ranks per host, not \"$r\""
     shift
     while [ $# -gt 0 ] && [ "$1" != -- ]; do
         case $1 in
             --port) [ $# -ge 2 ] || usage_error "--port needs a value"; port=$2; shift 2 ;;
-            *) usage_error "run-shoal: unknown option $1" ;;
+            *) usage_error "run: unknown option $1" ;;
         esac
     done
-    [ $# -ge 2 ] || usage_error "run-shoal R -- CMD ARGS..."
+    [ $# -ge 2 ] || usage_error "run R [--port P] -- CMD ARGS..."
     shift
     [ -f "$state/hosts" ] || die "lab $name is not up"
     local n key k l pids=() rc=0
@@ -198,14 +202,23 @@ cmd_run_shoal() {
         for ((l = 0; l < r; l++)); do
             (in_host "$k" env SHOAL_RANK=$((k * r + l)) SHOAL_WORLD_SIZE=$((n * r)) \
                 SHOAL_LOCAL_RANK=$l SHOAL_LOCAL_SIZE="$r" SHOAL_MASTER_ADDR="$(addr_of 0)" \
-                SHOAL_MASTER_PORT="$port" SHOAL_JOB_KEY="$key" "$@") &
+                SHOAL_MASTER_PORT="$port" SHOAL_JOB_KEY="$key" \
+                RANK=$((k * r + l)) WORLD_SIZE=$((n * r)) LOCAL_RANK=$l LOCAL_WORLD_SIZE="$r" \
+                MASTER_ADDR="$(addr_of 0)" MASTER_PORT="$port" GLOO_SOCKET_IFNAME=eth0 "$@") &
             pids+=($!)
         done
     done
-    local p s
-    for p in "${pids[@]}"; do
-        wait "$p"; s=$?
-        [ $rc -eq 0 ] && rc=$s
+    # The first rank to fail ends the job: the others would only wait for it until SHOAL_TIMEOUT.
+    local left=${#pids[@]} s done_pid
+    while [ "$left" -gt 0 ]; do
+        wait -n -p done_pid; s=$?
+        [ -z "${done_pid:-}" ] && break
+        left=$((left - 1))
+        if [ $s -ne 0 ] && [ $rc -eq 0 ]; then
+            rc=$s
+            echo "netlab: rank $(( $(printf '%s\n' "${pids[@]}" | grep -nx "$done_pid" | cut -d: -f1) - 1 )) exited with $s; stopping the others" >&2
+            kill -TERM "${pids[@]}" 2>/dev/null
+        fi
     done
     return $rc
 }
@@ -221,7 +234,7 @@ case $cmd in
         k=$(host_index "$1") || exit 1; shift
         in_host "$k" "$@" ;;
     status) cmd_status ;;
-    run-shoal) cmd_run_shoal "$@" ;;
+    run) cmd_run "$@" ;;
     mpirun)
         [ -f "$state/hosts" ] || die "lab $name is not up"
         command -v mpirun >/dev/null || die "mpirun not found; install openmpi-bin"

@@ -108,7 +108,7 @@ static void up_gives_hosts_with_addresses(void)
 
 static void shoal_bench(int ranks_per_host)
 {
-    int rc = run(LAB " run-shoal %d -- env SHOAL_TIMEOUT=20000 %s bench allreduce -b 4M -e 4M -n 5 -w 1 -c 1",
+    int rc = run(LAB " run %d -- env SHOAL_TIMEOUT=20000 %s bench allreduce -b 4M -e 4M -n 5 -w 1 -c 1",
                  ranks_per_host, shoal_bin);
     CHECK(rc == 0, "%d ranks per host: exit %d: %s", ranks_per_host, rc, out);
     char want[64];
