@@ -1,8 +1,8 @@
 /* test_netlab.c — proves scripts/netlab.sh (and netlab-agent.sh): an emulated cluster of
  * two shaped hosts comes up, its hosts answer addr and exec, `shoal bench allreduce` runs
  * across it on 2x1 and 2x2 ranks with right results and no faster than the shaped rate,
- * Open MPI runs across it through the agent, and down leaves nothing behind, also after up
- * was killed midway. Needs root and `ip netns`; otherwise it says so and skips.
+ * Open MPI (through the agent) and gloo run across it where installed, and down leaves
+ * nothing behind, also after up was killed midway. Needs root and `ip netns`; otherwise it says so and skips.
  * Runs from the repository root (as make test does); $SHOAL_BIN names the shoal binary. */
 #include <signal.h>
 #include <stdarg.h>
@@ -161,6 +161,21 @@ static void open_mpi_runs_across_hosts_through_the_agent(void)
     run("rm -rf %s", dir);
 }
 
+static void gloo_runs_across_hosts(void)
+{
+    /* Debian's python3, where scripts/deps.sh --bench puts PyTorch, as bench/comm/run.sh */
+    if (run("/usr/bin/python3 -c 'import torch.distributed'") != 0) {
+        printf("test_netlab: gloo part skipped: no PyTorch for /usr/bin/python3 (scripts/deps.sh --bench installs it)\n");
+        return;
+    }
+    int rc = run(LAB " run 1 -- /usr/bin/python3 bench/comm/gloo_allreduce.py --from-env --min 4194304 --max 4194304 --large 5");
+    const char *row = strstr(out, "\"busbw_gb_s\": ");
+    double busbw = row ? atof(row + strlen("\"busbw_gb_s\": ")) : -1;
+    /* 2 ranks: busbw is algbw */
+    CHECK(rc == 0 && busbw > 0 && busbw <= SHAPED_GB_S * SHAPED_SLACK, "exit %d, busbw %.3f: %s", rc, busbw, out);
+    printf("test_netlab: gloo 2 hosts x 1 rank at 1 gbit: 4 MiB allreduce busbw %.3f GB/s\n", busbw);
+}
+
 static void down_leaves_nothing(void)
 {
     int rc = run(LAB " down");
@@ -217,6 +232,7 @@ int main(void)
     RUN(up_gives_hosts_with_addresses);
     RUN(shoal_bench_runs_across_hosts_within_the_rate);
     RUN(open_mpi_runs_across_hosts_through_the_agent);
+    RUN(gloo_runs_across_hosts);
     RUN(down_leaves_nothing);
     RUN(down_cleans_up_after_up_was_killed);
     run(LAB " down");
