@@ -50,7 +50,6 @@ prefix=shl-$name-
 sw=${prefix}sw
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
-q() { "$@" >/dev/null 2>&1; }
 host_index() {
     [[ $1 =~ ^h([0-9]+)$ ]] || die "$1: hosts are named h0, h1, ..."
     local k=${BASH_REMATCH[1]}

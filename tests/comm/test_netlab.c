@@ -218,6 +218,10 @@ static void down_cleans_up_after_up_was_killed(void)
 int main(void)
 {
     check_begin("test_netlab", 170);
+    if (check_under_san()) {
+        printf("test_netlab: skipped under sanitizers: it times a shaped link\n");
+        return check_end();
+    }
     if (!can_make_namespaces()) {
         printf("test_netlab: skipped: needs root and `ip netns add` (iproute2)\n");
         return check_end();
