@@ -34,7 +34,8 @@ lab's state is in ${NETLAB_DIR:-/run/shoal-netlab}/NAME.
 
 --rate shapes each host's link in both directions (egress of eth0 in the host and of its
 port in the switch) with a token bucket (tc tbf); RATE is tc's syntax (500mbit, 1gbit,
-10gbit). --burst defaults to RATE/250 bytes (4 ms of traffic), at least 10 MTU.
+10gbit). --burst defaults to RATE/1000 bytes (1 ms of traffic), at least 70000 (one 64 KiB
+GSO packet; smaller buckets cut the link's throughput).
 This machine's kernel has tbf but not netem: delay, jitter and loss cannot be emulated,
 only bandwidth. Needs root and iproute2.
 EOF
@@ -123,8 +124,10 @@ cmd_up() {
     if [ "$rate" != none ]; then
         bits=$(rate_bits "$rate") || usage_error "--rate $rate: use none or tc's syntax (500mbit, 1gbit, 10gbit)"
         if [ -z "$burst" ]; then
-            burst=$((bits / 8 / 250))
-            [ "$burst" -ge 15000 ] || burst=15000   # 10 MTU: tbf drops packets larger than its bucket
+            burst=$((bits / 8 / 1000))
+            # A 64 KiB GSO packet and its headers must fit: tbf cuts larger ones into MTU-sized
+            # packets, and the link then runs far below its rate (0.03 GB/s at 1 gbit with 15000).
+            [ "$burst" -ge 70000 ] || burst=70000
         fi
         [[ $burst =~ ^[0-9]+$ ]] || usage_error "--burst $burst: give bytes"
     fi
