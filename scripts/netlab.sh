@@ -103,6 +103,7 @@ cmd_down() {
     # Links live only inside the lab's namespaces and die with them; nothing is made in the
     # root namespace, so there is nothing to remove there.
     rm -rf "$state"
+    rmdir "${state%/*}" 2>/dev/null   # the state root too, once no lab is left
     [ -e "/run/netns/$sw" ] && die "namespace $sw is still there"
     return 0
 }
