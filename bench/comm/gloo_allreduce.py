@@ -4,6 +4,9 @@
 over iterations of the slowest rank); rank 0 prints one JSON row per size, MIN,
 MIN*FACTOR, ... and MAX itself.
   python3 bench/comm/gloo_allreduce.py --nranks 2 --min 8 --max 67108864 --factor 4
+With --from-env it is one rank of a job started elsewhere (torchrun, scripts/netlab.sh run):
+RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT come from the environment.
+  scripts/netlab.sh run 1 -- python3 bench/comm/gloo_allreduce.py --from-env --min 4194304 --max 4194304
 """
 import argparse
 import json
@@ -17,7 +20,8 @@ import torch.multiprocessing as mp
 
 def worker(rank, a):
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % a.port, rank=rank, world_size=a.nranks)
+    init = "env://" if a.from_env else "tcp://127.0.0.1:%d" % a.port
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=a.nranks)
     n = a.nranks
     nb = a.min
     while True:
@@ -50,8 +54,13 @@ def main():
     p.add_argument("--small", type=int, default=200)
     p.add_argument("--large", type=int, default=10)
     p.add_argument("--port", type=int, default=29811)
+    p.add_argument("--from-env", action="store_true", help="one rank; RANK, WORLD_SIZE, MASTER_* from the environment")
     a = p.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if a.from_env:
+        a.nranks = int(os.environ["WORLD_SIZE"])
+        worker(int(os.environ["RANK"]), a)
+        return
     mp.spawn(worker, args=(a,), nprocs=a.nranks, join=True)
 
 
