@@ -60,6 +60,32 @@ static shoal_result send_hdr(sh_ps_client *w, int k, const ps_hdr *h, const void
     return rc;
 }
 
+/* One message from a server to this worker: a well-formed header from a server rank, not an
+ * abort (whose reason becomes the error), the lead it names taken (drops only ever raise
+ * it). A server that holds its answer says HOLD every quarter timeout, so one timeout of
+ * silence means it is dead or frozen. `what` names the wait in errors. */
+static shoal_result recv_answer(sh_ps_client *w, const char *what, ps_hdr *h, size_t *n, int *peer)
+{
+    int wait_ms = w->cfg.timeout_ms;
+    *peer = -1;
+    *n = 0;
+    shoal_result rc = shoal_recv_any(w->c, w->buf, w->buf_nbytes, SHOAL_UINT8, PS_TAG_TO_WORKER,
+                                     wait_ms, peer, n);
+    if (rc == SHOAL_ERR_TIMEOUT)
+        return SH_FAIL(SHOAL_ERR_TIMEOUT, "no %s from the servers within %d ms (a server is dead "
+                       "or frozen)", what, wait_ms);
+    SH_TRY(rc);
+    if (*n < sizeof *h || *peer < 0 || *peer >= w->cfg.nservers)
+        return SH_FAIL(SHOAL_ERR_PEER, "a malformed message from rank %d (waiting for %s)", *peer, what);
+    memcpy(h, w->buf, sizeof *h);
+    if (h->magic == PS_MAGIC && h->kind == PS_ABORT) {
+        size_t m = h->count < *n - sizeof *h ? h->count : *n - sizeof *h;
+        return SH_FAIL(SHOAL_ERR_PEER, "%.*s", (int)m, (const char *)w->buf + sizeof *h);
+    }
+    if (h->magic == PS_MAGIC && h->lead > w->lead) w->lead = h->lead;
+    return SHOAL_OK;
+}
+
 shoal_result sh_ps_client_pull(sh_ps_client *w, float *params)
 {
     for (int k = 0; k < w->cfg.nservers; k++) {
@@ -67,29 +93,11 @@ shoal_result sh_ps_client_pull(sh_ps_client *w, float *params)
         SH_TRY(send_hdr(w, k, &h, NULL, 0));
     }
     for (int got = 0; got < w->cfg.nservers;) {
-        int peer = -1;
-        size_t n = 0;
-        /* A server that holds a pull says HOLD every quarter timeout: one timeout of silence
-         * means it is dead or frozen. */
-        int wait_ms = w->cfg.timeout_ms;
-        shoal_result rc = shoal_recv_any(w->c, w->buf, w->buf_nbytes, SHOAL_UINT8, PS_TAG_TO_WORKER,
-                                         wait_ms, &peer, &n);
-        if (rc == SHOAL_ERR_TIMEOUT)
-            return SH_FAIL(SHOAL_ERR_TIMEOUT, "no parameters from the servers within %d ms "
-                           "(a server is dead or frozen)", wait_ms);
-        SH_TRY(rc);
-        ps_hdr h;
-        if (n < sizeof h || peer < 0 || peer >= w->cfg.nservers)
-            return SH_FAIL(SHOAL_ERR_PEER, "worker: a malformed reply from rank %d", peer);
-        memcpy(&h, w->buf, sizeof h);
-        if (h.magic == PS_MAGIC && h.kind == PS_ABORT) {
-            size_t m = h.count < n - sizeof h ? h.count : n - sizeof h;
-            return SH_FAIL(SHOAL_ERR_PEER, "%.*s", (int)m, (const char *)w->buf + sizeof h);
-        }
-        if (h.magic == PS_MAGIC && h.kind == PS_HOLD) { /* alive, still waiting on others */
-            if (h.lead > w->lead) w->lead = h.lead;
-            continue;
-        }
+        ps_hdr h = {0};
+        size_t n;
+        int peer;
+        SH_TRY(recv_answer(w, "parameters", &h, &n, &peer));
+        if (h.magic == PS_MAGIC && h.kind == PS_HOLD) continue; /* alive, waiting on others */
         got++;
         size_t lo, cnt;
         sh_ps_shard(w->cfg.nparams, w->cfg.nservers, peer, &lo, &cnt);
@@ -97,7 +105,6 @@ shoal_result sh_ps_client_pull(sh_ps_client *w, float *params)
             n != sizeof h + cnt * sizeof(float))
             return SH_FAIL(SHOAL_ERR_PEER, "worker: parameter server %d sent a reply that does not fit its shard", peer);
         memcpy(params + lo, w->buf + sizeof h, cnt * sizeof(float));
-        if (h.lead > w->lead) w->lead = h.lead; /* drops only ever raise it */
     }
     return SHOAL_OK;
 }
@@ -134,30 +141,15 @@ void sh_ps_client_leave(sh_ps_client *w) { send_byes(w); }
 shoal_result sh_ps_client_close(sh_ps_client *w)
 {
     SH_TRY(send_byes(w));
-    /* A server holds its answer while a lower worker trains, saying HOLD every quarter
-     * timeout; one timeout of silence means it is dead or frozen. */
-    int wait_ms = w->cfg.timeout_ms;
+    /* A server holds its answer while a lower worker trains (saying HOLD meanwhile). */
     for (int got = 0; got < w->cfg.nservers;) {
-        int peer = -1;
-        size_t n = 0;
-        shoal_result rc = shoal_recv_any(w->c, w->buf, w->buf_nbytes, SHOAL_UINT8, PS_TAG_TO_WORKER,
-                                         wait_ms, &peer, &n);
-        if (rc == SHOAL_ERR_TIMEOUT)
-            return SH_FAIL(SHOAL_ERR_TIMEOUT, "no answer to this worker's goodbye from the servers "
-                           "within %d ms (a server is dead or frozen)", wait_ms);
-        SH_TRY(rc);
-        ps_hdr h;
-        if (n < sizeof h || peer < 0 || peer >= w->cfg.nservers)
-            return SH_FAIL(SHOAL_ERR_PEER, "a malformed answer to this worker's goodbye from rank %d", peer);
-        memcpy(&h, w->buf, sizeof h);
-        if (h.magic == PS_MAGIC && h.kind == PS_ABORT) {
-            size_t m = h.count < n - sizeof h ? h.count : n - sizeof h;
-            return SH_FAIL(SHOAL_ERR_PEER, "%.*s", (int)m, (const char *)w->buf + sizeof h);
-        }
+        ps_hdr h = {0};
+        size_t n;
+        int peer;
+        SH_TRY(recv_answer(w, "answer to this worker's goodbye", &h, &n, &peer));
         if (h.magic != PS_MAGIC || (h.kind != PS_DONE && h.kind != PS_HOLD))
             return SH_FAIL(SHOAL_ERR_PEER, "parameter server %d answered this worker's goodbye with "
                            "message kind %u", peer, (unsigned)h.kind);
-        if (h.lead > w->lead) w->lead = h.lead;
         if (h.kind == PS_DONE) got++;
     }
     return SHOAL_OK;
