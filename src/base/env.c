@@ -10,12 +10,7 @@
 
 #include "base/err.h"
 
-typedef struct {
-    const char *name;
-    const char *def;     /* NULL: no default */
-    long min, max;       /* bounds for integer variables; min > max: not an integer */
-    const char *help;
-} env_var;
+typedef sh_env_var env_var;
 
 #define NOT_INT 1, 0
 
@@ -133,6 +128,11 @@ shoal_result sh_env_long(const char *name, long *out)
                        x, v->min, v->max, v->help);
     *out = x;
     return SHOAL_OK;
+}
+
+const sh_env_var *sh_env_var_at(size_t i)
+{
+    return i < sizeof table / sizeof table[0] ? &table[i] : NULL;
 }
 
 void sh_env_print(FILE *f)

@@ -63,8 +63,8 @@ void sh_log(sh_log_level level, const char *subsys, const char *fmt, ...)
     char line[2048];
     int n;
     if (log_rank >= 0)
-        n = snprintf(line, sizeof line, "[rank %d %s] %s: %s: ", log_rank, log_host,
-                     subsys ? subsys : "shoal", names[level]);
+        n = snprintf(line, sizeof line, "[rank %d%s%s] %s: %s: ", log_rank, log_host[0] ? " " : "",
+                     log_host, subsys ? subsys : "shoal", names[level]);
     else
         n = snprintf(line, sizeof line, "shoal: %s: %s: ", subsys ? subsys : "shoal",
                      names[level]);

@@ -1,4 +1,5 @@
-/* log.h — log lines "[rank 3 host] comm: text" at a level chosen by SHOAL_LOG.
+/* log.h — log lines "[rank 3 host] comm: info: text" ("shoal: comm: info: text" before the
+ * rank is known) at a level chosen by SHOAL_LOG.
  * Not here: errors (err.h) — logs add detail, they never hold the only copy of a reason.
  * Proved by tests/base/test_log.c. */
 #ifndef SH_LOG_H

@@ -38,6 +38,10 @@ shoal_result sh_alloc_aligned(size_t nbytes, void **out)
      * the kernel offers them on request: fewer TLB misses for the GEMMs and sweeps, and
      * fewer pages to pin when a peer copies them across processes. */
     size_t align = nbytes >= HUGE_MIN_NBYTES ? HUGE_NBYTES : ALIGN_NBYTES;
+    /* rounding SIZE_MAX up would wrap to 0 and hand back a 64-byte block */
+    if (nbytes > SIZE_MAX - (align - 1))
+        return SH_FAIL(SHOAL_ERR_NOMEM, "allocation of %zu bytes is larger than memory can be",
+                       nbytes);
     size_t rounded = (nbytes + align - 1) / align * align;
     if (rounded == 0) rounded = ALIGN_NBYTES;
     void *p = aligned_alloc(align, rounded);
