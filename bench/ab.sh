@@ -5,24 +5,27 @@
 #   bench/ab.sh [BASE_REV]      # BASE_REV (default HEAD~1) is built in a scratch worktree;
 #                               # the working tree is built into BUILD (default build)
 #   REPS=5 SIZES="8 4096 65536 1048576 16777216 67108864" RANKS="2 4"
-#   MODELS="lenet mlp-wide" DP_RANKS=2 STEPS=150 WARMUP=20 bench/ab.sh a4089e9
+#   MODELS="lenet mlp-wide" DP_RANKS=2 STEPS=150 WARMUP=20 THREADS=1 bench/ab.sh a4089e9
+#   RANKS= MODELS=lenet THREADS=auto bench/ab.sh   # training only, threads by shoal's own rule
 #
 # Runs are interleaved (base, new, base, new, ...) so the machine's slow and fast
 # stretches hit both alike; every figure is the median of REPS runs. Allreduce: float32
 # sum, out of place, busbw in GB/s (nccl-tests' 2(n-1)/n factor) from `shoal bench --json`
 # under `shoal launch`; training: images/s of `shoal train -n DP_RANKS` (weak scaling,
-# batch 64 per rank, 1 thread per rank) on Fashion-MNIST. ratio = new / base (> 1: new is
+# batch 64 per rank, THREADS kernel threads per rank: a number, or auto for no --threads)
+# on Fashion-MNIST. ratio = new / base (> 1: new is
 # faster). Nothing else may run on the machine meanwhile.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BASE_REV=${1:-HEAD~1}
 REPS=${REPS:-5}
 SIZES=${SIZES:-"8 4096 65536 1048576 16777216 67108864"}
-RANKS=${RANKS:-"2 4"}
-MODELS=${MODELS:-"lenet mlp-wide"}
+RANKS=${RANKS-"2 4"}
+MODELS=${MODELS-"lenet mlp-wide"}
 DP_RANKS=${DP_RANKS:-2}
 STEPS=${STEPS:-150}
 WARMUP=${WARMUP:-20}
+THREADS=${THREADS:-1}
 BUILD=${BUILD:-build}
 DATA=${SHOAL_DATA_DIR:-/usr/share/datasets/fashion-mnist}
 PY=/usr/bin/python3
@@ -51,7 +54,9 @@ print(json.loads(sys.stdin.read())["rows"][-1]["busbw_gb_s"])' 2>/dev/null || ec
 
 imgs() { # which model -> images/s
     local log="$OUT/$1-$2.log"
-    OPENBLAS_NUM_THREADS=1 "${BIN[$1]}" train "examples/$2.cfg" --data "$DATA" -n "$DP_RANKS" --threads 1 \
+    local threads=(--threads "$THREADS")
+    [ "$THREADS" = auto ] && threads=()
+    OPENBLAS_NUM_THREADS=1 "${BIN[$1]}" train "examples/$2.cfg" --data "$DATA" -n "$DP_RANKS" "${threads[@]}" \
         --max-steps $((STEPS + WARMUP)) --json --quiet >"$log" 2>&1 || { echo nan; return; }
     $PY -c 'import json,sys
 for l in sys.stdin:
@@ -74,6 +79,7 @@ for m in $MODELS; do
     done
 done
 
+if [ -n "$RANKS" ]; then
 echo
 echo "allreduce float32 sum, out of place, busbw GB/s; medians of $REPS interleaved runs"
 printf '%5s %10s %10s %10s %7s\n' ranks bytes base new ratio
@@ -83,8 +89,9 @@ for n in $RANKS; do
         awk -v n="$n" -v s="$s" -v b="$b" -v x="$x" 'BEGIN { printf "%5d %10d %10.3f %10.3f %6.2fx\n", n, s, b, x, (b > 0 ? x / b : 0) }'
     done
 done
+fi
 echo
-echo "data-parallel training, $DP_RANKS ranks, batch 64 per rank, 1 thread; images/s, medians of $REPS"
+echo "data-parallel training, $DP_RANKS ranks, batch 64 per rank, threads $THREADS; images/s, medians of $REPS"
 printf '%-9s %10s %10s %7s\n' model base new ratio
 for m in $MODELS; do
     b=$(printf '%s\n' ${R[dp,$m,base]} | median); x=$(printf '%s\n' ${R[dp,$m,new]} | median)
