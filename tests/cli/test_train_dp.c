@@ -52,7 +52,7 @@ static void killed_rank_stops_all_and_checkpoint_resumes(void)
      * tag in front of a line that starts by naming it */
     CHECK(strstr(out, "shoal: rank 0: ") || strstr(out, "shoal: rank 1: "), "no survivor's error: %s", out);
     for (int r = 0; r < 2; r++) {
-        char twice[3][48];
+        char twice[3][96];
         snprintf(twice[0], sizeof twice[0], "rank %d: rank %d", r, r);
         snprintf(twice[1], sizeof twice[1], "[rank %d] shoal: rank %d", r, r);
         snprintf(twice[2], sizeof twice[2], "rank %d: communicator is broken: rank %d", r, r);
