@@ -9,26 +9,18 @@
 #include <sys/wait.h>
 
 #include "check.h"
+#include "lib/run.h"
 
 static char out[1 << 18];
 
-static const char *bin(void)
-{
-    const char *b = getenv("SHOAL_BIN");
-    return b ? b : "build/shoal";
-}
+static const char *bin(void) { return sh_test_shoal_bin(); }
 
 static int run(const char *fmt, const char *a, const char *b)
 {
     char args[1024], cmd[2048];
     snprintf(args, sizeof args, fmt, a, b);
     snprintf(cmd, sizeof cmd, "%s launch -n 3 %s bench %s 2>&1", bin(), bin(), args);
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = 0;
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return sh_test_run(cmd, out, sizeof out);
 }
 
 /* The number after "key": in a JSON row, or -1e300 when absent. */

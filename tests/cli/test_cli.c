@@ -5,19 +5,14 @@
 #include <sys/wait.h>
 
 #include "check.h"
+#include "lib/run.h"
 
 /* Run the shoal binary with args through the shell; return its exit status, capture output. */
 static int run_shoal(const char *args, char *out, size_t out_nbytes)
 {
-    const char *bin = getenv("SHOAL_BIN");
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s %s 2>&1", bin ? bin : "build/shoal", args);
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t n = fread(out, 1, out_nbytes - 1, p);
-    out[n] = 0;
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1", sh_test_shoal_bin(), args);
+    return sh_test_run(cmd, out, out_nbytes);
 }
 
 static void unknown_subcommand_is_usage_error(void)

@@ -10,20 +10,15 @@
 
 #include "base/util.h"
 #include "check.h"
+#include "lib/run.h"
 
 static char out[1 << 20];
 
 static int run(const char *args)
 {
-    const char *bin = getenv("SHOAL_BIN");
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "%s %s 2>&1", bin ? bin : "build/shoal", args);
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = 0;
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1", sh_test_shoal_bin(), args);
+    return sh_test_run(cmd, out, sizeof out);
 }
 
 static int count(const char *hay, const char *needle)
@@ -147,14 +142,13 @@ static void grandchildren_die_with_the_job(void)
 
 static void sigint_is_forwarded(void)
 {
-    const char *bin = getenv("SHOAL_BIN");
     char path[64];
     snprintf(path, sizeof path, "/tmp/shoal-launch-int.%d", (int)getpid());
     pid_t p = fork();
     if (p == 0) {
         FILE *f = freopen(path, "w", stdout);
         if (!f || dup2(1, 2) < 0) _exit(126);
-        execl(bin ? bin : "build/shoal", "shoal", "launch", "-n", "2", "--", "sh", "-c",
+        execl(sh_test_shoal_bin(), "shoal", "launch", "-n", "2", "--", "sh", "-c",
               "trap 'echo got-int-$SHOAL_RANK; exit 0' INT; echo ready; i=0; "
               "while [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done",
               (char *)NULL);
@@ -225,19 +219,18 @@ static void usage_errors(void)
 /* End to end: every collective checked by shoal bench under shoal launch. */
 static void bench_end_to_end(void)
 {
-    const char *bin = getenv("SHOAL_BIN");
     const char *colls[] = {"allreduce", "broadcast", "reduce", "allgather", "reduce_scatter", "alltoall", "sendrecv"};
     for (int i = 0; i < 7; i++) {
         char args[512];
         snprintf(args, sizeof args, "launch -n 3 %s bench %s -b 8 -e 256K -f 16 -n 3 -w 1 -c 1",
-                 bin ? bin : "build/shoal", colls[i]);
+                 sh_test_shoal_bin(), colls[i]);
         int rc = run(args);
         CHECK(rc == 0, "%s: exit %d: %s", colls[i], rc, out);
         CHECK(strstr(out, "# Out of bounds values : 0 OK") != NULL, "%s: %s", colls[i], out);
         CHECK(count(out, "[rank 0]  ") >= 4 && strstr(out, "busbw"), "%s: rows missing: %s", colls[i], out);
     }
     char args[512];
-    snprintf(args, sizeof args, "launch -n 2 %s bench allreduce -b 1K -e 4K -n 2 -w 0 --json", bin ? bin : "build/shoal");
+    snprintf(args, sizeof args, "launch -n 2 %s bench allreduce -b 1K -e 4K -n 2 -w 0 --json", sh_test_shoal_bin());
     CHECK(run(args) == 0 && strstr(out, "\"busbw_gb_s\"") && strstr(out, "\"rows\""), "%s", out);
 }
 

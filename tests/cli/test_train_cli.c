@@ -16,14 +16,11 @@
 #include "io/checkpoint.h"
 #include "nn/net.h"
 #include "train/tiny_data.h"
+#include "lib/run.h"
 
 static char dir[256];
 
-static const char *shoal_bin(void)
-{
-    const char *bin = getenv("SHOAL_BIN");
-    return bin && *bin ? bin : "build/shoal";
-}
+static const char *shoal_bin(void) { return sh_test_shoal_bin(); }
 
 /* Run `shoal ARGS` through the shell; capture stdout (and stderr when merge). Exit status or
  * -1 when it did not exit normally. */
@@ -31,12 +28,7 @@ static int run_shoal(const char *args, int merge, char *out, size_t out_nbytes)
 {
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "%s %s %s", shoal_bin(), args, merge ? "2>&1" : "2>/dev/null");
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t n = fread(out, 1, out_nbytes - 1, p);
-    out[n] = 0;
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return sh_test_run(cmd, out, out_nbytes);
 }
 
 /* The number after "key": in a JSON object, or NAN. */

@@ -14,20 +14,15 @@
 #include "base/util.h"
 #include "check.h"
 #include "train/tiny_data.h"
+#include "lib/run.h"
 
 static char dir[256], out[1 << 20];
 
 static int run(const char *env, const char *args)
 {
-    const char *bin = getenv("SHOAL_BIN");
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "cd %s && %s %s train %s 2>&1", dir, env, bin ? bin : "build/shoal", args);
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = 0;
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    snprintf(cmd, sizeof cmd, "cd %s && %s %s train %s 2>&1", dir, env, sh_test_shoal_bin(), args);
+    return sh_test_run(cmd, out, sizeof out);
 }
 
 static void trains_and_only_rank0_prints(void)
@@ -69,14 +64,13 @@ static void killed_rank_stops_all_and_checkpoint_resumes(void)
  * 0, and the checkpoint resumes. */
 static void sigint_stops_every_rank_at_one_step(void)
 {
-    const char *bin = getenv("SHOAL_BIN");
     char log[512], ck[512];
     snprintf(log, sizeof log, "%s/int.log", dir);
     snprintf(ck, sizeof ck, "%s/int.ckpt", dir);
     pid_t p = fork();
     if (p == 0) {
         if (chdir(dir) != 0 || !freopen(log, "w", stdout) || dup2(1, 2) < 0) _exit(126);
-        execl(bin ? bin : "build/shoal", "shoal", "train", "other.cfg", "--data", ".", "-n", "2", "--threads", "1",
+        execl(sh_test_shoal_bin(), "shoal", "train", "other.cfg", "--data", ".", "-n", "2", "--threads", "1",
               "--max-steps", "100000000", "--save", "int.ckpt", "--quiet", (char *)NULL);
         _exit(127);
     }
@@ -99,14 +93,13 @@ static void sigint_stops_every_rank_at_one_step(void)
  * a later SIGINT stops it at a later step. */
 static void sighup_saves_and_goes_on(void)
 {
-    const char *bin = getenv("SHOAL_BIN");
     char log[512], ck[512];
     snprintf(log, sizeof log, "%s/hup.log", dir);
     snprintf(ck, sizeof ck, "%s/hup.ckpt", dir);
     pid_t p = fork();
     if (p == 0) {
         if (chdir(dir) != 0 || !freopen(log, "w", stdout) || dup2(1, 2) < 0) _exit(126);
-        execl(bin ? bin : "build/shoal", "shoal", "train", "other.cfg", "--data", ".", "-n", "2", "--threads", "1",
+        execl(sh_test_shoal_bin(), "shoal", "train", "other.cfg", "--data", ".", "-n", "2", "--threads", "1",
               "--max-steps", "100000000", "--save", "hup.ckpt", (char *)NULL);
         _exit(127);
     }
@@ -167,11 +160,10 @@ static void small_dev_shm_falls_back_to_private_weights(void)
         printf("test_train_dp: skipped small /dev/shm: unshare -m is not allowed here\n");
         return;
     }
-    const char *bin = getenv("SHOAL_BIN");
     char cmd[4096];
     snprintf(cmd, sizeof cmd,
              "cd %s && unshare -m sh -c 'mount -t tmpfs -o size=8m tmpfs /dev/shm && exec %s train other.cfg "
-             "--data . -n 2 --max-steps 20 --threads 1' 2>&1", dir, bin ? bin : "build/shoal");
+             "--data . -n 2 --max-steps 20 --threads 1' 2>&1", dir, sh_test_shoal_bin());
     FILE *p = popen(cmd, "r");
     size_t n = p ? fread(out, 1, sizeof out - 1, p) : 0;
     out[n] = 0;

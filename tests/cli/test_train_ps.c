@@ -15,20 +15,15 @@
 
 #include "check.h"
 #include "train/tiny_data.h"
+#include "lib/run.h"
 
 static char dir[256], out[1 << 20];
 
 static int run_env(const char *env, const char *args)
 {
-    const char *bin = getenv("SHOAL_BIN");
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "cd %s && %s %s train %s 2>&1", dir, env, bin ? bin : "build/shoal", args);
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = 0;
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    snprintf(cmd, sizeof cmd, "cd %s && %s %s train %s 2>&1", dir, env, sh_test_shoal_bin(), args);
+    return sh_test_run(cmd, out, sizeof out);
 }
 
 static int run(const char *args) { return run_env("", args); }
@@ -201,7 +196,7 @@ static pid_t rank_pid(pid_t launcher, int rank)
  * with its wait status in *st and the seconds from the freeze to its end in *took_s. */
 static int run_and_freeze(const char *timeout_ms, int freeze, const char *const argv[], int *st, double *took_s)
 {
-    const char *bin = getenv("SHOAL_BIN") ? getenv("SHOAL_BIN") : "build/shoal";
+    const char *bin = sh_test_shoal_bin();
     char *args[64];
     int na = 0;
     args[na++] = (char *)bin;

@@ -14,6 +14,7 @@
 
 #include "check.h"
 #include "train/tiny_data.h"
+#include "lib/run.h"
 
 static char out[1 << 20], dir[256];
 
@@ -21,12 +22,7 @@ static int run(const char *cmd)
 {
     char full[4096];
     snprintf(full, sizeof full, "%s 2>&1", cmd);
-    FILE *p = popen(full, "r");
-    if (!p) return -1;
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = 0;
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return sh_test_run(full, out, sizeof out);
 }
 
 static int free_port(void)
@@ -62,10 +58,9 @@ static void bench_and_train_under(const launcher *l)
         printf("test_mpi_launchers: skipped %s: %s not found\n", l->name, l->probe);
         return;
     }
-    const char *bin = getenv("SHOAL_BIN");
     char cmd[4096], args[1024];
     snprintf(args, sizeof args, "bench allreduce -b 8 -e 256K -f 16 -n 2 -w 1 -c 1");
-    snprintf(cmd, sizeof cmd, l->fmt, free_port(), bin ? bin : "build/shoal", args);
+    snprintf(cmd, sizeof cmd, l->fmt, free_port(), sh_test_shoal_bin(), args);
     char nokey[4200];
     snprintf(nokey, sizeof nokey, "env -u SHOAL_JOB_KEY %s", cmd);
     int rc = run(nokey);
@@ -80,7 +75,7 @@ static void bench_and_train_under(const launcher *l)
     CHECK(strstr(out, "Out of bounds values : 0 OK") != NULL, "%s: %s", l->name, out);
     snprintf(args, sizeof args, "train %s/other.cfg --data %s --max-steps 12 --threads 1 --scaling strong --batch 48",
              dir, dir);
-    snprintf(cmd, sizeof cmd, l->fmt, free_port(), bin ? bin : "build/shoal", args);
+    snprintf(cmd, sizeof cmd, l->fmt, free_port(), sh_test_shoal_bin(), args);
     rc = run(cmd);
     CHECK(rc == 0, "%s: train exit %d: %s", l->name, rc, out);
     CHECK(strstr(out, "test accuracy") != NULL, "%s: no result line: %s", l->name, out);
@@ -110,7 +105,6 @@ static void t_slurm(void)
         run(cmd);
         return;
     }
-    const char *bin = getenv("SHOAL_BIN");
     const char *argv[2] = {"bench allreduce -b 8 -e 256K -f 16 -n 2 -w 1 -c 1", NULL};
     char train[1024];
     snprintf(train, sizeof train, "train %s/other.cfg --data %s --max-steps 12 --threads 1 --scaling strong --batch 48",
@@ -120,7 +114,7 @@ static void t_slurm(void)
         snprintf(cmd, sizeof cmd,
                  "env -u SHOAL_MASTER_ADDR -u SHOAL_MASTER_PORT -u SHOAL_RANK -u SHOAL_WORLD_SIZE "
                  "SLURM_CONF=%s/slurm.conf SHOAL_TIMEOUT=30000 timeout 120 srun -n 3 --overcommit -t 2 %s %s",
-                 sdir, bin ? bin : "build/shoal", argv[i]);
+                 sdir, sh_test_shoal_bin(), argv[i]);
         int rc = run(cmd);
         CHECK(rc == 0, "srun %s: exit %d: %s", argv[i], rc, out);
         if (i == 0) {

@@ -12,6 +12,7 @@
 
 #include "base/util.h"
 #include "check.h"
+#include "lib/run.h"
 
 static char out[1 << 20];
 
@@ -19,12 +20,7 @@ static int run(const char *cmd)
 {
     char full[8192];
     snprintf(full, sizeof full, "%s 2>&1", cmd);
-    FILE *p = popen(full, "r");
-    if (!p) return -1;
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = 0;
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return sh_test_run(full, out, sizeof out);
 }
 
 /* The shoal built against MPI flavour `name` (the Makefile's mpi-bins) into bin; 0 (and a
@@ -114,10 +110,9 @@ static void t_mismatch_mpich(void)
 
 static void t_without_mpi(void)
 {
-    const char *bin = getenv("SHOAL_BIN");
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "SHOAL_TRANSPORT=mpi %s launch -n 2 %s bench allreduce -b 8 -e 8", bin ? bin : "build/shoal",
-             bin ? bin : "build/shoal");
+    snprintf(cmd, sizeof cmd, "SHOAL_TRANSPORT=mpi %s launch -n 2 %s bench allreduce -b 8 -e 8", sh_test_shoal_bin(),
+             sh_test_shoal_bin());
     int rc = run(cmd);
     CHECK(rc != 0 && strstr(out, "make MPI=1"), "exit %d: %s", rc, out);
 }

@@ -16,6 +16,7 @@
 #include "shoal/net.h"
 #include "shoal/train.h"
 #include "train/tiny_data.h"
+#include "lib/run.h"
 
 static char dir[256], mlp[512], out[1 << 16];
 
@@ -170,12 +171,7 @@ static int find_root(char *root, size_t nbytes)
 
 static int sh_run(const char *cmd)
 {
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = 0;
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return sh_test_run(cmd, out, sizeof out);
 }
 
 static void example_builds_against_the_public_headers_and_trains(void)

@@ -1,0 +1,18 @@
+/* run.h — run a shell command from a test and capture what it prints: the tests that drive
+ * the `shoal` binary (or mpirun, a compiler) as a user would.
+ * Not here: forking ranks with communicators (ranks.h).
+ * Used by tests/cli/, tests/comm/test_mpi_*.c and tests/train/test_api.c. */
+#ifndef SH_TEST_RUN_H
+#define SH_TEST_RUN_H
+
+#include <stddef.h>
+
+/* Run cmd through /bin/sh; its standard output (add "2>&1" to cmd for stderr too), up to
+ * out_nbytes - 1 bytes, lands NUL-terminated in out. Returns the exit status, or -1 when
+ * the command could not start or did not exit normally (killed by a signal). */
+int sh_test_run(const char *cmd, char *out, size_t out_nbytes);
+
+/* The shoal binary under test: $SHOAL_BIN, else build/shoal. */
+const char *sh_test_shoal_bin(void);
+
+#endif
