@@ -4,6 +4,8 @@ backend (python3-torch, CPU), N processes on this machine, one thread each, weak
 (every rank trains on its own batch of 64 Fashion-MNIST images per step), SGD lr 0.01
 momentum 0.9 weight decay 5e-4. Rank 0 prints one JSON object: aggregate images/s over
 `steps` steps after `warmup`.
+With --from-env it is one rank of a job started elsewhere (torchrun, scripts/netlab.sh run):
+RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT come from the environment.
 """
 import argparse
 import gzip
@@ -54,8 +56,8 @@ def load(ddir):
 
 def worker(rank, args, port):
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port, rank=rank,
-                            world_size=args.nranks)
+    init = "env://" if args.from_env else "tcp://127.0.0.1:%d" % port
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=args.nranks)
     torch.manual_seed(1)
     images, labels = load(args.data)
     model = nn.parallel.DistributedDataParallel(model_for(args.model))
@@ -92,9 +94,14 @@ def main():
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--port", type=int, default=29611)
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    p.add_argument("--from-env", action="store_true", help="one rank; RANK, WORLD_SIZE, MASTER_* from the environment")
     args = p.parse_args()
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if args.from_env:
+        args.nranks = int(os.environ["WORLD_SIZE"])
+        worker(int(os.environ["RANK"]), args, 0)
+        return
     mp.spawn(worker, args=(args, args.port), nprocs=args.nranks, join=True)
 
 

@@ -344,7 +344,11 @@ int sh_cmd_bench(int argc, char **argv)
         if (nbytes > max_nbytes) nbytes = max_nbytes;
     }
     if (rc != SHOAL_OK) {
-        fprintf(stderr, "shoal bench: rank %d: %s\n", r, shoal_last_error_message());
+        /* a failed collective's message already starts "rank R: " */
+        const char *m = shoal_last_error_message();
+        char pre[32];
+        int pn = snprintf(pre, sizeof pre, "rank %d: ", r);
+        fprintf(stderr, "shoal bench: %s%s\n", strncmp(m, pre, (size_t)pn) ? pre : "", m);
         shoal_comm_destroy(c);
         sh_free_aligned(send);
         sh_free_aligned(recv);

@@ -41,6 +41,9 @@ static const char usage_text[] =
     "  --quiet            no progress lines\n"
     "  -n N               train on N ranks of this machine (shoal starts them); under\n"
     "                     shoal launch, mpirun or srun the job's ranks are used instead\n"
+    "  --nnodes H --node-rank K --master-addr ADDR\n"
+    "                     with -n N: machine K of H (N ranks each; ranks K*N..K*N+N-1),\n"
+    "                     node 0 at ADDR; SHOAL_JOB_KEY must be the same on every machine\n"
     "  --scaling MODE     with ranks: weak (default: every rank trains on the cfg's\n"
     "                     batch) or strong (the cfg's batch is split across the ranks)\n"
     "  --lr-scaling MODE  weak scaling: none (default) or linear (learning rate x ranks;\n"
@@ -138,7 +141,7 @@ static void print_profile(const sh_job_report *jr)
 }
 
 /* -n N outside a job: start N ranks (plus the servers) of this same command without -n. */
-static int relaunch(int argc, char **argv, int nranks)
+static int relaunch(int argc, char **argv, int nranks, const sh_launch_opts *nodes)
 {
     char self[4096];
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -153,15 +156,19 @@ static int relaunch(int argc, char **argv, int nranks)
     args[k++] = self;
     args[k++] = "train";
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-n") || !strcmp(argv[i], "--nranks")) {
+        if (!strcmp(argv[i], "-n") || !strcmp(argv[i], "--nranks") || !strcmp(argv[i], "--nnodes") ||
+            !strcmp(argv[i], "--node-rank") || !strcmp(argv[i], "--master-addr")) {
             i++;
             continue;
         }
-        if (!strncmp(argv[i], "--nranks=", 9)) continue;
+        if (!strncmp(argv[i], "--nranks=", 9) || !strncmp(argv[i], "--nnodes=", 9) ||
+            !strncmp(argv[i], "--node-rank=", 12) || !strncmp(argv[i], "--master-addr=", 14))
+            continue;
         args[k++] = argv[i];
     }
     args[k] = NULL;
-    sh_launch_opts lo = {.nranks = nranks, .output_dir = NULL, .grace_ms = 5000, .tag = "train"};
+    sh_launch_opts lo = {.nranks = nranks, .output_dir = NULL, .grace_ms = 5000, .tag = "train",
+                         .nnodes = nodes->nnodes, .node_rank = nodes->node_rank, .master_addr = nodes->master_addr};
     int code = sh_launch_run(&lo, args);
     free(args);
     return code;
@@ -174,7 +181,8 @@ int sh_cmd_train(int argc, char **argv)
     sh_train_opts *o = &jo.train;
     int json = 0, ps = 0;
     const char *cfg = NULL;
-    int64_t nranks = 0;
+    int64_t nranks = 0, nnodes = 0, node_rank = 0;
+    const char *master_addr = NULL;
     debug_hooks dbg = {.die_rank = -1, .die_step = -1, .delay_rank = -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
@@ -243,6 +251,9 @@ int sh_cmd_train(int argc, char **argv)
         STR_FLAG("--save", o->save_path)
         STR_FLAG("--resume", o->resume_path)
         STR_FLAG("--logdir", o->logdir)
+        STR_FLAG("--master-addr", master_addr)
+        INT_FLAG("--nnodes", 1, 4096, nnodes)
+        INT_FLAG("--node-rank", 0, 4095, node_rank)
         INT_FLAG("--epochs", 1, 1000000, o->epochs)
         INT_FLAG("--max-steps", 1, INT64_MAX / 2, o->max_steps)
         INT_FLAG("--batch", 1, 1 << 20, o->batch)
@@ -268,7 +279,14 @@ int sh_cmd_train(int argc, char **argv)
         return sh_cli_usage_error("train", "--lr-scaling linear is for weak scaling: with --scaling strong the "
                                   "global batch stays the cfg's, and so does the learning rate");
     int in_job = sh_job_is_launched();
-    if (nranks > 0 && !in_job) return relaunch(argc, argv, (int)nranks + (ps ? jo.nservers : 0));
+    if ((nnodes > 1 || node_rank > 0 || master_addr) && (nranks == 0 || in_job))
+        return sh_cli_usage_error("train", "--nnodes, --node-rank and --master-addr go with -n N (ranks on "
+                                  "this machine), outside mpirun/srun");
+    if (node_rank >= (nnodes > 1 ? nnodes : 1))
+        return sh_cli_usage_error("train", "--node-rank %lld is outside 0..%lld (--nnodes)", (long long)node_rank,
+                                  (long long)(nnodes > 1 ? nnodes - 1 : 0));
+    sh_launch_opts nodes = {.nnodes = (int)nnodes, .node_rank = (int)node_rank, .master_addr = master_addr};
+    if (nranks > 0 && !in_job) return relaunch(argc, argv, (int)nranks + (ps ? jo.nservers : 0), &nodes);
     if (ps && !in_job)
         return sh_cli_usage_error("train", "--ps needs ranks: add -n WORKERS, or run under shoal launch, "
                                   "mpirun or srun");

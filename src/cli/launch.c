@@ -115,14 +115,14 @@ static int drain(rank_proc *r, int k, int stream)
 }
 
 /* Lines "dropped R" from the ranks (each write is one whole line: shorter than PIPE_BUF). */
-static void read_notes(int fd, rank_proc *rp, int n)
+static void read_notes(int fd, rank_proc *rp, int n, int base)
 {
     char buf[512];
     ssize_t got;
     while ((got = read(fd, buf, sizeof buf - 1)) > 0) {
         buf[got] = 0;
         for (char *p = buf; (p = strstr(p, "dropped ")); p++) {
-            int r = atoi(p + 8);
+            int r = atoi(p + 8) - base; /* the job's rank; this node holds base .. base+n-1 */
             if (r >= 0 && r < n) rp[r].dropped = 1;
         }
     }
@@ -140,14 +140,37 @@ int sh_launch_run(const sh_launch_opts *o, char *const argv[])
 {
     int n = o->nranks;
     const char *tag = o->tag ? o->tag : "launch";
+    int nnodes = o->nnodes > 1 ? o->nnodes : 1, base = nnodes > 1 ? o->node_rank * n : 0;
 
-    char port[16], key[65], nstr[16];
+    char port[16], key[65], nstr[16], wstr[16], master[256];
+    if (nnodes > 1) { /* every node must agree on the master, its port and the key */
+        const char *m = o->master_addr ? o->master_addr : sh_env_str("SHOAL_MASTER_ADDR");
+        if (!m || !*m) {
+            fprintf(stderr, "shoal %s: --nnodes %d needs node 0's address: give --master-addr ADDR "
+                    "(or set SHOAL_MASTER_ADDR) on every node\n", tag, nnodes);
+            return 2;
+        }
+        if (o->node_rank < 0 || o->node_rank >= nnodes) {
+            fprintf(stderr, "shoal %s: --node-rank %d is outside 0..%d (--nnodes %d)\n", tag, o->node_rank,
+                    nnodes - 1, nnodes);
+            return 2;
+        }
+        if (!sh_env_is_set("SHOAL_JOB_KEY")) {
+            fprintf(stderr, "shoal %s: --nnodes %d needs the same SHOAL_JOB_KEY on every node: set it to 64 hex "
+                    "digits (e.g. SHOAL_JOB_KEY=$(openssl rand -hex 32)) and pass it to each node's launcher\n",
+                    tag, nnodes);
+            return 2;
+        }
+        snprintf(master, sizeof master, "%s", m);
+    } else {
+        snprintf(master, sizeof master, "127.0.0.1");
+    }
     long user_port = 0; /* the user's choice passes through; else a free port */
     if (sh_env_is_set("SHOAL_MASTER_PORT") && sh_env_long("SHOAL_MASTER_PORT", &user_port) != SHOAL_OK) {
         fprintf(stderr, "shoal %s: %s\n", tag, shoal_last_error_message());
         return 2;
     }
-    snprintf(port, sizeof port, "%d", user_port ? (int)user_port : free_port());
+    snprintf(port, sizeof port, "%d", user_port ? (int)user_port : nnodes > 1 ? 29500 : free_port());
     const char *env_key = sh_env_is_set("SHOAL_JOB_KEY") ? sh_env_str("SHOAL_JOB_KEY") : NULL;
     if (env_key) {
         snprintf(key, sizeof key, "%.64s", env_key);
@@ -161,6 +184,7 @@ int sh_launch_run(const sh_launch_opts *o, char *const argv[])
         for (int i = 0; i < 32; i++) sprintf(key + 2 * i, "%02x", rnd[i]);
     }
     snprintf(nstr, sizeof nstr, "%d", n);
+    snprintf(wstr, sizeof wstr, "%d", n * nnodes);
     if (o->output_dir && mkdir(o->output_dir, 0755) < 0 && errno != EEXIST) {
         fprintf(stderr, "shoal %s: cannot create --output-dir %s: %s\n", tag, o->output_dir, strerror(errno));
         return 1;
@@ -226,12 +250,13 @@ int sh_launch_run(const sh_launch_opts *o, char *const argv[])
             signal(SIGTERM, SIG_DFL);
             signal(SIGHUP, SIG_DFL);
             char v[16];
-            snprintf(v, sizeof v, "%d", k);
+            snprintf(v, sizeof v, "%d", base + k);
             setenv("SHOAL_RANK", v, 1);
+            snprintf(v, sizeof v, "%d", k);
             setenv("SHOAL_LOCAL_RANK", v, 1);
-            setenv("SHOAL_WORLD_SIZE", nstr, 1);
+            setenv("SHOAL_WORLD_SIZE", wstr, 1);
             setenv("SHOAL_LOCAL_SIZE", nstr, 1);
-            setenv("SHOAL_MASTER_ADDR", "127.0.0.1", 1);
+            setenv("SHOAL_MASTER_ADDR", master, 1);
             setenv("SHOAL_MASTER_PORT", port, 1);
             setenv("SHOAL_JOB_KEY", key, 1);
             int note_fd = dup(note_pipe[1]); /* without O_CLOEXEC: the rank keeps it */
@@ -347,7 +372,7 @@ int sh_launch_run(const sh_launch_opts *o, char *const argv[])
         for (int i = 0; i < np; i++) {
             if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
             if (who[i] == -2) {
-                read_notes(note_pipe[0], rp, n);
+                read_notes(note_pipe[0], rp, n, base);
             } else if (who[i] < 0) {
                 unsigned char s;
                 while (read(sig_pipe[0], &s, 1) == 1) {
@@ -359,7 +384,7 @@ int sh_launch_run(const sh_launch_opts *o, char *const argv[])
                     }
                 }
             } else {
-                drain(&rp[who[i] / 2], who[i] / 2, who[i] % 2);
+                drain(&rp[who[i] / 2], base + who[i] / 2, who[i] % 2);
             }
         }
         int st;
@@ -371,7 +396,7 @@ int sh_launch_run(const sh_launch_opts *o, char *const argv[])
                 rp[k].status = st;
                 left--;
                 int bad = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-                read_notes(note_pipe[0], rp, n); /* a drop told just before a death counts */
+                read_notes(note_pipe[0], rp, n, base); /* a drop told just before a death counts */
                 if (bad && failed < 0 && !rp[k].killed_by_us && !rp[k].dropped && !stopping) {
                     failed = k;
                     stopping = 1;
@@ -394,7 +419,7 @@ int sh_launch_run(const sh_launch_opts *o, char *const argv[])
                 for (int k = 0; k < n; k++) {
                     if (rp[k].exited || rp[k].killed_by_us) continue;
                     fprintf(stderr, "shoal %s: rank %d was dropped by the job and still runs after every other "
-                            "rank ended; killed it\n", tag, k);
+                            "rank ended; killed it\n", tag, base + k);
                     kill(-rp[k].pid, SIGKILL);
                     rp[k].killed_by_us = 1;
                 }
@@ -420,9 +445,9 @@ int sh_launch_run(const sh_launch_opts *o, char *const argv[])
             snprintf(how, sizeof how, "exited with code %d", WEXITSTATUS(st));
             code = WEXITSTATUS(st);
         }
-        fprintf(stderr, "shoal %s: rank %d %s%s%s%s; stopped the other ranks\n", tag, failed, how,
+        fprintf(stderr, "shoal %s: rank %d %s%s%s%s; stopped the other ranks%s\n", tag, base + failed, how,
                 rp[failed].last_err[0] ? " (its last error line: \"" : "", rp[failed].last_err,
-                rp[failed].last_err[0] ? "\")" : "");
+                rp[failed].last_err[0] ? "\")" : "", nnodes > 1 ? " on this node" : "");
     } else {
         for (int k = 0; k < n; k++) {
             int st = rp[k].status;

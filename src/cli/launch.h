@@ -12,9 +12,15 @@ typedef struct {
     const char *output_dir; /* NULL: prefix lines; else DIR/rank-K.out and .err */
     int grace_ms;           /* after a failure: SIGTERM, then SIGKILL after this long */
     const char *tag;        /* "launch" or "train": names this tool in its messages */
+    /* Several machines, as torchrun's --nnodes/--node-rank: this launcher starts ranks
+     * node_rank*nranks ... +nranks-1 of nnodes*nranks; master_addr (else the environment's
+     * SHOAL_MASTER_ADDR) is node 0's address, the port SHOAL_MASTER_PORT (default 29500),
+     * and SHOAL_JOB_KEY must be set to the same key on every node. nnodes 0 or 1: one machine. */
+    int nnodes, node_rank;
+    const char *master_addr;
 } sh_launch_opts;
 
-/* Run argv[0] (searched in PATH) as nranks processes; returns the exit status to use:
+/* Run argv[0] (searched in PATH) as nranks processes on this machine; returns the exit status to use:
  * 0 when all succeeded, else the first failing rank's code (128 + signal when killed). */
 int sh_launch_run(const sh_launch_opts *o, char *const argv[]);
 

@@ -11,6 +11,7 @@
 #include "base/err.h"
 #include "base/util.h"
 #include "comm/comm_internal.h"
+#include "comm/transport/shm.h"
 
 shoal_result sh_comm_alloc(int rank, int world, shoal_comm **out)
 {
@@ -98,6 +99,7 @@ void sh_comm_xfer_ctx(shoal_comm *c, const char *what, sh_xfer_ctx *x)
     x->waiters = sh_engine_comm == c ? &c->app_waiting : NULL;
     x->peer_name = sh_comm_peer_name;
     x->ctx = c;
+    x->self = c->shm ? c->shm->my_bell : NULL;
 }
 
 shoal_result sh_comm_scratch(shoal_comm *c, size_t nbytes, void **out)

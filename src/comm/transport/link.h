@@ -31,6 +31,9 @@ typedef struct {
     /* Optional: -1 after sh_fail() when the peer is known to be gone (asked after a
      * sleep on the bell ran out, since a dead peer rings nothing). */
     int (*check)(sh_link *l);
+    /* Optional: the rank the peer itself has been waiting on for a while (its engine
+     * publishes it), or -1: lets a timeout name the rank a chain of waits ends at. */
+    int (*peer_waits_on)(sh_link *l);
     void (*close)(sh_link *l); /* frees l */
 } sh_link_ops;
 

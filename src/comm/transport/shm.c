@@ -132,6 +132,12 @@ static void shm_close(sh_link *l)
     free(l);
 }
 
+static int shm_peer_waits_on(sh_link *l)
+{
+    shm_link *s = l->impl;
+    return s->peer_bell ? atomic_load_explicit(&s->peer_bell->waits_on, memory_order_relaxed) - 1 : -1;
+}
+
 static const sh_link_ops shm_ops = {
     .name = "shm",
     .send_some = shm_send_some,
@@ -140,6 +146,7 @@ static const sh_link_ops shm_ops = {
     .recv_consume = shm_recv_consume,
     .abort = shm_abort,
     .check = shm_check,
+    .peer_waits_on = shm_peer_waits_on,
     .close = shm_close,
 };
 
@@ -310,7 +317,9 @@ shoal_result sh_shm_connect(shoal_comm *c, const unsigned char *want)
         struct sh_shm *s = calloc(1, sizeof *s);
         if (!s) rc = SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
         else {
-            *s = (struct sh_shm){base, nbytes, nlocal, calloc((size_t)c->world, sizeof(int)), 0, NULL, 0};
+            *s = (struct sh_shm){base, nbytes, nlocal, calloc((size_t)c->world, sizeof(int)), 0, NULL, 0, NULL};
+            for (int i = 0; i < nlocal; i++)
+                if (local[i] == c->rank) s->my_bell = bell_at(base, nlocal, i);
             for (int i = 0; s->pid_of && i < nlocal; i++) s->pid_of[local[i]] = pids[i];
             c->shm = s;
             rc = sh_shm_make_links(c, base, nlocal, local, pids, want);

@@ -23,6 +23,7 @@ struct sh_shm {
     int cma;          /* 1: process_vm_readv works between our ranks, -1: it does not, 0: untried */
     struct shoal_window *windows; /* newest first (window.c) */
     int nwindows;
+    sh_bell *my_bell; /* this rank's doorbell in the segment */
 };
 
 /* Collective over c's ranks: make c->coll[p] and c->p2p[p] for every p with want[p] (all

@@ -44,6 +44,8 @@ static int bell_sleep(sh_bell *b, uint32_t seen, uint64_t ns)
 /* ---- the engine ---- */
 
 enum { STAGE_NBYTES = 64 * 1024 };
+/* After this long without progress a wait is published (sh_bell.waits_on). */
+#define WAIT_PUBLISH_NS 50000000ull
 
 /* Per-op carry for RECV_REDUCE: bytes of a partial element, and where the next reduced
  * element goes. Kept in a side array so sh_xfer_op stays plain. */
@@ -178,6 +180,7 @@ shoal_result sh_xfer(const sh_xfer_ctx *x, sh_xfer_op *ops, int nops)
     uint64_t spin_ns = (uint64_t)(x->spin_us > 0 ? x->spin_us : 0) * 1000;
     uint64_t timeout_ns = (uint64_t)(x->timeout_ms > 0 ? x->timeout_ms : 60000) * 1000000ull;
     unsigned idle_polls = 0;
+    int published = 0; /* the peer we wait on is in x->self->waits_on */
     sh_bell *armed = NULL; /* counted among the bell's sleepers, taking a last look */
     uint32_t armed_seq = 0;
     shoal_result rc = SHOAL_OK;
@@ -215,14 +218,29 @@ shoal_result sh_xfer(const sh_xfer_ctx *x, sh_xfer_op *ops, int nops)
         uint64_t now = sh_now_ns();
         if (last_ns == 0) last_ns = now;
         uint64_t idle = now - last_ns;
+        /* Waiting a while: say on whom, for the host's other ranks (peer_waits_on). */
+        if (x->self && idle > WAIT_PUBLISH_NS && !published) {
+            for (int i = 0; i < nops; i++)
+                if (!op_done(&ops[i], &cys[i])) {
+                    atomic_store_explicit(&x->self->waits_on, ops[i].link->peer + 1, memory_order_relaxed);
+                    published = 1;
+                    break;
+                }
+        }
         if (idle > timeout_ns) {
-            char names[512] = "", pb[128];
+            char names[640] = "", pb[128];
             size_t len = 0;
             for (int i = 0; i < nops && len < sizeof names - 1; i++) {
                 if (op_done(&ops[i], &cys[i])) continue;
+                sh_link *l = ops[i].link;
                 len += (size_t)snprintf(names + len, sizeof names - len, "%s%s (%s)",
-                                        len ? ", " : "", peer_str(x, ops[i].link->peer, pb, sizeof pb),
+                                        len ? ", " : "", peer_str(x, l->peer, pb, sizeof pb),
                                         ops[i].kind == SH_XFER_SEND ? "sending" : "receiving");
+                /* a peer on this host that waits on someone else itself: name the end of the chain */
+                int w = l->ops->peer_waits_on ? l->ops->peer_waits_on(l) : -1;
+                if (w >= 0 && w != l->peer && len < sizeof names - 1)
+                    len += (size_t)snprintf(names + len, sizeof names - len, ", which itself waits on %s",
+                                            peer_str(x, w, pb, sizeof pb));
             }
             rc = SH_FAIL(SHOAL_ERR_TIMEOUT,
                          "%s: no progress for %d ms waiting on %s; the peer is dead, frozen or "
@@ -287,5 +305,6 @@ shoal_result sh_xfer(const sh_xfer_ctx *x, sh_xfer_op *ops, int nops)
     }
 out:
     if (armed) atomic_fetch_sub_explicit(&armed->sleepers, 1, memory_order_relaxed);
+    if (published && rc == SHOAL_OK) atomic_store_explicit(&x->self->waits_on, 0, memory_order_relaxed);
     return rc;
 }

@@ -21,6 +21,9 @@
 struct sh_bell {
     _Alignas(64) _Atomic uint32_t seq;
     _Atomic uint32_t sleepers;
+    /* The rank (plus 1; 0: none) this bell's owner has been waiting on for a while, so that
+     * a host's ranks that time out behind it can name whom the whole host waits on. */
+    _Atomic int32_t waits_on;
 };
 void sh_bell_ring(sh_bell *b);
 
@@ -58,6 +61,9 @@ typedef struct {
     /* Names a peer in error messages ("rank 3 (hostb)"); NULL: "rank N". */
     const char *(*peer_name)(void *ctx, int peer, char *buf, size_t cap);
     void *ctx;
+    /* Optional: this rank's bell in its host's shared segment, where the engine publishes
+     * the peer it has been waiting on (sh_bell.waits_on) for the links' peer_waits_on. */
+    sh_bell *self;
 } sh_xfer_ctx;
 
 /* Run all ops to completion, interleaved (so a ring step's send and receive never
