@@ -144,7 +144,9 @@ int sh_launch_run(const sh_launch_opts *o, char *const argv[])
 
     char port[16], key[65], nstr[16], wstr[16], master[256];
     if (nnodes > 1) { /* every node must agree on the master, its port and the key */
-        const char *m = o->master_addr ? o->master_addr : sh_env_str("SHOAL_MASTER_ADDR");
+        const char *m = o->master_addr                       ? o->master_addr
+                        : sh_env_is_set("SHOAL_MASTER_ADDR") ? sh_env_str("SHOAL_MASTER_ADDR")
+                                                             : NULL;
         if (!m || !*m) {
             fprintf(stderr, "shoal %s: --nnodes %d needs node 0's address: give --master-addr ADDR "
                     "(or set SHOAL_MASTER_ADDR) on every node\n", tag, nnodes);

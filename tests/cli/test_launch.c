@@ -216,6 +216,44 @@ static void usage_errors(void)
     CHECK(run("bench allreduce -b 4K -e 1K") == 2 && strstr(out, "larger than -e"), "%s", out);
 }
 
+/* Two launchers as two machines (--nnodes 2), here both on this one: each starts its
+ * share of the ranks with the job's numbering, and together they run one checked job. */
+static void nodes_make_one_job(void)
+{
+    char cmd[2048];
+    const char *bin = sh_test_shoal_bin();
+    int port = 32000 + (int)(getpid() % 20000);
+    snprintf(cmd, sizeof cmd,
+             "export SHOAL_JOB_KEY=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \\n') SHOAL_MASTER_PORT=%d; "
+             "%s launch -n 2 --nnodes 2 --node-rank 1 --master-addr 127.0.0.1 -- sh -c "
+             "'echo R=$SHOAL_RANK W=$SHOAL_WORLD_SIZE L=$SHOAL_LOCAL_RANK S=$SHOAL_LOCAL_SIZE M=$SHOAL_MASTER_ADDR' 2>&1; "
+             "%s launch -n 2 --nnodes 2 --node-rank 1 --master-addr 127.0.0.1 -- %s bench allreduce -b 8 -e 1M "
+             "-f 32 -n 3 -w 1 -c 1 >/dev/null 2>&1 & "
+             "%s launch -n 2 --nnodes 2 --node-rank 0 --master-addr 127.0.0.1 -- %s bench allreduce -b 8 -e 1M "
+             "-f 32 -n 3 -w 1 -c 1 2>&1; a=$?; wait $!; echo \"exits $a $?\"",
+             port, bin, bin, bin, bin, bin);
+    int rc = sh_test_run(cmd, out, sizeof out);
+    CHECK(rc == 0, "exit %d: %s", rc, out);
+    for (int l = 0; l < 2; l++) {
+        char want[128];
+        snprintf(want, sizeof want, "[rank %d] R=%d W=4 L=%d S=2 M=127.0.0.1", 2 + l, 2 + l, l);
+        CHECK(strstr(out, want) != NULL, "missing \"%s\" in: %s", want, out);
+    }
+    CHECK(strstr(out, "shoal bench allreduce: 4 ranks") && strstr(out, "# Out of bounds values : 0 OK") &&
+              strstr(out, "exits 0 0"),
+          "the two nodes' job: %s", out);
+    /* what every node must agree on is asked for, one line each */
+    CHECK(run("launch -n 2 --nnodes 2 --node-rank 0 true") == 2 && strstr(out, "--master-addr") &&
+              count(out, "\n") == 1,
+          "%s", out);
+    CHECK(run("launch -n 2 --nnodes 2 --node-rank 2 --master-addr 127.0.0.1 true") == 2 &&
+              strstr(out, "outside 0..1"), "%s", out);
+    snprintf(cmd, sizeof cmd, "env -u SHOAL_JOB_KEY %s launch -n 1 --nnodes 2 --master-addr 10.0.0.1 true 2>&1", bin);
+    CHECK(sh_test_run(cmd, out, sizeof out) == 2 && strstr(out, "SHOAL_JOB_KEY"), "%s", out);
+    CHECK(run("launch -n 2 --node-rank 1 true") == 2 && strstr(out, "needs --nnodes"), "%s", out);
+    CHECK(run("train x.cfg --nnodes 2") == 2 && strstr(out, "go with -n N"), "%s", out);
+}
+
 /* End to end: every collective checked by shoal bench under shoal launch. */
 static void bench_end_to_end(void)
 {
@@ -246,5 +284,6 @@ int main(void)
     RUN(output_dir_holds_files);
     RUN(usage_errors);
     RUN(bench_end_to_end);
+    RUN(nodes_make_one_job);
     return check_end();
 }
