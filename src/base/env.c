@@ -37,6 +37,8 @@ static const env_var table[] = {
     {"SHOAL_SOCKET_IFNAME", NULL, NOT_INT,
      "network interface to bind and connect on (default: the route to the master)"},
     {"SHOAL_BIND_ALL", "0", 0, 1, "1: listen on every address instead of one interface"},
+    {"SHOAL_PORT_RANGE", NULL, NOT_INT,
+     "LO-HI: the TCP ports ranks listen on for each other, one each (default: any free port)"},
     {"SHOAL_CHUNK_BYTES", "0", 0, 1L << 30,
      "pipelining chunk of the collectives in bytes (0: chosen by size)"},
     {"SHOAL_SPIN_US", "50", 0, 10000000, "how long a waiting rank spins before it blocks, in us"},

@@ -254,6 +254,32 @@ static void nodes_make_one_job(void)
     CHECK(run("train x.cfg --nnodes 2") == 2 && strstr(out, "go with -n N"), "%s", out);
 }
 
+/* SHOAL_PORT_RANGE: the ranks listen inside it (a firewall's opening), and a range too small
+ * or malformed is one clear line. */
+static void port_range_is_kept(void)
+{
+    char cmd[1024];
+    const char *bin = sh_test_shoal_bin();
+    int lo = 42000 + (int)(getpid() % 10000);
+    snprintf(cmd, sizeof cmd, "SHOAL_LOG=debug SHOAL_TRANSPORT=tcp SHOAL_PORT_RANGE=%d-%d %s launch -n 3 -- %s bench "
+             "allreduce -b 8 -e 64K -n 2 -w 0 -c 1 2>&1", lo, lo + 2, bin, bin);
+    int rc = sh_test_run(cmd, out, sizeof out);
+    CHECK(rc == 0 && strstr(out, "Out of bounds values : 0 OK"), "exit %d: %s", rc, out);
+    for (int p = lo; p <= lo + 2; p++) {
+        char want[64];
+        snprintf(want, sizeof want, ":%d for the ranks", p);
+        CHECK(strstr(out, want) != NULL, "no rank listens on %d: %s", p, out);
+    }
+    snprintf(cmd, sizeof cmd, "SHOAL_TRANSPORT=tcp SHOAL_TIMEOUT=3000 SHOAL_PORT_RANGE=%d-%d %s launch -n 2 -- %s bench "
+             "allreduce -b 8 -e 8 -n 1 -w 0 2>&1", lo, lo, bin, bin);
+    rc = sh_test_run(cmd, out, sizeof out);
+    CHECK(rc != 0 && strstr(out, "no free port in SHOAL_PORT_RANGE") && strstr(out, "widen"), "%s", out);
+    snprintf(cmd, sizeof cmd, "SHOAL_TRANSPORT=tcp SHOAL_PORT_RANGE=9-2 %s launch -n 2 -- %s bench allreduce -b 8 "
+             "-e 8 -n 1 -w 0 2>&1", bin, bin);
+    rc = sh_test_run(cmd, out, sizeof out);
+    CHECK(rc != 0 && strstr(out, "expected LO-HI"), "%s", out);
+}
+
 /* End to end: every collective checked by shoal bench under shoal launch. */
 static void bench_end_to_end(void)
 {
@@ -285,5 +311,6 @@ int main(void)
     RUN(usage_errors);
     RUN(bench_end_to_end);
     RUN(nodes_make_one_job);
+    RUN(port_range_is_kept);
     return check_end();
 }

@@ -221,6 +221,22 @@ static shoal_result connect_lower(shoal_comm *c, int p, const char *key, uint64_
     return SHOAL_OK;
 }
 
+/* Listen on addr: on the first free port of SHOAL_PORT_RANGE (for firewalls), else on any. */
+static shoal_result listen_in_range(const char *addr, int *lfd, int *port)
+{
+    const char *range = sh_env_is_set("SHOAL_PORT_RANGE") ? sh_env_str("SHOAL_PORT_RANGE") : NULL;
+    if (!range) return sh_sock_listen(addr, 0, lfd, port);
+    int lo = 0, hi = 0, end = 0;
+    if (sscanf(range, "%d-%d%n", &lo, &hi, &end) != 2 || range[end] || lo < 1 || hi > 65535 || lo > hi)
+        return SH_FAIL(SHOAL_ERR_INVALID, "SHOAL_PORT_RANGE=\"%s\": expected LO-HI with 1 <= LO <= HI <= 65535, "
+                       "e.g. 29501-29600", range);
+    for (int p = lo; p <= hi; p++) {
+        if (sh_sock_listen(addr, p, lfd, port) == SHOAL_OK) return SHOAL_OK;
+    }
+    return SH_FAIL(SHOAL_ERR_IO, "tcp: no free port in SHOAL_PORT_RANGE=%s on %s (each rank of this host needs one; "
+                   "widen the range)", range, addr && addr[0] ? addr : "*");
+}
+
 shoal_result sh_tcp_connect(shoal_comm *c, const unsigned char *want)
 {
     int need_in = 0, any = 0;
@@ -239,8 +255,9 @@ shoal_result sh_tcp_connect(shoal_comm *c, const unsigned char *want)
     char addr[64] = "", skey[128], v[96];
     SH_TRY(sh_sock_local_addr(sh_store_host(c->store), addr, sizeof addr));
     int lfd = -1, port = 0;
-    SH_TRY(sh_sock_listen(bind_all ? NULL : addr, 0, &lfd, &port));
+    SH_TRY(listen_in_range(bind_all ? NULL : addr, &lfd, &port));
     int n = snprintf(v, sizeof v, "%s:%d", addr, port);
+    SH_LOG_D("comm", "tcp: listening on %s for the ranks of other hosts", v);
     snprintf(skey, sizeof skey, "%s/tcp/%d", c->prefix, c->rank);
     shoal_result rc = sh_store_set(c->store, skey, v, (size_t)n);
     for (int p = 0; p < c->rank && rc == SHOAL_OK; p++)
