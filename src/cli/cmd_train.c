@@ -285,6 +285,10 @@ int sh_cmd_train(int argc, char **argv)
     if (node_rank >= (nnodes > 1 ? nnodes : 1))
         return sh_cli_usage_error("train", "--node-rank %lld is outside 0..%lld (--nnodes)", (long long)node_rank,
                                   (long long)(nnodes > 1 ? nnodes - 1 : 0));
+    if (nnodes > 1 && ps)
+        return sh_cli_usage_error("train", "--ps with --nnodes: start the whole job with shoal launch -n N --nnodes %lld "
+                                  "--node-rank K --master-addr ADDR -- shoal train CFG --ps --servers S (the job's first "
+                                  "S ranks serve)", (long long)nnodes);
     sh_launch_opts nodes = {.nnodes = (int)nnodes, .node_rank = (int)node_rank, .master_addr = master_addr};
     if (nranks > 0 && !in_job) return relaunch(argc, argv, (int)nranks + (ps ? jo.nservers : 0), &nodes);
     if (ps && !in_job)

@@ -252,6 +252,8 @@ static void nodes_make_one_job(void)
     CHECK(sh_test_run(cmd, out, sizeof out) == 2 && strstr(out, "SHOAL_JOB_KEY"), "%s", out);
     CHECK(run("launch -n 2 --node-rank 1 true") == 2 && strstr(out, "needs --nnodes"), "%s", out);
     CHECK(run("train x.cfg --nnodes 2") == 2 && strstr(out, "go with -n N"), "%s", out);
+    CHECK(run("train x.cfg -n 2 --nnodes 2 --master-addr h0 --ps") == 2 && strstr(out, "shoal launch -n N --nnodes 2"),
+          "%s", out);
 }
 
 /* SHOAL_PORT_RANGE: the ranks listen inside it (a firewall's opening), and a range too small
