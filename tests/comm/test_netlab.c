@@ -159,6 +159,15 @@ static void open_mpi_runs_across_hosts_through_the_agent(void)
           out);
     printf("test_netlab: Open MPI 2 hosts x 2 ranks at 1 gbit: 4 MiB allreduce busbw %.3f GB/s\n", busbw);
     run("rm -rf %s", dir);
+    /* shoal itself under mpirun across the hosts, as on a cluster: it reads Open MPI's
+     * variables, sees two hosts and goes hierarchical */
+    char bin[4096];
+    if (!realpath(shoal_bin, bin)) snprintf(bin, sizeof bin, "%s", shoal_bin);
+    rc = run(LAB " mpirun --host h0:2,h1:2 -np 4 -x SHOAL_MASTER_ADDR=10.77.0.1 -x SHOAL_JOB_KEY=%064d "
+             "%s bench allreduce -b 4M -e 4M -n 3 -w 1 -c 1", (int)getpid(), bin);
+    bench_row b;
+    CHECK(rc == 0 && strstr(out, "4 ranks, 2 hosts") && parse_row(out, &b) && b.wrong[0] == 0 && b.wrong[1] == 0,
+          "shoal under mpirun: exit %d: %s", rc, out);
 }
 
 static void gloo_runs_across_hosts(void)
