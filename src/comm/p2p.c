@@ -450,7 +450,9 @@ static void *progress_main(void *arg)
     shoal_comm *c = arg;
     struct sh_p2p *s = c->p2p_state;
     pthread_mutex_lock(&s->mu);
-    uint64_t idle_since = sh_now_ns();
+    /* The no-progress rule counts from now: the first operations may be posted before
+     * this thread first looks (it then never waits for work, which also sets it). */
+    uint64_t idle_since = s->last_progress_ns = sh_now_ns();
     while (!s->stopping) {
         if (!s->sends && !s->recvs) {
             pthread_cond_wait(&s->work, &s->mu);

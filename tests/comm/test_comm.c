@@ -289,8 +289,30 @@ static void p2p(shoal_comm *c, void *arg)
     free(in);
 }
 
+/* A communicator's first point-to-point operation is a receive whose message comes later:
+ * it waits for it. (The no-progress deadline once counted from time zero when the progress
+ * thread found the receive at its first look: the receive failed at once, as if the
+ * message had been lost.) */
+static void first_recv_waits(shoal_comm *c, void *arg)
+{
+    int64_t v = 0;
+    if (shoal_comm_rank(c) == 0) {
+        shoal_result rc = shoal_recv(c, &v, 1, SHOAL_INT64, 1, 11);
+        CHECK(rc == SHOAL_OK && v == 42, "rc %d v %lld: %s", rc, (long long)v, shoal_last_error_message());
+    } else {
+        usleep(300000);
+        v = 42;
+        CHECK(shoal_send(c, &v, 1, SHOAL_INT64, 0, 11) == SHOAL_OK, "%s", shoal_last_error_message());
+    }
+    CHECK(shoal_barrier(c) == SHOAL_OK, "%s", shoal_last_error_message());
+}
+
 static void t_p2p(void)
 {
+    for (int k = 0; k < 3; k++) {
+        sh_test_ranks_opts f = {.links = SH_TEST_REAL, .timeout_ms = 2000};
+        RUN_RANKS(2, &f, first_recv_waits, NULL);
+    }
     for (int n = 2; n <= 4; n++) {
         sh_test_ranks_opts o = {.links = SH_TEST_REAL};
         RUN_RANKS(n, &o, p2p, NULL);
