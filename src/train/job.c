@@ -11,6 +11,7 @@
 #include "base/env.h"
 #include "base/err.h"
 #include "shoal/comm.h"
+#include "train/timeline.h"
 
 void sh_job_opts_default(sh_job_opts *o)
 {
@@ -23,6 +24,7 @@ void sh_job_opts_default(sh_job_opts *o)
     o->staleness = 3;
     o->worker.push_every = 1;
     o->worker.pull_every = 1;
+    o->timeline_hi = -1;
 }
 
 int sh_job_is_launched(void)
@@ -92,7 +94,20 @@ static shoal_result build_net(const sh_job_opts *o, int world, int *batch_out, s
     return SHOAL_OK;
 }
 
+static shoal_result train_alone(const sh_job_opts *o, sh_job_report *r);
+
 static shoal_result run_alone(const sh_job_opts *o, sh_job_report *r)
+{
+    sh_timeline *tl = NULL;
+    if (o->timeline_path) SH_TRY(sh_timeline_start(NULL, o->timeline_path, o->timeline_lo, o->timeline_hi,
+                                                   "alone", &tl));
+    shoal_result rc = train_alone(o, r);
+    if (rc == SHOAL_OK && tl) rc = sh_timeline_finish(tl);
+    else sh_timeline_abandon(tl);
+    return rc;
+}
+
+static shoal_result train_alone(const sh_job_opts *o, sh_job_report *r)
 {
     if (o->layout == SH_LAYOUT_PARAM_SERVER)
         return SH_FAIL(SHOAL_ERR_INVALID, "--ps needs ranks: add -n WORKERS, or run under shoal launch, "
@@ -240,7 +255,12 @@ shoal_result sh_job_run(const sh_job_opts *o, sh_job_report *r)
     r->rank = shoal_comm_rank(c);
     r->world = shoal_comm_world(c);
     shoal_result rc = plan_role(o, r->rank, r->world, &r->role);
+    sh_timeline *tl = NULL;
+    if (rc == SHOAL_OK && o->timeline_path)
+        rc = sh_timeline_start(c, o->timeline_path, o->timeline_lo, o->timeline_hi, sh_job_role_name(r->role), &tl);
     if (rc == SHOAL_OK) rc = run_role(o, c, r);
+    if (rc == SHOAL_OK && tl) rc = sh_timeline_finish(tl); /* collective: rank 0 writes */
+    else sh_timeline_abandon(tl);
     if (rc != SHOAL_OK) sh_err_prefix_rank(r->rank); /* once, whoever named it first */
     shoal_comm_destroy(c);
     return rc;

@@ -31,6 +31,8 @@ typedef struct {
     const char *resume_path;    /* continue exactly where that checkpoint stopped */
     int64_t save_every_steps;   /* 0: only at the end */
     const char *logdir;         /* TensorBoard event files; NULL: none */
+    int64_t histogram_every_steps; /* with logdir: weight and gradient histograms per layer
+                                   every this many steps; 0: none */
     int eval_each_epoch;        /* 1: test accuracy after every epoch (and at the end) */
     int log_every_steps;        /* plain lines: one per this many steps; 0: epoch lines only */
     int quiet;                  /* 1: no lines at all, only the report */
