@@ -193,6 +193,12 @@ static shoal_result run_ps_server(const sh_job_opts *o, shoal_comm *c, sh_job_re
     cfg.clock_log = o->server_log; /* each worker's clock and the spread */
     cfg.clock_log_ms = (int)log_ms;
     cfg.on_drop = shoal_job_note_dropped; /* the launcher stops waiting for that rank */
+    /* Server 0 writes the workers' clocks into the run's TensorBoard directory, beside
+     * worker 0's event file: TensorBoard shows one run with both. */
+    sh_tb *tb = NULL;
+    if (rc == SHOAL_OK && o->train.logdir && r->rank == 0) rc = sh_tb_open(o->train.logdir, &tb);
+    if (tb) sh_tb_set_autoflush(tb, 0);
+    cfg.tb = tb;
     sh_ps_server *s = NULL;
     if (rc == SHOAL_OK) rc = sh_ps_server_create(c, &cfg, sh_net_params(model), &s);
     sh_net_destroy(model);
@@ -202,6 +208,7 @@ static shoal_result run_ps_server(const sh_job_opts *o, shoal_comm *c, sh_job_re
         r->has_server_stats = 1;
         sh_ps_server_destroy(s);
     }
+    sh_tb_close(tb);
     return rc;
 }
 

@@ -341,6 +341,20 @@ static void apply_push(sh_ps_server *s, int w, const float *g)
     (void)w;
 }
 
+/* The clocks in TensorBoard: the spread the consistency bound limits, and each worker's. */
+static shoal_result log_clocks_tb(sh_ps_server *s, int64_t rounds)
+{
+    int64_t mx, mn = min_live_clock(s, &mx);
+    if (mn != INT64_MAX) SH_TRY(sh_tb_scalar(s->cfg.tb, "ps/clock_spread", rounds, (float)(mx - mn)));
+    for (int w = 0; w < s->nworkers; w++) {
+        if (!s->alive[w]) continue;
+        char tag[32];
+        snprintf(tag, sizeof tag, "ps/clock/w%d", w);
+        SH_TRY(sh_tb_scalar(s->cfg.tb, tag, rounds, (float)s->clock[w]));
+    }
+    return sh_tb_flush(s->cfg.tb);
+}
+
 /* After each update: a checkpoint every save_every whole rounds, and the round hook. */
 static shoal_result after_update(sh_ps_server *s)
 {
@@ -348,6 +362,7 @@ static shoal_result after_update(sh_ps_server *s)
     if (s->updates % per_round) return SHOAL_OK;
     int64_t rounds = s->updates / per_round;
     sh_trace_set_step(rounds); /* the timeline's step window counts the servers' rounds */
+    if (s->cfg.tb) SH_TRY(log_clocks_tb(s, rounds));
     if (s->cfg.after_round) s->cfg.after_round(s->cfg.hook_ctx, s->k, rounds);
     if (s->cfg.save_path && s->cfg.save_every > 0 && rounds % s->cfg.save_every == 0) return server_save(s);
     return SHOAL_OK;

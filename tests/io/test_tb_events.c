@@ -13,6 +13,7 @@
 #include "base/util.h"
 #include "check.h"
 #include "io/tb_events.h"
+#include "lib/tfrecord.h"
 
 static char dir[64];
 
@@ -283,6 +284,56 @@ static void protobuf_library_decodes_the_same_events(void)
           "protobuf decoded:\n%s", out);
 }
 
+/* 1..10, a NaN and 0.5 five times: statistics over the 15 finite values, 30 buckets that
+ * count each value once, in (limit[k-1], limit[k]], and a buffered writer that shows its
+ * records after sh_tb_flush. */
+static void histogram_reads_back_with_exact_statistics(void)
+{
+    char logdir[128];
+    snprintf(logdir, sizeof logdir, "%s/histo", dir);
+    sh_tb *tb = NULL;
+    CHECK_OK(sh_tb_open(logdir, &tb));
+    if (!tb) return;
+    sh_tb_set_autoflush(tb, 0);
+    float v[16];
+    double sum = 0, sum_sq = 0;
+    for (int i = 0; i < 10; i++) v[i] = (float)(i + 1);
+    for (int i = 10; i < 15; i++) v[i] = 0.5f;
+    for (int i = 0; i < 15; i++) sum += v[i], sum_sq += (double)v[i] * v[i];
+    v[15] = NAN;
+    CHECK_OK(sh_tb_histogram(tb, "weights/conv 0", 7, v, 16));
+    CHECK_OK(sh_tb_histogram(tb, "empty", 8, v, 0));
+    CHECK_OK(sh_tb_flush(tb));
+    char path[512], err[256] = "";
+    snprintf(path, sizeof path, "%s", sh_tb_path(tb));
+    tbr_event *ev = NULL;
+    int n = tbr_read_file(path, &ev, err, sizeof err);
+    CHECK(n == 3, "records after flush: %d (%s)", n, err);
+    if (n == 3) {
+        const tbr_event *h = &ev[1];
+        CHECK(!strcmp(h->tag, "weights/conv 0") && h->step == 7 && h->has_histo && !h->has_value, "tag %s step %lld",
+              h->tag, (long long)h->step);
+        CHECK(h->hmin == 0.5 && h->hmax == 10 && h->hnum == 15, "min %g max %g num %g", h->hmin, h->hmax, h->hnum);
+        CHECK_NEAR(h->hsum, sum, 1e-9);
+        CHECK_NEAR(h->hsum_sq, sum_sq, 1e-9);
+        CHECK(h->nlimits == 30 && h->ncounts == 30, "%d limits %d buckets", h->nlimits, h->ncounts);
+        int placed = 1;
+        for (int i = 0; i < 15 && h->nlimits == 30; i++) {
+            int k = 0;
+            while (k < 29 && v[i] > h->limit[k]) k++; /* the bucket whose (lo, hi] holds it */
+            double got = h->count[k];
+            placed &= got >= 1;
+        }
+        double total = 0;
+        for (int k = 0; k < h->ncounts; k++) total += h->count[k];
+        CHECK(placed && total == 15, "bucket counts add to %g", total);
+        CHECK(h->count[0] == 5, "the five 0.5s in the first bucket: %g", h->count[0]);
+        CHECK(ev[2].has_histo && ev[2].hnum == 0, "empty histogram: num %g", ev[2].hnum);
+    }
+    free(ev);
+    sh_tb_close(tb);
+}
+
 int main(void)
 {
     check_begin("test_tb_events", 20);
@@ -295,6 +346,7 @@ int main(void)
     RUN(scalars_read_back_with_tags_steps_and_values);
     RUN(two_writers_in_one_second_get_two_files);
     RUN(protobuf_library_decodes_the_same_events);
+    RUN(histogram_reads_back_with_exact_statistics);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
