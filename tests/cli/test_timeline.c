@@ -1,6 +1,6 @@
 /* test_timeline.c — proves `shoal train --timeline` (src/train/timeline.c, base/trace.c and
  * the recording points): the file is valid JSON in Chrome's trace-event format (read back
- * by an independent parser, tests/lib/json.c), every event is complete (ph X with a
+ * by src/io/json.c, which shares no code with the writer), every event is complete (ph X with a
  * duration; no B without E), each rank is one pid with named tracks, -n 2 gives two pids,
  * every bucket's allreduce lies inside the step that produced it and names its algorithm
  * and transport, --timeline-steps keeps only its window, the clock offsets are within half
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "lib/json.h"
+#include "io/json.h"
 #include "lib/run.h"
 #include "train/tiny_data.h"
 
@@ -24,46 +24,46 @@ static int run(const char *args)
     return sh_test_run(cmd, out, sizeof out);
 }
 
-static tj *load(const char *name)
+static sh_json *load(const char *name)
 {
     char err[256] = "";
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    tj *t = tj_parse_file(path, err, sizeof err);
+    sh_json *t = sh_json_parse_file(path, err, sizeof err);
     CHECK(t != NULL, "%s is not valid JSON: %s", path, err);
     return t;
 }
 
-static const tj *events(const tj *doc)
+static const sh_json *events(const sh_json *doc)
 {
-    const tj *ev = tj_get(doc, "traceEvents");
-    CHECK(ev && ev->kind == TJ_ARR && ev->n > 0, "no traceEvents array");
-    return ev && ev->kind == TJ_ARR ? ev : NULL;
+    const sh_json *ev = sh_json_get(doc, "traceEvents");
+    CHECK(ev && ev->kind == SH_JSON_ARR && ev->n > 0, "no traceEvents array");
+    return ev && ev->kind == SH_JSON_ARR ? ev : NULL;
 }
 
-static long step_of(const tj *e)
+static long step_of(const sh_json *e)
 {
-    return (long)tj_num(tj_get(e, "args"), "step", -1);
+    return (long)sh_json_num(sh_json_get(e, "args"), "step", -1);
 }
 
 /* Every event is complete or metadata, has a pid and tid, X events a duration >= 0 and a
  * time >= 0; B and E (if any writer ever emits them) pair up per track. Returns the number
  * of X events; pids seen go into pid_seen[]. */
-static size_t check_structure(const tj *ev, int *pid_seen, int npids)
+static size_t check_structure(const sh_json *ev, int *pid_seen, int npids)
 {
     size_t nx = 0;
     long open_b[64] = {0};
     for (size_t i = 0; i < ev->n; i++) {
-        const tj *e = &ev->items[i];
-        const char *ph = tj_str(e, "ph");
-        double pid = tj_num(e, "pid", -1), tid = tj_num(e, "tid", -1);
-        CHECK(ph && tj_str(e, "name"), "event %zu without ph or name", i);
+        const sh_json *e = &ev->items[i];
+        const char *ph = sh_json_str(e, "ph");
+        double pid = sh_json_num(e, "pid", -1), tid = sh_json_num(e, "tid", -1);
+        CHECK(ph && sh_json_str(e, "name"), "event %zu without ph or name", i);
         CHECK(pid >= 0 && pid < npids && tid >= 0, "event %zu: pid %g tid %g", i, pid, tid);
         if (!ph || pid < 0 || pid >= npids) continue;
         pid_seen[(int)pid] = 1;
         if (!strcmp(ph, "X")) {
             nx++;
-            CHECK(tj_num(e, "dur", -1) >= 0 && tj_num(e, "ts", -1) >= 0, "event %zu: ts %g dur %g", i,
-                  tj_num(e, "ts", -1), tj_num(e, "dur", -1));
+            CHECK(sh_json_num(e, "dur", -1) >= 0 && sh_json_num(e, "ts", -1) >= 0, "event %zu: ts %g dur %g", i,
+                  sh_json_num(e, "ts", -1), sh_json_num(e, "dur", -1));
             CHECK(step_of(e) >= 0, "event %zu has no step", i);
         } else if (!strcmp(ph, "B") || !strcmp(ph, "E")) {
             open_b[((int)pid * 7 + (int)tid) % 64] += !strcmp(ph, "B") ? 1 : -1;
@@ -76,20 +76,20 @@ static size_t check_structure(const tj *ev, int *pid_seen, int npids)
 }
 
 /* Tracks that carry events have a thread_name; each pid a process_name. */
-static void check_track_names(const tj *ev, int npids)
+static void check_track_names(const sh_json *ev, int npids)
 {
     for (size_t i = 0; i < ev->n; i++) {
-        const tj *e = &ev->items[i];
-        const char *ph = tj_str(e, "ph");
+        const sh_json *e = &ev->items[i];
+        const char *ph = sh_json_str(e, "ph");
         if (!ph || strcmp(ph, "X")) continue;
-        double pid = tj_num(e, "pid", -1), tid = tj_num(e, "tid", -1);
+        double pid = sh_json_num(e, "pid", -1), tid = sh_json_num(e, "tid", -1);
         int named = 0;
         for (size_t j = 0; j < ev->n && !named; j++) {
-            const tj *m = &ev->items[j];
-            const char *mph = tj_str(m, "ph"), *mname = tj_str(m, "name");
+            const sh_json *m = &ev->items[j];
+            const char *mph = sh_json_str(m, "ph"), *mname = sh_json_str(m, "name");
             named = mph && !strcmp(mph, "M") && mname && !strcmp(mname, "thread_name") &&
-                    tj_num(m, "pid", -1) == pid && tj_num(m, "tid", -1) == tid &&
-                    tj_str(tj_get(m, "args"), "name");
+                    sh_json_num(m, "pid", -1) == pid && sh_json_num(m, "tid", -1) == tid &&
+                    sh_json_str(sh_json_get(m, "args"), "name");
         }
         CHECK(named, "track pid %g tid %g has no thread_name", pid, tid);
         if (!named) return;
@@ -97,21 +97,21 @@ static void check_track_names(const tj *ev, int npids)
     for (int p = 0; p < npids; p++) {
         int named = 0;
         for (size_t j = 0; j < ev->n; j++) {
-            const tj *m = &ev->items[j];
-            const char *mname = tj_str(m, "name");
-            named |= mname && !strcmp(mname, "process_name") && tj_num(m, "pid", -1) == p;
+            const sh_json *m = &ev->items[j];
+            const char *mname = sh_json_str(m, "name");
+            named |= mname && !strcmp(mname, "process_name") && sh_json_num(m, "pid", -1) == p;
         }
         CHECK(named, "pid %d has no process_name", p);
     }
 }
 
-static int count_cat(const tj *ev, int pid, const char *cat, const char *name)
+static int count_cat(const sh_json *ev, int pid, const char *cat, const char *name)
 {
     int n = 0;
     for (size_t i = 0; i < ev->n; i++) {
-        const tj *e = &ev->items[i];
-        const char *c = tj_str(e, "cat"), *nm = tj_str(e, "name");
-        n += tj_num(e, "pid", -1) == pid && c && !strcmp(c, cat) && (!name || (nm && !strcmp(nm, name)));
+        const sh_json *e = &ev->items[i];
+        const char *c = sh_json_str(e, "cat"), *nm = sh_json_str(e, "name");
+        n += sh_json_num(e, "pid", -1) == pid && c && !strcmp(c, cat) && (!name || (nm && !strcmp(nm, name)));
     }
     return n;
 }
@@ -120,8 +120,8 @@ static void one_rank_records_every_stage(void)
 {
     int rc = run("mlp.cfg --data . --max-steps 5 --threads 1 --quiet --timeline one.json");
     CHECK(rc == 0, "exit %d: %s", rc, out);
-    tj *doc = load("one.json");
-    const tj *ev = doc ? events(doc) : NULL;
+    sh_json *doc = load("one.json");
+    const sh_json *ev = doc ? events(doc) : NULL;
     if (!ev) goto done;
     int seen[1] = {0};
     CHECK(check_structure(ev, seen, 1) > 0, "no complete events");
@@ -136,7 +136,7 @@ static void one_rank_records_every_stage(void)
           count_cat(ev, 0, "backward", "connected 2"));
     CHECK(count_cat(ev, 0, "eval", NULL) == 1, "evaluation events %d", count_cat(ev, 0, "eval", NULL));
 done:
-    tj_free(doc);
+    sh_json_free(doc);
 }
 
 typedef struct {
@@ -149,8 +149,8 @@ static void two_ranks_two_pids_buckets_inside_steps(void)
 {
     int rc = run("mlp.cfg --data . -n 2 --max-steps 4 --threads 1 --quiet --bucket-mb 0.0001 --timeline two.json");
     CHECK(rc == 0, "exit %d: %s", rc, out);
-    tj *doc = load("two.json");
-    const tj *ev = doc ? events(doc) : NULL;
+    sh_json *doc = load("two.json");
+    const sh_json *ev = doc ? events(doc) : NULL;
     if (!ev) goto done;
     int seen[3] = {0};
     check_structure(ev, seen, 3);
@@ -159,31 +159,31 @@ static void two_ranks_two_pids_buckets_inside_steps(void)
     span steps[2][8];
     memset(steps, 0, sizeof steps);
     for (size_t i = 0; i < ev->n; i++) {
-        const tj *e = &ev->items[i];
-        const char *c = tj_str(e, "cat");
+        const sh_json *e = &ev->items[i];
+        const char *c = sh_json_str(e, "cat");
         long s = step_of(e);
-        int p = (int)tj_num(e, "pid", -1);
+        int p = (int)sh_json_num(e, "pid", -1);
         if (!c || strcmp(c, "step") || s < 0 || s >= 8 || p < 0 || p > 1) continue;
-        steps[p][s].ts = tj_num(e, "ts", 0);
-        steps[p][s].end = steps[p][s].ts + tj_num(e, "dur", 0);
+        steps[p][s].ts = sh_json_num(e, "ts", 0);
+        steps[p][s].end = steps[p][s].ts + sh_json_num(e, "dur", 0);
     }
     int nbucket[2] = {0, 0}, buckets_seen[2][4] = {{0}};
     for (size_t i = 0; i < ev->n; i++) {
-        const tj *e = &ev->items[i];
-        const char *c = tj_str(e, "cat"), *nm = tj_str(e, "name");
-        double tid = tj_num(e, "tid", -1);
+        const sh_json *e = &ev->items[i];
+        const char *c = sh_json_str(e, "cat"), *nm = sh_json_str(e, "name");
+        double tid = sh_json_num(e, "tid", -1);
         if (!c || strcmp(c, "comm") || tid < 100) continue;
-        int p = (int)tj_num(e, "pid", -1);
+        int p = (int)sh_json_num(e, "pid", -1);
         long s = step_of(e);
-        const tj *args = tj_get(e, "args");
+        const sh_json *args = sh_json_get(e, "args");
         CHECK(s >= 0 && s < 4, "bucket event of step %ld", s);
         if (s < 0 || s >= 4 || p < 0 || p > 1) continue;
         nbucket[p]++;
-        int b = (int)tj_num(args, "bucket", -1);
+        int b = (int)sh_json_num(args, "bucket", -1);
         if (b >= 0 && b < 4) buckets_seen[p][b] = 1;
-        CHECK(tj_str(args, "algorithm") && tj_str(args, "transport") && tj_num(args, "bytes", 0) > 0,
+        CHECK(sh_json_str(args, "algorithm") && sh_json_str(args, "transport") && sh_json_num(args, "bytes", 0) > 0,
               "bucket event without algorithm, transport or bytes");
-        double ts = tj_num(e, "ts", 0), end = ts + tj_num(e, "dur", 0);
+        double ts = sh_json_num(e, "ts", 0), end = ts + sh_json_num(e, "dur", 0);
         /* the JSON keeps 3 decimals of µs: allow that rounding */
         CHECK(ts >= steps[p][s].ts - 0.002 && end <= steps[p][s].end + 0.002,
               "rank %d step %ld: bucket %d %s [%.3f, %.3f] outside the step [%.3f, %.3f]", p, s, b,
@@ -196,27 +196,27 @@ static void two_ranks_two_pids_buckets_inside_steps(void)
         CHECK(count_cat(ev, p, "step", "step") == 4, "rank %d: %d steps", p, count_cat(ev, p, "step", "step"));
     }
     /* one host, one clock: the measured offset is within the error bound of the exchange */
-    const tj *other = tj_get(doc, "otherData");
-    const tj *off = tj_get(other, "offset_ns"), *rtt = tj_get(other, "rtt_ns");
+    const sh_json *other = sh_json_get(doc, "otherData");
+    const sh_json *off = sh_json_get(other, "offset_ns"), *rtt = sh_json_get(other, "rtt_ns");
     CHECK(off && rtt && off->n == 2 && rtt->n == 2, "otherData lacks offset_ns / rtt_ns");
     if (off && rtt && off->n == 2 && rtt->n == 2) {
         double o = off->items[1].num, r = rtt->items[1].num;
         CHECK(r > 0 && fabs(o) <= r / 2 + 1000, "rank 1 offset %g ns with round trip %g ns", o, r);
     }
 done:
-    tj_free(doc);
+    sh_json_free(doc);
 }
 
 static void steps_window_keeps_only_its_steps(void)
 {
     int rc = run("other.cfg --data . --max-steps 6 --threads 1 --quiet --timeline win.json --timeline-steps 2:4");
     CHECK(rc == 0, "exit %d: %s", rc, out);
-    tj *doc = load("win.json");
-    const tj *ev = doc ? events(doc) : NULL;
+    sh_json *doc = load("win.json");
+    const sh_json *ev = doc ? events(doc) : NULL;
     if (!ev) goto done;
     int got[8] = {0};
     for (size_t i = 0; i < ev->n; i++) {
-        const char *ph = tj_str(&ev->items[i], "ph");
+        const char *ph = sh_json_str(&ev->items[i], "ph");
         if (!ph || strcmp(ph, "X")) continue;
         long s = step_of(&ev->items[i]);
         CHECK(s == 2 || s == 3, "event of step %ld outside 2:4", s);
@@ -224,7 +224,7 @@ static void steps_window_keeps_only_its_steps(void)
     }
     CHECK(got[2] > 0 && got[3] > 0, "steps 2 and 3 missing: %d %d", got[2], got[3]);
 done:
-    tj_free(doc);
+    sh_json_free(doc);
 }
 
 static void parameter_server_pulls_and_pushes_carry_clocks(void)
@@ -232,8 +232,8 @@ static void parameter_server_pulls_and_pushes_carry_clocks(void)
     int rc = run("other.cfg --data . --ps -n 2 --max-steps 4 --threads 1 --quiet --consistency ssp --staleness 1 "
                  "--timeline ps.json");
     CHECK(rc == 0, "exit %d: %s", rc, out);
-    tj *doc = load("ps.json");
-    const tj *ev = doc ? events(doc) : NULL;
+    sh_json *doc = load("ps.json");
+    const sh_json *ev = doc ? events(doc) : NULL;
     if (!ev) goto done;
     int seen[4] = {0};
     check_structure(ev, seen, 4);
@@ -245,13 +245,13 @@ static void parameter_server_pulls_and_pushes_carry_clocks(void)
     CHECK(count_cat(ev, 0, "ps", "push") >= 6, "server applied %d pushes", count_cat(ev, 0, "ps", "push"));
     int clocks_ok = 1;
     for (size_t i = 0; i < ev->n; i++) {
-        const tj *e = &ev->items[i];
-        const char *c = tj_str(e, "cat");
-        if (c && !strcmp(c, "ps")) clocks_ok &= tj_num(tj_get(e, "args"), "clock", -1) >= 0;
+        const sh_json *e = &ev->items[i];
+        const char *c = sh_json_str(e, "cat");
+        if (c && !strcmp(c, "ps")) clocks_ok &= sh_json_num(sh_json_get(e, "args"), "clock", -1) >= 0;
     }
     CHECK(clocks_ok, "a parameter-server event without its clock");
 done:
-    tj_free(doc);
+    sh_json_free(doc);
 }
 
 static void bad_flags_are_refused_in_one_line(void)

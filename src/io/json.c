@@ -1,6 +1,7 @@
-/* json.c — the tests' JSON reader (json.h): recursive descent over the RFC 8259 grammar.
- * Not here: anything shoal itself uses. */
-#include "json.h"
+/* json.c — the JSON reader (json.h): recursive descent over the RFC 8259 grammar, nesting
+ * bounded (64) so hostile input cannot exhaust the stack.
+ * Not here: writing JSON. Proved by tests/io/test_json.c. */
+#include "io/json.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +17,14 @@ typedef struct {
 
 static void fail(parser *p, const char *why)
 {
-    if (!p->failed && p->err) snprintf(p->err, p->err_nbytes, "byte %zu: %s", p->pos, why);
+    if (!p->failed && p->err) {
+        size_t line = 1, col = 1;
+        for (size_t i = 0; i < p->pos && p->s[i]; i++) {
+            if (p->s[i] == '\n') line++, col = 1;
+            else col++;
+        }
+        snprintf(p->err, p->err_nbytes, "line %zu, column %zu: %s", line, col, why);
+    }
     p->failed = 1;
 }
 
@@ -25,7 +33,7 @@ static void skip_ws(parser *p)
     while (p->s[p->pos] == ' ' || p->s[p->pos] == '\t' || p->s[p->pos] == '\n' || p->s[p->pos] == '\r') p->pos++;
 }
 
-static int value(parser *p, tj *out, int depth);
+static int value(parser *p, sh_json *out, int depth);
 
 static char *string(parser *p)
 {
@@ -36,6 +44,7 @@ static char *string(parser *p)
     p->pos++;
     size_t cap = 16, n = 0;
     char *b = malloc(cap);
+    if (!b) return fail(p, "out of memory"), NULL;
     for (;;) {
         char c = p->s[p->pos++];
         if (c == 0 || (unsigned char)c < 0x20) {
@@ -76,14 +85,21 @@ static char *string(parser *p)
                 return NULL;
             }
         }
-        if (n + 2 > cap) b = realloc(b, cap *= 2);
+        if (n + 2 > cap) {
+            char *g = realloc(b, cap *= 2);
+            if (!g) {
+                free(b);
+                return fail(p, "out of memory"), NULL;
+            }
+            b = g;
+        }
         b[n++] = c;
     }
     b[n] = 0;
     return b;
 }
 
-static int number(parser *p, tj *out)
+static int number(parser *p, sh_json *out)
 {
     const char *start = p->s + p->pos;
     size_t i = p->pos;
@@ -102,24 +118,31 @@ static int number(parser *p, tj *out)
         if (!(p->s[i] >= '0' && p->s[i] <= '9')) return fail(p, "bad exponent"), 0;
         while (p->s[i] >= '0' && p->s[i] <= '9') i++;
     }
-    out->kind = TJ_NUM;
+    out->kind = SH_JSON_NUM;
     out->num = strtod(start, NULL);
     p->pos = i;
     return 1;
 }
 
-static int push(tj *v, size_t *cap)
+static int push(sh_json *v, size_t *cap)
 {
     if (v->n == *cap) {
-        *cap = *cap ? *cap * 2 : 8;
-        v->items = realloc(v->items, *cap * sizeof *v->items);
-        if (v->kind == TJ_OBJ) v->keys = realloc(v->keys, *cap * sizeof *v->keys);
+        size_t grown = *cap ? *cap * 2 : 8;
+        sh_json *items = realloc(v->items, grown * sizeof *v->items);
+        if (!items) return 0;
+        v->items = items;
+        if (v->kind == SH_JSON_OBJ) {
+            char **keys = realloc(v->keys, grown * sizeof *v->keys);
+            if (!keys) return 0;
+            v->keys = keys;
+        }
+        *cap = grown;
     }
     memset(&v->items[v->n], 0, sizeof v->items[0]);
     return 1;
 }
 
-static int container(parser *p, tj *out, int depth, char close)
+static int container(parser *p, sh_json *out, int depth, char close)
 {
     size_t cap = 0;
     p->pos++;
@@ -130,60 +153,62 @@ static int container(parser *p, tj *out, int depth, char close)
     }
     for (;;) {
         skip_ws(p);
-        push(out, &cap);
-        if (out->kind == TJ_OBJ) {
+        if (!push(out, &cap)) return fail(p, "out of memory"), 0;
+        if (out->kind == SH_JSON_OBJ) {
             char *k = string(p);
             if (!k) return 0;
             out->keys[out->n] = k;
             skip_ws(p);
-            if (p->s[p->pos++] != ':') {
+            if (p->s[p->pos] != ':') {
                 out->n++;
                 return fail(p, "expected ':'"), 0;
             }
+            p->pos++;
         }
         int ok = value(p, &out->items[out->n], depth + 1);
         out->n++;
         if (!ok) return 0;
         skip_ws(p);
-        char c = p->s[p->pos++];
+        char c = p->s[p->pos];
+        if (c != close && c != ',') return fail(p, close == ']' ? "expected ',' or ']'" : "expected ',' or '}'"), 0;
+        p->pos++;
         if (c == close) return 1;
-        if (c != ',') return fail(p, close == ']' ? "expected ',' or ']'" : "expected ',' or '}'"), 0;
     }
 }
 
-static int value(parser *p, tj *out, int depth)
+static int value(parser *p, sh_json *out, int depth)
 {
     if (depth > 64) return fail(p, "nested too deep"), 0;
     skip_ws(p);
     char c = p->s[p->pos];
     if (c == '{') {
-        out->kind = TJ_OBJ;
+        out->kind = SH_JSON_OBJ;
         return container(p, out, depth, '}');
     }
     if (c == '[') {
-        out->kind = TJ_ARR;
+        out->kind = SH_JSON_ARR;
         return container(p, out, depth, ']');
     }
     if (c == '"') {
-        out->kind = TJ_STR;
+        out->kind = SH_JSON_STR;
         out->str = string(p);
         return out->str != NULL;
     }
     if (!strncmp(p->s + p->pos, "true", 4) || !strncmp(p->s + p->pos, "false", 5)) {
-        out->kind = TJ_BOOL;
+        out->kind = SH_JSON_BOOL;
         out->num = c == 't';
         p->pos += c == 't' ? 4 : 5;
         return 1;
     }
     if (!strncmp(p->s + p->pos, "null", 4)) {
-        out->kind = TJ_NULL;
+        out->kind = SH_JSON_NULL;
         p->pos += 4;
         return 1;
     }
     return number(p, out);
 }
 
-static void free_inner(tj *v)
+static void free_inner(sh_json *v)
 {
     for (size_t i = 0; i < v->n; i++) {
         free_inner(&v->items[i]);
@@ -194,10 +219,14 @@ static void free_inner(tj *v)
     free(v->str);
 }
 
-tj *tj_parse(const char *text, char *err, size_t err_nbytes)
+sh_json *sh_json_parse(const char *text, char *err, size_t err_nbytes)
 {
     parser p = {text, 0, err, err_nbytes, 0};
-    tj *v = calloc(1, sizeof *v);
+    sh_json *v = calloc(1, sizeof *v);
+    if (!v) {
+        snprintf(err, err_nbytes, "out of memory");
+        return NULL;
+    }
     int ok = value(&p, v, 0);
     skip_ws(&p);
     if (ok && text[p.pos] != 0) {
@@ -205,13 +234,13 @@ tj *tj_parse(const char *text, char *err, size_t err_nbytes)
         ok = 0;
     }
     if (!ok) {
-        tj_free(v);
+        sh_json_free(v);
         return NULL;
     }
     return v;
 }
 
-tj *tj_parse_file(const char *path, char *err, size_t err_nbytes)
+sh_json *sh_json_parse_file(const char *path, char *err, size_t err_nbytes)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -221,38 +250,43 @@ tj *tj_parse_file(const char *path, char *err, size_t err_nbytes)
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
+    char *b = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (!b) {
+        fclose(f);
+        snprintf(err, err_nbytes, "cannot read %s", path);
+        return NULL;
+    }
     size_t got = fread(b, 1, (size_t)n, f);
     fclose(f);
     b[got] = 0;
-    tj *v = tj_parse(b, err, err_nbytes);
+    sh_json *v = sh_json_parse(b, err, err_nbytes);
     free(b);
     return v;
 }
 
-void tj_free(tj *v)
+void sh_json_free(sh_json *v)
 {
     if (!v) return;
     free_inner(v);
     free(v);
 }
 
-const tj *tj_get(const tj *v, const char *key)
+const sh_json *sh_json_get(const sh_json *v, const char *key)
 {
-    if (!v || v->kind != TJ_OBJ) return NULL;
+    if (!v || v->kind != SH_JSON_OBJ) return NULL;
     for (size_t i = 0; i < v->n; i++)
         if (!strcmp(v->keys[i], key)) return &v->items[i];
     return NULL;
 }
 
-double tj_num(const tj *v, const char *key, double dflt)
+double sh_json_num(const sh_json *v, const char *key, double dflt)
 {
-    const tj *m = tj_get(v, key);
-    return m && m->kind == TJ_NUM ? m->num : dflt;
+    const sh_json *m = sh_json_get(v, key);
+    return m && m->kind == SH_JSON_NUM ? m->num : dflt;
 }
 
-const char *tj_str(const tj *v, const char *key)
+const char *sh_json_str(const sh_json *v, const char *key)
 {
-    const tj *m = tj_get(v, key);
-    return m && m->kind == TJ_STR ? m->str : NULL;
+    const sh_json *m = sh_json_get(v, key);
+    return m && m->kind == SH_JSON_STR ? m->str : NULL;
 }
