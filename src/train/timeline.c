@@ -333,6 +333,9 @@ shoal_result sh_timeline_finish(sh_timeline *tl)
         if (rc == SHOAL_OK) rc = write_file(tl, parts, col, col + world, col + 2 * world, col + 3 * world);
         for (int r = 1; r < world; r++) free(parts[r]);
     }
+    /* A blocking send returns once the message is copied out; the sender must not tear the
+     * communicator down before rank 0 holds it all. */
+    if (rc == SHOAL_OK && tl->c && world > 1) rc = shoal_barrier(tl->c);
     free(parts);
     free(col);
     free(all);

@@ -299,6 +299,8 @@ static shoal_result log_step(sh_trainer *t, int64_t step, float loss, double acc
     SH_TRY(sh_tb_scalar(tb, "train/loss", at, loss));
     SH_TRY(sh_tb_scalar(tb, "train/accuracy", at, (float)acc));
     SH_TRY(sh_tb_scalar(tb, "train/learning_rate", at, sh_lr_at(&t->lr, step)));
+    /* epochs done, so `shoal plot --x epoch` can place every point */
+    SH_TRY(sh_tb_scalar(tb, "train/epoch", at, (float)((double)at / (double)sh_loader_steps_per_epoch(t->loader))));
     /* images of every rank: each takes the same step time (they wait for each other) */
     SH_TRY(sh_tb_scalar(tb, "train/images_per_s", at,
                         step_s > 0 ? (float)((double)t->last_n * t->strategy->world / step_s) : 0));
