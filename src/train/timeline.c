@@ -4,7 +4,8 @@
  * Proved by tests/cli/test_timeline.c.
  *
  * Clock alignment (NTP's idea, Cristian's algorithm): rank r sends rank 0 a ping at t0 of
- * its clock, rank 0 answers with T of its clock, r reads t1. If the answer took half the
+ * its clock, rank 0 answers with T of its clock, r reads t1 (both legs are broadcasts, see
+ * align_clocks). If the answer took half the
  * round trip, T happened at (t0 + t1) / 2 of r's clock, so offset = T - (t0 + t1) / 2 and
  * the error is at most (t1 - t0) / 2. Of ALIGN_ROUNDS rounds the one with the smallest
  * round trip wins. Every event's time is then local + offset - rank 0's start, in µs. */
@@ -22,7 +23,6 @@
 #include "base/util.h"
 
 #define ALIGN_ROUNDS 16
-#define TIMELINE_TAG 20496 /* point-to-point tag of the exchange, apart from PS_TAG_* */
 
 struct sh_timeline {
     shoal_comm *c;           /* borrowed; NULL alone */
@@ -62,35 +62,29 @@ bad:
                    "B-1, counted from 0), A: (from A to the end) or A (one step)", text);
 }
 
-/* Rank r's side of the exchange, r > 0. */
-static shoal_result align_with_rank0(sh_timeline *tl)
+/* Every rank's offset to rank 0, one rank r after the other. The ping is a broadcast rooted
+ * at r, the answer a broadcast rooted at 0 carrying rank 0's clock, read between the two:
+ * rank 0 cannot finish the first before r started it, nor r the second before rank 0
+ * started it, so rank 0's reading lies inside r's round trip (the bound above holds). Every
+ * rank joins each broadcast (collectives, not point-to-point messages: the tested path). */
+static shoal_result align_clocks(sh_timeline *tl)
 {
-    int64_t best_rtt = INT64_MAX;
-    for (int k = 0; k < ALIGN_ROUNDS; k++) {
-        uint64_t ping = sh_now_ns(), ref = 0;
-        SH_TRY(shoal_send(tl->c, &ping, 1, SHOAL_INT64, 0, TIMELINE_TAG));
-        SH_TRY(shoal_recv(tl->c, &ref, 1, SHOAL_INT64, 0, TIMELINE_TAG));
-        uint64_t pong = sh_now_ns();
-        int64_t rtt = (int64_t)(pong - ping);
-        if (rtt < best_rtt) {
-            best_rtt = rtt;
-            tl->offset_ns = (int64_t)ref - (int64_t)(ping + (uint64_t)rtt / 2);
-        }
-    }
-    tl->rtt_ns = best_rtt;
-    return SHOAL_OK;
-}
-
-/* Rank 0 answers every other rank's pings, one rank after the other. */
-static shoal_result answer_pings(sh_timeline *tl)
-{
-    for (int r = 1; r < tl->world; r++)
+    for (int r = 1; r < tl->world; r++) {
+        int64_t best_rtt = INT64_MAX;
         for (int k = 0; k < ALIGN_ROUNDS; k++) {
-            uint64_t ping = 0;
-            SH_TRY(shoal_recv(tl->c, &ping, 1, SHOAL_INT64, r, TIMELINE_TAG));
-            uint64_t now = sh_now_ns();
-            SH_TRY(shoal_send(tl->c, &now, 1, SHOAL_INT64, r, TIMELINE_TAG));
+            int64_t ping = (int64_t)sh_now_ns(), ref = 0;
+            SH_TRY(shoal_broadcast(tl->c, &ping, &ping, 1, SHOAL_INT64, r));
+            if (tl->rank == 0) ref = (int64_t)sh_now_ns();
+            SH_TRY(shoal_broadcast(tl->c, &ref, &ref, 1, SHOAL_INT64, 0));
+            if (tl->rank != r) continue;
+            int64_t pong = (int64_t)sh_now_ns(), rtt = pong - ping;
+            if (rtt < best_rtt) {
+                best_rtt = rtt;
+                tl->offset_ns = ref - (ping + rtt / 2);
+            }
         }
+        if (tl->rank == r) tl->rtt_ns = best_rtt;
+    }
     return SHOAL_OK;
 }
 
@@ -118,7 +112,7 @@ shoal_result sh_timeline_start(shoal_comm *c, const char *path, int64_t step_lo,
         if (r == SHOAL_OK && !all_ok && rc == SHOAL_OK)
             r = SH_FAIL(SHOAL_ERR_IO, "--timeline %s: rank 0 cannot create the file", path);
         if (rc == SHOAL_OK) rc = r;
-        if (rc == SHOAL_OK) rc = tl->rank == 0 ? answer_pings(tl) : align_with_rank0(tl);
+        if (rc == SHOAL_OK) rc = align_clocks(tl);
         uint64_t base = sh_now_ns();
         if (rc == SHOAL_OK) rc = shoal_broadcast(c, &base, &base, 1, SHOAL_INT64, 0);
         tl->base_ns = base;
@@ -319,23 +313,28 @@ shoal_result sh_timeline_finish(sh_timeline *tl)
     if (!all || !col || !parts) rc = SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
     if (rc == SHOAL_OK && tl->c && world > 1) rc = shoal_allgather(tl->c, mine, all, 4, SHOAL_INT64);
     else if (all) memcpy(all, mine, sizeof mine);
-    if (rc == SHOAL_OK && tl->rank != 0 && s.n)
-        rc = shoal_send(tl->c, s.b, s.n, SHOAL_UINT8, 0, TIMELINE_TAG);
-    if (rc == SHOAL_OK && tl->rank == 0) {
-        for (int r = 0; r < world; r++)
-            for (int k = 0; k < 4; k++) col[k * world + r] = all[r * 4 + k];
-        parts[0] = s.b;
-        for (int r = 1; r < world && rc == SHOAL_OK; r++) {
-            parts[r] = malloc((size_t)col[r] + 1);
-            if (!parts[r]) rc = SH_FAIL(SHOAL_ERR_NOMEM, "--timeline: out of memory for rank %d's events", r);
-            else if (col[r]) rc = shoal_recv(tl->c, parts[r], (size_t)col[r], SHOAL_UINT8, r, TIMELINE_TAG);
-        }
-        if (rc == SHOAL_OK) rc = write_file(tl, parts, col, col + world, col + 2 * world, col + 3 * world);
-        for (int r = 1; r < world; r++) free(parts[r]);
+    for (int r = 0; r < world; r++)
+        for (int k = 0; all && col && k < 4; k++) col[k * world + r] = all[r * 4 + k];
+    /* Each rank's part reaches rank 0 by a broadcast rooted at that rank: every rank takes
+     * part (the others drop what they get), through the collectives' tested paths. */
+    int64_t most = 0;
+    for (int r = 1; rc == SHOAL_OK && r < world; r++)
+        if (col[r] > most) most = col[r];
+    char *scratch = most ? malloc((size_t)most) : NULL;
+    if (most && !scratch) rc = SH_FAIL(SHOAL_ERR_NOMEM, "--timeline: out of memory for %lld bytes of events",
+                                       (long long)most);
+    if (rc == SHOAL_OK && parts) parts[0] = s.b;
+    for (int r = 1; rc == SHOAL_OK && r < world; r++) {
+        if (!col[r]) continue;
+        char *buf = tl->rank == r ? s.b : scratch;
+        if (tl->rank == 0 && !(buf = parts[r] = malloc((size_t)col[r])))
+            rc = SH_FAIL(SHOAL_ERR_NOMEM, "--timeline: out of memory for rank %d's events", r);
+        if (rc == SHOAL_OK) rc = shoal_broadcast(tl->c, buf, buf, (size_t)col[r], SHOAL_UINT8, r);
     }
-    /* A blocking send returns once the message is copied out; the sender must not tear the
-     * communicator down before rank 0 holds it all. */
-    if (rc == SHOAL_OK && tl->c && world > 1) rc = shoal_barrier(tl->c);
+    free(scratch);
+    if (rc == SHOAL_OK && tl->rank == 0)
+        rc = write_file(tl, parts, col, col + world, col + 2 * world, col + 3 * world);
+    for (int r = 1; parts && r < world; r++) free(parts[r]);
     free(parts);
     free(col);
     free(all);

@@ -145,9 +145,14 @@ typedef struct {
 
 /* -n 2 with one bucket per layer: two pids; each bucket's queued and allreduce events fall
  * inside the step event of the same rank and step, and say how they travelled. */
+/* enough steps that each rank's part of the file runs to a few hundred kilobytes */
+#define TWO_STEPS 40
+
 static void two_ranks_two_pids_buckets_inside_steps(void)
 {
-    int rc = run("mlp.cfg --data . -n 2 --max-steps 4 --threads 1 --quiet --bucket-mb 0.0001 --timeline two.json");
+    char cmdargs[256];
+    snprintf(cmdargs, sizeof cmdargs, "mlp.cfg --data . -n 2 --max-steps %d --threads 1 --quiet --bucket-mb 0.0001 --timeline two.json", TWO_STEPS);
+    int rc = run(cmdargs);
     CHECK(rc == 0, "exit %d: %s", rc, out);
     sh_json *doc = load("two.json");
     const sh_json *ev = doc ? events(doc) : NULL;
@@ -156,14 +161,14 @@ static void two_ranks_two_pids_buckets_inside_steps(void)
     check_structure(ev, seen, 3);
     CHECK(seen[0] && seen[1] && !seen[2], "pids seen: %d %d %d", seen[0], seen[1], seen[2]);
     check_track_names(ev, 2);
-    span steps[2][8];
+    span steps[2][TWO_STEPS];
     memset(steps, 0, sizeof steps);
     for (size_t i = 0; i < ev->n; i++) {
         const sh_json *e = &ev->items[i];
         const char *c = sh_json_str(e, "cat");
         long s = step_of(e);
         int p = (int)sh_json_num(e, "pid", -1);
-        if (!c || strcmp(c, "step") || s < 0 || s >= 8 || p < 0 || p > 1) continue;
+        if (!c || strcmp(c, "step") || s < 0 || s >= TWO_STEPS || p < 0 || p > 1) continue;
         steps[p][s].ts = sh_json_num(e, "ts", 0);
         steps[p][s].end = steps[p][s].ts + sh_json_num(e, "dur", 0);
     }
@@ -176,8 +181,8 @@ static void two_ranks_two_pids_buckets_inside_steps(void)
         int p = (int)sh_json_num(e, "pid", -1);
         long s = step_of(e);
         const sh_json *args = sh_json_get(e, "args");
-        CHECK(s >= 0 && s < 4, "bucket event of step %ld", s);
-        if (s < 0 || s >= 4 || p < 0 || p > 1) continue;
+        CHECK(s >= 0 && s < TWO_STEPS, "bucket event of step %ld", s);
+        if (s < 0 || s >= TWO_STEPS || p < 0 || p > 1) continue;
         nbucket[p]++;
         int b = (int)sh_json_num(args, "bucket", -1);
         if (b >= 0 && b < 4) buckets_seen[p][b] = 1;
@@ -190,10 +195,11 @@ static void two_ranks_two_pids_buckets_inside_steps(void)
               nm ? nm : "?", ts, end, steps[p][s].ts, steps[p][s].end);
     }
     for (int p = 0; p < 2; p++) {
-        /* mlp.cfg: two connected layers with weights -> two buckets, queued + allreduce each */
-        CHECK(nbucket[p] == 4 * 2 * 2, "rank %d: %d bucket events, want 16", p, nbucket[p]);
+        /* mlp.cfg: two connected layers with weights -> two buckets, queued + allreduce each,
+         * every step */
+        CHECK(nbucket[p] == TWO_STEPS * 2 * 2, "rank %d: %d bucket events, want %d", p, nbucket[p], TWO_STEPS * 4);
         CHECK(buckets_seen[p][0] && buckets_seen[p][1], "rank %d: buckets 0 and 1 not both seen", p);
-        CHECK(count_cat(ev, p, "step", "step") == 4, "rank %d: %d steps", p, count_cat(ev, p, "step", "step"));
+        CHECK(count_cat(ev, p, "step", "step") == TWO_STEPS, "rank %d: %d steps", p, count_cat(ev, p, "step", "step"));
     }
     /* one host, one clock: the measured offset is within the error bound of the exchange */
     const sh_json *other = sh_json_get(doc, "otherData");
