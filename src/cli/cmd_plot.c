@@ -137,8 +137,8 @@ static int plot_runs(char **runs, int nruns, const char **tags, int ntags, x_axi
                 memcpy(y, s->value, s->n * sizeof *y);
                 if (smooth_a > 0 && s->n > 2) smooth(y, s->n, smooth_a);
                 char nb_[256];
-                if (nruns > 1) snprintf(labels[ns], sizeof labels[ns], "%s: %s", run_name(runs[r], nb_, sizeof nb_), want[k]);
-                else snprintf(labels[ns], sizeof labels[ns], "%s", want[k]);
+                if (nruns > 1) snprintf(labels[ns], sizeof labels[ns], "%.96s: %.96s", run_name(runs[r], nb_, sizeof nb_), want[k]);
+                else snprintf(labels[ns], sizeof labels[ns], "%.190s", want[k]);
                 series[ns] = (sh_plot_series){labels[ns], x, y, s->n};
                 ns++;
                 panels[p].nseries++;
@@ -311,5 +311,12 @@ int sh_cmd_plot(int argc, char **argv)
         return sh_cli_usage_error("plot", bench ? "--bench needs benchmark output files"
                                                 : "give runs' --logdir directories, --timeline TRACE or --bench FILES");
     if (bench) return plot_bench(inputs, ninputs, out, title);
+    for (int i = 0; i < ninputs; i++) {
+        size_t len = strlen(inputs[i]);
+        if (len > 5 && !strcmp(inputs[i] + len - 5, ".json"))
+            return sh_cli_usage_error("plot", "%s: runs are read from their --logdir (a train --json line holds only "
+                                      "the final figures); for a trace use --timeline, for benchmark rows --bench",
+                                      inputs[i]);
+    }
     return plot_runs(inputs, ninputs, tags, ntags, xa, smooth_a, out, title);
 }

@@ -341,6 +341,15 @@ static void apply_push(sh_ps_server *s, int w, const float *g)
     (void)w;
 }
 
+/* A checkpoint, on the timeline's checkpoint track when it records. */
+static shoal_result traced_save(sh_ps_server *s)
+{
+    uint64_t t0 = sh_trace_on() ? sh_now_ns() : 0;
+    shoal_result rc = server_save(s);
+    if (t0) sh_trace_span(SH_TRACK_CKPT, "checkpoint (server shard)", t0, sh_now_ns(), "updates", s->updates, NULL, 0);
+    return rc;
+}
+
 /* The clocks in TensorBoard: the spread the consistency bound limits, and each worker's. */
 static shoal_result log_clocks_tb(sh_ps_server *s, int64_t rounds)
 {
@@ -364,7 +373,7 @@ static shoal_result after_update(sh_ps_server *s)
     sh_trace_set_step(rounds); /* the timeline's step window counts the servers' rounds */
     if (s->cfg.tb) SH_TRY(log_clocks_tb(s, rounds));
     if (s->cfg.after_round) s->cfg.after_round(s->cfg.hook_ctx, s->k, rounds);
-    if (s->cfg.save_path && s->cfg.save_every > 0 && rounds % s->cfg.save_every == 0) return server_save(s);
+    if (s->cfg.save_path && s->cfg.save_every > 0 && rounds % s->cfg.save_every == 0) return traced_save(s);
     return SHOAL_OK;
 }
 
@@ -565,7 +574,7 @@ shoal_result sh_ps_server_run(sh_ps_server *s)
         answer_byes(s);
     }
     if (s->cfg.clock_log) log_clocks(s);
-    if (rc == SHOAL_OK && s->cfg.save_path) rc = server_save(s);
+    if (rc == SHOAL_OK && s->cfg.save_path) rc = traced_save(s);
     for (int tries = 0; s->ninflight && tries < 200; tries++) {
         reap(s);
         if (s->ninflight) {

@@ -14,7 +14,9 @@
 
 typedef struct sh_timeline sh_timeline;
 
-/* Start recording steps [step_lo, step_hi) (step_hi < 0: to the end). With a communicator
+/* One timeline per process (the recorder is process-wide): ranks run as threads of one
+ * process cannot each have their own.
+ * Start recording steps [step_lo, step_hi) (step_hi < 0: to the end). With a communicator
  * (NULL alone) this is collective: every rank measures its clock's offset to rank 0's by a
  * ping exchange (the round trip with the smallest time wins; the offset assumes the reply
  * took half of it). role names the process in the trace ("data-parallel rank"). */

@@ -160,6 +160,7 @@ static void bad_input_is_refused_in_one_line(void)
     CHECK(plot("runA -o x.png") == 2 && strstr(out, "SVG") && one_line(), "%s", out);
     CHECK(plot("runA --x hours") == 2 && strstr(out, "--x") && one_line(), "%s", out);
     CHECK(plot("runA --bogus") == 2 && strstr(out, "--bogus") && one_line(), "%s", out);
+    CHECK(plot("tl.json -o x.svg") == 2 && strstr(out, "--timeline") && one_line(), "%s", out);
     CHECK(plot("runA --tag no/such -o x.svg") == 1 && strstr(out, "no/such") && one_line(), "%s", out);
     CHECK(plot("") == 2 && one_line(), "%s", out);
     CHECK(plot("--timeline tl.json --steps 9:3") == 2 && strstr(out, "--steps") && one_line(), "%s", out);
