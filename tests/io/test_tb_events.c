@@ -234,9 +234,16 @@ static const char *const pb_reader_py =
     "import sys, struct\n"
     "from google.protobuf import descriptor_pb2, descriptor_pool, message_factory\n"
     "f = descriptor_pb2.FileDescriptorProto(name='e.proto', package='t', syntax='proto3')\n"
+    "h = f.message_type.add(name='HistogramProto')\n"
+    "for i, n in enumerate(['min', 'max', 'num', 'sum', 'sum_squares'], 1):\n"
+    "    h.field.add(name=n, number=i, type=1, label=1)\n"
+    "for i, n in ((6, 'bucket_limit'), (7, 'bucket')):\n"
+    "    h.field.add(name=n, number=i, type=1, label=3,\n"
+    "                options=descriptor_pb2.FieldOptions(packed=True))\n"
     "v = f.message_type.add(name='Value')\n"
     "v.field.add(name='tag', number=1, type=9, label=1)\n"
     "v.field.add(name='simple_value', number=2, type=2, label=1)\n"
+    "v.field.add(name='histo', number=5, type=11, label=1, type_name='.t.HistogramProto')\n"
     "s = f.message_type.add(name='Summary')\n"
     "s.field.add(name='value', number=1, type=11, label=3, type_name='.t.Value')\n"
     "e = f.message_type.add(name='Event')\n"
@@ -251,7 +258,12 @@ static const char *const pb_reader_py =
     "while pos < len(data):\n"
     "    (n,) = struct.unpack_from('<Q', data, pos); pos += 12\n"
     "    ev = Event(); ev.ParseFromString(data[pos:pos + n]); pos += n + 4\n"
-    "    for x in ev.summary.value: print(ev.step, x.tag, repr(x.simple_value))\n"
+    "    for x in ev.summary.value:\n"
+    "        if x.HasField('histo'):\n"
+    "            g = x.histo\n"
+    "            print(ev.step, x.tag, g.min, g.max, g.num, g.sum, g.sum_squares, len(g.bucket_limit),\n"
+    "                  sum(g.bucket), g.bucket_limit[-1])\n"
+    "        else: print(ev.step, x.tag, repr(x.simple_value))\n"
     "    if ev.file_version: print('version', ev.file_version)\n";
 
 static void protobuf_library_decodes_the_same_events(void)
@@ -271,6 +283,8 @@ static void protobuf_library_decodes_the_same_events(void)
     CHECK_OK(sh_tb_scalar(tb, "train/loss", 7, 0.125f));
     CHECK_OK(sh_tb_scalar(tb, "test/accuracy", 1234567890123LL, 0.875f));
     CHECK_OK(sh_tb_scalar(tb, "neg", -2, -3.5f));
+    const float hv[4] = {-1, 0.5f, 2, 2};
+    CHECK_OK(sh_tb_histogram(tb, "weights/conv 0", 9, hv, 4));
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s %s", script, sh_tb_path(tb));
     sh_tb_close(tb);
     char out[1024] = "";
@@ -280,7 +294,7 @@ static void protobuf_library_decodes_the_same_events(void)
     int st = p ? pclose(p) : -1;
     CHECK(st == 0, "python reader exit status %d: %s", st, out);
     CHECK(strcmp(out, "version brain.Event:2\n7 train/loss 0.125\n1234567890123 test/accuracy "
-                      "0.875\n-2 neg -3.5\n") == 0,
+                      "0.875\n-2 neg -3.5\n9 weights/conv 0 -1.0 2.0 4.0 3.5 9.25 30 4.0 2.0\n") == 0,
           "protobuf decoded:\n%s", out);
 }
 
