@@ -228,7 +228,7 @@ sh_json *sh_json_parse(const char *text, char *err, size_t err_nbytes)
         return NULL;
     }
     int ok = value(&p, v, 0);
-    skip_ws(&p);
+    if (ok) skip_ws(&p); /* after a failure pos may stand past the terminating NUL */
     if (ok && text[p.pos] != 0) {
         fail(&p, "text after the document");
         ok = 0;
