@@ -22,8 +22,9 @@ static const char usage_text[] =
     "Draw an SVG chart (a browser or an image viewer opens it) with axes, ticks, a legend\n"
     "and units.\n"
     "\n"
-    "  RUN...             runs' --logdir directories (or event files): the loss and the\n"
-    "                     accuracy, train and test, of every run side by side\n"
+    "  RUN...             runs' --logdir directories (or event files), or saved shoal train\n"
+    "                     --json outputs (RUN.json: one point per evaluation): the loss and\n"
+    "                     the accuracy, train and test, of every run side by side\n"
     "  --x AXIS           step (default), epoch, or time (seconds of wall time since the\n"
     "                     run's first record)\n"
     "  --tag TAG          draw these TensorBoard tags instead, one panel each (repeat):\n"
@@ -114,7 +115,11 @@ static int plot_runs(char **runs, int nruns, const char **tags, int ntags, x_axi
     memset(panels, 0, sizeof panels);
     size_t ns = 0, nb = 0;
     shoal_result rc = series && labels && bufs ? SHOAL_OK : SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
-    for (int i = 0; i < nruns && rc == SHOAL_OK; i++) rc = sh_tb_run_read(runs[i], &rr[i]);
+    for (int i = 0; i < nruns && rc == SHOAL_OK; i++) {
+        size_t len = strlen(runs[i]);
+        rc = len > 5 && !strcmp(runs[i] + len - 5, ".json") ? sh_train_json_read(runs[i], &rr[i])
+                                                            : sh_tb_run_read(runs[i], &rr[i]);
+    }
     for (int p = 0; p < npanels && rc == SHOAL_OK; p++) {
         const char *const *want = ntags ? &tags[p] : default_panels[p];
         int nwant = ntags ? 1 : 2;
@@ -311,12 +316,5 @@ int sh_cmd_plot(int argc, char **argv)
         return sh_cli_usage_error("plot", bench ? "--bench needs benchmark output files"
                                                 : "give runs' --logdir directories, --timeline TRACE or --bench FILES");
     if (bench) return plot_bench(inputs, ninputs, out, title);
-    for (int i = 0; i < ninputs; i++) {
-        size_t len = strlen(inputs[i]);
-        if (len > 5 && !strcmp(inputs[i] + len - 5, ".json"))
-            return sh_cli_usage_error("plot", "%s: runs are read from their --logdir (a train --json line holds only "
-                                      "the final figures); for a trace use --timeline, for benchmark rows --bench",
-                                      inputs[i]);
-    }
     return plot_runs(inputs, ninputs, tags, ntags, xa, smooth_a, out, title);
 }

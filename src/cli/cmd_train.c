@@ -49,7 +49,9 @@ static const char usage_text[] =
     "  --timeline-steps A:B  record only steps A..B-1 (counted from 0; A: to the end)\n"
     "  --json             end with one JSON object on stdout (lines go to stderr):\n"
     "                     accuracy, loss, images_per_s, epochs, steps, seconds, peak_rss_mb,\n"
-    "                     threads (kernel threads per rank)\n"
+    "                     threads (kernel threads per rank), history (every evaluation:\n"
+    "                     step, epoch, seconds, train_loss, test_accuracy, test_loss;\n"
+    "                     `shoal plot FILE.json` draws it)\n"
     "  --quiet            no progress lines\n"
     "  -n N               train on N ranks of this machine (shoal starts them); under\n"
     "                     shoal launch, mpirun or srun the job's ranks are used instead\n"
@@ -338,10 +340,17 @@ int sh_cmd_train(int argc, char **argv)
     if (json) {
         printf("{\"accuracy\":%.6f,\"loss\":%.6f,\"test_loss\":%.6f,\"images_per_s\":%.1f,"
                "\"epochs\":%.4f,\"steps\":%" PRId64 ",\"seconds\":%.3f,\"peak_rss_mb\":%.1f,"
-               "\"stopped\":%s,\"threads\":%d}\n",
+               "\"stopped\":%s,\"threads\":%d,\"history\":[",
                r->test_accuracy, r->train_loss, r->test_loss, r->images_per_s, r->epochs, r->steps,
                r->seconds, (double)r->peak_rss_nbytes / (1024.0 * 1024.0),
                r->stopped ? "true" : "false", r->threads);
+        for (int i = 0; i < r->nhistory; i++) {
+            const sh_epoch_point *h = &r->history[i];
+            printf("%s{\"step\":%" PRId64 ",\"epoch\":%.4f,\"seconds\":%.3f,\"train_loss\":%.6f,"
+                   "\"test_accuracy\":%.6f,\"test_loss\":%.6f}", i ? "," : "", h->step, h->epoch, h->seconds,
+                   h->train_loss, h->test_accuracy, h->test_loss);
+        }
+        printf("]}\n");
     } else if (!o->quiet && !r->stopped) {
         printf("test accuracy %.2f%%, test loss %.4f after %" PRId64 " steps (%.2f epochs) in "
                "%.1f s, %.0f images/s, peak RSS %.1f MB\n",

@@ -277,3 +277,59 @@ shoal_result sh_bench_curve_read(const char *path, sh_bench_curve *out)
     if (rc != SHOAL_OK) sh_bench_curve_fini(out);
     return rc;
 }
+
+shoal_result sh_train_json_read(const char *path, sh_tb_run *out)
+{
+    memset(out, 0, sizeof *out);
+    char *text = slurp(path);
+    if (!text) return SH_FAIL(SHOAL_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+    shoal_result rc = SHOAL_OK;
+    char err[160];
+    sh_json *doc = sh_json_parse(text, err, sizeof err); /* the whole file one document? */
+    if (doc && !sh_json_get(doc, "history")) {
+        if (sh_json_get(doc, "traceEvents"))
+            rc = SH_FAIL(SHOAL_ERR_FORMAT, "%s is a timeline; draw it with shoal plot --timeline %s", path, path);
+        else if (sh_json_get(doc, "rows"))
+            rc = SH_FAIL(SHOAL_ERR_FORMAT, "%s holds benchmark rows; draw it with shoal plot --bench %s", path, path);
+        sh_json_free(doc);
+        doc = NULL;
+    }
+    /* else the last line that is a JSON object with a history: the report of shoal train
+     * --json, perhaps behind a launcher's "[rank 0] " */
+    for (char *line = doc || rc != SHOAL_OK ? NULL : text; line && *line;) {
+        char *nl = strchr(line, '\n');
+        if (nl) *nl = 0;
+        char *l = skip_rank_prefix(line);
+        if (l[0] == '{') {
+            sh_json *v = sh_json_parse(l, err, sizeof err);
+            if (v && sh_json_get(v, "history")) {
+                sh_json_free(doc);
+                doc = v;
+            } else {
+                if (v && sh_json_get(v, "traceEvents"))
+                    rc = SH_FAIL(SHOAL_ERR_FORMAT, "%s is a timeline; draw it with shoal plot --timeline %s", path, path);
+                else if (v && sh_json_get(v, "rows"))
+                    rc = SH_FAIL(SHOAL_ERR_FORMAT, "%s holds benchmark rows; draw it with shoal plot --bench %s", path, path);
+                sh_json_free(v);
+            }
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    free(text);
+    const sh_json *h = doc ? sh_json_get(doc, "history") : NULL;
+    if (rc == SHOAL_OK && (!h || h->kind != SH_JSON_ARR))
+        rc = SH_FAIL(SHOAL_ERR_FORMAT, "%s: no shoal train --json report with a \"history\" in it; give that output "
+                     "or the run's --logdir", path);
+    for (size_t i = 0; rc == SHOAL_OK && i < h->n; i++) {
+        const sh_json *e = &h->items[i];
+        int64_t step = (int64_t)sh_json_num(e, "step", 0);
+        double wall = sh_json_num(e, "seconds", NAN);
+        static const char *const keys[3][2] = {
+            {"train_loss", "train/loss"}, {"test_loss", "test/loss"}, {"test_accuracy", "test/accuracy"}};
+        for (int k = 0; k < 3 && rc == SHOAL_OK; k++)
+            rc = sh_tb_run_add(out, keys[k][1], step, wall, sh_json_num(e, keys[k][0], NAN));
+        if (rc == SHOAL_OK) rc = sh_tb_run_add(out, "train/epoch", step, wall, sh_json_num(e, "epoch", NAN));
+    }
+    sh_json_free(doc);
+    return rc;
+}

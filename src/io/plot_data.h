@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "io/tb_read.h"
 #include "shoal/result.h"
 
 /* The stages of a step as the timeline names them, bottom of the bar first. */
@@ -44,5 +45,12 @@ typedef struct {
  * line number). Free with sh_bench_curve_fini. */
 shoal_result sh_bench_curve_read(const char *path, sh_bench_curve *out);
 void sh_bench_curve_fini(sh_bench_curve *c);
+
+/* A run from `shoal train --json` output (the JSON object, "[rank 0] " prefixes allowed):
+ * its history as the series train/loss, test/loss, test/accuracy and train/epoch, wall time
+ * in seconds since the run's start. Errors: SHOAL_ERR_IO, SHOAL_ERR_FORMAT (no JSON object
+ * with a "history" array; a trace or benchmark output is named as such). Free with
+ * sh_tb_run_fini. */
+shoal_result sh_train_json_read(const char *path, sh_tb_run *out);
 
 #endif

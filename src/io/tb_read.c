@@ -239,6 +239,11 @@ void sh_tb_run_fini(sh_tb_run *r)
     memset(r, 0, sizeof *r);
 }
 
+shoal_result sh_tb_run_add(sh_tb_run *r, const char *tag, int64_t step, double wall_time, double value)
+{
+    return add_point(r, tag, strlen(tag), step, wall_time, value);
+}
+
 const sh_tb_series *sh_tb_run_find(const sh_tb_run *r, const char *tag)
 {
     for (int i = 0; i < r->nseries; i++)

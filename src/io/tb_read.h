@@ -31,6 +31,9 @@ typedef struct {
  * caller frees with sh_tb_run_fini (also after an error). */
 shoal_result sh_tb_run_read(const char *path, sh_tb_run *out);
 void sh_tb_run_fini(sh_tb_run *r);
+/* Append one point to tag's series (made on first use): how other readers (a train --json
+ * history) fill a run. Errors: SHOAL_ERR_NOMEM. */
+shoal_result sh_tb_run_add(sh_tb_run *r, const char *tag, int64_t step, double wall_time, double value);
 /* The series of tag, or NULL. */
 const sh_tb_series *sh_tb_run_find(const sh_tb_run *r, const char *tag);
 

@@ -250,6 +250,15 @@ static shoal_result evaluate(sh_trainer *t, sh_train_report *r)
     if (nimg == 0) return SH_FAIL(SHOAL_ERR_INVALID, "evaluation: the test set has no images");
     r->test_accuracy = (double)ncorrect / (double)nimg;
     r->test_loss = loss_sum / (double)nimg;
+    if (r->nhistory < SH_HISTORY_MAX) {
+        sh_epoch_point *h = &r->history[r->nhistory++];
+        h->step = t->steps_done;
+        h->epoch = (double)t->steps_done / (double)sh_loader_steps_per_epoch(t->loader);
+        h->seconds = (double)(sh_now_ns() - t->run_start_ns) * 1e-9;
+        h->train_loss = r->train_loss;
+        h->test_accuracy = r->test_accuracy;
+        h->test_loss = r->test_loss;
+    }
     if (!t->tb) return SHOAL_OK;
     SH_TRY(sh_tb_scalar(t->tb, "test/accuracy", t->steps_done, (float)r->test_accuracy));
     SH_TRY(sh_tb_scalar(t->tb, "test/loss", t->steps_done, (float)r->test_loss));
@@ -370,6 +379,7 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
     int64_t nsteps = last > first ? last - first : 0;
     int64_t warmup = nsteps / 10 < WARMUP_STEPS_MAX ? nsteps / 10 : WARMUP_STEPS_MAX;
     uint64_t start_ns = sh_now_ns(), steady_ns = 0;
+    t->run_start_ns = start_ns;
     int64_t steady_steps = 0;
     double epoch_loss_sum = 0;
     int64_t epoch_loss_n = 0;

@@ -1,7 +1,7 @@
 /* test_plot.c — proves `shoal plot` (src/cli/cmd_plot.c, src/io/tb_read.c, plot_data.c) and
  * `shoal bench --plot` end to end: two real runs' --logdir give a chart whose polylines hold
  * one point per logged step, against steps, epochs or wall time, named in the legend; a
- * -n 2 timeline gives stacked bars for every step and rank; benchmark outputs in three
+ * saved train --json report gives one point per evaluation; a -n 2 timeline gives stacked bars for every step and rank; benchmark outputs in three
  * formats (shoal bench --json under launch, the peers' JSON lines, an nccl-tests table)
  * give one curve each; bad input (a missing run, a directory without event files, a
  * damaged event file, a non-JSON trace, a file without benchmark rows, .png, unknown
@@ -93,6 +93,24 @@ static void two_runs_draw_their_curves(void)
     CHECK(k == 2 && npts[0] == 9 && npts[1] == 9, "%d tag curves (%d, %d points)", k, npts[0], npts[1]);
 }
 
+/* a saved `shoal train --json` (here of two ranks: launcher prefixes and all) is a run too:
+ * one point per evaluation */
+static void train_json_output_is_a_run(void)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s train other.cfg --data . --epochs 3 --threads 1 --quiet --json -n 2 > r.json",
+             sh_test_shoal_bin());
+    int rc = sh("%s", cmd);
+    CHECK(rc == 0, "training: %s", out);
+    rc = plot("r.json -o j.svg --x epoch");
+    CHECK(rc == 0 && load("j.svg"), "exit %d: %s", rc, out);
+    int npts[8] = {0}, k = polyline_points(npts, 8);
+    /* train/loss, test/loss; test/accuracy (no per-step train accuracy in the report) */
+    CHECK(k == 3 && npts[0] == 3 && npts[1] == 3 && npts[2] == 3, "%d curves: %d %d %d points", k, npts[0], npts[1],
+          npts[2]);
+    CHECK(strstr(svg, ">test/accuracy<") && strstr(svg, ">epoch<"), "labels");
+}
+
 static void timeline_draws_a_bar_per_step_and_rank(void)
 {
     char cmd[1024];
@@ -160,7 +178,8 @@ static void bad_input_is_refused_in_one_line(void)
     CHECK(plot("runA -o x.png") == 2 && strstr(out, "SVG") && one_line(), "%s", out);
     CHECK(plot("runA --x hours") == 2 && strstr(out, "--x") && one_line(), "%s", out);
     CHECK(plot("runA --bogus") == 2 && strstr(out, "--bogus") && one_line(), "%s", out);
-    CHECK(plot("tl.json -o x.svg") == 2 && strstr(out, "--timeline") && one_line(), "%s", out);
+    CHECK(plot("tl.json -o x.svg") == 1 && strstr(out, "is a timeline") && strstr(out, "--timeline") && one_line(),
+          "%s", out);
     CHECK(plot("runA --tag no/such -o x.svg") == 1 && strstr(out, "no/such") && one_line(), "%s", out);
     CHECK(plot("") == 2 && one_line(), "%s", out);
     CHECK(plot("--timeline tl.json --steps 9:3") == 2 && strstr(out, "--steps") && one_line(), "%s", out);
@@ -174,6 +193,7 @@ int main(void)
         return check_end();
     }
     RUN(two_runs_draw_their_curves);
+    RUN(train_json_output_is_a_run);
     RUN(timeline_draws_a_bar_per_step_and_rank);
     RUN(benchmark_outputs_give_one_curve_each);
     RUN(bad_input_is_refused_in_one_line);
