@@ -197,6 +197,22 @@ shoal_result shoal_wait(shoal_request *req);
 /* *done = 1 when finished (then shoal_wait returns at once). Never blocks. */
 shoal_result shoal_test(shoal_request *req, int *done);
 
+/* When and how a non-blocking collective ran, for timelines. Times are CLOCK_MONOTONIC
+ * nanoseconds of this host; the names are static strings. */
+typedef struct {
+    uint64_t queued_ns;    /* the *_start call */
+    uint64_t started_ns;   /* the communicator's thread took it */
+    uint64_t finished_ns;  /* it completed */
+    const char *algorithm; /* "ring", "rd", "rhd", "tree", "hier", "mpi", "slots", "eager",
+                              "cma", "local" (one rank), "p2p" */
+    const char *transport; /* "shm", "tcp", "shm+tcp", "mpi", "none" */
+} shoal_request_trace;
+
+/* shoal_wait that also fills *trace (which may be NULL). Point-to-point requests report
+ * only queued_ns and finished_ns (started_ns = queued_ns). Same blocking and errors as
+ * shoal_wait; frees the request. */
+shoal_result shoal_wait_trace(shoal_request *req, shoal_request_trace *trace);
+
 #ifdef __cplusplus
 }
 #endif

@@ -12,6 +12,7 @@
 #include "base/util.h"
 #include "cli/cli.h"
 #include "comm/reduce.h"
+#include "io/svg_plot.h"
 #include "shoal/comm.h"
 
 typedef enum { B_ALLREDUCE, B_BROADCAST, B_REDUCE, B_ALLGATHER, B_REDUCE_SCATTER, B_ALLTOALL, B_SENDRECV, B_COUNT } bench_kind;
@@ -23,7 +24,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: shoal bench allreduce|broadcast|reduce|allgather|reduce_scatter|alltoall|sendrecv\n"
             "                   [-b MIN] [-e MAX] [-f FACTOR] [-d DTYPE] [-o OP] [-r ROOT]\n"
-            "                   [-n ITERS] [-w WARMUP] [-c 0|1] [--json]\n\n"
+            "                   [-n ITERS] [-w WARMUP] [-c 0|1] [--json] [--plot FILE.svg]\n\n"
             "Times a collective over every rank of the job (start it with `shoal launch -n N`,\n"
             "mpirun or srun) for sizes MIN, MIN*FACTOR, ... MAX bytes (suffixes K, M, G;\n"
             "defaults 8 to 64M, factor 2), as nccl-tests does: time is the mean over ITERS\n"
@@ -31,7 +32,45 @@ static void usage(FILE *f)
             "algbw x the collective's bus factor (allreduce 2(n-1)/n; reduce_scatter, allgather,\n"
             "alltoall (n-1)/n; others 1); #wrong counts wrong elements with -c 1 (default).\n"
             "DTYPE: int8 uint8 int32 int64 float16 bfloat16 float32 float64 (default float32);\n"
-            "OP: sum prod min max avg (default sum). --json prints the rows as one JSON object.\n");
+            "OP: sum prod min max avg (default sum). --json prints the rows as one JSON object.\n"
+            "--plot FILE.svg draws busbw against size (out-of-place and in-place); `shoal plot\n"
+            "--bench OUT...` draws several saved outputs (shoal's, the peers') on one chart.\n");
+}
+
+/* --plot: busbw by size, out-of-place [0] and in-place [1], kept by rank 0. */
+typedef struct {
+    size_t n, cap;
+    double *nbytes, *busbw[2];
+} plot_points;
+
+static shoal_result keep_row(plot_points *p, double nbytes, const double busbw[2])
+{
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? 2 * p->cap : 64;
+        double *a = realloc(p->nbytes, cap * sizeof *a);
+        if (a) p->nbytes = a;
+        double *b = realloc(p->busbw[0], cap * sizeof *b);
+        if (b) p->busbw[0] = b;
+        double *c = realloc(p->busbw[1], cap * sizeof *c);
+        if (c) p->busbw[1] = c;
+        if (!a || !b || !c) {
+            fprintf(stderr, "shoal bench: out of memory for --plot; no chart\n");
+            return SHOAL_ERR_NOMEM;
+        }
+        p->cap = cap;
+    }
+    p->nbytes[p->n] = nbytes;
+    p->busbw[0][p->n] = busbw[0];
+    p->busbw[1][p->n] = busbw[1];
+    p->n++;
+    return SHOAL_OK;
+}
+
+static void plot_points_fini(plot_points *p)
+{
+    free(p->nbytes);
+    free(p->busbw[0]);
+    free(p->busbw[1]);
 }
 
 static int parse_size(const char *s, size_t *out)
@@ -198,6 +237,8 @@ int sh_cmd_bench(int argc, char **argv)
     double factor = 2;
     long iters = 20, warmup = 5, do_check = 1;
     int json = 0;
+    const char *plot_path = NULL;
+    plot_points pts = {0};
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--json")) {
@@ -211,7 +252,10 @@ int sh_cmd_bench(int argc, char **argv)
         if (i + 1 >= argc) return sh_cli_usage_error("bench", "%s needs a value", a);
         const char *v = argv[++i];
         char *end = NULL;
-        if (!strcmp(a, "-b") || !strcmp(a, "--minbytes")) {
+        if (!strcmp(a, "--plot")) {
+            if (!sh_svg_path_ok(v)) return sh_cli_usage_error("bench", "--plot %s: charts are written as SVG; name the file *.svg", v);
+            plot_path = v;
+        } else if (!strcmp(a, "-b") || !strcmp(a, "--minbytes")) {
             if (parse_size(v, &min_nbytes)) return sh_cli_usage_error("bench", "-b: bad size \"%s\"", v);
         } else if (!strcmp(a, "-e") || !strcmp(a, "--maxbytes")) {
             if (parse_size(v, &max_nbytes)) return sh_cli_usage_error("bench", "-e: bad size \"%s\"", v);
@@ -314,6 +358,7 @@ int sh_cmd_bench(int argc, char **argv)
             busbw[k] = algbw[k] * bus_factor(b.kind, n);
         }
         busbw_sum += busbw[0] + busbw[1]; /* nccl-tests averages both placements */
+        if (plot_path && r == 0 && keep_row(&pts, (double)row_nbytes, busbw) != SHOAL_OK) plot_path = NULL;
         rows++;
         if (r == 0) {
             if (json) {
@@ -349,11 +394,24 @@ int sh_cmd_bench(int argc, char **argv)
         char pre[32];
         int pn = snprintf(pre, sizeof pre, "rank %d: ", r);
         fprintf(stderr, "shoal bench: %s%s\n", strncmp(m, pre, (size_t)pn) ? pre : "", m);
+        plot_points_fini(&pts);
         shoal_comm_destroy(c);
         sh_free_aligned(send);
         sh_free_aligned(recv);
         return SH_EXIT_FAIL;
     }
+    if (r == 0 && plot_path) {
+        char title[128];
+        snprintf(title, sizeof title, "shoal bench %s: %d ranks, %s %s", kind_names[b.kind], n,
+                 shoal_dtype_name(b.dt), reduces ? shoal_op_name(b.op) : "");
+        sh_plot_series se[2] = {{"out-of-place", pts.nbytes, pts.busbw[0], pts.n},
+                                {"in-place", pts.nbytes, pts.busbw[1], pts.n}};
+        sh_plot_panel p = {title, "message size", "busbw (GB/s)", se, 2, 1, 1};
+        shoal_result prc = sh_svg_line_chart(plot_path, NULL, &p, 1);
+        if (prc != SHOAL_OK) fprintf(stderr, "shoal bench: %s\n", shoal_last_error_message());
+        else fprintf(stderr, "shoal bench: wrote %s\n", plot_path);
+    }
+    plot_points_fini(&pts);
     if (r == 0) {
         double avg = rows ? busbw_sum / (2.0 * rows) : 0;
         if (json) printf("\n], \"wrong\": %ld, \"avg_busbw_gb_s\": %.4f}\n", total_wrong, avg);

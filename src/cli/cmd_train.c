@@ -15,6 +15,7 @@
 #include "cli/cli.h"
 #include "cli/launch.h"
 #include "train/job.h"
+#include "train/timeline.h"
 
 static const char usage_text[] =
     "usage: shoal train CFG [options]\n"
@@ -34,10 +35,23 @@ static const char usage_text[] =
     "  --save FILE        write a checkpoint at the end (and every --save-every steps)\n"
     "  --save-every N     also checkpoint every N steps (needs --save; overwrites FILE)\n"
     "  --resume FILE      continue exactly where the checkpoint FILE stopped\n"
-    "  --logdir DIR       write TensorBoard event files (scalars) to DIR\n"
+    "  --logdir DIR       write TensorBoard event files to DIR (one run directory for all\n"
+    "                     ranks): loss, accuracy, learning rate, images/s, gradient norm,\n"
+    "                     step parts, communication wait, share hidden behind backward,\n"
+    "                     bytes sent, bus bandwidth; with --ps the servers' clock spread\n"
+    "  --log-histograms N with --logdir: weight and gradient histograms of every layer\n"
+    "                     every N steps\n"
+    "  --timeline FILE    write a Chrome trace (chrome://tracing, ui.perfetto.dev) of the\n"
+    "                     run: one process per rank, a track per activity (data, forward\n"
+    "                     and backward per layer, each gradient bucket's allreduce, waiting,\n"
+    "                     optimizer, checkpoints, parameter-server pulls and pushes); rank\n"
+    "                     clocks aligned to rank 0's; `shoal plot --timeline FILE` draws it\n"
+    "  --timeline-steps A:B  record only steps A..B-1 (counted from 0; A: to the end)\n"
     "  --json             end with one JSON object on stdout (lines go to stderr):\n"
     "                     accuracy, loss, images_per_s, epochs, steps, seconds, peak_rss_mb,\n"
-    "                     threads (kernel threads per rank)\n"
+    "                     threads (kernel threads per rank), history (every evaluation:\n"
+    "                     step, epoch, seconds, train_loss, test_accuracy, test_loss;\n"
+    "                     `shoal plot FILE.json` draws it)\n"
     "  --quiet            no progress lines\n"
     "  -n N               train on N ranks of this machine (shoal starts them); under\n"
     "                     shoal launch, mpirun or srun the job's ranks are used instead\n"
@@ -179,7 +193,7 @@ int sh_cmd_train(int argc, char **argv)
     sh_job_opts jo;
     sh_job_opts_default(&jo);
     sh_train_opts *o = &jo.train;
-    int json = 0, ps = 0;
+    int json = 0, ps = 0, timeline_steps = 0;
     const char *cfg = NULL;
     int64_t nranks = 0, nnodes = 0, node_rank = 0;
     const char *master_addr = NULL;
@@ -254,6 +268,15 @@ int sh_cmd_train(int argc, char **argv)
         STR_FLAG("--master-addr", master_addr)
         INT_FLAG("--nnodes", 1, 4096, nnodes)
         INT_FLAG("--node-rank", 0, 4095, node_rank)
+        STR_FLAG("--timeline", jo.timeline_path)
+        INT_FLAG("--log-histograms", 1, INT64_MAX / 2, o->histogram_every_steps)
+        if ((got = sh_cli_take_value(argc, argv, &i, "--timeline-steps", &v)) != 0) {
+            if (got < 0) return sh_cli_usage_error("train", "--timeline-steps needs a value");
+            if (sh_timeline_parse_steps(v, &jo.timeline_lo, &jo.timeline_hi) != SHOAL_OK)
+                return sh_cli_usage_error("train", "%s", shoal_last_error_message());
+            timeline_steps = 1;
+            continue;
+        }
         INT_FLAG("--epochs", 1, 1000000, o->epochs)
         INT_FLAG("--max-steps", 1, INT64_MAX / 2, o->max_steps)
         INT_FLAG("--batch", 1, 1 << 20, o->batch)
@@ -296,6 +319,10 @@ int sh_cmd_train(int argc, char **argv)
                                   "mpirun or srun");
     if (o->save_every_steps && !o->save_path)
         return sh_cli_usage_error("train", "--save-every needs --save FILE");
+    if (timeline_steps && !jo.timeline_path)
+        return sh_cli_usage_error("train", "--timeline-steps needs --timeline FILE.json");
+    if (o->histogram_every_steps && !o->logdir)
+        return sh_cli_usage_error("train", "--log-histograms needs --logdir DIR");
     o->cfg_path = cfg;
     o->out = json ? stderr : stdout;
     o->stop_requested = &stop_requested;
@@ -335,10 +362,17 @@ int sh_cmd_train(int argc, char **argv)
     if (json) {
         printf("{\"accuracy\":%.6f,\"loss\":%.6f,\"test_loss\":%.6f,\"images_per_s\":%.1f,"
                "\"epochs\":%.4f,\"steps\":%" PRId64 ",\"seconds\":%.3f,\"peak_rss_mb\":%.1f,"
-               "\"stopped\":%s,\"threads\":%d}\n",
+               "\"stopped\":%s,\"threads\":%d,\"history\":[",
                r->test_accuracy, r->train_loss, r->test_loss, r->images_per_s, r->epochs, r->steps,
                r->seconds, (double)r->peak_rss_nbytes / (1024.0 * 1024.0),
                r->stopped ? "true" : "false", r->threads);
+        for (int i = 0; i < r->nhistory; i++) {
+            const sh_epoch_point *h = &r->history[i];
+            printf("%s{\"step\":%" PRId64 ",\"epoch\":%.4f,\"seconds\":%.3f,\"train_loss\":%.6f,"
+                   "\"test_accuracy\":%.6f,\"test_loss\":%.6f}", i ? "," : "", h->step, h->epoch, h->seconds,
+                   h->train_loss, h->test_accuracy, h->test_loss);
+        }
+        printf("]}\n");
     } else if (!o->quiet && !r->stopped) {
         printf("test accuracy %.2f%%, test loss %.4f after %" PRId64 " steps (%.2f epochs) in "
                "%.1f s, %.0f images/s, peak RSS %.1f MB\n",

@@ -20,6 +20,7 @@ static const subcommand subcommands[] = {
     {"time", sh_cmd_time, "time forward and backward passes (per layer on request)"},
     {"launch", sh_cmd_launch, "start N local ranks of a command: shoal launch -n 4 -- CMD"},
     {"bench", sh_cmd_bench, "benchmark a collective, nccl-tests style"},
+    {"plot", sh_cmd_plot, "draw runs' curves, a timeline's step breakdown or busbw vs size (SVG)"},
     {"env", sh_cmd_env, "list every environment variable shoal reads"},
 };
 #define NSUB (sizeof subcommands / sizeof subcommands[0])

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "base/err.h"
+#include "base/util.h"
 
 /* ---- requests and the engine ---- */
 
@@ -20,6 +21,8 @@ struct shoal_request {
     sh_p2p_op *p2p;
     sh_coll op;
     int finished;
+    uint64_t queued_ns, started_ns, finished_ns; /* for shoal_wait_trace */
+    const char *path;                            /* the selector's path */
     shoal_result rc;
     char msg[768];
     struct shoal_request *next;
@@ -48,8 +51,13 @@ static void *engine_main(void *arg)
         e->busy = 1;
         pthread_mutex_unlock(&e->mu);
         sh_err_clear();
+        r->started_ns = sh_now_ns();
+        c->last_path = NULL;
         shoal_result rc = e->stopping ? SH_FAIL(SHOAL_ERR_BROKEN, "communicator destroyed") : sh_comm_run_coll(c, &r->op);
+        uint64_t end_ns = sh_now_ns();
         pthread_mutex_lock(&e->mu);
+        r->finished_ns = end_ns;
+        r->path = c->last_path ? c->last_path : "local";
         r->rc = rc;
         if (rc != SHOAL_OK) snprintf(r->msg, sizeof r->msg, "%s", shoal_last_error_message());
         r->finished = 1;
@@ -116,6 +124,7 @@ shoal_result sh_engine_start(shoal_comm *c, const sh_coll *op, shoal_request **r
     if (!r) return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
     r->c = c;
     r->op = *op;
+    r->queued_ns = sh_now_ns();
     pthread_mutex_lock(&e->mu);
     if (e->tail) e->tail->next = r;
     else e->head = r;
@@ -136,18 +145,44 @@ shoal_result sh_engine_p2p_request(shoal_comm *c, sh_p2p_op *op, shoal_request *
     r->c = c;
     r->is_p2p = 1;
     r->p2p = op;
+    r->queued_ns = sh_now_ns();
+    r->path = "p2p";
     *req = r;
     return SHOAL_OK;
 }
 
 /* ---- waiting ---- */
 
-shoal_result shoal_wait(shoal_request *r)
+static const char *transport_name(const shoal_comm *c)
+{
+    switch (c->transport) {
+    case SH_TRANSPORT_SHM: return "shm";
+    case SH_TRANSPORT_TCP: return "tcp";
+    case SH_TRANSPORT_MPI: return "mpi";
+    case SH_TRANSPORT_AUTO: break;
+    }
+    if (c->world == 1) return "none";
+    if (c->nhosts == 1) return "shm";
+    return c->nhosts == c->world ? "tcp" : "shm+tcp";
+}
+
+shoal_result shoal_wait(shoal_request *r) { return shoal_wait_trace(r, NULL); }
+
+shoal_result shoal_wait_trace(shoal_request *r, shoal_request_trace *trace)
 {
     if (!r) return SH_FAIL(SHOAL_ERR_INVALID, "shoal_wait: request is NULL");
     shoal_comm *c = r->c;
+    if (trace) {
+        trace->queued_ns = r->queued_ns;
+        trace->transport = transport_name(c);
+    }
     if (r->is_p2p) {
         shoal_result rc = sh_p2p_wait(r->p2p, NULL, NULL);
+        if (trace) {
+            trace->started_ns = r->queued_ns;
+            trace->finished_ns = sh_now_ns();
+            trace->algorithm = r->path;
+        }
         free(r);
         return rc;
     }
@@ -159,6 +194,11 @@ shoal_result shoal_wait(shoal_request *r)
     atomic_fetch_sub(&c->app_waiting, 1);
     shoal_result rc = r->rc;
     if (rc != SHOAL_OK) SH_FAIL(rc, "%s", r->msg);
+    if (trace) {
+        trace->started_ns = r->started_ns;
+        trace->finished_ns = r->finished_ns;
+        trace->algorithm = r->path;
+    }
     free(r);
     return rc;
 }

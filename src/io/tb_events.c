@@ -1,11 +1,15 @@
-/* tb_events.c — TensorBoard scalar event files: TFRecord framing around Event protobufs that
- * are encoded by hand (no protobuf library). Not here: choosing what to log (the trainer).
- * Proved by tests/io/test_tb_events.c.
+/* tb_events.c — TensorBoard event files (scalars and histograms): TFRecord framing around
+ * Event protobufs that are encoded by hand (no protobuf library). Not here: choosing what to
+ * log (the trainer, the parameter servers). Proved by tests/io/test_tb_events.c.
  *
  * TFRecord: u64 length (LE) | u32 masked_crc(length bytes) | data | u32 masked_crc(data).
  * Event (tensorflow/core/util/event.proto): 1 wall_time double, 2 step int64,
  * 3 file_version string, 5 summary Summary; Summary: 1 value repeated Value;
- * Value: 1 tag string, 2 simple_value float. */
+ * Value: 1 tag string, 2 simple_value float, 5 histo HistogramProto;
+ * HistogramProto (tensorflow/core/framework/summary.proto): 1 min, 2 max, 3 num, 4 sum,
+ * 5 sum_squares (doubles), 6 bucket_limit and 7 bucket (packed repeated doubles): bucket i
+ * counts the values in (bucket_limit[i-1], bucket_limit[i]], the first from min. */
+#include <math.h>
 #include "io/tb_events.h"
 
 #include <errno.h>
@@ -27,10 +31,15 @@
 #define WIRE_LEN 2
 #define WIRE_FIXED32 5
 #define TAG_NBYTES_MAX 255
-#define EVENT_NBYTES_MAX (64 + TAG_NBYTES_MAX)
+#define EVENT_NBYTES_MAX (64 + TAG_NBYTES_MAX + HISTO_NBYTES_MAX)
+/* Equal-width buckets between the smallest and largest value: enough to see a distribution's
+ * shape, small enough that a histogram of every layer every N steps costs little. */
+#define HISTO_BUCKETS 30
+#define HISTO_NBYTES_MAX (5 * 9 + 2 * (4 + 8 * HISTO_BUCKETS) + 16)
 
 struct sh_tb {
     FILE *f;
+    int autoflush;          /* 1: every record reaches the kernel at once */
     char path[PATH_MAX];
 };
 
@@ -99,7 +108,7 @@ static shoal_result write_record(sh_tb *tb, const pbuf *ev)
     for (int i = 0; i < 4; i++) tail[i] = (uint8_t)(c >> (8 * i));
     if (fwrite(head, 1, sizeof head, tb->f) != sizeof head ||
         fwrite(ev->b, 1, ev->n, tb->f) != ev->n ||
-        fwrite(tail, 1, sizeof tail, tb->f) != sizeof tail || fflush(tb->f) != 0)
+        fwrite(tail, 1, sizeof tail, tb->f) != sizeof tail || (tb->autoflush && fflush(tb->f) != 0))
         return SH_FAIL(SHOAL_ERR_IO, "TensorBoard log %s: write failed: %s (disk full?)",
                        tb->path, strerror(errno));
     return SHOAL_OK;
@@ -157,6 +166,7 @@ shoal_result sh_tb_open(const char *dir, sh_tb **out)
                      strerror(errno));
         goto done;
     }
+    tb->autoflush = 1;
     tb->f = fdopen(fd, "wb");
     if (!tb->f) {
         close(fd);
@@ -190,6 +200,80 @@ shoal_result sh_tb_scalar(sh_tb *tb, const char *tag, int64_t step, float value)
     put_event_head(&ev, step);
     put_bytes(&ev, 5, sum.b, sum.n);
     SH_TRY(write_record(tb, &ev));
+    return SHOAL_OK;
+}
+
+static void put_double(pbuf *p, unsigned field, double v)
+{
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    put_fixed(p, field, WIRE_FIXED64, bits, 8);
+}
+
+static void put_packed_doubles(pbuf *p, unsigned field, const double *v, int n)
+{
+    put_key(p, field, WIRE_LEN);
+    put_varint(p, (uint64_t)n * 8);
+    for (int i = 0; i < n; i++) {
+        uint64_t bits;
+        memcpy(&bits, &v[i], sizeof bits);
+        for (int k = 0; k < 8; k++) p->b[p->n++] = (uint8_t)(bits >> (8 * k));
+    }
+}
+
+shoal_result sh_tb_histogram(sh_tb *tb, const char *tag, int64_t step, const float *v, size_t count)
+{
+    size_t tag_nbytes = tag ? strlen(tag) : 0;
+    if (tag_nbytes == 0 || tag_nbytes > TAG_NBYTES_MAX)
+        return SH_FAIL(SHOAL_ERR_INVALID, "TensorBoard histogram tag \"%s\" must be 1..%d bytes",
+                       tag ? tag : "(null)", TAG_NBYTES_MAX);
+    double mn = INFINITY, mx = -INFINITY, sum = 0, sum_sq = 0, num = 0;
+    for (size_t i = 0; i < count; i++) {
+        double x = v[i];
+        if (!isfinite(x)) continue; /* a NaN would make every bucket meaningless */
+        if (x < mn) mn = x;
+        if (x > mx) mx = x;
+        sum += x;
+        sum_sq += x * x;
+        num++;
+    }
+    if (num == 0) mn = mx = 0;
+    double limit[HISTO_BUCKETS], bucket[HISTO_BUCKETS] = {0};
+    double width = (mx - mn) / HISTO_BUCKETS;
+    for (int k = 0; k < HISTO_BUCKETS; k++) limit[k] = mn + width * (k + 1);
+    limit[HISTO_BUCKETS - 1] = mx; /* exact, whatever the rounding above */
+    for (size_t i = 0; i < count; i++) {
+        double x = v[i];
+        if (!isfinite(x)) continue;
+        int k = width > 0 ? (int)((x - mn) / width) : 0;
+        if (k >= HISTO_BUCKETS) k = HISTO_BUCKETS - 1;
+        if (k > 0 && x <= limit[k - 1]) k--; /* (limit[k-1], limit[k]] */
+        bucket[k]++;
+    }
+    pbuf h = {.n = 0}, val = {.n = 0}, sumy = {.n = 0}, ev = {.n = 0};
+    put_double(&h, 1, mn);
+    put_double(&h, 2, mx);
+    put_double(&h, 3, num);
+    put_double(&h, 4, sum);
+    put_double(&h, 5, sum_sq);
+    put_packed_doubles(&h, 6, limit, HISTO_BUCKETS);
+    put_packed_doubles(&h, 7, bucket, HISTO_BUCKETS);
+    put_bytes(&val, 1, tag, tag_nbytes);
+    put_bytes(&val, 5, h.b, h.n);
+    put_bytes(&sumy, 1, val.b, val.n);
+    put_event_head(&ev, step);
+    put_bytes(&ev, 5, sumy.b, sumy.n);
+    SH_TRY(write_record(tb, &ev));
+    return SHOAL_OK;
+}
+
+void sh_tb_set_autoflush(sh_tb *tb, int on) { tb->autoflush = on; }
+
+shoal_result sh_tb_flush(sh_tb *tb)
+{
+    if (fflush(tb->f) != 0)
+        return SH_FAIL(SHOAL_ERR_IO, "TensorBoard log %s: write failed: %s (disk full?)", tb->path,
+                       strerror(errno));
     return SHOAL_OK;
 }
 

@@ -22,6 +22,7 @@
 
 #include "base/err.h"
 #include "base/log.h"
+#include "base/trace.h"
 #include "base/util.h"
 #include "nn/gemm.h"
 #include "nn/layer.h"
@@ -556,7 +557,9 @@ shoal_result sh_net_forward(sh_net *n, const float *x, int nimg, int training)
         }
         uint64_t t0 = sh_now_ns();
         l->ops->forward(l, &n->exec);
-        l->fwd_ms = (double)(sh_now_ns() - t0) * 1e-6;
+        uint64_t t1 = sh_now_ns();
+        l->fwd_ms = (double)(t1 - t0) * 1e-6;
+        if (sh_trace_on()) sh_trace_span(SH_TRACK_FORWARD, l->name, t0, t1, "layer", i, NULL, 0);
     }
     return SHOAL_OK;
 }
@@ -641,7 +644,9 @@ shoal_result sh_net_backward(sh_net *n, sh_grad_ready_fn ready, void *ctx)
             reduce_job j = {n, l->reduce_off, l->reduce_count};
             sh_pool_run(n->pool, reduce_run, &j);
         }
-        l->bwd_ms = (double)(sh_now_ns() - t0) * 1e-6;
+        uint64_t t1 = sh_now_ns();
+        l->bwd_ms = (double)(t1 - t0) * 1e-6;
+        if (sh_trace_on()) sh_trace_span(SH_TRACK_BACKWARD, l->name, t0, t1, "layer", i, NULL, 0);
         if (l->param_count && ready) ready(ctx, i, l->param_off, l->param_count);
     }
     return SHOAL_OK;

@@ -11,6 +11,7 @@
 #include "base/env.h"
 #include "base/err.h"
 #include "shoal/comm.h"
+#include "train/timeline.h"
 
 void sh_job_opts_default(sh_job_opts *o)
 {
@@ -23,6 +24,7 @@ void sh_job_opts_default(sh_job_opts *o)
     o->staleness = 3;
     o->worker.push_every = 1;
     o->worker.pull_every = 1;
+    o->timeline_hi = -1;
 }
 
 int sh_job_is_launched(void)
@@ -92,7 +94,20 @@ static shoal_result build_net(const sh_job_opts *o, int world, int *batch_out, s
     return SHOAL_OK;
 }
 
+static shoal_result train_alone(const sh_job_opts *o, sh_job_report *r);
+
 static shoal_result run_alone(const sh_job_opts *o, sh_job_report *r)
+{
+    sh_timeline *tl = NULL;
+    if (o->timeline_path) SH_TRY(sh_timeline_start(NULL, o->timeline_path, o->timeline_lo, o->timeline_hi,
+                                                   "alone", &tl));
+    shoal_result rc = train_alone(o, r);
+    if (rc == SHOAL_OK && tl) rc = sh_timeline_finish(tl);
+    else sh_timeline_abandon(tl);
+    return rc;
+}
+
+static shoal_result train_alone(const sh_job_opts *o, sh_job_report *r)
 {
     if (o->layout == SH_LAYOUT_PARAM_SERVER)
         return SH_FAIL(SHOAL_ERR_INVALID, "--ps needs ranks: add -n WORKERS, or run under shoal launch, "
@@ -178,6 +193,12 @@ static shoal_result run_ps_server(const sh_job_opts *o, shoal_comm *c, sh_job_re
     cfg.clock_log = o->server_log; /* each worker's clock and the spread */
     cfg.clock_log_ms = (int)log_ms;
     cfg.on_drop = shoal_job_note_dropped; /* the launcher stops waiting for that rank */
+    /* Server 0 writes the workers' clocks into the run's TensorBoard directory, beside
+     * worker 0's event file: TensorBoard shows one run with both. */
+    sh_tb *tb = NULL;
+    if (rc == SHOAL_OK && o->train.logdir && r->rank == 0) rc = sh_tb_open(o->train.logdir, &tb);
+    if (tb) sh_tb_set_autoflush(tb, 0);
+    cfg.tb = tb;
     sh_ps_server *s = NULL;
     if (rc == SHOAL_OK) rc = sh_ps_server_create(c, &cfg, sh_net_params(model), &s);
     sh_net_destroy(model);
@@ -187,6 +208,7 @@ static shoal_result run_ps_server(const sh_job_opts *o, shoal_comm *c, sh_job_re
         r->has_server_stats = 1;
         sh_ps_server_destroy(s);
     }
+    sh_tb_close(tb);
     return rc;
 }
 
@@ -240,7 +262,12 @@ shoal_result sh_job_run(const sh_job_opts *o, sh_job_report *r)
     r->rank = shoal_comm_rank(c);
     r->world = shoal_comm_world(c);
     shoal_result rc = plan_role(o, r->rank, r->world, &r->role);
+    sh_timeline *tl = NULL;
+    if (rc == SHOAL_OK && o->timeline_path)
+        rc = sh_timeline_start(c, o->timeline_path, o->timeline_lo, o->timeline_hi, sh_job_role_name(r->role), &tl);
     if (rc == SHOAL_OK) rc = run_role(o, c, r);
+    if (rc == SHOAL_OK && tl) rc = sh_timeline_finish(tl); /* collective: rank 0 writes */
+    else sh_timeline_abandon(tl);
     if (rc != SHOAL_OK) sh_err_prefix_rank(r->rank); /* once, whoever named it first */
     shoal_comm_destroy(c);
     return rc;

@@ -46,6 +46,10 @@ typedef struct {
     int staleness;              /* ssp: clocks */
     sh_ps_worker_opts worker;   /* async: push and pull periods */
     FILE *server_log;           /* servers' clock lines; NULL: none */
+    /* --timeline: a Chrome trace of steps [timeline_lo, timeline_hi) (hi < 0: to the end),
+     * written by rank 0 (timeline.h). NULL: none. */
+    const char *timeline_path;
+    int64_t timeline_lo, timeline_hi;
     /* Servers' round hook (sh_ps_config.after_round) with train.hook_ctx: fault drills. */
     void (*after_server_round)(void *hook_ctx, int server, int64_t rounds);
 } sh_job_opts;

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "io/tb_events.h"
 #include "nn/optim.h"
 #include "shoal/comm.h"
 
@@ -47,6 +48,9 @@ typedef struct {
      * the server runs (0: only one) and once when it ends. NULL: none. */
     FILE *clock_log;
     int clock_log_ms;
+    /* TensorBoard (borrowed; NULL: none): after each whole round, ps/clock_spread (fastest
+     * minus slowest live worker) and ps/clock/w<N> (each worker's clock), at step = rounds. */
+    sh_tb *tb;
 } sh_ps_config;
 
 /* Shard k of the vector: [*lo, *lo + *count). */

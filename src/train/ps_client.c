@@ -10,6 +10,8 @@
 
 #include "base/env.h"
 #include "base/err.h"
+#include "base/trace.h"
+#include "base/util.h"
 #include "train/ps_proto.h"
 
 struct sh_ps_client {
@@ -88,6 +90,8 @@ static shoal_result recv_answer(sh_ps_client *w, const char *what, ps_hdr *h, si
 
 shoal_result sh_ps_client_pull(sh_ps_client *w, float *params)
 {
+    uint64_t t0 = sh_trace_on() ? sh_now_ns() : 0;
+    int64_t holds = 0;
     for (int k = 0; k < w->cfg.nservers; k++) {
         ps_hdr h = {PS_MAGIC, PS_PULL, w->clock, 0, 0, 0, {0, 0, 0}};
         SH_TRY(send_hdr(w, k, &h, NULL, 0));
@@ -97,7 +101,10 @@ shoal_result sh_ps_client_pull(sh_ps_client *w, float *params)
         size_t n;
         int peer;
         SH_TRY(recv_answer(w, "parameters", &h, &n, &peer));
-        if (h.magic == PS_MAGIC && h.kind == PS_HOLD) continue; /* alive, waiting on others */
+        if (h.magic == PS_MAGIC && h.kind == PS_HOLD) { /* alive, waiting on others */
+            holds++;
+            continue;
+        }
         got++;
         size_t lo, cnt;
         sh_ps_shard(w->cfg.nparams, w->cfg.nservers, peer, &lo, &cnt);
@@ -106,17 +113,23 @@ shoal_result sh_ps_client_pull(sh_ps_client *w, float *params)
             return SH_FAIL(SHOAL_ERR_PEER, "worker: parameter server %d sent a reply that does not fit its shard", peer);
         memcpy(params + lo, w->buf + sizeof h, cnt * sizeof(float));
     }
+    /* A pull the consistency bound held lasts until the slowest worker caught up: the
+     * servers' rows show the hold itself (SH_TRACK_STALE). */
+    if (t0) sh_trace_span(SH_TRACK_PULL, "pull", t0, sh_now_ns(), "clock", w->clock, "holds", holds);
     return SHOAL_OK;
 }
 
 shoal_result sh_ps_client_push(sh_ps_client *w, const float *grads)
 {
+    uint64_t t0 = sh_trace_on() ? sh_now_ns() : 0;
     for (int k = 0; k < w->cfg.nservers; k++) {
         size_t lo, cnt;
         sh_ps_shard(w->cfg.nparams, w->cfg.nservers, k, &lo, &cnt);
         ps_hdr h = {PS_MAGIC, PS_PUSH, w->clock, lo, cnt, 0, {0, 0, 0}};
         SH_TRY(send_hdr(w, k, &h, grads + lo, cnt * sizeof(float)));
     }
+    if (t0) sh_trace_span(SH_TRACK_PUSH, "push", t0, sh_now_ns(), "clock", w->clock, "bytes",
+                          (int64_t)(w->cfg.nparams * sizeof(float)));
     w->clock++;
     return SHOAL_OK;
 }

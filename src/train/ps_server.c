@@ -14,6 +14,7 @@
 
 #include "base/env.h"
 #include "base/err.h"
+#include "base/trace.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "io/checkpoint.h"
@@ -33,6 +34,7 @@ struct sh_ps_server {
     int *done_owed;         /* [w]: said goodbye, not yet answered with DONE */
     uint64_t hold_sent_ns;  /* when waiting pulls and goodbyes were last told to hold on */
     uint64_t *last_seen_ns;
+    uint64_t *held_ns;      /* [w]: when its pull was held by the consistency bound, or 0 */
     int round_pushes;       /* sync: pushes accumulated for the current round */
     int64_t updates;        /* optimizer steps taken */
     unsigned char *buf;     /* messages land here (pushes are applied from it in place) */
@@ -147,6 +149,7 @@ shoal_result sh_ps_server_create(shoal_comm *c, const sh_ps_config *cfg, const f
     s->pending = calloc((size_t)s->nworkers, sizeof *s->pending);
     s->done_owed = calloc((size_t)s->nworkers, sizeof *s->done_owed);
     s->last_seen_ns = calloc((size_t)s->nworkers, sizeof *s->last_seen_ns);
+    s->held_ns = calloc((size_t)s->nworkers, sizeof *s->held_ns);
     s->buf_nbytes = sizeof(ps_hdr) + n * sizeof(float);
     s->buf = malloc(s->buf_nbytes);
     s->line_nbytes = 96 + 40 * (size_t)s->nworkers; /* " w123=<19 digits> (dropped)" each */
@@ -163,7 +166,7 @@ shoal_result sh_ps_server_create(shoal_comm *c, const sh_ps_config *cfg, const f
     }
     if (cfg->nranges == 0) rr[nr++] = (sh_param_range){0, s->count, 1};
     shoal_result rc = SHOAL_OK;
-    if (!s->params || !s->acc || !s->grad || !s->clock || !s->alive || !s->bye || !s->pending || !s->done_owed ||
+    if (!s->params || !s->acc || !s->grad || !s->clock || !s->alive || !s->bye || !s->pending || !s->held_ns || !s->done_owed ||
         !s->last_seen_ns || !s->buf || !s->line || !rr)
         rc = SH_FAIL(SHOAL_ERR_NOMEM, "out of memory for a shard of %zu parameters", s->count);
     if (rc == SHOAL_OK) rc = sh_optim_create(&cfg->optim, s->count, rr, nr, &s->opt);
@@ -297,6 +300,10 @@ static void serve_pulls(sh_ps_server *s)
         if (mn != INT64_MAX && mx - mn > s->st.max_spread) s->st.max_spread = mx - mn;
         ps_hdr h = {PS_MAGIC, PS_PARAMS, cw, s->lo, s->count, lead_worker(s), {0, 0, 0}};
         send_to(s, w, &h, s->params, s->count * sizeof(float));
+        if (s->held_ns[w] && sh_trace_on())
+            sh_trace_span(SH_TRACK_STALE, "pull held", s->held_ns[w], sh_now_ns(), "worker", w,
+                          "clock", cw);
+        s->held_ns[w] = 0;
         s->pending[w] = 0;
         s->st.pulls++;
     }
@@ -334,14 +341,39 @@ static void apply_push(sh_ps_server *s, int w, const float *g)
     (void)w;
 }
 
+/* A checkpoint, on the timeline's checkpoint track when it records. */
+static shoal_result traced_save(sh_ps_server *s)
+{
+    uint64_t t0 = sh_trace_on() ? sh_now_ns() : 0;
+    shoal_result rc = server_save(s);
+    if (t0) sh_trace_span(SH_TRACK_CKPT, "checkpoint (server shard)", t0, sh_now_ns(), "updates", s->updates, NULL, 0);
+    return rc;
+}
+
+/* The clocks in TensorBoard: the spread the consistency bound limits, and each worker's. */
+static shoal_result log_clocks_tb(sh_ps_server *s, int64_t rounds)
+{
+    int64_t mx, mn = min_live_clock(s, &mx);
+    if (mn != INT64_MAX) SH_TRY(sh_tb_scalar(s->cfg.tb, "ps/clock_spread", rounds, (float)(mx - mn)));
+    for (int w = 0; w < s->nworkers; w++) {
+        if (!s->alive[w]) continue;
+        char tag[32];
+        snprintf(tag, sizeof tag, "ps/clock/w%d", w);
+        SH_TRY(sh_tb_scalar(s->cfg.tb, tag, rounds, (float)s->clock[w]));
+    }
+    return sh_tb_flush(s->cfg.tb);
+}
+
 /* After each update: a checkpoint every save_every whole rounds, and the round hook. */
 static shoal_result after_update(sh_ps_server *s)
 {
     int64_t per_round = s->cfg.consistency == SH_PS_SYNC ? 1 : s->nworkers;
     if (s->updates % per_round) return SHOAL_OK;
     int64_t rounds = s->updates / per_round;
+    sh_trace_set_step(rounds); /* the timeline's step window counts the servers' rounds */
+    if (s->cfg.tb) SH_TRY(log_clocks_tb(s, rounds));
     if (s->cfg.after_round) s->cfg.after_round(s->cfg.hook_ctx, s->k, rounds);
-    if (s->cfg.save_path && s->cfg.save_every > 0 && rounds % s->cfg.save_every == 0) return server_save(s);
+    if (s->cfg.save_path && s->cfg.save_every > 0 && rounds % s->cfg.save_every == 0) return traced_save(s);
     return SHOAL_OK;
 }
 
@@ -502,7 +534,10 @@ shoal_result sh_ps_server_run(sh_ps_server *s)
             }
             s->pending[w] = 1;
             serve_pulls(s);
-            if (s->pending[w]) s->st.deferred_pulls++; /* it has to wait */
+            if (s->pending[w]) { /* it has to wait */
+                s->st.deferred_pulls++;
+                s->held_ns[w] = sh_now_ns();
+            }
             break;
         case PS_PUSH:
             if (h.offset != s->lo || h.count != s->count || n != sizeof h + h.count * sizeof(float)) {
@@ -520,7 +555,10 @@ shoal_result sh_ps_server_run(sh_ps_server *s)
             s->st.pushed_mb += (double)(h.count * sizeof(float)) / 1e6;
             {
                 int64_t before = s->updates;
+                uint64_t t0 = sh_trace_on() ? sh_now_ns() : 0;
                 apply_push(s, w, (const float *)(s->buf + sizeof h)); /* buf is malloc-aligned */
+                if (t0) sh_trace_span(SH_TRACK_SERVE, "push", t0, sh_now_ns(), "worker", w,
+                                      "clock", s->clock[w] - 1);
                 if (s->updates != before) rc = after_update(s);
             }
             break;
@@ -536,7 +574,7 @@ shoal_result sh_ps_server_run(sh_ps_server *s)
         answer_byes(s);
     }
     if (s->cfg.clock_log) log_clocks(s);
-    if (rc == SHOAL_OK && s->cfg.save_path) rc = server_save(s);
+    if (rc == SHOAL_OK && s->cfg.save_path) rc = traced_save(s);
     for (int tries = 0; s->ninflight && tries < 200; tries++) {
         reap(s);
         if (s->ninflight) {
@@ -570,6 +608,7 @@ void sh_ps_server_destroy(sh_ps_server *s)
     free(s->alive);
     free(s->bye);
     free(s->pending);
+    free(s->held_ns);
     free(s->done_owed);
     free(s->last_seen_ns);
     free(s->buf);

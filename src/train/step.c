@@ -1,38 +1,52 @@
 /* step.c — one training step, top to bottom: the page to read first.
  * Not here: what the strategy does with gradients (strategy_*.c), the layers (src/nn),
  * epochs, logging and checkpoints (trainer.c).
- * Proved by tests/train/test_trainer.c (loss falls, runs are bitwise repeatable). */
+ * Proved by tests/train/test_trainer.c (loss falls, runs are bitwise repeatable); its
+ * timeline events by tests/cli/test_timeline.c. */
 #include "base/err.h"
+#include "base/trace.h"
 #include "base/util.h"
 #include "train/trainer_internal.h"
 
-/* Allocates nothing, reads no environment, does no I/O. */
+/* Allocates nothing, reads no environment, does no I/O. The stage times feed --profile,
+ * TensorBoard and the timeline (sh_trace_on: recorded only inside --timeline-steps). */
 shoal_result sh_train_step(sh_trainer *t, int64_t step, float *loss)
 {
     sh_strategy *s = t->strategy;
     int n = 0;
-    uint64_t t0 = t->opts.profile ? sh_now_ns() : 0, t1 = 0, t2 = 0, t3 = 0, t4 = 0;
+    int timed = t->opts.profile || t->tb || sh_trace_on();
+    uint64_t t0 = timed ? sh_now_ns() : 0, t1 = 0, t2 = 0, t3 = 0, t4 = 0;
     SH_TRY(s->ops->begin(s, step));                             /* e.g. pull fresh weights */
+    uint64_t tb = timed ? sh_now_ns() : 0;
     SH_TRY(sh_loader_next(t->loader, t->x, t->y, &n));         /* this rank's share */
     t->last_n = n;
-    if (t0) t1 = sh_now_ns();
+    if (timed) t1 = sh_now_ns();
     SH_TRY(sh_net_forward(t->net, t->x, n, 1));                 /* keeps activations */
     *loss = sh_net_loss(t->net, t->y);
-    if (t0) t2 = sh_now_ns();
+    if (timed) t2 = sh_now_ns();
     /* Last layer first; as each layer's gradients are final the strategy may start sending
      * them, overlapping the rest of backward. */
     SH_TRY(sh_net_backward(t->net, s->ops->grad_ready, s));
-    if (t0) t3 = sh_now_ns();
+    if (timed) t3 = sh_now_ns();
     SH_TRY(s->ops->finish(s));                                  /* gradients are final */
-    if (t0) t4 = sh_now_ns();
+    if (timed) t4 = sh_now_ns();
     if (!s->applies_update) sh_optim_step(t->opt, t->params, t->grads, sh_lr_at(&t->lr, step));
-    if (t0) {
+    if (timed) {
         uint64_t t5 = sh_now_ns();
-        t->prof_ns[0] += (double)(t1 - t0);
-        t->prof_ns[1] += (double)(t2 - t1);
-        t->prof_ns[2] += (double)(t3 - t2);
-        t->prof_ns[3] += (double)(t4 - t3);
-        t->prof_ns[4] += (double)(t5 - t4);
+        double d[5] = {(double)(t1 - t0), (double)(t2 - t1), (double)(t3 - t2), (double)(t4 - t3),
+                       (double)(t5 - t4)};
+        for (int i = 0; i < 5; i++) {
+            t->prof_ns[i] += d[i];
+            t->last_ns[i] = d[i];
+        }
+        if (sh_trace_on()) {
+            sh_trace_span(SH_TRACK_STEP, "step", t0, t5, "images", n, NULL, 0);
+            sh_trace_span(SH_TRACK_DATA, "data", tb, t1, "images", n, NULL, 0);
+            sh_trace_span(SH_TRACK_FORWARD, "forward", t1, t2, NULL, 0, NULL, 0);
+            sh_trace_span(SH_TRACK_BACKWARD, "backward", t2, t3, NULL, 0, NULL, 0);
+            sh_trace_span(SH_TRACK_WAIT, "wait", t3, t4, NULL, 0, NULL, 0);
+            if (!s->applies_update) sh_trace_span(SH_TRACK_OPTIM, "optimizer", t4, t5, NULL, 0, NULL, 0);
+        }
     }
     return SHOAL_OK;
 }

@@ -14,6 +14,16 @@
 
 typedef struct sh_strategy sh_strategy;
 
+/* The communication of the last step, for TensorBoard (trainer.c). */
+typedef struct {
+    double comm_s;        /* the communicator busy with this step's messages (data parallel:
+                             each bucket's allreduce from started to finished, summed) */
+    double nbytes;        /* payload: gradient bytes reduced (or pushed plus pulled) */
+    double sent_nbytes;   /* bytes this rank sent: 2(n-1)/n x payload for a bandwidth-optimal
+                             allreduce; the pushed gradients for a parameter-server worker */
+    double busbw_gb_s;    /* nccl-tests' bus bandwidth, payload x 2(n-1)/n / comm_s; 0: none */
+} sh_step_comm;
+
 typedef struct {
     const char *name; /* "local", "allreduce", ... for logs */
     /* Once, after the network is built or restored from a checkpoint: e.g. make every rank
@@ -52,6 +62,8 @@ struct sh_strategy {
     /* Optional (NULL: rank 0 leads): 1 while this rank is the one that prints progress and
      * reports; a parameter-server worker leads once the servers dropped every lower one. */
     int (*leads)(const sh_strategy *s);
+    /* Optional (NULL: no communication): what the last step's communication did. */
+    void (*step_comm)(const sh_strategy *s, sh_step_comm *out);
 };
 
 /* The single-process strategy: every hook does nothing. */

@@ -15,6 +15,7 @@
 #include "base/env.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "base/trace.h"
 #include "base/util.h"
 #include "nn/net.h"
 
@@ -42,6 +43,7 @@ struct dp_state {
     int *bucket_of_layer;  /* [nlayers] */
     shoal_result failed;   /* from grad_ready, reported by finish */
     sh_dp_profile prof;
+    sh_step_comm last;     /* the last step's communication */
 };
 
 /* Every rank must train the same model with the same batch: compare (cfg hash, batch,
@@ -204,23 +206,64 @@ static void grad_ready(void *ctx, int layer, size_t offset, size_t count)
     if (b->ready >= b->count) start_bucket(d, b);
 }
 
+/* Bucket i's row: queued (backward finished it) until the communicator's thread took it,
+ * then the allreduce with how it ran; the same run on the communicator's row. */
+static void trace_bucket(int i, const bucket *b, const shoal_request_trace *tr)
+{
+    sh_trace_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.track = SH_TRACK_BUCKET0 + i;
+    ev.key[0] = "bucket";
+    ev.val[0] = i;
+    ev.key[1] = "bytes";
+    ev.val[1] = (int64_t)b->count * 4;
+    ev.skey[0] = "algorithm";
+    ev.sval[0] = tr->algorithm;
+    ev.skey[1] = "transport";
+    ev.sval[1] = tr->transport;
+    snprintf(ev.name, sizeof ev.name, "queued");
+    ev.start_ns = tr->queued_ns;
+    ev.dur_ns = tr->started_ns > tr->queued_ns ? tr->started_ns - tr->queued_ns : 0;
+    sh_trace_add(&ev);
+    snprintf(ev.name, sizeof ev.name, "allreduce");
+    ev.start_ns = tr->started_ns;
+    ev.dur_ns = tr->finished_ns > tr->started_ns ? tr->finished_ns - tr->started_ns : 0;
+    sh_trace_add(&ev);
+    ev.track = SH_TRACK_COMM;
+    snprintf(ev.name, sizeof ev.name, "bucket %d", i);
+    sh_trace_add(&ev);
+}
+
 static shoal_result finish(sh_strategy *s)
 {
     dp_state *d = s->impl;
     uint64_t t0 = sh_now_ns();
     for (int i = 0; i < d->nb; i++) start_bucket(d, &d->b[i]); /* any backward did not report */
     shoal_result rc = d->failed;
+    int world = shoal_comm_world(d->c), tracing = sh_trace_on();
+    memset(&d->last, 0, sizeof d->last);
     for (int i = 0; i < d->nb; i++) {
         bucket *b = &d->b[i];
         if (!b->req) continue;
-        shoal_result r = shoal_wait(b->req);
+        shoal_request_trace tr;
+        shoal_result r = shoal_wait_trace(b->req, &tr);
         b->req = NULL;
         d->prof.comm_s += (double)(sh_now_ns() - b->start_ns) * 1e-9;
         d->prof.bytes += (double)b->count * 4;
+        d->last.comm_s += (double)(tr.finished_ns - tr.started_ns) * 1e-9;
+        d->last.nbytes += (double)b->count * 4;
+        if (tracing) trace_bucket(i, b, &tr);
         if (rc == SHOAL_OK) rc = r;
     }
-    d->prof.wait_s += (double)(sh_now_ns() - t0) * 1e-9;
+    uint64_t t1 = sh_now_ns();
+    d->prof.wait_s += (double)(t1 - t0) * 1e-9;
     d->prof.steps++;
+    double ring = world > 1 ? 2.0 * (world - 1) / world : 0; /* bytes sent per payload byte */
+    d->last.sent_nbytes = d->last.nbytes * ring;
+    d->last.busbw_gb_s = d->last.comm_s > 0 ? d->last.sent_nbytes / d->last.comm_s * 1e-9 : 0;
+    /* With the update riding on the allreduce the optimizer ran inside the buckets. */
+    if (tracing && d->shard) sh_trace_span(SH_TRACK_OPTIM, "optimizer (in allreduce)", t0, t1,
+                                           "updated_params", (int64_t)d->prof.updated, NULL, 0);
     return rc;
 }
 
@@ -265,6 +308,12 @@ static shoal_result sync_state(sh_strategy *s)
     return shoal_allreduce(d->c, state, state, sh_optim_moments(s->opt), SHOAL_FLOAT32, SHOAL_SUM);
 }
 
+static void step_comm(const sh_strategy *s, sh_step_comm *out)
+{
+    const dp_state *d = s->impl;
+    *out = d->last;
+}
+
 static const sh_strategy_ops dp_ops = {"allreduce", attach, begin, grad_ready, finish, destroy, sum};
 
 shoal_result sh_strategy_allreduce_create(shoal_comm *c, const sh_dp_opts *o, sh_strategy **out)
@@ -284,6 +333,7 @@ shoal_result sh_strategy_allreduce_create(shoal_comm *c, const sh_dp_opts *o, sh
     s->world = shoal_comm_world(c);
     s->impl = d;
     s->sync_state = sync_state;
+    s->step_comm = step_comm;
     d->s = s;
     *out = s;
     return SHOAL_OK;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/util.h"
 
 typedef struct {
     sh_ps_client *cl;
@@ -19,6 +20,7 @@ typedef struct {
     int pull_every, push_every, nacc;
     int closed; /* said goodbye through sh_strategy_ps_close */
     shoal_result failed;
+    sh_step_comm last;      /* the last step's pull and push */
 } ps_state;
 
 static shoal_result attach(sh_strategy *s, sh_net *net)
@@ -38,7 +40,13 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
 static shoal_result begin(sh_strategy *s, int64_t step)
 {
     ps_state *p = s->impl;
-    if (step > 0 && step % p->pull_every == 0) SH_TRY(sh_ps_client_pull(p->cl, p->params));
+    memset(&p->last, 0, sizeof p->last);
+    if (step > 0 && step % p->pull_every == 0) {
+        uint64_t t0 = sh_now_ns();
+        SH_TRY(sh_ps_client_pull(p->cl, p->params));
+        p->last.comm_s += (double)(sh_now_ns() - t0) * 1e-9;
+        p->last.nbytes += (double)p->nparams * sizeof(float);
+    }
     return SHOAL_OK;
 }
 
@@ -47,15 +55,25 @@ static void grad_ready(void *ctx, int layer, size_t offset, size_t count)
     (void)ctx, (void)layer, (void)offset, (void)count;
 }
 
+static shoal_result push(ps_state *p, const float *g)
+{
+    uint64_t t0 = sh_now_ns();
+    shoal_result rc = sh_ps_client_push(p->cl, g);
+    p->last.comm_s += (double)(sh_now_ns() - t0) * 1e-9;
+    p->last.nbytes += (double)p->nparams * sizeof(float);
+    p->last.sent_nbytes += (double)p->nparams * sizeof(float);
+    return rc;
+}
+
 static shoal_result finish(sh_strategy *s)
 {
     ps_state *p = s->impl;
-    if (p->push_every <= 1) return sh_ps_client_push(p->cl, p->grads);
+    if (p->push_every <= 1) return push(p, p->grads);
     for (size_t i = 0; i < p->nparams; i++) p->acc[i] += p->grads[i];
     if (++p->nacc < p->push_every) return SHOAL_OK;
     float inv = 1.0f / (float)p->nacc;
     for (size_t i = 0; i < p->nparams; i++) p->acc[i] *= inv;
-    shoal_result rc = sh_ps_client_push(p->cl, p->acc);
+    shoal_result rc = push(p, p->acc);
     memset(p->acc, 0, p->nparams * sizeof(float));
     p->nacc = 0;
     return rc;
@@ -71,6 +89,12 @@ static void destroy(sh_strategy *s)
         free(p);
     }
     free(s);
+}
+
+static void step_comm(const sh_strategy *s, sh_step_comm *out)
+{
+    const ps_state *p = s->impl;
+    *out = p->last;
 }
 
 static const sh_strategy_ops ps_ops = {"ps", attach, begin, grad_ready, finish, destroy, NULL};
@@ -117,6 +141,7 @@ shoal_result sh_strategy_ps_create(shoal_comm *c, const sh_ps_config *cfg, const
     s->world = shoal_comm_world(c) - cfg->nservers;
     s->applies_update = 1;
     s->leads = leads;
+    s->step_comm = step_comm;
     s->impl = p;
     *out = s;
     return SHOAL_OK;

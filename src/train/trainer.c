@@ -14,6 +14,7 @@
 #include "base/env.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "base/trace.h"
 #include "base/util.h"
 #include "io/progress.h"
 #include "train/eval.h"
@@ -160,7 +161,10 @@ shoal_result sh_trainer_create_with_net(const sh_train_opts *o, sh_net *net, sh_
     SH_TRY_GOTO(sh_alloc_aligned((size_t)t->batch * sizeof(int32_t), (void **)&t->y), rc, fail);
 
     if (o->resume_path) SH_TRY_GOTO(sh_snapshot_restore(t, o->resume_path, &t->resume_meta), rc, fail);
-    if (o->logdir && t->strategy->rank == 0) SH_TRY_GOTO(sh_tb_open(o->logdir, &t->tb), rc, fail);
+    if (o->logdir && t->strategy->rank == 0) {
+        SH_TRY_GOTO(sh_tb_open(o->logdir, &t->tb), rc, fail);
+        sh_tb_set_autoflush(t->tb, 0); /* log_step flushes once per step */
+    }
     t->strategy->opt = t->opt;
     t->strategy->lr = &t->lr;
     SH_TRY_GOTO(t->strategy->ops->attach(t->strategy, t->net), rc, fail);
@@ -213,7 +217,9 @@ static int may_print(const sh_trainer *t)
 static shoal_result save_to(sh_trainer *t, sh_progress *prog, const char *path,
                             sh_train_report *r, const char *why)
 {
+    uint64_t t0 = sh_trace_on() ? sh_now_ns() : 0;
     SH_TRY(sh_trainer_save(t, path));
+    if (t0) sh_trace_span(SH_TRACK_CKPT, "checkpoint", t0, sh_now_ns(), "steps_done", t->steps_done, NULL, 0);
     snprintf(r->saved_path, sizeof r->saved_path, "%s", path);
     if (may_print(t) && t->strategy->rank == 0) { /* rank 0 wrote it, even when another leads */
         if (prog) sh_progress_clear(prog);
@@ -227,7 +233,13 @@ static shoal_result evaluate(sh_trainer *t, sh_train_report *r)
 {
     int64_t nimg = 0, ncorrect = 0;
     double loss_sum = 0;
-    SH_TRY(sh_eval_sums(t->net, t->test_loader, t->x, t->y, &nimg, &ncorrect, &loss_sum));
+    uint64_t t0 = sh_trace_on() ? sh_now_ns() : 0;
+    int64_t step = sh_trace_step();
+    sh_trace_set_step(-1); /* the timeline shows evaluation as one event, not its layers */
+    shoal_result rc = sh_eval_sums(t->net, t->test_loader, t->x, t->y, &nimg, &ncorrect, &loss_sum);
+    sh_trace_set_step(step);
+    SH_TRY(rc);
+    if (t0) sh_trace_span(SH_TRACK_EVAL, "evaluation", t0, sh_now_ns(), "images", nimg, NULL, 0);
     if (t->strategy->ops->sum && t->strategy->world > 1) {
         double v[3] = {(double)nimg, (double)ncorrect, loss_sum};
         SH_TRY(t->strategy->ops->sum(t->strategy, v, 3));
@@ -238,9 +250,19 @@ static shoal_result evaluate(sh_trainer *t, sh_train_report *r)
     if (nimg == 0) return SH_FAIL(SHOAL_ERR_INVALID, "evaluation: the test set has no images");
     r->test_accuracy = (double)ncorrect / (double)nimg;
     r->test_loss = loss_sum / (double)nimg;
+    if (r->nhistory < SH_HISTORY_MAX) {
+        sh_epoch_point *h = &r->history[r->nhistory++];
+        h->step = t->steps_done;
+        h->epoch = (double)t->steps_done / (double)sh_loader_steps_per_epoch(t->loader);
+        h->seconds = (double)(sh_now_ns() - t->run_start_ns) * 1e-9;
+        h->train_loss = r->train_loss;
+        h->test_accuracy = r->test_accuracy;
+        h->test_loss = r->test_loss;
+    }
     if (!t->tb) return SHOAL_OK;
     SH_TRY(sh_tb_scalar(t->tb, "test/accuracy", t->steps_done, (float)r->test_accuracy));
     SH_TRY(sh_tb_scalar(t->tb, "test/loss", t->steps_done, (float)r->test_loss));
+    SH_TRY(sh_tb_flush(t->tb));
     return SHOAL_OK;
 }
 
@@ -259,6 +281,73 @@ static shoal_result check_diverged(const sh_trainer *t, float loss, int scan_par
                    "[net] section (now %g) or check the data",
                    t->opts.cfg_path, isfinite(loss) ? "the weights hold NaN or inf" : "the loss is not finite",
                    t->steps_done, (double)t->lr.base_lr);
+}
+
+/* Histograms of every layer's weights and gradients, tagged "weights/conv 0". */
+static shoal_result log_histograms(sh_trainer *t)
+{
+    for (int i = 0; i < sh_net_nlayers(t->net); i++) {
+        size_t off = 0, cnt = 0;
+        sh_net_layer_params(t->net, i, &off, &cnt);
+        if (!cnt) continue;
+        char tag[96];
+        snprintf(tag, sizeof tag, "weights/%s", sh_net_layer_name(t->net, i));
+        SH_TRY(sh_tb_histogram(t->tb, tag, t->steps_done, t->params + off, cnt));
+        snprintf(tag, sizeof tag, "gradients/%s", sh_net_layer_name(t->net, i));
+        SH_TRY(sh_tb_histogram(t->tb, tag, t->steps_done, t->grads + off, cnt));
+    }
+    return SHOAL_OK;
+}
+
+/* sum of v[i]^2 in double: eight independent partial sums, so the loop runs at the speed
+ * of the loads instead of one addition's latency per element (a few percent of a small
+ * model's step otherwise, on the rank that logs, which the others then wait for) */
+static double sum_squares(const float *v, size_t n)
+{
+    double part[8] = {0};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) part[k] += (double)v[i + k] * v[i + k];
+    double sq = 0;
+    for (; i < n; i++) sq += (double)v[i] * v[i];
+    for (int k = 0; k < 8; k++) sq += part[k];
+    return sq;
+}
+
+/* One step's TensorBoard scalars (rank 0): learning curves, throughput, where the time went,
+ * communication; histograms every opts.histogram_every_steps. One flush per step. */
+static shoal_result log_step(sh_trainer *t, int64_t step, float loss, double acc, double step_s)
+{
+    sh_tb *tb = t->tb;
+    int64_t at = t->steps_done;
+    SH_TRY(sh_tb_scalar(tb, "train/loss", at, loss));
+    SH_TRY(sh_tb_scalar(tb, "train/accuracy", at, (float)acc));
+    SH_TRY(sh_tb_scalar(tb, "train/learning_rate", at, sh_lr_at(&t->lr, step)));
+    /* epochs done, so `shoal plot --x epoch` can place every point */
+    SH_TRY(sh_tb_scalar(tb, "train/epoch", at, (float)((double)at / (double)sh_loader_steps_per_epoch(t->loader))));
+    /* images of every rank: each takes the same step time (they wait for each other) */
+    SH_TRY(sh_tb_scalar(tb, "train/images_per_s", at,
+                        step_s > 0 ? (float)((double)t->last_n * t->strategy->world / step_s) : 0));
+    /* The gradient block as the optimizer sees it (averaged where the strategy averages in
+     * place); one pass over it, only when logging. */
+    SH_TRY(sh_tb_scalar(tb, "train/gradient_norm", at, (float)sqrt(sum_squares(t->grads, t->nparams))));
+    static const char *part[5] = {"time/data_ms", "time/forward_ms", "time/backward_ms",
+                                  "comm/wait_ms", "time/optimizer_ms"};
+    for (int i = 0; i < 5; i++) SH_TRY(sh_tb_scalar(tb, part[i], at, (float)(t->last_ns[i] * 1e-6)));
+    if (t->strategy->step_comm) {
+        sh_step_comm sc;
+        t->strategy->step_comm(t->strategy, &sc);
+        double wait_s = t->last_ns[3] * 1e-9;
+        double hidden = sc.comm_s > 0 ? 1.0 - wait_s / sc.comm_s : 0;
+        SH_TRY(sh_tb_scalar(tb, "comm/time_ms", at, (float)(sc.comm_s * 1e3)));
+        SH_TRY(sh_tb_scalar(tb, "comm/hidden_fraction", at, (float)(hidden < 0 ? 0 : hidden > 1 ? 1 : hidden)));
+        SH_TRY(sh_tb_scalar(tb, "comm/bytes_sent", at, (float)sc.sent_nbytes));
+        if (sc.busbw_gb_s > 0) SH_TRY(sh_tb_scalar(tb, "comm/busbw_gb_s", at, (float)sc.busbw_gb_s));
+    }
+    if (t->opts.histogram_every_steps > 0 && at % t->opts.histogram_every_steps == 0)
+        SH_TRY(log_histograms(t));
+    SH_TRY(sh_tb_flush(tb));
+    return SHOAL_OK;
 }
 
 static shoal_result open_progress(sh_trainer *t, int64_t per_epoch, sh_progress **out)
@@ -290,6 +379,7 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
     int64_t nsteps = last > first ? last - first : 0;
     int64_t warmup = nsteps / 10 < WARMUP_STEPS_MAX ? nsteps / 10 : WARMUP_STEPS_MAX;
     uint64_t start_ns = sh_now_ns(), steady_ns = 0;
+    t->run_start_ns = start_ns;
     int64_t steady_steps = 0;
     double epoch_loss_sum = 0;
     int64_t epoch_loss_n = 0;
@@ -309,6 +399,7 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
     for (int64_t step = first; step < last; step++) {
         float loss = 0;
         if (t->opts.before_step) t->opts.before_step(t->opts.hook_ctx, t->strategy->rank, step);
+        sh_trace_set_step(step); /* --timeline-steps: recording follows the step */
         uint64_t t0 = sh_now_ns();
         SH_TRY_GOTO(sh_train_step(t, step, &loss), rc, done);
         uint64_t t1 = sh_now_ns();
@@ -325,12 +416,7 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
         /* The batch's training accuracy from the forward pass the step already did. */
         double acc = (double)sh_net_correct(t->net, t->y) / (double)t->last_n;
         if (prog && may_print(t)) sh_progress_step(prog, step / per_epoch, step % per_epoch, loss, acc);
-        if (t->tb) {
-            SH_TRY_GOTO(sh_tb_scalar(t->tb, "train/loss", t->steps_done, loss), rc, done);
-            SH_TRY_GOTO(sh_tb_scalar(t->tb, "train/accuracy", t->steps_done, (float)acc), rc, done);
-            SH_TRY_GOTO(sh_tb_scalar(t->tb, "train/learning_rate", t->steps_done,
-                                     sh_lr_at(&t->lr, step)), rc, done);
-        }
+        if (t->tb) SH_TRY_GOTO(log_step(t, step, loss, acc, (double)(t1 - t0) * 1e-9), rc, done);
         if (t->steps_done % per_epoch == 0) {
             char extra[160] = "";
             if (t->opts.eval_each_epoch) {

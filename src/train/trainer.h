@@ -31,6 +31,8 @@ typedef struct {
     const char *resume_path;    /* continue exactly where that checkpoint stopped */
     int64_t save_every_steps;   /* 0: only at the end */
     const char *logdir;         /* TensorBoard event files; NULL: none */
+    int64_t histogram_every_steps; /* with logdir: weight and gradient histograms per layer
+                                   every this many steps; 0: none */
     int eval_each_epoch;        /* 1: test accuracy after every epoch (and at the end) */
     int log_every_steps;        /* plain lines: one per this many steps; 0: epoch lines only */
     int quiet;                  /* 1: no lines at all, only the report */
@@ -60,6 +62,19 @@ typedef struct {
     double data, forward, backward, comm_wait, optimizer;
 } sh_step_profile;
 
+/* One evaluation during the run (each epoch's end, and the end), for --json's history and
+ * `shoal plot RUN.json`. */
+typedef struct {
+    int64_t step;               /* steps done */
+    double epoch;               /* steps / steps per epoch */
+    double seconds;             /* since the run started */
+    double train_loss;          /* mean over the epoch's steps so far */
+    double test_accuracy, test_loss;
+} sh_epoch_point;
+
+/* Evaluations kept in the report; later ones are not recorded there (TensorBoard has all). */
+#define SH_HISTORY_MAX 256
+
 typedef struct {
     double test_accuracy;       /* fraction in [0, 1] after the last step; < 0: not measured */
     double test_loss;
@@ -75,6 +90,8 @@ typedef struct {
     int stopped;                /* 1: stop_requested ended the run early */
     int threads;                /* kernel threads this rank used */
     char saved_path[1024];      /* the last checkpoint written, "" when none */
+    int nhistory;               /* evaluations in history[] */
+    sh_epoch_point history[SH_HISTORY_MAX];
 } sh_train_report;
 
 typedef struct sh_trainer sh_trainer;

@@ -30,6 +30,8 @@ struct sh_trainer {
     sh_tb *tb;                  /* TensorBoard scalars when --logdir; else NULL */
     sh_lr_policy lr;            /* the cfg's schedule times opts.lr_scale */
     double prof_ns[5];          /* with opts.profile: data, forward, backward, wait, optimizer */
+    double last_ns[5];          /* the same for the last step (TensorBoard) */
+    uint64_t run_start_ns;      /* sh_trainer_run's start (the report's history) */
     int threads;                /* kernel threads of the net */
     sh_snapshot_meta resume_meta; /* with opts.resume_path: the checkpoint's meta, read once */
     char default_save_path[1024];

@@ -13,6 +13,7 @@
 #include "base/util.h"
 #include "check.h"
 #include "io/tb_events.h"
+#include "lib/tfrecord.h"
 
 static char dir[64];
 
@@ -233,9 +234,16 @@ static const char *const pb_reader_py =
     "import sys, struct\n"
     "from google.protobuf import descriptor_pb2, descriptor_pool, message_factory\n"
     "f = descriptor_pb2.FileDescriptorProto(name='e.proto', package='t', syntax='proto3')\n"
+    "h = f.message_type.add(name='HistogramProto')\n"
+    "for i, n in enumerate(['min', 'max', 'num', 'sum', 'sum_squares'], 1):\n"
+    "    h.field.add(name=n, number=i, type=1, label=1)\n"
+    "for i, n in ((6, 'bucket_limit'), (7, 'bucket')):\n"
+    "    h.field.add(name=n, number=i, type=1, label=3,\n"
+    "                options=descriptor_pb2.FieldOptions(packed=True))\n"
     "v = f.message_type.add(name='Value')\n"
     "v.field.add(name='tag', number=1, type=9, label=1)\n"
     "v.field.add(name='simple_value', number=2, type=2, label=1)\n"
+    "v.field.add(name='histo', number=5, type=11, label=1, type_name='.t.HistogramProto')\n"
     "s = f.message_type.add(name='Summary')\n"
     "s.field.add(name='value', number=1, type=11, label=3, type_name='.t.Value')\n"
     "e = f.message_type.add(name='Event')\n"
@@ -250,7 +258,12 @@ static const char *const pb_reader_py =
     "while pos < len(data):\n"
     "    (n,) = struct.unpack_from('<Q', data, pos); pos += 12\n"
     "    ev = Event(); ev.ParseFromString(data[pos:pos + n]); pos += n + 4\n"
-    "    for x in ev.summary.value: print(ev.step, x.tag, repr(x.simple_value))\n"
+    "    for x in ev.summary.value:\n"
+    "        if x.HasField('histo'):\n"
+    "            g = x.histo\n"
+    "            print(ev.step, x.tag, g.min, g.max, g.num, g.sum, g.sum_squares, len(g.bucket_limit),\n"
+    "                  sum(g.bucket), g.bucket_limit[-1])\n"
+    "        else: print(ev.step, x.tag, repr(x.simple_value))\n"
     "    if ev.file_version: print('version', ev.file_version)\n";
 
 static void protobuf_library_decodes_the_same_events(void)
@@ -270,6 +283,8 @@ static void protobuf_library_decodes_the_same_events(void)
     CHECK_OK(sh_tb_scalar(tb, "train/loss", 7, 0.125f));
     CHECK_OK(sh_tb_scalar(tb, "test/accuracy", 1234567890123LL, 0.875f));
     CHECK_OK(sh_tb_scalar(tb, "neg", -2, -3.5f));
+    const float hv[4] = {-1, 0.5f, 2, 2};
+    CHECK_OK(sh_tb_histogram(tb, "weights/conv 0", 9, hv, 4));
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s %s", script, sh_tb_path(tb));
     sh_tb_close(tb);
     char out[1024] = "";
@@ -279,8 +294,58 @@ static void protobuf_library_decodes_the_same_events(void)
     int st = p ? pclose(p) : -1;
     CHECK(st == 0, "python reader exit status %d: %s", st, out);
     CHECK(strcmp(out, "version brain.Event:2\n7 train/loss 0.125\n1234567890123 test/accuracy "
-                      "0.875\n-2 neg -3.5\n") == 0,
+                      "0.875\n-2 neg -3.5\n9 weights/conv 0 -1.0 2.0 4.0 3.5 9.25 30 4.0 2.0\n") == 0,
           "protobuf decoded:\n%s", out);
+}
+
+/* 1..10, a NaN and 0.5 five times: statistics over the 15 finite values, 30 buckets that
+ * count each value once, in (limit[k-1], limit[k]], and a buffered writer that shows its
+ * records after sh_tb_flush. */
+static void histogram_reads_back_with_exact_statistics(void)
+{
+    char logdir[128];
+    snprintf(logdir, sizeof logdir, "%s/histo", dir);
+    sh_tb *tb = NULL;
+    CHECK_OK(sh_tb_open(logdir, &tb));
+    if (!tb) return;
+    sh_tb_set_autoflush(tb, 0);
+    float v[16];
+    double sum = 0, sum_sq = 0;
+    for (int i = 0; i < 10; i++) v[i] = (float)(i + 1);
+    for (int i = 10; i < 15; i++) v[i] = 0.5f;
+    for (int i = 0; i < 15; i++) sum += v[i], sum_sq += (double)v[i] * v[i];
+    v[15] = NAN;
+    CHECK_OK(sh_tb_histogram(tb, "weights/conv 0", 7, v, 16));
+    CHECK_OK(sh_tb_histogram(tb, "empty", 8, v, 0));
+    CHECK_OK(sh_tb_flush(tb));
+    char path[512], err[256] = "";
+    snprintf(path, sizeof path, "%s", sh_tb_path(tb));
+    tbr_event *ev = NULL;
+    int n = tbr_read_file(path, &ev, err, sizeof err);
+    CHECK(n == 3, "records after flush: %d (%s)", n, err);
+    if (n == 3) {
+        const tbr_event *h = &ev[1];
+        CHECK(!strcmp(h->tag, "weights/conv 0") && h->step == 7 && h->has_histo && !h->has_value, "tag %s step %lld",
+              h->tag, (long long)h->step);
+        CHECK(h->hmin == 0.5 && h->hmax == 10 && h->hnum == 15, "min %g max %g num %g", h->hmin, h->hmax, h->hnum);
+        CHECK_NEAR(h->hsum, sum, 1e-9);
+        CHECK_NEAR(h->hsum_sq, sum_sq, 1e-9);
+        CHECK(h->nlimits == 30 && h->ncounts == 30, "%d limits %d buckets", h->nlimits, h->ncounts);
+        int placed = 1;
+        for (int i = 0; i < 15 && h->nlimits == 30; i++) {
+            int k = 0;
+            while (k < 29 && v[i] > h->limit[k]) k++; /* the bucket whose (lo, hi] holds it */
+            double got = h->count[k];
+            placed &= got >= 1;
+        }
+        double total = 0;
+        for (int k = 0; k < h->ncounts; k++) total += h->count[k];
+        CHECK(placed && total == 15, "bucket counts add to %g", total);
+        CHECK(h->count[0] == 5, "the five 0.5s in the first bucket: %g", h->count[0]);
+        CHECK(ev[2].has_histo && ev[2].hnum == 0, "empty histogram: num %g", ev[2].hnum);
+    }
+    free(ev);
+    sh_tb_close(tb);
 }
 
 int main(void)
@@ -295,6 +360,7 @@ int main(void)
     RUN(scalars_read_back_with_tags_steps_and_values);
     RUN(two_writers_in_one_second_get_two_files);
     RUN(protobuf_library_decodes_the_same_events);
+    RUN(histogram_reads_back_with_exact_statistics);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

@@ -247,11 +247,25 @@ static shoal_result run_whole(shoal_comm *c, const sh_coll *op)
     return rc;
 }
 
+/* The name shoal_wait_trace reports for a collective run_whole runs. */
+static const char *whole_path(const shoal_comm *c, const sh_coll *op)
+{
+    if (c->world == 1) return "local";
+    if (c->algo == SH_ALGO_MPI && op->dt != SHOAL_FLOAT16 && op->dt != SHOAL_BFLOAT16) return "mpi";
+    sh_algo_kind a = sh_select_choose(c, op);
+    if (a == SH_ALGO_AUTO) return sh_coll_name(op->kind); /* alltoall, barrier: one algorithm */
+    if (op->kind == SH_COLL_REDUCE) return "tree";
+    return sh_algo_name(a);
+}
+
 shoal_result sh_select_algo_run(shoal_comm *c, const sh_coll *op)
 {
     /* through the peers' memory: each rank updates its own block as it goes */
-    if (c->algo == SH_ALGO_AUTO && c->shm && c->nhosts == 1 && c->world > 1 && sh_cma_fits(c, op))
+    if (c->algo == SH_ALGO_AUTO && c->shm && c->nhosts == 1 && c->world > 1 && sh_cma_fits(c, op)) {
+        c->last_path = "cma";
         return sh_cma_allreduce(c, op);
+    }
+    c->last_path = whole_path(c, op);
     SH_TRY(run_whole(c, op));
     if (op->apply) op->apply(op->apply_ctx, 0, op->count, (const float *)op->recv); /* every rank updates everything */
     return SHOAL_OK;
@@ -261,12 +275,19 @@ shoal_result sh_select_run(shoal_comm *c, const sh_coll *op)
 {
     shoal_result rc;
     if (sh_cma_window_apply(c, op)) { /* the only path that updates a shared copy once */
+        c->last_path = "cma";
         rc = sh_match_check(c, op);
         return rc == SHOAL_OK ? sh_cma_allreduce(c, op) : rc;
     }
     /* the fast paths serve the automatic choice only: SHOAL_ALGO forces the algorithm */
-    if (c->algo == SH_ALGO_AUTO && sh_slots_fits(c, op)) return sh_slots_coll(c, op);
-    if (c->algo == SH_ALGO_AUTO && sh_eager_fits(c, op)) return sh_eager_allreduce(c, op);
+    if (c->algo == SH_ALGO_AUTO && sh_slots_fits(c, op)) {
+        c->last_path = "slots";
+        return sh_slots_coll(c, op);
+    }
+    if (c->algo == SH_ALGO_AUTO && sh_eager_fits(c, op)) {
+        c->last_path = "eager";
+        return sh_eager_allreduce(c, op);
+    }
     rc = sh_match_check(c, op);
     return rc == SHOAL_OK ? sh_select_algo_run(c, op) : rc;
 }

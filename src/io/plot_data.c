@@ -1,0 +1,335 @@
+/* plot_data.c — timeline breakdowns and benchmark curves for `shoal plot` (plot_data.h).
+ * Not here: TensorBoard files (tb_read.c), drawing (svg_plot.c).
+ * Proved by tests/cli/test_plot.c. */
+#include "io/plot_data.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "io/json.h"
+
+const char *const sh_stage_names[SH_STAGES] = {"data", "forward", "backward", "wait", "optimizer"};
+
+static int stage_of(const char *cat, const char *name)
+{
+    for (int k = 0; k < SH_STAGES; k++)
+        if (!strcmp(cat, sh_stage_names[k]) && !strcmp(name, sh_stage_names[k])) return k;
+    return -1;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+
+static size_t find_i64(const int64_t *v, size_t n, int64_t x)
+{
+    for (size_t i = 0; i < n; i++)
+        if (v[i] == x) return i;
+    return n;
+}
+
+void sh_breakdown_fini(sh_breakdown *b)
+{
+    free(b->rank);
+    free(b->step);
+    free(b->ms);
+    memset(b, 0, sizeof *b);
+}
+
+shoal_result sh_breakdown_read(const char *path, int64_t step_lo, int64_t step_hi, sh_breakdown *out)
+{
+    memset(out, 0, sizeof *out);
+    char err[160] = "";
+    sh_json *doc = sh_json_parse_file(path, err, sizeof err);
+    if (!doc) {
+        if (!strncmp(err, "cannot", 6)) return SH_FAIL(SHOAL_ERR_IO, "%s: %s", path, err);
+        return SH_FAIL(SHOAL_ERR_FORMAT, "--timeline %s: not JSON (%s); give a file written by shoal train "
+                       "--timeline", path, err);
+    }
+    shoal_result rc = SHOAL_OK;
+    const sh_json *ev = sh_json_get(doc, "traceEvents");
+    if (!ev || ev->kind != SH_JSON_ARR) {
+        rc = SH_FAIL(SHOAL_ERR_FORMAT, "--timeline %s: no \"traceEvents\" array; give a file written by shoal "
+                     "train --timeline", path);
+        goto done;
+    }
+    /* the steps and ranks that have a step event in the window */
+    int64_t *steps = calloc(ev->n + 1, sizeof *steps);
+    int *ranks = calloc(ev->n + 1, sizeof *ranks);
+    size_t nsteps = 0, nranks = 0;
+    if (!steps || !ranks) {
+        free(steps);
+        free(ranks);
+        rc = SH_FAIL(SHOAL_ERR_NOMEM, "out of memory reading %s", path);
+        goto done;
+    }
+    for (size_t i = 0; i < ev->n; i++) {
+        const sh_json *e = &ev->items[i];
+        const char *cat = sh_json_str(e, "cat"), *ph = sh_json_str(e, "ph");
+        if (!cat || !ph || strcmp(ph, "X") || strcmp(cat, "step")) continue;
+        int64_t s = (int64_t)sh_json_num(sh_json_get(e, "args"), "step", -1);
+        int pid = (int)sh_json_num(e, "pid", -1);
+        if (s < step_lo || (step_hi >= 0 && s >= step_hi) || s < 0 || pid < 0) continue;
+        if (find_i64(steps, nsteps, s) == nsteps) steps[nsteps++] = s;
+        int seen = 0;
+        for (size_t r = 0; r < nranks && !seen; r++) seen = ranks[r] == pid;
+        if (!seen) ranks[nranks++] = pid;
+    }
+    if (!nsteps) {
+        free(steps);
+        free(ranks);
+        rc = SH_FAIL(SHOAL_ERR_FORMAT, "--timeline %s: no step events%s; record steps with shoal train --timeline "
+                     "(and --timeline-steps covering them)", path, step_lo > 0 || step_hi >= 0 ? " in the window" : "");
+        goto done;
+    }
+    qsort(steps, nsteps, sizeof *steps, cmp_i64);
+    qsort(ranks, nranks, sizeof *ranks, cmp_int);
+    double *ms = malloc(nsteps * nranks * SH_STAGES * sizeof *ms);
+    if (!ms) {
+        free(steps);
+        free(ranks);
+        rc = SH_FAIL(SHOAL_ERR_NOMEM, "out of memory reading %s", path);
+        goto done;
+    }
+    for (size_t i = 0; i < nsteps * nranks * SH_STAGES; i++) ms[i] = NAN;
+    for (size_t i = 0; i < ev->n; i++) {
+        const sh_json *e = &ev->items[i];
+        const char *cat = sh_json_str(e, "cat"), *name = sh_json_str(e, "name"), *ph = sh_json_str(e, "ph");
+        if (!cat || !name || !ph || strcmp(ph, "X")) continue;
+        int k = stage_of(cat, name);
+        if (k < 0) continue;
+        int64_t s = (int64_t)sh_json_num(sh_json_get(e, "args"), "step", -1);
+        size_t si = find_i64(steps, nsteps, s), ri = nranks;
+        int pid = (int)sh_json_num(e, "pid", -1);
+        for (size_t r = 0; r < nranks; r++)
+            if (ranks[r] == pid) ri = r;
+        if (si == nsteps || ri == nranks) continue;
+        double *slot = &ms[(si * nranks + ri) * SH_STAGES + (size_t)k];
+        double d = sh_json_num(e, "dur", 0) * 1e-3; /* µs -> ms */
+        *slot = isnan(*slot) ? d : *slot + d;
+    }
+    out->nsteps = (int)nsteps;
+    out->nranks = (int)nranks;
+    out->step = steps;
+    out->rank = ranks;
+    out->ms = ms;
+done:
+    sh_json_free(doc);
+    return rc;
+}
+
+void sh_bench_curve_fini(sh_bench_curve *c)
+{
+    free(c->nbytes);
+    free(c->busbw_gb_s);
+    memset(c, 0, sizeof *c);
+}
+
+static shoal_result add_row(sh_bench_curve *c, double nbytes, double busbw)
+{
+    if (!isfinite(nbytes) || !isfinite(busbw) || nbytes <= 0) return SHOAL_OK;
+    double *a = realloc(c->nbytes, (c->n + 1) * sizeof *a);
+    if (a) c->nbytes = a;
+    double *b = realloc(c->busbw_gb_s, (c->n + 1) * sizeof *b);
+    if (b) c->busbw_gb_s = b;
+    if (!a || !b) return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory reading benchmark rows");
+    c->nbytes[c->n] = nbytes;
+    c->busbw_gb_s[c->n] = busbw;
+    c->n++;
+    return SHOAL_OK;
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *b = malloc(cap);
+    while (b) {
+        size_t got = fread(b + n, 1, cap - n - 1, f);
+        n += got;
+        if (got == 0) break;
+        if (cap - n < 2) {
+            char *g = realloc(b, cap *= 2);
+            if (!g) {
+                free(b);
+                b = NULL;
+                break;
+            }
+            b = g;
+        }
+    }
+    fclose(f);
+    if (b) b[n] = 0;
+    return b;
+}
+
+/* "[rank 0] " as `shoal launch` prefixes lines */
+static char *skip_rank_prefix(char *line)
+{
+    if (!strncmp(line, "[rank ", 6)) {
+        char *close = strchr(line, ']');
+        if (close) line = close + 1;
+    }
+    while (*line == ' ' || *line == '\t') line++;
+    return line;
+}
+
+static const char *base_name(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+shoal_result sh_bench_curve_read(const char *path, sh_bench_curve *out)
+{
+    memset(out, 0, sizeof *out);
+    char *text = slurp(path);
+    if (!text) return SH_FAIL(SHOAL_ERR_IO, "--bench %s: cannot read: %s", path, strerror(errno));
+    snprintf(out->label, sizeof out->label, "%s", base_name(path));
+    shoal_result rc = SHOAL_OK;
+    char err[160] = "";
+    /* a whole shoal bench --json object (possibly with [rank 0] prefixes: strip them first) */
+    char *clean = malloc(strlen(text) + 1);
+    if (!clean) {
+        free(text);
+        return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory reading %s", path);
+    }
+    /* clean: the lines without launcher prefixes; json_part: only those that can belong to
+     * a JSON document (a log line on stderr mixed into the output must not spoil it) */
+    char *json_part = malloc(strlen(text) + 1);
+    if (!json_part) {
+        free(clean);
+        free(text);
+        return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory reading %s", path);
+    }
+    size_t cn = 0, jn = 0;
+    for (char *line = text; line && *line;) {
+        char *nl = strchr(line, '\n');
+        if (nl) *nl = 0;
+        char *l = skip_rank_prefix(line);
+        size_t len = strlen(l);
+        memcpy(clean + cn, l, len);
+        cn += len;
+        clean[cn++] = '\n';
+        if (strchr("{}[]", l[0]) && l[0]) {
+            memcpy(json_part + jn, l, len);
+            jn += len;
+            json_part[jn++] = '\n';
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    clean[cn] = 0;
+    json_part[jn] = 0;
+    sh_json *doc = json_part[0] == '{' ? sh_json_parse(json_part, err, sizeof err) : NULL;
+    free(json_part);
+    const sh_json *rows = doc ? sh_json_get(doc, "rows") : NULL;
+    if (rows && rows->kind == SH_JSON_ARR) {
+        const char *coll = sh_json_str(doc, "collective");
+        double ranks = sh_json_num(doc, "ranks", 0);
+        if (coll) snprintf(out->label, sizeof out->label, "shoal %s, %g ranks", coll, ranks);
+        for (size_t i = 0; i < rows->n && rc == SHOAL_OK; i++)
+            rc = add_row(out, sh_json_num(&rows->items[i], "size", NAN),
+                         sh_json_num(&rows->items[i], "busbw_gb_s", NAN));
+    } else {
+        /* line by line: JSON rows, or a table under a header naming its columns */
+        int size_col = -1, bw_col = -1, lineno = 0;
+        for (char *line = clean; line && *line && rc == SHOAL_OK;) {
+            char *nl = strchr(line, '\n');
+            if (nl) *nl = 0;
+            lineno++;
+            if (line[0] == '{') {
+                sh_json *row = sh_json_parse(line, err, sizeof err);
+                if (!row) rc = SH_FAIL(SHOAL_ERR_FORMAT, "--bench %s:%d: not a JSON row (%s)", path, lineno, err);
+                else rc = add_row(out, sh_json_num(row, "size", NAN), sh_json_num(row, "busbw_gb_s", NAN));
+                sh_json_free(row);
+            } else if (line[0] == '#') {
+                int col = 0, sc = -1, bc = -1;
+                for (char *tok = strtok(line + 1, " \t"); tok; tok = strtok(NULL, " \t"), col++) {
+                    if (!strcmp(tok, "size") && sc < 0) sc = col;
+                    if (!strcmp(tok, "busbw") && bc < 0) bc = col;
+                }
+                if (sc >= 0 && bc >= 0) size_col = sc, bw_col = bc;
+            } else if (size_col >= 0 && isdigit((unsigned char)line[0])) {
+                double v[64];
+                int col = 0;
+                for (char *tok = strtok(line, " \t"); tok && col < 64; tok = strtok(NULL, " \t")) v[col++] = strtod(tok, NULL);
+                if (col > bw_col && col > size_col) rc = add_row(out, v[size_col], v[bw_col]);
+            }
+            line = nl ? nl + 1 : NULL;
+        }
+    }
+    sh_json_free(doc);
+    free(clean);
+    free(text);
+    if (rc == SHOAL_OK && out->n == 0)
+        rc = SH_FAIL(SHOAL_ERR_FORMAT, "--bench %s: no benchmark rows found; give the output of shoal bench (--json or "
+                     "its table), JSON lines with \"size\" and \"busbw_gb_s\", or an nccl-tests table", path);
+    if (rc != SHOAL_OK) sh_bench_curve_fini(out);
+    return rc;
+}
+
+shoal_result sh_train_json_read(const char *path, sh_tb_run *out)
+{
+    memset(out, 0, sizeof *out);
+    char *text = slurp(path);
+    if (!text) return SH_FAIL(SHOAL_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+    shoal_result rc = SHOAL_OK;
+    char err[160];
+    sh_json *doc = sh_json_parse(text, err, sizeof err); /* the whole file one document? */
+    if (doc && !sh_json_get(doc, "history")) {
+        if (sh_json_get(doc, "traceEvents"))
+            rc = SH_FAIL(SHOAL_ERR_FORMAT, "%s is a timeline; draw it with shoal plot --timeline %s", path, path);
+        else if (sh_json_get(doc, "rows"))
+            rc = SH_FAIL(SHOAL_ERR_FORMAT, "%s holds benchmark rows; draw it with shoal plot --bench %s", path, path);
+        sh_json_free(doc);
+        doc = NULL;
+    }
+    /* else the last line that is a JSON object with a history: the report of shoal train
+     * --json, perhaps behind a launcher's "[rank 0] " */
+    for (char *line = doc || rc != SHOAL_OK ? NULL : text; line && *line;) {
+        char *nl = strchr(line, '\n');
+        if (nl) *nl = 0;
+        char *l = skip_rank_prefix(line);
+        if (l[0] == '{') {
+            sh_json *v = sh_json_parse(l, err, sizeof err);
+            if (v && sh_json_get(v, "history")) {
+                sh_json_free(doc);
+                doc = v;
+            } else {
+                if (v && sh_json_get(v, "traceEvents"))
+                    rc = SH_FAIL(SHOAL_ERR_FORMAT, "%s is a timeline; draw it with shoal plot --timeline %s", path, path);
+                else if (v && sh_json_get(v, "rows"))
+                    rc = SH_FAIL(SHOAL_ERR_FORMAT, "%s holds benchmark rows; draw it with shoal plot --bench %s", path, path);
+                sh_json_free(v);
+            }
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    free(text);
+    const sh_json *h = doc ? sh_json_get(doc, "history") : NULL;
+    if (rc == SHOAL_OK && (!h || h->kind != SH_JSON_ARR))
+        rc = SH_FAIL(SHOAL_ERR_FORMAT, "%s: no shoal train --json report with a \"history\" in it; give that output "
+                     "or the run's --logdir", path);
+    for (size_t i = 0; rc == SHOAL_OK && i < h->n; i++) {
+        const sh_json *e = &h->items[i];
+        int64_t step = (int64_t)sh_json_num(e, "step", 0);
+        double wall = sh_json_num(e, "seconds", NAN);
+        static const char *const keys[3][2] = {
+            {"train_loss", "train/loss"}, {"test_loss", "test/loss"}, {"test_accuracy", "test/accuracy"}};
+        for (int k = 0; k < 3 && rc == SHOAL_OK; k++)
+            rc = sh_tb_run_add(out, keys[k][1], step, wall, sh_json_num(e, keys[k][0], NAN));
+        if (rc == SHOAL_OK) rc = sh_tb_run_add(out, "train/epoch", step, wall, sh_json_num(e, "epoch", NAN));
+    }
+    sh_json_free(doc);
+    return rc;
+}
