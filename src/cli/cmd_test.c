@@ -41,6 +41,7 @@ static shoal_result run_test(const char *cfg, const char *weights, const char *d
     float *x = NULL;
     int32_t *y = NULL;
     SH_TRY_GOTO(sh_net_load(cfg, batch, 1, &net), rc, done);
+    SH_TRY_GOTO(sh_net_check_trainable(net), rc, done);
     sh_net_set_threads(net, threads);
     SH_TRY_GOTO(sh_snapshot_load_weights(net, weights), rc, done);
     SH_TRY_GOTO(sh_dataset_open_dir(dir, 0, &d), rc, done);

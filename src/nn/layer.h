@@ -11,6 +11,7 @@
 #include "base/util.h"
 #include "nn/activation.h"
 #include "nn/cfg.h"
+#include "nn/darknet_weights.h"
 #include "nn/net.h"
 #include "nn/tensor.h"
 #include "nn/threads.h"
@@ -41,6 +42,10 @@ typedef struct {
     /* Write dL/d(params) into x->grad[0] (through sh_exec_partials' slots for sums over
      * images) and write (or add, when accum[k]) dL/d(input k) into in_delta[k] if non-NULL. */
     void (*backward)(sh_layer *l, sh_exec *x);
+    /* Darknet's .weights layout (darknet_weights.c): fill out[0..max) with this layer's
+     * arrays in the order Darknet's parser.c saves them; return how many. NULL: the layer
+     * has no parameters (a layer with parameters and no layout cannot be read or written). */
+    int (*darknet_blobs)(const sh_layer *l, sh_dn_blob *out, int max);
 } sh_layer_ops;
 
 struct sh_layer {
@@ -51,6 +56,7 @@ struct sh_layer {
     int nsrc, src[SH_LAYER_MAX_SRC];
     size_t src_outputs[SH_LAYER_MAX_SRC]; /* C*H*W of each input (set by net.c) */
     sh_shape in_shape, out_shape; /* in_shape: shape of src[0] */
+    const sh_shape *from_shape;   /* shortcut: shape of src[1] (in the layer array) */
     size_t inputs, outputs; /* C*H*W of in and out */
 
     /* options (each layer uses its own) */
@@ -58,9 +64,12 @@ struct sh_layer {
     int filters, size, stride, pad; /* conv: pad = padding in pixels; pool: total padding */
     int batch_normalize;
     int group;                      /* conv: images unrolled into one product */
+    int groups;                     /* conv: channel groups (groups=), 1 = ordinary */
     float probability, scale;       /* dropout */
     float temperature;              /* softmax */
     int alias_input;                /* [cost]: out/delta are src[0]'s */
+    int reverse, extra;             /* reorg */
+    int flip;                       /* crop */
 
     /* slices of the three blocks, in floats from each block's start */
     size_t param_off, param_count;  /* everything this layer owns */
@@ -141,7 +150,8 @@ const float *sh_net_input_delta(const sh_net *n);
 
 /* The layer table rows, one per file. */
 extern const sh_layer_ops sh_conv_ops, sh_dense_ops, sh_maxpool_ops, sh_avgpool_ops,
-    sh_dropout_ops, sh_softmax_ops, sh_cost_ops, sh_shortcut_ops, sh_route_ops;
+    sh_dropout_ops, sh_softmax_ops, sh_cost_ops, sh_shortcut_ops, sh_route_ops, sh_reorg_ops,
+    sh_crop_ops;
 
 /* Shared helpers of the conv layer (im2col.c). col is (C*S*S, OH*OW) with rows ld_col
  * floats apart (ld_col >= OH*OW lets several images sit side by side). */

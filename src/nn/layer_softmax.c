@@ -14,6 +14,11 @@ static shoal_result softmax_parse(sh_layer *l, sh_cfg_section *s, const sh_parse
 {
     int groups = 1;
     (void)ctx;
+    if (sh_cfg_has(s, "tree"))
+        return sh_cfg_fail_at(s, "tree", SHOAL_ERR_FORMAT,
+                              "tree= (Darknet's hierarchical softmax over a WordTree, as in "
+                              "YOLO9000) is not supported by shoal; remove tree= for a plain "
+                              "softmax over all %zu inputs", l->inputs);
     SH_TRY(sh_cfg_int(s, "groups", 1, 1, 1 << 20, &groups));
     if (groups != 1)
         return sh_cfg_fail_at(s, "groups", SHOAL_ERR_FORMAT,

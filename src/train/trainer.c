@@ -112,6 +112,7 @@ shoal_result sh_trainer_create_with_net(const sh_train_opts *o, sh_net *net, sh_
     /* A net built by the caller used o->seed; on resume its weights, statistics and
      * dropout state are all overwritten from the checkpoint, so the seed there is moot. */
     if (!t->net) SH_TRY_GOTO(sh_net_load(o->cfg_path, o->batch, t->opts.seed, &t->net), rc, fail);
+    SH_TRY_GOTO(sh_net_check_trainable(t->net), rc, fail);
     t->cfg = sh_net_get_config(t->net);
     t->lr = t->cfg->lr;
     if (o->lr_scale > 0) t->lr.base_lr = (float)(t->lr.base_lr * o->lr_scale);
