@@ -134,6 +134,10 @@ void sh_exec_split(sh_layer *l, sh_exec *x, int count, sh_image_fn fn);
 
 /* The table and lookup. */
 const sh_layer_ops *sh_layer_find(const char *cfg_name);
+/* 1 for a section name Darknet knows and shoal's table lacks ([local], [upsample], ...). */
+int sh_layer_is_darknet_only(const char *cfg_name);
+/* "[convolutional], [connected], ...": every section the table has. */
+void sh_layer_list(char *out, size_t out_nbytes);
 /* The closest name in the table, for "did you mean". */
 const char *sh_layer_closest(const char *cfg_name);
 

@@ -160,6 +160,13 @@ static shoal_result parse_layers(sh_net *n)
             if (strcmp(name, "net") == 0 || strcmp(name, "network") == 0)
                 return SH_FAIL(SHOAL_ERR_FORMAT, "%s:%d: a second [%s] section; [net] must come "
                                "once, first", sh_cfg_path(cfg), sh_cfg_section_line(s), name);
+            if (sh_layer_is_darknet_only(name)) {
+                char list[512];
+                sh_layer_list(list, sizeof list);
+                return SH_FAIL(SHOAL_ERR_FORMAT, "%s:%d: [%s] is a Darknet layer shoal does not "
+                               "support; shoal's layers are %s", sh_cfg_path(cfg),
+                               sh_cfg_section_line(s), name, list);
+            }
             return SH_FAIL(SHOAL_ERR_FORMAT, "%s:%d: unknown section [%s]; did you mean [%s]?",
                            sh_cfg_path(cfg), sh_cfg_section_line(s), name,
                            sh_layer_closest(name));
