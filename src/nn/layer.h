@@ -34,7 +34,8 @@ typedef struct {
     const char *cfg_name;   /* "convolutional": the [section] name */
     const char *short_name; /* "conv": for sh_net_layer_name */
     /* Read keys through cfg.h getters; set src/nsrc (default: the previous layer), out
-     * shape, parameter/stat/workspace/keep counts and flops. Do not allocate. */
+     * shape, parameter/stat/workspace/keep counts and flops. Do not allocate (a file read at
+     * parse time, [softmax] tree=, is the one exception; fini frees it). */
     shoal_result (*parse)(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx *ctx);
     /* Fill this layer's parameters (and stats) deterministically from rng. May be NULL. */
     void (*init)(sh_layer *l, float *params, float *stats, sh_rng *rng);
@@ -42,6 +43,9 @@ typedef struct {
     /* Write dL/d(params) into x->grad[0] (through sh_exec_partials' slots for sums over
      * images) and write (or add, when accum[k]) dL/d(input k) into in_delta[k] if non-NULL. */
     void (*backward)(sh_layer *l, sh_exec *x);
+    /* Free what parse allocated (only [softmax] tree=: its group sizes). May be NULL; called
+     * for every layer whose parse ran, including one that failed. */
+    void (*fini)(sh_layer *l);
     /* Darknet's .weights layout (darknet_weights.c): fill out[0..max) with this layer's
      * arrays in the order Darknet's parser.c saves them; return how many. NULL: the layer
      * has no parameters (a layer with parameters and no layout cannot be read or written). */
@@ -67,6 +71,8 @@ struct sh_layer {
     int groups;                     /* conv: channel groups (groups=), 1 = ordinary */
     float probability, scale;       /* dropout */
     float temperature;              /* softmax */
+    int tree_groups;                /* softmax tree=: groups of the WordTree, 0: no tree */
+    int *tree_group_size;           /* [tree_groups]: consecutive outputs per group */
     int alias_input;                /* [cost]: out/delta are src[0]'s */
     int reverse, extra;             /* reorg */
     int flip;                       /* crop */

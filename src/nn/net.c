@@ -33,6 +33,7 @@ struct sh_net {
     int batch;
     sh_shape input;
     int nlayers;
+    int layer_capacity;       /* entries of layers (one per section after [net]) */
     sh_layer *layers;
     int softmax;              /* index of the layer whose output is the network's */
     int has_softmax;          /* ... and it is a [softmax]: cross-entropy can train it */
@@ -151,6 +152,7 @@ static shoal_result parse_layers(sh_net *n)
     sh_cfg *cfg = n->cfg;
     int nsec = sh_cfg_nsections(cfg);
     SH_TRY(sh_calloc((size_t)(nsec > 1 ? nsec - 1 : 1), sizeof *n->layers, (void **)&n->layers));
+    n->layer_capacity = nsec > 1 ? nsec - 1 : 1;
     n->nlayers = 0;
     for (int i = 1; i < nsec; i++) {
         sh_cfg_section *s = sh_cfg_section_at(cfg, i);
@@ -443,6 +445,8 @@ void sh_net_destroy(sh_net *n)
     }
     sh_free_aligned(n->stats);
     free(n->ranges);
+    for (int i = 0; n->layers && i < n->layer_capacity; i++)
+        if (n->layers[i].ops && n->layers[i].ops->fini) n->layers[i].ops->fini(&n->layers[i]);
     free(n->layers);
     if (n->own_cfg) sh_cfg_destroy(n->cfg);
     free(n);
@@ -458,8 +462,13 @@ int sh_net_has_softmax(const sh_net *n) { return n->has_softmax; }
 
 shoal_result sh_net_check_trainable(const sh_net *n)
 {
-    if (n->has_softmax) return SHOAL_OK;
     const sh_layer *l = &n->layers[n->softmax];
+    if (n->has_softmax && l->tree_groups)
+        return SH_FAIL(SHOAL_ERR_FORMAT, "%s:%d: [softmax] tree=: shoal runs Darknet's "
+                       "hierarchical softmax forward (`shoal time`) but cannot train or test it "
+                       "(its loss needs the WordTree's labels); remove tree= to train a plain "
+                       "softmax", sh_cfg_path(n->cfg), l->line);
+    if (n->has_softmax) return SHOAL_OK;
     return SH_FAIL(SHOAL_ERR_FORMAT, "%s:%d: the network ends with [%s]; shoal trains and tests "
                    "with softmax cross-entropy: end it with [softmax] (optionally then [cost]); "
                    "`shoal time` runs it as it is", sh_cfg_path(n->cfg), l->line,

@@ -255,6 +255,10 @@ static int darknet_probs(const char *cfg_path, const char *weights, float *probs
     return n == 10;
 }
 
+/* Darknet's hierarchy_predictions (tree.c) with only_leaves=0: each class's probability
+ * times its parent's, in order; fout applies it when the net has a WordTree. NULL: none. */
+static const int *tree_parent;
+
 static void compare_with_darknet(sh_net *n, const char *cfg_path, const char *weights, const char *what)
 {
     float x[768], dn[10];
@@ -263,7 +267,10 @@ static void compare_with_darknet(sh_net *n, const char *cfg_path, const char *we
     write_image(img, x);
     if (!darknet_probs(cfg_path, weights, dn)) return;
     CHECK_OK(sh_net_forward(n, x, 1, 0));
-    const float *p = sh_net_output(n);
+    float p[10];
+    memcpy(p, sh_net_output(n), sizeof p);
+    for (int k = 0; tree_parent && k < 10; k++)
+        if (tree_parent[k] >= 0) p[k] *= p[tree_parent[k]];
     float lo = 1, hi = 0, worst = 0;
     for (int k = 0; k < 10; k++) {
         worst = fabsf(p[k] - dn[k]) > worst ? fabsf(p[k] - dn[k]) : worst;
@@ -321,6 +328,32 @@ static void shoal_reads_what_darknet_writes(void)
     }
 }
 
+/* Darknet's hierarchical softmax (darknet9000's): one softmax per WordTree group. */
+static void darknet_agrees_on_the_tree_softmax(void)
+{
+    if (!have_darknet()) return;
+    static const int parent[10] = {-1, -1, 0, 0, 0, 1, 1, 5, 5, 5};
+    char tree[600], text[1024], cfg_path[600], w[600];
+    snprintf(tree, sizeof tree, "%s/t.tree", dir);
+    tiny_write_file(dir, "t.tree", "a -1\nb -1\nc 0\nd 0\ne 0\nf 1\ng 1\nh 5\ni 5\nj 5\n");
+    snprintf(text, sizeof text, "[net]\nbatch=1\nchannels=3\nheight=16\nwidth=16\n"
+             "[convolutional]\nfilters=10\nsize=3\nstride=2\npad=1\nactivation=leaky\n"
+             "[avgpool]\n[softmax]\ngroups=1\ntree=%s\n", tree);
+    tiny_write_file(dir, "tree.cfg", text);
+    snprintf(cfg_path, sizeof cfg_path, "%s/tree.cfg", dir);
+    snprintf(w, sizeof w, "%s/tree.weights", dir);
+    sh_net *n = build(text, 1);
+    CHECK(n != NULL, "tree net: %s", shoal_last_error());
+    if (!n) return;
+    randomize(n, 31);
+    for (size_t i = 0; i < sh_net_nparams(n); i++) sh_net_params(n)[i] *= 4; /* spread them */
+    CHECK_OK(sh_darknet_weights_save(n, w, 0));
+    tree_parent = parent;
+    compare_with_darknet(n, cfg_path, w, "WordTree softmax");
+    tree_parent = NULL;
+    sh_net_destroy(n);
+}
+
 /* The flags: train from Darknet weights, save Darknet weights, test and time read them. */
 static void cli_flags_read_and_write_darknet_weights(void)
 {
@@ -368,6 +401,7 @@ int main(void)
     RUN(wrong_files_are_refused_naming_file_and_layer);
     RUN(darknet_reads_what_shoal_writes);
     RUN(shoal_reads_what_darknet_writes);
+    RUN(darknet_agrees_on_the_tree_softmax);
     RUN(cli_flags_read_and_write_darknet_weights);
     tiny_remove_dir(dir);
     return check_end();

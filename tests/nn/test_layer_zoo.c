@@ -281,6 +281,53 @@ static void net_without_softmax_runs_forward_but_not_training(void)
     tn_free(&t);
 }
 
+/* A WordTree: outputs 0-1 are roots, 2-4 children of 0, 5-6 of 1, 7-9 of 5. */
+static const char tree_text[] = "a -1\nb -1\nc 0\nd 0\ne 0\nf 1\ng 1\nh 5\ni 5\nj 5\n";
+
+static void tree_softmax_normalises_each_group(void)
+{
+    char path[] = "/tmp/shoal-tree-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0, "mkstemp");
+    if (fd < 0) return;
+    CHECK(write(fd, tree_text, strlen(tree_text)) == (ssize_t)strlen(tree_text), "write");
+    close(fd);
+    char text[512];
+    snprintf(text, sizeof text, "[net]\nbatch=2\nchannels=10\nheight=1\nwidth=1\n[softmax]\n"
+             "groups=1\ntree=%s\n[cost]\ntype=masked\n", path);
+    test_net t;
+    if (tn_build(&t, text, 2, 1)) {
+        float x[20];
+        tn_random(x, 20, 4, -2, 2);
+        CHECK_OK(sh_net_forward(t.net, x, 2, 0));
+        const float *p = sh_net_output(t.net);
+        int starts[] = {0, 2, 5, 7, 10};
+        for (int n = 0; n < 2; n++)
+            for (int g = 0; g < 4; g++) {
+                double mx = -1e30, sum = 0;
+                for (int i = starts[g]; i < starts[g + 1]; i++) mx = fmax(mx, x[n * 10 + i]);
+                for (int i = starts[g]; i < starts[g + 1]; i++) sum += exp(x[n * 10 + i] - mx);
+                for (int i = starts[g]; i < starts[g + 1]; i++)
+                    CHECK_NEAR(p[n * 10 + i], exp(x[n * 10 + i] - mx) / sum, 1e-6);
+            }
+        CHECK_RC(sh_net_check_trainable(t.net), SHOAL_ERR_FORMAT);
+        CHECK(strstr(shoal_last_error(), "test.cfg:6: [softmax] tree=") != NULL, "%s",
+              shoal_last_error());
+        tn_free(&t);
+    }
+    snprintf(text, sizeof text, "[net]\nbatch=1\nchannels=9\nheight=1\nwidth=1\n[softmax]\n"
+             "tree=%s\n", path);
+    sh_cfg *cfg = NULL;
+    sh_net *n = NULL;
+    CHECK_OK(sh_cfg_parse(text, "bad.cfg", &cfg));
+    CHECK_RC(sh_net_create(cfg, 1, 1, &n), SHOAL_ERR_FORMAT);
+    CHECK(strstr(shoal_last_error(), "bad.cfg:7: [softmax] tree=") &&
+          strstr(shoal_last_error(), "names 10 classes, but the softmax has 9 inputs"), "%s",
+          shoal_last_error());
+    sh_cfg_destroy(cfg);
+    unlink(path);
+}
+
 static void refused_keys_name_file_line_and_key(void)
 {
     struct {
@@ -290,8 +337,8 @@ static void refused_keys_name_file_line_and_key(void)
          "[softmax]\n", "bad.cfg:8: [convolutional] groups=2"},
         {"[net]\nbatch=1\nchannels=4\nheight=4\nwidth=4\n[reorg]\nflatten=1\n[softmax]\n",
          "bad.cfg:7: [reorg] flatten=1"},
-        {"[net]\nbatch=1\nchannels=4\nheight=4\nwidth=4\n[softmax]\ngroups=1\ntree=data/9k.tree\n",
-         "bad.cfg:8: [softmax] tree="},
+        {"[net]\nbatch=1\nchannels=4\nheight=4\nwidth=4\n[softmax]\ngroups=1\ntree=/nonexistent/9k.tree\n",
+         "bad.cfg:8: [softmax] tree=/nonexistent/9k.tree: cannot open"},
         {"[net]\nbatch=1\nchannels=4\nheight=4\nwidth=4\n[crop]\ncrop_height=5\ncrop_width=2\n"
          "[softmax]\n", "bad.cfg:7: [crop] the 5x2 crop"},
         {"[net]\nbatch=1\nchannels=4\nheight=4\nwidth=4\n[local]\nfilters=2\n[softmax]\n",
@@ -321,6 +368,7 @@ int main(void)
     RUN(reorg_extra_appends_zero_outputs);
     RUN(crop_takes_the_centre_scaled_at_inference);
     RUN(net_without_softmax_runs_forward_but_not_training);
+    RUN(tree_softmax_normalises_each_group);
     RUN(refused_keys_name_file_line_and_key);
     return check_end();
 }
