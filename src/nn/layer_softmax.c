@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/err.h"
 #include "nn/layer.h"
@@ -18,11 +19,13 @@
  * consecutive lines with the same parent, and the softmax runs within each group. */
 static shoal_result read_tree(sh_layer *l, sh_cfg_section *s, const char *path)
 {
-    FILE *f = fopen(path, "r");
-    if (!f)
+    struct stat st;
+    FILE *f = NULL;
+    errno = 0;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || !(f = fopen(path, "r")))
         return sh_cfg_fail_at(s, "tree", SHOAL_ERR_FORMAT, "tree=%s: cannot open: %s; give the "
                               "WordTree file's path (Darknet's data/9k.tree)", path,
-                              strerror(errno));
+                              errno ? strerror(errno) : "not a regular file");
     shoal_result rc = SHOAL_OK;
     char line[1024], name[256];
     int n = 0, last_parent = -1, run = 0, cap = 0;

@@ -382,6 +382,20 @@ static void cli_flags_read_and_write_darknet_weights(void)
     snprintf(cmd, sizeof cmd, "%s time %s --weights %s/trained.weights --iterations 1 --threads 1",
              sh_test_shoal_bin(), cfg_path, dir);
     CHECK(sh_test_run(cmd, out, sizeof out) == 0, "time --weights: %s", out);
+    /* a feature extractor (no softmax): time runs it, train says what it needs */
+    tiny_write_file(dir, "feat.cfg", "[net]\nbatch=4\nwidth=8\nheight=8\nchannels=1\n"
+                    "[convolutional]\nfilters=2\nsize=3\npad=1\nactivation=relu\n"
+                    "[maxpool]\nsize=2\nstride=2\n");
+    snprintf(cmd, sizeof cmd, "%s time %s/feat.cfg --iterations 1 --threads 1 2>&1",
+             sh_test_shoal_bin(), dir);
+    CHECK(sh_test_run(cmd, out, sizeof out) == 0 && strstr(out, "Average Forward"),
+          "time without softmax: %s", out);
+    snprintf(cmd, sizeof cmd, "%s train %s/feat.cfg --data %s --max-steps 1 --threads 1 2>&1",
+             sh_test_shoal_bin(), dir, dir);
+    rc = sh_test_run(cmd, out, sizeof out);
+    CHECK(rc == 1 && strstr(out, "feat.cfg:11: the network ends with [maxpool]") &&
+          strstr(out, "[softmax]") && strchr(out, '\n') == out + strlen(out) - 1,
+          "train without softmax: exit %d, want 1 and one line: %s", rc, out);
     snprintf(cmd, sizeof cmd, "%s time %s/conv.cfg --weights %s/trained.weights 2>&1",
              sh_test_shoal_bin(), dir, dir);
     rc = sh_test_run(cmd, out, sizeof out);
