@@ -126,13 +126,10 @@ shoal_result sh_darknet_weights_load(sh_net *n, const char *path, uint64_t *seen
         }
     }
     if (fgetc(f) != EOF) {
-        long here = ftell(f);
         fseek(f, 0, SEEK_END);
-        long end = ftell(f);
         rc = SH_FAIL(SHOAL_ERR_FORMAT, "darknet weights %s: %ld bytes, but the cfg's layers "
-                     "take %llu; the file was written for another cfg", path, end,
+                     "take %llu; the file was written for another cfg", path, ftell(f),
                      (unsigned long long)pos);
-        (void)here;
         goto done;
     }
     if (seen) *seen = images;
