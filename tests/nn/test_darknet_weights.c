@@ -379,6 +379,24 @@ static void cli_flags_read_and_write_darknet_weights(void)
     const char *acc = strstr(out, "\"accuracy\":");
     CHECK(rc == 0 && acc && strtod(acc + 11, NULL) > 0.5, "test on the saved Darknet weights: "
           "exit %d: %s", rc, out);
+    /* --weights is honoured on 2 data-parallel ranks and by parameter servers: one step from
+     * the trained weights keeps their accuracy, one step from the seed's does not reach it */
+    double acc_from[3];
+    for (int k = 0; k < 3; k++) {
+        char weights[600] = "";
+        if (k) snprintf(weights, sizeof weights, "--weights %s/trained.weights%s", dir,
+                        k == 2 ? " --ps --servers 1" : "");
+        snprintf(cmd, sizeof cmd, "%s train %s --data %s --max-steps 1 --threads 1 -n 2 "
+                 "--scaling strong --quiet --json %s 2>/dev/null", sh_test_shoal_bin(),
+                 cfg_path, dir, weights);
+        rc = sh_test_run(cmd, out, sizeof out);
+        const char *a = strstr(out, "\"accuracy\":");
+        acc_from[k] = a ? strtod(a + 11, NULL) : -1;
+        CHECK(rc == 0 && a, "train -n 2 %s: exit %d: %s", k ? "--weights" : "", rc, out);
+    }
+    CHECK(acc_from[1] > 0.5 && acc_from[1] > acc_from[0] && acc_from[2] > 0.5,
+          "accuracy after one step: from --weights %.3f (data parallel), %.3f (--ps), from "
+          "the seed %.3f", acc_from[1], acc_from[2], acc_from[0]);
     snprintf(cmd, sizeof cmd, "%s time %s --weights %s/trained.weights --iterations 1 --threads 1",
              sh_test_shoal_bin(), cfg_path, dir);
     CHECK(sh_test_run(cmd, out, sizeof out) == 0, "time --weights: %s", out);
