@@ -3,10 +3,12 @@
  * itself prints its layer table (`darknet partial CFG "" /dev/stdout N`, which parses the cfg
  * and writes its weights) and shoal's layers must have the same output shapes, the same
  * convolution BFLOPs (grouped ones included), and the weights Darknet writes must have
- * exactly as many bytes as shoal's .weights file for the model (same parameter count).
+ * exactly as many bytes as shoal's .weights file for the model (same parameter count); then
+ * one forward runs and gives a probability distribution.
  * Where /usr/bin/darknet is missing, says so in one line and passes. By default a set of
  * models that covers every layer kind runs (well under 30 s); `test_zoo --all` runs them all.
  * darknet9000 (hierarchical softmax) runs forward; training it is refused with file:line. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,6 +146,16 @@ static void model_matches_darknet(const char *model)
     CHECK(rows == sh_net_nlayers(net), "%s: Darknet printed %d layers, shoal has %d", model,
           rows, sh_net_nlayers(net));
     CHECK(bad == 0, "%s: %d layers differ from Darknet's table", model, bad);
+    /* and it runs: one forward at batch 1, a probability distribution out */
+    size_t nin = (size_t)sh_net_input_count(net);
+    float *x = malloc(nin * sizeof *x);
+    for (size_t i = 0; x && i < nin; i++) x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f;
+    sh_net_set_threads(net, 2);
+    CHECK(x && sh_net_forward(net, x, 1, 0) == SHOAL_OK, "%s: forward: %s", model, shoal_last_error());
+    double sum = 0;
+    for (int k = 0; x && k < sh_net_nclasses(net); k++) sum += sh_net_output(net)[k];
+    CHECK(!sh_net_has_softmax(net) || fabs(sum - 1.0) < 1e-3, "%s: outputs sum to %g", model, sum);
+    free(x);
     if (getenv("CHECK_VERBOSE"))
         fprintf(stderr, "  %s: %d layers, %lld weight bytes as Darknet\n", model, rows, dn_bytes);
     sh_net_destroy(net);
