@@ -26,10 +26,10 @@
 static char tmp[256];
 static int run_all;
 
-/* conv, max, avg, softmax, reorg (extra), res of equal and different shapes, route, grouped
- * conv; --all adds dropout, connected, crop, ramp, cost and nets without softmax (each model
- * costs Darknet a second or more to build and write). */
-static const char *const quick[] = {"tiny", "go", "resnet18", "resnext50", "densenet201"};
+/* conv, max, avg, softmax, reorg (extra), res of equal and different shapes, grouped conv;
+ * --all adds route, dropout, connected, crop, ramp, cost, WordTree softmax and nets without
+ * softmax (each model costs Darknet a second or more to build and write). */
+static const char *const quick[] = {"tiny", "go", "resnet18", "resnext50"};
 static const char *const all[] = {
     "alexnet", "cifar", "cifar.test", "darknet", "darknet19", "darknet19_448", "darknet53",
     "darknet53_448", "darknet9000", "densenet201", "extraction", "extraction.conv", "extraction22k", "go",
