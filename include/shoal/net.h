@@ -46,7 +46,8 @@ shoal_result shoal_net_output_shape(const shoal_net *n, int *batch, int *k);
 
 /* Forward the first nimg (1..N) images of x, (nimg, C, H, W) floats. training = 1 uses batch
  * statistics and dropout and keeps what backward needs; 0 is inference. *probs (may be
- * NULL) points at the softmax output, (nimg, K) floats owned by the net, valid until the
+ * NULL) points at the softmax output (the last layer's when the net has no final softmax),
+ * (nimg, K) floats owned by the net, valid until the
  * next forward. x is borrowed for the call. Allocates nothing.
  * Errors: SHOAL_ERR_INVALID (NULL net or x, nimg out of range). */
 shoal_result shoal_net_forward(shoal_net *n, const float *x, int nimg, int training, const float **probs);
@@ -54,7 +55,8 @@ shoal_result shoal_net_forward(shoal_net *n, const float *x, int nimg, int train
  * cross-entropy of its nimg outputs against labels (nimg class indices in [0, K)) goes to
  * *loss (may be NULL), and d(loss)/d(parameters) overwrites the gradients (no need to zero
  * them). Allocates nothing. Errors: SHOAL_ERR_INVALID (NULL net or labels, a label out of
- * range, no training forward before). */
+ * range, no training forward before), SHOAL_ERR_FORMAT (the net does not end with a plain
+ * [softmax]: no cross-entropy to take). */
 shoal_result shoal_net_backward(shoal_net *n, const int32_t *labels, float *loss);
 
 /* The parameters and their gradients: one contiguous block each, *count floats (may be

@@ -20,9 +20,10 @@ static const char usage_text[] =
     "usage: shoal test CFG --weights FILE [options]\n"
     "\n"
     "Measure the accuracy and mean loss of the weights in FILE (a checkpoint written by\n"
-    "shoal train --save) on the test split of a dataset.\n"
+    "shoal train --save, or Darknet's FILE.weights) on the test split of a dataset.\n"
     "\n"
-    "  --weights FILE     the checkpoint (required; must come from the same CFG)\n"
+    "  --weights FILE     the checkpoint, or Darknet's weights when FILE ends in .weights\n"
+    "                     (required; must come from the same CFG)\n"
     "  --data DIR         dataset directory (default $SHOAL_DATA_DIR or\n"
     "                     /usr/share/datasets/fashion-mnist)\n"
     "  --batch N          images per forward pass (default: the cfg's batch)\n"
@@ -41,6 +42,7 @@ static shoal_result run_test(const char *cfg, const char *weights, const char *d
     float *x = NULL;
     int32_t *y = NULL;
     SH_TRY_GOTO(sh_net_load(cfg, batch, 1, &net), rc, done);
+    SH_TRY_GOTO(sh_net_check_trainable(net), rc, done);
     sh_net_set_threads(net, threads);
     SH_TRY_GOTO(sh_snapshot_load_weights(net, weights), rc, done);
     SH_TRY_GOTO(sh_dataset_open_dir(dir, 0, &d), rc, done);

@@ -11,16 +11,20 @@
 #include "base/util.h"
 #include "cli/cli.h"
 #include "nn/net.h"
+#include "train/snapshot.h"
 
 static const char usage_text[] =
     "usage: shoal time CFG [options]\n"
     "\n"
     "Time forward and backward passes of the network in CFG on random input (no dataset\n"
-    "needed) and print the average milliseconds per iteration, as caffe time does.\n"
+    "needed) and print the average milliseconds per iteration, as caffe time does. A net\n"
+    "without a final [softmax] (a feature extractor) runs backward from the sum of its outputs.\n"
     "\n"
     "  --batch N          images per pass (default: the cfg's batch)\n"
     "  --iterations N     timed iterations after 2 warm-up ones (default 50)\n"
     "  --per-layer        also print each layer's forward and backward milliseconds\n"
+    "  --weights FILE     load these weights first (a shoal checkpoint, or Darknet's\n"
+    "                     FILE.weights); default: the seed's random weights\n"
     "  --threads N        kernel threads (default $SHOAL_THREADS, else this process's\n"
     "                     CPUs shared by the ranks on this host)\n"
     "  --json             print one JSON object: forward_ms, backward_ms, total_ms, layers\n"
@@ -30,7 +34,7 @@ static const char usage_text[] =
 #define WARMUP_ITERATIONS 2
 
 typedef struct {
-    const char *cfg;
+    const char *cfg, *weights;
     int batch, iterations, per_layer, threads, json;
 } time_opts;
 
@@ -43,6 +47,7 @@ static shoal_result run_time(const time_opts *o)
     double *layer_ms = NULL; /* (nlayers, 2): forward, backward sums */
     SH_TRY_GOTO(sh_net_load(o->cfg, o->batch, 1, &net), rc, done);
     sh_net_set_threads(net, o->threads);
+    if (o->weights) SH_TRY_GOTO(sh_snapshot_load_weights(net, o->weights), rc, done);
     int n = sh_net_batch(net), nin = sh_net_input_count(net), k = sh_net_nclasses(net);
     int nlayers = sh_net_nlayers(net);
     SH_TRY_GOTO(sh_alloc_aligned((size_t)n * (size_t)nin * sizeof(float), (void **)&x), rc, done);
@@ -57,7 +62,10 @@ static shoal_result run_time(const time_opts *o)
     for (int it = 0; it < WARMUP_ITERATIONS + o->iterations; it++) {
         uint64_t t0 = sh_now_ns();
         SH_TRY_GOTO(sh_net_forward(net, x, n, 1), rc, done);
-        (void)sh_net_loss(net, y);
+        if (sh_net_has_softmax(net))
+            (void)sh_net_loss(net, y);
+        else
+            sh_net_loss_sum(net); /* a feature extractor: time backward from sum(outputs) */
         uint64_t t1 = sh_now_ns();
         SH_TRY_GOTO(sh_net_backward(net, NULL, NULL), rc, done);
         uint64_t t2 = sh_now_ns();
@@ -117,6 +125,11 @@ int sh_cmd_time(int argc, char **argv)
         if (a[0] != '-') {
             if (o.cfg) return sh_cli_usage_error("time", "unexpected argument \"%s\"", a);
             o.cfg = a;
+            continue;
+        }
+        if ((got = sh_cli_take_value(argc, argv, &i, "--weights", &v)) != 0) {
+            if (got < 0) return sh_cli_usage_error("time", "--weights needs a file");
+            o.weights = v;
             continue;
         }
         if ((got = sh_cli_take_value(argc, argv, &i, "--batch", &v)) != 0) {

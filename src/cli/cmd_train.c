@@ -34,6 +34,9 @@ static const char usage_text[] =
     "  --seed S           seed of the weights, the shuffling and dropout (default 1)\n"
     "  --save FILE        write a checkpoint at the end (and every --save-every steps)\n"
     "  --save-every N     also checkpoint every N steps (needs --save; overwrites FILE)\n"
+    "  --weights FILE     start from these weights: a shoal checkpoint, or Darknet's\n"
+    "                     FILE.weights (a name ending in .weights) for the same cfg\n"
+    "  --save-darknet FILE  write Darknet's .weights at the end (darknet reads it)\n"
     "  --resume FILE      continue exactly where the checkpoint FILE stopped\n"
     "  --logdir DIR       write TensorBoard event files to DIR (one run directory for all\n"
     "                     ranks): loss, accuracy, learning rate, images/s, gradient norm,\n"
@@ -264,6 +267,8 @@ int sh_cmd_train(int argc, char **argv)
         STR_FLAG("--data", o->data_dir)
         STR_FLAG("--save", o->save_path)
         STR_FLAG("--resume", o->resume_path)
+        STR_FLAG("--weights", o->weights_path)
+        STR_FLAG("--save-darknet", o->save_darknet_path)
         STR_FLAG("--logdir", o->logdir)
         STR_FLAG("--master-addr", master_addr)
         INT_FLAG("--nnodes", 1, 4096, nnodes)

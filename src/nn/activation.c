@@ -9,7 +9,7 @@
 
 #include "base/err.h"
 
-static const char *const names[] = {"linear", "relu", "leaky", "logistic", "tanh"};
+static const char *const names[] = {"linear", "relu", "leaky", "logistic", "tanh", "ramp"};
 
 const char *sh_act_name(sh_act a) { return names[a]; }
 
@@ -23,8 +23,8 @@ shoal_result sh_act_parse(sh_cfg_section *s, const char *def, sh_act *out)
             return SHOAL_OK;
         }
     return sh_cfg_fail_at(s, "activation", SHOAL_ERR_FORMAT,
-                          "activation=%s is not supported; use linear, relu, leaky, logistic "
-                          "or tanh", v);
+                          "activation=%s is not supported; use linear, relu, leaky, logistic, "
+                          "tanh or ramp", v);
 }
 
 void sh_act_forward(sh_act a, float *x, size_t count)
@@ -42,6 +42,9 @@ void sh_act_forward(sh_act a, float *x, size_t count)
         break;
     case SH_ACT_TANH:
         for (size_t i = 0; i < count; i++) x[i] = tanhf(x[i]);
+        break;
+    case SH_ACT_RAMP: /* Darknet's ramp: x*(x>0) + .1*x */
+        for (size_t i = 0; i < count; i++) x[i] = (x[i] > 0.0f ? x[i] : 0.0f) + 0.1f * x[i];
         break;
     }
 }
@@ -86,6 +89,9 @@ void sh_act_backward(sh_act a, const float *y, float *delta, size_t count)
         break;
     case SH_ACT_TANH:
         for (size_t i = 0; i < count; i++) delta[i] *= 1.0f - y[i] * y[i];
+        break;
+    case SH_ACT_RAMP: /* y > 0 exactly when x > 0 */
+        for (size_t i = 0; i < count; i++) delta[i] *= y[i] > 0.0f ? 1.1f : 0.1f;
         break;
     }
 }

@@ -1,5 +1,5 @@
 /* activation.h — Darknet's activations that shoal supports (linear, relu, leaky 0.1,
- * logistic, tanh), applied in place, and their gradients computed from the OUTPUT (as
+ * logistic, tanh, ramp: x > 0 ? 1.1x : 0.1x), applied in place, and their gradients computed from the OUTPUT (as
  * Darknet does: every supported f' is a function of f(x)).
  * Not here: which layer applies them (conv, connected, shortcut).
  * Proved by tests/nn/test_layer_dense.c (finite differences through each activation). */
@@ -10,7 +10,8 @@
 #include "nn/cfg.h"
 #include "shoal/result.h"
 
-typedef enum { SH_ACT_LINEAR = 0, SH_ACT_RELU, SH_ACT_LEAKY, SH_ACT_LOGISTIC, SH_ACT_TANH } sh_act;
+typedef enum { SH_ACT_LINEAR = 0, SH_ACT_RELU, SH_ACT_LEAKY, SH_ACT_LOGISTIC, SH_ACT_TANH,
+               SH_ACT_RAMP } sh_act;
 
 /* Read key "activation" (default def, Darknet spelling); an unsupported name is
  * SHOAL_ERR_FORMAT with path:line and the supported list. */

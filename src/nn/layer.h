@@ -11,6 +11,7 @@
 #include "base/util.h"
 #include "nn/activation.h"
 #include "nn/cfg.h"
+#include "nn/darknet_weights.h"
 #include "nn/net.h"
 #include "nn/tensor.h"
 #include "nn/threads.h"
@@ -33,7 +34,8 @@ typedef struct {
     const char *cfg_name;   /* "convolutional": the [section] name */
     const char *short_name; /* "conv": for sh_net_layer_name */
     /* Read keys through cfg.h getters; set src/nsrc (default: the previous layer), out
-     * shape, parameter/stat/workspace/keep counts and flops. Do not allocate. */
+     * shape, parameter/stat/workspace/keep counts and flops. Do not allocate (a file read at
+     * parse time, [softmax] tree=, is the one exception; fini frees it). */
     shoal_result (*parse)(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx *ctx);
     /* Fill this layer's parameters (and stats) deterministically from rng. May be NULL. */
     void (*init)(sh_layer *l, float *params, float *stats, sh_rng *rng);
@@ -41,6 +43,13 @@ typedef struct {
     /* Write dL/d(params) into x->grad[0] (through sh_exec_partials' slots for sums over
      * images) and write (or add, when accum[k]) dL/d(input k) into in_delta[k] if non-NULL. */
     void (*backward)(sh_layer *l, sh_exec *x);
+    /* Free what parse allocated (only [softmax] tree=: its group sizes). May be NULL; called
+     * for every layer whose parse ran, including one that failed. */
+    void (*fini)(sh_layer *l);
+    /* Darknet's .weights layout (darknet_weights.c): fill out[0..max) with this layer's
+     * arrays in the order Darknet's parser.c saves them; return how many. NULL: the layer
+     * has no parameters (a layer with parameters and no layout cannot be read or written). */
+    int (*darknet_blobs)(const sh_layer *l, sh_dn_blob *out, int max);
 } sh_layer_ops;
 
 struct sh_layer {
@@ -51,6 +60,7 @@ struct sh_layer {
     int nsrc, src[SH_LAYER_MAX_SRC];
     size_t src_outputs[SH_LAYER_MAX_SRC]; /* C*H*W of each input (set by net.c) */
     sh_shape in_shape, out_shape; /* in_shape: shape of src[0] */
+    const sh_shape *from_shape;   /* shortcut: shape of src[1] (in the layer array) */
     size_t inputs, outputs; /* C*H*W of in and out */
 
     /* options (each layer uses its own) */
@@ -58,9 +68,14 @@ struct sh_layer {
     int filters, size, stride, pad; /* conv: pad = padding in pixels; pool: total padding */
     int batch_normalize;
     int group;                      /* conv: images unrolled into one product */
+    int groups;                     /* conv: channel groups (groups=), 1 = ordinary */
     float probability, scale;       /* dropout */
     float temperature;              /* softmax */
+    int tree_groups;                /* softmax tree=: groups of the WordTree, 0: no tree */
+    int *tree_group_size;           /* [tree_groups]: consecutive outputs per group */
     int alias_input;                /* [cost]: out/delta are src[0]'s */
+    int reverse, extra;             /* reorg */
+    int flip;                       /* crop */
 
     /* slices of the three blocks, in floats from each block's start */
     size_t param_off, param_count;  /* everything this layer owns */
@@ -125,6 +140,10 @@ void sh_exec_split(sh_layer *l, sh_exec *x, int count, sh_image_fn fn);
 
 /* The table and lookup. */
 const sh_layer_ops *sh_layer_find(const char *cfg_name);
+/* 1 for a section name Darknet knows and shoal's table lacks ([local], [upsample], ...). */
+int sh_layer_is_darknet_only(const char *cfg_name);
+/* "[convolutional], [connected], ...": every section the table has. */
+void sh_layer_list(char *out, size_t out_nbytes);
 /* The closest name in the table, for "did you mean". */
 const char *sh_layer_closest(const char *cfg_name);
 
@@ -141,7 +160,8 @@ const float *sh_net_input_delta(const sh_net *n);
 
 /* The layer table rows, one per file. */
 extern const sh_layer_ops sh_conv_ops, sh_dense_ops, sh_maxpool_ops, sh_avgpool_ops,
-    sh_dropout_ops, sh_softmax_ops, sh_cost_ops, sh_shortcut_ops, sh_route_ops;
+    sh_dropout_ops, sh_softmax_ops, sh_cost_ops, sh_shortcut_ops, sh_route_ops, sh_reorg_ops,
+    sh_crop_ops;
 
 /* Shared helpers of the conv layer (im2col.c). col is (C*S*S, OH*OW) with rows ld_col
  * floats apart (ld_col >= OH*OW lets several images sit side by side). */

@@ -8,7 +8,8 @@
  * whole-batch columns fit CACHE_FLOATS keep them from forward and split dW by filters.
  * 3x3 stride-1 pad-1 layers run forward and the input gradient through Winograd F(2x2, 3x3)
  * (conv_winograd.c; 2.25x fewer multiplies) and keep im2col for the weight gradient.
- * Weights: normal * sqrt(2 / (S*S*C)) as Darknet (He). Parameters: weights (F, C, S, S),
+ * groups=G splits the channels into G independent convolutions (ResNeXt), one product each.
+ * Weights: normal * sqrt(2 / (S*S*C/G)) as Darknet (He). Parameters: weights (F, C/G, S, S),
  * biases (F) [BN shift], then scales (F) with batch_normalize.
  * Not here: batch norm's arithmetic (layer_batchnorm.c), the GEMM (gemm.c).
  * Proved by tests/nn/test_layer_conv.c. */
@@ -84,11 +85,16 @@ static shoal_result conv_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ct
     SH_TRY(sh_cfg_int(s, "stride", 1, 1, 1024, &l->stride));
     SH_TRY(sh_cfg_int(s, "pad", 0, 0, 1, &pad_flag));
     SH_TRY(sh_cfg_int(s, "padding", 0, 0, 1024, &padding));
-    SH_TRY(sh_cfg_int(s, "groups", 1, 1, 1, &groups));
+    SH_TRY(sh_cfg_int(s, "groups", 1, 1, 1 << 16, &groups));
     SH_TRY(sh_cfg_int(s, "batch_normalize", 0, 0, 1, &l->batch_normalize));
     SH_TRY(sh_act_parse(s, "logistic", &l->act));
     l->pad = pad_flag ? l->size / 2 : padding; /* Darknet: pad=1 overrides padding */
     const sh_shape *in = &l->in_shape;
+    if (in->c % groups != 0 || l->filters % groups != 0)
+        return sh_cfg_fail_at(s, "groups", SHOAL_ERR_FORMAT,
+                              "groups=%d must divide both the %d input channels and filters=%d",
+                              groups, in->c, l->filters);
+    l->groups = groups;
     int oh = (in->h + 2 * l->pad - l->size) / l->stride + 1;
     int ow = (in->w + 2 * l->pad - l->size) / l->stride + 1;
     if (in->h + 2 * l->pad < l->size || in->w + 2 * l->pad < l->size || oh < 1 || ow < 1)
@@ -97,7 +103,7 @@ static shoal_result conv_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ct
                               "W); use a smaller size or more padding",
                               l->size, l->pad, in->c, in->h, in->w);
     l->out_shape = (sh_shape){l->filters, oh, ow};
-    size_t ckk = (size_t)in->c * l->size * l->size;
+    size_t ckk = (size_t)(in->c / groups) * l->size * l->size; /* one filter's weights */
     size_t ohw = (size_t)oh * ow;
     l->w_off = 0;
     l->w_count = (size_t)l->filters * ckk;
@@ -109,6 +115,14 @@ static shoal_result conv_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ct
     l->reduce_off = 0;
     l->reduce_count = l->w_count + (l->batch_normalize ? 0 : l->b_count);
     l->stat_count = l->batch_normalize ? 2 * (size_t)l->filters : 0;
+    l->keep_count = l->batch_normalize ? sh_shape_count(&l->out_shape) : 0; /* x_hat */
+    l->keep_fixed = l->batch_normalize ? 2 * (size_t)l->filters : 0;         /* mean, invstd */
+    l->flops = (double)l->filters * (double)ckk * (double)ohw;
+    if (groups > 1) { /* one image, one group at a time: columns and their gradient */
+        l->group = 1;
+        l->ws_count = 2 * ckk * ohw;
+        return SHOAL_OK;
+    }
     /* Small images make small products: unroll `group` images side by side so one sgemm
      * sees (F, C*S*S) x (C*S*S, group*OH*OW). Workspace: columns, their gradient, and the
      * outputs (or deltas) of the group gathered as (F, group*OH*OW). */
@@ -134,15 +148,12 @@ static shoal_result conv_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ct
         if (l->ws_count < wino) l->ws_count = wino;
         if (l->cache_count < 16 * l->w_count / 9) l->cache_count = 16 * l->w_count / 9;
     }
-    l->keep_count = l->batch_normalize ? sh_shape_count(&l->out_shape) : 0; /* x_hat */
-    l->keep_fixed = l->batch_normalize ? 2 * (size_t)l->filters : 0;         /* mean, invstd */
-    l->flops = (double)l->filters * (double)ckk * (double)ohw;
     return SHOAL_OK;
 }
 
 static void conv_init(sh_layer *l, float *params, float *stats, sh_rng *rng)
 {
-    float scale = sqrtf(2.0f / (float)(l->size * l->size * l->in_shape.c));
+    float scale = sqrtf(2.0f / (float)(l->size * l->size * l->in_shape.c / l->groups));
     for (size_t i = 0; i < l->w_count; i++) params[l->w_off + i] = scale * sh_rng_normal(rng);
     for (size_t i = 0; i < l->b_count; i++) params[l->b_off + i] = 0.0f;
     for (size_t i = 0; i < l->s_count; i++) params[l->s_off + i] = 1.0f;
@@ -248,7 +259,7 @@ static void conv_forward_cached(sh_layer *l, sh_exec *x, int tid, int a, int b)
 
 static int use_cache(const sh_layer *l, const sh_exec *x)
 {
-    return col_cache_count(l, x->batch) <= CACHE_FLOATS &&
+    return l->groups == 1 && col_cache_count(l, x->batch) <= CACHE_FLOATS &&
            x->nthreads >= sh_conv_cache_min_threads;
 }
 
@@ -256,7 +267,7 @@ static int use_cache(const sh_layer *l, const sh_exec *x)
  * columns for the weight gradient. */
 static int use_wino(const sh_layer *l, const sh_exec *x)
 {
-    return sh_conv_winograd && is_wino_shape(l) && !use_cache(l, x);
+    return sh_conv_winograd && l->groups == 1 && is_wino_shape(l) && !use_cache(l, x);
 }
 
 /* Winograd's chunks: the whole pass on one thread (its blocks gather tiles of several
@@ -303,9 +314,88 @@ static float *col_in_delta(const sh_layer *l, const sh_exec *x)
     return use_wino(l, x) ? NULL : l->in_delta[0];
 }
 
+/* Grouped convolution (groups=G): input channels [g*C/G, (g+1)*C/G) feed filters
+ * [g*F/G, (g+1)*F/G), whose weights are the rows (F/G, C/G*S*S) of W from g*F/G, as Darknet
+ * lays them out. One image and one group per product. */
+static void conv_forward_groups(sh_layer *l, sh_exec *x, int tid, int n0, int n1)
+{
+    const sh_shape *in = &l->in_shape;
+    int cg = in->c / l->groups, fg = l->filters / l->groups;
+    int ckk = cg * l->size * l->size, ohw = l->out_shape.h * l->out_shape.w;
+    size_t in_hw = (size_t)in->h * in->w;
+    const float *b = x->params + l->b_off;
+    float *col = x->work[tid];
+    for (int n = n0; n < n1; n++) {
+        float *y = l->out + (size_t)n * l->outputs;
+        for (int g = 0; g < l->groups; g++) {
+            const float *im = l->in[0] + (size_t)n * l->inputs + (size_t)g * cg * in_hw;
+            const float *w = x->params + l->w_off + (size_t)g * fg * ckk;
+            const float *a = im;
+            if (!is_pointwise(l)) {
+                sh_im2col(im, cg, in->h, in->w, l->size, l->stride, l->pad, l->out_shape.h,
+                          l->out_shape.w, col, (size_t)ohw);
+                a = col;
+            }
+            sh_gemm(0, 0, fg, ohw, ckk, 1.0f, w, ckk, a, ohw, 0.0f, y + (size_t)g * fg * ohw,
+                    ohw);
+        }
+        if (!l->batch_normalize)
+            for (int f = 0; f < l->filters; f++)
+                sh_act_bias_forward(l->act, y + (size_t)f * ohw, (size_t)ohw, b[f]);
+    }
+}
+
+static void conv_backward_groups(sh_layer *l, sh_exec *x, int tid, int n0, int n1)
+{
+    const sh_shape *in = &l->in_shape;
+    int cg = in->c / l->groups, fg = l->filters / l->groups;
+    int ckk = cg * l->size * l->size, ohw = l->out_shape.h * l->out_shape.w;
+    size_t in_hw = (size_t)in->h * in->w;
+    float *gw = x->grad[sh_exec_slot(x, n0)] + l->w_off;
+    float *gb = x->grad[sh_exec_slot(x, n0)] + l->b_off;
+    float *col = x->work[tid], *dcol = col + (size_t)ckk * ohw;
+    for (int n = n0; n < n1; n++) {
+        float *dy = l->delta + (size_t)n * l->outputs;
+        int first = n == n0;
+        if (!l->batch_normalize) {
+            sh_act_backward(l->act, l->out + (size_t)n * l->outputs, dy, l->outputs);
+            for (int f = 0; f < l->filters; f++) {
+                float sum = sh_sum(dy + (size_t)f * ohw, (size_t)ohw);
+                gb[f] = first ? sum : gb[f] + sum;
+            }
+        }
+        float *dx = l->in_delta[0] ? l->in_delta[0] + (size_t)n * l->inputs : NULL;
+        if (dx && !l->accum[0] && !is_pointwise(l)) memset(dx, 0, l->inputs * sizeof *dx);
+        for (int g = 0; g < l->groups; g++) {
+            const float *im = l->in[0] + (size_t)n * l->inputs + (size_t)g * cg * in_hw;
+            const float *w = x->params + l->w_off + (size_t)g * fg * ckk;
+            const float *dyg = dy + (size_t)g * fg * ohw;
+            float *gwg = gw + (size_t)g * fg * ckk;
+            float *dxg = dx ? dx + (size_t)g * cg * in_hw : NULL;
+            if (is_pointwise(l)) {
+                sh_gemm(0, 1, fg, ckk, ohw, 1.0f, dyg, ohw, im, ohw, first ? 0.0f : 1.0f, gwg,
+                        ckk);
+                if (dxg)
+                    sh_gemm(1, 0, ckk, ohw, fg, 1.0f, w, ckk, dyg, ohw,
+                            l->accum[0] ? 1.0f : 0.0f, dxg, ohw);
+                continue;
+            }
+            sh_im2col(im, cg, in->h, in->w, l->size, l->stride, l->pad, l->out_shape.h,
+                      l->out_shape.w, col, (size_t)ohw);
+            sh_gemm(0, 1, fg, ckk, ohw, 1.0f, dyg, ohw, col, ohw, first ? 0.0f : 1.0f, gwg, ckk);
+            if (!dxg) continue;
+            sh_gemm(1, 0, ckk, ohw, fg, 1.0f, w, ckk, dyg, ohw, 0.0f, dcol, ohw);
+            sh_col2im(dcol, (size_t)ohw, cg, in->h, in->w, l->size, l->stride, l->pad,
+                      l->out_shape.h, l->out_shape.w, dxg);
+        }
+    }
+}
+
 static void conv_forward(sh_layer *l, sh_exec *x)
 {
-    if (use_wino(l, x)) {
+    if (l->groups > 1)
+        sh_exec_images(l, x, conv_forward_groups);
+    else if (use_wino(l, x)) {
         sh_exec_split(l, x, l->filters, conv_wino_weights);
         sh_exec_chunks(l, x, wino_chunk(x), conv_forward_wino);
     }
@@ -455,6 +545,10 @@ static void conv_backward_cached_filters(sh_layer *l, sh_exec *x, int tid, int f
 static void conv_backward(sh_layer *l, sh_exec *x)
 {
     if (l->batch_normalize) sh_bn_backward(l, x);
+    if (l->groups > 1) {
+        sh_exec_partials(l, x, conv_backward_groups);
+        return;
+    }
     if (use_cache(l, x)) {
         sh_exec_chunks(l, x, l->group, conv_backward_cached_images);
         sh_exec_split(l, x, l->filters, conv_backward_cached_filters);
@@ -465,6 +559,22 @@ static void conv_backward(sh_layer *l, sh_exec *x)
     if (use_wino(l, x) && l->in_delta[0]) sh_exec_chunks(l, x, wino_chunk(x), conv_backward_wino_dx);
 }
 
+/* Darknet: biases, [scales, rolling mean, rolling variance], weights (F, C/G, S, S). */
+static int conv_darknet_blobs(const sh_layer *l, sh_dn_blob *b, int max)
+{
+    (void)max;
+    int k = 0;
+    size_t f = (size_t)l->filters;
+    b[k++] = (sh_dn_blob){0, l->b_off, l->b_count, 0};
+    if (l->batch_normalize) {
+        b[k++] = (sh_dn_blob){0, l->s_off, l->s_count, 0};
+        b[k++] = (sh_dn_blob){1, l->stat_off, f, 0};
+        b[k++] = (sh_dn_blob){1, l->stat_off + f, f, 0};
+    }
+    b[k++] = (sh_dn_blob){0, l->w_off, l->w_count, 0};
+    return k;
+}
+
 const sh_layer_ops sh_conv_ops = {
     .cfg_name = "convolutional",
     .short_name = "conv",
@@ -472,4 +582,5 @@ const sh_layer_ops sh_conv_ops = {
     .init = conv_init,
     .forward = conv_forward,
     .backward = conv_backward,
+    .darknet_blobs = conv_darknet_blobs,
 };

@@ -119,6 +119,22 @@ static void dense_backward(sh_layer *l, sh_exec *x)
     sh_exec_split(l, x, l->out_shape.c, dense_backward_outputs);
 }
 
+/* Darknet: biases, weights (K, I), [scales, rolling mean, rolling variance]. */
+static int dense_darknet_blobs(const sh_layer *l, sh_dn_blob *b, int max)
+{
+    (void)max;
+    int k = 0;
+    size_t nk = (size_t)l->out_shape.c;
+    b[k++] = (sh_dn_blob){0, l->b_off, l->b_count, 0};
+    b[k++] = (sh_dn_blob){0, l->w_off, l->w_count, nk};
+    if (l->batch_normalize) {
+        b[k++] = (sh_dn_blob){0, l->s_off, l->s_count, 0};
+        b[k++] = (sh_dn_blob){1, l->stat_off, nk, 0};
+        b[k++] = (sh_dn_blob){1, l->stat_off + nk, nk, 0};
+    }
+    return k;
+}
+
 const sh_layer_ops sh_dense_ops = {
     .cfg_name = "connected",
     .short_name = "connected",
@@ -126,4 +142,5 @@ const sh_layer_ops sh_dense_ops = {
     .init = dense_init,
     .forward = dense_forward,
     .backward = dense_backward,
+    .darknet_blobs = dense_darknet_blobs,
 };

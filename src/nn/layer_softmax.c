@@ -1,19 +1,86 @@
-/* layer_softmax.c — [softmax] (groups=1, temperature) and [cost]. The loss of a network is
+/* layer_softmax.c — [softmax] (groups=1, temperature, tree=FILE: Darknet's hierarchical
+ * softmax, one softmax per WordTree group, forward only) and [cost]. The loss of a network is
  * the cross-entropy of its softmax (net.c's sh_net_loss writes dL/d(logits / T) into the
  * softmax's delta), so a [cost] after [softmax] — whose Darknet default type is sse — is
  * read as that cross-entropy and adds no computation: its buffers are the softmax's.
  * Not here: the loss value and the labels (net.c).
  * Proved by tests/nn/test_layer_misc.c (softmax + cross-entropy gradient). */
+#include <errno.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/err.h"
 #include "nn/layer.h"
+
+/* Darknet's read_tree (tree.c): one "name parent" line per output; a group is a run of
+ * consecutive lines with the same parent, and the softmax runs within each group. */
+static shoal_result read_tree(sh_layer *l, sh_cfg_section *s, const char *path)
+{
+    struct stat st;
+    FILE *f = NULL;
+    errno = 0;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || !(f = fopen(path, "r")))
+        return sh_cfg_fail_at(s, "tree", SHOAL_ERR_FORMAT, "tree=%s: cannot open: %s; give the "
+                              "WordTree file's path (Darknet's data/9k.tree)", path,
+                              errno ? strerror(errno) : "not a regular file");
+    shoal_result rc = SHOAL_OK;
+    char line[1024], name[256];
+    int n = 0, last_parent = -1, run = 0, cap = 0;
+    while (fgets(line, sizeof line, f)) {
+        int parent = -1;
+        if (sscanf(line, "%255s %d", name, &parent) < 1) continue;
+        if (parent != last_parent) { /* close the run before this line (Darknet's rule) */
+            if (l->tree_groups == cap) {
+                cap = cap ? 2 * cap : 256;
+                int *grown = realloc(l->tree_group_size, (size_t)cap * sizeof *grown);
+                if (!grown) {
+                    rc = SH_FAIL(SHOAL_ERR_NOMEM, "tree=%s: out of memory", path);
+                    goto done;
+                }
+                l->tree_group_size = grown;
+            }
+            l->tree_group_size[l->tree_groups++] = run;
+            run = 0;
+            last_parent = parent;
+        }
+        n++;
+        run++;
+    }
+    if (l->tree_groups == cap) {
+        int *grown = realloc(l->tree_group_size, (size_t)(cap + 1) * sizeof *grown);
+        if (!grown) {
+            rc = SH_FAIL(SHOAL_ERR_NOMEM, "tree=%s: out of memory", path);
+            goto done;
+        }
+        l->tree_group_size = grown;
+    }
+    l->tree_group_size[l->tree_groups++] = run;
+    if ((size_t)n != l->inputs)
+        rc = sh_cfg_fail_at(s, "tree", SHOAL_ERR_FORMAT, "tree=%s names %d classes, but the "
+                            "softmax has %zu inputs; the tree and the layer before must agree",
+                            path, n, l->inputs);
+done:
+    fclose(f);
+    return rc;
+}
+
+static void softmax_fini(sh_layer *l)
+{
+    free(l->tree_group_size);
+    l->tree_group_size = NULL;
+    l->tree_groups = 0;
+}
 
 static shoal_result softmax_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx *ctx)
 {
     int groups = 1;
     (void)ctx;
+    const char *tree = NULL;
+    SH_TRY(sh_cfg_str(s, "tree", "", &tree));
+    if (tree[0]) SH_TRY(read_tree(l, s, tree));
     SH_TRY(sh_cfg_int(s, "groups", 1, 1, 1 << 20, &groups));
     if (groups != 1)
         return sh_cfg_fail_at(s, "groups", SHOAL_ERR_FORMAT,
@@ -25,6 +92,21 @@ static shoal_result softmax_parse(sh_layer *l, sh_cfg_section *s, const sh_parse
     return SHOAL_OK;
 }
 
+/* p = softmax(z / T) over k values. */
+static void softmax_run(const float *z, float *p, size_t k, float inv_t)
+{
+    if (k == 0) return;
+    float mx = z[0];
+    for (size_t i = 1; i < k; i++) mx = z[i] > mx ? z[i] : mx;
+    float sum = 0.0f;
+    for (size_t i = 0; i < k; i++) {
+        p[i] = expf((z[i] - mx) * inv_t);
+        sum += p[i];
+    }
+    float inv = 1.0f / sum;
+    for (size_t i = 0; i < k; i++) p[i] *= inv;
+}
+
 static void softmax_forward_images(sh_layer *l, sh_exec *x, int tid, int n0, int n1)
 {
     (void)x;
@@ -34,6 +116,14 @@ static void softmax_forward_images(sh_layer *l, sh_exec *x, int tid, int n0, int
     for (int n = n0; n < n1; n++) {
         const float *z = l->in[0] + (size_t)n * k;
         float *p = l->out + (size_t)n * k;
+        if (l->tree_groups) { /* Darknet: one softmax per WordTree group, in order */
+            size_t at = 0;
+            for (int g = 0; g < l->tree_groups; g++) {
+                softmax_run(z + at, p + at, (size_t)l->tree_group_size[g], inv_t);
+                at += (size_t)l->tree_group_size[g];
+            }
+            continue;
+        }
         float mx = z[0];
         for (size_t i = 1; i < k; i++) mx = z[i] > mx ? z[i] : mx;
         float sum = 0.0f;
@@ -69,13 +159,16 @@ const sh_layer_ops sh_softmax_ops = {
     .parse = softmax_parse,
     .forward = softmax_forward,
     .backward = softmax_backward,
+    .fini = softmax_fini,
 };
 
 static shoal_result cost_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx *ctx)
 {
     const char *type = NULL;
     SH_TRY(sh_cfg_str(s, "type", "sse", &type));
-    if (strcmp(type, "sse") != 0)
+    /* masked: Darknet's cost for a WordTree softmax (darknet9000); shoal only runs it forward */
+    int tree = ctx->index > 0 && ctx->layers[ctx->index - 1].tree_groups > 0;
+    if (strcmp(type, "sse") != 0 && !(tree && strcmp(type, "masked") == 0))
         return sh_cfg_fail_at(s, "type", SHOAL_ERR_FORMAT,
                               "type=%s is not supported: shoal trains with the cross-entropy of "
                               "the softmax before [cost]; remove type= (or use type=sse)", type);

@@ -2,6 +2,7 @@
  * misspelt sections, and resolving Darknet's relative layer references (from=-3).
  * Not here: the layers (layer_*.c), building the network (net.c).
  * Proved by tests/nn/test_net.c (unknown section, bad references). */
+#include <stdio.h>
 #include <string.h>
 
 #include "base/err.h"
@@ -9,7 +10,8 @@
 
 static const sh_layer_ops *const table[] = {
     &sh_conv_ops, &sh_dense_ops, &sh_maxpool_ops, &sh_avgpool_ops, &sh_dropout_ops,
-    &sh_softmax_ops, &sh_cost_ops, &sh_shortcut_ops, &sh_route_ops,
+    &sh_softmax_ops, &sh_cost_ops, &sh_shortcut_ops, &sh_route_ops, &sh_reorg_ops,
+    &sh_crop_ops,
 };
 enum { NTABLE = sizeof table / sizeof table[0] };
 
@@ -44,6 +46,29 @@ static int edit_distance(const char *a, const char *b)
         memcpy(prev, cur, sizeof(int) * (size_t)(lb + 1));
     }
     return prev[lb];
+}
+
+/* Darknet's other section names (parser.c string_to_layer_type): a file using one gets "not
+ * supported" rather than a guess at a misspelling. */
+static const char *const darknet_only[] = {
+    "local", "upsample", "deconvolutional", "deconv", "normalization", "lrn", "batchnorm",
+    "activation", "logistic", "l2norm", "region", "detection", "yolo", "iseg", "xnor",
+    "rnn", "gru", "lstm", "crnn"};
+
+int sh_layer_is_darknet_only(const char *cfg_name)
+{
+    for (size_t i = 0; i < sizeof darknet_only / sizeof darknet_only[0]; i++)
+        if (strcmp(cfg_name, darknet_only[i]) == 0) return 1;
+    return 0;
+}
+
+void sh_layer_list(char *out, size_t out_nbytes)
+{
+    size_t len = 0;
+    out[0] = 0;
+    for (int i = 0; i < NTABLE && len < out_nbytes; i++)
+        len += (size_t)snprintf(out + len, out_nbytes - len, "%s[%s]", i ? ", " : "",
+                                table[i]->cfg_name);
 }
 
 const char *sh_layer_closest(const char *cfg_name)

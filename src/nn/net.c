@@ -34,8 +34,10 @@ struct sh_net {
     int batch;
     sh_shape input;
     int nlayers;
+    int layer_capacity;       /* entries of layers (one per section after [net]) */
     sh_layer *layers;
     int softmax;              /* index of the layer whose output is the network's */
+    int has_softmax;          /* ... and it is a [softmax]: cross-entropy can train it */
     int nclasses;
 
     size_t nparams, nstats;
@@ -151,6 +153,7 @@ static shoal_result parse_layers(sh_net *n)
     sh_cfg *cfg = n->cfg;
     int nsec = sh_cfg_nsections(cfg);
     SH_TRY(sh_calloc((size_t)(nsec > 1 ? nsec - 1 : 1), sizeof *n->layers, (void **)&n->layers));
+    n->layer_capacity = nsec > 1 ? nsec - 1 : 1;
     n->nlayers = 0;
     for (int i = 1; i < nsec; i++) {
         sh_cfg_section *s = sh_cfg_section_at(cfg, i);
@@ -160,6 +163,13 @@ static shoal_result parse_layers(sh_net *n)
             if (strcmp(name, "net") == 0 || strcmp(name, "network") == 0)
                 return SH_FAIL(SHOAL_ERR_FORMAT, "%s:%d: a second [%s] section; [net] must come "
                                "once, first", sh_cfg_path(cfg), sh_cfg_section_line(s), name);
+            if (sh_layer_is_darknet_only(name)) {
+                char list[512];
+                sh_layer_list(list, sizeof list);
+                return SH_FAIL(SHOAL_ERR_FORMAT, "%s:%d: [%s] is a Darknet layer shoal does not "
+                               "support; shoal's layers are %s", sh_cfg_path(cfg),
+                               sh_cfg_section_line(s), name, list);
+            }
             return SH_FAIL(SHOAL_ERR_FORMAT, "%s:%d: unknown section [%s]; did you mean [%s]?",
                            sh_cfg_path(cfg), sh_cfg_section_line(s), name,
                            sh_layer_closest(name));
@@ -190,10 +200,10 @@ static shoal_result parse_layers(sh_net *n)
                        sh_cfg_path(cfg));
     int last = n->nlayers - 1;
     if (n->layers[last].ops == &sh_cost_ops) last--;
-    if (n->layers[last].ops != &sh_softmax_ops)
-        return SH_FAIL(SHOAL_ERR_FORMAT, "%s:%d: the network ends with [%s]; shoal trains with "
-                       "softmax cross-entropy: end it with [softmax] (optionally then [cost])",
-                       sh_cfg_path(cfg), n->layers[last].line, n->layers[last].ops->cfg_name);
+    /* A net without a final softmax (jnet-conv, vgg-conv: feature extractors) runs forward
+     * and `shoal time`; training and testing ask for one (sh_net_check_trainable). */
+    n->has_softmax = last >= 0 && n->layers[last].ops == &sh_softmax_ops;
+    if (last < 0) last = 0;
     n->softmax = last;
     n->nclasses = (int)n->layers[last].outputs;
     return SHOAL_OK;
@@ -436,6 +446,8 @@ void sh_net_destroy(sh_net *n)
     }
     sh_free_aligned(n->stats);
     free(n->ranges);
+    for (int i = 0; n->layers && i < n->layer_capacity; i++)
+        if (n->layers[i].ops && n->layers[i].ops->fini) n->layers[i].ops->fini(&n->layers[i]);
     free(n->layers);
     if (n->own_cfg) sh_cfg_destroy(n->cfg);
     free(n);
@@ -447,6 +459,22 @@ const sh_net_config *sh_net_get_config(const sh_net *n) { return &n->config; }
 int sh_net_batch(const sh_net *n) { return n->batch; }
 int sh_net_input_count(const sh_net *n) { return (int)sh_shape_count(&n->input); }
 int sh_net_nclasses(const sh_net *n) { return n->nclasses; }
+int sh_net_has_softmax(const sh_net *n) { return n->has_softmax; }
+
+shoal_result sh_net_check_trainable(const sh_net *n)
+{
+    const sh_layer *l = &n->layers[n->softmax];
+    if (n->has_softmax && l->tree_groups)
+        return SH_FAIL(SHOAL_ERR_FORMAT, "%s:%d: [softmax] tree=: shoal runs Darknet's "
+                       "hierarchical softmax forward (`shoal time`) but cannot train or test it "
+                       "(its loss needs the WordTree's labels); remove tree= to train a plain "
+                       "softmax", sh_cfg_path(n->cfg), l->line);
+    if (n->has_softmax) return SHOAL_OK;
+    return SH_FAIL(SHOAL_ERR_FORMAT, "%s:%d: the network ends with [%s]; shoal trains and tests "
+                   "with softmax cross-entropy: end it with [softmax] (optionally then [cost]); "
+                   "`shoal time` runs it as it is", sh_cfg_path(n->cfg), l->line,
+                   l->ops->cfg_name);
+}
 uint64_t sh_net_cfg_hash(const sh_net *n) { return sh_cfg_hash(n->cfg); }
 size_t sh_net_nparams(const sh_net *n) { return n->nparams; }
 float *sh_net_params(sh_net *n) { return n->params; }
@@ -566,9 +594,22 @@ shoal_result sh_net_forward(sh_net *n, const float *x, int nimg, int training)
 
 const float *sh_net_output(const sh_net *n) { return n->layers[n->softmax].out; }
 
+void sh_net_loss_sum(sh_net *n)
+{
+    sh_layer *out = &n->layers[n->softmax];
+    size_t count = (size_t)n->nimg * out->outputs;
+    float inv = 1.0f / (float)n->nimg;
+    for (size_t i = 0; i < count; i++) out->delta[i] = inv;
+    n->have_loss = 1;
+}
+
 float sh_net_loss(sh_net *n, const int32_t *labels)
 {
     sh_layer *sm = &n->layers[n->softmax];
+    if (!n->has_softmax) {
+        SH_LOG_E("nn", "loss: the network does not end with [softmax]; no cross-entropy");
+        return NAN;
+    }
     int k = n->nclasses;
     double loss = 0.0;
     float inv = 1.0f / (float)n->nimg;

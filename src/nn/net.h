@@ -41,7 +41,13 @@ void sh_net_destroy(sh_net *n);
 const sh_net_config *sh_net_get_config(const sh_net *n);
 int sh_net_batch(const sh_net *n);        /* N of every buffer */
 int sh_net_input_count(const sh_net *n);  /* C*H*W of one input */
-int sh_net_nclasses(const sh_net *n);     /* K of the output */
+int sh_net_nclasses(const sh_net *n);     /* K of the output (the last layer's outputs) */
+/* 1 when the net ends with [softmax] (then optionally [cost]): only then does sh_net_loss
+ * apply. Nets without one (feature extractors) run forward and sh_net_loss_sum. */
+int sh_net_has_softmax(const sh_net *n);
+/* SHOAL_OK, or SHOAL_ERR_FORMAT naming path:line of the last layer when the net cannot be
+ * trained or tested with cross-entropy (no final softmax). */
+shoal_result sh_net_check_trainable(const sh_net *n);
 uint64_t sh_net_cfg_hash(const sh_net *n);
 
 /* Kernel threads for this network's layers (1 = single-threaded, deterministic per count).
@@ -75,10 +81,13 @@ double sh_net_layer_flops(const sh_net *n, int i);
 /* Forward the first nimg (<= batch) images of x (nimg, C, H, W). training = 1 uses batch
  * statistics in batch norm and drops out; 0 is inference. Allocates nothing. */
 shoal_result sh_net_forward(sh_net *n, const float *x, int nimg, int training);
-/* Softmax output of the last forward, (nimg, K). */
+/* Output of the last forward (the softmax's when there is one), (nimg, K). */
 const float *sh_net_output(const sh_net *n);
 /* Mean cross-entropy of the last forward against labels (nimg), and prepare backward. */
 float sh_net_loss(sh_net *n, const int32_t *labels);
+/* The loss sum(outputs) / nimg of the last forward, for timing backward through a net
+ * without softmax (`shoal time`): every output's delta is 1/nimg. */
+void sh_net_loss_sum(sh_net *n);
 /* How many of the last forward's argmax predictions equal labels. */
 int sh_net_correct(const sh_net *n, const int32_t *labels);
 

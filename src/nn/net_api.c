@@ -99,6 +99,7 @@ shoal_result shoal_net_backward(shoal_net *n, const int32_t *labels, float *loss
     if (!labels) return SH_FAIL(SHOAL_ERR_INVALID, "shoal_net_backward: labels is NULL");
     if (!n->trained_nimg)
         return SH_FAIL(SHOAL_ERR_INVALID, "shoal_net_backward: no forward with training = 1 before it");
+    SH_TRY(sh_net_check_trainable(n->net));
     int k = sh_net_nclasses(n->net);
     for (int i = 0; i < n->trained_nimg; i++)
         if (labels[i] < 0 || labels[i] >= k)

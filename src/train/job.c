@@ -12,6 +12,7 @@
 #include "base/err.h"
 #include "shoal/comm.h"
 #include "train/timeline.h"
+#include "train/snapshot.h"
 
 void sh_job_opts_default(sh_job_opts *o)
 {
@@ -180,8 +181,8 @@ static sh_ps_config ps_config(const sh_job_opts *o, sh_net *net)
     return c;
 }
 
-/* A server starts from the weights every rank would draw from the seed; the net is built
- * for them (one thread, no pool) and freed before serving. */
+/* A server starts from --weights, else from the weights every rank would draw from the
+ * seed; the net is built for them (one thread, no pool) and freed before serving. */
 static shoal_result run_ps_server(const sh_job_opts *o, shoal_comm *c, sh_job_report *r)
 {
     sh_net *model = NULL;
@@ -189,6 +190,9 @@ static shoal_result run_ps_server(const sh_job_opts *o, shoal_comm *c, sh_job_re
     SH_TRY(build_net(o, shoal_comm_world(c), &batch, &model));
     long log_ms = 5000;
     shoal_result rc = sh_env_long("SHOAL_PS_LOG_MS", &log_ms);
+    /* --weights: the servers' shards start from the file (workers pull them) */
+    if (rc == SHOAL_OK && o->train.weights_path && !o->train.resume_path)
+        rc = sh_snapshot_load_weights(model, o->train.weights_path);
     sh_ps_config cfg = ps_config(o, model);
     cfg.clock_log = o->server_log; /* each worker's clock and the spread */
     cfg.clock_log_ms = (int)log_ms;

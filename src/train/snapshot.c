@@ -9,6 +9,7 @@
 
 #include "base/err.h"
 #include "io/checkpoint.h"
+#include "nn/darknet_weights.h"
 #include "train/trainer_internal.h"
 
 /* Slots of the "meta" section: fixed-width integers, so the section has one size forever
@@ -140,6 +141,7 @@ shoal_result sh_snapshot_restore(sh_trainer *t, const char *path, const sh_snaps
 
 shoal_result sh_snapshot_load_weights(sh_net *net, const char *path)
 {
+    if (sh_darknet_weights_is_path(path)) return sh_darknet_weights_load(net, path, NULL);
     uint64_t meta[META_COUNT];
     SH_TRY(read_meta(path, meta));
     SH_TRY(check_model(path, meta, net));

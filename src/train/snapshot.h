@@ -29,7 +29,8 @@ uint64_t sh_snapshot_meta_seed(const sh_snapshot_meta *m);
  * sh_snapshot_read_meta, so that training continues bit for bit. A checkpoint of another
  * model (cfg hash, parameter count) or batch size is refused, naming both. */
 shoal_result sh_snapshot_restore(sh_trainer *t, const char *path, const sh_snapshot_meta *m);
-/* Only the weights and statistics, for `shoal test` (any batch size). */
+/* Only the weights and statistics, for `shoal test`, `time` and `train --weights` (any batch
+ * size). A path ending in ".weights" is read as Darknet's format (nn/darknet_weights.h). */
 shoal_result sh_snapshot_load_weights(sh_net *net, const char *path);
 
 #endif

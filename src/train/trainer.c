@@ -17,6 +17,7 @@
 #include "base/trace.h"
 #include "base/util.h"
 #include "io/progress.h"
+#include "nn/darknet_weights.h"
 #include "train/eval.h"
 #include "train/snapshot.h"
 #include "train/trainer_internal.h"
@@ -113,6 +114,7 @@ shoal_result sh_trainer_create_with_net(const sh_train_opts *o, sh_net *net, sh_
     /* A net built by the caller used o->seed; on resume its weights, statistics and
      * dropout state are all overwritten from the checkpoint, so the seed there is moot. */
     if (!t->net) SH_TRY_GOTO(sh_net_load(o->cfg_path, o->batch, t->opts.seed, &t->net), rc, fail);
+    SH_TRY_GOTO(sh_net_check_trainable(t->net), rc, fail);
     t->cfg = sh_net_get_config(t->net);
     t->lr = t->cfg->lr;
     if (o->lr_scale > 0) t->lr.base_lr = (float)(t->lr.base_lr * o->lr_scale);
@@ -160,6 +162,8 @@ shoal_result sh_trainer_create_with_net(const sh_train_opts *o, sh_net *net, sh_
                                      sizeof(float), (void **)&t->x), rc, fail);
     SH_TRY_GOTO(sh_alloc_aligned((size_t)t->batch * sizeof(int32_t), (void **)&t->y), rc, fail);
 
+    if (o->weights_path && !o->resume_path)
+        SH_TRY_GOTO(sh_snapshot_load_weights(t->net, o->weights_path), rc, fail);
     if (o->resume_path) SH_TRY_GOTO(sh_snapshot_restore(t, o->resume_path, &t->resume_meta), rc, fail);
     if (o->logdir && t->strategy->rank == 0) {
         SH_TRY_GOTO(sh_tb_open(o->logdir, &t->tb), rc, fail);
@@ -463,6 +467,16 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
     } else {
         if (!evaluated_at_end) SH_TRY(evaluate(t, r));
         if (t->opts.save_path) SH_TRY(save_to(t, NULL, t->opts.save_path, r, "end of training"));
+    }
+    if (t->opts.save_darknet_path && t->strategy->rank == 0) {
+        /* Darknet counts images seen: steps times the global batch */
+        SH_TRY(sh_darknet_weights_save(t->net, t->opts.save_darknet_path,
+                                       (uint64_t)t->steps_done * (uint64_t)t->global_batch));
+        if (may_print(t)) {
+            fprintf(t->opts.out, "saved %s (Darknet weights) at step %" PRId64 "\n",
+                    t->opts.save_darknet_path, t->steps_done);
+            fflush(t->opts.out);
+        }
     }
     r->seconds = (double)(sh_now_ns() - start_ns) * 1e-9;
     r->steps = t->steps_done;

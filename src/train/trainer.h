@@ -29,6 +29,9 @@ typedef struct {
     uint64_t seed;              /* weights, shuffling and dropout all follow from it */
     const char *save_path;      /* written at the end and every save_every_steps; NULL: none */
     const char *resume_path;    /* continue exactly where that checkpoint stopped */
+    const char *weights_path;   /* start from these weights (a checkpoint, or Darknet's
+                                   FILE.weights) instead of the seed's; NULL: the seed's */
+    const char *save_darknet_path; /* rank 0 writes Darknet's .weights here at the end */
     int64_t save_every_steps;   /* 0: only at the end */
     const char *logdir;         /* TensorBoard event files; NULL: none */
     int64_t histogram_every_steps; /* with logdir: weight and gradient histograms per layer

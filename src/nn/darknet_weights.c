@@ -1,0 +1,176 @@
+/* darknet_weights.c — Darknet's .weights format (parser.c's load_weights_upto and
+ * save_weights_upto): int32 major, minor, revision; images seen (uint64 when
+ * major*10 + minor >= 2, else int32); then, layer by layer, the arrays each layer lists
+ * through sh_layer_ops.darknet_blobs in Darknet's order — convolutional: biases, [scales,
+ * rolling mean, rolling variance], weights; connected: biases, weights, [scales, rolling
+ * mean, rolling variance]. Layers without parameters write nothing. Files with major or
+ * minor above 1000 hold connected weights transposed, as Darknet reads them.
+ * Not here: each layer's list of arrays (layer_*.c), shoal's checkpoints (snapshot.c).
+ * Proved by tests/nn/test_darknet_weights.c (round trip, and against Darknet itself). */
+#include "nn/darknet_weights.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/util.h"
+#include "nn/layer.h"
+
+/* Darknet's own header when it saves (parser.c save_weights_upto). */
+#define DN_MAJOR 0
+#define DN_MINOR 2
+#define DN_REVISION 0
+/* Darknet: a major or minor above this marks transposed connected weights. */
+#define DN_TRANSPOSE_MARK 1000
+
+int sh_darknet_weights_is_path(const char *path)
+{
+    size_t len = strlen(path), ext = strlen(".weights");
+    return len >= ext && strcmp(path + len - ext, ".weights") == 0;
+}
+
+/* The arrays of layer i; a layer with parameters but no Darknet layout is an error. */
+static shoal_result layer_blobs(const sh_net *n, int i, sh_dn_blob *b, int *nb)
+{
+    sh_layer *l = sh_net_layer((sh_net *)n, i);
+    *nb = 0;
+    if (l->ops->darknet_blobs) *nb = l->ops->darknet_blobs(l, b, SH_DN_MAX_BLOBS);
+    else if (l->param_count || l->stat_count)
+        return SH_FAIL(SHOAL_ERR_INVALID, "layer %d (%s, cfg line %d) has parameters but no "
+                       "Darknet weights layout; it cannot be read from or written to a "
+                       ".weights file", i, l->name, l->line);
+    SH_ASSERT(*nb <= SH_DN_MAX_BLOBS);
+    return SHOAL_OK;
+}
+
+uint64_t sh_darknet_weights_nbytes(const sh_net *n)
+{
+    uint64_t bytes = 3 * sizeof(int32_t) + sizeof(uint64_t);
+    sh_dn_blob b[SH_DN_MAX_BLOBS];
+    for (int i = 0; i < sh_net_nlayers(n); i++) {
+        int nb = 0;
+        if (layer_blobs(n, i, b, &nb) != SHOAL_OK) continue;
+        for (int k = 0; k < nb; k++) bytes += b[k].count * sizeof(float);
+    }
+    return bytes;
+}
+
+static float *blob_ptr(sh_net *n, const sh_dn_blob *b)
+{
+    return b->stats ? sh_net_stats(n, NULL) + b->off : sh_net_params(n) + b->off;
+}
+
+/* (rows, cols) read as its transpose (cols, rows): back to (rows, cols). */
+static shoal_result untranspose(float *a, size_t rows, size_t cols)
+{
+    float *t = NULL;
+    SH_TRY(sh_calloc(rows * cols, sizeof *t, (void **)&t));
+    for (size_t r = 0; r < cols; r++)
+        for (size_t c = 0; c < rows; c++) t[c * cols + r] = a[r * rows + c];
+    memcpy(a, t, rows * cols * sizeof *t);
+    free(t);
+    return SHOAL_OK;
+}
+
+shoal_result sh_darknet_weights_load(sh_net *n, const char *path, uint64_t *seen)
+{
+    shoal_result rc = SHOAL_OK;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return SH_FAIL(SHOAL_ERR_IO, "darknet weights %s: cannot open: %s", path, strerror(errno));
+    int32_t head[3];
+    uint64_t images = 0, pos = 0;
+    if (fread(head, sizeof head, 1, f) != 1) {
+        rc = SH_FAIL(SHOAL_ERR_FORMAT, "darknet weights %s: shorter than the 12-byte header; "
+                     "not a Darknet .weights file", path);
+        goto done;
+    }
+    pos = sizeof head;
+    int major = head[0], minor = head[1];
+    if (major < 0 || minor < 0) {
+        rc = SH_FAIL(SHOAL_ERR_FORMAT, "darknet weights %s: version %d.%d.%d is not Darknet's; "
+                     "not a Darknet .weights file", path, head[0], head[1], head[2]);
+        goto done;
+    }
+    if (major * 10 + minor >= 2 && major < DN_TRANSPOSE_MARK && minor < DN_TRANSPOSE_MARK) {
+        if (fread(&images, sizeof images, 1, f) != 1) goto short_file;
+        pos += sizeof images;
+    } else {
+        int32_t iseen = 0;
+        if (fread(&iseen, sizeof iseen, 1, f) != 1) goto short_file;
+        images = (uint64_t)(uint32_t)iseen;
+        pos += sizeof iseen;
+    }
+    int transpose = major > DN_TRANSPOSE_MARK || minor > DN_TRANSPOSE_MARK;
+    sh_dn_blob b[SH_DN_MAX_BLOBS];
+    for (int i = 0; i < sh_net_nlayers(n); i++) {
+        int nb = 0;
+        SH_TRY_GOTO(layer_blobs(n, i, b, &nb), rc, done);
+        for (int k = 0; k < nb; k++) {
+            float *dst = blob_ptr(n, &b[k]);
+            size_t got = fread(dst, sizeof(float), b[k].count, f);
+            if (got != b[k].count) {
+                rc = SH_FAIL(SHOAL_ERR_FORMAT, "darknet weights %s: ends at byte %llu inside "
+                             "layer %d (%s), which needs %zu more floats; the file was written "
+                             "for another cfg (this one needs %llu bytes)", path,
+                             (unsigned long long)(pos + got * sizeof(float)), i,
+                             sh_net_layer_name(n, i), b[k].count - got,
+                             (unsigned long long)sh_darknet_weights_nbytes(n));
+                goto done;
+            }
+            pos += got * sizeof(float);
+            if (transpose && b[k].rows)
+                SH_TRY_GOTO(untranspose(dst, b[k].rows, b[k].count / b[k].rows), rc, done);
+        }
+    }
+    if (fgetc(f) != EOF) {
+        fseek(f, 0, SEEK_END);
+        rc = SH_FAIL(SHOAL_ERR_FORMAT, "darknet weights %s: %ld bytes, but the cfg's layers "
+                     "take %llu; the file was written for another cfg", path, ftell(f),
+                     (unsigned long long)pos);
+        goto done;
+    }
+    if (seen) *seen = images;
+    goto done;
+short_file:
+    rc = SH_FAIL(SHOAL_ERR_FORMAT, "darknet weights %s: ends inside the header; not a "
+                 "Darknet .weights file", path);
+done:
+    fclose(f);
+    return rc;
+}
+
+shoal_result sh_darknet_weights_save(const sh_net *n, const char *path, uint64_t seen)
+{
+    sh_dn_blob b[SH_DN_MAX_BLOBS];
+    for (int i = 0; i < sh_net_nlayers(n); i++) { /* refuse before creating the file */
+        int nb = 0;
+        SH_TRY(layer_blobs(n, i, b, &nb));
+    }
+    char tmp[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+        return SH_FAIL(SHOAL_ERR_INVALID, "darknet weights: path too long: %s", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f)
+        return SH_FAIL(SHOAL_ERR_IO, "darknet weights %s: cannot create: %s", tmp,
+                       strerror(errno));
+    int32_t head[3] = {DN_MAJOR, DN_MINOR, DN_REVISION};
+    int ok = fwrite(head, sizeof head, 1, f) == 1 && fwrite(&seen, sizeof seen, 1, f) == 1;
+    for (int i = 0; ok && i < sh_net_nlayers(n); i++) {
+        int nb = 0;
+        (void)layer_blobs(n, i, b, &nb);
+        for (int k = 0; ok && k < nb; k++)
+            ok = fwrite(blob_ptr((sh_net *)n, &b[k]), sizeof(float), b[k].count, f) ==
+                 b[k].count;
+    }
+    if (fclose(f) != 0) ok = 0;
+    if (!ok || rename(tmp, path) != 0) {
+        shoal_result rc = SH_FAIL(SHOAL_ERR_IO, "darknet weights %s: write failed: %s", path,
+                                  strerror(errno));
+        remove(tmp);
+        return rc;
+    }
+    return SHOAL_OK;
+}
