@@ -1,0 +1,229 @@
+/* test_layer_rnn.c — proves src/nn/layer_rnn.c, layer_gru.c, layer_lstm.c and recurrent.c:
+ * gradients through time equal central finite differences (weights, biases, inputs, with a
+ * non-zero starting state), two threads agree with one, the state carried from one batch to
+ * the next makes two batches of T steps equal one batch of 2T steps, and bad keys are
+ * refused with file:line. The comparison with PyTorch is tests/nn/test_rnn_torch.c. */
+#include <stdio.h>
+
+#include "nn_check.h"
+
+static const char *const kinds[] = {"lstm", "gru", "rnn"};
+
+static void layer_cfg(char *text, size_t nbytes, const char *kind, int in, int streams,
+                      int steps, int h, const char *extra)
+{
+    if (!strcmp(kind, "rnn"))
+        snprintf(text, nbytes,
+                 "[net]\ninputs=%d\nbatch=%d\ntime_steps=%d\n"
+                 "[rnn]\nhidden=%d\noutput=%d\n%s\n"
+                 "[connected]\noutput=4\nactivation=linear\n[softmax]\n",
+                 in, streams, steps, h, h + 1, extra);
+    else
+        snprintf(text, nbytes,
+                 "[net]\ninputs=%d\nbatch=%d\ntime_steps=%d\n"
+                 "[%s]\noutput=%d\n%s\n"
+                 "[connected]\noutput=4\nactivation=linear\n[softmax]\n",
+                 in, streams, steps, kind, h, extra);
+}
+
+/* Loss from a fixed starting state (each forward moves the state on). */
+static double loss_from(sh_net *n, const float *state0, const float *x, int rows,
+                        const int32_t *labels)
+{
+    size_t ns = 0;
+    float *st = sh_net_state(n, &ns);
+    memcpy(st, state0, ns * sizeof *st);
+    CHECK_OK(sh_net_forward(n, x, rows, 1));
+    return sh_net_loss(n, labels);
+}
+
+static void gradcheck(const char *what, const char *text, int streams, int steps)
+{
+    test_net t;
+    if (!tn_build(&t, text, streams, 5)) return;
+    sh_net *n = t.net;
+    int rows = streams * steps, in = sh_net_input_count(n);
+    CHECK(sh_net_batch(n) == rows, "%s: batch %d rows, want %d", what, sh_net_batch(n), rows);
+    size_t ns = 0, np = sh_net_nparams(n);
+    (void)sh_net_state(n, &ns);
+    float *s0 = malloc(ns * sizeof *s0), *x = malloc((size_t)rows * in * sizeof *x);
+    int32_t *y = malloc((size_t)rows * sizeof *y);
+    tn_random(s0, ns, 3, -0.8f, 0.8f);
+    tn_random(x, (size_t)rows * in, 4, -1.0f, 1.0f);
+    for (int i = 0; i < rows; i++) y[i] = (i * 5 + 1) % 4;
+    float *p = sh_net_params(n);
+    for (size_t i = 0; i < np; i++) p[i] *= 1.5f; /* larger weights: state matters more */
+    sh_net_want_input_delta(n, 1);
+    (void)loss_from(n, s0, x, rows, y);
+    CHECK_OK(sh_net_backward(n, NULL, NULL));
+    float *g = malloc(np * sizeof *g), *gx = malloc((size_t)rows * in * sizeof *gx);
+    memcpy(g, sh_net_grads(n), np * sizeof *g);
+    memcpy(gx, sh_net_input_delta(n), (size_t)rows * in * sizeof *gx);
+    const double eps = 1e-3;
+    int bad = 0, checked = 0;
+    size_t off, cnt;
+    sh_net_layer_params(n, 0, &off, &cnt);
+    for (size_t i = off; i < off + cnt; i += 1 + (cnt > 400 ? 3 : 0)) {
+        float keep = p[i];
+        p[i] = keep + (float)eps;
+        double lp = loss_from(n, s0, x, rows, y);
+        p[i] = keep - (float)eps;
+        double lm = loss_from(n, s0, x, rows, y);
+        p[i] = keep;
+        double fd = (lp - lm) / (2 * eps);
+        checked++;
+        if (!tn_close(g[i], fd, 3e-4, 3e-2) && bad++ < 5)
+            CHECK(0, "%s: param %zu: backward %.6g, finite difference %.6g", what, i - off, g[i], fd);
+    }
+    for (int i = 0; i < rows * in; i++) {
+        float keep = x[i];
+        x[i] = keep + (float)eps;
+        double lp = loss_from(n, s0, x, rows, y);
+        x[i] = keep - (float)eps;
+        double lm = loss_from(n, s0, x, rows, y);
+        x[i] = keep;
+        double fd = (lp - lm) / (2 * eps);
+        checked++;
+        if (!tn_close(gx[i], fd, 3e-4, 3e-2) && bad++ < 5)
+            CHECK(0, "%s: input %d: backward %.6g, finite difference %.6g", what, i, gx[i], fd);
+    }
+    CHECK(bad == 0, "%s: %d of %d gradients differ from finite differences", what, bad, checked);
+    free(g);
+    free(gx);
+    free(s0);
+    free(x);
+    free(y);
+    tn_free(&t);
+}
+
+static void gradients_through_time_match_finite_differences(void)
+{
+    char text[512], what[64];
+    for (int k = 0; k < 3; k++) {
+        /* 7 units: one partial gate block; 20: a full block and a partial one */
+        const int hs[] = {7, 20};
+        for (int hi = 0; hi < 2; hi++) {
+            layer_cfg(text, sizeof text, kinds[k], 5, 2, 4, hs[hi],
+                      !strcmp(kinds[k], "rnn") ? "activation=tanh" : "");
+            snprintf(what, sizeof what, "%s H=%d", kinds[k], hs[hi]);
+            gradcheck(what, text, 2, 4);
+        }
+    }
+    layer_cfg(text, sizeof text, "rnn", 3, 3, 3, 6, "activation=leaky");
+    gradcheck("rnn leaky", text, 3, 3);
+    layer_cfg(text, sizeof text, "rnn", 3, 1, 5, 6, "");
+    gradcheck("rnn logistic (Darknet's default), one stream", text, 1, 5);
+    /* feed-forward layers see time_steps x batch rows as a plain batch */
+    tn_gradcheck_cfg("connected under time_steps",
+                     "[net]\ninputs=5\nbatch=2\ntime_steps=3\n[connected]\noutput=4\n"
+                     "activation=tanh\n[softmax]\n", 6, 10, 1e-2, 3e-4, 2e-2);
+}
+
+/* One forward + backward; returns the loss, leaves grads in g. */
+static double step(sh_net *n, const float *x, int rows, const int32_t *y, float *g)
+{
+    CHECK_OK(sh_net_forward(n, x, rows, 1));
+    double loss = sh_net_loss(n, y);
+    CHECK_OK(sh_net_backward(n, NULL, NULL));
+    memcpy(g, sh_net_grads(n), sh_net_nparams(n) * sizeof *g);
+    return loss;
+}
+
+static void two_threads_agree_with_one(void)
+{
+    char text[512];
+    for (int k = 0; k < 3; k++) {
+        layer_cfg(text, sizeof text, kinds[k], 9, 6, 5, 40, "");
+        test_net a, b;
+        if (!tn_build(&a, text, 6, 9)) return;
+        if (!tn_build(&b, text, 6, 9)) return;
+        sh_net_set_threads(b.net, 2);
+        int rows = 30;
+        size_t np = sh_net_nparams(a.net);
+        float *x = malloc((size_t)rows * 9 * sizeof *x), *ga = malloc(np * 4), *gb = malloc(np * 4);
+        int32_t y[30];
+        for (int i = 0; i < rows; i++) y[i] = i % 4;
+        double worst = 0;
+        for (int it = 0; it < 2; it++) { /* the second batch starts from the carried state */
+            tn_random(x, (size_t)rows * 9, 20 + it, -1, 1);
+            double la = step(a.net, x, rows, y, ga), lb = step(b.net, x, rows, y, gb);
+            CHECK(fabs(la - lb) < 1e-5, "%s: loss %.8g with 1 thread, %.8g with 2", kinds[k], la, lb);
+            for (size_t i = 0; i < np; i++) worst = fmax(worst, fabs(ga[i] - gb[i]));
+        }
+        CHECK(worst < 1e-5, "%s: gradients differ by %g between 1 and 2 threads", kinds[k], worst);
+        free(x);
+        free(ga);
+        free(gb);
+        tn_free(&a);
+        tn_free(&b);
+    }
+}
+
+static void state_carries_from_batch_to_batch(void)
+{
+    char t1[512], t2[512];
+    for (int k = 0; k < 3; k++) {
+        layer_cfg(t1, sizeof t1, kinds[k], 4, 1, 3, 8, "");
+        layer_cfg(t2, sizeof t2, kinds[k], 4, 1, 6, 8, "");
+        test_net a, b;
+        if (!tn_build(&a, t1, 1, 3)) return;
+        if (!tn_build(&b, t2, 1, 3)) return; /* same seed, same parameter count: same weights */
+        CHECK(sh_net_nparams(a.net) == sh_net_nparams(b.net), "%s: params differ", kinds[k]);
+        float x[24];
+        tn_random(x, 24, 5, -1, 1);
+        CHECK_OK(sh_net_forward(a.net, x, 3, 0));
+        float first[3 * 4];
+        memcpy(first, sh_net_output(a.net), sizeof first);
+        CHECK_OK(sh_net_forward(a.net, x + 12, 3, 0));
+        CHECK_OK(sh_net_forward(b.net, x, 6, 0));
+        const float *yb = sh_net_output(b.net), *ya = sh_net_output(a.net);
+        double worst = 0;
+        for (int i = 0; i < 12; i++) {
+            worst = fmax(worst, fabs(first[i] - yb[i]));
+            worst = fmax(worst, fabs(ya[i] - yb[12 + i]));
+        }
+        CHECK(worst < 1e-6, "%s: 2 x 3 steps differ from 6 steps by %g", kinds[k], worst);
+        /* and a reset state forgets: the second batch alone differs from its carried run */
+        sh_net_reset_state(a.net);
+        CHECK_OK(sh_net_forward(a.net, x + 12, 3, 0));
+        worst = 0;
+        for (int i = 0; i < 12; i++) worst = fmax(worst, fabs(sh_net_output(a.net)[i] - yb[12 + i]));
+        CHECK(worst > 1e-6, "%s: the state made no difference", kinds[k]);
+        tn_free(&a);
+        tn_free(&b);
+    }
+}
+
+static void bad_keys_are_refused_with_line(void)
+{
+    static const struct {
+        const char *text, *want;
+    } cases[] = {
+        {"[net]\ninputs=4\n[lstm]\noutputs=3\n[softmax]\n", "test.cfg:4"},
+        {"[net]\ninputs=4\n[gru]\noutput=3\nbatch_normalize=1\n[softmax]\n", "batch_normalize"},
+        {"[net]\ninputs=4\n[rnn]\nhidden=3\noutput=2\nshortcut=1\n[softmax]\n", "shortcut"},
+        {"[net]\ninputs=4\ntime_steps=0\n[lstm]\noutput=3\n[softmax]\n", "time_steps"},
+        {"[net]\ninputs=4\n[rnn]\nhidden=3\nactivation=swish\n[softmax]\n", "swish"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        sh_cfg *cfg = NULL;
+        sh_net *n = NULL;
+        shoal_result rc = sh_cfg_parse(cases[i].text, "test.cfg", &cfg);
+        if (rc == SHOAL_OK) rc = sh_net_create(cfg, 0, 1, &n);
+        CHECK(rc == SHOAL_ERR_FORMAT, "case %zu: %s", i, shoal_result_name(rc));
+        CHECK(strstr(shoal_last_error(), cases[i].want) != NULL, "case %zu: error \"%s\" lacks %s",
+              i, shoal_last_error(), cases[i].want);
+        sh_net_destroy(n);
+        sh_cfg_destroy(cfg);
+    }
+}
+
+int main(void)
+{
+    check_begin("test_layer_rnn", 120);
+    RUN(gradients_through_time_match_finite_differences);
+    RUN(two_threads_agree_with_one);
+    RUN(state_carries_from_batch_to_batch);
+    RUN(bad_keys_are_refused_with_line);
+    return check_end();
+}
