@@ -74,6 +74,9 @@ typedef struct {
     sh_step_profile profile;
     int stopped;                /* 1: stop_requested ended the run early */
     int threads;                /* kernel threads this rank used */
+    int text;                   /* 1: character-level text; images are characters, and the
+                                   losses (nats) are also given in bits per character: */
+    double train_bpc, test_bpc; /* loss / ln 2 */
     char saved_path[1024];      /* the last checkpoint written, "" when none */
 } sh_train_report;
 
