@@ -20,14 +20,20 @@ static const char usage_text[] =
     "usage: shoal train CFG [options]\n"
     "\n"
     "Train the network described by CFG (a Darknet-style .cfg) on an IDX or CIFAR-10\n"
-    "dataset, printing the test accuracy after every epoch.\n"
+    "dataset, or on any text file as characters, printing the test accuracy after every\n"
+    "epoch.\n"
     "\n"
     "  --data DIR         dataset directory (default $SHOAL_DATA_DIR or\n"
     "                     /usr/share/datasets/fashion-mnist)\n"
+    "  --data FILE.txt    character-level text, as darknet rnn train: each byte a one-hot\n"
+    "                     of 256 inputs, the next byte its label; one stream per batch row\n"
+    "                     (the cfg's batch, times [net] time_steps characters per step),\n"
+    "                     the last tenth (at most 1 MiB) held out; losses in bits/char\n"
     "  --epochs N         passes over the training set (default: the cfg's max_batches\n"
     "                     steps, or 1 epoch)\n"
     "  --max-steps N      stop once N steps are done in total (counting resumed ones)\n"
-    "  --batch N          images per step (default: the cfg's batch)\n"
+    "  --batch N          images per step (default: the cfg's batch); recurrent nets:\n"
+    "                     streams, each time_steps rows\n"
     "  --threads N        kernel threads per rank (default $SHOAL_THREADS, else this\n"
     "                     process's CPUs shared by the ranks on this host)\n"
     "  --seed S           seed of the weights, the shuffling and dropout (default 1)\n"
@@ -37,7 +43,8 @@ static const char usage_text[] =
     "  --logdir DIR       write TensorBoard event files (scalars) to DIR\n"
     "  --json             end with one JSON object on stdout (lines go to stderr):\n"
     "                     accuracy, loss, images_per_s, epochs, steps, seconds, peak_rss_mb,\n"
-    "                     threads (kernel threads per rank)\n"
+    "                     threads (kernel threads per rank); on text also train_bpc,\n"
+    "                     test_bpc, chars_per_s\n"
     "  --quiet            no progress lines\n"
     "  -n N               train on N ranks of this machine (shoal starts them); under\n"
     "                     shoal launch, mpirun or srun the job's ranks are used instead\n"
@@ -311,12 +318,22 @@ int sh_cmd_train(int argc, char **argv)
         fprintf(stderr, "stopped by %s; saved %s\n",
                 stop_requested == SIGTERM ? "SIGTERM" : "SIGINT", r->saved_path);
     if (json) {
+        char text_fields[160] = "";
+        if (r->text) /* character-level text: an image is a character */
+            snprintf(text_fields, sizeof text_fields,
+                     ",\"train_bpc\":%.6f,\"test_bpc\":%.6f,\"chars_per_s\":%.1f", r->train_bpc,
+                     r->test_bpc, r->images_per_s);
         printf("{\"accuracy\":%.6f,\"loss\":%.6f,\"test_loss\":%.6f,\"images_per_s\":%.1f,"
                "\"epochs\":%.4f,\"steps\":%" PRId64 ",\"seconds\":%.3f,\"peak_rss_mb\":%.1f,"
-               "\"stopped\":%s,\"threads\":%d}\n",
+               "\"stopped\":%s,\"threads\":%d%s}\n",
                r->test_accuracy, r->train_loss, r->test_loss, r->images_per_s, r->epochs, r->steps,
                r->seconds, (double)r->peak_rss_nbytes / (1024.0 * 1024.0),
-               r->stopped ? "true" : "false", r->threads);
+               r->stopped ? "true" : "false", r->threads, text_fields);
+    } else if (!o->quiet && !r->stopped && r->text) {
+        printf("test %.4f bits/char (accuracy %.2f%%) after %" PRId64 " steps (%.2f epochs) in "
+               "%.1f s, %.0f chars/s, peak RSS %.1f MB\n",
+               r->test_bpc, 100 * r->test_accuracy, r->steps, r->epochs, r->seconds,
+               r->images_per_s, (double)r->peak_rss_nbytes / (1024.0 * 1024.0));
     } else if (!o->quiet && !r->stopped) {
         printf("test accuracy %.2f%%, test loss %.4f after %" PRId64 " steps (%.2f epochs) in "
                "%.1f s, %.0f images/s, peak RSS %.1f MB\n",
