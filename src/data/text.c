@@ -4,6 +4,7 @@
  * Not here: batching (loader.c), the model.
  * Proved by tests/data/test_text.c. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,11 @@ shoal_result sh_text_load(const char *path, int train, sh_dataset **out)
     if (len < 0 || fseek(f, 0, SEEK_SET) != 0) {
         rc = SH_FAIL(SHOAL_ERR_IO, "text %s: cannot find its size (%s); pass a regular file",
                      path, strerror(errno));
+        goto done;
+    }
+    if (len > INT_MAX) {
+        rc = SH_FAIL(SHOAL_ERR_FORMAT, "text %s holds %ld bytes; at most %d are read, cut it "
+                     "(head -c)", path, len, INT_MAX);
         goto done;
     }
     long ntest = len / TEST_FRACTION_DIV < TEST_MAX_NBYTES ? len / TEST_FRACTION_DIV : TEST_MAX_NBYTES;
