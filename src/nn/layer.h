@@ -64,6 +64,7 @@ struct sh_layer {
     int alias_input;                /* [cost]: out/delta are src[0]'s */
     int steps, hidden;              /* recurrent: T (rows are (T, streams)), state width */
     int cur_step;                   /* recurrent: the time step a per-step split works on */
+    int input_onehot;               /* recurrent: this pass's input rows are one-hot */
 
     /* slices of the three blocks, in floats from each block's start */
     size_t param_off, param_count;  /* everything this layer owns */

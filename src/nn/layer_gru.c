@@ -34,6 +34,7 @@ static shoal_result gru_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx
     l->keep_count = g + (size_t)h;              /* per row: r, z, n, then Whn h + bhn */
     l->keep_fixed = streams * (size_t)h;        /* h0 of this batch */
     l->cache_count = 2 * rows * g + streams * (size_t)h; /* input gates, state gates, dh */
+    l->cache_count += g * in + rows;             /* one-hot inputs: Wx transposed, columns */
     l->state_count = streams * (size_t)h;
     l->flops = (double)g * (double)(in + (size_t)h);
     return SHOAL_OK;
@@ -51,6 +52,8 @@ typedef struct {
     float *h0;        /* (B, H) */
     float *gx, *gh;   /* (rows, 3H) each: input and state parts, then their gradients */
     float *dh;        /* (B, H) carried to the step before */
+    float *wt;        /* (I, 3H) one-hot inputs: Wx transposed, then the gradient's scratch */
+    int32_t *idx;     /* (rows) one-hot inputs: each row's column */
 } gru_view;
 
 static gru_view view(sh_layer *l, const sh_exec *x)
@@ -69,6 +72,8 @@ static gru_view view(sh_layer *l, const sh_exec *x)
     v.gx = l->cache;
     v.gh = l->cache + (size_t)x->batch * v.g;
     v.dh = v.gh + (size_t)x->batch * v.g;
+    v.wt = v.dh + (size_t)(x->batch / l->steps) * v.h;
+    v.idx = (int32_t *)(v.wt + (size_t)v.g * v.in);
     return v;
 }
 
@@ -79,8 +84,12 @@ static void gru_input_rows(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
     int nr = r1 - r0;
     if (nr <= 0) return;
     float *gr = v.gx + (size_t)r0 * v.g;
-    sh_gemm(0, 1, nr, v.g, v.in, 1.0f, l->in[0] + (size_t)r0 * v.in, v.in, v.wx, v.in, 0.0f, gr,
-            v.g);
+    if (l->input_onehot)
+        for (int r = 0; r < nr; r++)
+            memcpy(gr + (size_t)r * v.g, v.wt + (size_t)v.idx[r0 + r] * v.g, (size_t)v.g * sizeof(float));
+    else
+        sh_gemm(0, 1, nr, v.g, v.in, 1.0f, l->in[0] + (size_t)r0 * v.in, v.in, v.wx, v.in, 0.0f,
+                gr, v.g);
     for (int r = 0; r < nr; r++) {
         float *row = gr + (size_t)r * v.g;
         for (int k = 0; k < v.g; k++) row[k] += v.bx[k];
@@ -136,6 +145,8 @@ static void gru_forward(sh_layer *l, sh_exec *x)
     gru_view v = view(l, x);
     size_t bh = (size_t)v.b * v.h;
     memcpy(v.h0, l->state, bh * sizeof(float));
+    l->input_onehot = l->src[0] < 0 && sh_rnn_onehot(l->in[0], v.rows, v.in, v.idx);
+    if (l->input_onehot) sh_rnn_transpose(v.wx, v.g, v.in, v.wt);
     sh_exec_chunks(l, x, chunk_rows(x), gru_input_rows);
     int nblk = sh_rnn_nblocks(v.h);
     for (int t = 0; t < l->steps; t++) sh_rnn_split_step(l, x, t, nblk, gru_step_forward);
@@ -193,7 +204,10 @@ static void gru_param_grads(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
     float *g = x->grad[0];
     float *gwx = g + l->w_off + (size_t)k0 * v.in;
     float *gwh = g + l->w_off + (size_t)v.g * v.in + (size_t)k0 * v.h;
-    sh_gemm(1, 0, nk, v.in, v.rows, 1.0f, v.gx + k0, v.g, l->in[0], v.in, 0.0f, gwx, v.in);
+    if (l->input_onehot)
+        sh_rnn_onehot_grad(v.gx, v.rows, v.g, v.idx, v.in, k0, k1, v.wt, g + l->w_off);
+    else
+        sh_gemm(1, 0, nk, v.in, v.rows, 1.0f, v.gx + k0, v.g, l->in[0], v.in, 0.0f, gwx, v.in);
     int later = v.rows - v.b;
     if (later > 0)
         sh_gemm(1, 0, nk, v.h, later, 1.0f, v.gh + (size_t)v.b * v.g + k0, v.g, l->out, v.h, 0.0f,

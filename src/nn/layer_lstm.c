@@ -34,6 +34,7 @@ static shoal_result lstm_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ct
     l->keep_count = g + (size_t)h;              /* per row: activated gates, then c */
     l->keep_fixed = 2 * streams * (size_t)h;    /* h0, c0 of this batch */
     l->cache_count = rows * g + 2 * streams * (size_t)h; /* gates / their gradients, dh, dc */
+    l->cache_count += g * in + rows;             /* one-hot inputs: Wx transposed, columns */
     l->state_count = 2 * streams * (size_t)h;   /* h, c carried to the next batch */
     l->flops = (double)g * (double)(in + (size_t)h);
     return SHOAL_OK;
@@ -51,6 +52,8 @@ typedef struct {
     float *h0, *c0;   /* (B, H) this batch's starting state */
     float *gates;     /* (rows, 4H) cache: pre-activations, then their gradients */
     float *dh, *dc;   /* (B, H) gradients carried to the step before */
+    float *wt;        /* (I, 4H) one-hot inputs: Wx transposed, then the gradient's scratch */
+    int32_t *idx;     /* (rows) one-hot inputs: each row's column */
 } lstm_view;
 
 static lstm_view view(sh_layer *l, const sh_exec *x)
@@ -70,6 +73,8 @@ static lstm_view view(sh_layer *l, const sh_exec *x)
     v.gates = l->cache;
     v.dh = l->cache + (size_t)x->batch * v.g;
     v.dc = v.dh + (size_t)(x->batch / l->steps) * v.h;
+    v.wt = v.dc + (size_t)(x->batch / l->steps) * v.h;
+    v.idx = (int32_t *)(v.wt + (size_t)v.g * v.in);
     return v;
 }
 
@@ -81,8 +86,12 @@ static void lstm_input_rows(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
     int nr = r1 - r0;
     if (nr <= 0) return;
     float *gr = v.gates + (size_t)r0 * v.g;
-    sh_gemm(0, 1, nr, v.g, v.in, 1.0f, l->in[0] + (size_t)r0 * v.in, v.in, v.wx, v.in, 0.0f, gr,
-            v.g);
+    if (l->input_onehot)
+        for (int r = 0; r < nr; r++)
+            memcpy(gr + (size_t)r * v.g, v.wt + (size_t)v.idx[r0 + r] * v.g, (size_t)v.g * sizeof(float));
+    else
+        sh_gemm(0, 1, nr, v.g, v.in, 1.0f, l->in[0] + (size_t)r0 * v.in, v.in, v.wx, v.in, 0.0f,
+                gr, v.g);
     for (int r = 0; r < nr; r++) {
         float *row = gr + (size_t)r * v.g;
         for (int k = 0; k < v.g; k++) row[k] += v.bx[k] + v.bh[k];
@@ -139,6 +148,8 @@ static void lstm_forward(sh_layer *l, sh_exec *x)
     size_t bh = (size_t)v.b * v.h;
     memcpy(v.h0, l->state, bh * sizeof(float));
     memcpy(v.c0, l->state + (size_t)(x->batch / l->steps) * v.h, bh * sizeof(float));
+    l->input_onehot = l->src[0] < 0 && sh_rnn_onehot(l->in[0], v.rows, v.in, v.idx);
+    if (l->input_onehot) sh_rnn_transpose(v.wx, v.g, v.in, v.wt);
     sh_exec_chunks(l, x, chunk_rows(x), lstm_input_rows);
     int nblk = sh_rnn_nblocks(v.h);
     for (int t = 0; t < l->steps; t++) sh_rnn_split_step(l, x, t, nblk, lstm_step_forward);
@@ -207,7 +218,10 @@ static void lstm_param_grads(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
     float *gwx = g + l->w_off + (size_t)k0 * v.in;
     float *gwh = g + l->w_off + (size_t)v.g * v.in + (size_t)k0 * v.h;
     float *gbx = g + l->b_off + k0, *gbh = g + l->b_off + v.g + k0;
-    sh_gemm(1, 0, nk, v.in, v.rows, 1.0f, v.gates + k0, v.g, l->in[0], v.in, 0.0f, gwx, v.in);
+    if (l->input_onehot)
+        sh_rnn_onehot_grad(v.gates, v.rows, v.g, v.idx, v.in, k0, k1, v.wt, g + l->w_off);
+    else
+        sh_gemm(1, 0, nk, v.in, v.rows, 1.0f, v.gates + k0, v.g, l->in[0], v.in, 0.0f, gwx, v.in);
     int later = v.rows - v.b; /* rows of steps 1..T-1, whose h_prev is the previous output */
     if (later > 0)
         sh_gemm(1, 0, nk, v.h, later, 1.0f, v.gates + (size_t)v.b * v.g + k0, v.g, l->out, v.h,

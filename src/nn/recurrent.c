@@ -36,3 +36,40 @@ void sh_rnn_colsum(const float *g, int rows, int ld, int k0, int k1, float *out)
         for (int k = 0; k < nk; k++) out[k] += row[k];
     }
 }
+
+int sh_rnn_onehot(const float *x, int rows, int in, int32_t *idx)
+{
+    for (int r = 0; r < rows; r++) {
+        const float *row = x + (size_t)r * in;
+        int hot = -1;
+        for (int i = 0; i < in; i++) {
+            if (row[i] == 0.0f) continue;
+            if (row[i] != 1.0f || hot >= 0) return 0;
+            hot = i;
+        }
+        if (hot < 0) return 0;
+        idx[r] = hot;
+    }
+    return 1;
+}
+
+void sh_rnn_transpose(const float *w, int g, int in, float *wt)
+{
+    for (int k = 0; k < g; k++)
+        for (int c = 0; c < in; c++) wt[(size_t)c * g + k] = w[(size_t)k * in + c];
+}
+
+void sh_rnn_onehot_grad(const float *dg, int rows, int g, const int32_t *idx, int in, int k0,
+                        int k1, float *acc, float *gw)
+{
+    int nk = k1 - k0;
+    if (nk <= 0) return;
+    for (int c = 0; c < in; c++) memset(acc + (size_t)c * g + k0, 0, (size_t)nk * sizeof(float));
+    for (int r = 0; r < rows; r++) {
+        float *dst = acc + (size_t)idx[r] * g + k0;
+        const float *src = dg + (size_t)r * g + k0;
+        for (int k = 0; k < nk; k++) dst[k] += src[k];
+    }
+    for (int k = k0; k < k1; k++)
+        for (int c = 0; c < in; c++) gw[(size_t)k * in + c] = acc[(size_t)c * g + k];
+}

@@ -54,6 +54,19 @@ static inline void sh_rnn_split_step(sh_layer *l, sh_exec *x, int t, int count, 
 /* out[k - k0] = sum over rows of g[r*ld + k] for k in [k0, k1) (bias gradients). */
 void sh_rnn_colsum(const float *g, int rows, int ld, int k0, int k1, float *out);
 
+/* One-hot inputs (character models: a byte as 256 inputs) make the input product a row
+ * lookup and its weight gradient a row sum, a sixth of a 2 x 256 LSTM's arithmetic.
+ * sh_rnn_onehot: 1 when every row of x (rows, in) holds a single 1 and zeros, with each row's
+ * column in idx; else 0 (the layer then multiplies as usual). */
+int sh_rnn_onehot(const float *x, int rows, int in, int32_t *idx);
+/* wt (in, g) = w (g, in) transposed: row c of wt is input c's column of weights. */
+void sh_rnn_transpose(const float *w, int g, int in, float *wt);
+/* Gradient rows [k0, k1) of w (g, in) for one-hot rows: gw[k][idx[r]] = sum of dg[r][k];
+ * acc (in, g) is scratch whose columns [k0, k1) this call owns. Rows are added in order, so
+ * the result does not depend on the thread count. */
+void sh_rnn_onehot_grad(const float *dg, int rows, int g, const int32_t *idx, int in, int k0,
+                        int k1, float *acc, float *gw);
+
 /* exp(x) to about 2 ulp for |x| < 87 without a library call, so that loops over a row of
  * gates vectorise (the gate nonlinearities are a third of an LSTM step otherwise). */
 static inline float sh_rnn_exp(float x)

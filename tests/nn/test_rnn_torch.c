@@ -1,7 +1,8 @@
 /* test_rnn_torch.c — proves src/nn/layer_lstm.c and layer_gru.c against PyTorch's nn.LSTM
  * and nn.GRU, and layer_rnn.c against Darknet's [rnn] equations written in torch ops, with
  * the same weights, input, labels and starting state: the softmax output, the final state
- * and every gradient (weights, biases, input) within 1e-5. The reference runs in double
+ * and every gradient (weights, biases, input) within 1e-5, on one thread with dense input
+ * and on two with one-hot rows (the layers' lookup path). The reference runs in double
  * (tests/nn/rnn_torch.py under /usr/bin/python3); without torch the test says so in one line
  * and passes. */
 #include <stdio.h>
@@ -103,6 +104,10 @@ static void prepare(run *rn, int kind, int nthreads)
     float x[T * B * IN];
     int32_t y[T * B];
     fill_random(x, sizeof x / sizeof x[0], 21, -1, 1);
+    if (nthreads == 2) { /* one-hot rows: the layers' lookup path instead of the product */
+        memset(x, 0, sizeof x);
+        for (int r = 0; r < T * B; r++) x[r * IN + (r * 3) % IN] = 1.0f;
+    }
     for (int i = 0; i < rows; i++) y[i] = (i * 7 + 2) % nout;
     size_t ns = 0;
     float *state = sh_net_state(n, &ns);
