@@ -31,6 +31,7 @@ static shoal_result rnn_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx
     l->keep_count = 3 * hh;                    /* per row: act(input), act(self), s */
     l->keep_fixed = streams * hh;              /* s0 of this batch */
     l->cache_count = 2 * rows * hh + streams * hh; /* ds / d input part, d self part, carry */
+    l->cache_count += hh * in + rows;          /* one-hot inputs: Win transposed, columns */
     l->state_count = streams * hh;
     l->flops = (double)hh * (double)(in + hh) + (double)kk * (double)hh;
     return SHOAL_OK;
@@ -54,6 +55,8 @@ typedef struct {
     float *din;       /* (rows, H): dL/ds, then the input part's pre-activation gradient */
     float *dself;     /* (rows, H): the self part's pre-activation gradient */
     float *ds;        /* (B, H) carried to the step before */
+    float *wt;        /* (I, H) one-hot inputs: Win transposed, then the gradient's scratch */
+    int32_t *idx;     /* (rows) one-hot inputs: each row's column */
 } rnn_view;
 
 static rnn_view view(sh_layer *l, const sh_exec *x)
@@ -75,6 +78,8 @@ static rnn_view view(sh_layer *l, const sh_exec *x)
     v.din = l->cache;
     v.dself = v.din + (size_t)x->batch * v.h;
     v.ds = v.dself + (size_t)x->batch * v.h;
+    v.wt = v.ds + (size_t)(x->batch / l->steps) * v.h;
+    v.idx = (int32_t *)(v.wt + (size_t)v.h * v.in);
     return v;
 }
 
@@ -94,8 +99,12 @@ static void rnn_input_rows(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
     int nr = r1 - r0;
     if (nr <= 0) return;
     float *a = l->keep + (size_t)r0 * v.kc;
-    sh_gemm(0, 1, nr, v.h, v.in, 1.0f, l->in[0] + (size_t)r0 * v.in, v.in, v.win, v.in, 0.0f, a,
-            v.kc);
+    if (l->input_onehot)
+        for (int r = 0; r < nr; r++)
+            memcpy(a + (size_t)r * v.kc, v.wt + (size_t)v.idx[r0 + r] * v.h, (size_t)v.h * sizeof(float));
+    else
+        sh_gemm(0, 1, nr, v.h, v.in, 1.0f, l->in[0] + (size_t)r0 * v.in, v.in, v.win, v.in, 0.0f,
+                a, v.kc);
     act_rows(l->act, a, nr, v.kc, v.h, v.bin);
 }
 
@@ -141,6 +150,8 @@ static void rnn_forward(sh_layer *l, sh_exec *x)
     rnn_view v = view(l, x);
     size_t bh = (size_t)v.b * v.h;
     memcpy(v.s0, l->state, bh * sizeof(float));
+    l->input_onehot = l->src[0] < 0 && sh_rnn_onehot(l->in[0], v.rows, v.in, v.idx);
+    if (l->input_onehot) sh_rnn_transpose(v.win, v.h, v.in, v.wt);
     sh_exec_chunks(l, x, chunk_rows(x), rnn_input_rows);
     for (int t = 0; t < l->steps; t++) sh_rnn_split_step(l, x, t, v.h, rnn_step_forward);
     sh_exec_chunks(l, x, chunk_rows(x), rnn_output_rows);
@@ -198,8 +209,11 @@ static void rnn_param_grads(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
     for (int k = k0; k < k1;) {
         if (k < v.h) { /* input rows */
             int e = k1 < v.h ? k1 : v.h;
-            sh_gemm(1, 0, e - k, v.in, v.rows, 1.0f, v.din + k, v.h, l->in[0], v.in, 0.0f,
-                    gw + (size_t)k * v.in, v.in);
+            if (l->input_onehot)
+                sh_rnn_onehot_grad(v.din, v.rows, v.h, v.idx, v.in, k, e, v.wt, gw);
+            else
+                sh_gemm(1, 0, e - k, v.in, v.rows, 1.0f, v.din + k, v.h, l->in[0], v.in, 0.0f,
+                        gw + (size_t)k * v.in, v.in);
             sh_rnn_colsum(v.din, v.rows, v.h, k, e, gb + k);
             k = e;
         } else if (k < 2 * v.h) { /* self rows */
