@@ -32,6 +32,8 @@ static const char usage_text[] =
     "  --epochs N         passes over the training set (default: the cfg's max_batches\n"
     "                     steps, or 1 epoch)\n"
     "  --max-steps N      stop once N steps are done in total (counting resumed ones)\n"
+    "  --time-limit S     end after the step that passes S seconds of training (then\n"
+    "                     evaluate and save as at the planned end): fixed-time comparisons\n"
     "  --batch N          images per step (default: the cfg's batch); recurrent nets:\n"
     "                     streams, each time_steps rows\n"
     "  --threads N        kernel threads per rank (default $SHOAL_THREADS, else this\n"
@@ -180,6 +182,7 @@ int sh_cmd_train(int argc, char **argv)
     sh_job_opts_default(&jo);
     sh_train_opts *o = &jo.train;
     int json = 0, ps = 0;
+    int64_t time_limit = 0;
     const char *cfg = NULL;
     int64_t nranks = 0;
     debug_hooks dbg = {.die_rank = -1, .die_step = -1, .delay_rank = -1};
@@ -256,6 +259,7 @@ int sh_cmd_train(int argc, char **argv)
         INT_FLAG("--threads", 1, 1024, o->threads)
         INT_FLAG("--seed", 0, INT64_MAX, o->seed)
         INT_FLAG("--save-every", 1, INT64_MAX / 2, o->save_every_steps)
+        INT_FLAG("--time-limit", 1, INT64_MAX / 2, time_limit)
         INT_FLAG("-n", 1, 4096, nranks)
         INT_FLAG("--nranks", 1, 4096, nranks)
         INT_FLAG("--servers", 1, 1024, jo.nservers)
@@ -283,6 +287,7 @@ int sh_cmd_train(int argc, char **argv)
         return sh_cli_usage_error("train", "--save-every needs --save FILE");
     o->cfg_path = cfg;
     o->out = json ? stderr : stdout;
+    o->time_limit_s = (double)time_limit;
     o->stop_requested = &stop_requested;
     o->save_requested = &save_requested;
     jo.layout = ps ? SH_LAYOUT_PARAM_SERVER : SH_LAYOUT_DATA_PARALLEL;

@@ -1,6 +1,8 @@
-/* layer_rnn.c — [rnn]: hidden (H, default 1), output (K, default 1), activation (Darknet
+/* layer_rnn.c — [rnn]: output (K, default 1), hidden (H, default K), activation (Darknet
  * default logistic). Darknet's plain recurrent layer (rnn_layer.c): three connected layers,
- * input (I -> H), self (H -> H) and output (H -> K), each with a bias and the activation:
+ * input (I -> H), self (H -> H) and output (H -> K), each with a bias and the activation.
+ * Darknet as Debian ships it has no `hidden` (H is always K); earlier Darknet read it, and
+ * so does shoal:
  *   s' = act(Win x + bin) + act(Wself s + bself)        y = act(Wout s' + bout)
  * over the T time steps of each batch, s of every stream carried to the next batch, gradients
  * through time truncated at the batch's first step.
@@ -15,8 +17,8 @@
 static shoal_result rnn_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx *ctx)
 {
     int h = 1, k = 1;
-    SH_TRY(sh_cfg_int(s, "hidden", 1, 1, 1 << 16, &h));
     SH_TRY(sh_cfg_int(s, "output", 1, 1, 1 << 16, &k));
+    SH_TRY(sh_cfg_int(s, "hidden", k, 1, 1 << 16, &h));
     SH_TRY(sh_act_parse(s, "logistic", &l->act));
     SH_TRY(sh_rnn_parse_common(l, s, ctx));
     size_t in = l->inputs, rows = (size_t)ctx->batch, streams = rows / (size_t)l->steps;

@@ -417,13 +417,16 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
             SH_TRY_GOTO(save_to(t, prog, t->opts.save_path, r, "--save-every"), rc, done);
         int want_save = t->opts.save_requested && *t->opts.save_requested;
         int want_stop = t->opts.stop_requested && *t->opts.stop_requested;
+        int out_of_time = t->opts.time_limit_s > 0 &&
+                          (double)(sh_now_ns() - start_ns) * 1e-9 >= t->opts.time_limit_s;
         if (t->strategy->ops->sum && t->strategy->world > 1) {
-            /* Ranks see a signal at slightly different moments: they agree after every step
-             * (a 16-byte allreduce), so all save and stop at the same step. */
-            double f[2] = {want_save, want_stop};
-            SH_TRY_GOTO(t->strategy->ops->sum(t->strategy, f, 2), rc, done);
+            /* Ranks see a signal (or the clock) at slightly different moments: they agree
+             * after every step (a 24-byte allreduce), so all save and stop at the same step. */
+            double f[3] = {want_save, want_stop, out_of_time};
+            SH_TRY_GOTO(t->strategy->ops->sum(t->strategy, f, 3), rc, done);
             want_save = f[0] > 0;
             want_stop = f[1] > 0;
+            out_of_time = f[2] > 0;
         }
         if (want_save) {
             if (t->opts.save_requested) *t->opts.save_requested = 0;
@@ -435,6 +438,7 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
             r->stopped = 1;
             break;
         }
+        if (out_of_time) break; /* as if the planned steps were done: evaluate, save */
     }
     sh_progress_destroy(prog);
     prog = NULL;

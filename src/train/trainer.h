@@ -43,6 +43,8 @@ typedef struct {
     double lr_scale;            /* multiplies the cfg's learning rate (linear scaling for
                                    large batches); 0: 1 */
     int profile;                /* 1: time each part of the step (report.profile) */
+    double time_limit_s;        /* > 0: end after the step that passes this many seconds
+                                   (evaluated and saved as at the planned end) */
     /* Called before each step (0-based, counted over the whole training) with hook_ctx
      * and the strategy's rank (a data-parallel rank, a worker's index among the workers):
      * fault drills and debugging (a rank that dies or straggles) live there, not in the
