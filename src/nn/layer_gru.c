@@ -143,13 +143,14 @@ static int chunk_rows(const sh_exec *x)
 static void gru_forward(sh_layer *l, sh_exec *x)
 {
     gru_view v = view(l, x);
+    double macs = (double)v.b * v.h * v.g; /* one step's product */
     size_t bh = (size_t)v.b * v.h;
     memcpy(v.h0, l->state, bh * sizeof(float));
     l->input_onehot = l->src[0] < 0 && sh_rnn_onehot(l->in[0], v.rows, v.in, v.idx);
     if (l->input_onehot) sh_rnn_transpose(v.wx, v.g, v.in, v.wt);
     sh_exec_chunks(l, x, chunk_rows(x), gru_input_rows);
     int nblk = sh_rnn_nblocks(v.h);
-    for (int t = 0; t < l->steps; t++) sh_rnn_split_step(l, x, t, nblk, gru_step_forward);
+    for (int t = 0; t < l->steps; t++) sh_rnn_split_step(l, x, t, nblk, macs, gru_step_forward);
     memcpy(l->state, l->out + (size_t)(l->steps - 1) * bh, bh * sizeof(float));
 }
 
@@ -229,11 +230,12 @@ static void gru_input_delta(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
 static void gru_backward(sh_layer *l, sh_exec *x)
 {
     gru_view v = view(l, x);
+    double macs = (double)v.b * v.h * v.g; /* one step's product */
     memset(v.dh, 0, (size_t)v.b * v.h * sizeof(float));
     int nblk = sh_rnn_nblocks(v.h);
     for (int t = l->steps - 1; t >= 0; t--) {
-        sh_rnn_split_step(l, x, t, nblk, gru_step_backward);
-        if (t > 0) sh_rnn_split_step(l, x, t, v.h, gru_step_carry);
+        sh_rnn_split_step(l, x, t, nblk, macs, gru_step_backward);
+        if (t > 0) sh_rnn_split_step(l, x, t, v.h, macs, gru_step_carry);
     }
     sh_exec_split(l, x, v.g, gru_param_grads);
     if (l->in_delta[0]) sh_exec_chunks(l, x, chunk_rows(x), gru_input_delta);

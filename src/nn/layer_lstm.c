@@ -145,6 +145,7 @@ static int chunk_rows(const sh_exec *x)
 static void lstm_forward(sh_layer *l, sh_exec *x)
 {
     lstm_view v = view(l, x);
+    double macs = (double)v.b * v.h * v.g; /* one step's product */
     size_t bh = (size_t)v.b * v.h;
     memcpy(v.h0, l->state, bh * sizeof(float));
     memcpy(v.c0, l->state + (size_t)(x->batch / l->steps) * v.h, bh * sizeof(float));
@@ -152,7 +153,7 @@ static void lstm_forward(sh_layer *l, sh_exec *x)
     if (l->input_onehot) sh_rnn_transpose(v.wx, v.g, v.in, v.wt);
     sh_exec_chunks(l, x, chunk_rows(x), lstm_input_rows);
     int nblk = sh_rnn_nblocks(v.h);
-    for (int t = 0; t < l->steps; t++) sh_rnn_split_step(l, x, t, nblk, lstm_step_forward);
+    for (int t = 0; t < l->steps; t++) sh_rnn_split_step(l, x, t, nblk, macs, lstm_step_forward);
     /* the last step's h and c start the next batch */
     size_t last = (size_t)(l->steps - 1) * v.b;
     memcpy(l->state, l->out + last * v.h, bh * sizeof(float));
@@ -244,12 +245,13 @@ static void lstm_input_delta(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
 static void lstm_backward(sh_layer *l, sh_exec *x)
 {
     lstm_view v = view(l, x);
+    double macs = (double)v.b * v.h * v.g; /* one step's product */
     memset(v.dh, 0, (size_t)v.b * v.h * sizeof(float));
     memset(v.dc, 0, (size_t)v.b * v.h * sizeof(float));
     int nblk = sh_rnn_nblocks(v.h);
     for (int t = l->steps - 1; t >= 0; t--) {
-        sh_rnn_split_step(l, x, t, nblk, lstm_step_backward);
-        if (t > 0) sh_rnn_split_step(l, x, t, v.h, lstm_step_carry);
+        sh_rnn_split_step(l, x, t, nblk, macs, lstm_step_backward);
+        if (t > 0) sh_rnn_split_step(l, x, t, v.h, macs, lstm_step_carry);
     }
     sh_exec_split(l, x, v.g, lstm_param_grads);
     if (l->in_delta[0]) sh_exec_chunks(l, x, chunk_rows(x), lstm_input_delta);

@@ -150,12 +150,13 @@ static int chunk_rows(const sh_exec *x)
 static void rnn_forward(sh_layer *l, sh_exec *x)
 {
     rnn_view v = view(l, x);
+    double macs = (double)v.b * v.h * v.h; /* one step's product */
     size_t bh = (size_t)v.b * v.h;
     memcpy(v.s0, l->state, bh * sizeof(float));
     l->input_onehot = l->src[0] < 0 && sh_rnn_onehot(l->in[0], v.rows, v.in, v.idx);
     if (l->input_onehot) sh_rnn_transpose(v.win, v.h, v.in, v.wt);
     sh_exec_chunks(l, x, chunk_rows(x), rnn_input_rows);
-    for (int t = 0; t < l->steps; t++) sh_rnn_split_step(l, x, t, v.h, rnn_step_forward);
+    for (int t = 0; t < l->steps; t++) sh_rnn_split_step(l, x, t, v.h, macs, rnn_step_forward);
     sh_exec_chunks(l, x, chunk_rows(x), rnn_output_rows);
     const float *last = l->keep + (size_t)(l->steps - 1) * v.b * v.kc + 2 * v.h;
     for (int b = 0; b < v.b; b++)
@@ -252,11 +253,12 @@ static void rnn_input_delta(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
 static void rnn_backward(sh_layer *l, sh_exec *x)
 {
     rnn_view v = view(l, x);
+    double macs = (double)v.b * v.h * v.h; /* one step's product */
     memset(v.ds, 0, (size_t)v.b * v.h * sizeof(float));
     sh_exec_chunks(l, x, chunk_rows(x), rnn_output_back);
     for (int t = l->steps - 1; t >= 0; t--) {
-        sh_rnn_split_step(l, x, t, v.h, rnn_step_backward);
-        if (t > 0) sh_rnn_split_step(l, x, t, v.h, rnn_step_carry);
+        sh_rnn_split_step(l, x, t, v.h, macs, rnn_step_backward);
+        if (t > 0) sh_rnn_split_step(l, x, t, v.h, macs, rnn_step_carry);
     }
     sh_exec_split(l, x, 2 * v.h + v.k, rnn_param_grads);
     if (l->in_delta[0]) sh_exec_chunks(l, x, chunk_rows(x), rnn_input_delta);

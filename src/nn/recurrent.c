@@ -6,6 +6,8 @@
 
 #include "base/err.h"
 
+double sh_rnn_split_min_macs = 2.0 * 1024 * 1024;
+
 shoal_result sh_rnn_parse_common(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx *ctx)
 {
     int bn = 0;

@@ -43,12 +43,22 @@ static inline int sh_rnn_streams(const sh_layer *l, const sh_exec *x) { return x
 /* uniform(-scale, scale) */
 void sh_rnn_uniform(float *p, size_t count, float scale, sh_rng *rng);
 
-/* Run fn(l, x, tid, k0, k1) over [0, count) split across the threads, for time step t
- * (l->cur_step). */
-static inline void sh_rnn_split_step(sh_layer *l, sh_exec *x, int t, int count, sh_image_fn fn)
+/* Multiply-adds below which one time step's work stays on the calling thread: waking the
+ * other threads for each step costs microseconds, and far more when a core is shared with
+ * other processes (each step waits for every thread to be scheduled). */
+extern double sh_rnn_split_min_macs; /* 2^21 by default; tests lower it to 0 */
+
+/* Run fn(l, x, tid, k0, k1) over [0, count) for time step t (l->cur_step), split across the
+ * threads when the step's work (macs multiply-adds) is worth it. Either way every item is
+ * computed the same way, so the results do not depend on the split. */
+static inline void sh_rnn_split_step(sh_layer *l, sh_exec *x, int t, int count, double macs,
+                                     sh_image_fn fn)
 {
     l->cur_step = t;
-    sh_exec_split(l, x, count, fn);
+    if (x->nthreads == 1 || macs < sh_rnn_split_min_macs)
+        fn(l, x, 0, 0, count);
+    else
+        sh_exec_split(l, x, count, fn);
 }
 
 /* out[k - k0] = sum over rows of g[r*ld + k] for k in [k0, k1) (bias gradients). */
