@@ -21,7 +21,7 @@ static shoal_result gru_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx
 {
     int h = 1;
     SH_TRY(sh_cfg_int(s, "output", 1, 1, 1 << 16, &h));
-    SH_TRY(sh_rnn_parse_common(l, s, ctx));
+    SH_TRY(sh_rnn_parse_common(l, s, ctx, 0));
     size_t in = l->inputs, rows = (size_t)ctx->batch, streams = rows / (size_t)l->steps;
     size_t g = (size_t)NG * (size_t)h;
     l->hidden = h;

@@ -33,9 +33,24 @@ static inline int sh_rnn_gate_col(int h, int ngates, int q, int j)
     return blk * SH_RNN_BLOCK * ngates + q * sh_rnn_block_width(h, blk) + j % SH_RNN_BLOCK;
 }
 
-/* Common keys and checks: time steps from [net], batch_normalize (refused: not yet
- * supported in recurrent layers), rows a whole number of sequences. Sets l->steps. */
-shoal_result sh_rnn_parse_common(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx *ctx);
+/* Common keys and checks: time steps from [net], batch_normalize (into l->batch_normalize;
+ * refused unless allow_bn), rows a whole number of sequences. Sets l->steps. */
+shoal_result sh_rnn_parse_common(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx *ctx,
+                                 int allow_bn);
+
+/* Batch norm inside a recurrent layer, one time step at a time as Darknet's connected
+ * sublayers do it: n units over the b rows of one step (v: b rows ld apart, in place).
+ * Training: the step's mean and biased variance, rolling statistics updated (momentum 0.01,
+ * the rolling variance unbiased) and x_hat kept in xh (ldxh apart), 1/std in invstd;
+ * inference: the rolling statistics. Then v = gamma x_hat + beta. The conventions of
+ * layer_batchnorm.c. */
+void sh_rnn_bn_forward(float *v, int ld, int b, int n, const float *gamma, const float *beta,
+                       float *rmean, float *rvar, int training, float *xh, int ldxh,
+                       float *invstd);
+/* Its backward: d (b rows ld apart) holds dL/d(output) and becomes dL/d(input); ggamma and
+ * gbeta are added to (the steps of a batch sum into them). */
+void sh_rnn_bn_backward(float *d, int ld, int b, int n, const float *gamma, const float *xh,
+                        int ldxh, const float *invstd, float *ggamma, float *gbeta);
 
 /* Streams in the current pass: rows / T. */
 static inline int sh_rnn_streams(const sh_layer *l, const sh_exec *x) { return x->nimg / l->steps; }

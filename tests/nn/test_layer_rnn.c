@@ -4,6 +4,7 @@
  * the next makes two batches of T steps equal one batch of 2T steps, and bad keys are
  * refused with file:line. The comparison with PyTorch is tests/nn/test_rnn_torch.c. */
 #include <stdio.h>
+#include <unistd.h>
 
 #include "nn/recurrent.h"
 #include "nn_check.h"
@@ -112,6 +113,10 @@ static void gradients_through_time_match_finite_differences(void)
     }
     layer_cfg(text, sizeof text, "rnn", 3, 3, 3, 6, "activation=leaky");
     gradcheck("rnn leaky", text, 3, 3);
+    layer_cfg(text, sizeof text, "rnn", 3, 4, 3, 6, "batch_normalize=1\nactivation=tanh");
+    gradcheck("rnn batch_normalize", text, 4, 3);
+    layer_cfg(text, sizeof text, "rnn", 3, 5, 2, 20, "batch_normalize=1\nactivation=logistic");
+    gradcheck("rnn batch_normalize logistic", text, 5, 2);
     layer_cfg(text, sizeof text, "rnn", 3, 1, 5, 6, "");
     gradcheck("rnn logistic (Darknet's default), one stream", text, 1, 5);
     /* feed-forward layers see time_steps x batch rows as a plain batch */
@@ -135,8 +140,8 @@ static void two_threads_agree_with_one(void)
     char text[512];
     double keep = sh_rnn_split_min_macs;
     sh_rnn_split_min_macs = 0; /* split every step, however small */
-    for (int k = 0; k < 3; k++) {
-        layer_cfg(text, sizeof text, kinds[k], 9, 6, 5, 40, "");
+    for (int k = 0; k < 4; k++) { /* 3: [rnn] with batch norm */
+        layer_cfg(text, sizeof text, kinds[k % 3], 9, 6, 5, 40, k == 3 ? "batch_normalize=1" : "");
         test_net a, b;
         if (!tn_build(&a, text, 6, 9)) return;
         if (!tn_build(&b, text, 6, 9)) return;
@@ -150,10 +155,11 @@ static void two_threads_agree_with_one(void)
         for (int it = 0; it < 2; it++) { /* the second batch starts from the carried state */
             tn_random(x, (size_t)rows * 9, 20 + it, -1, 1);
             double la = step(a.net, x, rows, y, ga), lb = step(b.net, x, rows, y, gb);
-            CHECK(fabs(la - lb) < 1e-5, "%s: loss %.8g with 1 thread, %.8g with 2", kinds[k], la, lb);
+            CHECK(fabs(la - lb) < 1e-5, "%s: loss %.8g with 1 thread, %.8g with 2", kinds[k % 3], la, lb);
             for (size_t i = 0; i < np; i++) worst = fmax(worst, fabs(ga[i] - gb[i]));
         }
-        CHECK(worst < 1e-5, "%s: gradients differ by %g between 1 and 2 threads", kinds[k], worst);
+        CHECK(worst < 1e-5, "%s%s: gradients differ by %g between 1 and 2 threads", kinds[k % 3],
+              k == 3 ? " batch_normalize" : "", worst);
         free(x);
         free(ga);
         free(gb);
@@ -198,6 +204,39 @@ static void state_carries_from_batch_to_batch(void)
     }
 }
 
+/* Darknet's own rnn.cfg ([rnn] with batch_normalize=1, hidden unused as in Debian's
+ * Darknet) builds, trains a step and infers with the rolling statistics it updated. */
+static void darknet_rnn_cfg_runs(void)
+{
+    const char *path = "/usr/share/darknet/cfg/rnn.cfg";
+    if (access(path, R_OK) != 0) {
+        printf("test_layer_rnn: no %s (darknet not installed); skipped\n", path);
+        return;
+    }
+    sh_net *n = NULL;
+    CHECK_OK(sh_net_load(path, 2, 1, &n));
+    if (!n) return;
+    CHECK(sh_net_nlayers(n) == 5, "%d layers", sh_net_nlayers(n));
+    float x[2 * 256] = {0};
+    x['a'] = 1.0f;
+    x[256 + 'b'] = 1.0f;
+    int32_t y[2] = {'b', 'c'};
+    CHECK_OK(sh_net_forward(n, x, 2, 1));
+    float loss = sh_net_loss(n, y);
+    CHECK(isfinite(loss) && loss > 0, "loss %g", loss);
+    CHECK_OK(sh_net_backward(n, NULL, NULL));
+    size_t nstats = 0;
+    float *st = sh_net_stats(n, &nstats);
+    double moved = 0;
+    for (size_t i = 0; i < nstats; i++) moved += fabs(st[i] - (i % 2 ? 1.0 : 0.0));
+    CHECK(nstats > 0 && moved > 0, "rolling statistics did not move (%zu)", nstats);
+    CHECK_OK(sh_net_forward(n, x, 2, 0));
+    int finite = 1;
+    for (int i = 0; i < 2 * 256; i++) finite &= isfinite(sh_net_output(n)[i]);
+    CHECK(finite, "inference output is not finite");
+    sh_net_destroy(n);
+}
+
 static void bad_keys_are_refused_with_line(void)
 {
     static const struct {
@@ -228,6 +267,7 @@ int main(void)
     RUN(gradients_through_time_match_finite_differences);
     RUN(two_threads_agree_with_one);
     RUN(state_carries_from_batch_to_batch);
+    RUN(darknet_rnn_cfg_runs);
     RUN(bad_keys_are_refused_with_line);
     return check_end();
 }
