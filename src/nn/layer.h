@@ -148,7 +148,7 @@ const float *sh_net_input_delta(const sh_net *n);
 /* The layer table rows, one per file. */
 extern const sh_layer_ops sh_conv_ops, sh_dense_ops, sh_maxpool_ops, sh_avgpool_ops,
     sh_dropout_ops, sh_softmax_ops, sh_cost_ops, sh_shortcut_ops, sh_route_ops, sh_rnn_ops,
-    sh_gru_ops, sh_lstm_ops;
+    sh_gru_ops, sh_lstm_ops, sh_crnn_ops;
 
 /* Shared helpers of the conv layer (im2col.c). col is (C*S*S, OH*OW) with rows ld_col
  * floats apart (ld_col >= OH*OW lets several images sit side by side). */

@@ -10,7 +10,7 @@
 static const sh_layer_ops *const table[] = {
     &sh_conv_ops, &sh_dense_ops, &sh_maxpool_ops, &sh_avgpool_ops, &sh_dropout_ops,
     &sh_softmax_ops, &sh_cost_ops, &sh_shortcut_ops, &sh_route_ops, &sh_rnn_ops, &sh_gru_ops,
-    &sh_lstm_ops,
+    &sh_lstm_ops, &sh_crnn_ops,
 };
 enum { NTABLE = sizeof table / sizeof table[0] };
 

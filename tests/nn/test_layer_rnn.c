@@ -63,9 +63,8 @@ static void gradcheck(const char *what, const char *text, int streams, int steps
     memcpy(gx, sh_net_input_delta(n), (size_t)rows * in * sizeof *gx);
     const double eps = 1e-3;
     int bad = 0, checked = 0;
-    size_t off, cnt;
-    sh_net_layer_params(n, 0, &off, &cnt);
-    for (size_t i = off; i < off + cnt; i += 1 + (cnt > 400 ? 3 : 0)) {
+    size_t off = 0, stride = np > 800 ? np / 400 : 1; /* every layer's parameters */
+    for (size_t i = 0; i < np; i += stride) {
         float keep = p[i];
         p[i] = keep + (float)eps;
         double lp = loss_from(n, s0, x, rows, y);
@@ -119,6 +118,14 @@ static void gradients_through_time_match_finite_differences(void)
     gradcheck("rnn batch_normalize logistic", text, 5, 2);
     layer_cfg(text, sizeof text, "rnn", 3, 1, 5, 6, "");
     gradcheck("rnn logistic (Darknet's default), one stream", text, 1, 5);
+    gradcheck("crnn", "[net]\nwidth=4\nheight=3\nchannels=2\nbatch=2\ntime_steps=3\n"
+                      "[crnn]\noutput=3\nhidden=4\nactivation=tanh\n"
+                      "[connected]\noutput=4\nactivation=linear\n[softmax]\n", 2, 3);
+    gradcheck("crnn after a layer, Darknet's default logistic",
+              "[net]\nwidth=3\nheight=3\nchannels=1\nbatch=2\ntime_steps=2\n"
+              "[convolutional]\nfilters=2\nsize=1\nactivation=linear\n"
+              "[crnn]\noutput=2\nhidden=3\n[connected]\noutput=4\nactivation=linear\n"
+              "[softmax]\n", 2, 2);
     /* feed-forward layers see time_steps x batch rows as a plain batch */
     tn_gradcheck_cfg("connected under time_steps",
                      "[net]\ninputs=5\nbatch=2\ntime_steps=3\n[connected]\noutput=4\n"
@@ -140,8 +147,8 @@ static void two_threads_agree_with_one(void)
     char text[512];
     double keep = sh_rnn_split_min_macs;
     sh_rnn_split_min_macs = 0; /* split every step, however small */
-    for (int k = 0; k < 4; k++) { /* 3: [rnn] with batch norm */
-        const char *kind = kinds[k == 3 ? 2 : k];
+    for (int k = 0; k < 5; k++) { /* 3: [rnn] with batch norm; 4: [crnn] */
+        const char *kind = k == 4 ? "crnn" : kinds[k == 3 ? 2 : k];
         layer_cfg(text, sizeof text, kind, 9, 6, 5, 40, k == 3 ? "batch_normalize=1" : "");
         test_net a, b;
         if (!tn_build(&a, text, 6, 9)) return;
@@ -173,13 +180,15 @@ static void two_threads_agree_with_one(void)
 static void state_carries_from_batch_to_batch(void)
 {
     char t1[512], t2[512];
-    for (int k = 0; k < 3; k++) {
-        layer_cfg(t1, sizeof t1, kinds[k], 4, 1, 3, 8, "");
-        layer_cfg(t2, sizeof t2, kinds[k], 4, 1, 6, 8, "");
+    static const char *const all[] = {"lstm", "gru", "rnn", "crnn"};
+    for (int k = 0; k < 4; k++) {
+        const char *kind = all[k];
+        layer_cfg(t1, sizeof t1, kind, 4, 1, 3, 8, k == 3 ? "hidden=5" : "");
+        layer_cfg(t2, sizeof t2, kind, 4, 1, 6, 8, k == 3 ? "hidden=5" : "");
         test_net a, b;
         if (!tn_build(&a, t1, 1, 3)) return;
         if (!tn_build(&b, t2, 1, 3)) return; /* same seed, same parameter count: same weights */
-        CHECK(sh_net_nparams(a.net) == sh_net_nparams(b.net), "%s: params differ", kinds[k]);
+        CHECK(sh_net_nparams(a.net) == sh_net_nparams(b.net), "%s: params differ", kind);
         float x[24];
         tn_random(x, 24, 5, -1, 1);
         CHECK_OK(sh_net_forward(a.net, x, 3, 0));
@@ -193,13 +202,13 @@ static void state_carries_from_batch_to_batch(void)
             worst = fmax(worst, fabs(first[i] - yb[i]));
             worst = fmax(worst, fabs(ya[i] - yb[12 + i]));
         }
-        CHECK(worst < 1e-6, "%s: 2 x 3 steps differ from 6 steps by %g", kinds[k], worst);
+        CHECK(worst < 1e-6, "%s: 2 x 3 steps differ from 6 steps by %g", kind, worst);
         /* and a reset state forgets: the second batch alone differs from its carried run */
         sh_net_reset_state(a.net);
         CHECK_OK(sh_net_forward(a.net, x + 12, 3, 0));
         worst = 0;
         for (int i = 0; i < 12; i++) worst = fmax(worst, fabs(sh_net_output(a.net)[i] - yb[12 + i]));
-        CHECK(worst > 1e-6, "%s: the state made no difference", kinds[k]);
+        CHECK(worst > 1e-6, "%s: the state made no difference", kind);
         tn_free(&a);
         tn_free(&b);
     }
