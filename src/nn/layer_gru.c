@@ -96,6 +96,49 @@ static void gru_input_rows(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
     }
 }
 
+/* One gate block of w units, forward: ax and ah the input and state parts (r, z, n, w
+ * each), bh the state biases; gates to ka, Whn h + bhn to khn, h to hout. Separate restrict
+ * pointers let the compiler vectorise σ and tanh across the units. */
+static inline void cell_forward(int w, const float *restrict ax, const float *restrict ah,
+                                const float *restrict bh, const float *restrict hp,
+                                float *restrict ka, float *restrict khn, float *restrict hout)
+{
+    for (int u = 0; u < w; u++) {
+        float rg = sh_rnn_sigmoid(ax[u] + ah[u] + bh[u]);
+        float zg = sh_rnn_sigmoid(ax[w + u] + ah[w + u] + bh[w + u]);
+        float hn = ah[2 * w + u] + bh[2 * w + u];
+        float ng = sh_rnn_tanh(ax[2 * w + u] + rg * hn);
+        ka[u] = rg;
+        ka[w + u] = zg;
+        ka[2 * w + u] = ng;
+        khn[u] = hn;
+        hout[u] = (1.0f - zg) * ng + zg * hp[u];
+    }
+}
+
+/* Its backward: the input and state parts' gradients into dx and dhh, and dh (dL/dh from
+ * the next step, in) replaced by the direct path to the step before (the carry adds the
+ * products). */
+static inline void cell_backward(int w, const float *restrict ka, const float *restrict khn,
+                                 const float *restrict hp, const float *restrict dy,
+                                 float *restrict dh, float *restrict dx, float *restrict dhh)
+{
+    for (int u = 0; u < w; u++) {
+        float rg = ka[u], zg = ka[w + u], ng = ka[2 * w + u];
+        float dhu = dy[u] + dh[u];
+        float dan = dhu * (1.0f - zg) * (1.0f - ng * ng);
+        float dar = dan * khn[u] * rg * (1.0f - rg);
+        float daz = dhu * (hp[u] - ng) * zg * (1.0f - zg);
+        dx[u] = dar;
+        dhh[u] = dar;
+        dx[w + u] = daz;
+        dhh[w + u] = daz;
+        dx[2 * w + u] = dan;
+        dhh[2 * w + u] = dan * rg;
+        dh[u] = dhu * zg;
+    }
+}
+
 static void gru_step_forward(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
 {
     (void)tid;
@@ -116,20 +159,8 @@ static void gru_step_forward(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
         for (int blk = k0; blk < k1; blk++) {
             int w = sh_rnn_block_width(v.h, blk), base = blk * SH_RNN_BLOCK * NG;
             int j = blk * SH_RNN_BLOCK;
-            const float *ax = v.gx + r * v.g + base, *bhb = v.bh + base;
-            float *ah = ght + (size_t)b * v.g + base;
-            float *ka = keep + base, *khn = keep + v.g + j;
-            for (int u = 0; u < w; u++) {
-                float rg = sh_rnn_sigmoid(ax[u] + ah[u] + bhb[u]);
-                float zg = sh_rnn_sigmoid(ax[w + u] + ah[w + u] + bhb[w + u]);
-                float hn = ah[2 * w + u] + bhb[2 * w + u];
-                float ng = sh_rnn_tanh(ax[2 * w + u] + rg * hn);
-                ka[u] = rg;
-                ka[w + u] = zg;
-                ka[2 * w + u] = ng;
-                khn[u] = hn;
-                hout[j + u] = (1.0f - zg) * ng + zg * hp[j + u];
-            }
+            cell_forward(w, v.gx + r * v.g + base, ght + (size_t)b * v.g + base, v.bh + base,
+                         hp + j, keep + base, keep + v.g + j, hout + j);
         }
     }
 }
@@ -169,20 +200,8 @@ static void gru_step_backward(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
         for (int blk = k0; blk < k1; blk++) {
             int w = sh_rnn_block_width(v.h, blk), base = blk * SH_RNN_BLOCK * NG;
             int j = blk * SH_RNN_BLOCK;
-            const float *ka = keep + base, *khn = keep + v.g + j;
-            float *dx = v.gx + r * v.g + base, *dhh = v.gh + r * v.g + base;
-            for (int u = 0; u < w; u++) {
-                float rg = ka[u], zg = ka[w + u], ng = ka[2 * w + u];
-                float dhu = dy[j + u] + dh[j + u];
-                float dan = dhu * (1.0f - zg) * (1.0f - ng * ng);
-                float dar = dan * khn[u] * rg * (1.0f - rg);
-                float daz = dhu * (hp[j + u] - ng) * zg * (1.0f - zg);
-                dx[u] = dhh[u] = dar;
-                dx[w + u] = dhh[w + u] = daz;
-                dx[2 * w + u] = dan;
-                dhh[2 * w + u] = dan * rg;
-                dh[j + u] = dhu * zg; /* the direct path; the carry adds the products */
-            }
+            cell_backward(w, keep + base, keep + v.g + j, hp + j, dy + j, dh + j,
+                          v.gx + r * v.g + base, v.gh + r * v.g + base);
         }
     }
 }

@@ -98,6 +98,44 @@ static void lstm_input_rows(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
     }
 }
 
+/* One gate block of w units, forward: a holds the block's pre-activations (i, f, g, o, w
+ * each); the activated gates go to ka, the cell to kcell, h to hout. Separate restrict
+ * pointers let the compiler vectorise σ and tanh across the units. */
+static inline void cell_forward(int w, const float *restrict a, const float *restrict cprev,
+                                float *restrict ka, float *restrict kcell, float *restrict hout)
+{
+    for (int u = 0; u < w; u++) {
+        float ig = sh_rnn_sigmoid(a[u]), fg = sh_rnn_sigmoid(a[w + u]);
+        float gg = sh_rnn_tanh(a[2 * w + u]), og = sh_rnn_sigmoid(a[3 * w + u]);
+        float c = fg * cprev[u] + ig * gg;
+        ka[u] = ig;
+        ka[w + u] = fg;
+        ka[2 * w + u] = gg;
+        ka[3 * w + u] = og;
+        kcell[u] = c;
+        hout[u] = og * sh_rnn_tanh(c);
+    }
+}
+
+/* Its backward: d gets the gate pre-activations' gradients from dL/dh (dy from above plus dh
+ * from the next step) and dL/dc (dc, replaced by the gradient for the step before). */
+static inline void cell_backward(int w, const float *restrict ka, const float *restrict kcell,
+                                 const float *restrict cprev, const float *restrict dy,
+                                 const float *restrict dh, float *restrict dc, float *restrict d)
+{
+    for (int u = 0; u < w; u++) {
+        float ig = ka[u], fg = ka[w + u], gg = ka[2 * w + u], og = ka[3 * w + u];
+        float tc = sh_rnn_tanh(kcell[u]);
+        float dhu = dy[u] + dh[u];
+        float dcu = dhu * og * (1.0f - tc * tc) + dc[u];
+        d[u] = dcu * gg * ig * (1.0f - ig);
+        d[w + u] = dcu * cprev[u] * fg * (1.0f - fg);
+        d[2 * w + u] = dcu * ig * (1.0f - gg * gg);
+        d[3 * w + u] = dhu * tc * og * (1.0f - og);
+        dc[u] = dcu * fg;
+    }
+}
+
 /* Step t for gate blocks [k0, k1): the recurrent part of the gates, then the cell. */
 static void lstm_step_forward(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
 {
@@ -119,19 +157,8 @@ static void lstm_step_forward(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
         for (int blk = k0; blk < k1; blk++) {
             int w = sh_rnn_block_width(v.h, blk), base = blk * SH_RNN_BLOCK * NG;
             int j = blk * SH_RNN_BLOCK;
-            const float *a = gt + (size_t)b * v.g + base;
-            float *ka = keep + base, *kcell = keep + v.g + j;
-            for (int u = 0; u < w; u++) {
-                float ig = sh_rnn_sigmoid(a[u]), fg = sh_rnn_sigmoid(a[w + u]);
-                float gg = sh_rnn_tanh(a[2 * w + u]), og = sh_rnn_sigmoid(a[3 * w + u]);
-                float c = fg * cprev[j + u] + ig * gg;
-                ka[u] = ig;
-                ka[w + u] = fg;
-                ka[2 * w + u] = gg;
-                ka[3 * w + u] = og;
-                kcell[u] = c;
-                hout[j + u] = og * sh_rnn_tanh(c);
-            }
+            cell_forward(w, gt + (size_t)b * v.g + base, cprev + j, keep + base, keep + v.g + j,
+                         hout + j);
         }
     }
 }
@@ -181,19 +208,8 @@ static void lstm_step_backward(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
         for (int blk = k0; blk < k1; blk++) {
             int w = sh_rnn_block_width(v.h, blk), base = blk * SH_RNN_BLOCK * NG;
             int j = blk * SH_RNN_BLOCK;
-            const float *ka = keep + base, *kcell = keep + v.g + j;
-            float *d = dg + base;
-            for (int u = 0; u < w; u++) {
-                float ig = ka[u], fg = ka[w + u], gg = ka[2 * w + u], og = ka[3 * w + u];
-                float tc = sh_rnn_tanh(kcell[u]);
-                float dhu = dy[j + u] + dh[j + u];
-                float dcu = dhu * og * (1.0f - tc * tc) + dc[j + u];
-                d[u] = dcu * gg * ig * (1.0f - ig);
-                d[w + u] = dcu * cprev[j + u] * fg * (1.0f - fg);
-                d[2 * w + u] = dcu * ig * (1.0f - gg * gg);
-                d[3 * w + u] = dhu * tc * og * (1.0f - og);
-                dc[j + u] = dcu * fg;
-            }
+            cell_backward(w, keep + base, keep + v.g + j, cprev + j, dy + j, dh + j, dc + j,
+                          dg + base);
         }
     }
 }
