@@ -1,5 +1,5 @@
 /* test_train_text.c — proves character-level training and sampling on the real binary
- * ($SHOAL_BIN): src/data/text.c and the loader's text streams, the recurrent state in
+ * ($SHOAL_BIN): src/data/text.c and the loader's text streams, `shoal test` on text, the recurrent state in
  * checkpoints (src/train/snapshot.c: a resumed run ends bit for bit where the straight one
  * does, alone and on 2 ranks), 2 ranks of B streams agreeing with 1 rank of 2B, bits per
  * character in --json, src/cli/cmd_generate.c (repeatable samples, the seed echoed) and the
@@ -88,7 +88,8 @@ static int files_equal(const char *a, const char *b)
 static void trains_on_text_and_reports_bits_per_char(void)
 {
     char out[16384];
-    int rc = run_shoal("train model.cfg --data text.txt --epochs 1 --threads 1 --json", out, sizeof out);
+    int rc = run_shoal("train model.cfg --data text.txt --epochs 1 --threads 1 --json --save ep.ckpt",
+                       out, sizeof out);
     CHECK(rc == 0, "exit %d: %s", rc, out);
     double bpc = json_num(out, "test_bpc"), loss = json_num(out, "test_loss");
     CHECK(bpc > 0 && bpc < 3.5, "test %g bits/char after an epoch (8 = knowing nothing): %s", bpc, out);
@@ -96,6 +97,10 @@ static void trains_on_text_and_reports_bits_per_char(void)
     CHECK(json_num(out, "chars_per_s") > 0, "no chars_per_s: %s", out);
     CHECK(strstr(out, "bits/char") != NULL, "the progress lines do not say bits/char: %s", out);
     CHECK(strstr(out, "held-out characters") != NULL, "no data line: %s", out);
+    /* shoal test reads the same held-out tail from a zero state: the same figure */
+    char t[4096];
+    rc = run_shoal("test model.cfg --weights ep.ckpt --data text.txt --json", t, sizeof t);
+    CHECK(rc == 0 && fabs(json_num(t, "bpc") - bpc) < 1e-5, "shoal test: %s (train said %g)", t, bpc);
 }
 
 static void resume_continues_bit_for_bit(void)
