@@ -2,7 +2,7 @@
  * trained character-level net, as `darknet rnn generate`: the seed text is fed first (its
  * bytes printed as they are), then each sampled byte is printed and fed back.
  * Not here: the layers and their carried state (src/nn), loading weights (src/train/snapshot.c).
- * Proved by tests/cli/test_generate.c. */
+ * Proved by tests/cli/test_train_text.c. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
