@@ -474,6 +474,7 @@ void sh_net_reset_state(sh_net *n)
 {
     if (n->nstate) memset(n->state, 0, n->nstate * sizeof(float));
 }
+
 int sh_net_input_count(const sh_net *n) { return (int)sh_shape_count(&n->input); }
 int sh_net_nclasses(const sh_net *n) { return n->nclasses; }
 uint64_t sh_net_cfg_hash(const sh_net *n) { return sh_cfg_hash(n->cfg); }
