@@ -15,6 +15,7 @@
 
 int sh_cmd_train(int argc, char **argv);
 int sh_cmd_test(int argc, char **argv);
+int sh_cmd_generate(int argc, char **argv);
 int sh_cmd_time(int argc, char **argv);
 int sh_cmd_launch(int argc, char **argv);
 int sh_cmd_bench(int argc, char **argv);

@@ -1,10 +1,13 @@
 /* cmd_test.c — `shoal test CFG --weights FILE`: accuracy and loss of trained weights on a
- * dataset's test split, as a line or one JSON object.
+ * dataset's test split (or a text's held-out tail, in bits/char), as a line or one JSON
+ * object.
  * Not here: the evaluation loop (src/train/eval.c), checkpoint checks (src/train/snapshot.c).
  * Proved by tests/cli/test_train_cli.c. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/env.h"
@@ -26,6 +29,7 @@ static const char usage_text[] =
     "                     (required; must come from the same CFG)\n"
     "  --data DIR         dataset directory (default $SHOAL_DATA_DIR or\n"
     "                     /usr/share/datasets/fashion-mnist)\n"
+    "  --data FILE.txt    text: bits/char on its held-out tail (as shoal train held it out)\n"
     "  --batch N          images per forward pass (default: the cfg's batch)\n"
     "  --threads N        kernel threads (default $SHOAL_THREADS, else this process's\n"
     "                     CPUs shared by the ranks on this host)\n"
@@ -45,7 +49,12 @@ static shoal_result run_test(const char *cfg, const char *weights, const char *d
     SH_TRY_GOTO(sh_net_check_trainable(net), rc, done);
     sh_net_set_threads(net, threads);
     SH_TRY_GOTO(sh_snapshot_load_weights(net, weights), rc, done);
-    SH_TRY_GOTO(sh_dataset_open_dir(dir, 0, &d), rc, done);
+    struct stat st;
+    int text = dir && stat(dir, &st) == 0 && S_ISREG(st.st_mode);
+    if (text) /* a file: its held-out tail, as shoal train --data FILE.txt holds it out */
+        SH_TRY_GOTO(sh_text_load(dir, 0, &d), rc, done);
+    else
+        SH_TRY_GOTO(sh_dataset_open_dir(dir, 0, &d), rc, done);
     if (d->c * d->h * d->w != sh_net_input_count(net)) {
         rc = SH_FAIL(SHOAL_ERR_INVALID,
                      "dataset %s has %dx%dx%d images but %s expects %d values per image; use "
@@ -54,15 +63,22 @@ static shoal_result run_test(const char *cfg, const char *weights, const char *d
         goto done;
     }
     int n = sh_net_batch(net);
-    sh_loader_opts lo = {.global_batch = n, .rank = 0, .world = 1, .shuffle = 0, .drop_last = 0};
+    sh_loader_opts lo = {.global_batch = n, .rank = 0, .world = 1, .shuffle = 0, .drop_last = 0,
+                         .time_steps = sh_net_time_steps(net)};
     SH_TRY_GOTO(sh_loader_create(d, &lo, &l), rc, done);
     SH_TRY_GOTO(sh_alloc_aligned((size_t)n * (size_t)sh_net_input_count(net) * sizeof(float),
                                  (void **)&x), rc, done);
     SH_TRY_GOTO(sh_alloc_aligned((size_t)n * sizeof(int32_t), (void **)&y), rc, done);
     double acc = 0, loss = 0;
     SH_TRY_GOTO(sh_eval_run(net, l, x, y, &acc, &loss), rc, done);
-    if (json)
+    if (json && text)
+        printf("{\"accuracy\":%.6f,\"loss\":%.6f,\"bpc\":%.6f,\"chars\":%d}\n", acc, loss,
+               loss / M_LN2, d->count);
+    else if (json)
         printf("{\"accuracy\":%.6f,\"loss\":%.6f,\"images\":%d}\n", acc, loss, d->count);
+    else if (text)
+        printf("test %.4f bits/char (accuracy %.2f%%) on the %d held-out characters of %s\n",
+               loss / M_LN2, 100 * acc, d->count, dir);
     else
         printf("test accuracy %.2f%% (%d images of %s), loss %.4f\n", 100 * acc, d->count,
                d->name, loss);

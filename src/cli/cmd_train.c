@@ -21,14 +21,22 @@ static const char usage_text[] =
     "usage: shoal train CFG [options]\n"
     "\n"
     "Train the network described by CFG (a Darknet-style .cfg) on an IDX or CIFAR-10\n"
-    "dataset, printing the test accuracy after every epoch.\n"
+    "dataset, or on any text file as characters, printing the test accuracy after every\n"
+    "epoch.\n"
     "\n"
     "  --data DIR         dataset directory (default $SHOAL_DATA_DIR or\n"
     "                     /usr/share/datasets/fashion-mnist)\n"
+    "  --data FILE.txt    character-level text, as darknet rnn train: each byte a one-hot\n"
+    "                     of 256 inputs, the next byte its label; one stream per batch row\n"
+    "                     (the cfg's batch, times [net] time_steps characters per step),\n"
+    "                     the last tenth (at most 1 MiB) held out; losses in bits/char\n"
     "  --epochs N         passes over the training set (default: the cfg's max_batches\n"
     "                     steps, or 1 epoch)\n"
     "  --max-steps N      stop once N steps are done in total (counting resumed ones)\n"
-    "  --batch N          images per step (default: the cfg's batch)\n"
+    "  --time-limit S     end after the step that passes S seconds of training (then\n"
+    "                     evaluate and save as at the planned end): fixed-time comparisons\n"
+    "  --batch N          images per step (default: the cfg's batch); recurrent nets:\n"
+    "                     streams, each time_steps rows\n"
     "  --threads N        kernel threads per rank (default $SHOAL_THREADS, else this\n"
     "                     process's CPUs shared by the ranks on this host)\n"
     "  --seed S           seed of the weights, the shuffling and dropout (default 1)\n"
@@ -54,7 +62,8 @@ static const char usage_text[] =
     "                     accuracy, loss, images_per_s, epochs, steps, seconds, peak_rss_mb,\n"
     "                     threads (kernel threads per rank), history (every evaluation:\n"
     "                     step, epoch, seconds, train_loss, test_accuracy, test_loss;\n"
-    "                     `shoal plot FILE.json` draws it)\n"
+    "                     `shoal plot FILE.json` draws it); on text also train_bpc,\n"
+    "                     test_bpc, chars_per_s\n"
     "  --quiet            no progress lines\n"
     "  -n N               train on N ranks of this machine (shoal starts them); under\n"
     "                     shoal launch, mpirun or srun the job's ranks are used instead\n"
@@ -197,6 +206,7 @@ int sh_cmd_train(int argc, char **argv)
     sh_job_opts_default(&jo);
     sh_train_opts *o = &jo.train;
     int json = 0, ps = 0, timeline_steps = 0;
+    int64_t time_limit = 0;
     const char *cfg = NULL;
     int64_t nranks = 0, nnodes = 0, node_rank = 0;
     const char *master_addr = NULL;
@@ -288,6 +298,7 @@ int sh_cmd_train(int argc, char **argv)
         INT_FLAG("--threads", 1, 1024, o->threads)
         INT_FLAG("--seed", 0, INT64_MAX, o->seed)
         INT_FLAG("--save-every", 1, INT64_MAX / 2, o->save_every_steps)
+        INT_FLAG("--time-limit", 1, INT64_MAX / 2, time_limit)
         INT_FLAG("-n", 1, 4096, nranks)
         INT_FLAG("--nranks", 1, 4096, nranks)
         INT_FLAG("--servers", 1, 1024, jo.nservers)
@@ -330,6 +341,7 @@ int sh_cmd_train(int argc, char **argv)
         return sh_cli_usage_error("train", "--log-histograms needs --logdir DIR");
     o->cfg_path = cfg;
     o->out = json ? stderr : stdout;
+    o->time_limit_s = (double)time_limit;
     o->stop_requested = &stop_requested;
     o->save_requested = &save_requested;
     jo.layout = ps ? SH_LAYOUT_PARAM_SERVER : SH_LAYOUT_DATA_PARALLEL;
@@ -365,12 +377,17 @@ int sh_cmd_train(int argc, char **argv)
         fprintf(stderr, "stopped by %s; saved %s\n",
                 stop_requested == SIGTERM ? "SIGTERM" : "SIGINT", r->saved_path);
     if (json) {
+        char text_fields[160] = "";
+        if (r->text) /* character-level text: an image is a character */
+            snprintf(text_fields, sizeof text_fields,
+                     ",\"train_bpc\":%.6f,\"test_bpc\":%.6f,\"chars_per_s\":%.1f", r->train_bpc,
+                     r->test_bpc, r->images_per_s);
         printf("{\"accuracy\":%.6f,\"loss\":%.6f,\"test_loss\":%.6f,\"images_per_s\":%.1f,"
                "\"epochs\":%.4f,\"steps\":%" PRId64 ",\"seconds\":%.3f,\"peak_rss_mb\":%.1f,"
-               "\"stopped\":%s,\"threads\":%d,\"history\":[",
+               "\"stopped\":%s,\"threads\":%d%s,\"history\":[",
                r->test_accuracy, r->train_loss, r->test_loss, r->images_per_s, r->epochs, r->steps,
                r->seconds, (double)r->peak_rss_nbytes / (1024.0 * 1024.0),
-               r->stopped ? "true" : "false", r->threads);
+               r->stopped ? "true" : "false", r->threads, text_fields);
         for (int i = 0; i < r->nhistory; i++) {
             const sh_epoch_point *h = &r->history[i];
             printf("%s{\"step\":%" PRId64 ",\"epoch\":%.4f,\"seconds\":%.3f,\"train_loss\":%.6f,"
@@ -378,6 +395,11 @@ int sh_cmd_train(int argc, char **argv)
                    h->train_loss, h->test_accuracy, h->test_loss);
         }
         printf("]}\n");
+    } else if (!o->quiet && !r->stopped && r->text) {
+        printf("test %.4f bits/char (accuracy %.2f%%) after %" PRId64 " steps (%.2f epochs) in "
+               "%.1f s, %.0f chars/s, peak RSS %.1f MB\n",
+               r->test_bpc, 100 * r->test_accuracy, r->steps, r->epochs, r->seconds,
+               r->images_per_s, (double)r->peak_rss_nbytes / (1024.0 * 1024.0));
     } else if (!o->quiet && !r->stopped) {
         printf("test accuracy %.2f%%, test loss %.4f after %" PRId64 " steps (%.2f epochs) in "
                "%.1f s, %.0f images/s, peak RSS %.1f MB\n",

@@ -17,6 +17,7 @@ typedef struct {
 static const subcommand subcommands[] = {
     {"train", sh_cmd_train, "train a network from a .cfg model file"},
     {"test", sh_cmd_test, "measure a trained network's accuracy on the test set"},
+    {"generate", sh_cmd_generate, "sample text from a trained character-level model"},
     {"time", sh_cmd_time, "time forward and backward passes (per layer on request)"},
     {"launch", sh_cmd_launch, "start N local ranks of a command: shoal launch -n 4 -- CMD"},
     {"bench", sh_cmd_bench, "benchmark a collective, nccl-tests style"},

@@ -17,6 +17,8 @@ typedef struct {
     uint8_t *pixels;     /* (count, C, H, W) */
     int32_t *labels;     /* (count) */
     char name[256];      /* source, for messages */
+    int text;            /* 1: pixels holds count bytes of text, each item one byte read as a
+                            one-hot of 256 (c = 256, h = w = 1) whose label is the next byte */
 } sh_dataset;
 
 /* IDX files (MNIST format): images idx3-ubyte and labels idx1-ubyte, gzipped or raw (by
@@ -31,6 +33,10 @@ shoal_result sh_synthetic_create(int count, int c, int h, int w, int nclasses, u
 /* Find a dataset in dir: train-/t10k- IDX files (.gz or not), or CIFAR-10's
  * data_batch_*.bin / test_batch.bin. train = 1 for the training split, 0 for the test. */
 shoal_result sh_dataset_open_dir(const char *dir, int train, sh_dataset **out);
+/* Any file as character-level text (bytes, as `darknet rnn train`): train = 1 gives all but
+ * the held-out tail (the last tenth, at most 1 MiB), 0 the tail. An empty or too short file
+ * is SHOAL_ERR_FORMAT naming it. */
+shoal_result sh_text_load(const char *path, int train, sh_dataset **out);
 void sh_dataset_destroy(sh_dataset *d);
 
 typedef struct {
@@ -39,9 +45,15 @@ typedef struct {
     uint64_t seed;       /* epoch e's order is a function of (seed, e) alone */
     int shuffle;         /* 0: dataset order (evaluation) */
     int drop_last;       /* 1: an epoch has floor(count / global_batch) steps; 0: ceil */
+    int time_steps;      /* text: rows per stream per step (T); 0: 1 */
 } sh_loader_opts;
 
 typedef struct sh_loader sh_loader;
+
+/* Text (d->text): no shuffling; the global batch is T x S rows, S streams, each stream a
+ * contiguous segment of count / S bytes read in order, T bytes per step; rank r takes the
+ * streams [r*S/world, (r+1)*S/world), rows (t, stream) time-major. An epoch has
+ * (segment - 1) / T steps; the next epoch starts each stream over. */
 
 /* Global step k of an epoch covers order[k*B, (k+1)*B); rank r takes the contiguous part
  * [r*B/world, (r+1)*B/world) of it, so the ranks together read each image once per epoch

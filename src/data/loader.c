@@ -12,6 +12,7 @@
  * depends on (seed, e) only, a resumed run and an unbroken run read the same images, on every
  * rank and any world size. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/err.h"
 #include "base/util.h"
@@ -20,6 +21,7 @@
 struct sh_loader {
     const sh_dataset *d;       /* borrowed; must outlive the loader */
     sh_loader_opts o;
+    int64_t streams, segment;  /* text: S streams of segment bytes each */
     int64_t steps_per_epoch;
     int64_t epoch, step;       /* the next step to read */
     int64_t order_epoch;       /* the epoch order[] was built for; -1: none yet */
@@ -71,9 +73,31 @@ shoal_result sh_loader_create(const sh_dataset *d, const sh_loader_opts *o, sh_l
                        "epoch with drop_last has no step; lower --batch",
                        o->global_batch, d->count, d->name);
     SH_TRY_GOTO(sh_calloc(1, sizeof *l, (void **)&l), rc, done);
-    SH_TRY_GOTO(sh_calloc((size_t)d->count, sizeof *l->order, (void **)&l->order), rc, done);
     l->d = d;
     l->o = *o;
+    if (l->o.time_steps < 1) l->o.time_steps = 1;
+    if (d->text) {
+        int64_t t = l->o.time_steps;
+        if (o->global_batch % t || (o->global_batch / t) % o->world) {
+            rc = SH_FAIL(SHOAL_ERR_INVALID, "loader: %d rows per step are not %lld time steps of "
+                         "streams shared equally by %d ranks", o->global_batch, (long long)t,
+                         o->world);
+            goto done;
+        }
+        l->streams = o->global_batch / t;
+        l->segment = d->count / l->streams;
+        l->steps_per_epoch = l->segment > 1 ? (l->segment - 1) / t : 0;
+        if (l->steps_per_epoch < 1) {
+            rc = SH_FAIL(SHOAL_ERR_INVALID, "loader: %s has %d bytes, too few for %lld streams of "
+                         "%lld steps plus one; lower --batch or time_steps, or use more text",
+                         d->name, d->count, (long long)l->streams, (long long)t);
+            goto done;
+        }
+        *out = l;
+        l = NULL;
+        goto done;
+    }
+    SH_TRY_GOTO(sh_calloc((size_t)d->count, sizeof *l->order, (void **)&l->order), rc, done);
     l->steps_per_epoch = o->drop_last ? d->count / o->global_batch
                                       : (d->count + o->global_batch - 1) / o->global_batch;
     l->order_epoch = -1;
@@ -115,9 +139,31 @@ shoal_result sh_loader_seek(sh_loader *l, int64_t epoch, int64_t step)
     return SHOAL_OK;
 }
 
+/* Text: rows (t, b) for this rank's streams b, one-hot of the byte at the stream's position
+ * step*T + t, labelled with the byte after it. */
+static void next_text(sh_loader *l, float *x, int32_t *y, int *n)
+{
+    int64_t t_steps = l->o.time_steps, world = l->o.world, r = l->o.rank;
+    int64_t s0 = r * l->streams / world, s1 = (r + 1) * l->streams / world, nb = s1 - s0;
+    const uint8_t *bytes = l->d->pixels;
+    memset(x, 0, (size_t)(t_steps * nb) * 256 * sizeof(float));
+    for (int64_t t = 0; t < t_steps; t++)
+        for (int64_t b = 0; b < nb; b++) {
+            int64_t pos = (s0 + b) * l->segment + l->step * t_steps + t, row = t * nb + b;
+            x[row * 256 + bytes[pos]] = 1.0f;
+            y[row] = bytes[pos + 1];
+        }
+    *n = (int)(t_steps * nb);
+    if (++l->step == l->steps_per_epoch) l->epoch++, l->step = 0;
+}
+
 shoal_result sh_loader_next(sh_loader *l, float *x, int32_t *y, int *n)
 {
     const sh_dataset *d = l->d;
+    if (d->text) {
+        next_text(l, x, y, n);
+        return SHOAL_OK;
+    }
     if (l->order_epoch != l->epoch) build_order(l, l->epoch);
     int64_t B = l->o.global_batch, world = l->o.world, r = l->o.rank;
     int64_t start = l->step * B;

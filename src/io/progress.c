@@ -67,10 +67,11 @@ size_t sh_progress_format(const sh_progress_view *v, char *buf, size_t nbytes)
     else APPEND("epoch %lld", (long long)v->epoch);
     if (v->steps > 0) APPEND("  step %lld/%lld", (long long)v->step, (long long)v->steps);
     else APPEND("  step %lld", (long long)v->step);
-    if (!isnan(v->loss)) APPEND("  loss %.4f", v->loss);
+    if (!isnan(v->loss)) APPEND("  %s %.4f", v->loss_name ? v->loss_name : "loss", v->loss);
     if (v->acc >= 0) APPEND("  acc %.1f%%", 100.0 * v->acc);
     if (v->img_per_s > 0)
-        APPEND(v->img_per_s < 10 ? "  %.1f img/s" : "  %.0f img/s", v->img_per_s);
+        APPEND(v->img_per_s < 10 ? "  %.1f %s/s" : "  %.0f %s/s", v->img_per_s,
+               v->item_name ? v->item_name : "img");
     if (v->eta_s >= 0) {
         char d[32];
         sh_progress_format_duration(v->eta_s, d, sizeof d);
@@ -141,6 +142,8 @@ void sh_progress_step_at(sh_progress *p, uint64_t now_ns, int64_t epoch, int64_t
     v->acc = isnan(acc) ? -1 : acc;
     v->img_per_s = 0;
     v->eta_s = -1;
+    v->loss_name = p->o.loss_name;
+    v->item_name = p->o.item_name;
     if (p->nsamples >= 2) {
         int oldest = (p->head - (p->nsamples - 1) + (WINDOW_STEPS + 1)) % (WINDOW_STEPS + 1);
         double dt_s = (double)(now_ns - p->t_ns[oldest]) * 1e-9;

@@ -19,6 +19,8 @@ typedef struct {
     double acc;              /* fraction in [0, 1]; NaN or < 0: left out */
     double img_per_s;        /* <= 0: left out (not measured yet) */
     double eta_s;            /* < 0: left out */
+    const char *loss_name;   /* NULL: "loss"; text: "bits/char" */
+    const char *item_name;   /* NULL: "img" (img/s); text: "char" */
 } sh_progress_view;
 
 /* Pure formatting: the line for v into buf (no newline, no escape codes); returns its length
@@ -35,6 +37,8 @@ typedef struct {
     FILE *out;               /* NULL: stderr. Borrowed until destroy. */
     int is_tty;              /* -1: isatty(out) decides; 0: plain lines; 1: live line */
     double min_redraw_s;     /* live line: redraw at most this often; <= 0: 0.1 s */
+    const char *loss_name;   /* what the loss is called; NULL: "loss" */
+    const char *item_name;   /* what a step's items are called in the rate; NULL: "img" */
 } sh_progress_opts;
 
 void sh_progress_opts_default(sh_progress_opts *o);

@@ -59,7 +59,7 @@ static const char *const darknet_ignored[] = {
     "cutmix", "letter_box", "resize", "random", "track", "augment_speed", "contrastive",
     "unsupervised", "label_smooth_eps", "adversarial_lr", "attention",
     /* [net] run-time switches */
-    "time_steps", "notruth", "clip", "sequential_subdivisions", "try_fix_nan",
+    "notruth", "clip", "sequential_subdivisions", "try_fix_nan",
     "max_chart_loss", "cudnn_half", "loss_scale", "dynamic_minibatch", "optimized_memory",
     "workspace_size_limit_MB", "learning_rate_min", "sgdr_cycle", "sgdr_mult",
     "equidistant_point", "batches_per_cycle", "transpose", "flag_vec", "show_receptive_field",

@@ -27,7 +27,8 @@ typedef struct {
     sh_layer *layers; /* [0, index) are parsed */
     int index;
     sh_shape input;   /* the network input (C, H, W) */
-    int batch;
+    int batch;        /* rows of every buffer: time_steps x streams */
+    int time_steps;   /* [net] time_steps: rows are (T, streams) time-major */
 } sh_parse_ctx;
 
 typedef struct {
@@ -76,6 +77,9 @@ struct sh_layer {
     int alias_input;                /* [cost]: out/delta are src[0]'s */
     int reverse, extra;             /* reorg */
     int flip;                       /* crop */
+    int steps, hidden;              /* recurrent: T (rows are (T, streams)), state width */
+    int cur_step;                   /* recurrent: the time step a per-step split works on */
+    int input_onehot;               /* recurrent: this pass's input rows are one-hot */
 
     /* slices of the three blocks, in floats from each block's start */
     size_t param_off, param_count;  /* everything this layer owns */
@@ -88,6 +92,7 @@ struct sh_layer {
     size_t keep_count;              /* floats per image kept from forward to backward */
     size_t keep_fixed;              /* floats kept per layer (per channel stats, ...) */
     size_t cache_count;             /* floats of a per-layer cache (conv columns), batch-sized */
+    size_t state_off, state_count;  /* recurrent state carried from batch to batch (floats) */
     double flops;                   /* multiply-adds per image, forward */
 
     /* buffers (set by net.c) */
@@ -98,6 +103,7 @@ struct sh_layer {
     int accum[SH_LAYER_MAX_SRC];             /* 1: add into in_delta, 0: overwrite */
     float *keep;     /* (N, keep_count) then keep_fixed */
     float *cache;    /* cache_count floats */
+    float *state;    /* state_count floats in the net's state block (recurrent layers) */
     double fwd_ms, bwd_ms;
 };
 
@@ -161,7 +167,7 @@ const float *sh_net_input_delta(const sh_net *n);
 /* The layer table rows, one per file. */
 extern const sh_layer_ops sh_conv_ops, sh_dense_ops, sh_maxpool_ops, sh_avgpool_ops,
     sh_dropout_ops, sh_softmax_ops, sh_cost_ops, sh_shortcut_ops, sh_route_ops, sh_reorg_ops,
-    sh_crop_ops;
+    sh_crop_ops, sh_rnn_ops, sh_gru_ops, sh_lstm_ops, sh_crnn_ops;
 
 /* Shared helpers of the conv layer (im2col.c). col is (C*S*S, OH*OW) with rows ld_col
  * floats apart (ld_col >= OH*OW lets several images sit side by side). */

@@ -33,6 +33,7 @@ struct sh_net {
     sh_net_config config;
     int batch;
     sh_shape input;
+    int steps;                /* [net] time_steps: rows of a batch are (T, streams) */
     int nlayers;
     int layer_capacity;       /* entries of layers (one per section after [net]) */
     sh_layer *layers;
@@ -47,6 +48,8 @@ struct sh_net {
     int nranges;
 
     float *arena;             /* outputs, deltas, kept values of every layer */
+    float *state;             /* recurrent layers' state carried between batches */
+    size_t nstate;
     float *input_delta;       /* (N, input) */
     int want_input_delta;
     int *zero_before_backward; /* [nlayers]: 1 when several layers add into its delta */
@@ -186,7 +189,7 @@ static shoal_result parse_layers(sh_net *n)
         l->inputs = sh_shape_count(&l->in_shape);
         l->act = SH_ACT_LINEAR;
         l->temperature = 1.0f;
-        sh_parse_ctx ctx = {n->layers, idx, n->input, n->batch};
+        sh_parse_ctx ctx = {n->layers, idx, n->input, n->batch, n->steps};
         SH_TRY(ops->parse(l, s, &ctx));
         SH_TRY(sh_cfg_check_unused(s));
         l->outputs = sh_shape_count(&l->out_shape);
@@ -224,6 +227,8 @@ static shoal_result lay_out_blocks(sh_net *n)
         p += l->param_count;
         l->stat_off = st;
         st += l->stat_count;
+        l->state_off = n->nstate;
+        n->nstate += l->state_count;
         if (l->w_count) nr++;
         if (l->b_count + l->s_count) nr++;
     }
@@ -239,6 +244,10 @@ static shoal_result lay_out_blocks(sh_net *n)
     SH_TRY(sh_alloc_aligned(round16(p ? p : 1) * sizeof(float), (void **)&n->params));
     SH_TRY(sh_alloc_aligned(round16(p ? p : 1) * sizeof(float), (void **)&n->grads));
     SH_TRY(sh_alloc_aligned(round16(st ? st : 1) * sizeof(float), (void **)&n->stats));
+    SH_TRY(sh_alloc_aligned(round16(n->nstate ? n->nstate : 1) * sizeof(float),
+                            (void **)&n->state));
+    memset(n->state, 0, n->nstate * sizeof(float));
+    for (int i = 0; i < n->nlayers; i++) n->layers[i].state = n->state + n->layers[i].state_off;
     return SHOAL_OK;
 }
 
@@ -343,6 +352,12 @@ fail:
 
 shoal_result sh_net_create(sh_cfg *cfg, int batch, uint64_t seed, sh_net **out)
 {
+    return sh_net_create_steps(cfg, batch, 0, seed, out);
+}
+
+shoal_result sh_net_create_steps(sh_cfg *cfg, int batch, int time_steps, uint64_t seed,
+                                 sh_net **out)
+{
     shoal_result rc = SHOAL_OK;
     sh_net *n = NULL;
     *out = NULL;
@@ -357,8 +372,10 @@ shoal_result sh_net_create(sh_cfg *cfg, int batch, uint64_t seed, sh_net **out)
         goto fail;
     }
     SH_TRY_GOTO(sh_net_config_parse(sh_cfg_section_at(cfg, 0), &n->config), rc, fail);
+    n->steps = time_steps > 0 ? time_steps : n->config.time_steps;
     n->batch = batch > 0 ? batch : n->config.batch;
     if (n->batch < 1) n->batch = 1;
+    n->batch *= n->steps; /* Darknet: a batch is time_steps x batch rows */
     n->input = (sh_shape){n->config.channels, n->config.height, n->config.width};
     if (sh_shape_count(&n->input) == 0) {
         rc = SH_FAIL(SHOAL_ERR_FORMAT, "%s:%d: [net] input is %dx%dx%d (channels x height x "
@@ -439,6 +456,7 @@ void sh_net_destroy(sh_net *n)
     free(n->work_ptrs);
     sh_free_aligned(n->arena);
     sh_free_aligned(n->input_delta);
+    sh_free_aligned(n->state);
     free(n->zero_before_backward);
     if (!n->foreign_blocks) {
         sh_free_aligned(n->params);
@@ -457,6 +475,19 @@ void sh_net_destroy(sh_net *n)
 
 const sh_net_config *sh_net_get_config(const sh_net *n) { return &n->config; }
 int sh_net_batch(const sh_net *n) { return n->batch; }
+int sh_net_time_steps(const sh_net *n) { return n->steps; }
+
+float *sh_net_state(sh_net *n, size_t *count)
+{
+    if (count) *count = n->nstate;
+    return n->state;
+}
+
+void sh_net_reset_state(sh_net *n)
+{
+    if (n->nstate) memset(n->state, 0, n->nstate * sizeof(float));
+}
+
 int sh_net_input_count(const sh_net *n) { return (int)sh_shape_count(&n->input); }
 int sh_net_nclasses(const sh_net *n) { return n->nclasses; }
 int sh_net_has_softmax(const sh_net *n) { return n->has_softmax; }
@@ -570,6 +601,9 @@ shoal_result sh_net_forward(sh_net *n, const float *x, int nimg, int training)
     if (nimg < 1 || nimg > n->batch)
         return SH_FAIL(SHOAL_ERR_INVALID, "forward: %d images, but the network was built for "
                        "batches of 1..%d; rebuild it with a larger batch", nimg, n->batch);
+    if (nimg % n->steps)
+        return SH_FAIL(SHOAL_ERR_INVALID, "forward: %d rows do not make whole sequences of "
+                       "time_steps=%d; pass a multiple of time_steps rows", nimg, n->steps);
     n->x = x;
     n->nimg = nimg;
     n->training = training;

@@ -17,6 +17,7 @@ typedef struct {
     int batch;          /* images per optimizer step (Darknet: batch/subdivisions per pass) */
     int subdivisions;
     int width, height, channels;
+    int time_steps;     /* recurrent nets: a batch is time_steps x batch rows (Darknet) */
     int max_batches;
     sh_lr_policy lr;
     sh_optim_config optim;
@@ -31,6 +32,10 @@ typedef struct sh_net sh_net;
  * overrides the cfg's batch. Every buffer a step needs is allocated here; the parameters
  * are initialised from seed. Errors name path:line (unknown section, key, bad shape). */
 shoal_result sh_net_create(sh_cfg *cfg, int batch, uint64_t seed, sh_net **out);
+/* sh_net_create with time_steps > 0 overriding the cfg's [net] time_steps (0: the cfg's);
+ * `shoal generate` builds its net with one step of one stream. */
+shoal_result sh_net_create_steps(sh_cfg *cfg, int batch, int time_steps, uint64_t seed,
+                                 sh_net **out);
 /* sh_net_create, and the net owns cfg from then on (on error cfg is destroyed): a caller
  * that read the [net] section first (the batch, say) builds the net without parsing again. */
 shoal_result sh_net_create_owning(sh_cfg *cfg, int batch, uint64_t seed, sh_net **out);
@@ -39,7 +44,8 @@ shoal_result sh_net_load(const char *cfg_path, int batch, uint64_t seed, sh_net 
 void sh_net_destroy(sh_net *n);
 
 const sh_net_config *sh_net_get_config(const sh_net *n);
-int sh_net_batch(const sh_net *n);        /* N of every buffer */
+int sh_net_batch(const sh_net *n);        /* N of every buffer: time_steps x streams rows */
+int sh_net_time_steps(const sh_net *n);   /* [net] time_steps (1 for feed-forward nets) */
 int sh_net_input_count(const sh_net *n);  /* C*H*W of one input */
 int sh_net_nclasses(const sh_net *n);     /* K of the output (the last layer's outputs) */
 /* 1 when the net ends with [softmax] (then optionally [cost]): only then does sh_net_loss
@@ -69,6 +75,13 @@ float *sh_net_stats(sh_net *n, size_t *count);
 void sh_net_use_blocks(sh_net *n, float *params, float *grads, int copy_params);
 /* Decay ranges for the optimizer: weights decay, biases and batch-norm parameters don't. */
 const sh_param_range *sh_net_param_ranges(const sh_net *n, int *nranges);
+
+/* The recurrent layers' state (hidden and cell values of every stream) carried from one
+ * forward to the next, as Darknet carries it from batch to batch: each forward starts from
+ * it and leaves the last time step's values in it. Zero after create; saved in training
+ * checkpoints. count may be NULL; 0 floats for feed-forward nets. */
+float *sh_net_state(sh_net *n, size_t *count);
+void sh_net_reset_state(sh_net *n);
 
 int sh_net_nlayers(const sh_net *n);
 /* "conv 0", "maxpool 1": type and index, for logs and `shoal time --per-layer`. */

@@ -203,6 +203,7 @@ shoal_result sh_net_config_parse(sh_cfg_section *s, sh_net_config *out)
                               "batch=%d is not a multiple of subdivisions=%d; each pass takes "
                               "batch/subdivisions images, make it a whole number",
                               c.batch, c.subdivisions);
+    SH_TRY(sh_cfg_int(s, "time_steps", 1, 1, 1 << 16, &c.time_steps));
     SH_TRY(parse_input(s, &c));
     SH_TRY(parse_policy(s, &c));
     SH_TRY(parse_optimizer(s, &c));

@@ -1,4 +1,5 @@
-/* snapshot.c — the checkpoint of a training run: meta, params, stats and optim sections,
+/* snapshot.c — the checkpoint of a training run: meta, params, stats, optim and (recurrent
+ * nets) every rank's rnn_state sections,
  * and the checks that refuse a checkpoint of another model before anything is overwritten.
  * Not here: the file format (src/io/checkpoint.c), when to save (trainer.c).
  * Proved by tests/train/test_snapshot.c. */
@@ -30,6 +31,8 @@ enum {
     META_NSTATS,
     META_NOPTIM,
     META_WORLD,
+    META_NSTATE,          /* recurrent state floats per rank; section "rnn_state" holds
+                             world of them (0 in checkpoints of feed-forward nets) */
     META_COUNT = 16
 };
 
@@ -86,12 +89,16 @@ shoal_result sh_snapshot_save(sh_trainer *t, const char *path)
     meta[META_NSTATS] = nstats;
     meta[META_NOPTIM] = noptim;
     meta[META_WORLD] = (uint64_t)t->strategy->world;
+    meta[META_NSTATE] = t->nstate;
 
     /* Empty blocks (no batch norm, plain SGD) are left out rather than written as 0 bytes;
      * meta's counts say which sections to expect. */
-    sh_ckpt_section secs[4];
+    sh_ckpt_section secs[5];
     int n = 0;
     secs[n++] = (sh_ckpt_section){"meta", meta, sizeof meta};
+    if (t->nstate)
+        secs[n++] = (sh_ckpt_section){"rnn_state", t->state_all,
+                                      t->nstate * (size_t)t->strategy->world * sizeof(float)};
     secs[n++] = (sh_ckpt_section){"params", t->params, t->nparams * sizeof(float)};
     if (nstats) secs[n++] = (sh_ckpt_section){"stats", stats, nstats * sizeof(float)};
     if (noptim) secs[n++] = (sh_ckpt_section){"optim", optim, noptim * sizeof(float)};
@@ -124,12 +131,24 @@ shoal_result sh_snapshot_restore(sh_trainer *t, const char *path, const sh_snaps
                        "checkpoint %s was trained with batch %" PRIu64 ", this run uses %d; "
                        "resume with --batch %" PRIu64 " to continue the same data order",
                        path, meta[META_GLOBAL_BATCH], t->global_batch, meta[META_GLOBAL_BATCH]);
-    sh_ckpt_section secs[3];
+    if (meta[META_NSTATE] != t->nstate ||
+        (t->nstate && meta[META_WORLD] != (uint64_t)t->strategy->world))
+        return SH_FAIL(SHOAL_ERR_INVALID,
+                       "checkpoint %s holds the recurrent state of %" PRIu64 " rank(s) x %" PRIu64
+                       " values, this run needs %d x %zu; resume with the same -n and --batch",
+                       path, meta[META_WORLD], meta[META_NSTATE], t->strategy->world, t->nstate);
+    sh_ckpt_section secs[4];
     int n = 0;
     secs[n++] = (sh_ckpt_section){"params", t->params, t->nparams * sizeof(float)};
     if (nstats) secs[n++] = (sh_ckpt_section){"stats", stats, nstats * sizeof(float)};
     if (noptim) secs[n++] = (sh_ckpt_section){"optim", optim, noptim * sizeof(float)};
+    if (t->nstate)
+        secs[n++] = (sh_ckpt_section){"rnn_state", t->state_all,
+                                      t->nstate * (size_t)t->strategy->world * sizeof(float)};
     SH_TRY(sh_ckpt_load(path, secs, n));
+    if (t->nstate)
+        memcpy(sh_net_state(t->net, NULL), t->state_all + (size_t)t->strategy->rank * t->nstate,
+               t->nstate * sizeof(float));
     uint64_t rng[4];
     for (int i = 0; i < 4; i++) rng[i] = meta[META_RNG0 + i];
     sh_net_rng_set(t->net, rng);

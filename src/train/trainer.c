@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/cpus.h"
 #include "base/env.h"
@@ -134,11 +135,18 @@ shoal_result sh_trainer_create_with_net(const sh_train_opts *o, sh_net *net, sh_
     const sh_param_range *ranges = sh_net_param_ranges(t->net, &nranges);
     SH_TRY_GOTO(sh_optim_create(&t->cfg->optim, t->nparams, ranges, nranges, &t->opt), rc, fail);
 
-    SH_TRY_GOTO(sh_dataset_open_dir(t->opts.data_dir, 1, &t->train_set), rc, fail);
-    SH_TRY_GOTO(sh_dataset_open_dir(t->opts.data_dir, 0, &t->test_set), rc, fail);
+    struct stat st;
+    t->text = t->opts.data_dir && stat(t->opts.data_dir, &st) == 0 && S_ISREG(st.st_mode);
+    if (t->text) { /* a file: character-level text, as `darknet rnn train` reads it */
+        SH_TRY_GOTO(sh_text_load(t->opts.data_dir, 1, &t->train_set), rc, fail);
+        SH_TRY_GOTO(sh_text_load(t->opts.data_dir, 0, &t->test_set), rc, fail);
+    } else {
+        SH_TRY_GOTO(sh_dataset_open_dir(t->opts.data_dir, 1, &t->train_set), rc, fail);
+        SH_TRY_GOTO(sh_dataset_open_dir(t->opts.data_dir, 0, &t->test_set), rc, fail);
+    }
     SH_TRY_GOTO(check_dataset_fits(t->train_set, t->net, o->cfg_path), rc, fail);
     SH_TRY_GOTO(check_dataset_fits(t->test_set, t->net, o->cfg_path), rc, fail);
-    if (t->train_set->count < t->global_batch) {
+    if (!t->text && t->train_set->count < t->global_batch) {
         rc = SH_FAIL(SHOAL_ERR_INVALID,
                      "dataset %s has %d training images, fewer than one batch of %d; use a "
                      "smaller --batch",
@@ -147,7 +155,7 @@ shoal_result sh_trainer_create_with_net(const sh_train_opts *o, sh_net *net, sh_
     }
     sh_loader_opts lo = {.global_batch = t->global_batch, .rank = t->strategy->rank,
                          .world = t->strategy->world, .seed = t->opts.seed, .shuffle = 1,
-                         .drop_last = 1};
+                         .drop_last = 1, .time_steps = sh_net_time_steps(t->net)};
     SH_TRY_GOTO(sh_loader_create(t->train_set, &lo, &t->loader), rc, fail);
     /* Every rank evaluates the whole test set alone: no shard, no shuffle, keep the tail. */
     /* With a strategy that can sum across ranks, each rank tests its shard of the test set. */
@@ -155,12 +163,19 @@ shoal_result sh_trainer_create_with_net(const sh_train_opts *o, sh_net *net, sh_
     sh_loader_opts to = {.global_batch = t->batch * (split_eval ? t->strategy->world : 1),
                          .rank = split_eval ? t->strategy->rank : 0,
                          .world = split_eval ? t->strategy->world : 1, .seed = 0,
-                         .shuffle = 0, .drop_last = 0};
+                         .shuffle = 0, .drop_last = 0, .time_steps = sh_net_time_steps(t->net)};
     SH_TRY_GOTO(sh_loader_create(t->test_set, &to, &t->test_loader), rc, fail);
 
     SH_TRY_GOTO(sh_alloc_aligned((size_t)t->batch * (size_t)sh_net_input_count(t->net) *
                                      sizeof(float), (void **)&t->x), rc, fail);
     SH_TRY_GOTO(sh_alloc_aligned((size_t)t->batch * sizeof(int32_t), (void **)&t->y), rc, fail);
+    (void)sh_net_state(t->net, &t->nstate);
+    if (t->nstate) {
+        size_t all = t->nstate * (size_t)t->strategy->world;
+        SH_TRY_GOTO(sh_calloc(t->nstate, sizeof(float), (void **)&t->state_keep), rc, fail);
+        SH_TRY_GOTO(sh_calloc(all, sizeof(float), (void **)&t->state_all), rc, fail);
+        SH_TRY_GOTO(sh_calloc(all, sizeof(double), (void **)&t->state_sum), rc, fail);
+    }
 
     if (o->weights_path && !o->resume_path)
         SH_TRY_GOTO(sh_snapshot_load_weights(t->net, o->weights_path), rc, fail);
@@ -186,6 +201,9 @@ void sh_trainer_destroy(sh_trainer *t)
 {
     if (!t) return;
     sh_tb_close(t->tb);
+    free(t->state_sum);
+    free(t->state_all);
+    free(t->state_keep);
     sh_free_aligned(t->y);
     sh_free_aligned(t->x);
     sh_loader_destroy(t->test_loader);
@@ -203,9 +221,28 @@ int64_t sh_trainer_steps_done(const sh_trainer *t) { return t->steps_done; }
 int64_t sh_trainer_steps_planned(const sh_trainer *t) { return t->steps_planned; }
 const char *sh_trainer_default_save_path(const sh_trainer *t) { return t->default_save_path; }
 
+/* Every rank's recurrent state into t->state_all (a collective step, like saving). */
+static shoal_result gather_state(sh_trainer *t)
+{
+    if (!t->nstate) return SHOAL_OK;
+    const float *st = sh_net_state(t->net, NULL);
+    int world = t->strategy->world, rank = t->strategy->rank;
+    if (world == 1 || !t->strategy->ops->sum) {
+        memcpy(t->state_all + (size_t)rank * t->nstate, st, t->nstate * sizeof(float));
+        return SHOAL_OK;
+    }
+    size_t all = t->nstate * (size_t)world;
+    memset(t->state_sum, 0, all * sizeof(double));
+    for (size_t i = 0; i < t->nstate; i++) t->state_sum[(size_t)rank * t->nstate + i] = st[i];
+    SH_TRY(t->strategy->ops->sum(t->strategy, t->state_sum, (int)all));
+    for (size_t i = 0; i < all; i++) t->state_all[i] = (float)t->state_sum[i];
+    return SHOAL_OK;
+}
+
 shoal_result sh_trainer_save(sh_trainer *t, const char *path)
 {
     if (t->strategy->sync_state) SH_TRY(t->strategy->sync_state(t->strategy));
+    SH_TRY(gather_state(t));
     if (t->strategy->rank != 0) return SHOAL_OK;
     SH_TRY(sh_snapshot_save(t, path));
     return SHOAL_OK;
@@ -240,7 +277,15 @@ static shoal_result evaluate(sh_trainer *t, sh_train_report *r)
     uint64_t t0 = sh_trace_on() ? sh_now_ns() : 0;
     int64_t step = sh_trace_step();
     sh_trace_set_step(-1); /* the timeline shows evaluation as one event, not its layers */
+    /* A recurrent net reads the held-out text from a zero state; training then goes on from
+     * where it was. */
+    float *state = sh_net_state(t->net, NULL);
+    if (t->nstate) {
+        memcpy(t->state_keep, state, t->nstate * sizeof(float));
+        sh_net_reset_state(t->net);
+    }
     shoal_result rc = sh_eval_sums(t->net, t->test_loader, t->x, t->y, &nimg, &ncorrect, &loss_sum);
+    if (t->nstate) memcpy(state, t->state_keep, t->nstate * sizeof(float));
     sh_trace_set_step(step);
     SH_TRY(rc);
     if (t0) sh_trace_span(SH_TRACK_EVAL, "evaluation", t0, sh_now_ns(), "images", nimg, NULL, 0);
@@ -366,6 +411,10 @@ static shoal_result open_progress(sh_trainer *t, int64_t per_epoch, sh_progress 
     po.images_per_step = t->global_batch;
     po.log_every_steps = t->opts.log_every_steps;
     po.out = t->opts.out;
+    if (t->text) {
+        po.loss_name = "bits/char";
+        po.item_name = "char";
+    }
     SH_TRY(sh_progress_create(&po, out));
     return SHOAL_OK;
 }
@@ -391,11 +440,20 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
     sh_progress *prog = NULL;
 
     if (may_print(t)) {
-        fprintf(out,
-                "train %s: %d training and %d test images from %s, batch %d, %" PRId64
-                " steps per epoch, steps %" PRId64 "..%" PRId64 ", %zu parameters\n",
-                t->opts.cfg_path, t->train_set->count, t->test_set->count, t->opts.data_dir,
-                t->global_batch, per_epoch, first + 1, last, t->nparams);
+        if (t->text)
+            fprintf(out,
+                    "train %s: %d training and %d held-out characters of %s, %d streams x %d "
+                    "time steps, %" PRId64 " steps per epoch, steps %" PRId64 "..%" PRId64
+                    ", %zu parameters\n",
+                    t->opts.cfg_path, t->train_set->count, t->test_set->count, t->opts.data_dir,
+                    t->global_batch / sh_net_time_steps(t->net), sh_net_time_steps(t->net),
+                    per_epoch, first + 1, last, t->nparams);
+        else
+            fprintf(out,
+                    "train %s: %d training and %d test images from %s, batch %d, %" PRId64
+                    " steps per epoch, steps %" PRId64 "..%" PRId64 ", %zu parameters\n",
+                    t->opts.cfg_path, t->train_set->count, t->test_set->count, t->opts.data_dir,
+                    t->global_batch, per_epoch, first + 1, last, t->nparams);
         if (t->tb) fprintf(out, "TensorBoard events: %s\n", sh_tb_path(t->tb));
     }
     SH_TRY(open_progress(t, per_epoch, &prog));
@@ -419,17 +477,25 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
         r->train_loss = epoch_loss_sum / (double)epoch_loss_n;
         /* The batch's training accuracy from the forward pass the step already did. */
         double acc = (double)sh_net_correct(t->net, t->y) / (double)t->last_n;
-        if (prog && may_print(t)) sh_progress_step(prog, step / per_epoch, step % per_epoch, loss, acc);
+        if (prog && may_print(t))
+            sh_progress_step(prog, step / per_epoch, step % per_epoch,
+                             t->text ? loss / M_LN2 : loss, acc);
         if (t->tb) SH_TRY_GOTO(log_step(t, step, loss, acc, (double)(t1 - t0) * 1e-9), rc, done);
         if (t->steps_done % per_epoch == 0) {
             char extra[160] = "";
             if (t->opts.eval_each_epoch) {
                 SH_TRY_GOTO(evaluate(t, r), rc, done);
                 evaluated_at_end = t->steps_done == last;
-                snprintf(extra, sizeof extra,
-                         "train loss %.4f, test accuracy %.2f%%, test loss %.4f (%.1f s)",
-                         r->train_loss, 100 * r->test_accuracy, r->test_loss,
-                         (double)(sh_now_ns() - start_ns) * 1e-9);
+                if (t->text)
+                    snprintf(extra, sizeof extra,
+                             "train %.4f bits/char, test %.4f bits/char, test accuracy %.2f%% "
+                             "(%.1f s)", r->train_loss / M_LN2, r->test_loss / M_LN2,
+                             100 * r->test_accuracy, (double)(sh_now_ns() - start_ns) * 1e-9);
+                else
+                    snprintf(extra, sizeof extra,
+                             "train loss %.4f, test accuracy %.2f%%, test loss %.4f (%.1f s)",
+                             r->train_loss, 100 * r->test_accuracy, r->test_loss,
+                             (double)(sh_now_ns() - start_ns) * 1e-9);
             }
             if (prog && may_print(t)) sh_progress_epoch_end(prog, extra[0] ? extra : NULL);
             epoch_loss_sum = 0;
@@ -440,13 +506,16 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
             SH_TRY_GOTO(save_to(t, prog, t->opts.save_path, r, "--save-every"), rc, done);
         int want_save = t->opts.save_requested && *t->opts.save_requested;
         int want_stop = t->opts.stop_requested && *t->opts.stop_requested;
+        int out_of_time = t->opts.time_limit_s > 0 &&
+                          (double)(sh_now_ns() - start_ns) * 1e-9 >= t->opts.time_limit_s;
         if (t->strategy->ops->sum && t->strategy->world > 1) {
-            /* Ranks see a signal at slightly different moments: they agree after every step
-             * (a 16-byte allreduce), so all save and stop at the same step. */
-            double f[2] = {want_save, want_stop};
-            SH_TRY_GOTO(t->strategy->ops->sum(t->strategy, f, 2), rc, done);
+            /* Ranks see a signal (or the clock) at slightly different moments: they agree
+             * after every step (a 24-byte allreduce), so all save and stop at the same step. */
+            double f[3] = {want_save, want_stop, out_of_time};
+            SH_TRY_GOTO(t->strategy->ops->sum(t->strategy, f, 3), rc, done);
             want_save = f[0] > 0;
             want_stop = f[1] > 0;
+            out_of_time = f[2] > 0;
         }
         if (want_save) {
             if (t->opts.save_requested) *t->opts.save_requested = 0;
@@ -458,6 +527,7 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
             r->stopped = 1;
             break;
         }
+        if (out_of_time) break; /* as if the planned steps were done: evaluate, save */
     }
     sh_progress_destroy(prog);
     prog = NULL;
@@ -486,6 +556,9 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
         steady_ns ? (double)steady_steps * t->global_batch / ((double)steady_ns * 1e-9) : 0;
     r->peak_rss_nbytes = sh_peak_rss_nbytes();
     r->threads = t->threads;
+    r->text = t->text;
+    r->train_bpc = r->train_loss / M_LN2;
+    r->test_bpc = r->test_loss / M_LN2;
     if (t->opts.profile && r->steps_this_run > 0) {
         double k = 1e-9 / (double)r->steps_this_run;
         r->profile.data = t->prof_ns[0] * k;

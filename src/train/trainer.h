@@ -48,6 +48,8 @@ typedef struct {
     double lr_scale;            /* multiplies the cfg's learning rate (linear scaling for
                                    large batches); 0: 1 */
     int profile;                /* 1: time each part of the step (report.profile) */
+    double time_limit_s;        /* > 0: end after the step that passes this many seconds
+                                   (evaluated and saved as at the planned end) */
     /* Called before each step (0-based, counted over the whole training) with hook_ctx
      * and the strategy's rank (a data-parallel rank, a worker's index among the workers):
      * fault drills and debugging (a rank that dies or straggles) live there, not in the
@@ -92,6 +94,9 @@ typedef struct {
     sh_step_profile profile;
     int stopped;                /* 1: stop_requested ended the run early */
     int threads;                /* kernel threads this rank used */
+    int text;                   /* 1: character-level text; images are characters, and the
+                                   losses (nats) are also given in bits per character: */
+    double train_bpc, test_bpc; /* loss / ln 2 */
     char saved_path[1024];      /* the last checkpoint written, "" when none */
     int nhistory;               /* evaluations in history[] */
     sh_epoch_point history[SH_HISTORY_MAX];

@@ -34,6 +34,12 @@ struct sh_trainer {
     uint64_t run_start_ns;      /* sh_trainer_run's start (the report's history) */
     int threads;                /* kernel threads of the net */
     sh_snapshot_meta resume_meta; /* with opts.resume_path: the checkpoint's meta, read once */
+    int text;                   /* character-level text: losses in bits per character too */
+    size_t nstate;              /* floats of the net's recurrent state (0: feed-forward) */
+    float *state_keep;          /* (nstate) the training state while evaluation runs */
+    float *state_all;           /* (world, nstate) every rank's state, for checkpoints */
+    double *state_sum;          /* (world, nstate) the gather's buffer (a sum of zeros and one
+                                   rank's values is exact) */
     char default_save_path[1024];
 };
 

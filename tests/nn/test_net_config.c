@@ -45,9 +45,10 @@ static void missing_keys_get_darknet_defaults(void)
     CHECK(c.lr.burn_in == 0 && c.max_batches == 0 && c.lr.max_batches == 0, "burn_in, max");
     int n = 0;
     sh_cfg_each_defaulted(cfg, count_defaulted, &n);
-    /* batch subdivisions learning_rate policy burn_in power max_batches momentum decay adam
-     * optimizer */
-    CHECK(n == 11, "defaulted keys: %d", n);
+    /* batch subdivisions time_steps learning_rate policy burn_in power max_batches momentum
+     * decay adam optimizer */
+    CHECK(n == 12, "defaulted keys: %d", n);
+    CHECK(c.time_steps == 1, "time_steps %d", c.time_steps);
     sh_cfg_destroy(cfg);
 }
 

@@ -1,0 +1,270 @@
+/* layer_gru.c — [gru]: output (H, default 1). Gated recurrent units over the T time steps
+ * of each batch, h of every stream carried to the next batch, gradients through time
+ * truncated at the batch's first step:
+ *   r = σ(Wxr x + bxr + Whr h + bhr)    z = σ(Wxz x + bxz + Whz h + bhz)
+ *   n = tanh(Wxn x + bxn + r (Whn h + bhn))      h' = (1 - z) n + z h
+ * Darknet's gru_layer.c has the same weights (an input and a state product per gate, each
+ * with a bias) but multiplies r into h before Whn, uses σ for n (its CPU GRU has no backward
+ * pass at all); shoal applies r after the product, as PyTorch's nn.GRU and cuDNN do, so that
+ * the three recurrent products of a step are one (B, H) x (H, 3H) product.
+ * Weights: Wx (3H, I), Wh (3H, H), bx (3H), bh (3H); gate rows in blocks of 16 units
+ * (recurrent.h: sh_rnn_gate_col, gates r, z, n). Initialised uniform(±1/sqrt(H)) as PyTorch.
+ * Not here: the layout helpers and fast σ/tanh (recurrent.h).
+ * Proved by tests/nn/test_layer_rnn.c (finite differences; PyTorch's nn.GRU when present). */
+#include "base/err.h"
+#include "nn/gemm.h"
+#include "nn/recurrent.h"
+
+#define NG 3 /* gates r, z, n */
+
+static shoal_result gru_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx *ctx)
+{
+    int h = 1;
+    SH_TRY(sh_cfg_int(s, "output", 1, 1, 1 << 16, &h));
+    SH_TRY(sh_rnn_parse_common(l, s, ctx, 0));
+    size_t in = l->inputs, rows = (size_t)ctx->batch, streams = rows / (size_t)l->steps;
+    size_t g = (size_t)NG * (size_t)h;
+    l->hidden = h;
+    l->out_shape = (sh_shape){h, 1, 1};
+    l->w_off = 0;
+    l->w_count = g * in + g * (size_t)h;
+    l->b_off = l->w_count;
+    l->b_count = 2 * g;
+    l->param_count = l->w_count + l->b_count;
+    l->keep_count = g + (size_t)h;              /* per row: r, z, n, then Whn h + bhn */
+    l->keep_fixed = streams * (size_t)h;        /* h0 of this batch */
+    l->cache_count = 2 * rows * g + streams * (size_t)h; /* input gates, state gates, dh */
+    l->cache_count += g * in + rows;             /* one-hot inputs: Wx transposed, columns */
+    l->state_count = streams * (size_t)h;
+    l->flops = (double)g * (double)(in + (size_t)h);
+    return SHOAL_OK;
+}
+
+static void gru_init(sh_layer *l, float *params, float *stats, sh_rng *rng)
+{
+    (void)stats;
+    sh_rnn_uniform(params + l->w_off, l->w_count + l->b_count, 1.0f / sqrtf((float)l->hidden), rng);
+}
+
+typedef struct {
+    int h, g, in, b, rows;
+    float *wx, *wh, *bx, *bh;
+    float *h0;        /* (B, H) */
+    float *gx, *gh;   /* (rows, 3H) each: input and state parts, then their gradients */
+    float *dh;        /* (B, H) carried to the step before */
+    float *wt;        /* (I, 3H) one-hot inputs: Wx transposed, then the gradient's scratch */
+    int32_t *idx;     /* (rows) one-hot inputs: each row's column */
+} gru_view;
+
+static gru_view view(sh_layer *l, const sh_exec *x)
+{
+    gru_view v;
+    v.h = l->hidden;
+    v.g = NG * v.h;
+    v.in = (int)l->inputs;
+    v.b = sh_rnn_streams(l, x);
+    v.rows = x->nimg;
+    v.wx = x->params + l->w_off;
+    v.wh = v.wx + (size_t)v.g * v.in;
+    v.bx = x->params + l->b_off;
+    v.bh = v.bx + v.g;
+    v.h0 = l->keep + (size_t)x->batch * l->keep_count;
+    v.gx = l->cache;
+    v.gh = l->cache + (size_t)x->batch * v.g;
+    v.dh = v.gh + (size_t)x->batch * v.g;
+    v.wt = v.dh + (size_t)(x->batch / l->steps) * v.h;
+    v.idx = (int32_t *)(v.wt + (size_t)v.g * v.in);
+    return v;
+}
+
+static void gru_input_rows(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
+{
+    (void)tid;
+    gru_view v = view(l, x);
+    int nr = r1 - r0;
+    if (nr <= 0) return;
+    float *gr = v.gx + (size_t)r0 * v.g;
+    if (l->input_onehot)
+        for (int r = 0; r < nr; r++)
+            memcpy(gr + (size_t)r * v.g, v.wt + (size_t)v.idx[r0 + r] * v.g, (size_t)v.g * sizeof(float));
+    else
+        sh_gemm(0, 1, nr, v.g, v.in, 1.0f, l->in[0] + (size_t)r0 * v.in, v.in, v.wx, v.in, 0.0f,
+                gr, v.g);
+    for (int r = 0; r < nr; r++) {
+        float *row = gr + (size_t)r * v.g;
+        for (int k = 0; k < v.g; k++) row[k] += v.bx[k];
+    }
+}
+
+/* One gate block of w units, forward: ax and ah the input and state parts (r, z, n, w
+ * each), bh the state biases; gates to ka, Whn h + bhn to khn, h to hout. Separate restrict
+ * pointers let the compiler vectorise σ and tanh across the units. */
+static inline void cell_forward(int w, const float *restrict ax, const float *restrict ah,
+                                const float *restrict bh, const float *restrict hp,
+                                float *restrict ka, float *restrict khn, float *restrict hout)
+{
+    for (int u = 0; u < w; u++) {
+        float rg = sh_rnn_sigmoid(ax[u] + ah[u] + bh[u]);
+        float zg = sh_rnn_sigmoid(ax[w + u] + ah[w + u] + bh[w + u]);
+        float hn = ah[2 * w + u] + bh[2 * w + u];
+        float ng = sh_rnn_tanh(ax[2 * w + u] + rg * hn);
+        ka[u] = rg;
+        ka[w + u] = zg;
+        ka[2 * w + u] = ng;
+        khn[u] = hn;
+        hout[u] = (1.0f - zg) * ng + zg * hp[u];
+    }
+}
+
+/* Its backward: the input and state parts' gradients into dx and dhh, and dh (dL/dh from
+ * the next step, in) replaced by the direct path to the step before (the carry adds the
+ * products). */
+static inline void cell_backward(int w, const float *restrict ka, const float *restrict khn,
+                                 const float *restrict hp, const float *restrict dy,
+                                 float *restrict dh, float *restrict dx, float *restrict dhh)
+{
+    for (int u = 0; u < w; u++) {
+        float rg = ka[u], zg = ka[w + u], ng = ka[2 * w + u];
+        float dhu = dy[u] + dh[u];
+        float dan = dhu * (1.0f - zg) * (1.0f - ng * ng);
+        float dar = dan * khn[u] * rg * (1.0f - rg);
+        float daz = dhu * (hp[u] - ng) * zg * (1.0f - zg);
+        dx[u] = dar;
+        dhh[u] = dar;
+        dx[w + u] = daz;
+        dhh[w + u] = daz;
+        dx[2 * w + u] = dan;
+        dhh[2 * w + u] = dan * rg;
+        dh[u] = dhu * zg;
+    }
+}
+
+static void gru_step_forward(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
+{
+    (void)tid;
+    gru_view v = view(l, x);
+    int t = l->cur_step, j0 = k0 * SH_RNN_BLOCK, j1 = k1 * SH_RNN_BLOCK;
+    if (j1 > v.h) j1 = v.h;
+    if (j1 <= j0) return;
+    size_t kc = l->keep_count;
+    const float *hprev = t ? l->out + (size_t)(t - 1) * v.b * v.h : v.h0;
+    float *ght = v.gh + (size_t)t * v.b * v.g;
+    sh_gemm(0, 1, v.b, NG * (j1 - j0), v.h, 1.0f, hprev, v.h, v.wh + (size_t)NG * j0 * v.h, v.h,
+            0.0f, ght + NG * j0, v.g);
+    for (int b = 0; b < v.b; b++) {
+        size_t r = (size_t)t * v.b + b;
+        float *keep = l->keep + r * kc;
+        const float *hp = hprev + (size_t)b * v.h;
+        float *hout = l->out + r * v.h;
+        for (int blk = k0; blk < k1; blk++) {
+            int w = sh_rnn_block_width(v.h, blk), base = blk * SH_RNN_BLOCK * NG;
+            int j = blk * SH_RNN_BLOCK;
+            cell_forward(w, v.gx + r * v.g + base, ght + (size_t)b * v.g + base, v.bh + base,
+                         hp + j, keep + base, keep + v.g + j, hout + j);
+        }
+    }
+}
+
+static int chunk_rows(const sh_exec *x)
+{
+    int parts = x->nthreads == 1 ? 1 : 2 * x->nthreads;
+    return (x->nimg + parts - 1) / parts;
+}
+
+static void gru_forward(sh_layer *l, sh_exec *x)
+{
+    gru_view v = view(l, x);
+    double macs = (double)v.b * v.h * v.g; /* one step's product */
+    size_t bh = (size_t)v.b * v.h;
+    memcpy(v.h0, l->state, bh * sizeof(float));
+    l->input_onehot = l->src[0] < 0 && sh_rnn_onehot(l->in[0], v.rows, v.in, v.idx);
+    if (l->input_onehot) sh_rnn_transpose(v.wx, v.g, v.in, v.wt);
+    sh_exec_chunks(l, x, chunk_rows(x), gru_input_rows);
+    int nblk = sh_rnn_nblocks(v.h);
+    for (int t = 0; t < l->steps; t++) sh_rnn_split_step(l, x, t, nblk, macs, gru_step_forward);
+    memcpy(l->state, l->out + (size_t)(l->steps - 1) * bh, bh * sizeof(float));
+}
+
+static void gru_step_backward(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
+{
+    (void)tid;
+    gru_view v = view(l, x);
+    int t = l->cur_step;
+    size_t kc = l->keep_count;
+    for (int b = 0; b < v.b; b++) {
+        size_t r = (size_t)t * v.b + b;
+        const float *keep = l->keep + r * kc;
+        const float *hp = t ? l->out + (r - (size_t)v.b) * v.h : v.h0 + (size_t)b * v.h;
+        const float *dy = l->delta + r * v.h;
+        float *dh = v.dh + (size_t)b * v.h;
+        for (int blk = k0; blk < k1; blk++) {
+            int w = sh_rnn_block_width(v.h, blk), base = blk * SH_RNN_BLOCK * NG;
+            int j = blk * SH_RNN_BLOCK;
+            cell_backward(w, keep + base, keep + v.g + j, hp + j, dy + j, dh + j,
+                          v.gx + r * v.g + base, v.gh + r * v.g + base);
+        }
+    }
+}
+
+static void gru_step_carry(sh_layer *l, sh_exec *x, int tid, int c0, int c1)
+{
+    (void)tid;
+    gru_view v = view(l, x);
+    if (c1 <= c0) return;
+    const float *dgt = v.gh + (size_t)l->cur_step * v.b * v.g;
+    sh_gemm(0, 0, v.b, c1 - c0, v.g, 1.0f, dgt, v.g, v.wh + c0, v.h, 1.0f, v.dh + c0, v.h);
+}
+
+static void gru_param_grads(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
+{
+    (void)tid;
+    gru_view v = view(l, x);
+    int nk = k1 - k0;
+    if (nk <= 0) return;
+    float *g = x->grad[0];
+    float *gwx = g + l->w_off + (size_t)k0 * v.in;
+    float *gwh = g + l->w_off + (size_t)v.g * v.in + (size_t)k0 * v.h;
+    if (l->input_onehot)
+        sh_rnn_onehot_grad(v.gx, v.rows, v.g, v.idx, v.in, k0, k1, v.wt, g + l->w_off);
+    else
+        sh_gemm(1, 0, nk, v.in, v.rows, 1.0f, v.gx + k0, v.g, l->in[0], v.in, 0.0f, gwx, v.in);
+    int later = v.rows - v.b;
+    if (later > 0)
+        sh_gemm(1, 0, nk, v.h, later, 1.0f, v.gh + (size_t)v.b * v.g + k0, v.g, l->out, v.h, 0.0f,
+                gwh, v.h);
+    sh_gemm(1, 0, nk, v.h, v.b, 1.0f, v.gh + k0, v.g, v.h0, v.h, later > 0 ? 1.0f : 0.0f, gwh, v.h);
+    sh_rnn_colsum(v.gx, v.rows, v.g, k0, k1, g + l->b_off + k0);
+    sh_rnn_colsum(v.gh, v.rows, v.g, k0, k1, g + l->b_off + v.g + k0);
+}
+
+static void gru_input_delta(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
+{
+    (void)tid;
+    gru_view v = view(l, x);
+    if (r1 <= r0) return;
+    sh_gemm(0, 0, r1 - r0, v.in, v.g, 1.0f, v.gx + (size_t)r0 * v.g, v.g, v.wx, v.in,
+            l->accum[0] ? 1.0f : 0.0f, l->in_delta[0] + (size_t)r0 * v.in, v.in);
+}
+
+static void gru_backward(sh_layer *l, sh_exec *x)
+{
+    gru_view v = view(l, x);
+    double macs = (double)v.b * v.h * v.g; /* one step's product */
+    memset(v.dh, 0, (size_t)v.b * v.h * sizeof(float));
+    int nblk = sh_rnn_nblocks(v.h);
+    for (int t = l->steps - 1; t >= 0; t--) {
+        sh_rnn_split_step(l, x, t, nblk, macs, gru_step_backward);
+        if (t > 0) sh_rnn_split_step(l, x, t, v.h, macs, gru_step_carry);
+    }
+    sh_exec_split(l, x, v.g, gru_param_grads);
+    if (l->in_delta[0]) sh_exec_chunks(l, x, chunk_rows(x), gru_input_delta);
+}
+
+const sh_layer_ops sh_gru_ops = {
+    .cfg_name = "gru",
+    .short_name = "gru",
+    .parse = gru_parse,
+    .init = gru_init,
+    .forward = gru_forward,
+    .backward = gru_backward,
+};

@@ -1,0 +1,283 @@
+/* layer_lstm.c — [lstm]: output (H, default 1). Long short-term memory over the T time
+ * steps of each batch, the state (h, c) of every stream carried to the next batch as Darknet
+ * carries it, gradients through time truncated at the batch's first step.
+ *   i = σ(Wxi x + bxi + Whi h + bhi)   f = σ(Wxf x + .. + Whf h + ..)
+ *   g = tanh(Wxg x + .. + Whg h + ..)  o = σ(Wxo x + .. + Who h + ..)
+ *   c' = f c + i g                     h' = o tanh(c')
+ * the equations of Darknet's lstm_layer.c and of PyTorch's nn.LSTM (two biases per gate).
+ * Weights: Wx (4H, I) then Wh (4H, H), then bx (4H), bh (4H); gate rows in blocks of 16
+ * units (recurrent.h: sh_rnn_gate_col, gates i, f, g, o). Initialised uniform(±1/sqrt(H)) as
+ * PyTorch. Cost per batch: one (TB, I) x (I, 4H) product for every step's input part, then
+ * per step one (B, H) x (H, 4H) product split by gate blocks across the threads.
+ * Not here: the layout helpers and fast σ/tanh (recurrent.h), the text data (src/data/text.c).
+ * Proved by tests/nn/test_layer_rnn.c (finite differences; PyTorch's nn.LSTM when present). */
+#include "base/err.h"
+#include "nn/gemm.h"
+#include "nn/recurrent.h"
+
+#define NG 4 /* gates i, f, g, o */
+
+static shoal_result lstm_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx *ctx)
+{
+    int h = 1;
+    SH_TRY(sh_cfg_int(s, "output", 1, 1, 1 << 16, &h));
+    SH_TRY(sh_rnn_parse_common(l, s, ctx, 0));
+    size_t in = l->inputs, rows = (size_t)ctx->batch, streams = rows / (size_t)l->steps;
+    size_t g = (size_t)NG * (size_t)h;
+    l->hidden = h;
+    l->out_shape = (sh_shape){h, 1, 1};
+    l->w_off = 0;
+    l->w_count = g * in + g * (size_t)h;
+    l->b_off = l->w_count;
+    l->b_count = 2 * g;
+    l->param_count = l->w_count + l->b_count;
+    l->keep_count = g + (size_t)h;              /* per row: activated gates, then c */
+    l->keep_fixed = 2 * streams * (size_t)h;    /* h0, c0 of this batch */
+    l->cache_count = rows * g + 2 * streams * (size_t)h; /* gates / their gradients, dh, dc */
+    l->cache_count += g * in + rows;             /* one-hot inputs: Wx transposed, columns */
+    l->state_count = 2 * streams * (size_t)h;   /* h, c carried to the next batch */
+    l->flops = (double)g * (double)(in + (size_t)h);
+    return SHOAL_OK;
+}
+
+static void lstm_init(sh_layer *l, float *params, float *stats, sh_rng *rng)
+{
+    (void)stats;
+    sh_rnn_uniform(params + l->w_off, l->w_count + l->b_count, 1.0f / sqrtf((float)l->hidden), rng);
+}
+
+typedef struct {
+    int h, g, in, b, rows;
+    float *wx, *wh, *bx, *bh;
+    float *h0, *c0;   /* (B, H) this batch's starting state */
+    float *gates;     /* (rows, 4H) cache: pre-activations, then their gradients */
+    float *dh, *dc;   /* (B, H) gradients carried to the step before */
+    float *wt;        /* (I, 4H) one-hot inputs: Wx transposed, then the gradient's scratch */
+    int32_t *idx;     /* (rows) one-hot inputs: each row's column */
+} lstm_view;
+
+static lstm_view view(sh_layer *l, const sh_exec *x)
+{
+    lstm_view v;
+    v.h = l->hidden;
+    v.g = NG * v.h;
+    v.in = (int)l->inputs;
+    v.b = sh_rnn_streams(l, x);
+    v.rows = x->nimg;
+    v.wx = x->params + l->w_off;
+    v.wh = v.wx + (size_t)v.g * v.in;
+    v.bx = x->params + l->b_off;
+    v.bh = v.bx + v.g;
+    v.h0 = l->keep + (size_t)x->batch * l->keep_count;
+    v.c0 = v.h0 + (size_t)(x->batch / l->steps) * v.h;
+    v.gates = l->cache;
+    v.dh = l->cache + (size_t)x->batch * v.g;
+    v.dc = v.dh + (size_t)(x->batch / l->steps) * v.h;
+    v.wt = v.dc + (size_t)(x->batch / l->steps) * v.h;
+    v.idx = (int32_t *)(v.wt + (size_t)v.g * v.in);
+    return v;
+}
+
+/* Input part of every step's gates at once: G = X Wx^T + bx + bh, rows [r0, r1). */
+static void lstm_input_rows(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
+{
+    (void)tid;
+    lstm_view v = view(l, x);
+    int nr = r1 - r0;
+    if (nr <= 0) return;
+    float *gr = v.gates + (size_t)r0 * v.g;
+    if (l->input_onehot)
+        for (int r = 0; r < nr; r++)
+            memcpy(gr + (size_t)r * v.g, v.wt + (size_t)v.idx[r0 + r] * v.g, (size_t)v.g * sizeof(float));
+    else
+        sh_gemm(0, 1, nr, v.g, v.in, 1.0f, l->in[0] + (size_t)r0 * v.in, v.in, v.wx, v.in, 0.0f,
+                gr, v.g);
+    for (int r = 0; r < nr; r++) {
+        float *row = gr + (size_t)r * v.g;
+        for (int k = 0; k < v.g; k++) row[k] += v.bx[k] + v.bh[k];
+    }
+}
+
+/* One gate block of w units, forward: a holds the block's pre-activations (i, f, g, o, w
+ * each); the activated gates go to ka, the cell to kcell, h to hout. Separate restrict
+ * pointers let the compiler vectorise σ and tanh across the units. */
+static inline void cell_forward(int w, const float *restrict a, const float *restrict cprev,
+                                float *restrict ka, float *restrict kcell, float *restrict hout)
+{
+    for (int u = 0; u < w; u++) {
+        float ig = sh_rnn_sigmoid(a[u]), fg = sh_rnn_sigmoid(a[w + u]);
+        float gg = sh_rnn_tanh(a[2 * w + u]), og = sh_rnn_sigmoid(a[3 * w + u]);
+        float c = fg * cprev[u] + ig * gg;
+        ka[u] = ig;
+        ka[w + u] = fg;
+        ka[2 * w + u] = gg;
+        ka[3 * w + u] = og;
+        kcell[u] = c;
+        hout[u] = og * sh_rnn_tanh(c);
+    }
+}
+
+/* Its backward: d gets the gate pre-activations' gradients from dL/dh (dy from above plus dh
+ * from the next step) and dL/dc (dc, replaced by the gradient for the step before). */
+static inline void cell_backward(int w, const float *restrict ka, const float *restrict kcell,
+                                 const float *restrict cprev, const float *restrict dy,
+                                 const float *restrict dh, float *restrict dc, float *restrict d)
+{
+    for (int u = 0; u < w; u++) {
+        float ig = ka[u], fg = ka[w + u], gg = ka[2 * w + u], og = ka[3 * w + u];
+        float tc = sh_rnn_tanh(kcell[u]);
+        float dhu = dy[u] + dh[u];
+        float dcu = dhu * og * (1.0f - tc * tc) + dc[u];
+        d[u] = dcu * gg * ig * (1.0f - ig);
+        d[w + u] = dcu * cprev[u] * fg * (1.0f - fg);
+        d[2 * w + u] = dcu * ig * (1.0f - gg * gg);
+        d[3 * w + u] = dhu * tc * og * (1.0f - og);
+        dc[u] = dcu * fg;
+    }
+}
+
+/* Step t for gate blocks [k0, k1): the recurrent part of the gates, then the cell. */
+static void lstm_step_forward(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
+{
+    (void)tid;
+    lstm_view v = view(l, x);
+    int t = l->cur_step, j0 = k0 * SH_RNN_BLOCK, j1 = k1 * SH_RNN_BLOCK;
+    if (j1 > v.h) j1 = v.h;
+    if (j1 <= j0) return;
+    size_t kc = l->keep_count;
+    const float *hprev = t ? l->out + (size_t)(t - 1) * v.b * v.h : v.h0;
+    float *gt = v.gates + (size_t)t * v.b * v.g;
+    sh_gemm(0, 1, v.b, NG * (j1 - j0), v.h, 1.0f, hprev, v.h, v.wh + (size_t)NG * j0 * v.h, v.h,
+            1.0f, gt + NG * j0, v.g);
+    for (int b = 0; b < v.b; b++) {
+        size_t r = (size_t)t * v.b + b;
+        float *keep = l->keep + r * kc;
+        const float *cprev = t ? l->keep + (r - (size_t)v.b) * kc + v.g : v.c0 + (size_t)b * v.h;
+        float *hout = l->out + r * v.h;
+        for (int blk = k0; blk < k1; blk++) {
+            int w = sh_rnn_block_width(v.h, blk), base = blk * SH_RNN_BLOCK * NG;
+            int j = blk * SH_RNN_BLOCK;
+            cell_forward(w, gt + (size_t)b * v.g + base, cprev + j, keep + base, keep + v.g + j,
+                         hout + j);
+        }
+    }
+}
+
+static int chunk_rows(const sh_exec *x)
+{
+    int parts = x->nthreads == 1 ? 1 : 2 * x->nthreads;
+    return (x->nimg + parts - 1) / parts;
+}
+
+static void lstm_forward(sh_layer *l, sh_exec *x)
+{
+    lstm_view v = view(l, x);
+    double macs = (double)v.b * v.h * v.g; /* one step's product */
+    size_t bh = (size_t)v.b * v.h;
+    memcpy(v.h0, l->state, bh * sizeof(float));
+    memcpy(v.c0, l->state + (size_t)(x->batch / l->steps) * v.h, bh * sizeof(float));
+    l->input_onehot = l->src[0] < 0 && sh_rnn_onehot(l->in[0], v.rows, v.in, v.idx);
+    if (l->input_onehot) sh_rnn_transpose(v.wx, v.g, v.in, v.wt);
+    sh_exec_chunks(l, x, chunk_rows(x), lstm_input_rows);
+    int nblk = sh_rnn_nblocks(v.h);
+    for (int t = 0; t < l->steps; t++) sh_rnn_split_step(l, x, t, nblk, macs, lstm_step_forward);
+    /* the last step's h and c start the next batch */
+    size_t last = (size_t)(l->steps - 1) * v.b;
+    memcpy(l->state, l->out + last * v.h, bh * sizeof(float));
+    float *cstate = l->state + (size_t)(x->batch / l->steps) * v.h;
+    for (int b = 0; b < v.b; b++)
+        memcpy(cstate + (size_t)b * v.h, l->keep + (last + b) * l->keep_count + v.g,
+               (size_t)v.h * sizeof(float));
+}
+
+/* Step t, gate blocks [k0, k1): gradients of the gates' pre-activations from dL/dh (from
+ * above and from step t+1) and dL/dc (from step t+1). */
+static void lstm_step_backward(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
+{
+    (void)tid;
+    lstm_view v = view(l, x);
+    int t = l->cur_step;
+    size_t kc = l->keep_count;
+    for (int b = 0; b < v.b; b++) {
+        size_t r = (size_t)t * v.b + b;
+        const float *keep = l->keep + r * kc;
+        const float *cprev = t ? l->keep + (r - (size_t)v.b) * kc + v.g : v.c0 + (size_t)b * v.h;
+        const float *dy = l->delta + r * v.h;
+        float *dh = v.dh + (size_t)b * v.h, *dc = v.dc + (size_t)b * v.h;
+        float *dg = v.gates + r * v.g;
+        for (int blk = k0; blk < k1; blk++) {
+            int w = sh_rnn_block_width(v.h, blk), base = blk * SH_RNN_BLOCK * NG;
+            int j = blk * SH_RNN_BLOCK;
+            cell_backward(w, keep + base, keep + v.g + j, cprev + j, dy + j, dh + j, dc + j,
+                          dg + base);
+        }
+    }
+}
+
+/* dL/dh of step t-1 through the recurrent weights, columns [c0, c1): dh = dG_t Wh. */
+static void lstm_step_carry(sh_layer *l, sh_exec *x, int tid, int c0, int c1)
+{
+    (void)tid;
+    lstm_view v = view(l, x);
+    if (c1 <= c0) return;
+    const float *dgt = v.gates + (size_t)l->cur_step * v.b * v.g;
+    sh_gemm(0, 0, v.b, c1 - c0, v.g, 1.0f, dgt, v.g, v.wh + c0, v.h, 0.0f, v.dh + c0, v.h);
+}
+
+/* Weight and bias gradients of gate rows [k0, k1), each over all rows at full depth. */
+static void lstm_param_grads(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
+{
+    (void)tid;
+    lstm_view v = view(l, x);
+    int nk = k1 - k0;
+    if (nk <= 0) return;
+    float *g = x->grad[0];
+    float *gwx = g + l->w_off + (size_t)k0 * v.in;
+    float *gwh = g + l->w_off + (size_t)v.g * v.in + (size_t)k0 * v.h;
+    float *gbx = g + l->b_off + k0, *gbh = g + l->b_off + v.g + k0;
+    if (l->input_onehot)
+        sh_rnn_onehot_grad(v.gates, v.rows, v.g, v.idx, v.in, k0, k1, v.wt, g + l->w_off);
+    else
+        sh_gemm(1, 0, nk, v.in, v.rows, 1.0f, v.gates + k0, v.g, l->in[0], v.in, 0.0f, gwx, v.in);
+    int later = v.rows - v.b; /* rows of steps 1..T-1, whose h_prev is the previous output */
+    if (later > 0)
+        sh_gemm(1, 0, nk, v.h, later, 1.0f, v.gates + (size_t)v.b * v.g + k0, v.g, l->out, v.h,
+                0.0f, gwh, v.h);
+    sh_gemm(1, 0, nk, v.h, v.b, 1.0f, v.gates + k0, v.g, v.h0, v.h, later > 0 ? 1.0f : 0.0f, gwh,
+            v.h);
+    sh_rnn_colsum(v.gates, v.rows, v.g, k0, k1, gbx);
+    memcpy(gbh, gbx, (size_t)nk * sizeof(float));
+}
+
+static void lstm_input_delta(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
+{
+    (void)tid;
+    lstm_view v = view(l, x);
+    if (r1 <= r0) return;
+    sh_gemm(0, 0, r1 - r0, v.in, v.g, 1.0f, v.gates + (size_t)r0 * v.g, v.g, v.wx, v.in,
+            l->accum[0] ? 1.0f : 0.0f, l->in_delta[0] + (size_t)r0 * v.in, v.in);
+}
+
+static void lstm_backward(sh_layer *l, sh_exec *x)
+{
+    lstm_view v = view(l, x);
+    double macs = (double)v.b * v.h * v.g; /* one step's product */
+    memset(v.dh, 0, (size_t)v.b * v.h * sizeof(float));
+    memset(v.dc, 0, (size_t)v.b * v.h * sizeof(float));
+    int nblk = sh_rnn_nblocks(v.h);
+    for (int t = l->steps - 1; t >= 0; t--) {
+        sh_rnn_split_step(l, x, t, nblk, macs, lstm_step_backward);
+        if (t > 0) sh_rnn_split_step(l, x, t, v.h, macs, lstm_step_carry);
+    }
+    sh_exec_split(l, x, v.g, lstm_param_grads);
+    if (l->in_delta[0]) sh_exec_chunks(l, x, chunk_rows(x), lstm_input_delta);
+}
+
+const sh_layer_ops sh_lstm_ops = {
+    .cfg_name = "lstm",
+    .short_name = "lstm",
+    .parse = lstm_parse,
+    .init = lstm_init,
+    .forward = lstm_forward,
+    .backward = lstm_backward,
+};

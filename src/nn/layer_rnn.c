@@ -1,0 +1,385 @@
+/* layer_rnn.c — [rnn]: output (K, default 1), hidden (H, default K), activation (Darknet
+ * default logistic), batch_normalize (0). Darknet's plain recurrent layer (rnn_layer.c):
+ * three connected layers, input (I -> H), self (H -> H) and output (H -> K), each with a
+ * bias and the activation:
+ *   s' = act(Win x + bin) + act(Wself s + bself)        y = act(Wout s' + bout)
+ * over the T time steps of each batch, s of every stream carried to the next batch, gradients
+ * through time truncated at the batch's first step. With batch_normalize=1 each sublayer
+ * normalises its product before the bias over the streams of one time step, as Darknet's
+ * connected layers inside it do (recurrent.c: sh_rnn_bn_forward), and the bias becomes the
+ * normalisation's shift. Darknet as Debian ships it has no `hidden` (H is always K); earlier
+ * Darknet read it, and so does shoal.
+ * Parameters: Win (H, I), Wself (H, H), Wout (K, H); bin (H), bself (H), bout (K); with
+ * batch norm the scales gin (H), gself (H), gout (K) and the statistics rolling means (H, H,
+ * K) then rolling variances (H, H, K). Weights uniform(±sqrt(2/fan-in)) as Darknet's
+ * connected layers.
+ * Not here: the gated layers (layer_gru.c, layer_lstm.c), shared helpers (recurrent.h).
+ * Proved by tests/nn/test_layer_rnn.c (finite differences, with and without batch norm) and
+ * tests/nn/test_rnn_torch.c (Darknet's equations in torch). */
+#include "base/err.h"
+#include "nn/gemm.h"
+#include "nn/recurrent.h"
+
+static shoal_result rnn_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx *ctx)
+{
+    int h = 1, k = 1;
+    SH_TRY(sh_cfg_int(s, "output", 1, 1, 1 << 16, &k));
+    SH_TRY(sh_cfg_int(s, "hidden", k, 1, 1 << 16, &h));
+    SH_TRY(sh_act_parse(s, "logistic", &l->act));
+    SH_TRY(sh_rnn_parse_common(l, s, ctx, 1));
+    size_t in = l->inputs, rows = (size_t)ctx->batch, streams = rows / (size_t)l->steps;
+    size_t hh = (size_t)h, kk = (size_t)k, bn = (size_t)l->batch_normalize;
+    size_t units = 2 * hh + kk; /* normalised units of the three sublayers */
+    l->hidden = h;
+    l->out_shape = (sh_shape){k, 1, 1};
+    l->w_off = 0;
+    l->w_count = hh * in + hh * hh + kk * hh;
+    l->b_off = l->w_count;
+    l->b_count = units;
+    l->s_off = l->b_off + l->b_count;
+    l->s_count = bn * units;
+    l->param_count = l->w_count + l->b_count + l->s_count;
+    l->stat_count = 2 * bn * units;
+    /* per row: act(input), act(self), s; with batch norm the x_hat of the three parts */
+    l->keep_count = 3 * hh + bn * units;
+    /* s0 of this batch; with batch norm 1/std of each part at each step */
+    l->keep_fixed = streams * hh + bn * (size_t)l->steps * units;
+    l->cache_count = 2 * rows * hh + streams * hh; /* ds / d input part, d self part, carry */
+    l->cache_count += hh * in + rows;          /* one-hot inputs: Win transposed, columns */
+    l->state_count = streams * hh;
+    l->flops = (double)hh * (double)(in + hh) + (double)kk * (double)hh;
+    return SHOAL_OK;
+}
+
+static void rnn_init(sh_layer *l, float *params, float *stats, sh_rng *rng)
+{
+    size_t in = l->inputs, h = (size_t)l->hidden, k = (size_t)l->out_shape.c;
+    float *w = params + l->w_off;
+    sh_rnn_uniform(w, h * in, sqrtf(2.0f / (float)in), rng);
+    sh_rnn_uniform(w + h * in, h * h, sqrtf(2.0f / (float)h), rng);
+    sh_rnn_uniform(w + h * in + h * h, k * h, sqrtf(2.0f / (float)h), rng);
+    memset(params + l->b_off, 0, l->b_count * sizeof(float));
+    for (size_t i = 0; i < l->s_count; i++) params[l->s_off + i] = 1.0f;
+    for (size_t i = 0; i < l->stat_count / 2; i++) {
+        stats[l->stat_off + i] = 0.0f;
+        stats[l->stat_off + l->stat_count / 2 + i] = 1.0f;
+    }
+}
+
+/* The three sublayers' batch-norm pieces: part 0 input, 1 self, 2 output. */
+typedef struct {
+    int n, col;              /* units; column of its x_hat in a keep row */
+    const float *gamma, *beta;
+    float *rmean, *rvar;
+    float *invstd;           /* (T, n) */
+    float *ggamma, *gbeta;
+} rnn_bn;
+
+typedef struct {
+    int h, k, in, b, rows, kc;
+    float *win, *wself, *wout, *bin, *bself, *bout;
+    float *s0;        /* (B, H) */
+    float *din;       /* (rows, H): dL/ds, then the input part's pre-activation gradient */
+    float *dself;     /* (rows, H): the self part's pre-activation gradient */
+    float *ds;        /* (B, H) carried to the step before */
+    float *wt;        /* (I, H) one-hot inputs: Win transposed, then the gradient's scratch */
+    int32_t *idx;     /* (rows) one-hot inputs: each row's column */
+    rnn_bn bn[3];     /* with batch_normalize */
+} rnn_view;
+
+static rnn_view view(sh_layer *l, const sh_exec *x)
+{
+    rnn_view v;
+    v.h = l->hidden;
+    v.k = l->out_shape.c;
+    v.in = (int)l->inputs;
+    v.kc = (int)l->keep_count;
+    v.b = sh_rnn_streams(l, x);
+    v.rows = x->nimg;
+    v.win = x->params + l->w_off;
+    v.wself = v.win + (size_t)v.h * v.in;
+    v.wout = v.wself + (size_t)v.h * v.h;
+    v.bin = x->params + l->b_off;
+    v.bself = v.bin + v.h;
+    v.bout = v.bself + v.h;
+    v.s0 = l->keep + (size_t)x->batch * l->keep_count;
+    v.din = l->cache;
+    v.dself = v.din + (size_t)x->batch * v.h;
+    v.ds = v.dself + (size_t)x->batch * v.h;
+    v.wt = v.ds + (size_t)(x->batch / l->steps) * v.h;
+    v.idx = (int32_t *)(v.wt + (size_t)v.h * v.in);
+    if (l->batch_normalize) {
+        int n[3] = {v.h, v.h, v.k}, units = 2 * v.h + v.k, off = 0;
+        float *inv = v.s0 + (size_t)(x->batch / l->steps) * v.h;
+        for (int p = 0; p < 3; p++) {
+            rnn_bn *q = &v.bn[p];
+            q->n = n[p];
+            q->col = 3 * v.h + off;
+            q->beta = x->params + l->b_off + off;
+            q->gamma = x->params + l->s_off + off;
+            q->rmean = x->stats + l->stat_off + off;
+            q->rvar = q->rmean + units;
+            q->invstd = inv + (size_t)l->steps * off;
+            q->gbeta = x->grad[0] + l->b_off + off;
+            q->ggamma = x->grad[0] + l->s_off + off;
+            off += n[p];
+        }
+    }
+    return v;
+}
+
+static void act_rows(sh_act a, float *p, int rows, int ld, int count, const float *bias)
+{
+    for (int r = 0; r < rows; r++) {
+        float *row = p + (size_t)r * ld;
+        if (bias)
+            for (int j = 0; j < count; j++) row[j] += bias[j];
+        sh_act_forward(a, row, (size_t)count);
+    }
+}
+
+/* Batch norm then the activation of units [u0, u1) of part p at step t; v holds the B rows of
+ * that step (ld apart) and keep_row0 the keep row of the step's first stream. */
+static void bn_act(sh_layer *l, sh_exec *x, const rnn_view *v, int p, int t, float *vals, int ld,
+                   int u0, int u1)
+{
+    const rnn_bn *q = &v->bn[p];
+    float *xh = l->keep + (size_t)t * v->b * v->kc + q->col + u0;
+    sh_rnn_bn_forward(vals + u0, ld, v->b, u1 - u0, q->gamma + u0, q->beta + u0, q->rmean + u0,
+                      q->rvar + u0, x->training, xh, v->kc, q->invstd + (size_t)t * q->n + u0);
+    act_rows(l->act, vals + u0, v->b, ld, u1 - u0, NULL);
+}
+
+static void rnn_input_rows(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
+{
+    (void)tid;
+    rnn_view v = view(l, x);
+    int nr = r1 - r0;
+    if (nr <= 0) return;
+    float *a = l->keep + (size_t)r0 * v.kc;
+    if (l->input_onehot)
+        for (int r = 0; r < nr; r++)
+            memcpy(a + (size_t)r * v.kc, v.wt + (size_t)v.idx[r0 + r] * v.h, (size_t)v.h * sizeof(float));
+    else
+        sh_gemm(0, 1, nr, v.h, v.in, 1.0f, l->in[0] + (size_t)r0 * v.in, v.in, v.win, v.in, 0.0f,
+                a, v.kc);
+    if (!l->batch_normalize) act_rows(l->act, a, nr, v.kc, v.h, v.bin);
+}
+
+/* Batch norm (over each step's streams) and activation of the input part, units [j0, j1). */
+static void rnn_input_bn(sh_layer *l, sh_exec *x, int tid, int j0, int j1)
+{
+    (void)tid;
+    rnn_view v = view(l, x);
+    for (int t = 0; t < l->steps && j1 > j0; t++)
+        bn_act(l, x, &v, 0, t, l->keep + (size_t)t * v.b * v.kc, v.kc, j0, j1);
+}
+
+static void rnn_output_rows(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
+{
+    (void)tid;
+    rnn_view v = view(l, x);
+    int nr = r1 - r0;
+    if (nr <= 0) return;
+    float *y = l->out + (size_t)r0 * v.k;
+    sh_gemm(0, 1, nr, v.k, v.h, 1.0f, l->keep + (size_t)r0 * v.kc + 2 * v.h, v.kc, v.wout, v.h,
+            0.0f, y, v.k);
+    if (!l->batch_normalize) act_rows(l->act, y, nr, v.k, v.k, v.bout);
+}
+
+static void rnn_output_bn(sh_layer *l, sh_exec *x, int tid, int j0, int j1)
+{
+    (void)tid;
+    rnn_view v = view(l, x);
+    for (int t = 0; t < l->steps && j1 > j0; t++)
+        bn_act(l, x, &v, 2, t, l->out + (size_t)t * v.b * v.k, v.k, j0, j1);
+}
+
+/* Step t, units [j0, j1): the self part from s of step t-1, then s. */
+static void rnn_step_forward(sh_layer *l, sh_exec *x, int tid, int j0, int j1)
+{
+    (void)tid;
+    rnn_view v = view(l, x);
+    int t = l->cur_step, nj = j1 - j0;
+    if (nj <= 0) return;
+    const float *sprev = t ? l->keep + (size_t)(t - 1) * v.b * v.kc + 2 * v.h : v.s0;
+    int ldp = t ? v.kc : v.h;
+    float *kt = l->keep + (size_t)t * v.b * v.kc;
+    sh_gemm(0, 1, v.b, nj, v.h, 1.0f, sprev, ldp, v.wself + (size_t)j0 * v.h, v.h, 0.0f,
+            kt + v.h + j0, v.kc);
+    if (l->batch_normalize)
+        bn_act(l, x, &v, 1, t, kt + v.h, v.kc, j0, j1);
+    else
+        act_rows(l->act, kt + v.h + j0, v.b, v.kc, nj, v.bself + j0);
+    for (int b = 0; b < v.b; b++) {
+        float *row = kt + (size_t)b * v.kc;
+        for (int j = j0; j < j1; j++) row[2 * v.h + j] = row[j] + row[v.h + j];
+    }
+}
+
+static int chunk_rows(const sh_exec *x)
+{
+    int parts = x->nthreads == 1 ? 1 : 2 * x->nthreads;
+    return (x->nimg + parts - 1) / parts;
+}
+
+static void rnn_forward(sh_layer *l, sh_exec *x)
+{
+    rnn_view v = view(l, x);
+    double macs = (double)v.b * v.h * v.h; /* one step's product */
+    size_t bh = (size_t)v.b * v.h;
+    memcpy(v.s0, l->state, bh * sizeof(float));
+    l->input_onehot = l->src[0] < 0 && sh_rnn_onehot(l->in[0], v.rows, v.in, v.idx);
+    if (l->input_onehot) sh_rnn_transpose(v.win, v.h, v.in, v.wt);
+    sh_exec_chunks(l, x, chunk_rows(x), rnn_input_rows);
+    if (l->batch_normalize) sh_exec_split(l, x, v.h, rnn_input_bn);
+    for (int t = 0; t < l->steps; t++) sh_rnn_split_step(l, x, t, v.h, macs, rnn_step_forward);
+    sh_exec_chunks(l, x, chunk_rows(x), rnn_output_rows);
+    if (l->batch_normalize) sh_exec_split(l, x, v.k, rnn_output_bn);
+    const float *last = l->keep + (size_t)(l->steps - 1) * v.b * v.kc + 2 * v.h;
+    for (int b = 0; b < v.b; b++)
+        memcpy(l->state + (size_t)b * v.h, last + (size_t)b * v.kc, (size_t)v.h * sizeof(float));
+}
+
+/* The output part's activation and batch-norm gradients, units [j0, j1), step by step. */
+static void rnn_output_bn_back(sh_layer *l, sh_exec *x, int tid, int j0, int j1)
+{
+    (void)tid;
+    rnn_view v = view(l, x);
+    const rnn_bn *q = &v.bn[2];
+    for (int t = 0; t < l->steps && j1 > j0; t++) {
+        size_t r0 = (size_t)t * v.b;
+        for (int b = 0; b < v.b; b++)
+            sh_act_backward(l->act, l->out + (r0 + b) * v.k + j0, l->delta + (r0 + b) * v.k + j0,
+                            (size_t)(j1 - j0));
+        sh_rnn_bn_backward(l->delta + r0 * v.k + j0, v.k, v.b, j1 - j0, q->gamma + j0,
+                           l->keep + r0 * v.kc + q->col + j0, v.kc, q->invstd + (size_t)t * q->n + j0,
+                           q->ggamma + j0, q->gbeta + j0);
+    }
+}
+
+/* Rows [r0, r1): the output activation's gradient (without batch norm), then dL/ds = dY Wout. */
+static void rnn_output_back(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
+{
+    (void)tid;
+    rnn_view v = view(l, x);
+    int nr = r1 - r0;
+    if (nr <= 0) return;
+    float *dy = l->delta + (size_t)r0 * v.k;
+    if (!l->batch_normalize)
+        sh_act_backward(l->act, l->out + (size_t)r0 * v.k, dy, (size_t)nr * v.k);
+    sh_gemm(0, 0, nr, v.h, v.k, 1.0f, dy, v.k, v.wout, v.h, 0.0f, v.din + (size_t)r0 * v.h, v.h);
+}
+
+static void rnn_step_backward(sh_layer *l, sh_exec *x, int tid, int j0, int j1)
+{
+    (void)tid;
+    rnn_view v = view(l, x);
+    int t = l->cur_step, nj = j1 - j0;
+    if (nj <= 0) return;
+    size_t r0 = (size_t)t * v.b;
+    for (int b = 0; b < v.b; b++) {
+        size_t r = r0 + b;
+        const float *kr = l->keep + r * v.kc;
+        float *din = v.din + r * v.h + j0, *dself = v.dself + r * v.h + j0;
+        const float *carry = v.ds + (size_t)b * v.h + j0;
+        for (int j = 0; j < nj; j++) din[j] += carry[j];
+        memcpy(dself, din, (size_t)nj * sizeof(float));
+        sh_act_backward(l->act, kr + j0, din, (size_t)nj);
+        sh_act_backward(l->act, kr + v.h + j0, dself, (size_t)nj);
+    }
+    if (!l->batch_normalize) return;
+    for (int p = 0; p < 2; p++) {
+        const rnn_bn *q = &v.bn[p];
+        float *d = (p == 0 ? v.din : v.dself) + r0 * v.h + j0;
+        sh_rnn_bn_backward(d, v.h, v.b, nj, q->gamma + j0, l->keep + r0 * v.kc + q->col + j0, v.kc,
+                           q->invstd + (size_t)t * q->n + j0, q->ggamma + j0, q->gbeta + j0);
+    }
+}
+
+static void rnn_step_carry(sh_layer *l, sh_exec *x, int tid, int c0, int c1)
+{
+    (void)tid;
+    rnn_view v = view(l, x);
+    if (c1 <= c0) return;
+    const float *d = v.dself + (size_t)l->cur_step * v.b * v.h;
+    sh_gemm(0, 0, v.b, c1 - c0, v.h, 1.0f, d, v.h, v.wself + c0, v.h, 0.0f, v.ds + c0, v.h);
+}
+
+/* Gradients of weight rows [k0, k1) of the stacked (2H + K) rows: Win, Wself, Wout (and,
+ * without batch norm, their biases: with it the shifts' gradients came from the steps). */
+static void rnn_param_grads(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
+{
+    (void)tid;
+    rnn_view v = view(l, x);
+    float *g = x->grad[0];
+    float *gw = g + l->w_off, *gb = g + l->b_off;
+    int biases = !l->batch_normalize;
+    for (int k = k0; k < k1;) {
+        if (k < v.h) { /* input rows */
+            int e = k1 < v.h ? k1 : v.h;
+            if (l->input_onehot)
+                sh_rnn_onehot_grad(v.din, v.rows, v.h, v.idx, v.in, k, e, v.wt, gw);
+            else
+                sh_gemm(1, 0, e - k, v.in, v.rows, 1.0f, v.din + k, v.h, l->in[0], v.in, 0.0f,
+                        gw + (size_t)k * v.in, v.in);
+            if (biases) sh_rnn_colsum(v.din, v.rows, v.h, k, e, gb + k);
+            k = e;
+        } else if (k < 2 * v.h) { /* self rows */
+            int e = k1 < 2 * v.h ? k1 : 2 * v.h, a = k - v.h;
+            float *gs = gw + (size_t)v.h * v.in + (size_t)a * v.h;
+            int later = v.rows - v.b;
+            if (later > 0)
+                sh_gemm(1, 0, e - k, v.h, later, 1.0f, v.dself + (size_t)v.b * v.h + a, v.h,
+                        l->keep + 2 * v.h, v.kc, 0.0f, gs, v.h);
+            sh_gemm(1, 0, e - k, v.h, v.b, 1.0f, v.dself + a, v.h, v.s0, v.h,
+                    later > 0 ? 1.0f : 0.0f, gs, v.h);
+            if (biases) sh_rnn_colsum(v.dself, v.rows, v.h, a, a + e - k, gb + v.h + a);
+            k = e;
+        } else { /* output rows */
+            int a = k - 2 * v.h, e = k1;
+            float *go = gw + (size_t)v.h * v.in + (size_t)v.h * v.h + (size_t)a * v.h;
+            sh_gemm(1, 0, e - k, v.h, v.rows, 1.0f, l->delta + a, v.k, l->keep + 2 * v.h, v.kc,
+                    0.0f, go, v.h);
+            if (biases) sh_rnn_colsum(l->delta, v.rows, v.k, a, a + e - k, gb + 2 * v.h + a);
+            k = e;
+        }
+    }
+}
+
+static void rnn_input_delta(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
+{
+    (void)tid;
+    rnn_view v = view(l, x);
+    if (r1 <= r0) return;
+    sh_gemm(0, 0, r1 - r0, v.in, v.h, 1.0f, v.din + (size_t)r0 * v.h, v.h, v.win, v.in,
+            l->accum[0] ? 1.0f : 0.0f, l->in_delta[0] + (size_t)r0 * v.in, v.in);
+}
+
+static void rnn_backward(sh_layer *l, sh_exec *x)
+{
+    rnn_view v = view(l, x);
+    double macs = (double)v.b * v.h * v.h; /* one step's product */
+    memset(v.ds, 0, (size_t)v.b * v.h * sizeof(float));
+    if (l->batch_normalize) { /* the steps add into the shifts' and scales' gradients */
+        memset(x->grad[0] + l->b_off, 0, l->b_count * sizeof(float));
+        memset(x->grad[0] + l->s_off, 0, l->s_count * sizeof(float));
+        sh_exec_split(l, x, v.k, rnn_output_bn_back);
+    }
+    sh_exec_chunks(l, x, chunk_rows(x), rnn_output_back);
+    for (int t = l->steps - 1; t >= 0; t--) {
+        sh_rnn_split_step(l, x, t, v.h, macs, rnn_step_backward);
+        if (t > 0) sh_rnn_split_step(l, x, t, v.h, macs, rnn_step_carry);
+    }
+    sh_exec_split(l, x, 2 * v.h + v.k, rnn_param_grads);
+    if (l->in_delta[0]) sh_exec_chunks(l, x, chunk_rows(x), rnn_input_delta);
+}
+
+const sh_layer_ops sh_rnn_ops = {
+    .cfg_name = "rnn",
+    .short_name = "rnn",
+    .parse = rnn_parse,
+    .init = rnn_init,
+    .forward = rnn_forward,
+    .backward = rnn_backward,
+};

@@ -1,0 +1,135 @@
+/* recurrent.c — helpers the recurrent layers share: common keys, initialisation, bias
+ * gradient sums.
+ * Not here: the layers' equations (layer_rnn.c, layer_gru.c, layer_lstm.c).
+ * Proved by tests/nn/test_layer_rnn.c. */
+#include "nn/recurrent.h"
+
+#include "base/err.h"
+
+double sh_rnn_split_min_macs = 2.0 * 1024 * 1024;
+
+#define BN_EPS 1e-5f        /* layer_batchnorm.c's, Darknet's .00001 */
+#define BN_MOMENTUM 0.01f   /* Darknet: rolling = .99 rolling + .01 batch */
+
+shoal_result sh_rnn_parse_common(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx *ctx,
+                                 int allow_bn)
+{
+    int bn = 0;
+    SH_TRY(sh_cfg_int(s, "batch_normalize", 0, 0, 1, &bn));
+    if (bn && !allow_bn)
+        return sh_cfg_fail_at(s, "batch_normalize", SHOAL_ERR_FORMAT,
+                              "batch_normalize=1 inside [%s] is not supported (only [rnn] has "
+                              "it); remove it (or set 0)", sh_cfg_section_name(s));
+    l->batch_normalize = bn;
+    l->steps = ctx->time_steps > 0 ? ctx->time_steps : 1;
+    if (ctx->batch % l->steps)
+        return sh_cfg_fail_at(s, NULL, SHOAL_ERR_FORMAT,
+                              "%d rows are not whole sequences of time_steps=%d", ctx->batch,
+                              l->steps);
+    return SHOAL_OK;
+}
+
+void sh_rnn_uniform(float *p, size_t count, float scale, sh_rng *rng)
+{
+    for (size_t i = 0; i < count; i++) p[i] = scale * (2.0f * sh_rng_float(rng) - 1.0f);
+}
+
+void sh_rnn_colsum(const float *g, int rows, int ld, int k0, int k1, float *out)
+{
+    int nk = k1 - k0;
+    for (int k = 0; k < nk; k++) out[k] = 0.0f;
+    for (int r = 0; r < rows; r++) {
+        const float *row = g + (size_t)r * ld + k0;
+        for (int k = 0; k < nk; k++) out[k] += row[k];
+    }
+}
+
+int sh_rnn_onehot(const float *x, int rows, int in, int32_t *idx)
+{
+    for (int r = 0; r < rows; r++) {
+        const float *row = x + (size_t)r * in;
+        int hot = -1;
+        for (int i = 0; i < in; i++) {
+            if (row[i] == 0.0f) continue;
+            if (row[i] != 1.0f || hot >= 0) return 0;
+            hot = i;
+        }
+        if (hot < 0) return 0;
+        idx[r] = hot;
+    }
+    return 1;
+}
+
+void sh_rnn_transpose(const float *w, int g, int in, float *wt)
+{
+    for (int k = 0; k < g; k++)
+        for (int c = 0; c < in; c++) wt[(size_t)c * g + k] = w[(size_t)k * in + c];
+}
+
+void sh_rnn_onehot_grad(const float *dg, int rows, int g, const int32_t *idx, int in, int k0,
+                        int k1, float *acc, float *gw)
+{
+    int nk = k1 - k0;
+    if (nk <= 0) return;
+    for (int c = 0; c < in; c++) memset(acc + (size_t)c * g + k0, 0, (size_t)nk * sizeof(float));
+    for (int r = 0; r < rows; r++) {
+        float *dst = acc + (size_t)idx[r] * g + k0;
+        const float *src = dg + (size_t)r * g + k0;
+        for (int k = 0; k < nk; k++) dst[k] += src[k];
+    }
+    for (int k = k0; k < k1; k++)
+        for (int c = 0; c < in; c++) gw[(size_t)k * in + c] = acc[(size_t)c * g + k];
+}
+
+void sh_rnn_bn_forward(float *v, int ld, int b, int n, const float *gamma, const float *beta,
+                       float *rmean, float *rvar, int training, float *xh, int ldxh,
+                       float *invstd)
+{
+    for (int u = 0; u < n; u++) {
+        float mu, is;
+        if (training) {
+            double sum = 0, sq = 0;
+            for (int r = 0; r < b; r++) sum += v[(size_t)r * ld + u];
+            double dmu = sum / b;
+            for (int r = 0; r < b; r++) {
+                double d = v[(size_t)r * ld + u] - dmu;
+                sq += d * d;
+            }
+            double var = sq / b, unbiased = b > 1 ? sq / (b - 1) : var;
+            mu = (float)dmu;
+            is = (float)(1.0 / sqrt(var + BN_EPS));
+            invstd[u] = is;
+            rmean[u] = (1.0f - BN_MOMENTUM) * rmean[u] + BN_MOMENTUM * mu;
+            rvar[u] = (1.0f - BN_MOMENTUM) * rvar[u] + BN_MOMENTUM * (float)unbiased;
+        } else {
+            mu = rmean[u];
+            is = 1.0f / sqrtf(rvar[u] + BN_EPS);
+        }
+        for (int r = 0; r < b; r++) {
+            float *p = v + (size_t)r * ld + u, h = (*p - mu) * is;
+            if (training) xh[(size_t)r * ldxh + u] = h;
+            *p = gamma[u] * h + beta[u];
+        }
+    }
+}
+
+void sh_rnn_bn_backward(float *d, int ld, int b, int n, const float *gamma, const float *xh,
+                        int ldxh, const float *invstd, float *ggamma, float *gbeta)
+{
+    for (int u = 0; u < n; u++) {
+        double sum_d = 0, sum_dx = 0;
+        for (int r = 0; r < b; r++) {
+            float dv = d[(size_t)r * ld + u];
+            sum_d += dv;
+            sum_dx += (double)dv * xh[(size_t)r * ldxh + u];
+        }
+        gbeta[u] += (float)sum_d;
+        ggamma[u] += (float)sum_dx;
+        /* dx = gamma invstd (dy - mean(dy) - x_hat mean(dy x_hat)) */
+        float k = gamma[u] * invstd[u], md = (float)(sum_d / b), mdx = (float)(sum_dx / b);
+        for (int r = 0; r < b; r++) {
+            float *p = d + (size_t)r * ld + u;
+            *p = k * (*p - md - xh[(size_t)r * ldxh + u] * mdx);
+        }
+    }
+}

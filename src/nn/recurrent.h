@@ -1,0 +1,117 @@
+/* recurrent.h — what the recurrent layers ([rnn], [gru], [lstm]) share: the row layout of a
+ * batch of sequences, the gate layout of fused weights, the common keys, fast logistic and
+ * tanh, and the per-step thread splits.
+ * Vocabulary: T time steps, B streams (independent sequences), rows r = t*B + b (time-major,
+ * as Darknet lays out time_steps x batch); H hidden units; a gate block is SH_RNN_BLOCK units
+ * whose gates sit side by side in one row of the fused gate matrix, so a thread that owns a
+ * block computes all of its gates with one product and updates those units alone.
+ * Not here: each layer's equations (layer_rnn.c, layer_gru.c, layer_lstm.c).
+ * Proved by tests/nn/test_layer_rnn.c. */
+#ifndef SH_RECURRENT_H
+#define SH_RECURRENT_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "nn/layer.h"
+
+#define SH_RNN_BLOCK 16 /* units per gate block: one AVX-512 vector of each gate */
+
+static inline int sh_rnn_nblocks(int h) { return (h + SH_RNN_BLOCK - 1) / SH_RNN_BLOCK; }
+static inline int sh_rnn_block_width(int h, int blk)
+{
+    int w = h - blk * SH_RNN_BLOCK;
+    return w < SH_RNN_BLOCK ? w : SH_RNN_BLOCK;
+}
+/* Column of gate q of unit j in a fused (rows, ngates*H) gate matrix; the same index is the
+ * row of that gate's weights in the (ngates*H, I) and (ngates*H, H) weight matrices. Blocks
+ * are contiguous: units [j0, j1) on block boundaries own columns [ngates*j0, ngates*j1). */
+static inline int sh_rnn_gate_col(int h, int ngates, int q, int j)
+{
+    int blk = j / SH_RNN_BLOCK;
+    return blk * SH_RNN_BLOCK * ngates + q * sh_rnn_block_width(h, blk) + j % SH_RNN_BLOCK;
+}
+
+/* Common keys and checks: time steps from [net], batch_normalize (into l->batch_normalize;
+ * refused unless allow_bn), rows a whole number of sequences. Sets l->steps. */
+shoal_result sh_rnn_parse_common(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx *ctx,
+                                 int allow_bn);
+
+/* Batch norm inside a recurrent layer, one time step at a time as Darknet's connected
+ * sublayers do it: n units over the b rows of one step (v: b rows ld apart, in place).
+ * Training: the step's mean and biased variance, rolling statistics updated (momentum 0.01,
+ * the rolling variance unbiased) and x_hat kept in xh (ldxh apart), 1/std in invstd;
+ * inference: the rolling statistics. Then v = gamma x_hat + beta. The conventions of
+ * layer_batchnorm.c. */
+void sh_rnn_bn_forward(float *v, int ld, int b, int n, const float *gamma, const float *beta,
+                       float *rmean, float *rvar, int training, float *xh, int ldxh,
+                       float *invstd);
+/* Its backward: d (b rows ld apart) holds dL/d(output) and becomes dL/d(input); ggamma and
+ * gbeta are added to (the steps of a batch sum into them). */
+void sh_rnn_bn_backward(float *d, int ld, int b, int n, const float *gamma, const float *xh,
+                        int ldxh, const float *invstd, float *ggamma, float *gbeta);
+
+/* Streams in the current pass: rows / T. */
+static inline int sh_rnn_streams(const sh_layer *l, const sh_exec *x) { return x->nimg / l->steps; }
+
+/* uniform(-scale, scale) */
+void sh_rnn_uniform(float *p, size_t count, float scale, sh_rng *rng);
+
+/* Multiply-adds below which one time step's work stays on the calling thread: waking the
+ * other threads for each step costs microseconds, and far more when a core is shared with
+ * other processes (each step waits for every thread to be scheduled). */
+extern double sh_rnn_split_min_macs; /* 2^21 by default; tests lower it to 0 */
+
+/* Run fn(l, x, tid, k0, k1) over [0, count) for time step t (l->cur_step), split across the
+ * threads when the step's work (macs multiply-adds) is worth it. Either way every item is
+ * computed the same way, so the results do not depend on the split. */
+static inline void sh_rnn_split_step(sh_layer *l, sh_exec *x, int t, int count, double macs,
+                                     sh_image_fn fn)
+{
+    l->cur_step = t;
+    if (x->nthreads == 1 || macs < sh_rnn_split_min_macs)
+        fn(l, x, 0, 0, count);
+    else
+        sh_exec_split(l, x, count, fn);
+}
+
+/* out[k - k0] = sum over rows of g[r*ld + k] for k in [k0, k1) (bias gradients). */
+void sh_rnn_colsum(const float *g, int rows, int ld, int k0, int k1, float *out);
+
+/* One-hot inputs (character models: a byte as 256 inputs) make the input product a row
+ * lookup and its weight gradient a row sum, a sixth of a 2 x 256 LSTM's arithmetic.
+ * sh_rnn_onehot: 1 when every row of x (rows, in) holds a single 1 and zeros, with each row's
+ * column in idx; else 0 (the layer then multiplies as usual). */
+int sh_rnn_onehot(const float *x, int rows, int in, int32_t *idx);
+/* wt (in, g) = w (g, in) transposed: row c of wt is input c's column of weights. */
+void sh_rnn_transpose(const float *w, int g, int in, float *wt);
+/* Gradient rows [k0, k1) of w (g, in) for one-hot rows: gw[k][idx[r]] = sum of dg[r][k];
+ * acc (in, g) is scratch whose columns [k0, k1) this call owns. Rows are added in order, so
+ * the result does not depend on the thread count. */
+void sh_rnn_onehot_grad(const float *dg, int rows, int g, const int32_t *idx, int in, int k0,
+                        int k1, float *acc, float *gw);
+
+/* exp(x) to about 2 ulp for |x| < 87 without a library call, so that loops over a row of
+ * gates vectorise (the gate nonlinearities are a third of an LSTM step otherwise). */
+static inline float sh_rnn_exp(float x)
+{
+    x = x < -87.0f ? -87.0f : (x > 87.0f ? 87.0f : x);
+    float n = __builtin_rintf(x * 1.44269504088896341f);
+    float r = x - n * 0.693145751953125f - n * 1.42860682030941723e-6f;
+    float p = 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    int32_t bits = ((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+static inline float sh_rnn_sigmoid(float x) { return 1.0f / (1.0f + sh_rnn_exp(-x)); }
+static inline float sh_rnn_tanh(float x) { return 1.0f - 2.0f / (1.0f + sh_rnn_exp(2.0f * x)); }
+
+#endif
