@@ -375,6 +375,30 @@ static void rnn_backward(sh_layer *l, sh_exec *x)
     if (l->in_delta[0]) sh_exec_chunks(l, x, chunk_rows(x), rnn_input_delta);
 }
 
+/* Darknet's .weights (parser.c save_weights_upto, RNN): its input, self and output connected
+ * layers in turn, each as a [connected] one: biases, weights (rows = outputs), and with batch
+ * norm the scales, rolling means and rolling variances. */
+static int rnn_darknet_blobs(const sh_layer *l, sh_dn_blob *b, int max)
+{
+    (void)max;
+    size_t in = l->inputs, h = (size_t)l->hidden, k = (size_t)l->out_shape.c, units = 2 * h + k;
+    const size_t rows[3] = {h, h, k}, cols[3] = {in, h, h};
+    size_t w = l->w_off, u = 0;
+    int n = 0;
+    for (int p = 0; p < 3; p++) {
+        b[n++] = (sh_dn_blob){0, l->b_off + u, rows[p], 0};
+        b[n++] = (sh_dn_blob){0, w, rows[p] * cols[p], rows[p]};
+        if (l->batch_normalize) {
+            b[n++] = (sh_dn_blob){0, l->s_off + u, rows[p], 0};
+            b[n++] = (sh_dn_blob){1, l->stat_off + u, rows[p], 0};
+            b[n++] = (sh_dn_blob){1, l->stat_off + units + u, rows[p], 0};
+        }
+        w += rows[p] * cols[p];
+        u += rows[p];
+    }
+    return n;
+}
+
 const sh_layer_ops sh_rnn_ops = {
     .cfg_name = "rnn",
     .short_name = "rnn",
@@ -382,4 +406,5 @@ const sh_layer_ops sh_rnn_ops = {
     .init = rnn_init,
     .forward = rnn_forward,
     .backward = rnn_backward,
+    .darknet_blobs = rnn_darknet_blobs,
 };

@@ -328,6 +328,50 @@ static void shoal_reads_what_darknet_writes(void)
     }
 }
 
+/* [rnn] (Darknet's three connected sublayers, with and without batch norm): shoal's file
+ * holds exactly its parameters and statistics and reads back bitwise; Debian's rnn.cfg file
+ * written by Darknet has the size shoal expects and re-saves byte for byte. */
+static const char rnn_cfg[] =
+    "[net]\nbatch=8\ninputs=16\ntime_steps=4\n\n"
+    "[rnn]\nbatch_normalize=1\noutput=12\nhidden=10\nactivation=leaky\n\n"
+    "[rnn]\noutput=9\nactivation=tanh\n\n"
+    "[connected]\noutput=16\nactivation=linear\n\n[softmax]\n\n[cost]\ntype=sse\n";
+
+static void rnn_weights_round_trip(void)
+{
+    sh_net *a = build(rnn_cfg, 1), *b = build(rnn_cfg, 2);
+    CHECK(a && b, "build: %s", shoal_last_error());
+    if (!a || !b) return;
+    randomize(a, 7);
+    char p1[512], p2[512], cmd[2048], out[256];
+    snprintf(p1, sizeof p1, "%s/rnn.weights", dir);
+    snprintf(p2, sizeof p2, "%s/rnn2.weights", dir);
+    CHECK_OK(sh_darknet_weights_save(a, p1, 3));
+    size_t ns = 0;
+    sh_net_stats(a, &ns);
+    CHECK(file_nbytes(p1) == 20 + 4 * (long)(sh_net_nparams(a) + ns), "%ld bytes", file_nbytes(p1));
+    CHECK_OK(sh_darknet_weights_load(b, p1, NULL));
+    CHECK(memcmp(sh_net_params(a), sh_net_params(b), sh_net_nparams(a) * 4) == 0, "params differ");
+    CHECK(memcmp(sh_net_stats(a, NULL), sh_net_stats(b, NULL), ns * 4) == 0, "stats differ");
+    sh_net_destroy(a);
+    sh_net_destroy(b);
+    const char *zoo = "/usr/share/darknet/cfg/rnn.cfg";
+    if (!have_darknet() || access(zoo, R_OK) != 0) return;
+    snprintf(cmd, sizeof cmd, "cd %s && %s partial %s '' %s 1000 >/dev/null 2>&1", dir, DARKNET, zoo, p1);
+    CHECK(sh_test_run(cmd, out, sizeof out) == 0, "darknet partial %s failed", zoo);
+    sh_cfg *cfg = NULL;
+    sh_net *n = NULL;
+    CHECK_OK(sh_cfg_load(zoo, &cfg));
+    if (cfg) CHECK_OK(sh_net_create_owning(cfg, 1, 1, &n));
+    if (!n) return;
+    CHECK(file_nbytes(p1) == (long)sh_darknet_weights_nbytes(n), "Darknet wrote %ld bytes, shoal expects %llu",
+          file_nbytes(p1), (unsigned long long)sh_darknet_weights_nbytes(n));
+    CHECK_OK(sh_darknet_weights_load(n, p1, NULL));
+    CHECK_OK(sh_darknet_weights_save(n, p2, 0));
+    CHECK(files_equal(p1, p2, 12, 20), "rnn.cfg: Darknet's file and shoal's re-save differ");
+    sh_net_destroy(n);
+}
+
 /* Darknet's hierarchical softmax (darknet9000's): one softmax per WordTree group. */
 static void darknet_agrees_on_the_tree_softmax(void)
 {
@@ -434,6 +478,7 @@ int main(void)
     RUN(darknet_reads_what_shoal_writes);
     RUN(shoal_reads_what_darknet_writes);
     RUN(darknet_agrees_on_the_tree_softmax);
+    RUN(rnn_weights_round_trip);
     RUN(cli_flags_read_and_write_darknet_weights);
     tiny_remove_dir(dir);
     return check_end();
