@@ -1,0 +1,378 @@
+/* codec.c — the codecs of the compressed allreduce: parsing their names, the compressor
+ * (error-feedback residual, lowrank's warm-started Q, staging), 1-bit quantisation with
+ * per-row means (Seide et al., "1-bit stochastic gradient descent", Interspeech 2014, as in
+ * CNTK), top-k selection, and the small matrix products of PowerSGD (Vogels et al. 2019).
+ * Not here: moving payloads between ranks and summing them (allreduce.c).
+ * Proved by tests/comm/test_compress.c. */
+#include "comm/compress/codec.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+
+void shoal_codec_opts_default(shoal_codec_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->codec = SHOAL_CODEC_NONE;
+    o->error_feedback = 1;
+    o->seed = 1;
+}
+
+static const char *const codec_names[SHOAL_CODEC_COUNT] = {"none", "fp16", "bf16", "1bit", "topk", "lowrank"};
+
+shoal_result shoal_codec_parse(const char *spec, shoal_codec_opts *o)
+{
+    static const char accepted[] = "none, fp16, bf16, 1bit, topk:F (0 < F <= 1) or lowrank:R (R >= 1)";
+    if (!spec || !o) return SH_FAIL(SHOAL_ERR_INVALID, "codec: spec or options is NULL");
+    const char *colon = strchr(spec, ':');
+    size_t len = colon ? (size_t)(colon - spec) : strlen(spec);
+    int kind = -1;
+    for (int i = 0; i < SHOAL_CODEC_COUNT; i++)
+        if (strlen(codec_names[i]) == len && !strncmp(spec, codec_names[i], len)) kind = i;
+    if (kind < 0) return SH_FAIL(SHOAL_ERR_INVALID, "unknown compression \"%s\"; use %s", spec, accepted);
+    int wants_arg = kind == SHOAL_CODEC_TOPK || kind == SHOAL_CODEC_LOWRANK;
+    if (!wants_arg && colon)
+        return SH_FAIL(SHOAL_ERR_INVALID, "compression \"%s\": %s takes no parameter; use %s", spec,
+                       codec_names[kind], accepted);
+    if (wants_arg && (!colon || !colon[1]))
+        return SH_FAIL(SHOAL_ERR_INVALID, "compression \"%s\": %s needs a parameter, e.g. %s", spec,
+                       codec_names[kind], kind == SHOAL_CODEC_TOPK ? "topk:0.01" : "lowrank:4");
+    char *end = NULL;
+    if (kind == SHOAL_CODEC_TOPK) {
+        double f = strtod(colon + 1, &end);
+        if (*end || !(f > 0 && f <= 1))
+            return SH_FAIL(SHOAL_ERR_INVALID, "compression \"%s\": the fraction of entries kept must be a "
+                           "number in (0, 1], e.g. topk:0.01", spec);
+        o->topk_fraction = f;
+    } else if (kind == SHOAL_CODEC_LOWRANK) {
+        long r = strtol(colon + 1, &end, 10);
+        if (*end || r < 1 || r > 1024)
+            return SH_FAIL(SHOAL_ERR_INVALID, "compression \"%s\": the rank must be a whole number from 1 "
+                           "to 1024, e.g. lowrank:4", spec);
+        o->rank = (int)r;
+    }
+    o->codec = (shoal_codec)kind;
+    return SHOAL_OK;
+}
+
+const char *shoal_codec_format(const shoal_codec_opts *o, char *buf, size_t cap)
+{
+    if (!buf || !cap) return buf;
+    if (!o || (unsigned)o->codec >= SHOAL_CODEC_COUNT) snprintf(buf, cap, "?");
+    else if (o->codec == SHOAL_CODEC_TOPK) snprintf(buf, cap, "topk:%g", o->topk_fraction);
+    else if (o->codec == SHOAL_CODEC_LOWRANK) snprintf(buf, cap, "lowrank:%d", o->rank);
+    else snprintf(buf, cap, "%s", codec_names[o->codec]);
+    return buf;
+}
+
+/* ---- the compressor ---- */
+
+static int has_feedback(const shoal_compressor *z)
+{
+    return z->o.error_feedback && (z->o.codec == SHOAL_CODEC_1BIT || z->o.codec == SHOAL_CODEC_TOPK ||
+                                   (z->o.codec == SHOAL_CODEC_LOWRANK && !z->lowrank_dense));
+}
+
+size_t sh_codec_payload_nbytes(const shoal_compressor *z)
+{
+    switch (z->o.codec) {
+    case SHOAL_CODEC_1BIT: return 2 * sizeof(float) * z->rows + (z->count + 7) / 8;
+    case SHOAL_CODEC_TOPK: return z->k * (sizeof(uint32_t) + sizeof(float));
+    case SHOAL_CODEC_LOWRANK:
+        return z->lowrank_dense ? z->count * sizeof(float) : (size_t)z->rank * (z->rows + z->cols) * sizeof(float);
+    default: return z->count * sizeof(float);
+    }
+}
+
+/* splitmix64: lowrank's first Q, the same on every rank for one seed */
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t x = (*s += 0x9e3779b97f4a7c15ULL);
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+void shoal_compressor_reset(shoal_compressor *z)
+{
+    if (!z || z->magic != SH_COMPRESSOR_MAGIC) return;
+    memset(z->state, 0, z->state_count * sizeof(float));
+    if (z->o.codec == SHOAL_CODEC_LOWRANK && !z->lowrank_dense) {
+        uint64_t s = z->o.seed;
+        float *q = z->state + z->count;
+        for (size_t i = 0; i < z->cols * (size_t)z->rank; i++)
+            q[i] = (float)((double)(splitmix(&s) >> 11) * 0x1.0p-53 * 2.0 - 1.0); /* uniform [-1, 1) */
+    }
+    z->residual_norm = 0;
+}
+
+void shoal_compressor_destroy(shoal_compressor *z)
+{
+    if (!z || z->magic != SH_COMPRESSOR_MAGIC) return;
+    z->magic = 0;
+    free(z->state);
+    free(z->work);
+    free(z->mags);
+    free(z->pq);
+    free(z->mine);
+    free(z->all);
+    free(z);
+}
+
+shoal_result shoal_compressor_create(const shoal_codec_opts *o, size_t count, shoal_compressor **out)
+{
+    if (!out) return SH_FAIL(SHOAL_ERR_INVALID, "compressor: out is NULL");
+    *out = NULL;
+    if (!o || (unsigned)o->codec >= SHOAL_CODEC_COUNT)
+        return SH_FAIL(SHOAL_ERR_INVALID, "compressor: no options or an unknown codec");
+    char spec[48];
+    shoal_codec_format(o, spec, sizeof spec);
+    if (o->codec == SHOAL_CODEC_TOPK && !(o->topk_fraction > 0 && o->topk_fraction <= 1))
+        return SH_FAIL(SHOAL_ERR_INVALID, "compressor: topk fraction %g is not in (0, 1]", o->topk_fraction);
+    if (o->codec == SHOAL_CODEC_LOWRANK && o->rank < 1)
+        return SH_FAIL(SHOAL_ERR_INVALID, "compressor: lowrank rank %d is below 1", o->rank);
+    if (count > UINT32_MAX)
+        return SH_FAIL(SHOAL_ERR_INVALID, "compressor %s: count %zu is above 2^32 - 1; compress smaller buffers",
+                       spec, count);
+    size_t cols = o->cols && o->cols < count ? o->cols : count;
+    if (o->codec == SHOAL_CODEC_LOWRANK && count && count % cols)
+        return SH_FAIL(SHOAL_ERR_INVALID, "compressor %s: count %zu is not a whole number of rows of %zu columns",
+                       spec, count, cols);
+    shoal_compressor *z = calloc(1, sizeof *z);
+    if (!z) return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
+    z->magic = SH_COMPRESSOR_MAGIC;
+    z->o = *o;
+    z->count = count;
+    z->cols = cols ? cols : 1;
+    z->rows = count ? (count + z->cols - 1) / z->cols : 0;
+    if (o->codec == SHOAL_CODEC_TOPK) {
+        double k = ceil(o->topk_fraction * (double)count);
+        z->k = k < 1 ? 1 : k > (double)count ? count : (size_t)k;
+        if (!count) z->k = 0;
+    }
+    if (o->codec == SHOAL_CODEC_LOWRANK) {
+        size_t r = (size_t)o->rank;
+        if (r > z->rows) r = z->rows;
+        if (r > z->cols) r = z->cols;
+        z->rank = (int)r;
+        z->lowrank_dense = !count || r * (z->rows + z->cols) >= count;
+    }
+    z->state_count = count + (o->codec == SHOAL_CODEC_LOWRANK && !z->lowrank_dense ? z->cols * (size_t)z->rank : 0);
+    size_t n = count ? count : 1;
+    z->state = calloc(z->state_count ? z->state_count : 1, sizeof(float));
+    z->work = malloc(n * sizeof(float));
+    z->mags = o->codec == SHOAL_CODEC_TOPK ? malloc(n * sizeof(float)) : NULL;
+    z->pq = o->codec == SHOAL_CODEC_LOWRANK ? malloc(((z->rows + z->cols) * (size_t)(z->rank ? z->rank : 1) + 1) *
+                                                    sizeof(float))
+                                            : NULL;
+    z->mine = malloc(sh_codec_payload_nbytes(z) + 16);
+    if (!z->state || !z->work || (o->codec == SHOAL_CODEC_TOPK && !z->mags) ||
+        (o->codec == SHOAL_CODEC_LOWRANK && !z->pq) || !z->mine) {
+        shoal_compressor_destroy(z);
+        return SH_FAIL(SHOAL_ERR_NOMEM, "compressor %s: out of memory for %zu elements", spec, count);
+    }
+    shoal_compressor_reset(z);
+    (void)has_feedback;
+    *out = z;
+    return SHOAL_OK;
+}
+
+float *shoal_compressor_state(shoal_compressor *z, size_t *count)
+{
+    if (!z || z->magic != SH_COMPRESSOR_MAGIC) {
+        if (count) *count = 0;
+        return NULL;
+    }
+    if (count) *count = z->state_count;
+    return z->state;
+}
+
+double shoal_compressor_residual_norm(const shoal_compressor *z)
+{
+    return z && z->magic == SH_COMPRESSOR_MAGIC ? z->residual_norm : 0;
+}
+
+double shoal_compressor_wire_nbytes(const shoal_compressor *z, int world)
+{
+    if (!z || z->magic != SH_COMPRESSOR_MAGIC || world < 2) return 0;
+    double others = (double)(world - 1);
+    switch (z->o.codec) {
+    case SHOAL_CODEC_NONE: /* ring: reduce-scatter then allgather */
+        return 2.0 * others / world * (double)z->count * sizeof(float);
+    case SHOAL_CODEC_FP16:
+    case SHOAL_CODEC_BF16: { /* alltoall, then allgather, of blocks of ceil(count / world) */
+        double block = (double)((z->count + (size_t)world - 1) / (size_t)world);
+        return 2.0 * others * block * sizeof(uint16_t);
+    }
+    default: /* an allgather of every rank's payload */
+        return others * (double)sh_codec_payload_nbytes(z);
+    }
+}
+
+/* ---- 1bit ----
+ * Payload: per row (group of cols entries) the two reconstruction values, mean of the
+ * non-negative entries then of the negative ones (accumulated in double; 0 for an empty
+ * side), then one bit per entry, entry i at bit i % 8 of byte i / 8, 1 for >= 0. */
+void sh_codec_1bit_encode(const shoal_compressor *z, const float *x, uint8_t *out, float *dec)
+{
+    float *means = (float *)(void *)out;
+    uint8_t *bits = out + 2 * sizeof(float) * z->rows;
+    memset(bits, 0, (z->count + 7) / 8);
+    for (size_t r = 0; r < z->rows; r++) {
+        size_t lo = r * z->cols, hi = lo + z->cols < z->count ? lo + z->cols : z->count;
+        double pos = 0, neg = 0;
+        size_t npos = 0, nneg = 0;
+        for (size_t i = lo; i < hi; i++) {
+            if (x[i] >= 0) {
+                pos += x[i];
+                npos++;
+                bits[i / 8] |= (uint8_t)(1u << (i % 8));
+            } else {
+                neg += x[i];
+                nneg++;
+            }
+        }
+        float mp = npos ? (float)(pos / (double)npos) : 0.0f, mn = nneg ? (float)(neg / (double)nneg) : 0.0f;
+        memcpy(&means[2 * r], &mp, sizeof mp);
+        memcpy(&means[2 * r + 1], &mn, sizeof mn);
+        if (dec)
+            for (size_t i = lo; i < hi; i++) dec[i] = x[i] >= 0 ? mp : mn;
+    }
+}
+
+void sh_codec_1bit_accumulate(const shoal_compressor *z, const uint8_t *payload, float *acc)
+{
+    const uint8_t *bits = payload + 2 * sizeof(float) * z->rows;
+    for (size_t r = 0; r < z->rows; r++) {
+        float v[2];
+        memcpy(v, payload + 2 * sizeof(float) * r, sizeof v);
+        size_t lo = r * z->cols, hi = lo + z->cols < z->count ? lo + z->cols : z->count;
+        for (size_t i = lo; i < hi; i++) acc[i] += (bits[i / 8] >> (i % 8)) & 1 ? v[0] : v[1];
+    }
+}
+
+/* ---- topk ---- */
+
+/* The k-th largest of m[0..n) (1 <= k <= n, no NaN), reordering m: quickselect with a
+ * median-of-three pivot and a three-way partition (runs of equal magnitudes end at once). */
+static void swapf(float *a, float *b)
+{
+    float t = *a;
+    *a = *b;
+    *b = t;
+}
+
+static float kth_largest(float *m, size_t n, size_t k)
+{
+    size_t lo = 0, hi = n - 1, want = k - 1; /* index in descending order */
+    for (;;) {
+        if (hi - lo < 16) { /* insertion sort, descending */
+            for (size_t i = lo + 1; i <= hi; i++)
+                for (size_t j = i; j > lo && m[j] > m[j - 1]; j--) swapf(&m[j], &m[j - 1]);
+            return m[want];
+        }
+        float a = m[lo], b = m[lo + (hi - lo) / 2], c = m[hi];
+        float piv = a > b ? (b > c ? b : (a > c ? c : a)) : (a > c ? a : (b > c ? c : b));
+        /* [lo, lt) > piv, [lt, i) == piv, (gt, hi] < piv; piv is in the range, so gt >= lt */
+        size_t lt = lo, i = lo, gt = hi;
+        while (i <= gt) {
+            if (m[i] > piv) swapf(&m[lt++], &m[i++]);
+            else if (m[i] < piv) swapf(&m[i], &m[gt--]);
+            else i++;
+        }
+        if (want < lt) hi = lt - 1;
+        else if (want > gt) lo = gt + 1;
+        else return piv;
+    }
+}
+
+void sh_codec_topk_encode(shoal_compressor *z, float *x, uint8_t *out)
+{
+    size_t k = z->k, n = z->count;
+    uint32_t *idx = (uint32_t *)(void *)out;
+    float *val = (float *)(void *)(out + k * sizeof(uint32_t));
+    if (!k) return;
+    for (size_t i = 0; i < n; i++) z->mags[i] = isnan(x[i]) ? INFINITY : fabsf(x[i]);
+    float t = kth_largest(z->mags, n, k);
+    size_t above = 0;
+    for (size_t i = 0; i < n; i++) above += (isnan(x[i]) ? INFINITY : fabsf(x[i])) > t;
+    size_t ties = k - above, j = 0; /* entries equal to t that are kept: the first ones */
+    for (size_t i = 0; i < n && j < k; i++) {
+        float m = isnan(x[i]) ? INFINITY : fabsf(x[i]);
+        if (m > t || (m == t && ties && ties--)) {
+            uint32_t ii = (uint32_t)i;
+            memcpy(&idx[j], &ii, sizeof ii);
+            memcpy(&val[j], &x[i], sizeof(float));
+            j++;
+            x[i] = 0;
+        }
+    }
+}
+
+void sh_codec_topk_accumulate(const shoal_compressor *z, const uint8_t *payload, float *acc)
+{
+    size_t k = z->k;
+    for (size_t j = 0; j < k; j++) {
+        uint32_t i;
+        float v;
+        memcpy(&i, payload + j * sizeof(uint32_t), sizeof i);
+        memcpy(&v, payload + k * sizeof(uint32_t) + j * sizeof(float), sizeof v);
+        acc[i] += v;
+    }
+}
+
+/* ---- lowrank's matrix products ---- */
+
+void sh_codec_mat_mq(const float *m, const float *q, float *p, size_t rows, size_t cols, int r)
+{
+    for (size_t i = 0; i < rows; i++)
+        for (int j = 0; j < r; j++) {
+            double s = 0;
+            for (size_t k = 0; k < cols; k++) s += (double)m[i * cols + k] * q[k * (size_t)r + (size_t)j];
+            p[i * (size_t)r + (size_t)j] = (float)s;
+        }
+}
+
+void sh_codec_mat_mtp(const float *m, const float *p, float *q, size_t rows, size_t cols, int r)
+{
+    double acc[64];
+    for (size_t k = 0; k < cols; k++)
+        for (int j0 = 0; j0 < r; j0 += 64) {
+            int nj = r - j0 < 64 ? r - j0 : 64;
+            for (int j = 0; j < nj; j++) acc[j] = 0;
+            for (size_t i = 0; i < rows; i++) {
+                double mv = m[i * cols + k];
+                for (int j = 0; j < nj; j++) acc[j] += mv * p[i * (size_t)r + (size_t)(j0 + j)];
+            }
+            for (int j = 0; j < nj; j++) q[k * (size_t)r + (size_t)(j0 + j)] = (float)acc[j];
+        }
+}
+
+void sh_codec_mat_pqt(const float *p, const float *q, float *m, size_t rows, size_t cols, int r)
+{
+    for (size_t i = 0; i < rows; i++)
+        for (size_t k = 0; k < cols; k++) {
+            double s = 0;
+            for (int j = 0; j < r; j++) s += (double)p[i * (size_t)r + (size_t)j] * q[k * (size_t)r + (size_t)j];
+            m[i * cols + k] = (float)s;
+        }
+}
+
+void sh_codec_orthonormalize(float *p, size_t rows, int r)
+{
+    for (int j = 0; j < r; j++) {
+        for (int l = 0; l < j; l++) {
+            double d = 0;
+            for (size_t i = 0; i < rows; i++) d += (double)p[i * (size_t)r + (size_t)j] * p[i * (size_t)r + (size_t)l];
+            for (size_t i = 0; i < rows; i++)
+                p[i * (size_t)r + (size_t)j] = (float)(p[i * (size_t)r + (size_t)j] - d * p[i * (size_t)r + (size_t)l]);
+        }
+        double nn = 0;
+        for (size_t i = 0; i < rows; i++) nn += (double)p[i * (size_t)r + (size_t)j] * p[i * (size_t)r + (size_t)j];
+        double inv = nn > 1e-30 ? 1.0 / sqrt(nn) : 0.0;
+        for (size_t i = 0; i < rows; i++) p[i * (size_t)r + (size_t)j] = (float)(p[i * (size_t)r + (size_t)j] * inv);
+    }
+}
