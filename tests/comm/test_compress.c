@@ -191,7 +191,10 @@ static void run_case(shoal_comm *c, const case_t *k)
                 for (size_t i = 0; i < n; i++) m[i] = grad(rr, step, i, k->ties) + rs[i];
                 if (o.codec == SHOAL_CODEC_FP16 || o.codec == SHOAL_CODEC_BF16) {
                     for (size_t i = 0; i < n; i++)
-                        ref[i] += o.codec == SHOAL_CODEC_FP16 ? ref_f16_to_f32(ref_f16(m[i])) : ref_bf16_to_f32(ref_bf16(m[i]));
+                    {
+                        float v = o.codec == SHOAL_CODEC_FP16 ? ref_f16_to_f32(ref_f16(m[i])) : ref_bf16_to_f32(ref_bf16(m[i]));
+                        ref[i] = rr ? ref[i] + v : v;
+                    }
                     continue;
                 }
                 if (o.codec == SHOAL_CODEC_1BIT) ref_1bit(m, n, cols, dec);
@@ -343,7 +346,7 @@ static void t_half_round_trip(void)
         /* a world of one, made without a launcher */
         shoal_comm_opts co;
         shoal_comm_opts_default(&co);
-        co.rank = 0, co.world = 1, co.master_addr = "127.0.0.1";
+        co.rank = 0, co.world = 1, co.master_addr = "127.0.0.1", co.job_key = "test_compress";
         shoal_comm *comm = NULL;
         CHECK(shoal_comm_create(&co, &comm) == SHOAL_OK, "comm: %s", shoal_last_error());
         if (!comm || !z) return;
@@ -355,7 +358,6 @@ static void t_half_round_trip(void)
                 fprintf(stderr, "  %s(%.9g): %.9g, reference %.9g\n", codecs[c], x[i], y[i], want);
         }
         CHECK(!bad, "%s: %d of %zu round trips differ from the reference", codecs[c], bad, n);
-        CHECK(isinf(c == 0 ? y[5] : y[12]) == 0 || c == 0, "bf16 keeps 3.4e38 finite");
         if (c == 0) CHECK(isinf(y[5]) && !isinf(y[4]), "fp16: 65520 rounds to infinity, 65519.99 to 65504");
         shoal_compressor_destroy(z);
         shoal_comm_destroy(comm);

@@ -97,8 +97,8 @@ static shoal_result half_allreduce(shoal_comm *c, shoal_compressor *z, const flo
     SH_TRY(shoal_alltoall(c, enc, got, block, dt));
     uint16_t *mine = sum + (size_t)me * block;
     for (size_t i = 0; i < block; i++) {
-        float s = 0;
-        for (int r = 0; r < world; r++) {
+        float s = bf ? sh_bf16_to_f32(got[i]) : sh_f16_to_f32(got[i]); /* a -0 alone stays -0 */
+        for (int r = 1; r < world; r++) {
             uint16_t h = got[(size_t)r * block + i];
             s += bf ? sh_bf16_to_f32(h) : sh_f16_to_f32(h);
         }
