@@ -10,6 +10,7 @@
 
 #include "base/env.h"
 #include "base/err.h"
+#include "base/log.h"
 #include "shoal/comm.h"
 
 void sh_job_opts_default(sh_job_opts *o)
@@ -18,6 +19,7 @@ void sh_job_opts_default(sh_job_opts *o)
     sh_train_opts_default(&o->train);
     o->layout = SH_LAYOUT_DATA_PARALLEL;
     o->bucket_mb = 1; /* LeNet on 2 ranks: 89% of the allreduce hidden at 1 MB, 22% at 4 (one bucket) */
+    shoal_codec_opts_default(&o->codec);
     o->nservers = 1;
     o->consistency = SH_PS_SYNC;
     o->staleness = 3;
@@ -97,6 +99,8 @@ static shoal_result run_alone(const sh_job_opts *o, sh_job_report *r)
     if (o->layout == SH_LAYOUT_PARAM_SERVER)
         return SH_FAIL(SHOAL_ERR_INVALID, "--ps needs ranks: add -n WORKERS, or run under shoal launch, "
                        "mpirun or srun");
+    if (o->codec.codec != SHOAL_CODEC_NONE || o->sfb)
+        SH_LOG_W("train", "--compress/--sfb: one process has no gradients to send; training uncompressed");
     sh_trainer *t = NULL;
     shoal_result rc = sh_trainer_create(&o->train, &t);
     if (rc == SHOAL_OK) rc = sh_trainer_run(t, &r->train);
@@ -128,7 +132,7 @@ static shoal_result run_dp_rank(const sh_job_opts *o, shoal_comm *c, sh_job_repo
     /* Every rank keeps save_path: a checkpoint is a collective step (the ranks that split the
      * optimizer's update first make its state whole), and only rank 0 writes the file. */
     if (r->rank != 0) wo.logdir = NULL;
-    sh_dp_opts dopts = {o->bucket_mb, wo.batch};
+    sh_dp_opts dopts = {o->bucket_mb, wo.batch, o->codec, o->sfb, o->train.cfg_path};
     sh_strategy *st = NULL;
     shoal_result rc = sh_strategy_allreduce_create(c, &dopts, &st);
     if (rc != SHOAL_OK) {
@@ -136,9 +140,10 @@ static shoal_result run_dp_rank(const sh_job_opts *o, shoal_comm *c, sh_job_repo
         return rc;
     }
     rc = train_with(&wo, net, st, r);
-    if (rc == SHOAL_OK && o->train.profile) {
+    if (rc == SHOAL_OK) {
         sh_strategy_allreduce_profile(st, &r->dp_profile);
-        r->has_dp_profile = 1;
+        r->has_dp_profile = o->train.profile;
+        r->has_comm_stats = r->dp_profile.compressed;
     }
     r->reporter = rc == SHOAL_OK && r->rank == 0;
     sh_strategy_destroy(st);

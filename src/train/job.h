@@ -40,6 +40,10 @@ typedef struct {
                                    across the ranks; 0: every rank trains on it (weak) */
     int lr_linear;              /* weak scaling: learning rate x ranks */
     double bucket_mb;           /* gradient buckets; 0: 1 MB */
+    /* gradient compression (data parallel; parameter-server workers' pushes): codec NONE
+     * and sfb 0 is the float32 exchange */
+    shoal_codec_opts codec;
+    int sfb;
     /* parameter servers */
     int nservers;               /* >= 1, fewer than the ranks */
     sh_ps_consistency consistency;
@@ -61,6 +65,7 @@ typedef struct {
                                    parallel, worker 0 of parameter servers) */
     sh_train_report train;      /* this rank's training report (workers and replicas) */
     int has_dp_profile;         /* with train.profile on a data-parallel rank */
+    int has_comm_stats;         /* compressed (dp_profile's byte counts and residual) */
     sh_dp_profile dp_profile;
     int has_server_stats;       /* on a server */
     sh_ps_stats server_stats;

@@ -5,6 +5,7 @@
 #include "train/snapshot.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/err.h"
@@ -29,6 +30,7 @@ enum {
     META_NSTATS,
     META_NOPTIM,
     META_WORLD,
+    META_RANK_STATE,      /* floats of per-rank state (error-feedback residuals) a rank */
     META_COUNT = 16
 };
 
@@ -85,12 +87,16 @@ shoal_result sh_snapshot_save(sh_trainer *t, const char *path)
     meta[META_NSTATS] = nstats;
     meta[META_NOPTIM] = noptim;
     meta[META_WORLD] = (uint64_t)t->strategy->world;
+    meta[META_RANK_STATE] = t->rank_state ? t->rank_state_count : 0;
 
     /* Empty blocks (no batch norm, plain SGD) are left out rather than written as 0 bytes;
      * meta's counts say which sections to expect. */
-    sh_ckpt_section secs[4];
+    sh_ckpt_section secs[5];
     int n = 0;
     secs[n++] = (sh_ckpt_section){"meta", meta, sizeof meta};
+    if (meta[META_RANK_STATE])
+        secs[n++] = (sh_ckpt_section){"rankstate", t->rank_state,
+                                      t->rank_state_count * (size_t)t->rank_state_world * sizeof(float)};
     secs[n++] = (sh_ckpt_section){"params", t->params, t->nparams * sizeof(float)};
     if (nstats) secs[n++] = (sh_ckpt_section){"stats", stats, nstats * sizeof(float)};
     if (noptim) secs[n++] = (sh_ckpt_section){"optim", optim, noptim * sizeof(float)};
@@ -123,11 +129,21 @@ shoal_result sh_snapshot_restore(sh_trainer *t, const char *path, const sh_snaps
                        "checkpoint %s was trained with batch %" PRIu64 ", this run uses %d; "
                        "resume with --batch %" PRIu64 " to continue the same data order",
                        path, meta[META_GLOBAL_BATCH], t->global_batch, meta[META_GLOBAL_BATCH]);
-    sh_ckpt_section secs[3];
+    sh_ckpt_section secs[4];
     int n = 0;
     secs[n++] = (sh_ckpt_section){"params", t->params, t->nparams * sizeof(float)};
     if (nstats) secs[n++] = (sh_ckpt_section){"stats", stats, nstats * sizeof(float)};
     if (noptim) secs[n++] = (sh_ckpt_section){"optim", optim, noptim * sizeof(float)};
+    /* every rank's residuals; the strategy takes this rank's after attach */
+    uint64_t per = meta[META_RANK_STATE], world = meta[META_WORLD];
+    if (per && world && world <= 1u << 20 && per <= ((uint64_t)1 << 40) / world) {
+        free(t->rank_state);
+        t->rank_state = malloc((size_t)(per * world) * sizeof(float));
+        if (!t->rank_state) return SH_FAIL(SHOAL_ERR_NOMEM, "checkpoint %s: out of memory for the residuals", path);
+        t->rank_state_count = (size_t)per;
+        t->rank_state_world = (int)world;
+        secs[n++] = (sh_ckpt_section){"rankstate", t->rank_state, (size_t)(per * world) * sizeof(float)};
+    }
     SH_TRY(sh_ckpt_load(path, secs, n));
     uint64_t rng[4];
     for (int i = 0; i < 4; i++) rng[i] = meta[META_RNG0 + i];

@@ -5,11 +5,18 @@
 #define SH_STRATEGY_ALLREDUCE_H
 
 #include "shoal/comm.h"
+#include "train/grad_compress.h"
 #include "train/strategy.h"
 
 typedef struct {
     double bucket_mb;  /* gradient bucket size; 0: 1 MiB (bench/dp/buckets.sh) */
     int batch;         /* this rank's batch, checked equal on every rank at attach */
+    /* Compressed gradients (grad_compress.h): a codec other than none, or sfb, replaces the
+     * bucketed float32 allreduce by sh_gradx_reduce after backward, and the optimizer then
+     * runs on every rank over every parameter. */
+    shoal_codec_opts codec;
+    int sfb;
+    const char *model; /* the .cfg, for messages */
 } sh_dp_opts;
 
 /* Time spent per step, summed since the start (for --profile). */
@@ -21,6 +28,12 @@ typedef struct {
     double updated;    /* parameters this rank's optimizer stepped (with the update split
                           across ranks, about 1/ranks of them) */
     int shared_weights; /* 1: one copy of the weights in a shared window (SHOAL_DP_WINDOW) */
+    /* with compression (--compress, --sfb); the byte counts are per step */
+    int compressed;
+    double wire_nbytes;   /* bytes this rank sent per step by the algorithms' count */
+    double dense_nbytes;  /* what the float32 ring allreduce would have sent */
+    double residual_norm; /* error-feedback residuals after the last step */
+    int sfb_layers;
 } sh_dp_profile;
 
 /* A data-parallel strategy over c: every rank starts from rank 0's weights; gradients are

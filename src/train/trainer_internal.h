@@ -32,6 +32,11 @@ struct sh_trainer {
     double prof_ns[5];          /* with opts.profile: data, forward, backward, wait, optimizer */
     int threads;                /* kernel threads of the net */
     sh_snapshot_meta resume_meta; /* with opts.resume_path: the checkpoint's meta, read once */
+    /* Per-rank state of the checkpoint (error-feedback residuals), every rank's, between
+     * restore and attach; and on rank 0 what the strategy gathered for the next save. */
+    float *rank_state;
+    size_t rank_state_count;    /* floats per rank */
+    int rank_state_world;       /* ranks it holds */
     char default_save_path[1024];
 };
 
