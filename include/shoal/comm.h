@@ -253,6 +253,15 @@ double shoal_compressor_wire_nbytes(const shoal_compressor *z, int world);
 /* Euclidean norm of the residual left by the last call. */
 double shoal_compressor_residual_norm(const shoal_compressor *z);
 
+/* Point to point (a parameter-server push): encode send plus the residual into payload
+ * (shoal_compressor_payload_nbytes bytes), keeping the new residual; a compressor made
+ * with the same options and count decodes it into out (count floats). lowrank sends this
+ * rank's own P (orthonormalised) and Q = M^T P, decoded as P Q^T. Errors:
+ * SHOAL_ERR_INVALID (not a live compressor, NULL buffers, a payload of another size). */
+size_t shoal_compressor_payload_nbytes(const shoal_compressor *z);
+shoal_result shoal_compressor_encode(shoal_compressor *z, const float *send, void *payload);
+shoal_result shoal_compressor_decode(const shoal_compressor *z, const void *payload, size_t nbytes, float *out);
+
 /* recv = the sum (op SHOAL_SUM) or mean (SHOAL_AVG) over the ranks of send, each rank's
  * contribution encoded by z's codec (plus its residual). float32, count elements, send ==
  * recv allowed. Every rank ends with the same bits: the 1bit, topk and lowrank payloads are

@@ -309,6 +309,8 @@ int sh_cmd_train(int argc, char **argv)
         int code = check_sfb(cfg);
         if (code != SH_EXIT_OK) return code;
     }
+    jo.layout = ps ? SH_LAYOUT_PARAM_SERVER : SH_LAYOUT_DATA_PARALLEL;
+    if (sh_job_check_compress(&jo) != SHOAL_OK) return sh_cli_usage_error("train", "%s", shoal_last_error_message());
     int in_job = sh_job_is_launched();
     if (nranks > 0 && !in_job) return relaunch(argc, argv, (int)nranks + (ps ? jo.nservers : 0));
     if (ps && !in_job)

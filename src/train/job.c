@@ -33,6 +33,18 @@ int sh_job_is_launched(void)
     return shoal_job_env_read(&e) == SHOAL_OK && e.world > 1;
 }
 
+shoal_result sh_job_check_compress(const sh_job_opts *o)
+{
+    if (o->layout != SH_LAYOUT_PARAM_SERVER) return SHOAL_OK;
+    if (o->sfb)
+        return SH_FAIL(SHOAL_ERR_INVALID, "--sfb needs data parallelism (every rank rebuilds the gradient from "
+                       "the others' factors); leave out --ps or --sfb");
+    if (o->codec.codec == SHOAL_CODEC_LOWRANK)
+        return SH_FAIL(SHOAL_ERR_INVALID, "--compress lowrank needs data parallelism (PowerSGD sums its factors "
+                       "over the ranks); with --ps use fp16, bf16, 1bit or topk:F");
+    return SHOAL_OK;
+}
+
 const char *sh_job_role_name(sh_job_role role)
 {
     switch (role) {
@@ -162,6 +174,7 @@ static sh_ps_config ps_config(const sh_job_opts *o, sh_net *net)
     c.ranges = sh_net_param_ranges(net, &c.nranges);
     c.optim = sh_net_get_config(net)->optim;
     c.lr = sh_net_get_config(net)->lr;
+    c.codec = o->codec;
     c.save_path = o->train.save_path;
     c.save_every = o->train.save_every_steps;
     c.resume_path = o->train.resume_path;
@@ -215,6 +228,12 @@ static shoal_result run_ps_worker(const sh_job_opts *o, shoal_comm *c, sh_job_re
         wo.logdir = NULL;
     }
     rc = train_with(&wo, net, st, r);
+    if (rc == SHOAL_OK && st->comm_stats) {
+        sh_dp_profile *pr = &r->dp_profile;
+        st->comm_stats(st, &pr->wire_nbytes, &pr->dense_nbytes, &pr->residual_norm);
+        pr->compressed = 1;
+        r->has_comm_stats = 1;
+    }
     int lead = 0; /* the lowest worker the servers did not drop reports */
     if (rc == SHOAL_OK) rc = sh_strategy_ps_close(st, &lead);
     r->reporter = rc == SHOAL_OK && lead;
@@ -245,6 +264,7 @@ shoal_result sh_job_run(const sh_job_opts *o, sh_job_report *r)
     r->rank = shoal_comm_rank(c);
     r->world = shoal_comm_world(c);
     shoal_result rc = plan_role(o, r->rank, r->world, &r->role);
+    if (rc == SHOAL_OK) rc = sh_job_check_compress(o);
     if (rc == SHOAL_OK) rc = run_role(o, c, r);
     if (rc != SHOAL_OK) sh_err_prefix_rank(r->rank); /* once, whoever named it first */
     shoal_comm_destroy(c);

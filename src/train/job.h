@@ -79,6 +79,10 @@ int sh_job_is_launched(void);
  * name the rank ("rank 2: ...") and what to do; r is filled as far as the run got. */
 shoal_result sh_job_run(const sh_job_opts *o, sh_job_report *r);
 
+/* The compression options fit the layout: --sfb and lowrank need data parallelism.
+ * SHOAL_ERR_INVALID with one line otherwise. */
+shoal_result sh_job_check_compress(const sh_job_opts *o);
+
 /* "alone", "data-parallel rank", "server", "worker" */
 const char *sh_job_role_name(sh_job_role role);
 

@@ -106,6 +106,22 @@ static void every_codec_trains_and_reports_bytes(void)
     CHECK(strstr(out, "compression: ") && strstr(out, "residual norm"), "--profile line: %s", out);
 }
 
+/* workers push compressed gradients, the servers decode them */
+static void parameter_server_pushes_compressed(void)
+{
+    CHECK(run("mlp.cfg --data . -n 2 --ps --threads 1 --max-steps 64 --json") == 0, "%s", out);
+    double base = json_num("accuracy");
+    const char *ps_codecs[] = {"1bit", "topk:0.1", "fp16", "bf16"};
+    char a[256];
+    for (int i = 0; i < 4; i++) {
+        snprintf(a, sizeof a, "mlp.cfg --data . -n 2 --ps --threads 1 --max-steps 64 --json --compress %s", ps_codecs[i]);
+        CHECK(run(a) == 0, "%s: %s", ps_codecs[i], out);
+        CHECK(json_num("accuracy") >= base - 0.1, "%s over --ps: %.3f vs %.3f", ps_codecs[i], json_num("accuracy"), base);
+        CHECK(json_num("compression_ratio") > (i < 2 ? 2.5 : 1.9), "%s: ratio %.2f", ps_codecs[i],
+              json_num("compression_ratio"));
+    }
+}
+
 static void bad_flags_get_one_clear_line(void)
 {
     static const char noconn[] = "[net]\nbatch=8\nwidth=8\nheight=8\nchannels=1\nlearning_rate=0.01\n"
@@ -120,6 +136,8 @@ static void bad_flags_get_one_clear_line(void)
         {"mlp.cfg --data . -n 2 --compress gzip", "unknown compression \"gzip\""},
         {"mlp.cfg --data . -n 2 --compress", "--compress needs a value"},
         {"noconn.cfg --data . -n 2 --sfb", "noconn.cfg has no [connected] layer"},
+        {"mlp.cfg --data . -n 2 --ps --compress lowrank:2", "lowrank needs data parallelism"},
+        {"mlp.cfg --data . -n 2 --ps --sfb", "--sfb needs data parallelism"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int rc = run(cases[i].args);
@@ -142,6 +160,7 @@ int main(void)
     RUN(resume_on_other_ranks_resets_with_one_line);
     RUN(none_is_todays_run);
     RUN(every_codec_trains_and_reports_bytes);
+    RUN(parameter_server_pushes_compressed);
     RUN(bad_flags_get_one_clear_line);
     tiny_remove_dir(dir);
     return check_end();

@@ -435,6 +435,57 @@ static void t_wire_bytes(void)
     shoal_compressor_destroy(z);
 }
 
+
+/* Point to point: a second compressor decodes what the first encodes; the decoded values
+ * are the reference codec's, and decoded + new residual = input + old residual (error
+ * feedback loses nothing) over several steps. */
+static void t_encode_decode(void)
+{
+    static const char *specs[] = {"fp16", "bf16", "1bit", "topk:0.05", "lowrank:2", "lowrank:8", "none"};
+    size_t n = 600, cols = 30;
+    for (int c = 0; c < 7; c++) {
+        shoal_codec_opts o;
+        shoal_codec_opts_default(&o);
+        CHECK(shoal_codec_parse(specs[c], &o) == SHOAL_OK, "parse");
+        o.cols = cols;
+        shoal_compressor *enc = NULL, *dec = NULL;
+        CHECK(shoal_compressor_create(&o, n, &enc) == SHOAL_OK && shoal_compressor_create(&o, n, &dec) == SHOAL_OK,
+              "create %s", specs[c]);
+        if (!enc || !dec) return;
+        size_t nb = shoal_compressor_payload_nbytes(enc), sc = 0;
+        unsigned char *payload = malloc(nb + 1);
+        float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y), *old = malloc(n * sizeof *old);
+        float *ref = malloc(n * sizeof *ref);
+        int bad_identity = 0, bad_ref = 0;
+        for (int step = 0; step < 4; step++) {
+            float *st = shoal_compressor_state(enc, &sc);
+            for (size_t i = 0; i < n; i++) x[i] = grad(0, step, i, 0), old[i] = st[i];
+            CHECK(shoal_compressor_encode(enc, x, payload) == SHOAL_OK, "encode");
+            CHECK(shoal_compressor_decode(dec, payload, nb, y) == SHOAL_OK, "decode: %s", shoal_last_error());
+            for (size_t i = 0; i < n; i++) {
+                double lost = (double)x[i] + old[i] - ((double)y[i] + st[i]);
+                if (o.codec != SHOAL_CODEC_FP16 && o.codec != SHOAL_CODEC_BF16)
+                    bad_identity += fabs(lost) > 1e-5 * (1 + fabs((double)x[i]));
+                old[i] = x[i] + old[i];
+            }
+            if (o.codec == SHOAL_CODEC_1BIT) ref_1bit(old, n, cols, ref);
+            else if (o.codec == SHOAL_CODEC_TOPK) ref_topk(old, n, 30, ref);
+            else if (o.codec == SHOAL_CODEC_FP16) for (size_t i = 0; i < n; i++) ref[i] = ref_f16_to_f32(ref_f16(x[i]));
+            else if (o.codec == SHOAL_CODEC_BF16) for (size_t i = 0; i < n; i++) ref[i] = ref_bf16_to_f32(ref_bf16(x[i]));
+            else memcpy(ref, y, n * sizeof *y); /* lowrank: the identity above is the check */
+            bad_ref += memcmp(ref, y, n * sizeof *y) != 0;
+        }
+        CHECK(!bad_identity, "%s: decoded + residual = input + old residual (%d misses)", specs[c], bad_identity);
+        CHECK(!bad_ref, "%s: decoded values are the reference codec's (%d steps differ)", specs[c], bad_ref);
+        CHECK(shoal_compressor_decode(dec, payload, nb + 1, y) == SHOAL_ERR_INVALID, "%s: a payload of another size", specs[c]);
+        if (o.codec == SHOAL_CODEC_1BIT) CHECK(nb == 2 * 4 * (n / cols) + n / 8, "1bit payload %zu bytes", nb);
+        if (o.codec == SHOAL_CODEC_LOWRANK && o.rank == 2) CHECK(nb == 2 * (20 + 30) * 4, "lowrank:2 payload %zu", nb);
+        free(payload), free(x), free(y), free(old), free(ref);
+        shoal_compressor_destroy(enc);
+        shoal_compressor_destroy(dec);
+    }
+}
+
 int main(void)
 {
     check_begin("test_compress", 120);
@@ -444,5 +495,6 @@ int main(void)
     RUN(t_codecs_real_transports);
     RUN(t_mismatch);
     RUN(t_wire_bytes);
+    RUN(t_encode_decode);
     return check_end();
 }

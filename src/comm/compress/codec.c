@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "comm/reduce.h"
 
 void shoal_codec_opts_default(shoal_codec_opts *o)
 {
@@ -164,12 +165,13 @@ shoal_result shoal_compressor_create(const shoal_codec_opts *o, size_t count, sh
     size_t n = count ? count : 1;
     z->state = calloc(z->state_count ? z->state_count : 1, sizeof(float));
     z->work = malloc(n * sizeof(float));
-    z->mags = o->codec == SHOAL_CODEC_TOPK ? malloc(n * sizeof(float)) : NULL;
+    /* topk: magnitudes; lowrank: the approximation a point-to-point receiver decodes */
+    z->mags = o->codec == SHOAL_CODEC_TOPK || o->codec == SHOAL_CODEC_LOWRANK ? malloc(n * sizeof(float)) : NULL;
     z->pq = o->codec == SHOAL_CODEC_LOWRANK ? malloc(((z->rows + z->cols) * (size_t)(z->rank ? z->rank : 1) + 1) *
                                                     sizeof(float))
                                             : NULL;
     z->mine = malloc(sh_codec_payload_nbytes(z) + 16);
-    if (!z->state || !z->work || (o->codec == SHOAL_CODEC_TOPK && !z->mags) ||
+    if (!z->state || !z->work || ((o->codec == SHOAL_CODEC_TOPK || o->codec == SHOAL_CODEC_LOWRANK) && !z->mags) ||
         (o->codec == SHOAL_CODEC_LOWRANK && !z->pq) || !z->mine) {
         shoal_compressor_destroy(z);
         return SH_FAIL(SHOAL_ERR_NOMEM, "compressor %s: out of memory for %zu elements", spec, count);
@@ -374,5 +376,107 @@ void sh_codec_orthonormalize(float *p, size_t rows, int r)
         for (size_t i = 0; i < rows; i++) nn += (double)p[i * (size_t)r + (size_t)j] * p[i * (size_t)r + (size_t)j];
         double inv = nn > 1e-30 ? 1.0 / sqrt(nn) : 0.0;
         for (size_t i = 0; i < rows; i++) p[i * (size_t)r + (size_t)j] = (float)(p[i * (size_t)r + (size_t)j] * inv);
+    }
+}
+
+/* ---- point to point ---- */
+
+size_t shoal_compressor_payload_nbytes(const shoal_compressor *z)
+{
+    if (!z || z->magic != SH_COMPRESSOR_MAGIC) return 0;
+    if (z->o.codec == SHOAL_CODEC_FP16 || z->o.codec == SHOAL_CODEC_BF16) return z->count * sizeof(uint16_t);
+    return sh_codec_payload_nbytes(z);
+}
+
+shoal_result shoal_compressor_encode(shoal_compressor *z, const float *send, void *payload)
+{
+    if (!z || z->magic != SH_COMPRESSOR_MAGIC || (z->count && (!send || !payload)))
+        return SH_FAIL(SHOAL_ERR_INVALID, "compressor encode: no live compressor, or a NULL buffer");
+    size_t n = z->count;
+    uint8_t *out = payload;
+    float *m = z->work;
+    int ef = z->o.error_feedback;
+    switch (z->o.codec) {
+    case SHOAL_CODEC_FP16:
+    case SHOAL_CODEC_BF16:
+        for (size_t i = 0; i < n; i++) {
+            uint16_t h = z->o.codec == SHOAL_CODEC_BF16 ? sh_f32_to_bf16(send[i]) : sh_f32_to_f16(send[i]);
+            memcpy(out + i * sizeof h, &h, sizeof h);
+        }
+        return SHOAL_OK;
+    case SHOAL_CODEC_NONE:
+        memcpy(out, send, n * sizeof(float));
+        return SHOAL_OK;
+    default: break;
+    }
+    for (size_t i = 0; i < n; i++) m[i] = send[i] + z->state[i];
+    if (z->o.codec == SHOAL_CODEC_1BIT) {
+        sh_codec_1bit_encode(z, m, out, z->state);
+        for (size_t i = 0; i < n; i++) z->state[i] = ef ? m[i] - z->state[i] : 0.0f;
+    } else if (z->o.codec == SHOAL_CODEC_TOPK) {
+        sh_codec_topk_encode(z, m, out);
+        if (ef) memcpy(z->state, m, n * sizeof(float));
+    } else if (z->lowrank_dense) {
+        memcpy(out, m, n * sizeof(float));
+    } else { /* one power iteration from the warm Q on this rank's matrix alone */
+        int r = z->rank;
+        float *p = z->pq, *q = z->state + n, *qn = z->pq + z->rows * (size_t)r;
+        sh_codec_mat_mq(m, q, p, z->rows, z->cols, r);
+        sh_codec_orthonormalize(p, z->rows, r);
+        sh_codec_mat_mtp(m, p, qn, z->rows, z->cols, r);
+        memcpy(q, qn, z->cols * (size_t)r * sizeof(float));
+        memcpy(out, p, z->rows * (size_t)r * sizeof(float));
+        memcpy(out + z->rows * (size_t)r * sizeof(float), qn, z->cols * (size_t)r * sizeof(float));
+        sh_codec_mat_pqt(p, qn, z->mags, z->rows, z->cols, r); /* what the receiver decodes */
+        for (size_t i = 0; i < n; i++) z->state[i] = ef ? m[i] - z->mags[i] : 0.0f;
+    }
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += (double)z->state[i] * z->state[i];
+    z->residual_norm = sqrt(s);
+    return SHOAL_OK;
+}
+
+shoal_result shoal_compressor_decode(const shoal_compressor *z, const void *payload, size_t nbytes, float *out)
+{
+    if (!z || z->magic != SH_COMPRESSOR_MAGIC || (z->count && (!payload || !out)))
+        return SH_FAIL(SHOAL_ERR_INVALID, "compressor decode: no live compressor, or a NULL buffer");
+    if (nbytes != shoal_compressor_payload_nbytes(z))
+        return SH_FAIL(SHOAL_ERR_INVALID, "compressor decode: %zu bytes, but this codec sends %zu for %zu values",
+                       nbytes, shoal_compressor_payload_nbytes(z), z->count);
+    const uint8_t *in = payload;
+    size_t n = z->count;
+    switch (z->o.codec) {
+    case SHOAL_CODEC_FP16:
+    case SHOAL_CODEC_BF16:
+        for (size_t i = 0; i < n; i++) {
+            uint16_t h;
+            memcpy(&h, in + i * sizeof h, sizeof h);
+            out[i] = z->o.codec == SHOAL_CODEC_BF16 ? sh_bf16_to_f32(h) : sh_f16_to_f32(h);
+        }
+        return SHOAL_OK;
+    case SHOAL_CODEC_1BIT:
+        memset(out, 0, n * sizeof(float));
+        sh_codec_1bit_accumulate(z, in, out);
+        return SHOAL_OK;
+    case SHOAL_CODEC_TOPK:
+        memset(out, 0, n * sizeof(float));
+        sh_codec_topk_accumulate(z, in, out);
+        return SHOAL_OK;
+    case SHOAL_CODEC_LOWRANK:
+        if (!z->lowrank_dense) {
+            int r = z->rank;
+            size_t pn = z->rows * (size_t)r, qn = z->cols * (size_t)r;
+            float *pq = malloc((pn + qn) * sizeof(float)); /* payloads need not be aligned */
+            if (!pq) return SH_FAIL(SHOAL_ERR_NOMEM, "compressor decode: out of memory");
+            memcpy(pq, in, (pn + qn) * sizeof(float));
+            sh_codec_mat_pqt(pq, pq + pn, out, z->rows, z->cols, r);
+            free(pq);
+            return SHOAL_OK;
+        }
+        memcpy(out, in, n * sizeof(float)); /* too small to pay: float32 */
+        return SHOAL_OK;
+    default:
+        memcpy(out, in, n * sizeof(float));
+        return SHOAL_OK;
     }
 }
