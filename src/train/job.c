@@ -144,13 +144,14 @@ static shoal_result run_dp_rank(const sh_job_opts *o, shoal_comm *c, sh_job_repo
     /* Every rank keeps save_path: a checkpoint is a collective step (the ranks that split the
      * optimizer's update first make its state whole), and only rank 0 writes the file. */
     if (r->rank != 0) wo.logdir = NULL;
-    sh_dp_opts dopts = {o->bucket_mb, wo.batch, o->codec, o->sfb, o->train.cfg_path};
+    sh_dp_opts dopts = {o->bucket_mb, wo.batch};
     sh_strategy *st = NULL;
     shoal_result rc = sh_strategy_allreduce_create(c, &dopts, &st);
     if (rc != SHOAL_OK) {
         sh_net_destroy(net);
         return rc;
     }
+    sh_strategy_allreduce_compress(st, &o->codec, o->sfb, o->train.cfg_path);
     rc = train_with(&wo, net, st, r);
     if (rc == SHOAL_OK) {
         sh_strategy_allreduce_profile(st, &r->dp_profile);

@@ -43,10 +43,13 @@ struct dp_state {
     shoal_result failed;   /* from grad_ready, reported by finish */
     sh_dp_profile prof;
     sh_gradx *gx;          /* compressed gradients (--compress, --sfb), else NULL */
+    shoal_codec_opts codec;
+    int sfb;
+    const char *model;
     size_t nparams;
 };
 
-static int compresses(const sh_dp_opts *o) { return o->codec.codec != SHOAL_CODEC_NONE || o->sfb; }
+static int compresses(const dp_state *d) { return d->codec.codec != SHOAL_CODEC_NONE || d->sfb; }
 
 /* Every rank must train the same model with the same batch: compare (cfg hash, batch,
  * parameter count) across ranks and name the first rank that differs and in what. */
@@ -117,7 +120,7 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
      * its block (ZeRO stage 1: the optimizer's work and memory traffic are divided). */
     long shard = 1;
     SH_TRY(sh_env_long("SHOAL_DP_SHARD", &shard));
-    d->shard = shard && s->opt != NULL && !compresses(&d->o); /* compressed: every rank steps all */
+    d->shard = shard && s->opt != NULL && !compresses(d); /* compressed: every rank steps all */
     s->applies_update = d->shard;
     int shared = 0;
     SH_TRY(share_weights(d, net, &shared));
@@ -129,13 +132,13 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
     size_t nstats = 0;
     float *stats = sh_net_stats(net, &nstats);
     if (nstats) SH_TRY(shoal_broadcast(d->c, stats, stats, nstats, SHOAL_FLOAT32, 0));
-    if (compresses(&d->o)) {
-        sh_gradx_opts go = {d->o.codec, d->o.sfb, d->o.model};
+    if (compresses(d)) {
+        sh_gradx_opts go = {d->codec, d->sfb, d->model};
         SH_TRY(sh_gradx_create(d->c, net, &go, &d->gx));
         char spec[48];
         SH_LOG_I("train", "data parallel over %d ranks: %zu parameters, gradients compressed with %s%s",
-                 shoal_comm_world(d->c), nparams, shoal_codec_format(&d->o.codec, spec, sizeof spec),
-                 d->o.sfb ? " and sufficient factors" : "");
+                 shoal_comm_world(d->c), nparams, shoal_codec_format(&d->codec, spec, sizeof spec),
+                 d->sfb ? " and sufficient factors" : "");
         d->prof.compressed = 1;
         return SHOAL_OK;
     }
@@ -368,14 +371,22 @@ shoal_result sh_strategy_allreduce_create(shoal_comm *c, const sh_dp_opts *o, sh
     s->world = shoal_comm_world(c);
     s->impl = d;
     s->sync_state = sync_state;
-    if (compresses(o)) {
-        s->rank_state_gather = rank_state_gather;
-        s->rank_state_restore = rank_state_restore;
-        s->comm_stats = comm_stats;
-    }
+    shoal_codec_opts_default(&d->codec);
     d->s = s;
     *out = s;
     return SHOAL_OK;
+}
+
+void sh_strategy_allreduce_compress(sh_strategy *s, const shoal_codec_opts *codec, int sfb, const char *model)
+{
+    dp_state *d = s->impl;
+    d->codec = *codec;
+    d->sfb = sfb;
+    d->model = model;
+    int on = compresses(d);
+    s->rank_state_gather = on ? rank_state_gather : NULL;
+    s->rank_state_restore = on ? rank_state_restore : NULL;
+    s->comm_stats = on ? comm_stats : NULL;
 }
 
 void sh_strategy_allreduce_profile(const sh_strategy *s, sh_dp_profile *out)

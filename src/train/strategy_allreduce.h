@@ -11,12 +11,6 @@
 typedef struct {
     double bucket_mb;  /* gradient bucket size; 0: 1 MiB (bench/dp/buckets.sh) */
     int batch;         /* this rank's batch, checked equal on every rank at attach */
-    /* Compressed gradients (grad_compress.h): a codec other than none, or sfb, replaces the
-     * bucketed float32 allreduce by sh_gradx_reduce after backward, and the optimizer then
-     * runs on every rank over every parameter. */
-    shoal_codec_opts codec;
-    int sfb;
-    const char *model; /* the .cfg, for messages */
 } sh_dp_opts;
 
 /* Time spent per step, summed since the start (for --profile). */
@@ -41,5 +35,10 @@ typedef struct {
  * backward has produced them. c is borrowed. */
 shoal_result sh_strategy_allreduce_create(shoal_comm *c, const sh_dp_opts *o, sh_strategy **out);
 void sh_strategy_allreduce_profile(const sh_strategy *s, sh_dp_profile *out);
+/* Before attach: compressed gradients (grad_compress.h). A codec other than none, or sfb,
+ * replaces the bucketed float32 allreduce by sh_gradx_reduce after backward, and the
+ * optimizer then runs on every rank over every parameter. model (the .cfg, for messages)
+ * is borrowed. */
+void sh_strategy_allreduce_compress(sh_strategy *s, const shoal_codec_opts *codec, int sfb, const char *model);
 
 #endif
