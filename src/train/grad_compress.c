@@ -12,9 +12,11 @@
 #include "train/grad_compress.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/err.h"
 #include "base/log.h"
@@ -29,6 +31,9 @@ typedef struct {
     float *mine, *all;
 } unit;
 
+/* The exchange overlaps backward: a thread of its own runs the units in order as backward
+ * hands over their layers (the communicator is then used by that thread alone until
+ * sh_gradx_reduce returns: backward never calls it). */
 struct sh_gradx {
     shoal_comm *c;
     sh_net *net;
@@ -38,7 +43,51 @@ struct sh_gradx {
     int *first_unit_of_layer; /* [nlayers]: -1 or the layer's first unit */
     sh_gradx_stats st;
     size_t state_count;
+    pthread_t thread;
+    int has_thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int ready;                /* units backward has finished this step */
+    int done;                 /* units the thread has exchanged this step */
+    int stop;
+    float *grads;             /* this step's gradient block */
+    shoal_result failed;      /* the thread's first error this step */
+    char failed_msg[768];     /* its message (errors are per thread) */
+    double busy_s;            /* the thread's time exchanging, summed */
 };
+
+static shoal_result run_unit(sh_gradx *g, unit *u, float *grads);
+
+static void *exchange_thread(void *arg)
+{
+    sh_gradx *g = arg;
+    pthread_mutex_lock(&g->mu);
+    for (;;) {
+        while (!g->stop && g->done >= g->ready) pthread_cond_wait(&g->cv, &g->mu);
+        if (g->stop) break;
+        int k = g->done;
+        float *grads = g->grads;
+        int skip = g->failed != SHOAL_OK;
+        pthread_mutex_unlock(&g->mu);
+        shoal_result rc = SHOAL_OK;
+        if (!skip) {
+            struct timespec a, b;
+            clock_gettime(CLOCK_MONOTONIC, &a);
+            rc = run_unit(g, &g->u[k], grads);
+            clock_gettime(CLOCK_MONOTONIC, &b);
+            g->busy_s += (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
+        }
+        pthread_mutex_lock(&g->mu);
+        if (rc != SHOAL_OK && g->failed == SHOAL_OK) {
+            g->failed = rc;
+            snprintf(g->failed_msg, sizeof g->failed_msg, "%s", shoal_last_error_message());
+        }
+        g->done++;
+        pthread_cond_broadcast(&g->cv);
+    }
+    pthread_mutex_unlock(&g->mu);
+    return NULL;
+}
 
 static shoal_result add_compressed(sh_gradx *g, int layer, size_t off, size_t count, size_t cols)
 {
@@ -106,6 +155,12 @@ shoal_result sh_gradx_create(shoal_comm *c, sh_net *net, const sh_gradx_opts *o,
         }
         if (rc == SHOAL_OK && count > wn) rc = add_compressed(g, i, off + (rows ? wn : 0), count - (rows ? wn : 0), 0);
     }
+    if (rc == SHOAL_OK) {
+        pthread_mutex_init(&g->mu, NULL);
+        pthread_cond_init(&g->cv, NULL);
+        g->has_thread = pthread_create(&g->thread, NULL, exchange_thread, g) == 0;
+        if (!g->has_thread) rc = SH_FAIL(SHOAL_ERR_IO, "cannot start the gradient exchange's thread");
+    }
     if (rc != SHOAL_OK) {
         sh_gradx_destroy(g);
         return rc;
@@ -122,6 +177,15 @@ shoal_result sh_gradx_create(shoal_comm *c, sh_net *net, const sh_gradx_opts *o,
 void sh_gradx_destroy(sh_gradx *g)
 {
     if (!g) return;
+    if (g->has_thread) {
+        pthread_mutex_lock(&g->mu);
+        g->stop = 1;
+        pthread_cond_broadcast(&g->cv);
+        pthread_mutex_unlock(&g->mu);
+        pthread_join(g->thread, NULL);
+        pthread_cond_destroy(&g->cv);
+        pthread_mutex_destroy(&g->mu);
+    }
     for (int i = 0; g->u && i < g->nu; i++) {
         shoal_compressor_destroy(g->u[i].z);
         free(g->u[i].mine);
@@ -132,17 +196,38 @@ void sh_gradx_destroy(sh_gradx *g)
     free(g);
 }
 
+void sh_gradx_begin(sh_gradx *g, float *grads)
+{
+    pthread_mutex_lock(&g->mu);
+    g->ready = 0;
+    g->done = 0;
+    g->grads = grads;
+    g->failed = SHOAL_OK;
+    g->st.wire_nbytes = 0;
+    pthread_mutex_unlock(&g->mu);
+}
+
 void sh_gradx_layer_ready(sh_gradx *g, int layer)
 {
     int k = g->first_unit_of_layer[layer];
-    if (k < 0 || !g->u[k].sfb) return;
+    if (k < 0) return;
     unit *u = &g->u[k];
-    const float *x, *dy;
-    int in, out;
-    sh_net_layer_factors(g->net, layer, &x, &dy, &in, &out);
-    size_t nx = (size_t)u->batch * (size_t)in;
-    memcpy(u->mine, x, nx * sizeof(float));
-    memcpy(u->mine + nx, dy, (size_t)u->batch * (size_t)out * sizeof(float));
+    if (u->sfb) {
+        const float *x, *dy;
+        int in, out;
+        sh_net_layer_factors(g->net, layer, &x, &dy, &in, &out);
+        size_t nx = (size_t)u->batch * (size_t)in;
+        memcpy(u->mine, x, nx * sizeof(float));
+        memcpy(u->mine + nx, dy, (size_t)u->batch * (size_t)out * sizeof(float));
+    }
+    int end = k;
+    while (end < g->nu && g->u[end].layer == layer) end++;
+    pthread_mutex_lock(&g->mu);
+    if (g->grads && k == g->ready) { /* layers come last to first, as the units are ordered */
+        g->ready = end;
+        pthread_cond_broadcast(&g->cv);
+    }
+    pthread_mutex_unlock(&g->mu);
 }
 
 static shoal_result reduce_factors(sh_gradx *g, unit *u, float *grads)
@@ -156,33 +241,48 @@ static shoal_result reduce_factors(sh_gradx *g, unit *u, float *grads)
         sh_gemm(1, 0, u->outputs, u->inputs, u->batch, 1.0f / (float)world, dy, u->outputs, x, u->inputs,
                 r ? 1.0f : 0.0f, grads + u->off, u->inputs);
     }
-    g->st.wire_nbytes += (double)(world - 1) * (double)per * sizeof(float);
+    g->st.wire_nbytes += (double)(world - 1) * (double)per * sizeof(float); /* the thread's, alone */
+    return SHOAL_OK;
+}
+
+static shoal_result run_unit(sh_gradx *g, unit *u, float *grads)
+{
+    if (u->sfb) return reduce_factors(g, u, grads);
+    float *p = grads + u->off;
+    SH_TRY(shoal_allreduce_compressed(g->c, u->z, p, p, u->count, SHOAL_AVG));
+    g->st.wire_nbytes += shoal_compressor_wire_nbytes(u->z, shoal_comm_world(g->c));
     return SHOAL_OK;
 }
 
 shoal_result sh_gradx_reduce(sh_gradx *g, float *grads)
 {
     int world = shoal_comm_world(g->c);
-    double wire = 0, dense = 0, res2 = 0;
-    g->st.wire_nbytes = 0;
+    pthread_mutex_lock(&g->mu);
+    if (g->grads != grads) { /* no sh_gradx_begin this step: everything is ready now */
+        g->done = 0;
+        g->grads = grads;
+        g->failed = SHOAL_OK;
+        g->st.wire_nbytes = 0;
+    }
+    g->ready = g->nu; /* units whose layers did not report */
+    pthread_cond_broadcast(&g->cv);
+    while (g->done < g->nu) pthread_cond_wait(&g->cv, &g->mu);
+    shoal_result rc = g->failed;
+    g->grads = NULL;
+    pthread_mutex_unlock(&g->mu);
+    if (rc != SHOAL_OK) return SH_FAIL(rc, "%s", g->failed_msg);
+    double dense = 0, res2 = 0;
     for (int i = 0; i < g->nu; i++) {
-        unit *u = &g->u[i];
-        dense += 2.0 * (world - 1) / world * (double)u->count * sizeof(float);
-        if (u->sfb) {
-            SH_TRY(reduce_factors(g, u, grads));
-            continue;
-        }
-        float *p = grads + u->off;
-        SH_TRY(shoal_allreduce_compressed(g->c, u->z, p, p, u->count, SHOAL_AVG));
-        wire += shoal_compressor_wire_nbytes(u->z, world);
-        double rn = shoal_compressor_residual_norm(u->z);
+        dense += 2.0 * (world - 1) / world * (double)g->u[i].count * sizeof(float);
+        double rn = g->u[i].z ? shoal_compressor_residual_norm(g->u[i].z) : 0;
         res2 += rn * rn;
     }
-    g->st.wire_nbytes += wire;
     g->st.dense_nbytes = dense;
     g->st.residual_norm = sqrt(res2);
     return SHOAL_OK;
 }
+
+double sh_gradx_busy_s(const sh_gradx *g) { return g->busy_s; }
 
 void sh_gradx_get_stats(const sh_gradx *g, sh_gradx_stats *out) { *out = g->st; }
 

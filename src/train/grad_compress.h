@@ -31,11 +31,18 @@ typedef struct sh_gradx sh_gradx;
  * the model and options, the same on every rank). */
 shoal_result sh_gradx_create(shoal_comm *c, sh_net *net, const sh_gradx_opts *o, sh_gradx **out);
 void sh_gradx_destroy(sh_gradx *g);
-/* Backward's grad_ready for layer i: keeps the factors of a layer that sends them. */
+/* Before backward: this step's gradient block (the net's). The exchange of a layer starts,
+ * on the exchange's own thread, as soon as backward reports it final, layers last to
+ * first; the communicator must not be used by others until sh_gradx_reduce returns. */
+void sh_gradx_begin(sh_gradx *g, float *grads);
+/* Backward's grad_ready for layer i: keeps the factors of a layer that sends them and
+ * starts the layer's exchange. */
 void sh_gradx_layer_ready(sh_gradx *g, int layer);
-/* Every layer's gradients in grads (the net's gradient block) become the mean over the
- * ranks. Collective, blocking. */
+/* Wait until every layer's gradients in grads (the net's gradient block) are the mean over
+ * the ranks (those backward did not report are exchanged now). Collective, blocking. */
 shoal_result sh_gradx_reduce(sh_gradx *g, float *grads);
+/* Seconds the exchange thread spent exchanging, summed over the steps. */
+double sh_gradx_busy_s(const sh_gradx *g);
 void sh_gradx_get_stats(const sh_gradx *g, sh_gradx_stats *out);
 
 /* The per-rank state (residuals, lowrank's Q): count floats, copied out and in. */

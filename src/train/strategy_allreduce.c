@@ -182,6 +182,7 @@ static shoal_result begin(sh_strategy *s, int64_t step)
     dp_state *d = s->impl;
     for (int i = 0; i < d->nb; i++) d->b[i].ready = 0;
     d->failed = SHOAL_OK;
+    if (d->gx) sh_gradx_begin(d->gx, d->grads);
     if (d->shard) sh_optim_begin(s->opt, sh_lr_at(s->lr, step));
     return SHOAL_OK;
 }
@@ -235,7 +236,7 @@ static shoal_result finish(sh_strategy *s)
         double dt = (double)(sh_now_ns() - t0) * 1e-9;
         sh_gradx_stats st;
         sh_gradx_get_stats(d->gx, &st);
-        d->prof.comm_s += dt;
+        d->prof.comm_s = sh_gradx_busy_s(d->gx);
         d->prof.wait_s += dt;
         d->prof.bytes += (double)d->nparams * sizeof(float);
         d->prof.wire_nbytes = st.wire_nbytes;

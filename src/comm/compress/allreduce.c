@@ -22,6 +22,7 @@
 
 #include "base/err.h"
 #include "comm/compress/codec.h"
+#include "comm/compress/half.h"
 #include "comm/reduce.h"
 
 enum { DESC_WORDS = 6 };
@@ -90,23 +91,26 @@ static shoal_result half_allreduce(shoal_comm *c, shoal_compressor *z, const flo
     shoal_dtype dt = bf ? SHOAL_BFLOAT16 : SHOAL_FLOAT16;
     size_t block = (count + (size_t)world - 1) / (size_t)world, padded = block * (size_t)world;
     /* all: [0, padded) this rank's encoded vector, [padded, 2 padded) the blocks received,
-     * [2 padded, 3 padded) the summed blocks of every rank */
-    SH_TRY(all_payloads(z, 3 * padded * sizeof(uint16_t)));
+     * [2 padded, 3 padded) the summed blocks of every rank; then (4-byte aligned) the
+     * block's float32 sum and one decoded block */
+    size_t halves = (3 * padded + 1) & ~(size_t)1;
+    SH_TRY(all_payloads(z, halves * sizeof(uint16_t) + 2 * block * sizeof(float)));
     uint16_t *enc = (uint16_t *)(void *)z->all, *got = enc + padded, *sum = got + padded;
-    for (size_t i = 0; i < padded; i++) enc[i] = i < count ? (bf ? sh_f32_to_bf16(send[i]) : sh_f32_to_f16(send[i])) : 0;
+    sh_half_encode(bf, send, enc, count);
+    for (size_t i = count; i < padded; i++) enc[i] = 0;
     SH_TRY(shoal_alltoall(c, enc, got, block, dt));
     uint16_t *mine = sum + (size_t)me * block;
-    for (size_t i = 0; i < block; i++) {
-        float s = bf ? sh_bf16_to_f32(got[i]) : sh_f16_to_f32(got[i]); /* a -0 alone stays -0 */
-        for (int r = 1; r < world; r++) {
-            uint16_t h = got[(size_t)r * block + i];
-            s += bf ? sh_bf16_to_f32(h) : sh_f16_to_f32(h);
-        }
-        if (op == SHOAL_AVG) s /= (float)world;
-        mine[i] = bf ? sh_f32_to_bf16(s) : sh_f32_to_f16(s);
+    float *s = (float *)(void *)(z->all + halves * sizeof(uint16_t)), *t = s + block;
+    sh_half_decode(bf, got, s, block); /* rank 0 first: a -0 alone stays -0 */
+    for (int r = 1; r < world; r++) {
+        sh_half_decode(bf, got + (size_t)r * block, t, block);
+        for (size_t i = 0; i < block; i++) s[i] += t[i];
     }
+    if (op == SHOAL_AVG)
+        for (size_t i = 0; i < block; i++) s[i] /= (float)world;
+    sh_half_encode(bf, s, mine, block);
     SH_TRY(shoal_allgather(c, mine, sum, block, dt));
-    for (size_t i = 0; i < count; i++) recv[i] = bf ? sh_bf16_to_f32(sum[i]) : sh_f16_to_f32(sum[i]);
+    sh_half_decode(bf, sum, recv, count);
     z->residual_norm = 0;
     return SHOAL_OK;
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "comm/compress/half.h"
 #include "comm/reduce.h"
 
 void shoal_codec_opts_default(shoal_codec_opts *o)
@@ -117,6 +118,7 @@ void shoal_compressor_destroy(shoal_compressor *z)
     free(z->state);
     free(z->work);
     free(z->mags);
+    free(z->hist);
     free(z->pq);
     free(z->mine);
     free(z->all);
@@ -165,13 +167,14 @@ shoal_result shoal_compressor_create(const shoal_codec_opts *o, size_t count, sh
     size_t n = count ? count : 1;
     z->state = calloc(z->state_count ? z->state_count : 1, sizeof(float));
     z->work = malloc(n * sizeof(float));
-    /* topk: magnitudes; lowrank: the approximation a point-to-point receiver decodes */
-    z->mags = o->codec == SHOAL_CODEC_TOPK || o->codec == SHOAL_CODEC_LOWRANK ? malloc(n * sizeof(float)) : NULL;
+    /* lowrank: the approximation a point-to-point receiver decodes; topk: the histogram */
+    z->mags = o->codec == SHOAL_CODEC_LOWRANK ? malloc(n * sizeof(float)) : NULL;
+    z->hist = o->codec == SHOAL_CODEC_TOPK ? malloc(65536 * sizeof(uint32_t)) : NULL;
     z->pq = o->codec == SHOAL_CODEC_LOWRANK ? malloc(((z->rows + z->cols) * (size_t)(z->rank ? z->rank : 1) + 1) *
                                                     sizeof(float))
                                             : NULL;
     z->mine = malloc(sh_codec_payload_nbytes(z) + 16);
-    if (!z->state || !z->work || ((o->codec == SHOAL_CODEC_TOPK || o->codec == SHOAL_CODEC_LOWRANK) && !z->mags) ||
+    if (!z->state || !z->work || (o->codec == SHOAL_CODEC_LOWRANK && !z->mags) || (o->codec == SHOAL_CODEC_TOPK && !z->hist) ||
         (o->codec == SHOAL_CODEC_LOWRANK && !z->pq) || !z->mine) {
         shoal_compressor_destroy(z);
         return SH_FAIL(SHOAL_ERR_NOMEM, "compressor %s: out of memory for %zu elements", spec, count);
@@ -226,17 +229,15 @@ void sh_codec_1bit_encode(const shoal_compressor *z, const float *x, uint8_t *ou
     for (size_t r = 0; r < z->rows; r++) {
         size_t lo = r * z->cols, hi = lo + z->cols < z->count ? lo + z->cols : z->count;
         double pos = 0, neg = 0;
-        size_t npos = 0, nneg = 0;
-        for (size_t i = lo; i < hi; i++) {
-            if (x[i] >= 0) {
-                pos += x[i];
-                npos++;
-                bits[i / 8] |= (uint8_t)(1u << (i % 8));
-            } else {
-                neg += x[i];
-                nneg++;
-            }
+        size_t npos = 0;
+        for (size_t i = lo; i < hi; i++) { /* branch-free: the signs are a coin toss */
+            int b = x[i] >= 0;
+            pos += b ? (double)x[i] : 0.0;
+            neg += b ? 0.0 : (double)x[i];
+            npos += (size_t)b;
+            bits[i / 8] |= (uint8_t)((unsigned)b << (i % 8));
         }
+        size_t nneg = (hi - lo) - npos;
         float mp = npos ? (float)(pos / (double)npos) : 0.0f, mn = nneg ? (float)(neg / (double)nneg) : 0.0f;
         memcpy(&means[2 * r], &mp, sizeof mp);
         memcpy(&means[2 * r + 1], &mn, sizeof mn);
@@ -258,37 +259,38 @@ void sh_codec_1bit_accumulate(const shoal_compressor *z, const uint8_t *payload,
 
 /* ---- topk ---- */
 
-/* The k-th largest of m[0..n) (1 <= k <= n, no NaN), reordering m: quickselect with a
- * median-of-three pivot and a three-way partition (runs of equal magnitudes end at once). */
-static void swapf(float *a, float *b)
+/* A float's magnitude as an unsigned integer: ordered as the magnitudes are (NaNs above
+ * infinity), so the k-th largest is found by counting, not sorting. */
+static uint32_t mag_key(float x)
 {
-    float t = *a;
-    *a = *b;
-    *b = t;
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u & 0x7fffffffu;
 }
 
-static float kth_largest(float *m, size_t n, size_t k)
+/* The k-th largest key of x[0..n) (1 <= k <= n): a histogram of the top 15 bits finds its
+ * bin, a histogram of the low 16 bits inside that bin finds it exactly. Two passes. */
+static uint32_t kth_largest_key(const float *x, size_t n, size_t k, uint32_t *hist /* 65536 */)
 {
-    size_t lo = 0, hi = n - 1, want = k - 1; /* index in descending order */
-    for (;;) {
-        if (hi - lo < 16) { /* insertion sort, descending */
-            for (size_t i = lo + 1; i <= hi; i++)
-                for (size_t j = i; j > lo && m[j] > m[j - 1]; j--) swapf(&m[j], &m[j - 1]);
-            return m[want];
-        }
-        float a = m[lo], b = m[lo + (hi - lo) / 2], c = m[hi];
-        float piv = a > b ? (b > c ? b : (a > c ? c : a)) : (a > c ? a : (b > c ? c : b));
-        /* [lo, lt) > piv, [lt, i) == piv, (gt, hi] < piv; piv is in the range, so gt >= lt */
-        size_t lt = lo, i = lo, gt = hi;
-        while (i <= gt) {
-            if (m[i] > piv) swapf(&m[lt++], &m[i++]);
-            else if (m[i] < piv) swapf(&m[i], &m[gt--]);
-            else i++;
-        }
-        if (want < lt) hi = lt - 1;
-        else if (want > gt) lo = gt + 1;
-        else return piv;
+    memset(hist, 0, 32768 * sizeof *hist);
+    for (size_t i = 0; i < n; i++) hist[mag_key(x[i]) >> 16]++;
+    size_t above = 0;
+    uint32_t hi = 32767;
+    for (;; hi--) {
+        if (above + hist[hi] >= k || hi == 0) break;
+        above += hist[hi];
     }
+    memset(hist, 0, 65536 * sizeof *hist);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t key = mag_key(x[i]);
+        if (key >> 16 == hi) hist[key & 0xffffu]++;
+    }
+    uint32_t lo = 65535;
+    for (;; lo--) {
+        if (above + hist[lo] >= k || lo == 0) break;
+        above += hist[lo];
+    }
+    return hi << 16 | lo;
 }
 
 void sh_codec_topk_encode(shoal_compressor *z, float *x, uint8_t *out)
@@ -297,13 +299,12 @@ void sh_codec_topk_encode(shoal_compressor *z, float *x, uint8_t *out)
     uint32_t *idx = (uint32_t *)(void *)out;
     float *val = (float *)(void *)(out + k * sizeof(uint32_t));
     if (!k) return;
-    for (size_t i = 0; i < n; i++) z->mags[i] = isnan(x[i]) ? INFINITY : fabsf(x[i]);
-    float t = kth_largest(z->mags, n, k);
+    uint32_t t = kth_largest_key(x, n, k, z->hist);
     size_t above = 0;
-    for (size_t i = 0; i < n; i++) above += (isnan(x[i]) ? INFINITY : fabsf(x[i])) > t;
-    size_t ties = k - above, j = 0; /* entries equal to t that are kept: the first ones */
+    for (size_t i = 0; i < n; i++) above += mag_key(x[i]) > t;
+    size_t ties = k - above, j = 0; /* entries at the threshold that are kept: the first ones */
     for (size_t i = 0; i < n && j < k; i++) {
-        float m = isnan(x[i]) ? INFINITY : fabsf(x[i]);
+        uint32_t m = mag_key(x[i]);
         if (m > t || (m == t && ties && ties--)) {
             uint32_t ii = (uint32_t)i;
             memcpy(&idx[j], &ii, sizeof ii);
@@ -399,6 +400,10 @@ shoal_result shoal_compressor_encode(shoal_compressor *z, const float *send, voi
     switch (z->o.codec) {
     case SHOAL_CODEC_FP16:
     case SHOAL_CODEC_BF16:
+        if (((uintptr_t)out & 1) == 0) {
+            sh_half_encode(z->o.codec == SHOAL_CODEC_BF16, send, (uint16_t *)payload, n);
+            return SHOAL_OK;
+        }
         for (size_t i = 0; i < n; i++) {
             uint16_t h = z->o.codec == SHOAL_CODEC_BF16 ? sh_f32_to_bf16(send[i]) : sh_f32_to_f16(send[i]);
             memcpy(out + i * sizeof h, &h, sizeof h);
@@ -448,6 +453,10 @@ shoal_result shoal_compressor_decode(const shoal_compressor *z, const void *payl
     switch (z->o.codec) {
     case SHOAL_CODEC_FP16:
     case SHOAL_CODEC_BF16:
+        if (((uintptr_t)in & 1) == 0) {
+            sh_half_decode(z->o.codec == SHOAL_CODEC_BF16, (const uint16_t *)payload, out, n);
+            return SHOAL_OK;
+        }
         for (size_t i = 0; i < n; i++) {
             uint16_t h;
             memcpy(&h, in + i * sizeof h, sizeof h);

@@ -22,7 +22,8 @@ struct shoal_compressor {
     float *state;         /* residual (count), then Q (cols x rank) for lowrank */
     size_t state_count;
     float *work;          /* (count) input plus residual */
-    float *mags;          /* (count) topk: magnitudes for the selection */
+    float *mags;          /* (count) lowrank: the approximation sent point to point */
+    uint32_t *hist;       /* topk: 65536 counts for the selection */
     float *pq;            /* lowrank: P (rows x rank) then Q (cols x rank) of this rank */
     uint8_t *mine;        /* this rank's payload */
     uint8_t *all;         /* every rank's payload, rank order */
@@ -41,9 +42,9 @@ void sh_codec_1bit_encode(const shoal_compressor *z, const float *x, uint8_t *ou
 /* acc += decode(payload) */
 void sh_codec_1bit_accumulate(const shoal_compressor *z, const uint8_t *payload, float *acc);
 
-/* topk: choose z->k entries of x by magnitude (ties: lower index), into out as k uint32
- * indices (ascending) then k float values. The chosen entries of x are set to 0 when
- * zero_chosen (x then holds the error). */
+/* topk: choose z->k entries of x by magnitude (ties: lower index; NaN above infinity),
+ * into out as k uint32 indices (ascending) then k float values. The chosen entries of x
+ * are set to 0 (x then holds the error). */
 void sh_codec_topk_encode(shoal_compressor *z, float *x, uint8_t *out);
 void sh_codec_topk_accumulate(const shoal_compressor *z, const uint8_t *payload, float *acc);
 
