@@ -1,6 +1,7 @@
 /* snapshot.h — what a training checkpoint holds and how it is restored: sections "meta"
  * (format version, cfg hash, step, loader position, seed, dropout RNG, sizes), "params",
- * "stats" (batch-norm running values) and "optim" (momentum, moments).
+ * "stats" (batch-norm running values), "optim" (momentum, moments) and "rankstate" (every
+ * rank's own state, rank after rank: the error-feedback residuals of --compress).
  * Not here: the file format, atomic writing and checksums (src/io/checkpoint.c).
  * Proved by tests/train/test_snapshot.c. */
 #ifndef SH_SNAPSHOT_H
