@@ -136,7 +136,12 @@ shoal_result sh_snapshot_restore(sh_trainer *t, const char *path, const sh_snaps
     if (noptim) secs[n++] = (sh_ckpt_section){"optim", optim, noptim * sizeof(float)};
     /* every rank's residuals; the strategy takes this rank's after attach */
     uint64_t per = meta[META_RANK_STATE], world = meta[META_WORLD];
-    if (per && world && world <= 1u << 20 && per <= ((uint64_t)1 << 40) / world) {
+    /* a rank's residuals are at most a value per parameter and lowrank's Qs (fewer again) */
+    if (per && (!world || world > 1u << 20 || per > 2 * (uint64_t)t->nparams + 1024))
+        return SH_FAIL(SHOAL_ERR_FORMAT, "checkpoint %s: %" PRIu64 " residual values for each of %" PRIu64
+                       " ranks do not fit a model of %zu parameters; the file is damaged",
+                       path, per, world, t->nparams);
+    if (per) {
         free(t->rank_state);
         t->rank_state = malloc((size_t)(per * world) * sizeof(float));
         if (!t->rank_state) return SH_FAIL(SHOAL_ERR_NOMEM, "checkpoint %s: out of memory for the residuals", path);
