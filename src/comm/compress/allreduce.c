@@ -191,16 +191,17 @@ shoal_result shoal_allreduce_compressed(shoal_comm *c, shoal_compressor *z, cons
     default: break;
     }
 
-    /* m = send + residual (the residual is zero without error feedback) */
+    /* m = send + residual (the residual is zero without error feedback); 1bit does it as
+     * it encodes */
     float *m = z->work;
-    for (size_t i = 0; i < count; i++) m[i] = send[i] + z->state[i];
+    if (z->o.codec != SHOAL_CODEC_1BIT)
+        for (size_t i = 0; i < count; i++) m[i] = send[i] + z->state[i];
     size_t nb = sh_codec_payload_nbytes(z);
     if (z->o.codec == SHOAL_CODEC_LOWRANK && !z->lowrank_dense) {
         SH_TRY(lowrank_allreduce(c, z, m, recv, count, op));
     } else {
         if (z->o.codec == SHOAL_CODEC_1BIT) {
-            sh_codec_1bit_encode(z, m, z->mine, z->state);     /* state = decoded for now */
-            for (size_t i = 0; i < count; i++) z->state[i] = z->o.error_feedback ? m[i] - z->state[i] : 0.0f;
+            sh_codec_1bit_encode(z, send, z->mine);            /* the residual too */
         } else if (z->o.codec == SHOAL_CODEC_TOPK) {
             sh_codec_topk_encode(z, m, z->mine);               /* m keeps what was not sent */
             if (z->o.error_feedback) memcpy(z->state, m, count * sizeof(float));
@@ -222,6 +223,6 @@ shoal_result shoal_allreduce_compressed(shoal_comm *c, shoal_compressor *z, cons
         }
         finish_mean(recv, count, op, world);
     }
-    z->residual_norm = norm2(z->state, count);
+    if (z->o.codec != SHOAL_CODEC_1BIT) z->residual_norm = norm2(z->state, count);
     return SHOAL_OK;
 }

@@ -221,19 +221,23 @@ double shoal_compressor_wire_nbytes(const shoal_compressor *z, int world)
  * Payload: per row (group of cols entries) the two reconstruction values, mean of the
  * non-negative entries then of the negative ones (accumulated in double; 0 for an empty
  * side), then one bit per entry, entry i at bit i % 8 of byte i / 8, 1 for >= 0. */
-void sh_codec_1bit_encode(const shoal_compressor *z, const float *x, uint8_t *out, float *dec)
+void sh_codec_1bit_encode(shoal_compressor *z, const float *send, uint8_t *out)
 {
-    float *means = (float *)(void *)out;
+    float *means = (float *)(void *)out, *m = z->work, *res = z->state;
     uint8_t *bits = out + 2 * sizeof(float) * z->rows;
+    int ef = z->o.error_feedback;
+    double norm = 0;
     memset(bits, 0, (z->count + 7) / 8);
     for (size_t r = 0; r < z->rows; r++) {
         size_t lo = r * z->cols, hi = lo + z->cols < z->count ? lo + z->cols : z->count;
         double pos = 0, neg = 0;
         size_t npos = 0;
         for (size_t i = lo; i < hi; i++) { /* branch-free: the signs are a coin toss */
-            int b = x[i] >= 0;
-            pos += b ? (double)x[i] : 0.0;
-            neg += b ? 0.0 : (double)x[i];
+            float v = send[i] + res[i];
+            int b = v >= 0;
+            m[i] = v;
+            pos += b ? (double)v : 0.0;
+            neg += b ? 0.0 : (double)v;
             npos += (size_t)b;
             bits[i / 8] |= (uint8_t)((unsigned)b << (i % 8));
         }
@@ -241,9 +245,13 @@ void sh_codec_1bit_encode(const shoal_compressor *z, const float *x, uint8_t *ou
         float mp = npos ? (float)(pos / (double)npos) : 0.0f, mn = nneg ? (float)(neg / (double)nneg) : 0.0f;
         memcpy(&means[2 * r], &mp, sizeof mp);
         memcpy(&means[2 * r + 1], &mn, sizeof mn);
-        if (dec)
-            for (size_t i = lo; i < hi; i++) dec[i] = x[i] >= 0 ? mp : mn;
+        for (size_t i = lo; i < hi; i++) { /* what the others decode is lost here: carry it */
+            float e = ef ? m[i] - (m[i] >= 0 ? mp : mn) : 0.0f;
+            res[i] = e;
+            norm += (double)e * e;
+        }
     }
+    z->residual_norm = sqrt(norm);
 }
 
 void sh_codec_1bit_accumulate(const shoal_compressor *z, const uint8_t *payload, float *acc)
@@ -414,11 +422,12 @@ shoal_result shoal_compressor_encode(shoal_compressor *z, const float *send, voi
         return SHOAL_OK;
     default: break;
     }
-    for (size_t i = 0; i < n; i++) m[i] = send[i] + z->state[i];
     if (z->o.codec == SHOAL_CODEC_1BIT) {
-        sh_codec_1bit_encode(z, m, out, z->state);
-        for (size_t i = 0; i < n; i++) z->state[i] = ef ? m[i] - z->state[i] : 0.0f;
-    } else if (z->o.codec == SHOAL_CODEC_TOPK) {
+        sh_codec_1bit_encode(z, send, out);
+        return SHOAL_OK;
+    }
+    for (size_t i = 0; i < n; i++) m[i] = send[i] + z->state[i];
+    if (z->o.codec == SHOAL_CODEC_TOPK) {
         sh_codec_topk_encode(z, m, out);
         if (ef) memcpy(z->state, m, n * sizeof(float));
     } else if (z->lowrank_dense) {

@@ -36,9 +36,10 @@ struct shoal_compressor {
 /* Bytes of one rank's payload for the allgather codecs (1bit, topk, dense lowrank). */
 size_t sh_codec_payload_nbytes(const shoal_compressor *z);
 
-/* 1bit: encode x (count) into out (sh_codec_payload_nbytes); dec (count) receives the
- * decoded values (x - dec is the quantisation error). */
-void sh_codec_1bit_encode(const shoal_compressor *z, const float *x, uint8_t *out, float *dec);
+/* 1bit: encode send (count) plus the residual into out (sh_codec_payload_nbytes); the
+ * residual becomes what the decoded values miss (zero without error feedback), its norm
+ * z->residual_norm; z->work holds send plus the old residual. */
+void sh_codec_1bit_encode(shoal_compressor *z, const float *send, uint8_t *out);
 /* acc += decode(payload) */
 void sh_codec_1bit_accumulate(const shoal_compressor *z, const uint8_t *payload, float *acc);
 
