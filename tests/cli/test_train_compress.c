@@ -124,6 +124,11 @@ static void parameter_server_pushes_compressed(void)
         CHECK(json_num("compression_ratio") > (i < 2 ? 2.5 : 1.9), "%s: ratio %.2f", ps_codecs[i],
               json_num("compression_ratio"));
     }
+    /* the workers' residuals are not in a parameter-server checkpoint: a resume says so */
+    CHECK(run("mlp.cfg --data . -n 2 --ps --threads 1 --quiet --max-steps 6 --compress 1bit --save ps.ckpt") == 0, "%s", out);
+    CHECK(run("mlp.cfg --data . -n 2 --ps --threads 1 --quiet --max-steps 10 --compress 1bit --resume ps.ckpt") == 0,
+          "%s", out);
+    CHECK(strstr(out, "residuals are not kept in checkpoints") != NULL, "%s", out);
 }
 
 static void bad_flags_get_one_clear_line(void)
