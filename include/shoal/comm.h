@@ -192,6 +192,89 @@ shoal_result shoal_send_start(shoal_comm *c, const void *buf, size_t count, shoa
 shoal_result shoal_recv_start(shoal_comm *c, void *buf, size_t count, shoal_dtype dt, int peer,
                               int tag, shoal_request **req);
 
+/* ---- compressed allreduce (src/comm/compress/; docs/comm.md "Compressed allreduce") ----
+ * Sends fewer bytes than a float32 allreduce by encoding each rank's contribution:
+ *   fp16, bf16   16-bit floats (round to nearest even); reduced in float32
+ *   1bit         one bit per entry (CNTK's 1-bit SGD): per group of `cols` consecutive
+ *                entries, bit = entry >= 0, decoded as the mean of the group's non-negative
+ *                entries or of its negative ones
+ *   topk:F       the ceil(F x count) entries of largest magnitude (ties: lower index first),
+ *                sent as index and value
+ *   lowrank:R    PowerSGD: the (count / cols) x cols matrix M is sent as P = M Q (rows x R),
+ *                orthonormalised after the sum, and Q = M^T P (cols x R); Q is warm-started
+ *                from the previous call
+ * With error feedback (on by default for 1bit, topk and lowrank) each call first adds the
+ * previous call's error (what this rank's contribution lost in encoding) to its input, so
+ * nothing is lost for good, only late. That error is the compressor's state. */
+typedef enum {
+    SHOAL_CODEC_NONE = 0, /* plain float32 shoal_allreduce */
+    SHOAL_CODEC_FP16,
+    SHOAL_CODEC_BF16,
+    SHOAL_CODEC_1BIT,
+    SHOAL_CODEC_TOPK,
+    SHOAL_CODEC_LOWRANK,
+    SHOAL_CODEC_COUNT
+} shoal_codec;
+
+typedef struct {
+    shoal_codec codec;
+    double topk_fraction; /* topk: fraction of entries sent, in (0, 1] */
+    int rank;             /* lowrank: R >= 1 */
+    size_t cols;          /* row length: 1bit's group, lowrank's columns; 0: count (one row).
+                             lowrank needs count to be a multiple of it */
+    int error_feedback;   /* 1: carry the encoding error to the next call (1bit, topk,
+                             lowrank); fp16/bf16 never do */
+    uint64_t seed;        /* lowrank: the first Q (the same on every rank) */
+} shoal_codec_opts;
+
+/* NONE, error feedback on, cols 0, seed 1. */
+void shoal_codec_opts_default(shoal_codec_opts *o);
+/* "none", "fp16", "bf16", "1bit", "topk:F" (0 < F <= 1), "lowrank:R" (R >= 1) into o's codec
+ * and its parameter (other fields untouched). SHOAL_ERR_INVALID with a message naming the
+ * text and what is accepted. */
+shoal_result shoal_codec_parse(const char *spec, shoal_codec_opts *o);
+/* The spec back ("topk:0.01"), into buf (cap bytes); returns buf. */
+const char *shoal_codec_format(const shoal_codec_opts *o, char *buf, size_t cap);
+
+/* One compressor per buffer that is reduced again and again (a layer's gradients): it keeps
+ * the error-feedback residual (count floats) and lowrank's Q. Not thread-safe; one call at a
+ * time. Errors: SHOAL_ERR_INVALID (bad options or count), SHOAL_ERR_NOMEM. */
+typedef struct shoal_compressor shoal_compressor;
+shoal_result shoal_compressor_create(const shoal_codec_opts *o, size_t count, shoal_compressor **out);
+void shoal_compressor_destroy(shoal_compressor *z); /* NULL is fine */
+/* The state a checkpoint keeps, *count floats the caller may read and overwrite between
+ * calls: the residual (count floats; zeros without error feedback), then lowrank's Q. */
+float *shoal_compressor_state(shoal_compressor *z, size_t *count);
+/* Back to the state of a new compressor (zero residual, the first Q). */
+void shoal_compressor_reset(shoal_compressor *z);
+/* Bytes this rank sends in one call on `world` ranks by the algorithm's own count (the
+ * theoretical figure; transports add their framing). */
+double shoal_compressor_wire_nbytes(const shoal_compressor *z, int world);
+/* Euclidean norm of the residual left by the last call. */
+double shoal_compressor_residual_norm(const shoal_compressor *z);
+
+/* Point to point (a parameter-server push): encode send plus the residual into payload
+ * (shoal_compressor_payload_nbytes bytes), keeping the new residual; a compressor made
+ * with the same options and count decodes it into out (count floats). lowrank sends this
+ * rank's own P (orthonormalised) and Q = M^T P, decoded as P Q^T. Errors:
+ * SHOAL_ERR_INVALID (not a live compressor, NULL buffers, a payload of another size). */
+size_t shoal_compressor_payload_nbytes(const shoal_compressor *z);
+shoal_result shoal_compressor_encode(shoal_compressor *z, const float *send, void *payload);
+shoal_result shoal_compressor_decode(const shoal_compressor *z, const void *payload, size_t nbytes, float *out);
+
+/* recv = the sum (op SHOAL_SUM) or mean (SHOAL_AVG) over the ranks of send, each rank's
+ * contribution encoded by z's codec (plus its residual). float32, count elements, send ==
+ * recv allowed. Every rank ends with the same bits: the 1bit, topk and lowrank payloads are
+ * gathered and decoded in rank order on every rank; fp16/bf16 blocks are summed in float32
+ * by the rank that owns them and spread as 16-bit values. Blocking; a collective: every
+ * rank calls with the same codec, parameter, count and cols, or every rank gets
+ * SHOAL_ERR_MISMATCH naming the first rank that differs from rank 0 and both codecs (the
+ * communicator stays usable: all ranks agree that the call failed). Other errors as
+ * shoal_allreduce (SHOAL_ERR_TIMEOUT, SHOAL_ERR_PEER, SHOAL_ERR_BROKEN) and
+ * SHOAL_ERR_INVALID (count differs from the compressor's, op not SUM/AVG). */
+shoal_result shoal_allreduce_compressed(shoal_comm *c, shoal_compressor *z, const float *send,
+                                        float *recv, size_t count, shoal_op op);
+
 /* Block until the operation is done, then free the request; returns its result. */
 shoal_result shoal_wait(shoal_request *req);
 /* *done = 1 when finished (then shoal_wait returns at once). Never blocks. */

@@ -14,6 +14,7 @@
 #include "base/err.h"
 #include "cli/cli.h"
 #include "cli/launch.h"
+#include "nn/cfg.h"
 #include "train/job.h"
 #include "train/timeline.h"
 
@@ -63,7 +64,8 @@ static const char usage_text[] =
     "                     threads (kernel threads per rank), history (every evaluation:\n"
     "                     step, epoch, seconds, train_loss, test_accuracy, test_loss;\n"
     "                     `shoal plot FILE.json` draws it); on text also train_bpc,\n"
-    "                     test_bpc, chars_per_s\n"
+    "                     test_bpc, chars_per_s; compressed: compress, bytes_sent_per_step,\n"
+    "                     dense_bytes_per_step, compression_ratio, residual_norm\n"
     "  --quiet            no progress lines\n"
     "  -n N               train on N ranks of this machine (shoal starts them); under\n"
     "                     shoal launch, mpirun or srun the job's ranks are used instead\n"
@@ -78,6 +80,14 @@ static const char usage_text[] =
     "                     each allreduce starting while backward goes on\n"
     "  --profile          per-step times: data, forward, backward, waiting for the\n"
     "                     allreduce, optimizer, and the share of communication hidden\n"
+    "  --compress C       with ranks: send compressed gradients; C is none (default,\n"
+    "                     float32), fp16, bf16, 1bit (CNTK's 1-bit SGD), topk:F (the\n"
+    "                     fraction F of largest entries, e.g. topk:0.01) or lowrank:R\n"
+    "                     (PowerSGD of rank R); 1bit, topk and lowrank carry their\n"
+    "                     error to the next step (kept in checkpoints, per rank)\n"
+    "  --sfb              with ranks: connected layers send their sufficient factors\n"
+    "                     (per-image inputs and output gradients) where batch x (in + out)\n"
+    "                     < in x out; the other layers use --compress\n"
     "  --ps               parameter-server training: the first S ranks serve (in addition\n"
     "                     to the N workers of -n), the others are workers\n"
     "  --servers S        parameter servers (default 1)\n"
@@ -164,6 +174,25 @@ static void print_profile(const sh_job_report *jr)
             "hidden behind backward\n",
             p->data * 1e3, p->forward * 1e3, p->backward * 1e3, p->comm_wait * 1e3, p->optimizer * 1e3,
             step * 1e3, comm * 1e3, pr->steps ? pr->bytes / (double)pr->steps / 1e6 : 0.0, 100 * hidden);
+    if (pr->compressed)
+        fprintf(stderr, "compression: %.3f MB sent per step (float32 would send %.3f MB: %.1fx less), "
+                "residual norm %.4g%s\n", pr->wire_nbytes / 1e6, pr->dense_nbytes / 1e6,
+                pr->wire_nbytes > 0 ? pr->dense_nbytes / pr->wire_nbytes : 1.0, pr->residual_norm,
+                pr->sfb_layers ? ", sufficient factors for some connected layers" : "");
+}
+
+/* --sfb on a model with no [connected] section: said once, before any rank starts. */
+static int check_sfb(const char *cfg_path)
+{
+    sh_cfg *cfg = NULL;
+    if (sh_cfg_load(cfg_path, &cfg) != SHOAL_OK) return SH_EXIT_OK; /* the training names the problem */
+    int connected = 0;
+    for (int i = 0; i < sh_cfg_nsections(cfg); i++)
+        connected += !strcmp(sh_cfg_section_name(sh_cfg_section_at(cfg, i)), "connected");
+    sh_cfg_destroy(cfg);
+    if (connected) return SH_EXIT_OK;
+    return sh_cli_usage_error("train", "--sfb: %s has no [connected] layer, so there are no sufficient factors "
+                              "to send; leave out --sfb (or use --compress)", cfg_path);
 }
 
 /* -n N outside a job: start N ranks (plus the servers) of this same command without -n. */
@@ -223,6 +252,14 @@ int sh_cmd_train(int argc, char **argv)
         if (!strcmp(a, "--quiet")) { o->quiet = 1; continue; }
         if (!strcmp(a, "--ps")) { ps = 1; continue; }
         if (!strcmp(a, "--profile")) { o->profile = 1; continue; }
+        if (!strcmp(a, "--sfb")) { jo.sfb = 1; continue; }
+        if ((got = sh_cli_take_value(argc, argv, &i, "--compress", &v)) != 0) {
+            if (got < 0) return sh_cli_usage_error("train", "--compress needs a value: none, fp16, bf16, 1bit, "
+                                                   "topk:F or lowrank:R");
+            if (shoal_codec_parse(v, &jo.codec) != SHOAL_OK)
+                return sh_cli_usage_error("train", "--compress: %s", shoal_last_error_message());
+            continue;
+        }
         if ((got = sh_cli_take_value(argc, argv, &i, "--scaling", &v)) != 0) {
             if (got < 0) return sh_cli_usage_error("train", "--scaling needs a value");
             if (!strcmp(v, "strong")) jo.strong_scaling = 1;
@@ -317,6 +354,12 @@ int sh_cmd_train(int argc, char **argv)
     if (jo.strong_scaling && jo.lr_linear)
         return sh_cli_usage_error("train", "--lr-scaling linear is for weak scaling: with --scaling strong the "
                                   "global batch stays the cfg's, and so does the learning rate");
+    if (jo.sfb) {
+        int code = check_sfb(cfg);
+        if (code != SH_EXIT_OK) return code;
+    }
+    jo.layout = ps ? SH_LAYOUT_PARAM_SERVER : SH_LAYOUT_DATA_PARALLEL;
+    if (sh_job_check_compress(&jo) != SHOAL_OK) return sh_cli_usage_error("train", "%s", shoal_last_error_message());
     int in_job = sh_job_is_launched();
     if ((nnodes > 1 || node_rank > 0 || master_addr) && (nranks == 0 || in_job))
         return sh_cli_usage_error("train", "--nnodes, --node-rank and --master-addr go with -n N (ranks on "
@@ -384,10 +427,20 @@ int sh_cmd_train(int argc, char **argv)
                      r->test_bpc, r->images_per_s);
         printf("{\"accuracy\":%.6f,\"loss\":%.6f,\"test_loss\":%.6f,\"images_per_s\":%.1f,"
                "\"epochs\":%.4f,\"steps\":%" PRId64 ",\"seconds\":%.3f,\"peak_rss_mb\":%.1f,"
-               "\"stopped\":%s,\"threads\":%d%s,\"history\":[",
+               "\"stopped\":%s,\"threads\":%d%s",
                r->test_accuracy, r->train_loss, r->test_loss, r->images_per_s, r->epochs, r->steps,
                r->seconds, (double)r->peak_rss_nbytes / (1024.0 * 1024.0),
                r->stopped ? "true" : "false", r->threads, text_fields);
+        if (jr.has_comm_stats) {
+            const sh_dp_profile *pr = &jr.dp_profile;
+            char spec[48];
+            printf(",\"compress\":\"%s\",\"sfb\":%s,\"sfb_layers\":%d,\"bytes_sent_per_step\":%.0f,"
+                   "\"dense_bytes_per_step\":%.0f,\"compression_ratio\":%.3f,\"residual_norm\":%.6g",
+                   shoal_codec_format(&jo.codec, spec, sizeof spec), jo.sfb ? "true" : "false", pr->sfb_layers,
+                   pr->wire_nbytes, pr->dense_nbytes, pr->wire_nbytes > 0 ? pr->dense_nbytes / pr->wire_nbytes : 1.0,
+                   pr->residual_norm);
+        }
+        printf(",\"history\":[");
         for (int i = 0; i < r->nhistory; i++) {
             const sh_epoch_point *h = &r->history[i];
             printf("%s{\"step\":%" PRId64 ",\"epoch\":%.4f,\"seconds\":%.3f,\"train_loss\":%.6f,"

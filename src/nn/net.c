@@ -546,6 +546,26 @@ void sh_net_layer_params(const sh_net *n, int i, size_t *offset, size_t *count)
     *count = n->layers[i].param_count;
 }
 
+void sh_net_layer_weights(const sh_net *n, int i, size_t *w_off, size_t *rows, size_t *cols)
+{
+    const sh_layer *l = &n->layers[i];
+    size_t k = l->w_count && l->out_shape.c > 0 ? (size_t)l->out_shape.c : 0;
+    *w_off = l->w_off;
+    *rows = k && l->w_count % k == 0 ? k : 0;
+    *cols = *rows ? l->w_count / k : 0;
+}
+
+int sh_net_layer_factors(const sh_net *n, int i, const float **x, const float **dy, int *inputs, int *outputs)
+{
+    const sh_layer *l = &n->layers[i];
+    if (l->ops != &sh_dense_ops) return 0;
+    *x = l->in[0];
+    *dy = l->delta;
+    *inputs = (int)l->inputs;
+    *outputs = l->out_shape.c;
+    return 1;
+}
+
 void sh_net_layer_shape(const sh_net *n, int i, int *c, int *h, int *w)
 {
     *c = n->layers[i].out_shape.c;

@@ -87,6 +87,14 @@ int sh_net_nlayers(const sh_net *n);
 /* "conv 0", "maxpool 1": type and index, for logs and `shoal time --per-layer`. */
 const char *sh_net_layer_name(const sh_net *n, int i);
 void sh_net_layer_params(const sh_net *n, int i, size_t *offset, size_t *count);
+/* Layer i's weights as a matrix of rows (outputs: filters or connected outputs) x cols
+ * at w_off of the parameter block (the biases and scales follow them up to the end of the
+ * layer's slice); rows = 0 when it has no weights. */
+void sh_net_layer_weights(const sh_net *n, int i, size_t *w_off, size_t *rows, size_t *cols);
+/* A connected layer's sufficient factors: its weight gradient is dY^T X, dW (K, I) from
+ * dY (N, K) and X (N, I) over the batch; both hold this step's values when backward calls
+ * grad_ready for the layer (copy them then). 0 (and nothing set) for other layers. */
+int sh_net_layer_factors(const sh_net *n, int i, const float **x, const float **dy, int *inputs, int *outputs);
 /* Output shape (C, H, W) and multiply-adds per image of layer i's forward pass. */
 void sh_net_layer_shape(const sh_net *n, int i, int *c, int *h, int *w);
 double sh_net_layer_flops(const sh_net *n, int i);

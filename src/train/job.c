@@ -10,6 +10,7 @@
 
 #include "base/env.h"
 #include "base/err.h"
+#include "base/log.h"
 #include "shoal/comm.h"
 #include "train/timeline.h"
 #include "train/snapshot.h"
@@ -20,6 +21,7 @@ void sh_job_opts_default(sh_job_opts *o)
     sh_train_opts_default(&o->train);
     o->layout = SH_LAYOUT_DATA_PARALLEL;
     o->bucket_mb = 1; /* LeNet on 2 ranks: 89% of the allreduce hidden at 1 MB, 22% at 4 (one bucket) */
+    shoal_codec_opts_default(&o->codec);
     o->nservers = 1;
     o->consistency = SH_PS_SYNC;
     o->staleness = 3;
@@ -32,6 +34,18 @@ int sh_job_is_launched(void)
 {
     shoal_job_env e;
     return shoal_job_env_read(&e) == SHOAL_OK && e.world > 1;
+}
+
+shoal_result sh_job_check_compress(const sh_job_opts *o)
+{
+    if (o->layout != SH_LAYOUT_PARAM_SERVER) return SHOAL_OK;
+    if (o->sfb)
+        return SH_FAIL(SHOAL_ERR_INVALID, "--sfb needs data parallelism (every rank rebuilds the gradient from "
+                       "the others' factors); leave out --ps or --sfb");
+    if (o->codec.codec == SHOAL_CODEC_LOWRANK)
+        return SH_FAIL(SHOAL_ERR_INVALID, "--compress lowrank needs data parallelism (PowerSGD sums its factors "
+                       "over the ranks); with --ps use fp16, bf16, 1bit or topk:F");
+    return SHOAL_OK;
 }
 
 const char *sh_job_role_name(sh_job_role role)
@@ -113,6 +127,8 @@ static shoal_result train_alone(const sh_job_opts *o, sh_job_report *r)
     if (o->layout == SH_LAYOUT_PARAM_SERVER)
         return SH_FAIL(SHOAL_ERR_INVALID, "--ps needs ranks: add -n WORKERS, or run under shoal launch, "
                        "mpirun or srun");
+    if (o->codec.codec != SHOAL_CODEC_NONE || o->sfb)
+        SH_LOG_W("train", "--compress/--sfb: one process has no gradients to send; training uncompressed");
     sh_trainer *t = NULL;
     shoal_result rc = sh_trainer_create(&o->train, &t);
     if (rc == SHOAL_OK) rc = sh_trainer_run(t, &r->train);
@@ -151,10 +167,12 @@ static shoal_result run_dp_rank(const sh_job_opts *o, shoal_comm *c, sh_job_repo
         sh_net_destroy(net);
         return rc;
     }
+    sh_strategy_allreduce_compress(st, &o->codec, o->sfb, o->train.cfg_path);
     rc = train_with(&wo, net, st, r);
-    if (rc == SHOAL_OK && o->train.profile) {
+    if (rc == SHOAL_OK) {
         sh_strategy_allreduce_profile(st, &r->dp_profile);
-        r->has_dp_profile = 1;
+        r->has_dp_profile = o->train.profile;
+        r->has_comm_stats = r->dp_profile.compressed;
     }
     r->reporter = rc == SHOAL_OK && r->rank == 0;
     sh_strategy_destroy(st);
@@ -173,6 +191,7 @@ static sh_ps_config ps_config(const sh_job_opts *o, sh_net *net)
     c.ranges = sh_net_param_ranges(net, &c.nranges);
     c.optim = sh_net_get_config(net)->optim;
     c.lr = sh_net_get_config(net)->lr;
+    c.codec = o->codec;
     c.save_path = o->train.save_path;
     c.save_every = o->train.save_every_steps;
     c.resume_path = o->train.resume_path;
@@ -235,7 +254,17 @@ static shoal_result run_ps_worker(const sh_job_opts *o, shoal_comm *c, sh_job_re
         wo.save_path = NULL; /* worker 0 reports and saves */
         wo.logdir = NULL;
     }
+    int feedback = o->codec.error_feedback && (o->codec.codec == SHOAL_CODEC_1BIT || o->codec.codec == SHOAL_CODEC_TOPK);
+    if (o->train.resume_path && feedback && st->rank == 0)
+        SH_LOG_W("train", "--ps: the workers' error-feedback residuals are not kept in checkpoints; they start "
+                 "from zero");
     rc = train_with(&wo, net, st, r);
+    if (rc == SHOAL_OK && st->comm_stats) {
+        sh_dp_profile *pr = &r->dp_profile;
+        st->comm_stats(st, &pr->wire_nbytes, &pr->dense_nbytes, &pr->residual_norm);
+        pr->compressed = 1;
+        r->has_comm_stats = 1;
+    }
     int lead = 0; /* the lowest worker the servers did not drop reports */
     if (rc == SHOAL_OK) rc = sh_strategy_ps_close(st, &lead);
     r->reporter = rc == SHOAL_OK && lead;
@@ -269,6 +298,7 @@ shoal_result sh_job_run(const sh_job_opts *o, sh_job_report *r)
     sh_timeline *tl = NULL;
     if (rc == SHOAL_OK && o->timeline_path)
         rc = sh_timeline_start(c, o->timeline_path, o->timeline_lo, o->timeline_hi, sh_job_role_name(r->role), &tl);
+    if (rc == SHOAL_OK) rc = sh_job_check_compress(o);
     if (rc == SHOAL_OK) rc = run_role(o, c, r);
     if (rc == SHOAL_OK && tl) rc = sh_timeline_finish(tl); /* collective: rank 0 writes */
     else sh_timeline_abandon(tl);

@@ -40,6 +40,10 @@ typedef struct {
                                    across the ranks; 0: every rank trains on it (weak) */
     int lr_linear;              /* weak scaling: learning rate x ranks */
     double bucket_mb;           /* gradient buckets; 0: 1 MB */
+    /* gradient compression (data parallel; parameter-server workers' pushes): codec NONE
+     * and sfb 0 is the float32 exchange */
+    shoal_codec_opts codec;
+    int sfb;
     /* parameter servers */
     int nservers;               /* >= 1, fewer than the ranks */
     sh_ps_consistency consistency;
@@ -65,6 +69,7 @@ typedef struct {
                                    parallel, worker 0 of parameter servers) */
     sh_train_report train;      /* this rank's training report (workers and replicas) */
     int has_dp_profile;         /* with train.profile on a data-parallel rank */
+    int has_comm_stats;         /* compressed (dp_profile's byte counts and residual) */
     sh_dp_profile dp_profile;
     int has_server_stats;       /* on a server */
     sh_ps_stats server_stats;
@@ -77,6 +82,10 @@ int sh_job_is_launched(void);
  * communicator, take the layout's role and train (or serve) to the end. Blocks. Errors
  * name the rank ("rank 2: ...") and what to do; r is filled as far as the run got. */
 shoal_result sh_job_run(const sh_job_opts *o, sh_job_report *r);
+
+/* The compression options fit the layout: --sfb and lowrank need data parallelism.
+ * SHOAL_ERR_INVALID with one line otherwise. */
+shoal_result sh_job_check_compress(const sh_job_opts *o);
 
 /* "alone", "data-parallel rank", "server", "worker" */
 const char *sh_job_role_name(sh_job_role role);

@@ -51,7 +51,20 @@ typedef struct {
     /* TensorBoard (borrowed; NULL: none): after each whole round, ps/clock_spread (fastest
      * minus slowest live worker) and ps/clock/w<N> (each worker's clock), at step = rounds. */
     sh_tb *tb;
+    /* Pushes travel compressed with this codec (NONE, fp16, bf16, 1bit, topk; a worker
+     * keeps the error feedback of its pushes, a server decodes); pulls stay float32. Every
+     * rank must hold the same codec: a server refuses a push made with another. */
+    shoal_codec_opts codec;
 } sh_ps_config;
+
+/* 1bit over a parameter server: its shards cut across layers, so the entries are quantised
+ * in groups of this many (each with its own two values). */
+#define SH_PS_1BIT_GROUP 1024
+
+/* The compressor (options) a shard of count floats uses on both sides. */
+shoal_result sh_ps_shard_compressor(const sh_ps_config *cfg, size_t count, shoal_compressor **out);
+/* The codec's two words in a push header (pad[0], pad[1]). */
+void sh_ps_codec_words(const sh_ps_config *cfg, int32_t words[2]);
 
 /* Shard k of the vector: [*lo, *lo + *count). */
 void sh_ps_shard(size_t nparams, int nservers, int k, size_t *lo, size_t *count);
@@ -98,6 +111,8 @@ shoal_result sh_ps_client_pull(sh_ps_client *w, float *params);
 /* Gradients of the whole vector (averaged over this worker's batch); the clock advances. */
 shoal_result sh_ps_client_push(sh_ps_client *w, const float *grads);
 int64_t sh_ps_client_clock(const sh_ps_client *w);
+/* Bytes pushed so far (headers included) and the norm of the pushes' residuals now. */
+void sh_ps_client_push_stats(const sh_ps_client *w, double *pushed_nbytes, double *residual_norm);
 /* The lead as this worker last heard it from the servers (0 before any answer): the lowest
  * worker index no server has dropped. The lead prints progress and reports. */
 int sh_ps_client_lead(const sh_ps_client *w);

@@ -4,6 +4,7 @@
  * Proved by tests/train/test_ps.c. */
 #include "train/ps.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,8 @@ struct sh_ps_client {
     int lead;               /* the lowest worker not dropped, as last heard */
     unsigned char *buf;
     size_t buf_nbytes;
+    shoal_compressor **enc; /* [nservers]: compressed pushes (the shard's residual), or NULL */
+    double pushed_nbytes;   /* every push's bytes, headers included */
 };
 
 shoal_result sh_ps_client_create(shoal_comm *c, const sh_ps_config *cfg, sh_ps_client **out)
@@ -44,9 +47,27 @@ shoal_result sh_ps_client_create(shoal_comm *c, const sh_ps_config *cfg, sh_ps_c
         if (n > most) most = n;
     }
     w->buf_nbytes = sizeof(ps_hdr) + most * sizeof(float) + 512;
+    if (cfg->codec.codec != SHOAL_CODEC_NONE) {
+        w->enc = calloc((size_t)cfg->nservers, sizeof *w->enc);
+        if (!w->enc) {
+            free(w);
+            return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
+        }
+        for (int k = 0; k < cfg->nservers; k++) {
+            size_t n;
+            sh_ps_shard(cfg->nparams, cfg->nservers, k, &lo, &n);
+            shoal_result rc = sh_ps_shard_compressor(cfg, n, &w->enc[k]);
+            if (rc != SHOAL_OK) {
+                sh_ps_client_destroy(w);
+                return rc;
+            }
+            size_t pn = sizeof(ps_hdr) + shoal_compressor_payload_nbytes(w->enc[k]) + 512;
+            if (pn > w->buf_nbytes) w->buf_nbytes = pn;
+        }
+    }
     w->buf = malloc(w->buf_nbytes);
     if (!w->buf) {
-        free(w);
+        sh_ps_client_destroy(w);
         return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
     }
     *out = w;
@@ -126,6 +147,20 @@ shoal_result sh_ps_client_push(sh_ps_client *w, const float *grads)
         size_t lo, cnt;
         sh_ps_shard(w->cfg.nparams, w->cfg.nservers, k, &lo, &cnt);
         ps_hdr h = {PS_MAGIC, PS_PUSH, w->clock, lo, cnt, 0, {0, 0, 0}};
+        if (w->enc) { /* encoded straight behind the header */
+            int32_t words[2];
+            sh_ps_codec_words(&w->cfg, words);
+            h.pad[0] = words[0], h.pad[1] = words[1];
+            size_t pn = shoal_compressor_payload_nbytes(w->enc[k]);
+            memcpy(w->buf, &h, sizeof h);
+            SH_TRY(shoal_compressor_encode(w->enc[k], grads + lo, w->buf + sizeof h));
+            w->pushed_nbytes += (double)(sizeof h + pn);
+            shoal_result rc = shoal_send(w->c, w->buf, sizeof h + pn, SHOAL_UINT8, k, PS_TAG_TO_SERVER);
+            if (rc != SHOAL_OK) sh_err_prefix("to parameter server %d: ", k);
+            SH_TRY(rc);
+            continue;
+        }
+        w->pushed_nbytes += (double)(sizeof h + cnt * sizeof(float));
         SH_TRY(send_hdr(w, k, &h, grads + lo, cnt * sizeof(float)));
     }
     if (t0) sh_trace_span(SH_TRACK_PUSH, "push", t0, sh_now_ns(), "clock", w->clock, "bytes",
@@ -135,6 +170,17 @@ shoal_result sh_ps_client_push(sh_ps_client *w, const float *grads)
 }
 
 int64_t sh_ps_client_clock(const sh_ps_client *w) { return w->clock; }
+
+void sh_ps_client_push_stats(const sh_ps_client *w, double *pushed_nbytes, double *residual_norm)
+{
+    *pushed_nbytes = w->pushed_nbytes;
+    double s = 0;
+    for (int k = 0; w->enc && k < w->cfg.nservers; k++) {
+        double r = shoal_compressor_residual_norm(w->enc[k]);
+        s += r * r;
+    }
+    *residual_norm = sqrt(s);
+}
 
 int sh_ps_client_lead(const sh_ps_client *w) { return w->lead; }
 
@@ -171,6 +217,8 @@ shoal_result sh_ps_client_close(sh_ps_client *w)
 void sh_ps_client_destroy(sh_ps_client *w)
 {
     if (!w) return;
+    for (int k = 0; w->enc && k < w->cfg.nservers; k++) shoal_compressor_destroy(w->enc[k]);
+    free(w->enc);
     free(w->buf);
     free(w);
 }

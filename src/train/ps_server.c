@@ -27,6 +27,8 @@ struct sh_ps_server {
     size_t lo, count;       /* its shard */
     unsigned char *reply;   /* a PARAMS header, then the shard: replies go out without a copy */
     float *params, *acc, *grad; /* params: inside reply */
+    shoal_compressor *dec;  /* compressed pushes: decodes them into grad_in, else NULL */
+    float *grad_in;
     sh_optim *opt;
     int nworkers;
     int64_t *clock;         /* [w]: pushes applied or accumulated from worker w */
@@ -45,6 +47,19 @@ struct sh_ps_server {
     size_t line_nbytes;
     sh_ps_stats st;
 };
+
+shoal_result sh_ps_shard_compressor(const sh_ps_config *cfg, size_t count, shoal_compressor **out)
+{
+    shoal_codec_opts o = cfg->codec;
+    o.cols = o.codec == SHOAL_CODEC_1BIT ? SH_PS_1BIT_GROUP : 0;
+    return shoal_compressor_create(&o, count, out);
+}
+
+void sh_ps_codec_words(const sh_ps_config *cfg, int32_t words[2])
+{
+    words[0] = (int32_t)cfg->codec.codec;
+    words[1] = cfg->codec.codec == SHOAL_CODEC_TOPK ? (int32_t)(cfg->codec.topk_fraction * 1e9) : 0;
+}
 
 void sh_ps_shard(size_t nparams, int nservers, int k, size_t *lo, size_t *count)
 {
@@ -151,6 +166,13 @@ shoal_result sh_ps_server_create(shoal_comm *c, const sh_ps_config *cfg, const f
     s->last_seen_ns = calloc((size_t)s->nworkers, sizeof *s->last_seen_ns);
     s->held_ns = calloc((size_t)s->nworkers, sizeof *s->held_ns);
     s->buf_nbytes = sizeof(ps_hdr) + n * sizeof(float);
+    shoal_result crc = SHOAL_OK;
+    if (cfg->codec.codec != SHOAL_CODEC_NONE) {
+        crc = sh_ps_shard_compressor(cfg, s->count, &s->dec);
+        size_t pn = crc == SHOAL_OK ? shoal_compressor_payload_nbytes(s->dec) : 0;
+        if (sizeof(ps_hdr) + pn > s->buf_nbytes) s->buf_nbytes = sizeof(ps_hdr) + pn;
+        s->grad_in = malloc(n * sizeof(float));
+    }
     s->buf = malloc(s->buf_nbytes);
     s->line_nbytes = 96 + 40 * (size_t)s->nworkers; /* " w123=<19 digits> (dropped)" each */
     s->line = malloc(s->line_nbytes);
@@ -165,9 +187,10 @@ shoal_result sh_ps_server_create(shoal_comm *c, const sh_ps_config *cfg, const f
         rr[nr++] = (sh_param_range){a - s->lo, b - a, cfg->ranges[i].decay};
     }
     if (cfg->nranges == 0) rr[nr++] = (sh_param_range){0, s->count, 1};
-    shoal_result rc = SHOAL_OK;
-    if (!s->params || !s->acc || !s->grad || !s->clock || !s->alive || !s->bye || !s->pending || !s->held_ns || !s->done_owed ||
-        !s->last_seen_ns || !s->buf || !s->line || !rr)
+    shoal_result rc = crc;
+    if (rc == SHOAL_OK && s->dec && !s->grad_in) rc = SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
+    if (rc == SHOAL_OK && (!s->params || !s->acc || !s->grad || !s->clock || !s->alive || !s->bye || !s->pending ||
+                           !s->held_ns || !s->done_owed || !s->last_seen_ns || !s->buf || !s->line || !rr))
         rc = SH_FAIL(SHOAL_ERR_NOMEM, "out of memory for a shard of %zu parameters", s->count);
     if (rc == SHOAL_OK) rc = sh_optim_create(&cfg->optim, s->count, rr, nr, &s->opt);
     free(rr);
@@ -540,7 +563,18 @@ shoal_result sh_ps_server_run(sh_ps_server *s)
             }
             break;
         case PS_PUSH:
-            if (h.offset != s->lo || h.count != s->count || n != sizeof h + h.count * sizeof(float)) {
+            int32_t words[2];
+            sh_ps_codec_words(&s->cfg, words);
+            if (h.pad[0] != words[0] || h.pad[1] != words[1]) {
+                char why[200], mine[48];
+                snprintf(why, sizeof why, "push compressed with codec %d (parameter %d) but this server decodes %s; "
+                         "start every rank with the same --compress", (int)h.pad[0], (int)h.pad[1],
+                         shoal_codec_format(&s->cfg.codec, mine, sizeof mine));
+                refuse(s, peer, why);
+                break;
+            }
+            size_t want_n = sizeof h + (s->dec ? shoal_compressor_payload_nbytes(s->dec) : h.count * sizeof(float));
+            if (h.offset != s->lo || h.count != s->count || n != want_n) {
                 char why[160];
                 snprintf(why, sizeof why, "push for [%llu, +%llu) with %zu bytes; this server holds [%zu, +%zu)",
                          (unsigned long long)h.offset, (unsigned long long)h.count, n, s->lo, s->count);
@@ -552,11 +586,17 @@ shoal_result sh_ps_server_run(sh_ps_server *s)
                 break;
             }
             s->st.pushes++;
-            s->st.pushed_mb += (double)(h.count * sizeof(float)) / 1e6;
+            s->st.pushed_mb += (double)(n - sizeof h) / 1e6;
             {
                 int64_t before = s->updates;
                 uint64_t t0 = sh_trace_on() ? sh_now_ns() : 0;
-                apply_push(s, w, (const float *)(s->buf + sizeof h)); /* buf is malloc-aligned */
+                const float *g = (const float *)(s->buf + sizeof h); /* buf is malloc-aligned */
+                if (s->dec) {
+                    rc = shoal_compressor_decode(s->dec, s->buf + sizeof h, n - sizeof h, s->grad_in);
+                    if (rc != SHOAL_OK) break;
+                    g = s->grad_in;
+                }
+                apply_push(s, w, g);
                 if (t0) sh_trace_span(SH_TRACK_SERVE, "push", t0, sh_now_ns(), "worker", w,
                                       "clock", s->clock[w] - 1);
                 if (s->updates != before) rc = after_update(s);
@@ -604,6 +644,8 @@ void sh_ps_server_destroy(sh_ps_server *s)
     free(s->reply);
     free(s->acc);
     free(s->grad);
+    free(s->grad_in);
+    shoal_compressor_destroy(s->dec);
     free(s->clock);
     free(s->alive);
     free(s->bye);

@@ -6,6 +6,7 @@
 #include "train/snapshot.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/err.h"
@@ -33,6 +34,7 @@ enum {
     META_WORLD,
     META_NSTATE,          /* recurrent state floats per rank; section "rnn_state" holds
                              world of them (0 in checkpoints of feed-forward nets) */
+    META_RANK_STATE,      /* floats of per-rank state (error-feedback residuals) a rank */
     META_COUNT = 16
 };
 
@@ -90,15 +92,19 @@ shoal_result sh_snapshot_save(sh_trainer *t, const char *path)
     meta[META_NOPTIM] = noptim;
     meta[META_WORLD] = (uint64_t)t->strategy->world;
     meta[META_NSTATE] = t->nstate;
+    meta[META_RANK_STATE] = t->rank_state ? t->rank_state_count : 0;
 
     /* Empty blocks (no batch norm, plain SGD) are left out rather than written as 0 bytes;
      * meta's counts say which sections to expect. */
-    sh_ckpt_section secs[5];
+    sh_ckpt_section secs[6];
     int n = 0;
     secs[n++] = (sh_ckpt_section){"meta", meta, sizeof meta};
     if (t->nstate)
         secs[n++] = (sh_ckpt_section){"rnn_state", t->state_all,
                                       t->nstate * (size_t)t->strategy->world * sizeof(float)};
+    if (meta[META_RANK_STATE])
+        secs[n++] = (sh_ckpt_section){"rankstate", t->rank_state,
+                                      t->rank_state_count * (size_t)t->rank_state_world * sizeof(float)};
     secs[n++] = (sh_ckpt_section){"params", t->params, t->nparams * sizeof(float)};
     if (nstats) secs[n++] = (sh_ckpt_section){"stats", stats, nstats * sizeof(float)};
     if (noptim) secs[n++] = (sh_ckpt_section){"optim", optim, noptim * sizeof(float)};
@@ -137,7 +143,7 @@ shoal_result sh_snapshot_restore(sh_trainer *t, const char *path, const sh_snaps
                        "checkpoint %s holds the recurrent state of %" PRIu64 " rank(s) x %" PRIu64
                        " values, this run needs %d x %zu; resume with the same -n and --batch",
                        path, meta[META_WORLD], meta[META_NSTATE], t->strategy->world, t->nstate);
-    sh_ckpt_section secs[4];
+    sh_ckpt_section secs[5];
     int n = 0;
     secs[n++] = (sh_ckpt_section){"params", t->params, t->nparams * sizeof(float)};
     if (nstats) secs[n++] = (sh_ckpt_section){"stats", stats, nstats * sizeof(float)};
@@ -145,6 +151,21 @@ shoal_result sh_snapshot_restore(sh_trainer *t, const char *path, const sh_snaps
     if (t->nstate)
         secs[n++] = (sh_ckpt_section){"rnn_state", t->state_all,
                                       t->nstate * (size_t)t->strategy->world * sizeof(float)};
+    /* every rank's residuals; the strategy takes this rank's after attach */
+    uint64_t per = meta[META_RANK_STATE], world = meta[META_WORLD];
+    /* a rank's residuals are at most a value per parameter and lowrank's Qs (fewer again) */
+    if (per && (!world || world > 1u << 20 || per > 2 * (uint64_t)t->nparams + 1024))
+        return SH_FAIL(SHOAL_ERR_FORMAT, "checkpoint %s: %" PRIu64 " residual values for each of %" PRIu64
+                       " ranks do not fit a model of %zu parameters; the file is damaged",
+                       path, per, world, t->nparams);
+    if (per) {
+        free(t->rank_state);
+        t->rank_state = malloc((size_t)(per * world) * sizeof(float));
+        if (!t->rank_state) return SH_FAIL(SHOAL_ERR_NOMEM, "checkpoint %s: out of memory for the residuals", path);
+        t->rank_state_count = (size_t)per;
+        t->rank_state_world = (int)world;
+        secs[n++] = (sh_ckpt_section){"rankstate", t->rank_state, (size_t)(per * world) * sizeof(float)};
+    }
     SH_TRY(sh_ckpt_load(path, secs, n));
     if (t->nstate)
         memcpy(sh_net_state(t->net, NULL), t->state_all + (size_t)t->strategy->rank * t->nstate,

@@ -1,7 +1,8 @@
 /* snapshot.h — what a training checkpoint holds and how it is restored: sections "meta"
  * (format version, cfg hash, step, loader position, seed, dropout RNG, sizes), "params",
- * "stats" (batch-norm running values), "optim" (momentum, moments) and, for recurrent nets,
- * "rnn_state" (every rank's carried hidden state).
+ * "stats" (batch-norm running values), "optim" (momentum, moments), for recurrent nets
+ * "rnn_state" (every rank's carried hidden state), and "rankstate" (every rank's own state,
+ * rank after rank: the error-feedback residuals of --compress).
  * Not here: the file format, atomic writing and checksums (src/io/checkpoint.c).
  * Proved by tests/train/test_snapshot.c. */
 #ifndef SH_SNAPSHOT_H

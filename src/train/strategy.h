@@ -64,6 +64,17 @@ struct sh_strategy {
     int (*leads)(const sh_strategy *s);
     /* Optional (NULL: no communication): what the last step's communication did. */
     void (*step_comm)(const sh_strategy *s, sh_step_comm *out);
+    /* Optional (NULL: none): state each rank keeps for itself that a checkpoint must hold
+     * per rank (error-feedback residuals). rank_state_gather is called on every rank before
+     * a checkpoint (collective): rank 0 gets *all, world x *count floats (malloc'd, the
+     * caller frees), the others NULL. rank_state_restore after attach, on resume: all holds
+     * saved_world x count floats as saved (count 0: the checkpoint has none); a rank takes
+     * its own when world and count match, else starts from zero and says so once. */
+    shoal_result (*rank_state_gather)(sh_strategy *s, float **all, size_t *count);
+    void (*rank_state_restore)(sh_strategy *s, const float *all, size_t count, int saved_world);
+    /* Optional (NULL: nothing to report): after a step, the bytes this rank sent by the
+     * algorithms' count, what float32 would have sent, the error-feedback residuals' norm. */
+    void (*comm_stats)(const sh_strategy *s, double *wire_nbytes, double *dense_nbytes, double *residual_norm);
 };
 
 /* The single-process strategy: every hook does nothing. */

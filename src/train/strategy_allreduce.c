@@ -44,7 +44,14 @@ struct dp_state {
     shoal_result failed;   /* from grad_ready, reported by finish */
     sh_dp_profile prof;
     sh_step_comm last;     /* the last step's communication */
+    sh_gradx *gx;          /* compressed gradients (--compress, --sfb), else NULL */
+    shoal_codec_opts codec;
+    int sfb;
+    const char *model;
+    size_t nparams;
 };
+
+static int compresses(const dp_state *d) { return d->codec.codec != SHOAL_CODEC_NONE || d->sfb; }
 
 /* Every rank must train the same model with the same batch: compare (cfg hash, batch,
  * parameter count) across ranks and name the first rank that differs and in what. */
@@ -109,12 +116,13 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
     dp_state *d = s->impl;
     SH_TRY(check_same(d, net));
     size_t nparams = sh_net_nparams(net);
+    d->nparams = nparams;
     /* The update rides on the allreduce: each bucket's optimizer step runs as soon as its
      * gradients are reduced, and where the allreduce splits the work each rank updates only
      * its block (ZeRO stage 1: the optimizer's work and memory traffic are divided). */
     long shard = 1;
     SH_TRY(sh_env_long("SHOAL_DP_SHARD", &shard));
-    d->shard = shard && s->opt != NULL;
+    d->shard = shard && s->opt != NULL && !compresses(d); /* compressed: every rank steps all */
     s->applies_update = d->shard;
     int shared = 0;
     SH_TRY(share_weights(d, net, &shared));
@@ -126,6 +134,16 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
     size_t nstats = 0;
     float *stats = sh_net_stats(net, &nstats);
     if (nstats) SH_TRY(shoal_broadcast(d->c, stats, stats, nstats, SHOAL_FLOAT32, 0));
+    if (compresses(d)) {
+        sh_gradx_opts go = {d->codec, d->sfb, d->model};
+        SH_TRY(sh_gradx_create(d->c, net, &go, &d->gx));
+        char spec[48];
+        SH_LOG_I("train", "data parallel over %d ranks: %zu parameters, gradients compressed with %s%s",
+                 shoal_comm_world(d->c), nparams, shoal_codec_format(&d->codec, spec, sizeof spec),
+                 d->sfb ? " and sufficient factors" : "");
+        d->prof.compressed = 1;
+        return SHOAL_OK;
+    }
     /* Buckets of whole layers, last layer first. */
     int nl = sh_net_nlayers(net);
     size_t cap = (size_t)((d->o.bucket_mb > 0 ? d->o.bucket_mb : 1.0) * 1024 * 1024 / sizeof(float));
@@ -166,6 +184,7 @@ static shoal_result begin(sh_strategy *s, int64_t step)
     dp_state *d = s->impl;
     for (int i = 0; i < d->nb; i++) d->b[i].ready = 0;
     d->failed = SHOAL_OK;
+    if (d->gx) sh_gradx_begin(d->gx, d->grads);
     if (d->shard) sh_optim_begin(s->opt, sh_lr_at(s->lr, step));
     return SHOAL_OK;
 }
@@ -199,6 +218,10 @@ static void grad_ready(void *ctx, int layer, size_t offset, size_t count)
     sh_strategy *s = ctx;
     dp_state *d = s->impl;
     (void)offset;
+    if (d->gx) {
+        sh_gradx_layer_ready(d->gx, layer);
+        return;
+    }
     int k = d->bucket_of_layer[layer];
     if (k < 0) return;
     bucket *b = &d->b[k];
@@ -238,6 +261,21 @@ static shoal_result finish(sh_strategy *s)
 {
     dp_state *d = s->impl;
     uint64_t t0 = sh_now_ns();
+    if (d->gx) {
+        shoal_result rc = sh_gradx_reduce(d->gx, d->grads);
+        double dt = (double)(sh_now_ns() - t0) * 1e-9;
+        sh_gradx_stats st;
+        sh_gradx_get_stats(d->gx, &st);
+        d->prof.comm_s = sh_gradx_busy_s(d->gx);
+        d->prof.wait_s += dt;
+        d->prof.bytes += (double)d->nparams * sizeof(float);
+        d->prof.wire_nbytes = st.wire_nbytes;
+        d->prof.dense_nbytes = st.dense_nbytes;
+        d->prof.residual_norm = st.residual_norm;
+        d->prof.sfb_layers = st.sfb_layers;
+        d->prof.steps++;
+        return rc;
+    }
     for (int i = 0; i < d->nb; i++) start_bucket(d, &d->b[i]); /* any backward did not report */
     shoal_result rc = d->failed;
     int world = shoal_comm_world(d->c), tracing = sh_trace_on();
@@ -275,6 +313,7 @@ static void destroy(sh_strategy *s)
             if (d->b[i].req) shoal_wait(d->b[i].req);
         free(d->b);
         free(d->bucket_of_layer);
+        sh_gradx_destroy(d->gx);
         free(d);
     }
     free(s);
@@ -314,6 +353,55 @@ static void step_comm(const sh_strategy *s, sh_step_comm *out)
     *out = d->last;
 }
 
+/* Every rank's residuals into one block on rank 0 (rank order), for the checkpoint. */
+static shoal_result rank_state_gather(sh_strategy *s, float **all, size_t *count)
+{
+    dp_state *d = s->impl;
+    *all = NULL;
+    *count = d->gx ? sh_gradx_state_count(d->gx) : 0;
+    if (!*count) return SHOAL_OK;
+    float *mine = malloc(*count * sizeof(float)), *every = malloc(*count * sizeof(float) * (size_t)s->world);
+    shoal_result rc = mine && every ? SHOAL_OK : SH_FAIL(SHOAL_ERR_NOMEM, "out of memory for the residuals");
+    if (rc == SHOAL_OK) {
+        sh_gradx_state_get(d->gx, mine);
+        rc = shoal_allgather(d->c, mine, every, *count, SHOAL_FLOAT32);
+    }
+    free(mine);
+    if (rc == SHOAL_OK && s->rank == 0) *all = every;
+    else free(every);
+    return rc;
+}
+
+static void rank_state_restore(sh_strategy *s, const float *all, size_t count, int saved_world)
+{
+    dp_state *d = s->impl;
+    size_t mine = d->gx ? sh_gradx_state_count(d->gx) : 0;
+    if (!mine) return;
+    if (count == mine && saved_world == s->world && all) {
+        sh_gradx_state_set(d->gx, all + (size_t)s->rank * count);
+        return;
+    }
+    sh_gradx_state_reset(d->gx);
+    if (s->rank != 0) return;
+    if (!count)
+        SH_LOG_W("train", "the checkpoint holds no error-feedback residuals (saved without --compress "
+                 "or with fp16/bf16); they start from zero");
+    else if (saved_world != s->world)
+        SH_LOG_W("train", "the checkpoint's error-feedback residuals are for %d ranks, this run has %d: they "
+                 "start from zero", saved_world, s->world);
+    else
+        SH_LOG_W("train", "the checkpoint's error-feedback residuals (%zu values a rank) do not fit this "
+                 "run's compression (%zu): they start from zero; resume with the same --compress", count, mine);
+}
+
+static void comm_stats(const sh_strategy *s, double *wire, double *dense, double *residual)
+{
+    const dp_state *d = s->impl;
+    *wire = d->prof.wire_nbytes;
+    *dense = d->prof.dense_nbytes;
+    *residual = d->prof.residual_norm;
+}
+
 static const sh_strategy_ops dp_ops = {"allreduce", attach, begin, grad_ready, finish, destroy, sum};
 
 shoal_result sh_strategy_allreduce_create(shoal_comm *c, const sh_dp_opts *o, sh_strategy **out)
@@ -334,9 +422,22 @@ shoal_result sh_strategy_allreduce_create(shoal_comm *c, const sh_dp_opts *o, sh
     s->impl = d;
     s->sync_state = sync_state;
     s->step_comm = step_comm;
+    shoal_codec_opts_default(&d->codec);
     d->s = s;
     *out = s;
     return SHOAL_OK;
+}
+
+void sh_strategy_allreduce_compress(sh_strategy *s, const shoal_codec_opts *codec, int sfb, const char *model)
+{
+    dp_state *d = s->impl;
+    d->codec = *codec;
+    d->sfb = sfb;
+    d->model = model;
+    int on = compresses(d);
+    s->rank_state_gather = on ? rank_state_gather : NULL;
+    s->rank_state_restore = on ? rank_state_restore : NULL;
+    s->comm_stats = on ? comm_stats : NULL;
 }
 
 void sh_strategy_allreduce_profile(const sh_strategy *s, sh_dp_profile *out)

@@ -5,6 +5,7 @@
 #define SH_STRATEGY_ALLREDUCE_H
 
 #include "shoal/comm.h"
+#include "train/grad_compress.h"
 #include "train/strategy.h"
 
 typedef struct {
@@ -21,6 +22,12 @@ typedef struct {
     double updated;    /* parameters this rank's optimizer stepped (with the update split
                           across ranks, about 1/ranks of them) */
     int shared_weights; /* 1: one copy of the weights in a shared window (SHOAL_DP_WINDOW) */
+    /* with compression (--compress, --sfb); the byte counts are per step */
+    int compressed;
+    double wire_nbytes;   /* bytes this rank sent per step by the algorithms' count */
+    double dense_nbytes;  /* what the float32 ring allreduce would have sent */
+    double residual_norm; /* error-feedback residuals after the last step */
+    int sfb_layers;
 } sh_dp_profile;
 
 /* A data-parallel strategy over c: every rank starts from rank 0's weights; gradients are
@@ -28,5 +35,10 @@ typedef struct {
  * backward has produced them. c is borrowed. */
 shoal_result sh_strategy_allreduce_create(shoal_comm *c, const sh_dp_opts *o, sh_strategy **out);
 void sh_strategy_allreduce_profile(const sh_strategy *s, sh_dp_profile *out);
+/* Before attach: compressed gradients (grad_compress.h). A codec other than none, or sfb,
+ * replaces the bucketed float32 allreduce by sh_gradx_reduce after backward, and the
+ * optimizer then runs on every rank over every parameter. model (the .cfg, for messages)
+ * is borrowed. */
+void sh_strategy_allreduce_compress(sh_strategy *s, const shoal_codec_opts *codec, int sfb, const char *model);
 
 #endif

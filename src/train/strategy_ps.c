@@ -97,6 +97,17 @@ static void step_comm(const sh_strategy *s, sh_step_comm *out)
     *out = p->last;
 }
 
+/* Compressed pushes: bytes per push against float32's, and the workers' residuals. */
+static void comm_stats(const sh_strategy *s, double *wire, double *dense, double *residual)
+{
+    const ps_state *p = s->impl;
+    double pushed = 0;
+    sh_ps_client_push_stats(p->cl, &pushed, residual);
+    int64_t pushes = sh_ps_client_clock(p->cl);
+    *wire = pushes > 0 ? pushed / (double)pushes : 0;
+    *dense = (double)p->nparams * sizeof(float);
+}
+
 static const sh_strategy_ops ps_ops = {"ps", attach, begin, grad_ready, finish, destroy, NULL};
 
 /* The lead prints progress: it moves to the next worker when the servers drop a frozen one. */
@@ -142,6 +153,8 @@ shoal_result sh_strategy_ps_create(shoal_comm *c, const sh_ps_config *cfg, const
     s->applies_update = 1;
     s->leads = leads;
     s->step_comm = step_comm;
+    if (cfg->codec.codec != SHOAL_CODEC_NONE) s->comm_stats = comm_stats;
+    p->nparams = cfg->nparams;
     s->impl = p;
     *out = s;
     return SHOAL_OK;

@@ -187,6 +187,11 @@ shoal_result sh_trainer_create_with_net(const sh_train_opts *o, sh_net *net, sh_
     t->strategy->opt = t->opt;
     t->strategy->lr = &t->lr;
     SH_TRY_GOTO(t->strategy->ops->attach(t->strategy, t->net), rc, fail);
+    if (o->resume_path && t->strategy->rank_state_restore)
+        t->strategy->rank_state_restore(t->strategy, t->rank_state, t->rank_state_count, t->rank_state_world);
+    free(t->rank_state); /* kept only for the restore */
+    t->rank_state = NULL;
+    t->rank_state_count = 0;
     t->params = sh_net_params(t->net); /* the strategy may have moved them (shared weights) */
     t->grads = sh_net_grads(t->net);
     t->steps_planned = plan_steps(&t->opts, t->cfg, sh_loader_steps_per_epoch(t->loader));
@@ -213,6 +218,7 @@ void sh_trainer_destroy(sh_trainer *t)
     sh_optim_destroy(t->opt);
     sh_net_destroy(t->net);
     if (t->owns_strategy) sh_strategy_destroy(t->strategy);
+    free(t->rank_state);
     free(t);
 }
 
@@ -243,9 +249,15 @@ shoal_result sh_trainer_save(sh_trainer *t, const char *path)
 {
     if (t->strategy->sync_state) SH_TRY(t->strategy->sync_state(t->strategy));
     SH_TRY(gather_state(t));
-    if (t->strategy->rank != 0) return SHOAL_OK;
-    SH_TRY(sh_snapshot_save(t, path));
-    return SHOAL_OK;
+    if (t->strategy->rank_state_gather) {
+        SH_TRY(t->strategy->rank_state_gather(t->strategy, &t->rank_state, &t->rank_state_count));
+        t->rank_state_world = t->strategy->world;
+    }
+    shoal_result rc = t->strategy->rank == 0 ? sh_snapshot_save(t, path) : SHOAL_OK;
+    free(t->rank_state);
+    t->rank_state = NULL;
+    t->rank_state_count = 0;
+    return rc;
 }
 
 /* Lines go only from the lead (rank 0 unless the strategy says) and never under --quiet. */
@@ -481,6 +493,14 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
             sh_progress_step(prog, step / per_epoch, step % per_epoch,
                              t->text ? loss / M_LN2 : loss, acc);
         if (t->tb) SH_TRY_GOTO(log_step(t, step, loss, acc, (double)(t1 - t0) * 1e-9), rc, done);
+        if (t->tb && t->strategy->comm_stats) {
+            double wire, dense, res;
+            t->strategy->comm_stats(t->strategy, &wire, &dense, &res);
+            SH_TRY_GOTO(sh_tb_scalar(t->tb, "comm/bytes_sent_per_step", t->steps_done, (float)wire), rc, done);
+            SH_TRY_GOTO(sh_tb_scalar(t->tb, "comm/compression_ratio", t->steps_done,
+                                     wire > 0 ? (float)(dense / wire) : 1.0f), rc, done);
+            SH_TRY_GOTO(sh_tb_scalar(t->tb, "comm/residual_norm", t->steps_done, (float)res), rc, done);
+        }
         if (t->steps_done % per_epoch == 0) {
             char extra[160] = "";
             if (t->opts.eval_each_epoch) {

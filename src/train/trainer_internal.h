@@ -40,6 +40,11 @@ struct sh_trainer {
     float *state_all;           /* (world, nstate) every rank's state, for checkpoints */
     double *state_sum;          /* (world, nstate) the gather's buffer (a sum of zeros and one
                                    rank's values is exact) */
+    /* Per-rank state of the checkpoint (error-feedback residuals), every rank's, between
+     * restore and attach; and on rank 0 what the strategy gathered for the next save. */
+    float *rank_state;
+    size_t rank_state_count;    /* floats per rank */
+    int rank_state_world;       /* ranks it holds */
     char default_save_path[1024];
 };
 

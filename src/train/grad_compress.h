@@ -1,0 +1,54 @@
+/* grad_compress.h — the compressed exchange of a net's gradients: one compressor per layer's
+ * weights and one per its biases (shoal_allreduce_compressed), or, with sufficient-factor
+ * broadcasting, a connected layer's per-image factors instead of its weight gradient; and
+ * the error-feedback state a checkpoint keeps per rank.
+ * Not here: the codecs and the collective (src/comm/compress/), when the exchange runs
+ * (strategy_allreduce.c).
+ * Proved by tests/train/test_compress_train.c. */
+#ifndef SH_GRAD_COMPRESS_H
+#define SH_GRAD_COMPRESS_H
+
+#include "nn/net.h"
+#include "shoal/comm.h"
+
+typedef struct {
+    shoal_codec_opts codec; /* SHOAL_CODEC_NONE: float32 allreduce */
+    int sfb;                /* sufficient factors for connected layers where they are smaller */
+    const char *model;      /* the .cfg, for messages */
+} sh_gradx_opts;
+
+typedef struct {
+    double wire_nbytes;     /* bytes this rank sends per step (the algorithms' count) */
+    double dense_nbytes;    /* what a float32 ring allreduce of every gradient would send */
+    double residual_norm;   /* of every residual after the last step */
+    int sfb_layers;         /* connected layers that send factors */
+} sh_gradx_stats;
+
+typedef struct sh_gradx sh_gradx;
+
+/* Plan the exchange for net on c. Errors: SHOAL_ERR_INVALID with one line for --sfb on a
+ * model with no connected layer; SHOAL_ERR_NOMEM. Collective: no (the plan is a function of
+ * the model and options, the same on every rank). */
+shoal_result sh_gradx_create(shoal_comm *c, sh_net *net, const sh_gradx_opts *o, sh_gradx **out);
+void sh_gradx_destroy(sh_gradx *g);
+/* Before backward: this step's gradient block (the net's). The exchange of a layer starts,
+ * on the exchange's own thread, as soon as backward reports it final, layers last to
+ * first; the communicator must not be used by others until sh_gradx_reduce returns. */
+void sh_gradx_begin(sh_gradx *g, float *grads);
+/* Backward's grad_ready for layer i: keeps the factors of a layer that sends them and
+ * starts the layer's exchange. */
+void sh_gradx_layer_ready(sh_gradx *g, int layer);
+/* Wait until every layer's gradients in grads (the net's gradient block) are the mean over
+ * the ranks (those backward did not report are exchanged now). Collective, blocking. */
+shoal_result sh_gradx_reduce(sh_gradx *g, float *grads);
+/* Seconds the exchange thread spent exchanging, summed over the steps. */
+double sh_gradx_busy_s(const sh_gradx *g);
+void sh_gradx_get_stats(const sh_gradx *g, sh_gradx_stats *out);
+
+/* The per-rank state (residuals, lowrank's Q): count floats, copied out and in. */
+size_t sh_gradx_state_count(const sh_gradx *g);
+void sh_gradx_state_get(sh_gradx *g, float *out);
+void sh_gradx_state_set(sh_gradx *g, const float *in);
+void sh_gradx_state_reset(sh_gradx *g);
+
+#endif

@@ -1,0 +1,176 @@
+/* test_train_compress.c — proves `shoal train -n N --compress C` and `--sfb` end to end
+ * (src/train/grad_compress.c through strategy_allreduce.c, the checkpoint's per-rank
+ * residuals in snapshot.c): a run that stops and resumes equals one that did not, bit for
+ * bit, for every codec with error feedback; a resume on another rank count starts the
+ * residuals from zero and says so; --compress none is today's run; every codec trains the
+ * tiny model to an accuracy close to float32's; --json reports the bytes; bad flags get one
+ * clear line. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "lib/run.h"
+#include "train/tiny_data.h"
+
+static char dir[256], out[1 << 20];
+
+static int run(const char *args)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "cd %s && %s train %s 2>&1", dir, sh_test_shoal_bin(), args);
+    return sh_test_run(cmd, out, sizeof out);
+}
+
+static int same_files(const char *a, const char *b)
+{
+    char cmd[1024], o[256];
+    snprintf(cmd, sizeof cmd, "cd %s && cmp -s %s %s && echo same", dir, a, b);
+    return sh_test_run(cmd, o, sizeof o) == 0 && strstr(o, "same") != NULL;
+}
+
+static double json_num(const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = strstr(out, pat);
+    return p ? atof(p + strlen(pat)) : -1;
+}
+
+static const char *const codecs[] = {"1bit", "topk:0.1", "lowrank:2", "fp16", "bf16"};
+
+static void resume_continues_bit_for_bit(void)
+{
+    char a[256];
+    for (int i = 0; i < 3; i++) { /* the codecs with residuals */
+        snprintf(a, sizeof a, "mlp.cfg --data . -n 2 --threads 1 --quiet --compress %s --max-steps 30 --save whole.ckpt",
+                 codecs[i]);
+        CHECK(run(a) == 0, "%s uninterrupted: %s", codecs[i], out);
+        snprintf(a, sizeof a, "mlp.cfg --data . -n 2 --threads 1 --quiet --compress %s --max-steps 13 --save half.ckpt",
+                 codecs[i]);
+        CHECK(run(a) == 0, "%s first half: %s", codecs[i], out);
+        CHECK(!same_files("whole.ckpt", "half.ckpt"), "%s: 13 steps differ from 30", codecs[i]);
+        snprintf(a, sizeof a, "mlp.cfg --data . -n 2 --threads 1 --quiet --compress %s --max-steps 30 "
+                 "--resume half.ckpt --save half.ckpt", codecs[i]);
+        CHECK(run(a) == 0, "%s resumed: %s", codecs[i], out);
+        CHECK(!strstr(out, "start from zero"), "%s: the residuals were restored: %s", codecs[i], out);
+        CHECK(same_files("whole.ckpt", "half.ckpt"), "%s: stopped and resumed equals uninterrupted", codecs[i]);
+    }
+}
+
+static void resume_on_other_ranks_resets_with_one_line(void)
+{
+    CHECK(run("mlp.cfg --data . -n 2 --threads 1 --quiet --compress 1bit --scaling strong --batch 48 "
+              "--max-steps 6 --save r.ckpt") == 0, "%s", out);
+    CHECK(run("mlp.cfg --data . -n 3 --threads 1 --quiet --compress 1bit --scaling strong --batch 48 "
+              "--max-steps 10 --resume r.ckpt") == 0, "%s", out);
+    const char *line = strstr(out, "residuals are for 2 ranks, this run has 3");
+    CHECK(line != NULL, "the reset is said: %s", out);
+    CHECK(line && !strstr(line + 1, "residuals are for 2 ranks"), "once: %s", out);
+    /* and a checkpoint without residuals, resumed with them */
+    CHECK(run("mlp.cfg --data . -n 2 --threads 1 --quiet --max-steps 4 --save plain.ckpt") == 0, "%s", out);
+    CHECK(run("mlp.cfg --data . -n 2 --threads 1 --quiet --compress topk:0.1 --max-steps 6 --resume plain.ckpt") == 0,
+          "%s", out);
+    CHECK(strstr(out, "holds no error-feedback residuals") != NULL, "%s", out);
+}
+
+static void none_is_todays_run(void)
+{
+    CHECK(run("mlp.cfg --data . -n 2 --threads 1 --quiet --max-steps 12 --save a.ckpt") == 0, "%s", out);
+    CHECK(run("mlp.cfg --data . -n 2 --threads 1 --quiet --max-steps 12 --compress none --save b.ckpt") == 0, "%s", out);
+    CHECK(same_files("a.ckpt", "b.ckpt"), "--compress none changes nothing");
+    CHECK(run("mlp.cfg --data . -n 2 --threads 1 --quiet --max-steps 12 --compress 1bit --save c.ckpt") == 0, "%s", out);
+    CHECK(!same_files("a.ckpt", "c.ckpt"), "1bit does change the run");
+}
+
+static void every_codec_trains_and_reports_bytes(void)
+{
+    CHECK(run("mlp.cfg --data . -n 2 --threads 1 --max-steps 64 --json") == 0, "%s", out);
+    double base = json_num("accuracy");
+    CHECK(base >= 0.9, "float32 reaches %.3f", base);
+    CHECK(json_num("bytes_sent_per_step") < 0, "no compression figures without --compress");
+    char a[256];
+    for (int i = 0; i < 5; i++) {
+        snprintf(a, sizeof a, "mlp.cfg --data . -n 2 --threads 1 --max-steps 64 --json --compress %s", codecs[i]);
+        CHECK(run(a) == 0, "%s: %s", codecs[i], out);
+        double acc = json_num("accuracy"), ratio = json_num("compression_ratio");
+        CHECK(acc >= base - 0.1, "%s: accuracy %.3f, float32 %.3f", codecs[i], acc, base);
+        CHECK(json_num("bytes_sent_per_step") > 0 && json_num("dense_bytes_per_step") > json_num("bytes_sent_per_step"),
+              "%s: bytes reported: %s", codecs[i], out);
+        CHECK(i < 3 ? ratio > 2.5 : (ratio > 1.9 && ratio < 2.1), "%s: ratio %.2f", codecs[i], ratio);
+        CHECK(i < 3 ? json_num("residual_norm") > 0 : json_num("residual_norm") == 0, "%s: residual %s", codecs[i], out);
+    }
+    CHECK(run("mlp.cfg --data . -n 2 --threads 1 --max-steps 64 --json --sfb") == 0, "%s", out);
+    CHECK(json_num("accuracy") >= base - 0.1 && json_num("sfb_layers") == 1, "sfb: %s", out);
+    CHECK(run("mlp.cfg --data . -n 2 --threads 1 --max-steps 8 --profile --compress 1bit --logdir tb") == 0, "%s", out);
+    char cmd[512], o[64];
+    snprintf(cmd, sizeof cmd, "cd %s && grep -q -a comm/compression_ratio tb/* && grep -q -a comm/residual_norm tb/* "
+             "&& grep -q -a comm/bytes_sent_per_step tb/* && echo all", dir);
+    CHECK(sh_test_run(cmd, o, sizeof o) == 0 && strstr(o, "all"), "TensorBoard has the three comm/ scalars: %s", o);
+    CHECK(strstr(out, "compression: ") && strstr(out, "residual norm"), "--profile line: %s", out);
+}
+
+/* workers push compressed gradients, the servers decode them */
+static void parameter_server_pushes_compressed(void)
+{
+    CHECK(run("mlp.cfg --data . -n 2 --ps --threads 1 --max-steps 64 --json") == 0, "%s", out);
+    double base = json_num("accuracy");
+    const char *ps_codecs[] = {"1bit", "topk:0.1", "fp16", "bf16"};
+    char a[256];
+    for (int i = 0; i < 4; i++) {
+        snprintf(a, sizeof a, "mlp.cfg --data . -n 2 --ps --threads 1 --max-steps 64 --json --compress %s", ps_codecs[i]);
+        CHECK(run(a) == 0, "%s: %s", ps_codecs[i], out);
+        CHECK(json_num("accuracy") >= base - 0.1, "%s over --ps: %.3f vs %.3f", ps_codecs[i], json_num("accuracy"), base);
+        CHECK(json_num("compression_ratio") > (i < 2 ? 2.5 : 1.9), "%s: ratio %.2f", ps_codecs[i],
+              json_num("compression_ratio"));
+    }
+    /* the workers' residuals are not in a parameter-server checkpoint: a resume says so */
+    CHECK(run("mlp.cfg --data . -n 2 --ps --threads 1 --quiet --max-steps 6 --compress 1bit --save ps.ckpt") == 0, "%s", out);
+    CHECK(run("mlp.cfg --data . -n 2 --ps --threads 1 --quiet --max-steps 10 --compress 1bit --resume ps.ckpt") == 0,
+          "%s", out);
+    CHECK(strstr(out, "residuals are not kept in checkpoints") != NULL, "%s", out);
+}
+
+static void bad_flags_get_one_clear_line(void)
+{
+    static const char noconn[] = "[net]\nbatch=8\nwidth=8\nheight=8\nchannels=1\nlearning_rate=0.01\n"
+                                 "\n[convolutional]\nfilters=4\nsize=3\nstride=1\npad=1\nactivation=relu\n"
+                                 "\n[avgpool]\n\n[softmax]\n\n[cost]\n";
+    CHECK(tiny_write_file(dir, "noconn.cfg", noconn) == 0, "write noconn.cfg");
+    struct {
+        const char *args, *want;
+    } cases[] = {
+        {"mlp.cfg --data . -n 2 --compress topk:0", "(0, 1]"},
+        {"mlp.cfg --data . -n 2 --compress lowrank:0", "whole number from 1"},
+        {"mlp.cfg --data . -n 2 --compress gzip", "unknown compression \"gzip\""},
+        {"mlp.cfg --data . -n 2 --compress", "--compress needs a value"},
+        {"noconn.cfg --data . -n 2 --sfb", "noconn.cfg has no [connected] layer"},
+        {"mlp.cfg --data . -n 2 --ps --compress lowrank:2", "lowrank needs data parallelism"},
+        {"mlp.cfg --data . -n 2 --ps --sfb", "--sfb needs data parallelism"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int rc = run(cases[i].args);
+        CHECK(rc == 2, "%s: exit %d", cases[i].args, rc);
+        CHECK(strstr(out, cases[i].want) != NULL, "%s: %s", cases[i].args, out);
+        int lines = 0;
+        for (const char *p = out; *p; p++) lines += *p == '\n';
+        CHECK(lines <= 2, "%s: one line (and the usage hint): %s", cases[i].args, out);
+    }
+}
+
+int main(void)
+{
+    check_begin("test_train_compress", 240);
+    if (tiny_make_dir(dir, sizeof dir) != 0) {
+        CHECK(0, "cannot make the tiny dataset");
+        return check_end();
+    }
+    RUN(resume_continues_bit_for_bit);
+    RUN(resume_on_other_ranks_resets_with_one_line);
+    RUN(none_is_todays_run);
+    RUN(every_codec_trains_and_reports_bytes);
+    RUN(parameter_server_pushes_compressed);
+    RUN(bad_flags_get_one_clear_line);
+    tiny_remove_dir(dir);
+    return check_end();
+}
