@@ -5,6 +5,7 @@
  * Proved by tests/train/test_snapshot.c. */
 #include "train/snapshot.h"
 
+#include <stdio.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,14 +36,24 @@ enum {
     META_NSTATE,          /* recurrent state floats per rank; section "rnn_state" holds
                              world of them (0 in checkpoints of feed-forward nets) */
     META_RANK_STATE,      /* floats of per-rank state (error-feedback residuals) a rank */
-    META_COUNT = 16
+    META_COUNT_V1 = 16,   /* version 1's section: slots up to META_WORLD */
+    META_COUNT = 32       /* the rest are spare, zero */
 };
 
 static shoal_result read_meta(const char *path, uint64_t meta[META_COUNT])
 {
     sh_ckpt_section s = {"meta", meta, sizeof(uint64_t) * META_COUNT};
     memset(meta, 0, sizeof(uint64_t) * META_COUNT);
-    SH_TRY(sh_ckpt_load(path, &s, 1));
+    if (sh_ckpt_load(path, &s, 1) != SHOAL_OK) {
+        /* a version-1 file's shorter meta: its slots past META_WORLD read as zero */
+        char first[512];
+        snprintf(first, sizeof first, "%s", shoal_last_error_message());
+        s.nbytes = sizeof(uint64_t) * META_COUNT_V1;
+        memset(meta, 0, sizeof(uint64_t) * META_COUNT);
+        if (sh_ckpt_load(path, &s, 1) != SHOAL_OK || meta[META_VERSION] != 1)
+            return SH_FAIL(SHOAL_ERR_FORMAT, "%s", first);
+        return SHOAL_OK;
+    }
     if (meta[META_VERSION] != SH_SNAPSHOT_VERSION)
         return SH_FAIL(SHOAL_ERR_FORMAT,
                        "checkpoint %s: training-state version %" PRIu64 ", this shoal reads %d; "

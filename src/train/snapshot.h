@@ -13,14 +13,15 @@
 
 typedef struct sh_trainer sh_trainer;
 
-/* Bumped when the meta layout changes; older files are refused with a clear message. */
-#define SH_SNAPSHOT_VERSION 1
+/* Bumped when the meta layout changes. Version 1 had 16 meta slots (read still: its newer
+ * slots are zero); version 2 has 32. Other versions are refused with a clear message. */
+#define SH_SNAPSHOT_VERSION 2
 
 /* Save the trainer's whole state to path (atomic: the old file survives a crash). */
 shoal_result sh_snapshot_save(sh_trainer *t, const char *path);
 /* A checkpoint's "meta" section (fixed-width slots; see snapshot.c), read once per resume. */
 typedef struct {
-    uint64_t v[16];
+    uint64_t v[32];
 } sh_snapshot_meta;
 
 /* Read and check the meta section only (the blocks stay on disk). */

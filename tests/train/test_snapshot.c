@@ -5,6 +5,7 @@
 
 #include "base/err.h"
 #include "check.h"
+#include "io/checkpoint.h"
 #include "nn/net.h"
 #include "train/snapshot.h"
 #include "train/tiny_data.h"
@@ -72,6 +73,47 @@ static void resume_for(int64_t n, int threads)
 
 static void resume_mid_epoch_continues_bitwise(void) { resume_for(11, 1); }
 static void resume_with_two_threads_continues_bitwise(void) { resume_for(13, 2); }
+
+/* A version-1 checkpoint (16 meta slots, before the recurrent-state and residual counts)
+ * still resumes bit for bit: made here from a current one by rewriting its meta section. */
+static void version_1_checkpoint_still_resumes(void)
+{
+    enum { N = 11, NPARAMS = 10, NSTATS = 12, NOPTIM = 13 }; /* meta slots, as snapshot.c */
+    char path[600], old[600];
+    snprintf(path, sizeof path, "%s/v2.ckpt", dir);
+    snprintf(old, sizeof old, "%s/v1.ckpt", dir);
+    sh_train_opts o;
+    opts_for(&o, mlp_cfg);
+    sh_train_report r;
+    float *straight = NULL, *resumed = NULL;
+    size_t ns = 0, nr = 0;
+    o.max_steps = 2 * N;
+    CHECK_OK(train(&o, &r, &straight, &ns));
+    o.max_steps = N;
+    o.save_path = path;
+    CHECK_OK(train(&o, &r, NULL, NULL));
+    uint64_t meta[32] = {0};
+    sh_ckpt_section m = {"meta", meta, sizeof meta};
+    CHECK_OK(sh_ckpt_load(path, &m, 1));
+    CHECK(meta[0] == SH_SNAPSHOT_VERSION && meta[NSTATS] == 0, "version %llu", (unsigned long long)meta[0]);
+    float *params = malloc(meta[NPARAMS] * 4 + 4), *optim = malloc(meta[NOPTIM] * 4 + 4);
+    sh_ckpt_section secs[3] = {{"meta", meta, 16 * sizeof(uint64_t)},
+                               {"params", params, meta[NPARAMS] * 4},
+                               {"optim", optim, meta[NOPTIM] * 4}};
+    CHECK_OK(sh_ckpt_load(path, secs + 1, meta[NOPTIM] ? 2 : 1));
+    meta[0] = 1;
+    CHECK_OK(sh_ckpt_save(old, secs, meta[NOPTIM] ? 3 : 2));
+    o.max_steps = 2 * N;
+    o.save_path = NULL;
+    o.resume_path = old;
+    CHECK_OK(train(&o, &r, &resumed, &nr));
+    CHECK(straight && resumed && ns == nr && memcmp(straight, resumed, ns * sizeof(float)) == 0,
+          "a version-1 checkpoint did not resume bit for bit");
+    free(params);
+    free(optim);
+    free(straight);
+    free(resumed);
+}
 
 static void resumed_run_can_add_epochs(void)
 {
@@ -194,6 +236,7 @@ int main(void)
     RUN(resume_mid_epoch_continues_bitwise);
     RUN(resume_with_two_threads_continues_bitwise);
     RUN(resumed_run_can_add_epochs);
+    RUN(version_1_checkpoint_still_resumes);
     RUN(weights_load_into_a_net_of_another_batch);
     RUN(checkpoint_of_another_model_is_refused);
     RUN(checkpoint_of_another_batch_is_refused);
