@@ -61,6 +61,7 @@ struct sh_layer {
     float probability, scale;       /* dropout */
     float temperature;              /* softmax */
     int alias_input;                /* [cost]: out/delta are src[0]'s */
+    int stage;                      /* stage=K: its pipeline stage; -1: not placed */
 
     /* slices of the three blocks, in floats from each block's start */
     size_t param_off, param_count;  /* everything this layer owns */
@@ -135,9 +136,6 @@ shoal_result sh_layer_ref(const sh_cfg_section *s, const char *key, int ref, int
 
 /* Internal views for tests and tools. */
 sh_layer *sh_net_layer(sh_net *n, int i);
-/* Also compute dL/d(input) on backward (gradient checks of the first layer). */
-void sh_net_want_input_delta(sh_net *n, int on);
-const float *sh_net_input_delta(const sh_net *n);
 
 /* The layer table rows, one per file. */
 extern const sh_layer_ops sh_conv_ops, sh_dense_ops, sh_maxpool_ops, sh_avgpool_ops,

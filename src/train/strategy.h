@@ -33,6 +33,12 @@ typedef struct {
     /* Optional (NULL: evaluation is not split): v[i] = sum of v[i] over the ranks, so each
      * rank evaluates its shard of the test set and the counts are combined. */
     shoal_result (*sum)(sh_strategy *s, double *v, int n);
+    /* Optional (NULL: the step runs the net itself): forward, loss and (training = 1)
+     * backward of this rank's batch x (n, C, H, W) with labels y (n) through the strategy,
+     * leaving the gradients for finish: a pipeline runs its stage of every micro-batch.
+     * *loss: the batch's mean loss; *correct: its argmax hits. Evaluation uses it too. */
+    shoal_result (*pass)(sh_strategy *s, const float *x, const int32_t *y, int n, int training,
+                         float *loss, int *correct);
 } sh_strategy_ops;
 
 struct sh_strategy {
@@ -41,6 +47,8 @@ struct sh_strategy {
     int applies_update; /* 1: the strategy updates the parameters itself (parameter servers
                            apply the optimizer); the step then skips the local optimizer */
     void *impl;      /* the strategy's own state */
+    int batch;       /* > 0: images per step this rank takes (a pipeline's net is built for a
+                        micro-batch); 0: the net's batch */
     /* Set by the trainer before attach, for a strategy that applies the update itself:
      * the trainer's optimizer and schedule (borrowed). */
     sh_optim *opt;

@@ -265,7 +265,7 @@ static shoal_result sync_state(sh_strategy *s)
     return shoal_allreduce(d->c, state, state, sh_optim_moments(s->opt), SHOAL_FLOAT32, SHOAL_SUM);
 }
 
-static const sh_strategy_ops dp_ops = {"allreduce", attach, begin, grad_ready, finish, destroy, sum};
+static const sh_strategy_ops dp_ops = {"allreduce", attach, begin, grad_ready, finish, destroy, sum, NULL};
 
 shoal_result sh_strategy_allreduce_create(shoal_comm *c, const sh_dp_opts *o, sh_strategy **out)
 {

@@ -73,7 +73,7 @@ static void destroy(sh_strategy *s)
     free(s);
 }
 
-static const sh_strategy_ops ps_ops = {"ps", attach, begin, grad_ready, finish, destroy, NULL};
+static const sh_strategy_ops ps_ops = {"ps", attach, begin, grad_ready, finish, destroy, NULL, NULL};
 
 /* The lead prints progress: it moves to the next worker when the servers drop a frozen one. */
 static int leads(const sh_strategy *s)

@@ -122,7 +122,7 @@ shoal_result sh_trainer_create_with_net(const sh_train_opts *o, sh_net *net, sh_
              "this host)", t->threads, t->threads == 1 ? "" : "s", sh_cpus_source_name(why),
              sh_cpus_available(), sh_cpus_online(), o->local_ranks > 0 ? o->local_ranks : 1,
              o->local_ranks > 1 ? "s" : "");
-    t->batch = sh_net_batch(t->net);
+    t->batch = t->strategy->batch > 0 ? t->strategy->batch : sh_net_batch(t->net);
     t->global_batch = t->batch * t->strategy->world;
     t->nparams = sh_net_nparams(t->net);
     t->params = sh_net_params(t->net);
@@ -223,11 +223,33 @@ static shoal_result save_to(sh_trainer *t, sh_progress *prog, const char *path,
     return SHOAL_OK;
 }
 
+/* sh_eval_sums through the strategy's pass (a pipeline: the batch goes through its stages). */
+static shoal_result eval_through_strategy(sh_trainer *t, int64_t *nimg, int64_t *ncorrect, double *loss_sum)
+{
+    sh_strategy *s = t->strategy;
+    SH_TRY(sh_loader_seek(t->test_loader, 0, 0));
+    int64_t nsteps = sh_loader_steps_per_epoch(t->test_loader);
+    *nimg = *ncorrect = 0;
+    *loss_sum = 0;
+    for (int64_t k = 0; k < nsteps; k++) {
+        int n = 0, hits = 0;
+        float loss = 0;
+        SH_TRY(sh_loader_next(t->test_loader, t->x, t->y, &n));
+        if (n <= 0) continue;
+        SH_TRY(s->ops->pass(s, t->x, t->y, n, 0, &loss, &hits));
+        *loss_sum += (double)loss * n;
+        *ncorrect += hits;
+        *nimg += n;
+    }
+    return SHOAL_OK;
+}
+
 static shoal_result evaluate(sh_trainer *t, sh_train_report *r)
 {
     int64_t nimg = 0, ncorrect = 0;
     double loss_sum = 0;
-    SH_TRY(sh_eval_sums(t->net, t->test_loader, t->x, t->y, &nimg, &ncorrect, &loss_sum));
+    if (t->strategy->ops->pass) SH_TRY(eval_through_strategy(t, &nimg, &ncorrect, &loss_sum));
+    else SH_TRY(sh_eval_sums(t->net, t->test_loader, t->x, t->y, &nimg, &ncorrect, &loss_sum));
     if (t->strategy->ops->sum && t->strategy->world > 1) {
         double v[3] = {(double)nimg, (double)ncorrect, loss_sum};
         SH_TRY(t->strategy->ops->sum(t->strategy, v, 3));
@@ -323,7 +345,8 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
         epoch_loss_n++;
         r->train_loss = epoch_loss_sum / (double)epoch_loss_n;
         /* The batch's training accuracy from the forward pass the step already did. */
-        double acc = (double)sh_net_correct(t->net, t->y) / (double)t->last_n;
+        int hits = t->strategy->ops->pass ? t->last_correct : sh_net_correct(t->net, t->y);
+        double acc = (double)hits / (double)t->last_n;
         if (prog && may_print(t)) sh_progress_step(prog, step / per_epoch, step % per_epoch, loss, acc);
         if (t->tb) {
             SH_TRY_GOTO(sh_tb_scalar(t->tb, "train/loss", t->steps_done, loss), rc, done);
