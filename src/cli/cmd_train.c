@@ -51,7 +51,13 @@ static const char usage_text[] =
     "  --bucket-mb X      gradients travel in buckets of X MB (default 1), last layers first,\n"
     "                     each allreduce starting while backward goes on\n"
     "  --profile          per-step times: data, forward, backward, waiting for the\n"
-    "                     allreduce, optimizer, and the share of communication hidden\n"
+    "                     allreduce, optimizer, and the share of communication hidden;\n"
+    "                     with --pipeline per stage: forward, backward, bubble (idle), comm\n"
+    "  --pipeline S       pipeline parallelism: the layers cut into S stages (balanced by\n"
+    "                     estimated cost, or by stage=K keys in the cfg), one rank each;\n"
+    "                     -n N with N a multiple of S runs N/S replicas of the pipeline\n"
+    "  --micro-batches M  with --pipeline: each batch runs as M micro-batches, one forward\n"
+    "                     one backward (default S); M divides the batch\n"
     "  --ps               parameter-server training: the first S ranks serve (in addition\n"
     "                     to the N workers of -n), the others are workers\n"
     "  --servers S        parameter servers (default 1)\n"
@@ -118,9 +124,24 @@ static void print_server_stats(const sh_job_report *jr, const sh_job_opts *jo)
             (long long)st->max_spread, st->dropped_workers, (long long)st->refused);
 }
 
+static void print_pipe_profile(const sh_job_report *jr)
+{
+    for (int k = 0; k < jr->pipe_nstages; k++) {
+        const sh_pipe_profile *q = &jr->pipe_profile[k];
+        fprintf(stderr, "profile stage %d (layers %d-%d) per step (ms): forward %.2f, backward %.2f, bubble %.2f "
+                "(%.1f%% of the pass), comm %.2f, pass %.2f\n", k, q->lo, q->hi - 1, q->forward * 1e3,
+                q->backward * 1e3, q->bubble * 1e3, q->step > 0 ? 100 * q->bubble / q->step : 0.0,
+                q->comm * 1e3, q->step * 1e3);
+    }
+}
+
 static void print_profile(const sh_job_report *jr)
 {
     const sh_step_profile *p = &jr->train.profile;
+    if (jr->has_pipe_profile) {
+        print_pipe_profile(jr);
+        return;
+    }
     double step = p->data + p->forward + p->backward + p->comm_wait + p->optimizer;
     if (!jr->has_dp_profile) { /* one process: nothing to wait for */
         fprintf(stderr, "profile per step (ms): data %.2f, forward %.2f, backward %.2f, optimizer %.2f, "
@@ -180,6 +201,7 @@ int sh_cmd_train(int argc, char **argv)
     sh_job_opts_default(&jo);
     sh_train_opts *o = &jo.train;
     int json = 0, ps = 0;
+    long long stages = 0, micro = 0;
     const char *cfg = NULL;
     int64_t nranks = 0, nnodes = 0, node_rank = 0;
     const char *master_addr = NULL;
@@ -263,6 +285,8 @@ int sh_cmd_train(int argc, char **argv)
         INT_FLAG("-n", 1, 4096, nranks)
         INT_FLAG("--nranks", 1, 4096, nranks)
         INT_FLAG("--servers", 1, 1024, jo.nservers)
+        INT_FLAG("--pipeline", 1, 4096, stages)
+        INT_FLAG("--micro-batches", 1, 1 << 20, micro)
         INT_FLAG("--staleness", 0, 1000000, jo.staleness)
         INT_FLAG("--push-every", 1, 1000000, jo.worker.push_every)
         INT_FLAG("--pull-every", 1, 1000000, jo.worker.pull_every)
@@ -286,17 +310,29 @@ int sh_cmd_train(int argc, char **argv)
         return sh_cli_usage_error("train", "--node-rank %lld is outside 0..%lld (--nnodes)", (long long)node_rank,
                                   (long long)(nnodes > 1 ? nnodes - 1 : 0));
     sh_launch_opts nodes = {.nnodes = (int)nnodes, .node_rank = (int)node_rank, .master_addr = master_addr};
+    if (stages > 1 && nranks > 0 && !in_job && nranks % stages)
+        return sh_cli_usage_error("train", "--pipeline %lld does not divide -n %lld into replicas of %lld stages; "
+                                  "use -n %lld or another multiple of %lld", stages, (long long)nranks, stages,
+                                  stages, stages);
+    if (stages > 1 && nranks == 0 && !in_job)
+        return sh_cli_usage_error("train", "--pipeline %lld needs ranks: add -n %lld (or a multiple of %lld)",
+                                  stages, stages, stages);
     if (nranks > 0 && !in_job) return relaunch(argc, argv, (int)nranks + (ps ? jo.nservers : 0), &nodes);
     if (ps && !in_job)
         return sh_cli_usage_error("train", "--ps needs ranks: add -n WORKERS, or run under shoal launch, "
                                   "mpirun or srun");
+    if (stages && ps) return sh_cli_usage_error("train", "--pipeline and --ps are different layouts; choose one");
+    if (micro && !stages) return sh_cli_usage_error("train", "--micro-batches goes with --pipeline S");
     if (o->save_every_steps && !o->save_path)
         return sh_cli_usage_error("train", "--save-every needs --save FILE");
     o->cfg_path = cfg;
     o->out = json ? stderr : stdout;
     o->stop_requested = &stop_requested;
     o->save_requested = &save_requested;
-    jo.layout = ps ? SH_LAYOUT_PARAM_SERVER : SH_LAYOUT_DATA_PARALLEL;
+    jo.layout = ps ? SH_LAYOUT_PARAM_SERVER : stages ? SH_LAYOUT_PIPELINE : SH_LAYOUT_DATA_PARALLEL;
+    jo.stages = (int)stages;
+    jo.micro_batches = (int)micro;
+    jo.layout_out = o->quiet ? NULL : o->out;
     jo.server_log = o->quiet ? NULL : stderr;
     dbg.ps = ps;
     if (dbg.die_rank >= 0 || dbg.delay_rank >= 0) {
@@ -331,10 +367,23 @@ int sh_cmd_train(int argc, char **argv)
     if (json) {
         printf("{\"accuracy\":%.6f,\"loss\":%.6f,\"test_loss\":%.6f,\"images_per_s\":%.1f,"
                "\"epochs\":%.4f,\"steps\":%" PRId64 ",\"seconds\":%.3f,\"peak_rss_mb\":%.1f,"
-               "\"stopped\":%s,\"threads\":%d}\n",
+               "\"stopped\":%s,\"threads\":%d",
                r->test_accuracy, r->train_loss, r->test_loss, r->images_per_s, r->epochs, r->steps,
                r->seconds, (double)r->peak_rss_nbytes / (1024.0 * 1024.0),
                r->stopped ? "true" : "false", r->threads);
+        if (jr.has_pipe_profile) {
+            printf(",\"pipeline\":[");
+            for (int k = 0; k < jr.pipe_nstages; k++) {
+                const sh_pipe_profile *q = &jr.pipe_profile[k];
+                printf("%s{\"stage\":%d,\"first_layer\":%d,\"last_layer\":%d,\"forward_ms\":%.3f,"
+                       "\"backward_ms\":%.3f,\"bubble_ms\":%.3f,\"comm_ms\":%.3f,\"pass_ms\":%.3f,"
+                       "\"bubble_share\":%.4f}", k ? "," : "", k, q->lo, q->hi - 1, q->forward * 1e3,
+                       q->backward * 1e3, q->bubble * 1e3, q->comm * 1e3, q->step * 1e3,
+                       q->step > 0 ? q->bubble / q->step : 0.0);
+            }
+            printf("]");
+        }
+        printf("}\n");
     } else if (!o->quiet && !r->stopped) {
         printf("test accuracy %.2f%%, test loss %.4f after %" PRId64 " steps (%.2f epochs) in "
                "%.1f s, %.0f images/s, peak RSS %.1f MB\n",

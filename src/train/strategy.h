@@ -60,7 +60,21 @@ struct sh_strategy {
     /* Optional (NULL: rank 0 leads): 1 while this rank is the one that prints progress and
      * reports; a parameter-server worker leads once the servers dropped every lower one. */
     int (*leads)(const sh_strategy *s);
+    /* Set by a strategy whose ranks each hold a part of the model (pipeline stages); NULL:
+     * every rank holds the whole. Checkpoints hold the whole model whatever the layout
+     * (snapshot.c): the parts are summed into it (sum_floats) and the lead writes it; on
+     * resume every rank reads the file and keeps its part. */
+    const struct sh_model_part *part;
 };
+
+typedef struct sh_model_part {
+    size_t nparams_whole, params_off;   /* this rank's parameters: [off, off + nparams) */
+    size_t nstats_whole, stats_off;
+    int contributes;                    /* 1 on one rank per part (replica 0's stages) */
+    int carries_scalars;                /* 1 on one rank of the job: the optimizer's step count */
+    /* v[i] = sum over all ranks of v[i]; collective. */
+    shoal_result (*sum_floats)(sh_strategy *s, float *v, size_t n);
+} sh_model_part;
 
 /* The single-process strategy: every hook does nothing. */
 shoal_result sh_strategy_local_create(sh_strategy **out);

@@ -44,7 +44,10 @@ typedef struct {
     float *acc;              /* (nparams) gradient sum over micro-batches */
     size_t nparams, in_count, out_count;
     uint64_t rng[4];         /* dropout's stream, carried from instance to instance */
-    double ns[5];            /* forward, backward, bubble, comm, pass */
+    double ns[5];            /* forward, backward, bubble, comm, pass: training passes only */
+    double eval_ns[5];       /* the same during evaluation (not reported) */
+    double *acc_ns;          /* ns while training, else eval_ns */
+    sh_model_part part;      /* where this stage's blocks sit in the whole model's */
     int64_t passes;
 } pipe_state;
 
@@ -194,9 +197,9 @@ static shoal_result forward_one(pipe_state *p, int m, const float *x, const int3
         SH_TRY(shoal_broadcast_start(p->act[1], sh_net_part_output(net), (void *)sh_net_part_output(net),
                                      (size_t)cnt * p->out_count, SHOAL_FLOAT32, 0, &p->act_req[j]));
     uint64_t t3 = sh_now_ns();
-    p->ns[2] += (double)(t1 - t0);
-    p->ns[0] += (double)(t2 - t1);
-    p->ns[3] += (double)(t3 - t2);
+    p->acc_ns[2] += (double)(t1 - t0);
+    p->acc_ns[0] += (double)(t2 - t1);
+    p->acc_ns[3] += (double)(t3 - t2);
     return SHOAL_OK;
 }
 
@@ -220,9 +223,9 @@ static shoal_result backward_one(pipe_state *p, int m, int n)
         SH_TRY(shoal_broadcast_start(p->grad[0], sh_net_input_delta(net), (void *)sh_net_input_delta(net),
                                      (size_t)cnt * p->in_count, SHOAL_FLOAT32, 1, &p->grad_req[j]));
     uint64_t t3 = sh_now_ns();
-    p->ns[2] += (double)(t1 - t0);
-    p->ns[1] += (double)(t2 - t1);
-    p->ns[3] += (double)(t3 - t2);
+    p->acc_ns[2] += (double)(t1 - t0);
+    p->acc_ns[1] += (double)(t2 - t1);
+    p->acc_ns[3] += (double)(t3 - t2);
     return SHOAL_OK;
 }
 
@@ -239,6 +242,7 @@ static shoal_result pipe_pass(sh_strategy *s, const float *x, const int32_t *y, 
 {
     pipe_state *p = s->impl;
     uint64_t t0 = sh_now_ns();
+    p->acc_ns = training ? p->ns : p->eval_ns;
     int nmb = (n + p->mb - 1) / p->mb, hits = 0;
     double loss_sum = 0;
     if (!training) {
@@ -317,6 +321,37 @@ static shoal_result pipe_sum(sh_strategy *s, double *v, int n)
     SH_TRY(shoal_allreduce(p->c, v, v, (size_t)n, SHOAL_FLOAT64, SHOAL_SUM));
     for (int i = 0; i < n; i++) v[i] /= p->S;
     return SHOAL_OK;
+}
+
+static shoal_result pipe_sum_floats(sh_strategy *s, float *v, size_t n)
+{
+    pipe_state *p = s->impl;
+    return shoal_allreduce(p->c, v, v, n, SHOAL_FLOAT32, SHOAL_SUM);
+}
+
+/* Every stage's counts (allgather over the job; rank k < S is replica 0's stage k). */
+static shoal_result place_part(pipe_state *p)
+{
+    int world = shoal_comm_world(p->c);
+    size_t nstats = 0;
+    (void)sh_net_stats(p->inst[0], &nstats);
+    int64_t mine[2] = {(int64_t)p->nparams, (int64_t)nstats}, *all = NULL;
+    SH_TRY(sh_calloc((size_t)world * 2, sizeof *all, (void **)&all));
+    shoal_result rc = shoal_allgather(p->c, mine, all, 2, SHOAL_INT64);
+    sh_model_part *m = &p->part;
+    for (int k = 0; rc == SHOAL_OK && k < p->S; k++) {
+        if (k < p->stage) {
+            m->params_off += (size_t)all[2 * k];
+            m->stats_off += (size_t)all[2 * k + 1];
+        }
+        m->nparams_whole += (size_t)all[2 * k];
+        m->nstats_whole += (size_t)all[2 * k + 1];
+    }
+    free(all);
+    m->contributes = p->replica == 0;
+    m->carries_scalars = p->replica == 0 && p->stage == 0;
+    m->sum_floats = pipe_sum_floats;
+    return rc;
 }
 
 static int pipe_leads(const sh_strategy *s)
@@ -461,6 +496,8 @@ shoal_result sh_strategy_pipeline_create(shoal_comm *c, const sh_pipe_opts *o, s
         for (int j = 0; j < p->K; j++)
             SH_TRY_GOTO(sh_alloc_aligned(((size_t)p->mb * p->in_count + 16) * sizeof(float),
                                          (void **)&p->in_buf[j]), rc, fail);
+    SH_TRY_GOTO(place_part(p), rc, fail);
+    s->part = &p->part;
     *net_out = p->inst[0];
     *out = s;
     return SHOAL_OK;

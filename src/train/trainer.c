@@ -198,6 +198,8 @@ const char *sh_trainer_default_save_path(const sh_trainer *t) { return t->defaul
 shoal_result sh_trainer_save(sh_trainer *t, const char *path)
 {
     if (t->strategy->sync_state) SH_TRY(t->strategy->sync_state(t->strategy));
+    if (t->strategy->part) /* parts of the model: all take part, the lead writes */
+        return sh_snapshot_save_whole(t, path, t->strategy->leads(t->strategy));
     if (t->strategy->rank != 0) return SHOAL_OK;
     SH_TRY(sh_snapshot_save(t, path));
     return SHOAL_OK;
@@ -215,7 +217,8 @@ static shoal_result save_to(sh_trainer *t, sh_progress *prog, const char *path,
 {
     SH_TRY(sh_trainer_save(t, path));
     snprintf(r->saved_path, sizeof r->saved_path, "%s", path);
-    if (may_print(t) && t->strategy->rank == 0) { /* rank 0 wrote it, even when another leads */
+    int wrote = t->strategy->part ? t->strategy->leads(t->strategy) : t->strategy->rank == 0;
+    if (may_print(t) && wrote) { /* rank 0 wrote it, even when another leads */
         if (prog) sh_progress_clear(prog);
         fprintf(t->opts.out, "saved %s at step %" PRId64 " (%s)\n", path, t->steps_done, why);
         fflush(t->opts.out);

@@ -66,6 +66,7 @@ typedef struct {
     const char *cfg;
     int stages, micro;
     int64_t steps;
+    const char *resume, *save; /* NULL: none */
 } pipe_arg;
 
 static double rel_diff(const float *p, const float *q, size_t n)
@@ -94,11 +95,14 @@ static void exact_job(shoal_comm *c, void *arg)
     opts_for(&o, a->cfg, GLOBAL_BATCH / replicas, a->steps);
     o.strategy = st;
     o.eval_each_epoch = 1;
+    o.resume_path = a->resume;
+    o.save_path = a->save;
     sh_trainer *t = NULL;
     sh_train_report rep;
     CHECK(sh_trainer_create_with_net(&o, net, &t) == SHOAL_OK && sh_trainer_run(t, &rep) == SHOAL_OK,
           "rank %d: %s", r, shoal_last_error_message());
-    if (!t) {
+    if (!t || a->save) { /* the first half of a checkpoint test: compared after resuming */
+        sh_trainer_destroy(t);
         sh_strategy_destroy(st);
         return;
     }
@@ -139,31 +143,69 @@ static void exact_job(shoal_comm *c, void *arg)
 
 static void t_two_stages_sgd_match_one_process(void)
 {
-    pipe_arg a = {sgd_cfg, 2, 4, STEPS};
+    pipe_arg a = {sgd_cfg, 2, 4, STEPS, NULL, NULL};
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
     RUN_RANKS(2, &o, exact_job, &a);
 }
 
 static void t_two_stages_adam_match_one_process(void)
 {
-    pipe_arg a = {adam_cfg, 2, 4, STEPS};
+    pipe_arg a = {adam_cfg, 2, 4, STEPS, NULL, NULL};
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
     RUN_RANKS(2, &o, exact_job, &a);
 }
 
 static void t_three_stages_eight_micro_batches_match(void)
 {
-    pipe_arg a = {sgd_cfg, 3, 8, STEPS};
+    pipe_arg a = {sgd_cfg, 3, 8, STEPS, NULL, NULL};
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
     RUN_RANKS(3, &o, exact_job, &a);
 }
 
+static char ckpt_one[600], ckpt_pipe[600];
+
+/* A checkpoint written by one process resumes in a pipeline, and one written by a
+ * pipeline in one process: both end where one process that never stopped does. */
+static void t_checkpoints_cross_layouts(void)
+{
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
+    sh_train_opts so;
+    opts_for(&so, adam_cfg, GLOBAL_BATCH, STEPS / 2);
+    so.save_path = ckpt_one;
+    sh_trainer *t = NULL;
+    CHECK(sh_trainer_create(&so, &t) == SHOAL_OK && sh_trainer_run(t, NULL) == SHOAL_OK, "%s",
+          shoal_last_error_message());
+    sh_trainer_destroy(t);
+    pipe_arg resume = {adam_cfg, 2, 4, STEPS, ckpt_one, NULL};
+    RUN_RANKS(2, &o, exact_job, &resume);
+
+    pipe_arg first = {adam_cfg, 2, 4, STEPS / 2, NULL, ckpt_pipe};
+    RUN_RANKS(2, &o, exact_job, &first);
+    sh_train_opts ro;
+    opts_for(&ro, adam_cfg, GLOBAL_BATCH, STEPS);
+    ro.resume_path = ckpt_pipe;
+    sh_trainer *back = NULL, *whole = NULL;
+    CHECK(sh_trainer_create(&ro, &back) == SHOAL_OK && sh_trainer_run(back, NULL) == SHOAL_OK, "%s",
+          shoal_last_error_message());
+    opts_for(&ro, adam_cfg, GLOBAL_BATCH, STEPS);
+    CHECK(sh_trainer_create(&ro, &whole) == SHOAL_OK && sh_trainer_run(whole, NULL) == SHOAL_OK, "%s",
+          shoal_last_error_message());
+    if (back && whole) {
+        sh_net *a = sh_trainer_net(back), *b = sh_trainer_net(whole);
+        CHECK(sh_trainer_steps_done(back) == STEPS, "resumed run ended at %lld", (long long)sh_trainer_steps_done(back));
+        double rel = rel_diff(sh_net_params(a), sh_net_params(b), sh_net_nparams(b));
+        CHECK(rel < 1e-5, "pipeline checkpoint resumed in one process: %.3g relative", rel);
+    }
+    sh_trainer_destroy(back);
+    sh_trainer_destroy(whole);
+}
+
 static void t_two_stages_two_replicas_match(void)
 {
-    pipe_arg a = {adam_cfg, 2, 2, STEPS};
+    pipe_arg a = {adam_cfg, 2, 2, STEPS, NULL, NULL};
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
     RUN_RANKS(4, &o, exact_job, &a);
-    pipe_arg b = {sgd_cfg, 2, 4, STEPS};
+    pipe_arg b = {sgd_cfg, 2, 4, STEPS, NULL, NULL};
     RUN_RANKS(4, &o, exact_job, &b);
 }
 
@@ -291,12 +333,15 @@ int main(void)
     snprintf(sgd_cfg, sizeof sgd_cfg, "%s/sgd.cfg", dir);
     snprintf(adam_cfg, sizeof adam_cfg, "%s/adam.cfg", dir);
     snprintf(keyed_cfg, sizeof keyed_cfg, "%s/keyed.cfg", dir);
+    snprintf(ckpt_one, sizeof ckpt_one, "%s/one.ckpt", dir);
+    snprintf(ckpt_pipe, sizeof ckpt_pipe, "%s/pipe.ckpt", dir);
     RUN(t_part_holds_its_layers_only);
     RUN(t_plan);
     RUN(t_two_stages_sgd_match_one_process);
     RUN(t_two_stages_adam_match_one_process);
     RUN(t_three_stages_eight_micro_batches_match);
     RUN(t_two_stages_two_replicas_match);
+    RUN(t_checkpoints_cross_layouts);
     RUN(t_impossible_layouts_are_refused);
     RUN(t_killed_stage_stops_the_other);
     tiny_remove_dir(dir);
