@@ -326,7 +326,8 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
                 "train %s: %d training and %d test images from %s, batch %d, %" PRId64
                 " steps per epoch, steps %" PRId64 "..%" PRId64 ", %zu parameters\n",
                 t->opts.cfg_path, t->train_set->count, t->test_set->count, t->opts.data_dir,
-                t->global_batch, per_epoch, first + 1, last, t->nparams);
+                t->global_batch, per_epoch, first + 1, last,
+                t->strategy->part ? t->strategy->part->nparams_whole : t->nparams);
         if (t->tb) fprintf(out, "TensorBoard events: %s\n", sh_tb_path(t->tb));
     }
     SH_TRY(open_progress(t, per_epoch, &prog));
