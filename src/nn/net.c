@@ -48,6 +48,7 @@ struct sh_net {
     size_t nparams, nstats;
     float *params, *grads, *stats;
     int foreign_blocks;       /* params and grads belong to the caller (sh_net_use_blocks) */
+    int foreign_stats;        /* stats belong to the caller (sh_net_use_stats) */
     sh_param_range *ranges;
     int nranges;
 
@@ -506,7 +507,7 @@ void sh_net_destroy(sh_net *n)
         sh_free_aligned(n->params);
         sh_free_aligned(n->grads);
     }
-    sh_free_aligned(n->stats);
+    if (!n->foreign_stats) sh_free_aligned(n->stats);
     free(n->ranges);
     free(n->layers);
     if (n->own_cfg) sh_cfg_destroy(n->cfg);
@@ -536,6 +537,13 @@ void sh_net_use_blocks(sh_net *n, float *params, float *grads, int copy_params)
     n->grads = grads;
     n->foreign_blocks = 1;
     if (n->grad_ptrs) n->grad_ptrs[0] = grads;
+}
+
+void sh_net_use_stats(sh_net *n, float *stats)
+{
+    if (!n->foreign_stats) sh_free_aligned(n->stats);
+    n->stats = stats;
+    n->foreign_stats = 1;
 }
 
 float *sh_net_stats(sh_net *n, size_t *count)

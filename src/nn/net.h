@@ -94,6 +94,9 @@ float *sh_net_stats(sh_net *n, size_t *count);
  * e.g. another rank's copy). The caller frees both blocks, after sh_net_destroy; the net
  * frees neither. */
 void sh_net_use_blocks(sh_net *n, float *params, float *grads, int copy_params);
+/* Keep the statistics in the caller's block (sh_net_stats' count floats, alive as long as
+ * the net; the net does not free it): copies of one part that take turns share them. */
+void sh_net_use_stats(sh_net *n, float *stats);
 /* Decay ranges for the optimizer: weights decay, biases and batch-norm parameters don't. */
 const sh_param_range *sh_net_param_ranges(const sh_net *n, int *nranges);
 

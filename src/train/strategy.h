@@ -65,6 +65,10 @@ struct sh_strategy {
      * (snapshot.c): the parts are summed into it (sum_floats) and the lead writes it; on
      * resume every rank reads the file and keeps its part. */
     const struct sh_model_part *part;
+    /* The rank the trainer's before_step hook is told (fault drills name it): the job's
+     * rank where it differs from `rank` (a pipeline stage's, whose `rank` is its replica);
+     * valid when has_drill_rank. */
+    int has_drill_rank, drill_rank;
 };
 
 typedef struct sh_model_part {

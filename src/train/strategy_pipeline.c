@@ -188,6 +188,7 @@ static shoal_result forward_one(pipe_state *p, int m, const float *x, const int3
     sh_net_rng_set(net, p->rng);
     SH_TRY(sh_net_forward(net, in, cnt, training));
     sh_net_rng_get(net, p->rng);
+    sh_net_rng_set(p->inst[0], p->rng); /* the trainer's copy: checkpoints save it */
     if (p->stage == p->S - 1) {
         *loss_sum += (double)sh_net_loss(net, y + (size_t)m * p->mb) * cnt;
         *correct += sh_net_correct(net, y + (size_t)m * p->mb);
@@ -285,6 +286,7 @@ static shoal_result pipe_attach(sh_strategy *s, sh_net *net)
     SH_ASSERT(net == p->inst[0]);
     for (int j = 1; j < p->K; j++) {
         sh_net_use_blocks(p->inst[j], sh_net_params(net), sh_net_grads(net), 0);
+        sh_net_use_stats(p->inst[j], sh_net_stats(net, NULL)); /* batch norm's running values */
         sh_net_set_threads(p->inst[j], sh_net_threads(net));
     }
     sh_net_rng_get(net, p->rng); /* restored from a checkpoint, or the seed's */
@@ -460,6 +462,8 @@ shoal_result sh_strategy_pipeline_create(shoal_comm *c, const sh_pipe_opts *o, s
     p->mb = p->batch / p->M;
     s->rank = p->replica;
     s->world = p->R;
+    s->has_drill_rank = 1; /* --debug-die-rank names a rank of the job, not a replica */
+    s->drill_rank = rank;
     s->batch = p->batch;
     /* Collective: R is the same on every rank, so all split or none does. */
     if (p->R > 1) SH_TRY_GOTO(shoal_comm_split(c, p->stage, p->replica, &p->group), rc, fail);

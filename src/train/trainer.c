@@ -334,7 +334,9 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
 
     for (int64_t step = first; step < last; step++) {
         float loss = 0;
-        if (t->opts.before_step) t->opts.before_step(t->opts.hook_ctx, t->strategy->rank, step);
+        if (t->opts.before_step)
+            t->opts.before_step(t->opts.hook_ctx, t->strategy->has_drill_rank ? t->strategy->drill_rank
+                                                                               : t->strategy->rank, step);
         uint64_t t0 = sh_now_ns();
         SH_TRY_GOTO(sh_train_step(t, step, &loss), rc, done);
         uint64_t t1 = sh_now_ns();

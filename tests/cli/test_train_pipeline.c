@@ -3,11 +3,12 @@
  * a 2-stage pipeline ends with the accuracy one process reaches; --profile and --json give
  * every stage's forward, backward, bubble and communication; a checkpoint written by a
  * pipeline resumes in one process and the other way round; impossible layouts are one
- * clear usage error. */
+ * clear usage error; a killed stage stops the job, named. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/util.h"
 #include "check.h"
 #include "lib/run.h"
 #include "train/tiny_data.h"
@@ -84,6 +85,19 @@ static void checkpoints_cross_layouts(void)
     CHECK(rc == 0 && strstr(out, "steps 21..30"), "the pipeline did not continue one process's run: %s", out);
 }
 
+/* Stage 1 dies at step 5: stage 0 stops within SHOAL_TIMEOUT naming it. */
+static void killed_stage_stops_the_job(void)
+{
+    uint64_t t0 = sh_now_ns();
+    int rc = run("SHOAL_TIMEOUT=3000", "deep.cfg --data . -n 2 --pipeline 2 --max-steps 400 --threads 1 "
+                 "--debug-die-rank 1 --debug-die-step 5");
+    double s = (double)(sh_now_ns() - t0) / 1e9;
+    CHECK(rc != 0, "the job went on without stage 1: %s", out);
+    CHECK(strstr(out, "rank 1 was killed by SIGKILL") != NULL, "the launcher does not name the lost rank: %s", out);
+    CHECK(strstr(out, "shoal: rank 0: ") && strstr(out, "rank 1"), "rank 0's error does not name rank 1: %s", out);
+    CHECK(s < 30, "stopping took %.1f s", s);
+}
+
 static void impossible_layouts_are_usage_errors(void)
 {
     int rc = run("", "deep.cfg --data . -n 3 --pipeline 2");
@@ -113,6 +127,7 @@ int main(void)
     RUN(trains_like_one_process_and_prints_the_layout);
     RUN(replicas_of_stages);
     RUN(checkpoints_cross_layouts);
+    RUN(killed_stage_stops_the_job);
     RUN(impossible_layouts_are_usage_errors);
     tiny_remove_dir(dir);
     return check_end();
