@@ -58,6 +58,9 @@ static const char usage_text[] =
     "                     -n N with N a multiple of S runs N/S replicas of the pipeline\n"
     "  --micro-batches M  with --pipeline: each batch runs as M micro-batches, one forward\n"
     "                     one backward (default S); M divides the batch\n"
+    "  --tensor-parallel T  split pairs of [connected] layers across T ranks (-n T) as\n"
+    "                     Megatron-LM: the first by output columns, the second by input rows,\n"
+    "                     one allreduce each way per pair; every rank sees the whole batch\n"
     "  --ps               parameter-server training: the first S ranks serve (in addition\n"
     "                     to the N workers of -n), the others are workers\n"
     "  --servers S        parameter servers (default 1)\n"
@@ -201,7 +204,7 @@ int sh_cmd_train(int argc, char **argv)
     sh_job_opts_default(&jo);
     sh_train_opts *o = &jo.train;
     int json = 0, ps = 0;
-    long long stages = 0, micro = 0;
+    long long stages = 0, micro = 0, tensor = 0;
     const char *cfg = NULL;
     int64_t nranks = 0, nnodes = 0, node_rank = 0;
     const char *master_addr = NULL;
@@ -286,6 +289,7 @@ int sh_cmd_train(int argc, char **argv)
         INT_FLAG("--nranks", 1, 4096, nranks)
         INT_FLAG("--servers", 1, 1024, jo.nservers)
         INT_FLAG("--pipeline", 1, 4096, stages)
+        INT_FLAG("--tensor-parallel", 1, 4096, tensor)
         INT_FLAG("--micro-batches", 1, 1 << 20, micro)
         INT_FLAG("--staleness", 0, 1000000, jo.staleness)
         INT_FLAG("--push-every", 1, 1000000, jo.worker.push_every)
@@ -310,6 +314,14 @@ int sh_cmd_train(int argc, char **argv)
         return sh_cli_usage_error("train", "--node-rank %lld is outside 0..%lld (--nnodes)", (long long)node_rank,
                                   (long long)(nnodes > 1 ? nnodes - 1 : 0));
     sh_launch_opts nodes = {.nnodes = (int)nnodes, .node_rank = (int)node_rank, .master_addr = master_addr};
+    if (stages && ps) return sh_cli_usage_error("train", "--pipeline and --ps are different layouts; choose one");
+    if (tensor && (ps || stages))
+        return sh_cli_usage_error("train", "--tensor-parallel is not combined with %s yet; choose one",
+                                  ps ? "--ps" : "--pipeline");
+    if (tensor > 1 && !in_job && nranks != tensor && !(nranks == 0 && in_job))
+        return sh_cli_usage_error("train", "--tensor-parallel %lld runs on -n %lld ranks (got %s); combining it "
+                                  "with data parallelism is not done yet", tensor, tensor, nranks ? "another -n" : "no -n");
+    if (micro && !stages) return sh_cli_usage_error("train", "--micro-batches goes with --pipeline S");
     if (stages > 1 && nranks > 0 && !in_job && nranks % stages)
         return sh_cli_usage_error("train", "--pipeline %lld does not divide -n %lld into replicas of %lld stages; "
                                   "use -n %lld or another multiple of %lld", stages, (long long)nranks, stages,
@@ -321,15 +333,15 @@ int sh_cmd_train(int argc, char **argv)
     if (ps && !in_job)
         return sh_cli_usage_error("train", "--ps needs ranks: add -n WORKERS, or run under shoal launch, "
                                   "mpirun or srun");
-    if (stages && ps) return sh_cli_usage_error("train", "--pipeline and --ps are different layouts; choose one");
-    if (micro && !stages) return sh_cli_usage_error("train", "--micro-batches goes with --pipeline S");
     if (o->save_every_steps && !o->save_path)
         return sh_cli_usage_error("train", "--save-every needs --save FILE");
     o->cfg_path = cfg;
     o->out = json ? stderr : stdout;
     o->stop_requested = &stop_requested;
     o->save_requested = &save_requested;
-    jo.layout = ps ? SH_LAYOUT_PARAM_SERVER : stages ? SH_LAYOUT_PIPELINE : SH_LAYOUT_DATA_PARALLEL;
+    jo.layout = ps ? SH_LAYOUT_PARAM_SERVER : stages ? SH_LAYOUT_PIPELINE
+              : tensor > 1 ? SH_LAYOUT_TENSOR : SH_LAYOUT_DATA_PARALLEL;
+    jo.tensor_ranks = (int)tensor;
     jo.stages = (int)stages;
     jo.micro_batches = (int)micro;
     jo.layout_out = o->quiet ? NULL : o->out;

@@ -44,6 +44,11 @@ struct sh_net {
     int part_in_consumers;    /* layers of the part that read that input */
     size_t scratch_params, scratch_stats; /* largest outside layer: its weights are drawn
                                              there and dropped, keeping the seed's order */
+    /* Tensor parallelism: this rank's share of the split layers (sh_net_create_tensor). */
+    int tp_rank, tp_ranks;
+    const unsigned char *tp_roles; /* [nsections - 1] while parsing; NULL: none */
+    shoal_result (*sum)(void *ctx, float *buf, size_t count);
+    void *sum_ctx;
 
     size_t nparams, nstats;
     float *params, *grads, *stats;
@@ -184,8 +189,16 @@ static shoal_result parse_layers(sh_net *n)
         l->inputs = sh_shape_count(&l->in_shape);
         l->act = SH_ACT_LINEAR;
         l->temperature = 1.0f;
-        sh_parse_ctx ctx = {n->layers, idx, n->input, n->batch};
+        int role = n->tp_roles ? n->tp_roles[idx] : SH_TP_NONE;
+        sh_parse_ctx ctx = {n->layers, idx, n->input, n->batch, role == SH_TP_COLUMN ? n->tp_ranks : 1};
         SH_TRY(ops->parse(l, s, &ctx));
+        if (role != SH_TP_NONE) {
+            l->tp_role = role;
+            l->tp_rank = n->tp_rank;
+            l->tp_ranks = n->tp_ranks;
+            l->tp_whole = role == SH_TP_COLUMN ? (size_t)l->out_shape.c * n->tp_ranks
+                                               : l->inputs * (size_t)n->tp_ranks;
+        }
         /* stage=K places the layer in pipeline stage K (sh_net_stage_keys); -1: not given */
         SH_TRY(sh_cfg_int(s, "stage", -1, 0, 1 << 20, &l->stage));
         SH_TRY(sh_cfg_check_unused(s));
@@ -356,6 +369,9 @@ fail:
     return rc;
 }
 
+static shoal_result create_net(sh_cfg *cfg, int batch, uint64_t seed, int lo, int hi, int tp_rank, int tp_ranks,
+                               const unsigned char *tp_roles, sh_net **out);
+
 shoal_result sh_net_create(sh_cfg *cfg, int batch, uint64_t seed, sh_net **out)
 {
     return sh_net_create_part(cfg, batch, seed, 0, -1, out);
@@ -393,12 +409,46 @@ int sh_net_cut_ok(const sh_net *n, int c)
 
 shoal_result sh_net_create_part(sh_cfg *cfg, int batch, uint64_t seed, int lo, int hi, sh_net **out)
 {
+    return create_net(cfg, batch, seed, lo, hi, 0, 1, NULL, out);
+}
+
+shoal_result sh_net_create_tensor(sh_cfg *cfg, int batch, uint64_t seed, int rank, int ranks,
+                                  const unsigned char *roles, sh_net **out)
+{
+    return create_net(cfg, batch, seed, 0, -1, rank, ranks, roles, out);
+}
+
+int sh_net_tp_pair_ok(const sh_net *n, int i, int ranks)
+{
+    if (i < 0 || i + 1 >= n->nlayers) return 0;
+    const sh_layer *a = &n->layers[i], *b = &n->layers[i + 1];
+    if (a->ops != &sh_dense_ops || b->ops != &sh_dense_ops) return 0;
+    if (a->batch_normalize || b->batch_normalize || a->out_shape.c % ranks) return 0;
+    if (b->src[0] != i) return 0;
+    /* the pair is a chain: nothing later reads a's input or a itself */
+    if (i + 1 < n->nlayers && !sh_net_cut_ok(n, i + 1)) return 0;
+    if (i + 2 < n->nlayers && !sh_net_cut_ok(n, i + 2)) return 0;
+    return 1;
+}
+
+void sh_net_set_sum(sh_net *n, shoal_result (*sum)(void *ctx, float *buf, size_t count), void *ctx)
+{
+    n->sum = sum;
+    n->sum_ctx = ctx;
+}
+
+static shoal_result create_net(sh_cfg *cfg, int batch, uint64_t seed, int lo, int hi, int tp_rank, int tp_ranks,
+                               const unsigned char *tp_roles, sh_net **out)
+{
     shoal_result rc = SHOAL_OK;
     sh_net *n = NULL;
     float *scratch_p = NULL, *scratch_s = NULL;
     *out = NULL;
     SH_TRY(sh_calloc(1, sizeof *n, (void **)&n));
     n->cfg = cfg;
+    n->tp_rank = tp_rank;
+    n->tp_ranks = tp_ranks;
+    n->tp_roles = tp_roles;
     if (sh_cfg_nsections(cfg) < 1 ||
         (strcmp(sh_cfg_section_name(sh_cfg_section_at(cfg, 0)), "net") != 0 &&
          strcmp(sh_cfg_section_name(sh_cfg_section_at(cfg, 0)), "network") != 0)) {
@@ -419,6 +469,7 @@ shoal_result sh_net_create_part(sh_cfg *cfg, int batch, uint64_t seed, int lo, i
         goto fail;
     }
     SH_TRY_GOTO(parse_layers(n), rc, fail);
+    n->tp_roles = NULL; /* the caller's; kept in the layers */
     SH_TRY_GOTO(check_part(n, lo, hi), rc, fail);
     SH_TRY_GOTO(lay_out_blocks(n), rc, fail);
     SH_TRY_GOTO(lay_out_arena(n), rc, fail);
@@ -629,6 +680,9 @@ static void fill_exec(sh_net *n)
     x->nslots = n->nslots;
     x->work = n->work_ptrs;
     x->rng = &n->rng;
+    x->sum = n->sum;
+    x->sum_ctx = n->sum_ctx;
+    x->sum_rc = SHOAL_OK;
 }
 
 shoal_result sh_net_forward(sh_net *n, const float *x, int nimg, int training)
@@ -653,7 +707,7 @@ shoal_result sh_net_forward(sh_net *n, const float *x, int nimg, int training)
         l->ops->forward(l, &n->exec);
         l->fwd_ms = (double)(sh_now_ns() - t0) * 1e-6;
     }
-    return SHOAL_OK;
+    return n->exec.sum_rc;
 }
 
 const float *sh_net_output(const sh_net *n) { return n->layers[n->softmax].out; }
@@ -741,5 +795,5 @@ shoal_result sh_net_backward(sh_net *n, sh_grad_ready_fn ready, void *ctx)
         l->bwd_ms = (double)(sh_now_ns() - t0) * 1e-6;
         if (l->param_count && ready) ready(ctx, i, l->param_off, l->param_count);
     }
-    return SHOAL_OK;
+    return n->exec.sum_rc;
 }

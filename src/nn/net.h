@@ -43,6 +43,22 @@ shoal_result sh_net_create_owning(sh_cfg *cfg, int batch, uint64_t seed, sh_net 
  * caller, instead of a loss. Both cuts must pass sh_net_cut_ok (else SHOAL_ERR_INVALID
  * naming the layer). The cfg stays the caller's. */
 shoal_result sh_net_create_part(sh_cfg *cfg, int batch, uint64_t seed, int lo, int hi, sh_net **out);
+/* Tensor parallelism over `ranks` ranks, this one `rank`: roles[i] (SH_TP_COLUMN = 1,
+ * SH_TP_ROW = 2, 0 none; one per layer) split layer pairs as Megatron-LM: a column layer
+ * keeps 1/ranks of its outputs, the row layer after it the same share of its inputs; its
+ * output is summed over the ranks through the sum hook (sh_net_set_sum) before bias and
+ * activation, and the column layer's input gradient after backward. Only pairs that
+ * sh_net_tp_pair_ok accepts; the shares hold what the whole net draws from the seed. */
+enum { SH_TP_NONE = 0, SH_TP_COLUMN, SH_TP_ROW };
+shoal_result sh_net_create_tensor(sh_cfg *cfg, int batch, uint64_t seed, int rank, int ranks,
+                                  const unsigned char *roles, sh_net **out);
+/* 1 when layers i and i+1 may be split as a column/row pair over `ranks`: both [connected]
+ * without batch norm, i+1 reads only i, nothing else reads i or i's input after them, and
+ * ranks divides i's outputs. */
+int sh_net_tp_pair_ok(const sh_net *n, int i, int ranks);
+/* The tensor-parallel sum: buf[0..count) = its sum over the ranks; forward and backward
+ * return its error. Borrowed ctx. */
+void sh_net_set_sum(sh_net *n, shoal_result (*sum)(void *ctx, float *buf, size_t count), void *ctx);
 /* 1 when the net may be cut before layer c (0 < c < nlayers): no layer from c on reads a
  * layer before c-1 ([route] and [shortcut] across the cut), and layer c is not [cost]. */
 int sh_net_cut_ok(const sh_net *n, int c);

@@ -41,6 +41,7 @@ const char *sh_job_role_name(sh_job_role role)
     case SH_ROLE_PS_SERVER: return "server";
     case SH_ROLE_PS_WORKER: return "worker";
     case SH_ROLE_PIPE_STAGE: return "pipeline stage";
+    case SH_ROLE_TP_RANK: return "tensor-parallel rank";
     }
     return "?";
 }
@@ -64,6 +65,13 @@ static shoal_result plan_role(const sh_job_opts *o, int rank, int world, sh_job_
                            "%d stages; run -n with a multiple of %d (replicas x stages)", o->stages, world,
                            o->stages, o->stages < 1 ? 1 : o->stages);
         *role = SH_ROLE_PIPE_STAGE;
+        return SHOAL_OK;
+    case SH_LAYOUT_TENSOR:
+        if (o->tensor_ranks != world)
+            return SH_FAIL(SHOAL_ERR_INVALID, "--tensor-parallel %d on %d ranks: run it with -n %d (with data "
+                           "parallelism or --pipeline it is not combined yet)", o->tensor_ranks, world,
+                           o->tensor_ranks);
+        *role = SH_ROLE_TP_RANK;
         return SHOAL_OK;
     }
     return SH_FAIL(SHOAL_ERR_INVALID, "job: unknown layout %d", (int)o->layout);
@@ -104,6 +112,9 @@ static shoal_result build_net(const sh_job_opts *o, int world, int *batch_out, s
 
 static shoal_result run_alone(const sh_job_opts *o, sh_job_report *r)
 {
+    if (o->layout == SH_LAYOUT_TENSOR && o->tensor_ranks > 1)
+        return SH_FAIL(SHOAL_ERR_INVALID, "--tensor-parallel %d needs %d ranks: add -n %d, or run under "
+                       "shoal launch, mpirun or srun", o->tensor_ranks, o->tensor_ranks, o->tensor_ranks);
     if (o->layout == SH_LAYOUT_PIPELINE && o->stages > 1)
         return SH_FAIL(SHOAL_ERR_INVALID, "--pipeline %d needs %d ranks or a multiple: add -n %d, or run "
                        "under shoal launch, mpirun or srun", o->stages, o->stages, o->stages);
@@ -301,6 +312,25 @@ static shoal_result run_pipe_stage(const sh_job_opts *o, shoal_comm *c, sh_job_r
     return rc;
 }
 
+static shoal_result run_tp_rank(const sh_job_opts *o, shoal_comm *c, sh_job_report *r)
+{
+    sh_train_opts wo = o->train;
+    wo.local_ranks = shoal_comm_local_world(c);
+    sh_tp_opts to = {o->train.cfg_path, o->tensor_ranks, o->train.batch, o->train.seed};
+    sh_strategy *st = NULL;
+    sh_net *net = NULL;
+    SH_TRY(sh_strategy_tensor_create(c, &to, &st, &net));
+    if (r->rank == 0 && o->layout_out) {
+        sh_strategy_tensor_describe(st, o->layout_out);
+        fflush(o->layout_out);
+    }
+    if (r->rank != 0) wo.logdir = NULL;
+    shoal_result rc = train_with(&wo, net, st, r);
+    r->reporter = rc == SHOAL_OK && r->rank == 0;
+    sh_strategy_destroy(st);
+    return rc;
+}
+
 static shoal_result run_role(const sh_job_opts *o, shoal_comm *c, sh_job_report *r)
 {
     switch (r->role) {
@@ -308,6 +338,7 @@ static shoal_result run_role(const sh_job_opts *o, shoal_comm *c, sh_job_report 
     case SH_ROLE_PS_SERVER: return run_ps_server(o, c, r);
     case SH_ROLE_PS_WORKER: return run_ps_worker(o, c, r);
     case SH_ROLE_PIPE_STAGE: return run_pipe_stage(o, c, r);
+    case SH_ROLE_TP_RANK: return run_tp_rank(o, c, r);
     case SH_ROLE_ALONE: break;
     }
     return SH_FAIL(SHOAL_ERR_INTERNAL, "job: role %d has no runner", (int)r->role);

@@ -14,6 +14,7 @@
 #include "train/ps.h"
 #include "train/strategy_allreduce.h"
 #include "train/strategy_pipeline.h"
+#include "train/strategy_tensor.h"
 #include "train/strategy_ps.h"
 #include "train/trainer.h"
 
@@ -24,6 +25,7 @@ typedef enum {
     SH_LAYOUT_DATA_PARALLEL = 0, /* every rank a replica; gradients averaged (allreduce) */
     SH_LAYOUT_PARAM_SERVER,      /* the first nservers ranks serve, the others are workers */
     SH_LAYOUT_PIPELINE,          /* stages of the layers, replicas when ranks > stages */
+    SH_LAYOUT_TENSOR,            /* pairs of connected layers split across all ranks */
 } sh_job_layout;
 
 typedef enum {
@@ -32,6 +34,7 @@ typedef enum {
     SH_ROLE_PS_SERVER,   /* holds a shard of the parameters and applies the optimizer */
     SH_ROLE_PS_WORKER,   /* trains on its shard of the data, pulls and pushes */
     SH_ROLE_PIPE_STAGE,  /* one stage of a pipeline replica */
+    SH_ROLE_TP_RANK,     /* one share of the split layers */
 } sh_job_role;
 
 typedef struct {
@@ -53,6 +56,8 @@ typedef struct {
     int stages;                 /* S (--pipeline) */
     int micro_batches;          /* M (--micro-batches); 0: S */
     FILE *layout_out;           /* rank 0 prints the layout there at start-up; NULL: not */
+    /* tensor parallel */
+    int tensor_ranks;           /* T (--tensor-parallel): the job's ranks */
     /* Servers' round hook (sh_ps_config.after_round) with train.hook_ctx: fault drills. */
     void (*after_server_round)(void *hook_ctx, int server, int64_t rounds);
 } sh_job_opts;

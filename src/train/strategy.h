@@ -69,6 +69,8 @@ struct sh_strategy {
      * rank where it differs from `rank` (a pipeline stage's, whose `rank` is its replica);
      * valid when has_drill_rank. */
     int has_drill_rank, drill_rank;
+    int many_ranks; /* 1: other ranks run this same training although world is 1 (pipeline
+                       stages, tensor shares): stop and save requests are agreed (sum) */
 };
 
 typedef struct sh_model_part {

@@ -462,6 +462,7 @@ shoal_result sh_strategy_pipeline_create(shoal_comm *c, const sh_pipe_opts *o, s
     p->mb = p->batch / p->M;
     s->rank = p->replica;
     s->world = p->R;
+    s->many_ranks = 1;
     s->has_drill_rank = 1; /* --debug-die-rank names a rank of the job, not a replica */
     s->drill_rank = rank;
     s->batch = p->batch;

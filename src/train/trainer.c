@@ -379,7 +379,7 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
             SH_TRY_GOTO(save_to(t, prog, t->opts.save_path, r, "--save-every"), rc, done);
         int want_save = t->opts.save_requested && *t->opts.save_requested;
         int want_stop = t->opts.stop_requested && *t->opts.stop_requested;
-        if (t->strategy->ops->sum && t->strategy->world > 1) {
+        if (t->strategy->ops->sum && (t->strategy->world > 1 || t->strategy->many_ranks)) {
             /* Ranks see a signal at slightly different moments: they agree after every step
              * (a 16-byte allreduce), so all save and stop at the same step. */
             double f[2] = {want_save, want_stop};

@@ -1,0 +1,180 @@
+/* strategy_tensor.c — tensor parallelism over T ranks (Megatron-LM, Shoeybi et al. 2019).
+ * A pair of [connected] layers A, B: rank r keeps outputs [r K/T, (r+1) K/T) of A (rows of
+ * W_A: the column split of Y = X W_A^T) and the same columns of W_B (the row split); B's
+ * products are partial sums over A's outputs, summed by one allreduce of (N, K_B) before
+ * B's bias and activation; backward, A's input gradient is a partial sum, summed by one
+ * allreduce of (N, I_A). Every other layer, and B's bias, is whole on every rank and gets
+ * the same gradient there, so no other communication is needed. Pairs are chosen greedily
+ * from the first layer (sh_net_tp_pair_ok).
+ * Not here: the split layers' math (layer_dense.c), the net's shares (net.c), the step.
+ * Proved by tests/train/test_tensor.c. */
+#include "train/strategy_tensor.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/util.h"
+
+typedef struct {
+    shoal_comm *c;           /* borrowed */
+    int T;
+    sh_cfg *cfg;             /* owned: the net reads it */
+    unsigned char *roles;    /* [nlayers] */
+    int nlayers;
+    int *outputs;            /* [nlayers] the whole layers' outputs, for the layout line */
+} tp_state;
+
+static shoal_result tp_sum_floats(void *ctx, float *buf, size_t count)
+{
+    tp_state *p = ctx;
+    return shoal_allreduce(p->c, buf, buf, count, SHOAL_FLOAT32, SHOAL_SUM);
+}
+
+static shoal_result tp_attach(sh_strategy *s, sh_net *net)
+{
+    sh_net_set_sum(net, tp_sum_floats, s->impl);
+    return SHOAL_OK;
+}
+
+static shoal_result tp_begin(sh_strategy *s, int64_t step)
+{
+    (void)s, (void)step;
+    return SHOAL_OK;
+}
+
+static void tp_grad_ready(void *ctx, int layer, size_t offset, size_t count)
+{
+    (void)ctx, (void)layer, (void)offset, (void)count;
+}
+
+static shoal_result tp_finish(sh_strategy *s)
+{
+    (void)s;
+    return SHOAL_OK;
+}
+
+/* Every rank holds the same figures: the sum over the ranks is T times theirs. */
+static shoal_result tp_sum(sh_strategy *s, double *v, int n)
+{
+    tp_state *p = s->impl;
+    SH_TRY(shoal_allreduce(p->c, v, v, (size_t)n, SHOAL_FLOAT64, SHOAL_SUM));
+    for (int i = 0; i < n; i++) v[i] /= p->T;
+    return SHOAL_OK;
+}
+
+static shoal_result tp_no_checkpoint(sh_strategy *s)
+{
+    (void)s;
+    return SH_FAIL(SHOAL_ERR_INVALID, "--tensor-parallel: checkpoints are not written yet (a rank holds "
+                   "strided shares of the split layers); train without --save, or with --pipeline");
+}
+
+static int tp_leads(const sh_strategy *s)
+{
+    const tp_state *p = s->impl;
+    return shoal_comm_rank(p->c) == 0;
+}
+
+static void tp_destroy(sh_strategy *s)
+{
+    tp_state *p = s->impl;
+    if (p) {
+        sh_cfg_destroy(p->cfg);
+        free(p->roles);
+        free(p->outputs);
+        free(p);
+    }
+    free(s);
+}
+
+static const sh_strategy_ops tp_ops = {
+    .name = "tensor",
+    .attach = tp_attach,
+    .begin = tp_begin,
+    .grad_ready = tp_grad_ready,
+    .finish = tp_finish,
+    .destroy = tp_destroy,
+    .sum = tp_sum,
+};
+
+static shoal_result plan_pairs(tp_state *p, uint64_t seed, int *batch)
+{
+    sh_net *plan = NULL;
+    SH_TRY(sh_net_create_part(p->cfg, 1, seed, 0, 1, &plan));
+    shoal_result rc = SHOAL_OK;
+    p->nlayers = sh_net_nlayers(plan);
+    if (!*batch) *batch = sh_net_get_config(plan)->batch;
+    int npairs = 0;
+    if (sh_calloc((size_t)p->nlayers, 1, (void **)&p->roles) != SHOAL_OK ||
+        sh_calloc((size_t)p->nlayers, sizeof *p->outputs, (void **)&p->outputs) != SHOAL_OK) {
+        sh_net_destroy(plan);
+        return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < p->nlayers; i++) {
+        int c, h, w;
+        sh_net_layer_shape(plan, i, &c, &h, &w);
+        p->outputs[i] = c * h * w;
+    }
+    for (int i = 0; i + 1 < p->nlayers; i++)
+        if (sh_net_tp_pair_ok(plan, i, p->T)) {
+            p->roles[i] = SH_TP_COLUMN;
+            p->roles[i + 1] = SH_TP_ROW;
+            npairs++;
+            i++;
+        }
+    if (!npairs)
+        rc = SH_FAIL(SHOAL_ERR_INVALID, "--tensor-parallel %d: %s has no two consecutive [connected] layers "
+                     "(without batch_normalize) whose first has an output count divisible by %d; use "
+                     "another T or data parallelism", p->T, sh_net_cfg_path(plan), p->T);
+    sh_net_destroy(plan);
+    return rc;
+}
+
+shoal_result sh_strategy_tensor_create(shoal_comm *c, const sh_tp_opts *o, sh_strategy **out, sh_net **net_out)
+{
+    shoal_result rc = SHOAL_OK;
+    sh_strategy *s = NULL;
+    tp_state *p = NULL;
+    *out = NULL;
+    *net_out = NULL;
+    int world = shoal_comm_world(c), rank = shoal_comm_rank(c);
+    if (o->ranks < 2 || world != o->ranks)
+        return SH_FAIL(SHOAL_ERR_INVALID, "--tensor-parallel %d on %d ranks: run it with -n %d (with data "
+                       "parallelism or --pipeline it is not combined yet)", o->ranks, world, o->ranks);
+    SH_TRY_GOTO(sh_calloc(1, sizeof *s, (void **)&s), rc, fail);
+    SH_TRY_GOTO(sh_calloc(1, sizeof *p, (void **)&p), rc, fail);
+    s->ops = &tp_ops;
+    s->impl = p;
+    s->leads = tp_leads;
+    s->sync_state = tp_no_checkpoint;
+    s->rank = 0;  /* every rank trains on the whole batch */
+    s->world = 1;
+    s->many_ranks = 1;
+    s->has_drill_rank = 1;
+    s->drill_rank = rank;
+    p->c = c;
+    p->T = o->ranks;
+    int batch = o->batch;
+    SH_TRY_GOTO(sh_cfg_load(o->cfg_path, &p->cfg), rc, fail);
+    SH_TRY_GOTO(plan_pairs(p, o->seed, &batch), rc, fail);
+    SH_TRY_GOTO(sh_net_create_tensor(p->cfg, batch, o->seed, rank, p->T, p->roles, net_out), rc, fail);
+    *out = s;
+    return SHOAL_OK;
+fail:
+    if (s) tp_destroy(s);
+    else free(p);
+    return rc;
+}
+
+void sh_strategy_tensor_describe(const sh_strategy *s, FILE *out)
+{
+    const tp_state *p = s->impl;
+    fprintf(out, "tensor parallel: %d ranks, each on the whole batch\n", p->T);
+    for (int i = 0; i < p->nlayers; i++) {
+        if (p->roles[i] != SH_TP_COLUMN) continue;
+        fprintf(out, "  layers %d (%d outputs, %d per rank, by output columns) + %d (%d outputs, by input rows): "
+                "one allreduce of its output forward, one of its input's gradient backward\n", i, p->outputs[i],
+                p->outputs[i] / p->T, i + 1, p->outputs[i + 1]);
+    }
+}
