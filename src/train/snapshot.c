@@ -118,6 +118,21 @@ static shoal_result whole_alloc(whole_blocks *w, size_t nparams, size_t nstats, 
     return SHOAL_OK;
 }
 
+/* This rank's share of a parameter-shaped block into the whole model's, and back. */
+static void put_share(sh_trainer *t, const float *mine, float *whole)
+{
+    const sh_model_part *part = t->strategy->part;
+    if (part->put) part->put(t->strategy, mine, whole);
+    else if (part->contributes) memcpy(whole + part->params_off, mine, t->nparams * sizeof(float));
+}
+
+static void take_share(sh_trainer *t, const float *whole, float *mine)
+{
+    const sh_model_part *part = t->strategy->part;
+    if (part->take) part->take(t->strategy, whole, mine);
+    else memcpy(mine, whole + part->params_off, t->nparams * sizeof(float));
+}
+
 static shoal_result gather_whole(sh_trainer *t, whole_blocks *w)
 {
     const sh_model_part *part = t->strategy->part;
@@ -127,12 +142,9 @@ static shoal_result gather_whole(sh_trainer *t, whole_blocks *w)
     optim_shape(t->opt, t->nparams, &per, &extra);
     size_t W = part->nparams_whole;
     SH_TRY(whole_alloc(w, W, part->nstats_whole, per * W + extra));
-    if (part->contributes) {
-        memcpy(w->params + part->params_off, t->params, t->nparams * sizeof(float));
-        if (nstats) memcpy(w->stats + part->stats_off, stats, nstats * sizeof(float));
-        for (size_t k = 0; k < per; k++)
-            memcpy(w->optim + k * W + part->params_off, optim + k * t->nparams, t->nparams * sizeof(float));
-    }
+    put_share(t, t->params, w->params);
+    for (size_t k = 0; k < per; k++) put_share(t, optim + k * t->nparams, w->optim + k * W);
+    if (part->contributes && nstats) memcpy(w->stats + part->stats_off, stats, nstats * sizeof(float));
     if (part->carries_scalars && extra) memcpy(w->optim + per * W, optim + per * t->nparams, extra * sizeof(float));
     SH_TRY(part->sum_floats(t->strategy, w->params, w->nparams));
     if (w->nstats) SH_TRY(part->sum_floats(t->strategy, w->stats, w->nstats));
@@ -219,10 +231,9 @@ static shoal_result restore_part(sh_trainer *t, const char *path, const uint64_t
     if (w.noptim) secs[n++] = (sh_ckpt_section){"optim", w.optim, w.noptim * sizeof(float)};
     if (rc == SHOAL_OK) rc = sh_ckpt_load(path, secs, n);
     if (rc == SHOAL_OK) {
-        memcpy(t->params, w.params + part->params_off, t->nparams * sizeof(float));
+        take_share(t, w.params, t->params);
         if (nstats) memcpy(stats, w.stats + part->stats_off, nstats * sizeof(float));
-        for (size_t k = 0; k < per; k++)
-            memcpy(optim + k * t->nparams, w.optim + k * W + part->params_off, t->nparams * sizeof(float));
+        for (size_t k = 0; k < per; k++) take_share(t, w.optim + k * W, optim + k * t->nparams);
         if (extra) memcpy(optim + per * t->nparams, w.optim + per * W, extra * sizeof(float));
     }
     whole_free(&w);

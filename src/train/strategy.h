@@ -80,6 +80,12 @@ typedef struct sh_model_part {
     int carries_scalars;                /* 1 on one rank of the job: the optimizer's step count */
     /* v[i] = sum over all ranks of v[i]; collective. */
     shoal_result (*sum_floats)(sh_strategy *s, float *v, size_t n);
+    /* Optional (NULL: the part is [params_off, params_off + nparams), placed where
+     * contributes): write this rank's share of a block laid out as the parameters (the
+     * parameters, or one optimizer moment) into the whole model's (zeroed; shares that
+     * several ranks hold are written by one), and read it back from the whole model's. */
+    void (*put)(sh_strategy *s, const float *mine, float *whole);
+    void (*take)(sh_strategy *s, const float *whole, float *mine);
 } sh_model_part;
 
 /* The single-process strategy: every hook does nothing. */

@@ -5,7 +5,8 @@
  * B's bias and activation; backward, A's input gradient is a partial sum, summed by one
  * allreduce of (N, I_A). Every other layer, and B's bias, is whole on every rank and gets
  * the same gradient there, so no other communication is needed. Pairs are chosen greedily
- * from the first layer (sh_net_tp_pair_ok).
+ * from the first layer (sh_net_tp_pair_ok). Checkpoints hold the whole model: each rank puts
+ * its shares in place (move_share), rank 0 the layers every rank holds whole.
  * Not here: the split layers' math (layer_dense.c), the net's shares (net.c), the step.
  * Proved by tests/train/test_tensor.c. */
 #include "train/strategy_tensor.h"
@@ -23,6 +24,10 @@ typedef struct {
     unsigned char *roles;    /* [nlayers] */
     int nlayers;
     int *outputs;            /* [nlayers] the whole layers' outputs, for the layout line */
+    int rank;
+    size_t *whole_off, *whole_count; /* [nlayers] each layer's slice of the whole model */
+    sh_net *net;             /* this rank's share (the trainer's), for its layers' slices */
+    sh_model_part part;      /* checkpoints: the whole model from the shares */
 } tp_state;
 
 static shoal_result tp_sum_floats(void *ctx, float *buf, size_t count)
@@ -35,6 +40,55 @@ static shoal_result tp_attach(sh_strategy *s, sh_net *net)
 {
     sh_net_set_sum(net, tp_sum_floats, s->impl);
     return SHOAL_OK;
+}
+
+/* Layer i's share: local slice [mo, mo + mc) of a parameter-shaped block; whole slice
+ * [wo, wo + wc). A column share is rows [r k, (r+1) k) of W (K, I) and those biases; a row
+ * share columns [r i, (r+1) i) of W (K, I), its biases whole. to_whole: copy that way, else
+ * back; shares every rank holds whole go to the whole model from rank 0 only. */
+static void move_share(tp_state *p, float *mine, float *whole, int to_whole)
+{
+    for (int i = 0; i < p->nlayers; i++) {
+        size_t mo, mc, wo = p->whole_off[i], wc = p->whole_count[i];
+        sh_net_layer_params(p->net, i, &mo, &mc);
+        float *m = mine + mo, *w = whole + wo;
+        size_t K = (size_t)p->outputs[i], r = (size_t)p->rank;
+        if (p->roles[i] == SH_TP_NONE) {
+            if (!to_whole) memcpy(m, w, mc * sizeof(float));
+            else if (p->rank == 0) memcpy(w, m, mc * sizeof(float));
+            continue;
+        }
+        if (p->roles[i] == SH_TP_COLUMN) {
+            size_t k = K / p->T, in = (wc - K) / K;
+            float *wr = w + r * k * in, *wb = w + K * in + r * k;
+            memcpy(to_whole ? wr : m, to_whole ? m : wr, k * in * sizeof(float));
+            memcpy(to_whole ? wb : m + k * in, to_whole ? m + k * in : wb, k * sizeof(float));
+            continue;
+        }
+        size_t I = (wc - K) / K, in = I / p->T;
+        for (size_t row = 0; row < K; row++) {
+            float *wr = w + row * I + r * in, *mr = m + row * in;
+            memcpy(to_whole ? wr : mr, to_whole ? mr : wr, in * sizeof(float));
+        }
+        if (!to_whole) memcpy(m + K * in, w + K * I, K * sizeof(float));
+        else if (p->rank == 0) memcpy(w + K * I, m + K * in, K * sizeof(float));
+    }
+}
+
+static void tp_put(sh_strategy *s, const float *mine, float *whole)
+{
+    move_share(s->impl, (float *)mine, whole, 1);
+}
+
+static void tp_take(sh_strategy *s, const float *whole, float *mine)
+{
+    move_share(s->impl, mine, (float *)whole, 0);
+}
+
+static shoal_result tp_sum_model(sh_strategy *s, float *v, size_t n)
+{
+    tp_state *p = s->impl;
+    return shoal_allreduce(p->c, v, v, n, SHOAL_FLOAT32, SHOAL_SUM);
 }
 
 static shoal_result tp_begin(sh_strategy *s, int64_t step)
@@ -63,13 +117,6 @@ static shoal_result tp_sum(sh_strategy *s, double *v, int n)
     return SHOAL_OK;
 }
 
-static shoal_result tp_no_checkpoint(sh_strategy *s)
-{
-    (void)s;
-    return SH_FAIL(SHOAL_ERR_INVALID, "--tensor-parallel: checkpoints are not written yet (a rank holds "
-                   "strided shares of the split layers); train without --save, or with --pipeline");
-}
-
 static int tp_leads(const sh_strategy *s)
 {
     const tp_state *p = s->impl;
@@ -83,6 +130,8 @@ static void tp_destroy(sh_strategy *s)
         sh_cfg_destroy(p->cfg);
         free(p->roles);
         free(p->outputs);
+        free(p->whole_off);
+        free(p->whole_count);
         free(p);
     }
     free(s);
@@ -107,15 +156,23 @@ static shoal_result plan_pairs(tp_state *p, uint64_t seed, int *batch)
     if (!*batch) *batch = sh_net_get_config(plan)->batch;
     int npairs = 0;
     if (sh_calloc((size_t)p->nlayers, 1, (void **)&p->roles) != SHOAL_OK ||
-        sh_calloc((size_t)p->nlayers, sizeof *p->outputs, (void **)&p->outputs) != SHOAL_OK) {
+        sh_calloc((size_t)p->nlayers, sizeof *p->outputs, (void **)&p->outputs) != SHOAL_OK ||
+        sh_calloc((size_t)p->nlayers, sizeof *p->whole_off, (void **)&p->whole_off) != SHOAL_OK ||
+        sh_calloc((size_t)p->nlayers, sizeof *p->whole_count, (void **)&p->whole_count) != SHOAL_OK) {
         sh_net_destroy(plan);
         return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
     }
+    size_t off = 0;
     for (int i = 0; i < p->nlayers; i++) {
         int c, h, w;
+        size_t o_unused;
         sh_net_layer_shape(plan, i, &c, &h, &w);
         p->outputs[i] = c * h * w;
+        sh_net_layer_params(plan, i, &o_unused, &p->whole_count[i]);
+        p->whole_off[i] = off;
+        off += p->whole_count[i];
     }
+    p->part.nparams_whole = off;
     for (int i = 0; i + 1 < p->nlayers; i++)
         if (sh_net_tp_pair_ok(plan, i, p->T)) {
             p->roles[i] = SH_TP_COLUMN;
@@ -147,7 +204,6 @@ shoal_result sh_strategy_tensor_create(shoal_comm *c, const sh_tp_opts *o, sh_st
     s->ops = &tp_ops;
     s->impl = p;
     s->leads = tp_leads;
-    s->sync_state = tp_no_checkpoint;
     s->rank = 0;  /* every rank trains on the whole batch */
     s->world = 1;
     s->many_ranks = 1;
@@ -159,6 +215,16 @@ shoal_result sh_strategy_tensor_create(shoal_comm *c, const sh_tp_opts *o, sh_st
     SH_TRY_GOTO(sh_cfg_load(o->cfg_path, &p->cfg), rc, fail);
     SH_TRY_GOTO(plan_pairs(p, o->seed, &batch), rc, fail);
     SH_TRY_GOTO(sh_net_create_tensor(p->cfg, batch, o->seed, rank, p->T, p->roles, net_out), rc, fail);
+    p->rank = rank;
+    p->net = *net_out;
+    /* statistics (batch norm outside the pairs) are whole on every rank: rank 0's go */
+    (void)sh_net_stats(p->net, &p->part.nstats_whole);
+    p->part.contributes = rank == 0;
+    p->part.carries_scalars = rank == 0;
+    p->part.sum_floats = tp_sum_model;
+    p->part.put = tp_put;
+    p->part.take = tp_take;
+    s->part = &p->part;
     *out = s;
     return SHOAL_OK;
 fail:

@@ -2,8 +2,8 @@
  * [connected] layers of src/nn/layer_dense.c and net.c) with the real trainer and real
  * processes: 2 and 4 ranks match one process after 50 steps (SGD with momentum and decay,
  * and Adam), each rank's shares hold what the whole layers hold, each rank allocates only
- * its share of the split layers, checkpoints are refused clearly, and a net with no pair to
- * split is refused naming what to do. */
+ * its share of the split layers, checkpoints cross layouts both ways (tensor-parallel to
+ * one process and back), and a net with no pair to split is refused naming what to do. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,9 +61,14 @@ static void opts_for(sh_train_opts *o, const char *c, int64_t steps)
 
 /* Gather the shares of every split layer into the whole layer's layout and compare it with
  * one process, layer by layer (whole layers: this rank's copy). */
+typedef struct {
+    const char *cfg, *resume, *save; /* save: train to STEPS/2 and save, no comparison */
+} tp_arg;
+
 static void exact_job(shoal_comm *c, void *arg)
 {
-    const char *cfg = arg;
+    const tp_arg *a = arg;
+    const char *cfg = a->cfg;
     int r = shoal_comm_rank(c), T = shoal_comm_world(c);
     sh_tp_opts to = {cfg, T, BATCH, 5};
     sh_strategy *st = NULL;
@@ -71,12 +76,19 @@ static void exact_job(shoal_comm *c, void *arg)
     CHECK(sh_strategy_tensor_create(c, &to, &st, &net) == SHOAL_OK, "%s", shoal_last_error_message());
     if (!st) return;
     sh_train_opts o;
-    opts_for(&o, cfg, STEPS);
+    opts_for(&o, cfg, a->save ? STEPS / 2 : STEPS);
     o.strategy = st;
+    o.resume_path = a->resume;
+    o.save_path = a->save;
     sh_trainer *t = NULL;
     sh_train_report rep;
     CHECK(sh_trainer_create_with_net(&o, net, &t) == SHOAL_OK && sh_trainer_run(t, &rep) == SHOAL_OK,
           "rank %d: %s", r, shoal_last_error_message());
+    if (a->save) {
+        sh_trainer_destroy(t);
+        sh_strategy_destroy(st);
+        return;
+    }
     sh_train_opts ro;
     opts_for(&ro, cfg, STEPS);
     sh_trainer *ref = NULL;
@@ -141,9 +153,6 @@ static void exact_job(shoal_comm *c, void *arg)
           rr.test_accuracy);
     CHECK(fabs(rep.train_loss - rr.train_loss) < 1e-4 * (1 + rr.train_loss), "train loss %.6f vs %.6f",
           rep.train_loss, rr.train_loss);
-    CHECK(sh_trainer_save(t, "/nonexistent/x.ckpt") == SHOAL_ERR_INVALID &&
-              strstr(shoal_last_error_message(), "not written yet"),
-          "checkpoint under tensor parallelism: %s", shoal_last_error_message());
 done:
     sh_trainer_destroy(ref);
     sh_trainer_destroy(t);
@@ -153,14 +162,59 @@ done:
 static void t_two_ranks_sgd_match_one_process(void)
 {
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
-    RUN_RANKS(2, &o, exact_job, sgd_cfg);
+    tp_arg a = {sgd_cfg, NULL, NULL};
+    RUN_RANKS(2, &o, exact_job, &a);
 }
 
 static void t_two_and_four_ranks_adam_match_one_process(void)
 {
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
-    RUN_RANKS(2, &o, exact_job, adam_cfg);
-    RUN_RANKS(4, &o, exact_job, adam_cfg);
+    tp_arg a = {adam_cfg, NULL, NULL};
+    RUN_RANKS(2, &o, exact_job, &a);
+    RUN_RANKS(4, &o, exact_job, &a);
+}
+
+static char ckpt_one[600], ckpt_tp[600];
+
+/* One process's checkpoint resumes on 4 tensor-parallel ranks, and 2 ranks' checkpoint in
+ * one process: both end where one process that never stopped does. */
+static void t_checkpoints_cross_layouts(void)
+{
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
+    sh_train_opts so;
+    opts_for(&so, adam_cfg, STEPS / 2);
+    so.save_path = ckpt_one;
+    sh_trainer *t = NULL;
+    CHECK(sh_trainer_create(&so, &t) == SHOAL_OK && sh_trainer_run(t, NULL) == SHOAL_OK, "%s",
+          shoal_last_error_message());
+    sh_trainer_destroy(t);
+    tp_arg resume = {adam_cfg, ckpt_one, NULL};
+    RUN_RANKS(4, &o, exact_job, &resume);
+
+    tp_arg first = {adam_cfg, NULL, ckpt_tp};
+    RUN_RANKS(2, &o, exact_job, &first);
+    sh_train_opts ro;
+    opts_for(&ro, adam_cfg, STEPS);
+    ro.resume_path = ckpt_tp;
+    sh_trainer *back = NULL, *whole = NULL;
+    CHECK(sh_trainer_create(&ro, &back) == SHOAL_OK && sh_trainer_run(back, NULL) == SHOAL_OK, "%s",
+          shoal_last_error_message());
+    opts_for(&ro, adam_cfg, STEPS);
+    CHECK(sh_trainer_create(&ro, &whole) == SHOAL_OK && sh_trainer_run(whole, NULL) == SHOAL_OK, "%s",
+          shoal_last_error_message());
+    if (back && whole) {
+        const float *p = sh_net_params(sh_trainer_net(back)), *q = sh_net_params(sh_trainer_net(whole));
+        double diff = 0, norm = 0;
+        for (size_t i = 0; i < sh_net_nparams(sh_trainer_net(whole)); i++) {
+            diff += ((double)p[i] - q[i]) * ((double)p[i] - q[i]);
+            norm += (double)q[i] * q[i];
+        }
+        double rel = sqrt(diff / norm);
+        CHECK(rel < 1e-5, "tensor-parallel checkpoint resumed in one process: %.3g relative", rel);
+        CHECK(rel > 0, "bitwise equal: did the first half run split?");
+    }
+    sh_trainer_destroy(back);
+    sh_trainer_destroy(whole);
 }
 
 static void refused_job(shoal_comm *c, void *arg)
@@ -193,8 +247,11 @@ int main(void)
     snprintf(sgd_cfg, sizeof sgd_cfg, "%s/sgd.cfg", dir);
     snprintf(adam_cfg, sizeof adam_cfg, "%s/adam.cfg", dir);
     snprintf(odd_cfg, sizeof odd_cfg, "%s/odd.cfg", dir);
+    snprintf(ckpt_one, sizeof ckpt_one, "%s/one.ckpt", dir);
+    snprintf(ckpt_tp, sizeof ckpt_tp, "%s/tp.ckpt", dir);
     RUN(t_two_ranks_sgd_match_one_process);
     RUN(t_two_and_four_ranks_adam_match_one_process);
+    RUN(t_checkpoints_cross_layouts);
     RUN(t_impossible_layouts_are_refused);
     tiny_remove_dir(dir);
     return check_end();
