@@ -377,20 +377,20 @@ shoal_result sh_net_create(sh_cfg *cfg, int batch, uint64_t seed, sh_net **out)
     return sh_net_create_part(cfg, batch, seed, 0, -1, out);
 }
 
-/* Every cut must leave the later layers reading only the layer just before it (or their
- * own stage's): sh_net_cut_ok. */
+/* The part's start must leave the later layers reading only the layer just before it (or
+ * their own part's): sh_net_cut_ok. */
 static shoal_result check_part(sh_net *n, int lo, int hi)
 {
     if (hi < 0) hi = n->nlayers;
     if (lo < 0 || lo >= hi || hi > n->nlayers)
         return SH_FAIL(SHOAL_ERR_INVALID, "%s: layers [%d, %d) are not a part of its %d layers",
                        sh_cfg_path(n->cfg), lo, hi, n->nlayers);
-    for (int c = lo; c <= hi; c += hi - lo) {
-        if (c == 0 || c == n->nlayers || sh_net_cut_ok(n, c)) continue;
+    /* Only the part's own start: what a cut at hi leaves unread is the next part's check
+     * (and a plan-only part, layers [0, 1), may end anywhere). */
+    if (lo > 0 && !sh_net_cut_ok(n, lo))
         return SH_FAIL(SHOAL_ERR_INVALID, "%s:%d: the net cannot be cut before layer %d (%s): a "
                        "later layer reads a layer before the cut; move the cut (stage=) elsewhere",
-                       sh_cfg_path(n->cfg), n->layers[c].line, c, n->layers[c].name);
-    }
+                       sh_cfg_path(n->cfg), n->layers[lo].line, lo, n->layers[lo].name);
     n->lo = lo;
     n->hi = hi;
     n->part_in_count = lo == 0 ? sh_shape_count(&n->input) : n->layers[lo - 1].outputs;

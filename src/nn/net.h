@@ -40,8 +40,8 @@ shoal_result sh_net_create_owning(sh_cfg *cfg, int batch, uint64_t seed, sh_net 
  * buffers, and those parameters equal the whole net's from the same seed. The part takes
  * as input the output of layer lo-1 (sh_net_part_input_count values per image); when it
  * is not the last part, backward starts from sh_net_part_output_delta, filled by the
- * caller, instead of a loss. Both cuts must pass sh_net_cut_ok (else SHOAL_ERR_INVALID
- * naming the layer). The cfg stays the caller's. */
+ * caller, instead of a loss. lo must pass sh_net_cut_ok (else SHOAL_ERR_INVALID naming
+ * the layer). The cfg stays the caller's. */
 shoal_result sh_net_create_part(sh_cfg *cfg, int batch, uint64_t seed, int lo, int hi, sh_net **out);
 /* Tensor parallelism over `ranks` ranks, this one `rank`: roles[i] (SH_TP_COLUMN = 1,
  * SH_TP_ROW = 2, 0 none; one per layer) split layer pairs as Megatron-LM: a column layer

@@ -253,7 +253,7 @@ static void t_part_holds_its_layers_only(void)
               sh_net_part_input_count(b), sh_net_part_output_count(a));
     }
     sh_net *bad = NULL;
-    CHECK(sh_net_create_part(cfg, 4, 3, 0, 6, &bad) == SHOAL_ERR_INVALID && !bad &&
+    CHECK(sh_net_create_part(cfg, 4, 3, 6, -1, &bad) == SHOAL_ERR_INVALID && !bad &&
               strstr(shoal_last_error_message(), "cannot be cut before layer 6"),
           "a cut before [cost]: %s", shoal_last_error_message());
     sh_net_destroy(b);
