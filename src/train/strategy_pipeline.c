@@ -420,6 +420,23 @@ static shoal_result plan_stages(pipe_state *p, uint64_t seed)
     return rc;
 }
 
+/* Ranks started with different layouts stop here, before any split, naming who differs. */
+static shoal_result same_layout(shoal_comm *c, const sh_pipe_opts *o)
+{
+    int world = shoal_comm_world(c);
+    int64_t mine[3] = {o->stages, o->micro_batches, o->batch}, *all = NULL;
+    SH_TRY(sh_calloc((size_t)world * 3, sizeof *all, (void **)&all));
+    shoal_result rc = shoal_allgather(c, mine, all, 3, SHOAL_INT64);
+    for (int r = 1; rc == SHOAL_OK && r < world; r++)
+        if (memcmp(all + 3 * r, all, 3 * sizeof *all))
+            rc = SH_FAIL(SHOAL_ERR_MISMATCH, "rank %d runs --pipeline %lld --micro-batches %lld --batch %lld but "
+                         "rank 0 runs --pipeline %lld --micro-batches %lld --batch %lld; start every rank with the "
+                         "same layout", r, (long long)all[3 * r], (long long)all[3 * r + 1],
+                         (long long)all[3 * r + 2], (long long)all[0], (long long)all[1], (long long)all[2]);
+    free(all);
+    return rc;
+}
+
 shoal_result sh_strategy_pipeline_create(shoal_comm *c, const sh_pipe_opts *o, sh_strategy **out,
                                          sh_net **net_out)
 {
@@ -429,6 +446,7 @@ shoal_result sh_strategy_pipeline_create(shoal_comm *c, const sh_pipe_opts *o, s
     *out = NULL;
     *net_out = NULL;
     int world = shoal_comm_world(c), rank = shoal_comm_rank(c);
+    SH_TRY(same_layout(c, o));
     if (o->stages < 1 || world % o->stages)
         return SH_FAIL(SHOAL_ERR_INVALID, "--pipeline %d does not divide the %d ranks into replicas of "
                        "%d stages; run -n with a multiple of %d (replicas x stages)", o->stages, world,

@@ -3,8 +3,9 @@
  * and 2 stages x 2 replicas on 4 ranks, match one process with the same global batch after
  * 50 steps (SGD with momentum and decay, and Adam); each rank allocates only its stage's
  * parameters, gradients and optimizer state; the cut follows stage= keys or balances the
- * cost; impossible layouts get one clear error; a killed stage stops its neighbours,
- * naming it. */
+ * cost; impossible layouts get one clear error; ranks started with different layouts stop
+ * at start-up naming who differs; a killed stage stops its neighbours, naming it;
+ * checkpoints cross one process and pipelines both ways. */
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -279,8 +280,24 @@ static void bad_layout_job(shoal_comm *c, void *arg)
           shoal_last_error_message());
 }
 
+/* The last rank was started with another micro-batch count: every rank stops, naming it. */
+static void mismatched_job(shoal_comm *c, void *arg)
+{
+    (void)arg;
+    int r = shoal_comm_rank(c), n = shoal_comm_world(c);
+    sh_pipe_opts po = {sgd_cfg, 2, r == n - 1 ? 2 : 4, 0, 7};
+    sh_strategy *st = NULL;
+    sh_net *net = NULL;
+    shoal_result rc = sh_strategy_pipeline_create(c, &po, &st, &net);
+    CHECK(rc == SHOAL_ERR_MISMATCH && !st && !net, "rank %d: rc %d", r, rc);
+    CHECK(strstr(shoal_last_error_message(), "rank 1 runs --pipeline 2 --micro-batches 2"), "%s",
+          shoal_last_error_message());
+}
+
 static void t_impossible_layouts_are_refused(void)
 {
+    sh_test_ranks_opts mo = {.links = SH_TEST_REAL, .deadline_s = 60};
+    RUN_RANKS(2, &mo, mismatched_job, NULL);
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 60};
     bad_arg not_divisible = {2, 1, "does not divide the 3 ranks"};
     RUN_RANKS(3, &o, bad_layout_job, &not_divisible);
