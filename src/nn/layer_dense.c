@@ -2,8 +2,12 @@
  * batch_normalize. Y (N, K) = X (N, I) W^T + b, with W stored (K, I) as Darknet; forward and
  * dX go by chunks of images, dW by rows (outputs) over the whole batch.
  * Weights: uniform(-1, 1) * sqrt(2 / I) as Darknet.
- * Not here: batch norm (layer_batchnorm.c), the GEMM (gemm.c).
- * Proved by tests/nn/test_layer_dense.c. */
+ * Tensor-parallel shares (tp_role): a column share keeps K/T outputs and sums dX over the
+ * ranks after backward; a row share keeps I/T inputs and sums Y over the ranks before the
+ * bias and activation (the exec's sum hook).
+ * Not here: batch norm (layer_batchnorm.c), the GEMM (gemm.c), which layers are split
+ * (src/train/strategy_tensor.c).
+ * Proved by tests/nn/test_layer_dense.c and tests/train/test_tensor.c (shares). */
 #include <math.h>
 #include <string.h>
 

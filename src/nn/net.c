@@ -10,8 +10,12 @@
  * layer's backward, so results are bitwise deterministic for a given thread count.
  * Deltas: a layer's delta is overwritten by its only consumer, or zeroed before backward
  * and accumulated into when several layers (shortcut, route) consume it.
+ * Parts and shares: a net may run only layers [lo, hi) (a pipeline stage: the others are
+ * parsed but hold nothing) or hold a tensor-parallel share of split [connected] pairs; in
+ * both, weights are drawn in the whole net's order, so they equal one process's.
  * Not here: the layers' math (layer_*.c), [net] keys (net_config.c), the optimizer.
- * Proved by tests/nn/test_net.c and tests/nn/test_layer_*.c. */
+ * Proved by tests/nn/test_net.c, tests/nn/test_layer_*.c, tests/train/test_pipeline.c and
+ * tests/train/test_tensor.c (parts and shares). */
 #include "nn/net.h"
 
 #include <math.h>
