@@ -58,9 +58,10 @@ static const char usage_text[] =
     "                     -n N with N a multiple of S runs N/S replicas of the pipeline\n"
     "  --micro-batches M  with --pipeline: each batch runs as M micro-batches, one forward\n"
     "                     one backward (default S); M divides the batch\n"
-    "  --tensor-parallel T  split pairs of [connected] layers across T ranks (-n T) as\n"
-    "                     Megatron-LM: the first by output columns, the second by input rows,\n"
-    "                     one allreduce each way per pair; every rank sees the whole batch\n"
+    "  --tensor-parallel T  split pairs of [connected] layers across T ranks as Megatron-LM:\n"
+    "                     the first by output columns, the second by input rows, one\n"
+    "                     allreduce each way per pair; -n N with N a multiple of T runs N/T\n"
+    "                     data-parallel replicas of the T ranks\n"
     "  --ps               parameter-server training: the first S ranks serve (in addition\n"
     "                     to the N workers of -n), the others are workers\n"
     "  --servers S        parameter servers (default 1)\n"
@@ -318,9 +319,9 @@ int sh_cmd_train(int argc, char **argv)
     if (tensor && (ps || stages))
         return sh_cli_usage_error("train", "--tensor-parallel is not combined with %s yet; choose one",
                                   ps ? "--ps" : "--pipeline");
-    if (tensor > 1 && !in_job && nranks != tensor && !(nranks == 0 && in_job))
-        return sh_cli_usage_error("train", "--tensor-parallel %lld runs on -n %lld ranks (got %s); combining it "
-                                  "with data parallelism is not done yet", tensor, tensor, nranks ? "another -n" : "no -n");
+    if (tensor > 1 && !in_job && (nranks == 0 || nranks % tensor))
+        return sh_cli_usage_error("train", "--tensor-parallel %lld runs on -n %lld ranks or a multiple (replicas x "
+                                  "T; got %s)", tensor, tensor, nranks ? "another -n" : "no -n");
     if (micro && !stages) return sh_cli_usage_error("train", "--micro-batches goes with --pipeline S");
     if (stages > 1 && nranks > 0 && !in_job && nranks % stages)
         return sh_cli_usage_error("train", "--pipeline %lld does not divide -n %lld into replicas of %lld stages; "

@@ -67,10 +67,10 @@ static shoal_result plan_role(const sh_job_opts *o, int rank, int world, sh_job_
         *role = SH_ROLE_PIPE_STAGE;
         return SHOAL_OK;
     case SH_LAYOUT_TENSOR:
-        if (o->tensor_ranks != world)
-            return SH_FAIL(SHOAL_ERR_INVALID, "--tensor-parallel %d on %d ranks: run it with -n %d (with data "
-                           "parallelism or --pipeline it is not combined yet)", o->tensor_ranks, world,
-                           o->tensor_ranks);
+        if (o->tensor_ranks < 2 || world % o->tensor_ranks)
+            return SH_FAIL(SHOAL_ERR_INVALID, "--tensor-parallel %d does not divide the %d ranks into replicas "
+                           "of %d; run -n with a multiple of %d (replicas x T)", o->tensor_ranks, world,
+                           o->tensor_ranks, o->tensor_ranks < 2 ? 2 : o->tensor_ranks);
         *role = SH_ROLE_TP_RANK;
         return SHOAL_OK;
     }
@@ -316,7 +316,23 @@ static shoal_result run_tp_rank(const sh_job_opts *o, shoal_comm *c, sh_job_repo
 {
     sh_train_opts wo = o->train;
     wo.local_ranks = shoal_comm_local_world(c);
+    int replicas = shoal_comm_world(c) / o->tensor_ranks;
     sh_tp_opts to = {o->train.cfg_path, o->tensor_ranks, o->train.batch, o->train.seed};
+    if (o->strong_scaling && replicas > 1) {
+        int batch = to.batch;
+        if (!batch) {
+            sh_net *probe = NULL;
+            SH_TRY(sh_net_load(o->train.cfg_path, 1, o->train.seed, &probe));
+            batch = sh_net_get_config(probe)->batch;
+            sh_net_destroy(probe);
+        }
+        if (batch % replicas)
+            return SH_FAIL(SHOAL_ERR_INVALID, "--scaling strong: the global batch %d does not split into %d "
+                           "replicas; choose a batch divisible by %d (--batch)", batch, replicas, replicas);
+        to.batch = batch / replicas;
+        wo.batch = to.batch;
+    }
+    if (!o->strong_scaling && o->lr_linear) wo.lr_scale = (double)replicas;
     sh_strategy *st = NULL;
     sh_net *net = NULL;
     SH_TRY(sh_strategy_tensor_create(c, &to, &st, &net));

@@ -18,8 +18,10 @@
 #include "base/util.h"
 
 typedef struct {
-    shoal_comm *c;           /* borrowed */
-    int T;
+    shoal_comm *c;           /* the job's (borrowed) */
+    shoal_comm *tp, *dp;     /* this replica's T ranks, and this share's ranks in every
+                                replica (owned; NULL with one replica: c is the tp group) */
+    int T, R, replica;
     sh_cfg *cfg;             /* owned: the net reads it */
     unsigned char *roles;    /* [nlayers] */
     int nlayers;
@@ -33,7 +35,7 @@ typedef struct {
 static shoal_result tp_sum_floats(void *ctx, float *buf, size_t count)
 {
     tp_state *p = ctx;
-    return shoal_allreduce(p->c, buf, buf, count, SHOAL_FLOAT32, SHOAL_SUM);
+    return shoal_allreduce(p->tp ? p->tp : p->c, buf, buf, count, SHOAL_FLOAT32, SHOAL_SUM);
 }
 
 static shoal_result tp_attach(sh_strategy *s, sh_net *net)
@@ -48,6 +50,7 @@ static shoal_result tp_attach(sh_strategy *s, sh_net *net)
  * back; shares every rank holds whole go to the whole model from rank 0 only. */
 static void move_share(tp_state *p, float *mine, float *whole, int to_whole)
 {
+    if (to_whole && p->replica != 0) return; /* replica 0's shares make the whole model */
     for (int i = 0; i < p->nlayers; i++) {
         size_t mo, mc, wo = p->whole_off[i], wc = p->whole_count[i];
         sh_net_layer_params(p->net, i, &mo, &mc);
@@ -102,10 +105,13 @@ static void tp_grad_ready(void *ctx, int layer, size_t offset, size_t count)
     (void)ctx, (void)layer, (void)offset, (void)count;
 }
 
+/* Replicas average each share's gradients (the shares' ranks alone hold them alike). */
 static shoal_result tp_finish(sh_strategy *s)
 {
-    (void)s;
-    return SHOAL_OK;
+    tp_state *p = s->impl;
+    if (!p->dp) return SHOAL_OK;
+    float *g = sh_net_grads(p->net);
+    return shoal_allreduce(p->dp, g, g, sh_net_nparams(p->net), SHOAL_FLOAT32, SHOAL_AVG);
 }
 
 /* Every rank holds the same figures: the sum over the ranks is T times theirs. */
@@ -127,6 +133,8 @@ static void tp_destroy(sh_strategy *s)
 {
     tp_state *p = s->impl;
     if (p) {
+        shoal_comm_destroy(p->tp);
+        shoal_comm_destroy(p->dp);
         sh_cfg_destroy(p->cfg);
         free(p->roles);
         free(p->outputs);
@@ -196,26 +204,33 @@ shoal_result sh_strategy_tensor_create(shoal_comm *c, const sh_tp_opts *o, sh_st
     *out = NULL;
     *net_out = NULL;
     int world = shoal_comm_world(c), rank = shoal_comm_rank(c);
-    if (o->ranks < 2 || world != o->ranks)
-        return SH_FAIL(SHOAL_ERR_INVALID, "--tensor-parallel %d on %d ranks: run it with -n %d (with data "
-                       "parallelism or --pipeline it is not combined yet)", o->ranks, world, o->ranks);
+    if (o->ranks < 2 || world % o->ranks)
+        return SH_FAIL(SHOAL_ERR_INVALID, "--tensor-parallel %d does not divide the %d ranks into replicas of "
+                       "%d; run -n with a multiple of %d (replicas x T)", o->ranks, world, o->ranks,
+                       o->ranks < 2 ? 2 : o->ranks);
     SH_TRY_GOTO(sh_calloc(1, sizeof *s, (void **)&s), rc, fail);
     SH_TRY_GOTO(sh_calloc(1, sizeof *p, (void **)&p), rc, fail);
     s->ops = &tp_ops;
     s->impl = p;
     s->leads = tp_leads;
-    s->rank = 0;  /* every rank trains on the whole batch */
-    s->world = 1;
+    p->T = o->ranks;
+    p->R = world / o->ranks;
+    p->replica = rank / p->T;
+    s->rank = p->replica; /* a replica's ranks all train on its whole share of the batch */
+    s->world = p->R;
     s->many_ranks = 1;
     s->has_drill_rank = 1;
     s->drill_rank = rank;
     p->c = c;
-    p->T = o->ranks;
     int batch = o->batch;
+    if (p->R > 1) { /* collective: R is the same on every rank */
+        SH_TRY_GOTO(shoal_comm_split(c, p->replica, rank % p->T, &p->tp), rc, fail);
+        SH_TRY_GOTO(shoal_comm_split(c, rank % p->T, p->replica, &p->dp), rc, fail);
+    }
     SH_TRY_GOTO(sh_cfg_load(o->cfg_path, &p->cfg), rc, fail);
     SH_TRY_GOTO(plan_pairs(p, o->seed, &batch), rc, fail);
-    SH_TRY_GOTO(sh_net_create_tensor(p->cfg, batch, o->seed, rank, p->T, p->roles, net_out), rc, fail);
-    p->rank = rank;
+    SH_TRY_GOTO(sh_net_create_tensor(p->cfg, batch, o->seed, rank % p->T, p->T, p->roles, net_out), rc, fail);
+    p->rank = rank % p->T;
     p->net = *net_out;
     /* statistics (batch norm outside the pairs) are whole on every rank: rank 0's go */
     (void)sh_net_stats(p->net, &p->part.nstats_whole);
@@ -236,7 +251,8 @@ fail:
 void sh_strategy_tensor_describe(const sh_strategy *s, FILE *out)
 {
     const tp_state *p = s->impl;
-    fprintf(out, "tensor parallel: %d ranks, each on the whole batch\n", p->T);
+    fprintf(out, "tensor parallel: %d ranks x %d replica%s, each replica's ranks on its whole batch\n", p->T, p->R,
+            p->R == 1 ? "" : "s");
     for (int i = 0; i < p->nlayers; i++) {
         if (p->roles[i] != SH_TP_COLUMN) continue;
         fprintf(out, "  layers %d (%d outputs, %d per rank, by output columns) + %d (%d outputs, by input rows): "

@@ -56,8 +56,12 @@ static void refusals(void)
     CHECK(rc == 0, "exit %d: %s", rc, out);
     rc = run("deep.cfg --data . --max-steps 6 --threads 1 --resume t.ckpt");
     CHECK(rc == 0 && strstr(out, "steps 4..6"), "one process did not continue the tensor-parallel run: %s", out);
-    rc = run("deep.cfg --data . -n 4 --tensor-parallel 2");
-    CHECK(rc == 2 && strstr(out, "runs on -n 2 ranks"), "exit %d: %s", rc, out);
+    rc = run("deep.cfg --data . -n 3 --tensor-parallel 2");
+    CHECK(rc == 2 && strstr(out, "runs on -n 2 ranks or a multiple"), "exit %d: %s", rc, out);
+    rc = run("deep.cfg --data . -n 4 --tensor-parallel 2 --scaling strong --max-steps 3 --threads 1 --save r.ckpt");
+    CHECK(rc == 0 && strstr(out, "tensor parallel: 2 ranks x 2 replicas"), "exit %d: %s", rc, out);
+    rc = run("deep.cfg --data . --max-steps 6 --threads 1 --resume r.ckpt");
+    CHECK(rc == 0 && strstr(out, "steps 4..6"), "one process did not continue 2 x 2 ranks' run: %s", out);
     rc = run("deep.cfg --data . --tensor-parallel 2");
     CHECK(rc == 2 && strstr(out, "runs on -n 2 ranks"), "exit %d: %s", rc, out);
     rc = run("deep.cfg --data . -n 2 --tensor-parallel 2 --pipeline 2");

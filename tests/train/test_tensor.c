@@ -1,6 +1,6 @@
 /* test_tensor.c — proves tensor parallelism (src/train/strategy_tensor.c, the split
  * [connected] layers of src/nn/layer_dense.c and net.c) with the real trainer and real
- * processes: 2 and 4 ranks match one process after 50 steps (SGD with momentum and decay,
+ * processes: 2 and 4 ranks, and 2 replicas of 2 ranks, match one process after 50 steps (SGD with momentum and decay,
  * and Adam), each rank's shares hold what the whole layers hold, each rank allocates only
  * its share of the split layers, checkpoints cross layouts both ways (tensor-parallel to
  * one process and back), and a net with no pair to split is refused naming what to do. */
@@ -63,20 +63,22 @@ static void opts_for(sh_train_opts *o, const char *c, int64_t steps)
  * one process, layer by layer (whole layers: this rank's copy). */
 typedef struct {
     const char *cfg, *resume, *save; /* save: train to STEPS/2 and save, no comparison */
+    int T;                           /* 0: the world */
 } tp_arg;
 
 static void exact_job(shoal_comm *c, void *arg)
 {
     const tp_arg *a = arg;
     const char *cfg = a->cfg;
-    int r = shoal_comm_rank(c), T = shoal_comm_world(c);
-    sh_tp_opts to = {cfg, T, BATCH, 5};
+    int T = a->T ? a->T : shoal_comm_world(c), R = shoal_comm_world(c) / T, r = shoal_comm_rank(c) % T;
+    sh_tp_opts to = {cfg, T, BATCH / R, 5};
     sh_strategy *st = NULL;
     sh_net *net = NULL;
     CHECK(sh_strategy_tensor_create(c, &to, &st, &net) == SHOAL_OK, "%s", shoal_last_error_message());
     if (!st) return;
     sh_train_opts o;
     opts_for(&o, cfg, a->save ? STEPS / 2 : STEPS);
+    o.batch = BATCH / R;
     o.strategy = st;
     o.resume_path = a->resume;
     o.save_path = a->save;
@@ -151,7 +153,8 @@ static void exact_job(shoal_comm *c, void *arg)
     CHECK(rel > 0, "rank %d: bitwise equal to one process: were the layers split?", r);
     CHECK(fabs(rep.test_accuracy - rr.test_accuracy) < 1e-9, "test accuracy %.4f vs %.4f", rep.test_accuracy,
           rr.test_accuracy);
-    CHECK(fabs(rep.train_loss - rr.train_loss) < 1e-4 * (1 + rr.train_loss), "train loss %.6f vs %.6f",
+    /* a replica's loss is its shard's, as in data parallelism */
+    CHECK(R > 1 || fabs(rep.train_loss - rr.train_loss) < 1e-4 * (1 + rr.train_loss), "train loss %.6f vs %.6f",
           rep.train_loss, rr.train_loss);
 done:
     sh_trainer_destroy(ref);
@@ -162,16 +165,26 @@ done:
 static void t_two_ranks_sgd_match_one_process(void)
 {
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
-    tp_arg a = {sgd_cfg, NULL, NULL};
+    tp_arg a = {sgd_cfg, NULL, NULL, 0};
     RUN_RANKS(2, &o, exact_job, &a);
 }
 
 static void t_two_and_four_ranks_adam_match_one_process(void)
 {
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
-    tp_arg a = {adam_cfg, NULL, NULL};
+    tp_arg a = {adam_cfg, NULL, NULL, 0};
     RUN_RANKS(2, &o, exact_job, &a);
     RUN_RANKS(4, &o, exact_job, &a);
+}
+
+/* 2 replicas of 2 tensor-parallel ranks on 4: each replica half the batch. */
+static void t_two_replicas_of_two_ranks_match_one_process(void)
+{
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
+    tp_arg a = {sgd_cfg, NULL, NULL, 2};
+    RUN_RANKS(4, &o, exact_job, &a);
+    tp_arg b = {adam_cfg, NULL, NULL, 2};
+    RUN_RANKS(4, &o, exact_job, &b);
 }
 
 static char ckpt_one[600], ckpt_tp[600];
@@ -188,10 +201,10 @@ static void t_checkpoints_cross_layouts(void)
     CHECK(sh_trainer_create(&so, &t) == SHOAL_OK && sh_trainer_run(t, NULL) == SHOAL_OK, "%s",
           shoal_last_error_message());
     sh_trainer_destroy(t);
-    tp_arg resume = {adam_cfg, ckpt_one, NULL};
+    tp_arg resume = {adam_cfg, ckpt_one, NULL, 0};
     RUN_RANKS(4, &o, exact_job, &resume);
 
-    tp_arg first = {adam_cfg, NULL, ckpt_tp};
+    tp_arg first = {adam_cfg, NULL, ckpt_tp, 0};
     RUN_RANKS(2, &o, exact_job, &first);
     sh_train_opts ro;
     opts_for(&ro, adam_cfg, STEPS);
@@ -220,7 +233,7 @@ static void t_checkpoints_cross_layouts(void)
 static void refused_job(shoal_comm *c, void *arg)
 {
     const char *want = arg;
-    sh_tp_opts to = {strstr(want, "divisible") ? odd_cfg : sgd_cfg, strstr(want, "on 3") ? 2 : shoal_comm_world(c),
+    sh_tp_opts to = {strstr(want, "divisible") ? odd_cfg : sgd_cfg, strstr(want, "3 ranks") ? 2 : shoal_comm_world(c),
                      BATCH, 5};
     sh_strategy *st = NULL;
     sh_net *net = NULL;
@@ -233,7 +246,7 @@ static void t_impossible_layouts_are_refused(void)
 {
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 60};
     RUN_RANKS(2, &o, refused_job, "divisible by 2");
-    RUN_RANKS(3, &o, refused_job, "on 3 ranks");
+    RUN_RANKS(3, &o, refused_job, "does not divide the 3 ranks");
 }
 
 int main(void)
@@ -251,6 +264,7 @@ int main(void)
     snprintf(ckpt_tp, sizeof ckpt_tp, "%s/tp.ckpt", dir);
     RUN(t_two_ranks_sgd_match_one_process);
     RUN(t_two_and_four_ranks_adam_match_one_process);
+    RUN(t_two_replicas_of_two_ranks_match_one_process);
     RUN(t_checkpoints_cross_layouts);
     RUN(t_impossible_layouts_are_refused);
     tiny_remove_dir(dir);
