@@ -79,7 +79,17 @@ static const char usage_text[] =
     "  --bucket-mb X      gradients travel in buckets of X MB (default 1), last layers first,\n"
     "                     each allreduce starting while backward goes on\n"
     "  --profile          per-step times: data, forward, backward, waiting for the\n"
-    "                     allreduce, optimizer, and the share of communication hidden\n"
+    "                     allreduce, optimizer, and the share of communication hidden;\n"
+    "                     with --pipeline per stage: forward, backward, bubble (idle), comm\n"
+    "  --pipeline S       pipeline parallelism: the layers cut into S stages (balanced by\n"
+    "                     estimated cost, or by stage=K keys in the cfg), one rank each;\n"
+    "                     -n N with N a multiple of S runs N/S replicas of the pipeline\n"
+    "  --micro-batches M  with --pipeline: each batch runs as M micro-batches, one forward\n"
+    "                     one backward (default S); M divides the batch\n"
+    "  --tensor-parallel T  split pairs of [connected] layers across T ranks as Megatron-LM:\n"
+    "                     the first by output columns, the second by input rows, one\n"
+    "                     allreduce each way per pair; -n N with N a multiple of T runs N/T\n"
+    "                     data-parallel replicas of the T ranks\n"
     "  --compress C       with ranks: send compressed gradients; C is none (default,\n"
     "                     float32), fp16, bf16, 1bit (CNTK's 1-bit SGD), topk:F (the\n"
     "                     fraction F of largest entries, e.g. topk:0.01) or lowrank:R\n"
@@ -154,9 +164,24 @@ static void print_server_stats(const sh_job_report *jr, const sh_job_opts *jo)
             (long long)st->max_spread, st->dropped_workers, (long long)st->refused);
 }
 
+static void print_pipe_profile(const sh_job_report *jr)
+{
+    for (int k = 0; k < jr->pipe_nstages; k++) {
+        const sh_pipe_profile *q = &jr->pipe_profile[k];
+        fprintf(stderr, "profile stage %d (layers %d-%d) per step (ms): forward %.2f, backward %.2f, bubble %.2f "
+                "(%.1f%% of the pass), comm %.2f, pass %.2f\n", k, q->lo, q->hi - 1, q->forward * 1e3,
+                q->backward * 1e3, q->bubble * 1e3, q->step > 0 ? 100 * q->bubble / q->step : 0.0,
+                q->comm * 1e3, q->step * 1e3);
+    }
+}
+
 static void print_profile(const sh_job_report *jr)
 {
     const sh_step_profile *p = &jr->train.profile;
+    if (jr->has_pipe_profile) {
+        print_pipe_profile(jr);
+        return;
+    }
     double step = p->data + p->forward + p->backward + p->comm_wait + p->optimizer;
     if (!jr->has_dp_profile) { /* one process: nothing to wait for */
         fprintf(stderr, "profile per step (ms): data %.2f, forward %.2f, backward %.2f, optimizer %.2f, "
@@ -236,6 +261,7 @@ int sh_cmd_train(int argc, char **argv)
     sh_train_opts *o = &jo.train;
     int json = 0, ps = 0, timeline_steps = 0;
     int64_t time_limit = 0;
+    long long stages = 0, micro = 0, tensor = 0;
     const char *cfg = NULL;
     int64_t nranks = 0, nnodes = 0, node_rank = 0;
     const char *master_addr = NULL;
@@ -339,6 +365,9 @@ int sh_cmd_train(int argc, char **argv)
         INT_FLAG("-n", 1, 4096, nranks)
         INT_FLAG("--nranks", 1, 4096, nranks)
         INT_FLAG("--servers", 1, 1024, jo.nservers)
+        INT_FLAG("--pipeline", 1, 4096, stages)
+        INT_FLAG("--tensor-parallel", 1, 4096, tensor)
+        INT_FLAG("--micro-batches", 1, 1 << 20, micro)
         INT_FLAG("--staleness", 0, 1000000, jo.staleness)
         INT_FLAG("--push-every", 1, 1000000, jo.worker.push_every)
         INT_FLAG("--pull-every", 1, 1000000, jo.worker.pull_every)
@@ -358,7 +387,8 @@ int sh_cmd_train(int argc, char **argv)
         int code = check_sfb(cfg);
         if (code != SH_EXIT_OK) return code;
     }
-    jo.layout = ps ? SH_LAYOUT_PARAM_SERVER : SH_LAYOUT_DATA_PARALLEL;
+    jo.layout = ps ? SH_LAYOUT_PARAM_SERVER : stages ? SH_LAYOUT_PIPELINE
+              : tensor > 1 ? SH_LAYOUT_TENSOR : SH_LAYOUT_DATA_PARALLEL;
     if (sh_job_check_compress(&jo) != SHOAL_OK) return sh_cli_usage_error("train", "%s", shoal_last_error_message());
     int in_job = sh_job_is_launched();
     if ((nnodes > 1 || node_rank > 0 || master_addr) && (nranks == 0 || in_job))
@@ -372,6 +402,21 @@ int sh_cmd_train(int argc, char **argv)
                                   "--node-rank K --master-addr ADDR -- shoal train CFG --ps --servers S (the job's first "
                                   "S ranks serve)", (long long)nnodes);
     sh_launch_opts nodes = {.nnodes = (int)nnodes, .node_rank = (int)node_rank, .master_addr = master_addr};
+    if (stages && ps) return sh_cli_usage_error("train", "--pipeline and --ps are different layouts; choose one");
+    if (tensor && (ps || stages))
+        return sh_cli_usage_error("train", "--tensor-parallel is not combined with %s yet; choose one",
+                                  ps ? "--ps" : "--pipeline");
+    if (tensor > 1 && !in_job && (nranks == 0 || nranks % tensor))
+        return sh_cli_usage_error("train", "--tensor-parallel %lld runs on -n %lld ranks or a multiple (replicas x "
+                                  "T; got %s)", tensor, tensor, nranks ? "another -n" : "no -n");
+    if (micro && !stages) return sh_cli_usage_error("train", "--micro-batches goes with --pipeline S");
+    if (stages > 1 && nranks > 0 && !in_job && nranks % stages)
+        return sh_cli_usage_error("train", "--pipeline %lld does not divide -n %lld into replicas of %lld stages; "
+                                  "use -n %lld or another multiple of %lld", stages, (long long)nranks, stages,
+                                  stages, stages);
+    if (stages > 1 && nranks == 0 && !in_job)
+        return sh_cli_usage_error("train", "--pipeline %lld needs ranks: add -n %lld (or a multiple of %lld)",
+                                  stages, stages, stages);
     if (nranks > 0 && !in_job) return relaunch(argc, argv, (int)nranks + (ps ? jo.nservers : 0), &nodes);
     if (ps && !in_job)
         return sh_cli_usage_error("train", "--ps needs ranks: add -n WORKERS, or run under shoal launch, "
@@ -387,7 +432,10 @@ int sh_cmd_train(int argc, char **argv)
     o->time_limit_s = (double)time_limit;
     o->stop_requested = &stop_requested;
     o->save_requested = &save_requested;
-    jo.layout = ps ? SH_LAYOUT_PARAM_SERVER : SH_LAYOUT_DATA_PARALLEL;
+    jo.tensor_ranks = (int)tensor;
+    jo.stages = (int)stages;
+    jo.micro_batches = (int)micro;
+    jo.layout_out = o->quiet ? NULL : o->out;
     jo.server_log = o->quiet ? NULL : stderr;
     dbg.ps = ps;
     if (dbg.die_rank >= 0 || dbg.delay_rank >= 0) {
@@ -439,6 +487,18 @@ int sh_cmd_train(int argc, char **argv)
                    shoal_codec_format(&jo.codec, spec, sizeof spec), jo.sfb ? "true" : "false", pr->sfb_layers,
                    pr->wire_nbytes, pr->dense_nbytes, pr->wire_nbytes > 0 ? pr->dense_nbytes / pr->wire_nbytes : 1.0,
                    pr->residual_norm);
+        }
+        if (jr.has_pipe_profile) {
+            printf(",\"pipeline\":[");
+            for (int k = 0; k < jr.pipe_nstages; k++) {
+                const sh_pipe_profile *q = &jr.pipe_profile[k];
+                printf("%s{\"stage\":%d,\"first_layer\":%d,\"last_layer\":%d,\"forward_ms\":%.3f,"
+                       "\"backward_ms\":%.3f,\"bubble_ms\":%.3f,\"comm_ms\":%.3f,\"pass_ms\":%.3f,"
+                       "\"bubble_share\":%.4f}", k ? "," : "", k, q->lo, q->hi - 1, q->forward * 1e3,
+                       q->backward * 1e3, q->bubble * 1e3, q->comm * 1e3, q->step * 1e3,
+                       q->step > 0 ? q->bubble / q->step : 0.0);
+            }
+            printf("]");
         }
         printf(",\"history\":[");
         for (int i = 0; i < r->nhistory; i++) {

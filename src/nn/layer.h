@@ -29,6 +29,7 @@ typedef struct {
     sh_shape input;   /* the network input (C, H, W) */
     int batch;        /* rows of every buffer: time_steps x streams */
     int time_steps;   /* [net] time_steps: rows are (T, streams) time-major */
+    int out_div;      /* tensor parallelism: this layer keeps outputs / out_div (1: all) */
 } sh_parse_ctx;
 
 typedef struct {
@@ -80,6 +81,13 @@ struct sh_layer {
     int steps, hidden;              /* recurrent: T (rows are (T, streams)), state width */
     int cur_step;                   /* recurrent: the time step a per-step split works on */
     int input_onehot;               /* recurrent: this pass's input rows are one-hot */
+    int stage;                      /* stage=K: its pipeline stage; -1: not placed */
+    /* Tensor parallelism (Megatron-LM's pair of [connected] layers over tp_ranks ranks):
+     * SH_TP_COLUMN keeps outputs [r*K/T, (r+1)*K/T) of the whole layer's K and sums its
+     * input's gradient over the ranks; SH_TP_ROW keeps the same share of its inputs and
+     * sums its output (before bias and activation) over the ranks. */
+    int tp_role, tp_rank, tp_ranks;
+    size_t tp_whole;                /* K (column) or I (row) of the whole layer */
 
     /* slices of the three blocks, in floats from each block's start */
     size_t param_off, param_count;  /* everything this layer owns */
@@ -123,7 +131,13 @@ struct sh_exec {
     sh_rng *rng;         /* dropout */
     int next_chunk;      /* sh_exec_chunks' shared counter (atomic access) */
     int used_partials;   /* set by sh_exec_partials: net.c sums the partial blocks */
+    /* Tensor parallelism: buf[0..count) = its sum over the ranks (sh_net_set_sum); a failure
+     * is kept in sum_rc and returned by the pass. */
+    shoal_result (*sum)(void *ctx, float *buf, size_t count);
+    void *sum_ctx;
+    shoal_result sum_rc;
 };
+
 
 typedef void (*sh_image_fn)(sh_layer *l, sh_exec *x, int tid, int n0, int n1);
 /* Run fn(l, x, tid, n0, n1) over the images [0, x->nimg) in chunks of `chunk` images with
@@ -160,9 +174,6 @@ shoal_result sh_layer_ref(const sh_cfg_section *s, const char *key, int ref, int
 
 /* Internal views for tests and tools. */
 sh_layer *sh_net_layer(sh_net *n, int i);
-/* Also compute dL/d(input) on backward (gradient checks of the first layer). */
-void sh_net_want_input_delta(sh_net *n, int on);
-const float *sh_net_input_delta(const sh_net *n);
 
 /* The layer table rows, one per file. */
 extern const sh_layer_ops sh_conv_ops, sh_dense_ops, sh_maxpool_ops, sh_avgpool_ops,

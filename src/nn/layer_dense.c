@@ -2,8 +2,12 @@
  * batch_normalize. Y (N, K) = X (N, I) W^T + b, with W stored (K, I) as Darknet; forward and
  * dX go by chunks of images, dW by rows (outputs) over the whole batch.
  * Weights: uniform(-1, 1) * sqrt(2 / I) as Darknet.
- * Not here: batch norm (layer_batchnorm.c), the GEMM (gemm.c).
- * Proved by tests/nn/test_layer_dense.c. */
+ * Tensor-parallel shares (tp_role): a column share keeps K/T outputs and sums dX over the
+ * ranks after backward; a row share keeps I/T inputs and sums Y over the ranks before the
+ * bias and activation (the exec's sum hook).
+ * Not here: batch norm (layer_batchnorm.c), the GEMM (gemm.c), which layers are split
+ * (src/train/strategy_tensor.c).
+ * Proved by tests/nn/test_layer_dense.c and tests/train/test_tensor.c (shares). */
 #include <math.h>
 #include <string.h>
 
@@ -16,6 +20,7 @@ static shoal_result dense_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_c
     int k = 1;
     (void)ctx;
     SH_TRY(sh_cfg_int(s, "output", 1, 1, 1 << 24, &k));
+    if (ctx->out_div > 1) k /= ctx->out_div; /* a column-split share (the caller checked) */
     SH_TRY(sh_cfg_int(s, "batch_normalize", 0, 0, 1, &l->batch_normalize));
     SH_TRY(sh_act_parse(s, "logistic", &l->act));
     l->out_shape = (sh_shape){k, 1, 1};
@@ -35,8 +40,30 @@ static shoal_result dense_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_c
     return SHOAL_OK;
 }
 
+/* A tensor-parallel share draws the whole layer's weights, in the whole layer's order, and
+ * keeps its rows (column split) or columns (row split): the same values as one process. */
+static void dense_init_share(sh_layer *l, float *params, sh_rng *rng)
+{
+    size_t k = (size_t)l->out_shape.c, in = l->inputs;
+    size_t whole_k = l->tp_role == SH_TP_COLUMN ? l->tp_whole : k;
+    size_t whole_in = l->tp_role == SH_TP_ROW ? l->tp_whole : in;
+    float scale = sqrtf(2.0f / (float)whole_in);
+    size_t k0 = l->tp_role == SH_TP_COLUMN ? (size_t)l->tp_rank * k : 0;
+    size_t i0 = l->tp_role == SH_TP_ROW ? (size_t)l->tp_rank * in : 0;
+    for (size_t r = 0; r < whole_k; r++)
+        for (size_t c = 0; c < whole_in; c++) {
+            float v = scale * (2.0f * sh_rng_float(rng) - 1.0f);
+            if (r >= k0 && r < k0 + k && c >= i0 && c < i0 + in) params[l->w_off + (r - k0) * in + (c - i0)] = v;
+        }
+    for (size_t i = 0; i < l->b_count; i++) params[l->b_off + i] = 0.0f;
+}
+
 static void dense_init(sh_layer *l, float *params, float *stats, sh_rng *rng)
 {
+    if (l->tp_role != SH_TP_NONE) {
+        dense_init_share(l, params, rng);
+        return;
+    }
     float scale = sqrtf(2.0f / (float)l->inputs);
     for (size_t i = 0; i < l->w_count; i++)
         params[l->w_off + i] = scale * (2.0f * sh_rng_float(rng) - 1.0f);
@@ -57,7 +84,7 @@ static void dense_forward_images(sh_layer *l, sh_exec *x, int tid, int n0, int n
     const float *b = x->params + l->b_off;
     float *y = l->out + (size_t)n0 * k;
     sh_gemm(0, 1, nn, k, in, 1.0f, l->in[0] + (size_t)n0 * in, in, w, in, 0.0f, y, k);
-    if (l->batch_normalize) return;
+    if (l->batch_normalize || l->tp_role == SH_TP_ROW) return; /* row split: bias after the sum */
     for (int n = 0; n < nn; n++) {
         float *row = y + (size_t)n * k;
         for (int j = 0; j < k; j++) row[j] += b[j];
@@ -73,9 +100,26 @@ static int dense_chunk(const sh_exec *x)
     return (x->nimg + parts - 1) / parts;
 }
 
+/* Row split, after the sum over the ranks: bias and activation. */
+static void dense_finish_images(sh_layer *l, sh_exec *x, int tid, int n0, int n1)
+{
+    (void)tid;
+    int k = l->out_shape.c;
+    const float *b = x->params + l->b_off;
+    for (int n = n0; n < n1; n++) {
+        float *row = l->out + (size_t)n * k;
+        for (int j = 0; j < k; j++) row[j] += b[j];
+        sh_act_forward(l->act, row, (size_t)k);
+    }
+}
+
 static void dense_forward(sh_layer *l, sh_exec *x)
 {
     sh_exec_chunks(l, x, dense_chunk(x), dense_forward_images);
+    if (l->tp_role == SH_TP_ROW) { /* each rank's product covers its share of the inputs */
+        if (x->sum_rc == SHOAL_OK) x->sum_rc = x->sum(x->sum_ctx, l->out, (size_t)x->nimg * l->out_shape.c);
+        sh_exec_chunks(l, x, dense_chunk(x), dense_finish_images);
+    }
     if (l->batch_normalize) sh_bn_forward(l, x, l->out);
 }
 
@@ -117,6 +161,9 @@ static void dense_backward(sh_layer *l, sh_exec *x)
     if (l->batch_normalize) sh_bn_backward(l, x);
     sh_exec_chunks(l, x, dense_chunk(x), dense_backward_images);
     sh_exec_split(l, x, l->out_shape.c, dense_backward_outputs);
+    /* column split: each rank's dX covers its share of the outputs */
+    if (l->tp_role == SH_TP_COLUMN && l->in_delta[0] && x->sum_rc == SHOAL_OK)
+        x->sum_rc = x->sum(x->sum_ctx, l->in_delta[0], (size_t)x->nimg * l->inputs);
 }
 
 /* Darknet: biases, weights (K, I), [scales, rolling mean, rolling variance]. */

@@ -10,8 +10,12 @@
  * layer's backward, so results are bitwise deterministic for a given thread count.
  * Deltas: a layer's delta is overwritten by its only consumer, or zeroed before backward
  * and accumulated into when several layers (shortcut, route) consume it.
+ * Parts and shares: a net may run only layers [lo, hi) (a pipeline stage: the others are
+ * parsed but hold nothing) or hold a tensor-parallel share of split [connected] pairs; in
+ * both, weights are drawn in the whole net's order, so they equal one process's.
  * Not here: the layers' math (layer_*.c), [net] keys (net_config.c), the optimizer.
- * Proved by tests/nn/test_net.c and tests/nn/test_layer_*.c. */
+ * Proved by tests/nn/test_net.c, tests/nn/test_layer_*.c, tests/train/test_pipeline.c and
+ * tests/train/test_tensor.c (parts and shares). */
 #include "nn/net.h"
 
 #include <math.h>
@@ -40,10 +44,24 @@ struct sh_net {
     int softmax;              /* index of the layer whose output is the network's */
     int has_softmax;          /* ... and it is a [softmax]: cross-entropy can train it */
     int nclasses;
+    /* The part this net runs (a pipeline stage): layers [lo, hi). Layers outside it are
+     * parsed (shapes, costs) but hold no parameters, buffers or time. The whole net: 0,
+     * nlayers. */
+    int lo, hi;
+    size_t part_in_count;     /* C*H*W the part takes: the input, or layer lo-1's output */
+    int part_in_consumers;    /* layers of the part that read that input */
+    size_t scratch_params, scratch_stats; /* largest outside layer: its weights are drawn
+                                             there and dropped, keeping the seed's order */
+    /* Tensor parallelism: this rank's share of the split layers (sh_net_create_tensor). */
+    int tp_rank, tp_ranks;
+    const unsigned char *tp_roles; /* [nsections - 1] while parsing; NULL: none */
+    shoal_result (*sum)(void *ctx, float *buf, size_t count);
+    void *sum_ctx;
 
     size_t nparams, nstats;
     float *params, *grads, *stats;
     int foreign_blocks;       /* params and grads belong to the caller (sh_net_use_blocks) */
+    int foreign_stats;        /* stats belong to the caller (sh_net_use_stats) */
     sh_param_range *ranges;
     int nranges;
 
@@ -189,8 +207,18 @@ static shoal_result parse_layers(sh_net *n)
         l->inputs = sh_shape_count(&l->in_shape);
         l->act = SH_ACT_LINEAR;
         l->temperature = 1.0f;
-        sh_parse_ctx ctx = {n->layers, idx, n->input, n->batch, n->steps};
+        int role = n->tp_roles ? n->tp_roles[idx] : SH_TP_NONE;
+        sh_parse_ctx ctx = {n->layers, idx, n->input, n->batch, n->steps, role == SH_TP_COLUMN ? n->tp_ranks : 1};
         SH_TRY(ops->parse(l, s, &ctx));
+        if (role != SH_TP_NONE) {
+            l->tp_role = role;
+            l->tp_rank = n->tp_rank;
+            l->tp_ranks = n->tp_ranks;
+            l->tp_whole = role == SH_TP_COLUMN ? (size_t)l->out_shape.c * n->tp_ranks
+                                               : l->inputs * (size_t)n->tp_ranks;
+        }
+        /* stage=K places the layer in pipeline stage K (sh_net_stage_keys); -1: not given */
+        SH_TRY(sh_cfg_int(s, "stage", -1, 0, 1 << 20, &l->stage));
         SH_TRY(sh_cfg_check_unused(s));
         l->outputs = sh_shape_count(&l->out_shape);
         for (int k = 0; k < l->nsrc; k++)
@@ -213,19 +241,29 @@ static shoal_result parse_layers(sh_net *n)
 }
 
 /* Offsets into the three blocks and the decay ranges. */
+static int in_part(const sh_net *n, int i) { return i >= n->lo && i < n->hi; }
+
+/* Offsets into the three blocks and the decay ranges. Only the part's layers take room;
+ * a layer outside it has offsets from 0, into the scratch its weights are drawn in. */
 static shoal_result lay_out_blocks(sh_net *n)
 {
     size_t p = 0, st = 0;
     int nr = 0;
     for (int i = 0; i < n->nlayers; i++) {
         sh_layer *l = &n->layers[i];
-        l->param_off = p;
-        l->w_off += p;
-        l->b_off += p;
-        l->s_off += p;
-        l->reduce_off += p;
+        size_t base = in_part(n, i) ? p : 0;
+        l->param_off = base;
+        l->w_off += base;
+        l->b_off += base;
+        l->s_off += base;
+        l->reduce_off += base;
+        l->stat_off = in_part(n, i) ? st : 0;
+        if (!in_part(n, i)) {
+            if (l->param_count > n->scratch_params) n->scratch_params = l->param_count;
+            if (l->stat_count > n->scratch_stats) n->scratch_stats = l->stat_count;
+            continue;
+        }
         p += l->param_count;
-        l->stat_off = st;
         st += l->stat_count;
         l->state_off = n->nstate;
         n->nstate += l->state_count;
@@ -235,7 +273,7 @@ static shoal_result lay_out_blocks(sh_net *n)
     n->nparams = p;
     n->nstats = st;
     SH_TRY(sh_calloc((size_t)(nr ? nr : 1), sizeof *n->ranges, (void **)&n->ranges));
-    for (int i = 0; i < n->nlayers; i++) {
+    for (int i = n->lo; i < n->hi; i++) {
         sh_layer *l = &n->layers[i];
         if (l->w_count) n->ranges[n->nranges++] = (sh_param_range){l->w_off, l->w_count, 1};
         if (l->b_count + l->s_count)
@@ -255,22 +293,24 @@ static shoal_result lay_out_blocks(sh_net *n)
 static shoal_result lay_out_arena(sh_net *n)
 {
     size_t total = 0, nb = (size_t)n->batch;
-    for (int i = 0; i < n->nlayers; i++) {
+    for (int i = n->lo; i < n->hi; i++) {
         sh_layer *l = &n->layers[i];
         if (l->alias_input) continue;
         total += 2 * round16(nb * l->outputs) + round16(nb * l->keep_count + l->keep_fixed) +
                  round16(l->cache_count);
     }
     SH_TRY(sh_alloc_aligned((total ? total : 16) * sizeof(float), (void **)&n->arena));
-    SH_TRY(sh_alloc_aligned(round16(nb * sh_shape_count(&n->input)) * sizeof(float),
+    SH_TRY(sh_alloc_aligned(round16(nb * n->part_in_count) * sizeof(float),
                             (void **)&n->input_delta));
     SH_TRY(sh_calloc((size_t)n->nlayers, sizeof(int), (void **)&n->zero_before_backward));
     float *p = n->arena;
     int *consumers = n->zero_before_backward;
-    for (int i = 0; i < n->nlayers; i++) {
+    for (int i = n->lo; i < n->hi; i++) {
         sh_layer *l = &n->layers[i];
-        for (int k = 0; k < l->nsrc; k++)
-            if (l->src[k] >= 0) consumers[l->src[k]]++;
+        for (int k = 0; k < l->nsrc; k++) {
+            if (l->src[k] >= n->lo) consumers[l->src[k]]++;
+            else n->part_in_consumers++;
+        }
         if (l->alias_input) {
             sh_layer *src = &n->layers[l->src[0]];
             l->out = src->out;
@@ -287,22 +327,25 @@ static shoal_result lay_out_arena(sh_net *n)
         p += round16(l->cache_count);
     }
     /* [cost] aliases its source: the source's delta is written by sh_net_loss, not by it. */
-    for (int i = 0; i < n->nlayers; i++) {
+    for (int i = n->lo; i < n->hi; i++) {
         sh_layer *l = &n->layers[i];
         if (l->alias_input) consumers[l->src[0]]--;
     }
-    for (int i = 0; i < n->nlayers; i++) {
+    for (int i = n->lo; i < n->hi; i++) {
         sh_layer *l = &n->layers[i];
         for (int k = 0; k < l->nsrc; k++) {
             int s = l->src[k];
-            l->in[k] = s >= 0 ? n->layers[s].out : NULL; /* input: set per forward */
-            l->in_delta[k] = s >= 0 ? n->layers[s].delta : NULL;
-            l->accum[k] = s >= 0 && consumers[s] > 1;
+            int inside = s >= n->lo;
+            l->in[k] = inside ? n->layers[s].out : NULL; /* the part's input: set per forward */
+            l->in_delta[k] = inside ? n->layers[s].delta : NULL;
+            l->accum[k] = inside && consumers[s] > 1;
         }
     }
-    /* 1: zero before backward (several writers add, or none writes) */
+    /* 1: zero before backward (several writers add, or none writes). A part that is not
+     * the last gets its last layer's delta from the next stage: never zeroed. */
     for (int i = 0; i < n->nlayers; i++)
-        consumers[i] = (consumers[i] != 1 && i != n->softmax && !n->layers[i].alias_input);
+        consumers[i] = in_part(n, i) && consumers[i] != 1 && i != n->softmax &&
+                       !n->layers[i].alias_input && !(i == n->hi - 1 && n->hi < n->nlayers);
     return SHOAL_OK;
 }
 
@@ -350,19 +393,92 @@ fail:
     return rc;
 }
 
+static shoal_result create_net(sh_cfg *cfg, int batch, int time_steps, uint64_t seed, int lo, int hi, int tp_rank,
+                               int tp_ranks, const unsigned char *tp_roles, sh_net **out);
+
 shoal_result sh_net_create(sh_cfg *cfg, int batch, uint64_t seed, sh_net **out)
 {
-    return sh_net_create_steps(cfg, batch, 0, seed, out);
+    return create_net(cfg, batch, 0, seed, 0, -1, 0, 1, NULL, out);
 }
 
 shoal_result sh_net_create_steps(sh_cfg *cfg, int batch, int time_steps, uint64_t seed,
                                  sh_net **out)
 {
+    return create_net(cfg, batch, time_steps, seed, 0, -1, 0, 1, NULL, out);
+}
+
+/* The part's start must leave the later layers reading only the layer just before it (or
+ * their own part's): sh_net_cut_ok. */
+static shoal_result check_part(sh_net *n, int lo, int hi)
+{
+    if (hi < 0) hi = n->nlayers;
+    if (lo < 0 || lo >= hi || hi > n->nlayers)
+        return SH_FAIL(SHOAL_ERR_INVALID, "%s: layers [%d, %d) are not a part of its %d layers",
+                       sh_cfg_path(n->cfg), lo, hi, n->nlayers);
+    /* Only the part's own start: what a cut at hi leaves unread is the next part's check
+     * (and a plan-only part, layers [0, 1), may end anywhere). */
+    if (lo > 0 && !sh_net_cut_ok(n, lo))
+        return SH_FAIL(SHOAL_ERR_INVALID, "%s:%d: the net cannot be cut before layer %d (%s): a "
+                       "later layer reads a layer before the cut; move the cut (stage=) elsewhere",
+                       sh_cfg_path(n->cfg), n->layers[lo].line, lo, n->layers[lo].name);
+    n->lo = lo;
+    n->hi = hi;
+    n->part_in_count = lo == 0 ? sh_shape_count(&n->input) : n->layers[lo - 1].outputs;
+    return SHOAL_OK;
+}
+
+int sh_net_cut_ok(const sh_net *n, int c)
+{
+    if (c <= 0 || c >= n->nlayers) return 0;
+    if (n->layers[c].alias_input) return 0;
+    for (int i = c; i < n->nlayers; i++)
+        for (int k = 0; k < n->layers[i].nsrc; k++)
+            if (n->layers[i].src[k] < c - 1) return 0;
+    return 1;
+}
+
+shoal_result sh_net_create_part(sh_cfg *cfg, int batch, uint64_t seed, int lo, int hi, sh_net **out)
+{
+    return create_net(cfg, batch, 0, seed, lo, hi, 0, 1, NULL, out);
+}
+
+shoal_result sh_net_create_tensor(sh_cfg *cfg, int batch, uint64_t seed, int rank, int ranks,
+                                  const unsigned char *roles, sh_net **out)
+{
+    return create_net(cfg, batch, 0, seed, 0, -1, rank, ranks, roles, out);
+}
+
+int sh_net_tp_pair_ok(const sh_net *n, int i, int ranks)
+{
+    if (i < 0 || i + 1 >= n->nlayers) return 0;
+    const sh_layer *a = &n->layers[i], *b = &n->layers[i + 1];
+    if (a->ops != &sh_dense_ops || b->ops != &sh_dense_ops) return 0;
+    if (a->batch_normalize || b->batch_normalize || a->out_shape.c % ranks) return 0;
+    if (b->src[0] != i) return 0;
+    /* the pair is a chain: nothing later reads a's input or a itself */
+    if (i + 1 < n->nlayers && !sh_net_cut_ok(n, i + 1)) return 0;
+    if (i + 2 < n->nlayers && !sh_net_cut_ok(n, i + 2)) return 0;
+    return 1;
+}
+
+void sh_net_set_sum(sh_net *n, shoal_result (*sum)(void *ctx, float *buf, size_t count), void *ctx)
+{
+    n->sum = sum;
+    n->sum_ctx = ctx;
+}
+
+static shoal_result create_net(sh_cfg *cfg, int batch, int time_steps, uint64_t seed, int lo, int hi, int tp_rank,
+                               int tp_ranks, const unsigned char *tp_roles, sh_net **out)
+{
     shoal_result rc = SHOAL_OK;
     sh_net *n = NULL;
+    float *scratch_p = NULL, *scratch_s = NULL;
     *out = NULL;
     SH_TRY(sh_calloc(1, sizeof *n, (void **)&n));
     n->cfg = cfg;
+    n->tp_rank = tp_rank;
+    n->tp_ranks = tp_ranks;
+    n->tp_roles = tp_roles;
     if (sh_cfg_nsections(cfg) < 1 ||
         (strcmp(sh_cfg_section_name(sh_cfg_section_at(cfg, 0)), "net") != 0 &&
          strcmp(sh_cfg_section_name(sh_cfg_section_at(cfg, 0)), "network") != 0)) {
@@ -385,6 +501,8 @@ shoal_result sh_net_create_steps(sh_cfg *cfg, int batch, int time_steps, uint64_
         goto fail;
     }
     SH_TRY_GOTO(parse_layers(n), rc, fail);
+    n->tp_roles = NULL; /* the caller's; kept in the layers */
+    SH_TRY_GOTO(check_part(n, lo, hi), rc, fail);
     SH_TRY_GOTO(lay_out_blocks(n), rc, fail);
     SH_TRY_GOTO(lay_out_arena(n), rc, fail);
     for (int i = 0; i < n->nlayers; i++)
@@ -392,15 +510,26 @@ shoal_result sh_net_create_steps(sh_cfg *cfg, int batch, int time_steps, uint64_
     /* One thread (no pool threads start) until the caller says how many this rank gets
      * (sh_net_set_threads with sh_cpus_threads_per_rank): the pool is built once. */
     SH_TRY_GOTO(alloc_threads(n, 1), rc, fail);
+    /* Every layer draws its weights in order, so a part holds what the whole net would. */
+    SH_TRY_GOTO(sh_alloc_aligned(round16(n->scratch_params + 1) * sizeof(float), (void **)&scratch_p), rc, fail);
+    SH_TRY_GOTO(sh_alloc_aligned(round16(n->scratch_stats + 1) * sizeof(float), (void **)&scratch_s), rc, fail);
     sh_rng init;
     sh_rng_seed(&init, seed);
-    for (int i = 0; i < n->nlayers; i++)
-        if (n->layers[i].ops->init) n->layers[i].ops->init(&n->layers[i], n->params, n->stats, &init);
+    for (int i = 0; i < n->nlayers; i++) {
+        sh_layer *l = &n->layers[i];
+        if (!l->ops->init) continue;
+        if (in_part(n, i)) l->ops->init(l, n->params, n->stats, &init);
+        else l->ops->init(l, scratch_p, scratch_s, &init);
+    }
+    sh_free_aligned(scratch_p);
+    sh_free_aligned(scratch_s);
     sh_rng_seed(&n->rng, seed ^ 0x9e3779b97f4a7c15ull); /* dropout: its own stream */
     sh_gemm_set_blas_threads(1);
     *out = n;
     return SHOAL_OK;
 fail:
+    sh_free_aligned(scratch_p);
+    sh_free_aligned(scratch_s);
     sh_net_destroy(n);
     return rc;
 }
@@ -462,7 +591,7 @@ void sh_net_destroy(sh_net *n)
         sh_free_aligned(n->params);
         sh_free_aligned(n->grads);
     }
-    sh_free_aligned(n->stats);
+    if (!n->foreign_stats) sh_free_aligned(n->stats);
     free(n->ranges);
     for (int i = 0; n->layers && i < n->layer_capacity; i++)
         if (n->layers[i].ops && n->layers[i].ops->fini) n->layers[i].ops->fini(&n->layers[i]);
@@ -525,6 +654,13 @@ void sh_net_use_blocks(sh_net *n, float *params, float *grads, int copy_params)
     if (n->grad_ptrs) n->grad_ptrs[0] = grads;
 }
 
+void sh_net_use_stats(sh_net *n, float *stats)
+{
+    if (!n->foreign_stats) sh_free_aligned(n->stats);
+    n->stats = stats;
+    n->foreign_stats = 1;
+}
+
 float *sh_net_stats(sh_net *n, size_t *count)
 {
     if (count) *count = n->nstats;
@@ -585,6 +721,20 @@ void sh_net_rng_get(const sh_net *n, uint64_t state[4]) { memcpy(state, n->rng.s
 void sh_net_rng_set(sh_net *n, const uint64_t state[4]) { memcpy(n->rng.s, state, sizeof n->rng.s); }
 
 sh_layer *sh_net_layer(sh_net *n, int i) { return &n->layers[i]; }
+
+void sh_net_part(const sh_net *n, int *lo, int *hi)
+{
+    *lo = n->lo;
+    *hi = n->hi;
+}
+int sh_net_layer_stage(const sh_net *n, int i) { return n->layers[i].stage; }
+int sh_net_layer_line(const sh_net *n, int i) { return n->layers[i].line; }
+int sh_net_threads(const sh_net *n) { return n->nthreads; }
+const char *sh_net_cfg_path(const sh_net *n) { return sh_cfg_path(n->cfg); }
+size_t sh_net_part_input_count(const sh_net *n) { return n->part_in_count; }
+size_t sh_net_part_output_count(const sh_net *n) { return n->layers[n->hi - 1].outputs; }
+const float *sh_net_part_output(const sh_net *n) { return n->layers[n->hi - 1].out; }
+float *sh_net_part_output_delta(sh_net *n) { return n->layers[n->hi - 1].delta; }
 void sh_net_want_input_delta(sh_net *n, int on) { n->want_input_delta = on; }
 const float *sh_net_input_delta(const sh_net *n) { return n->input_delta; }
 
@@ -614,6 +764,9 @@ static void fill_exec(sh_net *n)
     x->nslots = n->nslots;
     x->work = n->work_ptrs;
     x->rng = &n->rng;
+    x->sum = n->sum;
+    x->sum_ctx = n->sum_ctx;
+    x->sum_rc = SHOAL_OK;
 }
 
 shoal_result sh_net_forward(sh_net *n, const float *x, int nimg, int training)
@@ -629,13 +782,13 @@ shoal_result sh_net_forward(sh_net *n, const float *x, int nimg, int training)
     n->training = training;
     n->have_loss = 0;
     fill_exec(n);
-    for (int i = 0; i < n->nlayers; i++) {
+    for (int i = n->lo; i < n->hi; i++) {
         sh_layer *l = &n->layers[i];
         for (int k = 0; k < l->nsrc; k++) {
-            if (l->src[k] >= 0) continue;
+            if (l->src[k] >= n->lo) continue;
             l->in[k] = x;
             l->in_delta[k] = n->want_input_delta ? n->input_delta : NULL;
-            l->accum[k] = 0;
+            l->accum[k] = n->part_in_consumers > 1;
         }
         uint64_t t0 = sh_now_ns();
         l->ops->forward(l, &n->exec);
@@ -643,7 +796,7 @@ shoal_result sh_net_forward(sh_net *n, const float *x, int nimg, int training)
         l->fwd_ms = (double)(t1 - t0) * 1e-6;
         if (sh_trace_on()) sh_trace_span(SH_TRACK_FORWARD, l->name, t0, t1, "layer", i, NULL, 0);
     }
-    return SHOAL_OK;
+    return n->exec.sum_rc;
 }
 
 const float *sh_net_output(const sh_net *n) { return n->layers[n->softmax].out; }
@@ -720,17 +873,19 @@ static void reduce_run(void *arg, int tid, int nthreads)
 
 shoal_result sh_net_backward(sh_net *n, sh_grad_ready_fn ready, void *ctx)
 {
-    if (!n->have_loss)
+    if (!n->have_loss && n->hi == n->nlayers)
         return SH_FAIL(SHOAL_ERR_INVALID, "backward: no loss since the last forward; call "
                        "sh_net_forward(training=1) then sh_net_loss first");
     if (!n->training)
         return SH_FAIL(SHOAL_ERR_INVALID, "backward: the last forward was inference "
                        "(training=0); forward with training=1 before backward");
     fill_exec(n);
-    for (int i = 0; i < n->nlayers; i++)
+    for (int i = n->lo; i < n->hi; i++)
         if (n->zero_before_backward[i])
             memset(n->layers[i].delta, 0, (size_t)n->nimg * n->layers[i].outputs * sizeof(float));
-    for (int i = n->nlayers - 1; i >= 0; i--) {
+    if (n->want_input_delta && n->part_in_consumers > 1)
+        memset(n->input_delta, 0, (size_t)n->nimg * n->part_in_count * sizeof(float));
+    for (int i = n->hi - 1; i >= n->lo; i--) {
         sh_layer *l = &n->layers[i];
         uint64_t t0 = sh_now_ns();
         n->exec.used_partials = 0;
@@ -744,5 +899,5 @@ shoal_result sh_net_backward(sh_net *n, sh_grad_ready_fn ready, void *ctx)
         if (sh_trace_on()) sh_trace_span(SH_TRACK_BACKWARD, l->name, t0, t1, "layer", i, NULL, 0);
         if (l->param_count && ready) ready(ctx, i, l->param_off, l->param_count);
     }
-    return SHOAL_OK;
+    return n->exec.sum_rc;
 }

@@ -39,6 +39,55 @@ shoal_result sh_net_create_steps(sh_cfg *cfg, int batch, int time_steps, uint64_
 /* sh_net_create, and the net owns cfg from then on (on error cfg is destroyed): a caller
  * that read the [net] section first (the batch, say) builds the net without parsing again. */
 shoal_result sh_net_create_owning(sh_cfg *cfg, int batch, uint64_t seed, sh_net **out);
+/* sh_net_create for a part of the net, layers [lo, hi) (hi < 0: to the end): a pipeline
+ * stage. Every layer is parsed (shapes, costs and stage= keys of all of them are
+ * queryable), but only the part's layers get parameters, gradients, statistics and
+ * buffers, and those parameters equal the whole net's from the same seed. The part takes
+ * as input the output of layer lo-1 (sh_net_part_input_count values per image); when it
+ * is not the last part, backward starts from sh_net_part_output_delta, filled by the
+ * caller, instead of a loss. lo must pass sh_net_cut_ok (else SHOAL_ERR_INVALID naming
+ * the layer). The cfg stays the caller's. */
+shoal_result sh_net_create_part(sh_cfg *cfg, int batch, uint64_t seed, int lo, int hi, sh_net **out);
+/* Tensor parallelism over `ranks` ranks, this one `rank`: roles[i] (SH_TP_COLUMN = 1,
+ * SH_TP_ROW = 2, 0 none; one per layer) split layer pairs as Megatron-LM: a column layer
+ * keeps 1/ranks of its outputs, the row layer after it the same share of its inputs; its
+ * output is summed over the ranks through the sum hook (sh_net_set_sum) before bias and
+ * activation, and the column layer's input gradient after backward. Only pairs that
+ * sh_net_tp_pair_ok accepts; the shares hold what the whole net draws from the seed. */
+enum { SH_TP_NONE = 0, SH_TP_COLUMN, SH_TP_ROW };
+shoal_result sh_net_create_tensor(sh_cfg *cfg, int batch, uint64_t seed, int rank, int ranks,
+                                  const unsigned char *roles, sh_net **out);
+/* 1 when layers i and i+1 may be split as a column/row pair over `ranks`: both [connected]
+ * without batch norm, i+1 reads only i, nothing else reads i or i's input after them, and
+ * ranks divides i's outputs. */
+int sh_net_tp_pair_ok(const sh_net *n, int i, int ranks);
+/* The tensor-parallel sum: buf[0..count) = its sum over the ranks; forward and backward
+ * return its error. Borrowed ctx. */
+void sh_net_set_sum(sh_net *n, shoal_result (*sum)(void *ctx, float *buf, size_t count), void *ctx);
+/* 1 when the net may be cut before layer c (0 < c < nlayers): no layer from c on reads a
+ * layer before c-1 ([route] and [shortcut] across the cut), and layer c is not [cost]. */
+int sh_net_cut_ok(const sh_net *n, int c);
+/* The part this net runs: layers [lo, hi) ([0, nlayers) for the whole net). */
+void sh_net_part(const sh_net *n, int *lo, int *hi);
+/* stage=K of layer i in the cfg; -1 when not given. */
+int sh_net_layer_stage(const sh_net *n, int i);
+/* C*H*W the part takes per image and gives per image (its last layer's output). */
+size_t sh_net_part_input_count(const sh_net *n);
+size_t sh_net_part_output_count(const sh_net *n);
+/* The part's last layer's output (nimg, out) after forward, and its delta (nimg, out), which
+ * a part that is not the last fills before backward. */
+const float *sh_net_part_output(const sh_net *n);
+float *sh_net_part_output_delta(sh_net *n);
+/* Also compute dL/d(input) on backward: gradient checks of the first layer, and a pipeline
+ * stage sending its input's gradient to the stage before. (nimg, part input count). */
+void sh_net_want_input_delta(sh_net *n, int on);
+const float *sh_net_input_delta(const sh_net *n);
+/* The cfg line of layer i's section, for messages. */
+int sh_net_layer_line(const sh_net *n, int i);
+/* The .cfg the net was built from. */
+const char *sh_net_cfg_path(const sh_net *n);
+/* Kernel threads the net uses (sh_net_set_threads). */
+int sh_net_threads(const sh_net *n);
 /* sh_cfg_load + sh_net_create_owning. */
 shoal_result sh_net_load(const char *cfg_path, int batch, uint64_t seed, sh_net **out);
 void sh_net_destroy(sh_net *n);
@@ -73,6 +122,9 @@ float *sh_net_stats(sh_net *n, size_t *count);
  * e.g. another rank's copy). The caller frees both blocks, after sh_net_destroy; the net
  * frees neither. */
 void sh_net_use_blocks(sh_net *n, float *params, float *grads, int copy_params);
+/* Keep the statistics in the caller's block (sh_net_stats' count floats, alive as long as
+ * the net; the net does not free it): copies of one part that take turns share them. */
+void sh_net_use_stats(sh_net *n, float *stats);
 /* Decay ranges for the optimizer: weights decay, biases and batch-norm parameters don't. */
 const sh_param_range *sh_net_param_ranges(const sh_net *n, int *nranges);
 

@@ -6,11 +6,13 @@
  * Proved by tests/cli/test_train_dp.c, tests/cli/test_train_ps.c, tests/train/test_api.c. */
 #include "train/job.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/env.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "base/util.h"
 #include "shoal/comm.h"
 #include "train/timeline.h"
 #include "train/snapshot.h"
@@ -38,6 +40,10 @@ int sh_job_is_launched(void)
 
 shoal_result sh_job_check_compress(const sh_job_opts *o)
 {
+    if ((o->layout == SH_LAYOUT_PIPELINE || o->layout == SH_LAYOUT_TENSOR) &&
+        (o->sfb || o->codec.codec != SHOAL_CODEC_NONE))
+        return SH_FAIL(SHOAL_ERR_INVALID, "--compress and --sfb work with data parallelism and --ps, not yet with "
+                       "--%s; leave one out", o->layout == SH_LAYOUT_PIPELINE ? "pipeline" : "tensor-parallel");
     if (o->layout != SH_LAYOUT_PARAM_SERVER) return SHOAL_OK;
     if (o->sfb)
         return SH_FAIL(SHOAL_ERR_INVALID, "--sfb needs data parallelism (every rank rebuilds the gradient from "
@@ -55,6 +61,8 @@ const char *sh_job_role_name(sh_job_role role)
     case SH_ROLE_DP_RANK: return "data-parallel rank";
     case SH_ROLE_PS_SERVER: return "server";
     case SH_ROLE_PS_WORKER: return "worker";
+    case SH_ROLE_PIPE_STAGE: return "pipeline stage";
+    case SH_ROLE_TP_RANK: return "tensor-parallel rank";
     }
     return "?";
 }
@@ -71,6 +79,20 @@ static shoal_result plan_role(const sh_job_opts *o, int rank, int world, sh_job_
             return SH_FAIL(SHOAL_ERR_INVALID, "--servers %d needs at least one worker among the %d ranks",
                            o->nservers, world);
         *role = rank < o->nservers ? SH_ROLE_PS_SERVER : SH_ROLE_PS_WORKER;
+        return SHOAL_OK;
+    case SH_LAYOUT_PIPELINE:
+        if (o->stages < 1 || world % o->stages)
+            return SH_FAIL(SHOAL_ERR_INVALID, "--pipeline %d does not divide the %d ranks into replicas of "
+                           "%d stages; run -n with a multiple of %d (replicas x stages)", o->stages, world,
+                           o->stages, o->stages < 1 ? 1 : o->stages);
+        *role = SH_ROLE_PIPE_STAGE;
+        return SHOAL_OK;
+    case SH_LAYOUT_TENSOR:
+        if (o->tensor_ranks < 2 || world % o->tensor_ranks)
+            return SH_FAIL(SHOAL_ERR_INVALID, "--tensor-parallel %d does not divide the %d ranks into replicas "
+                           "of %d; run -n with a multiple of %d (replicas x T)", o->tensor_ranks, world,
+                           o->tensor_ranks, o->tensor_ranks < 2 ? 2 : o->tensor_ranks);
+        *role = SH_ROLE_TP_RANK;
         return SHOAL_OK;
     }
     return SH_FAIL(SHOAL_ERR_INVALID, "job: unknown layout %d", (int)o->layout);
@@ -113,6 +135,12 @@ static shoal_result train_alone(const sh_job_opts *o, sh_job_report *r);
 
 static shoal_result run_alone(const sh_job_opts *o, sh_job_report *r)
 {
+    if (o->layout == SH_LAYOUT_TENSOR && o->tensor_ranks > 1)
+        return SH_FAIL(SHOAL_ERR_INVALID, "--tensor-parallel %d needs %d ranks: add -n %d, or run under "
+                       "shoal launch, mpirun or srun", o->tensor_ranks, o->tensor_ranks, o->tensor_ranks);
+    if (o->layout == SH_LAYOUT_PIPELINE && o->stages > 1)
+        return SH_FAIL(SHOAL_ERR_INVALID, "--pipeline %d needs %d ranks or a multiple: add -n %d, or run "
+                       "under shoal launch, mpirun or srun", o->stages, o->stages, o->stages);
     sh_timeline *tl = NULL;
     if (o->timeline_path) SH_TRY(sh_timeline_start(NULL, o->timeline_path, o->timeline_lo, o->timeline_hi,
                                                    "alone", &tl));
@@ -272,12 +300,120 @@ static shoal_result run_ps_worker(const sh_job_opts *o, shoal_comm *c, sh_job_re
     return rc;
 }
 
+/* Replica 0's stages' profiles, gathered to every rank (each rank's 8 figures). */
+static shoal_result gather_pipe_profile(shoal_comm *c, sh_strategy *st, int stages, sh_job_report *r)
+{
+    enum { NF = 8 };
+    int world = shoal_comm_world(c);
+    double mine[NF], *all = NULL;
+    sh_pipe_profile p;
+    sh_strategy_pipeline_profile(st, &p);
+    double v[NF] = {p.lo, p.hi, p.forward, p.backward, p.bubble, p.comm, p.step, p.stage};
+    memcpy(mine, v, sizeof mine);
+    SH_TRY(sh_calloc((size_t)world * NF, sizeof *all, (void **)&all));
+    shoal_result rc = shoal_allgather(c, mine, all, NF, SHOAL_FLOAT64);
+    int n = stages < SH_JOB_MAX_PROFILED_STAGES ? stages : SH_JOB_MAX_PROFILED_STAGES;
+    for (int k = 0; rc == SHOAL_OK && k < n; k++) { /* rank k is replica 0's stage k */
+        const double *a = all + (size_t)k * NF;
+        sh_pipe_profile *q = &r->pipe_profile[k];
+        q->stage = k;
+        q->replica = 0;
+        q->lo = (int)a[0];
+        q->hi = (int)a[1];
+        q->forward = a[2];
+        q->backward = a[3];
+        q->bubble = a[4];
+        q->comm = a[5];
+        q->step = a[6];
+    }
+    free(all);
+    if (rc == SHOAL_OK) {
+        r->pipe_nstages = n;
+        r->has_pipe_profile = 1;
+    }
+    return rc;
+}
+
+static shoal_result run_pipe_stage(const sh_job_opts *o, shoal_comm *c, sh_job_report *r)
+{
+    int world = shoal_comm_world(c), replicas = world / o->stages;
+    sh_train_opts wo = o->train;
+    wo.local_ranks = shoal_comm_local_world(c);
+    sh_pipe_opts po = {o->train.cfg_path, o->stages, o->micro_batches ? o->micro_batches : o->stages,
+                       o->train.batch, o->train.seed};
+    if (o->strong_scaling && replicas > 1) {
+        int batch = po.batch;
+        if (!batch) { /* the cfg's: read by the plan, so ask it through a one-replica view */
+            sh_net *probe = NULL;
+            SH_TRY(sh_net_load(o->train.cfg_path, 1, o->train.seed, &probe));
+            batch = sh_net_get_config(probe)->batch;
+            sh_net_destroy(probe);
+        }
+        if (batch % replicas)
+            return SH_FAIL(SHOAL_ERR_INVALID, "--scaling strong: the global batch %d does not split into %d "
+                           "replicas; choose a batch divisible by %d (--batch)", batch, replicas, replicas);
+        po.batch = batch / replicas;
+    }
+    if (!o->strong_scaling && o->lr_linear) wo.lr_scale = (double)replicas;
+    sh_strategy *st = NULL;
+    sh_net *net = NULL;
+    SH_TRY(sh_strategy_pipeline_create(c, &po, &st, &net));
+    if (r->rank == 0 && o->layout_out) {
+        sh_strategy_pipeline_describe(st, o->layout_out);
+        fflush(o->layout_out);
+    }
+    if (r->rank != 0) wo.logdir = NULL;
+    wo.batch = st->batch;
+    shoal_result rc = train_with(&wo, net, st, r);
+    if (rc == SHOAL_OK && o->train.profile) rc = gather_pipe_profile(c, st, o->stages, r);
+    r->reporter = rc == SHOAL_OK && r->rank == 0;
+    sh_strategy_destroy(st);
+    return rc;
+}
+
+static shoal_result run_tp_rank(const sh_job_opts *o, shoal_comm *c, sh_job_report *r)
+{
+    sh_train_opts wo = o->train;
+    wo.local_ranks = shoal_comm_local_world(c);
+    int replicas = shoal_comm_world(c) / o->tensor_ranks;
+    sh_tp_opts to = {o->train.cfg_path, o->tensor_ranks, o->train.batch, o->train.seed};
+    if (o->strong_scaling && replicas > 1) {
+        int batch = to.batch;
+        if (!batch) {
+            sh_net *probe = NULL;
+            SH_TRY(sh_net_load(o->train.cfg_path, 1, o->train.seed, &probe));
+            batch = sh_net_get_config(probe)->batch;
+            sh_net_destroy(probe);
+        }
+        if (batch % replicas)
+            return SH_FAIL(SHOAL_ERR_INVALID, "--scaling strong: the global batch %d does not split into %d "
+                           "replicas; choose a batch divisible by %d (--batch)", batch, replicas, replicas);
+        to.batch = batch / replicas;
+        wo.batch = to.batch;
+    }
+    if (!o->strong_scaling && o->lr_linear) wo.lr_scale = (double)replicas;
+    sh_strategy *st = NULL;
+    sh_net *net = NULL;
+    SH_TRY(sh_strategy_tensor_create(c, &to, &st, &net));
+    if (r->rank == 0 && o->layout_out) {
+        sh_strategy_tensor_describe(st, o->layout_out);
+        fflush(o->layout_out);
+    }
+    if (r->rank != 0) wo.logdir = NULL;
+    shoal_result rc = train_with(&wo, net, st, r);
+    r->reporter = rc == SHOAL_OK && r->rank == 0;
+    sh_strategy_destroy(st);
+    return rc;
+}
+
 static shoal_result run_role(const sh_job_opts *o, shoal_comm *c, sh_job_report *r)
 {
     switch (r->role) {
     case SH_ROLE_DP_RANK: return run_dp_rank(o, c, r);
     case SH_ROLE_PS_SERVER: return run_ps_server(o, c, r);
     case SH_ROLE_PS_WORKER: return run_ps_worker(o, c, r);
+    case SH_ROLE_PIPE_STAGE: return run_pipe_stage(o, c, r);
+    case SH_ROLE_TP_RANK: return run_tp_rank(o, c, r);
     case SH_ROLE_ALONE: break;
     }
     return SH_FAIL(SHOAL_ERR_INTERNAL, "job: role %d has no runner", (int)r->role);

@@ -13,6 +13,8 @@
 
 #include "train/ps.h"
 #include "train/strategy_allreduce.h"
+#include "train/strategy_pipeline.h"
+#include "train/strategy_tensor.h"
 #include "train/strategy_ps.h"
 #include "train/trainer.h"
 
@@ -22,6 +24,8 @@
 typedef enum {
     SH_LAYOUT_DATA_PARALLEL = 0, /* every rank a replica; gradients averaged (allreduce) */
     SH_LAYOUT_PARAM_SERVER,      /* the first nservers ranks serve, the others are workers */
+    SH_LAYOUT_PIPELINE,          /* stages of the layers, replicas when ranks > stages */
+    SH_LAYOUT_TENSOR,            /* pairs of connected layers split across all ranks */
 } sh_job_layout;
 
 typedef enum {
@@ -29,6 +33,8 @@ typedef enum {
     SH_ROLE_DP_RANK,     /* a replica of a data-parallel job */
     SH_ROLE_PS_SERVER,   /* holds a shard of the parameters and applies the optimizer */
     SH_ROLE_PS_WORKER,   /* trains on its shard of the data, pulls and pushes */
+    SH_ROLE_PIPE_STAGE,  /* one stage of a pipeline replica */
+    SH_ROLE_TP_RANK,     /* one share of the split layers */
 } sh_job_role;
 
 typedef struct {
@@ -54,6 +60,12 @@ typedef struct {
      * written by rank 0 (timeline.h). NULL: none. */
     const char *timeline_path;
     int64_t timeline_lo, timeline_hi;
+    /* pipeline */
+    int stages;                 /* S (--pipeline) */
+    int micro_batches;          /* M (--micro-batches); 0: S */
+    FILE *layout_out;           /* rank 0 prints the layout there at start-up; NULL: not */
+    /* tensor parallel */
+    int tensor_ranks;           /* T (--tensor-parallel): the job's ranks */
     /* Servers' round hook (sh_ps_config.after_round) with train.hook_ctx: fault drills. */
     void (*after_server_round)(void *hook_ctx, int server, int64_t rounds);
 } sh_job_opts;
@@ -61,6 +73,8 @@ typedef struct {
 /* Data parallel, weak scaling, 1 MB buckets; servers: 1, sync, staleness 3; the trainer's
  * defaults (sh_train_opts_default). */
 void sh_job_opts_default(sh_job_opts *o);
+
+#define SH_JOB_MAX_PROFILED_STAGES 64
 
 typedef struct {
     sh_job_role role;
@@ -71,6 +85,9 @@ typedef struct {
     int has_dp_profile;         /* with train.profile on a data-parallel rank */
     int has_comm_stats;         /* compressed (dp_profile's byte counts and residual) */
     sh_dp_profile dp_profile;
+    int has_pipe_profile;       /* with train.profile, on the reporter of a pipeline */
+    int pipe_nstages;           /* entries of pipe_profile: replica 0's stages */
+    sh_pipe_profile pipe_profile[SH_JOB_MAX_PROFILED_STAGES];
     int has_server_stats;       /* on a server */
     sh_ps_stats server_stats;
 } sh_job_report;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/util.h"
 #include "io/checkpoint.h"
 #include "nn/darknet_weights.h"
 #include "train/trainer_internal.h"
@@ -62,12 +63,32 @@ static shoal_result read_meta(const char *path, uint64_t meta[META_COUNT])
     return SHOAL_OK;
 }
 
-/* The same model: same cfg content and parameter count. */
-static shoal_result check_model(const char *path, const uint64_t meta[META_COUNT], sh_net *net)
+/* The whole model's counts: this rank's, or the sum of the parts. */
+static void whole_counts(sh_net *net, const sh_model_part *part, size_t *nparams, size_t *nstats)
 {
-    size_t nparams = sh_net_nparams(net);
-    size_t nstats = 0;
-    (void)sh_net_stats(net, &nstats);
+    (void)sh_net_stats(net, nstats);
+    *nparams = sh_net_nparams(net);
+    if (!part) return;
+    *nparams = part->nparams_whole;
+    *nstats = part->nstats_whole;
+}
+
+/* Optimizer state: `per` moments of count floats each, then `extra` scalars (Adam's step). */
+static void optim_shape(const sh_optim *opt, size_t count, size_t *per, size_t *extra)
+{
+    size_t n = 0;
+    (void)sh_optim_state((sh_optim *)opt, &n);
+    *per = count ? sh_optim_moments(opt) / count : 0;
+    if (!count) *per = n > 0 ? 2 : 0; /* a part without parameters: Adam keeps only its step */
+    *extra = n - *per * count;
+}
+
+/* The same model: same cfg content and parameter count. */
+static shoal_result check_model_part(const char *path, const uint64_t meta[META_COUNT], sh_net *net,
+                                     const sh_model_part *part)
+{
+    size_t nparams, nstats;
+    whole_counts(net, part, &nparams, &nstats);
     if (meta[META_NPARAMS] != nparams || meta[META_NSTATS] != nstats)
         return SH_FAIL(SHOAL_ERR_FORMAT,
                        "checkpoint %s holds %" PRIu64 " parameters and %" PRIu64
@@ -82,12 +103,74 @@ static shoal_result check_model(const char *path, const uint64_t meta[META_COUNT
     return SHOAL_OK;
 }
 
-shoal_result sh_snapshot_save(sh_trainer *t, const char *path)
+static shoal_result check_model(const char *path, const uint64_t meta[META_COUNT], sh_net *net)
 {
-    uint64_t meta[META_COUNT] = {0};
-    size_t nstats = 0, noptim = 0;
+    return check_model_part(path, meta, net, NULL);
+}
+
+/* The whole model's blocks from the parts: each part's owner places its blocks at their
+ * offsets in zeroed whole-size blocks, every rank sums them (sum_floats), the lead writes. */
+typedef struct {
+    float *params, *stats, *optim;
+    size_t nparams, nstats, noptim;
+} whole_blocks;
+
+static void whole_free(whole_blocks *w)
+{
+    free(w->params);
+    free(w->stats);
+    free(w->optim);
+}
+
+static shoal_result whole_alloc(whole_blocks *w, size_t nparams, size_t nstats, size_t noptim)
+{
+    memset(w, 0, sizeof *w);
+    w->nparams = nparams;
+    w->nstats = nstats;
+    w->noptim = noptim;
+    SH_TRY(sh_calloc(nparams + 1, sizeof(float), (void **)&w->params));
+    SH_TRY(sh_calloc(nstats + 1, sizeof(float), (void **)&w->stats));
+    SH_TRY(sh_calloc(noptim + 1, sizeof(float), (void **)&w->optim));
+    return SHOAL_OK;
+}
+
+/* This rank's share of a parameter-shaped block into the whole model's, and back. */
+static void put_share(sh_trainer *t, const float *mine, float *whole)
+{
+    const sh_model_part *part = t->strategy->part;
+    if (part->put) part->put(t->strategy, mine, whole);
+    else if (part->contributes) memcpy(whole + part->params_off, mine, t->nparams * sizeof(float));
+}
+
+static void take_share(sh_trainer *t, const float *whole, float *mine)
+{
+    const sh_model_part *part = t->strategy->part;
+    if (part->take) part->take(t->strategy, whole, mine);
+    else memcpy(mine, whole + part->params_off, t->nparams * sizeof(float));
+}
+
+static shoal_result gather_whole(sh_trainer *t, whole_blocks *w)
+{
+    const sh_model_part *part = t->strategy->part;
+    size_t nstats = 0, noptim = 0, per, extra;
     float *stats = sh_net_stats(t->net, &nstats);
     float *optim = sh_optim_state(t->opt, &noptim);
+    optim_shape(t->opt, t->nparams, &per, &extra);
+    size_t W = part->nparams_whole;
+    SH_TRY(whole_alloc(w, W, part->nstats_whole, per * W + extra));
+    put_share(t, t->params, w->params);
+    for (size_t k = 0; k < per; k++) put_share(t, optim + k * t->nparams, w->optim + k * W);
+    if (part->contributes && nstats) memcpy(w->stats + part->stats_off, stats, nstats * sizeof(float));
+    if (part->carries_scalars && extra) memcpy(w->optim + per * W, optim + per * t->nparams, extra * sizeof(float));
+    SH_TRY(part->sum_floats(t->strategy, w->params, w->nparams));
+    if (w->nstats) SH_TRY(part->sum_floats(t->strategy, w->stats, w->nstats));
+    if (w->noptim) SH_TRY(part->sum_floats(t->strategy, w->optim, w->noptim));
+    return SHOAL_OK;
+}
+static shoal_result save_blocks(sh_trainer *t, const char *path, float *params, size_t nparams, float *stats,
+                                size_t nstats, float *optim, size_t noptim)
+{
+    uint64_t meta[META_COUNT] = {0};
     uint64_t rng[4];
     sh_net_rng_get(t->net, rng);
     meta[META_VERSION] = SH_SNAPSHOT_VERSION;
@@ -97,7 +180,7 @@ shoal_result sh_snapshot_save(sh_trainer *t, const char *path)
     meta[META_LOADER_STEP] = (uint64_t)sh_loader_step(t->loader);
     meta[META_SEED] = t->opts.seed;
     for (int i = 0; i < 4; i++) meta[META_RNG0 + i] = rng[i];
-    meta[META_NPARAMS] = t->nparams;
+    meta[META_NPARAMS] = nparams;
     meta[META_GLOBAL_BATCH] = (uint64_t)t->global_batch;
     meta[META_NSTATS] = nstats;
     meta[META_NOPTIM] = noptim;
@@ -116,11 +199,29 @@ shoal_result sh_snapshot_save(sh_trainer *t, const char *path)
     if (meta[META_RANK_STATE])
         secs[n++] = (sh_ckpt_section){"rankstate", t->rank_state,
                                       t->rank_state_count * (size_t)t->rank_state_world * sizeof(float)};
-    secs[n++] = (sh_ckpt_section){"params", t->params, t->nparams * sizeof(float)};
+    secs[n++] = (sh_ckpt_section){"params", params, nparams * sizeof(float)};
     if (nstats) secs[n++] = (sh_ckpt_section){"stats", stats, nstats * sizeof(float)};
     if (noptim) secs[n++] = (sh_ckpt_section){"optim", optim, noptim * sizeof(float)};
     SH_TRY(sh_ckpt_save(path, secs, n));
     return SHOAL_OK;
+}
+
+shoal_result sh_snapshot_save(sh_trainer *t, const char *path)
+{
+    size_t nstats = 0, noptim = 0;
+    float *stats = sh_net_stats(t->net, &nstats);
+    float *optim = sh_optim_state(t->opt, &noptim);
+    return save_blocks(t, path, t->params, t->nparams, stats, nstats, optim, noptim);
+}
+
+shoal_result sh_snapshot_save_whole(sh_trainer *t, const char *path, int writes)
+{
+    whole_blocks w;
+    shoal_result rc = gather_whole(t, &w);
+    if (rc == SHOAL_OK && writes)
+        rc = save_blocks(t, path, w.params, w.nparams, w.stats, w.nstats, w.optim, w.noptim);
+    whole_free(&w);
+    return rc;
 }
 
 shoal_result sh_snapshot_read_meta(const char *path, sh_snapshot_meta *out)
@@ -131,10 +232,57 @@ shoal_result sh_snapshot_read_meta(const char *path, sh_snapshot_meta *out)
 
 uint64_t sh_snapshot_meta_seed(const sh_snapshot_meta *m) { return m->v[META_SEED]; }
 
+/* A part's blocks from the whole model's in the file. */
+static shoal_result restore_part(sh_trainer *t, const char *path, const uint64_t *meta)
+{
+    const sh_model_part *part = t->strategy->part;
+    size_t nstats = 0, noptim = 0, per, extra;
+    float *stats = sh_net_stats(t->net, &nstats);
+    float *optim = sh_optim_state(t->opt, &noptim);
+    optim_shape(t->opt, t->nparams, &per, &extra);
+    size_t W = part->nparams_whole;
+    if (meta[META_NOPTIM] != per * W + extra)
+        return SH_FAIL(SHOAL_ERR_FORMAT,
+                       "checkpoint %s holds %" PRIu64 " optimizer values but this optimizer "
+                       "has %zu; resume with the same optimizer settings in the .cfg",
+                       path, meta[META_NOPTIM], per * W + extra);
+    whole_blocks w;
+    shoal_result rc = whole_alloc(&w, W, part->nstats_whole, per * W + extra);
+    sh_ckpt_section secs[3];
+    int n = 0;
+    secs[n++] = (sh_ckpt_section){"params", w.params, W * sizeof(float)};
+    if (w.nstats) secs[n++] = (sh_ckpt_section){"stats", w.stats, w.nstats * sizeof(float)};
+    if (w.noptim) secs[n++] = (sh_ckpt_section){"optim", w.optim, w.noptim * sizeof(float)};
+    if (rc == SHOAL_OK) rc = sh_ckpt_load(path, secs, n);
+    if (rc == SHOAL_OK) {
+        take_share(t, w.params, t->params);
+        if (nstats) memcpy(stats, w.stats + part->stats_off, nstats * sizeof(float));
+        for (size_t k = 0; k < per; k++) take_share(t, w.optim + k * W, optim + k * t->nparams);
+        if (extra) memcpy(optim + per * t->nparams, w.optim + per * W, extra * sizeof(float));
+    }
+    whole_free(&w);
+    return rc;
+}
+
 shoal_result sh_snapshot_restore(sh_trainer *t, const char *path, const sh_snapshot_meta *m)
 {
     const uint64_t *meta = m->v;
-    SH_TRY(check_model(path, meta, t->net));
+    const sh_model_part *part = t->strategy->part;
+    SH_TRY(check_model_part(path, meta, t->net, part));
+    if (part && meta[META_GLOBAL_BATCH] != (uint64_t)t->global_batch)
+        return SH_FAIL(SHOAL_ERR_INVALID,
+                       "checkpoint %s was trained with batch %" PRIu64 ", this run uses %d; "
+                       "resume with --batch %" PRIu64 " to continue the same data order",
+                       path, meta[META_GLOBAL_BATCH], t->global_batch, meta[META_GLOBAL_BATCH]);
+    if (part) {
+        SH_TRY(restore_part(t, path, meta));
+        uint64_t rng[4];
+        for (int i = 0; i < 4; i++) rng[i] = meta[META_RNG0 + i];
+        sh_net_rng_set(t->net, rng);
+        SH_TRY(sh_loader_seek(t->loader, (int64_t)meta[META_LOADER_EPOCH], (int64_t)meta[META_LOADER_STEP]));
+        t->steps_done = (int64_t)meta[META_STEPS_DONE];
+        return SHOAL_OK;
+    }
     size_t nstats = 0, noptim = 0;
     float *stats = sh_net_stats(t->net, &nstats);
     float *optim = sh_optim_state(t->opt, &noptim);

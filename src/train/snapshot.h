@@ -19,6 +19,10 @@ typedef struct sh_trainer sh_trainer;
 
 /* Save the trainer's whole state to path (atomic: the old file survives a crash). */
 shoal_result sh_snapshot_save(sh_trainer *t, const char *path);
+/* The same, for a strategy whose ranks hold parts of the model (sh_strategy.part): the
+ * whole model is summed from the parts on every rank (collective) and written where writes
+ * is 1. The file is the one-process layout's: it resumes under any layout. */
+shoal_result sh_snapshot_save_whole(sh_trainer *t, const char *path, int writes);
 /* A checkpoint's "meta" section (fixed-width slots; see snapshot.c), read once per resume. */
 typedef struct {
     uint64_t v[32];

@@ -21,13 +21,18 @@ shoal_result sh_train_step(sh_trainer *t, int64_t step, float *loss)
     SH_TRY(sh_loader_next(t->loader, t->x, t->y, &n));         /* this rank's share */
     t->last_n = n;
     if (timed) t1 = sh_now_ns();
-    SH_TRY(sh_net_forward(t->net, t->x, n, 1));                 /* keeps activations */
-    *loss = sh_net_loss(t->net, t->y);
-    if (timed) t2 = sh_now_ns();
-    /* Last layer first; as each layer's gradients are final the strategy may start sending
-     * them, overlapping the rest of backward. */
-    SH_TRY(sh_net_backward(t->net, s->ops->grad_ready, s));
-    if (timed) t3 = sh_now_ns();
+    if (s->ops->pass) {                                         /* a pipeline's stage */
+        SH_TRY(s->ops->pass(s, t->x, t->y, n, 1, loss, &t->last_correct));
+        if (timed) t2 = t3 = sh_now_ns();
+    } else {
+        SH_TRY(sh_net_forward(t->net, t->x, n, 1));             /* keeps activations */
+        *loss = sh_net_loss(t->net, t->y);
+        if (timed) t2 = sh_now_ns();
+        /* Last layer first; as each layer's gradients are final the strategy may start
+         * sending them, overlapping the rest of backward. */
+        SH_TRY(sh_net_backward(t->net, s->ops->grad_ready, s));
+        if (timed) t3 = sh_now_ns();
+    }
     SH_TRY(s->ops->finish(s));                                  /* gradients are final */
     if (timed) t4 = sh_now_ns();
     if (!s->applies_update) sh_optim_step(t->opt, t->params, t->grads, sh_lr_at(&t->lr, step));

@@ -43,6 +43,12 @@ typedef struct {
     /* Optional (NULL: evaluation is not split): v[i] = sum of v[i] over the ranks, so each
      * rank evaluates its shard of the test set and the counts are combined. */
     shoal_result (*sum)(sh_strategy *s, double *v, int n);
+    /* Optional (NULL: the step runs the net itself): forward, loss and (training = 1)
+     * backward of this rank's batch x (n, C, H, W) with labels y (n) through the strategy,
+     * leaving the gradients for finish: a pipeline runs its stage of every micro-batch.
+     * *loss: the batch's mean loss; *correct: its argmax hits. Evaluation uses it too. */
+    shoal_result (*pass)(sh_strategy *s, const float *x, const int32_t *y, int n, int training,
+                         float *loss, int *correct);
 } sh_strategy_ops;
 
 struct sh_strategy {
@@ -51,6 +57,8 @@ struct sh_strategy {
     int applies_update; /* 1: the strategy updates the parameters itself (parameter servers
                            apply the optimizer); the step then skips the local optimizer */
     void *impl;      /* the strategy's own state */
+    int batch;       /* > 0: images per step this rank takes (a pipeline's net is built for a
+                        micro-batch); 0: the net's batch */
     /* Set by the trainer before attach, for a strategy that applies the update itself:
      * the trainer's optimizer and schedule (borrowed). */
     sh_optim *opt;
@@ -75,7 +83,33 @@ struct sh_strategy {
     /* Optional (NULL: nothing to report): after a step, the bytes this rank sent by the
      * algorithms' count, what float32 would have sent, the error-feedback residuals' norm. */
     void (*comm_stats)(const sh_strategy *s, double *wire_nbytes, double *dense_nbytes, double *residual_norm);
+    /* Set by a strategy whose ranks each hold a part of the model (pipeline stages); NULL:
+     * every rank holds the whole. Checkpoints hold the whole model whatever the layout
+     * (snapshot.c): the parts are summed into it (sum_floats) and the lead writes it; on
+     * resume every rank reads the file and keeps its part. */
+    const struct sh_model_part *part;
+    /* The rank the trainer's before_step hook is told (fault drills name it): the job's
+     * rank where it differs from `rank` (a pipeline stage's, whose `rank` is its replica);
+     * valid when has_drill_rank. */
+    int has_drill_rank, drill_rank;
+    int many_ranks; /* 1: other ranks run this same training although world is 1 (pipeline
+                       stages, tensor shares): stop and save requests are agreed (sum) */
 };
+
+typedef struct sh_model_part {
+    size_t nparams_whole, params_off;   /* this rank's parameters: [off, off + nparams) */
+    size_t nstats_whole, stats_off;
+    int contributes;                    /* 1 on one rank per part (replica 0's stages) */
+    int carries_scalars;                /* 1 on one rank of the job: the optimizer's step count */
+    /* v[i] = sum over all ranks of v[i]; collective. */
+    shoal_result (*sum_floats)(sh_strategy *s, float *v, size_t n);
+    /* Optional (NULL: the part is [params_off, params_off + nparams), placed where
+     * contributes): write this rank's share of a block laid out as the parameters (the
+     * parameters, or one optimizer moment) into the whole model's (zeroed; shares that
+     * several ranks hold are written by one), and read it back from the whole model's. */
+    void (*put)(sh_strategy *s, const float *mine, float *whole);
+    void (*take)(sh_strategy *s, const float *whole, float *mine);
+} sh_model_part;
 
 /* The single-process strategy: every hook does nothing. */
 shoal_result sh_strategy_local_create(sh_strategy **out);

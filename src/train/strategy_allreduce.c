@@ -402,7 +402,7 @@ static void comm_stats(const sh_strategy *s, double *wire, double *dense, double
     *residual = d->prof.residual_norm;
 }
 
-static const sh_strategy_ops dp_ops = {"allreduce", attach, begin, grad_ready, finish, destroy, sum};
+static const sh_strategy_ops dp_ops = {"allreduce", attach, begin, grad_ready, finish, destroy, sum, NULL};
 
 shoal_result sh_strategy_allreduce_create(shoal_comm *c, const sh_dp_opts *o, sh_strategy **out)
 {

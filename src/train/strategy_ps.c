@@ -108,7 +108,7 @@ static void comm_stats(const sh_strategy *s, double *wire, double *dense, double
     *dense = (double)p->nparams * sizeof(float);
 }
 
-static const sh_strategy_ops ps_ops = {"ps", attach, begin, grad_ready, finish, destroy, NULL};
+static const sh_strategy_ops ps_ops = {"ps", attach, begin, grad_ready, finish, destroy, NULL, NULL};
 
 /* The lead prints progress: it moves to the next worker when the servers drop a frozen one. */
 static int leads(const sh_strategy *s)

@@ -126,7 +126,7 @@ shoal_result sh_trainer_create_with_net(const sh_train_opts *o, sh_net *net, sh_
              "this host)", t->threads, t->threads == 1 ? "" : "s", sh_cpus_source_name(why),
              sh_cpus_available(), sh_cpus_online(), o->local_ranks > 0 ? o->local_ranks : 1,
              o->local_ranks > 1 ? "s" : "");
-    t->batch = sh_net_batch(t->net);
+    t->batch = t->strategy->batch > 0 ? t->strategy->batch : sh_net_batch(t->net);
     t->global_batch = t->batch * t->strategy->world;
     t->nparams = sh_net_nparams(t->net);
     t->params = sh_net_params(t->net);
@@ -248,6 +248,8 @@ static shoal_result gather_state(sh_trainer *t)
 shoal_result sh_trainer_save(sh_trainer *t, const char *path)
 {
     if (t->strategy->sync_state) SH_TRY(t->strategy->sync_state(t->strategy));
+    if (t->strategy->part) /* parts of the model: all take part, the lead writes */
+        return sh_snapshot_save_whole(t, path, t->strategy->leads(t->strategy));
     SH_TRY(gather_state(t));
     if (t->strategy->rank_state_gather) {
         SH_TRY(t->strategy->rank_state_gather(t->strategy, &t->rank_state, &t->rank_state_count));
@@ -274,10 +276,32 @@ static shoal_result save_to(sh_trainer *t, sh_progress *prog, const char *path,
     SH_TRY(sh_trainer_save(t, path));
     if (t0) sh_trace_span(SH_TRACK_CKPT, "checkpoint", t0, sh_now_ns(), "steps_done", t->steps_done, NULL, 0);
     snprintf(r->saved_path, sizeof r->saved_path, "%s", path);
-    if (may_print(t) && t->strategy->rank == 0) { /* rank 0 wrote it, even when another leads */
+    int wrote = t->strategy->part ? t->strategy->leads(t->strategy) : t->strategy->rank == 0;
+    if (may_print(t) && wrote) { /* rank 0 wrote it, even when another leads */
         if (prog) sh_progress_clear(prog);
         fprintf(t->opts.out, "saved %s at step %" PRId64 " (%s)\n", path, t->steps_done, why);
         fflush(t->opts.out);
+    }
+    return SHOAL_OK;
+}
+
+/* sh_eval_sums through the strategy's pass (a pipeline: the batch goes through its stages). */
+static shoal_result eval_through_strategy(sh_trainer *t, int64_t *nimg, int64_t *ncorrect, double *loss_sum)
+{
+    sh_strategy *s = t->strategy;
+    SH_TRY(sh_loader_seek(t->test_loader, 0, 0));
+    int64_t nsteps = sh_loader_steps_per_epoch(t->test_loader);
+    *nimg = *ncorrect = 0;
+    *loss_sum = 0;
+    for (int64_t k = 0; k < nsteps; k++) {
+        int n = 0, hits = 0;
+        float loss = 0;
+        SH_TRY(sh_loader_next(t->test_loader, t->x, t->y, &n));
+        if (n <= 0) continue;
+        SH_TRY(s->ops->pass(s, t->x, t->y, n, 0, &loss, &hits));
+        *loss_sum += (double)loss * n;
+        *ncorrect += hits;
+        *nimg += n;
     }
     return SHOAL_OK;
 }
@@ -296,7 +320,9 @@ static shoal_result evaluate(sh_trainer *t, sh_train_report *r)
         memcpy(t->state_keep, state, t->nstate * sizeof(float));
         sh_net_reset_state(t->net);
     }
-    shoal_result rc = sh_eval_sums(t->net, t->test_loader, t->x, t->y, &nimg, &ncorrect, &loss_sum);
+    shoal_result rc = t->strategy->ops->pass ? eval_through_strategy(t, &nimg, &ncorrect, &loss_sum)
+                                             : sh_eval_sums(t->net, t->test_loader, t->x, t->y, &nimg, &ncorrect,
+                                                            &loss_sum);
     if (t->nstate) memcpy(state, t->state_keep, t->nstate * sizeof(float));
     sh_trace_set_step(step);
     SH_TRY(rc);
@@ -465,14 +491,17 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
                     "train %s: %d training and %d test images from %s, batch %d, %" PRId64
                     " steps per epoch, steps %" PRId64 "..%" PRId64 ", %zu parameters\n",
                     t->opts.cfg_path, t->train_set->count, t->test_set->count, t->opts.data_dir,
-                    t->global_batch, per_epoch, first + 1, last, t->nparams);
+                    t->global_batch, per_epoch, first + 1, last,
+                    t->strategy->part ? t->strategy->part->nparams_whole : t->nparams);
         if (t->tb) fprintf(out, "TensorBoard events: %s\n", sh_tb_path(t->tb));
     }
     SH_TRY(open_progress(t, per_epoch, &prog));
 
     for (int64_t step = first; step < last; step++) {
         float loss = 0;
-        if (t->opts.before_step) t->opts.before_step(t->opts.hook_ctx, t->strategy->rank, step);
+        if (t->opts.before_step)
+            t->opts.before_step(t->opts.hook_ctx, t->strategy->has_drill_rank ? t->strategy->drill_rank
+                                                                               : t->strategy->rank, step);
         sh_trace_set_step(step); /* --timeline-steps: recording follows the step */
         uint64_t t0 = sh_now_ns();
         SH_TRY_GOTO(sh_train_step(t, step, &loss), rc, done);
@@ -488,7 +517,8 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
         epoch_loss_n++;
         r->train_loss = epoch_loss_sum / (double)epoch_loss_n;
         /* The batch's training accuracy from the forward pass the step already did. */
-        double acc = (double)sh_net_correct(t->net, t->y) / (double)t->last_n;
+        int hits = t->strategy->ops->pass ? t->last_correct : sh_net_correct(t->net, t->y);
+        double acc = (double)hits / (double)t->last_n;
         if (prog && may_print(t))
             sh_progress_step(prog, step / per_epoch, step % per_epoch,
                              t->text ? loss / M_LN2 : loss, acc);
@@ -528,7 +558,7 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
         int want_stop = t->opts.stop_requested && *t->opts.stop_requested;
         int out_of_time = t->opts.time_limit_s > 0 &&
                           (double)(sh_now_ns() - start_ns) * 1e-9 >= t->opts.time_limit_s;
-        if (t->strategy->ops->sum && t->strategy->world > 1) {
+        if (t->strategy->ops->sum && (t->strategy->world > 1 || t->strategy->many_ranks)) {
             /* Ranks see a signal (or the clock) at slightly different moments: they agree
              * after every step (a 24-byte allreduce), so all save and stop at the same step. */
             double f[3] = {want_save, want_stop, out_of_time};

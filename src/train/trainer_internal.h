@@ -24,6 +24,7 @@ struct sh_trainer {
     size_t nparams;
     int batch;                  /* N: this rank's images per step (buffer size) */
     int last_n;                 /* images in the last step's batch (<= batch) */
+    int last_correct;           /* its argmax hits, from a strategy's pass */
     int global_batch;           /* images per step over all ranks */
     int64_t steps_done;         /* completed steps, including those before a resume */
     int64_t steps_planned;

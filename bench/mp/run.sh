@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# run.sh — model parallelism against one rank, one kernel thread per rank: a 2-stage
+# pipeline on 2 ranks (images/s, and each stage's measured bubble, its idle share of the
+# pass, against the 1F1B schedule's (S-1)/(M+S-1), for several micro-batch counts M), and
+# --tensor-parallel 2 on TP_MODEL (images/s, peak RSS per rank).
+#
+#   bench/mp/run.sh            # REPS=3 STEPS=60 MICRO="1 2 4 8" MODEL=bench/mp/balanced.cfg
+#                              # TP_MODEL=examples/mlp-wide.cfg TP_STEPS=30
+#   REPS=1 STEPS=6 TP_STEPS=3 MICRO="2" bench/mp/run.sh     # a quick check that it runs
+#
+# Runs are interleaved within each repetition so machine noise hits them alike; medians.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+REPS=${REPS:-3}
+STEPS=${STEPS:-60}
+MICRO=${MICRO:-"1 2 4 8"}
+MODEL=${MODEL:-bench/mp/balanced.cfg}
+TP_MODEL=${TP_MODEL:-examples/mlp-wide.cfg}
+TP_STEPS=${TP_STEPS:-30}
+BUILD=${BUILD:-build}
+DATA=${SHOAL_DATA_DIR:-/usr/share/datasets/fashion-mnist}
+make -s -j2 BUILD="$BUILD" "$BUILD/shoal" >&2
+OUT=bench/out/mp
+mkdir -p "$OUT"
+S=2
+
+median() { sort -g | awk '{a[NR]=$1} END {if (NR==0) print "nan"; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+ips_of() { grep -o '"images_per_s":[0-9.]*' "$1" | head -1 | cut -d: -f2; }
+rss_of() { grep -o '"peak_rss_mb":[0-9.]*' "$1" | head -1 | cut -d: -f2; }
+# the mean over stages of the measured bubble share
+bubble_of() { grep -o '"bubble_share":[0-9.]*' "$1" | cut -d: -f2 | awk '{s+=$1; n++} END {printf "%.4f", n ? s/n : 0}'; }
+
+common=(--data "$DATA" --threads 1 --max-steps "$STEPS" --json --quiet)
+declare -A IPS BUB RSS
+for r in $(seq "$REPS"); do
+    log="$OUT/one.log"
+    OPENBLAS_NUM_THREADS=1 "$BUILD/shoal" train "$MODEL" "${common[@]}" >"$log" 2>&1 || { echo "failed: $log" >&2; tail -3 "$log" >&2; exit 1; }
+    IPS[one]+="$(ips_of "$log") "
+    echo "  rep $r: one rank $(ips_of "$log") img/s" >&2
+    for m in $MICRO; do
+        log="$OUT/pipe-m$m.log"
+        OPENBLAS_NUM_THREADS=1 "$BUILD/shoal" train "$MODEL" "${common[@]}" -n $S --pipeline $S \
+            --micro-batches "$m" --profile >"$log" 2>&1 || { echo "failed: $log" >&2; tail -3 "$log" >&2; exit 1; }
+        IPS[$m]+="$(ips_of "$log") "
+        BUB[$m]+="$(bubble_of "$log") "
+        echo "  rep $r: pipeline M=$m $(ips_of "$log") img/s, bubble $(bubble_of "$log")" >&2
+    done
+    tp=(--data "$DATA" --threads 1 --max-steps "$TP_STEPS" --json --quiet)
+    log="$OUT/tp-one.log"
+    OPENBLAS_NUM_THREADS=1 "$BUILD/shoal" train "$TP_MODEL" "${tp[@]}" >"$log" 2>&1 || { echo "failed: $log" >&2; tail -3 "$log" >&2; exit 1; }
+    IPS[tp1]+="$(ips_of "$log") "; RSS[tp1]+="$(rss_of "$log") "
+    log="$OUT/tp-2.log"
+    OPENBLAS_NUM_THREADS=1 "$BUILD/shoal" train "$TP_MODEL" "${tp[@]}" -n 2 --tensor-parallel 2 >"$log" 2>&1 || { echo "failed: $log" >&2; tail -3 "$log" >&2; exit 1; }
+    IPS[tp2]+="$(ips_of "$log") "; RSS[tp2]+="$(rss_of "$log") "
+    echo "  rep $r: $(basename "$TP_MODEL") one rank $(ips_of "$OUT/tp-one.log") img/s, tensor-parallel 2 $(ips_of "$log") img/s" >&2
+done
+
+one=$(echo ${IPS[one]} | tr ' ' '\n' | median)
+echo
+echo "$(basename "$MODEL"), $S stages on $S ranks vs one rank, 1 thread per rank, medians of $REPS runs of $STEPS steps"
+printf "%-10s %12s %10s %16s %16s\n" "layout" "images/s" "vs 1 rank" "bubble measured" "(S-1)/(M+S-1)"
+printf "%-10s %12.0f %10s %16s %16s\n" "1 rank" "$one" "1.00x" "-" "-"
+for m in $MICRO; do
+    ips=$(echo ${IPS[$m]} | tr ' ' '\n' | median)
+    bub=$(echo ${BUB[$m]} | tr ' ' '\n' | median)
+    theory=$(awk -v s=$S -v m="$m" 'BEGIN {printf "%.4f", (s - 1) / (m + s - 1)}')
+    printf "%-10s %12.0f %9.2fx %15.1f%% %15.1f%%\n" "M=$m" "$ips" "$(awk -v a="$ips" -v b="$one" 'BEGIN {print (b > 0 ? a / b : 0)}')" \
+        "$(awk -v x="$bub" 'BEGIN {print 100 * x}')" "$(awk -v x="$theory" 'BEGIN {print 100 * x}')"
+done
+
+tp1=$(echo ${IPS[tp1]} | tr ' ' '\n' | median)
+tp2=$(echo ${IPS[tp2]} | tr ' ' '\n' | median)
+echo
+echo "$(basename "$TP_MODEL"), --tensor-parallel 2 on 2 ranks vs one rank, 1 thread per rank, medians of $REPS runs of $TP_STEPS steps"
+printf "%-22s %12s %10s %22s\n" "layout" "images/s" "vs 1 rank" "peak RSS per rank (MB)"
+printf "%-22s %12.0f %10s %22s\n" "1 rank" "$tp1" "1.00x" "$(echo ${RSS[tp1]} | tr ' ' '\n' | median)"
+printf "%-22s %12.0f %9.2fx %22s\n" "tensor-parallel 2" "$tp2" "$(awk -v a="$tp2" -v b="$tp1" 'BEGIN {print (b > 0 ? a / b : 0)}')" \
+    "$(echo ${RSS[tp2]} | tr ' ' '\n' | median)"

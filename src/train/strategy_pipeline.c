@@ -1,0 +1,562 @@
+/* strategy_pipeline.c — pipeline parallelism with the 1F1B schedule (PipeDream-Flush,
+ * Narayanan et al. 2021; Megatron-LM's "one forward one backward").
+ * Vocabulary: S stages, M micro-batches of mb = batch / M images, R = world / S replicas.
+ * Rank g is stage g % S of replica g / S, so a replica's stages are neighbouring ranks.
+ * Stage s first runs min(S-s-1, M) forwards (warm-up), then alternates one forward and one
+ * backward, then runs the backwards left (cool-down): at most S-s micro-batches are in
+ * flight, each in its own instance of the stage's part of the net (its activations kept
+ * for backward); the instances share the parameter and gradient blocks. Each backward
+ * overwrites the gradient block; it is added into `acc`, and after the last micro-batch the
+ * block holds acc / M: the full batch's mean gradient, as one process computes it. With
+ * R > 1 the ranks holding one stage then average it (allreduce on their split communicator).
+ * Cost per step and stage: M sends of mb x (stage output) floats forward and of mb x (stage
+ * input) floats backward; idle (bubble) share (S-1) / (M+S-1) with balanced stages.
+ * Not here: cutting a net into parts (src/nn/net.c), the step (step.c), the layout (job.c).
+ * Proved by tests/train/test_pipeline.c and tests/cli/test_train_pipeline.c. */
+#include "train/strategy_pipeline.h"
+
+#include <float.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/util.h"
+
+typedef struct {
+    shoal_comm *c;           /* the job's (borrowed) */
+    shoal_comm *group;       /* this stage's ranks in every replica (owned); NULL: R = 1 */
+    int S, M, R, stage, replica, mb, batch;
+    int prev, next;          /* global ranks of the neighbouring stages; -1 at the ends */
+    /* Each pair of neighbouring stages has two communicators of its own (two ranks; the
+     * earlier stage is rank 0), split from the job's: one carries activations forward, one
+     * gradients (and at the end the loss) back, each as a broadcast from the sender, so the
+     * order of messages on each is the same on both sides whatever the schedule
+     * interleaves. [0]: with the stage before, [1]: with the stage after (owned; NULL at the
+     * ends). */
+    shoal_comm *act[2], *grad[2];
+    int *cuts;               /* [S + 1]: stage k runs layers [cuts[k], cuts[k+1]) */
+    size_t *stage_nparams;   /* [S] */
+    sh_cfg *cfg;             /* owned: every instance reads it */
+    int K;                   /* instances: micro-batches this stage holds at once */
+    sh_net **inst;           /* [K]; inst[0] is the trainer's (borrowed), the others owned */
+    float **in_buf;          /* [K] (mb, input count): received activations (stage > 0) */
+    shoal_request **act_req, **grad_req; /* [K] sends in flight from each instance */
+    float *acc;              /* (nparams) gradient sum over micro-batches */
+    size_t nparams, in_count, out_count;
+    uint64_t rng[4];         /* dropout's stream, carried from instance to instance */
+    double ns[5];            /* forward, backward, bubble, comm, pass: training passes only */
+    double eval_ns[5];       /* the same during evaluation (not reported) */
+    double *acc_ns;          /* ns while training, else eval_ns */
+    sh_model_part part;      /* where this stage's blocks sit in the whole model's */
+    int64_t passes;
+} pipe_state;
+
+/* ---- the plan ---- */
+
+static double layer_cost(const sh_net *n, int i)
+{
+    int c, h, w;
+    sh_net_layer_shape(n, i, &c, &h, &w);
+    /* backward costs about twice forward; layers without products still touch outputs */
+    return 3.0 * sh_net_layer_flops(n, i) + (double)c * h * w;
+}
+
+static shoal_result plan_by_keys(const sh_net *n, int stages, int *cuts)
+{
+    int L = sh_net_nlayers(n), cur = 0, prev_line = 0;
+    const char *path = sh_net_cfg_path(n);
+    for (int k = 0; k <= stages; k++) cuts[k] = -1;
+    cuts[0] = 0;
+    for (int i = 0; i < L; i++) {
+        int k = sh_net_layer_stage(n, i);
+        if (k < 0) continue;
+        if (k < cur)
+            return SH_FAIL(SHOAL_ERR_FORMAT, "%s:%d: stage=%d after stage=%d (line %d); stages go in "
+                           "layer order", path, sh_net_layer_line(n, i), k, cur, prev_line);
+        if (k >= stages)
+            return SH_FAIL(SHOAL_ERR_INVALID, "%s:%d: stage=%d but --pipeline %d has stages 0..%d; "
+                           "run with --pipeline %d or change the keys", path, sh_net_layer_line(n, i),
+                           k, stages, stages - 1, k + 1);
+        if (k > cur) {
+            if (k != cur + 1)
+                return SH_FAIL(SHOAL_ERR_FORMAT, "%s:%d: stage=%d skips stage %d; number the stages "
+                               "0, 1, 2, ... in order", path, sh_net_layer_line(n, i), k, cur + 1);
+            if (!sh_net_cut_ok(n, i))
+                return SH_FAIL(SHOAL_ERR_FORMAT, "%s:%d: stage=%d starts where the net cannot be cut: a "
+                               "later layer reads a layer before it ([route], [shortcut]); move the key",
+                               path, sh_net_layer_line(n, i), k);
+            cuts[k] = i;
+        }
+        cur = k;
+        prev_line = sh_net_layer_line(n, i);
+    }
+    if (cur != stages - 1)
+        return SH_FAIL(SHOAL_ERR_INVALID, "%s: its stage= keys name stages 0..%d but --pipeline %d asks "
+                       "for %d; run with --pipeline %d", path, cur, stages, stages, cur + 1);
+    cuts[stages] = L;
+    return SHOAL_OK;
+}
+
+/* Contiguous stages minimising the costliest one (dynamic programming over the cuts). */
+static shoal_result plan_balanced(const sh_net *n, int stages, int *cuts)
+{
+    int L = sh_net_nlayers(n);
+    shoal_result rc = SHOAL_OK;
+    double *prefix = NULL, *best = NULL;
+    int *from = NULL;
+    SH_TRY_GOTO(sh_calloc((size_t)L + 1, sizeof *prefix, (void **)&prefix), rc, done);
+    SH_TRY_GOTO(sh_calloc((size_t)(stages + 1) * (L + 1), sizeof *best, (void **)&best), rc, done);
+    SH_TRY_GOTO(sh_calloc((size_t)(stages + 1) * (L + 1), sizeof *from, (void **)&from), rc, done);
+    for (int i = 0; i < L; i++) prefix[i + 1] = prefix[i] + layer_cost(n, i);
+#define BEST(k, j) best[(size_t)(k) * (L + 1) + (j)]
+#define FROM(k, j) from[(size_t)(k) * (L + 1) + (j)]
+    for (int k = 0; k <= stages; k++)
+        for (int j = 0; j <= L; j++) BEST(k, j) = DBL_MAX;
+    BEST(0, 0) = 0;
+    for (int k = 1; k <= stages; k++)
+        for (int j = 1; j <= L; j++) {
+            if (j < L && !sh_net_cut_ok(n, j)) continue;
+            for (int i = k - 1; i < j; i++) {
+                if (BEST(k - 1, i) == DBL_MAX) continue;
+                double v = BEST(k - 1, i) > prefix[j] - prefix[i] ? BEST(k - 1, i) : prefix[j] - prefix[i];
+                if (v < BEST(k, j)) {
+                    BEST(k, j) = v;
+                    FROM(k, j) = i;
+                }
+            }
+        }
+    if (BEST(stages, L) == DBL_MAX) {
+        int ncut = 0;
+        for (int c = 1; c < L; c++) ncut += sh_net_cut_ok(n, c);
+        rc = SH_FAIL(SHOAL_ERR_INVALID, "--pipeline %d: %s has %d layers and %d places where it can be "
+                     "cut, so at most %d stages; use --pipeline %d or fewer", stages,
+                     sh_net_cfg_path(n), L, ncut, ncut + 1, ncut + 1);
+        goto done;
+    }
+    cuts[stages] = L;
+    for (int k = stages; k > 0; k--) cuts[k - 1] = FROM(k, cuts[k]);
+#undef BEST
+#undef FROM
+done:
+    free(prefix);
+    free(best);
+    free(from);
+    return rc;
+}
+
+shoal_result sh_pipe_plan(const sh_net *n, int stages, int *cuts)
+{
+    int L = sh_net_nlayers(n), keyed = 0;
+    if (stages < 1) return SH_FAIL(SHOAL_ERR_INVALID, "--pipeline %d: give at least 1 stage", stages);
+    if (stages > L)
+        return SH_FAIL(SHOAL_ERR_INVALID, "--pipeline %d: %s has only %d layers; use at most %d stages",
+                       stages, sh_net_cfg_path(n), L, L);
+    for (int i = 0; i < L; i++) keyed |= sh_net_layer_stage(n, i) >= 0;
+    return keyed ? plan_by_keys(n, stages, cuts) : plan_balanced(n, stages, cuts);
+}
+
+/* ---- one pass ---- */
+
+static shoal_result wait_req(shoal_request **req)
+{
+    if (!*req) return SHOAL_OK;
+    shoal_result rc = shoal_wait(*req);
+    *req = NULL;
+    return rc;
+}
+
+static int mb_images(const pipe_state *p, int m, int n)
+{
+    int left = n - m * p->mb;
+    return left < p->mb ? left : p->mb;
+}
+
+static shoal_result forward_one(pipe_state *p, int m, const float *x, const int32_t *y, int n,
+                                int training, double *loss_sum, int *correct)
+{
+    int j = m % p->K, cnt = mb_images(p, m, n);
+    sh_net *net = p->inst[j];
+    uint64_t t0 = sh_now_ns();
+    SH_TRY(wait_req(&p->act_req[j])); /* its output is about to be overwritten */
+    const float *in = x + (size_t)m * p->mb * p->in_count;
+    if (p->stage > 0) {
+        SH_TRY(shoal_broadcast(p->act[0], p->in_buf[j], p->in_buf[j], (size_t)cnt * p->in_count,
+                               SHOAL_FLOAT32, 0));
+        in = p->in_buf[j];
+    }
+    uint64_t t1 = sh_now_ns();
+    sh_net_rng_set(net, p->rng);
+    SH_TRY(sh_net_forward(net, in, cnt, training));
+    sh_net_rng_get(net, p->rng);
+    sh_net_rng_set(p->inst[0], p->rng); /* the trainer's copy: checkpoints save it */
+    if (p->stage == p->S - 1) {
+        *loss_sum += (double)sh_net_loss(net, y + (size_t)m * p->mb) * cnt;
+        *correct += sh_net_correct(net, y + (size_t)m * p->mb);
+    }
+    uint64_t t2 = sh_now_ns();
+    if (p->stage < p->S - 1)
+        SH_TRY(shoal_broadcast_start(p->act[1], sh_net_part_output(net), (void *)sh_net_part_output(net),
+                                     (size_t)cnt * p->out_count, SHOAL_FLOAT32, 0, &p->act_req[j]));
+    uint64_t t3 = sh_now_ns();
+    p->acc_ns[2] += (double)(t1 - t0);
+    p->acc_ns[0] += (double)(t2 - t1);
+    p->acc_ns[3] += (double)(t3 - t2);
+    return SHOAL_OK;
+}
+
+static shoal_result backward_one(pipe_state *p, int m, int n)
+{
+    int j = m % p->K, cnt = mb_images(p, m, n);
+    sh_net *net = p->inst[j];
+    uint64_t t0 = sh_now_ns();
+    SH_TRY(wait_req(&p->grad_req[j])); /* its input's gradient is about to be overwritten */
+    if (p->stage < p->S - 1)
+        SH_TRY(shoal_broadcast(p->grad[1], sh_net_part_output_delta(net), sh_net_part_output_delta(net),
+                               (size_t)cnt * p->out_count, SHOAL_FLOAT32, 1));
+    uint64_t t1 = sh_now_ns();
+    SH_TRY(sh_net_backward(net, NULL, NULL));
+    const float *g = sh_net_grads(net);
+    if (m == 0) memcpy(p->acc, g, p->nparams * sizeof(float));
+    else
+        for (size_t i = 0; i < p->nparams; i++) p->acc[i] += g[i];
+    uint64_t t2 = sh_now_ns();
+    if (p->stage > 0)
+        SH_TRY(shoal_broadcast_start(p->grad[0], sh_net_input_delta(net), (void *)sh_net_input_delta(net),
+                                     (size_t)cnt * p->in_count, SHOAL_FLOAT32, 1, &p->grad_req[j]));
+    uint64_t t3 = sh_now_ns();
+    p->acc_ns[2] += (double)(t1 - t0);
+    p->acc_ns[1] += (double)(t2 - t1);
+    p->acc_ns[3] += (double)(t3 - t2);
+    return SHOAL_OK;
+}
+
+/* The last stage knows the loss and the hits: they go back along the chain of stages. */
+static shoal_result share_result(pipe_state *p, double v[2])
+{
+    if (p->grad[1]) SH_TRY(shoal_broadcast(p->grad[1], v, v, 2, SHOAL_FLOAT64, 1));
+    if (p->grad[0]) SH_TRY(shoal_broadcast(p->grad[0], v, v, 2, SHOAL_FLOAT64, 1));
+    return SHOAL_OK;
+}
+
+static shoal_result pipe_pass(sh_strategy *s, const float *x, const int32_t *y, int n, int training,
+                              float *loss, int *correct)
+{
+    pipe_state *p = s->impl;
+    uint64_t t0 = sh_now_ns();
+    p->acc_ns = training ? p->ns : p->eval_ns;
+    int nmb = (n + p->mb - 1) / p->mb, hits = 0;
+    double loss_sum = 0;
+    if (!training) {
+        for (int m = 0; m < nmb; m++) SH_TRY(forward_one(p, m, x, y, n, 0, &loss_sum, &hits));
+    } else {
+        int warm = p->S - p->stage - 1 < nmb ? p->S - p->stage - 1 : nmb, f = 0, b = 0;
+        for (; f < warm; f++) SH_TRY(forward_one(p, f, x, y, n, 1, &loss_sum, &hits));
+        while (f < nmb) {
+            SH_TRY(forward_one(p, f++, x, y, n, 1, &loss_sum, &hits));
+            SH_TRY(backward_one(p, b++, n));
+        }
+        while (b < nmb) SH_TRY(backward_one(p, b++, n));
+        /* the mean over micro-batches of their mean gradients: the batch's mean gradient */
+        float *g = sh_net_grads(p->inst[0]), inv = 1.0f / (float)nmb;
+        for (size_t i = 0; i < p->nparams; i++) g[i] = p->acc[i] * inv;
+    }
+    uint64_t t1 = sh_now_ns();
+    for (int j = 0; j < p->K; j++) {
+        SH_TRY(wait_req(&p->act_req[j]));
+        SH_TRY(wait_req(&p->grad_req[j]));
+    }
+    double v[2] = {loss_sum, hits};
+    if (p->S > 1) SH_TRY(share_result(p, v));
+    uint64_t t2 = sh_now_ns();
+    *loss = (float)(v[0] / n);
+    *correct = (int)v[1];
+    if (training) {
+        p->ns[3] += (double)(t2 - t1);
+        p->ns[4] += (double)(t2 - t0);
+        p->passes++;
+    }
+    return SHOAL_OK;
+}
+
+/* ---- the strategy hooks ---- */
+
+static shoal_result pipe_attach(sh_strategy *s, sh_net *net)
+{
+    pipe_state *p = s->impl;
+    SH_ASSERT(net == p->inst[0]);
+    for (int j = 1; j < p->K; j++) {
+        sh_net_use_blocks(p->inst[j], sh_net_params(net), sh_net_grads(net), 0);
+        sh_net_use_stats(p->inst[j], sh_net_stats(net, NULL)); /* batch norm's running values */
+        sh_net_set_threads(p->inst[j], sh_net_threads(net));
+    }
+    sh_net_rng_get(net, p->rng); /* restored from a checkpoint, or the seed's */
+    return SHOAL_OK;
+}
+
+static shoal_result pipe_begin(sh_strategy *s, int64_t step)
+{
+    (void)s, (void)step;
+    return SHOAL_OK;
+}
+
+static void pipe_grad_ready(void *ctx, int layer, size_t offset, size_t count)
+{
+    (void)ctx, (void)layer, (void)offset, (void)count;
+}
+
+static shoal_result pipe_finish(sh_strategy *s)
+{
+    pipe_state *p = s->impl;
+    if (!p->group) return SHOAL_OK;
+    uint64_t t0 = sh_now_ns();
+    float *g = sh_net_grads(p->inst[0]);
+    SH_TRY(shoal_allreduce(p->group, g, g, p->nparams, SHOAL_FLOAT32, SHOAL_AVG));
+    p->ns[3] += (double)(sh_now_ns() - t0);
+    return SHOAL_OK;
+}
+
+/* Over the replicas; every stage of a replica holds the same figures, so the sum over all
+ * ranks is S times theirs. */
+static shoal_result pipe_sum(sh_strategy *s, double *v, int n)
+{
+    pipe_state *p = s->impl;
+    SH_TRY(shoal_allreduce(p->c, v, v, (size_t)n, SHOAL_FLOAT64, SHOAL_SUM));
+    for (int i = 0; i < n; i++) v[i] /= p->S;
+    return SHOAL_OK;
+}
+
+static shoal_result pipe_sum_floats(sh_strategy *s, float *v, size_t n)
+{
+    pipe_state *p = s->impl;
+    return shoal_allreduce(p->c, v, v, n, SHOAL_FLOAT32, SHOAL_SUM);
+}
+
+/* Every stage's counts (allgather over the job; rank k < S is replica 0's stage k). */
+static shoal_result place_part(pipe_state *p)
+{
+    int world = shoal_comm_world(p->c);
+    size_t nstats = 0;
+    (void)sh_net_stats(p->inst[0], &nstats);
+    int64_t mine[2] = {(int64_t)p->nparams, (int64_t)nstats}, *all = NULL;
+    SH_TRY(sh_calloc((size_t)world * 2, sizeof *all, (void **)&all));
+    shoal_result rc = shoal_allgather(p->c, mine, all, 2, SHOAL_INT64);
+    sh_model_part *m = &p->part;
+    for (int k = 0; rc == SHOAL_OK && k < p->S; k++) {
+        if (k < p->stage) {
+            m->params_off += (size_t)all[2 * k];
+            m->stats_off += (size_t)all[2 * k + 1];
+        }
+        m->nparams_whole += (size_t)all[2 * k];
+        m->nstats_whole += (size_t)all[2 * k + 1];
+    }
+    free(all);
+    m->contributes = p->replica == 0;
+    m->carries_scalars = p->replica == 0 && p->stage == 0;
+    m->sum_floats = pipe_sum_floats;
+    return rc;
+}
+
+static int pipe_leads(const sh_strategy *s)
+{
+    const pipe_state *p = s->impl;
+    return shoal_comm_rank(p->c) == 0;
+}
+
+static void pipe_destroy(sh_strategy *s)
+{
+    pipe_state *p = s->impl;
+    if (p) {
+        for (int j = 0; j < p->K; j++) {
+            if (p->act_req) (void)wait_req(&p->act_req[j]);
+            if (p->grad_req) (void)wait_req(&p->grad_req[j]);
+            if (j > 0 && p->inst) sh_net_destroy(p->inst[j]);
+            if (p->in_buf) sh_free_aligned(p->in_buf[j]);
+        }
+        free(p->inst);
+        free(p->in_buf);
+        free(p->act_req);
+        free(p->grad_req);
+        sh_free_aligned(p->acc);
+        free(p->cuts);
+        free(p->stage_nparams);
+        shoal_comm_destroy(p->group);
+        for (int k = 0; k < 2; k++) {
+            shoal_comm_destroy(p->act[k]);
+            shoal_comm_destroy(p->grad[k]);
+        }
+        sh_cfg_destroy(p->cfg);
+        free(p);
+    }
+    free(s);
+}
+
+static const sh_strategy_ops pipe_ops = {
+    .name = "pipeline",
+    .attach = pipe_attach,
+    .begin = pipe_begin,
+    .grad_ready = pipe_grad_ready,
+    .finish = pipe_finish,
+    .destroy = pipe_destroy,
+    .sum = pipe_sum,
+    .pass = pipe_pass,
+};
+
+/* ---- building ---- */
+
+/* The cut, from a plan-only part (layer 0 alone, one image), and each stage's size. */
+static shoal_result plan_stages(pipe_state *p, uint64_t seed)
+{
+    sh_net *plan = NULL;
+    SH_TRY(sh_net_create_part(p->cfg, 1, seed, 0, 1, &plan));
+    shoal_result rc = sh_pipe_plan(plan, p->S, p->cuts);
+    for (int k = 0; rc == SHOAL_OK && k < p->S; k++)
+        for (int i = p->cuts[k]; i < p->cuts[k + 1]; i++) {
+            size_t off, count;
+            sh_net_layer_params(plan, i, &off, &count);
+            p->stage_nparams[k] += count;
+        }
+    if (rc == SHOAL_OK && p->batch == 0) p->batch = sh_net_get_config(plan)->batch;
+    sh_net_destroy(plan);
+    return rc;
+}
+
+/* Ranks started with different layouts stop here, before any split, naming who differs. */
+static shoal_result same_layout(shoal_comm *c, const sh_pipe_opts *o)
+{
+    int world = shoal_comm_world(c);
+    int64_t mine[3] = {o->stages, o->micro_batches, o->batch}, *all = NULL;
+    SH_TRY(sh_calloc((size_t)world * 3, sizeof *all, (void **)&all));
+    shoal_result rc = shoal_allgather(c, mine, all, 3, SHOAL_INT64);
+    for (int r = 1; rc == SHOAL_OK && r < world; r++)
+        if (memcmp(all + 3 * r, all, 3 * sizeof *all))
+            rc = SH_FAIL(SHOAL_ERR_MISMATCH, "rank %d runs --pipeline %lld --micro-batches %lld --batch %lld but "
+                         "rank 0 runs --pipeline %lld --micro-batches %lld --batch %lld; start every rank with the "
+                         "same layout", r, (long long)all[3 * r], (long long)all[3 * r + 1],
+                         (long long)all[3 * r + 2], (long long)all[0], (long long)all[1], (long long)all[2]);
+    free(all);
+    return rc;
+}
+
+shoal_result sh_strategy_pipeline_create(shoal_comm *c, const sh_pipe_opts *o, sh_strategy **out,
+                                         sh_net **net_out)
+{
+    shoal_result rc = SHOAL_OK;
+    sh_strategy *s = NULL;
+    pipe_state *p = NULL;
+    *out = NULL;
+    *net_out = NULL;
+    int world = shoal_comm_world(c), rank = shoal_comm_rank(c);
+    SH_TRY(same_layout(c, o));
+    if (o->stages < 1 || world % o->stages)
+        return SH_FAIL(SHOAL_ERR_INVALID, "--pipeline %d does not divide the %d ranks into replicas of "
+                       "%d stages; run -n with a multiple of %d (replicas x stages)", o->stages, world,
+                       o->stages, o->stages < 1 ? 1 : o->stages);
+    if (o->micro_batches < 1)
+        return SH_FAIL(SHOAL_ERR_INVALID, "--micro-batches %d: give at least 1", o->micro_batches);
+    SH_TRY_GOTO(sh_calloc(1, sizeof *s, (void **)&s), rc, fail);
+    SH_TRY_GOTO(sh_calloc(1, sizeof *p, (void **)&p), rc, fail);
+    s->ops = &pipe_ops;
+    s->impl = p;
+    s->leads = pipe_leads;
+    p->c = c;
+    p->S = o->stages;
+    p->M = o->micro_batches;
+    p->R = world / o->stages;
+    p->stage = rank % p->S;
+    p->replica = rank / p->S;
+    p->prev = p->stage > 0 ? rank - 1 : -1;
+    p->next = p->stage < p->S - 1 ? rank + 1 : -1;
+    p->batch = o->batch;
+    SH_TRY_GOTO(sh_calloc((size_t)p->S + 1, sizeof *p->cuts, (void **)&p->cuts), rc, fail);
+    SH_TRY_GOTO(sh_calloc((size_t)p->S, sizeof *p->stage_nparams, (void **)&p->stage_nparams), rc, fail);
+    SH_TRY_GOTO(sh_cfg_load(o->cfg_path, &p->cfg), rc, fail);
+    SH_TRY_GOTO(plan_stages(p, o->seed), rc, fail);
+    if (p->batch < 1 || p->batch % p->M) {
+        rc = SH_FAIL(SHOAL_ERR_INVALID, "--micro-batches %d does not divide the batch of %d images per "
+                     "replica; choose a divisor of %d (or --batch a multiple of %d)", p->M, p->batch,
+                     p->batch, p->M);
+        goto fail;
+    }
+    p->mb = p->batch / p->M;
+    s->rank = p->replica;
+    s->world = p->R;
+    s->many_ranks = 1;
+    s->has_drill_rank = 1; /* --debug-die-rank names a rank of the job, not a replica */
+    s->drill_rank = rank;
+    s->batch = p->batch;
+    /* Collective: R is the same on every rank, so all split or none does. */
+    if (p->R > 1) SH_TRY_GOTO(shoal_comm_split(c, p->stage, p->replica, &p->group), rc, fail);
+    /* The links: pairs (stage 2k, 2k+1), then pairs (2k+1, 2k+2); a rank outside every pair
+     * of one split passes color -1. */
+    for (int split = 0; split < 4; split++) {
+        int odd = split / 2, is_grad = split % 2;
+        /* the pair's first stage: this one when its parity is the split's, else the one before */
+        int first = (p->stage - odd) % 2 == 0 ? p->stage : p->stage - 1;
+        int color = first >= 0 && first + 1 < p->S ? p->replica * p->S + first : -1;
+        shoal_comm *pair = NULL;
+        SH_TRY_GOTO(shoal_comm_split(c, color, p->stage, &pair), rc, fail);
+        if (!pair) continue;
+        shoal_comm **slot = is_grad ? p->grad : p->act;
+        slot[first == p->stage ? 1 : 0] = pair;
+    }
+    p->K = p->S - p->stage < p->M ? p->S - p->stage : p->M;
+    SH_TRY_GOTO(sh_calloc((size_t)p->K, sizeof *p->inst, (void **)&p->inst), rc, fail);
+    SH_TRY_GOTO(sh_calloc((size_t)p->K, sizeof *p->in_buf, (void **)&p->in_buf), rc, fail);
+    SH_TRY_GOTO(sh_calloc((size_t)p->K, sizeof *p->act_req, (void **)&p->act_req), rc, fail);
+    SH_TRY_GOTO(sh_calloc((size_t)p->K, sizeof *p->grad_req, (void **)&p->grad_req), rc, fail);
+    int lo = p->cuts[p->stage], hi = p->cuts[p->stage + 1];
+    for (int j = 0; j < p->K; j++) {
+        /* Instances after the first draw the same weights, then drop them for the first's
+         * (sh_net_use_blocks in attach). */
+        SH_TRY_GOTO(sh_net_create_part(p->cfg, p->mb, o->seed, lo, hi, &p->inst[j]), rc, fail);
+        sh_net_want_input_delta(p->inst[j], p->stage > 0);
+    }
+    p->nparams = sh_net_nparams(p->inst[0]);
+    p->in_count = sh_net_part_input_count(p->inst[0]);
+    p->out_count = sh_net_part_output_count(p->inst[0]);
+    SH_TRY_GOTO(sh_alloc_aligned((p->nparams + 16) * sizeof(float), (void **)&p->acc), rc, fail);
+    if (p->stage > 0)
+        for (int j = 0; j < p->K; j++)
+            SH_TRY_GOTO(sh_alloc_aligned(((size_t)p->mb * p->in_count + 16) * sizeof(float),
+                                         (void **)&p->in_buf[j]), rc, fail);
+    SH_TRY_GOTO(place_part(p), rc, fail);
+    s->part = &p->part;
+    *net_out = p->inst[0];
+    *out = s;
+    return SHOAL_OK;
+fail:
+    if (p && p->inst && p->inst[0]) sh_net_destroy(p->inst[0]); /* not handed out */
+    if (s) pipe_destroy(s);
+    else free(p);
+    return rc;
+}
+
+void sh_strategy_pipeline_profile(const sh_strategy *s, sh_pipe_profile *out)
+{
+    const pipe_state *p = s->impl;
+    memset(out, 0, sizeof *out);
+    out->stage = p->stage;
+    out->replica = p->replica;
+    out->lo = p->cuts[p->stage];
+    out->hi = p->cuts[p->stage + 1];
+    double k = p->passes ? 1e-9 / (double)p->passes : 0;
+    out->forward = p->ns[0] * k;
+    out->backward = p->ns[1] * k;
+    out->bubble = p->ns[2] * k;
+    out->comm = p->ns[3] * k;
+    out->step = p->ns[4] * k;
+}
+
+void sh_strategy_pipeline_describe(const sh_strategy *s, FILE *out)
+{
+    const pipe_state *p = s->impl;
+    fprintf(out, "pipeline: %d stage%s x %d replica%s on %d ranks, %d micro-batch%s of %d image%s "
+            "(batch %d per replica), 1F1B\n", p->S, p->S == 1 ? "" : "s", p->R, p->R == 1 ? "" : "s",
+            p->S * p->R, p->M, p->M == 1 ? "" : "es", p->mb, p->mb == 1 ? "" : "s", p->batch);
+    for (int k = 0; k < p->S; k++) {
+        fprintf(out, "  stage %d: layers %d-%d, %zu parameters, ranks", k, p->cuts[k], p->cuts[k + 1] - 1,
+                p->stage_nparams[k]);
+        for (int r = 0; r < p->R; r++) fprintf(out, "%s%d", r ? "," : " ", r * p->S + k);
+        fputc('\n', out);
+    }
+}

@@ -1,0 +1,51 @@
+/* strategy_pipeline.h — pipeline parallelism: the layers cut into S contiguous stages, one
+ * per rank of a replica; each batch split into M micro-batches run one-forward-one-backward
+ * (1F1B); activations and their gradients sent between neighbouring stages; with more
+ * ranks than stages, replicas of the pipeline average each stage's gradients.
+ * Not here: the step (step.c), the net's parts (src/nn/net.c sh_net_create_part), the job's
+ * layout (job.c).
+ * Proved by tests/train/test_pipeline.c and tests/cli/test_train_pipeline.c. */
+#ifndef SH_STRATEGY_PIPELINE_H
+#define SH_STRATEGY_PIPELINE_H
+
+#include <stdio.h>
+
+#include "nn/net.h"
+#include "shoal/comm.h"
+#include "train/strategy.h"
+
+typedef struct {
+    const char *cfg_path;
+    int stages;         /* S >= 1; the communicator's world must be a multiple */
+    int micro_batches;  /* M >= 1; divides batch */
+    int batch;          /* images per replica per step (0: the cfg's) */
+    uint64_t seed;      /* the weights: each stage keeps its part of the one-process draw */
+} sh_pipe_opts;
+
+/* Seconds per step on this rank, averaged over the steps since the start (--profile):
+ * computing forward and backward, idle waiting for a neighbour's activations or gradients
+ * (the bubble, including their transfer), sending and averaging gradients across replicas. */
+typedef struct {
+    int stage, replica;
+    int lo, hi;         /* its layers [lo, hi) */
+    double forward, backward, bubble, comm;
+    double step;        /* the whole pass, for the bubble's share */
+} sh_pipe_profile;
+
+/* Cut the net (any part of it; every layer's cost and stage= key are known) into `stages`
+ * stages: by the cfg's stage= keys when any layer has one (a key holds until the next),
+ * else balancing the estimated cost (forward and backward multiply-adds) with cuts only
+ * where sh_net_cut_ok allows. cuts[0..stages] (cuts[0] = 0, cuts[stages] = nlayers).
+ * Errors name the cfg and what to do (more stages than places to cut, keys out of order). */
+shoal_result sh_pipe_plan(const sh_net *n, int stages, int *cuts);
+
+/* This rank's stage: plans the cut, builds its part at batch/M images (the part's parameters
+ * only; *net_out, which the caller hands to the trainer) and the strategy. Collective over c
+ * (splits it into the stage groups of the replicas). */
+shoal_result sh_strategy_pipeline_create(shoal_comm *c, const sh_pipe_opts *o, sh_strategy **out,
+                                         sh_net **net_out);
+void sh_strategy_pipeline_profile(const sh_strategy *s, sh_pipe_profile *out);
+/* "pipeline: 2 stages x 2 replicas, 4 micro-batches of 8; stage 0 layers 0-2 ranks 0,2; ..." */
+void sh_strategy_pipeline_describe(const sh_strategy *s, FILE *out);
+
+#endif

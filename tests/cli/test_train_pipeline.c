@@ -1,0 +1,134 @@
+/* test_train_pipeline.c — proves `shoal train --pipeline S [--micro-batches M]` end to end
+ * (cmd_train.c, src/train/job.c's pipeline layout): the layout is printed once at start-up;
+ * a 2-stage pipeline ends with the accuracy one process reaches; --profile and --json give
+ * every stage's forward, backward, bubble and communication; a checkpoint written by a
+ * pipeline resumes in one process and the other way round; impossible layouts are one
+ * clear usage error; a killed stage stops the job, named. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/util.h"
+#include "check.h"
+#include "lib/run.h"
+#include "train/tiny_data.h"
+
+static char dir[256], out[1 << 20];
+
+static const char deep_cfg[] =
+    "[net]\nbatch=16\nwidth=8\nheight=8\nchannels=1\nlearning_rate=0.05\nmomentum=0.9\n"
+    "\n[connected]\noutput=32\nactivation=relu\n"
+    "\n[connected]\noutput=24\nactivation=relu\n"
+    "\n[connected]\noutput=4\nactivation=linear\n"
+    "\n[softmax]\n\n[cost]\n";
+
+static const char keyed_cfg[] =
+    "[net]\nbatch=16\nwidth=8\nheight=8\nchannels=1\nlearning_rate=0.05\n"
+    "\n[connected]\noutput=32\nactivation=relu\nstage=0\n"
+    "\n[connected]\noutput=4\nactivation=linear\nstage=2\n"
+    "\n[softmax]\n\n[cost]\n";
+
+static int run(const char *env, const char *args)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "cd %s && %s %s train %s 2>&1", dir, env, sh_test_shoal_bin(), args);
+    return sh_test_run(cmd, out, sizeof out);
+}
+
+static double json_number(const char *key)
+{
+    char want[64];
+    snprintf(want, sizeof want, "\"%s\":", key);
+    const char *p = strstr(out, want);
+    return p ? atof(p + strlen(want)) : -1;
+}
+
+static int count_of(const char *s)
+{
+    int n = 0;
+    for (const char *p = out; (p = strstr(p, s)) != NULL; p++) n++;
+    return n;
+}
+
+static void trains_like_one_process_and_prints_the_layout(void)
+{
+    int rc = run("", "deep.cfg --data . --max-steps 30 --threads 1 --json");
+    CHECK(rc == 0, "one process: exit %d: %s", rc, out);
+    double acc1 = json_number("accuracy"), loss1 = json_number("test_loss");
+    rc = run("", "deep.cfg --data . -n 2 --pipeline 2 --micro-batches 4 --max-steps 30 --threads 1 --json --profile");
+    CHECK(rc == 0, "pipeline: exit %d: %s", rc, out);
+    CHECK(count_of("pipeline: 2 stages x 1 replica on 2 ranks, 4 micro-batches of 4 images") == 1,
+          "layout line once: %s", out);
+    CHECK(strstr(out, "stage 0: layers 0-") && strstr(out, "stage 1: layers "), "stages listed: %s", out);
+    CHECK(json_number("accuracy") == acc1, "accuracy %.6f, one process %.6f: %s", json_number("accuracy"), acc1, out);
+    double loss2 = json_number("test_loss");
+    CHECK(loss2 > 0 && loss2 - loss1 < 1e-5 && loss1 - loss2 < 1e-5, "test loss %.6f, one process %.6f", loss2, loss1);
+    CHECK(count_of("\"bubble_share\":") == 2 && strstr(out, "\"stage\":1"), "JSON per stage: %s", out);
+    CHECK(count_of("profile stage ") == 2 && strstr(out, "bubble"), "--profile per stage: %s", out);
+}
+
+static void replicas_of_stages(void)
+{
+    int rc = run("", "deep.cfg --data . -n 4 --pipeline 2 --max-steps 10 --threads 1 --scaling strong --batch 16");
+    CHECK(rc == 0, "exit %d: %s", rc, out);
+    CHECK(strstr(out, "2 stages x 2 replicas on 4 ranks") && strstr(out, "ranks 0,2") && strstr(out, "ranks 1,3"),
+          "layout of 2 x 2: %s", out);
+}
+
+static void checkpoints_cross_layouts(void)
+{
+    int rc = run("", "deep.cfg --data . -n 2 --pipeline 2 --max-steps 10 --threads 1 --save p.ckpt --quiet");
+    CHECK(rc == 0, "exit %d: %s", rc, out);
+    rc = run("", "deep.cfg --data . --max-steps 20 --threads 1 --resume p.ckpt --save one.ckpt");
+    CHECK(rc == 0 && strstr(out, "steps 11..20"), "one process did not continue the pipeline's run: %s", out);
+    rc = run("", "deep.cfg --data . -n 2 --pipeline 2 --max-steps 30 --threads 1 --resume one.ckpt");
+    CHECK(rc == 0 && strstr(out, "steps 21..30"), "the pipeline did not continue one process's run: %s", out);
+}
+
+/* Stage 1 dies at step 5: stage 0 stops within SHOAL_TIMEOUT naming it. */
+static void killed_stage_stops_the_job(void)
+{
+    uint64_t t0 = sh_now_ns();
+    int rc = run("SHOAL_TIMEOUT=3000", "deep.cfg --data . -n 2 --pipeline 2 --max-steps 400 --threads 1 "
+                 "--debug-die-rank 1 --debug-die-step 5");
+    double s = (double)(sh_now_ns() - t0) / 1e9;
+    CHECK(rc != 0, "the job went on without stage 1: %s", out);
+    CHECK(strstr(out, "rank 1 was killed by SIGKILL") != NULL, "the launcher does not name the lost rank: %s", out);
+    CHECK(strstr(out, "shoal: rank 0: ") && strstr(out, "rank 1"), "rank 0's error does not name rank 1: %s", out);
+    CHECK(s < 30, "stopping took %.1f s", s);
+}
+
+static void impossible_layouts_are_usage_errors(void)
+{
+    int rc = run("", "deep.cfg --data . -n 3 --pipeline 2");
+    CHECK(rc == 2 && count_of("does not divide -n 3") == 1, "exit %d: %s", rc, out);
+    rc = run("", "deep.cfg --data . --pipeline 2");
+    CHECK(rc == 2 && strstr(out, "needs ranks"), "exit %d: %s", rc, out);
+    rc = run("", "deep.cfg --data . -n 2 --micro-batches 2");
+    CHECK(rc == 2 && strstr(out, "goes with --pipeline"), "exit %d: %s", rc, out);
+    rc = run("", "deep.cfg --data . -n 2 --pipeline 2 --ps");
+    CHECK(rc == 2 && strstr(out, "choose one"), "exit %d: %s", rc, out);
+    rc = run("", "deep.cfg --data . -n 2 --pipeline 2 --micro-batches 3 --max-steps 2");
+    CHECK(rc == 1 && strstr(out, "--micro-batches 3 does not divide the batch of 16"), "exit %d: %s", rc, out);
+    rc = run("", "deep.cfg --data . -n 6 --pipeline 6 --max-steps 2");
+    CHECK(rc == 1 && strstr(out, "has only 5 layers"), "exit %d: %s", rc, out);
+    rc = run("", "keyed.cfg --data . -n 2 --pipeline 2 --max-steps 2");
+    CHECK(rc == 1 && strstr(out, "keyed.cfg:") && strstr(out, "stage=2 but --pipeline 2"), "exit %d: %s", rc, out);
+}
+
+int main(void)
+{
+    check_begin("test_train_pipeline", 240);
+    if (tiny_make_dir(dir, sizeof dir) != 0 || tiny_write_file(dir, "deep.cfg", deep_cfg) ||
+        tiny_write_file(dir, "keyed.cfg", keyed_cfg)) {
+        CHECK(0, "cannot make the tiny dataset");
+        return check_end();
+    }
+    RUN(trains_like_one_process_and_prints_the_layout);
+    RUN(replicas_of_stages);
+    RUN(checkpoints_cross_layouts);
+    RUN(killed_stage_stops_the_job);
+    RUN(impossible_layouts_are_usage_errors);
+    tiny_remove_dir(dir);
+    return check_end();
+}

@@ -1,0 +1,84 @@
+/* test_train_tensor.c — proves `shoal train --tensor-parallel T` end to end (cmd_train.c,
+ * src/train/job.c's tensor layout): the split pairs are printed once at start-up, 2 ranks
+ * end with one process's accuracy and test loss, a checkpoint of 2 ranks resumes in one
+ * process, and
+ * layouts it does not do are one clear usage error. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "lib/run.h"
+#include "train/tiny_data.h"
+
+static char dir[256], out[1 << 20];
+
+static const char deep_cfg[] =
+    "[net]\nbatch=16\nwidth=8\nheight=8\nchannels=1\nlearning_rate=0.05\nmomentum=0.9\n"
+    "\n[connected]\noutput=32\nactivation=relu\n"
+    "\n[connected]\noutput=24\nactivation=relu\n"
+    "\n[connected]\noutput=4\nactivation=linear\n"
+    "\n[softmax]\n\n[cost]\n";
+
+static int run(const char *args)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "cd %s && %s train %s 2>&1", dir, sh_test_shoal_bin(), args);
+    return sh_test_run(cmd, out, sizeof out);
+}
+
+static double json_number(const char *key)
+{
+    char want[64];
+    snprintf(want, sizeof want, "\"%s\":", key);
+    const char *p = strstr(out, want);
+    return p ? atof(p + strlen(want)) : -1;
+}
+
+static void trains_like_one_process(void)
+{
+    int rc = run("deep.cfg --data . --max-steps 30 --threads 1 --json");
+    CHECK(rc == 0, "one process: exit %d: %s", rc, out);
+    double acc1 = json_number("accuracy"), loss1 = json_number("test_loss");
+    rc = run("deep.cfg --data . -n 2 --tensor-parallel 2 --max-steps 30 --threads 1 --json");
+    CHECK(rc == 0, "tensor parallel: exit %d: %s", rc, out);
+    CHECK(strstr(out, "tensor parallel: 2 ranks") && strstr(out, "layers 0 (32 outputs, 16 per rank, by output "
+                                                             "columns) + 1 (24 outputs, by input rows)"),
+          "layout: %s", out);
+    CHECK(json_number("accuracy") == acc1, "accuracy %.6f, one process %.6f", json_number("accuracy"), acc1);
+    double loss2 = json_number("test_loss");
+    CHECK(loss2 > 0 && loss2 - loss1 < 1e-5 && loss1 - loss2 < 1e-5, "test loss %.6f, one process %.6f", loss2, loss1);
+}
+
+static void refusals(void)
+{
+    int rc = run("deep.cfg --data . -n 2 --tensor-parallel 2 --max-steps 3 --threads 1 --save t.ckpt --quiet");
+    CHECK(rc == 0, "exit %d: %s", rc, out);
+    rc = run("deep.cfg --data . --max-steps 6 --threads 1 --resume t.ckpt");
+    CHECK(rc == 0 && strstr(out, "steps 4..6"), "one process did not continue the tensor-parallel run: %s", out);
+    rc = run("deep.cfg --data . -n 3 --tensor-parallel 2");
+    CHECK(rc == 2 && strstr(out, "runs on -n 2 ranks or a multiple"), "exit %d: %s", rc, out);
+    rc = run("deep.cfg --data . -n 4 --tensor-parallel 2 --scaling strong --max-steps 3 --threads 1 --save r.ckpt");
+    CHECK(rc == 0 && strstr(out, "tensor parallel: 2 ranks x 2 replicas"), "exit %d: %s", rc, out);
+    rc = run("deep.cfg --data . --max-steps 6 --threads 1 --resume r.ckpt");
+    CHECK(rc == 0 && strstr(out, "steps 4..6"), "one process did not continue 2 x 2 ranks' run: %s", out);
+    rc = run("deep.cfg --data . --tensor-parallel 2");
+    CHECK(rc == 2 && strstr(out, "runs on -n 2 ranks"), "exit %d: %s", rc, out);
+    rc = run("deep.cfg --data . -n 2 --tensor-parallel 2 --pipeline 2");
+    CHECK(rc == 2 && strstr(out, "not combined"), "exit %d: %s", rc, out);
+    rc = run("deep.cfg --data . -n 5 --tensor-parallel 5 --max-steps 2"); /* 32, 24: no pair */
+    CHECK(rc == 1 && strstr(out, "divisible by 5"), "exit %d: %s", rc, out);
+}
+
+int main(void)
+{
+    check_begin("test_train_tensor", 240);
+    if (tiny_make_dir(dir, sizeof dir) != 0 || tiny_write_file(dir, "deep.cfg", deep_cfg)) {
+        CHECK(0, "cannot make the tiny dataset");
+        return check_end();
+    }
+    RUN(trains_like_one_process);
+    RUN(refusals);
+    tiny_remove_dir(dir);
+    return check_end();
+}

@@ -1,0 +1,366 @@
+/* test_pipeline.c — proves pipeline parallelism (src/train/strategy_pipeline.c, and the
+ * net's parts in src/nn/net.c) with the real trainer and real processes: 2 and 3 stages,
+ * and 2 stages x 2 replicas on 4 ranks, match one process with the same global batch after
+ * 50 steps (SGD with momentum and decay, and Adam); each rank allocates only its stage's
+ * parameters, gradients and optimizer state; the cut follows stage= keys or balances the
+ * cost; impossible layouts get one clear error; ranks started with different layouts stop
+ * at start-up naming who differs; a killed stage stops its neighbours, naming it;
+ * checkpoints cross one process and pipelines both ways. */
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "lib/ranks.h"
+#include "nn/net.h"
+#include "shoal/comm.h"
+#include "train/strategy_pipeline.h"
+#include "train/tiny_data.h"
+#include "train/trainer.h"
+
+static char dir[256], sgd_cfg[512], adam_cfg[512], keyed_cfg[512];
+enum { STEPS = 50, GLOBAL_BATCH = 16 };
+
+/* No dropout, no batch norm: the pipeline must reproduce one process. */
+static const char sgd_text[] =
+    "[net]\nbatch=16\nwidth=8\nheight=8\nchannels=1\n"
+    "learning_rate=0.05\nmomentum=0.9\ndecay=0.0005\n"
+    "\n[convolutional]\nfilters=4\nsize=3\nstride=1\npad=1\nactivation=relu\n"
+    "\n[maxpool]\nsize=2\nstride=2\n"
+    "\n[connected]\noutput=24\nactivation=relu\n"
+    "\n[connected]\noutput=16\nactivation=leaky\n"
+    "\n[connected]\noutput=4\nactivation=linear\n"
+    "\n[softmax]\n\n[cost]\n";
+
+static const char adam_text[] =
+    "[net]\nbatch=16\nwidth=8\nheight=8\nchannels=1\n"
+    "learning_rate=0.002\nadam=1\ndecay=0.0005\n"
+    "\n[connected]\noutput=32\nactivation=relu\n"
+    "\n[connected]\noutput=24\nactivation=relu\n"
+    "\n[connected]\noutput=4\nactivation=linear\n"
+    "\n[softmax]\n\n[cost]\n";
+
+/* Stages placed by hand: the first connected layer alone in stage 0. */
+static const char keyed_text[] =
+    "[net]\nbatch=16\nwidth=8\nheight=8\nchannels=1\nlearning_rate=0.05\n"
+    "\n[connected]\noutput=32\nactivation=relu\nstage=0\n"
+    "\n[connected]\noutput=24\nactivation=relu\nstage=1\n"
+    "\n[connected]\noutput=4\nactivation=linear\n"
+    "\n[softmax]\n\n[cost]\n";
+
+static void opts_for(sh_train_opts *o, const char *c, int batch, int64_t steps)
+{
+    sh_train_opts_default(o);
+    o->cfg_path = c;
+    o->data_dir = dir;
+    o->threads = 1;
+    o->quiet = 1;
+    o->seed = 7;
+    o->batch = batch;
+    o->max_steps = steps;
+    o->eval_each_epoch = 0;
+}
+
+typedef struct {
+    const char *cfg;
+    int stages, micro;
+    int64_t steps;
+    const char *resume, *save; /* NULL: none */
+} pipe_arg;
+
+static double rel_diff(const float *p, const float *q, size_t n)
+{
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < n; i++) {
+        diff += ((double)p[i] - q[i]) * ((double)p[i] - q[i]);
+        norm += (double)q[i] * q[i];
+    }
+    return sqrt(diff / (norm > 0 ? norm : 1));
+}
+
+/* Every rank trains its stage, then compares its parameters (and, after the run, the
+ * accuracy every stage reports) with one process trained on the whole batch. */
+static void exact_job(shoal_comm *c, void *arg)
+{
+    const pipe_arg *a = arg;
+    int r = shoal_comm_rank(c), n = shoal_comm_world(c);
+    int replicas = n / a->stages;
+    sh_pipe_opts po = {a->cfg, a->stages, a->micro, GLOBAL_BATCH / replicas, 7};
+    sh_strategy *st = NULL;
+    sh_net *net = NULL;
+    CHECK(sh_strategy_pipeline_create(c, &po, &st, &net) == SHOAL_OK, "%s", shoal_last_error_message());
+    if (!st) return;
+    sh_train_opts o;
+    opts_for(&o, a->cfg, GLOBAL_BATCH / replicas, a->steps);
+    o.strategy = st;
+    o.eval_each_epoch = 1;
+    o.resume_path = a->resume;
+    o.save_path = a->save;
+    sh_trainer *t = NULL;
+    sh_train_report rep;
+    CHECK(sh_trainer_create_with_net(&o, net, &t) == SHOAL_OK && sh_trainer_run(t, &rep) == SHOAL_OK,
+          "rank %d: %s", r, shoal_last_error_message());
+    if (!t || a->save) { /* the first half of a checkpoint test: compared after resuming */
+        sh_trainer_destroy(t);
+        sh_strategy_destroy(st);
+        return;
+    }
+    sh_train_opts ro;
+    opts_for(&ro, a->cfg, GLOBAL_BATCH, a->steps);
+    ro.eval_each_epoch = 1;
+    sh_trainer *ref = NULL;
+    sh_train_report rr;
+    CHECK(sh_trainer_create(&ro, &ref) == SHOAL_OK && sh_trainer_run(ref, &rr) == SHOAL_OK, "%s",
+          shoal_last_error_message());
+    sh_net *mine = sh_trainer_net(t), *whole = sh_trainer_net(ref);
+    int lo, hi;
+    sh_net_part(mine, &lo, &hi);
+    size_t off, count, total = 0;
+    sh_net_layer_params(whole, lo, &off, &count);
+    for (int i = lo; i < hi; i++) {
+        size_t o2, c2;
+        sh_net_layer_params(whole, i, &o2, &c2);
+        total += c2;
+    }
+    CHECK(sh_net_nparams(mine) == total, "rank %d holds %zu parameters, its layers %d-%d have %zu",
+          r, sh_net_nparams(mine), lo, hi - 1, total);
+    CHECK(sh_net_nparams(mine) < sh_net_nparams(whole), "rank %d holds all %zu parameters", r,
+          sh_net_nparams(whole));
+    double rel = rel_diff(sh_net_params(mine), sh_net_params(whole) + off, sh_net_nparams(mine));
+    CHECK(rel < 1e-5, "rank %d (stage %d, layers %d-%d): %.3g relative to one process after %lld steps",
+          r, r % a->stages, lo, hi - 1, rel, (long long)a->steps);
+    CHECK(rel > 0 || a->micro == 1 || sh_net_nparams(mine) == 0, "rank %d: bitwise equal to one process: were the micro-batches split?", r);
+    CHECK(fabs(rep.test_accuracy - rr.test_accuracy) < 1e-9, "rank %d: test accuracy %.4f, one process %.4f",
+          r, rep.test_accuracy, rr.test_accuracy);
+    /* a replica's loss is its shard's, as in data parallelism */
+    CHECK(replicas > 1 || fabs(rep.train_loss - rr.train_loss) < 1e-4 * (1 + rr.train_loss),
+          "rank %d: train loss %.6f, one process %.6f", r, rep.train_loss, rr.train_loss);
+    sh_trainer_destroy(ref);
+    sh_trainer_destroy(t);
+    sh_strategy_destroy(st);
+}
+
+static void t_two_stages_sgd_match_one_process(void)
+{
+    pipe_arg a = {sgd_cfg, 2, 4, STEPS, NULL, NULL};
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
+    RUN_RANKS(2, &o, exact_job, &a);
+}
+
+static void t_two_stages_adam_match_one_process(void)
+{
+    pipe_arg a = {adam_cfg, 2, 4, STEPS, NULL, NULL};
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
+    RUN_RANKS(2, &o, exact_job, &a);
+}
+
+static void t_three_stages_eight_micro_batches_match(void)
+{
+    pipe_arg a = {sgd_cfg, 3, 8, STEPS, NULL, NULL};
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
+    RUN_RANKS(3, &o, exact_job, &a);
+}
+
+static char ckpt_one[600], ckpt_pipe[600];
+
+/* A checkpoint written by one process resumes in a pipeline, and one written by a
+ * pipeline in one process: both end where one process that never stopped does. */
+static void t_checkpoints_cross_layouts(void)
+{
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
+    sh_train_opts so;
+    opts_for(&so, adam_cfg, GLOBAL_BATCH, STEPS / 2);
+    so.save_path = ckpt_one;
+    sh_trainer *t = NULL;
+    CHECK(sh_trainer_create(&so, &t) == SHOAL_OK && sh_trainer_run(t, NULL) == SHOAL_OK, "%s",
+          shoal_last_error_message());
+    sh_trainer_destroy(t);
+    pipe_arg resume = {adam_cfg, 2, 4, STEPS, ckpt_one, NULL};
+    RUN_RANKS(2, &o, exact_job, &resume);
+
+    pipe_arg first = {adam_cfg, 2, 4, STEPS / 2, NULL, ckpt_pipe};
+    RUN_RANKS(2, &o, exact_job, &first);
+    sh_train_opts ro;
+    opts_for(&ro, adam_cfg, GLOBAL_BATCH, STEPS);
+    ro.resume_path = ckpt_pipe;
+    sh_trainer *back = NULL, *whole = NULL;
+    CHECK(sh_trainer_create(&ro, &back) == SHOAL_OK && sh_trainer_run(back, NULL) == SHOAL_OK, "%s",
+          shoal_last_error_message());
+    opts_for(&ro, adam_cfg, GLOBAL_BATCH, STEPS);
+    CHECK(sh_trainer_create(&ro, &whole) == SHOAL_OK && sh_trainer_run(whole, NULL) == SHOAL_OK, "%s",
+          shoal_last_error_message());
+    if (back && whole) {
+        sh_net *a = sh_trainer_net(back), *b = sh_trainer_net(whole);
+        CHECK(sh_trainer_steps_done(back) == STEPS, "resumed run ended at %lld", (long long)sh_trainer_steps_done(back));
+        double rel = rel_diff(sh_net_params(a), sh_net_params(b), sh_net_nparams(b));
+        CHECK(rel < 1e-5, "pipeline checkpoint resumed in one process: %.3g relative", rel);
+    }
+    sh_trainer_destroy(back);
+    sh_trainer_destroy(whole);
+}
+
+static void t_two_stages_two_replicas_match(void)
+{
+    pipe_arg a = {adam_cfg, 2, 2, STEPS, NULL, NULL};
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
+    RUN_RANKS(4, &o, exact_job, &a);
+    pipe_arg b = {sgd_cfg, 2, 4, STEPS, NULL, NULL};
+    RUN_RANKS(4, &o, exact_job, &b);
+}
+
+/* The cut: stage= keys where given, else the costs balanced with cuts only where allowed. */
+static void t_plan(void)
+{
+    int cuts[4];
+    sh_net *n = NULL;
+    CHECK(sh_net_load(keyed_cfg, 1, 1, &n) == SHOAL_OK, "%s", shoal_last_error_message());
+    CHECK(sh_pipe_plan(n, 2, cuts) == SHOAL_OK && cuts[0] == 0 && cuts[1] == 1 && cuts[2] == 5,
+          "keyed plan %d %d %d", cuts[0], cuts[1], cuts[2]);
+    CHECK(sh_pipe_plan(n, 3, cuts) == SHOAL_ERR_INVALID && strstr(shoal_last_error_message(), "--pipeline 2"),
+          "keys name 2 stages: %s", shoal_last_error_message());
+    sh_net_destroy(n);
+    CHECK(sh_net_load(sgd_cfg, 1, 1, &n) == SHOAL_OK, "%s", shoal_last_error_message());
+    CHECK(sh_pipe_plan(n, 2, cuts) == SHOAL_OK, "%s", shoal_last_error_message());
+    /* conv (8x8x4 outputs, 36 products each) against the connected layers (64x24 + 24x16 +
+     * 16x4): the conv and pool on one side */
+    CHECK(cuts[1] >= 1 && cuts[1] <= 3, "balanced cut at %d", cuts[1]);
+    /* [cost] cannot start a stage: 7 layers, 5 places to cut */
+    CHECK(sh_pipe_plan(n, 7, cuts) == SHOAL_ERR_INVALID && strstr(shoal_last_error_message(), "at most 6"),
+          "7 stages: %s", shoal_last_error_message());
+    CHECK(sh_pipe_plan(n, 9, cuts) == SHOAL_ERR_INVALID && strstr(shoal_last_error_message(), "only 7 layers"),
+          "9 stages: %s", shoal_last_error_message());
+    sh_net_destroy(n);
+}
+
+/* A part's blocks hold only its layers, with the whole net's initial values. */
+static void t_part_holds_its_layers_only(void)
+{
+    sh_cfg *cfg = NULL;
+    CHECK(sh_cfg_load(sgd_cfg, &cfg) == SHOAL_OK, "%s", shoal_last_error_message());
+    sh_net *whole = NULL, *a = NULL, *b = NULL;
+    CHECK(sh_net_create_part(cfg, 4, 3, 0, -1, &whole) == SHOAL_OK, "%s", shoal_last_error_message());
+    CHECK(sh_net_create_part(cfg, 4, 3, 0, 2, &a) == SHOAL_OK, "%s", shoal_last_error_message());
+    CHECK(sh_net_create_part(cfg, 4, 3, 2, -1, &b) == SHOAL_OK, "%s", shoal_last_error_message());
+    if (whole && a && b) {
+        CHECK(sh_net_nparams(a) + sh_net_nparams(b) == sh_net_nparams(whole), "%zu + %zu != %zu",
+              sh_net_nparams(a), sh_net_nparams(b), sh_net_nparams(whole));
+        CHECK(!memcmp(sh_net_params(a), sh_net_params(whole), sh_net_nparams(a) * sizeof(float)),
+              "stage 0's weights differ from the whole net's");
+        CHECK(!memcmp(sh_net_params(b), sh_net_params(whole) + sh_net_nparams(a), sh_net_nparams(b) * sizeof(float)),
+              "stage 1's weights differ from the whole net's");
+        CHECK(sh_net_part_input_count(b) == 64 && sh_net_part_output_count(a) == 64, "part shapes %zu %zu",
+              sh_net_part_input_count(b), sh_net_part_output_count(a));
+    }
+    sh_net *bad = NULL;
+    CHECK(sh_net_create_part(cfg, 4, 3, 6, -1, &bad) == SHOAL_ERR_INVALID && !bad &&
+              strstr(shoal_last_error_message(), "cannot be cut before layer 6"),
+          "a cut before [cost]: %s", shoal_last_error_message());
+    sh_net_destroy(b);
+    sh_net_destroy(a);
+    sh_net_destroy(whole);
+    sh_cfg_destroy(cfg);
+}
+
+typedef struct {
+    int stages, micro;
+    const char *want;
+} bad_arg;
+
+static void bad_layout_job(shoal_comm *c, void *arg)
+{
+    const bad_arg *a = arg;
+    sh_pipe_opts po = {sgd_cfg, a->stages, a->micro, 0, 7};
+    sh_strategy *st = NULL;
+    sh_net *net = NULL;
+    shoal_result rc = sh_strategy_pipeline_create(c, &po, &st, &net);
+    CHECK(rc == SHOAL_ERR_INVALID && !st && !net, "rank %d: rc %d", shoal_comm_rank(c), rc);
+    CHECK(strstr(shoal_last_error_message(), a->want) != NULL, "wanted \"%s\" in: %s", a->want,
+          shoal_last_error_message());
+}
+
+/* The last rank was started with another micro-batch count: every rank stops, naming it. */
+static void mismatched_job(shoal_comm *c, void *arg)
+{
+    (void)arg;
+    int r = shoal_comm_rank(c), n = shoal_comm_world(c);
+    sh_pipe_opts po = {sgd_cfg, 2, r == n - 1 ? 2 : 4, 0, 7};
+    sh_strategy *st = NULL;
+    sh_net *net = NULL;
+    shoal_result rc = sh_strategy_pipeline_create(c, &po, &st, &net);
+    CHECK(rc == SHOAL_ERR_MISMATCH && !st && !net, "rank %d: rc %d", r, rc);
+    CHECK(strstr(shoal_last_error_message(), "rank 1 runs --pipeline 2 --micro-batches 2"), "%s",
+          shoal_last_error_message());
+}
+
+static void t_impossible_layouts_are_refused(void)
+{
+    sh_test_ranks_opts mo = {.links = SH_TEST_REAL, .deadline_s = 60};
+    RUN_RANKS(2, &mo, mismatched_job, NULL);
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 60};
+    bad_arg not_divisible = {2, 1, "does not divide the 3 ranks"};
+    RUN_RANKS(3, &o, bad_layout_job, &not_divisible);
+    bad_arg micro = {2, 3, "--micro-batches 3 does not divide the batch of 16"};
+    RUN_RANKS(2, &o, bad_layout_job, &micro);
+}
+
+/* Stage 1 dies at step 3: stage 0, waiting for its gradients, stops naming it. */
+static void killed_job(shoal_comm *c, void *arg)
+{
+    (void)arg;
+    int r = shoal_comm_rank(c);
+    sh_pipe_opts po = {sgd_cfg, 2, 4, 0, 7};
+    sh_strategy *st = NULL;
+    sh_net *net = NULL;
+    CHECK(sh_strategy_pipeline_create(c, &po, &st, &net) == SHOAL_OK, "%s", shoal_last_error_message());
+    if (!st) return;
+    sh_train_opts o;
+    opts_for(&o, sgd_cfg, GLOBAL_BATCH, 20);
+    o.strategy = st;
+    sh_trainer *t = NULL;
+    CHECK(sh_trainer_create_with_net(&o, net, &t) == SHOAL_OK, "%s", shoal_last_error_message());
+    shoal_result rc = SHOAL_OK;
+    for (int64_t s = 0; t && s < 20 && rc == SHOAL_OK; s++) {
+        float loss;
+        if (r == 1 && s == 3) raise(SIGKILL);
+        rc = sh_train_step(t, s, &loss);
+    }
+    CHECK(rc == SHOAL_ERR_PEER || rc == SHOAL_ERR_TIMEOUT, "rank %d went on: rc %d", r, rc);
+    CHECK(strstr(shoal_last_error_message(), "rank 1") != NULL, "the error names rank 1: %s",
+          shoal_last_error_message());
+    sh_trainer_destroy(t);
+    sh_strategy_destroy(st);
+}
+
+static void t_killed_stage_stops_the_other(void)
+{
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 60, .timeout_ms = 5000, .dying_mask = 2};
+    RUN_RANKS(2, &o, killed_job, NULL);
+}
+
+int main(void)
+{
+    check_begin("test_pipeline", 240);
+    if (tiny_make_dir(dir, sizeof dir) || tiny_write_file(dir, "sgd.cfg", sgd_text) ||
+        tiny_write_file(dir, "adam.cfg", adam_text) || tiny_write_file(dir, "keyed.cfg", keyed_text)) {
+        fprintf(stderr, "cannot write the test data\n");
+        return 1;
+    }
+    snprintf(sgd_cfg, sizeof sgd_cfg, "%s/sgd.cfg", dir);
+    snprintf(adam_cfg, sizeof adam_cfg, "%s/adam.cfg", dir);
+    snprintf(keyed_cfg, sizeof keyed_cfg, "%s/keyed.cfg", dir);
+    snprintf(ckpt_one, sizeof ckpt_one, "%s/one.ckpt", dir);
+    snprintf(ckpt_pipe, sizeof ckpt_pipe, "%s/pipe.ckpt", dir);
+    RUN(t_part_holds_its_layers_only);
+    RUN(t_plan);
+    RUN(t_two_stages_sgd_match_one_process);
+    RUN(t_two_stages_adam_match_one_process);
+    RUN(t_three_stages_eight_micro_batches_match);
+    RUN(t_two_stages_two_replicas_match);
+    RUN(t_checkpoints_cross_layouts);
+    RUN(t_impossible_layouts_are_refused);
+    RUN(t_killed_stage_stops_the_other);
+    tiny_remove_dir(dir);
+    return check_end();
+}

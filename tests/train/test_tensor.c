@@ -1,0 +1,272 @@
+/* test_tensor.c — proves tensor parallelism (src/train/strategy_tensor.c, the split
+ * [connected] layers of src/nn/layer_dense.c and net.c) with the real trainer and real
+ * processes: 2 and 4 ranks, and 2 replicas of 2 ranks, match one process after 50 steps (SGD with momentum and decay,
+ * and Adam), each rank's shares hold what the whole layers hold, each rank allocates only
+ * its share of the split layers, checkpoints cross layouts both ways (tensor-parallel to
+ * one process and back), and a net with no pair to split is refused naming what to do. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "lib/ranks.h"
+#include "nn/net.h"
+#include "shoal/comm.h"
+#include "train/strategy_tensor.h"
+#include "train/tiny_data.h"
+#include "train/trainer.h"
+
+static char dir[256], sgd_cfg[512], adam_cfg[512], odd_cfg[512];
+enum { STEPS = 50, BATCH = 16 };
+
+/* conv (whole on every rank), then connected 32 + 24 (a pair), then 4 (whole) */
+static const char sgd_text[] =
+    "[net]\nbatch=16\nwidth=8\nheight=8\nchannels=1\n"
+    "learning_rate=0.05\nmomentum=0.9\ndecay=0.0005\n"
+    "\n[convolutional]\nfilters=4\nsize=3\nstride=1\npad=1\nactivation=relu\n"
+    "\n[maxpool]\nsize=2\nstride=2\n"
+    "\n[connected]\noutput=32\nactivation=relu\n"
+    "\n[connected]\noutput=24\nactivation=leaky\n"
+    "\n[connected]\noutput=4\nactivation=linear\n"
+    "\n[softmax]\n\n[cost]\n";
+
+/* two pairs: 32 + 24, then 16 + 4 */
+static const char adam_text[] =
+    "[net]\nbatch=16\nwidth=8\nheight=8\nchannels=1\n"
+    "learning_rate=0.002\nadam=1\n"
+    "\n[connected]\noutput=32\nactivation=relu\n"
+    "\n[connected]\noutput=24\nactivation=relu\n"
+    "\n[connected]\noutput=16\nactivation=relu\n"
+    "\n[connected]\noutput=4\nactivation=linear\n"
+    "\n[softmax]\n\n[cost]\n";
+
+static const char odd_text[] =
+    "[net]\nbatch=16\nwidth=8\nheight=8\nchannels=1\nlearning_rate=0.05\n"
+    "\n[connected]\noutput=7\nactivation=relu\n"
+    "\n[connected]\noutput=4\nactivation=linear\n"
+    "\n[softmax]\n\n[cost]\n";
+
+static void opts_for(sh_train_opts *o, const char *c, int64_t steps)
+{
+    sh_train_opts_default(o);
+    o->cfg_path = c;
+    o->data_dir = dir;
+    o->threads = 1;
+    o->quiet = 1;
+    o->seed = 5;
+    o->batch = BATCH;
+    o->max_steps = steps;
+    o->eval_each_epoch = 1;
+}
+
+/* Gather the shares of every split layer into the whole layer's layout and compare it with
+ * one process, layer by layer (whole layers: this rank's copy). */
+typedef struct {
+    const char *cfg, *resume, *save; /* save: train to STEPS/2 and save, no comparison */
+    int T;                           /* 0: the world */
+} tp_arg;
+
+static void exact_job(shoal_comm *c, void *arg)
+{
+    const tp_arg *a = arg;
+    const char *cfg = a->cfg;
+    int T = a->T ? a->T : shoal_comm_world(c), R = shoal_comm_world(c) / T, r = shoal_comm_rank(c) % T;
+    sh_tp_opts to = {cfg, T, BATCH / R, 5};
+    sh_strategy *st = NULL;
+    sh_net *net = NULL;
+    CHECK(sh_strategy_tensor_create(c, &to, &st, &net) == SHOAL_OK, "%s", shoal_last_error_message());
+    if (!st) return;
+    sh_train_opts o;
+    opts_for(&o, cfg, a->save ? STEPS / 2 : STEPS);
+    o.batch = BATCH / R;
+    o.strategy = st;
+    o.resume_path = a->resume;
+    o.save_path = a->save;
+    sh_trainer *t = NULL;
+    sh_train_report rep;
+    CHECK(sh_trainer_create_with_net(&o, net, &t) == SHOAL_OK && sh_trainer_run(t, &rep) == SHOAL_OK,
+          "rank %d: %s", r, shoal_last_error_message());
+    if (a->save) {
+        sh_trainer_destroy(t);
+        sh_strategy_destroy(st);
+        return;
+    }
+    sh_train_opts ro;
+    opts_for(&ro, cfg, STEPS);
+    sh_trainer *ref = NULL;
+    sh_train_report rr;
+    CHECK(sh_trainer_create(&ro, &ref) == SHOAL_OK && sh_trainer_run(ref, &rr) == SHOAL_OK, "%s",
+          shoal_last_error_message());
+    if (!t || !ref) goto done;
+    sh_net *mine = sh_trainer_net(t), *whole = sh_trainer_net(ref);
+    CHECK(sh_net_nparams(mine) < sh_net_nparams(whole), "rank %d holds %zu of %zu parameters", r,
+          sh_net_nparams(mine), sh_net_nparams(whole));
+    double diff = 0, norm = 0;
+    size_t held = 0;
+    for (int i = 0; i < sh_net_nlayers(whole); i++) {
+        size_t wo, wc, mo, mc;
+        sh_net_layer_params(whole, i, &wo, &wc);
+        sh_net_layer_params(mine, i, &mo, &mc);
+        held += mc;
+        const float *w = sh_net_params(whole) + wo, *m = sh_net_params(mine) + mo;
+        int kc, kh, kw, mk, mh, mw;
+        sh_net_layer_shape(whole, i, &kc, &kh, &kw);
+        sh_net_layer_shape(mine, i, &mk, &mh, &mw);
+        size_t K = (size_t)kc * kh * kw, k = (size_t)mk * mh * mw;
+        if (mc == wc) { /* whole here, or a row split: compare what it has */
+            for (size_t j = 0; j < wc; j++) {
+                diff += ((double)m[j] - w[j]) * ((double)m[j] - w[j]);
+                norm += (double)w[j] * w[j];
+            }
+            continue;
+        }
+        if (k < K) { /* column split: rows [r k, (r+1) k) of W (K, I), then those biases */
+            size_t in = (wc - K) / K;
+            CHECK(mc == k * in + k, "layer %d: share of %zu values, expected %zu", i, mc, k * in + k);
+            for (size_t j = 0; j < k * in; j++) {
+                double d = (double)m[j] - w[(size_t)r * k * in + j];
+                diff += d * d;
+                norm += (double)w[(size_t)r * k * in + j] * w[(size_t)r * k * in + j];
+            }
+            for (size_t j = 0; j < k; j++) {
+                double d = (double)m[k * in + j] - w[K * in + (size_t)r * k + j];
+                diff += d * d;
+            }
+        } else { /* row split: columns [r i, (r+1) i) of W (K, I), biases whole */
+            size_t i_mine = (mc - K) / K, I = (wc - K) / K;
+            for (size_t row = 0; row < K; row++)
+                for (size_t col = 0; col < i_mine; col++) {
+                    double wv = w[row * I + (size_t)r * i_mine + col];
+                    double d = (double)m[row * i_mine + col] - wv;
+                    diff += d * d;
+                    norm += wv * wv;
+                }
+            for (size_t j = 0; j < K; j++) {
+                double d = (double)m[K * i_mine + j] - w[K * I + j];
+                diff += d * d;
+            }
+        }
+    }
+    CHECK(held == sh_net_nparams(mine), "layers' shares %zu, block %zu", held, sh_net_nparams(mine));
+    double rel = sqrt(diff / (norm > 0 ? norm : 1));
+    CHECK(rel < 1e-5, "rank %d of %d: %.3g relative to one process after %d steps", r, T, rel, STEPS);
+    CHECK(rel > 0, "rank %d: bitwise equal to one process: were the layers split?", r);
+    CHECK(fabs(rep.test_accuracy - rr.test_accuracy) < 1e-9, "test accuracy %.4f vs %.4f", rep.test_accuracy,
+          rr.test_accuracy);
+    /* a replica's loss is its shard's, as in data parallelism */
+    CHECK(R > 1 || fabs(rep.train_loss - rr.train_loss) < 1e-4 * (1 + rr.train_loss), "train loss %.6f vs %.6f",
+          rep.train_loss, rr.train_loss);
+done:
+    sh_trainer_destroy(ref);
+    sh_trainer_destroy(t);
+    sh_strategy_destroy(st);
+}
+
+static void t_two_ranks_sgd_match_one_process(void)
+{
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
+    tp_arg a = {sgd_cfg, NULL, NULL, 0};
+    RUN_RANKS(2, &o, exact_job, &a);
+}
+
+static void t_two_and_four_ranks_adam_match_one_process(void)
+{
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
+    tp_arg a = {adam_cfg, NULL, NULL, 0};
+    RUN_RANKS(2, &o, exact_job, &a);
+    RUN_RANKS(4, &o, exact_job, &a);
+}
+
+/* 2 replicas of 2 tensor-parallel ranks on 4: each replica half the batch. */
+static void t_two_replicas_of_two_ranks_match_one_process(void)
+{
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
+    tp_arg a = {sgd_cfg, NULL, NULL, 2};
+    RUN_RANKS(4, &o, exact_job, &a);
+    tp_arg b = {adam_cfg, NULL, NULL, 2};
+    RUN_RANKS(4, &o, exact_job, &b);
+}
+
+static char ckpt_one[600], ckpt_tp[600];
+
+/* One process's checkpoint resumes on 4 tensor-parallel ranks, and 2 ranks' checkpoint in
+ * one process: both end where one process that never stopped does. */
+static void t_checkpoints_cross_layouts(void)
+{
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
+    sh_train_opts so;
+    opts_for(&so, adam_cfg, STEPS / 2);
+    so.save_path = ckpt_one;
+    sh_trainer *t = NULL;
+    CHECK(sh_trainer_create(&so, &t) == SHOAL_OK && sh_trainer_run(t, NULL) == SHOAL_OK, "%s",
+          shoal_last_error_message());
+    sh_trainer_destroy(t);
+    tp_arg resume = {adam_cfg, ckpt_one, NULL, 0};
+    RUN_RANKS(4, &o, exact_job, &resume);
+
+    tp_arg first = {adam_cfg, NULL, ckpt_tp, 0};
+    RUN_RANKS(2, &o, exact_job, &first);
+    sh_train_opts ro;
+    opts_for(&ro, adam_cfg, STEPS);
+    ro.resume_path = ckpt_tp;
+    sh_trainer *back = NULL, *whole = NULL;
+    CHECK(sh_trainer_create(&ro, &back) == SHOAL_OK && sh_trainer_run(back, NULL) == SHOAL_OK, "%s",
+          shoal_last_error_message());
+    opts_for(&ro, adam_cfg, STEPS);
+    CHECK(sh_trainer_create(&ro, &whole) == SHOAL_OK && sh_trainer_run(whole, NULL) == SHOAL_OK, "%s",
+          shoal_last_error_message());
+    if (back && whole) {
+        const float *p = sh_net_params(sh_trainer_net(back)), *q = sh_net_params(sh_trainer_net(whole));
+        double diff = 0, norm = 0;
+        for (size_t i = 0; i < sh_net_nparams(sh_trainer_net(whole)); i++) {
+            diff += ((double)p[i] - q[i]) * ((double)p[i] - q[i]);
+            norm += (double)q[i] * q[i];
+        }
+        double rel = sqrt(diff / norm);
+        CHECK(rel < 1e-5, "tensor-parallel checkpoint resumed in one process: %.3g relative", rel);
+        CHECK(rel > 0, "bitwise equal: did the first half run split?");
+    }
+    sh_trainer_destroy(back);
+    sh_trainer_destroy(whole);
+}
+
+static void refused_job(shoal_comm *c, void *arg)
+{
+    const char *want = arg;
+    sh_tp_opts to = {strstr(want, "divisible") ? odd_cfg : sgd_cfg, strstr(want, "3 ranks") ? 2 : shoal_comm_world(c),
+                     BATCH, 5};
+    sh_strategy *st = NULL;
+    sh_net *net = NULL;
+    shoal_result rc = sh_strategy_tensor_create(c, &to, &st, &net);
+    CHECK(rc == SHOAL_ERR_INVALID && !st && !net, "rc %d", rc);
+    CHECK(strstr(shoal_last_error_message(), want) != NULL, "wanted \"%s\" in: %s", want, shoal_last_error_message());
+}
+
+static void t_impossible_layouts_are_refused(void)
+{
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 60};
+    RUN_RANKS(2, &o, refused_job, "divisible by 2");
+    RUN_RANKS(3, &o, refused_job, "does not divide the 3 ranks");
+}
+
+int main(void)
+{
+    check_begin("test_tensor", 240);
+    if (tiny_make_dir(dir, sizeof dir) || tiny_write_file(dir, "sgd.cfg", sgd_text) ||
+        tiny_write_file(dir, "adam.cfg", adam_text) || tiny_write_file(dir, "odd.cfg", odd_text)) {
+        fprintf(stderr, "cannot write the test data\n");
+        return 1;
+    }
+    snprintf(sgd_cfg, sizeof sgd_cfg, "%s/sgd.cfg", dir);
+    snprintf(adam_cfg, sizeof adam_cfg, "%s/adam.cfg", dir);
+    snprintf(odd_cfg, sizeof odd_cfg, "%s/odd.cfg", dir);
+    snprintf(ckpt_one, sizeof ckpt_one, "%s/one.ckpt", dir);
+    snprintf(ckpt_tp, sizeof ckpt_tp, "%s/tp.ckpt", dir);
+    RUN(t_two_ranks_sgd_match_one_process);
+    RUN(t_two_and_four_ranks_adam_match_one_process);
+    RUN(t_two_replicas_of_two_ranks_match_one_process);
+    RUN(t_checkpoints_cross_layouts);
+    RUN(t_impossible_layouts_are_refused);
+    tiny_remove_dir(dir);
+    return check_end();
+}
