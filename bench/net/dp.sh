@@ -18,7 +18,7 @@ WARMUP=${WARMUP:-10}
 BUILD=${BUILD:-build}
 DATA=${SHOAL_DATA_DIR:-/usr/share/datasets/fashion-mnist}
 PY=/usr/bin/python3
-OUT=bench/out/net
+OUT=${OUT:-bench/out/net}
 export NETLAB_NAME=bdp
 LAB=scripts/netlab.sh
 mkdir -p "$OUT"

@@ -43,7 +43,7 @@ SMALL_ITERS=${SMALL_ITERS:-200}
 LARGE_ITERS=${LARGE_ITERS:-8}
 BUILD=${BUILD:-build}
 PY=/usr/bin/python3
-OUT=bench/out/net
+OUT=${OUT:-bench/out/net}
 export NETLAB_NAME=bnet
 LAB=scripts/netlab.sh
 mkdir -p "$OUT"

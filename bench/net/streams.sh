@@ -11,7 +11,7 @@ REPS=${REPS:-5}
 RATES=${RATES:-"1gbit 10gbit none"}
 KS=${KS:-"1 2 4"}
 NBYTES=${NBYTES:-67108864}
-OUT=bench/out/net
+OUT=${OUT:-bench/out/net}
 export NETLAB_NAME=bstr
 LAB=scripts/netlab.sh
 mkdir -p "$OUT"

@@ -330,6 +330,17 @@ static void t_forced_algorithm_falls_back_when_it_cannot(void)
     ar.count = 64 << 20;
     CHECK(sh_select_choose(c, &ar) == SH_ALGO_RING, "auto for 256 MiB chose %s", sh_algo_name(sh_select_choose(c, &ar)));
     sh_comm_free(c);
+    /* 4 ranks, 4 MiB: halving-doubling inside a host, the ring across hosts (one rank each) */
+    CHECK_OK(sh_comm_alloc(0, 4, &c));
+    if (!c) return;
+    ar.count = 1 << 20;
+    for (int r = 0; r < 4; r++) c->host_of[r] = 0;
+    sh_comm_index_hosts(c);
+    CHECK(sh_select_choose(c, &ar) == SH_ALGO_RHD, "4 ranks on one host chose %s", sh_algo_name(sh_select_choose(c, &ar)));
+    for (int r = 0; r < 4; r++) c->host_of[r] = r;
+    sh_comm_index_hosts(c);
+    CHECK(sh_select_choose(c, &ar) == SH_ALGO_RING, "4 ranks on 4 hosts chose %s", sh_algo_name(sh_select_choose(c, &ar)));
+    sh_comm_free(c);
 }
 
 int main(void)

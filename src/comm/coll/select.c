@@ -82,17 +82,22 @@ static int is_pow2(int n) { return n > 0 && (n & (n - 1)) == 0; }
 /* Several hosts, several ranks on at least one: the hierarchy has something to save. */
 static int has_hierarchy(const shoal_comm *c) { return c->nhosts > 1 && c->nhosts < c->world; }
 
-/* The flat allreduce table applied to a group (the hierarchical one uses it across hosts). */
-static sh_algo_kind flat_allreduce_choice(int n, size_t count, size_t nbytes)
+/* The flat allreduce table applied to a group (the hierarchical one uses it across hosts).
+ * Across hosts large messages take the ring even where halving-doubling leads inside one:
+ * on the emulated cluster at 1 gbit, 4 hosts x 1 rank, ring against halving-doubling
+ * (SHOAL_ALGO, bench/net/run.sh): see bench/README.md "Across hosts". Halving-doubling
+ * talks to a different peer at every step, and a TCP connection left idle restarts from
+ * slow start (net.ipv4.tcp_slow_start_after_idle); the ring keeps its two neighbours busy. */
+static sh_algo_kind flat_allreduce_choice(int n, size_t count, size_t nbytes, int across_hosts)
 {
     if (nbytes <= RD_MAX_NBYTES || count < (size_t)n) return SH_ALGO_RD;
-    return n >= RHD_MIN_RANKS && is_pow2(n) ? SH_ALGO_RHD : SH_ALGO_RING;
+    return n >= RHD_MIN_RANKS && is_pow2(n) && !across_hosts ? SH_ALGO_RHD : SH_ALGO_RING;
 }
 
 shoal_result sh_select_allreduce_flat(shoal_comm *c, const sh_group *g, const void *send, void *buf,
                                       size_t count, shoal_dtype dt, shoal_op op)
 {
-    switch (flat_allreduce_choice(g->n, count, count * shoal_dtype_nbytes(dt))) {
+    switch (flat_allreduce_choice(g->n, count, count * shoal_dtype_nbytes(dt), 1)) { /* one rank per host */
     case SH_ALGO_RD: return sh_rd_allreduce(c, g, send, buf, count, dt, op);
     case SH_ALGO_RHD: return sh_rhd_allreduce(c, g, send, buf, count, dt, op);
     default: return sh_ring_allreduce(c, g, send, buf, count, dt, op);
@@ -105,7 +110,7 @@ static sh_algo_kind auto_choice(const shoal_comm *c, const sh_coll *op)
     switch (op->kind) {
     case SH_COLL_ALLREDUCE:
         if (nbytes > RD_MAX_NBYTES && has_hierarchy(c)) return SH_ALGO_HIER;
-        return flat_allreduce_choice(c->world, op->count, nbytes);
+        return flat_allreduce_choice(c->world, op->count, nbytes, c->nhosts > 1);
     case SH_COLL_BROADCAST:
         return nbytes <= TREE_BCAST_MAX_NBYTES || c->world <= 2 ? SH_ALGO_TREE : SH_ALGO_RING;
     case SH_COLL_REDUCE:
