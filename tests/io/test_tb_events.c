@@ -148,12 +148,21 @@ static void masked_crc_follows_tfrecord_definition(void)
           sh_tb_masked_crc("123456789", 9), want);
 }
 
+static double real_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 static void scalars_read_back_with_tags_steps_and_values(void)
 {
     char logdir[128];
     snprintf(logdir, sizeof logdir, "%s/run/a", dir); /* parents are created */
     sh_tb *tb = NULL;
-    double before = (double)time(NULL) - 1;
+    /* time() reads the coarse clock, up to a tick behind CLOCK_REALTIME that the writer
+     * stamps with: a record at x.005 s and time() = x - 1 tick made "after" too early once. */
+    double before = real_now() - 1;
     CHECK_OK(sh_tb_open(logdir, &tb));
     if (!tb) return;
     const char *path = sh_tb_path(tb);
@@ -171,7 +180,7 @@ static void scalars_read_back_with_tags_steps_and_values(void)
     char saved[512];
     snprintf(saved, sizeof saved, "%s", path);
     sh_tb_close(tb);
-    double after = (double)time(NULL) + 1;
+    double after = real_now() + 1;
     int n = read_events(saved, ev, 16);
     CHECK(n == 12, "records %d", n);
     if (n != 12) return;
