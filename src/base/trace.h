@@ -26,6 +26,7 @@ typedef enum {
     SH_TRACK_PUSH,         /* parameter-server worker: pushes */
     SH_TRACK_SERVE,        /* parameter server: applying a push */
     SH_TRACK_STALE,        /* parameter server: pulls held by the consistency bound */
+    SH_TRACK_PIPE,         /* pipeline stage: each micro-batch's forward and backward, and idle */
     SH_TRACK_BUCKET0 = 100 /* + bucket index: queued, then allreduce */
 } sh_trace_track;
 

@@ -187,6 +187,7 @@ static shoal_result run_dp_rank(const sh_job_opts *o, shoal_comm *c, sh_job_repo
     if (!o->strong_scaling && o->lr_linear) wo.lr_scale = (double)world;
     /* Every rank keeps save_path: a checkpoint is a collective step (the ranks that split the
      * optimizer's update first make its state whole), and only rank 0 writes the file. */
+    wo.job_logs = wo.logdir != NULL; /* every rank helps with the job-wide figures */
     if (r->rank != 0) wo.logdir = NULL;
     sh_dp_opts dopts = {o->bucket_mb, wo.batch};
     sh_strategy *st = NULL;
@@ -278,6 +279,7 @@ static shoal_result run_ps_worker(const sh_job_opts *o, shoal_comm *c, sh_job_re
         sh_net_destroy(net);
         return rc;
     }
+    wo.job_logs = wo.logdir != NULL;
     if (st->rank != 0) {
         wo.save_path = NULL; /* worker 0 reports and saves */
         wo.logdir = NULL;
@@ -362,6 +364,7 @@ static shoal_result run_pipe_stage(const sh_job_opts *o, shoal_comm *c, sh_job_r
         sh_strategy_pipeline_describe(st, o->layout_out);
         fflush(o->layout_out);
     }
+    wo.job_logs = wo.logdir != NULL; /* every rank helps with the job-wide figures */
     if (r->rank != 0) wo.logdir = NULL;
     wo.batch = st->batch;
     shoal_result rc = train_with(&wo, net, st, r);
@@ -399,6 +402,7 @@ static shoal_result run_tp_rank(const sh_job_opts *o, shoal_comm *c, sh_job_repo
         sh_strategy_tensor_describe(st, o->layout_out);
         fflush(o->layout_out);
     }
+    wo.job_logs = wo.logdir != NULL; /* every rank helps with the job-wide figures */
     if (r->rank != 0) wo.logdir = NULL;
     shoal_result rc = train_with(&wo, net, st, r);
     r->reporter = rc == SHOAL_OK && r->rank == 0;

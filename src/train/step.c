@@ -47,8 +47,12 @@ shoal_result sh_train_step(sh_trainer *t, int64_t step, float *loss)
         if (sh_trace_on()) {
             sh_trace_span(SH_TRACK_STEP, "step", t0, t5, "images", n, NULL, 0);
             sh_trace_span(SH_TRACK_DATA, "data", tb, t1, "images", n, NULL, 0);
-            sh_trace_span(SH_TRACK_FORWARD, "forward", t1, t2, NULL, 0, NULL, 0);
-            sh_trace_span(SH_TRACK_BACKWARD, "backward", t2, t3, NULL, 0, NULL, 0);
+            if (s->ops->pass) { /* a stage's micro-batches and idle time are inside */
+                sh_trace_span(SH_TRACK_PIPE, "pipeline pass", t1, t2, NULL, 0, NULL, 0);
+            } else {
+                sh_trace_span(SH_TRACK_FORWARD, "forward", t1, t2, NULL, 0, NULL, 0);
+                sh_trace_span(SH_TRACK_BACKWARD, "backward", t2, t3, NULL, 0, NULL, 0);
+            }
             sh_trace_span(SH_TRACK_WAIT, "wait", t3, t4, NULL, 0, NULL, 0);
             if (!s->applies_update) sh_trace_span(SH_TRACK_OPTIM, "optimizer", t4, t5, NULL, 0, NULL, 0);
         }

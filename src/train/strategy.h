@@ -83,6 +83,13 @@ struct sh_strategy {
     /* Optional (NULL: nothing to report): after a step, the bytes this rank sent by the
      * algorithms' count, what float32 would have sent, the error-feedback residuals' norm. */
     void (*comm_stats)(const sh_strategy *s, double *wire_nbytes, double *dense_nbytes, double *residual_norm);
+    /* Optional (NULL: rank 0's gradient block holds the whole averaged gradient after a
+     * step): this rank's share of the averaged gradient's squared norm, the shares summing
+     * to the whole over the ranks (a strategy that updates in blocks leaves each rank only
+     * its block reduced). Kept only while grad_sq_wanted, which the trainer sets on every
+     * rank of a job that logs to TensorBoard. */
+    double (*grad_sq_part)(const sh_strategy *s);
+    int grad_sq_wanted;
     /* Set by a strategy whose ranks each hold a part of the model (pipeline stages); NULL:
      * every rank holds the whole. Checkpoints hold the whole model whatever the layout
      * (snapshot.c): the parts are summed into it (sum_floats) and the lead writes it; on

@@ -30,6 +30,7 @@ typedef struct {
     /* With the update split across ranks: the part of the bucket this rank updates (seen
      * from the apply calls; the same every step), relative to lo. */
     size_t own_lo, own_hi;
+    double sq; /* this step: the squared norm of the reduced gradients this rank applied */
 } bucket;
 
 struct dp_state {
@@ -191,10 +192,23 @@ static shoal_result begin(sh_strategy *s, int64_t step)
 
 /* On the communicator's thread: bucket-relative [off, off + n) of the gradients is reduced;
  * step the optimizer there. */
+/* Eight partial sums: the loop vectorizes and the sum stays in double. */
+static double sum_sq(const float *v, size_t n)
+{
+    double part[8] = {0}, sq = 0;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) part[k] += (double)v[i + k] * v[i + k];
+    for (; i < n; i++) sq += (double)v[i] * v[i];
+    for (int k = 0; k < 8; k++) sq += part[k];
+    return sq;
+}
+
 static void apply_piece(void *ctx, size_t off, size_t n, const float *reduced)
 {
     bucket *b = ctx;
     dp_state *d = b->d;
+    if (d->s->grad_sq_wanted) b->sq += sum_sq(reduced, n);
     sh_optim_apply(d->s->opt, d->params, reduced, b->lo + off, n);
     if (off < b->own_lo) b->own_lo = off;
     if (off + n > b->own_hi) b->own_hi = off + n;
@@ -205,6 +219,7 @@ static void start_bucket(dp_state *d, bucket *b)
 {
     if (b->req || d->failed != SHOAL_OK) return;
     b->start_ns = sh_now_ns();
+    b->sq = 0;
     float *p = d->grads + b->lo;
     if (d->shard)
         d->failed = shoal_allreduce_apply_start(d->c, p, d->params + b->lo, b->count, SHOAL_AVG, apply_piece,
@@ -347,6 +362,22 @@ static shoal_result sync_state(sh_strategy *s)
     return shoal_allreduce(d->c, state, state, sh_optim_moments(s->opt), SHOAL_FLOAT32, SHOAL_SUM);
 }
 
+/* The shares of the gradient norm: where the update is split each rank applied (and saw
+ * reduced) only its block; a bucket every rank applied whole counts once, at rank 0, as
+ * sync_state keeps it. Unsplit, every rank holds the whole averaged gradient. */
+static double grad_sq_part(const sh_strategy *s)
+{
+    const dp_state *d = s->impl;
+    double sq = 0;
+    if (!d->shard) return s->rank == 0 ? sum_sq(d->grads, d->nparams) : 0;
+    for (int i = 0; i < d->nb; i++) {
+        const bucket *b = &d->b[i];
+        int whole = b->own_lo == 0 && b->own_hi == b->count;
+        if (!whole || s->rank == 0) sq += b->sq;
+    }
+    return sq;
+}
+
 static void step_comm(const sh_strategy *s, sh_step_comm *out)
 {
     const dp_state *d = s->impl;
@@ -422,6 +453,7 @@ shoal_result sh_strategy_allreduce_create(shoal_comm *c, const sh_dp_opts *o, sh
     s->impl = d;
     s->sync_state = sync_state;
     s->step_comm = step_comm;
+    s->grad_sq_part = grad_sq_part;
     shoal_codec_opts_default(&d->codec);
     d->s = s;
     *out = s;

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/trace.h"
 #include "base/util.h"
 
 typedef struct {
@@ -171,6 +172,16 @@ static int mb_images(const pipe_state *p, int m, int n)
     return left < p->mb ? left : p->mb;
 }
 
+/* The timeline's pipeline track: the wait for the neighbour stage (the bubble, when the
+ * stage had nothing else to do) and then the micro-batch's work, its send started. */
+static void trace_micro(const pipe_state *p, int m, const char *what, uint64_t t0, uint64_t t1,
+                        uint64_t t3)
+{
+    if (!sh_trace_on()) return;
+    if (t1 > t0) sh_trace_span(SH_TRACK_PIPE, "idle", t0, t1, "stage", p->stage, "micro_batch", m);
+    sh_trace_span(SH_TRACK_PIPE, what, t1, t3, "stage", p->stage, "micro_batch", m);
+}
+
 static shoal_result forward_one(pipe_state *p, int m, const float *x, const int32_t *y, int n,
                                 int training, double *loss_sum, int *correct)
 {
@@ -201,6 +212,7 @@ static shoal_result forward_one(pipe_state *p, int m, const float *x, const int3
     p->acc_ns[2] += (double)(t1 - t0);
     p->acc_ns[0] += (double)(t2 - t1);
     p->acc_ns[3] += (double)(t3 - t2);
+    trace_micro(p, m, "forward", t0, t1, t3);
     return SHOAL_OK;
 }
 
@@ -227,6 +239,7 @@ static shoal_result backward_one(pipe_state *p, int m, int n)
     p->acc_ns[2] += (double)(t1 - t0);
     p->acc_ns[1] += (double)(t2 - t1);
     p->acc_ns[3] += (double)(t3 - t2);
+    trace_micro(p, m, "backward", t0, t1, t3);
     return SHOAL_OK;
 }
 
@@ -268,6 +281,8 @@ static shoal_result pipe_pass(sh_strategy *s, const float *x, const int32_t *y, 
     double v[2] = {loss_sum, hits};
     if (p->S > 1) SH_TRY(share_result(p, v));
     uint64_t t2 = sh_now_ns();
+    if (sh_trace_on() && t2 > t1) /* the last sends drain and the loss comes back */
+        sh_trace_span(SH_TRACK_PIPE, "idle", t1, t2, "stage", p->stage, "micro_batch", -1);
     *loss = (float)(v[0] / n);
     *correct = (int)v[1];
     if (training) {

@@ -195,6 +195,7 @@ static const char *track_name(int track, char *buf, size_t nbytes)
     case SH_TRACK_PUSH: return "ps push";
     case SH_TRACK_SERVE: return "server: applying pushes";
     case SH_TRACK_STALE: return "server: pulls held (staleness bound)";
+    case SH_TRACK_PIPE: return "pipeline stage (micro-batches, idle)";
     default: break;
     }
     snprintf(buf, nbytes, "bucket %d", track - SH_TRACK_BUCKET0);
@@ -213,6 +214,7 @@ static const char *track_cat(int track)
     case SH_TRACK_CKPT: return "checkpoint";
     case SH_TRACK_EVAL: return "eval";
     case SH_TRACK_PULL: case SH_TRACK_PUSH: case SH_TRACK_SERVE: case SH_TRACK_STALE: return "ps";
+    case SH_TRACK_PIPE: return "pipeline";
     default: return "comm";
     }
 }

@@ -186,6 +186,7 @@ shoal_result sh_trainer_create_with_net(const sh_train_opts *o, sh_net *net, sh_
     }
     t->strategy->opt = t->opt;
     t->strategy->lr = &t->lr;
+    t->strategy->grad_sq_wanted = o->logdir != NULL || o->job_logs;
     SH_TRY_GOTO(t->strategy->ops->attach(t->strategy, t->net), rc, fail);
     if (o->resume_path && t->strategy->rank_state_restore)
         t->strategy->rank_state_restore(t->strategy, t->rank_state, t->rank_state_count, t->rank_state_world);
@@ -415,9 +416,6 @@ static shoal_result log_step(sh_trainer *t, int64_t step, float loss, double acc
     /* images of every rank: each takes the same step time (they wait for each other) */
     SH_TRY(sh_tb_scalar(tb, "train/images_per_s", at,
                         step_s > 0 ? (float)((double)t->last_n * t->strategy->world / step_s) : 0));
-    /* The gradient block as the optimizer sees it (averaged where the strategy averages in
-     * place); one pass over it, only when logging. */
-    SH_TRY(sh_tb_scalar(tb, "train/gradient_norm", at, (float)sqrt(sum_squares(t->grads, t->nparams))));
     static const char *part[5] = {"time/data_ms", "time/forward_ms", "time/backward_ms",
                                   "comm/wait_ms", "time/optimizer_ms"};
     for (int i = 0; i < 5; i++) SH_TRY(sh_tb_scalar(tb, part[i], at, (float)(t->last_ns[i] * 1e-6)));
@@ -556,16 +554,23 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
             SH_TRY_GOTO(save_to(t, prog, t->opts.save_path, r, "--save-every"), rc, done);
         int want_save = t->opts.save_requested && *t->opts.save_requested;
         int want_stop = t->opts.stop_requested && *t->opts.stop_requested;
+        double grad_sq = t->strategy->grad_sq_wanted && t->strategy->grad_sq_part
+                             ? t->strategy->grad_sq_part(t->strategy) : -1;
         int out_of_time = t->opts.time_limit_s > 0 &&
                           (double)(sh_now_ns() - start_ns) * 1e-9 >= t->opts.time_limit_s;
         if (t->strategy->ops->sum && (t->strategy->world > 1 || t->strategy->many_ranks)) {
             /* Ranks see a signal (or the clock) at slightly different moments: they agree
              * after every step (a 24-byte allreduce), so all save and stop at the same step. */
-            double f[3] = {want_save, want_stop, out_of_time};
-            SH_TRY_GOTO(t->strategy->ops->sum(t->strategy, f, 3), rc, done);
+            double f[4] = {want_save, want_stop, out_of_time, grad_sq};
+            SH_TRY_GOTO(t->strategy->ops->sum(t->strategy, f, grad_sq >= 0 ? 4 : 3), rc, done);
             want_save = f[0] > 0;
             want_stop = f[1] > 0;
             out_of_time = f[2] > 0;
+            grad_sq = f[3];
+        }
+        if (t->tb) { /* the averaged gradient's norm, its shares summed over the ranks above */
+            if (grad_sq < 0) grad_sq = sum_squares(t->grads, t->nparams);
+            SH_TRY_GOTO(sh_tb_scalar(t->tb, "train/gradient_norm", t->steps_done, (float)sqrt(grad_sq)), rc, done);
         }
         if (want_save) {
             if (t->opts.save_requested) *t->opts.save_requested = 0;

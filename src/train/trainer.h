@@ -34,6 +34,8 @@ typedef struct {
     const char *save_darknet_path; /* rank 0 writes Darknet's .weights here at the end */
     int64_t save_every_steps;   /* 0: only at the end */
     const char *logdir;         /* TensorBoard event files; NULL: none */
+    int job_logs;               /* some rank of this job writes logdir (rank 0): the others
+                                   take part in its job-wide figures (the gradient norm) */
     int64_t histogram_every_steps; /* with logdir: weight and gradient histograms per layer
                                    every this many steps; 0: none */
     int eval_each_epoch;        /* 1: test accuracy after every epoch (and at the end) */

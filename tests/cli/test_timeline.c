@@ -5,7 +5,8 @@
  * every bucket's allreduce lies inside the step that produced it and names its algorithm
  * and transport, --timeline-steps keeps only its window, the clock offsets are within half
  * the measured round trip, parameter-server pulls and pushes carry clocks, and bad flags or
- * paths are refused with one clear line. */
+ * paths are refused with one clear line, and a pipeline's stages show each micro-batch and
+ * their idle time. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,6 +214,69 @@ done:
     sh_json_free(doc);
 }
 
+/* A 2-stage pipeline: each rank's pipeline track holds every micro-batch's forward and
+ * backward (stage and micro-batch in the args) inside its step, and the second stage's
+ * first forward waits for the first stage: idle time shows. */
+#define PIPE_STEPS 3
+#define PIPE_MB 4
+static void pipeline_stages_show_micro_batches_and_idle(void)
+{
+    char cmdargs[256];
+    snprintf(cmdargs, sizeof cmdargs,
+             "mlp.cfg --data . -n 2 --pipeline 2 --micro-batches %d --max-steps %d --threads 1 --quiet "
+             "--timeline pipe.json", PIPE_MB, PIPE_STEPS);
+    int rc = run(cmdargs);
+    CHECK(rc == 0, "exit %d: %s", rc, out);
+    sh_json *doc = load("pipe.json");
+    const sh_json *ev = doc ? events(doc) : NULL;
+    if (!ev) goto done;
+    int seen[3] = {0};
+    check_structure(ev, seen, 3);
+    check_track_names(ev, 2);
+    span steps[2][PIPE_STEPS];
+    memset(steps, 0, sizeof steps);
+    for (size_t i = 0; i < ev->n; i++) {
+        const sh_json *e = &ev->items[i];
+        const char *c = sh_json_str(e, "cat");
+        long s = step_of(e);
+        int p = (int)sh_json_num(e, "pid", -1);
+        if (!c || strcmp(c, "step") || s < 0 || s >= PIPE_STEPS || p < 0 || p > 1) continue;
+        steps[p][s].ts = sh_json_num(e, "ts", 0);
+        steps[p][s].end = steps[p][s].ts + sh_json_num(e, "dur", 0);
+    }
+    int mb_seen[2][2][PIPE_MB] = {{{0}}}, inside = 1, stage_ok = 1;
+    for (size_t i = 0; i < ev->n; i++) {
+        const sh_json *e = &ev->items[i];
+        const char *c = sh_json_str(e, "cat"), *nm = sh_json_str(e, "name");
+        if (!c || strcmp(c, "pipeline") || !nm) continue;
+        int p = (int)sh_json_num(e, "pid", -1);
+        long s = step_of(e);
+        if (p < 0 || p > 1 || s < 0 || s >= PIPE_STEPS) continue;
+        double ts = sh_json_num(e, "ts", 0), end = ts + sh_json_num(e, "dur", 0);
+        inside &= ts >= steps[p][s].ts - 0.002 && end <= steps[p][s].end + 0.002;
+        const sh_json *args = sh_json_get(e, "args");
+        int fwd = !strcmp(nm, "forward"), bwd = !strcmp(nm, "backward");
+        if (!fwd && !bwd) continue;
+        stage_ok &= sh_json_num(args, "stage", -1) == p;
+        int m = (int)sh_json_num(args, "micro_batch", -1);
+        if (m >= 0 && m < PIPE_MB) mb_seen[p][bwd][m]++;
+    }
+    CHECK(inside, "a pipeline event outside its step");
+    CHECK(stage_ok, "a micro-batch event names another stage than its rank's");
+    for (int p = 0; p < 2; p++) {
+        for (int m = 0; m < PIPE_MB; m++)
+            CHECK(mb_seen[p][0][m] == PIPE_STEPS && mb_seen[p][1][m] == PIPE_STEPS,
+                  "rank %d micro-batch %d: %d forwards, %d backwards, want %d each", p, m, mb_seen[p][0][m],
+                  mb_seen[p][1][m], PIPE_STEPS);
+        CHECK(count_cat(ev, p, "pipeline", "pipeline pass") == PIPE_STEPS, "rank %d: %d passes", p,
+              count_cat(ev, p, "pipeline", "pipeline pass"));
+    }
+    CHECK(count_cat(ev, 1, "pipeline", "idle") >= PIPE_STEPS, "stage 1 idle events: %d",
+          count_cat(ev, 1, "pipeline", "idle"));
+done:
+    sh_json_free(doc);
+}
+
 static void steps_window_keeps_only_its_steps(void)
 {
     int rc = run("other.cfg --data . --max-steps 6 --threads 1 --quiet --timeline win.json --timeline-steps 2:4");
@@ -280,6 +344,7 @@ int main(void)
     }
     RUN(one_rank_records_every_stage);
     RUN(two_ranks_two_pids_buckets_inside_steps);
+    RUN(pipeline_stages_show_micro_batches_and_idle);
     RUN(steps_window_keeps_only_its_steps);
     RUN(parameter_server_pulls_and_pushes_carry_clocks);
     RUN(bad_flags_are_refused_in_one_line);

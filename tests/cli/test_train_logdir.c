@@ -3,7 +3,8 @@
  * independent reader (tests/lib/tfrecord.c: framing, masked CRC-32C, protobuf fields): -n 2
  * writes one run directory with one event file; every step carries the loss, accuracy,
  * learning rate, images/s, gradient norm, communication wait, hidden share, bytes sent and
- * bus bandwidth with values that follow from the model; --log-histograms writes each
+ * bus bandwidth with values that follow from the model; the gradient norm of two ranks that
+ * split the update equals one process's; --log-histograms writes each
  * layer's weights and gradients as histograms whose buckets add up; with --ps, server 0
  * adds the clock spread, never past the staleness bound; bad flags are usage errors. */
 #include <math.h>
@@ -125,6 +126,29 @@ static void parameter_server_logs_clock_spread(void)
     free(ev);
 }
 
+/* The gradient norm is the whole averaged gradient's, whatever the ranks: two ranks splitting
+ * the update (each reduces only its block) log what one process with the same global batch
+ * logs, step for step. */
+static void gradient_norm_is_the_whole_gradients(void)
+{
+    int rc = run("other.cfg --data . --max-steps 5 --threads 1 --quiet --logdir gn1");
+    CHECK(rc == 0, "exit %d: %s", rc, out);
+    rc = run("other.cfg --data . -n 2 --scaling strong --max-steps 5 --threads 1 --quiet --logdir gn2");
+    CHECK(rc == 0, "exit %d: %s", rc, out);
+    tbr_event *e1 = NULL, *e2 = NULL;
+    int f1 = 0, f2 = 0, n1 = read_logdir("gn1", &e1, &f1), n2 = read_logdir("gn2", &e2, &f2);
+    for (int64_t s = 1; n1 > 0 && n2 > 0 && s <= 5; s++) {
+        const tbr_event *a = find(e1, n1, "train/gradient_norm", s), *b = find(e2, n2, "train/gradient_norm", s);
+        CHECK(a && b, "step %lld: gradient norm missing (one process %d, two ranks %d)", (long long)s, a != NULL,
+              b != NULL);
+        if (a && b)
+            CHECK(a->value > 0 && fabs(a->value - b->value) <= 1e-4 * a->value,
+                  "step %lld: one process %.7g, two ranks %.7g", (long long)s, a->value, b->value);
+    }
+    free(e1);
+    free(e2);
+}
+
 static void histogram_flag_needs_logdir(void)
 {
     int rc = run("other.cfg --data . --log-histograms 5");
@@ -142,9 +166,10 @@ int main(void)
     }
     RUN(two_ranks_write_one_run_with_communication);
     RUN(parameter_server_logs_clock_spread);
+    RUN(gradient_norm_is_the_whole_gradients);
     RUN(histogram_flag_needs_logdir);
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s/lg2' '%s/lgps'", dir, dir);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s/lg2' '%s/lgps' '%s/gn1' '%s/gn2'", dir, dir, dir, dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove the log directories\n");
     tiny_remove_dir(dir);
     return check_end();
