@@ -15,11 +15,14 @@
 
 const char *const sh_stage_names[SH_STAGES] = {"data", "forward", "backward", "wait", "optimizer"};
 
+/* The step-level events, and a pipeline stage's micro-batches: their forward and backward,
+ * and their idle time counted as waiting. */
 static int stage_of(const char *cat, const char *name)
 {
     for (int k = 0; k < SH_STAGES; k++)
         if (!strcmp(cat, sh_stage_names[k]) && !strcmp(name, sh_stage_names[k])) return k;
-    return -1;
+    if (strcmp(cat, "pipeline")) return -1;
+    return !strcmp(name, "forward") ? 1 : !strcmp(name, "backward") ? 2 : !strcmp(name, "idle") ? 3 : -1;
 }
 
 static int cmp_i64(const void *a, const void *b)

@@ -51,6 +51,16 @@ static void text(FILE *f, double x, double y, const char *anchor, int size, cons
     fputs("</text>\n", f);
 }
 
+/* A title centred at x in a picture `width` wide: a long one gets a smaller font, down to
+ * 9 px, so that it fits with a margin (bold glyphs average about 0.62 em). */
+static void title_text(FILE *f, double x, double width, int size, const char *s)
+{
+    double room = width - 16, need = 0.62 * size * (double)strlen(s);
+    if (need > room) size = (int)(size * room / need);
+    if (size < 9) size = 9;
+    text(f, x, 24, "middle", size, "font-weight=\"bold\"", s);
+}
+
 /* A step of 1, 2 or 5 times a power of ten giving about `target` intervals over range. */
 static double nice_step(double range, int target)
 {
@@ -289,7 +299,7 @@ shoal_result sh_svg_line_chart(const char *path, const char *title, const sh_plo
         if (legend_rows(&panels[i]) > rows) rows = legend_rows(&panels[i]);
     FILE *f = NULL;
     SH_TRY(open_svg(path, PANEL_W * npanels, PANEL_H + top + rows * LEGEND_ROW_H + 8, &f));
-    if (top) text(f, PANEL_W * npanels / 2.0, 24, "middle", 18, "font-weight=\"bold\"", title);
+    if (top) title_text(f, PANEL_W * npanels / 2.0, PANEL_W * npanels, 18, title);
     for (int i = 0; i < npanels; i++) draw_panel(f, &panels[i], (double)PANEL_W * i, top);
     return close_svg(f, path);
 }
@@ -316,7 +326,7 @@ shoal_result sh_svg_stacked_bars(const char *path, const sh_plot_stacked *c)
     if (w < 640) w = 640;
     FILE *f = NULL;
     SH_TRY(open_svg(path, w, h, &f));
-    text(f, w / 2.0, 24, "middle", 18, "font-weight=\"bold\"", c->title ? c->title : "");
+    title_text(f, w / 2.0, w, 18, c->title ? c->title : "");
     axis ax = {0, (double)c->ngroups, MARGIN_L, MARGIN_L + plot_w, 0};
     axis ay = {0, 1, 30 + PANEL_H - MARGIN_B, 30 + MARGIN_T - 20, 0};
     double ystep;

@@ -127,6 +127,21 @@ static void timeline_draws_a_bar_per_step_and_rank(void)
     CHECK(strstr(svg, ">waiting for communication<") && strstr(svg, ">time (ms)<") && strstr(svg, ">r1<"), "labels");
 }
 
+/* A pipeline's stages: each bar holds the stage's micro-batches' forward and backward. */
+static void pipeline_timeline_bars_hold_the_micro_batches(void)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s train mlp.cfg --data . -n 2 --pipeline 2 --micro-batches 4 --max-steps 4 "
+             "--threads 1 --quiet --timeline pl.json", sh_test_shoal_bin());
+    int rc = sh("%s", cmd);
+    CHECK(rc == 0, "training: %s", out);
+    rc = plot("--timeline pl.json -o pl.svg");
+    CHECK(rc == 0 && strstr(out, "4 steps x 2 ranks"), "exit %d: %s", rc, out);
+    CHECK(load("pl.svg"), "pl.svg");
+    int pieces = count("<rect x=") - 1 - 5; /* the frame; the 5 legend swatches */
+    CHECK(pieces >= 2 * 8, "%d bar pieces, want forward and backward in each of 8 bars", pieces);
+}
+
 static void benchmark_outputs_give_one_curve_each(void)
 {
     char cmd[1024];
@@ -195,6 +210,7 @@ int main(void)
     RUN(two_runs_draw_their_curves);
     RUN(train_json_output_is_a_run);
     RUN(timeline_draws_a_bar_per_step_and_rank);
+    RUN(pipeline_timeline_bars_hold_the_micro_batches);
     RUN(benchmark_outputs_give_one_curve_each);
     RUN(bad_input_is_refused_in_one_line);
     tiny_remove_dir(dir); /* rm -rf: the run directories go too */

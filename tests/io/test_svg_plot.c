@@ -3,7 +3,7 @@
  * at nice values covering the data, labels escaped for XML, the legend naming each series;
  * a log2 byte axis labels its ticks in binary units; stacked bars put one rectangle per part
  * with heights in proportion; a path not ending in .svg and a panel without data are
- * refused with a message naming them. */
+ * refused with a message naming them; a title too long for the picture gets a smaller font. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,6 +93,25 @@ static void byte_axis_uses_binary_units(void)
     CHECK(count(svg, "<circle") == 4, "%d markers", count(svg, "<circle"));
 }
 
+/* A title too long for the picture at 18 px gets a smaller font; a short one keeps 18. */
+static void long_titles_shrink_to_fit(void)
+{
+    double x[2] = {1, 2}, y[2] = {1, 2};
+    sh_plot_series se = {"s", x, y, 2};
+    sh_plot_panel p = {"b", "x", "y", &se, 1, 0, 0};
+    snprintf(path, sizeof path, "%s/t.svg", dir);
+    CHECK_OK(sh_svg_line_chart(path, "short", &p, 1));
+    load();
+    CHECK(strstr(svg, "font-size=\"18\" font-weight=\"bold\">short<") != NULL, "a short title keeps 18 px");
+    const char *lng = "allreduce on 2 ranks, one host: automatic choice (b2.out) against SHOAL_ALGO=ring";
+    CHECK_OK(sh_svg_line_chart(path, lng, &p, 1));
+    load();
+    const char *at = strstr(svg, lng), *fs = at ? at : svg;
+    while (fs > svg && strncmp(fs, "font-size=\"", 11)) fs--;
+    int size = at && fs > svg ? atoi(fs + 11) : 0;
+    CHECK(size >= 9 && size < 18 && 0.62 * size * (double)strlen(lng) <= 560, "long title at %d px", size);
+}
+
 static void stacked_bars_stack_in_proportion(void)
 {
     const char *groups[2] = {"0", "1"}, *bars[2] = {"r0", "r1"}, *parts[3] = {"a", "b", "c"};
@@ -144,6 +163,7 @@ int main(void)
     if (!mkdtemp(dir)) return 1;
     RUN(line_chart_places_points_and_ticks);
     RUN(byte_axis_uses_binary_units);
+    RUN(long_titles_shrink_to_fit);
     RUN(stacked_bars_stack_in_proportion);
     RUN(bad_paths_and_empty_panels_are_refused);
     char cmd[128];
