@@ -13,7 +13,6 @@
 #include "cli/cli.h"
 #include "nn/cfg.h"
 #include "nn/net.h"
-#include "train/snapshot.h"
 
 #define NBYTES 256 /* one-hot over bytes, as darknet rnn */
 
@@ -68,8 +67,7 @@ static shoal_result generate(const char *cfg_path, const char *weights, const ch
                      cfg_path, sh_net_input_count(net), sh_net_nclasses(net));
         goto done;
     }
-    sh_net_set_threads(net, threads);
-    SH_TRY_GOTO(sh_snapshot_load_weights(net, weights), rc, done);
+    SH_TRY_GOTO(sh_cli_net_weights(net, threads, weights), rc, done);
     sh_rng rng;
     sh_rng_seed(&rng, sample_seed);
     float x[NBYTES];
@@ -97,51 +95,24 @@ int sh_cmd_generate(int argc, char **argv)
     int64_t length = 1000, sample_seed = 1;
     int threads = 1;
     double temperature = 0.7;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
-        int got;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(usage_text, stdout);
-            return SH_EXIT_OK;
-        }
-        if (a[0] != '-') {
-            if (cfg) return sh_cli_usage_error("generate", "unexpected argument \"%s\"", a);
-            cfg = a;
+    sh_cli_args a = {"generate", argc, argv, 1, 0};
+    for (; a.i < argc; a.i++) {
+        const char *v = NULL;
+        if (sh_cli_help(&a, usage_text)) return SH_EXIT_OK;
+        if (sh_cli_arg_cfg(&a, &cfg) || sh_cli_flag_str(&a, "--weights", "a value", &weights) ||
+            sh_cli_flag_str(&a, "--seed", "a value", &seed) ||
+            sh_cli_flag_i64(&a, "--length", 0, 1L << 40, &length) ||
+            sh_cli_flag_i64(&a, "--sample-seed", 0, INT64_MAX, &sample_seed) ||
+            sh_cli_flag_int(&a, "--threads", 1, 1024, &threads)) {
+            if (a.bad) return SH_EXIT_USAGE;
             continue;
         }
-        if ((got = sh_cli_take_value(argc, argv, &i, "--weights", &v)) != 0) {
-            if (got < 0) return sh_cli_usage_error("generate", "--weights needs a value");
-            weights = v;
-            continue;
-        }
-        if ((got = sh_cli_take_value(argc, argv, &i, "--seed", &v)) != 0) {
-            if (got < 0) return sh_cli_usage_error("generate", "--seed needs a value");
-            seed = v;
-            continue;
-        }
-        if ((got = sh_cli_take_value(argc, argv, &i, "--length", &v)) != 0) {
-            if (got < 0 || !sh_cli_parse_i64(v, 0, 1L << 40, &length))
-                return sh_cli_usage_error("generate", "--length needs an integer >= 0");
-            continue;
-        }
-        if ((got = sh_cli_take_value(argc, argv, &i, "--sample-seed", &v)) != 0) {
-            if (got < 0 || !sh_cli_parse_i64(v, 0, INT64_MAX, &sample_seed))
-                return sh_cli_usage_error("generate", "--sample-seed needs an integer >= 0");
-            continue;
-        }
-        if ((got = sh_cli_take_value(argc, argv, &i, "--threads", &v)) != 0) {
-            if (got < 0 || !sh_cli_parse_int(v, 1, 1024, &threads))
-                return sh_cli_usage_error("generate", "--threads needs an integer in 1..1024");
-            continue;
-        }
-        if ((got = sh_cli_take_value(argc, argv, &i, "--temperature", &v)) != 0) {
-            char *end = NULL;
-            temperature = got < 0 ? 0 : strtod(v, &end);
-            if (got < 0 || !end || *end || !(temperature > 0) || temperature > 1e6)
-                return sh_cli_usage_error("generate", "--temperature needs a number above 0");
-            continue;
-        }
-        return sh_cli_usage_error("generate", "unknown option \"%s\"", a);
+        int got = sh_cli_take_value(argc, argv, &a.i, "--temperature", &v);
+        if (got == 0) return sh_cli_usage_error("generate", "unknown option \"%s\"", argv[a.i]);
+        char *end = NULL;
+        temperature = got < 0 ? 0 : strtod(v, &end);
+        if (got < 0 || !end || *end || !(temperature > 0) || temperature > 1e6)
+            return sh_cli_usage_error("generate", "--temperature needs a number above 0");
     }
     if (!cfg) return sh_cli_usage_error("generate", "missing the model file CFG");
     if (!weights) return sh_cli_usage_error("generate", "missing --weights FILE");

@@ -246,40 +246,33 @@ int sh_cmd_plot(int argc, char **argv)
     double smooth_a = 0;
     int64_t lo = 0, hi = -1;
     int steps_given = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
+    sh_cli_args a = {"plot", argc, argv, 1, 0};
+    for (; a.i < argc; a.i++) {
+        const char *arg = argv[a.i], *v = NULL, *tag = NULL;
         int got;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(usage_text, stdout);
-            return SH_EXIT_OK;
-        }
-        if (!strcmp(a, "--bench")) {
+        if (sh_cli_help(&a, usage_text)) return SH_EXIT_OK;
+        if (!strcmp(arg, "--bench")) {
             bench = 1;
             continue;
         }
-        if ((got = sh_cli_take_value(argc, argv, &i, "-o", &v)) != 0 ||
-            (got = sh_cli_take_value(argc, argv, &i, "--output", &v)) != 0) {
+        if ((got = sh_cli_take_value(argc, argv, &a.i, "-o", &v)) != 0 ||
+            (got = sh_cli_take_value(argc, argv, &a.i, "--output", &v)) != 0) {
             if (got < 0) return sh_cli_usage_error("plot", "-o needs a file name");
             out = v;
             continue;
         }
-        if ((got = sh_cli_take_value(argc, argv, &i, "--timeline", &v)) != 0) {
-            if (got < 0) return sh_cli_usage_error("plot", "--timeline needs a trace file");
-            timeline = v;
+        if (sh_cli_flag_str(&a, "--timeline", "a trace file", &timeline) ||
+            sh_cli_flag_str(&a, "--title", "a value", &title)) {
+            if (a.bad) return SH_EXIT_USAGE;
             continue;
         }
-        if ((got = sh_cli_take_value(argc, argv, &i, "--title", &v)) != 0) {
-            if (got < 0) return sh_cli_usage_error("plot", "--title needs a value");
-            title = v;
-            continue;
-        }
-        if ((got = sh_cli_take_value(argc, argv, &i, "--tag", &v)) != 0) {
-            if (got < 0) return sh_cli_usage_error("plot", "--tag needs a TensorBoard tag");
+        if (sh_cli_flag_str(&a, "--tag", "a TensorBoard tag", &tag)) {
+            if (a.bad) return SH_EXIT_USAGE;
             if (ntags == MAX_TAGS) return sh_cli_usage_error("plot", "at most %d --tag panels", MAX_TAGS);
-            tags[ntags++] = v;
+            tags[ntags++] = tag;
             continue;
         }
-        if ((got = sh_cli_take_value(argc, argv, &i, "--x", &v)) != 0) {
+        if ((got = sh_cli_take_value(argc, argv, &a.i, "--x", &v)) != 0) {
             if (got < 0) return sh_cli_usage_error("plot", "--x needs step, epoch or time");
             if (!strcmp(v, "step")) xa = X_STEP;
             else if (!strcmp(v, "epoch")) xa = X_EPOCH;
@@ -287,7 +280,7 @@ int sh_cmd_plot(int argc, char **argv)
             else return sh_cli_usage_error("plot", "--x \"%s\": use step, epoch or time", v);
             continue;
         }
-        if ((got = sh_cli_take_value(argc, argv, &i, "--smooth", &v)) != 0) {
+        if ((got = sh_cli_take_value(argc, argv, &a.i, "--smooth", &v)) != 0) {
             char *end = NULL;
             if (got < 0) return sh_cli_usage_error("plot", "--smooth needs a value in [0, 1)");
             smooth_a = strtod(v, &end);
@@ -295,15 +288,15 @@ int sh_cmd_plot(int argc, char **argv)
                 return sh_cli_usage_error("plot", "--smooth \"%s\": expected a number in [0, 1)", v);
             continue;
         }
-        if ((got = sh_cli_take_value(argc, argv, &i, "--steps", &v)) != 0) {
+        if ((got = sh_cli_take_value(argc, argv, &a.i, "--steps", &v)) != 0) {
             if (got < 0 || !parse_steps(v, &lo, &hi))
                 return sh_cli_usage_error("plot", "--steps \"%s\": expected A:B with 0 <= A < B, or A:", v ? v : "");
             steps_given = 1;
             continue;
         }
-        if (a[0] == '-' && a[1]) return sh_cli_usage_error("plot", "unknown option \"%s\"", a);
+        if (arg[0] == '-' && arg[1]) return sh_cli_usage_error("plot", "unknown option \"%s\"", arg);
         if (ninputs == MAX_INPUTS) return sh_cli_usage_error("plot", "at most %d inputs", MAX_INPUTS);
-        inputs[ninputs++] = argv[i];
+        inputs[ninputs++] = argv[a.i];
     }
     if (!sh_svg_path_ok(out))
         return sh_cli_usage_error("plot", "-o %s: charts are written as SVG; name the file *.svg", out);

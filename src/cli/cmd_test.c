@@ -17,7 +17,6 @@
 #include "data/data.h"
 #include "nn/net.h"
 #include "train/eval.h"
-#include "train/snapshot.h"
 
 static const char usage_text[] =
     "usage: shoal test CFG --weights FILE [options]\n"
@@ -47,8 +46,7 @@ static shoal_result run_test(const char *cfg, const char *weights, const char *d
     int32_t *y = NULL;
     SH_TRY_GOTO(sh_net_load(cfg, batch, 1, &net), rc, done);
     SH_TRY_GOTO(sh_net_check_trainable(net), rc, done);
-    sh_net_set_threads(net, threads);
-    SH_TRY_GOTO(sh_snapshot_load_weights(net, weights), rc, done);
+    SH_TRY_GOTO(sh_cli_net_weights(net, threads, weights), rc, done);
     struct stat st;
     int text = dir && stat(dir, &st) == 0 && S_ISREG(st.st_mode);
     if (text) /* a file: its held-out tail, as shoal train --data FILE.txt holds it out */
@@ -95,40 +93,18 @@ int sh_cmd_test(int argc, char **argv)
 {
     const char *cfg = NULL, *weights = NULL, *dir = NULL;
     int batch = 0, threads = 0, json = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
-        int got;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(usage_text, stdout);
-            return SH_EXIT_OK;
-        }
-        if (!strcmp(a, "--json")) { json = 1; continue; }
-        if (a[0] != '-') {
-            if (cfg) return sh_cli_usage_error("test", "unexpected argument \"%s\"", a);
-            cfg = a;
+    sh_cli_args a = {"test", argc, argv, 1, 0};
+    for (; a.i < argc; a.i++) {
+        if (sh_cli_help(&a, usage_text)) return SH_EXIT_OK;
+        if (!strcmp(argv[a.i], "--json")) { json = 1; continue; }
+        if (sh_cli_arg_cfg(&a, &cfg) || sh_cli_flag_str(&a, "--weights", "a value", &weights) ||
+            sh_cli_flag_str(&a, "--data", "a value", &dir) ||
+            sh_cli_flag_int(&a, "--batch", 1, 1 << 20, &batch) ||
+            sh_cli_flag_int(&a, "--threads", 1, 1024, &threads)) {
+            if (a.bad) return SH_EXIT_USAGE;
             continue;
         }
-        if ((got = sh_cli_take_value(argc, argv, &i, "--weights", &v)) != 0) {
-            if (got < 0) return sh_cli_usage_error("test", "--weights needs a value");
-            weights = v;
-            continue;
-        }
-        if ((got = sh_cli_take_value(argc, argv, &i, "--data", &v)) != 0) {
-            if (got < 0) return sh_cli_usage_error("test", "--data needs a value");
-            dir = v;
-            continue;
-        }
-        if ((got = sh_cli_take_value(argc, argv, &i, "--batch", &v)) != 0) {
-            if (got < 0 || !sh_cli_parse_int(v, 1, 1 << 20, &batch))
-                return sh_cli_usage_error("test", "--batch needs an integer in 1..%d", 1 << 20);
-            continue;
-        }
-        if ((got = sh_cli_take_value(argc, argv, &i, "--threads", &v)) != 0) {
-            if (got < 0 || !sh_cli_parse_int(v, 1, 1024, &threads))
-                return sh_cli_usage_error("test", "--threads needs an integer in 1..1024");
-            continue;
-        }
-        return sh_cli_usage_error("test", "unknown option \"%s\"", a);
+        return sh_cli_usage_error("test", "unknown option \"%s\"", argv[a.i]);
     }
     if (!cfg) return sh_cli_usage_error("test", "missing the model file CFG");
     if (!weights) return sh_cli_usage_error("test", "missing --weights FILE");

@@ -11,7 +11,6 @@
 #include "base/util.h"
 #include "cli/cli.h"
 #include "nn/net.h"
-#include "train/snapshot.h"
 
 static const char usage_text[] =
     "usage: shoal time CFG [options]\n"
@@ -46,8 +45,7 @@ static shoal_result run_time(const time_opts *o)
     int32_t *y = NULL;
     double *layer_ms = NULL; /* (nlayers, 2): forward, backward sums */
     SH_TRY_GOTO(sh_net_load(o->cfg, o->batch, 1, &net), rc, done);
-    sh_net_set_threads(net, o->threads);
-    if (o->weights) SH_TRY_GOTO(sh_snapshot_load_weights(net, o->weights), rc, done);
+    SH_TRY_GOTO(sh_cli_net_weights(net, o->threads, o->weights), rc, done);
     int n = sh_net_batch(net), nin = sh_net_input_count(net), k = sh_net_nclasses(net);
     int nlayers = sh_net_nlayers(net);
     SH_TRY_GOTO(sh_alloc_aligned((size_t)n * (size_t)nin * sizeof(float), (void **)&x), rc, done);
@@ -113,41 +111,19 @@ done:
 int sh_cmd_time(int argc, char **argv)
 {
     time_opts o = {.iterations = 50};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
-        int got;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(usage_text, stdout);
-            return SH_EXIT_OK;
-        }
-        if (!strcmp(a, "--json")) { o.json = 1; continue; }
-        if (!strcmp(a, "--per-layer")) { o.per_layer = 1; continue; }
-        if (a[0] != '-') {
-            if (o.cfg) return sh_cli_usage_error("time", "unexpected argument \"%s\"", a);
-            o.cfg = a;
+    sh_cli_args a = {"time", argc, argv, 1, 0};
+    for (; a.i < argc; a.i++) {
+        if (sh_cli_help(&a, usage_text)) return SH_EXIT_OK;
+        if (!strcmp(argv[a.i], "--json")) { o.json = 1; continue; }
+        if (!strcmp(argv[a.i], "--per-layer")) { o.per_layer = 1; continue; }
+        if (sh_cli_arg_cfg(&a, &o.cfg) || sh_cli_flag_str(&a, "--weights", "a file", &o.weights) ||
+            sh_cli_flag_int(&a, "--batch", 1, 1 << 20, &o.batch) ||
+            sh_cli_flag_int(&a, "--iterations", 1, 1000000, &o.iterations) ||
+            sh_cli_flag_int(&a, "--threads", 1, 1024, &o.threads)) {
+            if (a.bad) return SH_EXIT_USAGE;
             continue;
         }
-        if ((got = sh_cli_take_value(argc, argv, &i, "--weights", &v)) != 0) {
-            if (got < 0) return sh_cli_usage_error("time", "--weights needs a file");
-            o.weights = v;
-            continue;
-        }
-        if ((got = sh_cli_take_value(argc, argv, &i, "--batch", &v)) != 0) {
-            if (got < 0 || !sh_cli_parse_int(v, 1, 1 << 20, &o.batch))
-                return sh_cli_usage_error("time", "--batch needs an integer in 1..%d", 1 << 20);
-            continue;
-        }
-        if ((got = sh_cli_take_value(argc, argv, &i, "--iterations", &v)) != 0) {
-            if (got < 0 || !sh_cli_parse_int(v, 1, 1000000, &o.iterations))
-                return sh_cli_usage_error("time", "--iterations needs an integer in 1..1000000");
-            continue;
-        }
-        if ((got = sh_cli_take_value(argc, argv, &i, "--threads", &v)) != 0) {
-            if (got < 0 || !sh_cli_parse_int(v, 1, 1024, &o.threads))
-                return sh_cli_usage_error("time", "--threads needs an integer in 1..1024");
-            continue;
-        }
-        return sh_cli_usage_error("time", "unknown option \"%s\"", a);
+        return sh_cli_usage_error("time", "unknown option \"%s\"", argv[a.i]);
     }
     if (!o.cfg) return sh_cli_usage_error("time", "missing the model file CFG");
     if (!o.threads) o.threads = sh_cli_threads(0);

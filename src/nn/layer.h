@@ -79,6 +79,7 @@ struct sh_layer {
     int reverse, extra;             /* reorg */
     int flip;                       /* crop */
     int steps, hidden;              /* recurrent: T (rows are (T, streams)), state width */
+    int ngates;                     /* gated recurrent ([gru], [lstm]): gates per unit */
     int cur_step;                   /* recurrent: the time step a per-step split works on */
     int input_onehot;               /* recurrent: this pass's input rows are one-hot */
     int stage;                      /* stage=K: its pipeline stage; -1: not placed */

@@ -9,7 +9,8 @@
  * the three recurrent products of a step are one (B, H) x (H, 3H) product.
  * Weights: Wx (3H, I), Wh (3H, H), bx (3H), bh (3H); gate rows in blocks of 16 units
  * (recurrent.h: sh_rnn_gate_col, gates r, z, n). Initialised uniform(±1/sqrt(H)) as PyTorch.
- * Not here: the layout helpers and fast σ/tanh (recurrent.h).
+ * Not here: the layout helpers and fast σ/tanh (recurrent.h), the order of the passes
+ * forward and through time (recurrent.c: sh_rnn_gated_*).
  * Proved by tests/nn/test_layer_rnn.c (finite differences; PyTorch's nn.GRU when present). */
 #include "base/err.h"
 #include "nn/gemm.h"
@@ -25,6 +26,7 @@ static shoal_result gru_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx
     size_t in = l->inputs, rows = (size_t)ctx->batch, streams = rows / (size_t)l->steps;
     size_t g = (size_t)NG * (size_t)h;
     l->hidden = h;
+    l->ngates = NG;
     l->out_shape = (sh_shape){h, 1, 1};
     l->w_off = 0;
     l->w_count = g * in + g * (size_t)h;
@@ -165,26 +167,6 @@ static void gru_step_forward(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
     }
 }
 
-static int chunk_rows(const sh_exec *x)
-{
-    int parts = x->nthreads == 1 ? 1 : 2 * x->nthreads;
-    return (x->nimg + parts - 1) / parts;
-}
-
-static void gru_forward(sh_layer *l, sh_exec *x)
-{
-    gru_view v = view(l, x);
-    double macs = (double)v.b * v.h * v.g; /* one step's product */
-    size_t bh = (size_t)v.b * v.h;
-    memcpy(v.h0, l->state, bh * sizeof(float));
-    l->input_onehot = l->src[0] < 0 && sh_rnn_onehot(l->in[0], v.rows, v.in, v.idx);
-    if (l->input_onehot) sh_rnn_transpose(v.wx, v.g, v.in, v.wt);
-    sh_exec_chunks(l, x, chunk_rows(x), gru_input_rows);
-    int nblk = sh_rnn_nblocks(v.h);
-    for (int t = 0; t < l->steps; t++) sh_rnn_split_step(l, x, t, nblk, macs, gru_step_forward);
-    memcpy(l->state, l->out + (size_t)(l->steps - 1) * bh, bh * sizeof(float));
-}
-
 static void gru_step_backward(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
 {
     (void)tid;
@@ -237,27 +219,26 @@ static void gru_param_grads(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
     sh_rnn_colsum(v.gh, v.rows, v.g, k0, k1, g + l->b_off + v.g + k0);
 }
 
-static void gru_input_delta(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
+static const sh_rnn_gated gru_passes = {gru_input_rows, gru_step_forward,
+                                          gru_step_backward, gru_step_carry,
+                                          gru_param_grads};
+
+static void gru_forward(sh_layer *l, sh_exec *x)
 {
-    (void)tid;
     gru_view v = view(l, x);
-    if (r1 <= r0) return;
-    sh_gemm(0, 0, r1 - r0, v.in, v.g, 1.0f, v.gx + (size_t)r0 * v.g, v.g, v.wx, v.in,
-            l->accum[0] ? 1.0f : 0.0f, l->in_delta[0] + (size_t)r0 * v.in, v.in);
+    size_t bh = (size_t)v.b * v.h;
+    memcpy(v.h0, l->state, bh * sizeof(float));
+    l->input_onehot = l->src[0] < 0 && sh_rnn_onehot(l->in[0], v.rows, v.in, v.idx);
+    if (l->input_onehot) sh_rnn_transpose(v.wx, v.g, v.in, v.wt);
+    sh_rnn_gated_forward(l, x, &gru_passes);
+    memcpy(l->state, l->out + (size_t)(l->steps - 1) * bh, bh * sizeof(float));
 }
 
 static void gru_backward(sh_layer *l, sh_exec *x)
 {
     gru_view v = view(l, x);
-    double macs = (double)v.b * v.h * v.g; /* one step's product */
     memset(v.dh, 0, (size_t)v.b * v.h * sizeof(float));
-    int nblk = sh_rnn_nblocks(v.h);
-    for (int t = l->steps - 1; t >= 0; t--) {
-        sh_rnn_split_step(l, x, t, nblk, macs, gru_step_backward);
-        if (t > 0) sh_rnn_split_step(l, x, t, v.h, macs, gru_step_carry);
-    }
-    sh_exec_split(l, x, v.g, gru_param_grads);
-    if (l->in_delta[0]) sh_exec_chunks(l, x, chunk_rows(x), gru_input_delta);
+    sh_rnn_gated_backward(l, x, &gru_passes);
 }
 
 const sh_layer_ops sh_gru_ops = {

@@ -9,7 +9,8 @@
  * units (recurrent.h: sh_rnn_gate_col, gates i, f, g, o). Initialised uniform(±1/sqrt(H)) as
  * PyTorch. Cost per batch: one (TB, I) x (I, 4H) product for every step's input part, then
  * per step one (B, H) x (H, 4H) product split by gate blocks across the threads.
- * Not here: the layout helpers and fast σ/tanh (recurrent.h), the text data (src/data/text.c).
+ * Not here: the layout helpers and fast σ/tanh (recurrent.h), the order of the passes
+ * forward and through time (recurrent.c: sh_rnn_gated_*), the text data (src/data/text.c).
  * Proved by tests/nn/test_layer_rnn.c (finite differences; PyTorch's nn.LSTM when present). */
 #include "base/err.h"
 #include "nn/gemm.h"
@@ -25,6 +26,7 @@ static shoal_result lstm_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ct
     size_t in = l->inputs, rows = (size_t)ctx->batch, streams = rows / (size_t)l->steps;
     size_t g = (size_t)NG * (size_t)h;
     l->hidden = h;
+    l->ngates = NG;
     l->out_shape = (sh_shape){h, 1, 1};
     l->w_off = 0;
     l->w_count = g * in + g * (size_t)h;
@@ -163,33 +165,6 @@ static void lstm_step_forward(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
     }
 }
 
-static int chunk_rows(const sh_exec *x)
-{
-    int parts = x->nthreads == 1 ? 1 : 2 * x->nthreads;
-    return (x->nimg + parts - 1) / parts;
-}
-
-static void lstm_forward(sh_layer *l, sh_exec *x)
-{
-    lstm_view v = view(l, x);
-    double macs = (double)v.b * v.h * v.g; /* one step's product */
-    size_t bh = (size_t)v.b * v.h;
-    memcpy(v.h0, l->state, bh * sizeof(float));
-    memcpy(v.c0, l->state + (size_t)(x->batch / l->steps) * v.h, bh * sizeof(float));
-    l->input_onehot = l->src[0] < 0 && sh_rnn_onehot(l->in[0], v.rows, v.in, v.idx);
-    if (l->input_onehot) sh_rnn_transpose(v.wx, v.g, v.in, v.wt);
-    sh_exec_chunks(l, x, chunk_rows(x), lstm_input_rows);
-    int nblk = sh_rnn_nblocks(v.h);
-    for (int t = 0; t < l->steps; t++) sh_rnn_split_step(l, x, t, nblk, macs, lstm_step_forward);
-    /* the last step's h and c start the next batch */
-    size_t last = (size_t)(l->steps - 1) * v.b;
-    memcpy(l->state, l->out + last * v.h, bh * sizeof(float));
-    float *cstate = l->state + (size_t)(x->batch / l->steps) * v.h;
-    for (int b = 0; b < v.b; b++)
-        memcpy(cstate + (size_t)b * v.h, l->keep + (last + b) * l->keep_count + v.g,
-               (size_t)v.h * sizeof(float));
-}
-
 /* Step t, gate blocks [k0, k1): gradients of the gates' pre-activations from dL/dh (from
  * above and from step t+1) and dL/dc (from step t+1). */
 static void lstm_step_backward(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
@@ -249,28 +224,34 @@ static void lstm_param_grads(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
     memcpy(gbh, gbx, (size_t)nk * sizeof(float));
 }
 
-static void lstm_input_delta(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
+static const sh_rnn_gated lstm_passes = {lstm_input_rows, lstm_step_forward,
+                                           lstm_step_backward, lstm_step_carry,
+                                           lstm_param_grads};
+
+static void lstm_forward(sh_layer *l, sh_exec *x)
 {
-    (void)tid;
     lstm_view v = view(l, x);
-    if (r1 <= r0) return;
-    sh_gemm(0, 0, r1 - r0, v.in, v.g, 1.0f, v.gates + (size_t)r0 * v.g, v.g, v.wx, v.in,
-            l->accum[0] ? 1.0f : 0.0f, l->in_delta[0] + (size_t)r0 * v.in, v.in);
+    size_t bh = (size_t)v.b * v.h;
+    memcpy(v.h0, l->state, bh * sizeof(float));
+    memcpy(v.c0, l->state + (size_t)(x->batch / l->steps) * v.h, bh * sizeof(float));
+    l->input_onehot = l->src[0] < 0 && sh_rnn_onehot(l->in[0], v.rows, v.in, v.idx);
+    if (l->input_onehot) sh_rnn_transpose(v.wx, v.g, v.in, v.wt);
+    sh_rnn_gated_forward(l, x, &lstm_passes);
+    /* the last step's h and c start the next batch */
+    size_t last = (size_t)(l->steps - 1) * v.b;
+    memcpy(l->state, l->out + last * v.h, bh * sizeof(float));
+    float *cstate = l->state + (size_t)(x->batch / l->steps) * v.h;
+    for (int b = 0; b < v.b; b++)
+        memcpy(cstate + (size_t)b * v.h, l->keep + (last + b) * l->keep_count + v.g,
+               (size_t)v.h * sizeof(float));
 }
 
 static void lstm_backward(sh_layer *l, sh_exec *x)
 {
     lstm_view v = view(l, x);
-    double macs = (double)v.b * v.h * v.g; /* one step's product */
     memset(v.dh, 0, (size_t)v.b * v.h * sizeof(float));
     memset(v.dc, 0, (size_t)v.b * v.h * sizeof(float));
-    int nblk = sh_rnn_nblocks(v.h);
-    for (int t = l->steps - 1; t >= 0; t--) {
-        sh_rnn_split_step(l, x, t, nblk, macs, lstm_step_backward);
-        if (t > 0) sh_rnn_split_step(l, x, t, v.h, macs, lstm_step_carry);
-    }
-    sh_exec_split(l, x, v.g, lstm_param_grads);
-    if (l->in_delta[0]) sh_exec_chunks(l, x, chunk_rows(x), lstm_input_delta);
+    sh_rnn_gated_backward(l, x, &lstm_passes);
 }
 
 const sh_layer_ops sh_lstm_ops = {

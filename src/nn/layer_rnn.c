@@ -217,12 +217,6 @@ static void rnn_step_forward(sh_layer *l, sh_exec *x, int tid, int j0, int j1)
     }
 }
 
-static int chunk_rows(const sh_exec *x)
-{
-    int parts = x->nthreads == 1 ? 1 : 2 * x->nthreads;
-    return (x->nimg + parts - 1) / parts;
-}
-
 static void rnn_forward(sh_layer *l, sh_exec *x)
 {
     rnn_view v = view(l, x);
@@ -231,10 +225,10 @@ static void rnn_forward(sh_layer *l, sh_exec *x)
     memcpy(v.s0, l->state, bh * sizeof(float));
     l->input_onehot = l->src[0] < 0 && sh_rnn_onehot(l->in[0], v.rows, v.in, v.idx);
     if (l->input_onehot) sh_rnn_transpose(v.win, v.h, v.in, v.wt);
-    sh_exec_chunks(l, x, chunk_rows(x), rnn_input_rows);
+    sh_exec_chunks(l, x, sh_rnn_chunk_rows(x), rnn_input_rows);
     if (l->batch_normalize) sh_exec_split(l, x, v.h, rnn_input_bn);
     for (int t = 0; t < l->steps; t++) sh_rnn_split_step(l, x, t, v.h, macs, rnn_step_forward);
-    sh_exec_chunks(l, x, chunk_rows(x), rnn_output_rows);
+    sh_exec_chunks(l, x, sh_rnn_chunk_rows(x), rnn_output_rows);
     if (l->batch_normalize) sh_exec_split(l, x, v.k, rnn_output_bn);
     const float *last = l->keep + (size_t)(l->steps - 1) * v.b * v.kc + 2 * v.h;
     for (int b = 0; b < v.b; b++)
@@ -366,13 +360,13 @@ static void rnn_backward(sh_layer *l, sh_exec *x)
         memset(x->grad[0] + l->s_off, 0, l->s_count * sizeof(float));
         sh_exec_split(l, x, v.k, rnn_output_bn_back);
     }
-    sh_exec_chunks(l, x, chunk_rows(x), rnn_output_back);
+    sh_exec_chunks(l, x, sh_rnn_chunk_rows(x), rnn_output_back);
     for (int t = l->steps - 1; t >= 0; t--) {
         sh_rnn_split_step(l, x, t, v.h, macs, rnn_step_backward);
         if (t > 0) sh_rnn_split_step(l, x, t, v.h, macs, rnn_step_carry);
     }
     sh_exec_split(l, x, 2 * v.h + v.k, rnn_param_grads);
-    if (l->in_delta[0]) sh_exec_chunks(l, x, chunk_rows(x), rnn_input_delta);
+    if (l->in_delta[0]) sh_exec_chunks(l, x, sh_rnn_chunk_rows(x), rnn_input_delta);
 }
 
 /* Darknet's .weights (parser.c save_weights_upto, RNN): its input, self and output connected

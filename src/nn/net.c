@@ -13,7 +13,8 @@
  * Parts and shares: a net may run only layers [lo, hi) (a pipeline stage: the others are
  * parsed but hold nothing) or hold a tensor-parallel share of split [connected] pairs; in
  * both, weights are drawn in the whole net's order, so they equal one process's.
- * Not here: the layers' math (layer_*.c), [net] keys (net_config.c), the optimizer.
+ * Not here: the layers' math (layer_*.c), [net] keys (net_config.c), the optimizer, where a
+ * net may be cut or split and the part and share constructors (net_part.c).
  * Proved by tests/nn/test_net.c, tests/nn/test_layer_*.c, tests/train/test_pipeline.c and
  * tests/train/test_tensor.c (parts and shares). */
 #include "nn/net.h"
@@ -30,62 +31,7 @@
 #include "base/util.h"
 #include "nn/gemm.h"
 #include "nn/layer.h"
-
-struct sh_net {
-    sh_cfg *cfg;
-    int own_cfg;
-    sh_net_config config;
-    int batch;
-    sh_shape input;
-    int steps;                /* [net] time_steps: rows of a batch are (T, streams) */
-    int nlayers;
-    int layer_capacity;       /* entries of layers (one per section after [net]) */
-    sh_layer *layers;
-    int softmax;              /* index of the layer whose output is the network's */
-    int has_softmax;          /* ... and it is a [softmax]: cross-entropy can train it */
-    int nclasses;
-    /* The part this net runs (a pipeline stage): layers [lo, hi). Layers outside it are
-     * parsed (shapes, costs) but hold no parameters, buffers or time. The whole net: 0,
-     * nlayers. */
-    int lo, hi;
-    size_t part_in_count;     /* C*H*W the part takes: the input, or layer lo-1's output */
-    int part_in_consumers;    /* layers of the part that read that input */
-    size_t scratch_params, scratch_stats; /* largest outside layer: its weights are drawn
-                                             there and dropped, keeping the seed's order */
-    /* Tensor parallelism: this rank's share of the split layers (sh_net_create_tensor). */
-    int tp_rank, tp_ranks;
-    const unsigned char *tp_roles; /* [nsections - 1] while parsing; NULL: none */
-    shoal_result (*sum)(void *ctx, float *buf, size_t count);
-    void *sum_ctx;
-
-    size_t nparams, nstats;
-    float *params, *grads, *stats;
-    int foreign_blocks;       /* params and grads belong to the caller (sh_net_use_blocks) */
-    int foreign_stats;        /* stats belong to the caller (sh_net_use_stats) */
-    sh_param_range *ranges;
-    int nranges;
-
-    float *arena;             /* outputs, deltas, kept values of every layer */
-    float *state;             /* recurrent layers' state carried between batches */
-    size_t nstate;
-    float *input_delta;       /* (N, input) */
-    int want_input_delta;
-    int *zero_before_backward; /* [nlayers]: 1 when several layers add into its delta */
-
-    int nthreads;
-    sh_pool *pool;
-    size_t ws_count;          /* per thread */
-    float *work_block;        /* nthreads * ws_count */
-    float *partial_block;     /* (nslots - 1) * nparams */
-    int nslots;               /* partial-gradient slots: 1, or 2 per thread */
-    float **grad_ptrs, **work_ptrs;
-
-    sh_rng rng;               /* dropout */
-    sh_exec exec;
-    const float *x;
-    int nimg, training;
-    int have_loss;
-};
+#include "nn/net_internal.h"
 
 /* ---- parallel helpers used by the layers ---- */
 
@@ -393,82 +339,19 @@ fail:
     return rc;
 }
 
-static shoal_result create_net(sh_cfg *cfg, int batch, int time_steps, uint64_t seed, int lo, int hi, int tp_rank,
-                               int tp_ranks, const unsigned char *tp_roles, sh_net **out);
-
 shoal_result sh_net_create(sh_cfg *cfg, int batch, uint64_t seed, sh_net **out)
 {
-    return create_net(cfg, batch, 0, seed, 0, -1, 0, 1, NULL, out);
+    return sh_net_build(cfg, batch, 0, seed, 0, -1, 0, 1, NULL, out);
 }
 
 shoal_result sh_net_create_steps(sh_cfg *cfg, int batch, int time_steps, uint64_t seed,
                                  sh_net **out)
 {
-    return create_net(cfg, batch, time_steps, seed, 0, -1, 0, 1, NULL, out);
+    return sh_net_build(cfg, batch, time_steps, seed, 0, -1, 0, 1, NULL, out);
 }
 
-/* The part's start must leave the later layers reading only the layer just before it (or
- * their own part's): sh_net_cut_ok. */
-static shoal_result check_part(sh_net *n, int lo, int hi)
-{
-    if (hi < 0) hi = n->nlayers;
-    if (lo < 0 || lo >= hi || hi > n->nlayers)
-        return SH_FAIL(SHOAL_ERR_INVALID, "%s: layers [%d, %d) are not a part of its %d layers",
-                       sh_cfg_path(n->cfg), lo, hi, n->nlayers);
-    /* Only the part's own start: what a cut at hi leaves unread is the next part's check
-     * (and a plan-only part, layers [0, 1), may end anywhere). */
-    if (lo > 0 && !sh_net_cut_ok(n, lo))
-        return SH_FAIL(SHOAL_ERR_INVALID, "%s:%d: the net cannot be cut before layer %d (%s): a "
-                       "later layer reads a layer before the cut; move the cut (stage=) elsewhere",
-                       sh_cfg_path(n->cfg), n->layers[lo].line, lo, n->layers[lo].name);
-    n->lo = lo;
-    n->hi = hi;
-    n->part_in_count = lo == 0 ? sh_shape_count(&n->input) : n->layers[lo - 1].outputs;
-    return SHOAL_OK;
-}
-
-int sh_net_cut_ok(const sh_net *n, int c)
-{
-    if (c <= 0 || c >= n->nlayers) return 0;
-    if (n->layers[c].alias_input) return 0;
-    for (int i = c; i < n->nlayers; i++)
-        for (int k = 0; k < n->layers[i].nsrc; k++)
-            if (n->layers[i].src[k] < c - 1) return 0;
-    return 1;
-}
-
-shoal_result sh_net_create_part(sh_cfg *cfg, int batch, uint64_t seed, int lo, int hi, sh_net **out)
-{
-    return create_net(cfg, batch, 0, seed, lo, hi, 0, 1, NULL, out);
-}
-
-shoal_result sh_net_create_tensor(sh_cfg *cfg, int batch, uint64_t seed, int rank, int ranks,
-                                  const unsigned char *roles, sh_net **out)
-{
-    return create_net(cfg, batch, 0, seed, 0, -1, rank, ranks, roles, out);
-}
-
-int sh_net_tp_pair_ok(const sh_net *n, int i, int ranks)
-{
-    if (i < 0 || i + 1 >= n->nlayers) return 0;
-    const sh_layer *a = &n->layers[i], *b = &n->layers[i + 1];
-    if (a->ops != &sh_dense_ops || b->ops != &sh_dense_ops) return 0;
-    if (a->batch_normalize || b->batch_normalize || a->out_shape.c % ranks) return 0;
-    if (b->src[0] != i) return 0;
-    /* the pair is a chain: nothing later reads a's input or a itself */
-    if (i + 1 < n->nlayers && !sh_net_cut_ok(n, i + 1)) return 0;
-    if (i + 2 < n->nlayers && !sh_net_cut_ok(n, i + 2)) return 0;
-    return 1;
-}
-
-void sh_net_set_sum(sh_net *n, shoal_result (*sum)(void *ctx, float *buf, size_t count), void *ctx)
-{
-    n->sum = sum;
-    n->sum_ctx = ctx;
-}
-
-static shoal_result create_net(sh_cfg *cfg, int batch, int time_steps, uint64_t seed, int lo, int hi, int tp_rank,
-                               int tp_ranks, const unsigned char *tp_roles, sh_net **out)
+shoal_result sh_net_build(sh_cfg *cfg, int batch, int time_steps, uint64_t seed, int lo, int hi,
+                          int tp_rank, int tp_ranks, const unsigned char *tp_roles, sh_net **out)
 {
     shoal_result rc = SHOAL_OK;
     sh_net *n = NULL;
@@ -502,7 +385,7 @@ static shoal_result create_net(sh_cfg *cfg, int batch, int time_steps, uint64_t 
     }
     SH_TRY_GOTO(parse_layers(n), rc, fail);
     n->tp_roles = NULL; /* the caller's; kept in the layers */
-    SH_TRY_GOTO(check_part(n, lo, hi), rc, fail);
+    SH_TRY_GOTO(sh_net_check_part(n, lo, hi), rc, fail);
     SH_TRY_GOTO(lay_out_blocks(n), rc, fail);
     SH_TRY_GOTO(lay_out_arena(n), rc, fail);
     for (int i = 0; i < n->nlayers; i++)

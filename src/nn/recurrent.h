@@ -5,7 +5,8 @@
  * as Darknet lays out time_steps x batch); H hidden units; a gate block is SH_RNN_BLOCK units
  * whose gates sit side by side in one row of the fused gate matrix, so a thread that owns a
  * block computes all of its gates with one product and updates those units alone.
- * Not here: each layer's equations (layer_rnn.c, layer_gru.c, layer_lstm.c).
+ * Not here: each layer's equations (layer_rnn.c, layer_gru.c, layer_lstm.c); the order of
+ * a gated layer's passes is here (sh_rnn_gated_forward, sh_rnn_gated_backward).
  * Proved by tests/nn/test_layer_rnn.c. */
 #ifndef SH_RECURRENT_H
 #define SH_RECURRENT_H
@@ -75,6 +76,37 @@ static inline void sh_rnn_split_step(sh_layer *l, sh_exec *x, int t, int count, 
     else
         sh_exec_split(l, x, count, fn);
 }
+
+/* Rows per chunk of the passes over all rows at once (input products, input gradients):
+ * two chunks per thread, one chunk when single-threaded. */
+static inline int sh_rnn_chunk_rows(const sh_exec *x)
+{
+    int parts = x->nthreads == 1 ? 1 : 2 * x->nthreads;
+    return (x->nimg + parts - 1) / parts;
+}
+
+/* A gated layer's ([gru], [lstm]) passes, run through sh_exec_* by the loops they share
+ * (sh_rnn_gated_forward, sh_rnn_gated_backward). The layer sets l->ngates; its gate matrix is
+ * (rows, ngates*H) in gate blocks, and backward leaves the gates' gradients there, at the
+ * start of l->cache, with Wx (ngates*H, I) at w_off. The step functions work on time step
+ * l->cur_step. */
+typedef struct {
+    sh_image_fn input_rows;    /* rows [r0, r1): the input part of the gates (X Wx^T + biases) */
+    sh_image_fn step_forward;  /* gate blocks [k0, k1): the recurrent part, then the cells */
+    sh_image_fn step_backward; /* gate blocks [k0, k1): the gates' gradients from dL/dh (and
+                                  dL/dc), from above and from the step after */
+    sh_image_fn step_carry;    /* columns [c0, c1) of dL/dh of the step before: dG_t Wh */
+    sh_image_fn param_grads;   /* gate rows [k0, k1): weight and bias gradients, all rows */
+} sh_rnn_gated;
+
+/* Forward: every step's input part at once, then the T steps in order. The caller loads the
+ * starting state before and saves the last step's after. */
+void sh_rnn_gated_forward(sh_layer *l, sh_exec *x, const sh_rnn_gated *g);
+/* Backward through time: the T steps last to first (each carrying dL/dh to the step before
+ * through the recurrent weights), then the parameters' gradients over all rows, then
+ * dL/dx = dG Wx when in_delta[0] wants it. The caller zeroes the carried gradients (dh, dc)
+ * before. */
+void sh_rnn_gated_backward(sh_layer *l, sh_exec *x, const sh_rnn_gated *g);
 
 /* out[k - k0] = sum over rows of g[r*ld + k] for k in [k0, k1) (bias gradients). */
 void sh_rnn_colsum(const float *g, int rows, int ld, int k0, int k1, float *out);

@@ -1,7 +1,8 @@
 /* test_tb_events.c — proves src/io/tb_events.c: the event file is a valid TFRecord stream
  * (lengths and masked CRC-32Cs check), the first Event holds file_version "brain.Event:2" and
- * each scalar decodes back to its tag, step, value and a current wall time. Decoded here by a
- * small independent reader (TensorBoard's own is not installed on the test machine). */
+ * each scalar decodes back to its tag, step, value and a current wall time. Decoded by the
+ * tests' independent reader, tests/lib/tfrecord.c (TensorBoard's own is not installed on the
+ * test machine). */
 #include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,129 +17,6 @@
 #include "lib/tfrecord.h"
 
 static char dir[64];
-
-typedef struct {
-    double wall_time;
-    int64_t step;
-    char file_version[64];
-    char tag[256];
-    float value;
-    int has_value;
-} event;
-
-static uint64_t le(const uint8_t *b, int n)
-{
-    uint64_t v = 0;
-    for (int i = n - 1; i >= 0; i--) v = v << 8 | b[i];
-    return v;
-}
-
-/* Independent masked CRC from its definition. */
-static uint32_t masked(const uint8_t *b, size_t n)
-{
-    uint32_t c = sh_crc32c(0, b, n);
-    return ((c >> 15) | (c << 17)) + 0xa282ead8u;
-}
-
-static int varint(const uint8_t *b, size_t n, size_t *pos, uint64_t *out)
-{
-    uint64_t v = 0;
-    for (int shift = 0; *pos < n && shift < 70; shift += 7) {
-        uint8_t byte = b[(*pos)++];
-        v |= (uint64_t)(byte & 0x7f) << shift;
-        if (!(byte & 0x80)) {
-            *out = v;
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* Decode a protobuf message calling back for each field; returns 0 on malformed input. */
-typedef int (*field_fn)(unsigned field, unsigned wire, uint64_t v, const uint8_t *p, size_t n,
-                        void *ctx);
-
-static int walk(const uint8_t *b, size_t n, field_fn fn, void *ctx)
-{
-    size_t pos = 0;
-    while (pos < n) {
-        uint64_t key, v = 0;
-        if (!varint(b, n, &pos, &key)) return 0;
-        unsigned field = (unsigned)(key >> 3), wire = key & 7;
-        const uint8_t *p = NULL;
-        size_t len = 0;
-        if (wire == 0) {
-            if (!varint(b, n, &pos, &v)) return 0;
-        } else if (wire == 1 || wire == 5) {
-            int w = wire == 1 ? 8 : 4;
-            if (pos + (size_t)w > n) return 0;
-            v = le(b + pos, w);
-            pos += (size_t)w;
-        } else if (wire == 2) {
-            if (!varint(b, n, &pos, &v) || v > n - pos) return 0;
-            p = b + pos, len = (size_t)v;
-            pos += len;
-        } else {
-            return 0;
-        }
-        if (!fn(field, wire, v, p, len, ctx)) return 0;
-    }
-    return 1;
-}
-
-static int on_value(unsigned field, unsigned wire, uint64_t v, const uint8_t *p, size_t n,
-                    void *ctx)
-{
-    event *e = ctx;
-    if (field == 1 && wire == 2 && n < sizeof e->tag) memcpy(e->tag, p, n), e->tag[n] = 0;
-    if (field == 2 && wire == 5) {
-        uint32_t bits = (uint32_t)v;
-        memcpy(&e->value, &bits, 4);
-        e->has_value = 1;
-    }
-    return 1;
-}
-static int on_summary(unsigned field, unsigned wire, uint64_t v, const uint8_t *p, size_t n,
-                      void *ctx)
-{
-    return field == 1 && wire == 2 ? walk(p, n, on_value, ctx) : 1;
-}
-static int on_event(unsigned field, unsigned wire, uint64_t v, const uint8_t *p, size_t n,
-                    void *ctx)
-{
-    event *e = ctx;
-    if (field == 1 && wire == 1) memcpy(&e->wall_time, &v, 8);
-    if (field == 2 && wire == 0) e->step = (int64_t)v;
-    if (field == 3 && wire == 2 && n < sizeof e->file_version)
-        memcpy(e->file_version, p, n), e->file_version[n] = 0;
-    if (field == 5 && wire == 2) return walk(p, n, on_summary, ctx);
-    return 1;
-}
-
-/* Read every record of the file; returns the count, or -1 when framing or a CRC is wrong. */
-static int read_events(const char *path, event *ev, int max)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return -1;
-    static uint8_t buf[1 << 16];
-    size_t n = fread(buf, 1, sizeof buf, f);
-    fclose(f);
-    size_t pos = 0;
-    int count = 0;
-    while (pos < n && count < max) {
-        if (n - pos < 12) return -1;
-        uint64_t len = le(buf + pos, 8);
-        if (masked(buf + pos, 8) != (uint32_t)le(buf + pos + 8, 4)) return -1;
-        pos += 12;
-        if (len > n - pos || n - pos - len < 4) return -1;
-        if (masked(buf + pos, (size_t)len) != (uint32_t)le(buf + pos + len, 4)) return -1;
-        memset(&ev[count], 0, sizeof ev[count]);
-        if (!walk(buf + pos, (size_t)len, on_event, &ev[count])) return -1;
-        count++;
-        pos += (size_t)len + 4;
-    }
-    return count;
-}
 
 static void masked_crc_follows_tfrecord_definition(void)
 {
@@ -174,16 +52,21 @@ static void scalars_read_back_with_tags_steps_and_values(void)
     CHECK_OK(sh_tb_scalar(tb, "neg", -3, -1e-7f));
     CHECK_RC(sh_tb_scalar(tb, "", 0, 0.f), SHOAL_ERR_INVALID);
     /* records are visible before close (TensorBoard reads live runs) */
-    event ev[16];
-    CHECK(read_events(path, ev, 16) == 12, "12 records before close, got %d",
-          read_events(path, ev, 16));
+    tbr_event *ev = NULL;
+    char err[256] = "";
+    int n = tbr_read_file(path, &ev, err, sizeof err);
+    CHECK(n == 12, "12 records before close, got %d (%s)", n, err);
+    free(ev);
     char saved[512];
     snprintf(saved, sizeof saved, "%s", path);
     sh_tb_close(tb);
     double after = real_now() + 1;
-    int n = read_events(saved, ev, 16);
-    CHECK(n == 12, "records %d", n);
-    if (n != 12) return;
+    n = tbr_read_file(saved, &ev, err, sizeof err);
+    CHECK(n == 12, "records %d (%s)", n, err);
+    if (n != 12) {
+        free(ev);
+        return;
+    }
     CHECK(strcmp(ev[0].file_version, "brain.Event:2") == 0, "version \"%s\"", ev[0].file_version);
     /* Every TensorFlow event file starts with these 12 bytes: length 24 (wall_time 9 bytes,
      * file_version 15) and its masked CRC, 0x224b7fa3. */
@@ -198,7 +81,7 @@ static void scalars_read_back_with_tags_steps_and_values(void)
           got[0], got[1], got[8]);
     int ok = 1;
     for (int s = 0; s < 5; s++) {
-        event *l = &ev[1 + 2 * s], *a = &ev[2 + 2 * s];
+        const tbr_event *l = &ev[1 + 2 * s], *a = &ev[2 + 2 * s];
         ok &= strcmp(l->tag, "train/loss") == 0 && l->step == s * 100 && l->has_value &&
               l->value == 2.5f / (float)(s + 1);
         ok &= strcmp(a->tag, "train/accuracy") == 0 && a->step == s * 100 &&
@@ -210,6 +93,7 @@ static void scalars_read_back_with_tags_steps_and_values(void)
     int times = 1;
     for (int i = 0; i < n; i++) times &= ev[i].wall_time >= before && ev[i].wall_time <= after;
     CHECK(times, "wall times are now (%f)", ev[0].wall_time);
+    free(ev);
 }
 
 static void two_writers_in_one_second_get_two_files(void)

@@ -1,7 +1,8 @@
 /* tfrecord.h — a reader of TensorBoard event files for tests, written from the formats'
  * specifications (TFRecord framing with masked CRC-32C; the Event, Summary and
  * HistogramProto protobuf messages) without shoal's code: its own CRC-32C, varints and
- * fields. Not here: writing (src/io/tb_events.c). Used by tests/cli/test_train_logdir.c. */
+ * fields. Not here: writing (src/io/tb_events.c). Used by tests/cli/test_train_logdir.c and
+ * tests/io/test_tb_events.c. */
 #ifndef SH_TEST_TFRECORD_H
 #define SH_TEST_TFRECORD_H
 

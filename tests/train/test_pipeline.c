@@ -14,6 +14,7 @@
 
 #include "check.h"
 #include "lib/ranks.h"
+#include "lib/reference.h"
 #include "nn/net.h"
 #include "shoal/comm.h"
 #include "train/strategy_pipeline.h"
@@ -70,16 +71,6 @@ typedef struct {
     const char *resume, *save; /* NULL: none */
 } pipe_arg;
 
-static double rel_diff(const float *p, const float *q, size_t n)
-{
-    double diff = 0, norm = 0;
-    for (size_t i = 0; i < n; i++) {
-        diff += ((double)p[i] - q[i]) * ((double)p[i] - q[i]);
-        norm += (double)q[i] * q[i];
-    }
-    return sqrt(diff / (norm > 0 ? norm : 1));
-}
-
 /* Every rank trains its stage, then compares its parameters (and, after the run, the
  * accuracy every stage reports) with one process trained on the whole batch. */
 static void exact_job(shoal_comm *c, void *arg)
@@ -112,8 +103,7 @@ static void exact_job(shoal_comm *c, void *arg)
     ro.eval_each_epoch = 1;
     sh_trainer *ref = NULL;
     sh_train_report rr;
-    CHECK(sh_trainer_create(&ro, &ref) == SHOAL_OK && sh_trainer_run(ref, &rr) == SHOAL_OK, "%s",
-          shoal_last_error_message());
+    CHECK(sh_test_train_one(&ro, &ref, &rr) == SHOAL_OK, "%s", shoal_last_error_message());
     sh_net *mine = sh_trainer_net(t), *whole = sh_trainer_net(ref);
     int lo, hi;
     sh_net_part(mine, &lo, &hi);
@@ -128,7 +118,7 @@ static void exact_job(shoal_comm *c, void *arg)
           r, sh_net_nparams(mine), lo, hi - 1, total);
     CHECK(sh_net_nparams(mine) < sh_net_nparams(whole), "rank %d holds all %zu parameters", r,
           sh_net_nparams(whole));
-    double rel = rel_diff(sh_net_params(mine), sh_net_params(whole) + off, sh_net_nparams(mine));
+    double rel = sh_test_rel_diff(sh_net_params(mine), sh_net_params(whole) + off, sh_net_nparams(mine));
     CHECK(rel < 1e-5, "rank %d (stage %d, layers %d-%d): %.3g relative to one process after %lld steps",
           r, r % a->stages, lo, hi - 1, rel, (long long)a->steps);
     CHECK(rel > 0 || a->micro == 1 || sh_net_nparams(mine) == 0, "rank %d: bitwise equal to one process: were the micro-batches split?", r);
@@ -174,8 +164,7 @@ static void t_checkpoints_cross_layouts(void)
     opts_for(&so, adam_cfg, GLOBAL_BATCH, STEPS / 2);
     so.save_path = ckpt_one;
     sh_trainer *t = NULL;
-    CHECK(sh_trainer_create(&so, &t) == SHOAL_OK && sh_trainer_run(t, NULL) == SHOAL_OK, "%s",
-          shoal_last_error_message());
+    CHECK(sh_test_train_one(&so, &t, NULL) == SHOAL_OK, "%s", shoal_last_error_message());
     sh_trainer_destroy(t);
     pipe_arg resume = {adam_cfg, 2, 4, STEPS, ckpt_one, NULL};
     RUN_RANKS(2, &o, exact_job, &resume);
@@ -184,21 +173,13 @@ static void t_checkpoints_cross_layouts(void)
     RUN_RANKS(2, &o, exact_job, &first);
     sh_train_opts ro;
     opts_for(&ro, adam_cfg, GLOBAL_BATCH, STEPS);
-    ro.resume_path = ckpt_pipe;
-    sh_trainer *back = NULL, *whole = NULL;
-    CHECK(sh_trainer_create(&ro, &back) == SHOAL_OK && sh_trainer_run(back, NULL) == SHOAL_OK, "%s",
-          shoal_last_error_message());
-    opts_for(&ro, adam_cfg, GLOBAL_BATCH, STEPS);
-    CHECK(sh_trainer_create(&ro, &whole) == SHOAL_OK && sh_trainer_run(whole, NULL) == SHOAL_OK, "%s",
-          shoal_last_error_message());
-    if (back && whole) {
-        sh_net *a = sh_trainer_net(back), *b = sh_trainer_net(whole);
-        CHECK(sh_trainer_steps_done(back) == STEPS, "resumed run ended at %lld", (long long)sh_trainer_steps_done(back));
-        double rel = rel_diff(sh_net_params(a), sh_net_params(b), sh_net_nparams(b));
-        CHECK(rel < 1e-5, "pipeline checkpoint resumed in one process: %.3g relative", rel);
-    }
-    sh_trainer_destroy(back);
-    sh_trainer_destroy(whole);
+    double rel = 0;
+    int64_t done = 0;
+    shoal_result rc = sh_test_resume_one(&ro, ckpt_pipe, &rel, &done);
+    CHECK(rc == SHOAL_OK, "%s", shoal_last_error_message());
+    if (rc != SHOAL_OK) return;
+    CHECK(done == STEPS, "resumed run ended at %lld", (long long)done);
+    CHECK(rel < 1e-5, "pipeline checkpoint resumed in one process: %.3g relative", rel);
 }
 
 static void t_two_stages_two_replicas_match(void)

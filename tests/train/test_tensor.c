@@ -10,6 +10,7 @@
 
 #include "check.h"
 #include "lib/ranks.h"
+#include "lib/reference.h"
 #include "nn/net.h"
 #include "shoal/comm.h"
 #include "train/strategy_tensor.h"
@@ -95,8 +96,7 @@ static void exact_job(shoal_comm *c, void *arg)
     opts_for(&ro, cfg, STEPS);
     sh_trainer *ref = NULL;
     sh_train_report rr;
-    CHECK(sh_trainer_create(&ro, &ref) == SHOAL_OK && sh_trainer_run(ref, &rr) == SHOAL_OK, "%s",
-          shoal_last_error_message());
+    CHECK(sh_test_train_one(&ro, &ref, &rr) == SHOAL_OK, "%s", shoal_last_error_message());
     if (!t || !ref) goto done;
     sh_net *mine = sh_trainer_net(t), *whole = sh_trainer_net(ref);
     CHECK(sh_net_nparams(mine) < sh_net_nparams(whole), "rank %d holds %zu of %zu parameters", r,
@@ -198,8 +198,7 @@ static void t_checkpoints_cross_layouts(void)
     opts_for(&so, adam_cfg, STEPS / 2);
     so.save_path = ckpt_one;
     sh_trainer *t = NULL;
-    CHECK(sh_trainer_create(&so, &t) == SHOAL_OK && sh_trainer_run(t, NULL) == SHOAL_OK, "%s",
-          shoal_last_error_message());
+    CHECK(sh_test_train_one(&so, &t, NULL) == SHOAL_OK, "%s", shoal_last_error_message());
     sh_trainer_destroy(t);
     tp_arg resume = {adam_cfg, ckpt_one, NULL, 0};
     RUN_RANKS(4, &o, exact_job, &resume);
@@ -208,26 +207,13 @@ static void t_checkpoints_cross_layouts(void)
     RUN_RANKS(2, &o, exact_job, &first);
     sh_train_opts ro;
     opts_for(&ro, adam_cfg, STEPS);
-    ro.resume_path = ckpt_tp;
-    sh_trainer *back = NULL, *whole = NULL;
-    CHECK(sh_trainer_create(&ro, &back) == SHOAL_OK && sh_trainer_run(back, NULL) == SHOAL_OK, "%s",
-          shoal_last_error_message());
-    opts_for(&ro, adam_cfg, STEPS);
-    CHECK(sh_trainer_create(&ro, &whole) == SHOAL_OK && sh_trainer_run(whole, NULL) == SHOAL_OK, "%s",
-          shoal_last_error_message());
-    if (back && whole) {
-        const float *p = sh_net_params(sh_trainer_net(back)), *q = sh_net_params(sh_trainer_net(whole));
-        double diff = 0, norm = 0;
-        for (size_t i = 0; i < sh_net_nparams(sh_trainer_net(whole)); i++) {
-            diff += ((double)p[i] - q[i]) * ((double)p[i] - q[i]);
-            norm += (double)q[i] * q[i];
-        }
-        double rel = sqrt(diff / norm);
-        CHECK(rel < 1e-5, "tensor-parallel checkpoint resumed in one process: %.3g relative", rel);
-        CHECK(rel > 0, "bitwise equal: did the first half run split?");
-    }
-    sh_trainer_destroy(back);
-    sh_trainer_destroy(whole);
+    double rel = 0;
+    int64_t done = 0;
+    shoal_result rc = sh_test_resume_one(&ro, ckpt_tp, &rel, &done);
+    CHECK(rc == SHOAL_OK, "%s", shoal_last_error_message());
+    if (rc != SHOAL_OK) return;
+    CHECK(rel < 1e-5, "tensor-parallel checkpoint resumed in one process: %.3g relative", rel);
+    CHECK(rel > 0, "bitwise equal: did the first half run split?");
 }
 
 static void refused_job(shoal_comm *c, void *arg)

@@ -1,0 +1,68 @@
+/* net_part.c — the parts and shares of a net: a pipeline stage (layers [lo, hi), and where
+ * a net may be cut) and a tensor-parallel rank's share of split [connected] pairs (which
+ * pairs may be split, the sum hook over the ranks).
+ * Not here: building the blocks and the passes (net.c), the stages' and ranks' traffic
+ * (src/train/strategy_pipeline.c, strategy_tensor.c).
+ * Proved by tests/train/test_pipeline.c and tests/train/test_tensor.c. */
+#include "base/err.h"
+#include "nn/net_internal.h"
+
+/* The part's start must leave the later layers reading only the layer just before it (or
+ * their own part's): sh_net_cut_ok. */
+shoal_result sh_net_check_part(sh_net *n, int lo, int hi)
+{
+    if (hi < 0) hi = n->nlayers;
+    if (lo < 0 || lo >= hi || hi > n->nlayers)
+        return SH_FAIL(SHOAL_ERR_INVALID, "%s: layers [%d, %d) are not a part of its %d layers",
+                       sh_cfg_path(n->cfg), lo, hi, n->nlayers);
+    /* Only the part's own start: what a cut at hi leaves unread is the next part's check
+     * (and a plan-only part, layers [0, 1), may end anywhere). */
+    if (lo > 0 && !sh_net_cut_ok(n, lo))
+        return SH_FAIL(SHOAL_ERR_INVALID, "%s:%d: the net cannot be cut before layer %d (%s): a "
+                       "later layer reads a layer before the cut; move the cut (stage=) elsewhere",
+                       sh_cfg_path(n->cfg), n->layers[lo].line, lo, n->layers[lo].name);
+    n->lo = lo;
+    n->hi = hi;
+    n->part_in_count = lo == 0 ? sh_shape_count(&n->input) : n->layers[lo - 1].outputs;
+    return SHOAL_OK;
+}
+
+int sh_net_cut_ok(const sh_net *n, int c)
+{
+    if (c <= 0 || c >= n->nlayers) return 0;
+    if (n->layers[c].alias_input) return 0;
+    for (int i = c; i < n->nlayers; i++)
+        for (int k = 0; k < n->layers[i].nsrc; k++)
+            if (n->layers[i].src[k] < c - 1) return 0;
+    return 1;
+}
+
+shoal_result sh_net_create_part(sh_cfg *cfg, int batch, uint64_t seed, int lo, int hi, sh_net **out)
+{
+    return sh_net_build(cfg, batch, 0, seed, lo, hi, 0, 1, NULL, out);
+}
+
+shoal_result sh_net_create_tensor(sh_cfg *cfg, int batch, uint64_t seed, int rank, int ranks,
+                                  const unsigned char *roles, sh_net **out)
+{
+    return sh_net_build(cfg, batch, 0, seed, 0, -1, rank, ranks, roles, out);
+}
+
+int sh_net_tp_pair_ok(const sh_net *n, int i, int ranks)
+{
+    if (i < 0 || i + 1 >= n->nlayers) return 0;
+    const sh_layer *a = &n->layers[i], *b = &n->layers[i + 1];
+    if (a->ops != &sh_dense_ops || b->ops != &sh_dense_ops) return 0;
+    if (a->batch_normalize || b->batch_normalize || a->out_shape.c % ranks) return 0;
+    if (b->src[0] != i) return 0;
+    /* the pair is a chain: nothing later reads a's input or a itself */
+    if (i + 1 < n->nlayers && !sh_net_cut_ok(n, i + 1)) return 0;
+    if (i + 2 < n->nlayers && !sh_net_cut_ok(n, i + 2)) return 0;
+    return 1;
+}
+
+void sh_net_set_sum(sh_net *n, shoal_result (*sum)(void *ctx, float *buf, size_t count), void *ctx)
+{
+    n->sum = sum;
+    n->sum_ctx = ctx;
+}

@@ -1,0 +1,44 @@
+/* reference.c — one process trained the plain way, for the parallel-training tests (see
+ * reference.h).
+ * Not here: the parallel runs compared with it (tests/train/test_pipeline.c, test_tensor.c).
+ * Proved through those tests: a wrong yardstick fails their comparisons. */
+#include "reference.h"
+
+#include <math.h>
+
+#include "nn/net.h"
+
+shoal_result sh_test_train_one(const sh_train_opts *o, sh_trainer **out, sh_train_report *rep)
+{
+    *out = NULL;
+    shoal_result rc = sh_trainer_create(o, out);
+    return rc == SHOAL_OK ? sh_trainer_run(*out, rep) : rc;
+}
+
+double sh_test_rel_diff(const float *p, const float *q, size_t count)
+{
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < count; i++) {
+        diff += ((double)p[i] - q[i]) * ((double)p[i] - q[i]);
+        norm += (double)q[i] * q[i];
+    }
+    return sqrt(diff / (norm > 0 ? norm : 1));
+}
+
+shoal_result sh_test_resume_one(const sh_train_opts *o, const char *ckpt, double *rel,
+                                int64_t *steps_done)
+{
+    sh_train_opts ro = *o;
+    sh_trainer *back = NULL, *whole = NULL;
+    ro.resume_path = ckpt;
+    shoal_result rc = sh_test_train_one(&ro, &back, NULL);
+    if (rc == SHOAL_OK) rc = sh_test_train_one(o, &whole, NULL);
+    if (rc == SHOAL_OK) {
+        sh_net *a = sh_trainer_net(back), *b = sh_trainer_net(whole);
+        *rel = sh_test_rel_diff(sh_net_params(a), sh_net_params(b), sh_net_nparams(b));
+        *steps_done = sh_trainer_steps_done(back);
+    }
+    sh_trainer_destroy(whole);
+    sh_trainer_destroy(back);
+    return rc;
+}
