@@ -519,6 +519,7 @@ shoal_result sh_strategy_hybrid_create(shoal_comm *c, const sh_hybrid_opts *o, s
     s->batch = p->b;
     s->step_comm = hy_step_comm;
     s->leads = hy_leads; /* checkpoints of the parts: rank 0 writes */
+    s->pass_takes_empty = 1; /* evaluation's collectives go on when the last batch leaves us none */
     (void)sh_net_stats(p->whole, &p->part.nstats_whole); /* the convolutional layers' only */
     p->part.contributes = rank == 0;
     p->part.carries_scalars = rank == 0;

@@ -173,6 +173,15 @@ static void run_scheme(sh_hybrid_scheme scheme)
 }
 
 static void t_broadcast_matches_one_process_on_2_3_4_ranks(void) { run_scheme(SH_HYBRID_BROADCAST); }
+
+/* A batch of 21 on 3 ranks: the test set's last batch (64 = 3 x 21 + 1) leaves two ranks no
+ * image, and evaluation still runs on all three. */
+static void t_evaluation_with_empty_shares(void)
+{
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
+    hy_arg a = {sgd_cfg, NULL, NULL, SH_HYBRID_VERTICAL, 21};
+    RUN_RANKS(3, &o, exact_job, &a);
+}
 static void t_vertical_matches_one_process_on_2_3_4_ranks(void) { run_scheme(SH_HYBRID_VERTICAL); }
 static void t_horizontal_matches_one_process_on_2_3_4_ranks(void) { run_scheme(SH_HYBRID_HORIZONTAL); }
 
@@ -268,6 +277,7 @@ int main(void)
     RUN(t_broadcast_matches_one_process_on_2_3_4_ranks);
     RUN(t_vertical_matches_one_process_on_2_3_4_ranks);
     RUN(t_horizontal_matches_one_process_on_2_3_4_ranks);
+    RUN(t_evaluation_with_empty_shares);
     RUN(t_checkpoints_cross_layouts);
     RUN(t_impossible_layouts_are_refused);
     tiny_remove_dir(dir);
