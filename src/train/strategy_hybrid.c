@@ -552,9 +552,12 @@ void sh_strategy_hybrid_describe(const sh_strategy *s, FILE *out)
     static const char *how[] = {"", "all to all at once (allgather), the connected part on the whole batch",
                                 "one rank's to all per chunk (broadcast), the next in flight",
                                 "a 1/N share of every rank's to all per chunk (allgather), the next in flight"};
-    fprintf(out, "hybrid (%s) on %d ranks: layers 0-%d data-parallel, %d of the batch's %d images per rank, "
+    char conv[32];
+    if (p->cut == 1) snprintf(conv, sizeof conv, "layer 0");
+    else snprintf(conv, sizeof conv, "layers 0-%d", p->cut - 1);
+    fprintf(out, "hybrid (%s) on %d ranks: %s data-parallel, %d of the batch's %d images per rank, "
             "gradients allreduced; layers %d-%d model-parallel on the whole batch\n", sh_hybrid_scheme_name(p->scheme),
-            p->N, p->cut - 1, p->b, p->B, p->cut, p->nlayers - 1);
+            p->N, conv, p->b, p->B, p->cut, p->nlayers - 1);
     for (int i = p->cut; i < p->nlayers; i++) {
         if (p->roles[i] != SH_TP_GATHER) continue;
         int K = p->outputs[i], lo = K / p->N, hi = (K + p->N - 1) / p->N;
