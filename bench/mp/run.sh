@@ -2,11 +2,17 @@
 # run.sh — model parallelism against one rank, one kernel thread per rank: a 2-stage
 # pipeline on 2 ranks (images/s, and each stage's measured bubble, its idle share of the
 # pass, against the 1F1B schedule's (S-1)/(M+S-1), for several micro-batch counts M), and
-# --tensor-parallel 2 on TP_MODEL (images/s, peak RSS per rank).
+# --tensor-parallel 2 on TP_MODEL (images/s, peak RSS per rank), and --hybrid on HY_MODEL
+# (an AlexNet-like net whose connected layers hold most weights) on HY_RANKS ranks: each
+# scheme beside data parallelism with the same global batch (--scaling strong), images/s and
+# the bytes a rank sends per step (data parallelism: 2(N-1)/N of the gradients).
 #
 #   bench/mp/run.sh            # REPS=3 STEPS=60 MICRO="1 2 4 8" MODEL=bench/mp/balanced.cfg
 #                              # TP_MODEL=examples/mlp-wide.cfg TP_STEPS=30
-#   REPS=1 STEPS=6 TP_STEPS=3 MICRO="2" bench/mp/run.sh     # a quick check that it runs
+#                              # HY_MODEL=examples/fc-heavy.cfg HY_RANKS=2 HY_STEPS=20
+#                              # HY_BATCH=64 HY_SCHEMES="broadcast vertical horizontal"
+#   REPS=1 STEPS=6 TP_STEPS=3 HY_STEPS=3 MICRO="2" bench/mp/run.sh  # a quick check that it runs
+#   ONLY=hybrid bench/mp/run.sh                                     # the hybrid table alone
 #
 # Runs are interleaved within each repetition so machine noise hits them alike; medians.
 set -euo pipefail
@@ -17,6 +23,12 @@ MICRO=${MICRO:-"1 2 4 8"}
 MODEL=${MODEL:-bench/mp/balanced.cfg}
 TP_MODEL=${TP_MODEL:-examples/mlp-wide.cfg}
 TP_STEPS=${TP_STEPS:-30}
+HY_MODEL=${HY_MODEL:-examples/fc-heavy.cfg}
+HY_RANKS=${HY_RANKS:-2}
+HY_STEPS=${HY_STEPS:-20}
+HY_BATCH=${HY_BATCH:-64}
+HY_SCHEMES=${HY_SCHEMES:-"broadcast vertical horizontal"}
+ONLY=${ONLY:-all}
 BUILD=${BUILD:-build}
 DATA=${SHOAL_DATA_DIR:-/usr/share/datasets/fashion-mnist}
 make -s -j2 BUILD="$BUILD" "$BUILD/shoal" >&2
@@ -31,7 +43,43 @@ rss_of() { grep -o '"peak_rss_mb":[0-9.]*' "$1" | head -1 | cut -d: -f2; }
 bubble_of() { grep -o '"bubble_share":[0-9.]*' "$1" | cut -d: -f2 | awk '{s+=$1; n++} END {printf "%.4f", n ? s/n : 0}'; }
 
 common=(--data "$DATA" --threads 1 --max-steps "$STEPS" --json --quiet)
-declare -A IPS BUB RSS
+declare -A IPS BUB RSS SENT
+# data parallelism's payload from its --profile line "(X MB)": a ring sends 2(N-1)/N of it
+dp_sent_of() { grep -o 'allreduce in flight [0-9.]* ms per step ([0-9.]* MB)' "$1" | grep -o '([0-9.]*' | tr -d '(' |
+               awk -v n="$HY_RANKS" '{printf "%.0f", $1 * 1e6 * 2 * (n - 1) / n}'; }
+sent_of() { grep -o '"bytes_sent_per_step":[0-9.]*' "$1" | head -1 | cut -d: -f2; }
+hybrid_reps() {
+    local r=$1 hy=(--data "$DATA" --threads 1 --max-steps "$HY_STEPS" --batch "$HY_BATCH" --json)
+    local log="$OUT/hy-dp.log"
+    OPENBLAS_NUM_THREADS=1 "$BUILD/shoal" train "$HY_MODEL" "${hy[@]}" -n "$HY_RANKS" --scaling strong --profile \
+        >"$log" 2>&1 || { echo "failed: $log" >&2; tail -3 "$log" >&2; exit 1; }
+    IPS[hydp]+="$(ips_of "$log") "; SENT[hydp]+="$(dp_sent_of "$log") "
+    echo "  rep $r: $(basename "$HY_MODEL") data parallel $(ips_of "$log") img/s" >&2
+    for sc in $HY_SCHEMES; do
+        log="$OUT/hy-$sc.log"
+        OPENBLAS_NUM_THREADS=1 "$BUILD/shoal" train "$HY_MODEL" "${hy[@]}" -n "$HY_RANKS" --hybrid "$sc" \
+            >"$log" 2>&1 || { echo "failed: $log" >&2; tail -3 "$log" >&2; exit 1; }
+        IPS[hy$sc]+="$(ips_of "$log") "; SENT[hy$sc]+="$(sent_of "$log") "
+        echo "  rep $r: hybrid $sc $(ips_of "$log") img/s, $(sent_of "$log") bytes sent per step" >&2
+    done
+}
+hybrid_table() {
+    echo
+    echo "$(basename "$HY_MODEL"), global batch $HY_BATCH on $HY_RANKS ranks, 1 thread per rank, medians of $REPS runs of $HY_STEPS steps"
+    printf "%-22s %12s %26s\n" "layout" "images/s" "MB sent per rank and step"
+    for k in dp $HY_SCHEMES; do
+        local ips sent name
+        ips=$(echo ${IPS[hy$k]} | tr ' ' '\n' | median)
+        sent=$(echo ${SENT[hy$k]} | tr ' ' '\n' | median)
+        name=$([ "$k" = dp ] && echo "data parallel" || echo "hybrid $k")
+        printf "%-22s %12.0f %26.2f\n" "$name" "$ips" "$(awk -v x="$sent" 'BEGIN {print x / 1e6}')"
+    done
+}
+if [ "$ONLY" = hybrid ]; then
+    for r in $(seq "$REPS"); do hybrid_reps "$r"; done
+    hybrid_table
+    exit 0
+fi
 for r in $(seq "$REPS"); do
     log="$OUT/one.log"
     OPENBLAS_NUM_THREADS=1 "$BUILD/shoal" train "$MODEL" "${common[@]}" >"$log" 2>&1 || { echo "failed: $log" >&2; tail -3 "$log" >&2; exit 1; }
@@ -53,6 +101,7 @@ for r in $(seq "$REPS"); do
     OPENBLAS_NUM_THREADS=1 "$BUILD/shoal" train "$TP_MODEL" "${tp[@]}" -n 2 --tensor-parallel 2 >"$log" 2>&1 || { echo "failed: $log" >&2; tail -3 "$log" >&2; exit 1; }
     IPS[tp2]+="$(ips_of "$log") "; RSS[tp2]+="$(rss_of "$log") "
     echo "  rep $r: $(basename "$TP_MODEL") one rank $(ips_of "$OUT/tp-one.log") img/s, tensor-parallel 2 $(ips_of "$log") img/s" >&2
+    hybrid_reps "$r"
 done
 
 one=$(echo ${IPS[one]} | tr ' ' '\n' | median)
@@ -76,3 +125,4 @@ printf "%-22s %12s %10s %22s\n" "layout" "images/s" "vs 1 rank" "peak RSS per ra
 printf "%-22s %12.0f %10s %22s\n" "1 rank" "$tp1" "1.00x" "$(echo ${RSS[tp1]} | tr ' ' '\n' | median)"
 printf "%-22s %12.0f %9.2fx %22s\n" "tensor-parallel 2" "$tp2" "$(awk -v a="$tp2" -v b="$tp1" 'BEGIN {print (b > 0 ? a / b : 0)}')" \
     "$(echo ${RSS[tp2]} | tr ' ' '\n' | median)"
+hybrid_table

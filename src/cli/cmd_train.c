@@ -65,7 +65,8 @@ static const char usage_text[] =
     "                     step, epoch, seconds, train_loss, test_accuracy, test_loss;\n"
     "                     `shoal plot FILE.json` draws it); on text also train_bpc,\n"
     "                     test_bpc, chars_per_s; compressed: compress, bytes_sent_per_step,\n"
-    "                     dense_bytes_per_step, compression_ratio, residual_norm\n"
+    "                     dense_bytes_per_step, compression_ratio, residual_norm; --hybrid:\n"
+    "                     hybrid, bytes_sent_per_step, activity_bytes_per_step, comm_ms\n"
     "  --quiet            no progress lines\n"
     "  -n N               train on N ranks of this machine (shoal starts them); under\n"
     "                     shoal launch, mpirun or srun the job's ranks are used instead\n"
@@ -80,7 +81,8 @@ static const char usage_text[] =
     "                     each allreduce starting while backward goes on\n"
     "  --profile          per-step times: data, forward, backward, waiting for the\n"
     "                     allreduce, optimizer, and the share of communication hidden;\n"
-    "                     with --pipeline per stage: forward, backward, bubble (idle), comm\n"
+    "                     with --pipeline per stage: forward, backward, bubble (idle), comm;\n"
+    "                     with --hybrid the bytes a rank sends per step\n"
     "  --pipeline S       pipeline parallelism: the layers cut into S stages (balanced by\n"
     "                     estimated cost, or by stage=K keys in the cfg), one rank each;\n"
     "                     -n N with N a multiple of S runs N/S replicas of the pipeline\n"
@@ -90,6 +92,13 @@ static const char usage_text[] =
     "                     the first by output columns, the second by input rows, one\n"
     "                     allreduce each way per pair; -n N with N a multiple of T runs N/T\n"
     "                     data-parallel replicas of the T ranks\n"
+    "  --hybrid SCHEME    with -n N: Krizhevsky's \"one weird trick\": the layers before the\n"
+    "                     first [connected] run data-parallel (each rank 1/N of the batch,\n"
+    "                     which is the global one), every [connected] layer is split by\n"
+    "                     outputs across the N ranks on the whole batch; SCHEME moves the\n"
+    "                     activities: broadcast (all to all at once), vertical (one rank's\n"
+    "                     per chunk, the next in flight) or horizontal (1/N of every rank's\n"
+    "                     per chunk, the next in flight; N x N divides the batch)\n"
     "  --compress C       with ranks: send compressed gradients; C is none (default,\n"
     "                     float32), fp16, bf16, 1bit (CNTK's 1-bit SGD), topk:F (the\n"
     "                     fraction F of largest entries, e.g. topk:0.01) or lowrank:R\n"
@@ -182,6 +191,15 @@ static void print_profile(const sh_job_report *jr)
         print_pipe_profile(jr);
         return;
     }
+    if (jr->has_hybrid_profile) {
+        const sh_hybrid_profile *h = &jr->hybrid_profile;
+        fprintf(stderr, "profile per step (ms): data %.2f, forward and backward %.2f, waiting for the "
+                "convolutional gradients %.2f, optimizer %.2f; communication %.2f ms per step, %.3f MB sent per "
+                "rank (%.3f MB of it activities and their gradients)\n", p->data * 1e3,
+                (p->forward + p->backward) * 1e3, p->comm_wait * 1e3, p->optimizer * 1e3, h->comm_s * 1e3,
+                h->sent_nbytes / 1e6, h->act_nbytes / 1e6);
+        return;
+    }
     double step = p->data + p->forward + p->backward + p->comm_wait + p->optimizer;
     if (!jr->has_dp_profile) { /* one process: nothing to wait for */
         fprintf(stderr, "profile per step (ms): data %.2f, forward %.2f, backward %.2f, optimizer %.2f, "
@@ -262,6 +280,7 @@ int sh_cmd_train(int argc, char **argv)
     int json = 0, ps = 0, timeline_steps = 0;
     int64_t time_limit = 0;
     long long stages = 0, micro = 0, tensor = 0;
+    const char *hybrid = NULL;
     const char *cfg = NULL;
     int64_t nranks = 0, nnodes = 0, node_rank = 0;
     const char *master_addr = NULL;
@@ -344,6 +363,7 @@ int sh_cmd_train(int argc, char **argv)
         STR_FLAG("--save-darknet", o->save_darknet_path)
         STR_FLAG("--logdir", o->logdir)
         STR_FLAG("--master-addr", master_addr)
+        STR_FLAG("--hybrid", hybrid)
         INT_FLAG("--nnodes", 1, 4096, nnodes)
         INT_FLAG("--node-rank", 0, 4095, node_rank)
         STR_FLAG("--timeline", jo.timeline_path)
@@ -387,8 +407,14 @@ int sh_cmd_train(int argc, char **argv)
         int code = check_sfb(cfg);
         if (code != SH_EXIT_OK) return code;
     }
+    if (hybrid && (ps || stages || tensor))
+        return sh_cli_usage_error("train", "--hybrid is its own layout (data-parallel convolutional layers, "
+                                  "model-parallel connected ones); leave out %s", ps ? "--ps" : stages ? "--pipeline"
+                                  : "--tensor-parallel");
+    if (hybrid && sh_hybrid_scheme_parse(hybrid, &jo.hybrid) != SHOAL_OK)
+        return sh_cli_usage_error("train", "%s", shoal_last_error_message());
     jo.layout = ps ? SH_LAYOUT_PARAM_SERVER : stages ? SH_LAYOUT_PIPELINE
-              : tensor > 1 ? SH_LAYOUT_TENSOR : SH_LAYOUT_DATA_PARALLEL;
+              : tensor > 1 ? SH_LAYOUT_TENSOR : hybrid ? SH_LAYOUT_HYBRID : SH_LAYOUT_DATA_PARALLEL;
     if (sh_job_check_compress(&jo) != SHOAL_OK) return sh_cli_usage_error("train", "%s", shoal_last_error_message());
     int in_job = sh_job_is_launched();
     if ((nnodes > 1 || node_rank > 0 || master_addr) && (nranks == 0 || in_job))
@@ -409,6 +435,9 @@ int sh_cmd_train(int argc, char **argv)
     if (tensor > 1 && !in_job && (nranks == 0 || nranks % tensor))
         return sh_cli_usage_error("train", "--tensor-parallel %lld runs on -n %lld ranks or a multiple (replicas x "
                                   "T; got %s)", tensor, tensor, nranks ? "another -n" : "no -n");
+    if (hybrid && !in_job && nranks < 2)
+        return sh_cli_usage_error("train", "--hybrid %s needs ranks to split the connected layers across: add -n N "
+                                  "(N >= 2)", hybrid);
     if (micro && !stages) return sh_cli_usage_error("train", "--micro-batches goes with --pipeline S");
     if (stages > 1 && nranks > 0 && !in_job && nranks % stages)
         return sh_cli_usage_error("train", "--pipeline %lld does not divide -n %lld into replicas of %lld stages; "
@@ -487,6 +516,12 @@ int sh_cmd_train(int argc, char **argv)
                    shoal_codec_format(&jo.codec, spec, sizeof spec), jo.sfb ? "true" : "false", pr->sfb_layers,
                    pr->wire_nbytes, pr->dense_nbytes, pr->wire_nbytes > 0 ? pr->dense_nbytes / pr->wire_nbytes : 1.0,
                    pr->residual_norm);
+        }
+        if (jr.has_hybrid_profile) {
+            const sh_hybrid_profile *h = &jr.hybrid_profile;
+            printf(",\"hybrid\":\"%s\",\"bytes_sent_per_step\":%.0f,\"activity_bytes_per_step\":%.0f,"
+                   "\"comm_ms\":%.3f", sh_hybrid_scheme_name(jo.hybrid), h->sent_nbytes, h->act_nbytes,
+                   h->comm_s * 1e3);
         }
         if (jr.has_pipe_profile) {
             printf(",\"pipeline\":[");

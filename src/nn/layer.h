@@ -30,6 +30,9 @@ typedef struct {
     int batch;        /* rows of every buffer: time_steps x streams */
     int time_steps;   /* [net] time_steps: rows are (T, streams) time-major */
     int out_div;      /* tensor parallelism: this layer keeps outputs / out_div (1: all) */
+    /* hybrid parallelism (SH_TP_GATHER): this layer keeps outputs [r K/R, (r+1) K/R) of its K
+     * with r = share_rank, R = share_ranks (1: all), its output staying whole (K) */
+    int share_rank, share_ranks;
 } sh_parse_ctx;
 
 typedef struct {
@@ -86,9 +89,12 @@ struct sh_layer {
     /* Tensor parallelism (Megatron-LM's pair of [connected] layers over tp_ranks ranks):
      * SH_TP_COLUMN keeps outputs [r*K/T, (r+1)*K/T) of the whole layer's K and sums its
      * input's gradient over the ranks; SH_TP_ROW keeps the same share of its inputs and
-     * sums its output (before bias and activation) over the ranks. */
+     * sums its output (before bias and activation) over the ranks. SH_TP_GATHER (hybrid
+     * parallelism) keeps outputs [r*K/T, (r+1)*K/T) (floor; T need not divide K) but its
+     * output buffer stays whole: the other ranks' columns arrive through the sum (they are
+     * zero here), and its input's gradient is summed as a column share's. */
     int tp_role, tp_rank, tp_ranks;
-    size_t tp_whole;                /* K (column) or I (row) of the whole layer */
+    size_t tp_whole;                /* K (column, gather) or I (row) of the whole layer */
 
     /* slices of the three blocks, in floats from each block's start */
     size_t param_off, param_count;  /* everything this layer owns */
@@ -137,6 +143,11 @@ struct sh_exec {
     shoal_result (*sum)(void *ctx, float *buf, size_t count);
     void *sum_ctx;
     shoal_result sum_rc;
+    /* Random draws (dropout): this pass's images are rows of a larger batch of rows_total
+     * rows (0: they are the whole batch), in groups of rows_group consecutive rows, group g
+     * starting at row g * rows_stride + rows_offset. A layer drawing per row draws as if the
+     * whole batch ran, keeping its rows' draws (sh_net_set_rows). */
+    int rows_total, rows_group, rows_stride, rows_offset;
 };
 
 

@@ -4,7 +4,9 @@
  * Weights: uniform(-1, 1) * sqrt(2 / I) as Darknet.
  * Tensor-parallel shares (tp_role): a column share keeps K/T outputs and sums dX over the
  * ranks after backward; a row share keeps I/T inputs and sums Y over the ranks before the
- * bias and activation (the exec's sum hook).
+ * bias and activation (the exec's sum hook). A gather share (hybrid parallelism) keeps
+ * outputs [r K/T, (r+1) K/T) but a whole (N, K) output, zero but for its columns, summed over
+ * the ranks after its activation; its input's gradient is summed as a column share's.
  * Not here: batch norm (layer_batchnorm.c), the GEMM (gemm.c), which layers are split
  * (src/train/strategy_tensor.c).
  * Proved by tests/nn/test_layer_dense.c and tests/train/test_tensor.c (shares). */
@@ -24,6 +26,10 @@ static shoal_result dense_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_c
     SH_TRY(sh_cfg_int(s, "batch_normalize", 0, 0, 1, &l->batch_normalize));
     SH_TRY(sh_act_parse(s, "logistic", &l->act));
     l->out_shape = (sh_shape){k, 1, 1};
+    if (ctx->share_ranks > 1) { /* a gather share: its outputs, the output buffer whole */
+        int r = ctx->share_rank, R = ctx->share_ranks;
+        k = (int)(((long long)(r + 1) * k) / R - ((long long)r * k) / R);
+    }
     l->w_off = 0;
     l->w_count = (size_t)k * l->inputs;
     l->b_off = l->w_count;
@@ -40,15 +46,31 @@ static shoal_result dense_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_c
     return SHOAL_OK;
 }
 
+/* This layer's outputs [k0, k0 + ks) of the ld columns of its output and delta buffers: all
+ * of them, except for a gather share (its columns of the whole output). */
+static void share_cols(const sh_layer *l, int *k0, int *ks, int *ld)
+{
+    int K = l->out_shape.c;
+    *k0 = 0;
+    *ks = *ld = K;
+    if (l->tp_role != SH_TP_GATHER) return;
+    long long r = l->tp_rank, R = l->tp_ranks;
+    *k0 = (int)(r * K / R);
+    *ks = (int)((r + 1) * K / R) - *k0;
+}
+
 /* A tensor-parallel share draws the whole layer's weights, in the whole layer's order, and
- * keeps its rows (column split) or columns (row split): the same values as one process. */
+ * keeps its rows (column split, gather share) or columns (row split): the same values as one
+ * process. */
 static void dense_init_share(sh_layer *l, float *params, sh_rng *rng)
 {
-    size_t k = (size_t)l->out_shape.c, in = l->inputs;
-    size_t whole_k = l->tp_role == SH_TP_COLUMN ? l->tp_whole : k;
+    int gk0, gks, gld;
+    share_cols(l, &gk0, &gks, &gld);
+    size_t k = (size_t)gks, in = l->inputs;
+    size_t whole_k = l->tp_role == SH_TP_COLUMN ? l->tp_whole : (size_t)gld;
     size_t whole_in = l->tp_role == SH_TP_ROW ? l->tp_whole : in;
     float scale = sqrtf(2.0f / (float)whole_in);
-    size_t k0 = l->tp_role == SH_TP_COLUMN ? (size_t)l->tp_rank * k : 0;
+    size_t k0 = l->tp_role == SH_TP_COLUMN ? (size_t)l->tp_rank * k : (size_t)gk0;
     size_t i0 = l->tp_role == SH_TP_ROW ? (size_t)l->tp_rank * in : 0;
     for (size_t r = 0; r < whole_k; r++)
         for (size_t c = 0; c < whole_in; c++) {
@@ -78,15 +100,17 @@ static void dense_init(sh_layer *l, float *params, float *stats, sh_rng *rng)
 static void dense_forward_images(sh_layer *l, sh_exec *x, int tid, int n0, int n1)
 {
     (void)tid;
-    int k = l->out_shape.c, in = (int)l->inputs, nn = n1 - n0;
+    int k0, k, ld, in = (int)l->inputs, nn = n1 - n0;
+    share_cols(l, &k0, &k, &ld);
     if (nn <= 0) return;
     const float *w = x->params + l->w_off;
     const float *b = x->params + l->b_off;
-    float *y = l->out + (size_t)n0 * k;
-    sh_gemm(0, 1, nn, k, in, 1.0f, l->in[0] + (size_t)n0 * in, in, w, in, 0.0f, y, k);
+    float *y = l->out + (size_t)n0 * ld;
+    if (ld != k) memset(y, 0, (size_t)nn * ld * sizeof *y); /* the others' columns: summed in */
+    sh_gemm(0, 1, nn, k, in, 1.0f, l->in[0] + (size_t)n0 * in, in, w, in, 0.0f, y + k0, ld);
     if (l->batch_normalize || l->tp_role == SH_TP_ROW) return; /* row split: bias after the sum */
     for (int n = 0; n < nn; n++) {
-        float *row = y + (size_t)n * k;
+        float *row = y + (size_t)n * ld + k0;
         for (int j = 0; j < k; j++) row[j] += b[j];
         sh_act_forward(l->act, row, (size_t)k);
     }
@@ -120,6 +144,9 @@ static void dense_forward(sh_layer *l, sh_exec *x)
         if (x->sum_rc == SHOAL_OK) x->sum_rc = x->sum(x->sum_ctx, l->out, (size_t)x->nimg * l->out_shape.c);
         sh_exec_chunks(l, x, dense_chunk(x), dense_finish_images);
     }
+    /* a gather share's columns are final: with the others' (zero here) the whole output */
+    if (l->tp_role == SH_TP_GATHER && x->sum_rc == SHOAL_OK)
+        x->sum_rc = x->sum(x->sum_ctx, l->out, (size_t)x->nimg * l->out_shape.c);
     if (l->batch_normalize) sh_bn_forward(l, x, l->out);
 }
 
@@ -128,12 +155,16 @@ static void dense_forward(sh_layer *l, sh_exec *x)
 static void dense_backward_images(sh_layer *l, sh_exec *x, int tid, int n0, int n1)
 {
     (void)tid;
-    int k = l->out_shape.c, in = (int)l->inputs, nn = n1 - n0;
+    int k0, k, ld, in = (int)l->inputs, nn = n1 - n0;
+    share_cols(l, &k0, &k, &ld);
     if (nn <= 0) return;
-    float *dy = l->delta + (size_t)n0 * k;
-    if (!l->batch_normalize) sh_act_backward(l->act, l->out + (size_t)n0 * k, dy, (size_t)nn * k);
+    float *dy = l->delta + (size_t)n0 * ld + k0;
+    if (!l->batch_normalize && ld == k) sh_act_backward(l->act, l->out + (size_t)n0 * k, dy, (size_t)nn * k);
+    else if (!l->batch_normalize)
+        for (int n = 0; n < nn; n++)
+            sh_act_backward(l->act, l->out + (size_t)(n0 + n) * ld + k0, dy + (size_t)n * ld, (size_t)k);
     if (l->in_delta[0])
-        sh_gemm(0, 0, nn, in, k, 1.0f, dy, k, x->params + l->w_off, in,
+        sh_gemm(0, 0, nn, in, k, 1.0f, dy, ld, x->params + l->w_off, in,
                 l->accum[0] ? 1.0f : 0.0f, l->in_delta[0] + (size_t)n0 * in, in);
 }
 
@@ -143,15 +174,16 @@ static void dense_backward_images(sh_layer *l, sh_exec *x, int tid, int n0, int 
 static void dense_backward_outputs(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
 {
     (void)tid;
-    int k = l->out_shape.c, in = (int)l->inputs, n = x->nimg, nk = k1 - k0;
+    int c0, kc, k, in = (int)l->inputs, n = x->nimg, nk = k1 - k0;
+    share_cols(l, &c0, &kc, &k); /* k: the delta's row length; c0: our first column there */
     if (nk <= 0) return;
     float *gw = x->grad[0] + l->w_off + (size_t)k0 * in;
-    sh_gemm(1, 0, nk, in, n, 1.0f, l->delta + k0, k, l->in[0], in, 0.0f, gw, in);
+    sh_gemm(1, 0, nk, in, n, 1.0f, l->delta + c0 + k0, k, l->in[0], in, 0.0f, gw, in);
     if (l->batch_normalize) return;
     float *gb = x->grad[0] + l->b_off;
     for (int j = k0; j < k1; j++) gb[j] = 0.0f;
     for (int i = 0; i < n; i++) {
-        const float *row = l->delta + (size_t)i * k;
+        const float *row = l->delta + (size_t)i * k + c0;
         for (int j = k0; j < k1; j++) gb[j] += row[j];
     }
 }
@@ -160,9 +192,11 @@ static void dense_backward(sh_layer *l, sh_exec *x)
 {
     if (l->batch_normalize) sh_bn_backward(l, x);
     sh_exec_chunks(l, x, dense_chunk(x), dense_backward_images);
-    sh_exec_split(l, x, l->out_shape.c, dense_backward_outputs);
-    /* column split: each rank's dX covers its share of the outputs */
-    if (l->tp_role == SH_TP_COLUMN && l->in_delta[0] && x->sum_rc == SHOAL_OK)
+    int k0, ks, ld;
+    share_cols(l, &k0, &ks, &ld);
+    sh_exec_split(l, x, ks, dense_backward_outputs);
+    /* column split, gather share: each rank's dX covers its share of the outputs */
+    if ((l->tp_role == SH_TP_COLUMN || l->tp_role == SH_TP_GATHER) && l->in_delta[0] && x->sum_rc == SHOAL_OK)
         x->sum_rc = x->sum(x->sum_ctx, l->in_delta[0], (size_t)x->nimg * l->inputs);
 }
 

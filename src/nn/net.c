@@ -154,14 +154,15 @@ static shoal_result parse_layers(sh_net *n)
         l->act = SH_ACT_LINEAR;
         l->temperature = 1.0f;
         int role = n->tp_roles ? n->tp_roles[idx] : SH_TP_NONE;
-        sh_parse_ctx ctx = {n->layers, idx, n->input, n->batch, n->steps, role == SH_TP_COLUMN ? n->tp_ranks : 1};
+        sh_parse_ctx ctx = {n->layers, idx, n->input, n->batch, n->steps, role == SH_TP_COLUMN ? n->tp_ranks : 1,
+                            role == SH_TP_GATHER ? n->tp_rank : 0, role == SH_TP_GATHER ? n->tp_ranks : 1};
         SH_TRY(ops->parse(l, s, &ctx));
         if (role != SH_TP_NONE) {
             l->tp_role = role;
             l->tp_rank = n->tp_rank;
             l->tp_ranks = n->tp_ranks;
             l->tp_whole = role == SH_TP_COLUMN ? (size_t)l->out_shape.c * n->tp_ranks
-                                               : l->inputs * (size_t)n->tp_ranks;
+                          : role == SH_TP_GATHER ? (size_t)l->out_shape.c : l->inputs * (size_t)n->tp_ranks;
         }
         /* stage=K places the layer in pipeline stage K (sh_net_stage_keys); -1: not given */
         SH_TRY(sh_cfg_int(s, "stage", -1, 0, 1 << 20, &l->stage));

@@ -54,9 +54,27 @@ shoal_result sh_net_create_part(sh_cfg *cfg, int batch, uint64_t seed, int lo, i
  * output is summed over the ranks through the sum hook (sh_net_set_sum) before bias and
  * activation, and the column layer's input gradient after backward. Only pairs that
  * sh_net_tp_pair_ok accepts; the shares hold what the whole net draws from the seed. */
-enum { SH_TP_NONE = 0, SH_TP_COLUMN, SH_TP_ROW };
+enum { SH_TP_NONE = 0, SH_TP_COLUMN, SH_TP_ROW, SH_TP_GATHER };
 shoal_result sh_net_create_tensor(sh_cfg *cfg, int batch, uint64_t seed, int rank, int ranks,
                                   const unsigned char *roles, sh_net **out);
+/* Both: layers [lo, hi) (hi < 0: to the end) with the shares roles[] gives (one per layer of
+ * the whole net). Hybrid parallelism's connected part: every [connected] SH_TP_GATHER, which
+ * keeps outputs [rank K/ranks, (rank+1) K/ranks) and sums its whole (N, K) output over the
+ * ranks (the others' columns are zero here) and its input's gradient. */
+shoal_result sh_net_create_part_tensor(sh_cfg *cfg, int batch, uint64_t seed, int lo, int hi, int rank, int ranks,
+                                       const unsigned char *roles, sh_net **out);
+/* Hybrid parallelism over `ranks` ranks (net_hybrid.c): *cut = the first [connected] layer;
+ * layers before it run data-parallel, the rest (a chain: each reads the layer before it)
+ * model-parallel with every [connected] split by outputs (roles[i] = SH_TP_GATHER, else 0;
+ * roles has nlayers entries). SHOAL_ERR_INVALID with one line naming the layer and what to do
+ * when no [connected] layer exists, none precedes it, one has fewer outputs than ranks or
+ * batch_normalize, the net cannot be cut there or a later layer reads across the cut. */
+shoal_result sh_net_hybrid_plan(const sh_net *n, int ranks, int *cut, unsigned char *roles);
+/* The next passes' images are rows of a larger batch of `total` rows: groups of `group`
+ * consecutive rows, group g from row g * stride + offset. Layers drawing random numbers per
+ * row (dropout) draw for all `total` rows in order and keep their own rows' draws, so a share
+ * of a batch drops what one process running the whole batch drops. total 0: the whole batch. */
+void sh_net_set_rows(sh_net *n, int total, int group, int stride, int offset);
 /* 1 when layers i and i+1 may be split as a column/row pair over `ranks`: both [connected]
  * without batch norm, i+1 reads only i, nothing else reads i or i's input after them, and
  * ranks divides i's outputs. */

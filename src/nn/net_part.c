@@ -1,6 +1,7 @@
 /* net_part.c — the parts and shares of a net: a pipeline stage (layers [lo, hi), and where
  * a net may be cut) and a tensor-parallel rank's share of split [connected] pairs (which
- * pairs may be split, the sum hook over the ranks).
+ * pairs may be split, the sum hook over the ranks); a hybrid rank's part with its shares, and
+ * the rows of the whole batch a part's dropout draws for.
  * Not here: building the blocks and the passes (net.c), the stages' and ranks' traffic
  * (src/train/strategy_pipeline.c, strategy_tensor.c).
  * Proved by tests/train/test_pipeline.c and tests/train/test_tensor.c. */
@@ -46,6 +47,20 @@ shoal_result sh_net_create_tensor(sh_cfg *cfg, int batch, uint64_t seed, int ran
                                   const unsigned char *roles, sh_net **out)
 {
     return sh_net_build(cfg, batch, 0, seed, 0, -1, rank, ranks, roles, out);
+}
+
+shoal_result sh_net_create_part_tensor(sh_cfg *cfg, int batch, uint64_t seed, int lo, int hi, int rank, int ranks,
+                                       const unsigned char *roles, sh_net **out)
+{
+    return sh_net_build(cfg, batch, 0, seed, lo, hi, rank, ranks, roles, out);
+}
+
+void sh_net_set_rows(sh_net *n, int total, int group, int stride, int offset)
+{
+    n->exec.rows_total = total;
+    n->exec.rows_group = group;
+    n->exec.rows_stride = stride;
+    n->exec.rows_offset = offset;
 }
 
 int sh_net_tp_pair_ok(const sh_net *n, int i, int ranks)

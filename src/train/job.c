@@ -40,10 +40,11 @@ int sh_job_is_launched(void)
 
 shoal_result sh_job_check_compress(const sh_job_opts *o)
 {
-    if ((o->layout == SH_LAYOUT_PIPELINE || o->layout == SH_LAYOUT_TENSOR) &&
+    if ((o->layout == SH_LAYOUT_PIPELINE || o->layout == SH_LAYOUT_TENSOR || o->layout == SH_LAYOUT_HYBRID) &&
         (o->sfb || o->codec.codec != SHOAL_CODEC_NONE))
         return SH_FAIL(SHOAL_ERR_INVALID, "--compress and --sfb work with data parallelism and --ps, not yet with "
-                       "--%s; leave one out", o->layout == SH_LAYOUT_PIPELINE ? "pipeline" : "tensor-parallel");
+                       "--%s; leave one out", o->layout == SH_LAYOUT_PIPELINE ? "pipeline"
+                                              : o->layout == SH_LAYOUT_TENSOR ? "tensor-parallel" : "hybrid");
     if (o->layout != SH_LAYOUT_PARAM_SERVER) return SHOAL_OK;
     if (o->sfb)
         return SH_FAIL(SHOAL_ERR_INVALID, "--sfb needs data parallelism (every rank rebuilds the gradient from "
@@ -63,6 +64,7 @@ const char *sh_job_role_name(sh_job_role role)
     case SH_ROLE_PS_WORKER: return "worker";
     case SH_ROLE_PIPE_STAGE: return "pipeline stage";
     case SH_ROLE_TP_RANK: return "tensor-parallel rank";
+    case SH_ROLE_HYBRID_RANK: return "hybrid rank";
     }
     return "?";
 }
@@ -93,6 +95,9 @@ static shoal_result plan_role(const sh_job_opts *o, int rank, int world, sh_job_
                            "of %d; run -n with a multiple of %d (replicas x T)", o->tensor_ranks, world,
                            o->tensor_ranks, o->tensor_ranks < 2 ? 2 : o->tensor_ranks);
         *role = SH_ROLE_TP_RANK;
+        return SHOAL_OK;
+    case SH_LAYOUT_HYBRID:
+        *role = SH_ROLE_HYBRID_RANK;
         return SHOAL_OK;
     }
     return SH_FAIL(SHOAL_ERR_INVALID, "job: unknown layout %d", (int)o->layout);
@@ -138,6 +143,9 @@ static shoal_result run_alone(const sh_job_opts *o, sh_job_report *r)
     if (o->layout == SH_LAYOUT_TENSOR && o->tensor_ranks > 1)
         return SH_FAIL(SHOAL_ERR_INVALID, "--tensor-parallel %d needs %d ranks: add -n %d, or run under "
                        "shoal launch, mpirun or srun", o->tensor_ranks, o->tensor_ranks, o->tensor_ranks);
+    if (o->layout == SH_LAYOUT_HYBRID)
+        return SH_FAIL(SHOAL_ERR_INVALID, "--hybrid needs ranks to split the connected layers across: add -n N, or "
+                       "run under shoal launch, mpirun or srun");
     if (o->layout == SH_LAYOUT_PIPELINE && o->stages > 1)
         return SH_FAIL(SHOAL_ERR_INVALID, "--pipeline %d needs %d ranks or a multiple: add -n %d, or run "
                        "under shoal launch, mpirun or srun", o->stages, o->stages, o->stages);
@@ -410,6 +418,31 @@ static shoal_result run_tp_rank(const sh_job_opts *o, shoal_comm *c, sh_job_repo
     return rc;
 }
 
+/* Hybrid: the batch (train.batch or the cfg's) is the global one whatever the scaling. */
+static shoal_result run_hybrid_rank(const sh_job_opts *o, shoal_comm *c, sh_job_report *r)
+{
+    sh_train_opts wo = o->train;
+    wo.local_ranks = shoal_comm_local_world(c);
+    sh_hybrid_opts ho = {o->train.cfg_path, o->hybrid, o->train.batch, o->train.seed};
+    sh_strategy *st = NULL;
+    sh_net *net = NULL;
+    SH_TRY(sh_strategy_hybrid_create(c, &ho, &st, &net));
+    if (r->rank == 0 && o->layout_out) {
+        sh_strategy_hybrid_describe(st, o->layout_out);
+        fflush(o->layout_out);
+    }
+    if (r->rank != 0) wo.logdir = NULL;
+    wo.batch = st->batch;
+    shoal_result rc = train_with(&wo, net, st, r);
+    if (rc == SHOAL_OK) {
+        sh_strategy_hybrid_profile(st, &r->hybrid_profile);
+        r->has_hybrid_profile = 1;
+    }
+    r->reporter = rc == SHOAL_OK && r->rank == 0;
+    sh_strategy_destroy(st);
+    return rc;
+}
+
 static shoal_result run_role(const sh_job_opts *o, shoal_comm *c, sh_job_report *r)
 {
     switch (r->role) {
@@ -418,6 +451,7 @@ static shoal_result run_role(const sh_job_opts *o, shoal_comm *c, sh_job_report 
     case SH_ROLE_PS_WORKER: return run_ps_worker(o, c, r);
     case SH_ROLE_PIPE_STAGE: return run_pipe_stage(o, c, r);
     case SH_ROLE_TP_RANK: return run_tp_rank(o, c, r);
+    case SH_ROLE_HYBRID_RANK: return run_hybrid_rank(o, c, r);
     case SH_ROLE_ALONE: break;
     }
     return SH_FAIL(SHOAL_ERR_INTERNAL, "job: role %d has no runner", (int)r->role);

@@ -13,6 +13,7 @@
 
 #include "train/ps.h"
 #include "train/strategy_allreduce.h"
+#include "train/strategy_hybrid.h"
 #include "train/strategy_pipeline.h"
 #include "train/strategy_tensor.h"
 #include "train/strategy_ps.h"
@@ -26,6 +27,7 @@ typedef enum {
     SH_LAYOUT_PARAM_SERVER,      /* the first nservers ranks serve, the others are workers */
     SH_LAYOUT_PIPELINE,          /* stages of the layers, replicas when ranks > stages */
     SH_LAYOUT_TENSOR,            /* pairs of connected layers split across all ranks */
+    SH_LAYOUT_HYBRID,            /* convolutional layers data-, connected model-parallel */
 } sh_job_layout;
 
 typedef enum {
@@ -35,6 +37,7 @@ typedef enum {
     SH_ROLE_PS_WORKER,   /* trains on its shard of the data, pulls and pushes */
     SH_ROLE_PIPE_STAGE,  /* one stage of a pipeline replica */
     SH_ROLE_TP_RANK,     /* one share of the split layers */
+    SH_ROLE_HYBRID_RANK, /* a share of the batch and of every connected layer */
 } sh_job_role;
 
 typedef struct {
@@ -66,6 +69,9 @@ typedef struct {
     FILE *layout_out;           /* rank 0 prints the layout there at start-up; NULL: not */
     /* tensor parallel */
     int tensor_ranks;           /* T (--tensor-parallel): the job's ranks */
+    /* hybrid (--hybrid): how the activities move; train.batch (or the cfg's) is the global
+     * batch, shared by the ranks */
+    sh_hybrid_scheme hybrid;
     /* Servers' round hook (sh_ps_config.after_round) with train.hook_ctx: fault drills. */
     void (*after_server_round)(void *hook_ctx, int server, int64_t rounds);
 } sh_job_opts;
@@ -88,6 +94,8 @@ typedef struct {
     int has_pipe_profile;       /* with train.profile, on the reporter of a pipeline */
     int pipe_nstages;           /* entries of pipe_profile: replica 0's stages */
     sh_pipe_profile pipe_profile[SH_JOB_MAX_PROFILED_STAGES];
+    int has_hybrid_profile;     /* with train.profile or train's report, on hybrid's rank 0 */
+    sh_hybrid_profile hybrid_profile;
     int has_server_stats;       /* on a server */
     sh_ps_stats server_stats;
 } sh_job_report;

@@ -101,6 +101,9 @@ struct sh_strategy {
     int has_drill_rank, drill_rank;
     int many_ranks; /* 1: other ranks run this same training although world is 1 (pipeline
                        stages, tensor shares): stop and save requests are agreed (sum) */
+    int pass_takes_empty; /* 1: evaluation calls pass on every rank for every test batch, also
+                             with n = 0 (the test set's last batch left this rank nothing):
+                             a pass that is collective over ranks holding shares (hybrid) */
 };
 
 typedef struct sh_model_part {

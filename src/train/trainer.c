@@ -298,7 +298,7 @@ static shoal_result eval_through_strategy(sh_trainer *t, int64_t *nimg, int64_t 
         int n = 0, hits = 0;
         float loss = 0;
         SH_TRY(sh_loader_next(t->test_loader, t->x, t->y, &n));
-        if (n <= 0) continue;
+        if (n <= 0 && !s->pass_takes_empty) continue;
         SH_TRY(s->ops->pass(s, t->x, t->y, n, 0, &loss, &hits));
         *loss_sum += (double)loss * n;
         *ncorrect += hits;

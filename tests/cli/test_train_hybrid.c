@@ -1,0 +1,97 @@
+/* test_train_hybrid.c — proves `shoal train --hybrid SCHEME` end to end (cmd_train.c,
+ * src/train/job.c's hybrid layout): the layout is printed once at start-up, 2 ranks end
+ * with one process's accuracy and test loss, --json reports the bytes sent per step, a
+ * checkpoint of 2 ranks resumes in one process, and impossible layouts are one clear line. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "lib/run.h"
+#include "train/tiny_data.h"
+
+static char dir[256], out[1 << 20];
+
+static const char convfc_cfg[] =
+    "[net]\nbatch=16\nwidth=8\nheight=8\nchannels=1\nlearning_rate=0.05\nmomentum=0.9\n"
+    "\n[convolutional]\nfilters=4\nsize=3\nstride=1\npad=1\nactivation=relu\n"
+    "\n[maxpool]\nsize=2\nstride=2\n"
+    "\n[connected]\noutput=24\nactivation=relu\n"
+    "\n[connected]\noutput=4\nactivation=linear\n"
+    "\n[softmax]\n\n[cost]\n";
+
+static int run(const char *args)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "cd %s && %s train %s 2>&1", dir, sh_test_shoal_bin(), args);
+    return sh_test_run(cmd, out, sizeof out);
+}
+
+static double json_number(const char *key)
+{
+    char want[64];
+    snprintf(want, sizeof want, "\"%s\":", key);
+    const char *p = strstr(out, want);
+    return p ? atof(p + strlen(want)) : -1;
+}
+
+static void trains_like_one_process(void)
+{
+    int rc = run("convfc.cfg --data . --max-steps 30 --threads 1 --json");
+    CHECK(rc == 0, "one process: exit %d: %s", rc, out);
+    double acc1 = json_number("accuracy"), loss1 = json_number("test_loss");
+    static const char *schemes[] = {"broadcast", "vertical", "horizontal"};
+    for (int k = 0; k < 3; k++) {
+        char args[256];
+        snprintf(args, sizeof args, "convfc.cfg --data . -n 2 --hybrid %s --max-steps 30 --threads 1 --json",
+                 schemes[k]);
+        rc = run(args);
+        CHECK(rc == 0, "%s: exit %d: %s", schemes[k], rc, out);
+        char want[64];
+        snprintf(want, sizeof want, "hybrid (%s) on 2 ranks: layers 0-1 data-parallel", schemes[k]);
+        CHECK(strstr(out, want) && strstr(out, "layer 2: connected, 24 outputs, 12 per rank"), "layout: %s", out);
+        CHECK(json_number("accuracy") == acc1, "%s: accuracy %.6f, one process %.6f", schemes[k],
+              json_number("accuracy"), acc1);
+        double loss2 = json_number("test_loss");
+        CHECK(loss2 > 0 && loss2 - loss1 < 1e-5 && loss1 - loss2 < 1e-5, "%s: test loss %.6f, one process %.6f",
+              schemes[k], loss2, loss1);
+        CHECK(json_number("bytes_sent_per_step") > json_number("activity_bytes_per_step") &&
+                  json_number("activity_bytes_per_step") > 0,
+              "%s: bytes per step: %s", schemes[k], out);
+    }
+}
+
+static void checkpoints_and_refusals(void)
+{
+    int rc = run("convfc.cfg --data . -n 2 --hybrid vertical --max-steps 3 --threads 1 --save h.ckpt --quiet");
+    CHECK(rc == 0, "exit %d: %s", rc, out);
+    rc = run("convfc.cfg --data . --max-steps 6 --threads 1 --resume h.ckpt");
+    CHECK(rc == 0 && strstr(out, "steps 4..6"), "one process did not continue the hybrid run: %s", out);
+    rc = run("convfc.cfg --data . -n 2 --hybrid broadcast --max-steps 6 --threads 1 --resume h.ckpt --profile");
+    CHECK(rc == 0 && strstr(out, "steps 4..6") && strstr(out, "MB sent per rank"), "hybrid resume: %s", out);
+    rc = run("convfc.cfg --data . --hybrid broadcast");
+    CHECK(rc == 2 && strstr(out, "add -n N"), "exit %d: %s", rc, out);
+    rc = run("convfc.cfg --data . -n 2 --hybrid diagonal");
+    CHECK(rc == 2 && strstr(out, "broadcast, vertical and horizontal"), "exit %d: %s", rc, out);
+    rc = run("convfc.cfg --data . -n 2 --hybrid broadcast --pipeline 2");
+    CHECK(rc == 2 && strstr(out, "leave out --pipeline"), "exit %d: %s", rc, out);
+    rc = run("convfc.cfg --data . -n 2 --hybrid broadcast --tensor-parallel 2");
+    CHECK(rc == 2 && strstr(out, "leave out --tensor-parallel"), "exit %d: %s", rc, out);
+    rc = run("convfc.cfg --data . -n 5 --hybrid broadcast --batch 20 --max-steps 2"); /* 4 outputs */
+    CHECK(rc == 1 && strstr(out, "fewer than the 5 ranks"), "exit %d: %s", rc, out);
+    rc = run("mlp.cfg --data . -n 2 --hybrid broadcast --max-steps 2"); /* starts with [connected] */
+    CHECK(rc == 1 && strstr(out, "nothing runs data-parallel"), "exit %d: %s", rc, out);
+}
+
+int main(void)
+{
+    check_begin("test_train_hybrid", 240);
+    if (tiny_make_dir(dir, sizeof dir) != 0 || tiny_write_file(dir, "convfc.cfg", convfc_cfg)) {
+        CHECK(0, "cannot make the tiny dataset");
+        return check_end();
+    }
+    RUN(trains_like_one_process);
+    RUN(checkpoints_and_refusals);
+    tiny_remove_dir(dir);
+    return check_end();
+}

@@ -1,0 +1,285 @@
+/* test_hybrid.c — proves hybrid parallelism (src/train/strategy_hybrid.c, the gather shares
+ * of src/nn/layer_dense.c, the cut of src/nn/net_hybrid.c and dropout's rows) with the real
+ * trainer and real processes: every scheme (broadcast, vertical, horizontal) on 2, 3 and 4
+ * ranks matches one process with the same global batch after 50 steps (SGD with momentum and
+ * decay, and Adam; dropout in both parts; a connected layer whose outputs the ranks do not
+ * divide evenly), each rank holds only its shares of the connected layers, checkpoints cross
+ * layouts both ways, and impossible layouts are refused naming what to do. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "lib/ranks.h"
+#include "nn/net.h"
+#include "shoal/comm.h"
+#include "train/strategy_hybrid.h"
+#include "train/tiny_data.h"
+#include "train/trainer.h"
+
+static char dir[256], sgd_cfg[512], adam_cfg[512], noconn_cfg[512], narrow_cfg[512];
+enum { STEPS = 50 };
+
+/* conv, maxpool, dropout (the data-parallel part), then connected 32, dropout, connected 4 */
+static const char sgd_text[] =
+    "[net]\nbatch=16\nwidth=8\nheight=8\nchannels=1\n"
+    "learning_rate=0.05\nmomentum=0.9\ndecay=0.0005\n"
+    "\n[convolutional]\nfilters=4\nsize=3\nstride=1\npad=1\nactivation=relu\n"
+    "\n[maxpool]\nsize=2\nstride=2\n"
+    "\n[dropout]\nprobability=.2\n"
+    "\n[connected]\noutput=32\nactivation=relu\n"
+    "\n[dropout]\nprobability=.3\n"
+    "\n[connected]\noutput=4\nactivation=linear\n"
+    "\n[softmax]\n\n[cost]\n";
+
+/* two conv layers, connected 22 (uneven on 3 and 4 ranks), 10, then 4 */
+static const char adam_text[] =
+    "[net]\nbatch=16\nwidth=8\nheight=8\nchannels=1\n"
+    "learning_rate=0.002\nadam=1\n"
+    "\n[convolutional]\nfilters=4\nsize=3\nstride=1\npad=1\nactivation=leaky\n"
+    "\n[convolutional]\nfilters=3\nsize=3\nstride=2\npad=1\nactivation=relu\n"
+    "\n[connected]\noutput=22\nactivation=relu\n"
+    "\n[dropout]\nprobability=.25\n"
+    "\n[connected]\noutput=10\nactivation=leaky\n"
+    "\n[connected]\noutput=4\nactivation=linear\n"
+    "\n[softmax]\n\n[cost]\n";
+
+static const char noconn_text[] =
+    "[net]\nbatch=16\nwidth=8\nheight=8\nchannels=1\nlearning_rate=0.05\n"
+    "\n[convolutional]\nfilters=4\nsize=3\nstride=1\npad=1\nactivation=relu\n"
+    "\n[avgpool]\n"
+    "\n[softmax]\n\n[cost]\n";
+
+static const char narrow_text[] =
+    "[net]\nbatch=16\nwidth=8\nheight=8\nchannels=1\nlearning_rate=0.05\n"
+    "\n[convolutional]\nfilters=4\nsize=3\nstride=1\npad=1\nactivation=relu\n"
+    "\n[connected]\noutput=2\nactivation=linear\n"
+    "\n[softmax]\n\n[cost]\n";
+
+static void opts_for(sh_train_opts *o, const char *c, int batch, int64_t steps)
+{
+    sh_train_opts_default(o);
+    o->cfg_path = c;
+    o->data_dir = dir;
+    o->threads = 1;
+    o->quiet = 1;
+    o->seed = 5;
+    o->batch = batch;
+    o->max_steps = steps;
+    o->eval_each_epoch = 1;
+}
+
+typedef struct {
+    const char *cfg, *resume, *save; /* save: train to STEPS/2 and save, no comparison */
+    sh_hybrid_scheme scheme;
+    int batch;                       /* global */
+} hy_arg;
+
+/* This rank's parameters against one process's, layer by layer: whole layers, and each
+ * connected layer's rows [r K/N, (r+1) K/N) of W (K, I) and those biases. */
+static void compare(sh_net *mine, sh_net *whole, int r, int N, double *diff, double *norm, size_t *held)
+{
+    for (int i = 0; i < sh_net_nlayers(whole); i++) {
+        size_t wo, wc, mo, mc;
+        sh_net_layer_params(whole, i, &wo, &wc);
+        sh_net_layer_params(mine, i, &mo, &mc);
+        *held += mc;
+        const float *w = sh_net_params(whole) + wo, *m = sh_net_params(mine) + mo;
+        if (mc != wc) { /* a share: rows k0.. of W, then biases k0.. */
+            int kc, kh, kw;
+            sh_net_layer_shape(whole, i, &kc, &kh, &kw);
+            size_t K = (size_t)kc, k0 = (size_t)r * K / (size_t)N, ks = ((size_t)r + 1) * K / (size_t)N - k0;
+            size_t in = (wc - K) / K;
+            CHECK(mc == ks * in + ks, "layer %d: share of %zu values, expected %zu", i, mc, ks * in + ks);
+            for (size_t j = 0; j < ks * in; j++) {
+                double d = (double)m[j] - w[k0 * in + j];
+                *diff += d * d;
+                *norm += (double)w[k0 * in + j] * w[k0 * in + j];
+            }
+            for (size_t j = 0; j < ks; j++) {
+                double d = (double)m[ks * in + j] - w[K * in + k0 + j];
+                *diff += d * d;
+            }
+            continue;
+        }
+        for (size_t j = 0; j < wc; j++) {
+            *diff += ((double)m[j] - w[j]) * ((double)m[j] - w[j]);
+            *norm += (double)w[j] * w[j];
+        }
+    }
+}
+
+static void exact_job(shoal_comm *c, void *arg)
+{
+    const hy_arg *a = arg;
+    int N = shoal_comm_world(c), r = shoal_comm_rank(c);
+    sh_hybrid_opts ho = {a->cfg, a->scheme, a->batch, 5};
+    sh_strategy *st = NULL;
+    sh_net *net = NULL;
+    CHECK(sh_strategy_hybrid_create(c, &ho, &st, &net) == SHOAL_OK, "%s", shoal_last_error_message());
+    if (!st) return;
+    sh_train_opts o;
+    opts_for(&o, a->cfg, st->batch, a->save ? STEPS / 2 : STEPS);
+    o.strategy = st;
+    o.resume_path = a->resume;
+    o.save_path = a->save;
+    sh_trainer *t = NULL, *ref = NULL;
+    sh_train_report rep, rr;
+    CHECK(sh_trainer_create_with_net(&o, net, &t) == SHOAL_OK && sh_trainer_run(t, &rep) == SHOAL_OK,
+          "rank %d of %d (%s): %s", r, N, sh_hybrid_scheme_name(a->scheme), shoal_last_error_message());
+    if (a->save || !t) goto done;
+    sh_train_opts ro;
+    opts_for(&ro, a->cfg, a->batch, STEPS);
+    CHECK(sh_trainer_create(&ro, &ref) == SHOAL_OK && sh_trainer_run(ref, &rr) == SHOAL_OK, "%s",
+          shoal_last_error_message());
+    if (!ref) goto done;
+    sh_net *mine = sh_trainer_net(t), *whole = sh_trainer_net(ref);
+    CHECK(sh_net_nparams(mine) < sh_net_nparams(whole), "rank %d holds %zu of %zu parameters", r,
+          sh_net_nparams(mine), sh_net_nparams(whole));
+    double diff = 0, norm = 0;
+    size_t held = 0;
+    compare(mine, whole, r, N, &diff, &norm, &held);
+    CHECK(held == sh_net_nparams(mine), "layers' shares %zu, block %zu", held, sh_net_nparams(mine));
+    double rel = sqrt(diff / (norm > 0 ? norm : 1));
+    CHECK(rel < 1e-5, "%s, rank %d of %d: %.3g relative to one process after %d steps",
+          sh_hybrid_scheme_name(a->scheme), r, N, rel, STEPS);
+    CHECK(fabs(rep.test_accuracy - rr.test_accuracy) < 1e-9, "%s on %d: test accuracy %.4f vs %.4f",
+          sh_hybrid_scheme_name(a->scheme), N, rep.test_accuracy, rr.test_accuracy);
+    CHECK(fabs(rep.test_loss - rr.test_loss) < 1e-4 * (1 + rr.test_loss), "test loss %.6f vs %.6f", rep.test_loss,
+          rr.test_loss);
+    CHECK(fabs(rep.train_loss - rr.train_loss) < 1e-4 * (1 + rr.train_loss), "train loss %.6f vs %.6f",
+          rep.train_loss, rr.train_loss);
+    sh_hybrid_profile hp;
+    sh_strategy_hybrid_profile(st, &hp);
+    CHECK(hp.sent_nbytes > hp.act_nbytes && hp.act_nbytes > 0, "bytes per step %.0f, activities %.0f",
+          hp.sent_nbytes, hp.act_nbytes);
+done:
+    sh_trainer_destroy(ref);
+    sh_trainer_destroy(t);
+    sh_strategy_destroy(st);
+}
+
+static void run_scheme(sh_hybrid_scheme scheme)
+{
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
+    hy_arg sgd2 = {sgd_cfg, NULL, NULL, scheme, 16};
+    RUN_RANKS(2, &o, exact_job, &sgd2);
+    hy_arg adam3 = {adam_cfg, NULL, NULL, scheme, 18};
+    RUN_RANKS(3, &o, exact_job, &adam3);
+    hy_arg sgd4 = {sgd_cfg, NULL, NULL, scheme, 16};
+    RUN_RANKS(4, &o, exact_job, &sgd4);
+    hy_arg adam4 = {adam_cfg, NULL, NULL, scheme, 16};
+    RUN_RANKS(4, &o, exact_job, &adam4);
+}
+
+static void t_broadcast_matches_one_process_on_2_3_4_ranks(void) { run_scheme(SH_HYBRID_BROADCAST); }
+
+/* A batch of 21 on 3 ranks: the test set's last batch (64 = 3 x 21 + 1) leaves two ranks no
+ * image, and evaluation still runs on all three. */
+static void t_evaluation_with_empty_shares(void)
+{
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
+    hy_arg a = {sgd_cfg, NULL, NULL, SH_HYBRID_VERTICAL, 21};
+    RUN_RANKS(3, &o, exact_job, &a);
+}
+static void t_vertical_matches_one_process_on_2_3_4_ranks(void) { run_scheme(SH_HYBRID_VERTICAL); }
+static void t_horizontal_matches_one_process_on_2_3_4_ranks(void) { run_scheme(SH_HYBRID_HORIZONTAL); }
+
+static char ckpt_one[600], ckpt_hy[600];
+
+/* One process's checkpoint resumes on 4 hybrid ranks, and 2 hybrid ranks' checkpoint in one
+ * process: both end where one process that never stopped does. */
+static void t_checkpoints_cross_layouts(void)
+{
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
+    sh_train_opts so;
+    opts_for(&so, adam_cfg, 16, STEPS / 2);
+    so.save_path = ckpt_one;
+    sh_trainer *t = NULL;
+    CHECK(sh_trainer_create(&so, &t) == SHOAL_OK && sh_trainer_run(t, NULL) == SHOAL_OK, "%s",
+          shoal_last_error_message());
+    sh_trainer_destroy(t);
+    hy_arg resume = {adam_cfg, ckpt_one, NULL, SH_HYBRID_HORIZONTAL, 16};
+    RUN_RANKS(4, &o, exact_job, &resume);
+
+    hy_arg first = {adam_cfg, NULL, ckpt_hy, SH_HYBRID_VERTICAL, 16};
+    RUN_RANKS(2, &o, exact_job, &first);
+    sh_train_opts ro;
+    opts_for(&ro, adam_cfg, 16, STEPS);
+    ro.resume_path = ckpt_hy;
+    sh_trainer *back = NULL, *whole = NULL;
+    CHECK(sh_trainer_create(&ro, &back) == SHOAL_OK && sh_trainer_run(back, NULL) == SHOAL_OK, "%s",
+          shoal_last_error_message());
+    opts_for(&ro, adam_cfg, 16, STEPS);
+    CHECK(sh_trainer_create(&ro, &whole) == SHOAL_OK && sh_trainer_run(whole, NULL) == SHOAL_OK, "%s",
+          shoal_last_error_message());
+    if (back && whole) {
+        const float *p = sh_net_params(sh_trainer_net(back)), *q = sh_net_params(sh_trainer_net(whole));
+        double diff = 0, norm = 0;
+        for (size_t i = 0; i < sh_net_nparams(sh_trainer_net(whole)); i++) {
+            diff += ((double)p[i] - q[i]) * ((double)p[i] - q[i]);
+            norm += (double)q[i] * q[i];
+        }
+        double rel = sqrt(diff / norm);
+        CHECK(rel < 1e-5, "hybrid checkpoint resumed in one process: %.3g relative", rel);
+        CHECK(rel > 0, "bitwise equal: did the first half run split?");
+    }
+    sh_trainer_destroy(back);
+    sh_trainer_destroy(whole);
+}
+
+typedef struct {
+    const char *cfg, *want;
+    sh_hybrid_scheme scheme;
+    int batch;
+} refused_arg;
+
+static void refused_job(shoal_comm *c, void *arg)
+{
+    const refused_arg *a = arg;
+    sh_hybrid_opts ho = {a->cfg, a->scheme, a->batch, 5};
+    sh_strategy *st = NULL;
+    sh_net *net = NULL;
+    shoal_result rc = sh_strategy_hybrid_create(c, &ho, &st, &net);
+    CHECK(rc == SHOAL_ERR_INVALID && !st && !net, "rc %d", rc);
+    CHECK(strstr(shoal_last_error_message(), a->want) != NULL, "wanted \"%s\" in: %s", a->want,
+          shoal_last_error_message());
+}
+
+static void t_impossible_layouts_are_refused(void)
+{
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 60};
+    refused_arg none = {noconn_cfg, "no [connected] layer", SH_HYBRID_BROADCAST, 16};
+    RUN_RANKS(2, &o, refused_job, &none);
+    refused_arg narrow = {narrow_cfg, "fewer than the 3 ranks", SH_HYBRID_VERTICAL, 18};
+    RUN_RANKS(3, &o, refused_job, &narrow);
+    refused_arg uneven = {sgd_cfg, "does not split into 3 equal shares", SH_HYBRID_BROADCAST, 16};
+    RUN_RANKS(3, &o, refused_job, &uneven);
+    refused_arg horiz = {sgd_cfg, "divisible by 3 x 3 = 9", SH_HYBRID_HORIZONTAL, 12};
+    RUN_RANKS(3, &o, refused_job, &horiz);
+}
+
+int main(void)
+{
+    check_begin("test_hybrid", 600);
+    if (tiny_make_dir(dir, sizeof dir) || tiny_write_file(dir, "sgd.cfg", sgd_text) ||
+        tiny_write_file(dir, "adam.cfg", adam_text) || tiny_write_file(dir, "noconn.cfg", noconn_text) ||
+        tiny_write_file(dir, "narrow.cfg", narrow_text)) {
+        fprintf(stderr, "cannot write the test data\n");
+        return 1;
+    }
+    snprintf(sgd_cfg, sizeof sgd_cfg, "%s/sgd.cfg", dir);
+    snprintf(adam_cfg, sizeof adam_cfg, "%s/adam.cfg", dir);
+    snprintf(noconn_cfg, sizeof noconn_cfg, "%s/noconn.cfg", dir);
+    snprintf(narrow_cfg, sizeof narrow_cfg, "%s/narrow.cfg", dir);
+    snprintf(ckpt_one, sizeof ckpt_one, "%s/one.ckpt", dir);
+    snprintf(ckpt_hy, sizeof ckpt_hy, "%s/hy.ckpt", dir);
+    RUN(t_broadcast_matches_one_process_on_2_3_4_ranks);
+    RUN(t_vertical_matches_one_process_on_2_3_4_ranks);
+    RUN(t_horizontal_matches_one_process_on_2_3_4_ranks);
+    RUN(t_evaluation_with_empty_shares);
+    RUN(t_checkpoints_cross_layouts);
+    RUN(t_impossible_layouts_are_refused);
+    tiny_remove_dir(dir);
+    return check_end();
+}
