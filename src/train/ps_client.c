@@ -1,7 +1,8 @@
 /* ps_client.c — a worker's side of the parameter server: pull the whole vector shard by
- * shard, push gradients shard by shard, count clocks, say goodbye.
- * Not here: the servers (ps_server.c), the training step (the strategy).
- * Proved by tests/train/test_ps.c. */
+ * shard, push gradients shard by shard (compressed: each shard's residual kept, and handed
+ * out and back for checkpoints), count clocks, say goodbye.
+ * Not here: the servers (ps_server.c), the training step (the strategy), checkpoint files
+ * (snapshot.c). Proved by tests/train/test_ps.c; residuals by tests/cli/test_train_compress.c. */
 #include "train/ps.h"
 
 #include <math.h>

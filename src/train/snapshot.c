@@ -1,8 +1,9 @@
 /* snapshot.c — the checkpoint of a training run: meta, params, stats, optim and (recurrent
- * nets) every rank's rnn_state sections,
+ * nets) every rank's rnn_state sections, every rank's residuals (rankstate) or, for
+ * parameter-server workers, each one's own file beside it (PATH.worker<k>),
  * and the checks that refuse a checkpoint of another model before anything is overwritten.
  * Not here: the file format (src/io/checkpoint.c), when to save (trainer.c).
- * Proved by tests/train/test_snapshot.c. */
+ * Proved by tests/train/test_snapshot.c; the residuals by tests/cli/test_train_compress.c. */
 #include "train/snapshot.h"
 
 #include <stdio.h>

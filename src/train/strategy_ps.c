@@ -3,7 +3,8 @@
  * gradients after backward (averaged over --push-every steps for async); the servers apply
  * the optimizer, so the step skips its own.
  * Not here: the servers and the protocol (ps_server.c, ps_client.c).
- * Proved by tests/train/test_ps.c (the client) and tests/train/test_strategy_ps.c. */
+ * Proved by tests/train/test_ps.c (the client) and tests/train/test_strategy_ps.c; compressed
+ * pushes and their residuals in checkpoints by tests/cli/test_train_compress.c. */
 #include "train/strategy_ps.h"
 
 #include <stdlib.h>

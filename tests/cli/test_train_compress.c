@@ -183,6 +183,15 @@ static void ps_resume_continues_bit_for_bit(void)
         CHECK(strstr(out, "worker 1: ") && strstr(out, "pcut.ckpt.worker1 is missing"), "%s: said: %s", c, out);
         CHECK(!same_files("pwhole.ckpt.server0", "pcut.ckpt.server0"), "%s: the residuals matter to the result", c);
     }
+    /* a --save-every checkpoint taken mid-run (the server then dies) resumes the same way */
+    CHECK(run("mlp.cfg --data . -n 2 --ps --consistency sync --threads 1 --quiet --compress 1bit --max-steps 30 "
+              "--save pwhole.ckpt") == 0, "%s", out);
+    CHECK(run("mlp.cfg --data . -n 2 --ps --consistency sync --threads 1 --quiet --compress 1bit --max-steps 30 "
+              "--save pdied.ckpt --save-every 13 --debug-die-rank 0 --debug-die-step 15") != 0, "the server died: %s", out);
+    CHECK(run("mlp.cfg --data . -n 2 --ps --consistency sync --threads 1 --quiet --compress 1bit --max-steps 30 "
+              "--resume pdied.ckpt --save pdied.ckpt") == 0, "%s", out);
+    CHECK(strstr(out, "start from zero") == NULL, "%s", out);
+    CHECK(same_ps_checkpoints("pwhole.ckpt", "pdied.ckpt"), "resumed from step 13 equals uninterrupted");
 }
 
 /* Async and ssp are not deterministic (pushes land in whatever order they arrive), so what
