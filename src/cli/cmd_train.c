@@ -103,7 +103,8 @@ static const char usage_text[] =
     "                     float32), fp16, bf16, 1bit (CNTK's 1-bit SGD), topk:F (the\n"
     "                     fraction F of largest entries, e.g. topk:0.01) or lowrank:R\n"
     "                     (PowerSGD of rank R); 1bit, topk and lowrank carry their\n"
-    "                     error to the next step (kept in checkpoints, per rank)\n"
+    "                     error to the next step (kept in checkpoints, per rank; with\n"
+    "                     --ps each worker's in FILE.worker<k> beside --save FILE)\n"
     "  --sfb              with ranks: connected layers send their sufficient factors\n"
     "                     (per-image inputs and output gradients) where batch x (in + out)\n"
     "                     < in x out; the other layers use --compress\n"
@@ -184,6 +185,17 @@ static void print_pipe_profile(const sh_job_report *jr)
     }
 }
 
+/* Compressed gradients (data parallel or parameter-server pushes): the bytes and residual. */
+static void print_compression(const sh_job_report *jr)
+{
+    const sh_dp_profile *pr = &jr->dp_profile;
+    if (!jr->has_comm_stats) return;
+    fprintf(stderr, "compression: %.3f MB sent per step (float32 would send %.3f MB: %.1fx less), "
+            "residual norm %.4g%s\n", pr->wire_nbytes / 1e6, pr->dense_nbytes / 1e6,
+            pr->wire_nbytes > 0 ? pr->dense_nbytes / pr->wire_nbytes : 1.0, pr->residual_norm,
+            pr->sfb_layers ? ", sufficient factors for some connected layers" : "");
+}
+
 static void print_profile(const sh_job_report *jr)
 {
     const sh_step_profile *p = &jr->train.profile;
@@ -201,10 +213,11 @@ static void print_profile(const sh_job_report *jr)
         return;
     }
     double step = p->data + p->forward + p->backward + p->comm_wait + p->optimizer;
-    if (!jr->has_dp_profile) { /* one process: nothing to wait for */
+    if (!jr->has_dp_profile) { /* one process, or a parameter-server worker */
         fprintf(stderr, "profile per step (ms): data %.2f, forward %.2f, backward %.2f, optimizer %.2f, "
                 "total %.2f\n", p->data * 1e3, p->forward * 1e3, p->backward * 1e3, p->optimizer * 1e3,
                 step * 1e3);
+        print_compression(jr);
         return;
     }
     const sh_dp_profile *pr = &jr->dp_profile;
@@ -217,11 +230,7 @@ static void print_profile(const sh_job_report *jr)
             "hidden behind backward\n",
             p->data * 1e3, p->forward * 1e3, p->backward * 1e3, p->comm_wait * 1e3, p->optimizer * 1e3,
             step * 1e3, comm * 1e3, pr->steps ? pr->bytes / (double)pr->steps / 1e6 : 0.0, 100 * hidden);
-    if (pr->compressed)
-        fprintf(stderr, "compression: %.3f MB sent per step (float32 would send %.3f MB: %.1fx less), "
-                "residual norm %.4g%s\n", pr->wire_nbytes / 1e6, pr->dense_nbytes / 1e6,
-                pr->wire_nbytes > 0 ? pr->dense_nbytes / pr->wire_nbytes : 1.0, pr->residual_norm,
-                pr->sfb_layers ? ", sufficient factors for some connected layers" : "");
+    print_compression(jr);
 }
 
 /* --sfb on a model with no [connected] section: said once, before any rank starts. */

@@ -288,14 +288,13 @@ static shoal_result run_ps_worker(const sh_job_opts *o, shoal_comm *c, sh_job_re
         return rc;
     }
     wo.job_logs = wo.logdir != NULL;
+    /* Worker 0 reports and writes the checkpoint. A worker whose compressed pushes keep
+     * error-feedback residuals writes them beside it at the same steps (PATH.worker<k>), on
+     * its own: workers never wait for each other, and the servers may drop one. */
     if (st->rank != 0) {
-        wo.save_path = NULL; /* worker 0 reports and saves */
+        if (!st->rank_state_get) wo.save_path = NULL;
         wo.logdir = NULL;
     }
-    int feedback = o->codec.error_feedback && (o->codec.codec == SHOAL_CODEC_1BIT || o->codec.codec == SHOAL_CODEC_TOPK);
-    if (o->train.resume_path && feedback && st->rank == 0)
-        SH_LOG_W("train", "--ps: the workers' error-feedback residuals are not kept in checkpoints; they start "
-                 "from zero");
     rc = train_with(&wo, net, st, r);
     if (rc == SHOAL_OK && st->comm_stats) {
         sh_dp_profile *pr = &r->dp_profile;

@@ -113,6 +113,13 @@ shoal_result sh_ps_client_push(sh_ps_client *w, const float *grads);
 int64_t sh_ps_client_clock(const sh_ps_client *w);
 /* Bytes pushed so far (headers included) and the norm of the pushes' residuals now. */
 void sh_ps_client_push_stats(const sh_ps_client *w, double *pushed_nbytes, double *residual_norm);
+/* The error-feedback residuals of this worker's pushes (the per-shard compressors' state,
+ * shard after shard): floats in all, 0 without a codec that keeps them (fp16, bf16, none,
+ * or error feedback off). get copies them into out; set copies them from in, or with in
+ * NULL starts them from zero. A checkpoint keeps them so a resume continues the pushes. */
+size_t sh_ps_client_state_count(const sh_ps_client *w);
+void sh_ps_client_state_get(sh_ps_client *w, float *out);
+void sh_ps_client_state_set(sh_ps_client *w, const float *in);
 /* The lead as this worker last heard it from the servers (0 before any answer): the lowest
  * worker index no server has dropped. The lead prints progress and reports. */
 int sh_ps_client_lead(const sh_ps_client *w);

@@ -1,7 +1,8 @@
 /* ps_client.c — a worker's side of the parameter server: pull the whole vector shard by
- * shard, push gradients shard by shard, count clocks, say goodbye.
- * Not here: the servers (ps_server.c), the training step (the strategy).
- * Proved by tests/train/test_ps.c. */
+ * shard, push gradients shard by shard (compressed: each shard's residual kept, and handed
+ * out and back for checkpoints), count clocks, say goodbye.
+ * Not here: the servers (ps_server.c), the training step (the strategy), checkpoint files
+ * (snapshot.c). Proved by tests/train/test_ps.c; residuals by tests/cli/test_train_compress.c. */
 #include "train/ps.h"
 
 #include <math.h>
@@ -180,6 +181,49 @@ void sh_ps_client_push_stats(const sh_ps_client *w, double *pushed_nbytes, doubl
         s += r * r;
     }
     *residual_norm = sqrt(s);
+}
+
+/* Only 1bit and topk with error feedback carry a residual from push to push; the PS
+ * refuses lowrank, and fp16/bf16 keep a residual of zeros. */
+static int keeps_residuals(const sh_ps_client *w)
+{
+    const shoal_codec_opts *o = &w->cfg.codec;
+    return w->enc && o->error_feedback && (o->codec == SHOAL_CODEC_1BIT || o->codec == SHOAL_CODEC_TOPK);
+}
+
+size_t sh_ps_client_state_count(const sh_ps_client *w)
+{
+    if (!keeps_residuals(w)) return 0;
+    size_t all = 0, n;
+    for (int k = 0; k < w->cfg.nservers; k++) {
+        (void)shoal_compressor_state(w->enc[k], &n);
+        all += n;
+    }
+    return all;
+}
+
+void sh_ps_client_state_get(sh_ps_client *w, float *out)
+{
+    for (int k = 0; keeps_residuals(w) && k < w->cfg.nservers; k++) {
+        size_t n;
+        const float *st = shoal_compressor_state(w->enc[k], &n);
+        memcpy(out, st, n * sizeof(float));
+        out += n;
+    }
+}
+
+void sh_ps_client_state_set(sh_ps_client *w, const float *in)
+{
+    for (int k = 0; keeps_residuals(w) && k < w->cfg.nservers; k++) {
+        if (!in) {
+            shoal_compressor_reset(w->enc[k]);
+            continue;
+        }
+        size_t n;
+        float *st = shoal_compressor_state(w->enc[k], &n);
+        memcpy(st, in, n * sizeof(float));
+        in += n;
+    }
 }
 
 int sh_ps_client_lead(const sh_ps_client *w) { return w->lead; }

@@ -1,16 +1,19 @@
 /* snapshot.c — the checkpoint of a training run: meta, params, stats, optim and (recurrent
- * nets) every rank's rnn_state sections,
+ * nets) every rank's rnn_state sections, every rank's residuals (rankstate) or, for
+ * parameter-server workers, each one's own file beside it (PATH.worker<k>),
  * and the checks that refuse a checkpoint of another model before anything is overwritten.
  * Not here: the file format (src/io/checkpoint.c), when to save (trainer.c).
- * Proved by tests/train/test_snapshot.c. */
+ * Proved by tests/train/test_snapshot.c; the residuals by tests/cli/test_train_compress.c. */
 #include "train/snapshot.h"
 
 #include <stdio.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/err.h"
+#include "base/log.h"
 #include "base/util.h"
 #include "io/checkpoint.h"
 #include "nn/darknet_weights.h"
@@ -37,6 +40,8 @@ enum {
     META_NSTATE,          /* recurrent state floats per rank; section "rnn_state" holds
                              world of them (0 in checkpoints of feed-forward nets) */
     META_RANK_STATE,      /* floats of per-rank state (error-feedback residuals) a rank */
+    META_RANK_FILES,      /* floats of per-rank state each rank keeps in a file of its own,
+                             PATH.worker<rank> (parameter-server workers); 0: none */
     META_COUNT_V1 = 16,   /* version 1's section: slots up to META_WORLD */
     META_COUNT = 32       /* the rest are spare, zero */
 };
@@ -187,6 +192,7 @@ static shoal_result save_blocks(sh_trainer *t, const char *path, float *params, 
     meta[META_WORLD] = (uint64_t)t->strategy->world;
     meta[META_NSTATE] = t->nstate;
     meta[META_RANK_STATE] = t->rank_state ? t->rank_state_count : 0;
+    meta[META_RANK_FILES] = t->rank_file_count;
 
     /* Empty blocks (no batch norm, plain SGD) are left out rather than written as 0 bytes;
      * meta's counts say which sections to expect. */
@@ -336,6 +342,101 @@ shoal_result sh_snapshot_restore(sh_trainer *t, const char *path, const sh_snaps
                           (int64_t)meta[META_LOADER_STEP]));
     t->steps_done = (int64_t)meta[META_STEPS_DONE];
     return SHOAL_OK;
+}
+
+/* A rank's own file: "rankmeta" (these slots) and "rankstate" (count floats). */
+enum { RANK_VERSION = 0, RANK_CFG_HASH, RANK_WORLD, RANK_RANK, RANK_COUNT, RANK_STEPS_DONE, RANK_SLOTS = 8 };
+
+static void rank_file_path(const char *path, int rank, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s.worker%d", path, rank);
+}
+
+shoal_result sh_snapshot_save_rank_file(sh_trainer *t, const char *path)
+{
+    sh_strategy *s = t->strategy;
+    size_t count = s->rank_state_count(s);
+    t->rank_file_count = count;
+    if (!count) return SHOAL_OK;
+    char file[4096];
+    rank_file_path(path, s->rank, file, sizeof file);
+    float *mine = NULL;
+    SH_TRY(sh_calloc(count, sizeof(float), (void **)&mine));
+    s->rank_state_get(s, mine);
+    uint64_t meta[RANK_SLOTS] = {0};
+    meta[RANK_VERSION] = 1;
+    meta[RANK_CFG_HASH] = sh_net_cfg_hash(t->net);
+    meta[RANK_WORLD] = (uint64_t)s->world;
+    meta[RANK_RANK] = (uint64_t)s->rank;
+    meta[RANK_COUNT] = count;
+    meta[RANK_STEPS_DONE] = (uint64_t)t->steps_done;
+    sh_ckpt_section secs[2] = {{"rankmeta", meta, sizeof meta}, {"rankstate", mine, count * sizeof(float)}};
+    shoal_result rc = sh_ckpt_save(file, secs, 2);
+    free(mine);
+    return rc;
+}
+
+/* This rank's own file into mine (count floats): 1 when it fits the checkpoint (same
+ * model, rank, ranks and step), 0 when it is missing or does not fit (said, as this rank). */
+static shoal_result read_rank_file(sh_trainer *t, const char *path, const uint64_t *ck, float *mine,
+                                   size_t count, int *fits)
+{
+    sh_strategy *s = t->strategy;
+    char file[4096];
+    rank_file_path(path, s->rank, file, sizeof file);
+    *fits = 0;
+    if (access(file, F_OK) != 0) {
+        SH_LOG_W("train", "worker %d: %s is missing: this worker's error-feedback residuals start from zero",
+                 s->rank, file);
+        return SHOAL_OK;
+    }
+    uint64_t meta[RANK_SLOTS];
+    sh_ckpt_section secs[2] = {{"rankmeta", meta, sizeof meta}, {"rankstate", mine, count * sizeof(float)}};
+    SH_TRY(sh_ckpt_load(file, secs, 1)); /* damaged: refused, like the checkpoint itself */
+    if (meta[RANK_VERSION] != 1 || meta[RANK_CFG_HASH] != ck[META_CFG_HASH] ||
+        meta[RANK_WORLD] != (uint64_t)s->world || meta[RANK_RANK] != (uint64_t)s->rank ||
+        meta[RANK_COUNT] != count || meta[RANK_STEPS_DONE] != ck[META_STEPS_DONE]) {
+        SH_LOG_W("train", "worker %d: %s holds worker %" PRIu64 " of %" PRIu64 "'s %" PRIu64 " residual values at "
+                 "step %" PRIu64 ", the checkpoint is worker %d of %d's %zu at step %" PRIu64 ": this worker's "
+                 "error-feedback residuals start from zero", s->rank, file, meta[RANK_RANK], meta[RANK_WORLD],
+                 meta[RANK_COUNT], meta[RANK_STEPS_DONE], s->rank, s->world, count, ck[META_STEPS_DONE]);
+        return SHOAL_OK;
+    }
+    SH_TRY(sh_ckpt_load(file, secs, 2));
+    *fits = 1;
+    return SHOAL_OK;
+}
+
+shoal_result sh_snapshot_restore_rank_file(sh_trainer *t, const char *path, const sh_snapshot_meta *m)
+{
+    const uint64_t *ck = m->v;
+    sh_strategy *s = t->strategy;
+    size_t count = s->rank_state_count(s);
+    uint64_t per = ck[META_RANK_FILES], world = ck[META_WORLD];
+    if (!count) return SHOAL_OK;
+    /* What concerns every rank alike, rank 0 says once. */
+    if (!per || world != (uint64_t)s->world || per != count) {
+        s->rank_state_set(s, NULL);
+        if (s->rank != 0) return SHOAL_OK;
+        if (!per)
+            SH_LOG_W("train", "the checkpoint holds no error-feedback residuals of the workers (saved without "
+                     "--compress 1bit or topk, or by a shoal that did not keep them); they start from zero");
+        else if (world != (uint64_t)s->world)
+            SH_LOG_W("train", "the checkpoint's error-feedback residuals are for %" PRIu64 " workers, this run "
+                     "has %d: they start from zero", world, s->world);
+        else
+            SH_LOG_W("train", "the checkpoint's error-feedback residuals (%" PRIu64 " values a worker) do not fit "
+                     "this run's compression (%zu): they start from zero; resume with the same --compress",
+                     per, count);
+        return SHOAL_OK;
+    }
+    float *mine = NULL;
+    int fits = 0;
+    SH_TRY(sh_calloc(count, sizeof(float), (void **)&mine));
+    shoal_result rc = read_rank_file(t, path, ck, mine, count, &fits);
+    if (rc == SHOAL_OK) s->rank_state_set(s, fits ? mine : NULL);
+    free(mine);
+    return rc;
 }
 
 shoal_result sh_snapshot_load_weights(sh_net *net, const char *path)

@@ -2,7 +2,9 @@
  * (format version, cfg hash, step, loader position, seed, dropout RNG, sizes), "params",
  * "stats" (batch-norm running values), "optim" (momentum, moments), for recurrent nets
  * "rnn_state" (every rank's carried hidden state), and "rankstate" (every rank's own state,
- * rank after rank: the error-feedback residuals of --compress).
+ * rank after rank: the error-feedback residuals of --compress). A strategy whose ranks need
+ * not meet at a checkpoint (parameter-server workers) keeps each rank's state in a file of
+ * its own instead, PATH.worker<rank> ("rankmeta": rank, ranks, step; "rankstate").
  * Not here: the file format, atomic writing and checksums (src/io/checkpoint.c).
  * Proved by tests/train/test_snapshot.c. */
 #ifndef SH_SNAPSHOT_H
@@ -36,6 +38,16 @@ uint64_t sh_snapshot_meta_seed(const sh_snapshot_meta *m);
  * sh_snapshot_read_meta, so that training continues bit for bit. A checkpoint of another
  * model (cfg hash, parameter count) or batch size is refused, naming both. */
 shoal_result sh_snapshot_restore(sh_trainer *t, const char *path, const sh_snapshot_meta *m);
+/* For a strategy with rank_state_get: this rank's state to PATH.worker<rank> (atomic,
+ * checksummed) and its size for the checkpoint's meta, which rank 0 writes after. Every
+ * rank, no communication. */
+shoal_result sh_snapshot_save_rank_file(sh_trainer *t, const char *path);
+/* After attach, on resume from path (whose meta is m): the strategy gets this rank's state
+ * from PATH.worker<rank> when the checkpoint's run had as many ranks, the same state size,
+ * and the file was saved at the checkpoint's step; else its state starts from zero, said
+ * once (by rank 0 when it concerns every rank, else by the rank whose file is missing or
+ * from another step). A damaged file is refused (SHOAL_ERR_FORMAT). */
+shoal_result sh_snapshot_restore_rank_file(sh_trainer *t, const char *path, const sh_snapshot_meta *m);
 /* Only the weights and statistics, for `shoal test`, `time` and `train --weights` (any batch
  * size). A path ending in ".weights" is read as Darknet's format (nn/darknet_weights.h). */
 shoal_result sh_snapshot_load_weights(sh_net *net, const char *path);

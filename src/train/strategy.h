@@ -80,6 +80,17 @@ struct sh_strategy {
      * its own when world and count match, else starts from zero and says so once. */
     shoal_result (*rank_state_gather)(sh_strategy *s, float **all, size_t *count);
     void (*rank_state_restore)(sh_strategy *s, const float *all, size_t count, int saved_world);
+    /* Optional, instead of the two above (set these or those): per-rank state for a strategy
+     * whose ranks need not meet at a checkpoint (parameter-server workers run at their own
+     * pace, and the servers may drop one, so a gather could wait on a rank that never comes).
+     * Each rank writes its own state to a file beside the checkpoint, PATH.worker<rank>, with
+     * no communication (snapshot.c). rank_state_count: floats this rank keeps (0: none).
+     * rank_state_get copies them into out; rank_state_set, after attach on resume, copies
+     * them from in as this rank saved them, or starts them from zero when in is NULL (the
+     * caller says why). */
+    size_t (*rank_state_count)(const sh_strategy *s);
+    void (*rank_state_get)(sh_strategy *s, float *out);
+    void (*rank_state_set)(sh_strategy *s, const float *in);
     /* Optional (NULL: nothing to report): after a step, the bytes this rank sent by the
      * algorithms' count, what float32 would have sent, the error-feedback residuals' norm. */
     void (*comm_stats)(const sh_strategy *s, double *wire_nbytes, double *dense_nbytes, double *residual_norm);

@@ -281,7 +281,12 @@ static shoal_result finish(sh_strategy *s)
         double dt = (double)(sh_now_ns() - t0) * 1e-9;
         sh_gradx_stats st;
         sh_gradx_get_stats(d->gx, &st);
-        d->prof.comm_s = sh_gradx_busy_s(d->gx);
+        double busy_s = sh_gradx_busy_s(d->gx); /* summed over the steps */
+        memset(&d->last, 0, sizeof d->last);    /* TensorBoard's comm/ scalars of this step */
+        d->last.comm_s = busy_s - d->prof.comm_s;
+        d->last.nbytes = (double)d->nparams * sizeof(float);
+        d->last.sent_nbytes = st.wire_nbytes;
+        d->prof.comm_s = busy_s;
         d->prof.wait_s += dt;
         d->prof.bytes += (double)d->nparams * sizeof(float);
         d->prof.wire_nbytes = st.wire_nbytes;

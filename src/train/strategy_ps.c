@@ -3,7 +3,8 @@
  * gradients after backward (averaged over --push-every steps for async); the servers apply
  * the optimizer, so the step skips its own.
  * Not here: the servers and the protocol (ps_server.c, ps_client.c).
- * Proved by tests/train/test_ps.c (the client) and tests/train/test_strategy_ps.c. */
+ * Proved by tests/train/test_ps.c (the client) and tests/train/test_strategy_ps.c; compressed
+ * pushes and their residuals in checkpoints by tests/cli/test_train_compress.c. */
 #include "train/strategy_ps.h"
 
 #include <stdlib.h>
@@ -18,6 +19,7 @@ typedef struct {
     float *params, *grads, *acc; /* acc: (nparams) gradients summed over push_every steps */
     size_t nparams;
     int pull_every, push_every, nacc;
+    int64_t steps;          /* steps finished (pushes are fewer with push_every > 1) */
     int closed; /* said goodbye through sh_strategy_ps_close */
     shoal_result failed;
     sh_step_comm last;      /* the last step's pull and push */
@@ -58,16 +60,20 @@ static void grad_ready(void *ctx, int layer, size_t offset, size_t count)
 static shoal_result push(ps_state *p, const float *g)
 {
     uint64_t t0 = sh_now_ns();
+    double before, after, residual;
+    sh_ps_client_push_stats(p->cl, &before, &residual);
     shoal_result rc = sh_ps_client_push(p->cl, g);
+    sh_ps_client_push_stats(p->cl, &after, &residual);
     p->last.comm_s += (double)(sh_now_ns() - t0) * 1e-9;
     p->last.nbytes += (double)p->nparams * sizeof(float);
-    p->last.sent_nbytes += (double)p->nparams * sizeof(float);
+    p->last.sent_nbytes += after - before; /* compressed when a codec is on */
     return rc;
 }
 
 static shoal_result finish(sh_strategy *s)
 {
     ps_state *p = s->impl;
+    p->steps++;
     if (p->push_every <= 1) return push(p, p->grads);
     for (size_t i = 0; i < p->nparams; i++) p->acc[i] += p->grads[i];
     if (++p->nacc < p->push_every) return SHOAL_OK;
@@ -97,15 +103,37 @@ static void step_comm(const sh_strategy *s, sh_step_comm *out)
     *out = p->last;
 }
 
-/* Compressed pushes: bytes per push against float32's, and the workers' residuals. */
+/* Compressed pushes: bytes sent per step against what float32 pushes would send (with
+ * --push-every a step sends a share of a push), and this worker's residuals. */
 static void comm_stats(const sh_strategy *s, double *wire, double *dense, double *residual)
 {
     const ps_state *p = s->impl;
     double pushed = 0;
     sh_ps_client_push_stats(p->cl, &pushed, residual);
     int64_t pushes = sh_ps_client_clock(p->cl);
-    *wire = pushes > 0 ? pushed / (double)pushes : 0;
-    *dense = (double)p->nparams * sizeof(float);
+    double per_step = p->steps > 0 ? (double)pushes / (double)p->steps : 1;
+    *wire = p->steps > 0 ? pushed / (double)p->steps : 0;
+    *dense = (double)p->nparams * sizeof(float) * per_step;
+}
+
+/* The residuals of this worker's compressed pushes: each worker keeps them in a file of
+ * its own at a checkpoint (workers never wait for each other). */
+static size_t rank_state_count(const sh_strategy *s)
+{
+    const ps_state *p = s->impl;
+    return sh_ps_client_state_count(p->cl);
+}
+
+static void rank_state_get(sh_strategy *s, float *out)
+{
+    ps_state *p = s->impl;
+    sh_ps_client_state_get(p->cl, out);
+}
+
+static void rank_state_set(sh_strategy *s, const float *in)
+{
+    ps_state *p = s->impl;
+    sh_ps_client_state_set(p->cl, in);
 }
 
 static const sh_strategy_ops ps_ops = {"ps", attach, begin, grad_ready, finish, destroy, NULL, NULL};
@@ -156,6 +184,11 @@ shoal_result sh_strategy_ps_create(shoal_comm *c, const sh_ps_config *cfg, const
     if (cfg->codec.codec != SHOAL_CODEC_NONE) s->comm_stats = comm_stats;
     p->nparams = cfg->nparams;
     s->impl = p;
+    if (sh_ps_client_state_count(p->cl)) {
+        s->rank_state_count = rank_state_count;
+        s->rank_state_get = rank_state_get;
+        s->rank_state_set = rank_state_set;
+    }
     *out = s;
     return SHOAL_OK;
 }

@@ -190,6 +190,8 @@ shoal_result sh_trainer_create_with_net(const sh_train_opts *o, sh_net *net, sh_
     SH_TRY_GOTO(t->strategy->ops->attach(t->strategy, t->net), rc, fail);
     if (o->resume_path && t->strategy->rank_state_restore)
         t->strategy->rank_state_restore(t->strategy, t->rank_state, t->rank_state_count, t->rank_state_world);
+    if (o->resume_path && t->strategy->rank_state_set)
+        SH_TRY_GOTO(sh_snapshot_restore_rank_file(t, o->resume_path, &t->resume_meta), rc, fail);
     free(t->rank_state); /* kept only for the restore */
     t->rank_state = NULL;
     t->rank_state_count = 0;
@@ -252,6 +254,8 @@ shoal_result sh_trainer_save(sh_trainer *t, const char *path)
     if (t->strategy->part) /* parts of the model: all take part, the lead writes */
         return sh_snapshot_save_whole(t, path, t->strategy->leads(t->strategy));
     SH_TRY(gather_state(t));
+    /* each rank's own file first: the checkpoint rank 0 writes then names its size */
+    if (t->strategy->rank_state_get) SH_TRY(sh_snapshot_save_rank_file(t, path));
     if (t->strategy->rank_state_gather) {
         SH_TRY(t->strategy->rank_state_gather(t->strategy, &t->rank_state, &t->rank_state_count));
         t->rank_state_world = t->strategy->world;

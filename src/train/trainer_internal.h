@@ -46,6 +46,8 @@ struct sh_trainer {
     float *rank_state;
     size_t rank_state_count;    /* floats per rank */
     int rank_state_world;       /* ranks it holds */
+    size_t rank_file_count;     /* floats this rank wrote to its own file at the last save
+                                   (strategies with rank_state_get; snapshot.c) */
     char default_save_path[1024];
 };
 

@@ -4,7 +4,8 @@
  * bit, for every codec with error feedback; a resume on another rank count starts the
  * residuals from zero and says so; --compress none is today's run; every codec trains the
  * tiny model to an accuracy close to float32's; --json reports the bytes; bad flags get one
- * clear line. */
+ * clear line. Over --ps the same: each worker's residuals sit beside the checkpoint and a
+ * sync run resumes bit for bit; async and ssp restore them as saved. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,11 +125,124 @@ static void parameter_server_pushes_compressed(void)
         CHECK(json_num("compression_ratio") > (i < 2 ? 2.5 : 1.9), "%s: ratio %.2f", ps_codecs[i],
               json_num("compression_ratio"));
     }
-    /* the workers' residuals are not in a parameter-server checkpoint: a resume says so */
-    CHECK(run("mlp.cfg --data . -n 2 --ps --threads 1 --quiet --max-steps 6 --compress 1bit --save ps.ckpt") == 0, "%s", out);
-    CHECK(run("mlp.cfg --data . -n 2 --ps --threads 1 --quiet --max-steps 10 --compress 1bit --resume ps.ckpt") == 0,
+    /* --profile and TensorBoard report the pushes' bytes, ratio and residual too */
+    CHECK(run("mlp.cfg --data . -n 2 --ps --threads 1 --max-steps 8 --profile --compress topk:0.1 --logdir pstb") == 0,
           "%s", out);
-    CHECK(strstr(out, "residuals are not kept in checkpoints") != NULL, "%s", out);
+    char cmd[512], o[64];
+    snprintf(cmd, sizeof cmd, "cd %s && grep -q -a comm/compression_ratio pstb/* && grep -q -a comm/residual_norm "
+             "pstb/* && grep -q -a comm/bytes_sent_per_step pstb/* && echo all", dir);
+    CHECK(sh_test_run(cmd, o, sizeof o) == 0 && strstr(o, "all"), "--ps: TensorBoard has the three comm/ scalars: %s", o);
+    CHECK(strstr(out, "compression: ") && strstr(out, "residual norm"), "--ps: --profile line: %s", out);
+}
+
+/* The files of a parameter-server checkpoint: worker 0's, the server's shard, each worker's
+ * residuals; 1 when every one of a's equals b's byte for byte. */
+static int same_ps_checkpoints(const char *a, const char *b)
+{
+    static const char *const parts[] = {"", ".server0", ".worker0", ".worker1"};
+    for (int i = 0; i < 4; i++) {
+        char fa[128], fb[128];
+        snprintf(fa, sizeof fa, "%s%s", a, parts[i]);
+        snprintf(fb, sizeof fb, "%s%s", b, parts[i]);
+        if (!same_files(fa, fb)) return 0;
+    }
+    return 1;
+}
+
+/* Sync mode with two workers is deterministic (the server's sum of two pushes does not
+ * depend on their order): a run stopped and resumed from its checkpoint, the workers'
+ * residuals included, ends exactly where one that did not stop ends. Without a worker's
+ * residuals the run ends elsewhere, so the comparison can fail. */
+static void ps_resume_continues_bit_for_bit(void)
+{
+    const char *ps_codecs[] = {"1bit", "topk:0.1"};
+    char a[640];
+    for (int i = 0; i < 2; i++) {
+        const char *c = ps_codecs[i];
+        snprintf(a, sizeof a, "mlp.cfg --data . -n 2 --ps --consistency sync --threads 1 --quiet --compress %s "
+                 "--max-steps 30 --save pwhole.ckpt", c);
+        CHECK(run(a) == 0, "%s uninterrupted: %s", c, out);
+        snprintf(a, sizeof a, "mlp.cfg --data . -n 2 --ps --consistency sync --threads 1 --quiet --compress %s "
+                 "--max-steps 13 --save phalf.ckpt", c);
+        CHECK(run(a) == 0, "%s first half: %s", c, out);
+        /* the same checkpoint less worker 1's residuals */
+        snprintf(a, sizeof a, "cd %s && cp phalf.ckpt pcut.ckpt && cp phalf.ckpt.server0 pcut.ckpt.server0 && "
+                 "cp phalf.ckpt.worker0 pcut.ckpt.worker0 && rm -f pcut.ckpt.worker1 && echo copied", dir);
+        char o[64];
+        CHECK(sh_test_run(a, o, sizeof o) == 0 && strstr(o, "copied"), "copy the checkpoint: %s", o);
+        CHECK(!same_ps_checkpoints("pwhole.ckpt", "phalf.ckpt"), "%s: 13 steps differ from 30", c);
+        snprintf(a, sizeof a, "mlp.cfg --data . -n 2 --ps --consistency sync --threads 1 --quiet --compress %s "
+                 "--max-steps 30 --resume phalf.ckpt --save phalf.ckpt", c);
+        CHECK(run(a) == 0, "%s resumed: %s", c, out);
+        CHECK(!strstr(out, "start from zero"), "%s: the residuals were restored: %s", c, out);
+        CHECK(same_ps_checkpoints("pwhole.ckpt", "phalf.ckpt"), "%s: stopped and resumed equals uninterrupted", c);
+        /* worker 1's residuals lost: said by that worker, and the run ends elsewhere */
+        snprintf(a, sizeof a, "mlp.cfg --data . -n 2 --ps --consistency sync --threads 1 --quiet --compress %s "
+                 "--max-steps 30 --resume pcut.ckpt --save pcut.ckpt", c);
+        CHECK(run(a) == 0, "%s resumed without worker 1's file: %s", c, out);
+        CHECK(strstr(out, "worker 1: ") && strstr(out, "pcut.ckpt.worker1 is missing"), "%s: said: %s", c, out);
+        CHECK(!same_files("pwhole.ckpt.server0", "pcut.ckpt.server0"), "%s: the residuals matter to the result", c);
+    }
+    /* a --save-every checkpoint taken mid-run (the server then dies) resumes the same way */
+    CHECK(run("mlp.cfg --data . -n 2 --ps --consistency sync --threads 1 --quiet --compress 1bit --max-steps 30 "
+              "--save pwhole.ckpt") == 0, "%s", out);
+    CHECK(run("mlp.cfg --data . -n 2 --ps --consistency sync --threads 1 --quiet --compress 1bit --max-steps 30 "
+              "--save pdied.ckpt --save-every 13 --debug-die-rank 0 --debug-die-step 15") != 0, "the server died: %s", out);
+    CHECK(run("mlp.cfg --data . -n 2 --ps --consistency sync --threads 1 --quiet --compress 1bit --max-steps 30 "
+              "--resume pdied.ckpt --save pdied.ckpt") == 0, "%s", out);
+    CHECK(strstr(out, "start from zero") == NULL, "%s", out);
+    CHECK(same_ps_checkpoints("pwhole.ckpt", "pdied.ckpt"), "resumed from step 13 equals uninterrupted");
+}
+
+/* Async and ssp are not deterministic (pushes land in whatever order they arrive), so what
+ * is proved is the restore itself: a resume that runs no step saves each worker's residuals
+ * exactly as the checkpoint held them (zeros or anything else would differ). */
+static void ps_async_residuals_restore_as_saved(void)
+{
+    const char *modes[] = {"async", "ssp"};
+    char a[640];
+    for (int m = 0; m < 2; m++) {
+        snprintf(a, sizeof a, "mlp.cfg --data . -n 2 --ps --consistency %s --threads 1 --quiet --compress 1bit "
+                 "--max-steps 12 --save pa.ckpt", modes[m]);
+        CHECK(run(a) == 0, "%s: %s", modes[m], out);
+        snprintf(a, sizeof a, "mlp.cfg --data . -n 2 --ps --consistency %s --threads 1 --quiet --compress 1bit "
+                 "--max-steps 12 --resume pa.ckpt --save pb.ckpt", modes[m]);
+        CHECK(run(a) == 0, "%s resumed: %s", modes[m], out);
+        CHECK(!strstr(out, "start from zero"), "%s: %s", modes[m], out);
+        CHECK(same_files("pa.ckpt.worker0", "pb.ckpt.worker0") && same_files("pa.ckpt.worker1", "pb.ckpt.worker1"),
+              "%s: each worker's residuals restored as saved", modes[m]);
+        snprintf(a, sizeof a, "mlp.cfg --data . -n 2 --ps --consistency %s --threads 1 --quiet --compress 1bit "
+                 "--max-steps 20 --resume pa.ckpt --save pb.ckpt", modes[m]);
+        CHECK(run(a) == 0 && !strstr(out, "start from zero"), "%s trains on: %s", modes[m], out);
+    }
+    /* a damaged residual file is refused, like a damaged checkpoint */
+    char cmd[512], o[64];
+    snprintf(cmd, sizeof cmd, "cd %s && printf 'XXXX' | dd of=pa.ckpt.worker1 bs=1 seek=200 conv=notrunc "
+             "2>/dev/null && echo hit", dir);
+    CHECK(sh_test_run(cmd, o, sizeof o) == 0 && strstr(o, "hit"), "damage the file: %s", o);
+    CHECK(run("mlp.cfg --data . -n 2 --ps --threads 1 --quiet --compress 1bit --max-steps 20 --resume pa.ckpt") != 0,
+          "a damaged residual file was taken: %s", out);
+    CHECK(strstr(out, "pa.ckpt.worker1") && strstr(out, "damaged"), "%s", out);
+}
+
+/* Another worker count, or a checkpoint without residuals: they start from zero, one line. */
+static void ps_resume_on_other_workers_resets_with_one_line(void)
+{
+    /* the same global batch of 48 (each worker takes --batch images) */
+    CHECK(run("mlp.cfg --data . -n 2 --ps --batch 24 --threads 1 --quiet --compress 1bit --max-steps 6 "
+              "--save pr.ckpt") == 0, "%s", out);
+    CHECK(run("mlp.cfg --data . -n 3 --ps --batch 16 --threads 1 --quiet --compress 1bit --max-steps 10 "
+              "--resume pr.ckpt") == 0, "%s", out);
+    const char *line = strstr(out, "residuals are for 2 workers, this run has 3");
+    CHECK(line != NULL, "the reset is said: %s", out);
+    CHECK(line && !strstr(line + 1, "residuals are for 2 workers"), "once: %s", out);
+    CHECK(!strstr(out, "is missing"), "no worker looks for a file of another run: %s", out);
+    CHECK(run("mlp.cfg --data . -n 2 --ps --threads 1 --quiet --max-steps 4 --save pplain.ckpt") == 0, "%s", out);
+    CHECK(run("mlp.cfg --data . -n 2 --ps --threads 1 --quiet --compress topk:0.1 --max-steps 6 --resume pplain.ckpt")
+          == 0, "%s", out);
+    line = strstr(out, "holds no error-feedback residuals of the workers");
+    CHECK(line != NULL, "%s", out);
+    CHECK(line && !strstr(line + 1, "holds no error-feedback residuals"), "once: %s", out);
 }
 
 static void bad_flags_get_one_clear_line(void)
@@ -170,6 +284,9 @@ int main(void)
     RUN(none_is_todays_run);
     RUN(every_codec_trains_and_reports_bytes);
     RUN(parameter_server_pushes_compressed);
+    RUN(ps_resume_continues_bit_for_bit);
+    RUN(ps_async_residuals_restore_as_saved);
+    RUN(ps_resume_on_other_workers_resets_with_one_line);
     RUN(bad_flags_get_one_clear_line);
     tiny_remove_dir(dir);
     return check_end();
