@@ -6,7 +6,9 @@
  * mean, rolling variance]; [rnn], [lstm]: their connected sublayers in turn, as connected
  * ones. Layers without parameters write nothing. Files with major or minor above 1000 hold
  * connected weights transposed, as Darknet reads them. A sublayer's arrays may be scattered
- * through a fused gate matrix (an [lstm]'s): they pass through a contiguous buffer.
+ * through a fused gate matrix (an [lstm]'s): they pass through a contiguous buffer. A layer
+ * whose equations differ from Darknet's ([gru]) names why in sh_layer_ops.darknet_refusal,
+ * and files with it are refused before anything is read or written.
  * Not here: each layer's list of arrays (layer_*.c), shoal's checkpoints (snapshot.c).
  * Proved by tests/nn/test_darknet_weights.c (round trip, and against Darknet itself). */
 #include "nn/darknet_weights.h"
