@@ -1,8 +1,8 @@
 /* cmd_generate.c — `shoal generate CFG --weights FILE`: text sampled one byte at a time from a
  * trained character-level net, as `darknet rnn generate`: the seed text is fed first (its
  * bytes printed as they are), then each sampled byte is printed and fed back. `--sampler
- * darknet` draws as `darknet rnn generate -srand N` does: glibc's rand() (rebuilt here, so any
- * libc gives it) seeded with N and advanced past the draws Darknet spends building the net,
+ * darknet` draws as `darknet rnn generate -srand N` does: glibc's rand() (base/glibc_rand.h,
+ * so any libc gives it) seeded with N and advanced past the draws Darknet spends building the net,
  * its temperature softmax, its 0.0001 cut-off and its cumulative subtraction.
  * Not here: the layers and their carried state (src/nn), loading weights (src/train/snapshot.c).
  * Proved by tests/cli/test_train_text.c. */
@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/glibc_rand.h"
 #include "base/util.h"
 #include "cli/cli.h"
 #include "nn/cfg.h"
@@ -60,43 +61,11 @@ static int draw(const float *p, double temperature, sh_rng *rng)
     return 0;
 }
 
-/* glibc's rand() (stdlib/random_r.c, TYPE_3): r[0] = seed, r[i] = 16807 r[i-1] mod 2^31 - 1
- * for i < 31, r[31..33] = r[0..2], then r[i] = r[i-3] + r[i-31] mod 2^32; the k-th rand()
- * is r[k + 344] >> 1. s holds r[i-31..i-1] at slot i mod 31. */
-typedef struct {
-    uint32_t s[31];
-    uint64_t i;
-} dn_rand;
-
-#define DN_RAND_MAX 2147483647 /* glibc's RAND_MAX */
-
-static uint32_t dn_rand_next(dn_rand *g)
-{
-    uint32_t v = g->s[g->i % 31] + g->s[(g->i - 3) % 31];
-    g->s[g->i % 31] = v;
-    g->i++;
-    return v >> 1;
-}
-
-static void dn_srand(dn_rand *g, uint32_t seed)
-{
-    int32_t w = seed ? (int32_t)seed : 1;
-    g->s[0] = (uint32_t)w;
-    for (int i = 1; i < 31; i++) { /* 16807 w mod 2^31 - 1 without overflow (Schrage) */
-        int32_t hi = w / 127773, lo = w % 127773;
-        w = 16807 * lo - 2836 * hi;
-        if (w < 0) w += DN_RAND_MAX;
-        g->s[i] = (uint32_t)w;
-    }
-    g->i = 34; /* r[31..33] = r[0..2] already sit in their slots */
-    for (int k = 34; k < 344; k++) (void)dn_rand_next(g);
-}
-
 /* Darknet's draw (examples/rnn.c test_char_rnn, utils.c sample_array) from the net's
  * probabilities p: its softmax at temperature T in float (log p differs from the logits by a
  * constant), probabilities below 0.0001 set to 0, the rest scaled by 1/sum, then a uniform r
  * = rand()/RAND_MAX in float minus each probability in turn until r <= 0. */
-static int draw_darknet(const float *p, float temperature, dn_rand *g)
+static int draw_darknet(const float *p, float temperature, sh_glibc_rand *g)
 {
     float a[NBYTES], largest = -FLT_MAX, sum = 0;
     for (int i = 0; i < NBYTES; i++) {
@@ -115,7 +84,7 @@ static int draw_darknet(const float *p, float temperature, dn_rand *g)
     }
     float scale = (float)(1. / total);
     for (int i = 0; i < NBYTES; i++) a[i] *= scale;
-    float r = (float)dn_rand_next(g) / (float)DN_RAND_MAX;
+    float r = (float)sh_glibc_rand_next(g) / (float)SH_GLIBC_RAND_MAX;
     for (int i = 0; i < NBYTES; i++) {
         r -= a[i];
         if (r <= 0) return i;
@@ -143,7 +112,7 @@ static shoal_result generate(const char *cfg_path, const char *weights, const ch
     SH_TRY_GOTO(sh_cli_net_weights(net, threads, weights), rc, done);
     sh_rng rng;
     sh_rng_seed(&rng, sample_seed);
-    dn_rand dn = {{0}, 0};
+    sh_glibc_rand dn = {{0}, 0};
     if (darknet) {
         int64_t draws = sh_darknet_init_draws(net);
         if (draws < 0) {
@@ -152,8 +121,8 @@ static shoal_result generate(const char *cfg_path, const char *weights, const ch
                          "weights match its random draws); use --sampler shoal", cfg_path);
             goto done;
         }
-        dn_srand(&dn, (uint32_t)sample_seed);
-        for (int64_t k = 0; k < draws; k++) (void)dn_rand_next(&dn);
+        sh_glibc_rand_seed(&dn, (uint32_t)sample_seed);
+        for (int64_t k = 0; k < draws; k++) (void)sh_glibc_rand_next(&dn);
     }
     float x[NBYTES];
     /* Darknet feeds byte 0 first when the seed is empty, and prints it */
