@@ -3,8 +3,12 @@
  * major*10 + minor >= 2, else int32); then, layer by layer, the arrays each layer lists
  * through sh_layer_ops.darknet_blobs in Darknet's order — convolutional: biases, [scales,
  * rolling mean, rolling variance], weights; connected: biases, weights, [scales, rolling
- * mean, rolling variance]. Layers without parameters write nothing. Files with major or
- * minor above 1000 hold connected weights transposed, as Darknet reads them.
+ * mean, rolling variance]; [rnn], [lstm]: their connected sublayers in turn, as connected
+ * ones. Layers without parameters write nothing. Files with major or minor above 1000 hold
+ * connected weights transposed, as Darknet reads them. A sublayer's arrays may be scattered
+ * through a fused gate matrix (an [lstm]'s): they pass through a contiguous buffer. A layer
+ * whose equations differ from Darknet's ([gru]) names why in sh_layer_ops.darknet_refusal,
+ * and files with it are refused before anything is read or written.
  * Not here: each layer's list of arrays (layer_*.c), shoal's checkpoints (snapshot.c).
  * Proved by tests/nn/test_darknet_weights.c (round trip, and against Darknet itself). */
 #include "nn/darknet_weights.h"
@@ -17,6 +21,7 @@
 #include "base/err.h"
 #include "base/util.h"
 #include "nn/layer.h"
+#include "nn/recurrent.h"
 
 /* Darknet's own header when it saves (parser.c save_weights_upto). */
 #define DN_MAJOR 0
@@ -36,12 +41,18 @@ static shoal_result layer_blobs(const sh_net *n, int i, sh_dn_blob *b, int *nb)
 {
     sh_layer *l = sh_net_layer((sh_net *)n, i);
     *nb = 0;
+    if (l->ops->darknet_refusal && (l->param_count || l->stat_count))
+        return SH_FAIL(SHOAL_ERR_INVALID, "layer %d (%s, cfg line %d) cannot be read from or "
+                       "written to a Darknet .weights file: %s; keep its weights in a shoal "
+                       "checkpoint instead", i, l->name, l->line, l->ops->darknet_refusal);
     if (l->ops->darknet_blobs) *nb = l->ops->darknet_blobs(l, b, SH_DN_MAX_BLOBS);
     else if (l->param_count || l->stat_count)
         return SH_FAIL(SHOAL_ERR_INVALID, "layer %d (%s, cfg line %d) has parameters but no "
                        "Darknet weights layout; it cannot be read from or written to a "
                        ".weights file", i, l->name, l->line);
     SH_ASSERT(*nb <= SH_DN_MAX_BLOBS);
+    for (int k = 0; k < *nb; k++)
+        SH_ASSERT(!b[k].ngates || (b[k].units && b[k].count % b[k].units == 0));
     return SHOAL_OK;
 }
 
@@ -57,9 +68,33 @@ uint64_t sh_darknet_weights_nbytes(const sh_net *n)
     return bytes;
 }
 
+int64_t sh_darknet_init_draws(const sh_net *n)
+{
+    int64_t draws = 0;
+    sh_dn_blob b[SH_DN_MAX_BLOBS];
+    for (int i = 0; i < sh_net_nlayers(n); i++) {
+        const sh_layer *l = sh_net_layer((sh_net *)n, i);
+        int nb = 0;
+        if (strcmp(l->ops->cfg_name, "convolutional") == 0 || layer_blobs(n, i, b, &nb) != SHOAL_OK)
+            return -1;
+        for (int k = 0; k < nb; k++)
+            if (b[k].rows) draws += (int64_t)b[k].count; /* a connected weight matrix */
+    }
+    return draws;
+}
+
 static float *blob_ptr(sh_net *n, const sh_dn_blob *b)
 {
     return b->stats ? sh_net_stats(n, NULL) + b->off : sh_net_params(n) + b->off;
+}
+
+/* Float k of a gate blob (one gate's rows scattered through a fused matrix): its offset
+ * from the matrix start. */
+static size_t gate_pos(const sh_dn_blob *b, size_t k)
+{
+    size_t cols = b->count / b->units, j = k / cols;
+    int row = sh_rnn_gate_col((int)b->units, b->ngates, b->gate, (int)j);
+    return (size_t)row * cols + k % cols;
 }
 
 /* (rows, cols) read as its transpose (cols, rows): back to (rows, cols). */
@@ -77,6 +112,12 @@ static shoal_result untranspose(float *a, size_t rows, size_t cols)
 shoal_result sh_darknet_weights_load(sh_net *n, const char *path, uint64_t *seen)
 {
     shoal_result rc = SHOAL_OK;
+    float *buf = NULL; /* a gate blob as the file holds it */
+    sh_dn_blob b[SH_DN_MAX_BLOBS];
+    for (int i = 0; i < sh_net_nlayers(n); i++) { /* refuse before changing any layer */
+        int nb = 0;
+        SH_TRY(layer_blobs(n, i, b, &nb));
+    }
     FILE *f = fopen(path, "rb");
     if (!f)
         return SH_FAIL(SHOAL_ERR_IO, "darknet weights %s: cannot open: %s", path, strerror(errno));
@@ -104,13 +145,18 @@ shoal_result sh_darknet_weights_load(sh_net *n, const char *path, uint64_t *seen
         pos += sizeof iseen;
     }
     int transpose = major > DN_TRANSPOSE_MARK || minor > DN_TRANSPOSE_MARK;
-    sh_dn_blob b[SH_DN_MAX_BLOBS];
     for (int i = 0; i < sh_net_nlayers(n); i++) {
         int nb = 0;
         SH_TRY_GOTO(layer_blobs(n, i, b, &nb), rc, done);
         for (int k = 0; k < nb; k++) {
             float *dst = blob_ptr(n, &b[k]);
-            size_t got = fread(dst, sizeof(float), b[k].count, f);
+            if (b[k].ngates) { /* read whole, then scatter */
+                free(buf);
+                buf = NULL;
+                SH_TRY_GOTO(sh_calloc(b[k].count, sizeof *buf, (void **)&buf), rc, done);
+            }
+            float *in = b[k].ngates ? buf : dst;
+            size_t got = fread(in, sizeof(float), b[k].count, f);
             if (got != b[k].count) {
                 rc = SH_FAIL(SHOAL_ERR_FORMAT, "darknet weights %s: ends at byte %llu inside "
                              "layer %d (%s), which needs %zu more floats; the file was written "
@@ -122,7 +168,8 @@ shoal_result sh_darknet_weights_load(sh_net *n, const char *path, uint64_t *seen
             }
             pos += got * sizeof(float);
             if (transpose && b[k].rows)
-                SH_TRY_GOTO(untranspose(dst, b[k].rows, b[k].count / b[k].rows), rc, done);
+                SH_TRY_GOTO(untranspose(in, b[k].rows, b[k].count / b[k].rows), rc, done);
+            for (size_t e = 0; b[k].ngates && e < b[k].count; e++) dst[gate_pos(&b[k], e)] = in[e];
         }
     }
     if (fgetc(f) != EOF) {
@@ -138,6 +185,7 @@ short_file:
     rc = SH_FAIL(SHOAL_ERR_FORMAT, "darknet weights %s: ends inside the header; not a "
                  "Darknet .weights file", path);
 done:
+    free(buf);
     fclose(f);
     return rc;
 }
@@ -161,9 +209,16 @@ shoal_result sh_darknet_weights_save(const sh_net *n, const char *path, uint64_t
     for (int i = 0; ok && i < sh_net_nlayers(n); i++) {
         int nb = 0;
         (void)layer_blobs(n, i, b, &nb);
-        for (int k = 0; ok && k < nb; k++)
-            ok = fwrite(blob_ptr((sh_net *)n, &b[k]), sizeof(float), b[k].count, f) ==
-                 b[k].count;
+        for (int k = 0; ok && k < nb; k++) {
+            const float *src = blob_ptr((sh_net *)n, &b[k]);
+            if (!b[k].ngates) {
+                ok = fwrite(src, sizeof(float), b[k].count, f) == b[k].count;
+                continue;
+            }
+            size_t cols = b[k].count / b[k].units; /* a gate's row: contiguous, cols floats */
+            for (size_t j = 0; ok && j < b[k].units; j++)
+                ok = fwrite(src + gate_pos(&b[k], j * cols), sizeof(float), cols, f) == cols;
+        }
     }
     if (fclose(f) != 0) ok = 0;
     if (!ok || rename(tmp, path) != 0) {

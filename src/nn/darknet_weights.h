@@ -12,14 +12,20 @@
 
 /* One array of a layer as Darknet stores it: `count` floats at `off` of the parameter block
  * (stats = 0) or of the statistics block (stats = 1). rows > 0: Darknet's file holds the
- * (rows, count/rows) matrix transposed when its header says so (connected weights). */
+ * (rows, count/rows) matrix transposed when its header says so (connected weights).
+ * ngates > 0: the array is one gate's part of a fused gate matrix (recurrent.h): its `units`
+ * rows of count/units floats each, row j stored at row sh_rnn_gate_col(units, ngates, gate, j)
+ * of the matrix at `off` (an LSTM's input weights of gate f, or its state biases of gate o). */
 typedef struct {
     int stats;
     size_t off, count;
     size_t rows;
+    int ngates, gate;
+    size_t units;
 } sh_dn_blob;
 
-/* The most arrays one layer writes: a GRU's six connected layers of four arrays each. */
+/* The most arrays one layer writes: an LSTM's eight connected layers of two arrays each,
+ * [rnn]'s three of five with batch norm. */
 #define SH_DN_MAX_BLOBS 32
 
 /* 1 when path names a Darknet weights file (it ends in ".weights"). */
@@ -33,5 +39,10 @@ shoal_result sh_darknet_weights_load(sh_net *n, const char *path, uint64_t *seen
 shoal_result sh_darknet_weights_save(const sh_net *n, const char *path, uint64_t seen);
 /* Bytes sh_darknet_weights_save writes for n (the header and every array). */
 uint64_t sh_darknet_weights_nbytes(const sh_net *n);
+/* rand() calls Darknet makes while it builds n, before any weights are read: one per weight
+ * of each connected layer and connected sublayer (connected_layer.c's uniform start), biases
+ * none. -1 when n has a layer Darknet starts otherwise ([convolutional]) or that has no
+ * Darknet layout. (`darknet rnn generate` seeds rand() before it builds the net.) */
+int64_t sh_darknet_init_draws(const sh_net *n);
 
 #endif

@@ -55,6 +55,10 @@ typedef struct {
      * arrays in the order Darknet's parser.c saves them; return how many. NULL: the layer
      * has no parameters (a layer with parameters and no layout cannot be read or written). */
     int (*darknet_blobs)(const sh_layer *l, sh_dn_blob *out, int max);
+    /* Set by a layer whose arrays could be laid out as Darknet's but whose equations differ
+     * from the same section's in Darknet: why its weights would not mean the same there (one
+     * sentence, no trailing period); reading or writing a .weights file is then refused. */
+    const char *darknet_refusal;
 } sh_layer_ops;
 
 struct sh_layer {

@@ -565,13 +565,13 @@ static int conv_darknet_blobs(const sh_layer *l, sh_dn_blob *b, int max)
     (void)max;
     int k = 0;
     size_t f = (size_t)l->filters;
-    b[k++] = (sh_dn_blob){0, l->b_off, l->b_count, 0};
+    b[k++] = (sh_dn_blob){.off = l->b_off, .count = l->b_count};
     if (l->batch_normalize) {
-        b[k++] = (sh_dn_blob){0, l->s_off, l->s_count, 0};
-        b[k++] = (sh_dn_blob){1, l->stat_off, f, 0};
-        b[k++] = (sh_dn_blob){1, l->stat_off + f, f, 0};
+        b[k++] = (sh_dn_blob){.off = l->s_off, .count = l->s_count};
+        b[k++] = (sh_dn_blob){.stats = 1, .off = l->stat_off, .count = f};
+        b[k++] = (sh_dn_blob){.stats = 1, .off = l->stat_off + f, .count = f};
     }
-    b[k++] = (sh_dn_blob){0, l->w_off, l->w_count, 0};
+    b[k++] = (sh_dn_blob){.off = l->w_off, .count = l->w_count};
     return k;
 }
 

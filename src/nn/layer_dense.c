@@ -206,12 +206,12 @@ static int dense_darknet_blobs(const sh_layer *l, sh_dn_blob *b, int max)
     (void)max;
     int k = 0;
     size_t nk = (size_t)l->out_shape.c;
-    b[k++] = (sh_dn_blob){0, l->b_off, l->b_count, 0};
-    b[k++] = (sh_dn_blob){0, l->w_off, l->w_count, nk};
+    b[k++] = (sh_dn_blob){.off = l->b_off, .count = l->b_count};
+    b[k++] = (sh_dn_blob){.off = l->w_off, .count = l->w_count, .rows = nk};
     if (l->batch_normalize) {
-        b[k++] = (sh_dn_blob){0, l->s_off, l->s_count, 0};
-        b[k++] = (sh_dn_blob){1, l->stat_off, nk, 0};
-        b[k++] = (sh_dn_blob){1, l->stat_off + nk, nk, 0};
+        b[k++] = (sh_dn_blob){.off = l->s_off, .count = l->s_count};
+        b[k++] = (sh_dn_blob){.stats = 1, .off = l->stat_off, .count = nk};
+        b[k++] = (sh_dn_blob){.stats = 1, .off = l->stat_off + nk, .count = nk};
     }
     return k;
 }

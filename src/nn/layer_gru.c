@@ -248,4 +248,11 @@ const sh_layer_ops sh_gru_ops = {
     .init = gru_init,
     .forward = gru_forward,
     .backward = gru_backward,
+    /* Darknet's six sublayers (wz, wr, wh, uz, ur, uh) would map onto Wh, Wx, bh, bx exactly,
+     * but the candidate's equation differs (see the top of this file). */
+    .darknet_refusal = "Darknet's [gru] (gru_layer.c) multiplies the reset gate into h before "
+                       "the candidate's state product and applies the logistic to the "
+                       "candidate (tanh only with tanh=1), shoal's multiplies it after the "
+                       "product and applies tanh (PyTorch's GRU), so the same weights give "
+                       "different outputs in the two",
 };

@@ -254,6 +254,29 @@ static void lstm_backward(sh_layer *l, sh_exec *x)
     sh_rnn_gated_backward(l, x, &lstm_passes);
 }
 
+/* Darknet's .weights (parser.c save_weights_upto, LSTM): eight connected sublayers, each its
+ * biases (H) then weights (H rows), in the order wi, wf, wo, wg (the state products, H -> H)
+ * then ui, uf, uo, ug (the input products, I -> H). Darknet adds a gate's two products and
+ * their two biases as shoal does, so its w* biases are shoal's bh and its u* biases bx. */
+static int lstm_darknet_blobs(const sh_layer *l, sh_dn_blob *b, int max)
+{
+    (void)max;
+    static const int order[NG] = {0, 1, 3, 2}; /* Darknet's i, f, o, g in shoal's gates */
+    size_t h = (size_t)l->hidden, g = NG * h, in = l->inputs;
+    int n = 0;
+    for (int part = 0; part < 2; part++) { /* 0: state (Wh, bh), 1: input (Wx, bx) */
+        size_t w = l->w_off + (part ? 0 : g * in), bias = l->b_off + (part ? 0 : g);
+        size_t cols = part ? in : h;
+        for (int k = 0; k < NG; k++) {
+            b[n++] = (sh_dn_blob){.off = bias, .count = h, .ngates = NG, .gate = order[k],
+                                  .units = h};
+            b[n++] = (sh_dn_blob){.off = w, .count = h * cols, .rows = h, .ngates = NG,
+                                  .gate = order[k], .units = h};
+        }
+    }
+    return n;
+}
+
 const sh_layer_ops sh_lstm_ops = {
     .cfg_name = "lstm",
     .short_name = "lstm",
@@ -261,4 +284,5 @@ const sh_layer_ops sh_lstm_ops = {
     .init = lstm_init,
     .forward = lstm_forward,
     .backward = lstm_backward,
+    .darknet_blobs = lstm_darknet_blobs,
 };

@@ -380,12 +380,12 @@ static int rnn_darknet_blobs(const sh_layer *l, sh_dn_blob *b, int max)
     size_t w = l->w_off, u = 0;
     int n = 0;
     for (int p = 0; p < 3; p++) {
-        b[n++] = (sh_dn_blob){0, l->b_off + u, rows[p], 0};
-        b[n++] = (sh_dn_blob){0, w, rows[p] * cols[p], rows[p]};
+        b[n++] = (sh_dn_blob){.off = l->b_off + u, .count = rows[p]};
+        b[n++] = (sh_dn_blob){.off = w, .count = rows[p] * cols[p], .rows = rows[p]};
         if (l->batch_normalize) {
-            b[n++] = (sh_dn_blob){0, l->s_off + u, rows[p], 0};
-            b[n++] = (sh_dn_blob){1, l->stat_off + u, rows[p], 0};
-            b[n++] = (sh_dn_blob){1, l->stat_off + units + u, rows[p], 0};
+            b[n++] = (sh_dn_blob){.off = l->s_off + u, .count = rows[p]};
+            b[n++] = (sh_dn_blob){.stats = 1, .off = l->stat_off + u, .count = rows[p]};
+            b[n++] = (sh_dn_blob){.stats = 1, .off = l->stat_off + units + u, .count = rows[p]};
         }
         w += rows[p] * cols[p];
         u += rows[p];

@@ -2,7 +2,8 @@
  * ($SHOAL_BIN): src/data/text.c and the loader's text streams, `shoal test` on text, the recurrent state in
  * checkpoints (src/train/snapshot.c: a resumed run ends bit for bit where the straight one
  * does, alone and on 2 ranks), 2 ranks of B streams agreeing with 1 rank of 2B, bits per
- * character in --json, src/cli/cmd_generate.c (repeatable samples, the seed echoed) and the
+ * character in --json, src/cli/cmd_generate.c (repeatable samples, the seed echoed, either
+ * sampler; Darknet's own text: tests/nn/test_darknet_weights.c) and the
  * errors: a too-short text, a non-character model, bad flags. */
 #include <math.h>
 #include <stdint.h>
@@ -23,6 +24,9 @@ static const char model_cfg[] =
     "momentum=0.9\ndecay=0\n"
     "[lstm]\noutput=24\n[gru]\noutput=20\n[rnn]\nhidden=18\noutput=16\nactivation=tanh\n"
     "[connected]\noutput=256\nactivation=linear\n[softmax]\n";
+
+static const char lstm_cfg[] = "[net]\ninputs=256\nbatch=4\ntime_steps=8\n[lstm]\noutput=16\n"
+                               "[connected]\noutput=256\nactivation=linear\n[softmax]\n";
 
 static int run_shoal(const char *args, char *out, size_t out_nbytes)
 {
@@ -154,6 +158,19 @@ static void generate_samples_repeatably(void)
     CHECK(run_shoal("generate model.cfg --weights gen.ckpt --seed 'the cat' --length 120 "
                     "--sample-seed 9 --temperature 0.5", c, sizeof c) == 0 && strcmp(a, c) != 0,
           "another sample seed gave the same text");
+    /* Darknet's sampler: its default seed (two newlines) echoed, repeatable; a net Darknet
+     * would build otherwise (a [gru]) is refused in one line */
+    write_file("lstm.cfg", lstm_cfg, strlen(lstm_cfg));
+    CHECK(run_shoal("train lstm.cfg --data text.txt --threads 1 --max-steps 5 --save lstm.ckpt "
+                    "--quiet", a, sizeof a) == 0, "train: %s", a);
+    CHECK(run_shoal("generate lstm.cfg --weights lstm.ckpt --sampler darknet --length 120", b,
+                    sizeof b) == 0 && strncmp(b, "\n\n", 2) == 0 && strlen(b) == 2 + 120 + 1,
+          "--sampler darknet: %s", b);
+    CHECK(run_shoal("generate lstm.cfg --weights lstm.ckpt --sampler darknet --length 120", c,
+                    sizeof c) == 0 && strcmp(b, c) == 0, "--sampler darknet: two runs differ");
+    int rc2 = run_shoal("generate model.cfg --weights gen.ckpt --sampler darknet", c, sizeof c);
+    CHECK(rc2 == 1 && strstr(c, "--sampler darknet") && strchr(c, '\n') == c + strlen(c) - 1,
+          "--sampler darknet with a [gru]: exit %d, want 1 and one line: %s", rc2, c);
 }
 
 static void errors_are_clear(void)
@@ -171,6 +188,8 @@ static void errors_are_clear(void)
     CHECK(rc == 2 && strstr(out, "--temperature"), "temperature 0: %d %s", rc, out);
     rc = run_shoal("generate image.cfg --weights gen.ckpt", out, sizeof out);
     CHECK(rc == 1 && strstr(out, "256"), "image model: %d %s", rc, out);
+    rc = run_shoal("generate model.cfg --weights gen.ckpt --sampler torch", out, sizeof out);
+    CHECK(rc == 2 && strstr(out, "--sampler"), "--sampler torch: %d %s", rc, out);
     rc = run_shoal("generate --help", out, sizeof out);
     CHECK(rc == 0 && strstr(out, "--temperature"), "help: %d %s", rc, out);
 }

@@ -5,7 +5,10 @@
  * itself: weights shoal writes give, through `darknet classifier fout`, the probabilities
  * shoal's forward gives for the same image (within 1e-4), and weights Darknet writes
  * (`darknet partial`) load into shoal, give Darknet's outputs, and save back byte for byte.
- * Without darknet those checks print one line and pass. */
+ * [lstm]: shoal's forward equals Darknet's equations on the file's eight sublayers, and
+ * `darknet rnn vec` gives shoal's hidden state on Darknet's file and on shoal's; [gru] is
+ * refused in one line; `shoal generate --sampler darknet` prints what `darknet rnn generate`
+ * prints. Without darknet those checks print one line and pass. */
 #include <math.h>
 #include <stdio.h>
 
@@ -372,6 +375,297 @@ static void rnn_weights_round_trip(void)
     sh_net_destroy(n);
 }
 
+/* [lstm]: Darknet's eight connected sublayers (wi, wf, wo, wg on h; ui, uf, uo, ug on x), each
+ * biases then weights. H = 20 and 7 leave gate blocks narrower than 16 units. */
+static const char lstm_cfg[] = "[net]\nbatch=6\ninputs=5\ntime_steps=3\n\n"
+                               "[lstm]\noutput=20\n\n[lstm]\noutput=7\n";
+
+/* build, for forward passes of the cfg's whole batch */
+static sh_net *build2(const char *text, uint64_t seed)
+{
+    sh_cfg *cfg = NULL;
+    sh_net *n = NULL;
+    if (sh_cfg_parse(text, "lstm.cfg", &cfg) != SHOAL_OK) return NULL;
+    if (sh_net_create_owning(cfg, 2, seed, &n) != SHOAL_OK) return NULL;
+    return n;
+}
+
+static float *read_floats(const char *path, size_t *count)
+{
+    long nbytes = file_nbytes(path);
+    FILE *f = fopen(path, "rb");
+    float *p = nbytes > 20 ? malloc((size_t)nbytes) : NULL;
+    *count = 0;
+    if (f && p && fread(p, 1, (size_t)nbytes, f) == (size_t)nbytes) *count = (size_t)(nbytes - 20) / 4;
+    if (f) fclose(f);
+    if (!*count) {
+        free(p);
+        return NULL;
+    }
+    memmove(p, (char *)p + 20, *count * 4);
+    return p;
+}
+
+static double dn_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+
+/* Darknet's forward_lstm_layer for one row, with the sublayers as the file holds them at w
+ * (advanced past them): pre-activation of sublayer s, unit j = bias + W row j . (s < 4 ? h : x). */
+static void dn_lstm_row(const float *w, int in, int hn, const double *x, double *h, double *c)
+{
+    double pre[8][64], hprev[64];
+    memcpy(hprev, h, (size_t)hn * sizeof *h);
+    for (int s = 0; s < 8; s++) {
+        int cols = s < 4 ? hn : in;
+        const double *v = s < 4 ? hprev : x;
+        const float *bias = w, *m = w + hn;
+        for (int j = 0; j < hn; j++) {
+            double a = bias[j];
+            for (int k = 0; k < cols; k++) a += (double)m[j * cols + k] * v[k];
+            pre[s][j] = a;
+        }
+        w += hn + hn * cols;
+    }
+    for (int j = 0; j < hn; j++) {
+        double i = dn_sigmoid(pre[0][j] + pre[4][j]), f = dn_sigmoid(pre[1][j] + pre[5][j]);
+        double o = dn_sigmoid(pre[2][j] + pre[6][j]), g = tanh(pre[3][j] + pre[7][j]);
+        c[j] = f * c[j] + i * g;
+        h[j] = o * tanh(c[j]);
+    }
+}
+
+/* w: the floats of a's file p1. Its transposed form (written to p3) reads into t as a's
+ * parameters, and a's forward is Darknet's equations on w. */
+static void lstm_file_checks(sh_net *a, sh_net *t, const float *w, const char *p3)
+{
+    uint64_t seen = 0;
+    /* the same file as Darknet's transposed form (minor > 1000: every weight matrix (H, cols)
+     * stored as (cols, H), images seen as int32) reads into the same parameters */
+    FILE *f = fopen(p3, "wb");
+    int32_t head[4] = {0, 1001, 0, 11};
+    fwrite(head, 4, 4, f);
+    const int hs[2] = {20, 7}, ins[2] = {5, 20};
+    const float *q = w;
+    for (int li = 0; li < 2; li++)
+        for (int s = 0; s < 8; s++) {
+            int hn = hs[li], cols = s < 4 ? hn : ins[li];
+            fwrite(q, 4, (size_t)hn, f);
+            for (int k = 0; k < cols; k++)
+                for (int j = 0; j < hn; j++) fwrite(q + hn + j * cols + k, 4, 1, f);
+            q += hn + hn * cols;
+        }
+    fclose(f);
+    CHECK_OK(sh_darknet_weights_load(t, p3, &seen));
+    CHECK(seen == 11, "transposed file: seen %llu", (unsigned long long)seen);
+    CHECK(memcmp(sh_net_params(a), sh_net_params(t), sh_net_nparams(a) * 4) == 0,
+          "transposed file: params differ");
+    /* shoal's forward on its weights is Darknet's equations on the file's sublayers: two
+     * batches of 3 steps x 2 streams, the state carried between them */
+    double hst[2][2][64] = {{{0}}}, cst[2][2][64] = {{{0}}};
+    float x[6 * 5];
+    double worst = 0, largest = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        tn_random(x, 30, 40 + (uint64_t)pass, -1.0f, 1.0f);
+        CHECK_OK(sh_net_forward(a, x, 6, 0));
+        const float *y = sh_net_output(a);
+        for (int r = 0; r < 6; r++) {
+            int s = r % 2; /* rows t*B + b */
+            double xin[5];
+            for (int k = 0; k < 5; k++) xin[k] = x[r * 5 + k];
+            dn_lstm_row(w, 5, 20, xin, hst[0][s], cst[0][s]);
+            dn_lstm_row(w + 8 * 20 + 4 * 20 * 20 + 4 * 20 * 5, 20, 7, hst[0][s], hst[1][s], cst[1][s]);
+            for (int j = 0; j < 7; j++) {
+                double d = fabs(y[r * 7 + j] - hst[1][s][j]);
+                worst = d > worst ? d : worst;
+                largest = fabs(hst[1][s][j]) > largest ? fabs(hst[1][s][j]) : largest;
+            }
+        }
+    }
+    CHECK(worst <= 1e-5, "shoal's [lstm] and Darknet's equations on the file differ by %g", worst);
+    CHECK(largest > 0.05, "outputs up to %g only: too small to tell the gates apart", largest);
+}
+
+static void lstm_weights_round_trip_and_darknet_equations(void)
+{
+    sh_net *a = build2(lstm_cfg, 1), *b = build(lstm_cfg, 2), *t = build(lstm_cfg, 3);
+    CHECK(a && b && t, "build: %s", shoal_last_error());
+    if (!a || !b || !t) return;
+    randomize(a, 17);
+    char p1[512], p2[512], p3[512];
+    snprintf(p1, sizeof p1, "%s/lstm.weights", dir);
+    snprintf(p2, sizeof p2, "%s/lstm2.weights", dir);
+    snprintf(p3, sizeof p3, "%s/lstm-t.weights", dir);
+    CHECK_OK(sh_darknet_weights_save(a, p1, 11));
+    CHECK(file_nbytes(p1) == 20 + 4 * (long)sh_net_nparams(a), "%ld bytes for %zu parameters",
+          file_nbytes(p1), sh_net_nparams(a));
+    uint64_t seen = 0;
+    CHECK_OK(sh_darknet_weights_load(b, p1, &seen));
+    CHECK(seen == 11, "seen %llu", (unsigned long long)seen);
+    CHECK(memcmp(sh_net_params(a), sh_net_params(b), sh_net_nparams(a) * 4) == 0, "params differ");
+    CHECK_OK(sh_darknet_weights_save(b, p2, seen));
+    CHECK(files_equal(p1, p2, 0, 0), "re-saved file differs");
+    size_t nf = 0;
+    float *w = read_floats(p1, &nf);
+    CHECK(w && nf == sh_net_nparams(a), "%zu floats", nf);
+    if (w && nf == sh_net_nparams(a)) lstm_file_checks(a, t, w, p3);
+    free(w);
+    sh_net_destroy(a);
+    sh_net_destroy(b);
+    sh_net_destroy(t);
+}
+
+/* Darknet's `rnn vec`: the first layer's output (%g each) after feeding the line's bytes, then
+ * a space, one byte per forward (batch 1, one time step); shoal does the same. */
+static void compare_lstm_with_darknet(const char *cfg_text, const char *cfg_path,
+                                      const char *weights, const char *what)
+{
+    const char *line = "Shoal-LSTM.weights";
+    char cmd[2048], out[4096];
+    snprintf(cmd, sizeof cmd, "echo '%s' | %s rnn vec %s %s -seed '' 2>/dev/null", line,
+             DARKNET, cfg_path, weights);
+    int rc = sh_test_run(cmd, out, sizeof out);
+    float dn[20] = {0};
+    int nv = 0;
+    const char *p = strchr(out, ',');
+    while (rc == 0 && p && nv < 20) {
+        dn[nv++] = strtof(p + 1, NULL);
+        p = strchr(p + 1, ',');
+    }
+    CHECK(rc == 0 && nv == 20, "%s: darknet rnn vec: exit %d, %d values: %s", what, rc, nv, out);
+    sh_net *n = build(cfg_text, 5);
+    if (nv != 20 || !n) {
+        sh_net_destroy(n);
+        return;
+    }
+    CHECK_OK(sh_darknet_weights_load(n, weights, NULL));
+    float x[256] = {0};
+    size_t len = strlen(line);
+    for (size_t i = 0; i <= len; i++) {
+        int ch = i < len ? (unsigned char)line[i] : ' ';
+        x[ch] = 1;
+        CHECK_OK(sh_net_forward(n, x, 1, 0));
+        x[ch] = 0;
+    }
+    const float *h = sh_net_layer(n, 0)->out;
+    float worst = 0, largest = 0;
+    for (int j = 0; j < 20; j++) {
+        CHECK(fabsf(h[j] - dn[j]) <= 1e-4f, "%s: unit %d: shoal %.6f, darknet %.6f", what, j,
+              h[j], dn[j]);
+        worst = fabsf(h[j] - dn[j]) > worst ? fabsf(h[j] - dn[j]) : worst;
+        largest = fabsf(h[j]) > largest ? fabsf(h[j]) : largest;
+    }
+    CHECK(largest > 0.01f, "%s: h up to %g only: too small to tell nets apart", what, largest);
+    if (getenv("CHECK_VERBOSE"))
+        fprintf(stderr, "  %s: |h| up to %.4f, largest difference from Darknet %.2g\n", what,
+                largest, worst);
+    sh_net_destroy(n);
+}
+
+/* Against Darknet: a fresh [lstm] net Darknet writes (`darknet partial`) reads into shoal and
+ * re-saves byte for byte, and on that file and on one shoal writes `darknet rnn vec` gives
+ * the hidden state shoal computes. */
+static const char lstm_char_cfg[] = "[net]\ninputs=256\nbatch=1\ntime_steps=1\n\n"
+                                    "[lstm]\noutput=20\n\n"
+                                    "[connected]\noutput=256\nactivation=linear\n\n[softmax]\n";
+
+static void darknet_agrees_on_lstm_weights(void)
+{
+    if (!have_darknet()) return;
+    char cfg_path[512], dw[512], rw[512], sw[512], cmd[2048], out[256];
+    snprintf(cfg_path, sizeof cfg_path, "%s/lstm-char.cfg", dir);
+    snprintf(dw, sizeof dw, "%s/lstm-darknet.weights", dir);
+    snprintf(rw, sizeof rw, "%s/lstm-resaved.weights", dir);
+    snprintf(sw, sizeof sw, "%s/lstm-shoal.weights", dir);
+    tiny_write_file(dir, "lstm-char.cfg", lstm_char_cfg);
+    snprintf(cmd, sizeof cmd, "%s partial %s '' %s 1000 >/dev/null 2>&1", DARKNET, cfg_path, dw);
+    CHECK(sh_test_run(cmd, out, sizeof out) == 0, "darknet partial %s failed", cfg_path);
+    sh_net *n = build(lstm_char_cfg, 4);
+    if (!n) return;
+    CHECK(file_nbytes(dw) == (long)sh_darknet_weights_nbytes(n), "Darknet wrote %ld bytes, "
+          "shoal expects %llu", file_nbytes(dw), (unsigned long long)sh_darknet_weights_nbytes(n));
+    uint64_t seen = 0;
+    CHECK_OK(sh_darknet_weights_load(n, dw, &seen));
+    CHECK_OK(sh_darknet_weights_save(n, rw, seen));
+    CHECK(files_equal(dw, rw, 0, 0), "lstm: Darknet's file and shoal's re-save differ");
+    compare_lstm_with_darknet(lstm_char_cfg, cfg_path, dw, "Darknet's [lstm] weights");
+    randomize(n, 23);
+    CHECK_OK(sh_darknet_weights_save(n, sw, 0));
+    compare_lstm_with_darknet(lstm_char_cfg, cfg_path, sw, "shoal's [lstm] weights");
+    sh_net_destroy(n);
+}
+
+/* `shoal generate --sampler darknet --sample-seed N` prints, byte for byte, what `darknet rnn
+ * generate -srand N` prints from the same .weights file ([rnn] and [lstm] character nets). */
+static const char rnn_char_cfg[] = "[net]\ninputs=256\nbatch=1\ntime_steps=1\n\n"
+                                   "[rnn]\noutput=32\nactivation=leaky\n\n"
+                                   "[connected]\noutput=256\nactivation=linear\n\n[softmax]\n";
+
+static void generate_samples_as_darknet_does(void)
+{
+    if (!have_darknet()) return;
+    const char *texts[] = {rnn_char_cfg, lstm_char_cfg};
+    const char *names[] = {"gen-rnn", "gen-lstm"};
+    for (int t = 0; t < 2; t++) {
+        char cfg_name[64], cfg_path[512], w[512], dn[512], sh[512], cmd[3072], out[4096];
+        snprintf(cfg_name, sizeof cfg_name, "%s.cfg", names[t]);
+        snprintf(cfg_path, sizeof cfg_path, "%s/%s", dir, cfg_name);
+        snprintf(w, sizeof w, "%s/%s.weights", dir, names[t]);
+        snprintf(dn, sizeof dn, "%s/%s-darknet.txt", dir, names[t]);
+        snprintf(sh, sizeof sh, "%s/%s-shoal.txt", dir, names[t]);
+        tiny_write_file(dir, cfg_name, texts[t]);
+        sh_net *n = build(texts[t], 3 + (uint64_t)t);
+        if (!n) continue;
+        CHECK_OK(sh_darknet_weights_save(n, w, 0));
+        sh_net_destroy(n);
+        snprintf(cmd, sizeof cmd, "%s rnn generate %s %s -srand 7 -len 400 -seed 'The ' > %s "
+                 "2>/dev/null", DARKNET, cfg_path, w, dn);
+        CHECK(sh_test_run(cmd, out, sizeof out) == 0, "%s: darknet rnn generate failed", names[t]);
+        snprintf(cmd, sizeof cmd, "%s generate %s --weights %s --sampler darknet --sample-seed 7 "
+                 "--length 400 --seed 'The ' > %s", sh_test_shoal_bin(), cfg_path, w, sh);
+        int rc = sh_test_run(cmd, out, sizeof out);
+        CHECK(rc == 0, "%s: shoal generate: exit %d: %s", names[t], rc, out);
+        CHECK(file_nbytes(dn) == 4 + 400 + 1 && files_equal(dn, sh, 0, 0),
+              "%s: darknet wrote %ld bytes, shoal %ld, and they differ", names[t],
+              file_nbytes(dn), file_nbytes(sh));
+    }
+}
+
+/* [gru]: the same weights would compute another function in Darknet (the reset gate's place,
+ * the candidate's activation), so saving and loading are refused in one line naming the
+ * layer; Darknet's own file for the cfg is refused the same way (and has the size of
+ * shoal's parameters: the arrays would map one to one). */
+static const char gru_cfg[] = "[net]\ninputs=256\nbatch=1\ntime_steps=1\n\n"
+                              "[gru]\noutput=12\n\n"
+                              "[connected]\noutput=256\nactivation=linear\n\n[softmax]\n";
+
+static void gru_weights_are_refused_in_one_line(void)
+{
+    sh_net *n = build(gru_cfg, 1);
+    CHECK(n != NULL, "build: %s", shoal_last_error());
+    if (!n) return;
+    char w[512], cmd[2048], out[256];
+    snprintf(w, sizeof w, "%s/gru.weights", dir);
+    remove(w);
+    CHECK_RC(sh_darknet_weights_save(n, w, 0), SHOAL_ERR_INVALID);
+    const char *e = shoal_last_error();
+    const char *nl = strchr(e, '\n'); /* the message, then the breadcrumbs */
+    CHECK(strstr(e, "layer 0 (gru 0, cfg line 6)") && strstr(e, "reset gate") &&
+          strstr(e, "shoal checkpoint") && (!nl || nl > strstr(e, "shoal checkpoint")),
+          "refusal: %s", e);
+    CHECK(file_nbytes(w) < 0, "the refused save created %s", w);
+    if (!have_darknet()) goto done;
+    char cfg_path[512];
+    snprintf(cfg_path, sizeof cfg_path, "%s/gru.cfg", dir);
+    tiny_write_file(dir, "gru.cfg", gru_cfg);
+    snprintf(cmd, sizeof cmd, "%s partial %s '' %s 1000 >/dev/null 2>&1", DARKNET, cfg_path, w);
+    CHECK(sh_test_run(cmd, out, sizeof out) == 0, "darknet partial %s failed", cfg_path);
+    CHECK(file_nbytes(w) == 20 + 4 * (long)sh_net_nparams(n), "Darknet wrote %ld bytes, shoal "
+          "has %zu parameters", file_nbytes(w), sh_net_nparams(n));
+    CHECK_RC(sh_darknet_weights_load(n, w, NULL), SHOAL_ERR_INVALID);
+    CHECK(strstr(shoal_last_error(), "reset gate") != NULL, "load refusal: %s", shoal_last_error());
+done:
+    sh_net_destroy(n);
+}
+
 /* Darknet's hierarchical softmax (darknet9000's): one softmax per WordTree group. */
 static void darknet_agrees_on_the_tree_softmax(void)
 {
@@ -479,6 +773,10 @@ int main(void)
     RUN(shoal_reads_what_darknet_writes);
     RUN(darknet_agrees_on_the_tree_softmax);
     RUN(rnn_weights_round_trip);
+    RUN(lstm_weights_round_trip_and_darknet_equations);
+    RUN(darknet_agrees_on_lstm_weights);
+    RUN(gru_weights_are_refused_in_one_line);
+    RUN(generate_samples_as_darknet_does);
     RUN(cli_flags_read_and_write_darknet_weights);
     tiny_remove_dir(dir);
     return check_end();
