@@ -13,6 +13,8 @@
 #                              # HY_BATCH=64 HY_SCHEMES="broadcast vertical horizontal"
 #   REPS=1 STEPS=6 TP_STEPS=3 HY_STEPS=3 MICRO="2" bench/mp/run.sh  # a quick check that it runs
 #   ONLY=hybrid bench/mp/run.sh                                     # the hybrid table alone
+#   LAB=1 bench/mp/run.sh     # the hybrid table on the emulated cluster: HOSTS=2 x RPH=1 rank
+#                             # at RATE=1gbit (scripts/netlab.sh; the lab is its own, "mp")
 #
 # Runs are interleaved within each repetition so machine noise hits them alike; medians.
 set -euo pipefail
@@ -29,12 +31,38 @@ HY_STEPS=${HY_STEPS:-20}
 HY_BATCH=${HY_BATCH:-64}
 HY_SCHEMES=${HY_SCHEMES:-"broadcast vertical horizontal"}
 ONLY=${ONLY:-all}
+LAB=${LAB:-0}
+HOSTS=${HOSTS:-2}
+RPH=${RPH:-1}
+RATE=${RATE:-1gbit}
 BUILD=${BUILD:-build}
 DATA=${SHOAL_DATA_DIR:-/usr/share/datasets/fashion-mnist}
 make -s -j2 BUILD="$BUILD" "$BUILD/shoal" >&2
 OUT=bench/out/mp
 mkdir -p "$OUT"
 S=2
+where="on one host"
+if [ "$LAB" = 1 ]; then # only the hybrid table runs across the lab's hosts
+    ONLY=hybrid
+    HY_RANKS=$((HOSTS * RPH))
+    export NETLAB_NAME=${NETLAB_NAME:-mp}
+    lab_up_here=0
+    if ! scripts/netlab.sh status >/dev/null 2>&1; then
+        scripts/netlab.sh up "$HOSTS" --rate "$RATE" >&2
+        lab_up_here=1
+    fi
+    trap '[ $lab_up_here = 1 ] && scripts/netlab.sh down >&2' EXIT
+    where="on the emulated cluster, $HOSTS hosts x $RPH rank(s) at $RATE"
+fi
+# one hybrid-table run: its ranks under -n here, or one per lab host slot
+hy_train() {
+    if [ "$LAB" = 1 ]; then
+        OPENBLAS_NUM_THREADS=1 scripts/netlab.sh run "$RPH" --port $((29500 + RANDOM % 400)) -- \
+            "$PWD/$BUILD/shoal" train "$@"
+    else
+        OPENBLAS_NUM_THREADS=1 "$BUILD/shoal" train "$@" -n "$HY_RANKS"
+    fi
+}
 
 median() { sort -g | awk '{a[NR]=$1} END {if (NR==0) print "nan"; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 ips_of() { grep -o '"images_per_s":[0-9.]*' "$1" | head -1 | cut -d: -f2; }
@@ -51,21 +79,19 @@ sent_of() { grep -o '"bytes_sent_per_step":[0-9.]*' "$1" | head -1 | cut -d: -f2
 hybrid_reps() {
     local r=$1 hy=(--data "$DATA" --threads 1 --max-steps "$HY_STEPS" --batch "$HY_BATCH" --json)
     local log="$OUT/hy-dp.log"
-    OPENBLAS_NUM_THREADS=1 "$BUILD/shoal" train "$HY_MODEL" "${hy[@]}" -n "$HY_RANKS" --scaling strong --profile \
-        >"$log" 2>&1 || { echo "failed: $log" >&2; tail -3 "$log" >&2; exit 1; }
+    hy_train "$HY_MODEL" "${hy[@]}" --scaling strong --profile >"$log" 2>&1 || { echo "failed: $log" >&2; tail -3 "$log" >&2; exit 1; }
     IPS[hydp]+="$(ips_of "$log") "; SENT[hydp]+="$(dp_sent_of "$log") "
     echo "  rep $r: $(basename "$HY_MODEL") data parallel $(ips_of "$log") img/s" >&2
     for sc in $HY_SCHEMES; do
         log="$OUT/hy-$sc.log"
-        OPENBLAS_NUM_THREADS=1 "$BUILD/shoal" train "$HY_MODEL" "${hy[@]}" -n "$HY_RANKS" --hybrid "$sc" \
-            >"$log" 2>&1 || { echo "failed: $log" >&2; tail -3 "$log" >&2; exit 1; }
+        hy_train "$HY_MODEL" "${hy[@]}" --hybrid "$sc" >"$log" 2>&1 || { echo "failed: $log" >&2; tail -3 "$log" >&2; exit 1; }
         IPS[hy$sc]+="$(ips_of "$log") "; SENT[hy$sc]+="$(sent_of "$log") "
         echo "  rep $r: hybrid $sc $(ips_of "$log") img/s, $(sent_of "$log") bytes sent per step" >&2
     done
 }
 hybrid_table() {
     echo
-    echo "$(basename "$HY_MODEL"), global batch $HY_BATCH on $HY_RANKS ranks, 1 thread per rank, medians of $REPS runs of $HY_STEPS steps"
+    echo "$(basename "$HY_MODEL"), global batch $HY_BATCH on $HY_RANKS ranks $where, 1 thread per rank, medians of $REPS runs of $HY_STEPS steps"
     printf "%-22s %12s %26s\n" "layout" "images/s" "MB sent per rank and step"
     for k in dp $HY_SCHEMES; do
         local ips sent name

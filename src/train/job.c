@@ -430,6 +430,7 @@ static shoal_result run_hybrid_rank(const sh_job_opts *o, shoal_comm *c, sh_job_
         sh_strategy_hybrid_describe(st, o->layout_out);
         fflush(o->layout_out);
     }
+    wo.job_logs = wo.logdir != NULL; /* every rank helps with the job-wide figures */
     if (r->rank != 0) wo.logdir = NULL;
     wo.batch = st->batch;
     shoal_result rc = train_with(&wo, net, st, r);

@@ -330,6 +330,22 @@ static shoal_result pipe_finish(sh_strategy *s)
     return SHOAL_OK;
 }
 
+/* The gradient norm's shares: replica 0's stages each count their part (S times, as
+ * pipe_sum divides the job's sum by S); the replicas hold the same averaged gradients. */
+static double pipe_grad_sq(const sh_strategy *s)
+{
+    const pipe_state *p = s->impl;
+    if (p->replica != 0) return 0;
+    const float *g = sh_net_grads(p->inst[0]);
+    double part[8] = {0}, sq = 0;
+    size_t i = 0;
+    for (; i + 8 <= p->nparams; i += 8)
+        for (int k = 0; k < 8; k++) part[k] += (double)g[i + k] * g[i + k];
+    for (; i < p->nparams; i++) sq += (double)g[i] * g[i];
+    for (int k = 0; k < 8; k++) sq += part[k];
+    return sq * p->S;
+}
+
 /* Over the replicas; every stage of a replica holds the same figures, so the sum over all
  * ranks is S times theirs. */
 static shoal_result pipe_sum(sh_strategy *s, double *v, int n)
@@ -536,6 +552,7 @@ shoal_result sh_strategy_pipeline_create(shoal_comm *c, const sh_pipe_opts *o, s
                                          (void **)&p->in_buf[j]), rc, fail);
     SH_TRY_GOTO(place_part(p), rc, fail);
     s->part = &p->part;
+    s->grad_sq_part = pipe_grad_sq;
     *net_out = p->inst[0];
     *out = s;
     return SHOAL_OK;

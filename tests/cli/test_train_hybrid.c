@@ -8,6 +8,7 @@
 
 #include "check.h"
 #include "lib/run.h"
+#include "lib/tfrecord.h"
 #include "train/tiny_data.h"
 
 static char dir[256], out[1 << 20];
@@ -61,6 +62,20 @@ static void trains_like_one_process(void)
     }
 }
 
+/* The logged gradient norm is the whole model's: the convolutional gradients once and every
+ * rank's shares of the connected layers, as one process logs it. */
+static void gradient_norm_covers_every_share(void)
+{
+    int rc = run("convfc.cfg --data . --max-steps 5 --threads 1 --quiet --logdir g1");
+    CHECK(rc == 0, "one process: exit %d: %s", rc, out);
+    rc = run("convfc.cfg --data . -n 2 --hybrid broadcast --max-steps 5 --threads 1 --quiet --logdir g2");
+    CHECK(rc == 0, "hybrid: exit %d: %s", rc, out);
+    char a[600], b[600], why[512] = "";
+    snprintf(a, sizeof a, "%s/g1", dir);
+    snprintf(b, sizeof b, "%s/g2", dir);
+    CHECK(tbr_same_scalars(a, b, "train/gradient_norm", 1, 5, 1e-4, why, sizeof why), "%s", why);
+}
+
 static void checkpoints_and_refusals(void)
 {
     int rc = run("convfc.cfg --data . -n 2 --hybrid vertical --max-steps 3 --threads 1 --save h.ckpt --quiet");
@@ -91,6 +106,7 @@ int main(void)
         return check_end();
     }
     RUN(trains_like_one_process);
+    RUN(gradient_norm_covers_every_share);
     RUN(checkpoints_and_refusals);
     tiny_remove_dir(dir);
     return check_end();

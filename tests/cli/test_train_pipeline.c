@@ -11,6 +11,7 @@
 #include "base/util.h"
 #include "check.h"
 #include "lib/run.h"
+#include "lib/tfrecord.h"
 #include "train/tiny_data.h"
 
 static char dir[256], out[1 << 20];
@@ -65,6 +66,25 @@ static void trains_like_one_process_and_prints_the_layout(void)
     CHECK(loss2 > 0 && loss2 - loss1 < 1e-5 && loss1 - loss2 < 1e-5, "test loss %.6f, one process %.6f", loss2, loss1);
     CHECK(count_of("\"bubble_share\":") == 2 && strstr(out, "\"stage\":1"), "JSON per stage: %s", out);
     CHECK(count_of("profile stage ") == 2 && strstr(out, "bubble"), "--profile per stage: %s", out);
+}
+
+/* The logged gradient norm is the whole model's, summed over the stages (and counted once
+ * over the replicas): what one process with the same batch logs. */
+static void gradient_norm_covers_every_stage(void)
+{
+    int rc = run("", "deep.cfg --data . --max-steps 5 --threads 1 --quiet --logdir g1");
+    CHECK(rc == 0, "one process: exit %d: %s", rc, out);
+    rc = run("", "deep.cfg --data . -n 2 --pipeline 2 --micro-batches 4 --max-steps 5 --threads 1 --quiet --logdir g2");
+    CHECK(rc == 0, "pipeline: exit %d: %s", rc, out);
+    rc = run("", "deep.cfg --data . -n 4 --pipeline 2 --scaling strong --batch 16 --max-steps 5 --threads 1 --quiet "
+                 "--logdir g4");
+    CHECK(rc == 0, "2 x 2: exit %d: %s", rc, out);
+    char a[600], b[600], c[600], why[512] = "";
+    snprintf(a, sizeof a, "%s/g1", dir);
+    snprintf(b, sizeof b, "%s/g2", dir);
+    snprintf(c, sizeof c, "%s/g4", dir);
+    CHECK(tbr_same_scalars(a, b, "train/gradient_norm", 1, 5, 1e-4, why, sizeof why), "2 stages: %s", why);
+    CHECK(tbr_same_scalars(a, c, "train/gradient_norm", 1, 5, 1e-4, why, sizeof why), "2 stages x 2: %s", why);
 }
 
 static void replicas_of_stages(void)
@@ -126,6 +146,7 @@ int main(void)
     }
     RUN(trains_like_one_process_and_prints_the_layout);
     RUN(replicas_of_stages);
+    RUN(gradient_norm_covers_every_stage);
     RUN(checkpoints_cross_layouts);
     RUN(killed_stage_stops_the_job);
     RUN(impossible_layouts_are_usage_errors);

@@ -7,6 +7,7 @@
 #include "tfrecord.h"
 
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -255,4 +256,37 @@ int tbr_read_dir(const char *dir, tbr_event **out, int *nfiles, char *err, size_
         return -1;
     }
     return count;
+}
+
+static const tbr_event *find_scalar(const tbr_event *ev, int n, const char *tag, int64_t step)
+{
+    for (int i = 0; i < n; i++)
+        if (ev[i].has_value && ev[i].step == step && !strcmp(ev[i].tag, tag)) return &ev[i];
+    return NULL;
+}
+
+int tbr_same_scalars(const char *dir_a, const char *dir_b, const char *tag, int64_t lo, int64_t hi, double rel,
+                     char *why, size_t why_nbytes)
+{
+    tbr_event *a = NULL, *b = NULL;
+    int fa = 0, fb = 0, same = 0;
+    int na = tbr_read_dir(dir_a, &a, &fa, why, why_nbytes);
+    int nb = na > 0 ? tbr_read_dir(dir_b, &b, &fb, why, why_nbytes) : -1;
+    if (na > 0 && nb > 0) {
+        same = 1;
+        for (int64_t s = lo; same && s <= hi; s++) {
+            const tbr_event *x = find_scalar(a, na, tag, s), *y = find_scalar(b, nb, tag, s);
+            if (!x || !y) {
+                snprintf(why, why_nbytes, "%s at step %lld: %s", tag, (long long)s, !x ? dir_a : dir_b);
+                same = 0;
+            } else if (!(fabs((double)x->value - (double)y->value) <= rel * fabs((double)x->value))) {
+                snprintf(why, why_nbytes, "%s at step %lld: %.7g in %s, %.7g in %s", tag, (long long)s, x->value,
+                         dir_a, y->value, dir_b);
+                same = 0;
+            }
+        }
+    }
+    free(a);
+    free(b);
+    return same;
 }

@@ -1,8 +1,8 @@
 /* tfrecord.h — a reader of TensorBoard event files for tests, written from the formats'
  * specifications (TFRecord framing with masked CRC-32C; the Event, Summary and
  * HistogramProto protobuf messages) without shoal's code: its own CRC-32C, varints and
- * fields. Not here: writing (src/io/tb_events.c). Used by tests/cli/test_train_logdir.c and
- * tests/io/test_tb_events.c. */
+ * fields. Not here: writing (src/io/tb_events.c). Used by tests/cli/test_train_logdir.c,
+ * test_train_pipeline.c, test_train_hybrid.c and tests/io/test_tb_events.c. */
 #ifndef SH_TEST_TFRECORD_H
 #define SH_TEST_TFRECORD_H
 
@@ -33,5 +33,11 @@ int tbr_read_file(const char *path, tbr_event **out, char *err, size_t err_nbyte
 /* The same for every events.out.tfevents.* file of dir, appended in name order; *nfiles
  * says how many files there were. */
 int tbr_read_dir(const char *dir, tbr_event **out, int *nfiles, char *err, size_t err_nbytes);
+
+/* The scalar `tag` at steps lo..hi of two log directories: 1 when every step is in both
+ * and the values agree within rel of the first's, else 0 with the first difference (or the
+ * read error) in why. */
+int tbr_same_scalars(const char *dir_a, const char *dir_b, const char *tag, int64_t lo, int64_t hi, double rel,
+                     char *why, size_t why_nbytes);
 
 #endif
