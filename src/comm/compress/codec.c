@@ -226,32 +226,53 @@ void sh_codec_1bit_encode(shoal_compressor *z, const float *send, uint8_t *out)
     float *means = (float *)(void *)out, *m = z->work, *res = z->state;
     uint8_t *bits = out + 2 * sizeof(float) * z->rows;
     int ef = z->o.error_feedback;
-    double norm = 0;
+    double norm[8] = {0};
     memset(bits, 0, (z->count + 7) / 8);
+    /* m = send + residual, vectorized; the bits a byte at a time where eight entries share
+     * one (the row's first and last bytes may hold two rows' bits: entry by entry there). */
+    for (size_t i = 0; i < z->count; i++) m[i] = send[i] + res[i];
+    size_t i = 0;
+    for (; i + 8 <= z->count; i += 8) {
+        unsigned b = 0;
+        for (int k = 0; k < 8; k++) b |= (unsigned)(m[i + k] >= 0) << k;
+        bits[i / 8] = (uint8_t)b;
+    }
+    for (; i < z->count; i++) bits[i / 8] |= (uint8_t)((unsigned)(m[i] >= 0) << (i % 8));
     for (size_t r = 0; r < z->rows; r++) {
         size_t lo = r * z->cols, hi = lo + z->cols < z->count ? lo + z->cols : z->count;
+        /* The means in double, entry after entry: the order the reference sums in. */
         double pos = 0, neg = 0;
         size_t npos = 0;
-        for (size_t i = lo; i < hi; i++) { /* branch-free: the signs are a coin toss */
-            float v = send[i] + res[i];
-            int b = v >= 0;
-            m[i] = v;
-            pos += b ? (double)v : 0.0;
-            neg += b ? 0.0 : (double)v;
-            npos += (size_t)b;
-            bits[i / 8] |= (uint8_t)((unsigned)b << (i % 8));
+        for (size_t k = lo; k < hi; k++) { /* branch-free: the signs are a coin toss */
+            double v = m[k], w = m[k] >= 0; /* v * w and v - v * w are v or 0, exactly */
+            pos += v * w;
+            neg += v - v * w;
+            npos += (size_t)w;
         }
         size_t nneg = (hi - lo) - npos;
         float mp = npos ? (float)(pos / (double)npos) : 0.0f, mn = nneg ? (float)(neg / (double)nneg) : 0.0f;
         memcpy(&means[2 * r], &mp, sizeof mp);
         memcpy(&means[2 * r + 1], &mn, sizeof mn);
-        for (size_t i = lo; i < hi; i++) { /* what the others decode is lost here: carry it */
-            float e = ef ? m[i] - (m[i] >= 0 ? mp : mn) : 0.0f;
-            res[i] = e;
-            norm += (double)e * e;
+        if (!ef) {
+            for (size_t k = lo; k < hi; k++) res[k] = 0.0f;
+            continue;
+        }
+        size_t k = lo;
+        for (; k + 8 <= hi; k += 8) /* what the others decode is lost here: carry it */
+            for (int q = 0; q < 8; q++) {
+                float e = m[k + q] - (m[k + q] >= 0 ? mp : mn);
+                res[k + q] = e;
+                norm[q] += (double)e * e;
+            }
+        for (; k < hi; k++) {
+            float e = m[k] - (m[k] >= 0 ? mp : mn);
+            res[k] = e;
+            norm[0] += (double)e * e;
         }
     }
-    z->residual_norm = sqrt(norm);
+    double sq = 0;
+    for (int q = 0; q < 8; q++) sq += norm[q];
+    z->residual_norm = sqrt(sq);
 }
 
 void sh_codec_1bit_accumulate(const shoal_compressor *z, const uint8_t *payload, float *acc)
@@ -260,8 +281,21 @@ void sh_codec_1bit_accumulate(const shoal_compressor *z, const uint8_t *payload,
     for (size_t r = 0; r < z->rows; r++) {
         float v[2];
         memcpy(v, payload + 2 * sizeof(float) * r, sizeof v);
-        size_t lo = r * z->cols, hi = lo + z->cols < z->count ? lo + z->cols : z->count;
-        for (size_t i = lo; i < hi; i++) acc[i] += (bits[i / 8] >> (i % 8)) & 1 ? v[0] : v[1];
+        size_t lo = r * z->cols, hi = lo + z->cols < z->count ? lo + z->cols : z->count, i = lo;
+        for (; i < hi && i % 8; i++) acc[i] += (bits[i / 8] >> (i % 8)) & 1 ? v[0] : v[1];
+        uint32_t u0, u1;
+        memcpy(&u0, &v[0], sizeof u0);
+        memcpy(&u1, &v[1], sizeof u1);
+        for (; i + 8 <= hi; i += 8) { /* a whole byte: eight entries, picked by masks (vectorized) */
+            uint32_t b = bits[i / 8];
+            float pick[8];
+            for (int k = 0; k < 8; k++) {
+                uint32_t msk = 0u - ((b >> k) & 1u), u = (u0 & msk) | (u1 & ~msk);
+                memcpy(&pick[k], &u, sizeof u);
+            }
+            for (int k = 0; k < 8; k++) acc[i + k] += pick[k];
+        }
+        for (; i < hi; i++) acc[i] += (bits[i / 8] >> (i % 8)) & 1 ? v[0] : v[1];
     }
 }
 
