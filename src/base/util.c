@@ -159,3 +159,14 @@ size_t sh_peak_rss_nbytes(void)
     fclose(f);
     return kb * 1024;
 }
+
+double sh_sum_squares(const float *v, size_t n)
+{
+    double part[8] = {0}, sq = 0;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) part[k] += (double)v[i + k] * v[i + k];
+    for (; i < n; i++) sq += (double)v[i] * v[i];
+    for (int k = 0; k < 8; k++) sq += part[k];
+    return sq;
+}

@@ -192,23 +192,11 @@ static shoal_result begin(sh_strategy *s, int64_t step)
 
 /* On the communicator's thread: bucket-relative [off, off + n) of the gradients is reduced;
  * step the optimizer there. */
-/* Eight partial sums: the loop vectorizes and the sum stays in double. */
-static double sum_sq(const float *v, size_t n)
-{
-    double part[8] = {0}, sq = 0;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++) part[k] += (double)v[i + k] * v[i + k];
-    for (; i < n; i++) sq += (double)v[i] * v[i];
-    for (int k = 0; k < 8; k++) sq += part[k];
-    return sq;
-}
-
 static void apply_piece(void *ctx, size_t off, size_t n, const float *reduced)
 {
     bucket *b = ctx;
     dp_state *d = b->d;
-    if (d->s->grad_sq_wanted) b->sq += sum_sq(reduced, n);
+    if (d->s->grad_sq_wanted) b->sq += sh_sum_squares(reduced, n);
     sh_optim_apply(d->s->opt, d->params, reduced, b->lo + off, n);
     if (off < b->own_lo) b->own_lo = off;
     if (off + n > b->own_hi) b->own_hi = off + n;
@@ -374,7 +362,7 @@ static double grad_sq_part(const sh_strategy *s)
 {
     const dp_state *d = s->impl;
     double sq = 0;
-    if (!d->shard) return s->rank == 0 ? sum_sq(d->grads, d->nparams) : 0;
+    if (!d->shard) return s->rank == 0 ? sh_sum_squares(d->grads, d->nparams) : 0;
     for (int i = 0; i < d->nb; i++) {
         const bucket *b = &d->b[i];
         int whole = b->own_lo == 0 && b->own_hi == b->count;

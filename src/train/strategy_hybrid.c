@@ -351,24 +351,13 @@ static shoal_result hy_sum_figures(sh_strategy *s, double *v, int n)
     return shoal_allreduce(p->c, v, v, (size_t)n, SHOAL_FLOAT64, SHOAL_SUM);
 }
 
-static double sum_sq(const float *v, size_t n)
-{
-    double part[8] = {0}, sq = 0;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++) part[k] += (double)v[i + k] * v[i + k];
-    for (; i < n; i++) sq += (double)v[i] * v[i];
-    for (int k = 0; k < 8; k++) sq += part[k];
-    return sq;
-}
-
 /* The gradient norm's shares: every rank holds the summed convolutional gradients (rank 0
  * counts them) and its own shares of the connected layers. */
 static double hy_grad_sq(const sh_strategy *s)
 {
     const hy_state *p = s->impl;
     const float *g = sh_net_grads(p->whole);
-    return sum_sq(g + p->conv_nparams, p->fc_nparams) + (s->rank == 0 ? sum_sq(g, p->conv_nparams) : 0);
+    return sh_sum_squares(g + p->conv_nparams, p->fc_nparams) + (s->rank == 0 ? sh_sum_squares(g, p->conv_nparams) : 0);
 }
 
 static void hy_step_comm(const sh_strategy *s, sh_step_comm *out)

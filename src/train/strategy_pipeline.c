@@ -336,14 +336,7 @@ static double pipe_grad_sq(const sh_strategy *s)
 {
     const pipe_state *p = s->impl;
     if (p->replica != 0) return 0;
-    const float *g = sh_net_grads(p->inst[0]);
-    double part[8] = {0}, sq = 0;
-    size_t i = 0;
-    for (; i + 8 <= p->nparams; i += 8)
-        for (int k = 0; k < 8; k++) part[k] += (double)g[i + k] * g[i + k];
-    for (; i < p->nparams; i++) sq += (double)g[i] * g[i];
-    for (int k = 0; k < 8; k++) sq += part[k];
-    return sq * p->S;
+    return sh_sum_squares(sh_net_grads(p->inst[0]), p->nparams) * p->S;
 }
 
 /* Over the replicas; every stage of a replica holds the same figures, so the sum over all

@@ -391,21 +391,6 @@ static shoal_result log_histograms(sh_trainer *t)
     return SHOAL_OK;
 }
 
-/* sum of v[i]^2 in double: eight independent partial sums, so the loop runs at the speed
- * of the loads instead of one addition's latency per element (a few percent of a small
- * model's step otherwise, on the rank that logs, which the others then wait for) */
-static double sum_squares(const float *v, size_t n)
-{
-    double part[8] = {0};
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int k = 0; k < 8; k++) part[k] += (double)v[i + k] * v[i + k];
-    double sq = 0;
-    for (; i < n; i++) sq += (double)v[i] * v[i];
-    for (int k = 0; k < 8; k++) sq += part[k];
-    return sq;
-}
-
 /* One step's TensorBoard scalars (rank 0): learning curves, throughput, where the time went,
  * communication; histograms every opts.histogram_every_steps. One flush per step. */
 static shoal_result log_step(sh_trainer *t, int64_t step, float loss, double acc, double step_s)
@@ -573,7 +558,7 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
             grad_sq = f[3];
         }
         if (t->tb) { /* the averaged gradient's norm, its shares summed over the ranks above */
-            if (grad_sq < 0) grad_sq = sum_squares(t->grads, t->nparams);
+            if (grad_sq < 0) grad_sq = sh_sum_squares(t->grads, t->nparams);
             SH_TRY_GOTO(sh_tb_scalar(t->tb, "train/gradient_norm", t->steps_done, (float)sqrt(grad_sq)), rc, done);
         }
         if (want_save) {
