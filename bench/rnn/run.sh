@@ -10,8 +10,11 @@
 #
 # Model (examples/char-{lstm,gru,rnn}.cfg, rewritten for HIDDEN/BATCH/TIME_STEPS): one-hot of
 # 256 bytes -> 2 recurrent layers of HIDDEN -> connected 256 -> softmax; Adam 0.002. PyTorch
-# runs the same sizes (bench/rnn/torch_char.py; for "rnn" nn.RNN(tanh), which lacks the
-# output sublayer of Darknet's [rnn]: shoal does more arithmetic there). Debian's Darknet
+# runs the same sizes (bench/rnn/torch_char.py; for "rnn" nn.RNN(tanh) plus, per layer, the
+# output sublayer of Darknet's [rnn], a tanh connected layer, so both do the same arithmetic).
+# PyTorch's threads: T threads means OPENBLAS_NUM_THREADS=T (its GEMMs go to OpenBLAS, which
+# otherwise takes every core even at torch.set_num_threads(1)) and OMP_WAIT_POLICY=passive
+# (with spinning OpenMP threads beside OpenBLAS's, 2 threads ran 4x slower than 1). Debian's Darknet
 # crashes training [lstm] and [rnn] with time_steps > 1 on the CPU and its CPU [gru] has an
 # empty backward pass; the table says what it did.
 # TEXT: default the fortunes package's English text (about 2.5 MB), concatenated.
@@ -61,6 +64,7 @@ for kind in $KINDS; do
         for th in 1 2; do
             "$SHOAL" train "$cfg" --data "$TEXT" --max-steps "$shoal_steps" --threads "$th" \
                 --quiet --json 2>/dev/null | json chars_per_s >>"$tmp/shoal.$kind.$th"
+            OPENBLAS_NUM_THREADS=$th OMP_WAIT_POLICY=passive \
             $PY bench/rnn/torch_char.py --data "$TEXT" --kind "$kind" --hidden "$HIDDEN" \
                 --batch "$BATCH" --time-steps "$TIME_STEPS" --threads "$th" --steps "$shoal_steps" |
                 json chars_per_s >>"$tmp/torch.$kind.$th"
@@ -109,7 +113,7 @@ if [ "$BUDGET_S" -gt 0 ]; then
         cfg=$(cfg_for "$kind")
         sj=$("$SHOAL" train "$cfg" --data "$TEXT" --time-limit "$BUDGET_S" --epochs 1000 \
              --threads 1 --quiet --json 2>/dev/null)
-        tj=$($PY bench/rnn/torch_char.py --data "$TEXT" --kind "$kind" --hidden "$HIDDEN" \
+        tj=$(OPENBLAS_NUM_THREADS=1 $PY bench/rnn/torch_char.py --data "$TEXT" --kind "$kind" --hidden "$HIDDEN" \
              --batch "$BATCH" --time-steps "$TIME_STEPS" --threads 1 --seconds "$BUDGET_S" --eval)
         printf '%-6s %12.4f %12.4f %12s %12s\n' "$kind" "$(echo "$sj" | json test_bpc)" \
             "$(echo "$tj" | json test_bpc)" "$(echo "$sj" | json steps)" "$(echo "$tj" | json steps)"

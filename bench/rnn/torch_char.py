@@ -25,11 +25,35 @@ def split(path):
     return raw[: len(raw) - ntest], raw[len(raw) - ntest:]
 
 
+class DarknetRNN(torch.nn.Module):
+    """Darknet's [rnn] as layers PyTorch has: nn.RNN (tanh) then, per layer, the output
+    sublayer Darknet adds (a connected HIDDEN x HIDDEN with tanh, outside the recurrence),
+    so both sides do the same arithmetic. nn.RNN stays fused; the output sublayers run on
+    all time steps at once."""
+
+    def __init__(self, hidden, layers):
+        super().__init__()
+        self.cells = torch.nn.ModuleList(
+            torch.nn.RNN(256 if i == 0 else hidden, hidden) for i in range(layers))
+        self.outs = torch.nn.ModuleList(torch.nn.Linear(hidden, hidden) for _ in range(layers))
+
+    def forward(self, x, state):
+        states = []
+        for i, (cell, out) in enumerate(zip(self.cells, self.outs)):
+            x, s = cell(x, None if state is None else state[i])
+            states.append(s)
+            x = torch.tanh(out(x))
+        return x, torch.stack(states)
+
+
 class Model(torch.nn.Module):
     def __init__(self, kind, hidden, layers):
         super().__init__()
-        cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU, "rnn": torch.nn.RNN}[kind]
-        self.rnn = cls(256, hidden, num_layers=layers)
+        if kind == "rnn":
+            self.rnn = DarknetRNN(hidden, layers)
+        else:
+            cls = {"lstm": torch.nn.LSTM, "gru": torch.nn.GRU, "rnn-plain": torch.nn.RNN}[kind]
+            self.rnn = cls(256, hidden, num_layers=layers)
         self.out = torch.nn.Linear(hidden, 256)
 
     def forward(self, x, state):
@@ -77,7 +101,7 @@ def evaluate(model, data, streams, steps):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", required=True)
-    ap.add_argument("--kind", default="lstm", choices=["lstm", "gru", "rnn"])
+    ap.add_argument("--kind", default="lstm", choices=["lstm", "gru", "rnn", "rnn-plain"])
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=64)
