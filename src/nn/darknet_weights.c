@@ -56,6 +56,16 @@ static shoal_result layer_blobs(const sh_net *n, int i, sh_dn_blob *b, int *nb)
     return SHOAL_OK;
 }
 
+shoal_result sh_darknet_weights_check(const sh_net *n)
+{
+    sh_dn_blob b[SH_DN_MAX_BLOBS];
+    for (int i = 0; i < sh_net_nlayers(n); i++) {
+        int nb = 0;
+        SH_TRY(layer_blobs(n, i, b, &nb));
+    }
+    return SHOAL_OK;
+}
+
 uint64_t sh_darknet_weights_nbytes(const sh_net *n)
 {
     uint64_t bytes = 3 * sizeof(int32_t) + sizeof(uint64_t);
@@ -114,10 +124,7 @@ shoal_result sh_darknet_weights_load(sh_net *n, const char *path, uint64_t *seen
     shoal_result rc = SHOAL_OK;
     float *buf = NULL; /* a gate blob as the file holds it */
     sh_dn_blob b[SH_DN_MAX_BLOBS];
-    for (int i = 0; i < sh_net_nlayers(n); i++) { /* refuse before changing any layer */
-        int nb = 0;
-        SH_TRY(layer_blobs(n, i, b, &nb));
-    }
+    SH_TRY(sh_darknet_weights_check(n)); /* refuse before changing any layer */
     FILE *f = fopen(path, "rb");
     if (!f)
         return SH_FAIL(SHOAL_ERR_IO, "darknet weights %s: cannot open: %s", path, strerror(errno));
@@ -193,10 +200,7 @@ done:
 shoal_result sh_darknet_weights_save(const sh_net *n, const char *path, uint64_t seen)
 {
     sh_dn_blob b[SH_DN_MAX_BLOBS];
-    for (int i = 0; i < sh_net_nlayers(n); i++) { /* refuse before creating the file */
-        int nb = 0;
-        SH_TRY(layer_blobs(n, i, b, &nb));
-    }
+    SH_TRY(sh_darknet_weights_check(n)); /* refuse before creating the file */
     char tmp[4096];
     if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
         return SH_FAIL(SHOAL_ERR_INVALID, "darknet weights: path too long: %s", path);

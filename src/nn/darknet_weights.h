@@ -35,6 +35,11 @@ int sh_darknet_weights_is_path(const char *path);
  * else int32), then each layer's arrays in Darknet's order. A file too short or too long
  * for the net is SHOAL_ERR_FORMAT naming the layer and both sizes. seen may be NULL. */
 shoal_result sh_darknet_weights_load(sh_net *n, const char *path, uint64_t *seen);
+/* SHOAL_OK when every layer of n has a Darknet layout, else SHOAL_ERR_INVALID naming the
+ * first that has none (as load and save would refuse it): asked before training, so a run
+ * that is to end with --save-darknet is refused at start, not after its last step. Layers
+ * outside a part of the net (a pipeline stage) are asked too: the file holds them all. */
+shoal_result sh_darknet_weights_check(const sh_net *n);
 /* Write n as Darknet 0.2.0 writes it (major 0, minor 2, revision 0, seen as uint64). */
 shoal_result sh_darknet_weights_save(const sh_net *n, const char *path, uint64_t seen);
 /* Bytes sh_darknet_weights_save writes for n (the header and every array). */

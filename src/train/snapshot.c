@@ -1,9 +1,13 @@
 /* snapshot.c — the checkpoint of a training run: meta, params, stats, optim and (recurrent
  * nets) every rank's rnn_state sections, every rank's residuals (rankstate) or, for
  * parameter-server workers, each one's own file beside it (PATH.worker<k>),
- * and the checks that refuse a checkpoint of another model before anything is overwritten.
- * Not here: the file format (src/io/checkpoint.c), when to save (trainer.c).
- * Proved by tests/train/test_snapshot.c; the residuals by tests/cli/test_train_compress.c. */
+ * and the checks that refuse a checkpoint of another model before anything is overwritten;
+ * where ranks hold parts of the model, the whole model from the parts for checkpoints and
+ * Darknet's .weights, and each rank's part of a file's whole model (--resume, --weights).
+ * Not here: the file formats (src/io/checkpoint.c, src/nn/darknet_weights.c), when to save
+ * (trainer.c), which part a rank holds (the strategies' sh_model_part).
+ * Proved by tests/train/test_snapshot.c; the residuals by tests/cli/test_train_compress.c;
+ * the parts by tests/train/test_pipeline.c, test_tensor.c and test_hybrid.c. */
 #include "train/snapshot.h"
 
 #include <stdio.h>
@@ -154,13 +158,15 @@ static void take_share(sh_trainer *t, const float *whole, float *mine)
     else memcpy(mine, whole + part->params_off, t->nparams * sizeof(float));
 }
 
-static shoal_result gather_whole(sh_trainer *t, whole_blocks *w)
+/* with_optim 0: the parameters and statistics only (a Darknet file holds no more). */
+static shoal_result gather_whole(sh_trainer *t, whole_blocks *w, int with_optim)
 {
     const sh_model_part *part = t->strategy->part;
     size_t nstats = 0, noptim = 0, per, extra;
     float *stats = sh_net_stats(t->net, &nstats);
     float *optim = sh_optim_state(t->opt, &noptim);
     optim_shape(t->opt, t->nparams, &per, &extra);
+    if (!with_optim) per = extra = 0;
     size_t W = part->nparams_whole;
     SH_TRY(whole_alloc(w, W, part->nstats_whole, per * W + extra));
     put_share(t, t->params, w->params);
@@ -223,10 +229,67 @@ shoal_result sh_snapshot_save(sh_trainer *t, const char *path)
 shoal_result sh_snapshot_save_whole(sh_trainer *t, const char *path, int writes)
 {
     whole_blocks w;
-    shoal_result rc = gather_whole(t, &w);
+    shoal_result rc = gather_whole(t, &w, 1);
     if (rc == SHOAL_OK && writes)
         rc = save_blocks(t, path, w.params, w.nparams, w.stats, w.nstats, w.optim, w.noptim);
     whole_free(&w);
+    return rc;
+}
+
+/* The whole model as a net of its own, built from the cfg at one image (its weights drawn
+ * from the seed, to be overwritten): the layout a Darknet file is read into and written
+ * from. Its blocks must be the parts' whole blocks; anything else is a shoal bug. */
+static shoal_result whole_net_create(sh_trainer *t, sh_net **out)
+{
+    const sh_model_part *part = t->strategy->part;
+    sh_net *n = NULL;
+    SH_TRY(sh_net_load(t->opts.cfg_path, 1, t->opts.seed, &n));
+    size_t nstats = 0;
+    (void)sh_net_stats(n, &nstats);
+    if (sh_net_nparams(n) != part->nparams_whole || nstats != part->nstats_whole) {
+        shoal_result rc = SH_FAIL(SHOAL_ERR_INTERNAL, "%s: the whole model has %zu parameters and %zu statistics, "
+                                  "the parts add up to %zu and %zu", t->opts.cfg_path, sh_net_nparams(n), nstats,
+                                  part->nparams_whole, part->nstats_whole);
+        sh_net_destroy(n);
+        return rc;
+    }
+    *out = n;
+    return SHOAL_OK;
+}
+
+shoal_result sh_snapshot_save_darknet(sh_trainer *t, const char *path, uint64_t seen)
+{
+    sh_strategy *s = t->strategy;
+    if (!s->part) return s->rank == 0 ? sh_darknet_weights_save(t->net, path, seen) : SHOAL_OK;
+    whole_blocks w;
+    sh_net *whole = NULL;
+    int writes = s->leads(s);
+    shoal_result rc = gather_whole(t, &w, 0);
+    if (rc == SHOAL_OK && writes) rc = whole_net_create(t, &whole);
+    if (rc == SHOAL_OK && writes) {
+        memcpy(sh_net_params(whole), w.params, w.nparams * sizeof(float));
+        if (w.nstats) memcpy(sh_net_stats(whole, NULL), w.stats, w.nstats * sizeof(float));
+        rc = sh_darknet_weights_save(whole, path, seen);
+    }
+    sh_net_destroy(whole);
+    whole_free(&w);
+    return rc;
+}
+
+shoal_result sh_snapshot_load_start_weights(sh_trainer *t, const char *path)
+{
+    const sh_model_part *part = t->strategy->part;
+    if (!part) return sh_snapshot_load_weights(t->net, path);
+    sh_net *whole = NULL;
+    SH_TRY(whole_net_create(t, &whole));
+    shoal_result rc = sh_snapshot_load_weights(whole, path);
+    if (rc == SHOAL_OK) {
+        size_t nstats = 0;
+        float *stats = sh_net_stats(t->net, &nstats);
+        take_share(t, sh_net_params(whole), t->params);
+        if (nstats) memcpy(stats, sh_net_stats(whole, NULL) + part->stats_off, nstats * sizeof(float));
+    }
+    sh_net_destroy(whole);
     return rc;
 }
 

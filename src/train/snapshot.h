@@ -48,6 +48,15 @@ shoal_result sh_snapshot_save_rank_file(sh_trainer *t, const char *path);
  * once (by rank 0 when it concerns every rank, else by the rank whose file is missing or
  * from another step). A damaged file is refused (SHOAL_ERR_FORMAT). */
 shoal_result sh_snapshot_restore_rank_file(sh_trainer *t, const char *path, const sh_snapshot_meta *m);
+/* Darknet's .weights of the trainer's model (nn/darknet_weights.h), written by rank 0. For a
+ * strategy whose ranks hold parts of the model the parts are summed into the whole model on
+ * every rank (collective, like sh_snapshot_save_whole) and the lead writes it: the file is
+ * the one a process holding the same whole model writes. seen: images trained on. */
+shoal_result sh_snapshot_save_darknet(sh_trainer *t, const char *path, uint64_t seen);
+/* `train --weights`: sh_snapshot_load_weights into the trainer's net, or, where its ranks
+ * hold parts of the model, into the whole model built from the cfg, of which this rank keeps
+ * its part (every rank reads the file; no communication). */
+shoal_result sh_snapshot_load_start_weights(sh_trainer *t, const char *path);
 /* Only the weights and statistics, for `shoal test`, `time` and `train --weights` (any batch
  * size). A path ending in ".weights" is read as Darknet's format (nn/darknet_weights.h). */
 shoal_result sh_snapshot_load_weights(sh_net *net, const char *path);

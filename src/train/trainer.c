@@ -177,8 +177,10 @@ shoal_result sh_trainer_create_with_net(const sh_train_opts *o, sh_net *net, sh_
         SH_TRY_GOTO(sh_calloc(all, sizeof(double), (void **)&t->state_sum), rc, fail);
     }
 
+    /* A run that is to end with a Darknet file is refused now, not after its last step. */
+    if (o->save_darknet_path) SH_TRY_GOTO(sh_darknet_weights_check(t->net), rc, fail);
     if (o->weights_path && !o->resume_path)
-        SH_TRY_GOTO(sh_snapshot_load_weights(t->net, o->weights_path), rc, fail);
+        SH_TRY_GOTO(sh_snapshot_load_start_weights(t, o->weights_path), rc, fail);
     if (o->resume_path) SH_TRY_GOTO(sh_snapshot_restore(t, o->resume_path, &t->resume_meta), rc, fail);
     if (o->logdir && t->strategy->rank == 0) {
         SH_TRY_GOTO(sh_tb_open(o->logdir, &t->tb), rc, fail);
@@ -582,11 +584,13 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
         if (!evaluated_at_end) SH_TRY(evaluate(t, r));
         if (t->opts.save_path) SH_TRY(save_to(t, NULL, t->opts.save_path, r, "end of training"));
     }
-    if (t->opts.save_darknet_path && t->strategy->rank == 0) {
-        /* Darknet counts images seen: steps times the global batch */
-        SH_TRY(sh_darknet_weights_save(t->net, t->opts.save_darknet_path,
-                                       (uint64_t)t->steps_done * (uint64_t)t->global_batch));
-        if (may_print(t)) {
+    if (t->opts.save_darknet_path) {
+        /* Darknet counts images seen: steps times the global batch. Parts of the model are
+         * gathered into the whole first (collective: every rank calls it). */
+        SH_TRY(sh_snapshot_save_darknet(t, t->opts.save_darknet_path,
+                                        (uint64_t)t->steps_done * (uint64_t)t->global_batch));
+        int wrote = t->strategy->part ? t->strategy->leads(t->strategy) : t->strategy->rank == 0;
+        if (may_print(t) && wrote) {
             fprintf(t->opts.out, "saved %s (Darknet weights) at step %" PRId64 "\n",
                     t->opts.save_darknet_path, t->steps_done);
             fflush(t->opts.out);

@@ -5,8 +5,10 @@
 #include "reference.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "nn/net.h"
+#include "train/snapshot.h"
 
 shoal_result sh_test_train_one(const sh_train_opts *o, sh_trainer **out, sh_train_report *rep)
 {
@@ -40,5 +42,26 @@ shoal_result sh_test_resume_one(const sh_train_opts *o, const char *ckpt, double
     }
     sh_trainer_destroy(whole);
     sh_trainer_destroy(back);
+    return rc;
+}
+
+shoal_result sh_test_darknet_against(const char *cfg, const char *weights, const char *ckpt, const float *q,
+                                     size_t count, int *same, double *rel)
+{
+    sh_net *dn = NULL, *ck = NULL;
+    shoal_result rc = sh_net_load(cfg, 1, 1, &dn);
+    if (rc == SHOAL_OK) rc = sh_net_load(cfg, 2, 2, &ck); /* another seed: nothing left by chance */
+    if (rc == SHOAL_OK) rc = sh_snapshot_load_weights(dn, weights);
+    if (rc == SHOAL_OK) rc = sh_snapshot_load_weights(ck, ckpt);
+    if (rc == SHOAL_OK && sh_net_nparams(dn) != count) rc = SHOAL_ERR_INVALID;
+    if (rc == SHOAL_OK) {
+        size_t ns = 0;
+        const float *sd = sh_net_stats(dn, &ns), *sc = sh_net_stats(ck, NULL);
+        *same = memcmp(sh_net_params(dn), sh_net_params(ck), count * sizeof(float)) == 0 &&
+                (!ns || memcmp(sd, sc, ns * sizeof(float)) == 0);
+        *rel = sh_test_rel_diff(sh_net_params(dn), q, count);
+    }
+    sh_net_destroy(ck);
+    sh_net_destroy(dn);
     return rc;
 }

@@ -1,8 +1,8 @@
 /* reference.h — the yardstick of the parallel-training tests: one process trained the plain
  * way on the whole batch, how far another run's parameters are from it, and a checkpoint of
- * another layout resumed in one process.
+ * another layout resumed in one process, and a Darknet file against a checkpoint and it.
  * Not here: the parallel runs (each test's rank jobs), the options (each test's opts_for).
- * Used by tests/train/test_pipeline.c and tests/train/test_tensor.c. */
+ * Used by tests/train/test_pipeline.c, test_tensor.c and test_hybrid.c. */
 #ifndef SH_TEST_REFERENCE_H
 #define SH_TEST_REFERENCE_H
 
@@ -25,5 +25,13 @@ double sh_test_rel_diff(const float *p, const float *q, size_t count);
  * ended. Both set only on SHOAL_OK. */
 shoal_result sh_test_resume_one(const sh_train_opts *o, const char *ckpt, double *rel,
                                 int64_t *steps_done);
+
+/* The Darknet file `weights` and the checkpoint `ckpt` that one run wrote at its end, each
+ * read into a one-process net built from cfg: *same = 1 when the file's parameters and
+ * statistics are bitwise the checkpoint's (a split layout's checkpoint is its parts
+ * gathered), *rel = sh_test_rel_diff of the file's parameters from q (count floats: one
+ * process's). Both set only on SHOAL_OK. */
+shoal_result sh_test_darknet_against(const char *cfg, const char *weights, const char *ckpt, const float *q,
+                                     size_t count, int *same, double *rel);
 
 #endif

@@ -652,10 +652,22 @@ static void gru_weights_are_refused_in_one_line(void)
           strstr(e, "shoal checkpoint") && (!nl || nl > strstr(e, "shoal checkpoint")),
           "refusal: %s", e);
     CHECK(file_nbytes(w) < 0, "the refused save created %s", w);
-    if (!have_darknet()) goto done;
     char cfg_path[512];
     snprintf(cfg_path, sizeof cfg_path, "%s/gru.cfg", dir);
     tiny_write_file(dir, "gru.cfg", gru_cfg);
+    /* `shoal train --save-darknet` refuses it before the first step: the checkpoint the run
+     * would have written at its end, before the Darknet file, is never written */
+    char text[2048], ckpt[600], said[4096];
+    for (size_t i = 0; i + 1 < sizeof text; i++) text[i] = "the quick brown fox jumps\n"[i % 26];
+    text[sizeof text - 1] = 0;
+    tiny_write_file(dir, "gru.txt", text);
+    snprintf(ckpt, sizeof ckpt, "%s/gru.ckpt", dir);
+    snprintf(cmd, sizeof cmd, "%s train %s --data %s/gru.txt --max-steps 2 --threads 1 --quiet --save %s "
+             "--save-darknet %s 2>&1", sh_test_shoal_bin(), cfg_path, dir, ckpt, w);
+    int rc = sh_test_run(cmd, said, sizeof said);
+    CHECK(rc == 1 && strstr(said, "reset gate") && file_nbytes(ckpt) < 0 && file_nbytes(w) < 0,
+          "train --save-darknet with [gru]: exit %d, checkpoint %ld bytes: %s", rc, file_nbytes(ckpt), said);
+    if (!have_darknet()) goto done;
     snprintf(cmd, sizeof cmd, "%s partial %s '' %s 1000 >/dev/null 2>&1", DARKNET, cfg_path, w);
     CHECK(sh_test_run(cmd, out, sizeof out) == 0, "darknet partial %s failed", cfg_path);
     CHECK(file_nbytes(w) == 20 + 4 * (long)sh_net_nparams(n), "Darknet wrote %ld bytes, shoal "

@@ -3,14 +3,15 @@
  * trainer and real processes: every scheme (broadcast, vertical, horizontal) on 2, 3 and 4
  * ranks matches one process with the same global batch after 50 steps (SGD with momentum and
  * decay, and Adam; dropout in both parts; a connected layer whose outputs the ranks do not
- * divide evenly), each rank holds only its shares of the connected layers, checkpoints cross
- * layouts both ways, and impossible layouts are refused naming what to do. */
+ * divide evenly), each rank holds only its shares of the connected layers, checkpoints and
+ * Darknet's .weights files cross layouts both ways, and impossible layouts are refused naming what to do. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
 #include "lib/ranks.h"
+#include "lib/reference.h"
 #include "nn/net.h"
 #include "shoal/comm.h"
 #include "train/strategy_hybrid.h"
@@ -73,6 +74,8 @@ typedef struct {
     const char *cfg, *resume, *save; /* save: train to STEPS/2 and save, no comparison */
     sh_hybrid_scheme scheme;
     int batch;                       /* global */
+    const char *weights;             /* start from it (and so does the one process compared) */
+    const char *dn;                  /* write Darknet's file here and a checkpoint at DN.ckpt */
 } hy_arg;
 
 /* This rank's parameters against one process's, layer by layer: whole layers, and each
@@ -123,17 +126,34 @@ static void exact_job(shoal_comm *c, void *arg)
     o.strategy = st;
     o.resume_path = a->resume;
     o.save_path = a->save;
+    o.weights_path = a->weights;
+    char ckpt[700];
+    if (a->dn) {
+        snprintf(ckpt, sizeof ckpt, "%s.ckpt", a->dn);
+        o.save_darknet_path = a->dn;
+        o.save_path = ckpt;
+    }
     sh_trainer *t = NULL, *ref = NULL;
     sh_train_report rep, rr;
     CHECK(sh_trainer_create_with_net(&o, net, &t) == SHOAL_OK && sh_trainer_run(t, &rep) == SHOAL_OK,
           "rank %d of %d (%s): %s", r, N, sh_hybrid_scheme_name(a->scheme), shoal_last_error_message());
+    CHECK(shoal_barrier(c) == SHOAL_OK, "%s", shoal_last_error_message()); /* the lead's files are written */
     if (a->save || !t) goto done;
     sh_train_opts ro;
     opts_for(&ro, a->cfg, a->batch, STEPS);
+    ro.weights_path = a->weights;
     CHECK(sh_trainer_create(&ro, &ref) == SHOAL_OK && sh_trainer_run(ref, &rr) == SHOAL_OK, "%s",
           shoal_last_error_message());
     if (!ref) goto done;
     sh_net *mine = sh_trainer_net(t), *whole = sh_trainer_net(ref);
+    if (a->dn) { /* the whole model: the shares gathered, as one process trains it */
+        int same = 0;
+        double drel = 1;
+        CHECK(sh_test_darknet_against(a->cfg, a->dn, ckpt, sh_net_params(whole), sh_net_nparams(whole), &same,
+                                      &drel) == SHOAL_OK, "%s", shoal_last_error_message());
+        CHECK(same, "rank %d: %s differs from the checkpoint the same run wrote", r, a->dn);
+        CHECK(drel < 1e-5, "rank %d: %s is %.3g relative from one process", r, a->dn, drel);
+    }
     CHECK(sh_net_nparams(mine) < sh_net_nparams(whole), "rank %d holds %zu of %zu parameters", r,
           sh_net_nparams(mine), sh_net_nparams(whole));
     double diff = 0, norm = 0;
@@ -162,13 +182,13 @@ done:
 static void run_scheme(sh_hybrid_scheme scheme)
 {
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
-    hy_arg sgd2 = {sgd_cfg, NULL, NULL, scheme, 16};
+    hy_arg sgd2 = {sgd_cfg, NULL, NULL, scheme, 16, NULL, NULL};
     RUN_RANKS(2, &o, exact_job, &sgd2);
-    hy_arg adam3 = {adam_cfg, NULL, NULL, scheme, 18};
+    hy_arg adam3 = {adam_cfg, NULL, NULL, scheme, 18, NULL, NULL};
     RUN_RANKS(3, &o, exact_job, &adam3);
-    hy_arg sgd4 = {sgd_cfg, NULL, NULL, scheme, 16};
+    hy_arg sgd4 = {sgd_cfg, NULL, NULL, scheme, 16, NULL, NULL};
     RUN_RANKS(4, &o, exact_job, &sgd4);
-    hy_arg adam4 = {adam_cfg, NULL, NULL, scheme, 16};
+    hy_arg adam4 = {adam_cfg, NULL, NULL, scheme, 16, NULL, NULL};
     RUN_RANKS(4, &o, exact_job, &adam4);
 }
 
@@ -179,13 +199,13 @@ static void t_broadcast_matches_one_process_on_2_3_4_ranks(void) { run_scheme(SH
 static void t_evaluation_with_empty_shares(void)
 {
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
-    hy_arg a = {sgd_cfg, NULL, NULL, SH_HYBRID_VERTICAL, 21};
+    hy_arg a = {sgd_cfg, NULL, NULL, SH_HYBRID_VERTICAL, 21, NULL, NULL};
     RUN_RANKS(3, &o, exact_job, &a);
 }
 static void t_vertical_matches_one_process_on_2_3_4_ranks(void) { run_scheme(SH_HYBRID_VERTICAL); }
 static void t_horizontal_matches_one_process_on_2_3_4_ranks(void) { run_scheme(SH_HYBRID_HORIZONTAL); }
 
-static char ckpt_one[600], ckpt_hy[600];
+static char ckpt_one[600], ckpt_hy[600], dn_one[600], dn_hy[600];
 
 /* One process's checkpoint resumes on 4 hybrid ranks, and 2 hybrid ranks' checkpoint in one
  * process: both end where one process that never stopped does. */
@@ -199,10 +219,10 @@ static void t_checkpoints_cross_layouts(void)
     CHECK(sh_trainer_create(&so, &t) == SHOAL_OK && sh_trainer_run(t, NULL) == SHOAL_OK, "%s",
           shoal_last_error_message());
     sh_trainer_destroy(t);
-    hy_arg resume = {adam_cfg, ckpt_one, NULL, SH_HYBRID_HORIZONTAL, 16};
+    hy_arg resume = {adam_cfg, ckpt_one, NULL, SH_HYBRID_HORIZONTAL, 16, NULL, NULL};
     RUN_RANKS(4, &o, exact_job, &resume);
 
-    hy_arg first = {adam_cfg, NULL, ckpt_hy, SH_HYBRID_VERTICAL, 16};
+    hy_arg first = {adam_cfg, NULL, ckpt_hy, SH_HYBRID_VERTICAL, 16, NULL, NULL};
     RUN_RANKS(2, &o, exact_job, &first);
     sh_train_opts ro;
     opts_for(&ro, adam_cfg, 16, STEPS);
@@ -226,6 +246,26 @@ static void t_checkpoints_cross_layouts(void)
     }
     sh_trainer_destroy(back);
     sh_trainer_destroy(whole);
+}
+
+/* Darknet's file: one process's loaded into 4 hybrid ranks, 2 hybrid ranks' written whole (the
+ * checkpoint's shares, bitwise; one process's within rounding) and loaded into 3 hybrid ranks
+ * and into one process; each run from a file ends where one process from it does. */
+static void t_darknet_weights_cross_layouts(void)
+{
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
+    sh_train_opts so;
+    opts_for(&so, adam_cfg, 16, STEPS / 2);
+    so.save_darknet_path = dn_one;
+    sh_trainer *t = NULL;
+    CHECK(sh_test_train_one(&so, &t, NULL) == SHOAL_OK, "%s", shoal_last_error_message());
+    sh_trainer_destroy(t);
+    hy_arg from_one = {adam_cfg, NULL, NULL, SH_HYBRID_HORIZONTAL, 16, dn_one, NULL};
+    RUN_RANKS(4, &o, exact_job, &from_one);
+    hy_arg write = {sgd_cfg, NULL, NULL, SH_HYBRID_BROADCAST, 16, NULL, dn_hy};
+    RUN_RANKS(2, &o, exact_job, &write);
+    hy_arg from_hy = {sgd_cfg, NULL, NULL, SH_HYBRID_VERTICAL, 18, dn_hy, NULL};
+    RUN_RANKS(3, &o, exact_job, &from_hy);
 }
 
 typedef struct {
@@ -274,11 +314,14 @@ int main(void)
     snprintf(narrow_cfg, sizeof narrow_cfg, "%s/narrow.cfg", dir);
     snprintf(ckpt_one, sizeof ckpt_one, "%s/one.ckpt", dir);
     snprintf(ckpt_hy, sizeof ckpt_hy, "%s/hy.ckpt", dir);
+    snprintf(dn_one, sizeof dn_one, "%s/one.weights", dir);
+    snprintf(dn_hy, sizeof dn_hy, "%s/hy.weights", dir);
     RUN(t_broadcast_matches_one_process_on_2_3_4_ranks);
     RUN(t_vertical_matches_one_process_on_2_3_4_ranks);
     RUN(t_horizontal_matches_one_process_on_2_3_4_ranks);
     RUN(t_evaluation_with_empty_shares);
     RUN(t_checkpoints_cross_layouts);
+    RUN(t_darknet_weights_cross_layouts);
     RUN(t_impossible_layouts_are_refused);
     tiny_remove_dir(dir);
     return check_end();

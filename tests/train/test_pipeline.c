@@ -5,7 +5,7 @@
  * parameters, gradients and optimizer state; the cut follows stage= keys or balances the
  * cost; impossible layouts get one clear error; ranks started with different layouts stop
  * at start-up naming who differs; a killed stage stops its neighbours, naming it;
- * checkpoints cross one process and pipelines both ways. */
+ * checkpoints and Darknet's .weights files cross one process and pipelines both ways. */
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -21,7 +21,7 @@
 #include "train/tiny_data.h"
 #include "train/trainer.h"
 
-static char dir[256], sgd_cfg[512], adam_cfg[512], keyed_cfg[512];
+static char dir[256], sgd_cfg[512], adam_cfg[512], keyed_cfg[512], bn_cfg[512];
 enum { STEPS = 50, GLOBAL_BATCH = 16 };
 
 /* No dropout, no batch norm: the pipeline must reproduce one process. */
@@ -39,6 +39,17 @@ static const char adam_text[] =
     "[net]\nbatch=16\nwidth=8\nheight=8\nchannels=1\n"
     "learning_rate=0.002\nadam=1\ndecay=0.0005\n"
     "\n[connected]\noutput=32\nactivation=relu\n"
+    "\n[connected]\noutput=24\nactivation=relu\n"
+    "\n[connected]\noutput=4\nactivation=linear\n"
+    "\n[softmax]\n\n[cost]\n";
+
+/* Batch norm in stage 0 (its statistics are in the whole model's too); one micro-batch a
+ * step, so its statistics are one process's. */
+static const char bn_text[] =
+    "[net]\nbatch=16\nwidth=8\nheight=8\nchannels=1\n"
+    "learning_rate=0.05\nmomentum=0.9\ndecay=0.0005\n"
+    "\n[convolutional]\nbatch_normalize=1\nfilters=4\nsize=3\nstride=1\npad=1\nactivation=relu\n"
+    "\n[maxpool]\nsize=2\nstride=2\n"
     "\n[connected]\noutput=24\nactivation=relu\n"
     "\n[connected]\noutput=4\nactivation=linear\n"
     "\n[softmax]\n\n[cost]\n";
@@ -69,6 +80,8 @@ typedef struct {
     int stages, micro;
     int64_t steps;
     const char *resume, *save; /* NULL: none */
+    const char *weights;       /* start from it (and so does the one process compared) */
+    const char *dn;            /* write Darknet's file here and a checkpoint at DN.ckpt */
 } pipe_arg;
 
 /* Every rank trains its stage, then compares its parameters (and, after the run, the
@@ -89,10 +102,18 @@ static void exact_job(shoal_comm *c, void *arg)
     o.eval_each_epoch = 1;
     o.resume_path = a->resume;
     o.save_path = a->save;
+    o.weights_path = a->weights;
+    char ckpt[700];
+    if (a->dn) {
+        snprintf(ckpt, sizeof ckpt, "%s.ckpt", a->dn);
+        o.save_darknet_path = a->dn;
+        o.save_path = ckpt;
+    }
     sh_trainer *t = NULL;
     sh_train_report rep;
     CHECK(sh_trainer_create_with_net(&o, net, &t) == SHOAL_OK && sh_trainer_run(t, &rep) == SHOAL_OK,
           "rank %d: %s", r, shoal_last_error_message());
+    CHECK(shoal_barrier(c) == SHOAL_OK, "%s", shoal_last_error_message()); /* the lead's files are written */
     if (!t || a->save) { /* the first half of a checkpoint test: compared after resuming */
         sh_trainer_destroy(t);
         sh_strategy_destroy(st);
@@ -101,10 +122,19 @@ static void exact_job(shoal_comm *c, void *arg)
     sh_train_opts ro;
     opts_for(&ro, a->cfg, GLOBAL_BATCH, a->steps);
     ro.eval_each_epoch = 1;
+    ro.weights_path = a->weights;
     sh_trainer *ref = NULL;
     sh_train_report rr;
     CHECK(sh_test_train_one(&ro, &ref, &rr) == SHOAL_OK, "%s", shoal_last_error_message());
     sh_net *mine = sh_trainer_net(t), *whole = sh_trainer_net(ref);
+    if (a->dn) { /* the whole model: the stages gathered, as one process trains it */
+        int same = 0;
+        double drel = 1;
+        CHECK(sh_test_darknet_against(a->cfg, a->dn, ckpt, sh_net_params(whole), sh_net_nparams(whole), &same,
+                                      &drel) == SHOAL_OK, "%s", shoal_last_error_message());
+        CHECK(same, "rank %d: %s differs from the checkpoint the same run wrote", r, a->dn);
+        CHECK(drel < 1e-5, "rank %d: %s is %.3g relative from one process", r, a->dn, drel);
+    }
     int lo, hi;
     sh_net_part(mine, &lo, &hi);
     size_t off, count, total = 0;
@@ -134,26 +164,26 @@ static void exact_job(shoal_comm *c, void *arg)
 
 static void t_two_stages_sgd_match_one_process(void)
 {
-    pipe_arg a = {sgd_cfg, 2, 4, STEPS, NULL, NULL};
+    pipe_arg a = {sgd_cfg, 2, 4, STEPS, NULL, NULL, NULL, NULL};
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
     RUN_RANKS(2, &o, exact_job, &a);
 }
 
 static void t_two_stages_adam_match_one_process(void)
 {
-    pipe_arg a = {adam_cfg, 2, 4, STEPS, NULL, NULL};
+    pipe_arg a = {adam_cfg, 2, 4, STEPS, NULL, NULL, NULL, NULL};
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
     RUN_RANKS(2, &o, exact_job, &a);
 }
 
 static void t_three_stages_eight_micro_batches_match(void)
 {
-    pipe_arg a = {sgd_cfg, 3, 8, STEPS, NULL, NULL};
+    pipe_arg a = {sgd_cfg, 3, 8, STEPS, NULL, NULL, NULL, NULL};
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
     RUN_RANKS(3, &o, exact_job, &a);
 }
 
-static char ckpt_one[600], ckpt_pipe[600];
+static char ckpt_one[600], ckpt_pipe[600], dn_one[600], dn_pipe[600];
 
 /* A checkpoint written by one process resumes in a pipeline, and one written by a
  * pipeline in one process: both end where one process that never stopped does. */
@@ -166,10 +196,10 @@ static void t_checkpoints_cross_layouts(void)
     sh_trainer *t = NULL;
     CHECK(sh_test_train_one(&so, &t, NULL) == SHOAL_OK, "%s", shoal_last_error_message());
     sh_trainer_destroy(t);
-    pipe_arg resume = {adam_cfg, 2, 4, STEPS, ckpt_one, NULL};
+    pipe_arg resume = {adam_cfg, 2, 4, STEPS, ckpt_one, NULL, NULL, NULL};
     RUN_RANKS(2, &o, exact_job, &resume);
 
-    pipe_arg first = {adam_cfg, 2, 4, STEPS / 2, NULL, ckpt_pipe};
+    pipe_arg first = {adam_cfg, 2, 4, STEPS / 2, NULL, ckpt_pipe, NULL, NULL};
     RUN_RANKS(2, &o, exact_job, &first);
     sh_train_opts ro;
     opts_for(&ro, adam_cfg, GLOBAL_BATCH, STEPS);
@@ -182,12 +212,33 @@ static void t_checkpoints_cross_layouts(void)
     CHECK(rel < 1e-5, "pipeline checkpoint resumed in one process: %.3g relative", rel);
 }
 
+/* Darknet's file: one process's loaded into 2 replicas of 2 stages, 2 stages' written whole
+ * (the checkpoint's parts, bitwise; one process's within rounding), batch norm's statistics
+ * too, and loaded into 3 stages and into one process; each run from a file ends where one
+ * process from it does. */
+static void t_darknet_weights_cross_layouts(void)
+{
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
+    sh_train_opts so;
+    opts_for(&so, sgd_cfg, GLOBAL_BATCH, STEPS / 2);
+    so.save_darknet_path = dn_one;
+    sh_trainer *t = NULL;
+    CHECK(sh_test_train_one(&so, &t, NULL) == SHOAL_OK, "%s", shoal_last_error_message());
+    sh_trainer_destroy(t);
+    pipe_arg from_one = {sgd_cfg, 2, 2, STEPS, NULL, NULL, dn_one, NULL};
+    RUN_RANKS(4, &o, exact_job, &from_one);
+    pipe_arg write = {bn_cfg, 2, 1, STEPS, NULL, NULL, NULL, dn_pipe};
+    RUN_RANKS(2, &o, exact_job, &write);
+    pipe_arg from_pipe = {bn_cfg, 3, 1, STEPS, NULL, NULL, dn_pipe, NULL};
+    RUN_RANKS(3, &o, exact_job, &from_pipe);
+}
+
 static void t_two_stages_two_replicas_match(void)
 {
-    pipe_arg a = {adam_cfg, 2, 2, STEPS, NULL, NULL};
+    pipe_arg a = {adam_cfg, 2, 2, STEPS, NULL, NULL, NULL, NULL};
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
     RUN_RANKS(4, &o, exact_job, &a);
-    pipe_arg b = {sgd_cfg, 2, 4, STEPS, NULL, NULL};
+    pipe_arg b = {sgd_cfg, 2, 4, STEPS, NULL, NULL, NULL, NULL};
     RUN_RANKS(4, &o, exact_job, &b);
 }
 
@@ -324,7 +375,8 @@ int main(void)
 {
     check_begin("test_pipeline", 240);
     if (tiny_make_dir(dir, sizeof dir) || tiny_write_file(dir, "sgd.cfg", sgd_text) ||
-        tiny_write_file(dir, "adam.cfg", adam_text) || tiny_write_file(dir, "keyed.cfg", keyed_text)) {
+        tiny_write_file(dir, "adam.cfg", adam_text) || tiny_write_file(dir, "keyed.cfg", keyed_text) ||
+        tiny_write_file(dir, "bn.cfg", bn_text)) {
         fprintf(stderr, "cannot write the test data\n");
         return 1;
     }
@@ -333,6 +385,9 @@ int main(void)
     snprintf(keyed_cfg, sizeof keyed_cfg, "%s/keyed.cfg", dir);
     snprintf(ckpt_one, sizeof ckpt_one, "%s/one.ckpt", dir);
     snprintf(ckpt_pipe, sizeof ckpt_pipe, "%s/pipe.ckpt", dir);
+    snprintf(bn_cfg, sizeof bn_cfg, "%s/bn.cfg", dir);
+    snprintf(dn_one, sizeof dn_one, "%s/one.weights", dir);
+    snprintf(dn_pipe, sizeof dn_pipe, "%s/pipe.weights", dir);
     RUN(t_part_holds_its_layers_only);
     RUN(t_plan);
     RUN(t_two_stages_sgd_match_one_process);
@@ -340,6 +395,7 @@ int main(void)
     RUN(t_three_stages_eight_micro_batches_match);
     RUN(t_two_stages_two_replicas_match);
     RUN(t_checkpoints_cross_layouts);
+    RUN(t_darknet_weights_cross_layouts);
     RUN(t_impossible_layouts_are_refused);
     RUN(t_killed_stage_stops_the_other);
     tiny_remove_dir(dir);

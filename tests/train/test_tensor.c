@@ -2,8 +2,8 @@
  * [connected] layers of src/nn/layer_dense.c and net.c) with the real trainer and real
  * processes: 2 and 4 ranks, and 2 replicas of 2 ranks, match one process after 50 steps (SGD with momentum and decay,
  * and Adam), each rank's shares hold what the whole layers hold, each rank allocates only
- * its share of the split layers, checkpoints cross layouts both ways (tensor-parallel to
- * one process and back), and a net with no pair to split is refused naming what to do. */
+ * its share of the split layers, checkpoints and Darknet's .weights files cross layouts both
+ * ways (tensor-parallel to one process and back), and a net with no pair to split is refused naming what to do. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +65,8 @@ static void opts_for(sh_train_opts *o, const char *c, int64_t steps)
 typedef struct {
     const char *cfg, *resume, *save; /* save: train to STEPS/2 and save, no comparison */
     int T;                           /* 0: the world */
+    const char *weights;             /* start from it (and so does the one process compared) */
+    const char *dn;                  /* write Darknet's file here and a checkpoint at DN.ckpt */
 } tp_arg;
 
 static void exact_job(shoal_comm *c, void *arg)
@@ -83,10 +85,18 @@ static void exact_job(shoal_comm *c, void *arg)
     o.strategy = st;
     o.resume_path = a->resume;
     o.save_path = a->save;
+    o.weights_path = a->weights;
+    char ckpt[700];
+    if (a->dn) {
+        snprintf(ckpt, sizeof ckpt, "%s.ckpt", a->dn);
+        o.save_darknet_path = a->dn;
+        o.save_path = ckpt;
+    }
     sh_trainer *t = NULL;
     sh_train_report rep;
     CHECK(sh_trainer_create_with_net(&o, net, &t) == SHOAL_OK && sh_trainer_run(t, &rep) == SHOAL_OK,
           "rank %d: %s", r, shoal_last_error_message());
+    CHECK(shoal_barrier(c) == SHOAL_OK, "%s", shoal_last_error_message()); /* the lead's files are written */
     if (a->save) {
         sh_trainer_destroy(t);
         sh_strategy_destroy(st);
@@ -94,11 +104,20 @@ static void exact_job(shoal_comm *c, void *arg)
     }
     sh_train_opts ro;
     opts_for(&ro, cfg, STEPS);
+    ro.weights_path = a->weights;
     sh_trainer *ref = NULL;
     sh_train_report rr;
     CHECK(sh_test_train_one(&ro, &ref, &rr) == SHOAL_OK, "%s", shoal_last_error_message());
     if (!t || !ref) goto done;
     sh_net *mine = sh_trainer_net(t), *whole = sh_trainer_net(ref);
+    if (a->dn) { /* the whole model: the shares gathered, as one process trains it */
+        int same = 0;
+        double drel = 1;
+        CHECK(sh_test_darknet_against(cfg, a->dn, ckpt, sh_net_params(whole), sh_net_nparams(whole), &same,
+                                      &drel) == SHOAL_OK, "%s", shoal_last_error_message());
+        CHECK(same, "rank %d: %s differs from the checkpoint the same run wrote", r, a->dn);
+        CHECK(drel < 1e-5, "rank %d: %s is %.3g relative from one process", r, a->dn, drel);
+    }
     CHECK(sh_net_nparams(mine) < sh_net_nparams(whole), "rank %d holds %zu of %zu parameters", r,
           sh_net_nparams(mine), sh_net_nparams(whole));
     double diff = 0, norm = 0;
@@ -165,14 +184,14 @@ done:
 static void t_two_ranks_sgd_match_one_process(void)
 {
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
-    tp_arg a = {sgd_cfg, NULL, NULL, 0};
+    tp_arg a = {sgd_cfg, NULL, NULL, 0, NULL, NULL};
     RUN_RANKS(2, &o, exact_job, &a);
 }
 
 static void t_two_and_four_ranks_adam_match_one_process(void)
 {
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
-    tp_arg a = {adam_cfg, NULL, NULL, 0};
+    tp_arg a = {adam_cfg, NULL, NULL, 0, NULL, NULL};
     RUN_RANKS(2, &o, exact_job, &a);
     RUN_RANKS(4, &o, exact_job, &a);
 }
@@ -181,13 +200,13 @@ static void t_two_and_four_ranks_adam_match_one_process(void)
 static void t_two_replicas_of_two_ranks_match_one_process(void)
 {
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
-    tp_arg a = {sgd_cfg, NULL, NULL, 2};
+    tp_arg a = {sgd_cfg, NULL, NULL, 2, NULL, NULL};
     RUN_RANKS(4, &o, exact_job, &a);
-    tp_arg b = {adam_cfg, NULL, NULL, 2};
+    tp_arg b = {adam_cfg, NULL, NULL, 2, NULL, NULL};
     RUN_RANKS(4, &o, exact_job, &b);
 }
 
-static char ckpt_one[600], ckpt_tp[600];
+static char ckpt_one[600], ckpt_tp[600], dn_one[600], dn_tp[600];
 
 /* One process's checkpoint resumes on 4 tensor-parallel ranks, and 2 ranks' checkpoint in
  * one process: both end where one process that never stopped does. */
@@ -200,10 +219,10 @@ static void t_checkpoints_cross_layouts(void)
     sh_trainer *t = NULL;
     CHECK(sh_test_train_one(&so, &t, NULL) == SHOAL_OK, "%s", shoal_last_error_message());
     sh_trainer_destroy(t);
-    tp_arg resume = {adam_cfg, ckpt_one, NULL, 0};
+    tp_arg resume = {adam_cfg, ckpt_one, NULL, 0, NULL, NULL};
     RUN_RANKS(4, &o, exact_job, &resume);
 
-    tp_arg first = {adam_cfg, NULL, ckpt_tp, 0};
+    tp_arg first = {adam_cfg, NULL, ckpt_tp, 0, NULL, NULL};
     RUN_RANKS(2, &o, exact_job, &first);
     sh_train_opts ro;
     opts_for(&ro, adam_cfg, STEPS);
@@ -214,6 +233,27 @@ static void t_checkpoints_cross_layouts(void)
     if (rc != SHOAL_OK) return;
     CHECK(rel < 1e-5, "tensor-parallel checkpoint resumed in one process: %.3g relative", rel);
     CHECK(rel > 0, "bitwise equal: did the first half run split?");
+}
+
+/* Darknet's file: one process's loaded into 2 replicas of 2 tensor-parallel ranks, 2 ranks'
+ * written whole (the checkpoint's shares, bitwise; one process's within rounding) and loaded
+ * into 4 ranks and into one process; each run from a file ends where one process from it
+ * does. */
+static void t_darknet_weights_cross_layouts(void)
+{
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
+    sh_train_opts so;
+    opts_for(&so, sgd_cfg, STEPS / 2);
+    so.save_darknet_path = dn_one;
+    sh_trainer *t = NULL;
+    CHECK(sh_test_train_one(&so, &t, NULL) == SHOAL_OK, "%s", shoal_last_error_message());
+    sh_trainer_destroy(t);
+    tp_arg from_one = {sgd_cfg, NULL, NULL, 2, dn_one, NULL};
+    RUN_RANKS(4, &o, exact_job, &from_one);
+    tp_arg write = {adam_cfg, NULL, NULL, 0, NULL, dn_tp};
+    RUN_RANKS(2, &o, exact_job, &write);
+    tp_arg from_tp = {adam_cfg, NULL, NULL, 0, dn_tp, NULL};
+    RUN_RANKS(4, &o, exact_job, &from_tp);
 }
 
 static void refused_job(shoal_comm *c, void *arg)
@@ -248,10 +288,13 @@ int main(void)
     snprintf(odd_cfg, sizeof odd_cfg, "%s/odd.cfg", dir);
     snprintf(ckpt_one, sizeof ckpt_one, "%s/one.ckpt", dir);
     snprintf(ckpt_tp, sizeof ckpt_tp, "%s/tp.ckpt", dir);
+    snprintf(dn_one, sizeof dn_one, "%s/one.weights", dir);
+    snprintf(dn_tp, sizeof dn_tp, "%s/tp.weights", dir);
     RUN(t_two_ranks_sgd_match_one_process);
     RUN(t_two_and_four_ranks_adam_match_one_process);
     RUN(t_two_replicas_of_two_ranks_match_one_process);
     RUN(t_checkpoints_cross_layouts);
+    RUN(t_darknet_weights_cross_layouts);
     RUN(t_impossible_layouts_are_refused);
     tiny_remove_dir(dir);
     return check_end();
