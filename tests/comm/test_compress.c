@@ -103,16 +103,21 @@ static float ref_bf16_to_f32(uint16_t h) { return bits_f((uint32_t)h << 16); }
 
 /* ---- reference codecs (one rank's encode; dec is what the others decode) ---- */
 
+/* CNTK's 1-bit quantisation, row by row: each entry decodes as the mean of its row's
+ * non-negative entries or of its negative ones. Each mean's sum is kept in double in eight
+ * partial sums, entry lo + i in sum i % 8, added from sum 0 at the end (the codec's order). */
 static void ref_1bit(const float *m, size_t n, size_t cols, float *dec)
 {
     for (size_t lo = 0; lo < n; lo += cols) {
         size_t hi = lo + cols < n ? lo + cols : n;
-        double ps = 0, ns = 0;
+        double ps8[8] = {0}, ns8[8] = {0};
         size_t np = 0, nn = 0;
         for (size_t i = lo; i < hi; i++) {
-            if (m[i] >= 0) ps += m[i], np++;
-            else ns += m[i], nn++;
+            if (m[i] >= 0) ps8[(i - lo) % 8] += m[i], np++;
+            else ns8[(i - lo) % 8] += m[i], nn++;
         }
+        double ps = 0, ns = 0;
+        for (int j = 0; j < 8; j++) ps += ps8[j], ns += ns8[j];
         float mp = np ? (float)(ps / (double)np) : 0, mn = nn ? (float)(ns / (double)nn) : 0;
         for (size_t i = lo; i < hi; i++) dec[i] = m[i] >= 0 ? mp : mn;
     }
