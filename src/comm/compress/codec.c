@@ -270,7 +270,7 @@ void sh_codec_1bit_encode(shoal_compressor *z, const float *send, uint8_t *out)
             memcpy(&v, m + i, sizeof v);
             v = xv + v;
             memcpy(m + i, &v, sizeof v);
-            sh_vi8 ge = v >= 0;
+            sh_vi8 ge = v >= 0.0f;
             sh_vl8 ge64 = __builtin_convertvector(ge, sh_vl8);
             sh_vl8 d = (sh_vl8)__builtin_convertvector(v, sh_vd8);
             pos += (sh_vd8)(d & ge64); /* v or +0.0, which leaves a sum as it is */
@@ -307,7 +307,7 @@ void sh_codec_1bit_encode(shoal_compressor *z, const float *send, uint8_t *out)
         for (i = 0; i + L <= n; i += L) {
             sh_vf8 v;
             memcpy(&v, m + i, sizeof v);
-            sh_vi8 ge = v >= 0;
+            sh_vi8 ge = v >= 0.0f;
             sh_vf8 e = v - (sh_vf8)((up & ge) | (un & ~ge));
             memcpy(m + i, &e, sizeof e);
             sh_vd8 ed = __builtin_convertvector(e, sh_vd8);
