@@ -103,16 +103,21 @@ static float ref_bf16_to_f32(uint16_t h) { return bits_f((uint32_t)h << 16); }
 
 /* ---- reference codecs (one rank's encode; dec is what the others decode) ---- */
 
+/* CNTK's 1-bit quantisation, row by row: each entry decodes as the mean of its row's
+ * non-negative entries or of its negative ones. Each mean's sum is kept in double in eight
+ * partial sums, entry lo + i in sum i % 8, added from sum 0 at the end (the codec's order). */
 static void ref_1bit(const float *m, size_t n, size_t cols, float *dec)
 {
     for (size_t lo = 0; lo < n; lo += cols) {
         size_t hi = lo + cols < n ? lo + cols : n;
-        double ps = 0, ns = 0;
+        double ps8[8] = {0}, ns8[8] = {0};
         size_t np = 0, nn = 0;
         for (size_t i = lo; i < hi; i++) {
-            if (m[i] >= 0) ps += m[i], np++;
-            else ns += m[i], nn++;
+            if (m[i] >= 0) ps8[(i - lo) % 8] += m[i], np++;
+            else ns8[(i - lo) % 8] += m[i], nn++;
         }
+        double ps = 0, ns = 0;
+        for (int j = 0; j < 8; j++) ps += ps8[j], ns += ns8[j];
         float mp = np ? (float)(ps / (double)np) : 0, mn = nn ? (float)(ns / (double)nn) : 0;
         for (size_t i = lo; i < hi; i++) dec[i] = m[i] >= 0 ? mp : mn;
     }
@@ -294,6 +299,9 @@ static const case_t cases[] = {
     {"1bit", 1000, 100, 4, 0, SHOAL_AVG, 1},
     {"1bit", 997, 64, 3, 1, SHOAL_SUM, 1},
     {"1bit", 300, 0, 2, 0, SHOAL_SUM, 0},
+    {"1bit", 13, 3, 2, 0, SHOAL_AVG, 1},     /* rows shorter than a byte's eight entries */
+    {"1bit", 9001, 17, 2, 0, SHOAL_AVG, 1},  /* several blocks of rows in the sum */
+    {"1bit", 10007, 5000, 2, 1, SHOAL_SUM, 1}, /* rows longer than a block */
     {"topk:0.05", 1000, 0, 4, 0, SHOAL_AVG, 1},
     {"topk:0.1", 513, 0, 4, 1, SHOAL_SUM, 1},
     {"topk:1", 50, 0, 2, 0, SHOAL_SUM, 1}, /* everything sent: no residual */
@@ -486,6 +494,59 @@ static void t_encode_decode(void)
     }
 }
 
+/* 1bit on awkward shapes and values, point to point: rows of 1 to 65 entries (starting
+ * anywhere in a byte, tails of every length), counts below a byte, rows all >= 0 or all
+ * < 0, zeros of both signs, ties at zero. The decoded values are the reference's, the new
+ * residual is input + old residual - decoded, bit for bit. */
+static void t_1bit_shapes(void)
+{
+    static const size_t cols_list[] = {1, 3, 7, 8, 9, 16, 17, 64, 65};
+    static const size_t count_list[] = {1, 5, 8, 13, 100, 1023};
+    int bad_dec = 0, bad_res = 0, cases_run = 0;
+    for (size_t a = 0; a < sizeof cols_list / sizeof cols_list[0]; a++)
+        for (size_t b = 0; b < sizeof count_list / sizeof count_list[0]; b++) {
+            size_t cols = cols_list[a], n = count_list[b];
+            shoal_codec_opts o;
+            shoal_codec_opts_default(&o);
+            o.codec = SHOAL_CODEC_1BIT, o.cols = cols;
+            shoal_compressor *enc = NULL, *dec = NULL;
+            CHECK(shoal_compressor_create(&o, n, &enc) == SHOAL_OK && shoal_compressor_create(&o, n, &dec) == SHOAL_OK,
+                  "create 1bit %zu / %zu", n, cols);
+            if (!enc || !dec) return;
+            size_t nb = shoal_compressor_payload_nbytes(enc), sc = 0;
+            unsigned char *payload = malloc(nb);
+            float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y), *m = malloc(n * sizeof *m);
+            float *ref = malloc(n * sizeof *ref);
+            for (int step = 0; step < 3; step++) {
+                float *st = shoal_compressor_state(enc, &sc);
+                for (size_t i = 0; i < n; i++) {
+                    uint64_t h = mix(i * 7 + (uint64_t)step);
+                    size_t row = i / (cols < n ? cols : n);
+                    float v = (float)((int)(h % 9) - 4) / 8.0f;  /* zeros and ties */
+                    if (h % 5 == 0) v = -0.0f;
+                    if (row % 4 == 1) v = fabsf(v);              /* a row all >= 0 */
+                    if (row % 4 == 2) v = -fabsf(v) - 0.5f;      /* a row all < 0 */
+                    x[i] = v;
+                    m[i] = x[i] + st[i];
+                }
+                CHECK(shoal_compressor_encode(enc, x, payload) == SHOAL_OK, "encode");
+                CHECK(shoal_compressor_decode(dec, payload, nb, y) == SHOAL_OK, "decode: %s", shoal_last_error());
+                ref_1bit(m, n, cols, ref);
+                bad_dec += memcmp(ref, y, n * sizeof *y) != 0;
+                for (size_t i = 0; i < n; i++) {
+                    float want = m[i] - ref[i];
+                    bad_res += memcmp(&want, &st[i], sizeof want) != 0;
+                }
+            }
+            cases_run++;
+            free(payload), free(x), free(y), free(m), free(ref);
+            shoal_compressor_destroy(enc);
+            shoal_compressor_destroy(dec);
+        }
+    CHECK(!bad_dec, "1bit: %d of %d shapes' steps decode other than the reference", bad_dec, cases_run * 3);
+    CHECK(!bad_res, "1bit: %d residual entries differ from input + old residual - decoded", bad_res);
+}
+
 int main(void)
 {
     check_begin("test_compress", 120);
@@ -496,5 +557,6 @@ int main(void)
     RUN(t_mismatch);
     RUN(t_wire_bytes);
     RUN(t_encode_decode);
+    RUN(t_1bit_shapes);
     return check_end();
 }

@@ -191,18 +191,20 @@ shoal_result shoal_allreduce_compressed(shoal_comm *c, shoal_compressor *z, cons
     default: break;
     }
 
-    /* m = send + residual (the residual is zero without error feedback); 1bit does it as
-     * it encodes */
-    float *m = z->work;
-    if (z->o.codec != SHOAL_CODEC_1BIT)
-        for (size_t i = 0; i < count; i++) m[i] = send[i] + z->state[i];
     size_t nb = sh_codec_payload_nbytes(z);
+    if (z->o.codec == SHOAL_CODEC_1BIT) { /* it adds the residual and sets the new one itself */
+        sh_codec_1bit_encode(z, send, z->mine);
+        SH_TRY(gather(c, z, z->mine, nb));
+        sh_codec_1bit_sum(z, z->all, nb, world, op == SHOAL_AVG, recv); /* rows stay in cache */
+        return SHOAL_OK;
+    }
+    /* m = send + residual (the residual is zero without error feedback) */
+    float *m = z->work;
+    for (size_t i = 0; i < count; i++) m[i] = send[i] + z->state[i];
     if (z->o.codec == SHOAL_CODEC_LOWRANK && !z->lowrank_dense) {
         SH_TRY(lowrank_allreduce(c, z, m, recv, count, op));
     } else {
-        if (z->o.codec == SHOAL_CODEC_1BIT) {
-            sh_codec_1bit_encode(z, send, z->mine);            /* the residual too */
-        } else if (z->o.codec == SHOAL_CODEC_TOPK) {
+        if (z->o.codec == SHOAL_CODEC_TOPK) {
             sh_codec_topk_encode(z, m, z->mine);               /* m keeps what was not sent */
             if (z->o.error_feedback) memcpy(z->state, m, count * sizeof(float));
         } else { /* lowrank on a matrix too small to pay: float32 */
@@ -212,8 +214,7 @@ shoal_result shoal_allreduce_compressed(shoal_comm *c, shoal_compressor *z, cons
         memset(recv, 0, count * sizeof(float));
         for (int k = 0; k < world; k++) {
             const uint8_t *pk = z->all + (size_t)k * nb;
-            if (z->o.codec == SHOAL_CODEC_1BIT) sh_codec_1bit_accumulate(z, pk, recv);
-            else if (z->o.codec == SHOAL_CODEC_TOPK) sh_codec_topk_accumulate(z, pk, recv);
+            if (z->o.codec == SHOAL_CODEC_TOPK) sh_codec_topk_accumulate(z, pk, recv);
             else
                 for (size_t i = 0; i < count; i++) {
                     float v;
@@ -223,6 +224,6 @@ shoal_result shoal_allreduce_compressed(shoal_comm *c, shoal_compressor *z, cons
         }
         finish_mean(recv, count, op, world);
     }
-    if (z->o.codec != SHOAL_CODEC_1BIT) z->residual_norm = norm2(z->state, count);
+    z->residual_norm = norm2(z->state, count);
     return SHOAL_OK;
 }

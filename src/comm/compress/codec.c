@@ -166,7 +166,7 @@ shoal_result shoal_compressor_create(const shoal_codec_opts *o, size_t count, sh
     z->state_count = count + (o->codec == SHOAL_CODEC_LOWRANK && !z->lowrank_dense ? z->cols * (size_t)z->rank : 0);
     size_t n = count ? count : 1;
     z->state = calloc(z->state_count ? z->state_count : 1, sizeof(float));
-    z->work = malloc(n * sizeof(float));
+    z->work = o->codec == SHOAL_CODEC_1BIT ? NULL : malloc(n * sizeof(float)); /* 1bit works in place */
     /* lowrank: the approximation a point-to-point receiver decodes; topk: the histogram */
     z->mags = o->codec == SHOAL_CODEC_LOWRANK ? malloc(n * sizeof(float)) : NULL;
     z->hist = o->codec == SHOAL_CODEC_TOPK ? malloc(65536 * sizeof(uint32_t)) : NULL;
@@ -174,7 +174,7 @@ shoal_result shoal_compressor_create(const shoal_codec_opts *o, size_t count, sh
                                                     sizeof(float))
                                             : NULL;
     z->mine = malloc(sh_codec_payload_nbytes(z) + 16);
-    if (!z->state || !z->work || (o->codec == SHOAL_CODEC_LOWRANK && !z->mags) || (o->codec == SHOAL_CODEC_TOPK && !z->hist) ||
+    if (!z->state || (o->codec != SHOAL_CODEC_1BIT && !z->work) || (o->codec == SHOAL_CODEC_LOWRANK && !z->mags) || (o->codec == SHOAL_CODEC_TOPK && !z->hist) ||
         (o->codec == SHOAL_CODEC_LOWRANK && !z->pq) || !z->mine) {
         shoal_compressor_destroy(z);
         return SH_FAIL(SHOAL_ERR_NOMEM, "compressor %s: out of memory for %zu elements", spec, count);
@@ -219,83 +219,155 @@ double shoal_compressor_wire_nbytes(const shoal_compressor *z, int world)
 
 /* ---- 1bit ----
  * Payload: per row (group of cols entries) the two reconstruction values, mean of the
- * non-negative entries then of the negative ones (accumulated in double; 0 for an empty
- * side), then one bit per entry, entry i at bit i % 8 of byte i / 8, 1 for >= 0. */
+ * non-negative entries then of the negative ones (0 for an empty side), then one bit per
+ * entry, entry i at bit i % 8 of byte i / 8, 1 for >= 0. Each mean's sum is accumulated
+ * in double in SH_1BIT_LANES interleaved partial sums (entry lo + i of a row into sum
+ * i % SH_1BIT_LANES), added lane 0 first at the end of the row: the order of the
+ * reference in tests/comm/test_compress.c, and one the vector units can keep. */
+enum { SH_1BIT_LANES = 8 };
+
+/* Eight lanes as GCC/clang vector extensions (lowered to the target's registers; the same
+ * IEEE operations as scalar code, so the same bits): entries as float, sums as double. */
+typedef float sh_vf8 __attribute__((vector_size(32), aligned(4)));
+typedef int32_t sh_vi8 __attribute__((vector_size(32), aligned(4)));
+typedef double sh_vd8 __attribute__((vector_size(64)));
+typedef int64_t sh_vl8 __attribute__((vector_size(64)));
+
+/* bit q of the result: lane q is >= 0 (ge is -1 or 0 per lane) */
+static unsigned sign_byte(sh_vi8 ge)
+{
+#ifdef __AVX__
+    typedef float vf8_aligned __attribute__((vector_size(32)));
+    return (unsigned)__builtin_ia32_movmskps256((vf8_aligned)ge);
+#else
+    unsigned b = 0;
+    for (int q = 0; q < 8; q++) b |= (unsigned)(ge[q] & 1) << q;
+    return b;
+#endif
+}
+
+/* Rows are short enough (a layer's inputs) for one row of send, residual and sums to stay
+ * in the L1 cache: each row is read from memory once, summed and packed, then corrected
+ * from the cache. */
 void sh_codec_1bit_encode(shoal_compressor *z, const float *send, uint8_t *out)
 {
-    float *means = (float *)(void *)out, *m = z->work, *res = z->state;
+    enum { L = SH_1BIT_LANES };
+    float *means = (float *)(void *)out;
     uint8_t *bits = out + 2 * sizeof(float) * z->rows;
     int ef = z->o.error_feedback;
-    double norm[8] = {0};
+    sh_vd8 norm = {0};
     memset(bits, 0, (z->count + 7) / 8);
-    /* m = send + residual, vectorized; the bits a byte at a time where eight entries share
-     * one (the row's first and last bytes may hold two rows' bits: entry by entry there). */
-    for (size_t i = 0; i < z->count; i++) m[i] = send[i] + res[i];
-    size_t i = 0;
-    for (; i + 8 <= z->count; i += 8) {
-        unsigned b = 0;
-        for (int k = 0; k < 8; k++) b |= (unsigned)(m[i + k] >= 0) << k;
-        bits[i / 8] = (uint8_t)b;
-    }
-    for (; i < z->count; i++) bits[i / 8] |= (uint8_t)((unsigned)(m[i] >= 0) << (i % 8));
     for (size_t r = 0; r < z->rows; r++) {
-        size_t lo = r * z->cols, hi = lo + z->cols < z->count ? lo + z->cols : z->count;
-        /* The means in double, entry after entry: the order the reference sums in. */
-        double pos = 0, neg = 0;
-        size_t npos = 0;
-        for (size_t k = lo; k < hi; k++) { /* branch-free: the signs are a coin toss */
-            double v = m[k], w = m[k] >= 0; /* v * w and v - v * w are v or 0, exactly */
-            pos += v * w;
-            neg += v - v * w;
-            npos += (size_t)w;
+        size_t lo = r * z->cols, n = lo + z->cols < z->count ? z->cols : z->count - lo, i = 0;
+        const float *x = send + lo;
+        float *m = z->state + lo; /* m = send + residual, in place of the residual */
+        int whole_bytes = lo % 8 == 0; /* the row's bits start a byte: pack them here */
+        sh_vd8 pos = {0}, neg = {0};
+        sh_vi8 nneg8 = {0};
+        for (; i + L <= n; i += L) {
+            sh_vf8 v, xv;
+            memcpy(&xv, x + i, sizeof xv);
+            memcpy(&v, m + i, sizeof v);
+            v = xv + v;
+            memcpy(m + i, &v, sizeof v);
+            sh_vi8 ge = v >= 0.0f;
+            sh_vl8 ge64 = __builtin_convertvector(ge, sh_vl8);
+            sh_vl8 d = (sh_vl8)__builtin_convertvector(v, sh_vd8);
+            pos += (sh_vd8)(d & ge64); /* v or +0.0, which leaves a sum as it is */
+            neg += (sh_vd8)(d & ~ge64);
+            nneg8 += ge + 1;
+            if (whole_bytes) bits[(lo + i) / 8] = (uint8_t)sign_byte(ge);
         }
-        size_t nneg = (hi - lo) - npos;
-        float mp = npos ? (float)(pos / (double)npos) : 0.0f, mn = nneg ? (float)(neg / (double)nneg) : 0.0f;
+        size_t packed = whole_bytes ? i : 0;
+        for (int q = 0; i < n; i++, q++) {
+            float v = x[i] + m[i];
+            m[i] = v;
+            pos[q] += v >= 0 ? (double)v : 0.0;
+            neg[q] += v >= 0 ? 0.0 : (double)v;
+            nneg8[q] += !(v >= 0);
+        }
+        /* the rest entry by entry: a row that does not start a byte, the row's last byte */
+        for (size_t k = packed; k < n; k++) bits[(lo + k) / 8] |= (uint8_t)((unsigned)(m[k] >= 0) << ((lo + k) % 8));
+        double ps = 0, ns = 0;
+        size_t nneg = 0;
+        for (int q = 0; q < L; q++) ps += pos[q], ns += neg[q], nneg += (size_t)nneg8[q];
+        size_t npos = n - nneg;
+        float mp = npos ? (float)(ps / (double)npos) : 0.0f, mn = nneg ? (float)(ns / (double)nneg) : 0.0f;
         memcpy(&means[2 * r], &mp, sizeof mp);
         memcpy(&means[2 * r + 1], &mn, sizeof mn);
         if (!ef) {
-            for (size_t k = lo; k < hi; k++) res[k] = 0.0f;
+            memset(m, 0, n * sizeof *m);
             continue;
         }
-        size_t k = lo;
-        for (; k + 8 <= hi; k += 8) /* what the others decode is lost here: carry it */
-            for (int q = 0; q < 8; q++) {
-                float e = m[k + q] - (m[k + q] >= 0 ? mp : mn);
-                res[k + q] = e;
-                norm[q] += (double)e * e;
-            }
-        for (; k < hi; k++) {
-            float e = m[k] - (m[k] >= 0 ? mp : mn);
-            res[k] = e;
+        /* what the others decode is lost here: carry it */
+        int32_t ump, umn;
+        memcpy(&ump, &mp, sizeof ump);
+        memcpy(&umn, &mn, sizeof umn);
+        sh_vi8 up = (sh_vi8){0} + ump, un = (sh_vi8){0} + umn;
+        for (i = 0; i + L <= n; i += L) {
+            sh_vf8 v;
+            memcpy(&v, m + i, sizeof v);
+            sh_vi8 ge = v >= 0.0f;
+            sh_vf8 e = v - (sh_vf8)((up & ge) | (un & ~ge));
+            memcpy(m + i, &e, sizeof e);
+            sh_vd8 ed = __builtin_convertvector(e, sh_vd8);
+            norm += ed * ed;
+        }
+        for (; i < n; i++) {
+            float e = m[i] - (m[i] >= 0 ? mp : mn);
+            m[i] = e;
             norm[0] += (double)e * e;
         }
     }
     double sq = 0;
-    for (int q = 0; q < 8; q++) sq += norm[q];
+    for (int q = 0; q < L; q++) sq += norm[q];
     z->residual_norm = sqrt(sq);
 }
 
-void sh_codec_1bit_accumulate(const shoal_compressor *z, const uint8_t *payload, float *acc)
+/* acc[rows r0 .. r1) += decode(payload) */
+static void accumulate_rows(const shoal_compressor *z, const uint8_t *payload, float *acc, size_t r0, size_t r1)
 {
     const uint8_t *bits = payload + 2 * sizeof(float) * z->rows;
-    for (size_t r = 0; r < z->rows; r++) {
+    const sh_vi8 lane_bit = {1, 2, 4, 8, 16, 32, 64, 128};
+    for (size_t r = r0; r < r1; r++) {
         float v[2];
         memcpy(v, payload + 2 * sizeof(float) * r, sizeof v);
         size_t lo = r * z->cols, hi = lo + z->cols < z->count ? lo + z->cols : z->count, i = lo;
         for (; i < hi && i % 8; i++) acc[i] += (bits[i / 8] >> (i % 8)) & 1 ? v[0] : v[1];
-        uint32_t u0, u1;
+        int32_t u0, u1;
         memcpy(&u0, &v[0], sizeof u0);
         memcpy(&u1, &v[1], sizeof u1);
-        for (; i + 8 <= hi; i += 8) { /* a whole byte: eight entries, picked by masks (vectorized) */
-            uint32_t b = bits[i / 8];
-            float pick[8];
-            for (int k = 0; k < 8; k++) {
-                uint32_t msk = 0u - ((b >> k) & 1u), u = (u0 & msk) | (u1 & ~msk);
-                memcpy(&pick[k], &u, sizeof u);
-            }
-            for (int k = 0; k < 8; k++) acc[i + k] += pick[k];
+        sh_vi8 p0 = (sh_vi8){0} + u0, p1 = (sh_vi8){0} + u1;
+        for (; i + 8 <= hi; i += 8) { /* a whole byte: eight entries, picked by masks */
+            sh_vi8 set = (((sh_vi8){0} + bits[i / 8]) & lane_bit) != 0;
+            sh_vf8 a;
+            memcpy(&a, acc + i, sizeof a);
+            a += (sh_vf8)((p0 & set) | (p1 & ~set));
+            memcpy(acc + i, &a, sizeof a);
         }
         for (; i < hi; i++) acc[i] += (bits[i / 8] >> (i % 8)) & 1 ? v[0] : v[1];
+    }
+}
+
+void sh_codec_1bit_accumulate(const shoal_compressor *z, const uint8_t *payload, float *acc)
+{
+    accumulate_rows(z, payload, acc, 0, z->rows);
+}
+
+/* A block of rows at a time (about 16 KiB of sums, or one longer row), so the sum stays in
+ * the L1 cache while every rank's payload is added to it: memory sees recv written once. */
+void sh_codec_1bit_sum(const shoal_compressor *z, const uint8_t *all, size_t nbytes, int world, int mean,
+                       float *recv)
+{
+    enum { BLOCK_COUNT = 4096 };
+    size_t block_rows = z->cols < BLOCK_COUNT ? BLOCK_COUNT / z->cols : 1;
+    for (size_t r0 = 0; r0 < z->rows; r0 += block_rows) {
+        size_t r1 = r0 + block_rows < z->rows ? r0 + block_rows : z->rows;
+        size_t lo = r0 * z->cols, hi = r1 * z->cols < z->count ? r1 * z->cols : z->count;
+        memset(recv + lo, 0, (hi - lo) * sizeof *recv);
+        for (int k = 0; k < world; k++) accumulate_rows(z, all + (size_t)k * nbytes, recv, r0, r1);
+        if (mean)
+            for (size_t i = lo; i < hi; i++) recv[i] /= (float)world;
     }
 }
 

@@ -21,7 +21,7 @@ struct shoal_compressor {
     int lowrank_dense;    /* lowrank where R (rows + cols) >= rows x cols: float32 instead */
     float *state;         /* residual (count), then Q (cols x rank) for lowrank */
     size_t state_count;
-    float *work;          /* (count) input plus residual */
+    float *work;          /* (count) input plus residual; NULL for 1bit */
     float *mags;          /* (count) lowrank: the approximation sent point to point */
     uint32_t *hist;       /* topk: 65536 counts for the selection */
     float *pq;            /* lowrank: P (rows x rank) then Q (cols x rank) of this rank */
@@ -38,10 +38,15 @@ size_t sh_codec_payload_nbytes(const shoal_compressor *z);
 
 /* 1bit: encode send (count) plus the residual into out (sh_codec_payload_nbytes); the
  * residual becomes what the decoded values miss (zero without error feedback), its norm
- * z->residual_norm; z->work holds send plus the old residual. */
+ * z->residual_norm. */
 void sh_codec_1bit_encode(shoal_compressor *z, const float *send, uint8_t *out);
 /* acc += decode(payload) */
 void sh_codec_1bit_accumulate(const shoal_compressor *z, const uint8_t *payload, float *acc);
+/* recv = decode(payload 0) + ... + decode(payload world - 1), added in rank order to 0
+ * (then divided by world where mean): what a zeroed recv, sh_codec_1bit_accumulate of
+ * each payload and the division give, bit for bit. Payload k is at all + k nbytes. */
+void sh_codec_1bit_sum(const shoal_compressor *z, const uint8_t *all, size_t nbytes, int world, int mean,
+                       float *recv);
 
 /* topk: choose z->k entries of x by magnitude (ties: lower index; NaN above infinity),
  * into out as k uint32 indices (ascending) then k float values. The chosen entries of x
