@@ -54,7 +54,8 @@ typedef struct {
     float *h0, *c0;   /* (B, H) this batch's starting state */
     float *gates;     /* (rows, 4H) cache: pre-activations, then their gradients */
     float *dh, *dc;   /* (B, H) gradients carried to the step before */
-    float *wt;        /* (I, 4H) one-hot inputs: Wx transposed, then the gradient's scratch */
+    float *wt;        /* (I, 4H) one-hot inputs: Wx transposed plus bx + bh, then the gradient's
+                         scratch */
     int32_t *idx;     /* (rows) one-hot inputs: each row's column */
 } lstm_view;
 
@@ -88,12 +89,13 @@ static void lstm_input_rows(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
     int nr = r1 - r0;
     if (nr <= 0) return;
     float *gr = v.gates + (size_t)r0 * v.g;
-    if (l->input_onehot)
+    if (l->input_onehot) { /* the rows of wt hold the biases already */
         for (int r = 0; r < nr; r++)
             memcpy(gr + (size_t)r * v.g, v.wt + (size_t)v.idx[r0 + r] * v.g, (size_t)v.g * sizeof(float));
-    else
-        sh_gemm(0, 1, nr, v.g, v.in, 1.0f, l->in[0] + (size_t)r0 * v.in, v.in, v.wx, v.in, 0.0f,
-                gr, v.g);
+        return;
+    }
+    sh_gemm(0, 1, nr, v.g, v.in, 1.0f, l->in[0] + (size_t)r0 * v.in, v.in, v.wx, v.in, 0.0f, gr,
+            v.g);
     for (int r = 0; r < nr; r++) {
         float *row = gr + (size_t)r * v.g;
         for (int k = 0; k < v.g; k++) row[k] += v.bx[k] + v.bh[k];
@@ -235,7 +237,13 @@ static void lstm_forward(sh_layer *l, sh_exec *x)
     memcpy(v.h0, l->state, bh * sizeof(float));
     memcpy(v.c0, l->state + (size_t)(x->batch / l->steps) * v.h, bh * sizeof(float));
     l->input_onehot = l->src[0] < 0 && sh_rnn_onehot(l->in[0], v.rows, v.in, v.idx);
-    if (l->input_onehot) sh_rnn_transpose(v.wx, v.g, v.in, v.wt);
+    if (l->input_onehot) { /* row c of wt: the input part of every row whose input is c */
+        sh_rnn_transpose(v.wx, v.g, v.in, v.wt);
+        for (int c = 0; c < v.in; c++) {
+            float *row = v.wt + (size_t)c * v.g;
+            for (int k = 0; k < v.g; k++) row[k] += v.bx[k] + v.bh[k];
+        }
+    }
     sh_rnn_gated_forward(l, x, &lstm_passes);
     /* the last step's h and c start the next batch */
     size_t last = (size_t)(l->steps - 1) * v.b;

@@ -82,7 +82,8 @@ typedef struct {
     float *din;       /* (rows, H): dL/ds, then the input part's pre-activation gradient */
     float *dself;     /* (rows, H): the self part's pre-activation gradient */
     float *ds;        /* (B, H) carried to the step before */
-    float *wt;        /* (I, H) one-hot inputs: Win transposed, then the gradient's scratch */
+    float *wt;        /* (I, H) one-hot inputs: Win transposed (activated, with bin, unless
+                         batch norm), then the gradient's scratch */
     int32_t *idx;     /* (rows) one-hot inputs: each row's column */
     rnn_bn bn[3];     /* with batch_normalize */
 } rnn_view;
@@ -130,12 +131,7 @@ static rnn_view view(sh_layer *l, const sh_exec *x)
 
 static void act_rows(sh_act a, float *p, int rows, int ld, int count, const float *bias)
 {
-    for (int r = 0; r < rows; r++) {
-        float *row = p + (size_t)r * ld;
-        if (bias)
-            for (int j = 0; j < count; j++) row[j] += bias[j];
-        sh_act_forward(a, row, (size_t)count);
-    }
+    for (int r = 0; r < rows; r++) sh_rnn_act(a, p + (size_t)r * ld, bias, count);
 }
 
 /* Batch norm then the activation of units [u0, u1) of part p at step t; v holds the B rows of
@@ -157,12 +153,13 @@ static void rnn_input_rows(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
     int nr = r1 - r0;
     if (nr <= 0) return;
     float *a = l->keep + (size_t)r0 * v.kc;
-    if (l->input_onehot)
+    if (l->input_onehot) { /* without batch norm the rows of wt are activated already */
         for (int r = 0; r < nr; r++)
             memcpy(a + (size_t)r * v.kc, v.wt + (size_t)v.idx[r0 + r] * v.h, (size_t)v.h * sizeof(float));
-    else
-        sh_gemm(0, 1, nr, v.h, v.in, 1.0f, l->in[0] + (size_t)r0 * v.in, v.in, v.win, v.in, 0.0f,
-                a, v.kc);
+        return;
+    }
+    sh_gemm(0, 1, nr, v.h, v.in, 1.0f, l->in[0] + (size_t)r0 * v.in, v.in, v.win, v.in, 0.0f, a,
+            v.kc);
     if (!l->batch_normalize) act_rows(l->act, a, nr, v.kc, v.h, v.bin);
 }
 
@@ -224,7 +221,12 @@ static void rnn_forward(sh_layer *l, sh_exec *x)
     size_t bh = (size_t)v.b * v.h;
     memcpy(v.s0, l->state, bh * sizeof(float));
     l->input_onehot = l->src[0] < 0 && sh_rnn_onehot(l->in[0], v.rows, v.in, v.idx);
-    if (l->input_onehot) sh_rnn_transpose(v.win, v.h, v.in, v.wt);
+    if (l->input_onehot) {
+        /* row c of wt: the input part of every row whose input is c; activated here, once per
+         * input rather than once per row, unless batch norm comes between */
+        sh_rnn_transpose(v.win, v.h, v.in, v.wt);
+        if (!l->batch_normalize) act_rows(l->act, v.wt, v.in, v.h, v.h, v.bin);
+    }
     sh_exec_chunks(l, x, sh_rnn_chunk_rows(x), rnn_input_rows);
     if (l->batch_normalize) sh_exec_split(l, x, v.h, rnn_input_bn);
     for (int t = 0; t < l->steps; t++) sh_rnn_split_step(l, x, t, v.h, macs, rnn_step_forward);

@@ -96,8 +96,15 @@ int sh_rnn_onehot(const float *x, int rows, int in, int32_t *idx)
 
 void sh_rnn_transpose(const float *w, int g, int in, float *wt)
 {
-    for (int k = 0; k < g; k++)
-        for (int c = 0; c < in; c++) wt[(size_t)c * g + k] = w[(size_t)k * in + c];
+    enum { TILE = 16 }; /* a 16 x 16 tile: reads and writes stay within 16 cache lines each */
+    for (int k0 = 0; k0 < g; k0 += TILE) {
+        int k1 = k0 + TILE < g ? k0 + TILE : g;
+        for (int c0 = 0; c0 < in; c0 += TILE) {
+            int c1 = c0 + TILE < in ? c0 + TILE : in;
+            for (int c = c0; c < c1; c++)
+                for (int k = k0; k < k1; k++) wt[(size_t)c * g + k] = w[(size_t)k * in + c];
+        }
+    }
 }
 
 void sh_rnn_onehot_grad(const float *dg, int rows, int g, const int32_t *idx, int in, int k0,

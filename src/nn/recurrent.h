@@ -146,4 +146,45 @@ static inline float sh_rnn_exp(float x)
 static inline float sh_rnn_sigmoid(float x) { return 1.0f / (1.0f + sh_rnn_exp(-x)); }
 static inline float sh_rnn_tanh(float x) { return 1.0f - 2.0f / (1.0f + sh_rnn_exp(2.0f * x)); }
 
+/* exp(x) - 1 for x <= 0 to a few ulp, small x included (sh_rnn_exp's reduction, with the
+ * polynomial's leading 1 left out so that nothing cancels). */
+static inline float sh_rnn_expm1_neg(float x)
+{
+    x = x < -87.0f ? -87.0f : x;
+    float n = __builtin_rintf(x * 1.44269504088896341f);
+    float r = x - n * 0.693145751953125f - n * 1.42860682030941723e-6f;
+    float p = 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r * r + r; /* exp(r) - 1 */
+    int32_t bits = ((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale + (scale - 1.0f);
+}
+/* tanh(x) to a few ulp, near 0 as well (sh_rnn_tanh loses the low bits there): what [rnn]
+ * uses in place of libm's tanhf, which does not vectorise. */
+static inline float sh_rnn_tanh_exact(float x)
+{
+    float e = sh_rnn_expm1_neg(-2.0f * __builtin_fabsf(x));
+    return __builtin_copysignf(-e / (2.0f + e), x);
+}
+
+/* x[i] = f(x[i] + bias[i]) (bias may be NULL) for count values: logistic and tanh through
+ * the loops above, which vectorise; other activations through activation.c. */
+static inline void sh_rnn_act(sh_act a, float *restrict x, const float *restrict bias, int count)
+{
+    if (bias)
+        for (int i = 0; i < count; i++) x[i] += bias[i];
+    if (a == SH_ACT_TANH)
+        for (int i = 0; i < count; i++) x[i] = sh_rnn_tanh_exact(x[i]);
+    else if (a == SH_ACT_LOGISTIC)
+        for (int i = 0; i < count; i++) x[i] = sh_rnn_sigmoid(x[i]);
+    else
+        sh_act_forward(a, x, (size_t)count);
+}
+
 #endif
