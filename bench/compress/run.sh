@@ -27,7 +27,7 @@ if [ "$TINY" = 1 ]; then
 fi
 MODELS=${MODELS:-"lenet mlp-wide fc-heavy"}
 SETTINGS=${SETTINGS:-"none fp16 bf16 1bit topk:0.01 lowrank:4 sfb sfb+1bit"}
-HOOKS=${HOOKS:-"none fp16 powersgd:4"}
+HOOKS=${HOOKS-"none fp16 powersgd:4"}   # HOOKS= : no PyTorch run
 EPOCHS=${EPOCHS:-2}
 MAX_STEPS=${MAX_STEPS:-0}   # > 0: at most this many steps per epoch (tiny runs)
 TARGET=${TARGET:-0.85}
