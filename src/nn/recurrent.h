@@ -124,13 +124,21 @@ void sh_rnn_transpose(const float *w, int g, int in, float *wt);
 void sh_rnn_onehot_grad(const float *dg, int rows, int g, const int32_t *idx, int in, int k0,
                         int k1, float *acc, float *gw);
 
+/* The range reduction the exp functions below share: x = n ln2 + r with |r| <= ln2 / 2
+ * (ln2 in two parts, so r is exact to float's precision); *scale = 2^n. */
+static inline float sh_rnn_exp_reduce(float x, float *scale)
+{
+    float n = __builtin_rintf(x * 1.44269504088896341f);
+    int32_t bits = ((int32_t)n + 127) << 23;
+    memcpy(scale, &bits, sizeof *scale);
+    return x - n * 0.693145751953125f - n * 1.42860682030941723e-6f;
+}
+
 /* exp(x) to about 2 ulp for |x| < 87 without a library call, so that loops over a row of
  * gates vectorise (the gate nonlinearities are a third of an LSTM step otherwise). */
 static inline float sh_rnn_exp(float x)
 {
-    x = x < -87.0f ? -87.0f : (x > 87.0f ? 87.0f : x);
-    float n = __builtin_rintf(x * 1.44269504088896341f);
-    float r = x - n * 0.693145751953125f - n * 1.42860682030941723e-6f;
+    float scale, r = sh_rnn_exp_reduce(x < -87.0f ? -87.0f : (x > 87.0f ? 87.0f : x), &scale);
     float p = 1.0f / 720.0f;
     p = p * r + 1.0f / 120.0f;
     p = p * r + 1.0f / 24.0f;
@@ -138,9 +146,6 @@ static inline float sh_rnn_exp(float x)
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
-    int32_t bits = ((int32_t)n + 127) << 23;
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
     return p * scale;
 }
 static inline float sh_rnn_sigmoid(float x) { return 1.0f / (1.0f + sh_rnn_exp(-x)); }
@@ -150,9 +155,7 @@ static inline float sh_rnn_tanh(float x) { return 1.0f - 2.0f / (1.0f + sh_rnn_e
  * polynomial's leading 1 left out so that nothing cancels). */
 static inline float sh_rnn_expm1_neg(float x)
 {
-    x = x < -87.0f ? -87.0f : x;
-    float n = __builtin_rintf(x * 1.44269504088896341f);
-    float r = x - n * 0.693145751953125f - n * 1.42860682030941723e-6f;
+    float scale, r = sh_rnn_exp_reduce(x < -87.0f ? -87.0f : x, &scale);
     float p = 1.0f / 5040.0f;
     p = p * r + 1.0f / 720.0f;
     p = p * r + 1.0f / 120.0f;
@@ -160,9 +163,6 @@ static inline float sh_rnn_expm1_neg(float x)
     p = p * r + 1.0f / 6.0f;
     p = p * r + 0.5f;
     p = p * r * r + r; /* exp(r) - 1 */
-    int32_t bits = ((int32_t)n + 127) << 23;
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
     return p * scale + (scale - 1.0f);
 }
 /* tanh(x) to a few ulp, near 0 as well (sh_rnn_tanh loses the low bits there): what [rnn]
