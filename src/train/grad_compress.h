@@ -9,6 +9,7 @@
 #define SH_GRAD_COMPRESS_H
 
 #include "nn/net.h"
+#include "nn/optim.h"
 #include "shoal/comm.h"
 
 typedef struct {
@@ -45,7 +46,14 @@ shoal_result sh_gradx_reduce(sh_gradx *g, float *grads);
 double sh_gradx_busy_s(const sh_gradx *g);
 void sh_gradx_get_stats(const sh_gradx *g, sh_gradx_stats *out);
 
-/* The per-rank state (residuals, lowrank's Q): count floats, copied out and in. */
+/* 1 where the exchange sends momentum-corrected velocities (topk with SGD and momentum):
+ * the caller then steps with sh_gradx_apply in place of the optimizer. */
+int sh_gradx_applies_update(const sh_gradx *g);
+/* After sh_gradx_reduce: w -= lr * grads where the velocities were exchanged, the
+ * optimizer's step (at lr) elsewhere (sufficient factors, biases of an uncorrected unit). */
+void sh_gradx_apply(sh_gradx *g, sh_optim *opt, float *params, const float *grads, float lr);
+
+/* The per-rank state (residuals, lowrank's Q, velocities): count floats, copied out and in. */
 size_t sh_gradx_state_count(const sh_gradx *g);
 void sh_gradx_state_get(sh_gradx *g, float *out);
 void sh_gradx_state_set(sh_gradx *g, const float *in);

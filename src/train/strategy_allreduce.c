@@ -50,6 +50,7 @@ struct dp_state {
     int sfb;
     const char *model;
     size_t nparams;
+    float lr;              /* this step's rate, for an update the exchange applies */
 };
 
 static int compresses(const dp_state *d) { return d->codec.codec != SHOAL_CODEC_NONE || d->sfb; }
@@ -138,6 +139,7 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
     if (compresses(d)) {
         sh_gradx_opts go = {d->codec, d->sfb, d->model};
         SH_TRY(sh_gradx_create(d->c, net, &go, &d->gx));
+        s->applies_update = s->opt != NULL && sh_gradx_applies_update(d->gx); /* momentum correction */
         char spec[48];
         SH_LOG_I("train", "data parallel over %d ranks: %zu parameters, gradients compressed with %s%s",
                  shoal_comm_world(d->c), nparams, shoal_codec_format(&d->codec, spec, sizeof spec),
@@ -186,7 +188,8 @@ static shoal_result begin(sh_strategy *s, int64_t step)
     for (int i = 0; i < d->nb; i++) d->b[i].ready = 0;
     d->failed = SHOAL_OK;
     if (d->gx) sh_gradx_begin(d->gx, d->grads);
-    if (d->shard) sh_optim_begin(s->opt, sh_lr_at(s->lr, step));
+    if (d->shard || s->applies_update) d->lr = sh_lr_at(s->lr, step);
+    if (d->shard) sh_optim_begin(s->opt, d->lr);
     return SHOAL_OK;
 }
 
@@ -266,6 +269,7 @@ static shoal_result finish(sh_strategy *s)
     uint64_t t0 = sh_now_ns();
     if (d->gx) {
         shoal_result rc = sh_gradx_reduce(d->gx, d->grads);
+        if (rc == SHOAL_OK && s->applies_update) sh_gradx_apply(d->gx, s->opt, d->params, d->grads, d->lr);
         double dt = (double)(sh_now_ns() - t0) * 1e-9;
         sh_gradx_stats st;
         sh_gradx_get_stats(d->gx, &st);
