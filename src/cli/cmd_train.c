@@ -108,10 +108,13 @@ static const char usage_text[] =
     "                     fraction F of largest entries, e.g. topk:0.01) or lowrank:R\n"
     "                     (PowerSGD of rank R); 1bit, topk and lowrank carry their\n"
     "                     error to the next step (kept in checkpoints, per rank; with\n"
-    "                     --ps each worker's in FILE.worker<k> beside --save FILE)\n"
+    "                     --ps, --pipeline, --tensor-parallel, --hybrid each rank's in\n"
+    "                     FILE.worker<k> beside --save FILE); topk with momentum sends\n"
+    "                     velocities (momentum correction). Model-parallel layouts\n"
+    "                     compress what their replicas (a hybrid: its conv part) sum\n"
     "  --sfb              with ranks: connected layers send their sufficient factors\n"
     "                     (per-image inputs and output gradients) where batch x (in + out)\n"
-    "                     < in x out; the other layers use --compress\n"
+    "                     < in x out; the other layers use --compress (data parallel)\n"
     "  --ps               parameter-server training: the first S ranks serve (in addition\n"
     "                     to the N workers of -n), the others are workers\n"
     "  --servers S        parameter servers (default 1)\n"
@@ -524,9 +527,11 @@ int sh_cmd_train(int argc, char **argv)
         if (jr.has_comm_stats) {
             const sh_dp_profile *pr = &jr.dp_profile;
             char spec[48];
-            printf(",\"compress\":\"%s\",\"sfb\":%s,\"sfb_layers\":%d,\"bytes_sent_per_step\":%.0f,"
+            /* --hybrid reports its bytes sent (activities too) below: here the gradients' */
+            printf(",\"compress\":\"%s\",\"sfb\":%s,\"sfb_layers\":%d,\"%sbytes_sent_per_step\":%.0f,"
                    "\"dense_bytes_per_step\":%.0f,\"compression_ratio\":%.3f,\"residual_norm\":%.6g",
                    shoal_codec_format(&jo.codec, spec, sizeof spec), jo.sfb ? "true" : "false", pr->sfb_layers,
+                   jr.has_hybrid_profile ? "gradient_" : "",
                    pr->wire_nbytes, pr->dense_nbytes, pr->wire_nbytes > 0 ? pr->dense_nbytes / pr->wire_nbytes : 1.0,
                    pr->residual_norm);
         }

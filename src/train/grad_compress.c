@@ -27,6 +27,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "nn/gemm.h"
+#include "train/strategy.h"
 
 typedef struct {
     int layer;
@@ -152,8 +153,10 @@ shoal_result sh_gradx_create(shoal_comm *c, sh_net *net, const sh_gradx_opts *o,
     g->u = calloc(2 * (size_t)nl + 1, sizeof *g->u);
     g->first_unit_of_layer = malloc(sizeof(int) * (size_t)(nl ? nl : 1));
     shoal_result rc = g->u && g->first_unit_of_layer ? SHOAL_OK : SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
-    int fallback = 0;
-    for (int i = nl - 1; rc == SHOAL_OK && i >= 0; i--) {
+    int fallback = 0, lo = 0, hi = nl;
+    sh_net_part(net, &lo, &hi); /* a part (pipeline stage, hybrid's convolutional layers) */
+    for (int i = 0; rc == SHOAL_OK && i < nl; i++) g->first_unit_of_layer[i] = -1;
+    for (int i = hi - 1; rc == SHOAL_OK && i >= lo; i--) {
         size_t off, count, w_off, rows, cols;
         sh_net_layer_params(net, i, &off, &count);
         g->first_unit_of_layer[i] = -1;
@@ -294,7 +297,7 @@ static shoal_result run_unit(sh_gradx *g, unit *u, float *grads)
     if (u->sfb) return reduce_factors(g, u, grads);
     float *p = grads + u->off;
     if (u->vel) velocity(g, u, p);
-    SH_TRY(shoal_allreduce_compressed(g->c, u->z, p, p, u->count, SHOAL_AVG));
+    SH_TRY(shoal_allreduce_compressed(g->c, u->z, p, p, u->count, g->o.sum ? SHOAL_SUM : SHOAL_AVG));
     g->st.wire_nbytes += shoal_compressor_wire_nbytes(u->z, shoal_comm_world(g->c));
     return SHOAL_OK;
 }
@@ -333,9 +336,10 @@ void sh_gradx_get_stats(const sh_gradx *g, sh_gradx_stats *out) { *out = g->st; 
 
 int sh_gradx_applies_update(const sh_gradx *g) { return g->momentum > 0; }
 
-void sh_gradx_apply(sh_gradx *g, sh_optim *opt, float *params, const float *grads, float lr)
+void sh_gradx_apply(sh_gradx *g, sh_optim *opt, float *params, const float *grads, size_t nparams, float lr)
 {
     sh_optim_begin(opt, lr);
+    size_t end = 0;
     for (int i = 0; i < g->nu; i++) {
         const unit *u = &g->u[i];
         float *w = params + u->off;
@@ -344,7 +348,9 @@ void sh_gradx_apply(sh_gradx *g, sh_optim *opt, float *params, const float *grad
             for (size_t j = 0; j < u->count; j++) w[j] -= lr * d[j];
         else
             sh_optim_apply(opt, params, d, u->off, u->count);
+        if (u->off + u->count > end) end = u->off + u->count;
     }
+    if (nparams > end) sh_optim_apply(opt, params, grads + end, end, nparams - end);
 }
 
 size_t sh_gradx_state_count(const sh_gradx *g) { return g->state_count; }
@@ -386,4 +392,53 @@ void sh_gradx_state_reset(sh_gradx *g)
         shoal_compressor_reset(g->u[i].z);
         if (g->u[i].vel) memset(g->u[i].vel, 0, g->u[i].count * sizeof(float));
     }
+}
+
+/* ---- a model-parallel layout's data-parallel group ---- */
+
+static size_t group_state_count(const sh_strategy *s) { return s->gx ? sh_gradx_state_count(s->gx) : 0; }
+static void group_state_get(sh_strategy *s, float *out) { sh_gradx_state_get(s->gx, out); }
+
+static void group_state_set(sh_strategy *s, const float *in)
+{
+    if (in) sh_gradx_state_set(s->gx, in);
+    else sh_gradx_state_reset(s->gx);
+}
+
+static void group_comm_stats(const sh_strategy *s, double *wire, double *dense, double *residual)
+{
+    sh_gradx_stats st;
+    sh_gradx_get_stats(s->gx, &st);
+    *wire = st.wire_nbytes;
+    *dense = st.dense_nbytes;
+    *residual = st.residual_norm;
+}
+
+shoal_result sh_gradx_group_attach(sh_strategy *s, shoal_comm *group, sh_net *net, int sum, int job_rank,
+                                   int job_world)
+{
+    if (s->codec.codec == SHOAL_CODEC_NONE || !group) return SHOAL_OK;
+    sh_gradx_opts o = {s->codec, 0, NULL, sum};
+    SH_TRY(sh_gradx_create(group, net, &o, &s->gx));
+    s->file_rank = job_rank;
+    s->file_world = job_world;
+    s->rank_state_count = group_state_count;
+    s->rank_state_get = group_state_get;
+    s->rank_state_set = group_state_set;
+    s->comm_stats = group_comm_stats;
+    s->applies_update = s->opt != NULL && sh_gradx_applies_update(s->gx);
+    return SHOAL_OK;
+}
+
+void sh_gradx_group_begin(sh_strategy *s, int64_t step)
+{
+    if (s->gx && s->applies_update) s->gx_lr = sh_lr_at(s->lr, step);
+}
+
+shoal_result sh_gradx_group_finish(sh_strategy *s, sh_net *net)
+{
+    float *grads = sh_net_grads(net);
+    SH_TRY(sh_gradx_reduce(s->gx, grads));
+    if (s->applies_update) sh_gradx_apply(s->gx, s->opt, sh_net_params(net), grads, sh_net_nparams(net), s->gx_lr);
+    return SHOAL_OK;
 }

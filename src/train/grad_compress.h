@@ -16,6 +16,8 @@ typedef struct {
     shoal_codec_opts codec; /* SHOAL_CODEC_NONE: float32 allreduce */
     int sfb;                /* sufficient factors for connected layers where they are smaller */
     const char *model;      /* the .cfg, for messages */
+    int sum;                /* 1: the ranks' gradients are summed (each already a share of the
+                               batch's mean); 0: averaged */
 } sh_gradx_opts;
 
 typedef struct {
@@ -26,6 +28,7 @@ typedef struct {
 } sh_gradx_stats;
 
 typedef struct sh_gradx sh_gradx;
+typedef struct sh_strategy sh_strategy;
 
 /* Plan the exchange for net on c. Errors: SHOAL_ERR_INVALID with one line for --sfb on a
  * model with no connected layer; SHOAL_ERR_NOMEM. Collective: no (the plan is a function of
@@ -50,13 +53,27 @@ void sh_gradx_get_stats(const sh_gradx *g, sh_gradx_stats *out);
  * the caller then steps with sh_gradx_apply in place of the optimizer. */
 int sh_gradx_applies_update(const sh_gradx *g);
 /* After sh_gradx_reduce: w -= lr * grads where the velocities were exchanged, the
- * optimizer's step (at lr) elsewhere (sufficient factors, biases of an uncorrected unit). */
-void sh_gradx_apply(sh_gradx *g, sh_optim *opt, float *params, const float *grads, float lr);
+ * optimizer's step (at lr) elsewhere: sufficient factors, and the parameters past the
+ * exchanged layers up to nparams (a hybrid's model-parallel part). */
+void sh_gradx_apply(sh_gradx *g, sh_optim *opt, float *params, const float *grads, size_t nparams, float lr);
 
 /* The per-rank state (residuals, lowrank's Q, velocities): count floats, copied out and in. */
 size_t sh_gradx_state_count(const sh_gradx *g);
 void sh_gradx_state_get(sh_gradx *g, float *out);
 void sh_gradx_state_set(sh_gradx *g, const float *in);
 void sh_gradx_state_reset(sh_gradx *g);
+
+/* A model-parallel layout's data-parallel group, compressed with s->codec (nothing when it
+ * is none or group is NULL). attach: the exchange over group of net's gradients (every
+ * layer of net), summed (sum = 1) or averaged; the per-rank state goes to the rank files
+ * (numbered job_rank of job_world) and the figures to comm_stats; with momentum correction
+ * the strategy applies the update. begin: the step's rate. finish: the exchange of net's
+ * gradient block, whose first parameters are those of attach's net (a hybrid exchanges its
+ * convolutional part and steps the whole), and the update where the exchange applies it.
+ * Collective over group: attach and finish. */
+shoal_result sh_gradx_group_attach(sh_strategy *s, shoal_comm *group, sh_net *net, int sum, int job_rank,
+                                   int job_world);
+void sh_gradx_group_begin(sh_strategy *s, int64_t step);
+shoal_result sh_gradx_group_finish(sh_strategy *s, sh_net *net);
 
 #endif

@@ -40,11 +40,11 @@ int sh_job_is_launched(void)
 
 shoal_result sh_job_check_compress(const sh_job_opts *o)
 {
-    if ((o->layout == SH_LAYOUT_PIPELINE || o->layout == SH_LAYOUT_TENSOR || o->layout == SH_LAYOUT_HYBRID) &&
-        (o->sfb || o->codec.codec != SHOAL_CODEC_NONE))
-        return SH_FAIL(SHOAL_ERR_INVALID, "--compress and --sfb work with data parallelism and --ps, not yet with "
-                       "--%s; leave one out", o->layout == SH_LAYOUT_PIPELINE ? "pipeline"
-                                              : o->layout == SH_LAYOUT_TENSOR ? "tensor-parallel" : "hybrid");
+    if ((o->layout == SH_LAYOUT_PIPELINE || o->layout == SH_LAYOUT_TENSOR || o->layout == SH_LAYOUT_HYBRID) && o->sfb)
+        return SH_FAIL(SHOAL_ERR_INVALID, "--sfb needs plain data parallelism (--%s exchanges gradients of "
+                       "micro-batches or of layer shares, not per-image factors); use --compress alone",
+                       o->layout == SH_LAYOUT_PIPELINE ? "pipeline"
+                       : o->layout == SH_LAYOUT_TENSOR ? "tensor-parallel" : "hybrid");
     if (o->layout != SH_LAYOUT_PARAM_SERVER) return SHOAL_OK;
     if (o->sfb)
         return SH_FAIL(SHOAL_ERR_INVALID, "--sfb needs data parallelism (every rank rebuilds the gradient from "
@@ -343,6 +343,25 @@ static shoal_result gather_pipe_profile(shoal_comm *c, sh_strategy *st, int stag
     return rc;
 }
 
+/* --compress under a model-parallel layout: its data-parallel group's figures (this rank's),
+ * or one line where the layout has no such group. */
+static void layout_compress(const sh_job_opts *o, sh_strategy *st, int replicas, const char *flag, int rank)
+{
+    st->codec = o->codec;
+    if (o->codec.codec != SHOAL_CODEC_NONE && replicas < 2 && rank == 0)
+        SH_LOG_W("train", "--compress: %s with one replica has no data-parallel group to compress; add ranks "
+                 "(-n) for replicas", flag);
+}
+
+static void layout_comm_stats(sh_strategy *st, shoal_result rc, sh_job_report *r)
+{
+    if (rc != SHOAL_OK || !st->gx || !st->comm_stats) return;
+    sh_dp_profile *pr = &r->dp_profile;
+    st->comm_stats(st, &pr->wire_nbytes, &pr->dense_nbytes, &pr->residual_norm);
+    pr->compressed = 1;
+    r->has_comm_stats = 1;
+}
+
 static shoal_result run_pipe_stage(const sh_job_opts *o, shoal_comm *c, sh_job_report *r)
 {
     int world = shoal_comm_world(c), replicas = world / o->stages;
@@ -367,6 +386,7 @@ static shoal_result run_pipe_stage(const sh_job_opts *o, shoal_comm *c, sh_job_r
     sh_strategy *st = NULL;
     sh_net *net = NULL;
     SH_TRY(sh_strategy_pipeline_create(c, &po, &st, &net));
+    layout_compress(o, st, replicas, "--pipeline", r->rank);
     if (r->rank == 0 && o->layout_out) {
         sh_strategy_pipeline_describe(st, o->layout_out);
         fflush(o->layout_out);
@@ -375,6 +395,7 @@ static shoal_result run_pipe_stage(const sh_job_opts *o, shoal_comm *c, sh_job_r
     if (r->rank != 0) wo.logdir = NULL;
     wo.batch = st->batch;
     shoal_result rc = train_with(&wo, net, st, r);
+    layout_comm_stats(st, rc, r);
     if (rc == SHOAL_OK && o->train.profile) rc = gather_pipe_profile(c, st, o->stages, r);
     r->reporter = rc == SHOAL_OK && r->rank == 0;
     sh_strategy_destroy(st);
@@ -405,6 +426,7 @@ static shoal_result run_tp_rank(const sh_job_opts *o, shoal_comm *c, sh_job_repo
     sh_strategy *st = NULL;
     sh_net *net = NULL;
     SH_TRY(sh_strategy_tensor_create(c, &to, &st, &net));
+    layout_compress(o, st, replicas, "--tensor-parallel", r->rank);
     if (r->rank == 0 && o->layout_out) {
         sh_strategy_tensor_describe(st, o->layout_out);
         fflush(o->layout_out);
@@ -412,6 +434,7 @@ static shoal_result run_tp_rank(const sh_job_opts *o, shoal_comm *c, sh_job_repo
     wo.job_logs = wo.logdir != NULL; /* every rank helps with the job-wide figures */
     if (r->rank != 0) wo.logdir = NULL;
     shoal_result rc = train_with(&wo, net, st, r);
+    layout_comm_stats(st, rc, r);
     r->reporter = rc == SHOAL_OK && r->rank == 0;
     sh_strategy_destroy(st);
     return rc;
@@ -426,6 +449,7 @@ static shoal_result run_hybrid_rank(const sh_job_opts *o, shoal_comm *c, sh_job_
     sh_strategy *st = NULL;
     sh_net *net = NULL;
     SH_TRY(sh_strategy_hybrid_create(c, &ho, &st, &net));
+    st->codec = o->codec; /* the convolutional part's sums */
     if (r->rank == 0 && o->layout_out) {
         sh_strategy_hybrid_describe(st, o->layout_out);
         fflush(o->layout_out);
@@ -434,6 +458,7 @@ static shoal_result run_hybrid_rank(const sh_job_opts *o, shoal_comm *c, sh_job_
     if (r->rank != 0) wo.logdir = NULL;
     wo.batch = st->batch;
     shoal_result rc = train_with(&wo, net, st, r);
+    layout_comm_stats(st, rc, r);
     if (rc == SHOAL_OK) {
         sh_strategy_hybrid_profile(st, &r->hybrid_profile);
         r->has_hybrid_profile = 1;

@@ -415,6 +415,11 @@ static void rank_file_path(const char *path, int rank, char *out, size_t cap)
     snprintf(out, cap, "%s.worker%d", path, rank);
 }
 
+/* The rank files' numbering: the job's rank and size under a model-parallel layout (each
+ * rank of a replica keeps its own state), else the strategy's. */
+static int file_rank(const sh_strategy *s) { return s->file_world > 0 ? s->file_rank : s->rank; }
+static int file_world(const sh_strategy *s) { return s->file_world > 0 ? s->file_world : s->world; }
+
 shoal_result sh_snapshot_save_rank_file(sh_trainer *t, const char *path)
 {
     sh_strategy *s = t->strategy;
@@ -422,15 +427,15 @@ shoal_result sh_snapshot_save_rank_file(sh_trainer *t, const char *path)
     t->rank_file_count = count;
     if (!count) return SHOAL_OK;
     char file[4096];
-    rank_file_path(path, s->rank, file, sizeof file);
+    rank_file_path(path, file_rank(s), file, sizeof file);
     float *mine = NULL;
     SH_TRY(sh_calloc(count, sizeof(float), (void **)&mine));
     s->rank_state_get(s, mine);
     uint64_t meta[RANK_SLOTS] = {0};
     meta[RANK_VERSION] = 1;
     meta[RANK_CFG_HASH] = sh_net_cfg_hash(t->net);
-    meta[RANK_WORLD] = (uint64_t)s->world;
-    meta[RANK_RANK] = (uint64_t)s->rank;
+    meta[RANK_WORLD] = (uint64_t)file_world(s);
+    meta[RANK_RANK] = (uint64_t)file_rank(s);
     meta[RANK_COUNT] = count;
     meta[RANK_STEPS_DONE] = (uint64_t)t->steps_done;
     sh_ckpt_section secs[2] = {{"rankmeta", meta, sizeof meta}, {"rankstate", mine, count * sizeof(float)}};
@@ -446,23 +451,24 @@ static shoal_result read_rank_file(sh_trainer *t, const char *path, const uint64
 {
     sh_strategy *s = t->strategy;
     char file[4096];
-    rank_file_path(path, s->rank, file, sizeof file);
+    int me = file_rank(s), all = file_world(s);
+    rank_file_path(path, me, file, sizeof file);
     *fits = 0;
     if (access(file, F_OK) != 0) {
         SH_LOG_W("train", "worker %d: %s is missing: this worker's error-feedback residuals start from zero",
-                 s->rank, file);
+                 me, file);
         return SHOAL_OK;
     }
     uint64_t meta[RANK_SLOTS];
     sh_ckpt_section secs[2] = {{"rankmeta", meta, sizeof meta}, {"rankstate", mine, count * sizeof(float)}};
     SH_TRY(sh_ckpt_load(file, secs, 1)); /* damaged: refused, like the checkpoint itself */
     if (meta[RANK_VERSION] != 1 || meta[RANK_CFG_HASH] != ck[META_CFG_HASH] ||
-        meta[RANK_WORLD] != (uint64_t)s->world || meta[RANK_RANK] != (uint64_t)s->rank ||
+        meta[RANK_WORLD] != (uint64_t)all || meta[RANK_RANK] != (uint64_t)me ||
         meta[RANK_COUNT] != count || meta[RANK_STEPS_DONE] != ck[META_STEPS_DONE]) {
         SH_LOG_W("train", "worker %d: %s holds worker %" PRIu64 " of %" PRIu64 "'s %" PRIu64 " residual values at "
                  "step %" PRIu64 ", the checkpoint is worker %d of %d's %zu at step %" PRIu64 ": this worker's "
-                 "error-feedback residuals start from zero", s->rank, file, meta[RANK_RANK], meta[RANK_WORLD],
-                 meta[RANK_COUNT], meta[RANK_STEPS_DONE], s->rank, s->world, count, ck[META_STEPS_DONE]);
+                 "error-feedback residuals start from zero", me, file, meta[RANK_RANK], meta[RANK_WORLD],
+                 meta[RANK_COUNT], meta[RANK_STEPS_DONE], me, all, count, ck[META_STEPS_DONE]);
         return SHOAL_OK;
     }
     SH_TRY(sh_ckpt_load(file, secs, 2));
@@ -478,7 +484,10 @@ shoal_result sh_snapshot_restore_rank_file(sh_trainer *t, const char *path, cons
     uint64_t per = ck[META_RANK_FILES], world = ck[META_WORLD];
     if (!count) return SHOAL_OK;
     /* What concerns every rank alike, rank 0 says once. */
-    if (!per || world != (uint64_t)s->world || per != count) {
+    /* Under a model-parallel layout the ranks keep different amounts (a stage, a share):
+     * per is the lead's, and each rank's own file says whether it fits. */
+    int parts = s->file_world > 0;
+    if (!per || world != (uint64_t)s->world || (!parts && per != count)) {
         s->rank_state_set(s, NULL);
         if (s->rank != 0) return SHOAL_OK;
         if (!per)

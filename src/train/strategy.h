@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include "nn/net.h"
 #include "nn/optim.h"
+#include "shoal/comm.h"
 #include "shoal/result.h"
 
 typedef struct sh_strategy sh_strategy;
@@ -115,6 +116,15 @@ struct sh_strategy {
     int pass_takes_empty; /* 1: evaluation calls pass on every rank for every test batch, also
                              with n = 0 (the test set's last batch left this rank nothing):
                              a pass that is collective over ranks holding shares (hybrid) */
+    /* Model-parallel layouts: codec (job.c sets it before attach) compresses the gradients
+     * their data-parallel group exchanges (pipeline and tensor replicas, a hybrid's
+     * convolutional part). With it, gx is the exchange (grad_compress.h, owned), gx_lr the
+     * step's rate when the exchange applies the update, and file_rank of file_world (the
+     * job's rank and size) number the files that keep each rank's residuals. */
+    shoal_codec_opts codec;
+    struct sh_gradx *gx;
+    float gx_lr;
+    int file_rank, file_world;
 };
 
 typedef struct sh_model_part {

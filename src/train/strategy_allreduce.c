@@ -137,7 +137,7 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
     float *stats = sh_net_stats(net, &nstats);
     if (nstats) SH_TRY(shoal_broadcast(d->c, stats, stats, nstats, SHOAL_FLOAT32, 0));
     if (compresses(d)) {
-        sh_gradx_opts go = {d->codec, d->sfb, d->model};
+        sh_gradx_opts go = {d->codec, d->sfb, d->model, 0};
         SH_TRY(sh_gradx_create(d->c, net, &go, &d->gx));
         s->applies_update = s->opt != NULL && sh_gradx_applies_update(d->gx); /* momentum correction */
         char spec[48];
@@ -269,7 +269,7 @@ static shoal_result finish(sh_strategy *s)
     uint64_t t0 = sh_now_ns();
     if (d->gx) {
         shoal_result rc = sh_gradx_reduce(d->gx, d->grads);
-        if (rc == SHOAL_OK && s->applies_update) sh_gradx_apply(d->gx, s->opt, d->params, d->grads, d->lr);
+        if (rc == SHOAL_OK && s->applies_update) sh_gradx_apply(d->gx, s->opt, d->params, d->grads, d->nparams, d->lr);
         double dt = (double)(sh_now_ns() - t0) * 1e-9;
         sh_gradx_stats st;
         sh_gradx_get_stats(d->gx, &st);

@@ -33,6 +33,7 @@
 
 #include "base/err.h"
 #include "base/util.h"
+#include "train/grad_compress.h"
 
 typedef struct {
     shoal_comm *c;            /* the job's (borrowed): the convolutional gradients, figures */
@@ -310,12 +311,13 @@ static shoal_result hy_attach(sh_strategy *s, sh_net *net)
     sh_net_set_threads(p->fcn, sh_net_threads(net));
     sh_net_set_sum(p->fcn, hy_sum, p);
     sh_net_rng_get(net, p->rng); /* restored from a checkpoint, or the seed's */
-    return SHOAL_OK;
+    /* --compress: the convolutional part's gradients are summed compressed */
+    return sh_gradx_group_attach(s, p->N > 1 && p->conv_nparams ? p->c : NULL, p->conv, 1, p->rank, p->N);
 }
 
 static shoal_result hy_begin(sh_strategy *s, int64_t step)
 {
-    (void)s, (void)step;
+    sh_gradx_group_begin(s, step);
     return SHOAL_OK;
 }
 
@@ -332,8 +334,16 @@ static shoal_result hy_finish(sh_strategy *s)
     uint64_t t0 = sh_now_ns();
     if (p->conv_nparams) {
         float *g = sh_net_grads(p->whole);
-        SH_TRY(shoal_allreduce(p->c, g, g, p->conv_nparams, SHOAL_FLOAT32, SHOAL_SUM));
-        note(p, 2.0 * (p->N - 1) / p->N * fl(p->conv_nparams), 0, t0);
+        double sent = 2.0 * (p->N - 1) / p->N * fl(p->conv_nparams);
+        if (s->gx) {
+            SH_TRY(sh_gradx_group_finish(s, p->whole));
+            sh_gradx_stats st;
+            sh_gradx_get_stats(s->gx, &st);
+            sent = st.wire_nbytes;
+        } else {
+            SH_TRY(shoal_allreduce(p->c, g, g, p->conv_nparams, SHOAL_FLOAT32, SHOAL_SUM));
+        }
+        note(p, sent, 0, t0);
     }
     p->last_sent = p->step_sent;
     p->last_comm_ns = p->step_comm_ns;
@@ -409,6 +419,7 @@ static int hy_leads(const sh_strategy *s)
 static void hy_destroy(sh_strategy *s)
 {
     hy_state *p = s->impl;
+    sh_gradx_destroy(s->gx);
     if (p) {
         sh_net_destroy(p->conv);
         sh_net_destroy(p->fcn);

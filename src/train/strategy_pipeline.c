@@ -22,6 +22,7 @@
 #include "base/err.h"
 #include "base/trace.h"
 #include "base/util.h"
+#include "train/grad_compress.h"
 
 typedef struct {
     shoal_comm *c;           /* the job's (borrowed) */
@@ -305,12 +306,13 @@ static shoal_result pipe_attach(sh_strategy *s, sh_net *net)
         sh_net_set_threads(p->inst[j], sh_net_threads(net));
     }
     sh_net_rng_get(net, p->rng); /* restored from a checkpoint, or the seed's */
-    return SHOAL_OK;
+    /* --compress: the replicas of this stage exchange its gradients compressed */
+    return sh_gradx_group_attach(s, p->group, net, 0, p->replica * p->S + p->stage, p->R * p->S);
 }
 
 static shoal_result pipe_begin(sh_strategy *s, int64_t step)
 {
-    (void)s, (void)step;
+    sh_gradx_group_begin(s, step);
     return SHOAL_OK;
 }
 
@@ -325,7 +327,8 @@ static shoal_result pipe_finish(sh_strategy *s)
     if (!p->group) return SHOAL_OK;
     uint64_t t0 = sh_now_ns();
     float *g = sh_net_grads(p->inst[0]);
-    SH_TRY(shoal_allreduce(p->group, g, g, p->nparams, SHOAL_FLOAT32, SHOAL_AVG));
+    if (s->gx) SH_TRY(sh_gradx_group_finish(s, p->inst[0]));
+    else SH_TRY(shoal_allreduce(p->group, g, g, p->nparams, SHOAL_FLOAT32, SHOAL_AVG));
     p->ns[3] += (double)(sh_now_ns() - t0);
     return SHOAL_OK;
 }
@@ -389,6 +392,7 @@ static int pipe_leads(const sh_strategy *s)
 static void pipe_destroy(sh_strategy *s)
 {
     pipe_state *p = s->impl;
+    sh_gradx_destroy(s->gx); /* its thread uses the group */
     if (p) {
         for (int j = 0; j < p->K; j++) {
             if (p->act_req) (void)wait_req(&p->act_req[j]);

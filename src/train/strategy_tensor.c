@@ -16,6 +16,7 @@
 
 #include "base/err.h"
 #include "base/util.h"
+#include "train/grad_compress.h"
 
 typedef struct {
     shoal_comm *c;           /* the job's (borrowed) */
@@ -40,8 +41,10 @@ static shoal_result tp_sum_floats(void *ctx, float *buf, size_t count)
 
 static shoal_result tp_attach(sh_strategy *s, sh_net *net)
 {
-    sh_net_set_sum(net, tp_sum_floats, s->impl);
-    return SHOAL_OK;
+    tp_state *p = s->impl;
+    sh_net_set_sum(net, tp_sum_floats, p);
+    /* --compress: the replicas of this share exchange its gradients compressed */
+    return sh_gradx_group_attach(s, p->dp, net, 0, p->replica * p->T + p->rank, p->R * p->T);
 }
 
 /* Layer i's share: local slice [mo, mo + mc) of a parameter-shaped block; whole slice
@@ -96,7 +99,7 @@ static shoal_result tp_sum_model(sh_strategy *s, float *v, size_t n)
 
 static shoal_result tp_begin(sh_strategy *s, int64_t step)
 {
-    (void)s, (void)step;
+    sh_gradx_group_begin(s, step);
     return SHOAL_OK;
 }
 
@@ -110,6 +113,7 @@ static shoal_result tp_finish(sh_strategy *s)
 {
     tp_state *p = s->impl;
     if (!p->dp) return SHOAL_OK;
+    if (s->gx) return sh_gradx_group_finish(s, p->net);
     float *g = sh_net_grads(p->net);
     return shoal_allreduce(p->dp, g, g, sh_net_nparams(p->net), SHOAL_FLOAT32, SHOAL_AVG);
 }
@@ -132,6 +136,7 @@ static int tp_leads(const sh_strategy *s)
 static void tp_destroy(sh_strategy *s)
 {
     tp_state *p = s->impl;
+    sh_gradx_destroy(s->gx); /* its thread uses the replicas' communicator */
     if (p) {
         shoal_comm_destroy(p->tp);
         shoal_comm_destroy(p->dp);

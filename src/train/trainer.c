@@ -253,8 +253,10 @@ static shoal_result gather_state(sh_trainer *t)
 shoal_result sh_trainer_save(sh_trainer *t, const char *path)
 {
     if (t->strategy->sync_state) SH_TRY(t->strategy->sync_state(t->strategy));
-    if (t->strategy->part) /* parts of the model: all take part, the lead writes */
+    if (t->strategy->part) { /* parts of the model: all take part, the lead writes */
+        if (t->strategy->rank_state_get) SH_TRY(sh_snapshot_save_rank_file(t, path)); /* --compress */
         return sh_snapshot_save_whole(t, path, t->strategy->leads(t->strategy));
+    }
     SH_TRY(gather_state(t));
     /* each rank's own file first: the checkpoint rank 0 writes then names its size */
     if (t->strategy->rank_state_get) SH_TRY(sh_snapshot_save_rank_file(t, path));

@@ -261,6 +261,8 @@ static void bad_flags_get_one_clear_line(void)
         {"noconn.cfg --data . -n 2 --sfb", "noconn.cfg has no [connected] layer"},
         {"mlp.cfg --data . -n 2 --ps --compress lowrank:2", "lowrank needs data parallelism"},
         {"mlp.cfg --data . -n 2 --ps --sfb", "--sfb needs data parallelism"},
+        {"mlp.cfg --data . -n 4 --pipeline 2 --sfb", "--sfb needs plain data parallelism (--pipeline"},
+        {"mlp.cfg --data . -n 4 --tensor-parallel 2 --compress 1bit --sfb", "--sfb needs plain data parallelism"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int rc = run(cases[i].args);
@@ -269,6 +271,56 @@ static void bad_flags_get_one_clear_line(void)
         int lines = 0;
         for (const char *p = out; *p; p++) lines += *p == '\n';
         CHECK(lines <= 2, "%s: one line (and the usage hint): %s", cases[i].args, out);
+    }
+}
+
+/* The model-parallel layouts' replicas (a hybrid: its convolutional part) exchange their
+ * gradients compressed: a run stopped and resumed equals one that did not, bit for bit
+ * (each rank's residuals in its own file); without those files the resumed run says so and
+ * differs; accuracy stays close to float32's; the bytes are reported. The pipeline runs
+ * other.cfg: a pipeline with dropout does not resume bit for bit even uncompressed (the
+ * checkpoint holds the lead stage's dropout stream, not the stream of the stage that
+ * draws it), a known gap of issue 16. */
+static void layouts_compress_and_resume(void)
+{
+    static const struct {
+        const char *args, *name;
+    } lay[] = {
+        {"other.cfg --data . -n 4 --pipeline 2", "pipeline"}, /* no dropout: see below */
+        {"other.cfg --data . -n 4 --tensor-parallel 2", "tensor"},
+        {"conv.cfg --data . -n 2 --hybrid broadcast", "hybrid"},
+    };
+    static const char *const cs[] = {"1bit", "topk:0.1"};
+    char a[512];
+    for (int l = 0; l < 3; l++) {
+        snprintf(a, sizeof a, "%s --threads 1 --max-steps 64 --json", lay[l].args);
+        CHECK(run(a) == 0, "%s float32: %s", lay[l].name, out);
+        double base = json_num("accuracy");
+        for (int k = 0; k < 2; k++) {
+            const char *L = lay[l].args, *C = cs[k], *N = lay[l].name;
+            snprintf(a, sizeof a, "%s --threads 1 --max-steps 64 --json --compress %s", L, C);
+            CHECK(run(a) == 0, "%s %s: %s", N, C, out);
+            CHECK(json_num("accuracy") >= base - 0.1, "%s %s: accuracy %.3f, float32 %.3f", N, C,
+                  json_num("accuracy"), base);
+            CHECK(json_num("compression_ratio") > 2.5 && json_num("residual_norm") > 0, "%s %s: figures: %s", N, C,
+                  out);
+            snprintf(a, sizeof a, "%s --threads 1 --quiet --compress %s --max-steps 20 --save lw.ckpt", L, C);
+            CHECK(run(a) == 0, "%s %s uninterrupted: %s", N, C, out);
+            snprintf(a, sizeof a, "%s --threads 1 --quiet --compress %s --max-steps 9 --save lh.ckpt", L, C);
+            CHECK(run(a) == 0, "%s %s first part: %s", N, C, out);
+            snprintf(a, sizeof a, "%s --threads 1 --quiet --compress %s --max-steps 20 --resume lh.ckpt --save lr.ckpt",
+                     L, C);
+            CHECK(run(a) == 0, "%s %s resumed: %s", N, C, out);
+            CHECK(!strstr(out, "start from zero"), "%s %s: every rank's residuals restored: %s", N, C, out);
+            CHECK(same_files("lw.ckpt", "lr.ckpt"), "%s %s: stopped and resumed equals uninterrupted", N, C);
+            CHECK(same_files("lw.ckpt.worker1", "lr.ckpt.worker1"), "%s %s: and so do rank 1's residuals", N, C);
+            char cmd[512], o[64];
+            snprintf(cmd, sizeof cmd, "cd %s && rm lh.ckpt.worker* && echo gone", dir);
+            CHECK(sh_test_run(cmd, o, sizeof o) == 0 && strstr(o, "gone"), "rm: %s", o);
+            CHECK(run(a) == 0, "%s %s resumed without residuals: %s", N, C, out);
+            CHECK(strstr(out, "lh.ckpt.worker1 is missing") != NULL, "%s %s: said: %s", N, C, out);
+            CHECK(!same_files("lw.ckpt", "lr.ckpt"), "%s %s: the residuals matter", N, C);
+        }
     }
 }
 
@@ -288,6 +340,7 @@ int main(void)
     RUN(ps_async_residuals_restore_as_saved);
     RUN(ps_resume_on_other_workers_resets_with_one_line);
     RUN(bad_flags_get_one_clear_line);
+    RUN(layouts_compress_and_resume);
     tiny_remove_dir(dir);
     return check_end();
 }

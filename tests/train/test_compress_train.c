@@ -70,7 +70,7 @@ static void sfb_is_the_float32_mean(shoal_comm *c, void *arg)
     sh_net *net = NULL;
     CHECK(make_net(model, &net) == SHOAL_OK, "net: %s", shoal_last_error());
     if (!net) return;
-    sh_gradx_opts o = {{0}, 1, "model.cfg"};
+    sh_gradx_opts o = {{0}, 1, "model.cfg", 0};
     shoal_codec_opts_default(&o.codec);
     sh_gradx *g = NULL;
     CHECK(sh_gradx_create(c, net, &o, &g) == SHOAL_OK, "gradx: %s", shoal_last_error());
@@ -254,7 +254,7 @@ static void momentum_correction(shoal_comm *c, void *arg)
         plain_step(net, me, k); /* the same batches as the reference's */
         sh_gradx_begin(g, sh_net_grads(net));
         CHECK(sh_gradx_reduce(g, sh_net_grads(net)) == SHOAL_OK, "reduce: %s", shoal_last_error());
-        sh_gradx_apply(g, opt, sh_net_params(net), sh_net_grads(net), lr);
+        sh_gradx_apply(g, opt, sh_net_params(net), sh_net_grads(net), n, lr);
 
         plain_step(ref, me, k);
         for (size_t i = 0; i < n; i++) v[i] = m * v[i] + gr[i];
