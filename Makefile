@@ -88,7 +88,9 @@ $(BUILD)/libshoal.so: $(LIB_OBJ)
 $(BUILD)/shoal: $(CLI_OBJ) $(BUILD)/libshoal.a
 	$(CC) -o $@ $(CLI_OBJ) $(BUILD)/libshoal.a $(SANFLAGS) $(LDLIBS_ALL)
 
-$(BUILD)/tests/%: tests/%.c $(BUILD)/libshoal.a $(TEST_LIB_OBJ) tests/check.h
+# tests/lib's headers too: some hold CHECKs as static functions (layout_checks.h), which no
+# object of TEST_LIB_OBJ compiles, so a change to them must rebuild the tests.
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libshoal.a $(TEST_LIB_OBJ) tests/check.h $(wildcard tests/lib/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Itests -o $@ $< $(TEST_LIB_OBJ) $(BUILD)/libshoal.a $(LDLIBS_ALL)
 

@@ -6,9 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "check.h"
+#include "lib/cli_layout_checks.h"
 #include "lib/run.h"
 #include "train/tiny_data.h"
 
@@ -21,35 +21,15 @@ static const char deep_cfg[] =
     "\n[connected]\noutput=4\nactivation=linear\n"
     "\n[softmax]\n\n[cost]\n";
 
+/* `shoal train ARGS` in the run's directory, its output in out. */
 static int run(const char *args)
 {
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "cd %s && %s train %s 2>&1", dir, sh_test_shoal_bin(), args);
-    return sh_test_run(cmd, out, sizeof out);
-}
-
-/* `shoal test ARGS` in the run's directory, its output in out. */
-static int run_test(const char *args)
-{
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "cd %s && %s test %s 2>&1", dir, sh_test_shoal_bin(), args);
-    return sh_test_run(cmd, out, sizeof out);
-}
-
-static long long file_nbytes(const char *name)
-{
-    char path[600];
-    struct stat st;
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    return stat(path, &st) == 0 ? (long long)st.st_size : -1;
+    return sh_test_shoal_in(dir, "", "train", args, out, sizeof out);
 }
 
 static double json_number(const char *key)
 {
-    char want[64];
-    snprintf(want, sizeof want, "\"%s\":", key);
-    const char *p = strstr(out, want);
-    return p ? atof(p + strlen(want)) : -1;
+    return sh_test_json_number(out, key);
 }
 
 static void trains_like_one_process(void)
@@ -87,34 +67,12 @@ static void refusals(void)
     CHECK(rc == 1 && strstr(out, "divisible by 5"), "exit %d: %s", rc, out);
 }
 
-/* --save-darknet from 2 ranks writes the whole model (it wrote rank 0's shares): the size of
- * one process's file, the weights of the checkpoint the same run wrote (`shoal test` reads
- * both alike), and --weights takes it back into 2 ranks, which then train as one process
- * from it does. */
+/* --save-darknet from 2 tensor-parallel ranks writes the whole model, and --weights takes it
+ * back into them. */
 static void darknet_weights_are_the_whole_model(void)
 {
-    int rc = run("deep.cfg --data . --max-steps 6 --threads 1 --quiet --save-darknet one.weights");
-    CHECK(rc == 0, "one process: exit %d: %s", rc, out);
-    rc = run("deep.cfg --data . -n 2 --tensor-parallel 2 --max-steps 6 --threads 1 --save two.ckpt --save-darknet two.weights");
-    CHECK(rc == 0 && strstr(out, "saved two.weights (Darknet weights) at step 6"), "exit %d: %s", rc, out);
-    CHECK(file_nbytes("two.weights") > 0 && file_nbytes("two.weights") == file_nbytes("one.weights"),
-          "2 ranks wrote %lld bytes, one process %lld", file_nbytes("two.weights"), file_nbytes("one.weights"));
-    rc = run_test("deep.cfg --data . --threads 1 --json --weights two.ckpt");
-    CHECK(rc == 0, "test the checkpoint: exit %d: %s", rc, out);
-    double acc_ckpt = json_number("accuracy"), loss_ckpt = json_number("loss");
-    rc = run_test("deep.cfg --data . --threads 1 --json --weights two.weights");
-    CHECK(rc == 0 && json_number("accuracy") == acc_ckpt && json_number("loss") == loss_ckpt,
-          "the Darknet file tests %.6f %.6f, the checkpoint %.6f %.6f: %s", json_number("accuracy"),
-          json_number("loss"), acc_ckpt, loss_ckpt, out);
-    rc = run("deep.cfg --data . --max-steps 3 --threads 1 --json --weights two.weights");
-    CHECK(rc == 0, "one process from the file: exit %d: %s", rc, out);
-    double acc1 = json_number("accuracy"), loss1 = json_number("test_loss");
-    rc = run("deep.cfg --data . -n 2 --tensor-parallel 2 --max-steps 3 --threads 1 --json --weights two.weights");
-    CHECK(rc == 0, "2 ranks from the file: exit %d: %s", rc, out);
-    double loss2 = json_number("test_loss");
-    CHECK(json_number("accuracy") == acc1 && loss2 - loss1 < 1e-5 && loss1 - loss2 < 1e-5,
-          "2 ranks from the file: accuracy %.6f, test loss %.6f; one process %.6f, %.6f", json_number("accuracy"),
-          loss2, acc1, loss1);
+    check_darknet_round_trip(dir, "deep.cfg", "-n 2 --tensor-parallel 2", "-n 2 --tensor-parallel 2", out,
+                             sizeof out);
 }
 
 int main(void)

@@ -1,6 +1,7 @@
 /* reference.c — one process trained the plain way, for the parallel-training tests (see
  * reference.h).
- * Not here: the parallel runs compared with it (tests/train/test_pipeline.c, test_tensor.c).
+ * Not here: the parallel runs compared with it (tests/train/test_pipeline.c, test_tensor.c,
+ * test_hybrid.c).
  * Proved through those tests: a wrong yardstick fails their comparisons. */
 #include "reference.h"
 
@@ -15,6 +16,14 @@ shoal_result sh_test_train_one(const sh_train_opts *o, sh_trainer **out, sh_trai
     *out = NULL;
     shoal_result rc = sh_trainer_create(o, out);
     return rc == SHOAL_OK ? sh_trainer_run(*out, rep) : rc;
+}
+
+shoal_result sh_test_write_one(const sh_train_opts *o)
+{
+    sh_trainer *t = NULL;
+    shoal_result rc = sh_test_train_one(o, &t, NULL);
+    sh_trainer_destroy(t);
+    return rc;
 }
 
 double sh_test_rel_diff(const float *p, const float *q, size_t count)

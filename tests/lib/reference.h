@@ -1,7 +1,7 @@
 /* reference.h — the yardstick of the parallel-training tests: one process trained the plain
  * way on the whole batch, how far another run's parameters are from it, and a checkpoint of
  * another layout resumed in one process, and a Darknet file against a checkpoint and it.
- * Not here: the parallel runs (each test's rank jobs), the options (each test's opts_for).
+ * Not here: the parallel runs (each test's rank jobs), the options (layout.h).
  * Used by tests/train/test_pipeline.c, test_tensor.c and test_hybrid.c. */
 #ifndef SH_TEST_REFERENCE_H
 #define SH_TEST_REFERENCE_H
@@ -14,6 +14,10 @@
 /* Create a trainer from o and run it: *out is the trainer once created (the caller destroys
  * it, also when the run failed), *rep its report (rep may be NULL). The first error. */
 shoal_result sh_test_train_one(const sh_train_opts *o, sh_trainer **out, sh_train_report *rep);
+
+/* One process trained with o for the files it writes (o's save paths, Darknet's too), then
+ * destroyed: the first half of a test that crosses layouts. The first error. */
+shoal_result sh_test_write_one(const sh_train_opts *o);
 
 /* sqrt(sum (p - q)^2 / sum q^2) over count values: p's distance from q relative to q's size
  * (q all zero: the plain distance). */

@@ -5,6 +5,8 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 int sh_test_run(const char *cmd, char *out, size_t out_nbytes)
@@ -22,4 +24,28 @@ const char *sh_test_shoal_bin(void)
 {
     const char *bin = getenv("SHOAL_BIN");
     return bin && *bin ? bin : "build/shoal";
+}
+
+int sh_test_shoal_in(const char *dir, const char *env, const char *cmd, const char *args, char *out,
+                     size_t out_nbytes)
+{
+    char line[4096];
+    snprintf(line, sizeof line, "cd %s && %s %s %s %s 2>&1", dir, env, sh_test_shoal_bin(), cmd, args);
+    return sh_test_run(line, out, out_nbytes);
+}
+
+long long sh_test_file_nbytes(const char *dir, const char *name)
+{
+    char path[600];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return stat(path, &st) == 0 ? (long long)st.st_size : -1;
+}
+
+double sh_test_json_number(const char *text, const char *key)
+{
+    char want[64];
+    snprintf(want, sizeof want, "\"%s\":", key);
+    const char *p = strstr(text, want);
+    return p ? atof(p + strlen(want)) : -1;
 }

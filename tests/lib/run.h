@@ -15,4 +15,16 @@ int sh_test_run(const char *cmd, char *out, size_t out_nbytes);
 /* The shoal binary under test: $SHOAL_BIN, else build/shoal. */
 const char *sh_test_shoal_bin(void);
 
+/* `shoal CMD ARGS` (CMD: "train", "test", ...) run in directory dir with env before it
+ * (variable assignments such as "SHOAL_TIMEOUT=3000", or ""); stdout and stderr land in
+ * out. Returns what sh_test_run does. */
+int sh_test_shoal_in(const char *dir, const char *env, const char *cmd, const char *args, char *out,
+                     size_t out_nbytes);
+
+/* The size of dir/name in bytes; -1 when there is no such file. */
+long long sh_test_file_nbytes(const char *dir, const char *name);
+
+/* The number after the first "key": in text (shoal's --json output); -1 when key is absent. */
+double sh_test_json_number(const char *text, const char *key);
+
 #endif

@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "check.h"
+#include "lib/layout.h"
+#include "lib/layout_checks.h"
 #include "lib/ranks.h"
 #include "lib/reference.h"
 #include "nn/net.h"
@@ -59,15 +61,7 @@ static const char narrow_text[] =
 
 static void opts_for(sh_train_opts *o, const char *c, int batch, int64_t steps)
 {
-    sh_train_opts_default(o);
-    o->cfg_path = c;
-    o->data_dir = dir;
-    o->threads = 1;
-    o->quiet = 1;
-    o->seed = 5;
-    o->batch = batch;
-    o->max_steps = steps;
-    o->eval_each_epoch = 1;
+    sh_test_train_opts(o, c, dir, batch, steps, 5);
 }
 
 typedef struct {
@@ -124,15 +118,9 @@ static void exact_job(shoal_comm *c, void *arg)
     sh_train_opts o;
     opts_for(&o, a->cfg, st->batch, a->save ? STEPS / 2 : STEPS);
     o.strategy = st;
-    o.resume_path = a->resume;
-    o.save_path = a->save;
-    o.weights_path = a->weights;
+    sh_test_layout_files files = {a->resume, a->save, a->weights, a->dn};
     char ckpt[700];
-    if (a->dn) {
-        snprintf(ckpt, sizeof ckpt, "%s.ckpt", a->dn);
-        o.save_darknet_path = a->dn;
-        o.save_path = ckpt;
-    }
+    sh_test_layout_files_apply(&o, &files, ckpt, sizeof ckpt);
     sh_trainer *t = NULL, *ref = NULL;
     sh_train_report rep, rr;
     CHECK(sh_trainer_create_with_net(&o, net, &t) == SHOAL_OK && sh_trainer_run(t, &rep) == SHOAL_OK,
@@ -146,14 +134,7 @@ static void exact_job(shoal_comm *c, void *arg)
           shoal_last_error_message());
     if (!ref) goto done;
     sh_net *mine = sh_trainer_net(t), *whole = sh_trainer_net(ref);
-    if (a->dn) { /* the whole model: the shares gathered, as one process trains it */
-        int same = 0;
-        double drel = 1;
-        CHECK(sh_test_darknet_against(a->cfg, a->dn, ckpt, sh_net_params(whole), sh_net_nparams(whole), &same,
-                                      &drel) == SHOAL_OK, "%s", shoal_last_error_message());
-        CHECK(same, "rank %d: %s differs from the checkpoint the same run wrote", r, a->dn);
-        CHECK(drel < 1e-5, "rank %d: %s is %.3g relative from one process", r, a->dn, drel);
-    }
+    if (a->dn) check_darknet_file_is_whole(r, a->cfg, a->dn, ckpt, whole); /* the shares gathered */
     CHECK(sh_net_nparams(mine) < sh_net_nparams(whole), "rank %d holds %zu of %zu parameters", r,
           sh_net_nparams(mine), sh_net_nparams(whole));
     double diff = 0, norm = 0;
@@ -215,10 +196,7 @@ static void t_checkpoints_cross_layouts(void)
     sh_train_opts so;
     opts_for(&so, adam_cfg, 16, STEPS / 2);
     so.save_path = ckpt_one;
-    sh_trainer *t = NULL;
-    CHECK(sh_trainer_create(&so, &t) == SHOAL_OK && sh_trainer_run(t, NULL) == SHOAL_OK, "%s",
-          shoal_last_error_message());
-    sh_trainer_destroy(t);
+    CHECK(sh_test_write_one(&so) == SHOAL_OK, "%s", shoal_last_error_message());
     hy_arg resume = {adam_cfg, ckpt_one, NULL, SH_HYBRID_HORIZONTAL, 16, NULL, NULL};
     RUN_RANKS(4, &o, exact_job, &resume);
 
@@ -226,26 +204,7 @@ static void t_checkpoints_cross_layouts(void)
     RUN_RANKS(2, &o, exact_job, &first);
     sh_train_opts ro;
     opts_for(&ro, adam_cfg, 16, STEPS);
-    ro.resume_path = ckpt_hy;
-    sh_trainer *back = NULL, *whole = NULL;
-    CHECK(sh_trainer_create(&ro, &back) == SHOAL_OK && sh_trainer_run(back, NULL) == SHOAL_OK, "%s",
-          shoal_last_error_message());
-    opts_for(&ro, adam_cfg, 16, STEPS);
-    CHECK(sh_trainer_create(&ro, &whole) == SHOAL_OK && sh_trainer_run(whole, NULL) == SHOAL_OK, "%s",
-          shoal_last_error_message());
-    if (back && whole) {
-        const float *p = sh_net_params(sh_trainer_net(back)), *q = sh_net_params(sh_trainer_net(whole));
-        double diff = 0, norm = 0;
-        for (size_t i = 0; i < sh_net_nparams(sh_trainer_net(whole)); i++) {
-            diff += ((double)p[i] - q[i]) * ((double)p[i] - q[i]);
-            norm += (double)q[i] * q[i];
-        }
-        double rel = sqrt(diff / norm);
-        CHECK(rel < 1e-5, "hybrid checkpoint resumed in one process: %.3g relative", rel);
-        CHECK(rel > 0, "bitwise equal: did the first half run split?");
-    }
-    sh_trainer_destroy(back);
-    sh_trainer_destroy(whole);
+    check_resumes_in_one_process("hybrid", &ro, ckpt_hy, 1);
 }
 
 /* Darknet's file: one process's loaded into 4 hybrid ranks, 2 hybrid ranks' written whole (the
@@ -257,9 +216,7 @@ static void t_darknet_weights_cross_layouts(void)
     sh_train_opts so;
     opts_for(&so, adam_cfg, 16, STEPS / 2);
     so.save_darknet_path = dn_one;
-    sh_trainer *t = NULL;
-    CHECK(sh_test_train_one(&so, &t, NULL) == SHOAL_OK, "%s", shoal_last_error_message());
-    sh_trainer_destroy(t);
+    CHECK(sh_test_write_one(&so) == SHOAL_OK, "%s", shoal_last_error_message());
     hy_arg from_one = {adam_cfg, NULL, NULL, SH_HYBRID_HORIZONTAL, 16, dn_one, NULL};
     RUN_RANKS(4, &o, exact_job, &from_one);
     hy_arg write = {sgd_cfg, NULL, NULL, SH_HYBRID_BROADCAST, 16, NULL, dn_hy};

@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "lib/layout.h"
+#include "lib/layout_checks.h"
 #include "lib/ranks.h"
 #include "lib/reference.h"
 #include "nn/net.h"
@@ -64,14 +66,7 @@ static const char keyed_text[] =
 
 static void opts_for(sh_train_opts *o, const char *c, int batch, int64_t steps)
 {
-    sh_train_opts_default(o);
-    o->cfg_path = c;
-    o->data_dir = dir;
-    o->threads = 1;
-    o->quiet = 1;
-    o->seed = 7;
-    o->batch = batch;
-    o->max_steps = steps;
+    sh_test_train_opts(o, c, dir, batch, steps, 7);
     o->eval_each_epoch = 0;
 }
 
@@ -100,15 +95,9 @@ static void exact_job(shoal_comm *c, void *arg)
     opts_for(&o, a->cfg, GLOBAL_BATCH / replicas, a->steps);
     o.strategy = st;
     o.eval_each_epoch = 1;
-    o.resume_path = a->resume;
-    o.save_path = a->save;
-    o.weights_path = a->weights;
+    sh_test_layout_files files = {a->resume, a->save, a->weights, a->dn};
     char ckpt[700];
-    if (a->dn) {
-        snprintf(ckpt, sizeof ckpt, "%s.ckpt", a->dn);
-        o.save_darknet_path = a->dn;
-        o.save_path = ckpt;
-    }
+    sh_test_layout_files_apply(&o, &files, ckpt, sizeof ckpt);
     sh_trainer *t = NULL;
     sh_train_report rep;
     CHECK(sh_trainer_create_with_net(&o, net, &t) == SHOAL_OK && sh_trainer_run(t, &rep) == SHOAL_OK,
@@ -127,14 +116,7 @@ static void exact_job(shoal_comm *c, void *arg)
     sh_train_report rr;
     CHECK(sh_test_train_one(&ro, &ref, &rr) == SHOAL_OK, "%s", shoal_last_error_message());
     sh_net *mine = sh_trainer_net(t), *whole = sh_trainer_net(ref);
-    if (a->dn) { /* the whole model: the stages gathered, as one process trains it */
-        int same = 0;
-        double drel = 1;
-        CHECK(sh_test_darknet_against(a->cfg, a->dn, ckpt, sh_net_params(whole), sh_net_nparams(whole), &same,
-                                      &drel) == SHOAL_OK, "%s", shoal_last_error_message());
-        CHECK(same, "rank %d: %s differs from the checkpoint the same run wrote", r, a->dn);
-        CHECK(drel < 1e-5, "rank %d: %s is %.3g relative from one process", r, a->dn, drel);
-    }
+    if (a->dn) check_darknet_file_is_whole(r, a->cfg, a->dn, ckpt, whole); /* the stages gathered */
     int lo, hi;
     sh_net_part(mine, &lo, &hi);
     size_t off, count, total = 0;
@@ -193,9 +175,7 @@ static void t_checkpoints_cross_layouts(void)
     sh_train_opts so;
     opts_for(&so, adam_cfg, GLOBAL_BATCH, STEPS / 2);
     so.save_path = ckpt_one;
-    sh_trainer *t = NULL;
-    CHECK(sh_test_train_one(&so, &t, NULL) == SHOAL_OK, "%s", shoal_last_error_message());
-    sh_trainer_destroy(t);
+    CHECK(sh_test_write_one(&so) == SHOAL_OK, "%s", shoal_last_error_message());
     pipe_arg resume = {adam_cfg, 2, 4, STEPS, ckpt_one, NULL, NULL, NULL};
     RUN_RANKS(2, &o, exact_job, &resume);
 
@@ -203,13 +183,7 @@ static void t_checkpoints_cross_layouts(void)
     RUN_RANKS(2, &o, exact_job, &first);
     sh_train_opts ro;
     opts_for(&ro, adam_cfg, GLOBAL_BATCH, STEPS);
-    double rel = 0;
-    int64_t done = 0;
-    shoal_result rc = sh_test_resume_one(&ro, ckpt_pipe, &rel, &done);
-    CHECK(rc == SHOAL_OK, "%s", shoal_last_error_message());
-    if (rc != SHOAL_OK) return;
-    CHECK(done == STEPS, "resumed run ended at %lld", (long long)done);
-    CHECK(rel < 1e-5, "pipeline checkpoint resumed in one process: %.3g relative", rel);
+    check_resumes_in_one_process("pipeline", &ro, ckpt_pipe, 0);
 }
 
 /* Darknet's file: one process's loaded into 2 replicas of 2 stages, 2 stages' written whole
@@ -222,9 +196,7 @@ static void t_darknet_weights_cross_layouts(void)
     sh_train_opts so;
     opts_for(&so, sgd_cfg, GLOBAL_BATCH, STEPS / 2);
     so.save_darknet_path = dn_one;
-    sh_trainer *t = NULL;
-    CHECK(sh_test_train_one(&so, &t, NULL) == SHOAL_OK, "%s", shoal_last_error_message());
-    sh_trainer_destroy(t);
+    CHECK(sh_test_write_one(&so) == SHOAL_OK, "%s", shoal_last_error_message());
     pipe_arg from_one = {sgd_cfg, 2, 2, STEPS, NULL, NULL, dn_one, NULL};
     RUN_RANKS(4, &o, exact_job, &from_one);
     pipe_arg write = {bn_cfg, 2, 1, STEPS, NULL, NULL, NULL, dn_pipe};

@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "check.h"
+#include "lib/layout.h"
+#include "lib/layout_checks.h"
 #include "lib/ranks.h"
 #include "lib/reference.h"
 #include "nn/net.h"
@@ -49,15 +51,7 @@ static const char odd_text[] =
 
 static void opts_for(sh_train_opts *o, const char *c, int64_t steps)
 {
-    sh_train_opts_default(o);
-    o->cfg_path = c;
-    o->data_dir = dir;
-    o->threads = 1;
-    o->quiet = 1;
-    o->seed = 5;
-    o->batch = BATCH;
-    o->max_steps = steps;
-    o->eval_each_epoch = 1;
+    sh_test_train_opts(o, c, dir, BATCH, steps, 5);
 }
 
 /* Gather the shares of every split layer into the whole layer's layout and compare it with
@@ -83,15 +77,9 @@ static void exact_job(shoal_comm *c, void *arg)
     opts_for(&o, cfg, a->save ? STEPS / 2 : STEPS);
     o.batch = BATCH / R;
     o.strategy = st;
-    o.resume_path = a->resume;
-    o.save_path = a->save;
-    o.weights_path = a->weights;
+    sh_test_layout_files files = {a->resume, a->save, a->weights, a->dn};
     char ckpt[700];
-    if (a->dn) {
-        snprintf(ckpt, sizeof ckpt, "%s.ckpt", a->dn);
-        o.save_darknet_path = a->dn;
-        o.save_path = ckpt;
-    }
+    sh_test_layout_files_apply(&o, &files, ckpt, sizeof ckpt);
     sh_trainer *t = NULL;
     sh_train_report rep;
     CHECK(sh_trainer_create_with_net(&o, net, &t) == SHOAL_OK && sh_trainer_run(t, &rep) == SHOAL_OK,
@@ -110,14 +98,7 @@ static void exact_job(shoal_comm *c, void *arg)
     CHECK(sh_test_train_one(&ro, &ref, &rr) == SHOAL_OK, "%s", shoal_last_error_message());
     if (!t || !ref) goto done;
     sh_net *mine = sh_trainer_net(t), *whole = sh_trainer_net(ref);
-    if (a->dn) { /* the whole model: the shares gathered, as one process trains it */
-        int same = 0;
-        double drel = 1;
-        CHECK(sh_test_darknet_against(cfg, a->dn, ckpt, sh_net_params(whole), sh_net_nparams(whole), &same,
-                                      &drel) == SHOAL_OK, "%s", shoal_last_error_message());
-        CHECK(same, "rank %d: %s differs from the checkpoint the same run wrote", r, a->dn);
-        CHECK(drel < 1e-5, "rank %d: %s is %.3g relative from one process", r, a->dn, drel);
-    }
+    if (a->dn) check_darknet_file_is_whole(r, cfg, a->dn, ckpt, whole); /* the shares gathered */
     CHECK(sh_net_nparams(mine) < sh_net_nparams(whole), "rank %d holds %zu of %zu parameters", r,
           sh_net_nparams(mine), sh_net_nparams(whole));
     double diff = 0, norm = 0;
@@ -216,9 +197,7 @@ static void t_checkpoints_cross_layouts(void)
     sh_train_opts so;
     opts_for(&so, adam_cfg, STEPS / 2);
     so.save_path = ckpt_one;
-    sh_trainer *t = NULL;
-    CHECK(sh_test_train_one(&so, &t, NULL) == SHOAL_OK, "%s", shoal_last_error_message());
-    sh_trainer_destroy(t);
+    CHECK(sh_test_write_one(&so) == SHOAL_OK, "%s", shoal_last_error_message());
     tp_arg resume = {adam_cfg, ckpt_one, NULL, 0, NULL, NULL};
     RUN_RANKS(4, &o, exact_job, &resume);
 
@@ -226,13 +205,7 @@ static void t_checkpoints_cross_layouts(void)
     RUN_RANKS(2, &o, exact_job, &first);
     sh_train_opts ro;
     opts_for(&ro, adam_cfg, STEPS);
-    double rel = 0;
-    int64_t done = 0;
-    shoal_result rc = sh_test_resume_one(&ro, ckpt_tp, &rel, &done);
-    CHECK(rc == SHOAL_OK, "%s", shoal_last_error_message());
-    if (rc != SHOAL_OK) return;
-    CHECK(rel < 1e-5, "tensor-parallel checkpoint resumed in one process: %.3g relative", rel);
-    CHECK(rel > 0, "bitwise equal: did the first half run split?");
+    check_resumes_in_one_process("tensor-parallel", &ro, ckpt_tp, 1);
 }
 
 /* Darknet's file: one process's loaded into 2 replicas of 2 tensor-parallel ranks, 2 ranks'
@@ -245,9 +218,7 @@ static void t_darknet_weights_cross_layouts(void)
     sh_train_opts so;
     opts_for(&so, sgd_cfg, STEPS / 2);
     so.save_darknet_path = dn_one;
-    sh_trainer *t = NULL;
-    CHECK(sh_test_train_one(&so, &t, NULL) == SHOAL_OK, "%s", shoal_last_error_message());
-    sh_trainer_destroy(t);
+    CHECK(sh_test_write_one(&so) == SHOAL_OK, "%s", shoal_last_error_message());
     tp_arg from_one = {sgd_cfg, NULL, NULL, 2, dn_one, NULL};
     RUN_RANKS(4, &o, exact_job, &from_one);
     tp_arg write = {adam_cfg, NULL, NULL, 0, NULL, dn_tp};

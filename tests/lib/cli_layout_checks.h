@@ -1,0 +1,60 @@
+/* cli_layout_checks.h — what `shoal train` must do alike under every split layout
+ * (--pipeline, --tensor-parallel, --hybrid), as static functions over check.h's counters,
+ * as check.h's own are: each test binary counts them as its own CHECKs.
+ * Not here: running the binary (run.h), what each layout prints (each test).
+ * Used by tests/cli/test_train_pipeline.c, test_train_tensor.c and test_train_hybrid.c. */
+#ifndef SH_TEST_CLI_LAYOUT_CHECKS_H
+#define SH_TEST_CLI_LAYOUT_CHECKS_H
+
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "lib/run.h"
+
+/* --save-darknet from a split run of cfg in dir (the layout's flags `writer`, e.g.
+ * "-n 2 --pipeline 2") writes the whole model, not rank 0's part: the size of one process's
+ * file, the weights of the checkpoint the same run wrote (`shoal test` reads both alike);
+ * and --weights takes it back into the layout `reader`, which then trains as one process
+ * from it does. Runs in dir and leaves one.weights, two.ckpt and two.weights there; out
+ * (out_nbytes) holds each command's output. Seven CHECKs. */
+static inline void check_darknet_round_trip(const char *dir, const char *cfg, const char *writer, const char *reader,
+                                            char *out, size_t out_nbytes)
+{
+    char args[1024];
+    snprintf(args, sizeof args, "%s --data . --max-steps 6 --threads 1 --quiet --save-darknet one.weights", cfg);
+    int rc = sh_test_shoal_in(dir, "", "train", args, out, out_nbytes);
+    CHECK(rc == 0, "one process: exit %d: %s", rc, out);
+    snprintf(args, sizeof args, "%s --data . %s --max-steps 6 --threads 1 --save two.ckpt --save-darknet two.weights",
+             cfg, writer);
+    rc = sh_test_shoal_in(dir, "", "train", args, out, out_nbytes);
+    CHECK(rc == 0 && strstr(out, "saved two.weights (Darknet weights) at step 6"), "%s: exit %d: %s", writer, rc,
+          out);
+    long long two = sh_test_file_nbytes(dir, "two.weights"), one = sh_test_file_nbytes(dir, "one.weights");
+    CHECK(two > 0 && two == one, "%s wrote %lld bytes, one process %lld", writer, two, one);
+
+    snprintf(args, sizeof args, "%s --data . --threads 1 --json --weights two.ckpt", cfg);
+    rc = sh_test_shoal_in(dir, "", "test", args, out, out_nbytes);
+    CHECK(rc == 0, "test the checkpoint: exit %d: %s", rc, out);
+    double acc_ckpt = sh_test_json_number(out, "accuracy"), loss_ckpt = sh_test_json_number(out, "loss");
+    snprintf(args, sizeof args, "%s --data . --threads 1 --json --weights two.weights", cfg);
+    rc = sh_test_shoal_in(dir, "", "test", args, out, out_nbytes);
+    double acc_dn = sh_test_json_number(out, "accuracy"), loss_dn = sh_test_json_number(out, "loss");
+    CHECK(rc == 0 && acc_dn == acc_ckpt && loss_dn == loss_ckpt,
+          "the Darknet file tests %.6f %.6f, the checkpoint %.6f %.6f: %s", acc_dn, loss_dn, acc_ckpt, loss_ckpt,
+          out);
+
+    snprintf(args, sizeof args, "%s --data . --max-steps 3 --threads 1 --json --weights two.weights", cfg);
+    rc = sh_test_shoal_in(dir, "", "train", args, out, out_nbytes);
+    CHECK(rc == 0, "one process from the file: exit %d: %s", rc, out);
+    double acc1 = sh_test_json_number(out, "accuracy"), loss1 = sh_test_json_number(out, "test_loss");
+    snprintf(args, sizeof args, "%s --data . %s --max-steps 3 --threads 1 --json --weights two.weights", cfg, reader);
+    rc = sh_test_shoal_in(dir, "", "train", args, out, out_nbytes);
+    CHECK(rc == 0, "%s from the file: exit %d: %s", reader, rc, out);
+    double acc2 = sh_test_json_number(out, "accuracy"), loss2 = sh_test_json_number(out, "test_loss");
+    CHECK(acc2 == acc1 && loss2 - loss1 < 1e-5 && loss1 - loss2 < 1e-5,
+          "%s from the file: accuracy %.6f, test loss %.6f; one process %.6f, %.6f", reader, acc2, loss2, acc1,
+          loss1);
+}
+
+#endif

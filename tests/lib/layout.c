@@ -1,0 +1,34 @@
+/* layout.c — the options and files the parallel-layout tests share (see layout.h).
+ * Not here: the rank jobs and what they check (each test), the yardstick (reference.c).
+ * Proved through tests/train/test_pipeline.c, test_tensor.c and test_hybrid.c: a wrong
+ * option or path fails their comparisons with one process. */
+#include "layout.h"
+
+#include <stdio.h>
+
+void sh_test_train_opts(sh_train_opts *o, const char *cfg, const char *data_dir, int batch, int64_t steps,
+                        uint64_t seed)
+{
+    sh_train_opts_default(o);
+    o->cfg_path = cfg;
+    o->data_dir = data_dir;
+    o->threads = 1;
+    o->quiet = 1;
+    o->seed = seed;
+    o->batch = batch;
+    o->max_steps = steps;
+    o->eval_each_epoch = 1;
+}
+
+void sh_test_layout_files_apply(sh_train_opts *o, const sh_test_layout_files *f, char *ckpt,
+                                size_t ckpt_nbytes)
+{
+    o->resume_path = f->resume;
+    o->save_path = f->save;
+    o->weights_path = f->weights;
+    if (f->dn) {
+        snprintf(ckpt, ckpt_nbytes, "%s.ckpt", f->dn);
+        o->save_darknet_path = f->dn;
+        o->save_path = ckpt;
+    }
+}

@@ -1,0 +1,33 @@
+/* layout.h — what the parallel-layout tests (pipeline, tensor, hybrid) set up the same way
+ * around a run: the trainer options every run shares, and the files a rank's run resumes
+ * from, starts from and writes.
+ * Not here: the yardstick and the comparisons (reference.h), the checks shared by those
+ * tests (layout_checks.h), the ranks (ranks.h).
+ * Used by tests/train/test_pipeline.c, test_tensor.c and test_hybrid.c. */
+#ifndef SH_TEST_LAYOUT_H
+#define SH_TEST_LAYOUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "train/trainer.h"
+
+/* The defaults, then quiet, one kernel thread, a test evaluation each epoch, and cfg,
+ * data_dir, batch (images per step), steps (max_steps) and seed as given. */
+void sh_test_train_opts(sh_train_opts *o, const char *cfg, const char *data_dir, int batch, int64_t steps,
+                        uint64_t seed);
+
+/* The files of one rank's run; NULL: none. */
+typedef struct {
+    const char *resume;  /* continue from this checkpoint */
+    const char *save;    /* checkpoint written at the end */
+    const char *weights; /* start from these weights (and so does the one process compared) */
+    const char *dn;      /* Darknet's file written here, and then the checkpoint at DN.ckpt */
+} sh_test_layout_files;
+
+/* Point o at f's files. With f->dn the checkpoint's path DN.ckpt is written into ckpt
+ * (ckpt_nbytes bytes; o keeps pointing at it, so it must outlive o's use). */
+void sh_test_layout_files_apply(sh_train_opts *o, const sh_test_layout_files *f, char *ckpt,
+                                size_t ckpt_nbytes);
+
+#endif
