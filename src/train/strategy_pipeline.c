@@ -46,6 +46,7 @@ typedef struct {
     float *acc;              /* (nparams) gradient sum over micro-batches */
     size_t nparams, in_count, out_count;
     uint64_t rng[4];         /* dropout's stream, carried from instance to instance */
+    uint64_t rng0[4];        /* the stream at attach: a stage whose stream moved draws */
     double ns[5];            /* forward, backward, bubble, comm, pass: training passes only */
     double eval_ns[5];       /* the same during evaluation (not reported) */
     double *acc_ns;          /* ns while training, else eval_ns */
@@ -306,8 +307,29 @@ static shoal_result pipe_attach(sh_strategy *s, sh_net *net)
         sh_net_set_threads(p->inst[j], sh_net_threads(net));
     }
     sh_net_rng_get(net, p->rng); /* restored from a checkpoint, or the seed's */
+    memcpy(p->rng0, p->rng, sizeof p->rng0);
     /* --compress: the replicas of this stage exchange its gradients compressed */
     return sh_gradx_group_attach(s, p->group, net, 0, p->replica * p->S + p->stage, p->R * p->S);
+}
+
+/* Before a checkpoint (every rank): each stage draws dropout masks from its own copy of
+ * the stream, and the checkpoint keeps the lead's net's. Give every rank's net the stream
+ * of the last stage of replica 0 that drew from it, so that a net whose dropout sits in
+ * one stage (the case one process reproduces) resumes bit for bit. */
+static shoal_result pipe_sync_state(sh_strategy *s)
+{
+    pipe_state *p = s->impl;
+    int world = p->S * p->R;
+    uint64_t mine[5] = {memcmp(p->rng, p->rng0, sizeof p->rng) != 0, p->rng[0], p->rng[1], p->rng[2], p->rng[3]};
+    uint64_t *all = NULL;
+    SH_TRY(sh_calloc((size_t)world * 5, sizeof *all, (void **)&all));
+    shoal_result rc = shoal_allgather(p->c, mine, all, 5, SHOAL_INT64);
+    int pick = -1;
+    for (int k = 0; rc == SHOAL_OK && k < p->S; k++) /* replica 0's stages are ranks 0 .. S-1 */
+        if (all[5 * k]) pick = k;
+    if (pick >= 0) sh_net_rng_set(p->inst[0], all + 5 * pick + 1);
+    free(all);
+    return rc;
 }
 
 static shoal_result pipe_begin(sh_strategy *s, int64_t step)
@@ -486,6 +508,7 @@ shoal_result sh_strategy_pipeline_create(shoal_comm *c, const sh_pipe_opts *o, s
     s->ops = &pipe_ops;
     s->impl = p;
     s->leads = pipe_leads;
+    s->sync_state = pipe_sync_state;
     p->c = c;
     p->S = o->stages;
     p->M = o->micro_batches;
