@@ -159,7 +159,6 @@ shoal_result sh_gradx_create(shoal_comm *c, sh_net *net, const sh_gradx_opts *o,
     for (int i = hi - 1; rc == SHOAL_OK && i >= lo; i--) {
         size_t off, count, w_off, rows, cols;
         sh_net_layer_params(net, i, &off, &count);
-        g->first_unit_of_layer[i] = -1;
         if (!count) continue;
         g->first_unit_of_layer[i] = g->nu;
         sh_net_layer_weights(net, i, &w_off, &rows, &cols);
