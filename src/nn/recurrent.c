@@ -50,6 +50,7 @@ void sh_rnn_gated_forward(sh_layer *l, sh_exec *x, const sh_rnn_gated *g)
 {
     int h = l->hidden, b = sh_rnn_streams(l, x), ng = l->ngates * h;
     double macs = (double)b * h * ng; /* one step's product */
+    sh_rnn_pack(l, x->params + l->w_off + (size_t)ng * l->inputs, h, ng, 1);
     sh_exec_chunks(l, x, sh_rnn_chunk_rows(x), g->input_rows);
     int nblk = sh_rnn_nblocks(h);
     for (int t = 0; t < l->steps; t++) sh_rnn_split_step(l, x, t, nblk, macs, g->step_forward);
@@ -60,9 +61,10 @@ void sh_rnn_gated_backward(sh_layer *l, sh_exec *x, const sh_rnn_gated *g)
     int h = l->hidden, b = sh_rnn_streams(l, x), ng = l->ngates * h;
     double macs = (double)b * h * ng; /* one step's product */
     int nblk = sh_rnn_nblocks(h);
+    sh_rnn_pack(l, x->params + l->w_off + (size_t)ng * l->inputs, h, ng, 0);
     for (int t = l->steps - 1; t >= 0; t--) {
         sh_rnn_split_step(l, x, t, nblk, macs, g->step_backward);
-        if (t > 0) sh_rnn_split_step(l, x, t, h, macs, g->step_carry);
+        if (t > 0) sh_rnn_split_step(l, x, t, nblk, macs, g->step_carry);
     }
     sh_exec_split(l, x, ng, g->param_grads);
     if (l->in_delta[0]) sh_exec_chunks(l, x, sh_rnn_chunk_rows(x), gated_input_delta);
