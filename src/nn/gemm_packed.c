@@ -5,7 +5,8 @@
  * vector accumulators stay in registers while k runs in order, each step loading the panels'
  * row (one vector each) and broadcasting one value of A per row: 16 fused multiply-adds per
  * 10 loads. Panels are the outer loop and row blocks the inner one, so a pair of panels
- * (2 x k x 64 bytes) is read from L1/L2 by every row block while A (m x k) stays in L2.
+ * (2 x k x 64 bytes) is read from L1/L2 by every row block while A stays in L2 (taken
+ * 512 KiB of rows at a time when m is large).
  * GCC/clang vector extensions (recurrent.h, reduce_kernels.h do the same); the AVX-512 copy
  * of the kernel is compiled with a target attribute and chosen at run time, the generic copy
  * is the same code for the build's own target.
@@ -89,20 +90,28 @@ static inline __attribute__((always_inline)) void tile(int mr, int np, int k, co
     }
 }
 
+/* Rows of A are taken mb at a time (a block of A_BLOCK_FLOATS, half of a 1 MiB L2), each
+ * block running over every panel: many rows (the input products of a whole batch) then read
+ * A from L2 rather than once per panel pair from memory. */
+enum { A_BLOCK_FLOATS = 128 * 1024 };
+
 /* The loops over panels and row blocks, as a macro so that each copy below is compiled for
  * its own target with tile() inlined into it. */
 #define PACKED_BODY                                                                         \
     do {                                                                                    \
         size_t pstride = (size_t)k * NR;                                                    \
+        int mb = (int)(A_BLOCK_FLOATS / k) / MR * MR;                                       \
+        if (mb < MR) mb = MR;                                                               \
+        for (int i0 = 0; i0 < m; i0 += mb)                                                  \
         for (int j = n0; j < n1; j += 2 * NR) {                                             \
             const float *b0 = packed + (size_t)(j / NR) * pstride, *b1 = b0 + pstride;      \
             int np = n1 - j > NR ? 2 : 1;                                                   \
             int w = n1 - j - (np - 1) * NR; /* columns stored of the last panel */         \
             if (w > NR) w = NR;                                                             \
-            for (int i = 0; i < m; i += MR) {                                               \
+            for (int i = i0; i < m && i < i0 + mb; i += MR) {                               \
                 const float *ai = a + (size_t)i * lda;                                      \
                 float *ci = c + (size_t)i * ldc + j;                                        \
-                int mr = m - i < MR ? m - i : MR;                                           \
+                int mr = m - i < MR ? m - i : MR; /* i0 + mb is a multiple of MR */         \
                 if (np == 2) {                                                              \
                     switch (mr) {                                                           \
                     case 8: tile(8, 2, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;  \

@@ -38,7 +38,8 @@ static shoal_result lstm_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ct
     l->keep_fixed = 2 * streams * (size_t)h;    /* h0, c0 of this batch */
     l->cache_count = rows * g + 2 * streams * (size_t)h; /* gates / their gradients, dh, dc */
     l->cache_count += g * in + rows;             /* one-hot inputs: Wx transposed, columns */
-    l->cache_count += sh_rnn_packed_count(h, (int)g); /* Wh packed */
+    size_t pk_h = sh_rnn_packed_count(h, (int)g), pk_x = sh_rnn_packed_count((int)in, (int)g);
+    l->cache_count += pk_h > pk_x ? pk_h : pk_x; /* Wh or Wx packed */
     l->state_count = 2 * streams * (size_t)h;   /* h, c carried to the next batch */
     l->flops = (double)g * (double)(in + (size_t)h);
     return SHOAL_OK;
@@ -95,8 +96,8 @@ static void lstm_input_rows(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
             memcpy(gr + (size_t)r * v.g, v.wt + (size_t)v.idx[r0 + r] * v.g, (size_t)v.g * sizeof(float));
         return;
     }
-    sh_gemm(0, 1, nr, v.g, v.in, 1.0f, l->in[0] + (size_t)r0 * v.in, v.in, v.wx, v.in, 0.0f, gr,
-            v.g);
+    sh_packed_gemm(nr, 0, v.g, v.in, l->in[0] + (size_t)r0 * v.in, v.in,
+                   sh_rnn_packed(l, v.in, v.g), 0, gr, v.g);
     for (int r = 0; r < nr; r++) {
         float *row = gr + (size_t)r * v.g;
         for (int k = 0; k < v.g; k++) row[k] += v.bx[k] + v.bh[k];

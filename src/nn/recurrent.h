@@ -79,14 +79,17 @@ static inline void sh_rnn_split_step(sh_layer *l, sh_exec *x, int t, int count, 
         sh_exec_split(l, x, count, fn);
 }
 
-/* The recurrent weights packed for sh_packed_gemm (gemm_packed.h) once per pass instead of
- * by OpenBLAS at every step: forward op(B) = W^T (H, n), backward op(B) = W (n, H), for W
- * (n, H) the gates' recurrent weights (n = ngates*H; [rnn]'s self weights, n = H). They sit
- * at the end of l->cache, 64-byte aligned; sh_rnn_packed_count(h, n) is the floats a
- * layer's cache_count adds for them. A step's columns are then split across the threads in
- * panels of 16, one gate block (SH_RNN_BLOCK). */
+/* A weight matrix W (n, h) packed for sh_packed_gemm (gemm_packed.h) once per pass instead
+ * of by OpenBLAS at every call: forward op(B) = W^T (h, n), backward op(B) = W (n, h). The
+ * recurrent weights (the gates' Wh, n = ngates*H; [rnn]'s self weights) serve every step,
+ * the input and output weights the products over all rows. One matrix at a time, at the end
+ * of l->cache, 64-byte aligned: a layer's cache_count adds the largest sh_rnn_packed_count
+ * of its matrices, and the passes pack each in turn before the products that use it. A
+ * step's columns are split across the threads in panels of 16, one gate block
+ * (SH_RNN_BLOCK). */
 static inline size_t sh_rnn_packed_count(int h, int n)
 {
+    /* a larger packing of another matrix ends at the same place and starts earlier */
     size_t fwd = sh_packed_count(h, n), bwd = sh_packed_count(n, h);
     return (fwd > bwd ? fwd : bwd) + SH_PACKED_NR; /* + room to align */
 }
@@ -96,7 +99,7 @@ static inline float *sh_rnn_packed(const sh_layer *l, int h, int n)
                                 SH_PACKED_NR);
     return (float *)(end & ~(uintptr_t)63);
 }
-/* Pack W (n, H) for the forward steps (transposed: 1) or the backward carries (0). */
+/* Pack W (n, h) for the forward products (transposed: 1) or the backward ones (0). */
 static inline void sh_rnn_pack(sh_layer *l, const float *w, int h, int n, int transposed)
 {
     float *pk = sh_rnn_packed(l, h, n);

@@ -1,6 +1,7 @@
 /* test_gemm_packed.c — proves src/nn/gemm_packed.c: packing both layouts of B, then products
  * over column ranges (whole, split at panel boundaries, ragged last panel) against a
- * double-precision loop, for row counts that hit every tile height (1..8 and more), odd k,
+ * double-precision loop, for row counts that hit every tile height (1..8 and more) and
+ * several blocks of rows, odd k,
  * accumulate on and off, with the AVX-512 kernel (where the CPU has it) and the generic one. */
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +34,8 @@ static int sweep(const char *kernel)
 {
     static const int sizes[][3] = {{1, 1, 1},   {3, 5, 7},    {8, 16, 16},  {9, 17, 33},
                                    {7, 33, 19}, {64, 64, 64}, {13, 70, 29}, {16, 1024, 256},
-                                   {5, 48, 1},  {2, 31, 300}, {64, 256, 1024}};
+                                   {5, 48, 1},  {2, 31, 300}, {64, 256, 1024},
+                                   {300, 40, 1024} /* three blocks of rows: 128, 128, 44 */};
     sh_rng r;
     sh_rng_seed(&r, 7);
     int bad = 0;
