@@ -5,7 +5,7 @@
 #include "nn/recurrent.h"
 
 #include "base/err.h"
-#include "nn/gemm.h"
+#include "nn/gemm_packed.h"
 
 double sh_rnn_split_min_macs = 2.0 * 1024 * 1024;
 

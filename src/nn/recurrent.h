@@ -1,6 +1,6 @@
 /* recurrent.h — what the recurrent layers ([rnn], [gru], [lstm]) share: the row layout of a
  * batch of sequences, the gate layout of fused weights, the common keys, fast logistic and
- * tanh, and the per-step thread splits.
+ * tanh, the per-step thread splits, where weights packed once per pass live.
  * Vocabulary: T time steps, B streams (independent sequences), rows r = t*B + b (time-major,
  * as Darknet lays out time_steps x batch); H hidden units; a gate block is SH_RNN_BLOCK units
  * whose gates sit side by side in one row of the fused gate matrix, so a thread that owns a
@@ -89,10 +89,11 @@ static inline void sh_rnn_split_step(sh_layer *l, sh_exec *x, int t, int count, 
  * (SH_RNN_BLOCK). */
 static inline size_t sh_rnn_packed_count(int h, int n)
 {
-    /* a larger packing of another matrix ends at the same place and starts earlier */
     size_t fwd = sh_packed_count(h, n), bwd = sh_packed_count(n, h);
     return (fwd > bwd ? fwd : bwd) + SH_PACKED_NR; /* + room to align */
 }
+/* Where W (n, h) is packed: it ends (within alignment) at the cache's end, so a matrix with
+ * a smaller count starts later inside the same reserved floats. */
 static inline float *sh_rnn_packed(const sh_layer *l, int h, int n)
 {
     uintptr_t end = (uintptr_t)(l->cache + l->cache_count - sh_rnn_packed_count(h, n) +
@@ -123,7 +124,8 @@ static inline int sh_rnn_chunk_rows(const sh_exec *x)
  * start of l->cache, with Wx (ngates*H, I) at w_off. The step functions work on time step
  * l->cur_step. */
 typedef struct {
-    sh_image_fn input_rows;    /* rows [r0, r1): the input part of the gates (X Wx^T + biases) */
+    sh_image_fn input_rows;    /* rows [r0, r1): the input part of the gates (X Wx^T + biases;
+                                  Wx^T packed, sh_rnn_packed) */
     sh_image_fn step_forward;  /* gate blocks [k0, k1): the recurrent part (Wh^T packed,
                                   sh_rnn_packed), then the cells */
     sh_image_fn step_backward; /* gate blocks [k0, k1): the gates' gradients from dL/dh (and
@@ -133,12 +135,13 @@ typedef struct {
     sh_image_fn param_grads;   /* gate rows [k0, k1): weight and bias gradients, all rows */
 } sh_rnn_gated;
 
-/* Forward: Wh^T packed, every step's input part at once, then the T steps in order. The caller loads the
- * starting state before and saves the last step's after. */
+/* Forward: every step's input part at once (Wx^T packed, unless the inputs are one-hot), then
+ * the T steps in order (Wh^T packed). The caller loads the starting state before and saves
+ * the last step's after. */
 void sh_rnn_gated_forward(sh_layer *l, sh_exec *x, const sh_rnn_gated *g);
-/* Backward through time: Wh packed, then the T steps last to first (each carrying dL/dh to the step before
- * through the recurrent weights), then the parameters' gradients over all rows, then
- * dL/dx = dG Wx when in_delta[0] wants it. The caller zeroes the carried gradients (dh, dc)
+/* Backward through time: the T steps last to first (each carrying dL/dh to the step before
+ * through the recurrent weights, packed), then the parameters' gradients over all rows, then
+ * dL/dx = dG Wx (Wx packed) when in_delta[0] wants it. The caller zeroes the carried gradients (dh, dc)
  * before. */
 void sh_rnn_gated_backward(sh_layer *l, sh_exec *x, const sh_rnn_gated *g);
 
