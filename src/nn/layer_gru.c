@@ -37,6 +37,8 @@ static shoal_result gru_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx
     l->keep_fixed = streams * (size_t)h;        /* h0 of this batch */
     l->cache_count = 2 * rows * g + streams * (size_t)h; /* input gates, state gates, dh */
     l->cache_count += g * in + rows;             /* one-hot inputs: Wx transposed, columns */
+    size_t pk_h = sh_rnn_packed_count(h, (int)g), pk_x = sh_rnn_packed_count((int)in, (int)g);
+    l->cache_count += pk_h > pk_x ? pk_h : pk_x; /* Wh or Wx packed */
     l->state_count = streams * (size_t)h;
     l->flops = (double)g * (double)(in + (size_t)h);
     return SHOAL_OK;
@@ -50,7 +52,7 @@ static void gru_init(sh_layer *l, float *params, float *stats, sh_rng *rng)
 
 typedef struct {
     int h, g, in, b, rows;
-    float *wx, *wh, *bx, *bh;
+    float *wx, *bx, *bh;
     float *h0;        /* (B, H) */
     float *gx, *gh;   /* (rows, 3H) each: input and state parts, then their gradients */
     float *dh;        /* (B, H) carried to the step before */
@@ -68,7 +70,6 @@ static gru_view view(sh_layer *l, const sh_exec *x)
     v.b = sh_rnn_streams(l, x);
     v.rows = x->nimg;
     v.wx = x->params + l->w_off;
-    v.wh = v.wx + (size_t)v.g * v.in;
     v.bx = x->params + l->b_off;
     v.bh = v.bx + v.g;
     v.h0 = l->keep + (size_t)x->batch * l->keep_count;
@@ -92,8 +93,8 @@ static void gru_input_rows(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
             memcpy(gr + (size_t)r * v.g, v.wt + (size_t)v.idx[r0 + r] * v.g, (size_t)v.g * sizeof(float));
         return;
     }
-    sh_gemm(0, 1, nr, v.g, v.in, 1.0f, l->in[0] + (size_t)r0 * v.in, v.in, v.wx, v.in, 0.0f, gr,
-            v.g);
+    sh_packed_gemm(nr, 0, v.g, v.in, l->in[0] + (size_t)r0 * v.in, v.in,
+                   sh_rnn_packed(l, v.in, v.g), 0, gr, v.g);
     for (int r = 0; r < nr; r++) {
         float *row = gr + (size_t)r * v.g;
         for (int k = 0; k < v.g; k++) row[k] += v.bx[k];
@@ -153,8 +154,8 @@ static void gru_step_forward(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
     size_t kc = l->keep_count;
     const float *hprev = t ? l->out + (size_t)(t - 1) * v.b * v.h : v.h0;
     float *ght = v.gh + (size_t)t * v.b * v.g;
-    sh_gemm(0, 1, v.b, NG * (j1 - j0), v.h, 1.0f, hprev, v.h, v.wh + (size_t)NG * j0 * v.h, v.h,
-            0.0f, ght + NG * j0, v.g);
+    sh_packed_gemm(v.b, NG * j0, NG * j1, v.h, hprev, v.h, sh_rnn_packed(l, v.h, v.g), 0, ght,
+                   v.g);
     for (int b = 0; b < v.b; b++) {
         size_t r = (size_t)t * v.b + b;
         float *keep = l->keep + r * kc;
@@ -190,13 +191,15 @@ static void gru_step_backward(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
     }
 }
 
-static void gru_step_carry(sh_layer *l, sh_exec *x, int tid, int c0, int c1)
+/* dL/dh of step t-1, units of blocks [k0, k1): the direct path (in dh) plus dG_t Wh. */
+static void gru_step_carry(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
 {
     (void)tid;
     gru_view v = view(l, x);
+    int c0 = k0 * SH_RNN_BLOCK, c1 = k1 * SH_RNN_BLOCK < v.h ? k1 * SH_RNN_BLOCK : v.h;
     if (c1 <= c0) return;
     const float *dgt = v.gh + (size_t)l->cur_step * v.b * v.g;
-    sh_gemm(0, 0, v.b, c1 - c0, v.g, 1.0f, dgt, v.g, v.wh + c0, v.h, 1.0f, v.dh + c0, v.h);
+    sh_packed_gemm(v.b, c0, c1, v.g, dgt, v.g, sh_rnn_packed(l, v.h, v.g), 1, v.dh, v.h);
 }
 
 static void gru_param_grads(sh_layer *l, sh_exec *x, int tid, int k0, int k1)

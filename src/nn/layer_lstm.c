@@ -8,7 +8,8 @@
  * Weights: Wx (4H, I) then Wh (4H, H), then bx (4H), bh (4H); gate rows in blocks of 16
  * units (recurrent.h: sh_rnn_gate_col, gates i, f, g, o). Initialised uniform(±1/sqrt(H)) as
  * PyTorch. Cost per batch: one (TB, I) x (I, 4H) product for every step's input part, then
- * per step one (B, H) x (H, 4H) product split by gate blocks across the threads.
+ * per step one (B, H) x (H, 4H) product split by gate blocks across the threads, Wh packed
+ * once per pass (gemm_packed.c).
  * Not here: the layout helpers and fast σ/tanh (recurrent.h), the order of the passes
  * forward and through time (recurrent.c: sh_rnn_gated_*), the text data (src/data/text.c).
  * Proved by tests/nn/test_layer_rnn.c (finite differences; PyTorch's nn.LSTM when present). */
@@ -37,6 +38,8 @@ static shoal_result lstm_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ct
     l->keep_fixed = 2 * streams * (size_t)h;    /* h0, c0 of this batch */
     l->cache_count = rows * g + 2 * streams * (size_t)h; /* gates / their gradients, dh, dc */
     l->cache_count += g * in + rows;             /* one-hot inputs: Wx transposed, columns */
+    size_t pk_h = sh_rnn_packed_count(h, (int)g), pk_x = sh_rnn_packed_count((int)in, (int)g);
+    l->cache_count += pk_h > pk_x ? pk_h : pk_x; /* Wh or Wx packed */
     l->state_count = 2 * streams * (size_t)h;   /* h, c carried to the next batch */
     l->flops = (double)g * (double)(in + (size_t)h);
     return SHOAL_OK;
@@ -50,7 +53,7 @@ static void lstm_init(sh_layer *l, float *params, float *stats, sh_rng *rng)
 
 typedef struct {
     int h, g, in, b, rows;
-    float *wx, *wh, *bx, *bh;
+    float *wx, *bx, *bh;
     float *h0, *c0;   /* (B, H) this batch's starting state */
     float *gates;     /* (rows, 4H) cache: pre-activations, then their gradients */
     float *dh, *dc;   /* (B, H) gradients carried to the step before */
@@ -68,7 +71,6 @@ static lstm_view view(sh_layer *l, const sh_exec *x)
     v.b = sh_rnn_streams(l, x);
     v.rows = x->nimg;
     v.wx = x->params + l->w_off;
-    v.wh = v.wx + (size_t)v.g * v.in;
     v.bx = x->params + l->b_off;
     v.bh = v.bx + v.g;
     v.h0 = l->keep + (size_t)x->batch * l->keep_count;
@@ -94,8 +96,8 @@ static void lstm_input_rows(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
             memcpy(gr + (size_t)r * v.g, v.wt + (size_t)v.idx[r0 + r] * v.g, (size_t)v.g * sizeof(float));
         return;
     }
-    sh_gemm(0, 1, nr, v.g, v.in, 1.0f, l->in[0] + (size_t)r0 * v.in, v.in, v.wx, v.in, 0.0f, gr,
-            v.g);
+    sh_packed_gemm(nr, 0, v.g, v.in, l->in[0] + (size_t)r0 * v.in, v.in,
+                   sh_rnn_packed(l, v.in, v.g), 0, gr, v.g);
     for (int r = 0; r < nr; r++) {
         float *row = gr + (size_t)r * v.g;
         for (int k = 0; k < v.g; k++) row[k] += v.bx[k] + v.bh[k];
@@ -151,8 +153,8 @@ static void lstm_step_forward(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
     size_t kc = l->keep_count;
     const float *hprev = t ? l->out + (size_t)(t - 1) * v.b * v.h : v.h0;
     float *gt = v.gates + (size_t)t * v.b * v.g;
-    sh_gemm(0, 1, v.b, NG * (j1 - j0), v.h, 1.0f, hprev, v.h, v.wh + (size_t)NG * j0 * v.h, v.h,
-            1.0f, gt + NG * j0, v.g);
+    sh_packed_gemm(v.b, NG * j0, NG * j1, v.h, hprev, v.h, sh_rnn_packed(l, v.h, v.g), 1, gt,
+                   v.g);
     for (int b = 0; b < v.b; b++) {
         size_t r = (size_t)t * v.b + b;
         float *keep = l->keep + r * kc;
@@ -191,14 +193,15 @@ static void lstm_step_backward(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
     }
 }
 
-/* dL/dh of step t-1 through the recurrent weights, columns [c0, c1): dh = dG_t Wh. */
-static void lstm_step_carry(sh_layer *l, sh_exec *x, int tid, int c0, int c1)
+/* dL/dh of step t-1 through the recurrent weights, units of blocks [k0, k1): dh = dG_t Wh. */
+static void lstm_step_carry(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
 {
     (void)tid;
     lstm_view v = view(l, x);
+    int c0 = k0 * SH_RNN_BLOCK, c1 = k1 * SH_RNN_BLOCK < v.h ? k1 * SH_RNN_BLOCK : v.h;
     if (c1 <= c0) return;
     const float *dgt = v.gates + (size_t)l->cur_step * v.b * v.g;
-    sh_gemm(0, 0, v.b, c1 - c0, v.g, 1.0f, dgt, v.g, v.wh + c0, v.h, 0.0f, v.dh + c0, v.h);
+    sh_packed_gemm(v.b, c0, c1, v.g, dgt, v.g, sh_rnn_packed(l, v.h, v.g), 0, v.dh, v.h);
 }
 
 /* Weight and bias gradients of gate rows [k0, k1), each over all rows at full depth. */

@@ -12,7 +12,8 @@
  * Parameters: Win (H, I), Wself (H, H), Wout (K, H); bin (H), bself (H), bout (K); with
  * batch norm the scales gin (H), gself (H), gout (K) and the statistics rolling means (H, H,
  * K) then rolling variances (H, H, K). Weights uniform(±sqrt(2/fan-in)) as Darknet's
- * connected layers.
+ * connected layers. The products run on their weights packed once per pass (gemm_packed.c),
+ * the self product of each step split across the threads in blocks of 16 units.
  * Not here: the gated layers (layer_gru.c, layer_lstm.c), shared helpers (recurrent.h).
  * Proved by tests/nn/test_layer_rnn.c (finite differences, with and without batch norm) and
  * tests/nn/test_rnn_torch.c (Darknet's equations in torch). */
@@ -46,6 +47,10 @@ static shoal_result rnn_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx
     l->keep_fixed = streams * hh + bn * (size_t)l->steps * units;
     l->cache_count = 2 * rows * hh + streams * hh; /* ds / d input part, d self part, carry */
     l->cache_count += hh * in + rows;          /* one-hot inputs: Win transposed, columns */
+    size_t pk = sh_rnn_packed_count(h, h), pk_in = sh_rnn_packed_count((int)in, h);
+    size_t pk_out = sh_rnn_packed_count(h, k);
+    pk = pk > pk_in ? pk : pk_in;
+    l->cache_count += pk > pk_out ? pk : pk_out; /* Win, Wself or Wout packed */
     l->state_count = streams * hh;
     l->flops = (double)hh * (double)(in + hh) + (double)kk * (double)hh;
     return SHOAL_OK;
@@ -158,8 +163,8 @@ static void rnn_input_rows(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
             memcpy(a + (size_t)r * v.kc, v.wt + (size_t)v.idx[r0 + r] * v.h, (size_t)v.h * sizeof(float));
         return;
     }
-    sh_gemm(0, 1, nr, v.h, v.in, 1.0f, l->in[0] + (size_t)r0 * v.in, v.in, v.win, v.in, 0.0f, a,
-            v.kc);
+    sh_packed_gemm(nr, 0, v.h, v.in, l->in[0] + (size_t)r0 * v.in, v.in,
+                   sh_rnn_packed(l, v.in, v.h), 0, a, v.kc);
     if (!l->batch_normalize) act_rows(l->act, a, nr, v.kc, v.h, v.bin);
 }
 
@@ -179,8 +184,8 @@ static void rnn_output_rows(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
     int nr = r1 - r0;
     if (nr <= 0) return;
     float *y = l->out + (size_t)r0 * v.k;
-    sh_gemm(0, 1, nr, v.k, v.h, 1.0f, l->keep + (size_t)r0 * v.kc + 2 * v.h, v.kc, v.wout, v.h,
-            0.0f, y, v.k);
+    sh_packed_gemm(nr, 0, v.k, v.h, l->keep + (size_t)r0 * v.kc + 2 * v.h, v.kc,
+                   sh_rnn_packed(l, v.h, v.k), 0, y, v.k);
     if (!l->batch_normalize) act_rows(l->act, y, nr, v.k, v.k, v.bout);
 }
 
@@ -192,18 +197,20 @@ static void rnn_output_bn(sh_layer *l, sh_exec *x, int tid, int j0, int j1)
         bn_act(l, x, &v, 2, t, l->out + (size_t)t * v.b * v.k, v.k, j0, j1);
 }
 
-/* Step t, units [j0, j1): the self part from s of step t-1, then s. */
-static void rnn_step_forward(sh_layer *l, sh_exec *x, int tid, int j0, int j1)
+/* Step t, units of blocks [k0, k1): the self part from s of step t-1 (Wself^T packed),
+ * then s. */
+static void rnn_step_forward(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
 {
     (void)tid;
     rnn_view v = view(l, x);
-    int t = l->cur_step, nj = j1 - j0;
+    int t = l->cur_step, j0 = k0 * SH_RNN_BLOCK, j1 = k1 * SH_RNN_BLOCK;
+    if (j1 > v.h) j1 = v.h;
+    int nj = j1 - j0;
     if (nj <= 0) return;
     const float *sprev = t ? l->keep + (size_t)(t - 1) * v.b * v.kc + 2 * v.h : v.s0;
     int ldp = t ? v.kc : v.h;
     float *kt = l->keep + (size_t)t * v.b * v.kc;
-    sh_gemm(0, 1, v.b, nj, v.h, 1.0f, sprev, ldp, v.wself + (size_t)j0 * v.h, v.h, 0.0f,
-            kt + v.h + j0, v.kc);
+    sh_packed_gemm(v.b, j0, j1, v.h, sprev, ldp, sh_rnn_packed(l, v.h, v.h), 0, kt + v.h, v.kc);
     if (l->batch_normalize)
         bn_act(l, x, &v, 1, t, kt + v.h, v.kc, j0, j1);
     else
@@ -227,9 +234,13 @@ static void rnn_forward(sh_layer *l, sh_exec *x)
         sh_rnn_transpose(v.win, v.h, v.in, v.wt);
         if (!l->batch_normalize) act_rows(l->act, v.wt, v.in, v.h, v.h, v.bin);
     }
+    if (!l->input_onehot) sh_rnn_pack(l, v.win, v.in, v.h, 1);
     sh_exec_chunks(l, x, sh_rnn_chunk_rows(x), rnn_input_rows);
+    sh_rnn_pack(l, v.wself, v.h, v.h, 1);
     if (l->batch_normalize) sh_exec_split(l, x, v.h, rnn_input_bn);
-    for (int t = 0; t < l->steps; t++) sh_rnn_split_step(l, x, t, v.h, macs, rnn_step_forward);
+    int nblk = sh_rnn_nblocks(v.h);
+    for (int t = 0; t < l->steps; t++) sh_rnn_split_step(l, x, t, nblk, macs, rnn_step_forward);
+    sh_rnn_pack(l, v.wout, v.h, v.k, 1);
     sh_exec_chunks(l, x, sh_rnn_chunk_rows(x), rnn_output_rows);
     if (l->batch_normalize) sh_exec_split(l, x, v.k, rnn_output_bn);
     const float *last = l->keep + (size_t)(l->steps - 1) * v.b * v.kc + 2 * v.h;
@@ -264,7 +275,8 @@ static void rnn_output_back(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
     float *dy = l->delta + (size_t)r0 * v.k;
     if (!l->batch_normalize)
         sh_act_backward(l->act, l->out + (size_t)r0 * v.k, dy, (size_t)nr * v.k);
-    sh_gemm(0, 0, nr, v.h, v.k, 1.0f, dy, v.k, v.wout, v.h, 0.0f, v.din + (size_t)r0 * v.h, v.h);
+    sh_packed_gemm(nr, 0, v.h, v.k, dy, v.k, sh_rnn_packed(l, v.h, v.k), 0,
+                   v.din + (size_t)r0 * v.h, v.h);
 }
 
 static void rnn_step_backward(sh_layer *l, sh_exec *x, int tid, int j0, int j1)
@@ -293,13 +305,15 @@ static void rnn_step_backward(sh_layer *l, sh_exec *x, int tid, int j0, int j1)
     }
 }
 
-static void rnn_step_carry(sh_layer *l, sh_exec *x, int tid, int c0, int c1)
+/* dL/ds of step t-1 through the self weights (packed), units of blocks [k0, k1). */
+static void rnn_step_carry(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
 {
     (void)tid;
     rnn_view v = view(l, x);
+    int c0 = k0 * SH_RNN_BLOCK, c1 = k1 * SH_RNN_BLOCK < v.h ? k1 * SH_RNN_BLOCK : v.h;
     if (c1 <= c0) return;
     const float *d = v.dself + (size_t)l->cur_step * v.b * v.h;
-    sh_gemm(0, 0, v.b, c1 - c0, v.h, 1.0f, d, v.h, v.wself + c0, v.h, 0.0f, v.ds + c0, v.h);
+    sh_packed_gemm(v.b, c0, c1, v.h, d, v.h, sh_rnn_packed(l, v.h, v.h), 0, v.ds, v.h);
 }
 
 /* Gradients of weight rows [k0, k1) of the stacked (2H + K) rows: Win, Wself, Wout (and,
@@ -348,8 +362,9 @@ static void rnn_input_delta(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
     (void)tid;
     rnn_view v = view(l, x);
     if (r1 <= r0) return;
-    sh_gemm(0, 0, r1 - r0, v.in, v.h, 1.0f, v.din + (size_t)r0 * v.h, v.h, v.win, v.in,
-            l->accum[0] ? 1.0f : 0.0f, l->in_delta[0] + (size_t)r0 * v.in, v.in);
+    sh_packed_gemm(r1 - r0, 0, v.in, v.h, v.din + (size_t)r0 * v.h, v.h,
+                   sh_rnn_packed(l, v.in, v.h), l->accum[0], l->in_delta[0] + (size_t)r0 * v.in,
+                   v.in);
 }
 
 static void rnn_backward(sh_layer *l, sh_exec *x)
@@ -362,13 +377,18 @@ static void rnn_backward(sh_layer *l, sh_exec *x)
         memset(x->grad[0] + l->s_off, 0, l->s_count * sizeof(float));
         sh_exec_split(l, x, v.k, rnn_output_bn_back);
     }
+    sh_rnn_pack(l, v.wout, v.h, v.k, 0);
     sh_exec_chunks(l, x, sh_rnn_chunk_rows(x), rnn_output_back);
+    sh_rnn_pack(l, v.wself, v.h, v.h, 0);
+    int nblk = sh_rnn_nblocks(v.h);
     for (int t = l->steps - 1; t >= 0; t--) {
         sh_rnn_split_step(l, x, t, v.h, macs, rnn_step_backward);
-        if (t > 0) sh_rnn_split_step(l, x, t, v.h, macs, rnn_step_carry);
+        if (t > 0) sh_rnn_split_step(l, x, t, nblk, macs, rnn_step_carry);
     }
     sh_exec_split(l, x, 2 * v.h + v.k, rnn_param_grads);
-    if (l->in_delta[0]) sh_exec_chunks(l, x, sh_rnn_chunk_rows(x), rnn_input_delta);
+    if (!l->in_delta[0]) return;
+    sh_rnn_pack(l, v.win, v.in, v.h, 0);
+    sh_exec_chunks(l, x, sh_rnn_chunk_rows(x), rnn_input_delta);
 }
 
 /* Darknet's .weights (parser.c save_weights_upto, RNN): its input, self and output connected

@@ -5,7 +5,7 @@
 #include "nn/recurrent.h"
 
 #include "base/err.h"
-#include "nn/gemm.h"
+#include "nn/gemm_packed.h"
 
 double sh_rnn_split_min_macs = 2.0 * 1024 * 1024;
 
@@ -36,21 +36,24 @@ void sh_rnn_uniform(float *p, size_t count, float scale, sh_rng *rng)
 }
 
 /* Rows [r0, r1) of dL/dx = dG Wx: the gates' gradients dG (rows, ngates*H) at the start of
- * l->cache, Wx (ngates*H, I). */
+ * l->cache, Wx (ngates*H, I) packed. */
 static void gated_input_delta(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
 {
     (void)tid;
     int g = l->ngates * l->hidden, in = (int)l->inputs;
     if (r1 <= r0) return;
-    sh_gemm(0, 0, r1 - r0, in, g, 1.0f, l->cache + (size_t)r0 * g, g, x->params + l->w_off, in,
-            l->accum[0] ? 1.0f : 0.0f, l->in_delta[0] + (size_t)r0 * in, in);
+    sh_packed_gemm(r1 - r0, 0, in, g, l->cache + (size_t)r0 * g, g, sh_rnn_packed(l, in, g),
+                   l->accum[0], l->in_delta[0] + (size_t)r0 * in, in);
 }
 
 void sh_rnn_gated_forward(sh_layer *l, sh_exec *x, const sh_rnn_gated *g)
 {
     int h = l->hidden, b = sh_rnn_streams(l, x), ng = l->ngates * h;
     double macs = (double)b * h * ng; /* one step's product */
+    const float *wx = x->params + l->w_off, *wh = wx + (size_t)ng * l->inputs;
+    if (!l->input_onehot) sh_rnn_pack(l, wx, (int)l->inputs, ng, 1);
     sh_exec_chunks(l, x, sh_rnn_chunk_rows(x), g->input_rows);
+    sh_rnn_pack(l, wh, h, ng, 1);
     int nblk = sh_rnn_nblocks(h);
     for (int t = 0; t < l->steps; t++) sh_rnn_split_step(l, x, t, nblk, macs, g->step_forward);
 }
@@ -60,12 +63,16 @@ void sh_rnn_gated_backward(sh_layer *l, sh_exec *x, const sh_rnn_gated *g)
     int h = l->hidden, b = sh_rnn_streams(l, x), ng = l->ngates * h;
     double macs = (double)b * h * ng; /* one step's product */
     int nblk = sh_rnn_nblocks(h);
+    const float *wx = x->params + l->w_off, *wh = wx + (size_t)ng * l->inputs;
+    sh_rnn_pack(l, wh, h, ng, 0);
     for (int t = l->steps - 1; t >= 0; t--) {
         sh_rnn_split_step(l, x, t, nblk, macs, g->step_backward);
-        if (t > 0) sh_rnn_split_step(l, x, t, h, macs, g->step_carry);
+        if (t > 0) sh_rnn_split_step(l, x, t, nblk, macs, g->step_carry);
     }
     sh_exec_split(l, x, ng, g->param_grads);
-    if (l->in_delta[0]) sh_exec_chunks(l, x, sh_rnn_chunk_rows(x), gated_input_delta);
+    if (!l->in_delta[0]) return;
+    sh_rnn_pack(l, wx, (int)l->inputs, ng, 0);
+    sh_exec_chunks(l, x, sh_rnn_chunk_rows(x), gated_input_delta);
 }
 
 void sh_rnn_colsum(const float *g, int rows, int ld, int k0, int k1, float *out)

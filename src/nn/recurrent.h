@@ -1,6 +1,6 @@
 /* recurrent.h — what the recurrent layers ([rnn], [gru], [lstm]) share: the row layout of a
  * batch of sequences, the gate layout of fused weights, the common keys, fast logistic and
- * tanh, and the per-step thread splits.
+ * tanh, the per-step thread splits, where weights packed once per pass live.
  * Vocabulary: T time steps, B streams (independent sequences), rows r = t*B + b (time-major,
  * as Darknet lays out time_steps x batch); H hidden units; a gate block is SH_RNN_BLOCK units
  * whose gates sit side by side in one row of the fused gate matrix, so a thread that owns a
@@ -15,9 +15,11 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "nn/gemm_packed.h"
 #include "nn/layer.h"
 
 #define SH_RNN_BLOCK 16 /* units per gate block: one AVX-512 vector of each gate */
+_Static_assert(SH_RNN_BLOCK == SH_PACKED_NR, "a gate block's units are one packed panel");
 
 static inline int sh_rnn_nblocks(int h) { return (h + SH_RNN_BLOCK - 1) / SH_RNN_BLOCK; }
 static inline int sh_rnn_block_width(int h, int blk)
@@ -77,6 +79,37 @@ static inline void sh_rnn_split_step(sh_layer *l, sh_exec *x, int t, int count, 
         sh_exec_split(l, x, count, fn);
 }
 
+/* A weight matrix W (n, h) packed for sh_packed_gemm (gemm_packed.h) once per pass instead
+ * of by OpenBLAS at every call: forward op(B) = W^T (h, n), backward op(B) = W (n, h). The
+ * recurrent weights (the gates' Wh, n = ngates*H; [rnn]'s self weights) serve every step,
+ * the input and output weights the products over all rows. One matrix at a time, at the end
+ * of l->cache, 64-byte aligned: a layer's cache_count adds the largest sh_rnn_packed_count
+ * of its matrices, and the passes pack each in turn before the products that use it. A
+ * step's columns are split across the threads in panels of 16, one gate block
+ * (SH_RNN_BLOCK). */
+static inline size_t sh_rnn_packed_count(int h, int n)
+{
+    size_t fwd = sh_packed_count(h, n), bwd = sh_packed_count(n, h);
+    return (fwd > bwd ? fwd : bwd) + SH_PACKED_NR; /* + room to align */
+}
+/* Where W (n, h) is packed: it ends (within alignment) at the cache's end, so a matrix with
+ * a smaller count starts later inside the same reserved floats. */
+static inline float *sh_rnn_packed(const sh_layer *l, int h, int n)
+{
+    uintptr_t end = (uintptr_t)(l->cache + l->cache_count - sh_rnn_packed_count(h, n) +
+                                SH_PACKED_NR);
+    return (float *)(end & ~(uintptr_t)63);
+}
+/* Pack W (n, h) for the forward products (transposed: 1) or the backward ones (0). */
+static inline void sh_rnn_pack(sh_layer *l, const float *w, int h, int n, int transposed)
+{
+    float *pk = sh_rnn_packed(l, h, n);
+    if (transposed)
+        sh_packed_pack(1, h, n, w, h, 0, sh_packed_npanels(n), pk);
+    else
+        sh_packed_pack(0, n, h, w, h, 0, sh_packed_npanels(h), pk);
+}
+
 /* Rows per chunk of the passes over all rows at once (input products, input gradients):
  * two chunks per thread, one chunk when single-threaded. */
 static inline int sh_rnn_chunk_rows(const sh_exec *x)
@@ -91,20 +124,24 @@ static inline int sh_rnn_chunk_rows(const sh_exec *x)
  * start of l->cache, with Wx (ngates*H, I) at w_off. The step functions work on time step
  * l->cur_step. */
 typedef struct {
-    sh_image_fn input_rows;    /* rows [r0, r1): the input part of the gates (X Wx^T + biases) */
-    sh_image_fn step_forward;  /* gate blocks [k0, k1): the recurrent part, then the cells */
+    sh_image_fn input_rows;    /* rows [r0, r1): the input part of the gates (X Wx^T + biases;
+                                  Wx^T packed, sh_rnn_packed) */
+    sh_image_fn step_forward;  /* gate blocks [k0, k1): the recurrent part (Wh^T packed,
+                                  sh_rnn_packed), then the cells */
     sh_image_fn step_backward; /* gate blocks [k0, k1): the gates' gradients from dL/dh (and
                                   dL/dc), from above and from the step after */
-    sh_image_fn step_carry;    /* columns [c0, c1) of dL/dh of the step before: dG_t Wh */
+    sh_image_fn step_carry;    /* gate blocks [k0, k1) (columns 16 k0 .. 16 k1) of dL/dh of
+                                  the step before: dG_t Wh, Wh packed (sh_rnn_packed) */
     sh_image_fn param_grads;   /* gate rows [k0, k1): weight and bias gradients, all rows */
 } sh_rnn_gated;
 
-/* Forward: every step's input part at once, then the T steps in order. The caller loads the
- * starting state before and saves the last step's after. */
+/* Forward: every step's input part at once (Wx^T packed, unless the inputs are one-hot), then
+ * the T steps in order (Wh^T packed). The caller loads the starting state before and saves
+ * the last step's after. */
 void sh_rnn_gated_forward(sh_layer *l, sh_exec *x, const sh_rnn_gated *g);
 /* Backward through time: the T steps last to first (each carrying dL/dh to the step before
- * through the recurrent weights), then the parameters' gradients over all rows, then
- * dL/dx = dG Wx when in_delta[0] wants it. The caller zeroes the carried gradients (dh, dc)
+ * through the recurrent weights, packed), then the parameters' gradients over all rows, then
+ * dL/dx = dG Wx (Wx packed) when in_delta[0] wants it. The caller zeroes the carried gradients (dh, dc)
  * before. */
 void sh_rnn_gated_backward(sh_layer *l, sh_exec *x, const sh_rnn_gated *g);
 

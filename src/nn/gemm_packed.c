@@ -1,0 +1,187 @@
+/* gemm_packed.c — a small sgemm for a constant right-hand operand packed once into panels of
+ * 16 columns (SH_PACKED_NR), for the per-step recurrent products (m = streams, a few dozen
+ * rows; k and n a few hundred to a few thousand).
+ * Algorithm: a tile is MR rows of C by one or two panels (16 or 32 columns); its MR x 2
+ * vector accumulators stay in registers while k runs in order, each step loading the panels'
+ * row (one vector each) and broadcasting one value of A per row: 16 fused multiply-adds per
+ * 10 loads. Panels are the outer loop and row blocks the inner one, so a pair of panels
+ * (2 x k x 64 bytes) is read from L1/L2 by every row block while A stays in L2 (taken
+ * 512 KiB of rows at a time when m is large).
+ * GCC/clang vector extensions (recurrent.h, reduce_kernels.h do the same); the AVX-512 copy
+ * of the kernel is compiled with a target attribute and chosen at run time, the generic copy
+ * is the same code for the build's own target.
+ * Not here: general products (gemm.c); who packs when (the recurrent layers).
+ * Proved by tests/nn/test_gemm_packed.c. */
+#include "nn/gemm_packed.h"
+
+#include <string.h>
+
+#include "base/err.h"
+
+/* GCC keeps a + b * c unfused under -std=c11 (clang fuses within an expression by default);
+ * the kernel's speed is its fused multiply-adds. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("fp-contract=fast")
+#endif
+
+enum { NR = SH_PACKED_NR, MR = 8 }; /* MR x 2 accumulators: 16 of the 32 vector registers */
+
+typedef float v16 __attribute__((vector_size(NR * sizeof(float)), aligned(sizeof(float))));
+
+static int force_generic;
+
+void sh_packed_pack(int trans_b, int k, int n, const float *b, int ldb, int p0, int p1,
+                    float *packed)
+{
+    for (int p = p0; p < p1; p++) {
+        float *dst = packed + (size_t)p * k * NR;
+        int j0 = p * NR, w = n - j0 < NR ? n - j0 : NR;
+        if (w < NR) memset(dst, 0, (size_t)k * NR * sizeof(float));
+        if (trans_b) { /* column j of op(B) is row j of B: read it along, write 16 apart */
+            for (int j = 0; j < w; j++) {
+                const float *src = b + (size_t)(j0 + j) * ldb;
+                for (int kk = 0; kk < k; kk++) dst[(size_t)kk * NR + j] = src[kk];
+            }
+        } else {
+            for (int kk = 0; kk < k; kk++)
+                memcpy(dst + (size_t)kk * NR, b + (size_t)kk * ldb + j0, (size_t)w * sizeof(float));
+        }
+    }
+}
+
+/* One tile: mr rows (1..MR) by np panels (1 or 2) at b0 (and b1); the last panel's first
+ * w columns are stored (the others are padding). Inlined with constant mr and np, so the
+ * loops unroll and the accumulators live in registers. */
+static inline __attribute__((always_inline)) void tile(int mr, int np, int k, const float *a,
+                                                       int lda, const float *b0,
+                                                       const float *b1, int w, int accumulate,
+                                                       float *c, int ldc)
+{
+    v16 acc[MR][2];
+    for (int i = 0; i < mr; i++) {
+        acc[i][0] = (v16){0};
+        acc[i][1] = (v16){0};
+    }
+    for (int p = 0; p < k; p++) {
+        v16 x0, x1 = {0};
+        memcpy(&x0, b0 + (size_t)p * NR, sizeof x0);
+        if (np > 1) memcpy(&x1, b1 + (size_t)p * NR, sizeof x1);
+        for (int i = 0; i < mr; i++) {
+            float av = a[(size_t)i * lda + p];
+            acc[i][0] = acc[i][0] + av * x0;
+            if (np > 1) acc[i][1] = acc[i][1] + av * x1;
+        }
+    }
+    for (int i = 0; i < mr; i++) {
+        for (int q = 0; q < np; q++) {
+            float *dst = c + (size_t)i * ldc + q * NR;
+            int cols = q == np - 1 ? w : NR;
+            if (cols == NR) {
+                v16 old = {0};
+                if (accumulate) memcpy(&old, dst, sizeof old);
+                v16 sum = acc[i][q] + old;
+                memcpy(dst, &sum, sizeof sum);
+            } else {
+                float lanes[NR];
+                memcpy(lanes, &acc[i][q], sizeof lanes);
+                for (int j = 0; j < cols; j++) dst[j] = (accumulate ? dst[j] : 0.0f) + lanes[j];
+            }
+        }
+    }
+}
+
+/* Rows of A are taken mb at a time (a block of A_BLOCK_FLOATS, half of a 1 MiB L2), each
+ * block running over every panel: many rows (the input products of a whole batch) then read
+ * A from L2 rather than once per panel pair from memory. */
+enum { A_BLOCK_FLOATS = 128 * 1024 };
+
+/* The loops over panels and row blocks, as a macro so that each copy below is compiled for
+ * its own target with tile() inlined into it. */
+#define PACKED_BODY                                                                         \
+    do {                                                                                    \
+        size_t pstride = (size_t)k * NR;                                                    \
+        int mb = (int)(A_BLOCK_FLOATS / k) / MR * MR;                                       \
+        if (mb < MR) mb = MR;                                                               \
+        for (int i0 = 0; i0 < m; i0 += mb)                                                  \
+        for (int j = n0; j < n1; j += 2 * NR) {                                             \
+            const float *b0 = packed + (size_t)(j / NR) * pstride, *b1 = b0 + pstride;      \
+            int np = n1 - j > NR ? 2 : 1;                                                   \
+            int w = n1 - j - (np - 1) * NR; /* columns stored of the last panel */         \
+            if (w > NR) w = NR;                                                             \
+            for (int i = i0; i < m && i < i0 + mb; i += MR) {                               \
+                const float *ai = a + (size_t)i * lda;                                      \
+                float *ci = c + (size_t)i * ldc + j;                                        \
+                int mr = m - i < MR ? m - i : MR; /* i0 + mb is a multiple of MR */         \
+                if (np == 2) {                                                              \
+                    switch (mr) {                                                           \
+                    case 8: tile(8, 2, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;  \
+                    case 7: tile(7, 2, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;  \
+                    case 6: tile(6, 2, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;  \
+                    case 5: tile(5, 2, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;  \
+                    case 4: tile(4, 2, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;  \
+                    case 3: tile(3, 2, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;  \
+                    case 2: tile(2, 2, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;  \
+                    default: tile(1, 2, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break; \
+                    }                                                                       \
+                } else {                                                                    \
+                    switch (mr) {                                                           \
+                    case 8: tile(8, 1, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;  \
+                    case 7: tile(7, 1, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;  \
+                    case 6: tile(6, 1, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;  \
+                    case 5: tile(5, 1, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;  \
+                    case 4: tile(4, 1, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;  \
+                    case 3: tile(3, 1, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;  \
+                    case 2: tile(2, 1, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;  \
+                    default: tile(1, 1, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break; \
+                    }                                                                       \
+                }                                                                           \
+            }                                                                               \
+        }                                                                                   \
+    } while (0)
+
+static void packed_generic(int m, int n0, int n1, int k, const float *a, int lda,
+                           const float *packed, int accumulate, float *c, int ldc)
+{
+    PACKED_BODY;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma,avx512f"))) static void
+packed_avx512(int m, int n0, int n1, int k, const float *a, int lda, const float *packed,
+              int accumulate, float *c, int ldc)
+{
+    PACKED_BODY;
+}
+
+static int has_avx512(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+}
+#else
+static int has_avx512(void) { return 0; }
+#endif
+
+const char *sh_packed_kernel(void) { return !force_generic && has_avx512() ? "avx512" : "generic"; }
+
+void sh_packed_force_generic(int on) { force_generic = on; }
+
+void sh_packed_gemm(int m, int n0, int n1, int k, const float *a, int lda, const float *packed,
+                    int accumulate, float *c, int ldc)
+{
+    SH_ASSERT(n0 % NR == 0);
+    if (m <= 0 || n1 <= n0) return;
+    if (k <= 0) { /* an empty sum */
+        for (int i = 0; i < m; i++)
+            for (int j = n0; j < n1; j++)
+                if (!accumulate) c[(size_t)i * ldc + j] = 0.0f;
+        return;
+    }
+#if defined(__x86_64__)
+    if (!force_generic && has_avx512()) {
+        packed_avx512(m, n0, n1, k, a, lda, packed, accumulate, c, ldc);
+        return;
+    }
+#endif
+    packed_generic(m, n0, n1, k, a, lda, packed, accumulate, c, ldc);
+}
