@@ -52,7 +52,8 @@ typedef struct {
      * l->in[0] (nimg, inputs) and l->delta (nimg, outputs) as backward leaves it (the
      * activation's gradient applied). When x->defer_weights and sh_layer_defers_weights(l),
      * backward skips them and the caller runs this later, over a whole batch of factors it
-     * kept (a pipeline stage's micro-batches: net_part.c). May be NULL: never deferred. */
+     * kept (a pipeline stage's micro-batches: net_part.c); x->weights_add: adds to them
+     * instead. May be NULL: never deferred. */
     void (*weights)(sh_layer *l, sh_exec *x);
     /* Free what parse allocated (only [softmax] tree=: its group sizes). May be NULL; called
      * for every layer whose parse ran, including one that failed. */
@@ -159,6 +160,7 @@ struct sh_exec {
      * whole batch ran, keeping its rows' draws (sh_net_set_rows). */
     int rows_total, rows_group, rows_stride, rows_offset;
     int defer_weights;   /* 1: layers that can leave their weight gradients to ops->weights */
+    int weights_add;     /* 1: ops->weights adds into the gradients instead of overwriting */
 };
 
 /* A layer whose weight gradients may be deferred (x->defer_weights): it has the weights hook

@@ -179,10 +179,11 @@ static void dense_backward_outputs(sh_layer *l, sh_exec *x, int tid, int k0, int
     share_cols(l, &c0, &kc, &k); /* k: the delta's row length; c0: our first column there */
     if (nk <= 0) return;
     float *gw = x->grad[0] + l->w_off + (size_t)k0 * in;
-    sh_gemm(1, 0, nk, in, n, 1.0f, l->delta + c0 + k0, k, l->in[0], in, 0.0f, gw, in);
+    sh_gemm(1, 0, nk, in, n, 1.0f, l->delta + c0 + k0, k, l->in[0], in, x->weights_add ? 1.0f : 0.0f, gw, in);
     if (l->batch_normalize) return;
     float *gb = x->grad[0] + l->b_off;
-    for (int j = k0; j < k1; j++) gb[j] = 0.0f;
+    if (!x->weights_add)
+        for (int j = k0; j < k1; j++) gb[j] = 0.0f;
     for (int i = 0; i < n; i++) {
         const float *row = l->delta + (size_t)i * k + c0;
         for (int j = k0; j < k1; j++) gb[j] += row[j];

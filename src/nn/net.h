@@ -111,8 +111,9 @@ void sh_net_defer_weights(sh_net *n, int on);
 int sh_net_layer_defers(const sh_net *n, int i);
 /* Layer i's (sh_net_layer_defers) weight and bias gradients from rows rows of its input x
  * (rows, inputs) and output gradient dy (rows, outputs), overwriting its slice of the gradient
- * block, over the net's threads. Both are read only; allocates nothing. */
-void sh_net_layer_weight_grads(sh_net *n, int i, const float *x, const float *dy, int rows);
+ * block (add = 1: adding to it), over the net's threads. Both are read only; allocates
+ * nothing. */
+void sh_net_layer_weight_grads(sh_net *n, int i, const float *x, const float *dy, int rows, int add);
 /* The cfg line of layer i's section, for messages. */
 int sh_net_layer_line(const sh_net *n, int i);
 /* The .cfg the net was built from. */

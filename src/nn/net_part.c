@@ -92,7 +92,7 @@ int sh_net_layer_defers(const sh_net *n, int i)
 
 /* The layer's hook reads its factors where backward leaves them: they are lent there for
  * the call, with nimg = rows. */
-void sh_net_layer_weight_grads(sh_net *n, int i, const float *x, const float *dy, int rows)
+void sh_net_layer_weight_grads(sh_net *n, int i, const float *x, const float *dy, int rows, int add)
 {
     sh_layer *l = &n->layers[i];
     SH_ASSERT(sh_net_layer_defers(n, i));
@@ -100,9 +100,11 @@ void sh_net_layer_weight_grads(sh_net *n, int i, const float *x, const float *dy
     float *delta = l->delta;
     sh_net_fill_exec(n);
     n->exec.nimg = rows;
+    n->exec.weights_add = add;
     l->in[0] = x;
     l->delta = (float *)dy; /* the hook only reads it */
     l->ops->weights(l, &n->exec);
+    n->exec.weights_add = 0;
     l->in[0] = in0;
     l->delta = delta;
 }

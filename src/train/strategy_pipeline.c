@@ -10,7 +10,9 @@
  * input's gradient (what the stage before waits for) and the layers' that cannot defer
  * theirs; each [connected] layer's factors X and dY / M are copied into whole-batch buffers,
  * and after the last backward (the last stage: while the first still runs its own) each such
- * layer's dW = dY^T X is one product over the whole batch, as one process computes it. The
+ * layer's dW = dY^T X is one product over the whole batch, as one process computes it. A
+ * stage before the last waits for its last micro-batch's dY: meanwhile it computes the
+ * products over the micro-batches before, and after that backward adds the last one's. The
  * other layers' gradients are summed over the micro-batches in `acc`, then divided by M: the
  * full batch's mean gradient. With R > 1 the ranks holding one stage then average it
  * (allreduce on their split communicator).
@@ -243,13 +245,18 @@ static void keep_factors(pipe_state *p, sh_net *net, int m, int cnt, float inv_n
     }
 }
 
-/* The deferred weight gradients of the pass's n images, each one product over all of them. */
-static void weights_all(pipe_state *p, const float *x, int n)
+/* The deferred weight gradients of images [i0, i1) of the pass, each one product over all of
+ * them; i0 > 0 adds them to those of the images before. */
+static void weights_of(pipe_state *p, const float *x, int i0, int i1)
 {
     uint64_t t0 = sh_now_ns();
-    for (int d = p->ndefer - 1; d >= 0; d--)
-        sh_net_layer_weight_grads(p->inst[0], p->defer_layer[d], p->defer_x[d] ? p->defer_x[d] : x,
-                                  p->defer_dy[d], n);
+    for (int d = p->ndefer - 1; d >= 0; d--) {
+        int l = p->defer_layer[d], in, out;
+        const float *fx, *fdy;
+        sh_net_layer_factors(p->inst[0], l, &fx, &fdy, &in, &out);
+        const float *xs = (p->defer_x[d] ? p->defer_x[d] : x) + (size_t)i0 * in;
+        sh_net_layer_weight_grads(p->inst[0], l, xs, p->defer_dy[d] + (size_t)i0 * out, i1 - i0, i0 > 0);
+    }
     uint64_t t1 = sh_now_ns();
     p->acc_ns[1] += (double)(t1 - t0);
     if (sh_trace_on()) sh_trace_span(SH_TRACK_PIPE, "weights", t0, t1, "stage", p->stage, "micro_batch", -1);
@@ -313,9 +320,13 @@ static shoal_result pipe_pass(sh_strategy *s, const float *x, const int32_t *y, 
             SH_TRY(forward_one(p, f++, x, y, n, 1, &loss_sum, &hits));
             SH_TRY(backward_one(p, b++, n));
         }
-        while (b < nmb) SH_TRY(backward_one(p, b++, n));
+        while (b < nmb - 1) SH_TRY(backward_one(p, b++, n));
+        /* a stage before the last waits for the last dY: the products of those before first */
+        int early = p->stage < p->S - 1 ? b * p->mb : 0;
+        if (early) weights_of(p, x, 0, early);
+        if (b < nmb) SH_TRY(backward_one(p, b++, n)); /* the last stage ran them all in 1F1B */
         for (int j = 0; j < p->K; j++) sh_net_defer_weights(p->inst[j], 0);
-        weights_all(p, x, n);
+        weights_of(p, x, early, n);
         /* the mean over micro-batches of their mean gradients: the batch's mean gradient */
         float *g = sh_net_grads(p->inst[0]), inv = 1.0f / (float)nmb;
         for (int r = 0; r < p->nsums; r++)

@@ -114,7 +114,7 @@ static void deferred_weight_grads_equal_backward(void)
         const float *in, *dy;
         int nin, nout;
         CHECK(sh_net_layer_factors(t.net, i, &in, &dy, &nin, &nout), "layer %d factors", i);
-        sh_net_layer_weight_grads(t.net, i, in, dy, 6);
+        sh_net_layer_weight_grads(t.net, i, in, dy, 6, 0);
         for (size_t k = off; k < off + count; k++) same &= g[k] == want[k];
     }
     CHECK(untouched, "a deferred layer's gradient was written by backward");
