@@ -48,6 +48,13 @@ typedef struct {
     /* Write dL/d(params) into x->grad[0] (through sh_exec_partials' slots for sums over
      * images) and write (or add, when accum[k]) dL/d(input k) into in_delta[k] if non-NULL. */
     void (*backward)(sh_layer *l, sh_exec *x);
+    /* The weight and bias gradients alone, overwriting the layer's gradient slice: dW from
+     * l->in[0] (nimg, inputs) and l->delta (nimg, outputs) as backward leaves it (the
+     * activation's gradient applied). When x->defer_weights and sh_layer_defers_weights(l),
+     * backward skips them and the caller runs this later, over a whole batch of factors it
+     * kept (a pipeline stage's micro-batches: net_part.c); x->weights_add: adds to them
+     * instead. May be NULL: never deferred. */
+    void (*weights)(sh_layer *l, sh_exec *x);
     /* Free what parse allocated (only [softmax] tree=: its group sizes). May be NULL; called
      * for every layer whose parse ran, including one that failed. */
     void (*fini)(sh_layer *l);
@@ -152,7 +159,16 @@ struct sh_exec {
      * starting at row g * rows_stride + rows_offset. A layer drawing per row draws as if the
      * whole batch ran, keeping its rows' draws (sh_net_set_rows). */
     int rows_total, rows_group, rows_stride, rows_offset;
+    int defer_weights;   /* 1: layers that can leave their weight gradients to ops->weights */
+    int weights_add;     /* 1: ops->weights adds into the gradients instead of overwriting */
 };
+
+/* A layer whose weight gradients may be deferred (x->defer_weights): it has the weights hook
+ * and no batch norm or tensor-parallel share (their gradients need more than dY and X). */
+static inline int sh_layer_defers_weights(const sh_layer *l)
+{
+    return l->ops->weights && !l->batch_normalize && l->tp_role == SH_TP_NONE;
+}
 
 
 typedef void (*sh_image_fn)(sh_layer *l, sh_exec *x, int tid, int n0, int n1);

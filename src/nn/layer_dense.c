@@ -1,6 +1,7 @@
 /* layer_dense.c — [connected]: output (K, default 1), activation (Darknet default logistic),
  * batch_normalize. Y (N, K) = X (N, I) W^T + b, with W stored (K, I) as Darknet; forward and
- * dX go by chunks of images, dW by rows (outputs) over the whole batch.
+ * dX go by chunks of images, dW by rows (outputs) over the whole batch. A pipeline stage may
+ * defer dW and the bias gradients (the weights hook) to one product over all its micro-batches.
  * Weights: uniform(-1, 1) * sqrt(2 / I) as Darknet.
  * Tensor-parallel shares (tp_role): a column share keeps K/T outputs and sums dX over the
  * ranks after backward; a row share keeps I/T inputs and sums Y over the ranks before the
@@ -178,10 +179,11 @@ static void dense_backward_outputs(sh_layer *l, sh_exec *x, int tid, int k0, int
     share_cols(l, &c0, &kc, &k); /* k: the delta's row length; c0: our first column there */
     if (nk <= 0) return;
     float *gw = x->grad[0] + l->w_off + (size_t)k0 * in;
-    sh_gemm(1, 0, nk, in, n, 1.0f, l->delta + c0 + k0, k, l->in[0], in, 0.0f, gw, in);
+    sh_gemm(1, 0, nk, in, n, 1.0f, l->delta + c0 + k0, k, l->in[0], in, x->weights_add ? 1.0f : 0.0f, gw, in);
     if (l->batch_normalize) return;
     float *gb = x->grad[0] + l->b_off;
-    for (int j = k0; j < k1; j++) gb[j] = 0.0f;
+    if (!x->weights_add)
+        for (int j = k0; j < k1; j++) gb[j] = 0.0f;
     for (int i = 0; i < n; i++) {
         const float *row = l->delta + (size_t)i * k + c0;
         for (int j = k0; j < k1; j++) gb[j] += row[j];
@@ -194,10 +196,17 @@ static void dense_backward(sh_layer *l, sh_exec *x)
     sh_exec_chunks(l, x, dense_chunk(x), dense_backward_images);
     int k0, ks, ld;
     share_cols(l, &k0, &ks, &ld);
-    sh_exec_split(l, x, ks, dense_backward_outputs);
+    if (!x->defer_weights || !sh_layer_defers_weights(l)) sh_exec_split(l, x, ks, dense_backward_outputs);
     /* column split, gather share: each rank's dX covers its share of the outputs */
     if ((l->tp_role == SH_TP_COLUMN || l->tp_role == SH_TP_GATHER) && l->in_delta[0] && x->sum_rc == SHOAL_OK)
         x->sum_rc = x->sum(x->sum_ctx, l->in_delta[0], (size_t)x->nimg * l->inputs);
+}
+
+/* Deferred (x->defer_weights): phase 2 alone, over the nimg rows of the factors the caller
+ * put in in[0] and delta. */
+static void dense_weights(sh_layer *l, sh_exec *x)
+{
+    sh_exec_split(l, x, l->out_shape.c, dense_backward_outputs);
 }
 
 /* Darknet: biases, weights (K, I), [scales, rolling mean, rolling variance]. */
@@ -223,5 +232,6 @@ const sh_layer_ops sh_dense_ops = {
     .init = dense_init,
     .forward = dense_forward,
     .backward = dense_backward,
+    .weights = dense_weights,
     .darknet_blobs = dense_darknet_blobs,
 };

@@ -634,7 +634,7 @@ void sh_net_set_threads(sh_net *n, int nthreads)
 
 /* ---- passes ---- */
 
-static void fill_exec(sh_net *n)
+void sh_net_fill_exec(sh_net *n)
 {
     sh_exec *x = &n->exec;
     x->nimg = n->nimg;
@@ -665,7 +665,7 @@ shoal_result sh_net_forward(sh_net *n, const float *x, int nimg, int training)
     n->nimg = nimg;
     n->training = training;
     n->have_loss = 0;
-    fill_exec(n);
+    sh_net_fill_exec(n);
     for (int i = n->lo; i < n->hi; i++) {
         sh_layer *l = &n->layers[i];
         for (int k = 0; k < l->nsrc; k++) {
@@ -763,7 +763,7 @@ shoal_result sh_net_backward(sh_net *n, sh_grad_ready_fn ready, void *ctx)
     if (!n->training)
         return SH_FAIL(SHOAL_ERR_INVALID, "backward: the last forward was inference "
                        "(training=0); forward with training=1 before backward");
-    fill_exec(n);
+    sh_net_fill_exec(n);
     for (int i = n->lo; i < n->hi; i++)
         if (n->zero_before_backward[i])
             memset(n->layers[i].delta, 0, (size_t)n->nimg * n->layers[i].outputs * sizeof(float));

@@ -100,6 +100,20 @@ float *sh_net_part_output_delta(sh_net *n);
  * stage sending its input's gradient to the stage before. (nimg, part input count). */
 void sh_net_want_input_delta(sh_net *n, int on);
 const float *sh_net_input_delta(const sh_net *n);
+/* Deferred weight gradients (zero-bubble pipelines' split of backward into B and W): with
+ * on = 1, backward leaves the weight and bias gradients of the layers sh_net_layer_defers
+ * names unwritten, computing only what flows to earlier layers. Their factors after backward
+ * are sh_net_layer_factors'; the caller keeps them for several micro-batches, one after the
+ * other, and computes the gradients with sh_net_layer_weight_grads. */
+void sh_net_defer_weights(sh_net *n, int on);
+/* 1 when layer i of the part can defer its weight gradients ([connected] without batch norm
+ * or tensor-parallel share): its only gradients are dW = dY^T X and db = sum of dY's rows. */
+int sh_net_layer_defers(const sh_net *n, int i);
+/* Layer i's (sh_net_layer_defers) weight and bias gradients from rows rows of its input x
+ * (rows, inputs) and output gradient dy (rows, outputs), overwriting its slice of the gradient
+ * block (add = 1: adding to it), over the net's threads. Both are read only; allocates
+ * nothing. */
+void sh_net_layer_weight_grads(sh_net *n, int i, const float *x, const float *dy, int rows, int add);
 /* The cfg line of layer i's section, for messages. */
 int sh_net_layer_line(const sh_net *n, int i);
 /* The .cfg the net was built from. */

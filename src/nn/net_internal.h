@@ -69,6 +69,9 @@ struct sh_net {
 shoal_result sh_net_build(sh_cfg *cfg, int batch, int time_steps, uint64_t seed, int lo, int hi,
                           int tp_rank, int tp_ranks, const unsigned char *tp_roles, sh_net **out);
 
+/* Point the exec record at the net's blocks, pool and last pass (net.c). */
+void sh_net_fill_exec(sh_net *n);
+
 /* Set the part [lo, hi) (hi < 0: to the end) once the layers are parsed (net_part.c):
  * SHOAL_ERR_INVALID naming the layer when the net cannot be cut before lo. */
 shoal_result sh_net_check_part(sh_net *n, int lo, int hi);

@@ -1,7 +1,8 @@
 /* net_part.c — the parts and shares of a net: a pipeline stage (layers [lo, hi), and where
  * a net may be cut) and a tensor-parallel rank's share of split [connected] pairs (which
  * pairs may be split, the sum hook over the ranks); a hybrid rank's part with its shares, and
- * the rows of the whole batch a part's dropout draws for.
+ * the rows of the whole batch a part's dropout draws for, and a stage's deferred weight
+ * gradients.
  * Not here: building the blocks and the passes (net.c), the stages' and ranks' traffic
  * (src/train/strategy_pipeline.c, strategy_tensor.c).
  * Proved by tests/train/test_pipeline.c and tests/train/test_tensor.c. */
@@ -80,4 +81,30 @@ void sh_net_set_sum(sh_net *n, shoal_result (*sum)(void *ctx, float *buf, size_t
 {
     n->sum = sum;
     n->sum_ctx = ctx;
+}
+
+void sh_net_defer_weights(sh_net *n, int on) { n->exec.defer_weights = on; }
+
+int sh_net_layer_defers(const sh_net *n, int i)
+{
+    return i >= n->lo && i < n->hi && sh_layer_defers_weights(&n->layers[i]);
+}
+
+/* The layer's hook reads its factors where backward leaves them: they are lent there for
+ * the call, with nimg = rows. */
+void sh_net_layer_weight_grads(sh_net *n, int i, const float *x, const float *dy, int rows, int add)
+{
+    sh_layer *l = &n->layers[i];
+    SH_ASSERT(sh_net_layer_defers(n, i));
+    const float *in0 = l->in[0];
+    float *delta = l->delta;
+    sh_net_fill_exec(n);
+    n->exec.nimg = rows;
+    n->exec.weights_add = add;
+    l->in[0] = x;
+    l->delta = (float *)dy; /* the hook only reads it */
+    l->ops->weights(l, &n->exec);
+    n->exec.weights_add = 0;
+    l->in[0] = in0;
+    l->delta = delta;
 }

@@ -5,10 +5,17 @@
  * Stage s first runs min(S-s-1, M) forwards (warm-up), then alternates one forward and one
  * backward, then runs the backwards left (cool-down): at most S-s micro-batches are in
  * flight, each in its own instance of the stage's part of the net (its activations kept
- * for backward); the instances share the parameter and gradient blocks. Each backward
- * overwrites the gradient block; it is added into `acc`, and after the last micro-batch the
- * block holds acc / M: the full batch's mean gradient, as one process computes it. With
- * R > 1 the ranks holding one stage then average it (allreduce on their split communicator).
+ * for backward); the instances share the parameter and gradient blocks. Weight gradients are
+ * deferred (zero-bubble pipelines' B/W split): a micro-batch's backward computes only its
+ * input's gradient (what the stage before waits for) and the layers' that cannot defer
+ * theirs; each [connected] layer's factors X and dY / M are copied into whole-batch buffers,
+ * and after the last backward (the last stage: while the first still runs its own) each such
+ * layer's dW = dY^T X is one product over the whole batch, as one process computes it. A
+ * stage before the last waits for its last micro-batch's dY: meanwhile it computes the
+ * products over the micro-batches before, and after that backward adds the last one's. The
+ * other layers' gradients are summed over the micro-batches in `acc`, then divided by M: the
+ * full batch's mean gradient. With R > 1 the ranks holding one stage then average it
+ * (allreduce on their split communicator).
  * Cost per step and stage: M sends of mb x (stage output) floats forward and of mb x (stage
  * input) floats backward; idle (bubble) share (S-1) / (M+S-1) with balanced stages.
  * Not here: cutting a net into parts (src/nn/net.c), the step (step.c), the layout (job.c).
@@ -44,6 +51,13 @@ typedef struct {
     float **in_buf;          /* [K] (mb, input count): received activations (stage > 0) */
     shoal_request **act_req, **grad_req; /* [K] sends in flight from each instance */
     float *acc;              /* (nparams) gradient sum over micro-batches */
+    int nsums;               /* slices of the gradient block summed in acc: layers not deferred */
+    size_t *sum_off, *sum_count; /* [nsums], in floats */
+    /* Deferred weight gradients: layer defer_layer[d]'s factors of the whole pass, micro-batch m
+     * at row m * mb: its input X (batch, inputs) (NULL: the first layer of stage 0, whose X is
+     * the pass's input) and dY / M (batch, outputs). */
+    int ndefer, *defer_layer;
+    float **defer_x, **defer_dy;
     size_t nparams, in_count, out_count;
     uint64_t rng[4];         /* dropout's stream, carried from instance to instance */
     uint64_t rng0[4];        /* the stream at attach: a stage whose stream moved draws */
@@ -218,6 +232,38 @@ static shoal_result forward_one(pipe_state *p, int m, const float *x, const int3
     return SHOAL_OK;
 }
 
+/* Micro-batch m's factors of the deferred layers, at row m * mb of the whole-batch buffers;
+ * dY scaled by inv_nmb, so that the product over all rows is the mean over micro-batches. */
+static void keep_factors(pipe_state *p, sh_net *net, int m, int cnt, float inv_nmb)
+{
+    for (int d = 0; d < p->ndefer; d++) {
+        const float *x, *dy;
+        int in, out;
+        sh_net_layer_factors(net, p->defer_layer[d], &x, &dy, &in, &out);
+        size_t row = (size_t)m * p->mb;
+        if (p->defer_x[d]) memcpy(p->defer_x[d] + row * in, x, (size_t)cnt * in * sizeof(float));
+        float *to = p->defer_dy[d] + row * out;
+        for (size_t i = 0; i < (size_t)cnt * out; i++) to[i] = dy[i] * inv_nmb;
+    }
+}
+
+/* The deferred weight gradients of images [i0, i1) of the pass, each one product over all of
+ * them; i0 > 0 adds them to those of the images before. */
+static void weights_of(pipe_state *p, const float *x, int i0, int i1)
+{
+    uint64_t t0 = sh_now_ns();
+    for (int d = p->ndefer - 1; d >= 0; d--) {
+        int l = p->defer_layer[d], in, out;
+        const float *fx, *fdy;
+        sh_net_layer_factors(p->inst[0], l, &fx, &fdy, &in, &out);
+        const float *xs = (p->defer_x[d] ? p->defer_x[d] : x) + (size_t)i0 * in;
+        sh_net_layer_weight_grads(p->inst[0], l, xs, p->defer_dy[d] + (size_t)i0 * out, i1 - i0, i0 > 0);
+    }
+    uint64_t t1 = sh_now_ns();
+    p->acc_ns[1] += (double)(t1 - t0);
+    if (sh_trace_on()) sh_trace_span(SH_TRACK_PIPE, "weights", t0, t1, "stage", p->stage, "micro_batch", -1);
+}
+
 static shoal_result backward_one(pipe_state *p, int m, int n)
 {
     int j = m % p->K, cnt = mb_images(p, m, n);
@@ -229,10 +275,15 @@ static shoal_result backward_one(pipe_state *p, int m, int n)
                                (size_t)cnt * p->out_count, SHOAL_FLOAT32, 1));
     uint64_t t1 = sh_now_ns();
     SH_TRY(sh_net_backward(net, NULL, NULL));
+    keep_factors(p, net, m, cnt, 1.0f / (float)((n + p->mb - 1) / p->mb));
     const float *g = sh_net_grads(net);
-    if (m == 0) memcpy(p->acc, g, p->nparams * sizeof(float));
-    else
-        for (size_t i = 0; i < p->nparams; i++) p->acc[i] += g[i];
+    for (int r = 0; r < p->nsums; r++) {
+        float *acc = p->acc + p->sum_off[r];
+        const float *gr = g + p->sum_off[r];
+        if (m == 0) memcpy(acc, gr, p->sum_count[r] * sizeof(float));
+        else
+            for (size_t i = 0; i < p->sum_count[r]; i++) acc[i] += gr[i];
+    }
     uint64_t t2 = sh_now_ns();
     if (p->stage > 0)
         SH_TRY(shoal_broadcast_start(p->grad[0], sh_net_input_delta(net), (void *)sh_net_input_delta(net),
@@ -265,15 +316,23 @@ static shoal_result pipe_pass(sh_strategy *s, const float *x, const int32_t *y, 
         for (int m = 0; m < nmb; m++) SH_TRY(forward_one(p, m, x, y, n, 0, &loss_sum, &hits));
     } else {
         int warm = p->S - p->stage - 1 < nmb ? p->S - p->stage - 1 : nmb, f = 0, b = 0;
+        for (int j = 0; j < p->K; j++) sh_net_defer_weights(p->inst[j], 1);
         for (; f < warm; f++) SH_TRY(forward_one(p, f, x, y, n, 1, &loss_sum, &hits));
         while (f < nmb) {
             SH_TRY(forward_one(p, f++, x, y, n, 1, &loss_sum, &hits));
             SH_TRY(backward_one(p, b++, n));
         }
-        while (b < nmb) SH_TRY(backward_one(p, b++, n));
+        while (b < nmb - 1) SH_TRY(backward_one(p, b++, n));
+        /* a stage before the last waits for the last dY: the products of those before first */
+        int early = p->stage < p->S - 1 ? b * p->mb : 0;
+        if (early) weights_of(p, x, 0, early);
+        if (b < nmb) SH_TRY(backward_one(p, b++, n)); /* the last stage ran them all in 1F1B */
+        for (int j = 0; j < p->K; j++) sh_net_defer_weights(p->inst[j], 0);
+        weights_of(p, x, early, n);
         /* the mean over micro-batches of their mean gradients: the batch's mean gradient */
         float *g = sh_net_grads(p->inst[0]), inv = 1.0f / (float)nmb;
-        for (size_t i = 0; i < p->nparams; i++) g[i] = p->acc[i] * inv;
+        for (int r = 0; r < p->nsums; r++)
+            for (size_t i = p->sum_off[r]; i < p->sum_off[r] + p->sum_count[r]; i++) g[i] = p->acc[i] * inv;
     }
     uint64_t t1 = sh_now_ns();
     for (int j = 0; j < p->K; j++) {
@@ -427,6 +486,15 @@ static void pipe_destroy(sh_strategy *s)
         free(p->act_req);
         free(p->grad_req);
         sh_free_aligned(p->acc);
+        free(p->sum_off);
+        free(p->sum_count);
+        for (int d = 0; d < p->ndefer; d++) {
+            sh_free_aligned(p->defer_x[d]);
+            sh_free_aligned(p->defer_dy[d]);
+        }
+        free(p->defer_layer);
+        free(p->defer_x);
+        free(p->defer_dy);
         free(p->cuts);
         free(p->stage_nparams);
         shoal_comm_destroy(p->group);
@@ -468,6 +536,42 @@ static shoal_result plan_stages(pipe_state *p, uint64_t seed)
     if (rc == SHOAL_OK && p->batch == 0) p->batch = sh_net_get_config(plan)->batch;
     sh_net_destroy(plan);
     return rc;
+}
+
+/* Which layers defer their weight gradients (and their factor buffers), and the gradient
+ * slices of the others, summed over micro-batches. */
+static shoal_result plan_deferred(pipe_state *p, int lo, int hi)
+{
+    sh_net *net = p->inst[0];
+    int L = hi - lo;
+    SH_TRY(sh_calloc((size_t)L, sizeof *p->defer_layer, (void **)&p->defer_layer));
+    SH_TRY(sh_calloc((size_t)L, sizeof *p->defer_x, (void **)&p->defer_x));
+    SH_TRY(sh_calloc((size_t)L, sizeof *p->defer_dy, (void **)&p->defer_dy));
+    SH_TRY(sh_calloc((size_t)L, sizeof *p->sum_off, (void **)&p->sum_off));
+    SH_TRY(sh_calloc((size_t)L, sizeof *p->sum_count, (void **)&p->sum_count));
+    for (int i = lo; i < hi; i++) {
+        size_t off, count;
+        sh_net_layer_params(net, i, &off, &count);
+        if (!count) continue;
+        if (!sh_net_layer_defers(net, i)) {
+            int r = p->nsums;
+            if (r > 0 && p->sum_off[r - 1] + p->sum_count[r - 1] == off) p->sum_count[r - 1] += count;
+            else {
+                p->sum_off[r] = off;
+                p->sum_count[r] = count;
+                p->nsums++;
+            }
+            continue;
+        }
+        const float *x, *dy;
+        int in, out, d = p->ndefer++;
+        sh_net_layer_factors(net, i, &x, &dy, &in, &out);
+        p->defer_layer[d] = i;
+        if (p->stage > 0 || i > lo) /* else X is the pass's input, whole already */
+            SH_TRY(sh_alloc_aligned(((size_t)p->batch * in + 16) * sizeof(float), (void **)&p->defer_x[d]));
+        SH_TRY(sh_alloc_aligned(((size_t)p->batch * out + 16) * sizeof(float), (void **)&p->defer_dy[d]));
+    }
+    return SHOAL_OK;
 }
 
 /* Ranks started with different layouts stop here, before any split, naming who differs. */
@@ -566,6 +670,7 @@ shoal_result sh_strategy_pipeline_create(shoal_comm *c, const sh_pipe_opts *o, s
     p->in_count = sh_net_part_input_count(p->inst[0]);
     p->out_count = sh_net_part_output_count(p->inst[0]);
     SH_TRY_GOTO(sh_alloc_aligned((p->nparams + 16) * sizeof(float), (void **)&p->acc), rc, fail);
+    SH_TRY_GOTO(plan_deferred(p, lo, hi), rc, fail);
     if (p->stage > 0)
         for (int j = 0; j < p->K; j++)
             SH_TRY_GOTO(sh_alloc_aligned(((size_t)p->mb * p->in_count + 16) * sizeof(float),

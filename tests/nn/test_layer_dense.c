@@ -1,7 +1,11 @@
 /* test_layer_dense.c — proves src/nn/layer_dense.c and src/nn/activation.c: forward equals
  * a plain loop, backward equals finite differences through every activation, Darknet's
- * defaults (activation logistic), and unsupported activations are refused with file:line. */
+ * defaults (activation logistic), unsupported activations are refused with file:line, and
+ * deferred weight gradients (a pipeline stage's) equal backward's, a batch norm layer's not
+ * deferred. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "nn_check.h"
 
@@ -71,6 +75,55 @@ static void unsupported_activation_names_file_line_and_choices(void)
     sh_cfg_destroy(cfg);
 }
 
+/* Backward with deferral leaves the connected layers' gradients alone (batch norm's are still
+ * written); the weights hook over the kept factors then writes what plain backward writes. */
+static void deferred_weight_grads_equal_backward(void)
+{
+    test_net t;
+    if (!tn_build(&t, "[net]\nbatch=6\nchannels=1\nheight=1\nwidth=9\n"
+                      "[connected]\noutput=8\nactivation=relu\n"
+                      "[connected]\noutput=7\nbatch_normalize=1\nactivation=leaky\n"
+                      "[connected]\noutput=4\nactivation=linear\n[softmax]\n[cost]\n", 6, 3)) return;
+    sh_net_set_threads(t.net, 2);
+    float x[54];
+    int32_t labels[6] = {0, 3, 1, 2, 3, 0};
+    tn_random(x, 54, 5, -1, 1);
+    size_t np = sh_net_nparams(t.net);
+    float *want = malloc(np * sizeof *want), *g = sh_net_grads(t.net);
+    CHECK_OK(sh_net_forward(t.net, x, 6, 1));
+    sh_net_loss(t.net, labels);
+    CHECK_OK(sh_net_backward(t.net, NULL, NULL));
+    memcpy(want, g, np * sizeof *want);
+    CHECK(!sh_net_layer_defers(t.net, 1) && sh_net_layer_defers(t.net, 0) && sh_net_layer_defers(t.net, 2),
+          "defers: %d %d %d", sh_net_layer_defers(t.net, 0), sh_net_layer_defers(t.net, 1),
+          sh_net_layer_defers(t.net, 2));
+    for (size_t i = 0; i < np; i++) g[i] = 7.0f;
+    sh_net_defer_weights(t.net, 1);
+    CHECK_OK(sh_net_forward(t.net, x, 6, 1));
+    sh_net_loss(t.net, labels);
+    CHECK_OK(sh_net_backward(t.net, NULL, NULL));
+    int untouched = 1, written = 1, same = 1;
+    for (int i = 0; i < 3; i++) {
+        size_t off, count;
+        sh_net_layer_params(t.net, i, &off, &count);
+        for (size_t k = off; k < off + count; k++) {
+            if (sh_net_layer_defers(t.net, i)) untouched &= g[k] == 7.0f;
+            else written &= g[k] == want[k];
+        }
+        if (!sh_net_layer_defers(t.net, i)) continue;
+        const float *in, *dy;
+        int nin, nout;
+        CHECK(sh_net_layer_factors(t.net, i, &in, &dy, &nin, &nout), "layer %d factors", i);
+        sh_net_layer_weight_grads(t.net, i, in, dy, 6, 0);
+        for (size_t k = off; k < off + count; k++) same &= g[k] == want[k];
+    }
+    CHECK(untouched, "a deferred layer's gradient was written by backward");
+    CHECK(written, "batch norm's layer differs from plain backward");
+    CHECK(same, "deferred weight gradients differ from plain backward's");
+    free(want);
+    tn_free(&t);
+}
+
 int main(void)
 {
     check_begin("test_layer_dense", 60);
@@ -78,5 +131,6 @@ int main(void)
     RUN(backward_matches_finite_differences_for_each_activation);
     RUN(default_activation_is_logistic_as_darknet);
     RUN(unsupported_activation_names_file_line_and_choices);
+    RUN(deferred_weight_grads_equal_backward);
     return check_end();
 }
