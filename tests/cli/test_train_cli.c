@@ -52,7 +52,7 @@ static void help_of_each_command_exits_zero(void)
     const char *cmds[] = {"train", "test", "time"};
     const char *must[] = {"--resume", "--weights", "--per-layer"};
     for (int i = 0; i < 3; i++) {
-        char out[8192], args[64];
+        char out[32768], args[64];
         snprintf(args, sizeof args, "%s --help", cmds[i]);
         int rc = run_shoal(args, 1, out, sizeof out);
         CHECK(rc == 0, "%s: exit %d", args, rc);

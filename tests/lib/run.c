@@ -16,6 +16,9 @@ int sh_test_run(const char *cmd, char *out, size_t out_nbytes)
     if (!p) return -1;
     size_t n = out_nbytes ? fread(out, 1, out_nbytes - 1, p) : 0;
     if (out_nbytes) out[n] = 0;
+    char rest[4096]; /* read what did not fit to the end: a closed pipe would kill the writer */
+    while (fread(rest, 1, sizeof rest, p) > 0) {
+    }
     int st = pclose(p);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }

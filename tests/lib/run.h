@@ -8,7 +8,8 @@
 #include <stddef.h>
 
 /* Run cmd through /bin/sh; its standard output (add "2>&1" to cmd for stderr too), up to
- * out_nbytes - 1 bytes, lands NUL-terminated in out. Returns the exit status, or -1 when
+ * out_nbytes - 1 bytes, lands NUL-terminated in out; the rest is read and dropped, so a
+ * long output does not end the command with SIGPIPE. Returns the exit status, or -1 when
  * the command could not start or did not exit normally (killed by a signal). */
 int sh_test_run(const char *cmd, char *out, size_t out_nbytes);
 
