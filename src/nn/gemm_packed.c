@@ -95,6 +95,19 @@ static inline __attribute__((always_inline)) void tile(int mr, int np, int k, co
  * A from L2 rather than once per panel pair from memory. */
 enum { A_BLOCK_FLOATS = 128 * 1024 };
 
+/* One row block's tile of mr rows by NP panels, with mr a constant in each case. */
+#define TILE_ROWS(NP)                                                                       \
+    switch (mr) {                                                                           \
+    case 8: tile(8, NP, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;                 \
+    case 7: tile(7, NP, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;                 \
+    case 6: tile(6, NP, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;                 \
+    case 5: tile(5, NP, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;                 \
+    case 4: tile(4, NP, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;                 \
+    case 3: tile(3, NP, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;                 \
+    case 2: tile(2, NP, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;                 \
+    default: tile(1, NP, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;                \
+    }
+
 /* The loops over panels and row blocks, as a macro so that each copy below is compiled for
  * its own target with tile() inlined into it. */
 #define PACKED_BODY                                                                         \
@@ -113,27 +126,9 @@ enum { A_BLOCK_FLOATS = 128 * 1024 };
                 float *ci = c + (size_t)i * ldc + j;                                        \
                 int mr = m - i < MR ? m - i : MR; /* i0 + mb is a multiple of MR */         \
                 if (np == 2) {                                                              \
-                    switch (mr) {                                                           \
-                    case 8: tile(8, 2, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;  \
-                    case 7: tile(7, 2, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;  \
-                    case 6: tile(6, 2, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;  \
-                    case 5: tile(5, 2, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;  \
-                    case 4: tile(4, 2, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;  \
-                    case 3: tile(3, 2, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;  \
-                    case 2: tile(2, 2, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;  \
-                    default: tile(1, 2, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break; \
-                    }                                                                       \
+                    TILE_ROWS(2);                                                           \
                 } else {                                                                    \
-                    switch (mr) {                                                           \
-                    case 8: tile(8, 1, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;  \
-                    case 7: tile(7, 1, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;  \
-                    case 6: tile(6, 1, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;  \
-                    case 5: tile(5, 1, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;  \
-                    case 4: tile(4, 1, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;  \
-                    case 3: tile(3, 1, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;  \
-                    case 2: tile(2, 1, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;  \
-                    default: tile(1, 1, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break; \
-                    }                                                                       \
+                    TILE_ROWS(1);                                                           \
                 }                                                                           \
             }                                                                               \
         }                                                                                   \
@@ -153,10 +148,15 @@ packed_avx512(int m, int n0, int n1, int k, const float *a, int lda, const float
     PACKED_BODY;
 }
 
+/* Asked once: every recurrent step calls sh_packed_gemm. */
 static int has_avx512(void)
 {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+    static int known = -1; /* a race writes the same value */
+    if (known < 0) {
+        __builtin_cpu_init();
+        known = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+    }
+    return known;
 }
 #else
 static int has_avx512(void) { return 0; }

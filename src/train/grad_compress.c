@@ -275,9 +275,9 @@ static shoal_result reduce_factors(sh_gradx *g, unit *u, float *grads)
     return SHOAL_OK;
 }
 
-/* u->vel = m u->vel + g + decay w over the unit's slice (decay where its range has it); the
+/* u->vel = m u->vel + g + decay w over the unit's slice p (decay where its range has it); the
  * velocity is what the rank sends. */
-static void velocity(const sh_gradx *g, unit *u, float *p)
+static void velocity(const sh_gradx *g, unit *u, const float *p)
 {
     float m = g->momentum, *v = u->vel;
     for (size_t i = 0; i < u->count; i++) v[i] = m * v[i] + p[i];
@@ -288,15 +288,18 @@ static void velocity(const sh_gradx *g, unit *u, float *p)
         if (!rg->decay || a >= b) continue;
         for (size_t i = a; i < b; i++) v[i - u->off] += g->decay * g->params[i];
     }
-    memcpy(p, v, u->count * sizeof(float));
 }
 
 static shoal_result run_unit(sh_gradx *g, unit *u, float *grads)
 {
     if (u->sfb) return reduce_factors(g, u, grads);
     float *p = grads + u->off;
-    if (u->vel) velocity(g, u, p);
-    SH_TRY(shoal_allreduce_compressed(g->c, u->z, p, p, u->count, g->o.sum ? SHOAL_SUM : SHOAL_AVG));
+    const float *send = p;
+    if (u->vel) {
+        velocity(g, u, p);
+        send = u->vel;
+    }
+    SH_TRY(shoal_allreduce_compressed(g->c, u->z, send, p, u->count, g->o.sum ? SHOAL_SUM : SHOAL_AVG));
     g->st.wire_nbytes += shoal_compressor_wire_nbytes(u->z, shoal_comm_world(g->c));
     return SHOAL_OK;
 }

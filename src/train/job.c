@@ -272,6 +272,16 @@ static shoal_result run_ps_server(const sh_job_opts *o, shoal_comm *c, sh_job_re
     return rc;
 }
 
+/* A strategy that compresses (comm_stats set): its figures into the report. */
+static void report_comm_stats(sh_strategy *st, shoal_result rc, sh_job_report *r)
+{
+    if (rc != SHOAL_OK || !st->comm_stats) return;
+    sh_dp_profile *pr = &r->dp_profile;
+    st->comm_stats(st, &pr->wire_nbytes, &pr->dense_nbytes, &pr->residual_norm);
+    pr->compressed = 1;
+    r->has_comm_stats = 1;
+}
+
 static shoal_result run_ps_worker(const sh_job_opts *o, shoal_comm *c, sh_job_report *r)
 {
     sh_train_opts wo = o->train;
@@ -296,12 +306,7 @@ static shoal_result run_ps_worker(const sh_job_opts *o, shoal_comm *c, sh_job_re
         wo.logdir = NULL;
     }
     rc = train_with(&wo, net, st, r);
-    if (rc == SHOAL_OK && st->comm_stats) {
-        sh_dp_profile *pr = &r->dp_profile;
-        st->comm_stats(st, &pr->wire_nbytes, &pr->dense_nbytes, &pr->residual_norm);
-        pr->compressed = 1;
-        r->has_comm_stats = 1;
-    }
+    report_comm_stats(st, rc, r);
     int lead = 0; /* the lowest worker the servers did not drop reports */
     if (rc == SHOAL_OK) rc = sh_strategy_ps_close(st, &lead);
     r->reporter = rc == SHOAL_OK && lead;
@@ -343,8 +348,8 @@ static shoal_result gather_pipe_profile(shoal_comm *c, sh_strategy *st, int stag
     return rc;
 }
 
-/* --compress under a model-parallel layout: its data-parallel group's figures (this rank's),
- * or one line where the layout has no such group. */
+/* --compress under a model-parallel layout: the codec of its data-parallel group (set before
+ * attach), or one line where the layout has no such group. */
 static void layout_compress(const sh_job_opts *o, sh_strategy *st, int replicas, const char *flag, int rank)
 {
     st->codec = o->codec;
@@ -353,14 +358,6 @@ static void layout_compress(const sh_job_opts *o, sh_strategy *st, int replicas,
                  "(-n) for replicas", flag);
 }
 
-static void layout_comm_stats(sh_strategy *st, shoal_result rc, sh_job_report *r)
-{
-    if (rc != SHOAL_OK || !st->gx || !st->comm_stats) return;
-    sh_dp_profile *pr = &r->dp_profile;
-    st->comm_stats(st, &pr->wire_nbytes, &pr->dense_nbytes, &pr->residual_norm);
-    pr->compressed = 1;
-    r->has_comm_stats = 1;
-}
 
 static shoal_result run_pipe_stage(const sh_job_opts *o, shoal_comm *c, sh_job_report *r)
 {
@@ -395,7 +392,7 @@ static shoal_result run_pipe_stage(const sh_job_opts *o, shoal_comm *c, sh_job_r
     if (r->rank != 0) wo.logdir = NULL;
     wo.batch = st->batch;
     shoal_result rc = train_with(&wo, net, st, r);
-    layout_comm_stats(st, rc, r);
+    report_comm_stats(st, rc, r);
     if (rc == SHOAL_OK && o->train.profile) rc = gather_pipe_profile(c, st, o->stages, r);
     r->reporter = rc == SHOAL_OK && r->rank == 0;
     sh_strategy_destroy(st);
@@ -434,7 +431,7 @@ static shoal_result run_tp_rank(const sh_job_opts *o, shoal_comm *c, sh_job_repo
     wo.job_logs = wo.logdir != NULL; /* every rank helps with the job-wide figures */
     if (r->rank != 0) wo.logdir = NULL;
     shoal_result rc = train_with(&wo, net, st, r);
-    layout_comm_stats(st, rc, r);
+    report_comm_stats(st, rc, r);
     r->reporter = rc == SHOAL_OK && r->rank == 0;
     sh_strategy_destroy(st);
     return rc;
@@ -458,7 +455,7 @@ static shoal_result run_hybrid_rank(const sh_job_opts *o, shoal_comm *c, sh_job_
     if (r->rank != 0) wo.logdir = NULL;
     wo.batch = st->batch;
     shoal_result rc = train_with(&wo, net, st, r);
-    layout_comm_stats(st, rc, r);
+    report_comm_stats(st, rc, r);
     if (rc == SHOAL_OK) {
         sh_strategy_hybrid_profile(st, &r->hybrid_profile);
         r->has_hybrid_profile = 1;
