@@ -5,14 +5,19 @@
 # --tensor-parallel 2 on TP_MODEL (images/s, peak RSS per rank), and --hybrid on HY_MODEL
 # (an AlexNet-like net whose connected layers hold most weights) on HY_RANKS ranks: each
 # scheme beside data parallelism with the same global batch (--scaling strong), images/s and
-# the bytes a rank sends per step (data parallelism: 2(N-1)/N of the gradients).
+# the bytes a rank sends per step (data parallelism: 2(N-1)/N of the gradients). Beside them,
+# PyTorch where it offers the same (TORCH=1, bench/mp/torch_mp.py): the pipeline beside
+# torch.distributed.pipeline.sync.Pipe (one process, 2 threads: the cores shoal's 2 ranks use),
+# the tensor-parallel run beside Megatron-style tensor parallelism wired by hand over gloo
+# (2 processes of one thread). The peers know balanced.cfg and mlp-wide.cfg only.
 #
 #   bench/mp/run.sh            # REPS=3 STEPS=60 MICRO="1 2 4 8" MODEL=bench/mp/balanced.cfg
 #                              # TP_MODEL=examples/mlp-wide.cfg TP_STEPS=30
 #                              # HY_MODEL=examples/fc-heavy.cfg HY_RANKS=2 HY_STEPS=20
-#                              # HY_BATCH=64 HY_SCHEMES="broadcast vertical horizontal"
+#                              # HY_BATCH=64 HY_SCHEMES="broadcast vertical horizontal" TORCH=1
 #   REPS=1 STEPS=6 TP_STEPS=3 HY_STEPS=3 MICRO="2" bench/mp/run.sh  # a quick check that it runs
 #   ONLY=hybrid bench/mp/run.sh                                     # the hybrid table alone
+#   ONLY=pipeline bench/mp/run.sh                                   # the pipeline table alone
 #   LAB=1 bench/mp/run.sh     # the hybrid table on the emulated cluster: HOSTS=2 x RPH=1 rank
 #                             # at RATE=1gbit (scripts/netlab.sh; the lab is its own, "mp")
 #
@@ -32,6 +37,8 @@ HY_BATCH=${HY_BATCH:-64}
 HY_SCHEMES=${HY_SCHEMES:-"broadcast vertical horizontal"}
 ONLY=${ONLY:-all}
 LAB=${LAB:-0}
+TORCH=${TORCH:-1}
+PY=/usr/bin/python3
 HOSTS=${HOSTS:-2}
 RPH=${RPH:-1}
 RATE=${RATE:-1gbit}
@@ -72,6 +79,8 @@ bubble_of() { grep -o '"bubble_share":[0-9.]*' "$1" | cut -d: -f2 | awk '{s+=$1;
 
 common=(--data "$DATA" --threads 1 --max-steps "$STEPS" --json --quiet)
 declare -A IPS BUB RSS SENT
+[ "$TORCH" = 1 ] && ! "$PY" -c 'import torch' 2>/dev/null && { echo "python3-torch missing: no PyTorch rows (scripts/deps.sh)" >&2; TORCH=0; }
+torch_ips() { grep -o '"images_per_s": [0-9.]*' "$1" | head -1 | awk '{print $2}'; }
 # data parallelism's payload from its --profile line "(X MB)": a ring sends 2(N-1)/N of it
 dp_sent_of() { grep -o 'allreduce in flight [0-9.]* ms per step ([0-9.]* MB)' "$1" | grep -o '([0-9.]*' | tr -d '(' |
                awk -v n="$HY_RANKS" '{printf "%.0f", $1 * 1e6 * 2 * (n - 1) / n}'; }
@@ -118,7 +127,15 @@ for r in $(seq "$REPS"); do
         IPS[$m]+="$(ips_of "$log") "
         BUB[$m]+="$(bubble_of "$log") "
         echo "  rep $r: pipeline M=$m $(ips_of "$log") img/s, bubble $(bubble_of "$log")" >&2
+        if [ "$TORCH" = 1 ]; then
+            log="$OUT/torch-pipe-m$m.log"
+            "$PY" bench/mp/torch_mp.py --mode pipe --model "$(basename "$MODEL" .cfg)" --threads $S --chunks "$m" \
+                --batch 128 --steps "$STEPS" >"$log" 2>&1 || { echo "failed: $log" >&2; tail -3 "$log" >&2; exit 1; }
+            IPS[tpipe$m]+="$(torch_ips "$log") "
+            echo "  rep $r: PyTorch Pipe chunks=$m $(torch_ips "$log") img/s" >&2
+        fi
     done
+    [ "$ONLY" = pipeline ] && continue
     tp=(--data "$DATA" --threads 1 --max-steps "$TP_STEPS" --json --quiet)
     log="$OUT/tp-one.log"
     OPENBLAS_NUM_THREADS=1 "$BUILD/shoal" train "$TP_MODEL" "${tp[@]}" >"$log" 2>&1 || { echo "failed: $log" >&2; tail -3 "$log" >&2; exit 1; }
@@ -127,6 +144,13 @@ for r in $(seq "$REPS"); do
     OPENBLAS_NUM_THREADS=1 "$BUILD/shoal" train "$TP_MODEL" "${tp[@]}" -n 2 --tensor-parallel 2 >"$log" 2>&1 || { echo "failed: $log" >&2; tail -3 "$log" >&2; exit 1; }
     IPS[tp2]+="$(ips_of "$log") "; RSS[tp2]+="$(rss_of "$log") "
     echo "  rep $r: $(basename "$TP_MODEL") one rank $(ips_of "$OUT/tp-one.log") img/s, tensor-parallel 2 $(ips_of "$log") img/s" >&2
+    if [ "$TORCH" = 1 ]; then
+        log="$OUT/torch-tp.log"
+        "$PY" bench/mp/torch_mp.py --mode tp --model "$(basename "$TP_MODEL" .cfg)" --nranks 2 --batch 64 \
+            --steps "$TP_STEPS" >"$log" 2>&1 || { echo "failed: $log" >&2; tail -3 "$log" >&2; exit 1; }
+        IPS[ttp]+="$(torch_ips "$log") "
+        echo "  rep $r: PyTorch tensor parallel (gloo) $(torch_ips "$log") img/s" >&2
+    fi
     hybrid_reps "$r"
 done
 
@@ -142,7 +166,18 @@ for m in $MICRO; do
     printf "%-10s %12.0f %9.2fx %15.1f%% %15.1f%%\n" "M=$m" "$ips" "$(awk -v a="$ips" -v b="$one" 'BEGIN {print (b > 0 ? a / b : 0)}')" \
         "$(awk -v x="$bub" 'BEGIN {print 100 * x}')" "$(awk -v x="$theory" 'BEGIN {print 100 * x}')"
 done
+if [ "$TORCH" = 1 ]; then
+    echo
+    echo "the same pipeline beside PyTorch's Pipe (one process, $S threads), same batch and micro-batches"
+    printf "%-10s %12s %16s %10s\n" "M" "shoal" "PyTorch Pipe" "ratio"
+    for m in $MICRO; do
+        ips=$(echo ${IPS[$m]} | tr ' ' '\n' | median)
+        tp=$(echo ${IPS[tpipe$m]} | tr ' ' '\n' | median)
+        printf "%-10s %12.0f %16.0f %9.2fx\n" "M=$m" "$ips" "$tp" "$(awk -v a="$ips" -v b="$tp" 'BEGIN {print (b > 0 ? a / b : 0)}')"
+    done
+fi
 
+[ "$ONLY" = pipeline ] && exit 0
 tp1=$(echo ${IPS[tp1]} | tr ' ' '\n' | median)
 tp2=$(echo ${IPS[tp2]} | tr ' ' '\n' | median)
 echo
@@ -151,4 +186,9 @@ printf "%-22s %12s %10s %22s\n" "layout" "images/s" "vs 1 rank" "peak RSS per ra
 printf "%-22s %12.0f %10s %22s\n" "1 rank" "$tp1" "1.00x" "$(echo ${RSS[tp1]} | tr ' ' '\n' | median)"
 printf "%-22s %12.0f %9.2fx %22s\n" "tensor-parallel 2" "$tp2" "$(awk -v a="$tp2" -v b="$tp1" 'BEGIN {print (b > 0 ? a / b : 0)}')" \
     "$(echo ${RSS[tp2]} | tr ' ' '\n' | median)"
+if [ "$TORCH" = 1 ]; then
+    ttp=$(echo ${IPS[ttp]} | tr ' ' '\n' | median)
+    printf "%-22s %12.0f %10s   shoal's tensor-parallel 2 is %.2fx it\n" "PyTorch TP (gloo) 2" "$ttp" "" \
+        "$(awk -v a="$tp2" -v b="$ttp" 'BEGIN {print (b > 0 ? a / b : 0)}')"
+fi
 hybrid_table

@@ -30,6 +30,27 @@ typedef float v16 __attribute__((vector_size(NR * sizeof(float)), aligned(sizeof
 
 static int force_generic;
 
+/* Rows r[0..15] (16 x 16) become their transpose: for each bit b of the index, the element
+ * (i, c) with bit b set in c and not in i trades places with (i + b, c - b); trading every
+ * bit swaps row and column. 64 two-vector shuffles (vpermt2ps under AVX-512). */
+static void transpose16(v16 r[NR])
+{
+    typedef int i16 __attribute__((vector_size(NR * sizeof(int))));
+    for (int b = NR / 2; b >= 1; b /= 2) {
+        i16 lo, hi;
+        for (int c = 0; c < NR; c++) {
+            lo[c] = (c & b) ? NR + c - b : c;
+            hi[c] = (c & b) ? NR + c : c + b;
+        }
+        for (int i = 0; i < NR; i++) {
+            if (i & b) continue;
+            v16 x = r[i], y = r[i + b];
+            r[i] = __builtin_shuffle(x, y, lo);
+            r[i + b] = __builtin_shuffle(x, y, hi);
+        }
+    }
+}
+
 void sh_packed_pack(int trans_b, int k, int n, const float *b, int ldb, int p0, int p1,
                     float *packed)
 {
@@ -37,14 +58,24 @@ void sh_packed_pack(int trans_b, int k, int n, const float *b, int ldb, int p0, 
         float *dst = packed + (size_t)p * k * NR;
         int j0 = p * NR, w = n - j0 < NR ? n - j0 : NR;
         if (w < NR) memset(dst, 0, (size_t)k * NR * sizeof(float));
-        if (trans_b) { /* column j of op(B) is row j of B: read it along, write 16 apart */
-            for (int j = 0; j < w; j++) {
-                const float *src = b + (size_t)(j0 + j) * ldb;
-                for (int kk = 0; kk < k; kk++) dst[(size_t)kk * NR + j] = src[kk];
-            }
-        } else {
+        if (!trans_b) {
             for (int kk = 0; kk < k; kk++)
                 memcpy(dst + (size_t)kk * NR, b + (size_t)kk * ldb + j0, (size_t)w * sizeof(float));
+            continue;
+        }
+        /* column j of op(B) is row j of B: a full panel goes 16 x 16 blocks at a time, each
+         * transposed in registers; the rest element by element */
+        int kk0 = 0;
+        if (w == NR)
+            for (; kk0 + NR <= k; kk0 += NR) {
+                v16 r[NR];
+                for (int j = 0; j < NR; j++) memcpy(&r[j], b + (size_t)(j0 + j) * ldb + kk0, sizeof r[j]);
+                transpose16(r);
+                for (int t = 0; t < NR; t++) memcpy(dst + (size_t)(kk0 + t) * NR, &r[t], sizeof r[t]);
+            }
+        for (int j = 0; j < w; j++) {
+            const float *src = b + (size_t)(j0 + j) * ldb;
+            for (int kk = kk0; kk < k; kk++) dst[(size_t)kk * NR + j] = src[kk];
         }
     }
 }

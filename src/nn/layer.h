@@ -130,6 +130,9 @@ struct sh_layer {
     float *keep;     /* (N, keep_count) then keep_fixed */
     float *cache;    /* cache_count floats */
     float *state;    /* state_count floats in the net's state block (recurrent layers) */
+    /* [connected] with packed weights (sh_net_keep_packed): W^T for forward, W for the
+     * input's gradient, in gemm_packed.c's panels; NULL: OpenBLAS products */
+    const float *packed_fwd, *packed_bwd;
     double fwd_ms, bwd_ms;
 };
 
@@ -160,6 +163,7 @@ struct sh_exec {
      * whole batch ran, keeping its rows' draws (sh_net_set_rows). */
     int rows_total, rows_group, rows_stride, rows_offset;
     int defer_weights;   /* 1: layers that can leave their weight gradients to ops->weights */
+    int unpacked;        /* SH_PACK_* bits: products that ignore the packed weights now */
     int weights_add;     /* 1: ops->weights adds into the gradients instead of overwriting */
 };
 

@@ -16,6 +16,7 @@
 
 #include "base/err.h"
 #include "nn/gemm.h"
+#include "nn/gemm_packed.h"
 #include "nn/layer.h"
 
 static shoal_result dense_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx *ctx)
@@ -108,7 +109,10 @@ static void dense_forward_images(sh_layer *l, sh_exec *x, int tid, int n0, int n
     const float *b = x->params + l->b_off;
     float *y = l->out + (size_t)n0 * ld;
     if (ld != k) memset(y, 0, (size_t)nn * ld * sizeof *y); /* the others' columns: summed in */
-    sh_gemm(0, 1, nn, k, in, 1.0f, l->in[0] + (size_t)n0 * in, in, w, in, 0.0f, y + k0, ld);
+    if (l->packed_fwd && !(x->unpacked & SH_PACK_FORWARD)) /* a whole layer: net_part.c packs no share */
+        sh_packed_gemm(nn, 0, k, in, l->in[0] + (size_t)n0 * in, in, l->packed_fwd, 0, y, ld);
+    else
+        sh_gemm(0, 1, nn, k, in, 1.0f, l->in[0] + (size_t)n0 * in, in, w, in, 0.0f, y + k0, ld);
     if (l->batch_normalize || l->tp_role == SH_TP_ROW) return; /* row split: bias after the sum */
     for (int n = 0; n < nn; n++) {
         float *row = y + (size_t)n * ld + k0;
@@ -164,7 +168,9 @@ static void dense_backward_images(sh_layer *l, sh_exec *x, int tid, int n0, int 
     else if (!l->batch_normalize)
         for (int n = 0; n < nn; n++)
             sh_act_backward(l->act, l->out + (size_t)(n0 + n) * ld + k0, dy + (size_t)n * ld, (size_t)k);
-    if (l->in_delta[0])
+    if (l->in_delta[0] && l->packed_bwd && !(x->unpacked & SH_PACK_BACKWARD))
+        sh_packed_gemm(nn, 0, in, k, dy, ld, l->packed_bwd, l->accum[0], l->in_delta[0] + (size_t)n0 * in, in);
+    else if (l->in_delta[0])
         sh_gemm(0, 0, nn, in, k, 1.0f, dy, ld, x->params + l->w_off, in,
                 l->accum[0] ? 1.0f : 0.0f, l->in_delta[0] + (size_t)n0 * in, in);
 }

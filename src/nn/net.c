@@ -470,6 +470,7 @@ void sh_net_destroy(sh_net *n)
     sh_free_aligned(n->arena);
     sh_free_aligned(n->input_delta);
     sh_free_aligned(n->state);
+    sh_free_aligned(n->packed);
     free(n->zero_before_backward);
     if (!n->foreign_blocks) {
         sh_free_aligned(n->params);

@@ -114,6 +114,22 @@ int sh_net_layer_defers(const sh_net *n, int i);
  * block (add = 1: adding to it), over the net's threads. Both are read only; allocates
  * nothing. */
 void sh_net_layer_weight_grads(sh_net *n, int i, const float *x, const float *dy, int rows, int add);
+/* Packed weights for products over few rows (a pipeline's micro-batches), where OpenBLAS
+ * re-packs a weight matrix at every call: each whole [connected] layer of the part, while the
+ * copies fit in max_bytes, keeps W^T (forward) and W (its input's gradient) packed in
+ * gemm_packed.c's panels, and its products use them. sh_net_pack_weights refreshes the copies
+ * from the parameters (which: SH_PACK_FORWARD, SH_PACK_BACKWARD or both): the caller's duty
+ * after every update, the forward ones before the next pass, the others before its first
+ * backward (a pipeline stage packs them while it waits for the gradient). A net
+ * sharing another's blocks (sh_net_use_blocks) borrows its copies with sh_net_share_packed
+ * (src must outlive dst). Results differ from OpenBLAS's by rounding only. */
+shoal_result sh_net_keep_packed(sh_net *n, size_t max_bytes);
+void sh_net_share_packed(sh_net *dst, const sh_net *src);
+enum { SH_PACK_FORWARD = 1, SH_PACK_BACKWARD = 2 };
+void sh_net_pack_weights(sh_net *n, int which);
+/* Which products use the packed copies from now on (SH_PACK_* bits; all by default): a pass
+ * may run before its copies are refreshed with the others off. */
+void sh_net_use_packed(sh_net *n, int which);
 /* The cfg line of layer i's section, for messages. */
 int sh_net_layer_line(const sh_net *n, int i);
 /* The .cfg the net was built from. */

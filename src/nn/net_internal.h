@@ -57,6 +57,8 @@ struct sh_net {
     int nslots;               /* partial-gradient slots: 1, or 2 per thread */
     float **grad_ptrs, **work_ptrs;
 
+    float *packed;            /* owned: packed weights of the part's whole [connected] layers
+                                 (sh_net_keep_packed); NULL: none or lent (sh_net_share_packed) */
     sh_rng rng;               /* dropout */
     sh_exec exec;
     const float *x;

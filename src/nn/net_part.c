@@ -1,12 +1,14 @@
 /* net_part.c — the parts and shares of a net: a pipeline stage (layers [lo, hi), and where
  * a net may be cut) and a tensor-parallel rank's share of split [connected] pairs (which
  * pairs may be split, the sum hook over the ranks); a hybrid rank's part with its shares, and
- * the rows of the whole batch a part's dropout draws for, and a stage's deferred weight
- * gradients.
+ * the rows of the whole batch a part's dropout draws for, a stage's deferred weight
+ * gradients, and its packed weights for micro-batch products.
  * Not here: building the blocks and the passes (net.c), the stages' and ranks' traffic
  * (src/train/strategy_pipeline.c, strategy_tensor.c).
  * Proved by tests/train/test_pipeline.c and tests/train/test_tensor.c. */
 #include "base/err.h"
+#include "base/util.h"
+#include "nn/gemm_packed.h"
 #include "nn/net_internal.h"
 
 /* The part's start must leave the later layers reading only the layer just before it (or
@@ -107,4 +109,65 @@ void sh_net_layer_weight_grads(sh_net *n, int i, const float *x, const float *dy
     n->exec.weights_add = 0;
     l->in[0] = in0;
     l->delta = delta;
+}
+
+/* ---- packed weights ---- */
+
+/* A whole [connected] layer of the part: its W (K, I) packed as W^T (I, K) for forward and as
+ * W (K, I) for the input's gradient. */
+static int packable(const sh_net *n, int i)
+{
+    const sh_layer *l = &n->layers[i];
+    return i >= n->lo && i < n->hi && l->ops == &sh_dense_ops && l->tp_role == SH_TP_NONE;
+}
+
+shoal_result sh_net_keep_packed(sh_net *n, size_t max_bytes)
+{
+    size_t total = 0;
+    for (int i = 0; i < n->nlayers; i++) {
+        if (!packable(n, i)) continue;
+        const sh_layer *l = &n->layers[i];
+        int k = l->out_shape.c, in = (int)l->inputs;
+        size_t need = (sh_packed_count(in, k) + sh_packed_count(k, in)) * sizeof(float);
+        if (total + need > max_bytes) break;
+        total += need;
+    }
+    if (!total) return SHOAL_OK;
+    SH_TRY(sh_alloc_aligned(total, (void **)&n->packed));
+    float *at = n->packed;
+    for (int i = 0; i < n->nlayers && at < n->packed + total / sizeof(float); i++) {
+        if (!packable(n, i)) continue;
+        sh_layer *l = &n->layers[i];
+        int k = l->out_shape.c, in = (int)l->inputs;
+        l->packed_fwd = at;
+        at += sh_packed_count(in, k);
+        l->packed_bwd = at;
+        at += sh_packed_count(k, in);
+    }
+    sh_net_pack_weights(n, SH_PACK_FORWARD | SH_PACK_BACKWARD);
+    return SHOAL_OK;
+}
+
+void sh_net_use_packed(sh_net *n, int which) { n->exec.unpacked = ~which & (SH_PACK_FORWARD | SH_PACK_BACKWARD); }
+
+void sh_net_share_packed(sh_net *dst, const sh_net *src)
+{
+    for (int i = 0; i < dst->nlayers && i < src->nlayers; i++) {
+        dst->layers[i].packed_fwd = src->layers[i].packed_fwd;
+        dst->layers[i].packed_bwd = src->layers[i].packed_bwd;
+    }
+}
+
+void sh_net_pack_weights(sh_net *n, int which)
+{
+    for (int i = 0; n->packed && i < n->nlayers; i++) {
+        sh_layer *l = &n->layers[i];
+        if (!l->packed_fwd) continue;
+        int k = l->out_shape.c, in = (int)l->inputs;
+        const float *w = n->params + l->w_off;
+        if (which & SH_PACK_FORWARD)
+            sh_packed_pack(1, in, k, w, in, 0, sh_packed_npanels(k), (float *)l->packed_fwd);
+        if ((which & SH_PACK_BACKWARD) && l->in_delta[0]) /* the part's first may need none */
+            sh_packed_pack(0, k, in, w, in, 0, sh_packed_npanels(in), (float *)l->packed_bwd);
+    }
 }

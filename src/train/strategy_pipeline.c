@@ -31,6 +31,11 @@
 #include "base/util.h"
 #include "train/grad_compress.h"
 
+/* Micro-batches of fewer rows than this multiply by packed weights (gemm_packed.c): there
+ * the pack, once per pass, costs less than OpenBLAS's per product (measured at 1024 x 1024:
+ * 2x the speed at 32 rows, break-even at 64 with two micro-batches). */
+#define PIPE_PACK_ROWS 64
+
 typedef struct {
     shoal_comm *c;           /* the job's (borrowed) */
     shoal_comm *group;       /* this stage's ranks in every replica (owned); NULL: R = 1 */
@@ -64,6 +69,8 @@ typedef struct {
     double ns[5];            /* forward, backward, bubble, comm, pass: training passes only */
     double eval_ns[5];       /* the same during evaluation (not reported) */
     double *acc_ns;          /* ns while training, else eval_ns */
+    int repack;              /* the packed weights (sh_net_keep_packed) predate an update */
+    int pack_forward, pack_backward; /* the copies still to be packed in this pass */
     sh_model_part part;      /* where this stage's blocks sit in the whole model's */
     int64_t passes;
 } pipe_state;
@@ -213,6 +220,7 @@ static shoal_result forward_one(pipe_state *p, int m, const float *x, const int3
     }
     uint64_t t1 = sh_now_ns();
     sh_net_rng_set(net, p->rng);
+    if (p->pack_forward) sh_net_use_packed(net, SH_PACK_BACKWARD);
     SH_TRY(sh_net_forward(net, in, cnt, training));
     sh_net_rng_get(net, p->rng);
     sh_net_rng_set(p->inst[0], p->rng); /* the trainer's copy: checkpoints save it */
@@ -225,6 +233,14 @@ static shoal_result forward_one(pipe_state *p, int m, const float *x, const int3
         SH_TRY(shoal_broadcast_start(p->act[1], sh_net_part_output(net), (void *)sh_net_part_output(net),
                                      (size_t)cnt * p->out_count, SHOAL_FLOAT32, 0, &p->act_req[j]));
     uint64_t t3 = sh_now_ns();
+    if (p->pack_forward) {
+        sh_net_pack_weights(p->inst[0], SH_PACK_FORWARD); /* the instances share them */
+        for (int i = 0; i < p->K; i++) sh_net_use_packed(p->inst[i], SH_PACK_FORWARD | SH_PACK_BACKWARD);
+        p->pack_forward = 0;
+        uint64_t t4 = sh_now_ns();
+        p->acc_ns[0] += (double)(t4 - t3);
+        t3 = t4;
+    }
     p->acc_ns[2] += (double)(t1 - t0);
     p->acc_ns[0] += (double)(t2 - t1);
     p->acc_ns[3] += (double)(t3 - t2);
@@ -269,6 +285,13 @@ static shoal_result backward_one(pipe_state *p, int m, int n)
     int j = m % p->K, cnt = mb_images(p, m, n);
     sh_net *net = p->inst[j];
     uint64_t t0 = sh_now_ns();
+    if (p->pack_backward) { /* while the stage after computes the gradient we wait for */
+        sh_net_pack_weights(p->inst[0], SH_PACK_BACKWARD);
+        p->pack_backward = 0;
+        uint64_t tp = sh_now_ns();
+        p->acc_ns[1] += (double)(tp - t0);
+        t0 = tp;
+    }
     SH_TRY(wait_req(&p->grad_req[j])); /* its input's gradient is about to be overwritten */
     if (p->stage < p->S - 1)
         SH_TRY(shoal_broadcast(p->grad[1], sh_net_part_output_delta(net), sh_net_part_output_delta(net),
@@ -310,6 +333,13 @@ static shoal_result pipe_pass(sh_strategy *s, const float *x, const int32_t *y, 
     pipe_state *p = s->impl;
     uint64_t t0 = sh_now_ns();
     p->acc_ns = training ? p->ns : p->eval_ns;
+    if (p->repack && !training) sh_net_pack_weights(p->inst[0], SH_PACK_FORWARD); /* shared */
+    /* Training: the first micro-batch's forward runs without (OpenBLAS), and the copies are
+     * made while the next stage computes on it (forward_one); the backward ones before the
+     * first backward's wait (backward_one). */
+    p->pack_forward = training;
+    p->pack_backward = training;
+    p->repack = training; /* the update after this pass changes the weights */
     int nmb = (n + p->mb - 1) / p->mb, hits = 0;
     double loss_sum = 0;
     if (!training) {
@@ -364,7 +394,9 @@ static shoal_result pipe_attach(sh_strategy *s, sh_net *net)
         sh_net_use_blocks(p->inst[j], sh_net_params(net), sh_net_grads(net), 0);
         sh_net_use_stats(p->inst[j], sh_net_stats(net, NULL)); /* batch norm's running values */
         sh_net_set_threads(p->inst[j], sh_net_threads(net));
+        sh_net_share_packed(p->inst[j], net);
     }
+    p->repack = 1; /* the weights may come from a checkpoint */
     sh_net_rng_get(net, p->rng); /* restored from a checkpoint, or the seed's */
     memcpy(p->rng0, p->rng, sizeof p->rng0);
     /* --compress: the replicas of this stage exchange its gradients compressed */
@@ -671,6 +703,9 @@ shoal_result sh_strategy_pipeline_create(shoal_comm *c, const sh_pipe_opts *o, s
     p->out_count = sh_net_part_output_count(p->inst[0]);
     SH_TRY_GOTO(sh_alloc_aligned((p->nparams + 16) * sizeof(float), (void **)&p->acc), rc, fail);
     SH_TRY_GOTO(plan_deferred(p, lo, hi), rc, fail);
+    /* Micro-batches of few rows: OpenBLAS would re-pack each weight matrix for every one of
+     * the M products; pack once per pass instead (while the copies take at most 64 MiB). */
+    if (p->M > 1 && p->mb < PIPE_PACK_ROWS) SH_TRY_GOTO(sh_net_keep_packed(p->inst[0], (size_t)64 << 20), rc, fail);
     if (p->stage > 0)
         for (int j = 0; j < p->K; j++)
             SH_TRY_GOTO(sh_alloc_aligned(((size_t)p->mb * p->in_count + 16) * sizeof(float),
