@@ -1,11 +1,12 @@
-/* net_part.c — the parts and shares of a net: a pipeline stage (layers [lo, hi), and where
- * a net may be cut) and a tensor-parallel rank's share of split [connected] pairs (which
- * pairs may be split, the sum hook over the ranks); a hybrid rank's part with its shares, and
+/* net_part.c — the parts and shares of a net: a pipeline stage (layers [lo, hi), where a
+ * net may be cut, and its links: earlier outputs crossing a cut that the part holds or sends)
+ * and a tensor-parallel rank's share of split [connected] pairs (which pairs may be split,
+ * the sum hook over the ranks); a hybrid rank's part with its shares, and
  * the rows of the whole batch a part's dropout draws for, and a stage's deferred weight
  * gradients.
  * Not here: building the blocks and the passes (net.c), the stages' and ranks' traffic
  * (src/train/strategy_pipeline.c, strategy_tensor.c).
- * Proved by tests/train/test_pipeline.c and tests/train/test_tensor.c. */
+ * Proved by tests/train/test_pipeline.c, test_pipeline_links.c and tests/train/test_tensor.c. */
 #include "base/err.h"
 #include "nn/net_internal.h"
 

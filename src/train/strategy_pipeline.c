@@ -16,10 +16,15 @@
  * other layers' gradients are summed over the micro-batches in `acc`, then divided by M: the
  * full batch's mean gradient. With R > 1 the ranks holding one stage then average it
  * (allreduce on their split communicator).
- * Cost per step and stage: M sends of mb x (stage output) floats forward and of mb x (stage
- * input) floats backward; idle (bubble) share (S-1) / (M+S-1) with balanced stages.
+ * Links: when a [route] or [shortcut] in stage k reads a layer before the one just before
+ * stage k's start (sh_net_cut_links), that output goes from stage to stage (each passing it
+ * on from its instance's held copy) after the activations, one message per link in layer
+ * order, and its gradient comes back the same way, each stage adding its own layers' part.
+ * Cost per step and stage: M sends of mb x (stage output + links at its end) floats forward
+ * and of mb x (stage input + links at its start) floats backward; idle (bubble) share
+ * (S-1) / (M+S-1) with balanced stages.
  * Not here: cutting a net into parts (src/nn/net.c), the step (step.c), the layout (job.c).
- * Proved by tests/train/test_pipeline.c and tests/cli/test_train_pipeline.c. */
+ * Proved by tests/train/test_pipeline.c, test_pipeline_links.c and tests/cli/test_train_pipeline.c. */
 #include "train/strategy_pipeline.h"
 
 #include <float.h>
