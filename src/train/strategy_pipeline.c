@@ -262,7 +262,8 @@ static shoal_result links_send(pipe_state *p, int j, int cnt, int grad)
     sh_net *net = p->inst[j];
     int count = grad ? p->nlink_in : p->nlink_out, lo = p->cuts[p->stage];
     const int *links = grad ? p->link_in : p->link_out;
-    shoal_request **req = grad ? p->link_grad_req + (size_t)j * p->nlink_in : p->link_act_req + (size_t)j * p->nlink_out;
+    shoal_request **req = grad ? p->link_grad_req + (size_t)j * p->nlink_in
+                               : p->link_act_req + (size_t)j * p->nlink_out;
     for (int t = 0; t < count; t++) {
         int s = links[t];
         float *buf = grad ? sh_net_link_delta(net, s) : s == lo - 1 ? p->in_buf[j] : sh_net_link_output(net, s);

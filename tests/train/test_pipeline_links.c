@@ -4,8 +4,9 @@
  * input read again further on, a stage's own output sent on as well as read by its layers, an
  * output passed through a middle stage, a stage whose first layer does not read its input),
  * 2 and 3 stages with SGD and Adam (and 2 replicas of 3 stages) match one process with the
- * same batch within 1e-5 after 50 steps, each rank holding only its stage's parameters; checkpoints written under such a
- * pipeline resume in one process and the other way round; the planner cuts across routes.
+ * same batch within 1e-5 after 50 steps, each rank holding only its stage's parameters;
+ * checkpoints written under such a pipeline resume in one process and the other way round;
+ * the planner cuts across routes.
  * Not here: the pipeline without links (test_pipeline.c), the CLI (tests/cli/test_train_pipeline.c). */
 #include <math.h>
 #include <stdio.h>
@@ -246,6 +247,25 @@ static void t_plan_cuts_across_routes(void)
     CHECK(crossed > 0, "3 balanced stages (cuts %d, %d) cross no route: the four convolutions would not spread",
           cuts[1], cuts[2]);
     sh_net_destroy(n);
+    /* a middle part [2, 3): holds layer 0 (passed through), takes layer 1 as its input, and
+     * sends layers 0, 1 and 2 on; it holds no parameters but its own layer's */
+    sh_cfg *cfg = NULL;
+    sh_net *mid = NULL, *last = NULL;
+    CHECK(sh_cfg_load(path, &cfg) == SHOAL_OK, "%s", shoal_last_error_message());
+    CHECK(cfg && sh_net_create_part(cfg, 4, 7, 2, 3, &mid) == SHOAL_OK, "%s", shoal_last_error_message());
+    CHECK(cfg && sh_net_create_part(cfg, 4, 7, 3, -1, &last) == SHOAL_OK, "%s", shoal_last_error_message());
+    if (mid && last) {
+        CHECK(sh_net_part_holds(mid, 0) && !sh_net_part_holds(mid, 1) && !sh_net_part_holds(mid, 2),
+              "the middle part holds layer 0 only");
+        CHECK(sh_net_part_sends(mid, 0) && sh_net_part_sends(mid, 1) && sh_net_part_sends(mid, 2),
+              "the middle part sends layers 0, 1, 2");
+        CHECK(sh_net_nparams(mid) == 4 * 4 * 9 + 4, "the middle part holds %zu parameters", sh_net_nparams(mid));
+        CHECK(sh_net_part_holds(last, 0) && sh_net_part_holds(last, 1) && !sh_net_part_sends(last, 5),
+              "the last part holds layers 0 and 1 and sends nothing");
+    }
+    sh_net_destroy(last);
+    sh_net_destroy(mid);
+    sh_cfg_destroy(cfg);
 }
 
 /* The balanced plan of 3 stages with no keys (it cuts across a route) matches one process. */
