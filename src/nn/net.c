@@ -246,6 +246,8 @@ static shoal_result lay_out_arena(sh_net *n)
         total += 2 * round16(nb * l->outputs) + round16(nb * l->keep_count + l->keep_fixed) +
                  round16(l->cache_count);
     }
+    for (int i = 0; i < n->lo - 1; i++) /* links: outputs of earlier stages, and their gradients */
+        if (sh_net_part_holds(n, i)) total += 2 * round16(nb * n->layers[i].outputs);
     SH_TRY(sh_alloc_aligned((total ? total : 16) * sizeof(float), (void **)&n->arena));
     SH_TRY(sh_alloc_aligned(round16(nb * n->part_in_count) * sizeof(float),
                             (void **)&n->input_delta));
@@ -255,7 +257,7 @@ static shoal_result lay_out_arena(sh_net *n)
     for (int i = n->lo; i < n->hi; i++) {
         sh_layer *l = &n->layers[i];
         for (int k = 0; k < l->nsrc; k++) {
-            if (l->src[k] >= n->lo) consumers[l->src[k]]++;
+            if (l->src[k] != n->lo - 1) consumers[l->src[k]]++; /* its own layer's, or a link's */
             else n->part_in_consumers++;
         }
         if (l->alias_input) {
@@ -273,6 +275,15 @@ static shoal_result lay_out_arena(sh_net *n)
         l->cache = p;
         p += round16(l->cache_count);
     }
+    for (int i = 0; i < n->lo - 1; i++) {
+        if (!sh_net_part_holds(n, i)) continue;
+        sh_layer *l = &n->layers[i];
+        l->out = p;
+        p += round16(nb * l->outputs);
+        l->delta = p;
+        p += round16(nb * l->outputs);
+    }
+    n->part_in_sent = n->lo > 0 && sh_net_part_sends(n, n->lo - 1);
     /* [cost] aliases its source: the source's delta is written by sh_net_loss, not by it. */
     for (int i = n->lo; i < n->hi; i++) {
         sh_layer *l = &n->layers[i];
@@ -282,17 +293,18 @@ static shoal_result lay_out_arena(sh_net *n)
         sh_layer *l = &n->layers[i];
         for (int k = 0; k < l->nsrc; k++) {
             int s = l->src[k];
-            int inside = s >= n->lo;
+            int inside = s != n->lo - 1; /* its own layer's or a link's output */
             l->in[k] = inside ? n->layers[s].out : NULL; /* the part's input: set per forward */
             l->in_delta[k] = inside ? n->layers[s].delta : NULL;
-            l->accum[k] = inside && consumers[s] > 1;
+            l->accum[k] = inside && (consumers[s] > 1 || sh_net_part_sends(n, s));
         }
     }
     /* 1: zero before backward (several writers add, or none writes). A part that is not
-     * the last gets its last layer's delta from the next stage: never zeroed. */
+     * the last gets its last layer's delta, and those of the other outputs it sends, from
+     * the next stage: never zeroed. */
     for (int i = 0; i < n->nlayers; i++)
-        consumers[i] = in_part(n, i) && consumers[i] != 1 && i != n->softmax &&
-                       !n->layers[i].alias_input && !(i == n->hi - 1 && n->hi < n->nlayers);
+        consumers[i] = (in_part(n, i) || sh_net_part_holds(n, i)) && consumers[i] != 1 && i != n->softmax &&
+                       !n->layers[i].alias_input && !sh_net_part_sends(n, i);
     return SHOAL_OK;
 }
 
@@ -670,10 +682,10 @@ shoal_result sh_net_forward(sh_net *n, const float *x, int nimg, int training)
     for (int i = n->lo; i < n->hi; i++) {
         sh_layer *l = &n->layers[i];
         for (int k = 0; k < l->nsrc; k++) {
-            if (l->src[k] >= n->lo) continue;
+            if (l->src[k] != n->lo - 1) continue;
             l->in[k] = x;
             l->in_delta[k] = n->want_input_delta ? n->input_delta : NULL;
-            l->accum[k] = n->part_in_consumers > 1;
+            l->accum[k] = n->part_in_consumers > 1 || n->part_in_sent;
         }
         uint64_t t0 = sh_now_ns();
         l->ops->forward(l, &n->exec);
@@ -765,10 +777,10 @@ shoal_result sh_net_backward(sh_net *n, sh_grad_ready_fn ready, void *ctx)
         return SH_FAIL(SHOAL_ERR_INVALID, "backward: the last forward was inference "
                        "(training=0); forward with training=1 before backward");
     sh_net_fill_exec(n);
-    for (int i = n->lo; i < n->hi; i++)
+    for (int i = 0; i < n->hi; i++) /* the part's layers and its links */
         if (n->zero_before_backward[i])
             memset(n->layers[i].delta, 0, (size_t)n->nimg * n->layers[i].outputs * sizeof(float));
-    if (n->want_input_delta && n->part_in_consumers > 1)
+    if (n->want_input_delta && n->part_in_consumers != 1 && !n->part_in_sent)
         memset(n->input_delta, 0, (size_t)n->nimg * n->part_in_count * sizeof(float));
     for (int i = n->hi - 1; i >= n->lo; i--) {
         sh_layer *l = &n->layers[i];

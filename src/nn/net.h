@@ -45,8 +45,9 @@ shoal_result sh_net_create_owning(sh_cfg *cfg, int batch, uint64_t seed, sh_net 
  * buffers, and those parameters equal the whole net's from the same seed. The part takes
  * as input the output of layer lo-1 (sh_net_part_input_count values per image); when it
  * is not the last part, backward starts from sh_net_part_output_delta, filled by the
- * caller, instead of a loss. lo must pass sh_net_cut_ok (else SHOAL_ERR_INVALID naming
- * the layer). The cfg stays the caller's. */
+ * caller, instead of a loss. lo must pass sh_net_can_cut (else SHOAL_ERR_INVALID naming
+ * the layer); the outputs of earlier layers it reads come as links (sh_net_part_holds).
+ * The cfg stays the caller's. */
 shoal_result sh_net_create_part(sh_cfg *cfg, int batch, uint64_t seed, int lo, int hi, sh_net **out);
 /* Tensor parallelism over `ranks` ranks, this one `rank`: roles[i] (SH_TP_COLUMN = 1,
  * SH_TP_ROW = 2, 0 none; one per layer) split layer pairs as Megatron-LM: a column layer
@@ -85,6 +86,29 @@ void sh_net_set_sum(sh_net *n, shoal_result (*sum)(void *ctx, float *buf, size_t
 /* 1 when the net may be cut before layer c (0 < c < nlayers): no layer from c on reads a
  * layer before c-1 ([route] and [shortcut] across the cut), and layer c is not [cost]. */
 int sh_net_cut_ok(const sh_net *n, int c);
+/* 1 when a pipeline may cut the net before layer c (0 < c < nlayers): layer c is not [cost]
+ * (which works in place on its source). Routes and shortcuts may cross it: their sources
+ * travel as links (sh_net_cut_links). */
+int sh_net_can_cut(const sh_net *n, int c);
+/* 1 when layer s (0 <= s < c) is read by a layer at or after c ([route], [shortcut], or the
+ * layer after it): its output must cross a cut before c. */
+int sh_net_crosses(const sh_net *n, int s, int c);
+/* The links of a cut before c: the layers s < c-1 whose output crosses it (besides layer c-1's,
+ * the part's input), ascending, into layers (nlayers entries; NULL: count only); returns how
+ * many. A stage receives its start's links with its input and sends its end's with its output,
+ * in this order, and their gradients back the same way. */
+int sh_net_cut_links(const sh_net *n, int c, int *layers);
+/* For a part [lo, hi): 1 when it holds layer s < lo-1's output and its gradient (a link of its
+ * start: read by its layers or passed on), and 1 when layer s's output (and so its gradient)
+ * crosses its end. A sent layer's gradient is filled by the caller before backward, and the
+ * part's layers add theirs to it (the part's input's too, in sh_net_input_delta). */
+int sh_net_part_holds(const sh_net *n, int s);
+int sh_net_part_sends(const sh_net *n, int s);
+/* Layer s's output (nimg, outputs) and gradient as this part holds them: a held link's or its
+ * own layer's; the gradient of layer lo-1 is the input's (sh_net_input_delta). */
+float *sh_net_link_output(sh_net *n, int s);
+size_t sh_net_layer_outputs(const sh_net *n, int s); /* values per image of layer s's output */
+float *sh_net_link_delta(sh_net *n, int s);
 /* The part this net runs: layers [lo, hi) ([0, nlayers) for the whole net). */
 void sh_net_part(const sh_net *n, int *lo, int *hi);
 /* stage=K of layer i in the cfg; -1 when not given. */

@@ -27,6 +27,8 @@ struct sh_net {
     int lo, hi;
     size_t part_in_count;     /* C*H*W the part takes: the input, or layer lo-1's output */
     int part_in_consumers;    /* layers of the part that read that input */
+    int part_in_sent;         /* that input also crosses the part's end: its gradient comes
+                                 filled, and the part's layers add to it */
     size_t scratch_params, scratch_stats; /* largest outside layer: its weights are drawn
                                              there and dropped, keeping the seed's order */
     /* Tensor parallelism: this rank's share of the split layers (sh_net_create_tensor). */

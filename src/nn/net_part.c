@@ -1,18 +1,19 @@
-/* net_part.c — the parts and shares of a net: a pipeline stage (layers [lo, hi), and where
- * a net may be cut) and a tensor-parallel rank's share of split [connected] pairs (which
- * pairs may be split, the sum hook over the ranks); a hybrid rank's part with its shares, and
- * the rows of the whole batch a part's dropout draws for, a stage's deferred weight
- * gradients, and its packed weights for micro-batch products.
+/* net_part.c — the parts and shares of a net: a pipeline stage (layers [lo, hi), where a
+ * net may be cut, and its links: earlier outputs crossing a cut that the part holds or sends)
+ * and a tensor-parallel rank's share of split [connected] pairs (which pairs may be split,
+ * the sum hook over the ranks); a hybrid rank's part with its shares, the rows of the whole
+ * batch a part's dropout draws for, a stage's deferred weight gradients, and its packed
+ * weights for micro-batch products.
  * Not here: building the blocks and the passes (net.c), the stages' and ranks' traffic
  * (src/train/strategy_pipeline.c, strategy_tensor.c).
- * Proved by tests/train/test_pipeline.c and tests/train/test_tensor.c. */
+ * Proved by tests/train/test_pipeline.c, test_pipeline_links.c and tests/train/test_tensor.c. */
 #include "base/err.h"
 #include "base/util.h"
 #include "nn/gemm_packed.h"
 #include "nn/net_internal.h"
 
-/* The part's start must leave the later layers reading only the layer just before it (or
- * their own part's): sh_net_cut_ok. */
+/* The part may start anywhere sh_net_can_cut allows: what its layers read from before
+ * layer lo-1 it holds as links (sh_net_part_holds), filled by the caller. */
 shoal_result sh_net_check_part(sh_net *n, int lo, int hi)
 {
     if (hi < 0) hi = n->nlayers;
@@ -21,9 +22,9 @@ shoal_result sh_net_check_part(sh_net *n, int lo, int hi)
                        sh_cfg_path(n->cfg), lo, hi, n->nlayers);
     /* Only the part's own start: what a cut at hi leaves unread is the next part's check
      * (and a plan-only part, layers [0, 1), may end anywhere). */
-    if (lo > 0 && !sh_net_cut_ok(n, lo))
-        return SH_FAIL(SHOAL_ERR_INVALID, "%s:%d: the net cannot be cut before layer %d (%s): a "
-                       "later layer reads a layer before the cut; move the cut (stage=) elsewhere",
+    if (lo > 0 && !sh_net_can_cut(n, lo))
+        return SH_FAIL(SHOAL_ERR_INVALID, "%s:%d: the net cannot be cut before layer %d (%s): it "
+                       "works in place on the layer before it; move the cut (stage=) elsewhere",
                        sh_cfg_path(n->cfg), n->layers[lo].line, lo, n->layers[lo].name);
     n->lo = lo;
     n->hi = hi;
@@ -39,6 +40,57 @@ int sh_net_cut_ok(const sh_net *n, int c)
         for (int k = 0; k < n->layers[i].nsrc; k++)
             if (n->layers[i].src[k] < c - 1) return 0;
     return 1;
+}
+
+int sh_net_can_cut(const sh_net *n, int c)
+{
+    return c > 0 && c < n->nlayers && !n->layers[c].alias_input;
+}
+
+int sh_net_crosses(const sh_net *n, int s, int c)
+{
+    if (s < 0 || s >= c) return 0;
+    for (int i = c; i < n->nlayers; i++)
+        for (int k = 0; k < n->layers[i].nsrc; k++)
+            if (n->layers[i].src[k] == s) return 1;
+    return 0;
+}
+
+int sh_net_cut_links(const sh_net *n, int c, int *layers)
+{
+    int count = 0;
+    for (int s = 0; s < c - 1; s++)
+        if (sh_net_crosses(n, s, c)) {
+            if (layers) layers[count] = s;
+            count++;
+        }
+    return count;
+}
+
+int sh_net_part_holds(const sh_net *n, int s)
+{
+    return s < n->lo - 1 && sh_net_crosses(n, s, n->lo);
+}
+
+int sh_net_part_sends(const sh_net *n, int s)
+{
+    if (n->hi >= n->nlayers || s < 0 || s >= n->hi) return 0;
+    return s == n->hi - 1 || sh_net_crosses(n, s, n->hi);
+}
+
+size_t sh_net_layer_outputs(const sh_net *n, int s) { return n->layers[s].outputs; }
+
+float *sh_net_link_output(sh_net *n, int s)
+{
+    SH_ASSERT(s >= 0 && (sh_net_part_holds(n, s) || (s >= n->lo && s < n->hi)));
+    return n->layers[s].out;
+}
+
+float *sh_net_link_delta(sh_net *n, int s)
+{
+    if (s == n->lo - 1) return n->input_delta;
+    SH_ASSERT(s >= 0 && (sh_net_part_holds(n, s) || (s >= n->lo && s < n->hi)));
+    return n->layers[s].delta;
 }
 
 shoal_result sh_net_create_part(sh_cfg *cfg, int batch, uint64_t seed, int lo, int hi, sh_net **out)

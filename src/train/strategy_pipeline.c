@@ -16,10 +16,15 @@
  * other layers' gradients are summed over the micro-batches in `acc`, then divided by M: the
  * full batch's mean gradient. With R > 1 the ranks holding one stage then average it
  * (allreduce on their split communicator).
- * Cost per step and stage: M sends of mb x (stage output) floats forward and of mb x (stage
- * input) floats backward; idle (bubble) share (S-1) / (M+S-1) with balanced stages.
+ * Links: when a [route] or [shortcut] in stage k reads a layer before the one just before
+ * stage k's start (sh_net_cut_links), that output goes from stage to stage (each passing it
+ * on from its instance's held copy) after the activations, one message per link in layer
+ * order, and its gradient comes back the same way, each stage adding its own layers' part.
+ * Cost per step and stage: M sends of mb x (stage output + links at its end) floats forward
+ * and of mb x (stage input + links at its start) floats backward; idle (bubble) share
+ * (S-1) / (M+S-1) with balanced stages.
  * Not here: cutting a net into parts (src/nn/net.c), the step (step.c), the layout (job.c).
- * Proved by tests/train/test_pipeline.c and tests/cli/test_train_pipeline.c. */
+ * Proved by tests/train/test_pipeline.c, test_pipeline_links.c and tests/cli/test_train_pipeline.c. */
 #include "train/strategy_pipeline.h"
 
 #include <float.h>
@@ -55,6 +60,14 @@ typedef struct {
     sh_net **inst;           /* [K]; inst[0] is the trainer's (borrowed), the others owned */
     float **in_buf;          /* [K] (mb, input count): received activations (stage > 0) */
     shoal_request **act_req, **grad_req; /* [K] sends in flight from each instance */
+    /* Links: outputs of layers before the stage's input that a later stage reads ([route],
+     * [shortcut] across a cut; sh_net_cut_links), each one message of its own after the
+     * activations (forward) or their gradient (backward), in ascending layer order, stage to
+     * stage until their reader's; gradients back the same way, each stage adding its own. */
+    int nlink_in, *link_in;       /* received at the stage's start (held by its instances) */
+    int nlink_out, *link_out;     /* sent at its end: own layers', its input's or passed on */
+    shoal_request **link_act_req; /* [K * nlink_out] */
+    shoal_request **link_grad_req; /* [K * nlink_in] */
     float *acc;              /* (nparams) gradient sum over micro-batches */
     int nsums;               /* slices of the gradient block summed in acc: layers not deferred */
     size_t *sum_off, *sum_count; /* [nsums], in floats */
@@ -105,9 +118,9 @@ static shoal_result plan_by_keys(const sh_net *n, int stages, int *cuts)
             if (k != cur + 1)
                 return SH_FAIL(SHOAL_ERR_FORMAT, "%s:%d: stage=%d skips stage %d; number the stages "
                                "0, 1, 2, ... in order", path, sh_net_layer_line(n, i), k, cur + 1);
-            if (!sh_net_cut_ok(n, i))
-                return SH_FAIL(SHOAL_ERR_FORMAT, "%s:%d: stage=%d starts where the net cannot be cut: a "
-                               "later layer reads a layer before it ([route], [shortcut]); move the key",
+            if (!sh_net_can_cut(n, i))
+                return SH_FAIL(SHOAL_ERR_FORMAT, "%s:%d: stage=%d starts where the net cannot be cut: "
+                               "[cost] works in place on the layer before it; move the key",
                                path, sh_net_layer_line(n, i), k);
             cuts[k] = i;
         }
@@ -121,14 +134,31 @@ static shoal_result plan_by_keys(const sh_net *n, int stages, int *cuts)
     return SHOAL_OK;
 }
 
-/* Contiguous stages minimising the costliest one (dynamic programming over the cuts). */
+/* Per image, the values a cut before c sends besides the layer before it (its links), twice
+ * (each way): a stage copies them as its layers touch their outputs. */
+static shoal_result links_cost(const sh_net *n, double *cost)
+{
+    int L = sh_net_nlayers(n), *links = NULL;
+    SH_TRY(sh_calloc((size_t)L, sizeof *links, (void **)&links));
+    for (int c = 1; c < L; c++) {
+        int count = sh_net_cut_links(n, c, links);
+        for (int t = 0; t < count; t++) cost[c] += 2.0 * (double)sh_net_layer_outputs(n, links[t]);
+    }
+    free(links);
+    return SHOAL_OK;
+}
+
+/* Contiguous stages minimising the costliest one (dynamic programming over the cuts); a
+ * stage's cost counts the links crossing its ends. */
 static shoal_result plan_balanced(const sh_net *n, int stages, int *cuts)
 {
     int L = sh_net_nlayers(n);
     shoal_result rc = SHOAL_OK;
-    double *prefix = NULL, *best = NULL;
+    double *prefix = NULL, *best = NULL, *link = NULL;
     int *from = NULL;
     SH_TRY_GOTO(sh_calloc((size_t)L + 1, sizeof *prefix, (void **)&prefix), rc, done);
+    SH_TRY_GOTO(sh_calloc((size_t)L + 1, sizeof *link, (void **)&link), rc, done);
+    SH_TRY_GOTO(links_cost(n, link), rc, done);
     SH_TRY_GOTO(sh_calloc((size_t)(stages + 1) * (L + 1), sizeof *best, (void **)&best), rc, done);
     SH_TRY_GOTO(sh_calloc((size_t)(stages + 1) * (L + 1), sizeof *from, (void **)&from), rc, done);
     for (int i = 0; i < L; i++) prefix[i + 1] = prefix[i] + layer_cost(n, i);
@@ -139,10 +169,11 @@ static shoal_result plan_balanced(const sh_net *n, int stages, int *cuts)
     BEST(0, 0) = 0;
     for (int k = 1; k <= stages; k++)
         for (int j = 1; j <= L; j++) {
-            if (j < L && !sh_net_cut_ok(n, j)) continue;
+            if (j < L && !sh_net_can_cut(n, j)) continue;
             for (int i = k - 1; i < j; i++) {
                 if (BEST(k - 1, i) == DBL_MAX) continue;
-                double v = BEST(k - 1, i) > prefix[j] - prefix[i] ? BEST(k - 1, i) : prefix[j] - prefix[i];
+                double own = prefix[j] - prefix[i] + link[i] + link[j];
+                double v = BEST(k - 1, i) > own ? BEST(k - 1, i) : own;
                 if (v < BEST(k, j)) {
                     BEST(k, j) = v;
                     FROM(k, j) = i;
@@ -151,7 +182,7 @@ static shoal_result plan_balanced(const sh_net *n, int stages, int *cuts)
         }
     if (BEST(stages, L) == DBL_MAX) {
         int ncut = 0;
-        for (int c = 1; c < L; c++) ncut += sh_net_cut_ok(n, c);
+        for (int c = 1; c < L; c++) ncut += sh_net_can_cut(n, c);
         rc = SH_FAIL(SHOAL_ERR_INVALID, "--pipeline %d: %s has %d layers and %d places where it can be "
                      "cut, so at most %d stages; use --pipeline %d or fewer", stages,
                      sh_net_cfg_path(n), L, ncut, ncut + 1, ncut + 1);
@@ -163,6 +194,7 @@ static shoal_result plan_balanced(const sh_net *n, int stages, int *cuts)
 #undef FROM
 done:
     free(prefix);
+    free(link);
     free(best);
     free(from);
     return rc;
@@ -205,6 +237,50 @@ static void trace_micro(const pipe_state *p, int m, const char *what, uint64_t t
     sh_trace_span(SH_TRACK_PIPE, what, t1, t3, "stage", p->stage, "micro_batch", m);
 }
 
+static shoal_result wait_links(shoal_request **req, int count)
+{
+    for (int t = 0; t < count; t++) SH_TRY(wait_req(&req[t]));
+    return SHOAL_OK;
+}
+
+/* After the activations (grad 0: from the stage before, the links of its start) or their
+ * gradient (grad 1: from the stage after, those of its end), each link's in turn, straight
+ * into instance j's buffers: a held link's output, or the gradient of a layer it sends (its
+ * own, a held link's, or its input's), which its layers' backward then adds to. */
+static shoal_result links_receive(pipe_state *p, int j, int cnt, int grad)
+{
+    sh_net *net = p->inst[j];
+    int count = grad ? p->nlink_out : p->nlink_in;
+    const int *links = grad ? p->link_out : p->link_in;
+    for (int t = 0; t < count; t++) {
+        int s = links[t];
+        float *buf = grad ? sh_net_link_delta(net, s) : sh_net_link_output(net, s);
+        SH_TRY(shoal_broadcast(grad ? p->grad[1] : p->act[0], buf, buf,
+                               (size_t)cnt * sh_net_layer_outputs(net, s), SHOAL_FLOAT32, grad ? 1 : 0));
+    }
+    return SHOAL_OK;
+}
+
+/* After the activations (grad 0: to the stage after, the links of its end: its own layers'
+ * outputs, its input's, or held links passed on) or the input's gradient (grad 1: to the
+ * stage before, the held links' gradients), started; waited before instance j runs again. */
+static shoal_result links_send(pipe_state *p, int j, int cnt, int grad)
+{
+    sh_net *net = p->inst[j];
+    int count = grad ? p->nlink_in : p->nlink_out, lo = p->cuts[p->stage];
+    const int *links = grad ? p->link_in : p->link_out;
+    shoal_request **req = grad ? p->link_grad_req + (size_t)j * p->nlink_in
+                               : p->link_act_req + (size_t)j * p->nlink_out;
+    for (int t = 0; t < count; t++) {
+        int s = links[t];
+        float *buf = grad ? sh_net_link_delta(net, s) : s == lo - 1 ? p->in_buf[j] : sh_net_link_output(net, s);
+        SH_TRY(shoal_broadcast_start(grad ? p->grad[0] : p->act[1], buf, buf,
+                                     (size_t)cnt * sh_net_layer_outputs(net, s), SHOAL_FLOAT32, grad ? 1 : 0,
+                                     &req[t]));
+    }
+    return SHOAL_OK;
+}
+
 static shoal_result forward_one(pipe_state *p, int m, const float *x, const int32_t *y, int n,
                                 int training, double *loss_sum, int *correct)
 {
@@ -212,10 +288,12 @@ static shoal_result forward_one(pipe_state *p, int m, const float *x, const int3
     sh_net *net = p->inst[j];
     uint64_t t0 = sh_now_ns();
     SH_TRY(wait_req(&p->act_req[j])); /* its output is about to be overwritten */
+    SH_TRY(wait_links(p->link_act_req + (size_t)j * p->nlink_out, p->nlink_out));
     const float *in = x + (size_t)m * p->mb * p->in_count;
     if (p->stage > 0) {
         SH_TRY(shoal_broadcast(p->act[0], p->in_buf[j], p->in_buf[j], (size_t)cnt * p->in_count,
                                SHOAL_FLOAT32, 0));
+        SH_TRY(links_receive(p, j, cnt, 0));
         in = p->in_buf[j];
     }
     uint64_t t1 = sh_now_ns();
@@ -229,9 +307,11 @@ static shoal_result forward_one(pipe_state *p, int m, const float *x, const int3
         *correct += sh_net_correct(net, y + (size_t)m * p->mb);
     }
     uint64_t t2 = sh_now_ns();
-    if (p->stage < p->S - 1)
+    if (p->stage < p->S - 1) {
         SH_TRY(shoal_broadcast_start(p->act[1], sh_net_part_output(net), (void *)sh_net_part_output(net),
                                      (size_t)cnt * p->out_count, SHOAL_FLOAT32, 0, &p->act_req[j]));
+        SH_TRY(links_send(p, j, cnt, 0));
+    }
     uint64_t t3 = sh_now_ns();
     if (p->pack_forward) {
         sh_net_pack_weights(p->inst[0], SH_PACK_FORWARD); /* the instances share them */
@@ -293,9 +373,12 @@ static shoal_result backward_one(pipe_state *p, int m, int n)
         t0 = tp;
     }
     SH_TRY(wait_req(&p->grad_req[j])); /* its input's gradient is about to be overwritten */
-    if (p->stage < p->S - 1)
+    SH_TRY(wait_links(p->link_grad_req + (size_t)j * p->nlink_in, p->nlink_in));
+    if (p->stage < p->S - 1) {
         SH_TRY(shoal_broadcast(p->grad[1], sh_net_part_output_delta(net), sh_net_part_output_delta(net),
                                (size_t)cnt * p->out_count, SHOAL_FLOAT32, 1));
+        SH_TRY(links_receive(p, j, cnt, 1));
+    }
     uint64_t t1 = sh_now_ns();
     SH_TRY(sh_net_backward(net, NULL, NULL));
     keep_factors(p, net, m, cnt, 1.0f / (float)((n + p->mb - 1) / p->mb));
@@ -308,9 +391,11 @@ static shoal_result backward_one(pipe_state *p, int m, int n)
             for (size_t i = 0; i < p->sum_count[r]; i++) acc[i] += gr[i];
     }
     uint64_t t2 = sh_now_ns();
-    if (p->stage > 0)
+    if (p->stage > 0) {
         SH_TRY(shoal_broadcast_start(p->grad[0], sh_net_input_delta(net), (void *)sh_net_input_delta(net),
                                      (size_t)cnt * p->in_count, SHOAL_FLOAT32, 1, &p->grad_req[j]));
+        SH_TRY(links_send(p, j, cnt, 1));
+    }
     uint64_t t3 = sh_now_ns();
     p->acc_ns[2] += (double)(t1 - t0);
     p->acc_ns[1] += (double)(t2 - t1);
@@ -369,6 +454,8 @@ static shoal_result pipe_pass(sh_strategy *s, const float *x, const int32_t *y, 
         SH_TRY(wait_req(&p->act_req[j]));
         SH_TRY(wait_req(&p->grad_req[j]));
     }
+    SH_TRY(wait_links(p->link_act_req, p->K * p->nlink_out));
+    SH_TRY(wait_links(p->link_grad_req, p->K * p->nlink_in));
     double v[2] = {loss_sum, hits};
     if (p->S > 1) SH_TRY(share_result(p, v));
     uint64_t t2 = sh_now_ns();
@@ -513,6 +600,12 @@ static void pipe_destroy(sh_strategy *s)
             if (j > 0 && p->inst) sh_net_destroy(p->inst[j]);
             if (p->in_buf) sh_free_aligned(p->in_buf[j]);
         }
+        if (p->link_act_req) (void)wait_links(p->link_act_req, p->K * p->nlink_out);
+        if (p->link_grad_req) (void)wait_links(p->link_grad_req, p->K * p->nlink_in);
+        free(p->link_act_req);
+        free(p->link_grad_req);
+        free(p->link_in);
+        free(p->link_out);
         free(p->inst);
         free(p->in_buf);
         free(p->act_req);
@@ -603,6 +696,20 @@ static shoal_result plan_deferred(pipe_state *p, int lo, int hi)
             SH_TRY(sh_alloc_aligned(((size_t)p->batch * in + 16) * sizeof(float), (void **)&p->defer_x[d]));
         SH_TRY(sh_alloc_aligned(((size_t)p->batch * out + 16) * sizeof(float), (void **)&p->defer_dy[d]));
     }
+    return SHOAL_OK;
+}
+
+/* The links this stage receives at its start and sends at its end, and their requests. */
+static shoal_result plan_links(pipe_state *p)
+{
+    const sh_net *net = p->inst[0];
+    int L = sh_net_nlayers(net), lo = p->cuts[p->stage], hi = p->cuts[p->stage + 1];
+    SH_TRY(sh_calloc((size_t)L, sizeof *p->link_in, (void **)&p->link_in));
+    SH_TRY(sh_calloc((size_t)L, sizeof *p->link_out, (void **)&p->link_out));
+    if (p->stage > 0) p->nlink_in = sh_net_cut_links(net, lo, p->link_in);
+    if (p->stage < p->S - 1) p->nlink_out = sh_net_cut_links(net, hi, p->link_out);
+    SH_TRY(sh_calloc((size_t)p->K * p->nlink_out + 1, sizeof *p->link_act_req, (void **)&p->link_act_req));
+    SH_TRY(sh_calloc((size_t)p->K * p->nlink_in + 1, sizeof *p->link_grad_req, (void **)&p->link_grad_req));
     return SHOAL_OK;
 }
 
@@ -706,6 +813,7 @@ shoal_result sh_strategy_pipeline_create(shoal_comm *c, const sh_pipe_opts *o, s
     /* Micro-batches of few rows: OpenBLAS would re-pack each weight matrix for every one of
      * the M products; pack once per pass instead (while the copies take at most 64 MiB). */
     if (p->M > 1 && p->mb < PIPE_PACK_ROWS) SH_TRY_GOTO(sh_net_keep_packed(p->inst[0], (size_t)64 << 20), rc, fail);
+    SH_TRY_GOTO(plan_links(p), rc, fail);
     if (p->stage > 0)
         for (int j = 0; j < p->K; j++)
             SH_TRY_GOTO(sh_alloc_aligned(((size_t)p->mb * p->in_count + 16) * sizeof(float),
@@ -739,6 +847,19 @@ void sh_strategy_pipeline_profile(const sh_strategy *s, sh_pipe_profile *out)
     out->step = p->ns[4] * k;
 }
 
+/* "; also receives layer 2's output (for route 5)": what crosses the cut before c besides the
+ * layer before it, and the last layer that reads it (this stage's, or a later one's). */
+static void describe_links(const sh_net *n, int c, FILE *out)
+{
+    int L = sh_net_nlayers(n);
+    for (int s = 0, t = 0; s < c - 1; s++) {
+        if (!sh_net_crosses(n, s, c)) continue;
+        int reader = c;
+        while (reader + 1 < L && sh_net_crosses(n, s, reader + 1)) reader++;
+        fprintf(out, "%s layer %d's output (for %s)", t++ ? "," : "; also receives", s, sh_net_layer_name(n, reader));
+    }
+}
+
 void sh_strategy_pipeline_describe(const sh_strategy *s, FILE *out)
 {
     const pipe_state *p = s->impl;
@@ -749,6 +870,7 @@ void sh_strategy_pipeline_describe(const sh_strategy *s, FILE *out)
         fprintf(out, "  stage %d: layers %d-%d, %zu parameters, ranks", k, p->cuts[k], p->cuts[k + 1] - 1,
                 p->stage_nparams[k]);
         for (int r = 0; r < p->R; r++) fprintf(out, "%s%d", r ? "," : " ", r * p->S + k);
+        if (k > 0) describe_links(p->inst[0], p->cuts[k], out);
         fputc('\n', out);
     }
 }

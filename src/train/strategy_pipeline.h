@@ -34,8 +34,8 @@ typedef struct {
 
 /* Cut the net (any part of it; every layer's cost and stage= key are known) into `stages`
  * stages: by the cfg's stage= keys when any layer has one (a key holds until the next),
- * else balancing the estimated cost (forward and backward multiply-adds) with cuts only
- * where sh_net_cut_ok allows. cuts[0..stages] (cuts[0] = 0, cuts[stages] = nlayers).
+ * else balancing the estimated cost (forward and backward multiply-adds, and the values
+ * crossing each cut) with cuts where sh_net_can_cut allows (routes may cross them). cuts[0..stages] (cuts[0] = 0, cuts[stages] = nlayers).
  * Errors name the cfg and what to do (more stages than places to cut, keys out of order). */
 shoal_result sh_pipe_plan(const sh_net *n, int stages, int *cuts);
 

@@ -4,7 +4,9 @@
  * every stage's forward, backward, bubble and communication; a checkpoint written by a
  * pipeline resumes in one process and the other way round; --save-darknet writes the whole
  * model and --weights reads it back into 2 stages; impossible layouts are one
- * clear usage error; a killed stage stops the job, named. */
+ * clear usage error; a killed stage stops the job, named; routes across the cuts forced by
+ * stage= keys are listed in the layout and train as one process does. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +31,18 @@ static const char keyed_cfg[] =
     "[net]\nbatch=16\nwidth=8\nheight=8\nchannels=1\nlearning_rate=0.05\n"
     "\n[connected]\noutput=32\nactivation=relu\nstage=0\n"
     "\n[connected]\noutput=4\nactivation=linear\nstage=2\n"
+    "\n[softmax]\n\n[cost]\n";
+
+/* Layer 3 reads layer 0 and layer 5 layers 4 and 1: the cuts before 3 and 5 are crossed. */
+static const char routed_cfg[] =
+    "[net]\nbatch=16\nwidth=8\nheight=8\nchannels=1\nlearning_rate=0.05\nmomentum=0.9\n"
+    "\n[connected]\noutput=32\nactivation=relu\nstage=0\n"
+    "\n[connected]\noutput=24\nactivation=relu\n"
+    "\n[connected]\noutput=24\nactivation=leaky\n"
+    "\n[route]\nlayers=-3\nstage=1\n"
+    "\n[connected]\noutput=16\nactivation=relu\n"
+    "\n[route]\nlayers=-1,-4\nstage=2\n"
+    "\n[connected]\noutput=4\nactivation=linear\n"
     "\n[softmax]\n\n[cost]\n";
 
 /* `ENV shoal train ARGS` in the run's directory, its output in out. */
@@ -134,6 +148,23 @@ static void impossible_layouts_are_usage_errors(void)
     CHECK(rc == 1 && strstr(out, "keyed.cfg:") && strstr(out, "stage=2 but --pipeline 2"), "exit %d: %s", rc, out);
 }
 
+static void routes_across_cuts_are_listed_and_train_alike(void)
+{
+    int rc = run("", "routed.cfg --data . --max-steps 30 --threads 1 --json");
+    CHECK(rc == 0, "one process: exit %d: %s", rc, out);
+    double acc1 = json_number("accuracy"), loss1 = json_number("test_loss");
+    rc = run("", "routed.cfg --data . -n 3 --pipeline 3 --micro-batches 4 --max-steps 30 --threads 1 --json");
+    CHECK(rc == 0, "pipeline: exit %d: %s", rc, out);
+    CHECK(strstr(out, "stage 1: layers 3-4, ") && strstr(out, "; also receives layer 0's output (for route 3), "
+                                                               "layer 1's output (for route 5)\n"),
+          "stage 1's links: %s", out);
+    CHECK(strstr(out, "stage 2: layers 5-8, ") && strstr(out, "; also receives layer 1's output (for route 5)\n"),
+          "stage 2's links: %s", out);
+    CHECK(json_number("accuracy") == acc1, "accuracy %.6f, one process %.6f: %s", json_number("accuracy"), acc1, out);
+    double loss3 = json_number("test_loss");
+    CHECK(loss3 > 0 && fabs(loss3 - loss1) < 1e-5, "test loss %.6f, one process %.6f", loss3, loss1);
+}
+
 /* --save-darknet from 2 stages writes the whole model, and --weights takes it back into
  * 2 stages of 4 micro-batches. */
 static void darknet_weights_are_the_whole_model(void)
@@ -146,7 +177,7 @@ int main(void)
 {
     check_begin("test_train_pipeline", 240);
     if (tiny_make_dir(dir, sizeof dir) != 0 || tiny_write_file(dir, "deep.cfg", deep_cfg) ||
-        tiny_write_file(dir, "keyed.cfg", keyed_cfg)) {
+        tiny_write_file(dir, "keyed.cfg", keyed_cfg) || tiny_write_file(dir, "routed.cfg", routed_cfg)) {
         CHECK(0, "cannot make the tiny dataset");
         return check_end();
     }
@@ -157,6 +188,7 @@ int main(void)
     RUN(killed_stage_stops_the_job);
     RUN(impossible_layouts_are_usage_errors);
     RUN(darknet_weights_are_the_whole_model);
+    RUN(routes_across_cuts_are_listed_and_train_alike);
     tiny_remove_dir(dir);
     return check_end();
 }
