@@ -26,7 +26,8 @@
  * Cost per step and stage: M sends of mb x (stage output) floats forward and of mb x (stage
  * input) floats backward; idle (bubble) share (S-1) / (M+S-1) with balanced stages.
  * Not here: cutting a net into parts (src/nn/net.c), the step (step.c), the layout (job.c).
- * Proved by tests/train/test_pipeline.c and tests/cli/test_train_pipeline.c. */
+ * Proved by tests/train/test_pipeline.c and tests/cli/test_train_pipeline.c (split stages:
+ * tests/train/test_pipeline_tp.c, tests/cli/test_train_pipeline_tp.c). */
 #include "train/strategy_pipeline.h"
 
 #include <float.h>
