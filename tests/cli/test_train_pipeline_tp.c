@@ -13,6 +13,7 @@
 #include "check.h"
 #include "lib/cli_layout_checks.h"
 #include "lib/run.h"
+#include "lib/tfrecord.h"
 #include "train/tiny_data.h"
 
 static char dir[256], out[1 << 20];
@@ -51,7 +52,8 @@ static void trains_like_one_process_and_prints_the_layout(void)
     int rc = run("", "deep.cfg --data . --max-steps 30 --threads 1 --json");
     CHECK(rc == 0, "one process: exit %d: %s", rc, out);
     double acc1 = sh_test_json_number(out, "accuracy"), loss1 = sh_test_json_number(out, "test_loss");
-    rc = run("", "deep.cfg --data . -n 4 --pipeline 2 --tensor-parallel 2 --max-steps 30 --threads 1 --json");
+    rc = run("", "deep.cfg --data . -n 4 --pipeline 2 --tensor-parallel 2 --max-steps 30 --threads 1 --json "
+                 "--profile");
     CHECK(rc == 0, "2 x 2: exit %d: %s", rc, out);
     CHECK(count_of("pipeline x tensor parallel: 1 replica x 2 stages x 2 tensor ranks on 4 ranks") == 1,
           "layout line once: %s", out);
@@ -63,10 +65,25 @@ static void trains_like_one_process_and_prints_the_layout(void)
     double acc2 = sh_test_json_number(out, "accuracy"), loss2 = sh_test_json_number(out, "test_loss");
     CHECK(acc2 == acc1, "accuracy %.6f, one process %.6f", acc2, acc1);
     CHECK(loss2 > 0 && loss2 - loss1 < 1e-5 && loss1 - loss2 < 1e-5, "test loss %.6f, one process %.6f", loss2, loss1);
+    CHECK(count_of("\"bubble_share\":") == 2 && strstr(out, "\"stage\":1"), "JSON per stage: %s", out);
     rc = run("", "deep.cfg --data . -n 8 --pipeline 2 --tensor-parallel 2 --scaling strong --max-steps 3 --threads 1");
     CHECK(rc == 0 && strstr(out, "2 replicas x 2 stages x 2 tensor ranks on 8 ranks") &&
               strstr(out, "ranks 0,1 | 4,5") && strstr(out, "ranks 2,3 | 6,7"),
           "exit %d: %s", rc, out);
+}
+
+/* The logged gradient norm is the whole model's, each share and each value every tensor rank
+ * holds counted once: what one process with the same batch logs. */
+static void gradient_norm_is_the_whole_models(void)
+{
+    int rc = run("", "deep.cfg --data . --max-steps 5 --threads 1 --quiet --logdir g1");
+    CHECK(rc == 0, "one process: exit %d: %s", rc, out);
+    rc = run("", "deep.cfg --data . -n 4 --pipeline 2 --tensor-parallel 2 --max-steps 5 --threads 1 --quiet --logdir g4");
+    CHECK(rc == 0, "2 x 2: exit %d: %s", rc, out);
+    char a[600], b[600], why[512] = "";
+    snprintf(a, sizeof a, "%s/g1", dir);
+    snprintf(b, sizeof b, "%s/g4", dir);
+    CHECK(tbr_same_scalars(a, b, "train/gradient_norm", 1, 5, 1e-4, why, sizeof why), "2 x 2: %s", why);
 }
 
 static void checkpoints_cross_layouts(void)
@@ -137,6 +154,7 @@ int main(void)
         return check_end();
     }
     RUN(trains_like_one_process_and_prints_the_layout);
+    RUN(gradient_norm_is_the_whole_models);
     RUN(checkpoints_cross_layouts);
     RUN(darknet_weights_are_the_whole_model);
     RUN(different_layouts_stop_at_start_up);
