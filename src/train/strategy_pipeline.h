@@ -1,7 +1,8 @@
 /* strategy_pipeline.h — pipeline parallelism: the layers cut into S contiguous stages, one
  * per rank of a replica; each batch split into M micro-batches run one-forward-one-backward
  * (1F1B); activations and their gradients sent between neighbouring stages; with more
- * ranks than stages, replicas of the pipeline average each stage's gradients.
+ * ranks than stages, replicas of the pipeline average each stage's gradients; with
+ * --tensor-parallel T each stage runs on T ranks, its [connected] pairs split among them.
  * Not here: the step (step.c), the net's parts (src/nn/net.c sh_net_create_part), the job's
  * layout (job.c).
  * Proved by tests/train/test_pipeline.c and tests/cli/test_train_pipeline.c. */
