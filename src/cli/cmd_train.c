@@ -95,7 +95,9 @@ static const char usage_text[] =
     "  --tensor-parallel T  split pairs of [connected] layers across T ranks as Megatron-LM:\n"
     "                     the first by output columns, the second by input rows, one\n"
     "                     allreduce each way per pair; -n N with N a multiple of T runs N/T\n"
-    "                     data-parallel replicas of the T ranks\n"
+    "                     data-parallel replicas of the T ranks; with --pipeline S each\n"
+    "                     stage is split across T ranks (its own pairs) and N/(S T) replicas\n"
+    "                     run: -n 8 --pipeline 2 --tensor-parallel 2 gives 2\n"
     "  --hybrid SCHEME    with -n N: Krizhevsky's \"one weird trick\": the layers before the\n"
     "                     first [connected] run data-parallel (each rank 1/N of the batch,\n"
     "                     which is the global one), every [connected] layer is split by\n"
@@ -445,9 +447,12 @@ int sh_cmd_train(int argc, char **argv)
                                   "S ranks serve)", (long long)nnodes);
     sh_launch_opts nodes = {.nnodes = (int)nnodes, .node_rank = (int)node_rank, .master_addr = master_addr};
     if (stages && ps) return sh_cli_usage_error("train", "--pipeline and --ps are different layouts; choose one");
-    if (tensor && (ps || stages))
-        return sh_cli_usage_error("train", "--tensor-parallel is not combined with %s yet; choose one",
-                                  ps ? "--ps" : "--pipeline");
+    if (tensor && ps)
+        return sh_cli_usage_error("train", "--tensor-parallel is not combined with --ps; choose one");
+    if (tensor > 1 && stages && !in_job && (nranks == 0 || nranks % (stages * tensor)))
+        return sh_cli_usage_error("train", "--pipeline %lld --tensor-parallel %lld runs on -n %lld ranks or a multiple "
+                                  "(replicas x S x T; got %s)", stages, tensor, stages * tensor,
+                                  nranks ? "another -n" : "no -n");
     if (tensor > 1 && !in_job && (nranks == 0 || nranks % tensor))
         return sh_cli_usage_error("train", "--tensor-parallel %lld runs on -n %lld ranks or a multiple (replicas x "
                                   "T; got %s)", tensor, tensor, nranks ? "another -n" : "no -n");

@@ -353,7 +353,9 @@ shoal_result shoal_comm_split(shoal_comm *c, int color, int key, shoal_comm **ou
         free(members);
         return rc;
     }
+    child->job_rank = malloc(sizeof *child->job_rank * (size_t)n); /* NULL: errors name split ranks only */
     for (int i = 0; i < n; i++) {
+        if (child->job_rank) child->job_rank[i] = c->job_rank ? c->job_rank[members[i]] : members[i];
         child->host_of[i] = c->host_of[members[i]];
         child->hostname[i] = strdup(c->hostname[members[i]] ? c->hostname[members[i]] : "?");
     }

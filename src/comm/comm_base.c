@@ -56,6 +56,7 @@ void sh_comm_free(shoal_comm *c)
     free(c->coll);
     free(c->p2p);
     free(c->hostname);
+    free(c->job_rank);
     free(c->host_of);
     sh_free_aligned(c->scratch);
     c->magic = 0;
@@ -85,7 +86,9 @@ const char *sh_comm_peer_name(void *comm, int peer, char *buf, size_t cap)
 {
     const shoal_comm *c = comm;
     const char *h = c && peer >= 0 && peer < c->world && c->hostname[peer] ? c->hostname[peer] : NULL;
-    if (h) snprintf(buf, cap, "rank %d (%s)", peer, h);
+    int job = c && c->job_rank && peer >= 0 && peer < c->world ? c->job_rank[peer] : -1;
+    if (h && job >= 0) snprintf(buf, cap, "rank %d (job rank %d, %s)", peer, job, h);
+    else if (h) snprintf(buf, cap, "rank %d (%s)", peer, h);
     else snprintf(buf, cap, "rank %d", peer);
     return buf;
 }

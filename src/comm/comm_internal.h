@@ -69,6 +69,8 @@ struct shoal_comm {
     int nhosts;
     int *host_of;       /* [world]: host index, hosts numbered by their lowest rank */
     char **hostname;    /* [world] */
+    int *job_rank;      /* [world] each rank's rank in the job's communicator (a split's
+                           errors name both); NULL in the job's own */
     sh_link **coll;     /* [world]: collective plane; coll[rank] == NULL */
     sh_link **p2p;      /* [world]: point-to-point plane (tagged messages); p2p[rank] == NULL */
     sh_transport_kind transport;

@@ -3,7 +3,8 @@
  * worker), builds the net once (at the batch the scaling gives it) and trains or serves.
  * Not here: flags, signals, printing (src/cli/cmd_train.c); the trainer (trainer.c); the
  * strategies (strategy_allreduce.c, strategy_ps.c, ps_server.c).
- * Proved by tests/cli/test_train_dp.c, tests/cli/test_train_ps.c, tests/train/test_api.c. */
+ * Proved by tests/cli/test_train_dp.c, tests/cli/test_train_ps.c, tests/train/test_api.c,
+ * tests/cli/test_train_pipeline_tp.c (layouts composed, and ranks started with different ones). */
 #include "train/job.h"
 
 #include <stdlib.h>
@@ -87,6 +88,11 @@ static shoal_result plan_role(const sh_job_opts *o, int rank, int world, sh_job_
             return SH_FAIL(SHOAL_ERR_INVALID, "--pipeline %d does not divide the %d ranks into replicas of "
                            "%d stages; run -n with a multiple of %d (replicas x stages)", o->stages, world,
                            o->stages, o->stages < 1 ? 1 : o->stages);
+        if (o->tensor_ranks > 1 && world % (o->stages * o->tensor_ranks))
+            return SH_FAIL(SHOAL_ERR_INVALID, "--pipeline %d --tensor-parallel %d does not divide the %d ranks into "
+                           "replicas of %d stages x %d tensor ranks; run -n with a multiple of %d (replicas x S x T)",
+                           o->stages, o->tensor_ranks, world, o->stages, o->tensor_ranks,
+                           o->stages * o->tensor_ranks);
         *role = SH_ROLE_PIPE_STAGE;
         return SHOAL_OK;
     case SH_LAYOUT_TENSOR:
@@ -146,7 +152,7 @@ static shoal_result run_alone(const sh_job_opts *o, sh_job_report *r)
     if (o->layout == SH_LAYOUT_HYBRID)
         return SH_FAIL(SHOAL_ERR_INVALID, "--hybrid needs ranks to split the connected layers across: add -n N, or "
                        "run under shoal launch, mpirun or srun");
-    if (o->layout == SH_LAYOUT_PIPELINE && o->stages > 1)
+    if (o->layout == SH_LAYOUT_PIPELINE && o->stages * (o->tensor_ranks > 1 ? o->tensor_ranks : 1) > 1)
         return SH_FAIL(SHOAL_ERR_INVALID, "--pipeline %d needs %d ranks or a multiple: add -n %d, or run "
                        "under shoal launch, mpirun or srun", o->stages, o->stages, o->stages);
     sh_timeline *tl = NULL;
@@ -315,7 +321,7 @@ static shoal_result run_ps_worker(const sh_job_opts *o, shoal_comm *c, sh_job_re
 }
 
 /* Replica 0's stages' profiles, gathered to every rank (each rank's 8 figures). */
-static shoal_result gather_pipe_profile(shoal_comm *c, sh_strategy *st, int stages, sh_job_report *r)
+static shoal_result gather_pipe_profile(shoal_comm *c, sh_strategy *st, int stages, int T, sh_job_report *r)
 {
     enum { NF = 8 };
     int world = shoal_comm_world(c);
@@ -327,8 +333,8 @@ static shoal_result gather_pipe_profile(shoal_comm *c, sh_strategy *st, int stag
     SH_TRY(sh_calloc((size_t)world * NF, sizeof *all, (void **)&all));
     shoal_result rc = shoal_allgather(c, mine, all, NF, SHOAL_FLOAT64);
     int n = stages < SH_JOB_MAX_PROFILED_STAGES ? stages : SH_JOB_MAX_PROFILED_STAGES;
-    for (int k = 0; rc == SHOAL_OK && k < n; k++) { /* rank k is replica 0's stage k */
-        const double *a = all + (size_t)k * NF;
+    for (int k = 0; rc == SHOAL_OK && k < n; k++) { /* rank k T is replica 0's stage k */
+        const double *a = all + (size_t)k * T * NF;
         sh_pipe_profile *q = &r->pipe_profile[k];
         q->stage = k;
         q->replica = 0;
@@ -361,7 +367,8 @@ static void layout_compress(const sh_job_opts *o, sh_strategy *st, int replicas,
 
 static shoal_result run_pipe_stage(const sh_job_opts *o, shoal_comm *c, sh_job_report *r)
 {
-    int world = shoal_comm_world(c), replicas = world / o->stages;
+    int T = o->tensor_ranks > 1 ? o->tensor_ranks : 1; /* --tensor-parallel T splits each stage */
+    int world = shoal_comm_world(c), replicas = world / (o->stages * T);
     sh_train_opts wo = o->train;
     wo.local_ranks = shoal_comm_local_world(c);
     sh_pipe_opts po = {o->train.cfg_path, o->stages, o->micro_batches ? o->micro_batches : o->stages,
@@ -382,7 +389,7 @@ static shoal_result run_pipe_stage(const sh_job_opts *o, shoal_comm *c, sh_job_r
     if (!o->strong_scaling && o->lr_linear) wo.lr_scale = (double)replicas;
     sh_strategy *st = NULL;
     sh_net *net = NULL;
-    SH_TRY(sh_strategy_pipeline_create(c, &po, &st, &net));
+    SH_TRY(sh_strategy_pipeline_tp_create(c, &po, T, &st, &net));
     layout_compress(o, st, replicas, "--pipeline", r->rank);
     if (r->rank == 0 && o->layout_out) {
         sh_strategy_pipeline_describe(st, o->layout_out);
@@ -393,7 +400,7 @@ static shoal_result run_pipe_stage(const sh_job_opts *o, shoal_comm *c, sh_job_r
     wo.batch = st->batch;
     shoal_result rc = train_with(&wo, net, st, r);
     report_comm_stats(st, rc, r);
-    if (rc == SHOAL_OK && o->train.profile) rc = gather_pipe_profile(c, st, o->stages, r);
+    if (rc == SHOAL_OK && o->train.profile) rc = gather_pipe_profile(c, st, o->stages, T, r);
     r->reporter = rc == SHOAL_OK && r->rank == 0;
     sh_strategy_destroy(st);
     return rc;
@@ -465,6 +472,40 @@ static shoal_result run_hybrid_rank(const sh_job_opts *o, shoal_comm *c, sh_job_
     return rc;
 }
 
+/* The layout flags in words, for the check below. */
+static void layout_words(const int64_t *v, char *buf, size_t nbytes)
+{
+    static const char *const names[] = {"data parallel", "--ps", "--pipeline", "--tensor-parallel", "--hybrid"};
+    int n = snprintf(buf, nbytes, "%s", v[0] >= 0 && v[0] <= SH_LAYOUT_HYBRID ? names[v[0]] : "?");
+    if (v[0] == SH_LAYOUT_PIPELINE) n += snprintf(buf + n, nbytes - (size_t)n, " %lld", (long long)v[1]);
+    if (v[2] > 1 && (v[0] == SH_LAYOUT_PIPELINE || v[0] == SH_LAYOUT_TENSOR))
+        snprintf(buf + n, nbytes - (size_t)n, "%s %lld", v[0] == SH_LAYOUT_PIPELINE ? " --tensor-parallel" : "",
+                 (long long)v[2]);
+}
+
+/* Ranks started with different layouts would wait on each other's collectives: they stop
+ * here, before any role, naming the first rank that differs from rank 0. */
+static shoal_result same_job_layout(const sh_job_opts *o, shoal_comm *c)
+{
+    enum { NV = 3 };
+    int world = shoal_comm_world(c);
+    int64_t mine[NV] = {o->layout, o->layout == SH_LAYOUT_PIPELINE ? o->stages : 0, o->tensor_ranks > 1 ? o->tensor_ranks : 1};
+    int64_t *all = NULL;
+    SH_TRY(sh_calloc((size_t)world * NV, sizeof *all, (void **)&all));
+    shoal_result rc = shoal_allgather(c, mine, all, NV, SHOAL_INT64);
+    for (int r = 1; rc == SHOAL_OK && r < world; r++)
+        if (memcmp(all + NV * r, all, NV * sizeof *all)) {
+            char theirs[96], lead[96];
+            layout_words(all + NV * r, theirs, sizeof theirs);
+            layout_words(all, lead, sizeof lead);
+            rc = SH_FAIL(SHOAL_ERR_MISMATCH, "rank %d was started with %s but rank 0 with %s; start every rank "
+                         "with the same layout flags", r, theirs, lead);
+            break;
+        }
+    free(all);
+    return rc;
+}
+
 static shoal_result run_role(const sh_job_opts *o, shoal_comm *c, sh_job_report *r)
 {
     switch (r->role) {
@@ -490,7 +531,8 @@ shoal_result sh_job_run(const sh_job_opts *o, sh_job_report *r)
     SH_TRY(shoal_comm_create(NULL, &c));
     r->rank = shoal_comm_rank(c);
     r->world = shoal_comm_world(c);
-    shoal_result rc = plan_role(o, r->rank, r->world, &r->role);
+    shoal_result rc = same_job_layout(o, c);
+    if (rc == SHOAL_OK) rc = plan_role(o, r->rank, r->world, &r->role);
     sh_timeline *tl = NULL;
     if (rc == SHOAL_OK && o->timeline_path)
         rc = sh_timeline_start(c, o->timeline_path, o->timeline_lo, o->timeline_hi, sh_job_role_name(r->role), &tl);

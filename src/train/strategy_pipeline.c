@@ -20,11 +20,20 @@
  * stage k's start (sh_net_cut_links), that output goes from stage to stage (each passing it
  * on from its instance's held copy) after the activations, one message per link in layer
  * order, and its gradient comes back the same way, each stage adding its own layers' part.
+ * With T > 1 (--tensor-parallel T) each stage runs on T ranks: rank g is tensor rank g % T of
+ * stage (g / T) % S of replica g / (S T). The stage's [connected] pairs are split among its T
+ * ranks as tensor parallelism splits them (pipeline_tp.c: column then row, planned inside the
+ * stage), their sums on the stage's own communicator (sh_net_set_sum); at a cut every one of
+ * the T ranks holds the whole activation, so tensor rank t of a stage talks to tensor rank t
+ * of its neighbours, and the replicas average per (stage, t). Split layers never defer their
+ * weight gradients (their factors are shares): they are summed in `acc`.
  * Cost per step and stage: M sends of mb x (stage output + links at its end) floats forward
  * and of mb x (stage input + links at its start) floats backward; idle (bubble) share
  * (S-1) / (M+S-1) with balanced stages.
  * Not here: cutting a net into parts (src/nn/net.c), the step (step.c), the layout (job.c).
- * Proved by tests/train/test_pipeline.c, test_pipeline_links.c and tests/cli/test_train_pipeline.c. */
+ * Proved by tests/train/test_pipeline.c, test_pipeline_links.c and
+ * tests/cli/test_train_pipeline.c (split stages: tests/train/test_pipeline_tp.c,
+ * tests/cli/test_train_pipeline_tp.c). */
 #include "train/strategy_pipeline.h"
 
 #include <float.h>
@@ -35,6 +44,7 @@
 #include "base/trace.h"
 #include "base/util.h"
 #include "train/grad_compress.h"
+#include "train/pipeline_tp.h"
 
 /* Micro-batches of fewer rows than this multiply by packed weights (gemm_packed.c): there
  * the pack, once per pass, costs less than OpenBLAS's per product (measured at 1024 x 1024:
@@ -45,7 +55,11 @@ typedef struct {
     shoal_comm *c;           /* the job's (borrowed) */
     shoal_comm *group;       /* this stage's ranks in every replica (owned); NULL: R = 1 */
     int S, M, R, stage, replica, mb, batch;
-    int prev, next;          /* global ranks of the neighbouring stages; -1 at the ends */
+    int T, t;                /* tensor ranks per stage, and this rank's (T = 1: none) */
+    shoal_comm *tp;          /* the stage's T ranks in this replica (owned; NULL: T = 1) */
+    unsigned char *roles;    /* [nlayers] the split pairs of every stage (NULL: T = 1) */
+    int *pairs;              /* [S] pairs per stage */
+    size_t *whole_off;       /* [nlayers] each layer's place in the whole model (T > 1) */
     /* Each pair of neighbouring stages has two communicators of its own (two ranks; the
      * earlier stage is rank 0), split from the job's: one carries activations forward, one
      * gradients (and at the end the loss) back, each as a broadcast from the sender, so the
@@ -473,6 +487,13 @@ static shoal_result pipe_pass(sh_strategy *s, const float *x, const int32_t *y, 
 
 /* ---- the strategy hooks ---- */
 
+/* The split layers' sum over the stage's T ranks (the net's sum hook). */
+static shoal_result tp_sum_floats(void *ctx, float *buf, size_t count)
+{
+    pipe_state *p = ctx;
+    return shoal_allreduce(p->tp, buf, buf, count, SHOAL_FLOAT32, SHOAL_SUM);
+}
+
 static shoal_result pipe_attach(sh_strategy *s, sh_net *net)
 {
     pipe_state *p = s->impl;
@@ -487,7 +508,7 @@ static shoal_result pipe_attach(sh_strategy *s, sh_net *net)
     sh_net_rng_get(net, p->rng); /* restored from a checkpoint, or the seed's */
     memcpy(p->rng0, p->rng, sizeof p->rng0);
     /* --compress: the replicas of this stage exchange its gradients compressed */
-    return sh_gradx_group_attach(s, p->group, net, 0, p->replica * p->S + p->stage, p->R * p->S);
+    return sh_gradx_group_attach(s, p->group, net, 0, shoal_comm_rank(p->c), p->R * p->S * p->T);
 }
 
 /* Before a checkpoint (every rank): each stage draws dropout masks from its own copy of
@@ -497,14 +518,14 @@ static shoal_result pipe_attach(sh_strategy *s, sh_net *net)
 static shoal_result pipe_sync_state(sh_strategy *s)
 {
     pipe_state *p = s->impl;
-    int world = p->S * p->R;
+    int world = p->S * p->R * p->T;
     uint64_t mine[5] = {memcmp(p->rng, p->rng0, sizeof p->rng) != 0, p->rng[0], p->rng[1], p->rng[2], p->rng[3]};
     uint64_t *all = NULL;
     SH_TRY(sh_calloc((size_t)world * 5, sizeof *all, (void **)&all));
     shoal_result rc = shoal_allgather(p->c, mine, all, 5, SHOAL_INT64);
     int pick = -1;
-    for (int k = 0; rc == SHOAL_OK && k < p->S; k++) /* replica 0's stages are ranks 0 .. S-1 */
-        if (all[5 * k]) pick = k;
+    for (int k = 0; rc == SHOAL_OK && k < p->S; k++) /* replica 0's stage k: rank k T */
+        if (all[5 * k * p->T]) pick = k * p->T;
     if (pick >= 0) sh_net_rng_set(p->inst[0], all + 5 * pick + 1);
     free(all);
     return rc;
@@ -533,22 +554,24 @@ static shoal_result pipe_finish(sh_strategy *s)
     return SHOAL_OK;
 }
 
-/* The gradient norm's shares: replica 0's stages each count their part (S times, as
- * pipe_sum divides the job's sum by S); the replicas hold the same averaged gradients. */
+/* The gradient norm's shares: replica 0's stages each count their part (S T times, as
+ * pipe_sum divides the job's sum by S T), a stage's tensor ranks what they alone hold; the
+ * replicas hold the same averaged gradients. */
 static double pipe_grad_sq(const sh_strategy *s)
 {
     const pipe_state *p = s->impl;
     if (p->replica != 0) return 0;
+    if (p->T > 1) return sh_pipetp_sum_squares(p->inst[0], p->roles, p->t, sh_net_grads(p->inst[0])) * p->S * p->T;
     return sh_sum_squares(sh_net_grads(p->inst[0]), p->nparams) * p->S;
 }
 
-/* Over the replicas; every stage of a replica holds the same figures, so the sum over all
- * ranks is S times theirs. */
+/* Over the replicas; every rank of a replica (S stages x T tensor ranks) holds the same
+ * figures, so the sum over all ranks is S T times theirs. */
 static shoal_result pipe_sum(sh_strategy *s, double *v, int n)
 {
     pipe_state *p = s->impl;
     SH_TRY(shoal_allreduce(p->c, v, v, (size_t)n, SHOAL_FLOAT64, SHOAL_SUM));
-    for (int i = 0; i < n; i++) v[i] /= p->S;
+    for (int i = 0; i < n; i++) v[i] /= p->S * p->T;
     return SHOAL_OK;
 }
 
@@ -558,7 +581,21 @@ static shoal_result pipe_sum_floats(sh_strategy *s, float *v, size_t n)
     return shoal_allreduce(p->c, v, v, n, SHOAL_FLOAT32, SHOAL_SUM);
 }
 
-/* Every stage's counts (allgather over the job; rank k < S is replica 0's stage k). */
+/* A stage split across T ranks: each rank's shares into the whole model, and back. */
+static void pipe_put(sh_strategy *s, const float *mine, float *whole)
+{
+    pipe_state *p = s->impl;
+    if (p->replica == 0) /* replica 0's shares make the whole model */
+        sh_pipetp_move(p->inst[0], p->roles, p->whole_off, p->t, p->T, (float *)mine, whole, 1);
+}
+
+static void pipe_take(sh_strategy *s, const float *whole, float *mine)
+{
+    pipe_state *p = s->impl;
+    sh_pipetp_move(p->inst[0], p->roles, p->whole_off, p->t, p->T, mine, (float *)whole, 0);
+}
+
+/* Every stage's counts (allgather over the job; rank k T < S T is replica 0's stage k). */
 static shoal_result place_part(pipe_state *p)
 {
     int world = shoal_comm_world(p->c);
@@ -568,18 +605,23 @@ static shoal_result place_part(pipe_state *p)
     SH_TRY(sh_calloc((size_t)world * 2, sizeof *all, (void **)&all));
     shoal_result rc = shoal_allgather(p->c, mine, all, 2, SHOAL_INT64);
     sh_model_part *m = &p->part;
+    /* stage k's whole counts: its plan's; its statistics (never split) from its rank t = 0 */
     for (int k = 0; rc == SHOAL_OK && k < p->S; k++) {
         if (k < p->stage) {
-            m->params_off += (size_t)all[2 * k];
-            m->stats_off += (size_t)all[2 * k + 1];
+            m->params_off += p->stage_nparams[k];
+            m->stats_off += (size_t)all[2 * k * p->T + 1];
         }
-        m->nparams_whole += (size_t)all[2 * k];
-        m->nstats_whole += (size_t)all[2 * k + 1];
+        m->nparams_whole += p->stage_nparams[k];
+        m->nstats_whole += (size_t)all[2 * k * p->T + 1];
     }
     free(all);
-    m->contributes = p->replica == 0;
-    m->carries_scalars = p->replica == 0 && p->stage == 0;
+    m->contributes = p->replica == 0 && p->t == 0;
+    m->carries_scalars = p->replica == 0 && p->stage == 0 && p->t == 0;
     m->sum_floats = pipe_sum_floats;
+    if (p->T > 1) {
+        m->put = pipe_put;
+        m->take = pipe_take;
+    }
     return rc;
 }
 
@@ -623,6 +665,10 @@ static void pipe_destroy(sh_strategy *s)
         free(p->cuts);
         free(p->stage_nparams);
         shoal_comm_destroy(p->group);
+        shoal_comm_destroy(p->tp);
+        free(p->roles);
+        free(p->pairs);
+        free(p->whole_off);
         for (int k = 0; k < 2; k++) {
             shoal_comm_destroy(p->act[k]);
             shoal_comm_destroy(p->grad[k]);
@@ -646,12 +692,30 @@ static const sh_strategy_ops pipe_ops = {
 
 /* ---- building ---- */
 
+/* With T > 1: the pairs of each stage, and every layer's place in the whole model. */
+static shoal_result plan_shares(pipe_state *p, const sh_net *plan)
+{
+    int L = sh_net_nlayers(plan);
+    SH_TRY(sh_calloc((size_t)L, 1, (void **)&p->roles));
+    SH_TRY(sh_calloc((size_t)p->S, sizeof *p->pairs, (void **)&p->pairs));
+    SH_TRY(sh_calloc((size_t)L, sizeof *p->whole_off, (void **)&p->whole_off));
+    size_t off = 0;
+    for (int i = 0; i < L; i++) {
+        size_t o, count;
+        sh_net_layer_params(plan, i, &o, &count);
+        p->whole_off[i] = off;
+        off += count;
+    }
+    return sh_pipetp_plan(plan, p->cuts, p->S, p->T, p->roles, p->pairs);
+}
+
 /* The cut, from a plan-only part (layer 0 alone, one image), and each stage's size. */
 static shoal_result plan_stages(pipe_state *p, uint64_t seed)
 {
     sh_net *plan = NULL;
     SH_TRY(sh_net_create_part(p->cfg, 1, seed, 0, 1, &plan));
     shoal_result rc = sh_pipe_plan(plan, p->S, p->cuts);
+    if (rc == SHOAL_OK && p->T > 1) rc = plan_shares(p, plan);
     for (int k = 0; rc == SHOAL_OK && k < p->S; k++)
         for (int i = p->cuts[k]; i < p->cuts[k + 1]; i++) {
             size_t off, count;
@@ -714,18 +778,22 @@ static shoal_result plan_links(pipe_state *p)
 }
 
 /* Ranks started with different layouts stop here, before any split, naming who differs. */
-static shoal_result same_layout(shoal_comm *c, const sh_pipe_opts *o)
+static shoal_result same_layout(shoal_comm *c, const sh_pipe_opts *o, int T)
 {
     int world = shoal_comm_world(c);
-    int64_t mine[3] = {o->stages, o->micro_batches, o->batch}, *all = NULL;
-    SH_TRY(sh_calloc((size_t)world * 3, sizeof *all, (void **)&all));
-    shoal_result rc = shoal_allgather(c, mine, all, 3, SHOAL_INT64);
+    enum { NV = 4 };
+    int64_t mine[NV] = {o->stages, o->micro_batches, o->batch, T}, *all = NULL;
+    SH_TRY(sh_calloc((size_t)world * NV, sizeof *all, (void **)&all));
+    shoal_result rc = shoal_allgather(c, mine, all, NV, SHOAL_INT64);
     for (int r = 1; rc == SHOAL_OK && r < world; r++)
-        if (memcmp(all + 3 * r, all, 3 * sizeof *all))
-            rc = SH_FAIL(SHOAL_ERR_MISMATCH, "rank %d runs --pipeline %lld --micro-batches %lld --batch %lld but "
-                         "rank 0 runs --pipeline %lld --micro-batches %lld --batch %lld; start every rank with the "
-                         "same layout", r, (long long)all[3 * r], (long long)all[3 * r + 1],
-                         (long long)all[3 * r + 2], (long long)all[0], (long long)all[1], (long long)all[2]);
+        if (memcmp(all + NV * r, all, NV * sizeof *all)) {
+            const int64_t *a = all + NV * r;
+            rc = SH_FAIL(SHOAL_ERR_MISMATCH, "rank %d runs --pipeline %lld --micro-batches %lld --batch %lld "
+                         "--tensor-parallel %lld but rank 0 runs --pipeline %lld --micro-batches %lld --batch %lld "
+                         "--tensor-parallel %lld; start every rank with the same layout", r, (long long)a[0],
+                         (long long)a[1], (long long)a[2], (long long)a[3], (long long)all[0], (long long)all[1],
+                         (long long)all[2], (long long)all[3]);
+        }
     free(all);
     return rc;
 }
@@ -733,17 +801,28 @@ static shoal_result same_layout(shoal_comm *c, const sh_pipe_opts *o)
 shoal_result sh_strategy_pipeline_create(shoal_comm *c, const sh_pipe_opts *o, sh_strategy **out,
                                          sh_net **net_out)
 {
+    return sh_strategy_pipeline_tp_create(c, o, 1, out, net_out);
+}
+
+shoal_result sh_strategy_pipeline_tp_create(shoal_comm *c, const sh_pipe_opts *o, int T, sh_strategy **out,
+                                            sh_net **net_out)
+{
     shoal_result rc = SHOAL_OK;
     sh_strategy *s = NULL;
     pipe_state *p = NULL;
     *out = NULL;
     *net_out = NULL;
     int world = shoal_comm_world(c), rank = shoal_comm_rank(c);
-    SH_TRY(same_layout(c, o));
+    if (T < 1) T = 1;
+    SH_TRY(same_layout(c, o, T));
     if (o->stages < 1 || world % o->stages)
         return SH_FAIL(SHOAL_ERR_INVALID, "--pipeline %d does not divide the %d ranks into replicas of "
                        "%d stages; run -n with a multiple of %d (replicas x stages)", o->stages, world,
                        o->stages, o->stages < 1 ? 1 : o->stages);
+    if (world % (o->stages * T))
+        return SH_FAIL(SHOAL_ERR_INVALID, "--pipeline %d --tensor-parallel %d does not divide the %d ranks into "
+                       "replicas of %d stages x %d tensor ranks; run -n with a multiple of %d (replicas x S x T)",
+                       o->stages, T, world, o->stages, T, o->stages * T);
     if (o->micro_batches < 1)
         return SH_FAIL(SHOAL_ERR_INVALID, "--micro-batches %d: give at least 1", o->micro_batches);
     SH_TRY_GOTO(sh_calloc(1, sizeof *s, (void **)&s), rc, fail);
@@ -755,11 +834,11 @@ shoal_result sh_strategy_pipeline_create(shoal_comm *c, const sh_pipe_opts *o, s
     p->c = c;
     p->S = o->stages;
     p->M = o->micro_batches;
-    p->R = world / o->stages;
-    p->stage = rank % p->S;
-    p->replica = rank / p->S;
-    p->prev = p->stage > 0 ? rank - 1 : -1;
-    p->next = p->stage < p->S - 1 ? rank + 1 : -1;
+    p->T = T;
+    p->R = world / (o->stages * T);
+    p->t = rank % T;
+    p->stage = rank / T % p->S;
+    p->replica = rank / (p->S * T);
     p->batch = o->batch;
     SH_TRY_GOTO(sh_calloc((size_t)p->S + 1, sizeof *p->cuts, (void **)&p->cuts), rc, fail);
     SH_TRY_GOTO(sh_calloc((size_t)p->S, sizeof *p->stage_nparams, (void **)&p->stage_nparams), rc, fail);
@@ -779,14 +858,15 @@ shoal_result sh_strategy_pipeline_create(shoal_comm *c, const sh_pipe_opts *o, s
     s->drill_rank = rank;
     s->batch = p->batch;
     /* Collective: R is the same on every rank, so all split or none does. */
-    if (p->R > 1) SH_TRY_GOTO(shoal_comm_split(c, p->stage, p->replica, &p->group), rc, fail);
-    /* The links: pairs (stage 2k, 2k+1), then pairs (2k+1, 2k+2); a rank outside every pair
-     * of one split passes color -1. */
+    if (p->R > 1) SH_TRY_GOTO(shoal_comm_split(c, p->stage * T + p->t, p->replica, &p->group), rc, fail);
+    if (T > 1) SH_TRY_GOTO(shoal_comm_split(c, p->replica * p->S + p->stage, p->t, &p->tp), rc, fail);
+    /* The links: pairs (stage 2k, 2k+1), then pairs (2k+1, 2k+2), one per tensor rank t; a
+     * rank outside every pair of one split passes color -1. */
     for (int split = 0; split < 4; split++) {
         int odd = split / 2, is_grad = split % 2;
         /* the pair's first stage: this one when its parity is the split's, else the one before */
         int first = (p->stage - odd) % 2 == 0 ? p->stage : p->stage - 1;
-        int color = first >= 0 && first + 1 < p->S ? p->replica * p->S + first : -1;
+        int color = first >= 0 && first + 1 < p->S ? (p->replica * p->S + first) * T + p->t : -1;
         shoal_comm *pair = NULL;
         SH_TRY_GOTO(shoal_comm_split(c, color, p->stage, &pair), rc, fail);
         if (!pair) continue;
@@ -802,7 +882,13 @@ shoal_result sh_strategy_pipeline_create(shoal_comm *c, const sh_pipe_opts *o, s
     for (int j = 0; j < p->K; j++) {
         /* Instances after the first draw the same weights, then drop them for the first's
          * (sh_net_use_blocks in attach). */
-        SH_TRY_GOTO(sh_net_create_part(p->cfg, p->mb, o->seed, lo, hi, &p->inst[j]), rc, fail);
+        if (T > 1) {
+            SH_TRY_GOTO(sh_net_create_part_tensor(p->cfg, p->mb, o->seed, lo, hi, p->t, T, p->roles, &p->inst[j]),
+                        rc, fail);
+            sh_net_set_sum(p->inst[j], tp_sum_floats, p); /* every instance's splits sum over the stage */
+        } else {
+            SH_TRY_GOTO(sh_net_create_part(p->cfg, p->mb, o->seed, lo, hi, &p->inst[j]), rc, fail);
+        }
         sh_net_want_input_delta(p->inst[j], p->stage > 0);
     }
     p->nparams = sh_net_nparams(p->inst[0]);
@@ -860,9 +946,34 @@ static void describe_links(const sh_net *n, int c, FILE *out)
     }
 }
 
+static void describe_split(const pipe_state *p, FILE *out)
+{
+    fprintf(out, "pipeline x tensor parallel: %d replica%s x %d stages x %d tensor ranks on %d ranks, %d micro-batch%s "
+            "of %d image%s (batch %d per replica), 1F1B\n", p->R, p->R == 1 ? "" : "s", p->S, p->T, p->R * p->S * p->T,
+            p->M, p->M == 1 ? "" : "es", p->mb, p->mb == 1 ? "" : "s", p->batch);
+    for (int k = 0; k < p->S; k++) {
+        fprintf(out, "  stage %d: layers %d-%d, %zu parameters, ranks", k, p->cuts[k], p->cuts[k + 1] - 1,
+                p->stage_nparams[k]);
+        for (int r = 0; r < p->R; r++)
+            for (int t = 0; t < p->T; t++)
+                fprintf(out, "%s%d", t ? "," : r ? " | " : " ", (r * p->S + k) * p->T + t);
+        if (k > 0) describe_links(p->inst[0], p->cuts[k], out);
+        if (!p->pairs[k]) fprintf(out, "; no pair to split: its layers run whole on each tensor rank");
+        fputc('\n', out);
+        for (int i = p->cuts[k]; i < p->cuts[k + 1]; i++)
+            if (p->roles[i] == SH_TP_COLUMN)
+                fprintf(out, "    split: layers %d (by output columns) + %d (by input rows), one allreduce of its "
+                        "output forward, one of its input's gradient backward\n", i, i + 1);
+    }
+}
+
 void sh_strategy_pipeline_describe(const sh_strategy *s, FILE *out)
 {
     const pipe_state *p = s->impl;
+    if (p->T > 1) {
+        describe_split(p, out);
+        return;
+    }
     fprintf(out, "pipeline: %d stage%s x %d replica%s on %d ranks, %d micro-batch%s of %d image%s "
             "(batch %d per replica), 1F1B\n", p->S, p->S == 1 ? "" : "s", p->R, p->R == 1 ? "" : "s",
             p->S * p->R, p->M, p->M == 1 ? "" : "es", p->mb, p->mb == 1 ? "" : "s", p->batch);

@@ -1,7 +1,8 @@
 /* strategy_pipeline.h — pipeline parallelism: the layers cut into S contiguous stages, one
  * per rank of a replica; each batch split into M micro-batches run one-forward-one-backward
  * (1F1B); activations and their gradients sent between neighbouring stages; with more
- * ranks than stages, replicas of the pipeline average each stage's gradients.
+ * ranks than stages, replicas of the pipeline average each stage's gradients; with
+ * --tensor-parallel T each stage runs on T ranks, its [connected] pairs split among them.
  * Not here: the step (step.c), the net's parts (src/nn/net.c sh_net_create_part), the job's
  * layout (job.c).
  * Proved by tests/train/test_pipeline.c and tests/cli/test_train_pipeline.c. */
@@ -44,8 +45,16 @@ shoal_result sh_pipe_plan(const sh_net *n, int stages, int *cuts);
  * (splits it into the stage groups of the replicas). */
 shoal_result sh_strategy_pipeline_create(shoal_comm *c, const sh_pipe_opts *o, sh_strategy **out,
                                          sh_net **net_out);
+/* The same with each stage split across T tensor-parallel ranks (T = 1: the above): the
+ * world is a multiple of S x T; rank g is tensor rank g % T of stage g / T % S of replica
+ * g / (S T). Each stage's [connected] pairs are split among its T ranks (pipeline_tp.h);
+ * *net_out holds this rank's shares of its stage. */
+shoal_result sh_strategy_pipeline_tp_create(shoal_comm *c, const sh_pipe_opts *o, int T, sh_strategy **out,
+                                            sh_net **net_out);
 void sh_strategy_pipeline_profile(const sh_strategy *s, sh_pipe_profile *out);
-/* "pipeline: 2 stages x 2 replicas, 4 micro-batches of 8; stage 0 layers 0-2 ranks 0,2; ..." */
+/* "pipeline: 2 stages x 2 replicas, 4 micro-batches of 8; stage 0 layers 0-2 ranks 0,2; ...";
+ * with T > 1 "pipeline x tensor parallel: 2 replicas x 2 stages x 2 tensor ranks ...", each
+ * stage's ranks and split pairs. */
 void sh_strategy_pipeline_describe(const sh_strategy *s, FILE *out);
 
 #endif

@@ -61,8 +61,8 @@ static void refusals(void)
     CHECK(rc == 0 && strstr(out, "steps 4..6"), "one process did not continue 2 x 2 ranks' run: %s", out);
     rc = run("deep.cfg --data . --tensor-parallel 2");
     CHECK(rc == 2 && strstr(out, "runs on -n 2 ranks"), "exit %d: %s", rc, out);
-    rc = run("deep.cfg --data . -n 2 --tensor-parallel 2 --pipeline 2");
-    CHECK(rc == 2 && strstr(out, "not combined"), "exit %d: %s", rc, out);
+    rc = run("deep.cfg --data . -n 2 --tensor-parallel 2 --pipeline 2"); /* composed: S x T ranks */
+    CHECK(rc == 2 && strstr(out, "runs on -n 4 ranks or a multiple"), "exit %d: %s", rc, out);
     rc = run("deep.cfg --data . -n 5 --tensor-parallel 5 --max-steps 2"); /* 32, 24: no pair */
     CHECK(rc == 1 && strstr(out, "divisible by 5"), "exit %d: %s", rc, out);
 }

@@ -1,0 +1,379 @@
+/* test_pipeline_tp.c — proves pipeline and tensor parallelism composed (--pipeline S
+ * --tensor-parallel T: src/train/strategy_pipeline.c with pipeline_tp.c) with the real
+ * trainer and real processes: 2 stages x 2 tensor ranks on 4 ranks match one process after 50
+ * steps with SGD and with Adam, dropout included, and so do 2 replicas of them on 8 ranks;
+ * each rank allocates only its shares of its stage (parameters, gradients, optimizer state);
+ * checkpoints cross one process, plain pipelines and the composed layout both ways; a rank
+ * started with another T stops every rank at start-up naming it; impossible layouts get one
+ * clear error; a killed rank stops the others, which name a rank. */
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "lib/layout.h"
+#include "lib/layout_checks.h"
+#include "lib/ranks.h"
+#include "lib/reference.h"
+#include "nn/net.h"
+#include "nn/optim.h"
+#include "shoal/comm.h"
+#include "train/strategy_pipeline.h"
+#include "train/tiny_data.h"
+#include "train/trainer.h"
+#include "train/trainer_internal.h"
+
+static char dir[256], sgd_cfg[512], adam_cfg[512], plain_cfg[512], odd_cfg[512];
+enum { STEPS = 50, GLOBAL_BATCH = 16 };
+
+/* Stage 0: a pair (32 + 24), a whole layer and dropout; stage 1: a pair (16 + 8) and a
+ * whole layer. The dropout sits in one stage, so the micro-batches draw its masks in one
+ * process's order, and every tensor rank of the stage draws the same. */
+#define STAGED_LAYERS                                                                        \
+    "\n[connected]\noutput=32\nactivation=relu\nstage=0\n"                                   \
+    "\n[connected]\noutput=24\nactivation=leaky\n"                                           \
+    "\n[connected]\noutput=20\nactivation=relu\n"                                            \
+    "\n[dropout]\nprobability=0.2\n"                                                         \
+    "\n[connected]\noutput=16\nactivation=relu\nstage=1\n"                                   \
+    "\n[connected]\noutput=8\nactivation=relu\n"                                             \
+    "\n[connected]\noutput=4\nactivation=linear\n"                                           \
+    "\n[softmax]\n\n[cost]\n"
+
+static const char sgd_text[] = "[net]\nbatch=16\nwidth=8\nheight=8\nchannels=1\n"
+                               "learning_rate=0.05\nmomentum=0.9\ndecay=0.0005\n" STAGED_LAYERS;
+
+static const char adam_text[] = "[net]\nbatch=16\nwidth=8\nheight=8\nchannels=1\n"
+                                "learning_rate=0.002\nadam=1\ndecay=0.0005\n" STAGED_LAYERS;
+
+/* No dropout: replicas draw their own shard's masks, which one process does not. */
+static const char plain_text[] =
+    "[net]\nbatch=16\nwidth=8\nheight=8\nchannels=1\nlearning_rate=0.05\nmomentum=0.9\n"
+    "\n[connected]\noutput=32\nactivation=relu\nstage=0\n"
+    "\n[connected]\noutput=24\nactivation=relu\n"
+    "\n[connected]\noutput=16\nactivation=relu\nstage=1\n"
+    "\n[connected]\noutput=8\nactivation=relu\n"
+    "\n[connected]\noutput=4\nactivation=linear\n"
+    "\n[softmax]\n\n[cost]\n";
+
+/* Odd output counts: nothing to split across 2 ranks. */
+static const char odd_text[] =
+    "[net]\nbatch=16\nwidth=8\nheight=8\nchannels=1\nlearning_rate=0.05\n"
+    "\n[connected]\noutput=7\nactivation=relu\n"
+    "\n[connected]\noutput=5\nactivation=relu\n"
+    "\n[connected]\noutput=4\nactivation=linear\n"
+    "\n[softmax]\n\n[cost]\n";
+
+static void opts_for(sh_train_opts *o, const char *c, int batch, int64_t steps)
+{
+    sh_test_train_opts(o, c, dir, batch, steps, 7);
+}
+
+typedef struct {
+    const char *cfg;
+    int stages, T, micro;
+    int64_t steps;
+    const char *resume, *save; /* NULL: none */
+} pt_arg;
+
+/* This rank's shares of layers [lo, hi) against one process's whole layers: the squared
+ * difference and norm added up; *held: the values the shares hold. A column share is rows
+ * [t k, (t+1) k) of W (K, I) and those biases, a row share columns [t i, (t+1) i) of W and
+ * the biases whole (Megatron-LM's split, as strategy_tensor.c's). */
+static void compare_shares(sh_net *mine, sh_net *whole, int t, double *diff, double *norm, size_t *held,
+                           size_t *expected)
+{
+    int lo, hi;
+    sh_net_part(mine, &lo, &hi);
+    for (int i = lo; i < hi; i++) {
+        size_t wo, wc, mo, mc;
+        sh_net_layer_params(whole, i, &wo, &wc);
+        sh_net_layer_params(mine, i, &mo, &mc);
+        *held += mc;
+        const float *w = sh_net_params(whole) + wo, *m = sh_net_params(mine) + mo;
+        int kc, kh, kw, mk, mh, mw;
+        sh_net_layer_shape(whole, i, &kc, &kh, &kw);
+        sh_net_layer_shape(mine, i, &mk, &mh, &mw);
+        size_t K = (size_t)kc * kh * kw, k = (size_t)mk * mh * mw, r = (size_t)t;
+        if (mc == wc) { /* whole on every rank */
+            *expected += wc;
+            for (size_t j = 0; j < wc; j++) {
+                *diff += ((double)m[j] - w[j]) * ((double)m[j] - w[j]);
+                *norm += (double)w[j] * w[j];
+            }
+            continue;
+        }
+        if (k < K) { /* column */
+            size_t in = (wc - K) / K;
+            *expected += k * in + k;
+            for (size_t j = 0; j < k * in; j++) {
+                double d = (double)m[j] - w[r * k * in + j];
+                *diff += d * d;
+                *norm += (double)w[r * k * in + j] * w[r * k * in + j];
+            }
+            for (size_t j = 0; j < k; j++) {
+                double d = (double)m[k * in + j] - w[K * in + r * k + j];
+                *diff += d * d;
+            }
+            continue;
+        }
+        size_t I = (wc - K) / K, in = I / 2; /* row, T = 2 */
+        *expected += K * in + K;
+        for (size_t row = 0; row < K; row++)
+            for (size_t col = 0; col < in && mc == K * in + K; col++) {
+                double wv = w[row * I + r * in + col], d = (double)m[row * in + col] - wv;
+                *diff += d * d;
+                *norm += wv * wv;
+            }
+        for (size_t j = 0; j < K && mc == K * in + K; j++) {
+            double d = (double)m[K * in + j] - w[K * I + j];
+            *diff += d * d;
+        }
+    }
+}
+
+/* Every rank trains its shares of its stage, then compares them with one process trained on
+ * the whole batch, and checks what it allocated. */
+static void exact_job(shoal_comm *c, void *arg)
+{
+    const pt_arg *a = arg;
+    int g = shoal_comm_rank(c), n = shoal_comm_world(c);
+    int replicas = n / (a->stages * a->T), t = g % a->T;
+    sh_pipe_opts po = {a->cfg, a->stages, a->micro, GLOBAL_BATCH / replicas, 7};
+    sh_strategy *st = NULL;
+    sh_net *net = NULL;
+    CHECK(sh_strategy_pipeline_tp_create(c, &po, a->T, &st, &net) == SHOAL_OK, "%s", shoal_last_error_message());
+    if (!st) return;
+    sh_train_opts o;
+    opts_for(&o, a->cfg, GLOBAL_BATCH / replicas, a->save ? a->steps / 2 : a->steps);
+    o.strategy = st;
+    o.resume_path = a->resume;
+    o.save_path = a->save;
+    sh_trainer *tr = NULL;
+    sh_train_report rep;
+    CHECK(sh_trainer_create_with_net(&o, net, &tr) == SHOAL_OK && sh_trainer_run(tr, &rep) == SHOAL_OK,
+          "rank %d: %s", g, shoal_last_error_message());
+    CHECK(shoal_barrier(c) == SHOAL_OK, "%s", shoal_last_error_message()); /* the lead's file is written */
+    if (!tr || a->save) {
+        sh_trainer_destroy(tr);
+        sh_strategy_destroy(st);
+        return;
+    }
+    sh_train_opts ro;
+    opts_for(&ro, a->cfg, GLOBAL_BATCH, a->steps);
+    sh_trainer *ref = NULL;
+    sh_train_report rr;
+    CHECK(sh_test_train_one(&ro, &ref, &rr) == SHOAL_OK, "%s", shoal_last_error_message());
+    if (!ref) goto done;
+    sh_net *mine = sh_trainer_net(tr), *whole = sh_trainer_net(ref);
+    double diff = 0, norm = 0;
+    size_t held = 0, expected = 0;
+    if (a->T == 2) compare_shares(mine, whole, t, &diff, &norm, &held, &expected);
+    else { /* a plain pipeline's stage: its layers whole */
+        int l0, h0;
+        size_t off, cnt;
+        sh_net_part(mine, &l0, &h0);
+        sh_net_layer_params(whole, l0, &off, &cnt);
+        held = expected = sh_net_nparams(mine);
+        double rel = sh_test_rel_diff(sh_net_params(mine), sh_net_params(whole) + off, held);
+        diff = rel * rel;
+        norm = 1;
+    }
+    /* what it allocates: its shares' parameters, as many gradients, the optimizer's state
+     * per parameter (momentum; Adam's two moments) and a few scalars */
+    size_t noptim = 0;
+    (void)sh_optim_state(tr->opt, &noptim);
+    CHECK(held == sh_net_nparams(mine) && expected == held, "rank %d: layers' shares %zu, block %zu, expected %zu",
+          g, held, sh_net_nparams(mine), expected);
+    int lo, hi;
+    size_t stage_whole = 0;
+    sh_net_part(mine, &lo, &hi);
+    for (int i = lo; i < hi; i++) {
+        size_t o2, c2;
+        sh_net_layer_params(whole, i, &o2, &c2);
+        stage_whole += c2;
+    }
+    CHECK(a->T > 1 ? sh_net_nparams(mine) < stage_whole : sh_net_nparams(mine) == stage_whole,
+          "rank %d holds %zu parameters; its stage's layers %d-%d have %zu", g, sh_net_nparams(mine), lo, hi - 1,
+          stage_whole);
+    CHECK(tr->nparams == sh_net_nparams(mine) && noptim <= 2 * sh_net_nparams(mine) + 8,
+          "rank %d: trainer %zu parameters, optimizer %zu values for %zu parameters", g, tr->nparams, noptim,
+          sh_net_nparams(mine));
+    double rel = sqrt(diff / (norm > 0 ? norm : 1));
+    CHECK(rel < 1e-5, "rank %d (stage %d, tensor rank %d): %.3g relative to one process after %lld steps", g,
+          g / a->T % a->stages, t, rel, (long long)a->steps);
+    CHECK(rel > 0, "rank %d: bitwise equal to one process: was the stage split?", g);
+    CHECK(fabs(rep.test_accuracy - rr.test_accuracy) < 1e-9, "rank %d: test accuracy %.4f, one process %.4f", g,
+          rep.test_accuracy, rr.test_accuracy);
+    /* a replica's loss is its shard's, as in data parallelism */
+    CHECK(replicas > 1 || fabs(rep.train_loss - rr.train_loss) < 1e-4 * (1 + rr.train_loss),
+          "rank %d: train loss %.6f, one process %.6f", g, rep.train_loss, rr.train_loss);
+done:
+    sh_trainer_destroy(ref);
+    sh_trainer_destroy(tr);
+    sh_strategy_destroy(st);
+}
+
+static void t_two_stages_two_tensor_ranks_sgd_dropout_match(void)
+{
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
+    pt_arg a = {sgd_cfg, 2, 2, 4, STEPS, NULL, NULL};
+    RUN_RANKS(4, &o, exact_job, &a);
+}
+
+static void t_two_stages_two_tensor_ranks_adam_dropout_match(void)
+{
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
+    pt_arg a = {adam_cfg, 2, 2, 2, STEPS, NULL, NULL};
+    RUN_RANKS(4, &o, exact_job, &a);
+}
+
+/* -n 8 --pipeline 2 --tensor-parallel 2: 2 replicas, each half the batch. */
+static void t_two_replicas_of_two_by_two_match(void)
+{
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 180};
+    pt_arg a = {plain_cfg, 2, 2, 2, STEPS, NULL, NULL};
+    RUN_RANKS(8, &o, exact_job, &a);
+}
+
+static char ckpt_one[600], ckpt_pt[600], ckpt_pipe[600], ckpt_pt2[600];
+
+/* One process's checkpoint resumes on 2 x 2 ranks; 2 x 2 ranks' resumes in one process and
+ * in a plain 2-stage pipeline; a plain pipeline's resumes on 2 x 2 ranks. Each ends where
+ * one process that never stopped does (dropout included: its stream is carried along). */
+static void t_checkpoints_cross_layouts(void)
+{
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
+    sh_train_opts so;
+    opts_for(&so, sgd_cfg, GLOBAL_BATCH, STEPS / 2);
+    so.save_path = ckpt_one;
+    CHECK(sh_test_write_one(&so) == SHOAL_OK, "%s", shoal_last_error_message());
+    pt_arg from_one = {sgd_cfg, 2, 2, 4, STEPS, ckpt_one, NULL};
+    RUN_RANKS(4, &o, exact_job, &from_one);
+
+    pt_arg write = {sgd_cfg, 2, 2, 4, STEPS, NULL, ckpt_pt};
+    RUN_RANKS(4, &o, exact_job, &write);
+    sh_train_opts ro;
+    opts_for(&ro, sgd_cfg, GLOBAL_BATCH, STEPS);
+    check_resumes_in_one_process("2 stages x 2 tensor ranks", &ro, ckpt_pt, 1);
+    pt_arg to_pipe = {sgd_cfg, 2, 1, 4, STEPS, ckpt_pt, NULL};
+    RUN_RANKS(2, &o, exact_job, &to_pipe);
+
+    pt_arg pipe = {adam_cfg, 2, 1, 2, STEPS, NULL, ckpt_pipe};
+    RUN_RANKS(2, &o, exact_job, &pipe);
+    pt_arg from_pipe = {adam_cfg, 2, 2, 2, STEPS, ckpt_pipe, NULL};
+    RUN_RANKS(4, &o, exact_job, &from_pipe);
+    pt_arg write_adam = {adam_cfg, 2, 2, 2, STEPS, NULL, ckpt_pt2};
+    RUN_RANKS(4, &o, exact_job, &write_adam);
+    opts_for(&ro, adam_cfg, GLOBAL_BATCH, STEPS);
+    check_resumes_in_one_process("2 stages x 2 tensor ranks (Adam)", &ro, ckpt_pt2, 1);
+}
+
+/* The last rank was started with another T: every rank stops at start-up, naming it. */
+static void mismatched_job(shoal_comm *c, void *arg)
+{
+    (void)arg;
+    int g = shoal_comm_rank(c), n = shoal_comm_world(c);
+    sh_pipe_opts po = {sgd_cfg, 2, 4, 0, 7};
+    sh_strategy *st = NULL;
+    sh_net *net = NULL;
+    shoal_result rc = sh_strategy_pipeline_tp_create(c, &po, g == n - 1 ? 1 : 2, &st, &net);
+    CHECK(rc == SHOAL_ERR_MISMATCH && !st && !net, "rank %d: rc %d", g, rc);
+    CHECK(strstr(shoal_last_error_message(), "rank 3 runs --pipeline 2 --micro-batches 4 --batch 0 --tensor-parallel 1 "
+                                             "but rank 0 runs --pipeline 2 --micro-batches 4 --batch 0 "
+                                             "--tensor-parallel 2"),
+          "%s", shoal_last_error_message());
+}
+
+typedef struct {
+    const char *cfg;
+    const char *want;
+} bad_arg;
+
+static void bad_layout_job(shoal_comm *c, void *arg)
+{
+    const bad_arg *a = arg;
+    sh_pipe_opts po = {a->cfg, 2, 2, 0, 7};
+    sh_strategy *st = NULL;
+    sh_net *net = NULL;
+    shoal_result rc = sh_strategy_pipeline_tp_create(c, &po, 2, &st, &net);
+    CHECK(rc == SHOAL_ERR_INVALID && !st && !net, "rank %d: rc %d", shoal_comm_rank(c), rc);
+    CHECK(strstr(shoal_last_error_message(), a->want) != NULL, "wanted \"%s\" in: %s", a->want,
+          shoal_last_error_message());
+}
+
+static void t_impossible_layouts_are_refused(void)
+{
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 60};
+    RUN_RANKS(4, &o, mismatched_job, NULL);
+    bad_arg not_divisible = {sgd_cfg, "does not divide the 2 ranks into replicas of 2 stages x 2 tensor ranks"};
+    RUN_RANKS(2, &o, bad_layout_job, &not_divisible);
+    bad_arg no_pair = {odd_cfg, "no stage of"};
+    RUN_RANKS(4, &o, bad_layout_job, &no_pair);
+}
+
+/* Rank 3 (stage 1, tensor rank 1) dies at step 3: the others stop instead of waiting, and
+ * its stage's other rank and the tensor rank 1 of stage 0, its two partners, name it. */
+static void killed_job(shoal_comm *c, void *arg)
+{
+    (void)arg;
+    int g = shoal_comm_rank(c);
+    sh_pipe_opts po = {plain_cfg, 2, 4, 0, 7};
+    sh_strategy *st = NULL;
+    sh_net *net = NULL;
+    CHECK(sh_strategy_pipeline_tp_create(c, &po, 2, &st, &net) == SHOAL_OK, "%s", shoal_last_error_message());
+    if (!st) return;
+    sh_train_opts o;
+    opts_for(&o, plain_cfg, GLOBAL_BATCH, 20);
+    o.strategy = st;
+    sh_trainer *tr = NULL;
+    CHECK(sh_trainer_create_with_net(&o, net, &tr) == SHOAL_OK, "%s", shoal_last_error_message());
+    shoal_result rc = SHOAL_OK;
+    for (int64_t s = 0; tr && s < 20 && rc == SHOAL_OK; s++) {
+        float loss;
+        if (g == 3 && s == 3) raise(SIGKILL);
+        rc = sh_train_step(tr, s, &loss);
+    }
+    CHECK(rc == SHOAL_ERR_PEER || rc == SHOAL_ERR_TIMEOUT, "rank %d went on: rc %d", g, rc);
+    const char *msg = shoal_last_error_message();
+    /* its partners name it by its job rank (their communicators' ranks differ); rank 0 waits on
+     * them, and names whichever stopped first */
+    CHECK(g == 0 ? strstr(msg, "rank 1") || strstr(msg, "rank 2") || strstr(msg, "rank 3")
+                 : strstr(msg, "job rank 3") != NULL,
+          "rank %d: the error names the lost rank: %s", g, msg);
+    sh_trainer_destroy(tr);
+    sh_strategy_destroy(st);
+}
+
+static void t_killed_rank_stops_the_others(void)
+{
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 60, .timeout_ms = 5000, .dying_mask = 8};
+    RUN_RANKS(4, &o, killed_job, NULL);
+}
+
+int main(void)
+{
+    check_begin("test_pipeline_tp", 400);
+    if (tiny_make_dir(dir, sizeof dir) || tiny_write_file(dir, "sgd.cfg", sgd_text) ||
+        tiny_write_file(dir, "adam.cfg", adam_text) || tiny_write_file(dir, "plain.cfg", plain_text) ||
+        tiny_write_file(dir, "odd.cfg", odd_text)) {
+        fprintf(stderr, "cannot write the test data\n");
+        return 1;
+    }
+    snprintf(sgd_cfg, sizeof sgd_cfg, "%s/sgd.cfg", dir);
+    snprintf(adam_cfg, sizeof adam_cfg, "%s/adam.cfg", dir);
+    snprintf(plain_cfg, sizeof plain_cfg, "%s/plain.cfg", dir);
+    snprintf(odd_cfg, sizeof odd_cfg, "%s/odd.cfg", dir);
+    snprintf(ckpt_one, sizeof ckpt_one, "%s/one.ckpt", dir);
+    snprintf(ckpt_pt, sizeof ckpt_pt, "%s/pt.ckpt", dir);
+    snprintf(ckpt_pt2, sizeof ckpt_pt2, "%s/pt2.ckpt", dir);
+    snprintf(ckpt_pipe, sizeof ckpt_pipe, "%s/pipe.ckpt", dir);
+    RUN(t_two_stages_two_tensor_ranks_sgd_dropout_match);
+    RUN(t_two_stages_two_tensor_ranks_adam_dropout_match);
+    RUN(t_two_replicas_of_two_by_two_match);
+    RUN(t_checkpoints_cross_layouts);
+    RUN(t_impossible_layouts_are_refused);
+    RUN(t_killed_rank_stops_the_others);
+    tiny_remove_dir(dir);
+    return check_end();
+}
