@@ -13,7 +13,7 @@
 #
 #   bench/mp/run.sh            # REPS=3 STEPS=60 MICRO="1 2 4 8" MODEL=bench/mp/balanced.cfg
 #                              # TP_MODEL=examples/mlp-wide.cfg TP_STEPS=30
-#                              # HY_MODEL=examples/fc-heavy.cfg HY_RANKS=2 HY_STEPS=20
+#                              # HY_MODEL=bench/mp/fc4096.cfg HY_RANKS=2 HY_STEPS=20
 #                              # HY_BATCH=64 HY_SCHEMES="broadcast vertical horizontal" TORCH=1
 #   REPS=1 STEPS=6 TP_STEPS=3 HY_STEPS=3 MICRO="2" bench/mp/run.sh  # a quick check that it runs
 #   ONLY=hybrid bench/mp/run.sh                                     # the hybrid table alone
@@ -30,7 +30,7 @@ MICRO=${MICRO:-"1 2 4 8"}
 MODEL=${MODEL:-bench/mp/balanced.cfg}
 TP_MODEL=${TP_MODEL:-examples/mlp-wide.cfg}
 TP_STEPS=${TP_STEPS:-30}
-HY_MODEL=${HY_MODEL:-examples/fc-heavy.cfg}
+HY_MODEL=${HY_MODEL:-bench/mp/fc4096.cfg}
 HY_RANKS=${HY_RANKS:-2}
 HY_STEPS=${HY_STEPS:-20}
 HY_BATCH=${HY_BATCH:-64}

@@ -326,19 +326,17 @@ static shoal_result forward_one(pipe_state *p, int m, const float *x, const int3
                                      (size_t)cnt * p->out_count, SHOAL_FLOAT32, 0, &p->act_req[j]));
         SH_TRY(links_send(p, j, cnt, 0));
     }
-    uint64_t t3 = sh_now_ns();
+    uint64_t t3 = sh_now_ns(), t4 = t3;
     if (p->pack_forward) {
         sh_net_pack_weights(p->inst[0], SH_PACK_FORWARD); /* the instances share them */
         for (int i = 0; i < p->K; i++) sh_net_use_packed(p->inst[i], SH_PACK_FORWARD | SH_PACK_BACKWARD);
         p->pack_forward = 0;
-        uint64_t t4 = sh_now_ns();
-        p->acc_ns[0] += (double)(t4 - t3);
-        t3 = t4;
+        t4 = sh_now_ns();
     }
     p->acc_ns[2] += (double)(t1 - t0);
-    p->acc_ns[0] += (double)(t2 - t1);
+    p->acc_ns[0] += (double)(t2 - t1 + t4 - t3);
     p->acc_ns[3] += (double)(t3 - t2);
-    trace_micro(p, m, "forward", t0, t1, t3);
+    trace_micro(p, m, "forward", t0, t1, t4);
     return SHOAL_OK;
 }
 
