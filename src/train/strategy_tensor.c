@@ -401,7 +401,7 @@ void sh_strategy_tensor_describe(const sh_strategy *s, FILE *out)
         if (c->row == c->col + 2) fprintf(out, " (layer %d between pools the share)", c->col + 1);
         if (c->row > c->col + 2) fprintf(out, " (layers %d-%d between pool the share)", c->col + 1, c->row - 1);
         fprintf(out, ": one allreduce of its output forward, one of its input's gradient backward; %.0f bytes "
-                "per image for %.0f multiply-adds\n", c->nbytes, c->macs);
+                "per image allreduced, %.0f multiply-adds per image split\n", c->nbytes, c->macs);
     }
     for (int a = 0; a < p->ncands; a++) {
         const tp_cand *c = &p->cands[a];
