@@ -16,6 +16,7 @@
 #include "lib/layout_checks.h"
 #include "lib/ranks.h"
 #include "lib/reference.h"
+#include "nn/layer.h"
 #include "nn/net.h"
 #include "shoal/comm.h"
 #include "train/strategy_tensor.h"
@@ -176,7 +177,7 @@ static void t_two_ranks_sgd_match_one_process(void)
 }
 
 /* The CNN: a conv pair and a conv -> maxpool -> connected pair, dropout after; SGD and Adam,
- * 2 ranks, and 2 replicas of 2. */
+ * 2 ranks, and 2 replicas of 2; SGD again through the convolutions' column cache. */
 static void t_cnn_conv_pairs_match_one_process(void)
 {
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
@@ -186,6 +187,11 @@ static void t_cnn_conv_pairs_match_one_process(void)
     RUN_RANKS(2, &o, exact_job, &b);
     tp_arg c = {cnn_cfg, NULL, NULL, 2, NULL, NULL};
     RUN_RANKS(4, &o, exact_job, &c);
+    /* the convolutions' column cache (many threads' path: no Winograd, dW by filters) */
+    int cache_from = sh_conv_cache_min_threads;
+    sh_conv_cache_min_threads = 1;
+    RUN_RANKS(2, &o, exact_job, &a);
+    sh_conv_cache_min_threads = cache_from;
 }
 
 /* Each of 2 ranks of the CNN holds half of the split convolutions: their filters'
