@@ -23,7 +23,8 @@
 #include "train/tiny_data.h"
 #include "train/trainer.h"
 
-static char dir[256], sgd_cfg[512], adam_cfg[512], odd_cfg[512], cnn_cfg[512], cnn_adam_cfg[512], thin_cfg[512];
+static char dir[256], sgd_cfg[512], adam_cfg[512], odd_cfg[512], cnn_cfg[512], cnn_adam_cfg[512], thin_cfg[512],
+    chain_cfg[512];
 enum { STEPS = 50, BATCH = 16 };
 
 /* conv 0 -> maxpool -> connected 32 (a pair: 128 bytes an image for 4352 multiply-adds),
@@ -65,6 +66,16 @@ static const char cnn_text[] = "[net]\nbatch=16\nwidth=8\nheight=8\nchannels=1\n
                                "learning_rate=0.02\nmomentum=0.9\ndecay=0.0005\n" CNN_LAYERS;
 static const char cnn_adam_text[] = "[net]\nbatch=16\nwidth=8\nheight=8\nchannels=1\n"
                                     "learning_rate=0.002\nadam=1\n" CNN_LAYERS;
+
+/* Per image, 0 + 1 does 3072 multiply-adds for 256 bytes, 1 + 2 3584 for 224, 2 + 3 2176 for
+ * 272: taken from the first layer, 0 + 1 would be split; the chain's best is 1 + 2 alone. */
+static const char chain_text[] =
+    "[net]\nbatch=16\nwidth=8\nheight=8\nchannels=1\nlearning_rate=0.05\n"
+    "\n[connected]\noutput=24\nactivation=relu\n"
+    "\n[connected]\noutput=64\nactivation=relu\n"
+    "\n[connected]\noutput=32\nactivation=relu\n"
+    "\n[connected]\noutput=4\nactivation=linear\n"
+    "\n[softmax]\n\n[cost]\n";
 
 /* 1x1 convolutions over 2 channels: every pair sends more than it computes */
 static const char thin_text[] =
@@ -235,10 +246,36 @@ static void layout_job(shoal_comm *c, void *arg)
     sh_strategy_destroy(st);
 }
 
-static void t_cnn_shares_and_layout_line(void)
+/* The pairs are the chain's best set, not the first layer's: 1 + 2 splits, 0 + 1 (worth
+ * less) overlaps it, 2 + 3 costs more than it saves. */
+static void chain_job(shoal_comm *c, void *arg)
+{
+    (void)arg;
+    sh_tp_opts to = {chain_cfg, 2, BATCH, 5};
+    sh_strategy *st = NULL;
+    sh_net *net = NULL;
+    CHECK(sh_strategy_tensor_create(c, &to, &st, &net) == SHOAL_OK, "%s", shoal_last_error_message());
+    if (!st) return;
+    char line[4096] = "";
+    FILE *f = fmemopen(line, sizeof line - 1, "w");
+    if (f) {
+        sh_strategy_tensor_describe(st, f);
+        fclose(f);
+    }
+    CHECK(strstr(line, "layers 1 (64 outputs, 32 per rank, by output columns) + 2 (32 outputs, by input rows)") &&
+              strstr(line, "224 bytes per image allreduced, 3584 multiply-adds") &&
+              strstr(line, "not split: layers 0 + 1 (256 bytes per image for 3072 multiply-adds): overlaps layers 1 + 2") &&
+              strstr(line, "not split: layers 2 + 3 (272 bytes per image for 2176 multiply-adds): costs more than it "
+                           "saves") && !strstr(line, "layers 0 (24"),
+          "layout:\n%s", line);
+    sh_strategy_destroy(st);
+}
+
+static void t_shares_and_layout_lines_name_the_chosen_pairs(void)
 {
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 60};
     RUN_RANKS(2, &o, layout_job, NULL);
+    RUN_RANKS(2, &o, chain_job, NULL);
 }
 
 static void t_two_and_four_ranks_adam_match_one_process(void)
@@ -345,7 +382,7 @@ int main(void)
     if (tiny_make_dir(dir, sizeof dir) || tiny_write_file(dir, "sgd.cfg", sgd_text) ||
         tiny_write_file(dir, "adam.cfg", adam_text) || tiny_write_file(dir, "odd.cfg", odd_text) ||
         tiny_write_file(dir, "cnn.cfg", cnn_text) || tiny_write_file(dir, "cnn_adam.cfg", cnn_adam_text) ||
-        tiny_write_file(dir, "thin.cfg", thin_text)) {
+        tiny_write_file(dir, "thin.cfg", thin_text) || tiny_write_file(dir, "chain.cfg", chain_text)) {
         fprintf(stderr, "cannot write the test data\n");
         return 1;
     }
@@ -355,6 +392,7 @@ int main(void)
     snprintf(cnn_cfg, sizeof cnn_cfg, "%s/cnn.cfg", dir);
     snprintf(cnn_adam_cfg, sizeof cnn_adam_cfg, "%s/cnn_adam.cfg", dir);
     snprintf(thin_cfg, sizeof thin_cfg, "%s/thin.cfg", dir);
+    snprintf(chain_cfg, sizeof chain_cfg, "%s/chain.cfg", dir);
     snprintf(cnn_one, sizeof cnn_one, "%s/cnn_one.ckpt", dir);
     snprintf(cnn_tp, sizeof cnn_tp, "%s/cnn_tp.ckpt", dir);
     snprintf(ckpt_one, sizeof ckpt_one, "%s/one.ckpt", dir);
@@ -364,7 +402,7 @@ int main(void)
     RUN(t_two_ranks_sgd_match_one_process);
     RUN(t_two_and_four_ranks_adam_match_one_process);
     RUN(t_cnn_conv_pairs_match_one_process);
-    RUN(t_cnn_shares_and_layout_line);
+    RUN(t_shares_and_layout_lines_name_the_chosen_pairs);
     RUN(t_two_replicas_of_two_ranks_match_one_process);
     RUN(t_checkpoints_cross_layouts);
     RUN(t_cnn_checkpoints_cross_layouts);
