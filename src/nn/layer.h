@@ -97,10 +97,11 @@ struct sh_layer {
     int cur_step;                   /* recurrent: the time step a per-step split works on */
     int input_onehot;               /* recurrent: this pass's input rows are one-hot */
     int stage;                      /* stage=K: its pipeline stage; -1: not placed */
-    /* Tensor parallelism (Megatron-LM's pair of [connected] layers over tp_ranks ranks):
-     * SH_TP_COLUMN keeps outputs [r*K/T, (r+1)*K/T) of the whole layer's K and sums its
-     * input's gradient over the ranks; SH_TP_ROW keeps the same share of its inputs and
-     * sums its output (before bias and activation) over the ranks. SH_TP_GATHER (hybrid
+    /* Tensor parallelism (Megatron-LM's pair of [connected] or [convolutional] layers over
+     * tp_ranks ranks): SH_TP_COLUMN keeps outputs (filters) [r*K/T, (r+1)*K/T) of the whole
+     * layer's K and sums its input's gradient over the ranks; SH_TP_ROW keeps the same share
+     * of its inputs (channels) and sums its output (before bias and activation) over the
+     * ranks. SH_TP_GATHER (hybrid
      * parallelism) keeps outputs [r*K/T, (r+1)*K/T) (floor; T need not divide K) but its
      * output buffer stays whole: the other ranks' columns arrive through the sum (they are
      * zero here), and its input's gradient is summed as a column share's. */

@@ -11,8 +11,13 @@
  * groups=G splits the channels into G independent convolutions (ResNeXt), one product each.
  * Weights: normal * sqrt(2 / (S*S*C/G)) as Darknet (He). Parameters: weights (F, C/G, S, S),
  * biases (F) [BN shift], then scales (F) with batch_normalize.
- * Not here: batch norm's arithmetic (layer_batchnorm.c), the GEMM (gemm.c).
- * Proved by tests/nn/test_layer_conv.c. */
+ * Tensor-parallel shares (tp_role): a column share keeps filters [r F/T, (r+1) F/T) and sums
+ * its input's gradient over the ranks after backward; a row share reads channels
+ * [r C/T, (r+1) C/T) of its input (the column share's output), keeps those channels of every
+ * filter and sums its (N, F, OH, OW) output over the ranks before the bias and activation.
+ * Not here: batch norm's arithmetic (layer_batchnorm.c), the GEMM (gemm.c), which layers are
+ * split (src/train/strategy_tensor.c).
+ * Proved by tests/nn/test_layer_conv.c and tests/train/test_tensor.c (shares). */
 #include <math.h>
 #include <string.h>
 
@@ -81,6 +86,7 @@ static shoal_result conv_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ct
 {
     int pad_flag = 0, padding = 0, groups = 1;
     SH_TRY(sh_cfg_int(s, "filters", 1, 1, 1 << 16, &l->filters));
+    if (ctx->out_div > 1) l->filters /= ctx->out_div; /* a column share (the caller checked) */
     SH_TRY(sh_cfg_int(s, "size", 1, 1, 1024, &l->size));
     SH_TRY(sh_cfg_int(s, "stride", 1, 1, 1024, &l->stride));
     SH_TRY(sh_cfg_int(s, "pad", 0, 0, 1, &pad_flag));
@@ -151,8 +157,33 @@ static shoal_result conv_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ct
     return SHOAL_OK;
 }
 
+/* A tensor-parallel share draws the whole layer's weights (F, C, S, S) in the whole layer's
+ * order and keeps its filters (column share) or its channels of every filter (row share):
+ * the same values as one process. */
+static void conv_init_share(sh_layer *l, float *params, sh_rng *rng)
+{
+    size_t kk = (size_t)l->size * l->size, f = (size_t)l->filters, c = (size_t)l->in_shape.c;
+    size_t whole_f = l->tp_role == SH_TP_COLUMN ? l->tp_whole : f;
+    size_t whole_c = l->tp_role == SH_TP_ROW ? c * (size_t)l->tp_ranks : c;
+    size_t f0 = l->tp_role == SH_TP_COLUMN ? (size_t)l->tp_rank * f : 0;
+    size_t c0 = l->tp_role == SH_TP_ROW ? (size_t)l->tp_rank * c : 0;
+    float scale = sqrtf(2.0f / (float)(l->size * l->size * (int)whole_c));
+    for (size_t r = 0; r < whole_f; r++)
+        for (size_t ch = 0; ch < whole_c; ch++)
+            for (size_t q = 0; q < kk; q++) {
+                float v = scale * sh_rng_normal(rng);
+                if (r >= f0 && r < f0 + f && ch >= c0 && ch < c0 + c)
+                    params[l->w_off + ((r - f0) * c + (ch - c0)) * kk + q] = v;
+            }
+    for (size_t i = 0; i < l->b_count; i++) params[l->b_off + i] = 0.0f;
+}
+
 static void conv_init(sh_layer *l, float *params, float *stats, sh_rng *rng)
 {
+    if (l->tp_role != SH_TP_NONE) { /* no batch norm in a split pair */
+        conv_init_share(l, params, rng);
+        return;
+    }
     float scale = sqrtf(2.0f / (float)(l->size * l->size * l->in_shape.c / l->groups));
     for (size_t i = 0; i < l->w_count; i++) params[l->w_off + i] = scale * sh_rng_normal(rng);
     for (size_t i = 0; i < l->b_count; i++) params[l->b_off + i] = 0.0f;
@@ -161,6 +192,13 @@ static void conv_init(sh_layer *l, float *params, float *stats, sh_rng *rng)
         stats[l->stat_off + i] = 0.0f;                       /* rolling mean */
         stats[l->stat_off + l->stat_count / 2 + i] = 1.0f;   /* rolling variance */
     }
+}
+
+/* The output stays the raw product: batch norm follows, or (row share) the sum over the
+ * ranks, then the bias and activation (conv_finish_images). */
+static int raw_output(const sh_layer *l)
+{
+    return l->batch_normalize || l->tp_role == SH_TP_ROW;
 }
 
 static void conv_forward_images(sh_layer *l, sh_exec *x, int tid, int n0, int n1)
@@ -186,7 +224,7 @@ static void conv_forward_images(sh_layer *l, sh_exec *x, int tid, int n0, int n1
                 sh_gemm(0, 0, l->filters, nt, ckk, 1.0f, w, ckk, col, nt, 0.0f, y + oy * ow, ohw);
             }
         }
-        if (!l->batch_normalize)
+        if (!raw_output(l))
             for (int f = 0; f < l->filters; f++)
                 sh_act_bias_forward(l->act, y + (size_t)f * ohw, (size_t)ohw, b[f]);
     }
@@ -214,7 +252,7 @@ static void conv_forward_grouped(sh_layer *l, sh_exec *x, int tid, int n0, int n
             for (int f = 0; f < l->filters; f++) {
                 float *y = l->out + (size_t)(a + j) * l->outputs + (size_t)f * ohw;
                 const float *t = tmp + (size_t)f * ld + j * ohw;
-                if (l->batch_normalize)
+                if (raw_output(l))
                     memcpy(y, t, ohw * sizeof *y);
                 else
                     sh_act_bias_copy(l->act, y, t, ohw, bias[f]);
@@ -250,7 +288,7 @@ static void conv_forward_cached(sh_layer *l, sh_exec *x, int tid, int a, int b)
         for (int f = 0; f < l->filters; f++) {
             float *y = l->out + (size_t)(a + j) * l->outputs + (size_t)f * ohw;
             const float *t = tmp + (size_t)f * ld + j * ohw;
-            if (l->batch_normalize)
+            if (raw_output(l))
                 memcpy(y, t, ohw * sizeof *y);
             else
                 sh_act_bias_copy(l->act, y, t, ohw, bias[f]);
@@ -290,7 +328,7 @@ static void conv_forward_wino(sh_layer *l, sh_exec *x, int tid, int n0, int n1)
     const sh_shape *in = &l->in_shape;
     sh_wino_conv(l->cache, 0, l->in[0] + (size_t)n0 * l->inputs, n1 - n0, in->c,
                  in->h, in->w, l->filters, l->out + (size_t)n0 * l->outputs, 0, x->work[tid]);
-    if (l->batch_normalize) return;
+    if (raw_output(l)) return;
     size_t ohw = (size_t)l->out_shape.h * l->out_shape.w;
     const float *b = x->params + l->b_off;
     for (int n = n0; n < n1; n++)
@@ -339,7 +377,7 @@ static void conv_forward_groups(sh_layer *l, sh_exec *x, int tid, int n0, int n1
             sh_gemm(0, 0, fg, ohw, ckk, 1.0f, w, ckk, a, ohw, 0.0f, y + (size_t)g * fg * ohw,
                     ohw);
         }
-        if (!l->batch_normalize)
+        if (!raw_output(l))
             for (int f = 0; f < l->filters; f++)
                 sh_act_bias_forward(l->act, y + (size_t)f * ohw, (size_t)ohw, b[f]);
     }
@@ -391,6 +429,17 @@ static void conv_backward_groups(sh_layer *l, sh_exec *x, int tid, int n0, int n
     }
 }
 
+/* Row share, after the sum over the ranks: bias and activation. */
+static void conv_finish_images(sh_layer *l, sh_exec *x, int tid, int n0, int n1)
+{
+    (void)tid;
+    size_t ohw = (size_t)l->out_shape.h * l->out_shape.w;
+    const float *b = x->params + l->b_off;
+    for (int n = n0; n < n1; n++)
+        for (int f = 0; f < l->filters; f++)
+            sh_act_bias_forward(l->act, l->out + (size_t)n * l->outputs + (size_t)f * ohw, ohw, b[f]);
+}
+
 static void conv_forward(sh_layer *l, sh_exec *x)
 {
     if (l->groups > 1)
@@ -403,6 +452,10 @@ static void conv_forward(sh_layer *l, sh_exec *x)
         sh_exec_chunks(l, x, l->group, conv_forward_cached);
     else
         sh_exec_images(l, x, l->group > 1 ? conv_forward_grouped : conv_forward_images);
+    if (l->tp_role == SH_TP_ROW) { /* each rank's product covers its share of the channels */
+        if (x->sum_rc == SHOAL_OK) x->sum_rc = x->sum(x->sum_ctx, l->out, (size_t)x->nimg * l->outputs);
+        sh_exec_images(l, x, conv_finish_images);
+    }
     if (l->batch_normalize) sh_bn_forward(l, x, l->out);
 }
 
@@ -542,7 +595,7 @@ static void conv_backward_cached_filters(sh_layer *l, sh_exec *x, int tid, int f
     }
 }
 
-static void conv_backward(sh_layer *l, sh_exec *x)
+static void conv_backward_local(sh_layer *l, sh_exec *x)
 {
     if (l->batch_normalize) sh_bn_backward(l, x);
     if (l->groups > 1) {
@@ -557,6 +610,16 @@ static void conv_backward(sh_layer *l, sh_exec *x)
     sh_exec_partials(l, x, l->group > 1 ? conv_backward_grouped : conv_backward_images);
     /* forward's kernels: the weights do not change before this layer's backward is done */
     if (use_wino(l, x) && l->in_delta[0]) sh_exec_chunks(l, x, wino_chunk(x), conv_backward_wino_dx);
+}
+
+/* A row share's output and its delta are whole (its bias and activation ran after the sum),
+ * so its backward is the plain one over its channels; a column share's input gradient covers
+ * its filters only, summed over the ranks. */
+static void conv_backward(sh_layer *l, sh_exec *x)
+{
+    conv_backward_local(l, x);
+    if (l->tp_role == SH_TP_COLUMN && l->in_delta[0] && x->sum_rc == SHOAL_OK)
+        x->sum_rc = x->sum(x->sum_ctx, l->in_delta[0], (size_t)x->nimg * l->inputs);
 }
 
 /* Darknet: biases, [scales, rolling mean, rolling variance], weights (F, C/G, S, S). */

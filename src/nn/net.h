@@ -51,10 +51,11 @@ shoal_result sh_net_create_owning(sh_cfg *cfg, int batch, uint64_t seed, sh_net 
 shoal_result sh_net_create_part(sh_cfg *cfg, int batch, uint64_t seed, int lo, int hi, sh_net **out);
 /* Tensor parallelism over `ranks` ranks, this one `rank`: roles[i] (SH_TP_COLUMN = 1,
  * SH_TP_ROW = 2, 0 none; one per layer) split layer pairs as Megatron-LM: a column layer
- * keeps 1/ranks of its outputs, the row layer after it the same share of its inputs; its
+ * keeps 1/ranks of its outputs (a convolutional one: of its filters), the row layer after it
+ * (or after pooling between) the same share of its inputs (channels); its
  * output is summed over the ranks through the sum hook (sh_net_set_sum) before bias and
  * activation, and the column layer's input gradient after backward. Only pairs that
- * sh_net_tp_pair_ok accepts; the shares hold what the whole net draws from the seed. */
+ * sh_net_tp_pair_end accepts; the shares hold what the whole net draws from the seed. */
 enum { SH_TP_NONE = 0, SH_TP_COLUMN, SH_TP_ROW, SH_TP_GATHER };
 shoal_result sh_net_create_tensor(sh_cfg *cfg, int batch, uint64_t seed, int rank, int ranks,
                                   const unsigned char *roles, sh_net **out);
@@ -76,9 +77,14 @@ shoal_result sh_net_hybrid_plan(const sh_net *n, int ranks, int *cut, unsigned c
  * row (dropout) draw for all `total` rows in order and keep their own rows' draws, so a share
  * of a batch drops what one process running the whole batch drops. total 0: the whole batch. */
 void sh_net_set_rows(sh_net *n, int total, int group, int stride, int offset);
-/* 1 when layers i and i+1 may be split as a column/row pair over `ranks`: both [connected]
- * without batch norm, i+1 reads only i, nothing else reads i or i's input after them, and
- * ranks divides i's outputs. */
+/* The row layer j of a column/row pair starting at layer i over `ranks`, or -1: layer i is
+ * [connected] or [convolutional] (groups=1) without batch norm whose outputs (filters) ranks
+ * divides; j = i + 1, or after [maxpool] / [avgpool] layers when i is convolutional (they
+ * pool each channel: they run on its share); j is [connected], or [convolutional] (groups=1)
+ * after a convolutional i, without batch norm; each of i+1..j reads only the layer before
+ * it, and nothing after reads i's input or the layers before j. sh_net_tp_pair_ok: 1 when
+ * j = i + 1. */
+int sh_net_tp_pair_end(const sh_net *n, int i, int ranks);
 int sh_net_tp_pair_ok(const sh_net *n, int i, int ranks);
 /* The tensor-parallel sum: buf[0..count) = its sum over the ranks; forward and backward
  * return its error. Borrowed ctx. */

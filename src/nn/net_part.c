@@ -118,17 +118,46 @@ void sh_net_set_rows(sh_net *n, int total, int group, int stride, int offset)
     n->exec.rows_offset = offset;
 }
 
+/* A layer that may start a pair: [connected] or a plain [convolutional] (groups=1; the
+ * row layer's weights then hold whole filters' channel slices), no batch norm, its outputs
+ * (units: connected outputs, filters) divisible by the ranks. */
+static int tp_column_ok(const sh_layer *a, int ranks)
+{
+    if (a->batch_normalize || a->out_shape.c % ranks) return 0;
+    return a->ops == &sh_dense_ops || (a->ops == &sh_conv_ops && a->groups == 1);
+}
+
+/* Pooling acts per channel: it runs on a convolutional column share as on the whole. */
+static int tp_passes_share(const sh_layer *l)
+{
+    return l->ops == &sh_maxpool_ops || l->ops == &sh_avgpool_ops;
+}
+
+int sh_net_tp_pair_end(const sh_net *n, int i, int ranks)
+{
+    if (i < 0 || i + 1 >= n->nlayers || !tp_column_ok(&n->layers[i], ranks)) return -1;
+    const sh_layer *a = &n->layers[i];
+    int j = i + 1;
+    if (a->ops == &sh_conv_ops)
+        while (j < n->nlayers && tp_passes_share(&n->layers[j]) && n->layers[j].nsrc == 1 &&
+               n->layers[j].src[0] == j - 1)
+            j++;
+    if (j >= n->nlayers) return -1;
+    const sh_layer *b = &n->layers[j];
+    if (b->batch_normalize || b->nsrc != 1 || b->src[0] != j - 1) return -1;
+    /* a connected row share reads a contiguous range of its inputs: a channel share of
+     * (C, H, W) is one; a convolutional row share reads channels, which a connected column
+     * share's outputs are not meant to be */
+    if (b->ops != &sh_dense_ops && !(b->ops == &sh_conv_ops && b->groups == 1 && a->ops == &sh_conv_ops)) return -1;
+    /* the pair is a chain: nothing later reads a's input, a, or what lies between */
+    for (int k = i + 1; k <= j + 1 && k < n->nlayers; k++)
+        if (!sh_net_cut_ok(n, k)) return -1;
+    return j;
+}
+
 int sh_net_tp_pair_ok(const sh_net *n, int i, int ranks)
 {
-    if (i < 0 || i + 1 >= n->nlayers) return 0;
-    const sh_layer *a = &n->layers[i], *b = &n->layers[i + 1];
-    if (a->ops != &sh_dense_ops || b->ops != &sh_dense_ops) return 0;
-    if (a->batch_normalize || b->batch_normalize || a->out_shape.c % ranks) return 0;
-    if (b->src[0] != i) return 0;
-    /* the pair is a chain: nothing later reads a's input or a itself */
-    if (i + 1 < n->nlayers && !sh_net_cut_ok(n, i + 1)) return 0;
-    if (i + 2 < n->nlayers && !sh_net_cut_ok(n, i + 2)) return 0;
-    return 1;
+    return sh_net_tp_pair_end(n, i, ranks) == i + 1;
 }
 
 void sh_net_set_sum(sh_net *n, shoal_result (*sum)(void *ctx, float *buf, size_t count), void *ctx)

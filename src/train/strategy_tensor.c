@@ -1,13 +1,24 @@
 /* strategy_tensor.c — tensor parallelism over T ranks (Megatron-LM, Shoeybi et al. 2019).
- * A pair of [connected] layers A, B: rank r keeps outputs [r K/T, (r+1) K/T) of A (rows of
- * W_A: the column split of Y = X W_A^T) and the same columns of W_B (the row split); B's
- * products are partial sums over A's outputs, summed by one allreduce of (N, K_B) before
- * B's bias and activation; backward, A's input gradient is a partial sum, summed by one
- * allreduce of (N, I_A). Every other layer, and B's bias, is whole on every rank and gets
- * the same gradient there, so no other communication is needed. Pairs are chosen greedily
- * from the first layer (sh_net_tp_pair_ok). Checkpoints hold the whole model: each rank puts
- * its shares in place (move_share), rank 0 the layers every rank holds whole.
- * Not here: the split layers' math (layer_dense.c), the net's shares (net.c), the step.
+ * A pair A, B: rank r keeps outputs [r K/T, (r+1) K/T) of A (rows of W_A: the column split
+ * of Y = X W_A^T; a [convolutional] A keeps those filters) and the same inputs of B (columns
+ * of W_B, the row split; a [convolutional] B keeps those channels of every filter, a
+ * [connected] B after a convolutional A those channels' inputs, a contiguous range of its
+ * C*H*W); [maxpool]/[avgpool] between a convolutional A and B pool A's share. B's products
+ * are partial sums over A's outputs, summed by one allreduce of B's output before its bias
+ * and activation; backward, A's input gradient is a partial sum, summed by one allreduce.
+ * Every other layer, and B's bias, is whole on every rank and gets the same gradient there,
+ * so no other communication is needed.
+ * Which pairs (plan_pairs): every pair sh_net_tp_pair_end accepts is a candidate; per image it
+ * does F multiply-adds (its layers' forward products; each rank keeps F/T of them, and of the
+ * backward's two products) and allreduces B bytes (B's output, and A's input gradient unless A
+ * is the first layer). It is worth splitting when F > MACS_PER_BYTE * B; among the worth ones
+ * a dynamic programme over the chain takes the non-overlapping set of the largest total
+ * F - MACS_PER_BYTE * B (ties: fewer bytes, then the pair starting later). The start-up
+ * line says which pairs were split, at what cost, and why the others were not.
+ * Checkpoints hold the whole model: each rank puts its shares in place (move_share), rank 0
+ * the layers every rank holds whole.
+ * Not here: the split layers' math (layer_dense.c, layer_conv.c), the net's shares (net.c,
+ * net_part.c), the step.
  * Proved by tests/train/test_tensor.c. */
 #include "train/strategy_tensor.h"
 
@@ -18,6 +29,22 @@
 #include "base/util.h"
 #include "train/grad_compress.h"
 
+/* Multiply-adds one core does in the time a rank sends a byte of allreduce: ~50 G/s in
+ * these products against ~4 GB/s of busbw on one host (bench/README.md). A split pair saves
+ * each rank 3F(T-1)/T multiply-adds (forward and two backward products) and sends 2B(T-1)/T
+ * bytes (ring): worth it when 3F/50 > 2B/4, F > ~8 B. */
+#define MACS_PER_BYTE 8
+
+/* A candidate pair: layers col .. row (pooling between), its multiply-adds and allreduced
+ * bytes per image; split, or why not. */
+enum { CAND_SPLIT, CAND_COSTLY, CAND_OVERLAP };
+typedef struct {
+    int col, row;
+    int col_conv, row_conv;  /* [convolutional] (else [connected]) */
+    double macs, nbytes;
+    int why, other;          /* CAND_OVERLAP: the split candidate it overlaps */
+} tp_cand;
+
 typedef struct {
     shoal_comm *c;           /* the job's (borrowed) */
     shoal_comm *tp, *dp;     /* this replica's T ranks, and this share's ranks in every
@@ -26,7 +53,11 @@ typedef struct {
     sh_cfg *cfg;             /* owned: the net reads it */
     unsigned char *roles;    /* [nlayers] */
     int nlayers;
-    int *outputs;            /* [nlayers] the whole layers' outputs, for the layout line */
+    int *outputs;            /* [nlayers] the whole layers' outputs (C*H*W) */
+    int *units;              /* [nlayers] their outputs (connected) or filters (conv): the
+                                rows of their weights, and of a split layer, what is split */
+    tp_cand *cands;          /* [ncands] the candidate pairs, for the layout line */
+    int ncands;
     int rank;
     size_t *whole_off, *whole_count; /* [nlayers] each layer's slice of the whole model */
     sh_net *net;             /* this rank's share (the trainer's), for its layers' slices */
@@ -43,14 +74,21 @@ static shoal_result tp_attach(sh_strategy *s, sh_net *net)
 {
     tp_state *p = s->impl;
     sh_net_set_sum(net, tp_sum_floats, p);
+    /* replica r trains on images [r b, (r+1) b) of the R b a step takes (the loader's
+     * contiguous shards): dropout draws for all of them, as one process, and keeps its own */
+    int b = sh_net_batch(net);
+    if (p->R > 1 && sh_net_time_steps(net) <= 1) sh_net_set_rows(net, p->R * b, b, p->R * b, p->replica * b);
     /* --compress: the replicas of this share exchange its gradients compressed */
     return sh_gradx_group_attach(s, p->dp, net, 0, p->replica * p->T + p->rank, p->R * p->T);
 }
 
 /* Layer i's share: local slice [mo, mo + mc) of a parameter-shaped block; whole slice
- * [wo, wo + wc). A column share is rows [r k, (r+1) k) of W (K, I) and those biases; a row
- * share columns [r i, (r+1) i) of W (K, I), its biases whole. to_whole: copy that way, else
- * back; shares every rank holds whole go to the whole model from rank 0 only. */
+ * [wo, wo + wc). W is (K, I) with K its units (connected outputs, filters) and I each unit's
+ * weights (inputs, or channels x S x S, channel-major). A column share is rows
+ * [r k, (r+1) k) of W and those biases; a row share columns [r i, (r+1) i) of W (its
+ * channels of every filter, or a connected layer's inputs from those channels), its biases
+ * whole. to_whole: copy that way, else back; shares every rank holds whole go to the whole
+ * model from rank 0 only. */
 static void move_share(tp_state *p, float *mine, float *whole, int to_whole)
 {
     if (to_whole && p->replica != 0) return; /* replica 0's shares make the whole model */
@@ -58,7 +96,7 @@ static void move_share(tp_state *p, float *mine, float *whole, int to_whole)
         size_t mo, mc, wo = p->whole_off[i], wc = p->whole_count[i];
         sh_net_layer_params(p->net, i, &mo, &mc);
         float *m = mine + mo, *w = whole + wo;
-        size_t K = (size_t)p->outputs[i], r = (size_t)p->rank;
+        size_t K = (size_t)p->units[i], r = (size_t)p->rank;
         if (p->roles[i] == SH_TP_NONE) {
             if (!to_whole) memcpy(m, w, mc * sizeof(float));
             else if (p->rank == 0) memcpy(w, m, mc * sizeof(float));
@@ -143,6 +181,8 @@ static void tp_destroy(sh_strategy *s)
         sh_cfg_destroy(p->cfg);
         free(p->roles);
         free(p->outputs);
+        free(p->units);
+        free(p->cands);
         free(p->whole_off);
         free(p->whole_count);
         free(p);
@@ -160,6 +200,96 @@ static const sh_strategy_ops tp_ops = {
     .sum = tp_sum,
 };
 
+/* Candidate c's own worth: multiply-adds it keeps off the wire, net of its bytes. */
+static double cand_worth(const tp_cand *c) { return c->macs - MACS_PER_BYTE * c->nbytes; }
+
+/* The candidates (one at most per first layer) and the split set: best[k] is the largest
+ * total worth of non-overlapping worthy pairs within layers [k, nlayers), fewer bytes on a
+ * tie. */
+static shoal_result choose_pairs(tp_state *p, const sh_net *plan)
+{
+    int n = p->nlayers;
+    int *at = NULL, *take = NULL;
+    double *best = NULL, *bytes = NULL;
+    shoal_result rc = SHOAL_OK;
+    if (sh_calloc((size_t)n, sizeof *p->cands, (void **)&p->cands) != SHOAL_OK ||
+        sh_calloc((size_t)n + 1, sizeof *at, (void **)&at) != SHOAL_OK ||
+        sh_calloc((size_t)n + 1, sizeof *take, (void **)&take) != SHOAL_OK ||
+        sh_calloc((size_t)n + 1, sizeof *best, (void **)&best) != SHOAL_OK ||
+        sh_calloc((size_t)n + 1, sizeof *bytes, (void **)&bytes) != SHOAL_OK) {
+        rc = SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < n; i++) {
+        at[i] = -1;
+        int j = sh_net_tp_pair_end(plan, i, p->T);
+        if (j < 0) continue;
+        tp_cand *c = &p->cands[p->ncands];
+        c->col = i;
+        c->row = j;
+        c->col_conv = strncmp(sh_net_layer_name(plan, i), "conv", 4) == 0;
+        c->row_conv = strncmp(sh_net_layer_name(plan, j), "conv", 4) == 0;
+        for (int k = i; k <= j; k++) c->macs += sh_net_layer_flops(plan, k);
+        /* the first layer's input gradient is not computed: nothing to sum */
+        c->nbytes = sizeof(float) * ((double)p->outputs[j] + (i > 0 ? p->outputs[i - 1] : 0));
+        c->why = CAND_COSTLY;
+        c->other = -1;
+        at[i] = p->ncands++;
+    }
+    for (int k = n - 1; k >= 0; k--) {
+        best[k] = best[k + 1];
+        bytes[k] = bytes[k + 1];
+        take[k] = 0;
+        const tp_cand *c = at[k] >= 0 ? &p->cands[at[k]] : NULL;
+        if (!c || cand_worth(c) <= 0) continue;
+        double v = cand_worth(c) + best[c->row + 1], b = c->nbytes + bytes[c->row + 1];
+        if (v > best[k] || (v == best[k] && b < bytes[k])) {
+            best[k] = v;
+            bytes[k] = b;
+            take[k] = 1;
+        }
+    }
+    for (int k = 0; k < n;) {
+        if (!take[k]) {
+            k++;
+            continue;
+        }
+        tp_cand *c = &p->cands[at[k]];
+        c->why = CAND_SPLIT;
+        p->roles[c->col] = SH_TP_COLUMN;
+        p->roles[c->row] = SH_TP_ROW;
+        k = c->row + 1;
+    }
+    for (int a = 0; a < p->ncands; a++) /* why a worthy candidate stayed whole */
+        for (int b = 0; b < p->ncands && p->cands[a].why == CAND_COSTLY && cand_worth(&p->cands[a]) > 0; b++)
+            if (p->cands[b].why == CAND_SPLIT && p->cands[b].col <= p->cands[a].row &&
+                p->cands[a].col <= p->cands[b].row) {
+                p->cands[a].why = CAND_OVERLAP;
+                p->cands[a].other = b;
+            }
+    if (!p->ncands)
+        rc = SH_FAIL(SHOAL_ERR_INVALID, "--tensor-parallel %d: %s has no pair of layers to split: two "
+                     "consecutive [connected], or a [convolutional] (groups=1) then another or a [connected] "
+                     "([maxpool]/[avgpool] between allowed), without batch_normalize, whose first has an output "
+                     "count (filters) divisible by %d; use another T or data parallelism", p->T,
+                     sh_net_cfg_path(plan), p->T);
+    else if (best[0] <= 0) {
+        const tp_cand *c = &p->cands[0];
+        for (int a = 1; a < p->ncands; a++)
+            if (cand_worth(&p->cands[a]) > cand_worth(c)) c = &p->cands[a];
+        rc = SH_FAIL(SHOAL_ERR_INVALID, "--tensor-parallel %d: no pair of %s is worth splitting: the best, "
+                     "layers %d + %d, does %.0f multiply-adds per image against %.0f bytes per image allreduced "
+                     "(split above %d per byte); use data parallelism", p->T, sh_net_cfg_path(plan), c->col,
+                     c->row, c->macs, c->nbytes, MACS_PER_BYTE);
+    }
+done:
+    free(at);
+    free(take);
+    free(best);
+    free(bytes);
+    return rc;
+}
+
 static shoal_result plan_pairs(tp_state *p, uint64_t seed, int *batch)
 {
     sh_net *plan = NULL;
@@ -167,9 +297,9 @@ static shoal_result plan_pairs(tp_state *p, uint64_t seed, int *batch)
     shoal_result rc = SHOAL_OK;
     p->nlayers = sh_net_nlayers(plan);
     if (!*batch) *batch = sh_net_get_config(plan)->batch;
-    int npairs = 0;
     if (sh_calloc((size_t)p->nlayers, 1, (void **)&p->roles) != SHOAL_OK ||
         sh_calloc((size_t)p->nlayers, sizeof *p->outputs, (void **)&p->outputs) != SHOAL_OK ||
+        sh_calloc((size_t)p->nlayers, sizeof *p->units, (void **)&p->units) != SHOAL_OK ||
         sh_calloc((size_t)p->nlayers, sizeof *p->whole_off, (void **)&p->whole_off) != SHOAL_OK ||
         sh_calloc((size_t)p->nlayers, sizeof *p->whole_count, (void **)&p->whole_count) != SHOAL_OK) {
         sh_net_destroy(plan);
@@ -181,22 +311,13 @@ static shoal_result plan_pairs(tp_state *p, uint64_t seed, int *batch)
         size_t o_unused;
         sh_net_layer_shape(plan, i, &c, &h, &w);
         p->outputs[i] = c * h * w;
+        p->units[i] = c;
         sh_net_layer_params(plan, i, &o_unused, &p->whole_count[i]);
         p->whole_off[i] = off;
         off += p->whole_count[i];
     }
     p->part.nparams_whole = off;
-    for (int i = 0; i + 1 < p->nlayers; i++)
-        if (sh_net_tp_pair_ok(plan, i, p->T)) {
-            p->roles[i] = SH_TP_COLUMN;
-            p->roles[i + 1] = SH_TP_ROW;
-            npairs++;
-            i++;
-        }
-    if (!npairs)
-        rc = SH_FAIL(SHOAL_ERR_INVALID, "--tensor-parallel %d: %s has no two consecutive [connected] layers "
-                     "(without batch_normalize) whose first has an output count divisible by %d; use "
-                     "another T or data parallelism", p->T, sh_net_cfg_path(plan), p->T);
+    rc = choose_pairs(p, plan);
     sh_net_destroy(plan);
     return rc;
 }
@@ -253,15 +374,44 @@ fail:
     return rc;
 }
 
+/* "0 (32 outputs, 16 per rank, by output columns)": a split layer's share. */
+static void describe_layer(const tp_state *p, const tp_cand *c, int i, FILE *out)
+{
+    int conv = i == c->col ? c->col_conv : c->row_conv;
+    if (i == c->col)
+        fprintf(out, "%d (%d %s, %d per rank, by output %s)", i, p->units[i], conv ? "filters" : "outputs",
+                p->units[i] / p->T, conv ? "channels" : "columns");
+    else
+        fprintf(out, "%d (%d %s, by input %s)", i, p->units[i], conv ? "filters" : "outputs",
+                conv ? "channels" : "rows");
+}
+
 void sh_strategy_tensor_describe(const sh_strategy *s, FILE *out)
 {
     const tp_state *p = s->impl;
     fprintf(out, "tensor parallel: %d ranks x %d replica%s, each replica's ranks on its whole batch\n", p->T, p->R,
             p->R == 1 ? "" : "s");
-    for (int i = 0; i < p->nlayers; i++) {
-        if (p->roles[i] != SH_TP_COLUMN) continue;
-        fprintf(out, "  layers %d (%d outputs, %d per rank, by output columns) + %d (%d outputs, by input rows): "
-                "one allreduce of its output forward, one of its input's gradient backward\n", i, p->outputs[i],
-                p->outputs[i] / p->T, i + 1, p->outputs[i + 1]);
+    for (int a = 0; a < p->ncands; a++) {
+        const tp_cand *c = &p->cands[a];
+        if (c->why != CAND_SPLIT) continue;
+        fprintf(out, "  layers ");
+        describe_layer(p, c, c->col, out);
+        fprintf(out, " + ");
+        describe_layer(p, c, c->row, out);
+        if (c->row == c->col + 2) fprintf(out, " (layer %d between pools the share)", c->col + 1);
+        if (c->row > c->col + 2) fprintf(out, " (layers %d-%d between pool the share)", c->col + 1, c->row - 1);
+        fprintf(out, ": one allreduce of its output forward, one of its input's gradient backward; %.0f bytes "
+                "per image allreduced, %.0f multiply-adds per image split\n", c->nbytes, c->macs);
+    }
+    for (int a = 0; a < p->ncands; a++) {
+        const tp_cand *c = &p->cands[a];
+        if (c->why == CAND_SPLIT) continue;
+        fprintf(out, "  not split: layers %d + %d (%.0f bytes per image for %.0f multiply-adds): ", c->col, c->row,
+                c->nbytes, c->macs);
+        if (c->why == CAND_OVERLAP)
+            fprintf(out, "overlaps layers %d + %d, split as worth more\n", p->cands[c->other].col,
+                    p->cands[c->other].row);
+        else
+            fprintf(out, "costs more than it saves (split above %d multiply-adds per byte)\n", MACS_PER_BYTE);
     }
 }

@@ -1,6 +1,7 @@
 /* test_train_tensor.c — proves `shoal train --tensor-parallel T` end to end (cmd_train.c,
- * src/train/job.c's tensor layout): the split pairs are printed once at start-up, 2 ranks
- * end with one process's accuracy and test loss, a checkpoint of 2 ranks resumes in one
+ * src/train/job.c's tensor layout): the split pairs are printed once at start-up with their
+ * bytes, and the pairs left whole with why; 2 ranks end with one process's accuracy and test
+ * loss (an MLP, and a CNN whose convolutions split by channels), a checkpoint of 2 ranks resumes in one
  * process, --save-darknet writes the whole model and --weights reads it back into 2 ranks,
  * and layouts it does not do are one clear usage error. */
 #include <stdio.h>
@@ -18,6 +19,18 @@ static const char deep_cfg[] =
     "[net]\nbatch=16\nwidth=8\nheight=8\nchannels=1\nlearning_rate=0.05\nmomentum=0.9\n"
     "\n[connected]\noutput=32\nactivation=relu\n"
     "\n[connected]\noutput=24\nactivation=relu\n"
+    "\n[connected]\noutput=4\nactivation=linear\n"
+    "\n[softmax]\n\n[cost]\n";
+
+/* conv + conv by channels, conv + connected through maxpool; conv 1 + 2 overlaps both */
+static const char cnn_cfg[] =
+    "[net]\nbatch=16\nwidth=8\nheight=8\nchannels=1\nlearning_rate=0.02\nmomentum=0.9\n"
+    "\n[convolutional]\nfilters=8\nsize=3\nstride=1\npad=1\nactivation=relu\n"
+    "\n[convolutional]\nfilters=8\nsize=3\nstride=1\npad=0\nactivation=leaky\n"
+    "\n[convolutional]\nfilters=8\nsize=3\nstride=1\npad=1\nactivation=relu\n"
+    "\n[maxpool]\nsize=2\nstride=2\n"
+    "\n[connected]\noutput=16\nactivation=relu\n"
+    "\n[dropout]\nprobability=.2\n"
     "\n[connected]\noutput=4\nactivation=linear\n"
     "\n[softmax]\n\n[cost]\n";
 
@@ -41,6 +54,22 @@ static void trains_like_one_process(void)
     CHECK(rc == 0, "tensor parallel: exit %d: %s", rc, out);
     CHECK(strstr(out, "tensor parallel: 2 ranks") && strstr(out, "layers 0 (32 outputs, 16 per rank, by output "
                                                              "columns) + 1 (24 outputs, by input rows)"),
+          "layout: %s", out);
+    CHECK(json_number("accuracy") == acc1, "accuracy %.6f, one process %.6f", json_number("accuracy"), acc1);
+    double loss2 = json_number("test_loss");
+    CHECK(loss2 > 0 && loss2 - loss1 < 1e-5 && loss1 - loss2 < 1e-5, "test loss %.6f, one process %.6f", loss2, loss1);
+}
+
+static void cnn_splits_by_channels_like_one_process(void)
+{
+    int rc = run("cnn.cfg --data . --max-steps 30 --threads 1 --json");
+    CHECK(rc == 0, "one process: exit %d: %s", rc, out);
+    double acc1 = json_number("accuracy"), loss1 = json_number("test_loss");
+    rc = run("cnn.cfg --data . -n 2 --tensor-parallel 2 --max-steps 30 --threads 1 --json");
+    CHECK(rc == 0, "tensor parallel: exit %d: %s", rc, out);
+    CHECK(strstr(out, "layers 0 (8 filters, 4 per rank, by output channels) + 1 (8 filters, by input channels)") &&
+              strstr(out, "layers 2 (8 filters, 4 per rank, by output channels) + 4 (16 outputs, by input rows)") &&
+              strstr(out, "not split: layers 1 + 2") && strstr(out, "bytes per image"),
           "layout: %s", out);
     CHECK(json_number("accuracy") == acc1, "accuracy %.6f, one process %.6f", json_number("accuracy"), acc1);
     double loss2 = json_number("test_loss");
@@ -78,11 +107,13 @@ static void darknet_weights_are_the_whole_model(void)
 int main(void)
 {
     check_begin("test_train_tensor", 240);
-    if (tiny_make_dir(dir, sizeof dir) != 0 || tiny_write_file(dir, "deep.cfg", deep_cfg)) {
+    if (tiny_make_dir(dir, sizeof dir) != 0 || tiny_write_file(dir, "deep.cfg", deep_cfg) ||
+        tiny_write_file(dir, "cnn.cfg", cnn_cfg)) {
         CHECK(0, "cannot make the tiny dataset");
         return check_end();
     }
     RUN(trains_like_one_process);
+    RUN(cnn_splits_by_channels_like_one_process);
     RUN(refusals);
     RUN(darknet_weights_are_the_whole_model);
     tiny_remove_dir(dir);

@@ -1,9 +1,12 @@
 /* test_tensor.c — proves tensor parallelism (src/train/strategy_tensor.c, the split
- * [connected] layers of src/nn/layer_dense.c and net.c) with the real trainer and real
- * processes: 2 and 4 ranks, and 2 replicas of 2 ranks, match one process after 50 steps (SGD with momentum and decay,
- * and Adam), each rank's shares hold what the whole layers hold, each rank allocates only
- * its share of the split layers, checkpoints and Darknet's .weights files cross layouts both
- * ways (tensor-parallel to one process and back), and a net with no pair to split is refused naming what to do. */
+ * [connected] and [convolutional] layers of src/nn/layer_dense.c, layer_conv.c and net.c)
+ * with the real trainer and real processes: 2 and 4 ranks, and 2 replicas of 2 ranks, match
+ * one process after 50 steps (SGD with momentum and decay, and Adam; a CNN with a conv pair
+ * and a conv -> maxpool -> connected pair, dropout after), each rank's shares hold what the
+ * whole layers hold, each rank allocates only its share of the split layers, the pairs are
+ * chosen by what they cost (the layout line says which and why), checkpoints and Darknet's
+ * .weights files cross layouts both ways (tensor-parallel to one process and back), and a net
+ * with no pair to split, or none worth its traffic, is refused naming what to do. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,16 +16,20 @@
 #include "lib/layout_checks.h"
 #include "lib/ranks.h"
 #include "lib/reference.h"
+#include "nn/layer.h"
 #include "nn/net.h"
 #include "shoal/comm.h"
 #include "train/strategy_tensor.h"
 #include "train/tiny_data.h"
 #include "train/trainer.h"
 
-static char dir[256], sgd_cfg[512], adam_cfg[512], odd_cfg[512];
+static char dir[256], sgd_cfg[512], adam_cfg[512], odd_cfg[512], cnn_cfg[512], cnn_adam_cfg[512], thin_cfg[512],
+    chain_cfg[512];
 enum { STEPS = 50, BATCH = 16 };
 
-/* conv (whole on every rank), then connected 32 + 24 (a pair), then 4 (whole) */
+/* conv 0 -> maxpool -> connected 32 (a pair: 128 bytes an image for 4352 multiply-adds),
+ * then connected 24 and 4 whole: 32 + 24 and 24 + 4 cost more than they save, and 32 + 24
+ * overlaps the first */
 static const char sgd_text[] =
     "[net]\nbatch=16\nwidth=8\nheight=8\nchannels=1\n"
     "learning_rate=0.05\nmomentum=0.9\ndecay=0.0005\n"
@@ -33,13 +40,48 @@ static const char sgd_text[] =
     "\n[connected]\noutput=4\nactivation=linear\n"
     "\n[softmax]\n\n[cost]\n";
 
-/* two pairs: 32 + 24, then 16 + 4 */
+/* two pairs: 32 + 24, then 64 + 4 (24 + 64 between them would cost more than it saves) */
 static const char adam_text[] =
     "[net]\nbatch=16\nwidth=8\nheight=8\nchannels=1\n"
     "learning_rate=0.002\nadam=1\n"
     "\n[connected]\noutput=32\nactivation=relu\n"
     "\n[connected]\noutput=24\nactivation=relu\n"
-    "\n[connected]\noutput=16\nactivation=relu\n"
+    "\n[connected]\noutput=64\nactivation=relu\n"
+    "\n[connected]\noutput=4\nactivation=linear\n"
+    "\n[softmax]\n\n[cost]\n";
+
+/* A CNN: conv 0 (Winograd) + conv 1 (pad 0: im2col, images grouped) by output then input
+ * channels, conv 2 (Winograd) + connected 4 through maxpool 3 on the share, dropout after;
+ * conv 1 + conv 2 would save more alone but overlaps both. */
+#define CNN_LAYERS                                                                                       \
+    "\n[convolutional]\nfilters=8\nsize=3\nstride=1\npad=1\nactivation=relu\n"                         \
+    "\n[convolutional]\nfilters=8\nsize=3\nstride=1\npad=0\nactivation=leaky\n"                        \
+    "\n[convolutional]\nfilters=8\nsize=3\nstride=1\npad=1\nactivation=relu\n"                         \
+    "\n[maxpool]\nsize=2\nstride=2\n"                                                                    \
+    "\n[connected]\noutput=16\nactivation=relu\n"                                                        \
+    "\n[dropout]\nprobability=.2\n"                                                                       \
+    "\n[connected]\noutput=4\nactivation=linear\n"                                                       \
+    "\n[softmax]\n\n[cost]\n"
+static const char cnn_text[] = "[net]\nbatch=16\nwidth=8\nheight=8\nchannels=1\n"
+                               "learning_rate=0.02\nmomentum=0.9\ndecay=0.0005\n" CNN_LAYERS;
+static const char cnn_adam_text[] = "[net]\nbatch=16\nwidth=8\nheight=8\nchannels=1\n"
+                                    "learning_rate=0.002\nadam=1\n" CNN_LAYERS;
+
+/* Per image, 0 + 1 does 3072 multiply-adds for 256 bytes, 1 + 2 3584 for 224, 2 + 3 2176 for
+ * 272: taken from the first layer, 0 + 1 would be split; the chain's best is 1 + 2 alone. */
+static const char chain_text[] =
+    "[net]\nbatch=16\nwidth=8\nheight=8\nchannels=1\nlearning_rate=0.05\n"
+    "\n[connected]\noutput=24\nactivation=relu\n"
+    "\n[connected]\noutput=64\nactivation=relu\n"
+    "\n[connected]\noutput=32\nactivation=relu\n"
+    "\n[connected]\noutput=4\nactivation=linear\n"
+    "\n[softmax]\n\n[cost]\n";
+
+/* 1x1 convolutions over 2 channels: every pair sends more than it computes */
+static const char thin_text[] =
+    "[net]\nbatch=16\nwidth=8\nheight=8\nchannels=1\nlearning_rate=0.05\n"
+    "\n[convolutional]\nfilters=2\nsize=1\nactivation=relu\n"
+    "\n[convolutional]\nfilters=2\nsize=1\nactivation=relu\n"
     "\n[connected]\noutput=4\nactivation=linear\n"
     "\n[softmax]\n\n[cost]\n";
 
@@ -101,51 +143,27 @@ static void exact_job(shoal_comm *c, void *arg)
     if (a->dn) check_darknet_file_is_whole(r, cfg, a->dn, ckpt, whole); /* the shares gathered */
     CHECK(sh_net_nparams(mine) < sh_net_nparams(whole), "rank %d holds %zu of %zu parameters", r,
           sh_net_nparams(mine), sh_net_nparams(whole));
+    /* what this rank should hold: one process's whole model cut as the checkpoints cut it */
+    size_t np = sh_net_nparams(mine), held = 0;
+    float *want = malloc(np * sizeof *want);
+    CHECK(want && st->part && st->part->take, "no shares to compare");
+    if (!want || !st->part || !st->part->take) {
+        free(want);
+        goto done;
+    }
+    st->part->take(st, sh_net_params(whole), want);
     double diff = 0, norm = 0;
-    size_t held = 0;
+    for (size_t j = 0; j < np; j++) {
+        diff += ((double)sh_net_params(mine)[j] - want[j]) * ((double)sh_net_params(mine)[j] - want[j]);
+        norm += (double)want[j] * want[j];
+    }
+    free(want);
     for (int i = 0; i < sh_net_nlayers(whole); i++) {
         size_t wo, wc, mo, mc;
         sh_net_layer_params(whole, i, &wo, &wc);
         sh_net_layer_params(mine, i, &mo, &mc);
         held += mc;
-        const float *w = sh_net_params(whole) + wo, *m = sh_net_params(mine) + mo;
-        int kc, kh, kw, mk, mh, mw;
-        sh_net_layer_shape(whole, i, &kc, &kh, &kw);
-        sh_net_layer_shape(mine, i, &mk, &mh, &mw);
-        size_t K = (size_t)kc * kh * kw, k = (size_t)mk * mh * mw;
-        if (mc == wc) { /* whole here, or a row split: compare what it has */
-            for (size_t j = 0; j < wc; j++) {
-                diff += ((double)m[j] - w[j]) * ((double)m[j] - w[j]);
-                norm += (double)w[j] * w[j];
-            }
-            continue;
-        }
-        if (k < K) { /* column split: rows [r k, (r+1) k) of W (K, I), then those biases */
-            size_t in = (wc - K) / K;
-            CHECK(mc == k * in + k, "layer %d: share of %zu values, expected %zu", i, mc, k * in + k);
-            for (size_t j = 0; j < k * in; j++) {
-                double d = (double)m[j] - w[(size_t)r * k * in + j];
-                diff += d * d;
-                norm += (double)w[(size_t)r * k * in + j] * w[(size_t)r * k * in + j];
-            }
-            for (size_t j = 0; j < k; j++) {
-                double d = (double)m[k * in + j] - w[K * in + (size_t)r * k + j];
-                diff += d * d;
-            }
-        } else { /* row split: columns [r i, (r+1) i) of W (K, I), biases whole */
-            size_t i_mine = (mc - K) / K, I = (wc - K) / K;
-            for (size_t row = 0; row < K; row++)
-                for (size_t col = 0; col < i_mine; col++) {
-                    double wv = w[row * I + (size_t)r * i_mine + col];
-                    double d = (double)m[row * i_mine + col] - wv;
-                    diff += d * d;
-                    norm += wv * wv;
-                }
-            for (size_t j = 0; j < K; j++) {
-                double d = (double)m[K * i_mine + j] - w[K * I + j];
-                diff += d * d;
-            }
-        }
+        CHECK(mc <= wc, "layer %d: %zu parameters here, %zu in the whole layer", i, mc, wc);
     }
     CHECK(held == sh_net_nparams(mine), "layers' shares %zu, block %zu", held, sh_net_nparams(mine));
     double rel = sqrt(diff / (norm > 0 ? norm : 1));
@@ -169,6 +187,97 @@ static void t_two_ranks_sgd_match_one_process(void)
     RUN_RANKS(2, &o, exact_job, &a);
 }
 
+/* The CNN: a conv pair and a conv -> maxpool -> connected pair, dropout after; SGD and Adam,
+ * 2 ranks, and 2 replicas of 2; SGD again through the convolutions' column cache. */
+static void t_cnn_conv_pairs_match_one_process(void)
+{
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
+    tp_arg a = {cnn_cfg, NULL, NULL, 0, NULL, NULL};
+    RUN_RANKS(2, &o, exact_job, &a);
+    tp_arg b = {cnn_adam_cfg, NULL, NULL, 0, NULL, NULL};
+    RUN_RANKS(2, &o, exact_job, &b);
+    tp_arg c = {cnn_cfg, NULL, NULL, 2, NULL, NULL};
+    RUN_RANKS(4, &o, exact_job, &c);
+    /* the convolutions' column cache (many threads' path: no Winograd, dW by filters) */
+    int cache_from = sh_conv_cache_min_threads;
+    sh_conv_cache_min_threads = 1;
+    RUN_RANKS(2, &o, exact_job, &a);
+    sh_conv_cache_min_threads = cache_from;
+}
+
+/* Each of 2 ranks of the CNN holds half of the split convolutions: their filters'
+ * rows (column) or their channels of every filter (row), and the layout line names the
+ * chosen pairs with their bytes and the candidates left whole with why. */
+static void layout_job(shoal_comm *c, void *arg)
+{
+    (void)arg;
+    sh_tp_opts to = {cnn_cfg, 2, BATCH, 5};
+    sh_strategy *st = NULL;
+    sh_net *net = NULL, *whole = NULL;
+    CHECK(sh_strategy_tensor_create(c, &to, &st, &net) == SHOAL_OK, "%s", shoal_last_error_message());
+    sh_cfg *cfg = NULL;
+    CHECK(sh_cfg_load(cnn_cfg, &cfg) == SHOAL_OK && sh_net_create_part(cfg, BATCH, 5, 0, -1, &whole) == SHOAL_OK,
+          "%s", shoal_last_error_message());
+    if (st && whole) {
+        /* conv 0, 2: 4 of 8 filters (4x9 + 4 and 4x72 + 4); conv 1: 4 of 8 channels of its 8
+         * filters (8x36 + 8); connected 4: 4 of 8 channels of 3x3 (16x36 + 16) */
+        static const size_t share[] = {40, 296, 292, 0, 592};
+        for (int i = 0; i < 5; i++) {
+            size_t mo, mc, wo, wc;
+            sh_net_layer_params(net, i, &mo, &mc);
+            sh_net_layer_params(whole, i, &wo, &wc);
+            CHECK(mc == share[i], "layer %d holds %zu parameters of %zu, want %zu", i, mc, wc, share[i]);
+        }
+        char line[4096] = "";
+        FILE *f = fmemopen(line, sizeof line - 1, "w");
+        if (f) {
+            sh_strategy_tensor_describe(st, f);
+            fclose(f);
+        }
+        CHECK(strstr(line, "layers 0 (8 filters, 4 per rank, by output channels) + 1 (8 filters, by input channels)") &&
+                  strstr(line, "1152 bytes per image") &&
+                  strstr(line, "layers 2 (8 filters, 4 per rank, by output channels) + 4 (16 outputs, by input rows) "
+                               "(layer 3 between pools the share)") &&
+                  strstr(line, "not split: layers 1 + 2 (3200 bytes per image for 41472 multiply-adds): overlaps"),
+              "layout:\n%s", line);
+    }
+    sh_net_destroy(whole);
+    sh_cfg_destroy(cfg);
+    sh_strategy_destroy(st);
+}
+
+/* The pairs are the chain's best set, not the first layer's: 1 + 2 splits, 0 + 1 (worth
+ * less) overlaps it, 2 + 3 costs more than it saves. */
+static void chain_job(shoal_comm *c, void *arg)
+{
+    (void)arg;
+    sh_tp_opts to = {chain_cfg, 2, BATCH, 5};
+    sh_strategy *st = NULL;
+    sh_net *net = NULL;
+    CHECK(sh_strategy_tensor_create(c, &to, &st, &net) == SHOAL_OK, "%s", shoal_last_error_message());
+    if (!st) return;
+    char line[4096] = "";
+    FILE *f = fmemopen(line, sizeof line - 1, "w");
+    if (f) {
+        sh_strategy_tensor_describe(st, f);
+        fclose(f);
+    }
+    CHECK(strstr(line, "layers 1 (64 outputs, 32 per rank, by output columns) + 2 (32 outputs, by input rows)") &&
+              strstr(line, "224 bytes per image allreduced, 3584 multiply-adds") &&
+              strstr(line, "not split: layers 0 + 1 (256 bytes per image for 3072 multiply-adds): overlaps layers 1 + 2") &&
+              strstr(line, "not split: layers 2 + 3 (272 bytes per image for 2176 multiply-adds): costs more than it "
+                           "saves") && !strstr(line, "layers 0 (24"),
+          "layout:\n%s", line);
+    sh_strategy_destroy(st);
+}
+
+static void t_shares_and_layout_lines_name_the_chosen_pairs(void)
+{
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 60};
+    RUN_RANKS(2, &o, layout_job, NULL);
+    RUN_RANKS(2, &o, chain_job, NULL);
+}
+
 static void t_two_and_four_ranks_adam_match_one_process(void)
 {
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
@@ -187,7 +296,7 @@ static void t_two_replicas_of_two_ranks_match_one_process(void)
     RUN_RANKS(4, &o, exact_job, &b);
 }
 
-static char ckpt_one[600], ckpt_tp[600], dn_one[600], dn_tp[600];
+static char ckpt_one[600], ckpt_tp[600], dn_one[600], dn_tp[600], cnn_one[600], cnn_tp[600];
 
 /* One process's checkpoint resumes on 4 tensor-parallel ranks, and 2 ranks' checkpoint in
  * one process: both end where one process that never stopped does. */
@@ -206,6 +315,25 @@ static void t_checkpoints_cross_layouts(void)
     sh_train_opts ro;
     opts_for(&ro, adam_cfg, STEPS);
     check_resumes_in_one_process("tensor-parallel", &ro, ckpt_tp, 1);
+}
+
+/* The same with the CNN's convolutional shares: one process's checkpoint resumed on 2 ranks,
+ * 2 ranks' checkpoint resumed in one process. */
+static void t_cnn_checkpoints_cross_layouts(void)
+{
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
+    sh_train_opts so;
+    opts_for(&so, cnn_adam_cfg, STEPS / 2);
+    so.save_path = cnn_one;
+    CHECK(sh_test_write_one(&so) == SHOAL_OK, "%s", shoal_last_error_message());
+    tp_arg resume = {cnn_adam_cfg, cnn_one, NULL, 0, NULL, NULL};
+    RUN_RANKS(2, &o, exact_job, &resume);
+
+    tp_arg first = {cnn_cfg, NULL, cnn_tp, 0, NULL, NULL};
+    RUN_RANKS(2, &o, exact_job, &first);
+    sh_train_opts ro;
+    opts_for(&ro, cnn_cfg, STEPS);
+    check_resumes_in_one_process("tensor-parallel CNN", &ro, cnn_tp, 1);
 }
 
 /* Darknet's file: one process's loaded into 2 replicas of 2 tensor-parallel ranks, 2 ranks'
@@ -230,8 +358,8 @@ static void t_darknet_weights_cross_layouts(void)
 static void refused_job(shoal_comm *c, void *arg)
 {
     const char *want = arg;
-    sh_tp_opts to = {strstr(want, "divisible") ? odd_cfg : sgd_cfg, strstr(want, "3 ranks") ? 2 : shoal_comm_world(c),
-                     BATCH, 5};
+    sh_tp_opts to = {strstr(want, "divisible") ? odd_cfg : strstr(want, "worth") ? thin_cfg : sgd_cfg,
+                     strstr(want, "3 ranks") ? 2 : shoal_comm_world(c), BATCH, 5};
     sh_strategy *st = NULL;
     sh_net *net = NULL;
     shoal_result rc = sh_strategy_tensor_create(c, &to, &st, &net);
@@ -243,6 +371,8 @@ static void t_impossible_layouts_are_refused(void)
 {
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 60};
     RUN_RANKS(2, &o, refused_job, "divisible by 2");
+    RUN_RANKS(2, &o, refused_job, "is worth splitting: the best, layers 1 + 2, does 768 multiply-adds per image "
+                                  "against 528 bytes per image allreduced");
     RUN_RANKS(3, &o, refused_job, "does not divide the 3 ranks");
 }
 
@@ -250,21 +380,32 @@ int main(void)
 {
     check_begin("test_tensor", 240);
     if (tiny_make_dir(dir, sizeof dir) || tiny_write_file(dir, "sgd.cfg", sgd_text) ||
-        tiny_write_file(dir, "adam.cfg", adam_text) || tiny_write_file(dir, "odd.cfg", odd_text)) {
+        tiny_write_file(dir, "adam.cfg", adam_text) || tiny_write_file(dir, "odd.cfg", odd_text) ||
+        tiny_write_file(dir, "cnn.cfg", cnn_text) || tiny_write_file(dir, "cnn_adam.cfg", cnn_adam_text) ||
+        tiny_write_file(dir, "thin.cfg", thin_text) || tiny_write_file(dir, "chain.cfg", chain_text)) {
         fprintf(stderr, "cannot write the test data\n");
         return 1;
     }
     snprintf(sgd_cfg, sizeof sgd_cfg, "%s/sgd.cfg", dir);
     snprintf(adam_cfg, sizeof adam_cfg, "%s/adam.cfg", dir);
     snprintf(odd_cfg, sizeof odd_cfg, "%s/odd.cfg", dir);
+    snprintf(cnn_cfg, sizeof cnn_cfg, "%s/cnn.cfg", dir);
+    snprintf(cnn_adam_cfg, sizeof cnn_adam_cfg, "%s/cnn_adam.cfg", dir);
+    snprintf(thin_cfg, sizeof thin_cfg, "%s/thin.cfg", dir);
+    snprintf(chain_cfg, sizeof chain_cfg, "%s/chain.cfg", dir);
+    snprintf(cnn_one, sizeof cnn_one, "%s/cnn_one.ckpt", dir);
+    snprintf(cnn_tp, sizeof cnn_tp, "%s/cnn_tp.ckpt", dir);
     snprintf(ckpt_one, sizeof ckpt_one, "%s/one.ckpt", dir);
     snprintf(ckpt_tp, sizeof ckpt_tp, "%s/tp.ckpt", dir);
     snprintf(dn_one, sizeof dn_one, "%s/one.weights", dir);
     snprintf(dn_tp, sizeof dn_tp, "%s/tp.weights", dir);
     RUN(t_two_ranks_sgd_match_one_process);
     RUN(t_two_and_four_ranks_adam_match_one_process);
+    RUN(t_cnn_conv_pairs_match_one_process);
+    RUN(t_shares_and_layout_lines_name_the_chosen_pairs);
     RUN(t_two_replicas_of_two_ranks_match_one_process);
     RUN(t_checkpoints_cross_layouts);
+    RUN(t_cnn_checkpoints_cross_layouts);
     RUN(t_darknet_weights_cross_layouts);
     RUN(t_impossible_layouts_are_refused);
     tiny_remove_dir(dir);
