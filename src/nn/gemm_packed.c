@@ -148,7 +148,7 @@ static void packed_generic(int m, int n0, int n1, int k, const float *a, int lda
 enum { KC = 256 };
 #define PACKED_BODY_T                                                                       \
     do {                                                                                    \
-        size_t pstride = (size_t)ktot * NR;                                                 \
+        size_t pstride = (size_t)kp * NR;                                                   \
         for (int p0 = 0; p0 < ktot; p0 += KC) {                                             \
             int k = ktot - p0 < KC ? ktot - p0 : KC;                                        \
             int accumulate = p0 > 0 || accum;                                               \
@@ -173,7 +173,7 @@ enum { KC = 256 };
     } while (0)
 
 static void packed_t_generic(int m, int n0, int n1, int ktot, const float *a, int lda,
-                             const float *packed, int accum, float *c, int ldc)
+                             const float *packed, int kp, int accum, float *c, int ldc)
 {
     PACKED_BODY_T;
 }
@@ -181,7 +181,7 @@ static void packed_t_generic(int m, int n0, int n1, int ktot, const float *a, in
 #if defined(__x86_64__)
 __attribute__((target("avx2,fma,avx512f"))) static void
 packed_t_avx512(int m, int n0, int n1, int ktot, const float *a, int lda, const float *packed,
-                int accum, float *c, int ldc)
+                int kp, int accum, float *c, int ldc)
 {
     PACKED_BODY_T;
 }
@@ -232,9 +232,9 @@ void sh_packed_gemm(int m, int n0, int n1, int k, const float *a, int lda, const
 }
 
 void sh_packed_gemm_tn(int m, int n0, int n1, int k, const float *a, int lda,
-                       const float *packed, int accumulate, float *c, int ldc)
+                       const float *packed, int kp, int accumulate, float *c, int ldc)
 {
-    SH_ASSERT(n0 % NR == 0);
+    SH_ASSERT(n0 % NR == 0 && k <= kp);
     if (m <= 0 || n1 <= n0) return;
     if (k <= 0) {
         for (int i = 0; i < m; i++)
@@ -244,11 +244,11 @@ void sh_packed_gemm_tn(int m, int n0, int n1, int k, const float *a, int lda,
     }
 #if defined(__x86_64__)
     if (!force_generic && has_avx512()) {
-        packed_t_avx512(m, n0, n1, k, a, lda, packed, accumulate, c, ldc);
+        packed_t_avx512(m, n0, n1, k, a, lda, packed, kp, accumulate, c, ldc);
         return;
     }
 #endif
-    packed_t_generic(m, n0, n1, k, a, lda, packed, accumulate, c, ldc);
+    packed_t_generic(m, n0, n1, k, a, lda, packed, kp, accumulate, c, ldc);
 }
 
 void sh_packed_pack_rows(int k, int n, int k0, int k1, const float *b, int ldb, int p0, int p1,

@@ -32,10 +32,11 @@ void sh_packed_gemm(int m, int n0, int n1, int k, const float *a, int lda, const
                     int accumulate, float *c, int ldc);
 
 /* Columns [n0, n1) of C (m, n) = A^T B (+ C when accumulate): A stored (k, m), lda apart
- * (the weight gradients dG^T X of the recurrent layers, k = every row of a batch). The same
- * guarantees as sh_packed_gemm. */
+ * (the weight gradients dG^T X of the recurrent layers, k = every row of a batch); B the
+ * first k rows at packed of a packed operand of kp >= k rows (packed may point at a later
+ * row: panels stay kp rows apart). The same guarantees as sh_packed_gemm. */
 void sh_packed_gemm_tn(int m, int n0, int n1, int k, const float *a, int lda,
-                       const float *packed, int accumulate, float *c, int ldc);
+                       const float *packed, int kp, int accumulate, float *c, int ldc);
 
 /* Pack rows [k0, k1) of a (k, n) B stored by rows (b: row k0, ldb apart), panels [p0, p1),
  * into packed as sh_packed_pack lays it out: a B gathered from several places (the first

@@ -110,6 +110,12 @@ static inline void sh_rnn_pack(sh_layer *l, const float *w, int h, int n, int tr
         sh_packed_pack(0, n, h, w, h, 0, sh_packed_npanels(h), pk);
 }
 
+/* p rounded up to 64 bytes (cache_count reserves SH_PACKED_NR floats for each such). */
+static inline float *sh_rnn_align(float *p)
+{
+    return (float *)(((uintptr_t)p + 63) & ~(uintptr_t)63);
+}
+
 /* Rows per chunk of the passes over all rows at once (input products, input gradients):
  * two chunks per thread, one chunk when single-threaded. */
 static inline int sh_rnn_chunk_rows(const sh_exec *x)
