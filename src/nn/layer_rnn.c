@@ -286,6 +286,19 @@ static void rnn_output_back(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
                    v.din + (size_t)r0 * v.h, v.h);
 }
 
+/* dL/ds (din + carry) through tanh into both parts in one pass: din of the input part (yi
+ * its activation), dself of the self part (ys). */
+static inline void tanh_back2(int n, float *restrict din, const float *restrict carry,
+                              const float *restrict yi, const float *restrict ys,
+                              float *restrict dself)
+{
+    for (int j = 0; j < n; j++) {
+        float d = din[j] + carry[j];
+        din[j] = d * (1.0f - yi[j] * yi[j]);
+        dself[j] = d * (1.0f - ys[j] * ys[j]);
+    }
+}
+
 static void rnn_step_backward(sh_layer *l, sh_exec *x, int tid, int j0, int j1)
 {
     (void)tid;
@@ -298,10 +311,14 @@ static void rnn_step_backward(sh_layer *l, sh_exec *x, int tid, int j0, int j1)
         const float *kr = l->keep + r * v.kc;
         float *din = v.din + r * v.h + j0, *dself = v.dself + r * v.h + j0;
         const float *carry = v.ds + (size_t)b * v.h + j0;
-        for (int j = 0; j < nj; j++) din[j] += carry[j];
-        memcpy(dself, din, (size_t)nj * sizeof(float));
-        sh_act_backward(l->act, kr + j0, din, (size_t)nj);
-        sh_act_backward(l->act, kr + v.h + j0, dself, (size_t)nj);
+        if (l->act == SH_ACT_TANH)
+            tanh_back2(nj, din, carry, kr + j0, kr + v.h + j0, dself);
+        else {
+            for (int j = 0; j < nj; j++) din[j] += carry[j];
+            memcpy(dself, din, (size_t)nj * sizeof(float));
+            sh_act_backward(l->act, kr + j0, din, (size_t)nj);
+            sh_act_backward(l->act, kr + v.h + j0, dself, (size_t)nj);
+        }
     }
     if (!l->batch_normalize) return;
     for (int p = 0; p < 2; p++) {
