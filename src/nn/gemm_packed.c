@@ -10,6 +10,9 @@
  * GCC/clang vector extensions (recurrent.h, reduce_kernels.h do the same); the AVX-512 copy
  * of the kernel is compiled with a target attribute and chosen at run time, the generic copy
  * is the same code for the build's own target.
+ * A^T B (sh_packed_gemm_tn, the recurrent weight gradients: k = every row of a batch) reads
+ * A's 8 values of a step from one row of A and runs k in blocks of 256 so the panels stay
+ * in L1.
  * Not here: general products (gemm.c); who packs when (the recurrent layers).
  * Proved by tests/nn/test_gemm_packed.c. */
 #include "nn/gemm_packed.h"

@@ -47,8 +47,8 @@ static shoal_result rnn_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx
     l->cache_count = 2 * rows * hh + streams * hh; /* ds / d input part, d self part, carry */
     l->cache_count += hh * in + rows;          /* one-hot inputs: Win transposed, columns */
     /* for the weight gradients: [s0; s] and the inputs packed (gemm_packed.h), aligned */
-    l->cache_count += sh_packed_count((int)(rows + streams), h) + sh_packed_count((int)rows, (int)in) +
-                      3 * SH_PACKED_NR;
+    l->cache_count += sh_packed_count((int)(rows + streams), h) +
+                      sh_packed_count((int)rows, (int)in) + 3 * SH_PACKED_NR;
     size_t pk = sh_rnn_packed_count(h, h), pk_in = sh_rnn_packed_count((int)in, h);
     size_t pk_out = sh_rnn_packed_count(h, k);
     pk = pk > pk_in ? pk : pk_in;

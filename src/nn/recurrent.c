@@ -88,7 +88,8 @@ void sh_rnn_gated_pack(const sh_layer *l, const sh_exec *x, const float *h0, int
         sh_packed_pack_rows(b + rows, h, b, b + rows, l->out, h, p0, e, hpk);
     }
     e = p1 < ip ? p1 : ip;
-    if (!l->input_onehot && p0 < e) sh_packed_pack_rows(rows, in, 0, rows, l->in[0], in, p0, e, xpk);
+    if (!l->input_onehot && p0 < e)
+        sh_packed_pack_rows(rows, in, 0, rows, l->in[0], in, p0, e, xpk);
 }
 
 void sh_rnn_gated_wgrads(const sh_layer *l, const sh_exec *x, int k0, int k1, const float *dgx,
