@@ -10,6 +10,9 @@
  * GCC/clang vector extensions (recurrent.h, reduce_kernels.h do the same); the AVX-512 copy
  * of the kernel is compiled with a target attribute and chosen at run time, the generic copy
  * is the same code for the build's own target.
+ * A^T B (sh_packed_gemm_tn, the recurrent weight gradients: k = every row of a batch) reads
+ * A's 8 values of a step from one row of A and runs k in blocks of 256 so the panels stay
+ * in L1.
  * Not here: general products (gemm.c); who packs when (the recurrent layers).
  * Proved by tests/nn/test_gemm_packed.c. */
 #include "nn/gemm_packed.h"
@@ -83,8 +86,8 @@ void sh_packed_pack(int trans_b, int k, int n, const float *b, int ldb, int p0, 
 /* One tile: mr rows (1..MR) by np panels (1 or 2) at b0 (and b1); the last panel's first
  * w columns are stored (the others are padding). Inlined with constant mr and np, so the
  * loops unroll and the accumulators live in registers. */
-static inline __attribute__((always_inline)) void tile(int mr, int np, int k, const float *a,
-                                                       int lda, const float *b0,
+static inline __attribute__((always_inline)) void tile(int ta, int mr, int np, int k,
+                                                       const float *a, int lda, const float *b0,
                                                        const float *b1, int w, int accumulate,
                                                        float *c, int ldc)
 {
@@ -98,7 +101,7 @@ static inline __attribute__((always_inline)) void tile(int mr, int np, int k, co
         memcpy(&x0, b0 + (size_t)p * NR, sizeof x0);
         if (np > 1) memcpy(&x1, b1 + (size_t)p * NR, sizeof x1);
         for (int i = 0; i < mr; i++) {
-            float av = a[(size_t)i * lda + p];
+            float av = ta ? a[(size_t)p * lda + i] : a[(size_t)i * lda + p];
             acc[i][0] = acc[i][0] + av * x0;
             if (np > 1) acc[i][1] = acc[i][1] + av * x1;
         }
@@ -126,17 +129,18 @@ static inline __attribute__((always_inline)) void tile(int mr, int np, int k, co
  * A from L2 rather than once per panel pair from memory. */
 enum { A_BLOCK_FLOATS = 128 * 1024 };
 
-/* One row block's tile of mr rows by NP panels, with mr a constant in each case. */
-#define TILE_ROWS(NP)                                                                       \
+/* One row block's tile of mr rows by NP panels, with mr a constant in each case; TA: A is
+ * stored transposed. */
+#define TILE_ROWS(TA, NP)                                                                   \
     switch (mr) {                                                                           \
-    case 8: tile(8, NP, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;                 \
-    case 7: tile(7, NP, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;                 \
-    case 6: tile(6, NP, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;                 \
-    case 5: tile(5, NP, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;                 \
-    case 4: tile(4, NP, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;                 \
-    case 3: tile(3, NP, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;                 \
-    case 2: tile(2, NP, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;                 \
-    default: tile(1, NP, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;                \
+    case 8: tile(TA, 8, NP, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;             \
+    case 7: tile(TA, 7, NP, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;             \
+    case 6: tile(TA, 6, NP, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;             \
+    case 5: tile(TA, 5, NP, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;             \
+    case 4: tile(TA, 4, NP, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;             \
+    case 3: tile(TA, 3, NP, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;             \
+    case 2: tile(TA, 2, NP, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;             \
+    default: tile(TA, 1, NP, k, ai, lda, b0, b1, w, accumulate, ci, ldc); break;            \
     }
 
 /* The loops over panels and row blocks, as a macro so that each copy below is compiled for
@@ -157,9 +161,9 @@ enum { A_BLOCK_FLOATS = 128 * 1024 };
                 float *ci = c + (size_t)i * ldc + j;                                        \
                 int mr = m - i < MR ? m - i : MR; /* i0 + mb is a multiple of MR */         \
                 if (np == 2) {                                                              \
-                    TILE_ROWS(2);                                                           \
+                    TILE_ROWS(0, 2);                                                        \
                 } else {                                                                    \
-                    TILE_ROWS(1);                                                           \
+                    TILE_ROWS(0, 1);                                                        \
                 }                                                                           \
             }                                                                               \
         }                                                                                   \
@@ -171,7 +175,51 @@ static void packed_generic(int m, int n0, int n1, int k, const float *a, int lda
     PACKED_BODY;
 }
 
+
+/* A^T B with A stored (k, m): k runs in blocks of KC so that a pair of panels (KC x 128
+ * bytes) stays in L1 while every row tile of C uses it; the blocks' partial sums are added to
+ * C in order, so each element's sum is the same whatever the split of rows or columns. */
+enum { KC = 256 };
+#define PACKED_BODY_T                                                                       \
+    do {                                                                                    \
+        size_t pstride = (size_t)kp * NR;                                                   \
+        for (int p0 = 0; p0 < ktot; p0 += KC) {                                             \
+            int k = ktot - p0 < KC ? ktot - p0 : KC;                                        \
+            int accumulate = p0 > 0 || accum;                                               \
+            for (int j = n0; j < n1; j += 2 * NR) {                                         \
+                const float *b0 = packed + (size_t)(j / NR) * pstride + (size_t)p0 * NR;    \
+                const float *b1 = b0 + pstride;                                             \
+                int np = n1 - j > NR ? 2 : 1;                                               \
+                int w = n1 - j - (np - 1) * NR;                                             \
+                if (w > NR) w = NR;                                                         \
+                for (int i = 0; i < m; i += MR) {                                           \
+                    const float *ai = a + (size_t)p0 * lda + i;                             \
+                    float *ci = c + (size_t)i * ldc + j;                                    \
+                    int mr = m - i < MR ? m - i : MR;                                       \
+                    if (np == 2) {                                                          \
+                        TILE_ROWS(1, 2);                                                    \
+                    } else {                                                                \
+                        TILE_ROWS(1, 1);                                                    \
+                    }                                                                       \
+                }                                                                           \
+            }                                                                               \
+        }                                                                                   \
+    } while (0)
+
+static void packed_t_generic(int m, int n0, int n1, int ktot, const float *a, int lda,
+                             const float *packed, int kp, int accum, float *c, int ldc)
+{
+    PACKED_BODY_T;
+}
+
 #if defined(__x86_64__)
+__attribute__((target("avx2,fma,avx512f"))) static void
+packed_t_avx512(int m, int n0, int n1, int ktot, const float *a, int lda, const float *packed,
+                int kp, int accum, float *c, int ldc)
+{
+    PACKED_BODY_T;
+}
+
 __attribute__((target("avx2,fma,avx512f"))) static void
 packed_avx512(int m, int n0, int n1, int k, const float *a, int lda, const float *packed,
               int accumulate, float *c, int ldc)
@@ -215,4 +263,44 @@ void sh_packed_gemm(int m, int n0, int n1, int k, const float *a, int lda, const
     }
 #endif
     packed_generic(m, n0, n1, k, a, lda, packed, accumulate, c, ldc);
+}
+
+void sh_packed_gemm_tn(int m, int n0, int n1, int k, const float *a, int lda,
+                       const float *packed, int kp, int accumulate, float *c, int ldc)
+{
+    SH_ASSERT(n0 % NR == 0 && k <= kp);
+    if (m <= 0 || n1 <= n0) return;
+    if (k <= 0) {
+        for (int i = 0; i < m; i++)
+            for (int j = n0; j < n1; j++)
+                if (!accumulate) c[(size_t)i * ldc + j] = 0.0f;
+        return;
+    }
+#if defined(__x86_64__)
+    if (!force_generic && has_avx512()) {
+        packed_t_avx512(m, n0, n1, k, a, lda, packed, kp, accumulate, c, ldc);
+        return;
+    }
+#endif
+    packed_t_generic(m, n0, n1, k, a, lda, packed, kp, accumulate, c, ldc);
+}
+
+void sh_packed_pack_rows(int k, int n, int k0, int k1, const float *b, int ldb, int p0, int p1,
+                         float *packed)
+{
+    for (int p = p0; p < p1; p++) {
+        float *dst = packed + (size_t)p * k * NR + (size_t)k0 * NR;
+        int j0 = p * NR, w = n - j0 < NR ? n - j0 : NR;
+        if (w == NR) {
+            for (int kk = k0; kk < k1; kk++)
+                memcpy(dst + (size_t)(kk - k0) * NR, b + (size_t)(kk - k0) * ldb + j0,
+                       NR * sizeof(float));
+        } else {
+            for (int kk = k0; kk < k1; kk++) {
+                float *d = dst + (size_t)(kk - k0) * NR;
+                memcpy(d, b + (size_t)(kk - k0) * ldb + j0, (size_t)w * sizeof(float));
+                memset(d + w, 0, (size_t)(NR - w) * sizeof(float));
+            }
+        }
+    }
 }

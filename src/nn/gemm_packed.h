@@ -31,6 +31,19 @@ void sh_packed_pack(int trans_b, int k, int n, const float *b, int ldb, int p0, 
 void sh_packed_gemm(int m, int n0, int n1, int k, const float *a, int lda, const float *packed,
                     int accumulate, float *c, int ldc);
 
+/* Columns [n0, n1) of C (m, n) = A^T B (+ C when accumulate): A stored (k, m), lda apart
+ * (the weight gradients dG^T X of the recurrent layers, k = every row of a batch); B the
+ * first k rows at packed of a packed operand of kp >= k rows (packed may point at a later
+ * row: panels stay kp rows apart). The same guarantees as sh_packed_gemm. */
+void sh_packed_gemm_tn(int m, int n0, int n1, int k, const float *a, int lda,
+                       const float *packed, int kp, int accumulate, float *c, int ldc);
+
+/* Pack rows [k0, k1) of a (k, n) B stored by rows (b: row k0, ldb apart), panels [p0, p1),
+ * into packed as sh_packed_pack lays it out: a B gathered from several places (the first
+ * step's state, then the outputs) packs in pieces. */
+void sh_packed_pack_rows(int k, int n, int k0, int k1, const float *b, int ldb, int p0, int p1,
+                         float *packed);
+
 /* The kernels behind it: "avx512" when the CPU has AVX-512F, else "generic" (the same
  * vector code compiled for the build's target). tests/nn/test_gemm_packed.c runs both. */
 const char *sh_packed_kernel(void);

@@ -13,7 +13,6 @@
  * forward and through time (recurrent.c: sh_rnn_gated_*).
  * Proved by tests/nn/test_layer_rnn.c (finite differences; PyTorch's nn.GRU when present). */
 #include "base/err.h"
-#include "nn/gemm.h"
 #include "nn/recurrent.h"
 
 #define NG 3 /* gates r, z, n */
@@ -37,6 +36,7 @@ static shoal_result gru_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx
     l->keep_fixed = streams * (size_t)h;        /* h0 of this batch */
     l->cache_count = 2 * rows * g + streams * (size_t)h; /* input gates, state gates, dh */
     l->cache_count += g * in + rows;             /* one-hot inputs: Wx transposed, columns */
+    l->cache_count += sh_rnn_gated_pack_count((int)rows, (int)streams, h, (int)in);
     size_t pk_h = sh_rnn_packed_count(h, (int)g), pk_x = sh_rnn_packed_count((int)in, (int)g);
     l->cache_count += pk_h > pk_x ? pk_h : pk_x; /* Wh or Wx packed */
     l->state_count = streams * (size_t)h;
@@ -59,6 +59,7 @@ typedef struct {
     float *wt;        /* (I, 3H) one-hot inputs: Wx transposed plus bx, then the gradient's
                          scratch */
     int32_t *idx;     /* (rows) one-hot inputs: each row's column */
+    float *hpk, *xpk; /* the weight gradients' operands packed (sh_rnn_gated_pack) */
 } gru_view;
 
 static gru_view view(sh_layer *l, const sh_exec *x)
@@ -78,6 +79,8 @@ static gru_view view(sh_layer *l, const sh_exec *x)
     v.dh = v.gh + (size_t)x->batch * v.g;
     v.wt = v.dh + (size_t)(x->batch / l->steps) * v.h;
     v.idx = (int32_t *)(v.wt + (size_t)v.g * v.in);
+    v.hpk = sh_rnn_align((float *)(v.idx + x->batch));
+    v.xpk = sh_rnn_align(v.hpk + sh_packed_count(x->batch + x->batch / l->steps, v.h));
     return v;
 }
 
@@ -202,6 +205,16 @@ static void gru_step_carry(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
     sh_packed_gemm(v.b, c0, c1, v.g, dgt, v.g, sh_rnn_packed(l, v.h, v.g), 1, v.dh, v.h);
 }
 
+/* Panels [p0, p1) of the weight gradients' operands. */
+static void gru_pack_grads(sh_layer *l, sh_exec *x, int tid, int p0, int p1)
+{
+    (void)tid;
+    gru_view v = view(l, x);
+    sh_rnn_gated_pack(l, x, v.h0, p0, p1, v.hpk, v.xpk);
+}
+
+/* Weight and bias gradients of gate rows [k0, k1) over all rows (X and h_prev packed:
+ * sh_rnn_gated_wgrads). */
 static void gru_param_grads(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
 {
     (void)tid;
@@ -209,24 +222,17 @@ static void gru_param_grads(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
     int nk = k1 - k0;
     if (nk <= 0) return;
     float *g = x->grad[0];
-    float *gwx = g + l->w_off + (size_t)k0 * v.in;
-    float *gwh = g + l->w_off + (size_t)v.g * v.in + (size_t)k0 * v.h;
     if (l->input_onehot)
         sh_rnn_onehot_grad(v.gx, v.rows, v.g, v.idx, v.in, k0, k1, v.wt, g + l->w_off);
-    else
-        sh_gemm(1, 0, nk, v.in, v.rows, 1.0f, v.gx + k0, v.g, l->in[0], v.in, 0.0f, gwx, v.in);
-    int later = v.rows - v.b;
-    if (later > 0)
-        sh_gemm(1, 0, nk, v.h, later, 1.0f, v.gh + (size_t)v.b * v.g + k0, v.g, l->out, v.h, 0.0f,
-                gwh, v.h);
-    sh_gemm(1, 0, nk, v.h, v.b, 1.0f, v.gh + k0, v.g, v.h0, v.h, later > 0 ? 1.0f : 0.0f, gwh, v.h);
+    sh_rnn_gated_wgrads(l, x, k0, k1, v.gx, v.gh, v.hpk, v.xpk, g + l->w_off,
+                        g + l->w_off + (size_t)v.g * v.in);
     sh_rnn_colsum(v.gx, v.rows, v.g, k0, k1, g + l->b_off + k0);
     sh_rnn_colsum(v.gh, v.rows, v.g, k0, k1, g + l->b_off + v.g + k0);
 }
 
 static const sh_rnn_gated gru_passes = {gru_input_rows, gru_step_forward,
                                           gru_step_backward, gru_step_carry,
-                                          gru_param_grads};
+                                          gru_pack_grads, gru_param_grads};
 
 static void gru_forward(sh_layer *l, sh_exec *x)
 {

@@ -14,7 +14,6 @@
  * forward and through time (recurrent.c: sh_rnn_gated_*), the text data (src/data/text.c).
  * Proved by tests/nn/test_layer_rnn.c (finite differences; PyTorch's nn.LSTM when present). */
 #include "base/err.h"
-#include "nn/gemm.h"
 #include "nn/recurrent.h"
 
 #define NG 4 /* gates i, f, g, o */
@@ -38,6 +37,7 @@ static shoal_result lstm_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ct
     l->keep_fixed = 2 * streams * (size_t)h;    /* h0, c0 of this batch */
     l->cache_count = rows * g + 2 * streams * (size_t)h; /* gates / their gradients, dh, dc */
     l->cache_count += g * in + rows;             /* one-hot inputs: Wx transposed, columns */
+    l->cache_count += sh_rnn_gated_pack_count((int)rows, (int)streams, h, (int)in);
     size_t pk_h = sh_rnn_packed_count(h, (int)g), pk_x = sh_rnn_packed_count((int)in, (int)g);
     l->cache_count += pk_h > pk_x ? pk_h : pk_x; /* Wh or Wx packed */
     l->state_count = 2 * streams * (size_t)h;   /* h, c carried to the next batch */
@@ -60,6 +60,7 @@ typedef struct {
     float *wt;        /* (I, 4H) one-hot inputs: Wx transposed plus bx + bh, then the gradient's
                          scratch */
     int32_t *idx;     /* (rows) one-hot inputs: each row's column */
+    float *hpk, *xpk; /* the weight gradients' operands packed (sh_rnn_gated_pack) */
 } lstm_view;
 
 static lstm_view view(sh_layer *l, const sh_exec *x)
@@ -80,6 +81,8 @@ static lstm_view view(sh_layer *l, const sh_exec *x)
     v.dc = v.dh + (size_t)(x->batch / l->steps) * v.h;
     v.wt = v.dc + (size_t)(x->batch / l->steps) * v.h;
     v.idx = (int32_t *)(v.wt + (size_t)v.g * v.in);
+    v.hpk = sh_rnn_align((float *)(v.idx + x->batch));
+    v.xpk = sh_rnn_align(v.hpk + sh_packed_count(x->batch + x->batch / l->steps, v.h));
     return v;
 }
 
@@ -204,7 +207,16 @@ static void lstm_step_carry(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
     sh_packed_gemm(v.b, c0, c1, v.g, dgt, v.g, sh_rnn_packed(l, v.h, v.g), 0, v.dh, v.h);
 }
 
-/* Weight and bias gradients of gate rows [k0, k1), each over all rows at full depth. */
+/* Panels [p0, p1) of the weight gradients' operands. */
+static void lstm_pack_grads(sh_layer *l, sh_exec *x, int tid, int p0, int p1)
+{
+    (void)tid;
+    lstm_view v = view(l, x);
+    sh_rnn_gated_pack(l, x, v.h0, p0, p1, v.hpk, v.xpk);
+}
+
+/* Weight and bias gradients of gate rows [k0, k1), each over all rows at full depth (X and
+ * h_prev packed: sh_rnn_gated_wgrads). */
 static void lstm_param_grads(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
 {
     (void)tid;
@@ -212,26 +224,18 @@ static void lstm_param_grads(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
     int nk = k1 - k0;
     if (nk <= 0) return;
     float *g = x->grad[0];
-    float *gwx = g + l->w_off + (size_t)k0 * v.in;
-    float *gwh = g + l->w_off + (size_t)v.g * v.in + (size_t)k0 * v.h;
     float *gbx = g + l->b_off + k0, *gbh = g + l->b_off + v.g + k0;
     if (l->input_onehot)
         sh_rnn_onehot_grad(v.gates, v.rows, v.g, v.idx, v.in, k0, k1, v.wt, g + l->w_off);
-    else
-        sh_gemm(1, 0, nk, v.in, v.rows, 1.0f, v.gates + k0, v.g, l->in[0], v.in, 0.0f, gwx, v.in);
-    int later = v.rows - v.b; /* rows of steps 1..T-1, whose h_prev is the previous output */
-    if (later > 0)
-        sh_gemm(1, 0, nk, v.h, later, 1.0f, v.gates + (size_t)v.b * v.g + k0, v.g, l->out, v.h,
-                0.0f, gwh, v.h);
-    sh_gemm(1, 0, nk, v.h, v.b, 1.0f, v.gates + k0, v.g, v.h0, v.h, later > 0 ? 1.0f : 0.0f, gwh,
-            v.h);
+    sh_rnn_gated_wgrads(l, x, k0, k1, v.gates, v.gates, v.hpk, v.xpk, g + l->w_off,
+                        g + l->w_off + (size_t)v.g * v.in);
     sh_rnn_colsum(v.gates, v.rows, v.g, k0, k1, gbx);
     memcpy(gbh, gbx, (size_t)nk * sizeof(float));
 }
 
 static const sh_rnn_gated lstm_passes = {lstm_input_rows, lstm_step_forward,
                                            lstm_step_backward, lstm_step_carry,
-                                           lstm_param_grads};
+                                           lstm_pack_grads, lstm_param_grads};
 
 static void lstm_forward(sh_layer *l, sh_exec *x)
 {

@@ -18,7 +18,6 @@
  * Proved by tests/nn/test_layer_rnn.c (finite differences, with and without batch norm) and
  * tests/nn/test_rnn_torch.c (Darknet's equations in torch). */
 #include "base/err.h"
-#include "nn/gemm.h"
 #include "nn/recurrent.h"
 
 static shoal_result rnn_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx *ctx)
@@ -47,6 +46,9 @@ static shoal_result rnn_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx
     l->keep_fixed = streams * hh + bn * (size_t)l->steps * units;
     l->cache_count = 2 * rows * hh + streams * hh; /* ds / d input part, d self part, carry */
     l->cache_count += hh * in + rows;          /* one-hot inputs: Win transposed, columns */
+    /* for the weight gradients: [s0; s] and the inputs packed (gemm_packed.h), aligned */
+    l->cache_count += sh_packed_count((int)(rows + streams), h) +
+                      sh_packed_count((int)rows, (int)in) + 3 * SH_PACKED_NR;
     size_t pk = sh_rnn_packed_count(h, h), pk_in = sh_rnn_packed_count((int)in, h);
     size_t pk_out = sh_rnn_packed_count(h, k);
     pk = pk > pk_in ? pk : pk_in;
@@ -90,6 +92,9 @@ typedef struct {
     float *wt;        /* (I, H) one-hot inputs: Win transposed (activated, with bin, unless
                          batch norm), then the gradient's scratch */
     int32_t *idx;     /* (rows) one-hot inputs: each row's column */
+    float *spk;       /* [s0; s] (B + rows, H) packed: rows [0, rows) the self products'
+                         inputs, rows [B, B + rows) the output products' */
+    float *xpk;       /* the inputs (rows, I) packed, unless one-hot */
     rnn_bn bn[3];     /* with batch_normalize */
 } rnn_view;
 
@@ -114,6 +119,8 @@ static rnn_view view(sh_layer *l, const sh_exec *x)
     v.ds = v.dself + (size_t)x->batch * v.h;
     v.wt = v.ds + (size_t)(x->batch / l->steps) * v.h;
     v.idx = (int32_t *)(v.wt + (size_t)v.h * v.in);
+    v.spk = sh_rnn_align((float *)(v.idx + x->batch));
+    v.xpk = sh_rnn_align(v.spk + sh_packed_count(x->batch + x->batch / l->steps, v.h));
     if (l->batch_normalize) {
         int n[3] = {v.h, v.h, v.k}, units = 2 * v.h + v.k, off = 0;
         float *inv = v.s0 + (size_t)(x->batch / l->steps) * v.h;
@@ -279,6 +286,19 @@ static void rnn_output_back(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
                    v.din + (size_t)r0 * v.h, v.h);
 }
 
+/* dL/ds (din + carry) through tanh into both parts in one pass: din of the input part (yi
+ * its activation), dself of the self part (ys). */
+static inline void tanh_back2(int n, float *restrict din, const float *restrict carry,
+                              const float *restrict yi, const float *restrict ys,
+                              float *restrict dself)
+{
+    for (int j = 0; j < n; j++) {
+        float d = din[j] + carry[j];
+        din[j] = d * (1.0f - yi[j] * yi[j]);
+        dself[j] = d * (1.0f - ys[j] * ys[j]);
+    }
+}
+
 static void rnn_step_backward(sh_layer *l, sh_exec *x, int tid, int j0, int j1)
 {
     (void)tid;
@@ -291,10 +311,14 @@ static void rnn_step_backward(sh_layer *l, sh_exec *x, int tid, int j0, int j1)
         const float *kr = l->keep + r * v.kc;
         float *din = v.din + r * v.h + j0, *dself = v.dself + r * v.h + j0;
         const float *carry = v.ds + (size_t)b * v.h + j0;
-        for (int j = 0; j < nj; j++) din[j] += carry[j];
-        memcpy(dself, din, (size_t)nj * sizeof(float));
-        sh_act_backward(l->act, kr + j0, din, (size_t)nj);
-        sh_act_backward(l->act, kr + v.h + j0, dself, (size_t)nj);
+        if (l->act == SH_ACT_TANH)
+            tanh_back2(nj, din, carry, kr + j0, kr + v.h + j0, dself);
+        else {
+            for (int j = 0; j < nj; j++) din[j] += carry[j];
+            memcpy(dself, din, (size_t)nj * sizeof(float));
+            sh_act_backward(l->act, kr + j0, din, (size_t)nj);
+            sh_act_backward(l->act, kr + v.h + j0, dself, (size_t)nj);
+        }
     }
     if (!l->batch_normalize) return;
     for (int p = 0; p < 2; p++) {
@@ -316,41 +340,53 @@ static void rnn_step_carry(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
     sh_packed_gemm(v.b, c0, c1, v.h, d, v.h, sh_rnn_packed(l, v.h, v.h), 0, v.ds, v.h);
 }
 
+/* Panels [p0, p1) of what the weight gradients multiply, packed: [s0; s] and the inputs. */
+static void rnn_pack_grads(sh_layer *l, sh_exec *x, int tid, int p0, int p1)
+{
+    (void)tid;
+    rnn_view v = view(l, x);
+    int kp = v.b + v.rows, hp = sh_packed_npanels(v.h), ip = sh_packed_npanels(v.in);
+    int s1 = p1 < hp ? p1 : hp;
+    if (p0 < s1) {
+        sh_packed_pack_rows(kp, v.h, 0, v.b, v.s0, v.h, p0, s1, v.spk);
+        sh_packed_pack_rows(kp, v.h, v.b, kp, l->keep + 2 * v.h, v.kc, p0, s1, v.spk);
+    }
+    int x1 = p1 < ip ? p1 : ip;
+    if (!l->input_onehot && p0 < x1)
+        sh_packed_pack_rows(v.rows, v.in, 0, v.rows, l->in[0], v.in, p0, x1, v.xpk);
+}
+
 /* Gradients of weight rows [k0, k1) of the stacked (2H + K) rows: Win, Wself, Wout (and,
- * without batch norm, their biases: with it the shifts' gradients came from the steps). */
+ * without batch norm, their biases: with it the shifts' gradients came from the steps), each
+ * dG^T X over every row with X packed (rnn_pack_grads). */
 static void rnn_param_grads(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
 {
     (void)tid;
     rnn_view v = view(l, x);
     float *g = x->grad[0];
     float *gw = g + l->w_off, *gb = g + l->b_off;
-    int biases = !l->batch_normalize;
+    int biases = !l->batch_normalize, kp = v.b + v.rows;
     for (int k = k0; k < k1;) {
         if (k < v.h) { /* input rows */
             int e = k1 < v.h ? k1 : v.h;
             if (l->input_onehot)
                 sh_rnn_onehot_grad(v.din, v.rows, v.h, v.idx, v.in, k, e, v.wt, gw);
             else
-                sh_gemm(1, 0, e - k, v.in, v.rows, 1.0f, v.din + k, v.h, l->in[0], v.in, 0.0f,
-                        gw + (size_t)k * v.in, v.in);
+                sh_packed_gemm_tn(e - k, 0, v.in, v.rows, v.din + k, v.h, v.xpk, v.rows, 0,
+                                  gw + (size_t)k * v.in, v.in);
             if (biases) sh_rnn_colsum(v.din, v.rows, v.h, k, e, gb + k);
             k = e;
         } else if (k < 2 * v.h) { /* self rows */
             int e = k1 < 2 * v.h ? k1 : 2 * v.h, a = k - v.h;
             float *gs = gw + (size_t)v.h * v.in + (size_t)a * v.h;
-            int later = v.rows - v.b;
-            if (later > 0)
-                sh_gemm(1, 0, e - k, v.h, later, 1.0f, v.dself + (size_t)v.b * v.h + a, v.h,
-                        l->keep + 2 * v.h, v.kc, 0.0f, gs, v.h);
-            sh_gemm(1, 0, e - k, v.h, v.b, 1.0f, v.dself + a, v.h, v.s0, v.h,
-                    later > 0 ? 1.0f : 0.0f, gs, v.h);
+            sh_packed_gemm_tn(e - k, 0, v.h, v.rows, v.dself + a, v.h, v.spk, kp, 0, gs, v.h);
             if (biases) sh_rnn_colsum(v.dself, v.rows, v.h, a, a + e - k, gb + v.h + a);
             k = e;
         } else { /* output rows */
             int a = k - 2 * v.h, e = k1;
             float *go = gw + (size_t)v.h * v.in + (size_t)v.h * v.h + (size_t)a * v.h;
-            sh_gemm(1, 0, e - k, v.h, v.rows, 1.0f, l->delta + a, v.k, l->keep + 2 * v.h, v.kc,
-                    0.0f, go, v.h);
+            sh_packed_gemm_tn(e - k, 0, v.h, v.rows, l->delta + a, v.k,
+                              v.spk + (size_t)v.b * SH_PACKED_NR, kp, 0, go, v.h);
             if (biases) sh_rnn_colsum(l->delta, v.rows, v.k, a, a + e - k, gb + 2 * v.h + a);
             k = e;
         }
@@ -385,6 +421,8 @@ static void rnn_backward(sh_layer *l, sh_exec *x)
         sh_rnn_split_step(l, x, t, v.h, macs, rnn_step_backward);
         if (t > 0) sh_rnn_split_step(l, x, t, nblk, macs, rnn_step_carry);
     }
+    int hp = sh_packed_npanels(v.h), ip = sh_packed_npanels(v.in);
+    sh_exec_split(l, x, hp > ip ? hp : ip, rnn_pack_grads);
     sh_exec_split(l, x, 2 * v.h + v.k, rnn_param_grads);
     if (!l->in_delta[0]) return;
     sh_rnn_pack(l, v.win, v.in, v.h, 0);

@@ -69,10 +69,39 @@ void sh_rnn_gated_backward(sh_layer *l, sh_exec *x, const sh_rnn_gated *g)
         sh_rnn_split_step(l, x, t, nblk, macs, g->step_backward);
         if (t > 0) sh_rnn_split_step(l, x, t, nblk, macs, g->step_carry);
     }
+    int hp = sh_packed_npanels(h), ip = sh_packed_npanels((int)l->inputs);
+    sh_exec_split(l, x, hp > ip ? hp : ip, g->pack_grads);
     sh_exec_split(l, x, ng, g->param_grads);
     if (!l->in_delta[0]) return;
     sh_rnn_pack(l, wx, (int)l->inputs, ng, 0);
     sh_exec_chunks(l, x, sh_rnn_chunk_rows(x), gated_input_delta);
+}
+
+void sh_rnn_gated_pack(const sh_layer *l, const sh_exec *x, const float *h0, int p0, int p1,
+                       float *hpk, float *xpk)
+{
+    int h = l->hidden, in = (int)l->inputs, b = sh_rnn_streams(l, x), rows = x->nimg;
+    int hp = sh_packed_npanels(h), ip = sh_packed_npanels(in);
+    int e = p1 < hp ? p1 : hp;
+    if (p0 < e) {
+        sh_packed_pack_rows(b + rows, h, 0, b, h0, h, p0, e, hpk);
+        sh_packed_pack_rows(b + rows, h, b, b + rows, l->out, h, p0, e, hpk);
+    }
+    e = p1 < ip ? p1 : ip;
+    if (!l->input_onehot && p0 < e)
+        sh_packed_pack_rows(rows, in, 0, rows, l->in[0], in, p0, e, xpk);
+}
+
+void sh_rnn_gated_wgrads(const sh_layer *l, const sh_exec *x, int k0, int k1, const float *dgx,
+                         const float *dgh, const float *hpk, const float *xpk, float *gwx,
+                         float *gwh)
+{
+    int h = l->hidden, in = (int)l->inputs, g = l->ngates * h, rows = x->nimg;
+    int b = sh_rnn_streams(l, x), nk = k1 - k0;
+    if (nk <= 0) return;
+    if (!l->input_onehot)
+        sh_packed_gemm_tn(nk, 0, in, rows, dgx + k0, g, xpk, rows, 0, gwx + (size_t)k0 * in, in);
+    sh_packed_gemm_tn(nk, 0, h, rows, dgh + k0, g, hpk, b + rows, 0, gwh + (size_t)k0 * h, h);
 }
 
 void sh_rnn_colsum(const float *g, int rows, int ld, int k0, int k1, float *out)

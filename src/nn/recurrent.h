@@ -110,6 +110,12 @@ static inline void sh_rnn_pack(sh_layer *l, const float *w, int h, int n, int tr
         sh_packed_pack(0, n, h, w, h, 0, sh_packed_npanels(h), pk);
 }
 
+/* p rounded up to 64 bytes (cache_count reserves SH_PACKED_NR floats for each such). */
+static inline float *sh_rnn_align(float *p)
+{
+    return (float *)(((uintptr_t)p + 63) & ~(uintptr_t)63);
+}
+
 /* Rows per chunk of the passes over all rows at once (input products, input gradients):
  * two chunks per thread, one chunk when single-threaded. */
 static inline int sh_rnn_chunk_rows(const sh_exec *x)
@@ -132,6 +138,8 @@ typedef struct {
                                   dL/dc), from above and from the step after */
     sh_image_fn step_carry;    /* gate blocks [k0, k1) (columns 16 k0 .. 16 k1) of dL/dh of
                                   the step before: dG_t Wh, Wh packed (sh_rnn_packed) */
+    sh_image_fn pack_grads;    /* panels [p0, p1): the weight gradients' operands packed
+                                  (sh_rnn_gated_pack) */
     sh_image_fn param_grads;   /* gate rows [k0, k1): weight and bias gradients, all rows */
 } sh_rnn_gated;
 
@@ -144,6 +152,23 @@ void sh_rnn_gated_forward(sh_layer *l, sh_exec *x, const sh_rnn_gated *g);
  * dL/dx = dG Wx (Wx packed) when in_delta[0] wants it. The caller zeroes the carried gradients (dh, dc)
  * before. */
 void sh_rnn_gated_backward(sh_layer *l, sh_exec *x, const sh_rnn_gated *g);
+
+/* A gated layer's weight gradients run on their right-hand operands packed once per
+ * backward (gemm_packed.h): [h0; h] ((B + rows), H; rows [0, rows) are every step's h_prev)
+ * and, unless one-hot, the inputs (rows, I). sh_rnn_gated_pack_count: the floats to reserve
+ * in the cache (alignment included); sh_rnn_gated_pack: panels [p0, p1) of both (threads
+ * take disjoint ranges; count: the larger panel count of H and I). */
+static inline size_t sh_rnn_gated_pack_count(int rows, int streams, int h, int in)
+{
+    return sh_packed_count(rows + streams, h) + sh_packed_count(rows, in) + 3 * SH_PACKED_NR;
+}
+void sh_rnn_gated_pack(const sh_layer *l, const sh_exec *x, const float *h0, int p0, int p1,
+                       float *hpk, float *xpk);
+/* Gate rows [k0, k1) of gWx = dGx^T X (unless one-hot) and gWh = dGh^T h_prev, each over
+ * every row (dGx, dGh: (rows, g) gate gradients; gwx, gwh: the gradients' first rows). */
+void sh_rnn_gated_wgrads(const sh_layer *l, const sh_exec *x, int k0, int k1, const float *dgx,
+                         const float *dgh, const float *hpk, const float *xpk, float *gwx,
+                         float *gwh);
 
 /* out[k - k0] = sum over rows of g[r*ld + k] for k in [k0, k1) (bias gradients). */
 void sh_rnn_colsum(const float *g, int rows, int ld, int k0, int k1, float *out);

@@ -2,7 +2,9 @@
  * over column ranges (whole, split at panel boundaries, ragged last panel) against a
  * double-precision loop, for row counts that hit every tile height (1..8 and more) and
  * several blocks of rows, odd k,
- * accumulate on and off, with the AVX-512 kernel (where the CPU has it) and the generic one. */
+ * accumulate on and off, with the AVX-512 kernel (where the CPU has it) and the generic one;
+ * A^T B (sh_packed_gemm_tn) with B packed in pieces of rows, k past one block of 256, a
+ * packed operand read from a later row, row splits giving the same bits. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -129,12 +131,89 @@ static void empty_sums_zero_or_keep_c(void)
     CHECK(c[0] == 0 && c[3] == 0, "k = 0 without accumulate left %g %g", c[0], c[3]);
 }
 
+/* C = A^T B with A (k, m) and B rows [off, off + k) of a (kp, n) operand packed in two
+ * pieces of rows and two ranges of panels; returns the failures. */
+static int sweep_tn(const char *kernel)
+{
+    static const int sizes[][3] = {{1, 1, 1}, {9, 17, 33}, {13, 40, 300}, {64, 33, 600},
+                                   {20, 256, 2080}};
+    sh_rng r;
+    sh_rng_seed(&r, 11);
+    int bad = 0;
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        int m = sizes[si][0], n = sizes[si][1], k = sizes[si][2], off = 3, kp = k + off;
+        for (int acc = 0; acc < 2; acc++) {
+            int lda = m + 2, ldb = n + 3, ldc = n + 1;
+            size_t na = (size_t)k * lda, nb = (size_t)kp * ldb, nc = (size_t)m * ldc;
+            float *a = malloc(na * 4), *b = malloc(nb * 4), *c = malloc(nc * 4),
+                  *want = malloc(nc * 4), *pk = malloc(sh_packed_count(kp, n) * 4);
+            fill(a, na, &r);
+            fill(b, nb, &r);
+            fill(c, nc, &r);
+            memset(pk, 0xff, sh_packed_count(kp, n) * 4);
+            int np = sh_packed_npanels(n), half = np / 2, cut = kp / 2;
+            for (int q = 0; q < 2; q++) { /* rows [0, cut) and [cut, kp); panels in two ranges */
+                int p0 = q ? half : 0, p1 = q ? np : half;
+                sh_packed_pack_rows(kp, n, 0, cut, b, ldb, p0, p1, pk);
+                sh_packed_pack_rows(kp, n, cut, kp, b + (size_t)cut * ldb, ldb, p0, p1, pk);
+            }
+            memcpy(want, c, nc * 4);
+            for (int i = 0; i < m; i++)
+                for (int j = 0; j < n; j++) {
+                    double sum = acc ? c[(size_t)i * ldc + j] : 0.0;
+                    for (int p = 0; p < k; p++)
+                        sum += (double)a[(size_t)p * lda + i] * b[(size_t)(off + p) * ldb + j];
+                    want[(size_t)i * ldc + j] = (float)sum;
+                }
+            /* rows in two calls, as two threads would split the gradient's rows */
+            int mh = m / 2;
+            const float *b0 = pk + (size_t)off * SH_PACKED_NR;
+            sh_packed_gemm_tn(mh, 0, n, k, a, lda, b0, kp, acc, c, ldc);
+            sh_packed_gemm_tn(m - mh, 0, n, k, a + mh, lda, b0, kp, acc, c + (size_t)mh * ldc, ldc);
+            double worst = 0.0;
+            for (size_t i = 0; i < nc; i++) {
+                double d = fabs((double)c[i] - want[i]);
+                if (!(d <= worst)) worst = d;
+            }
+            if (!(worst <= 1e-6 * (k + 2)) && bad++ < 5)
+                CHECK(0, "%s tn m=%d n=%d k=%d accumulate=%d: max error %g", kernel, m, n, k, acc,
+                      worst);
+            /* the same bits as one call over every row */
+            float *one = malloc(nc * 4);
+            memcpy(one, want, nc * 4);
+            if (!acc) {
+                sh_packed_gemm_tn(m, 0, n, k, a, lda, b0, kp, 0, one, ldc);
+                if (memcmp(one, c, nc * 4) != 0 && bad++ < 5)
+                    CHECK(0, "%s tn m=%d n=%d k=%d: a split of rows changed bits", kernel, m, n, k);
+            }
+            free(one);
+            free(a);
+            free(b);
+            free(c);
+            free(want);
+            free(pk);
+        }
+    }
+    return bad;
+}
+
+static void transposed_products_match_reference_with_both_kernels(void)
+{
+    sh_packed_force_generic(0);
+    const char *k = sh_packed_kernel();
+    CHECK(sweep_tn(k) == 0, "%s kernel: A^T B wrong", k);
+    sh_packed_force_generic(1);
+    CHECK(sweep_tn("generic") == 0, "generic kernel: A^T B wrong");
+    sh_packed_force_generic(0);
+}
+
 int main(void)
 {
     check_begin("test_gemm_packed", 60);
     RUN(packed_gemm_matches_reference_with_the_cpus_kernel);
     RUN(packed_gemm_matches_reference_with_the_generic_kernel);
     RUN(column_splits_give_identical_bits);
+    RUN(transposed_products_match_reference_with_both_kernels);
     RUN(empty_sums_zero_or_keep_c);
     return check_end();
 }
