@@ -5,6 +5,7 @@
 #include "layout.h"
 
 #include <stdio.h>
+#include <string.h>
 
 void sh_test_train_opts(sh_train_opts *o, const char *cfg, const char *data_dir, int batch, int64_t steps,
                         uint64_t seed)
@@ -31,4 +32,14 @@ void sh_test_layout_files_apply(sh_train_opts *o, const sh_test_layout_files *f,
         o->save_darknet_path = f->dn;
         o->save_path = ckpt;
     }
+}
+
+void sh_test_describe(void (*describe)(const sh_strategy *s, FILE *f), const sh_strategy *s, char *text,
+                      size_t text_nbytes)
+{
+    memset(text, 0, text_nbytes);
+    FILE *f = fmemopen(text, text_nbytes - 1, "w");
+    if (!f) return;
+    describe(s, f);
+    fclose(f);
 }

@@ -1,6 +1,6 @@
 /* layout.h — what the parallel-layout tests (pipeline, tensor, hybrid) set up the same way
- * around a run: the trainer options every run shares, and the files a rank's run resumes
- * from, starts from and writes.
+ * around a run: the trainer options every run shares, the files a rank's run resumes from,
+ * starts from and writes, and the layout lines a strategy prints.
  * Not here: the yardstick and the comparisons (reference.h), the checks shared by those
  * tests (layout_checks.h), the ranks (ranks.h).
  * Used by tests/train/test_pipeline.c, test_tensor.c and test_hybrid.c. */
@@ -9,7 +9,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
+#include "train/strategy.h"
 #include "train/trainer.h"
 
 /* The defaults, then quiet, one kernel thread, a test evaluation each epoch, and cfg,
@@ -29,5 +31,10 @@ typedef struct {
  * (ckpt_nbytes bytes; o keeps pointing at it, so it must outlive o's use). */
 void sh_test_layout_files_apply(sh_train_opts *o, const sh_test_layout_files *f, char *ckpt,
                                 size_t ckpt_nbytes);
+
+/* The layout lines describe(s, f) writes (sh_strategy_tensor_describe, ..._pipeline_...),
+ * NUL-terminated in text (text_nbytes; what does not fit is dropped). */
+void sh_test_describe(void (*describe)(const sh_strategy *s, FILE *f), const sh_strategy *s, char *text,
+                      size_t text_nbytes);
 
 #endif

@@ -120,13 +120,9 @@ static void exact_job(shoal_comm *c, void *arg)
     o.strategy = st;
     sh_test_layout_files files = {a->resume, a->save, a->weights, a->dn};
     char ckpt[700];
-    sh_test_layout_files_apply(&o, &files, ckpt, sizeof ckpt);
     sh_trainer *t = NULL, *ref = NULL;
     sh_train_report rep, rr;
-    CHECK(sh_trainer_create_with_net(&o, net, &t) == SHOAL_OK && sh_trainer_run(t, &rep) == SHOAL_OK,
-          "rank %d of %d (%s): %s", r, N, sh_hybrid_scheme_name(a->scheme), shoal_last_error_message());
-    CHECK(shoal_barrier(c) == SHOAL_OK, "%s", shoal_last_error_message()); /* the lead's files are written */
-    if (a->save || !t) goto done;
+    if (!check_rank_trains(c, &o, net, &files, ckpt, sizeof ckpt, &t, &rep)) goto done;
     sh_train_opts ro;
     opts_for(&ro, a->cfg, a->batch, STEPS);
     ro.weights_path = a->weights;
@@ -192,19 +188,13 @@ static char ckpt_one[600], ckpt_hy[600], dn_one[600], dn_hy[600];
  * process: both end where one process that never stopped does. */
 static void t_checkpoints_cross_layouts(void)
 {
-    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
-    sh_train_opts so;
+    sh_train_opts so, ro;
     opts_for(&so, adam_cfg, 16, STEPS / 2);
     so.save_path = ckpt_one;
-    CHECK(sh_test_write_one(&so) == SHOAL_OK, "%s", shoal_last_error_message());
-    hy_arg resume = {adam_cfg, ckpt_one, NULL, SH_HYBRID_HORIZONTAL, 16, NULL, NULL};
-    RUN_RANKS(4, &o, exact_job, &resume);
-
-    hy_arg first = {adam_cfg, NULL, ckpt_hy, SH_HYBRID_VERTICAL, 16, NULL, NULL};
-    RUN_RANKS(2, &o, exact_job, &first);
-    sh_train_opts ro;
     opts_for(&ro, adam_cfg, 16, STEPS);
-    check_resumes_in_one_process("hybrid", &ro, ckpt_hy, 1);
+    hy_arg resume = {adam_cfg, ckpt_one, NULL, SH_HYBRID_HORIZONTAL, 16, NULL, NULL};
+    hy_arg first = {adam_cfg, NULL, ckpt_hy, SH_HYBRID_VERTICAL, 16, NULL, NULL};
+    check_checkpoints_cross("hybrid", &so, exact_job, 4, &resume, 2, &first, &ro, ckpt_hy, 1);
 }
 
 /* Darknet's file: one process's loaded into 4 hybrid ranks, 2 hybrid ranks' written whole (the

@@ -104,44 +104,23 @@ static void exact_job(shoal_comm *c, void *arg)
     o.strategy = st;
     sh_test_layout_files files = {a->resume, a->save, NULL, NULL};
     char ckpt[700];
-    sh_test_layout_files_apply(&o, &files, ckpt, sizeof ckpt);
-    sh_trainer *t = NULL;
-    sh_train_report rep;
-    CHECK(sh_trainer_create_with_net(&o, net, &t) == SHOAL_OK && sh_trainer_run(t, &rep) == SHOAL_OK,
-          "rank %d: %s", r, shoal_last_error_message());
-    CHECK(shoal_barrier(c) == SHOAL_OK, "%s", shoal_last_error_message());
-    if (!t || a->save) {
-        sh_trainer_destroy(t);
-        sh_strategy_destroy(st);
-        return;
-    }
+    sh_trainer *t = NULL, *ref = NULL;
+    sh_train_report rep, rr;
+    if (!check_rank_trains(c, &o, net, &files, ckpt, sizeof ckpt, &t, &rep)) goto done;
     sh_train_opts ro;
     opts_for(&ro, a->cfg, GLOBAL_BATCH, a->steps);
-    sh_trainer *ref = NULL;
-    sh_train_report rr;
-    CHECK(sh_test_train_one(&ro, &ref, &rr) == SHOAL_OK, "%s", shoal_last_error_message());
+    ref = check_one_process_trains(&ro, &rr);
+    if (!ref) goto done;
     sh_net *mine = sh_trainer_net(t), *whole = sh_trainer_net(ref);
     int lo, hi;
     sh_net_part(mine, &lo, &hi);
-    size_t off, count, total = 0;
-    sh_net_layer_params(whole, lo, &off, &count);
-    for (int i = lo; i < hi; i++) {
-        size_t o2, c2;
-        sh_net_layer_params(whole, i, &o2, &c2);
-        total += c2;
-    }
-    CHECK(sh_net_nparams(mine) == total, "rank %d holds %zu parameters, its layers %d-%d have %zu", r,
-          sh_net_nparams(mine), lo, hi - 1, total);
-    double rel = sh_test_rel_diff(sh_net_params(mine), sh_net_params(whole) + off, sh_net_nparams(mine));
+    double rel = check_stage_holds_its_layers(r, mine, whole);
     CHECK(rel < 1e-5, "rank %d (layers %d-%d of %s): %.3g relative to one process after %lld steps", r, lo, hi - 1,
           a->cfg, rel, (long long)a->steps);
     CHECK(rel > 0 || sh_net_nparams(mine) == 0, "rank %d: bitwise equal to one process: were the micro-batches split?",
           r);
-    CHECK(fabs(rep.test_accuracy - rr.test_accuracy) < 1e-9, "rank %d: test accuracy %.4f, one process %.4f", r,
-          rep.test_accuracy, rr.test_accuracy);
-    /* a replica's loss is its shard's, as in data parallelism */
-    CHECK(replicas > 1 || fabs(rep.train_loss - rr.train_loss) < 1e-4 * (1 + rr.train_loss),
-          "rank %d: train loss %.6f, one process %.6f", r, rep.train_loss, rr.train_loss);
+    check_reports_match(r, replicas, &rep, &rr);
+done:
     sh_trainer_destroy(ref);
     sh_trainer_destroy(t);
     sh_strategy_destroy(st);
@@ -203,21 +182,14 @@ static void t_checkpoints_cross_layouts(void)
     CHECK(write_cfg("mlpck", mlp_head, mlp_layers, (const int[]){3, 5}, 2, path, sizeof path) == 0, "cfg");
     snprintf(ckpt_one, sizeof ckpt_one, "%s/one.ckpt", dir);
     snprintf(ckpt_pipe, sizeof ckpt_pipe, "%s/pipe.ckpt", dir);
-    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
-    sh_train_opts so;
+    sh_train_opts so, ro;
     opts_for(&so, path, GLOBAL_BATCH, STEPS / 2);
     so.eval_each_epoch = 0;
     so.save_path = ckpt_one;
-    CHECK(sh_test_write_one(&so) == SHOAL_OK, "%s", shoal_last_error_message());
-    link_arg resume = {path, 3, 4, STEPS, ckpt_one, NULL};
-    RUN_RANKS(3, &o, exact_job, &resume);
-
-    link_arg first = {path, 3, 4, STEPS / 2, NULL, ckpt_pipe};
-    RUN_RANKS(3, &o, exact_job, &first);
-    sh_train_opts ro;
     opts_for(&ro, path, GLOBAL_BATCH, STEPS);
     ro.eval_each_epoch = 0;
-    check_resumes_in_one_process("pipeline across routes", &ro, ckpt_pipe, 0);
+    link_arg resume = {path, 3, 4, STEPS, ckpt_one, NULL}, first = {path, 3, 4, STEPS / 2, NULL, ckpt_pipe};
+    check_checkpoints_cross("pipeline across routes", &so, exact_job, 3, &resume, 3, &first, &ro, ckpt_pipe, 0);
 }
 
 /* Where a route crosses the net may be cut, and the balanced plan may do it; links are
