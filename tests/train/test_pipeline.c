@@ -15,6 +15,7 @@
 #include "check.h"
 #include "lib/layout.h"
 #include "lib/layout_checks.h"
+#include "lib/pipeline_job.h"
 #include "lib/ranks.h"
 #include "lib/reference.h"
 #include "nn/net.h"
@@ -70,78 +71,25 @@ static void opts_for(sh_train_opts *o, const char *c, int batch, int64_t steps)
     o->eval_each_epoch = 0;
 }
 
-typedef struct {
-    const char *cfg;
-    int stages, micro;
-    int64_t steps;
-    const char *resume, *save; /* NULL: none */
-    const char *weights;       /* start from it (and so does the one process compared) */
-    const char *dn;            /* write Darknet's file here and a checkpoint at DN.ckpt */
-} pipe_arg;
-
-/* Every rank trains its stage, then compares its parameters (and, after the run, the
- * accuracy every stage reports) with one process trained on the whole batch. */
-static void exact_job(shoal_comm *c, void *arg)
-{
-    const pipe_arg *a = arg;
-    int r = shoal_comm_rank(c), n = shoal_comm_world(c);
-    int replicas = n / a->stages;
-    sh_pipe_opts po = {a->cfg, a->stages, a->micro, GLOBAL_BATCH / replicas, 7};
-    sh_strategy *st = NULL;
-    sh_net *net = NULL;
-    CHECK(sh_strategy_pipeline_create(c, &po, &st, &net) == SHOAL_OK, "%s", shoal_last_error_message());
-    if (!st) return;
-    sh_train_opts o;
-    opts_for(&o, a->cfg, GLOBAL_BATCH / replicas, a->steps);
-    o.strategy = st;
-    o.eval_each_epoch = 1;
-    sh_test_layout_files files = {a->resume, a->save, a->weights, a->dn};
-    char ckpt[700];
-    sh_trainer *t = NULL, *ref = NULL;
-    sh_train_report rep, rr;
-    if (!check_rank_trains(c, &o, net, &files, ckpt, sizeof ckpt, &t, &rep)) goto done;
-    sh_train_opts ro;
-    opts_for(&ro, a->cfg, GLOBAL_BATCH, a->steps);
-    ro.eval_each_epoch = 1;
-    ro.weights_path = a->weights;
-    ref = check_one_process_trains(&ro, &rr);
-    if (!ref) goto done;
-    sh_net *mine = sh_trainer_net(t), *whole = sh_trainer_net(ref);
-    if (a->dn) check_darknet_file_is_whole(r, a->cfg, a->dn, ckpt, whole); /* the stages gathered */
-    int lo, hi;
-    sh_net_part(mine, &lo, &hi);
-    double rel = check_stage_holds_its_layers(r, mine, whole);
-    CHECK(sh_net_nparams(mine) < sh_net_nparams(whole), "rank %d holds all %zu parameters", r,
-          sh_net_nparams(whole));
-    CHECK(rel < 1e-5, "rank %d (stage %d, layers %d-%d): %.3g relative to one process after %lld steps",
-          r, r % a->stages, lo, hi - 1, rel, (long long)a->steps);
-    CHECK(rel > 0 || a->micro == 1 || sh_net_nparams(mine) == 0, "rank %d: bitwise equal to one process: were the micro-batches split?", r);
-    check_reports_match(r, replicas, &rep, &rr);
-done:
-    sh_trainer_destroy(ref);
-    sh_trainer_destroy(t);
-    sh_strategy_destroy(st);
-}
-
 static void t_two_stages_sgd_match_one_process(void)
 {
-    pipe_arg a = {sgd_cfg, 2, 4, STEPS, NULL, NULL, NULL, NULL};
+    sh_test_pipe_arg a = {sgd_cfg, 2, 4, STEPS, NULL, NULL, NULL, NULL};
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
-    RUN_RANKS(2, &o, exact_job, &a);
+    RUN_RANKS(2, &o, sh_test_pipe_exact_job, &a);
 }
 
 static void t_two_stages_adam_match_one_process(void)
 {
-    pipe_arg a = {adam_cfg, 2, 4, STEPS, NULL, NULL, NULL, NULL};
+    sh_test_pipe_arg a = {adam_cfg, 2, 4, STEPS, NULL, NULL, NULL, NULL};
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
-    RUN_RANKS(2, &o, exact_job, &a);
+    RUN_RANKS(2, &o, sh_test_pipe_exact_job, &a);
 }
 
 static void t_three_stages_eight_micro_batches_match(void)
 {
-    pipe_arg a = {sgd_cfg, 3, 8, STEPS, NULL, NULL, NULL, NULL};
+    sh_test_pipe_arg a = {sgd_cfg, 3, 8, STEPS, NULL, NULL, NULL, NULL};
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
-    RUN_RANKS(3, &o, exact_job, &a);
+    RUN_RANKS(3, &o, sh_test_pipe_exact_job, &a);
 }
 
 static char ckpt_one[600], ckpt_pipe[600], dn_one[600], dn_pipe[600];
@@ -154,9 +102,9 @@ static void t_checkpoints_cross_layouts(void)
     opts_for(&so, adam_cfg, GLOBAL_BATCH, STEPS / 2);
     so.save_path = ckpt_one;
     opts_for(&ro, adam_cfg, GLOBAL_BATCH, STEPS);
-    pipe_arg resume = {adam_cfg, 2, 4, STEPS, ckpt_one, NULL, NULL, NULL};
-    pipe_arg first = {adam_cfg, 2, 4, STEPS / 2, NULL, ckpt_pipe, NULL, NULL};
-    check_checkpoints_cross("pipeline", &so, exact_job, 2, &resume, 2, &first, &ro, ckpt_pipe, 0);
+    sh_test_pipe_arg resume = {adam_cfg, 2, 4, STEPS, ckpt_one, NULL, NULL, NULL};
+    sh_test_pipe_arg first = {adam_cfg, 2, 4, STEPS / 2, NULL, ckpt_pipe, NULL, NULL};
+    check_checkpoints_cross("pipeline", &so, sh_test_pipe_exact_job, 2, &resume, 2, &first, &ro, ckpt_pipe, 0);
 }
 
 /* Darknet's file: one process's loaded into 2 replicas of 2 stages, 2 stages' written whole
@@ -170,21 +118,21 @@ static void t_darknet_weights_cross_layouts(void)
     opts_for(&so, sgd_cfg, GLOBAL_BATCH, STEPS / 2);
     so.save_darknet_path = dn_one;
     CHECK(sh_test_write_one(&so) == SHOAL_OK, "%s", shoal_last_error_message());
-    pipe_arg from_one = {sgd_cfg, 2, 2, STEPS, NULL, NULL, dn_one, NULL};
-    RUN_RANKS(4, &o, exact_job, &from_one);
-    pipe_arg write = {bn_cfg, 2, 1, STEPS, NULL, NULL, NULL, dn_pipe};
-    RUN_RANKS(2, &o, exact_job, &write);
-    pipe_arg from_pipe = {bn_cfg, 3, 1, STEPS, NULL, NULL, dn_pipe, NULL};
-    RUN_RANKS(3, &o, exact_job, &from_pipe);
+    sh_test_pipe_arg from_one = {sgd_cfg, 2, 2, STEPS, NULL, NULL, dn_one, NULL};
+    RUN_RANKS(4, &o, sh_test_pipe_exact_job, &from_one);
+    sh_test_pipe_arg write = {bn_cfg, 2, 1, STEPS, NULL, NULL, NULL, dn_pipe};
+    RUN_RANKS(2, &o, sh_test_pipe_exact_job, &write);
+    sh_test_pipe_arg from_pipe = {bn_cfg, 3, 1, STEPS, NULL, NULL, dn_pipe, NULL};
+    RUN_RANKS(3, &o, sh_test_pipe_exact_job, &from_pipe);
 }
 
 static void t_two_stages_two_replicas_match(void)
 {
-    pipe_arg a = {adam_cfg, 2, 2, STEPS, NULL, NULL, NULL, NULL};
+    sh_test_pipe_arg a = {adam_cfg, 2, 2, STEPS, NULL, NULL, NULL, NULL};
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
-    RUN_RANKS(4, &o, exact_job, &a);
-    pipe_arg b = {sgd_cfg, 2, 4, STEPS, NULL, NULL, NULL, NULL};
-    RUN_RANKS(4, &o, exact_job, &b);
+    RUN_RANKS(4, &o, sh_test_pipe_exact_job, &a);
+    sh_test_pipe_arg b = {sgd_cfg, 2, 4, STEPS, NULL, NULL, NULL, NULL};
+    RUN_RANKS(4, &o, sh_test_pipe_exact_job, &b);
 }
 
 /* The cut: stage= keys where given, else the costs balanced with cuts only where allowed. */
@@ -325,6 +273,7 @@ int main(void)
         fprintf(stderr, "cannot write the test data\n");
         return 1;
     }
+    sh_test_pipe_data_dir = dir;
     snprintf(sgd_cfg, sizeof sgd_cfg, "%s/sgd.cfg", dir);
     snprintf(adam_cfg, sizeof adam_cfg, "%s/adam.cfg", dir);
     snprintf(keyed_cfg, sizeof keyed_cfg, "%s/keyed.cfg", dir);

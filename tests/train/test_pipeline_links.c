@@ -16,6 +16,7 @@
 #include "check.h"
 #include "lib/layout.h"
 #include "lib/layout_checks.h"
+#include "lib/pipeline_job.h"
 #include "lib/ranks.h"
 #include "lib/reference.h"
 #include "nn/net.h"
@@ -75,55 +76,10 @@ static int write_cfg(const char *name, const char *head, const char *const *laye
     return tiny_write_file(dir, strrchr(path, '/') + 1, text);
 }
 
+/* The shared options (a test evaluation each epoch), seed 7. */
 static void opts_for(sh_train_opts *o, const char *c, int batch, int64_t steps)
 {
     sh_test_train_opts(o, c, dir, batch, steps, 7);
-    o->eval_each_epoch = 1;
-}
-
-typedef struct {
-    const char *cfg;
-    int stages, micro;
-    int64_t steps;
-    const char *resume, *save; /* NULL: none */
-} link_arg;
-
-/* Every rank trains its stage and compares its parameters, the test accuracy and the loss
- * with one process trained on the whole batch (after a save: nothing, the resume compares). */
-static void exact_job(shoal_comm *c, void *arg)
-{
-    const link_arg *a = arg;
-    int r = shoal_comm_rank(c), replicas = shoal_comm_world(c) / a->stages;
-    sh_pipe_opts po = {a->cfg, a->stages, a->micro, GLOBAL_BATCH / replicas, 7};
-    sh_strategy *st = NULL;
-    sh_net *net = NULL;
-    CHECK(sh_strategy_pipeline_create(c, &po, &st, &net) == SHOAL_OK, "%s", shoal_last_error_message());
-    if (!st) return;
-    sh_train_opts o;
-    opts_for(&o, a->cfg, GLOBAL_BATCH / replicas, a->steps);
-    o.strategy = st;
-    sh_test_layout_files files = {a->resume, a->save, NULL, NULL};
-    char ckpt[700];
-    sh_trainer *t = NULL, *ref = NULL;
-    sh_train_report rep, rr;
-    if (!check_rank_trains(c, &o, net, &files, ckpt, sizeof ckpt, &t, &rep)) goto done;
-    sh_train_opts ro;
-    opts_for(&ro, a->cfg, GLOBAL_BATCH, a->steps);
-    ref = check_one_process_trains(&ro, &rr);
-    if (!ref) goto done;
-    sh_net *mine = sh_trainer_net(t), *whole = sh_trainer_net(ref);
-    int lo, hi;
-    sh_net_part(mine, &lo, &hi);
-    double rel = check_stage_holds_its_layers(r, mine, whole);
-    CHECK(rel < 1e-5, "rank %d (layers %d-%d of %s): %.3g relative to one process after %lld steps", r, lo, hi - 1,
-          a->cfg, rel, (long long)a->steps);
-    CHECK(rel > 0 || sh_net_nparams(mine) == 0, "rank %d: bitwise equal to one process: were the micro-batches split?",
-          r);
-    check_reports_match(r, replicas, &rep, &rr);
-done:
-    sh_trainer_destroy(ref);
-    sh_trainer_destroy(t);
-    sh_strategy_destroy(st);
 }
 
 static void run_layout(const char *name, const char *head, const char *const *layers, const int *cuts, int ncuts,
@@ -131,9 +87,9 @@ static void run_layout(const char *name, const char *head, const char *const *la
 {
     char path[600];
     CHECK(write_cfg(name, head, layers, cuts, ncuts, path, sizeof path) == 0, "cannot write %s", name);
-    link_arg a = {path, ncuts + 1, micro, STEPS, NULL, NULL};
+    sh_test_pipe_arg a = {path, ncuts + 1, micro, STEPS, NULL, NULL, NULL, NULL};
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
-    RUN_RANKS((ncuts + 1) * replicas, &o, exact_job, &a);
+    RUN_RANKS((ncuts + 1) * replicas, &o, sh_test_pipe_exact_job, &a);
 }
 
 /* Cut before layer 3: layers 0 (the shortcut's) and 1 (the route's) cross with layer 2;
@@ -188,8 +144,9 @@ static void t_checkpoints_cross_layouts(void)
     so.save_path = ckpt_one;
     opts_for(&ro, path, GLOBAL_BATCH, STEPS);
     ro.eval_each_epoch = 0;
-    link_arg resume = {path, 3, 4, STEPS, ckpt_one, NULL}, first = {path, 3, 4, STEPS / 2, NULL, ckpt_pipe};
-    check_checkpoints_cross("pipeline across routes", &so, exact_job, 3, &resume, 3, &first, &ro, ckpt_pipe, 0);
+    sh_test_pipe_arg resume = {path, 3, 4, STEPS, ckpt_one, NULL, NULL, NULL};
+    sh_test_pipe_arg first = {path, 3, 4, STEPS / 2, NULL, ckpt_pipe, NULL, NULL};
+    check_checkpoints_cross("pipeline across routes", &so, sh_test_pipe_exact_job, 3, &resume, 3, &first, &ro, ckpt_pipe, 0);
 }
 
 /* Where a route crosses the net may be cut, and the balanced plan may do it; links are
@@ -245,9 +202,9 @@ static void t_balanced_three_stages_match(void)
 {
     char path[600];
     CHECK(write_cfg("balanced", conv_head, conv_layers, NULL, 0, path, sizeof path) == 0, "cfg");
-    link_arg a = {path, 3, 4, STEPS, NULL, NULL};
+    sh_test_pipe_arg a = {path, 3, 4, STEPS, NULL, NULL, NULL, NULL};
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
-    RUN_RANKS(3, &o, exact_job, &a);
+    RUN_RANKS(3, &o, sh_test_pipe_exact_job, &a);
 }
 
 int main(void)
@@ -257,6 +214,7 @@ int main(void)
         fprintf(stderr, "cannot write the test data\n");
         return 1;
     }
+    sh_test_pipe_data_dir = dir;
     RUN(t_plan_cuts_across_routes);
     RUN(t_two_stages_sgd_shortcut_and_route_across);
     RUN(t_three_stages_sgd_input_sent_on);

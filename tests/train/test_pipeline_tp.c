@@ -348,7 +348,7 @@ static void t_impossible_layouts_are_refused(void)
     RUN_RANKS(2, &o, bad_layout_job, &not_divisible);
     bad_arg no_pair = {odd_cfg, "has a pair of layers to split inside it: two consecutive [connected]"};
     RUN_RANKS(4, &o, bad_layout_job, &no_pair);
-    bad_arg none_worth = {thin_cfg, "is worth splitting: the best, layers 0 + 1, does 256 multiply-adds per image "
+    bad_arg none_worth = {thin_cfg, "is worth splitting: the best, layers 0 + 1, does 384 multiply-adds per image "
                                     "against 512 bytes per image allreduced (split above 8 per byte); use --pipeline "
                                     "alone"};
     RUN_RANKS(4, &o, bad_layout_job, &none_worth);
