@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/util.h"
 #include "check.h"
 #include "lib/run.h"
 #include "lib/tfrecord.h"
@@ -59,6 +60,23 @@ static inline void check_gradient_norm_is_whole(const char *dir, const char *cfg
     snprintf(a, sizeof a, "%s/g1", dir);
     snprintf(b, sizeof b, "%s/%s", dir, name);
     CHECK(tbr_same_scalars(a, b, "train/gradient_norm", 1, 5, 1e-4, why, sizeof why), "%s: %s", layout, why);
+}
+
+/* `shoal train ARGS` in dir with SHOAL_TIMEOUT=3000, rank `dying` of which dies (ARGS'
+ * --debug-die-rank): the job fails instead of going on, the launcher names the rank SIGKILL
+ * killed, within 30 s. out (out_nbytes) holds the output, for what the survivors say. Three
+ * CHECKs. */
+static inline void check_killed_rank_stops_the_job(const char *dir, const char *args, int dying, char *out,
+                                                   size_t out_nbytes)
+{
+    char want[64];
+    uint64_t t0 = sh_now_ns();
+    int rc = sh_test_shoal_in(dir, "SHOAL_TIMEOUT=3000", "train", args, out, out_nbytes);
+    double s = (double)(sh_now_ns() - t0) / 1e9;
+    snprintf(want, sizeof want, "rank %d was killed by SIGKILL", dying);
+    CHECK(rc != 0, "the job went on without rank %d: %s", dying, out);
+    CHECK(strstr(out, want) != NULL, "the launcher does not name the lost rank: %s", out);
+    CHECK(s < 30, "stopping took %.1f s", s);
 }
 
 /* --save-darknet from a split run of cfg in dir (the layout's flags `writer`, e.g.

@@ -43,3 +43,23 @@ void sh_test_describe(void (*describe)(const sh_strategy *s, FILE *f), const sh_
     describe(s, f);
     fclose(f);
 }
+
+int sh_test_files_write(const char *dir, const sh_test_file *files, int count)
+{
+    for (int i = 0; i < count; i++) {
+        const sh_test_file *f = &files[i];
+        if ((size_t)snprintf(f->path, f->path_nbytes, "%s/%s", dir, f->name) >= f->path_nbytes) {
+            fprintf(stderr, "%s/%s: the path does not fit in %zu bytes\n", dir, f->name, f->path_nbytes);
+            return -1;
+        }
+        if (!f->text) continue;
+        FILE *out = fopen(f->path, "w");
+        int bad = !out || fputs(f->text, out) < 0;
+        if (out && fclose(out) != 0) bad = 1;
+        if (bad) {
+            fprintf(stderr, "%s: cannot write it; check the directory\n", f->path);
+            return -1;
+        }
+    }
+    return 0;
+}

@@ -8,6 +8,8 @@
 #define SH_TEST_LAYOUT_CHECKS_H
 
 #include <math.h>
+#include <signal.h>
+#include <stdio.h>
 
 #include "check.h"
 #include "lib/layout.h"
@@ -17,30 +19,40 @@
 #include "shoal/comm.h"
 #include "train/trainer.h"
 
-/* A rank's run of a split layout: o (its strategy set) pointed at f's files (ckpt: see
- * sh_test_layout_files_apply), trained on net, then every rank waited for (the lead's files
- * are written). *t: the trainer (NULL when it could not be created; the caller destroys it),
- * *rep its report. Returns 1 when the run is to be compared with one process's: it ran, and
- * wrote no checkpoint to resume (f->save: the first half of a checkpoint test, compared after
- * resuming). Two CHECKs. */
-static inline int check_rank_trains(shoal_comm *c, sh_train_opts *o, sh_net *net, const sh_test_layout_files *f,
-                                     char *ckpt, size_t ckpt_nbytes, sh_trainer **t, sh_train_report *rep)
+/* A rank's run of a split layout and its yardstick, one process's run. */
+typedef struct {
+    sh_test_layout_files files; /* the caller's */
+    char ckpt[700];             /* with files.dn: the checkpoint's path */
+    sh_trainer *t, *ref;        /* this rank's trainer, one process's (sh_test_rank_run_fini) */
+    sh_train_report rep, rr;    /* their reports */
+} sh_test_rank_run;
+
+static inline void sh_test_rank_run_fini(sh_test_rank_run *run)
 {
-    sh_test_layout_files_apply(o, f, ckpt, ckpt_nbytes);
-    *t = NULL;
-    CHECK(sh_trainer_create_with_net(o, net, t) == SHOAL_OK && sh_trainer_run(*t, rep) == SHOAL_OK, "rank %d: %s",
-          shoal_comm_rank(c), shoal_last_error_message());
-    CHECK(shoal_barrier(c) == SHOAL_OK, "%s", shoal_last_error_message());
-    return *t && !f->save;
+    sh_trainer_destroy(run->ref);
+    sh_trainer_destroy(run->t);
 }
 
-/* The yardstick: one process trained with ro; its trainer (the caller destroys it; NULL when
- * it could not be created), *rr its report. One CHECK. */
-static inline sh_trainer *check_one_process_trains(const sh_train_opts *ro, sh_train_report *rr)
+/* A rank's run: o (its strategy set) pointed at run->files (sh_test_layout_files_apply),
+ * trained on net into run->t and run->rep, then every rank waited for (the lead's files are
+ * written). Returns 1 when the run is to be compared with one process's: it ran, and wrote
+ * no checkpoint to resume (files.save: the first half of a checkpoint test, compared after
+ * resuming). Two CHECKs. */
+static inline int check_rank_trains(shoal_comm *c, sh_train_opts *o, sh_net *net, sh_test_rank_run *run)
 {
-    sh_trainer *ref = NULL;
-    CHECK(sh_test_train_one(ro, &ref, rr) == SHOAL_OK, "%s", shoal_last_error_message());
-    return ref;
+    sh_test_layout_files_apply(o, &run->files, run->ckpt, sizeof run->ckpt);
+    CHECK(sh_trainer_create_with_net(o, net, &run->t) == SHOAL_OK && sh_trainer_run(run->t, &run->rep) == SHOAL_OK,
+          "rank %d: %s", shoal_comm_rank(c), shoal_last_error_message());
+    CHECK(shoal_barrier(c) == SHOAL_OK, "%s", shoal_last_error_message());
+    return run->t && !run->files.save;
+}
+
+/* The yardstick: one process trained with ro into run->ref (NULL when it could not be
+ * created) and run->rr. Returns run->ref. One CHECK. */
+static inline sh_trainer *check_one_process_trains(const sh_train_opts *ro, sh_test_rank_run *run)
+{
+    CHECK(sh_test_train_one(ro, &run->ref, &run->rr) == SHOAL_OK, "%s", shoal_last_error_message());
+    return run->ref;
 }
 
 /* A rank's report against one process's: the same test accuracy, and with one replica the
@@ -52,6 +64,29 @@ static inline void check_reports_match(int rank, int replicas, const sh_train_re
           rep->test_accuracy, rr->test_accuracy);
     CHECK(replicas > 1 || fabs(rep->train_loss - rr->train_loss) < 1e-4 * (1 + rr->train_loss),
           "rank %d: train loss %.6f, one process %.6f", rank, rep->train_loss, rr->train_loss);
+}
+
+/* A rank of a job one rank of which dies: the trainer of o (its strategy set) on net runs up
+ * to `steps` steps, rank `dying` raising SIGKILL before step `at`; the others stop with
+ * SHOAL_ERR_PEER or SHOAL_ERR_TIMEOUT instead of waiting. Returns the error line they stopped
+ * with (a static buffer). Two CHECKs. */
+static inline const char *check_stops_when_one_dies(shoal_comm *c, sh_train_opts *o, sh_net *net, int64_t steps,
+                                                    int dying, int64_t at)
+{
+    int g = shoal_comm_rank(c);
+    sh_trainer *t = NULL;
+    CHECK(sh_trainer_create_with_net(o, net, &t) == SHOAL_OK, "%s", shoal_last_error_message());
+    shoal_result rc = SHOAL_OK;
+    for (int64_t s = 0; t && s < steps && rc == SHOAL_OK; s++) {
+        float loss;
+        if (g == dying && s == at) raise(SIGKILL);
+        rc = sh_train_step(t, s, &loss);
+    }
+    CHECK(rc == SHOAL_ERR_PEER || rc == SHOAL_ERR_TIMEOUT, "rank %d went on: rc %d", g, rc);
+    static char msg[1024]; /* the line the step stopped with, not what tearing down may say */
+    snprintf(msg, sizeof msg, "%s", shoal_last_error_message());
+    sh_trainer_destroy(t);
+    return msg;
 }
 
 /* A plain pipeline stage (mine, whole layers [lo, hi)) against one process's net `whole`: it

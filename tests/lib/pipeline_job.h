@@ -45,17 +45,14 @@ static void sh_test_pipe_exact_job(shoal_comm *c, void *arg)
     sh_train_opts o, ro;
     sh_test_train_opts(&o, a->cfg, sh_test_pipe_data_dir, SH_TEST_PIPE_BATCH / replicas, a->steps, 7);
     o.strategy = st;
-    sh_test_layout_files files = {a->resume, a->save, a->weights, a->dn};
-    char ckpt[700];
-    sh_trainer *t = NULL, *ref = NULL;
-    sh_train_report rep, rr;
-    if (!check_rank_trains(c, &o, net, &files, ckpt, sizeof ckpt, &t, &rep)) goto done;
+    sh_test_rank_run run = {.files = {a->resume, a->save, a->weights, a->dn}};
+    if (!check_rank_trains(c, &o, net, &run)) goto done;
     sh_test_train_opts(&ro, a->cfg, sh_test_pipe_data_dir, SH_TEST_PIPE_BATCH, a->steps, 7);
     ro.weights_path = a->weights;
-    ref = check_one_process_trains(&ro, &rr);
-    if (!ref) goto done;
-    sh_net *mine = sh_trainer_net(t), *whole = sh_trainer_net(ref);
-    if (a->dn) check_darknet_file_is_whole(r, a->cfg, a->dn, ckpt, whole); /* the stages gathered */
+    check_one_process_trains(&ro, &run);
+    if (!run.ref) goto done;
+    sh_net *mine = sh_trainer_net(run.t), *whole = sh_trainer_net(run.ref);
+    if (a->dn) check_darknet_file_is_whole(r, a->cfg, a->dn, run.ckpt, whole); /* the stages gathered */
     int lo, hi;
     sh_net_part(mine, &lo, &hi);
     double rel = check_stage_holds_its_layers(r, mine, whole);
@@ -65,10 +62,9 @@ static void sh_test_pipe_exact_job(shoal_comm *c, void *arg)
           r % a->stages, lo, hi - 1, a->cfg, rel, (long long)a->steps);
     CHECK(rel > 0 || a->micro == 1 || sh_net_nparams(mine) == 0,
           "rank %d: bitwise equal to one process: were the micro-batches split?", r);
-    check_reports_match(r, replicas, &rep, &rr);
+    check_reports_match(r, replicas, &run.rep, &run.rr);
 done:
-    sh_trainer_destroy(ref);
-    sh_trainer_destroy(t);
+    sh_test_rank_run_fini(&run);
     sh_strategy_destroy(st);
 }
 

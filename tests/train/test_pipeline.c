@@ -234,7 +234,6 @@ static void t_impossible_layouts_are_refused(void)
 static void killed_job(shoal_comm *c, void *arg)
 {
     (void)arg;
-    int r = shoal_comm_rank(c);
     sh_pipe_opts po = {sgd_cfg, 2, 4, 0, 7};
     sh_strategy *st = NULL;
     sh_net *net = NULL;
@@ -243,18 +242,8 @@ static void killed_job(shoal_comm *c, void *arg)
     sh_train_opts o;
     opts_for(&o, sgd_cfg, GLOBAL_BATCH, 20);
     o.strategy = st;
-    sh_trainer *t = NULL;
-    CHECK(sh_trainer_create_with_net(&o, net, &t) == SHOAL_OK, "%s", shoal_last_error_message());
-    shoal_result rc = SHOAL_OK;
-    for (int64_t s = 0; t && s < 20 && rc == SHOAL_OK; s++) {
-        float loss;
-        if (r == 1 && s == 3) raise(SIGKILL);
-        rc = sh_train_step(t, s, &loss);
-    }
-    CHECK(rc == SHOAL_ERR_PEER || rc == SHOAL_ERR_TIMEOUT, "rank %d went on: rc %d", r, rc);
-    CHECK(strstr(shoal_last_error_message(), "rank 1") != NULL, "the error names rank 1: %s",
-          shoal_last_error_message());
-    sh_trainer_destroy(t);
+    const char *msg = check_stops_when_one_dies(c, &o, net, 20, 1, 3);
+    CHECK(strstr(msg, "rank 1") != NULL, "the error names rank 1: %s", msg);
     sh_strategy_destroy(st);
 }
 
@@ -267,21 +256,16 @@ static void t_killed_stage_stops_the_other(void)
 int main(void)
 {
     check_begin("test_pipeline", 240);
-    if (tiny_make_dir(dir, sizeof dir) || tiny_write_file(dir, "sgd.cfg", sgd_text) ||
-        tiny_write_file(dir, "adam.cfg", adam_text) || tiny_write_file(dir, "keyed.cfg", keyed_text) ||
-        tiny_write_file(dir, "bn.cfg", bn_text)) {
+    const sh_test_file files[] = {
+        SH_TEST_FILE("sgd.cfg", sgd_text, sgd_cfg),       SH_TEST_FILE("adam.cfg", adam_text, adam_cfg),
+        SH_TEST_FILE("keyed.cfg", keyed_text, keyed_cfg), SH_TEST_FILE("bn.cfg", bn_text, bn_cfg),
+        SH_TEST_FILE("one.ckpt", NULL, ckpt_one),         SH_TEST_FILE("pipe.ckpt", NULL, ckpt_pipe),
+        SH_TEST_FILE("one.weights", NULL, dn_one),        SH_TEST_FILE("pipe.weights", NULL, dn_pipe)};
+    if (tiny_make_dir(dir, sizeof dir) || sh_test_files_write(dir, files, SH_TEST_NFILES(files))) {
         fprintf(stderr, "cannot write the test data\n");
         return 1;
     }
     sh_test_pipe_data_dir = dir;
-    snprintf(sgd_cfg, sizeof sgd_cfg, "%s/sgd.cfg", dir);
-    snprintf(adam_cfg, sizeof adam_cfg, "%s/adam.cfg", dir);
-    snprintf(keyed_cfg, sizeof keyed_cfg, "%s/keyed.cfg", dir);
-    snprintf(ckpt_one, sizeof ckpt_one, "%s/one.ckpt", dir);
-    snprintf(ckpt_pipe, sizeof ckpt_pipe, "%s/pipe.ckpt", dir);
-    snprintf(bn_cfg, sizeof bn_cfg, "%s/bn.cfg", dir);
-    snprintf(dn_one, sizeof dn_one, "%s/one.weights", dir);
-    snprintf(dn_pipe, sizeof dn_pipe, "%s/pipe.weights", dir);
     RUN(t_part_holds_its_layers_only);
     RUN(t_plan);
     RUN(t_two_stages_sgd_match_one_process);

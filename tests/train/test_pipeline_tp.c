@@ -154,16 +154,13 @@ static void exact_job(shoal_comm *c, void *arg)
     sh_train_opts o;
     opts_for(&o, a->cfg, GLOBAL_BATCH / replicas, a->save ? a->steps / 2 : a->steps);
     o.strategy = st;
-    sh_test_layout_files files = {a->resume, a->save, NULL, NULL};
-    char ckpt[700];
-    sh_trainer *tr = NULL, *ref = NULL;
-    sh_train_report rep, rr;
-    if (!check_rank_trains(c, &o, net, &files, ckpt, sizeof ckpt, &tr, &rep)) goto done;
+    sh_test_rank_run run = {.files = {a->resume, a->save, NULL, NULL}};
+    if (!check_rank_trains(c, &o, net, &run)) goto done;
     sh_train_opts ro;
     opts_for(&ro, a->cfg, GLOBAL_BATCH, a->steps);
-    ref = check_one_process_trains(&ro, &rr);
-    if (!ref) goto done;
-    sh_net *mine = sh_trainer_net(tr), *whole = sh_trainer_net(ref);
+    check_one_process_trains(&ro, &run);
+    if (!run.ref) goto done;
+    sh_net *mine = sh_trainer_net(run.t), *whole = sh_trainer_net(run.ref);
     double diff = 0, norm = 0;
     size_t held = 0, expected = 0;
     if (a->T == 2) compare_shares(mine, whole, t, &diff, &norm, &held, &expected);
@@ -176,7 +173,7 @@ static void exact_job(shoal_comm *c, void *arg)
     /* what it allocates: its shares' parameters, as many gradients, the optimizer's state
      * per parameter (momentum; Adam's two moments) and a few scalars */
     size_t noptim = 0;
-    (void)sh_optim_state(tr->opt, &noptim);
+    (void)sh_optim_state(run.t->opt, &noptim);
     CHECK(held == sh_net_nparams(mine) && expected == held, "rank %d: layers' shares %zu, block %zu, expected %zu",
           g, held, sh_net_nparams(mine), expected);
     int lo, hi;
@@ -190,17 +187,16 @@ static void exact_job(shoal_comm *c, void *arg)
     CHECK(a->T > 1 ? sh_net_nparams(mine) < stage_whole : sh_net_nparams(mine) == stage_whole,
           "rank %d holds %zu parameters; its stage's layers %d-%d have %zu", g, sh_net_nparams(mine), lo, hi - 1,
           stage_whole);
-    CHECK(tr->nparams == sh_net_nparams(mine) && noptim <= 2 * sh_net_nparams(mine) + 8,
-          "rank %d: trainer %zu parameters, optimizer %zu values for %zu parameters", g, tr->nparams, noptim,
+    CHECK(run.t->nparams == sh_net_nparams(mine) && noptim <= 2 * sh_net_nparams(mine) + 8,
+          "rank %d: trainer %zu parameters, optimizer %zu values for %zu parameters", g, run.t->nparams, noptim,
           sh_net_nparams(mine));
     double rel = sqrt(diff / (norm > 0 ? norm : 1));
     CHECK(rel < 1e-5, "rank %d (stage %d, tensor rank %d): %.3g relative to one process after %lld steps", g,
           g / a->T % a->stages, t, rel, (long long)a->steps);
     CHECK(rel > 0, "rank %d: bitwise equal to one process: was the stage split?", g);
-    check_reports_match(g, replicas, &rep, &rr);
+    check_reports_match(g, replicas, &run.rep, &run.rr);
 done:
-    sh_trainer_destroy(ref);
-    sh_trainer_destroy(tr);
+    sh_test_rank_run_fini(&run);
     sh_strategy_destroy(st);
 }
 
@@ -231,11 +227,12 @@ static void t_cnn_stages_split_conv_pairs_match(void)
     RUN_RANKS(4, &o, exact_job, &b);
 }
 
-/* The layout line: each stage's pairs chosen by tensor parallelism's rule and described as
- * its layout line does; stage 1's pair counts the allreduce of its first layer's input
- * gradient (64 + 1152 bytes per image: it goes back to stage 0). */
+/* --pipeline 2 --tensor-parallel 2 over cfg on the job's ranks: with `refused`, start-up
+ * fails with SHOAL_ERR_INVALID and a line holding every want[]; else it succeeds and the
+ * layout lines (sh_strategy_pipeline_describe) hold every want[]. */
 typedef struct {
     const char *cfg;
+    int refused;
     const char *want[4];
 } layout_arg;
 
@@ -245,26 +242,35 @@ static void layout_job(shoal_comm *c, void *arg)
     sh_pipe_opts po = {a->cfg, 2, 2, 0, 7};
     sh_strategy *st = NULL;
     sh_net *net = NULL;
-    CHECK(sh_strategy_pipeline_tp_create(c, &po, 2, &st, &net) == SHOAL_OK, "%s", shoal_last_error_message());
-    if (!st) return;
+    shoal_result rc = sh_strategy_pipeline_tp_create(c, &po, 2, &st, &net);
     char line[4096];
-    sh_test_describe(sh_strategy_pipeline_describe, st, line, sizeof line);
+    if (a->refused) {
+        CHECK(rc == SHOAL_ERR_INVALID && !st && !net, "rank %d: rc %d", shoal_comm_rank(c), rc);
+        snprintf(line, sizeof line, "%s", shoal_last_error_message());
+    } else {
+        CHECK(rc == SHOAL_OK, "%s", shoal_last_error_message());
+        if (!st) return;
+        sh_test_describe(sh_strategy_pipeline_describe, st, line, sizeof line);
+    }
     for (int k = 0; k < 4 && a->want[k]; k++)
         CHECK(strstr(line, a->want[k]), "wanted \"%s\" in:\n%s", a->want[k], line);
     sh_strategy_destroy(st);
 }
 
+/* The layout line: each stage's pairs chosen by tensor parallelism's rule and described as
+ * its layout line does; stage 1's pair counts the allreduce of its first layer's input
+ * gradient (64 + 1152 bytes per image: it goes back to stage 0). */
 static void t_layout_line_explains_each_stages_pairs(void)
 {
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 60};
-    layout_arg cnn = {cnn_cfg,
+    layout_arg cnn = {cnn_cfg, 0,
                       {"    layers 0 (8 filters, 4 per rank, by output channels) + 1 (8 filters, by input channels): "
                        "one allreduce of its output forward",
                        "    layers 2 (8 filters, 4 per rank, by output channels) + 4 (16 outputs, by input rows) "
                        "(layer 3 between pools the share)",
                        "1216 bytes per image allreduced, 22176 multiply-adds per image split", NULL}};
     RUN_RANKS(4, &o, layout_job, &cnn);
-    layout_arg fc = {sgd_cfg,
+    layout_arg fc = {sgd_cfg, 0,
                      {"layers 0 (32 outputs, 16 per rank, by output columns) + 1 (24 outputs, by input rows)",
                       "not split: layers 1 + 2 (208 bytes per image for 1248 multiply-adds): costs more than it saves",
                       "layers 4 (64 outputs, 32 per rank, by output columns) + 5 (32 outputs, by input rows)", NULL}};
@@ -323,35 +329,18 @@ static void mismatched_job(shoal_comm *c, void *arg)
           "%s", shoal_last_error_message());
 }
 
-typedef struct {
-    const char *cfg;
-    const char *want;
-} bad_arg;
-
-static void bad_layout_job(shoal_comm *c, void *arg)
-{
-    const bad_arg *a = arg;
-    sh_pipe_opts po = {a->cfg, 2, 2, 0, 7};
-    sh_strategy *st = NULL;
-    sh_net *net = NULL;
-    shoal_result rc = sh_strategy_pipeline_tp_create(c, &po, 2, &st, &net);
-    CHECK(rc == SHOAL_ERR_INVALID && !st && !net, "rank %d: rc %d", shoal_comm_rank(c), rc);
-    CHECK(strstr(shoal_last_error_message(), a->want) != NULL, "wanted \"%s\" in: %s", a->want,
-          shoal_last_error_message());
-}
-
 static void t_impossible_layouts_are_refused(void)
 {
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 60};
     RUN_RANKS(4, &o, mismatched_job, NULL);
-    bad_arg not_divisible = {sgd_cfg, "does not divide the 2 ranks into replicas of 2 stages x 2 tensor ranks"};
-    RUN_RANKS(2, &o, bad_layout_job, &not_divisible);
-    bad_arg no_pair = {odd_cfg, "has a pair of layers to split inside it: two consecutive [connected]"};
-    RUN_RANKS(4, &o, bad_layout_job, &no_pair);
-    bad_arg none_worth = {thin_cfg, "is worth splitting: the best, layers 0 + 1, does 384 multiply-adds per image "
-                                    "against 512 bytes per image allreduced (split above 8 per byte); use --pipeline "
-                                    "alone"};
-    RUN_RANKS(4, &o, bad_layout_job, &none_worth);
+    layout_arg not_divisible = {sgd_cfg, 1, {"does not divide the 2 ranks into replicas of 2 stages x 2 tensor ranks"}};
+    RUN_RANKS(2, &o, layout_job, &not_divisible);
+    layout_arg no_pair = {odd_cfg, 1, {"no stage of", "has a pair of layers to split inside it: two consecutive"}};
+    RUN_RANKS(4, &o, layout_job, &no_pair);
+    layout_arg none_worth = {thin_cfg, 1,
+                             {"is worth splitting: the best, layers 0 + 1, does 384 multiply-adds per image against "
+                              "512 bytes per image allreduced (split above 8 per byte); use --pipeline alone"}};
+    RUN_RANKS(4, &o, layout_job, &none_worth);
 }
 
 /* Rank 3 (stage 1, tensor rank 1) dies at step 3: the others stop instead of waiting, and
@@ -368,22 +357,12 @@ static void killed_job(shoal_comm *c, void *arg)
     sh_train_opts o;
     opts_for(&o, plain_cfg, GLOBAL_BATCH, 20);
     o.strategy = st;
-    sh_trainer *tr = NULL;
-    CHECK(sh_trainer_create_with_net(&o, net, &tr) == SHOAL_OK, "%s", shoal_last_error_message());
-    shoal_result rc = SHOAL_OK;
-    for (int64_t s = 0; tr && s < 20 && rc == SHOAL_OK; s++) {
-        float loss;
-        if (g == 3 && s == 3) raise(SIGKILL);
-        rc = sh_train_step(tr, s, &loss);
-    }
-    CHECK(rc == SHOAL_ERR_PEER || rc == SHOAL_ERR_TIMEOUT, "rank %d went on: rc %d", g, rc);
-    const char *msg = shoal_last_error_message();
+    const char *msg = check_stops_when_one_dies(c, &o, net, 20, 3, 3);
     /* its partners name it by its job rank (their communicators' ranks differ); rank 0 waits on
      * them, and names whichever stopped first */
     CHECK(g == 0 ? strstr(msg, "rank 1") || strstr(msg, "rank 2") || strstr(msg, "rank 3")
                  : strstr(msg, "job rank 3") != NULL,
           "rank %d: the error names the lost rank: %s", g, msg);
-    sh_trainer_destroy(tr);
     sh_strategy_destroy(st);
 }
 
@@ -396,33 +375,24 @@ static void t_killed_rank_stops_the_others(void)
 int main(void)
 {
     check_begin("test_pipeline_tp", 600);
-    if (tiny_make_dir(dir, sizeof dir) || tiny_write_file(dir, "sgd.cfg", sgd_text) ||
-        tiny_write_file(dir, "adam.cfg", adam_text) || tiny_write_file(dir, "plain.cfg", plain_text) ||
-        tiny_write_file(dir, "odd.cfg", odd_text) || tiny_write_file(dir, "cnn.cfg", cnn_text) ||
-        tiny_write_file(dir, "thin.cfg", thin_text) ||
-        tiny_write_file(dir, "cnn_adam.cfg", cnn_adam_text)) {
+    const sh_test_file files[] = {
+        SH_TEST_FILE("sgd.cfg", sgd_text, sgd_cfg),       SH_TEST_FILE("adam.cfg", adam_text, adam_cfg),
+        SH_TEST_FILE("plain.cfg", plain_text, plain_cfg), SH_TEST_FILE("odd.cfg", odd_text, odd_cfg),
+        SH_TEST_FILE("cnn.cfg", cnn_text, cnn_cfg),       SH_TEST_FILE("thin.cfg", thin_text, thin_cfg),
+        SH_TEST_FILE("cnn_adam.cfg", cnn_adam_text, cnn_adam_cfg),
+        SH_TEST_FILE("cnn_one.ckpt", NULL, cnn_one),      SH_TEST_FILE("cnn_pt.ckpt", NULL, cnn_pt),
+        SH_TEST_FILE("one.ckpt", NULL, ckpt_one),         SH_TEST_FILE("pt.ckpt", NULL, ckpt_pt),
+        SH_TEST_FILE("pt2.ckpt", NULL, ckpt_pt2),         SH_TEST_FILE("pipe.ckpt", NULL, ckpt_pipe)};
+    if (tiny_make_dir(dir, sizeof dir) || sh_test_files_write(dir, files, SH_TEST_NFILES(files))) {
         fprintf(stderr, "cannot write the test data\n");
         return 1;
     }
-    snprintf(sgd_cfg, sizeof sgd_cfg, "%s/sgd.cfg", dir);
-    snprintf(adam_cfg, sizeof adam_cfg, "%s/adam.cfg", dir);
-    snprintf(plain_cfg, sizeof plain_cfg, "%s/plain.cfg", dir);
-    snprintf(odd_cfg, sizeof odd_cfg, "%s/odd.cfg", dir);
-    snprintf(cnn_cfg, sizeof cnn_cfg, "%s/cnn.cfg", dir);
-    snprintf(thin_cfg, sizeof thin_cfg, "%s/thin.cfg", dir);
-    snprintf(cnn_adam_cfg, sizeof cnn_adam_cfg, "%s/cnn_adam.cfg", dir);
-    snprintf(cnn_one, sizeof cnn_one, "%s/cnn_one.ckpt", dir);
-    snprintf(cnn_pt, sizeof cnn_pt, "%s/cnn_pt.ckpt", dir);
-    snprintf(ckpt_one, sizeof ckpt_one, "%s/one.ckpt", dir);
-    snprintf(ckpt_pt, sizeof ckpt_pt, "%s/pt.ckpt", dir);
-    snprintf(ckpt_pt2, sizeof ckpt_pt2, "%s/pt2.ckpt", dir);
-    snprintf(ckpt_pipe, sizeof ckpt_pipe, "%s/pipe.ckpt", dir);
     RUN(t_two_stages_two_tensor_ranks_sgd_and_adam_dropout_match);
     RUN(t_two_replicas_of_two_by_two_match);
     RUN(t_cnn_stages_split_conv_pairs_match);
     RUN(t_layout_line_explains_each_stages_pairs);
     RUN(t_checkpoints_cross_layouts);
-        RUN(t_impossible_layouts_are_refused);
+    RUN(t_impossible_layouts_are_refused);
     RUN(t_killed_rank_stops_the_others);
     tiny_remove_dir(dir);
     return check_end();

@@ -107,18 +107,15 @@ static void exact_job(shoal_comm *c, void *arg)
     opts_for(&o, cfg, a->save ? STEPS / 2 : STEPS);
     o.batch = BATCH / R;
     o.strategy = st;
-    sh_test_layout_files files = {a->resume, a->save, a->weights, a->dn};
-    char ckpt[700];
-    sh_trainer *t = NULL, *ref = NULL;
-    sh_train_report rep, rr;
-    if (!check_rank_trains(c, &o, net, &files, ckpt, sizeof ckpt, &t, &rep)) goto done;
+    sh_test_rank_run run = {.files = {a->resume, a->save, a->weights, a->dn}};
+    if (!check_rank_trains(c, &o, net, &run)) goto done;
     sh_train_opts ro;
     opts_for(&ro, cfg, STEPS);
     ro.weights_path = a->weights;
-    ref = check_one_process_trains(&ro, &rr);
-    if (!t || !ref) goto done;
-    sh_net *mine = sh_trainer_net(t), *whole = sh_trainer_net(ref);
-    if (a->dn) check_darknet_file_is_whole(r, cfg, a->dn, ckpt, whole); /* the shares gathered */
+    check_one_process_trains(&ro, &run);
+    if (!run.t || !run.ref) goto done;
+    sh_net *mine = sh_trainer_net(run.t), *whole = sh_trainer_net(run.ref);
+    if (a->dn) check_darknet_file_is_whole(r, cfg, a->dn, run.ckpt, whole); /* the shares gathered */
     CHECK(sh_net_nparams(mine) < sh_net_nparams(whole), "rank %d holds %zu of %zu parameters", r,
           sh_net_nparams(mine), sh_net_nparams(whole));
     /* what this rank should hold: one process's whole model cut as the checkpoints cut it */
@@ -147,10 +144,9 @@ static void exact_job(shoal_comm *c, void *arg)
     double rel = sqrt(diff / (norm > 0 ? norm : 1));
     CHECK(rel < 1e-5, "rank %d of %d: %.3g relative to one process after %d steps", r, T, rel, STEPS);
     CHECK(rel > 0, "rank %d: bitwise equal to one process: were the layers split?", r);
-    check_reports_match(shoal_comm_rank(c), R, &rep, &rr);
+    check_reports_match(shoal_comm_rank(c), R, &run.rep, &run.rr);
 done:
-    sh_trainer_destroy(ref);
-    sh_trainer_destroy(t);
+    sh_test_rank_run_fini(&run);
     sh_strategy_destroy(st);
 }
 
@@ -327,26 +323,18 @@ static void t_impossible_layouts_are_refused(void)
 int main(void)
 {
     check_begin("test_tensor", 240);
-    if (tiny_make_dir(dir, sizeof dir) || tiny_write_file(dir, "sgd.cfg", sgd_text) ||
-        tiny_write_file(dir, "adam.cfg", adam_text) || tiny_write_file(dir, "odd.cfg", odd_text) ||
-        tiny_write_file(dir, "cnn.cfg", cnn_text) || tiny_write_file(dir, "cnn_adam.cfg", cnn_adam_text) ||
-        tiny_write_file(dir, "thin.cfg", thin_text) || tiny_write_file(dir, "chain.cfg", chain_text)) {
+    const sh_test_file files[] = {
+        SH_TEST_FILE("sgd.cfg", sgd_text, sgd_cfg),     SH_TEST_FILE("adam.cfg", adam_text, adam_cfg),
+        SH_TEST_FILE("odd.cfg", odd_text, odd_cfg),     SH_TEST_FILE("cnn.cfg", cnn_text, cnn_cfg),
+        SH_TEST_FILE("cnn_adam.cfg", cnn_adam_text, cnn_adam_cfg),
+        SH_TEST_FILE("thin.cfg", thin_text, thin_cfg),  SH_TEST_FILE("chain.cfg", chain_text, chain_cfg),
+        SH_TEST_FILE("cnn_one.ckpt", NULL, cnn_one),    SH_TEST_FILE("cnn_tp.ckpt", NULL, cnn_tp),
+        SH_TEST_FILE("one.ckpt", NULL, ckpt_one),       SH_TEST_FILE("tp.ckpt", NULL, ckpt_tp),
+        SH_TEST_FILE("one.weights", NULL, dn_one),      SH_TEST_FILE("tp.weights", NULL, dn_tp)};
+    if (tiny_make_dir(dir, sizeof dir) || sh_test_files_write(dir, files, SH_TEST_NFILES(files))) {
         fprintf(stderr, "cannot write the test data\n");
         return 1;
     }
-    snprintf(sgd_cfg, sizeof sgd_cfg, "%s/sgd.cfg", dir);
-    snprintf(adam_cfg, sizeof adam_cfg, "%s/adam.cfg", dir);
-    snprintf(odd_cfg, sizeof odd_cfg, "%s/odd.cfg", dir);
-    snprintf(cnn_cfg, sizeof cnn_cfg, "%s/cnn.cfg", dir);
-    snprintf(cnn_adam_cfg, sizeof cnn_adam_cfg, "%s/cnn_adam.cfg", dir);
-    snprintf(thin_cfg, sizeof thin_cfg, "%s/thin.cfg", dir);
-    snprintf(chain_cfg, sizeof chain_cfg, "%s/chain.cfg", dir);
-    snprintf(cnn_one, sizeof cnn_one, "%s/cnn_one.ckpt", dir);
-    snprintf(cnn_tp, sizeof cnn_tp, "%s/cnn_tp.ckpt", dir);
-    snprintf(ckpt_one, sizeof ckpt_one, "%s/one.ckpt", dir);
-    snprintf(ckpt_tp, sizeof ckpt_tp, "%s/tp.ckpt", dir);
-    snprintf(dn_one, sizeof dn_one, "%s/one.weights", dir);
-    snprintf(dn_tp, sizeof dn_tp, "%s/tp.weights", dir);
     RUN(t_two_ranks_sgd_match_one_process);
     RUN(t_two_and_four_ranks_adam_match_one_process);
     RUN(t_cnn_conv_pairs_match_one_process);
