@@ -82,10 +82,8 @@ void sh_net_set_rows(sh_net *n, int total, int group, int stride, int offset);
  * divides; j = i + 1, or after [maxpool] / [avgpool] layers when i is convolutional (they
  * pool each channel: they run on its share); j is [connected], or [convolutional] (groups=1)
  * after a convolutional i, without batch norm; each of i+1..j reads only the layer before
- * it, and nothing after reads i's input or the layers before j. sh_net_tp_pair_ok: 1 when
- * j = i + 1. */
+ * it, and nothing after reads i's input or the layers before j. */
 int sh_net_tp_pair_end(const sh_net *n, int i, int ranks);
-int sh_net_tp_pair_ok(const sh_net *n, int i, int ranks);
 /* The tensor-parallel sum: buf[0..count) = its sum over the ranks; forward and backward
  * return its error. Borrowed ctx. */
 void sh_net_set_sum(sh_net *n, shoal_result (*sum)(void *ctx, float *buf, size_t count), void *ctx);

@@ -1,9 +1,9 @@
 /* net_part.c — the parts and shares of a net: a pipeline stage (layers [lo, hi), where a
  * net may be cut, and its links: earlier outputs crossing a cut that the part holds or sends)
- * and a tensor-parallel rank's share of split [connected] pairs (which pairs may be split,
- * the sum hook over the ranks); a hybrid rank's part with its shares, the rows of the whole
- * batch a part's dropout draws for, a stage's deferred weight gradients, and its packed
- * weights for micro-batch products.
+ * and a tensor-parallel rank's share of split [connected] / [convolutional] pairs (which
+ * pairs may be split, the sum hook over the ranks); a hybrid rank's part with its shares,
+ * the rows of the whole batch a part's dropout draws for, a stage's deferred weight
+ * gradients, and its packed weights for micro-batch products.
  * Not here: building the blocks and the passes (net.c), the stages' and ranks' traffic
  * (src/train/strategy_pipeline.c, strategy_tensor.c).
  * Proved by tests/train/test_pipeline.c, test_pipeline_links.c and tests/train/test_tensor.c. */
@@ -153,11 +153,6 @@ int sh_net_tp_pair_end(const sh_net *n, int i, int ranks)
     for (int k = i + 1; k <= j + 1 && k < n->nlayers; k++)
         if (!sh_net_cut_ok(n, k)) return -1;
     return j;
-}
-
-int sh_net_tp_pair_ok(const sh_net *n, int i, int ranks)
-{
-    return sh_net_tp_pair_end(n, i, ranks) == i + 1;
 }
 
 void sh_net_set_sum(sh_net *n, shoal_result (*sum)(void *ctx, float *buf, size_t count), void *ctx)

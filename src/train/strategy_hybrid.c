@@ -24,7 +24,8 @@
  * b I x 4 from each root, a chain's forwarding aside), their gradients the same, each
  * [connected] layer's output 2 (N-1)/N x images x K x 4 and its input gradient likewise,
  * the convolutional gradients 2 (N-1)/N x their count x 4.
- * Not here: the cut and the split layers (src/nn/net_hybrid.c, layer_dense.c), the step.
+ * Not here: the cut and the split layers (src/nn/net_hybrid.c, layer_dense.c), the layers'
+ * figures and slices of the whole model (tp_plan.c's sh_tp_plan_init), the step.
  * Proved by tests/train/test_hybrid.c and tests/cli/test_train_hybrid.c. */
 #include "train/strategy_hybrid.h"
 
@@ -34,6 +35,7 @@
 #include "base/err.h"
 #include "base/util.h"
 #include "train/grad_compress.h"
+#include "train/tp_plan.h"
 
 typedef struct {
     shoal_comm *c;            /* the job's (borrowed): the convolutional gradients, figures */
@@ -42,9 +44,8 @@ typedef struct {
     sh_hybrid_scheme scheme;
     int N, rank, B, b, s;     /* s: horizontal's images per rank and chunk (b / N) */
     int cut, nlayers;
-    unsigned char *roles;     /* [nlayers] SH_TP_GATHER or 0 */
-    int *outputs;             /* [nlayers] whole outputs */
-    size_t *whole_off, *whole_count; /* [nlayers] each layer's slice of the whole model */
+    sh_tp_plan plan;          /* each layer's figures (whole outputs, slice of the whole model);
+                                 its roles: SH_TP_GATHER or 0 (sh_net_hybrid_plan's) */
     sh_cfg *cfg;              /* owned: the nets read it */
     sh_net *whole;            /* the trainer's (borrowed once handed out): blocks, checkpoints */
     sh_net *conv, *fcn;       /* owned: layers [0, cut) at b images; [cut, L) at B or b */
@@ -384,15 +385,15 @@ static void hy_step_comm(const sh_strategy *s, sh_step_comm *out)
 static void move_share(hy_state *p, float *mine, float *whole, int to_whole)
 {
     for (int i = 0; i < p->nlayers; i++) {
-        size_t mo, mc, wo = p->whole_off[i], wc = p->whole_count[i];
+        size_t mo, mc, wo = p->plan.whole_off[i], wc = p->plan.whole_count[i];
         sh_net_layer_params(p->whole, i, &mo, &mc);
         float *m = mine + mo, *w = whole + wo;
-        if (p->roles[i] != SH_TP_GATHER) {
+        if (p->plan.roles[i] != SH_TP_GATHER) {
             if (!to_whole) memcpy(m, w, mc * sizeof(float));
             else if (p->rank == 0) memcpy(w, m, mc * sizeof(float));
             continue;
         }
-        long long K = p->outputs[i], r = p->rank, N = p->N;
+        long long K = p->plan.outputs[i], r = p->rank, N = p->N;
         size_t k0 = (size_t)(r * K / N), ks = (size_t)((r + 1) * K / N) - k0, in = (wc - (size_t)K) / (size_t)K;
         float *wr = w + k0 * in, *wb = w + (size_t)K * in + k0;
         memcpy(to_whole ? wr : m, to_whole ? m : wr, ks * in * sizeof(float));
@@ -431,10 +432,7 @@ static void hy_destroy(sh_strategy *s)
         free(p->labels);
         free(p->chunk_labels);
         free(p->ypad);
-        free(p->roles);
-        free(p->outputs);
-        free(p->whole_off);
-        free(p->whole_count);
+        sh_tp_plan_fini(&p->plan);
         free(p);
     }
     free(s);
@@ -458,28 +456,11 @@ static shoal_result plan(hy_state *p, const sh_hybrid_opts *o)
 {
     sh_net *pl = NULL;
     SH_TRY(sh_net_create_part(p->cfg, 1, o->seed, 0, 1, &pl));
-    shoal_result rc = SHOAL_OK;
     p->nlayers = sh_net_nlayers(pl);
     p->B = o->batch ? o->batch : sh_net_get_config(pl)->batch;
-    size_t L = (size_t)p->nlayers;
-    if (sh_calloc(L, 1, (void **)&p->roles) != SHOAL_OK || sh_calloc(L, sizeof *p->outputs, (void **)&p->outputs) != SHOAL_OK ||
-        sh_calloc(L, sizeof *p->whole_off, (void **)&p->whole_off) != SHOAL_OK ||
-        sh_calloc(L, sizeof *p->whole_count, (void **)&p->whole_count) != SHOAL_OK) {
-        sh_net_destroy(pl);
-        return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
-    }
-    size_t off = 0;
-    for (int i = 0; i < p->nlayers; i++) {
-        int c, h, w;
-        size_t unused;
-        sh_net_layer_shape(pl, i, &c, &h, &w);
-        p->outputs[i] = c * h * w;
-        sh_net_layer_params(pl, i, &unused, &p->whole_count[i]);
-        p->whole_off[i] = off;
-        off += p->whole_count[i];
-    }
-    p->part.nparams_whole = off;
-    rc = sh_net_hybrid_plan(pl, p->N, &p->cut, p->roles);
+    shoal_result rc = sh_tp_plan_init(&p->plan, pl, p->N); /* the layers' figures: no pairs */
+    p->part.nparams_whole = p->plan.nparams_whole;
+    if (rc == SHOAL_OK) rc = sh_net_hybrid_plan(pl, p->N, &p->cut, p->plan.roles);
     if (rc == SHOAL_OK && (p->B < p->N || p->B % p->N))
         rc = SH_FAIL(SHOAL_ERR_INVALID, "--hybrid: the global batch %d does not split into %d equal shares; "
                      "choose a batch divisible by %d (--batch)", p->B, p->N, p->N);
@@ -517,10 +498,10 @@ shoal_result sh_strategy_hybrid_create(shoal_comm *c, const sh_hybrid_opts *o, s
     /* Collective: every rank splits both, in this order. */
     SH_TRY_GOTO(shoal_comm_split(c, 0, rank, &p->fc), rc, fail);
     SH_TRY_GOTO(shoal_comm_split(c, 0, rank, &p->act), rc, fail);
-    SH_TRY_GOTO(sh_net_create_part_tensor(p->cfg, 1, o->seed, 0, -1, rank, p->N, p->roles, &p->whole), rc, fail);
+    SH_TRY_GOTO(sh_net_create_part_tensor(p->cfg, 1, o->seed, 0, -1, rank, p->N, p->plan.roles, &p->whole), rc, fail);
     SH_TRY_GOTO(sh_net_create_part(p->cfg, p->b, o->seed, 0, p->cut, &p->conv), rc, fail);
     int fc_batch = p->scheme == SH_HYBRID_BROADCAST ? p->B : p->b;
-    SH_TRY_GOTO(sh_net_create_part_tensor(p->cfg, fc_batch, o->seed, p->cut, -1, rank, p->N, p->roles, &p->fcn), rc,
+    SH_TRY_GOTO(sh_net_create_part_tensor(p->cfg, fc_batch, o->seed, p->cut, -1, rank, p->N, p->plan.roles, &p->fcn), rc,
                 fail);
     sh_net_want_input_delta(p->fcn, 1);
     p->conv_nparams = sh_net_nparams(p->conv);
@@ -580,8 +561,8 @@ void sh_strategy_hybrid_describe(const sh_strategy *s, FILE *out)
             "gradients allreduced; layers %d-%d model-parallel on the whole batch\n", sh_hybrid_scheme_name(p->scheme),
             p->N, conv, p->b, p->B, p->cut, p->nlayers - 1);
     for (int i = p->cut; i < p->nlayers; i++) {
-        if (p->roles[i] != SH_TP_GATHER) continue;
-        int K = p->outputs[i], lo = K / p->N, hi = (K + p->N - 1) / p->N;
+        if (p->plan.roles[i] != SH_TP_GATHER) continue;
+        int K = p->plan.outputs[i], lo = K / p->N, hi = (K + p->N - 1) / p->N;
         if (lo == hi) fprintf(out, "  layer %d: connected, %d outputs, %d per rank\n", i, K, lo);
         else fprintf(out, "  layer %d: connected, %d outputs, %d-%d per rank\n", i, K, lo, hi);
     }

@@ -21,11 +21,12 @@
  * on from its instance's held copy) after the activations, one message per link in layer
  * order, and its gradient comes back the same way, each stage adding its own layers' part.
  * With T > 1 (--tensor-parallel T) each stage runs on T ranks: rank g is tensor rank g % T of
- * stage (g / T) % S of replica g / (S T). The stage's [connected] pairs are split among its T
- * ranks as tensor parallelism splits them (pipeline_tp.c: column then row, planned inside the
- * stage), their sums on the stage's own communicator (sh_net_set_sum); at a cut every one of
- * the T ranks holds the whole activation, so tensor rank t of a stage talks to tensor rank t
- * of its neighbours, and the replicas average per (stage, t). Split layers never defer their
+ * stage (g / T) % S of replica g / (S T). The stage's pairs ([connected], [convolutional])
+ * are split among its T ranks as tensor parallelism splits them, chosen by tp_plan.c's cost
+ * rule among the pairs inside the stage (never across a cut), their sums on the stage's own
+ * communicator (sh_net_set_sum); at a cut every one of the T ranks holds the whole
+ * activation, so tensor rank t of a stage talks to tensor rank t of its neighbours, and the
+ * replicas average per (stage, t). Split layers never defer their
  * weight gradients (their factors are shares): they are summed in `acc`.
  * Cost per step and stage: M sends of mb x (stage output + links at its end) floats forward
  * and of mb x (stage input + links at its start) floats backward; idle (bubble) share
@@ -44,7 +45,7 @@
 #include "base/trace.h"
 #include "base/util.h"
 #include "train/grad_compress.h"
-#include "train/pipeline_tp.h"
+#include "train/tp_plan.h"
 
 /* Micro-batches of fewer rows than this multiply by packed weights (gemm_packed.c): there
  * the pack, once per pass, costs less than OpenBLAS's per product (measured at 1024 x 1024:
@@ -57,9 +58,9 @@ typedef struct {
     int S, M, R, stage, replica, mb, batch;
     int T, t;                /* tensor ranks per stage, and this rank's (T = 1: none) */
     shoal_comm *tp;          /* the stage's T ranks in this replica (owned; NULL: T = 1) */
-    unsigned char *roles;    /* [nlayers] the split pairs of every stage (NULL: T = 1) */
+    sh_tp_plan plan;         /* T > 1: every stage's split pairs, each layer's place in the
+                                whole model */
     int *pairs;              /* [S] pairs per stage */
-    size_t *whole_off;       /* [nlayers] each layer's place in the whole model (T > 1) */
     /* Each pair of neighbouring stages has two communicators of its own (two ranks; the
      * earlier stage is rank 0), split from the job's: one carries activations forward, one
      * gradients (and at the end the loss) back, each as a broadcast from the sender, so the
@@ -559,7 +560,7 @@ static double pipe_grad_sq(const sh_strategy *s)
 {
     const pipe_state *p = s->impl;
     if (p->replica != 0) return 0;
-    if (p->T > 1) return sh_pipetp_sum_squares(p->inst[0], p->roles, p->t, sh_net_grads(p->inst[0])) * p->S * p->T;
+    if (p->T > 1) return sh_tp_plan_sum_squares(&p->plan, p->inst[0], p->t, sh_net_grads(p->inst[0])) * p->S * p->T;
     return sh_sum_squares(sh_net_grads(p->inst[0]), p->nparams) * p->S;
 }
 
@@ -584,13 +585,13 @@ static void pipe_put(sh_strategy *s, const float *mine, float *whole)
 {
     pipe_state *p = s->impl;
     if (p->replica == 0) /* replica 0's shares make the whole model */
-        sh_pipetp_move(p->inst[0], p->roles, p->whole_off, p->t, p->T, (float *)mine, whole, 1);
+        sh_tp_plan_move(&p->plan, p->inst[0], p->t, (float *)mine, whole, 1);
 }
 
 static void pipe_take(sh_strategy *s, const float *whole, float *mine)
 {
     pipe_state *p = s->impl;
-    sh_pipetp_move(p->inst[0], p->roles, p->whole_off, p->t, p->T, mine, (float *)whole, 0);
+    sh_tp_plan_move(&p->plan, p->inst[0], p->t, mine, (float *)whole, 0);
 }
 
 /* Every stage's counts (allgather over the job; rank k T < S T is replica 0's stage k). */
@@ -664,9 +665,8 @@ static void pipe_destroy(sh_strategy *s)
         free(p->stage_nparams);
         shoal_comm_destroy(p->group);
         shoal_comm_destroy(p->tp);
-        free(p->roles);
+        sh_tp_plan_fini(&p->plan);
         free(p->pairs);
-        free(p->whole_off);
         for (int k = 0; k < 2; k++) {
             shoal_comm_destroy(p->act[k]);
             shoal_comm_destroy(p->grad[k]);
@@ -690,21 +690,16 @@ static const sh_strategy_ops pipe_ops = {
 
 /* ---- building ---- */
 
-/* With T > 1: the pairs of each stage, and every layer's place in the whole model. */
+/* With T > 1: the pairs of each stage (tp_plan.c's rule inside its layers), and every
+ * layer's place in the whole model. */
 static shoal_result plan_shares(pipe_state *p, const sh_net *plan)
 {
-    int L = sh_net_nlayers(plan);
-    SH_TRY(sh_calloc((size_t)L, 1, (void **)&p->roles));
+    char layout[96];
     SH_TRY(sh_calloc((size_t)p->S, sizeof *p->pairs, (void **)&p->pairs));
-    SH_TRY(sh_calloc((size_t)L, sizeof *p->whole_off, (void **)&p->whole_off));
-    size_t off = 0;
-    for (int i = 0; i < L; i++) {
-        size_t o, count;
-        sh_net_layer_params(plan, i, &o, &count);
-        p->whole_off[i] = off;
-        off += count;
-    }
-    return sh_pipetp_plan(plan, p->cuts, p->S, p->T, p->roles, p->pairs);
+    SH_TRY(sh_tp_plan_init(&p->plan, plan, p->T));
+    for (int k = 0; k < p->S; k++) SH_TRY(sh_tp_plan_choose(&p->plan, plan, p->cuts[k], p->cuts[k + 1], &p->pairs[k]));
+    snprintf(layout, sizeof layout, "--pipeline %d --tensor-parallel %d", p->S, p->T);
+    return sh_tp_plan_refuse(&p->plan, plan, layout, p->S);
 }
 
 /* The cut, from a plan-only part (layer 0 alone, one image), and each stage's size. */
@@ -881,7 +876,7 @@ shoal_result sh_strategy_pipeline_tp_create(shoal_comm *c, const sh_pipe_opts *o
         /* Instances after the first draw the same weights, then drop them for the first's
          * (sh_net_use_blocks in attach). */
         if (T > 1) {
-            SH_TRY_GOTO(sh_net_create_part_tensor(p->cfg, p->mb, o->seed, lo, hi, p->t, T, p->roles, &p->inst[j]),
+            SH_TRY_GOTO(sh_net_create_part_tensor(p->cfg, p->mb, o->seed, lo, hi, p->t, T, p->plan.roles, &p->inst[j]),
                         rc, fail);
             sh_net_set_sum(p->inst[j], tp_sum_floats, p); /* every instance's splits sum over the stage */
         } else {
@@ -956,12 +951,9 @@ static void describe_split(const pipe_state *p, FILE *out)
             for (int t = 0; t < p->T; t++)
                 fprintf(out, "%s%d", t ? "," : r ? " | " : " ", (r * p->S + k) * p->T + t);
         if (k > 0) describe_links(p->inst[0], p->cuts[k], out);
-        if (!p->pairs[k]) fprintf(out, "; no pair to split: its layers run whole on each tensor rank");
+        if (!p->pairs[k]) fprintf(out, "; no pair split: its layers run whole on each tensor rank");
         fputc('\n', out);
-        for (int i = p->cuts[k]; i < p->cuts[k + 1]; i++)
-            if (p->roles[i] == SH_TP_COLUMN)
-                fprintf(out, "    split: layers %d (by output columns) + %d (by input rows), one allreduce of its "
-                        "output forward, one of its input's gradient backward\n", i, i + 1);
+        sh_tp_plan_describe(&p->plan, p->cuts[k], p->cuts[k + 1], "    ", out);
     }
 }
 

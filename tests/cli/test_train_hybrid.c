@@ -36,24 +36,20 @@ static double json_number(const char *key)
 
 static void trains_like_one_process(void)
 {
-    int rc = run("convfc.cfg --data . --max-steps 30 --threads 1 --json");
-    CHECK(rc == 0, "one process: exit %d: %s", rc, out);
-    double acc1 = json_number("accuracy"), loss1 = json_number("test_loss");
+    double acc1, loss1;
+    check_one_process_json(dir, "convfc.cfg --data . --max-steps 30 --threads 1 --json", out, sizeof out, &acc1,
+                           &loss1);
     static const char *schemes[] = {"broadcast", "vertical", "horizontal"};
     for (int k = 0; k < 3; k++) {
         char args[256];
         snprintf(args, sizeof args, "convfc.cfg --data . -n 2 --hybrid %s --max-steps 30 --threads 1 --json",
                  schemes[k]);
-        rc = run(args);
+        int rc = run(args);
         CHECK(rc == 0, "%s: exit %d: %s", schemes[k], rc, out);
         char want[64];
         snprintf(want, sizeof want, "hybrid (%s) on 2 ranks: layers 0-1 data-parallel", schemes[k]);
         CHECK(strstr(out, want) && strstr(out, "layer 2: connected, 24 outputs, 12 per rank"), "layout: %s", out);
-        CHECK(json_number("accuracy") == acc1, "%s: accuracy %.6f, one process %.6f", schemes[k],
-              json_number("accuracy"), acc1);
-        double loss2 = json_number("test_loss");
-        CHECK(loss2 > 0 && loss2 - loss1 < 1e-5 && loss1 - loss2 < 1e-5, "%s: test loss %.6f, one process %.6f",
-              schemes[k], loss2, loss1);
+        check_matches_one_process(schemes[k], out, acc1, loss1);
         CHECK(json_number("bytes_sent_per_step") > json_number("activity_bytes_per_step") &&
                   json_number("activity_bytes_per_step") > 0,
               "%s: bytes per step: %s", schemes[k], out);
@@ -64,14 +60,8 @@ static void trains_like_one_process(void)
  * rank's shares of the connected layers, as one process logs it. */
 static void gradient_norm_covers_every_share(void)
 {
-    int rc = run("convfc.cfg --data . --max-steps 5 --threads 1 --quiet --logdir g1");
-    CHECK(rc == 0, "one process: exit %d: %s", rc, out);
-    rc = run("convfc.cfg --data . -n 2 --hybrid broadcast --max-steps 5 --threads 1 --quiet --logdir g2");
-    CHECK(rc == 0, "hybrid: exit %d: %s", rc, out);
-    char a[600], b[600], why[512] = "";
-    snprintf(a, sizeof a, "%s/g1", dir);
-    snprintf(b, sizeof b, "%s/g2", dir);
-    CHECK(tbr_same_scalars(a, b, "train/gradient_norm", 1, 5, 1e-4, why, sizeof why), "%s", why);
+    check_one_process_logs(dir, "convfc.cfg", out, sizeof out);
+    check_gradient_norm_is_whole(dir, "convfc.cfg", "-n 2 --hybrid broadcast", "g2", out, sizeof out);
 }
 
 static void checkpoints_and_refusals(void)

@@ -10,6 +10,7 @@
 
 #include "check.h"
 #include "lib/cli_layout_checks.h"
+#include "lib/layout_cfgs.h"
 #include "lib/run.h"
 #include "train/tiny_data.h"
 
@@ -23,16 +24,7 @@ static const char deep_cfg[] =
     "\n[softmax]\n\n[cost]\n";
 
 /* conv + conv by channels, conv + connected through maxpool; conv 1 + 2 overlaps both */
-static const char cnn_cfg[] =
-    "[net]\nbatch=16\nwidth=8\nheight=8\nchannels=1\nlearning_rate=0.02\nmomentum=0.9\n"
-    "\n[convolutional]\nfilters=8\nsize=3\nstride=1\npad=1\nactivation=relu\n"
-    "\n[convolutional]\nfilters=8\nsize=3\nstride=1\npad=0\nactivation=leaky\n"
-    "\n[convolutional]\nfilters=8\nsize=3\nstride=1\npad=1\nactivation=relu\n"
-    "\n[maxpool]\nsize=2\nstride=2\n"
-    "\n[connected]\noutput=16\nactivation=relu\n"
-    "\n[dropout]\nprobability=.2\n"
-    "\n[connected]\noutput=4\nactivation=linear\n"
-    "\n[softmax]\n\n[cost]\n";
+static const char cnn_cfg[] = SH_TEST_NET_8X8("0.02", "momentum=0.9\n") SH_TEST_CNN_LAYERS("", "");
 
 /* `shoal train ARGS` in the run's directory, its output in out. */
 static int run(const char *args)
@@ -40,40 +32,29 @@ static int run(const char *args)
     return sh_test_shoal_in(dir, "", "train", args, out, sizeof out);
 }
 
-static double json_number(const char *key)
-{
-    return sh_test_json_number(out, key);
-}
-
 static void trains_like_one_process(void)
 {
-    int rc = run("deep.cfg --data . --max-steps 30 --threads 1 --json");
-    CHECK(rc == 0, "one process: exit %d: %s", rc, out);
-    double acc1 = json_number("accuracy"), loss1 = json_number("test_loss");
-    rc = run("deep.cfg --data . -n 2 --tensor-parallel 2 --max-steps 30 --threads 1 --json");
+    double acc1, loss1;
+    check_one_process_json(dir, "deep.cfg --data . --max-steps 30 --threads 1 --json", out, sizeof out, &acc1, &loss1);
+    int rc = run("deep.cfg --data . -n 2 --tensor-parallel 2 --max-steps 30 --threads 1 --json");
     CHECK(rc == 0, "tensor parallel: exit %d: %s", rc, out);
     CHECK(strstr(out, "tensor parallel: 2 ranks") && strstr(out, "layers 0 (32 outputs, 16 per rank, by output "
                                                              "columns) + 1 (24 outputs, by input rows)"),
           "layout: %s", out);
-    CHECK(json_number("accuracy") == acc1, "accuracy %.6f, one process %.6f", json_number("accuracy"), acc1);
-    double loss2 = json_number("test_loss");
-    CHECK(loss2 > 0 && loss2 - loss1 < 1e-5 && loss1 - loss2 < 1e-5, "test loss %.6f, one process %.6f", loss2, loss1);
+    check_matches_one_process("tensor parallel", out, acc1, loss1);
 }
 
 static void cnn_splits_by_channels_like_one_process(void)
 {
-    int rc = run("cnn.cfg --data . --max-steps 30 --threads 1 --json");
-    CHECK(rc == 0, "one process: exit %d: %s", rc, out);
-    double acc1 = json_number("accuracy"), loss1 = json_number("test_loss");
-    rc = run("cnn.cfg --data . -n 2 --tensor-parallel 2 --max-steps 30 --threads 1 --json");
+    double acc1, loss1;
+    check_one_process_json(dir, "cnn.cfg --data . --max-steps 30 --threads 1 --json", out, sizeof out, &acc1, &loss1);
+    int rc = run("cnn.cfg --data . -n 2 --tensor-parallel 2 --max-steps 30 --threads 1 --json");
     CHECK(rc == 0, "tensor parallel: exit %d: %s", rc, out);
     CHECK(strstr(out, "layers 0 (8 filters, 4 per rank, by output channels) + 1 (8 filters, by input channels)") &&
               strstr(out, "layers 2 (8 filters, 4 per rank, by output channels) + 4 (16 outputs, by input rows)") &&
               strstr(out, "not split: layers 1 + 2") && strstr(out, "bytes per image"),
           "layout: %s", out);
-    CHECK(json_number("accuracy") == acc1, "accuracy %.6f, one process %.6f", json_number("accuracy"), acc1);
-    double loss2 = json_number("test_loss");
-    CHECK(loss2 > 0 && loss2 - loss1 < 1e-5 && loss1 - loss2 < 1e-5, "test loss %.6f, one process %.6f", loss2, loss1);
+    check_matches_one_process("tensor parallel", out, acc1, loss1);
 }
 
 static void refusals(void)

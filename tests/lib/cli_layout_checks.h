@@ -2,15 +2,82 @@
  * (--pipeline, --tensor-parallel, --hybrid), as static functions over check.h's counters,
  * as check.h's own are: each test binary counts them as its own CHECKs.
  * Not here: running the binary (run.h), what each layout prints (each test).
- * Used by tests/cli/test_train_pipeline.c, test_train_tensor.c and test_train_hybrid.c. */
+ * Used by tests/cli/test_train_pipeline.c, test_train_pipeline_tp.c, test_train_tensor.c and
+ * test_train_hybrid.c. */
 #ifndef SH_TEST_CLI_LAYOUT_CHECKS_H
 #define SH_TEST_CLI_LAYOUT_CHECKS_H
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "base/util.h"
 #include "check.h"
 #include "lib/run.h"
+#include "lib/tfrecord.h"
+
+/* The yardstick of a layout's run: one process's `shoal train ARGS` in dir (ARGS ask for
+ * --json); *acc and *loss its test accuracy and test loss; out (out_nbytes) holds its
+ * output. One CHECK. */
+static inline void check_one_process_json(const char *dir, const char *args, char *out, size_t out_nbytes,
+                                          double *acc, double *loss)
+{
+    int rc = sh_test_shoal_in(dir, "", "train", args, out, out_nbytes);
+    CHECK(rc == 0, "one process: exit %d: %s", rc, out);
+    *acc = sh_test_json_number(out, "accuracy");
+    *loss = sh_test_json_number(out, "test_loss");
+}
+
+/* A layout's --json output `out` (what: the layout) ends with one process's test accuracy,
+ * exactly, and its test loss within 1e-5. Two CHECKs. */
+static inline void check_matches_one_process(const char *what, const char *out, double acc, double loss)
+{
+    double a = sh_test_json_number(out, "accuracy"), l = sh_test_json_number(out, "test_loss");
+    CHECK(a == acc, "%s: accuracy %.6f, one process %.6f", what, a, acc);
+    CHECK(l > 0 && fabs(l - loss) < 1e-5, "%s: test loss %.6f, one process %.6f", what, l, loss);
+}
+
+/* One process's 5 steps of cfg in dir, logged into dir/g1: the yardstick of
+ * check_gradient_norm_is_whole. One CHECK. */
+static inline void check_one_process_logs(const char *dir, const char *cfg, char *out, size_t out_nbytes)
+{
+    char args[512];
+    snprintf(args, sizeof args, "%s --data . --max-steps 5 --threads 1 --quiet --logdir g1", cfg);
+    int rc = sh_test_shoal_in(dir, "", "train", args, out, out_nbytes);
+    CHECK(rc == 0, "one process: exit %d: %s", rc, out);
+}
+
+/* The gradient norm the layout (its flags) logs over 5 steps of cfg in dir, into dir/name, is
+ * the whole model's: train/gradient_norm at steps 1..5 within 1e-4 of what one process logged
+ * into dir/g1 (check_one_process_logs). Two CHECKs. */
+static inline void check_gradient_norm_is_whole(const char *dir, const char *cfg, const char *layout, const char *name,
+                                                char *out, size_t out_nbytes)
+{
+    char args[1024], a[600], b[600], why[512] = "";
+    snprintf(args, sizeof args, "%s --data . %s --max-steps 5 --threads 1 --quiet --logdir %s", cfg, layout, name);
+    int rc = sh_test_shoal_in(dir, "", "train", args, out, out_nbytes);
+    CHECK(rc == 0, "%s: exit %d: %s", layout, rc, out);
+    snprintf(a, sizeof a, "%s/g1", dir);
+    snprintf(b, sizeof b, "%s/%s", dir, name);
+    CHECK(tbr_same_scalars(a, b, "train/gradient_norm", 1, 5, 1e-4, why, sizeof why), "%s: %s", layout, why);
+}
+
+/* `shoal train ARGS` in dir with SHOAL_TIMEOUT=3000, rank `dying` of which dies (ARGS'
+ * --debug-die-rank): the job fails instead of going on, the launcher names the rank SIGKILL
+ * killed, within 30 s. out (out_nbytes) holds the output, for what the survivors say. Three
+ * CHECKs. */
+static inline void check_killed_rank_stops_the_job(const char *dir, const char *args, int dying, char *out,
+                                                   size_t out_nbytes)
+{
+    char want[64];
+    uint64_t t0 = sh_now_ns();
+    int rc = sh_test_shoal_in(dir, "SHOAL_TIMEOUT=3000", "train", args, out, out_nbytes);
+    double s = (double)(sh_now_ns() - t0) / 1e9;
+    snprintf(want, sizeof want, "rank %d was killed by SIGKILL", dying);
+    CHECK(rc != 0, "the job went on without rank %d: %s", dying, out);
+    CHECK(strstr(out, want) != NULL, "the launcher does not name the lost rank: %s", out);
+    CHECK(s < 30, "stopping took %.1f s", s);
+}
 
 /* --save-darknet from a split run of cfg in dir (the layout's flags `writer`, e.g.
  * "-n 2 --pipeline 2") writes the whole model, not rank 0's part: the size of one process's

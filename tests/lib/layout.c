@@ -5,6 +5,7 @@
 #include "layout.h"
 
 #include <stdio.h>
+#include <string.h>
 
 void sh_test_train_opts(sh_train_opts *o, const char *cfg, const char *data_dir, int batch, int64_t steps,
                         uint64_t seed)
@@ -31,4 +32,34 @@ void sh_test_layout_files_apply(sh_train_opts *o, const sh_test_layout_files *f,
         o->save_darknet_path = f->dn;
         o->save_path = ckpt;
     }
+}
+
+void sh_test_describe(void (*describe)(const sh_strategy *s, FILE *f), const sh_strategy *s, char *text,
+                      size_t text_nbytes)
+{
+    memset(text, 0, text_nbytes);
+    FILE *f = fmemopen(text, text_nbytes - 1, "w");
+    if (!f) return;
+    describe(s, f);
+    fclose(f);
+}
+
+int sh_test_files_write(const char *dir, const sh_test_file *files, int count)
+{
+    for (int i = 0; i < count; i++) {
+        const sh_test_file *f = &files[i];
+        if ((size_t)snprintf(f->path, f->path_nbytes, "%s/%s", dir, f->name) >= f->path_nbytes) {
+            fprintf(stderr, "%s/%s: the path does not fit in %zu bytes\n", dir, f->name, f->path_nbytes);
+            return -1;
+        }
+        if (!f->text) continue;
+        FILE *out = fopen(f->path, "w");
+        int bad = !out || fputs(f->text, out) < 0;
+        if (out && fclose(out) != 0) bad = 1;
+        if (bad) {
+            fprintf(stderr, "%s: cannot write it; check the directory\n", f->path);
+            return -1;
+        }
+    }
+    return 0;
 }

@@ -52,3 +52,10 @@ double sh_test_json_number(const char *text, const char *key)
     const char *p = strstr(text, want);
     return p ? atof(p + strlen(want)) : -1;
 }
+
+int sh_test_count(const char *text, const char *s)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, s)) != NULL; p++) n++;
+    return n;
+}

@@ -25,6 +25,9 @@ int sh_test_shoal_in(const char *dir, const char *env, const char *cmd, const ch
 /* The size of dir/name in bytes; -1 when there is no such file. */
 long long sh_test_file_nbytes(const char *dir, const char *name);
 
+/* How many times s stands in text (overlapping places counted). */
+int sh_test_count(const char *text, const char *s);
+
 /* The number after the first "key": in text (shoal's --json output); -1 when key is absent. */
 double sh_test_json_number(const char *text, const char *key);
 

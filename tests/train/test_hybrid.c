@@ -118,23 +118,16 @@ static void exact_job(shoal_comm *c, void *arg)
     sh_train_opts o;
     opts_for(&o, a->cfg, st->batch, a->save ? STEPS / 2 : STEPS);
     o.strategy = st;
-    sh_test_layout_files files = {a->resume, a->save, a->weights, a->dn};
-    char ckpt[700];
-    sh_test_layout_files_apply(&o, &files, ckpt, sizeof ckpt);
-    sh_trainer *t = NULL, *ref = NULL;
-    sh_train_report rep, rr;
-    CHECK(sh_trainer_create_with_net(&o, net, &t) == SHOAL_OK && sh_trainer_run(t, &rep) == SHOAL_OK,
-          "rank %d of %d (%s): %s", r, N, sh_hybrid_scheme_name(a->scheme), shoal_last_error_message());
-    CHECK(shoal_barrier(c) == SHOAL_OK, "%s", shoal_last_error_message()); /* the lead's files are written */
-    if (a->save || !t) goto done;
+    sh_test_rank_run run = {.files = {a->resume, a->save, a->weights, a->dn}};
+    if (!check_rank_trains(c, &o, net, &run)) goto done;
     sh_train_opts ro;
     opts_for(&ro, a->cfg, a->batch, STEPS);
     ro.weights_path = a->weights;
-    CHECK(sh_trainer_create(&ro, &ref) == SHOAL_OK && sh_trainer_run(ref, &rr) == SHOAL_OK, "%s",
+    CHECK(sh_trainer_create(&ro, &run.ref) == SHOAL_OK && sh_trainer_run(run.ref, &run.rr) == SHOAL_OK, "%s",
           shoal_last_error_message());
-    if (!ref) goto done;
-    sh_net *mine = sh_trainer_net(t), *whole = sh_trainer_net(ref);
-    if (a->dn) check_darknet_file_is_whole(r, a->cfg, a->dn, ckpt, whole); /* the shares gathered */
+    if (!run.ref) goto done;
+    sh_net *mine = sh_trainer_net(run.t), *whole = sh_trainer_net(run.ref);
+    if (a->dn) check_darknet_file_is_whole(r, a->cfg, a->dn, run.ckpt, whole); /* the shares gathered */
     CHECK(sh_net_nparams(mine) < sh_net_nparams(whole), "rank %d holds %zu of %zu parameters", r,
           sh_net_nparams(mine), sh_net_nparams(whole));
     double diff = 0, norm = 0;
@@ -144,19 +137,15 @@ static void exact_job(shoal_comm *c, void *arg)
     double rel = sqrt(diff / (norm > 0 ? norm : 1));
     CHECK(rel < 1e-5, "%s, rank %d of %d: %.3g relative to one process after %d steps",
           sh_hybrid_scheme_name(a->scheme), r, N, rel, STEPS);
-    CHECK(fabs(rep.test_accuracy - rr.test_accuracy) < 1e-9, "%s on %d: test accuracy %.4f vs %.4f",
-          sh_hybrid_scheme_name(a->scheme), N, rep.test_accuracy, rr.test_accuracy);
-    CHECK(fabs(rep.test_loss - rr.test_loss) < 1e-4 * (1 + rr.test_loss), "test loss %.6f vs %.6f", rep.test_loss,
-          rr.test_loss);
-    CHECK(fabs(rep.train_loss - rr.train_loss) < 1e-4 * (1 + rr.train_loss), "train loss %.6f vs %.6f",
-          rep.train_loss, rr.train_loss);
+    check_reports_match(r, 1, &run.rep, &run.rr); /* the test accuracy, the train loss */
+    CHECK(fabs(run.rep.test_loss - run.rr.test_loss) < 1e-4 * (1 + run.rr.test_loss),
+          "%s on %d: test loss %.6f vs %.6f", sh_hybrid_scheme_name(a->scheme), N, run.rep.test_loss, run.rr.test_loss);
     sh_hybrid_profile hp;
     sh_strategy_hybrid_profile(st, &hp);
     CHECK(hp.sent_nbytes > hp.act_nbytes && hp.act_nbytes > 0, "bytes per step %.0f, activities %.0f",
           hp.sent_nbytes, hp.act_nbytes);
 done:
-    sh_trainer_destroy(ref);
-    sh_trainer_destroy(t);
+    sh_test_rank_run_fini(&run);
     sh_strategy_destroy(st);
 }
 
@@ -192,19 +181,13 @@ static char ckpt_one[600], ckpt_hy[600], dn_one[600], dn_hy[600];
  * process: both end where one process that never stopped does. */
 static void t_checkpoints_cross_layouts(void)
 {
-    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
-    sh_train_opts so;
+    sh_train_opts so, ro;
     opts_for(&so, adam_cfg, 16, STEPS / 2);
     so.save_path = ckpt_one;
-    CHECK(sh_test_write_one(&so) == SHOAL_OK, "%s", shoal_last_error_message());
-    hy_arg resume = {adam_cfg, ckpt_one, NULL, SH_HYBRID_HORIZONTAL, 16, NULL, NULL};
-    RUN_RANKS(4, &o, exact_job, &resume);
-
-    hy_arg first = {adam_cfg, NULL, ckpt_hy, SH_HYBRID_VERTICAL, 16, NULL, NULL};
-    RUN_RANKS(2, &o, exact_job, &first);
-    sh_train_opts ro;
     opts_for(&ro, adam_cfg, 16, STEPS);
-    check_resumes_in_one_process("hybrid", &ro, ckpt_hy, 1);
+    hy_arg resume = {adam_cfg, ckpt_one, NULL, SH_HYBRID_HORIZONTAL, 16, NULL, NULL};
+    hy_arg first = {adam_cfg, NULL, ckpt_hy, SH_HYBRID_VERTICAL, 16, NULL, NULL};
+    check_checkpoints_cross("hybrid", &so, exact_job, 4, &resume, 2, &first, &ro, ckpt_hy, 1);
 }
 
 /* Darknet's file: one process's loaded into 4 hybrid ranks, 2 hybrid ranks' written whole (the

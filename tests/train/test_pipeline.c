@@ -15,6 +15,7 @@
 #include "check.h"
 #include "lib/layout.h"
 #include "lib/layout_checks.h"
+#include "lib/pipeline_job.h"
 #include "lib/ranks.h"
 #include "lib/reference.h"
 #include "nn/net.h"
@@ -70,99 +71,25 @@ static void opts_for(sh_train_opts *o, const char *c, int batch, int64_t steps)
     o->eval_each_epoch = 0;
 }
 
-typedef struct {
-    const char *cfg;
-    int stages, micro;
-    int64_t steps;
-    const char *resume, *save; /* NULL: none */
-    const char *weights;       /* start from it (and so does the one process compared) */
-    const char *dn;            /* write Darknet's file here and a checkpoint at DN.ckpt */
-} pipe_arg;
-
-/* Every rank trains its stage, then compares its parameters (and, after the run, the
- * accuracy every stage reports) with one process trained on the whole batch. */
-static void exact_job(shoal_comm *c, void *arg)
-{
-    const pipe_arg *a = arg;
-    int r = shoal_comm_rank(c), n = shoal_comm_world(c);
-    int replicas = n / a->stages;
-    sh_pipe_opts po = {a->cfg, a->stages, a->micro, GLOBAL_BATCH / replicas, 7};
-    sh_strategy *st = NULL;
-    sh_net *net = NULL;
-    CHECK(sh_strategy_pipeline_create(c, &po, &st, &net) == SHOAL_OK, "%s", shoal_last_error_message());
-    if (!st) return;
-    sh_train_opts o;
-    opts_for(&o, a->cfg, GLOBAL_BATCH / replicas, a->steps);
-    o.strategy = st;
-    o.eval_each_epoch = 1;
-    sh_test_layout_files files = {a->resume, a->save, a->weights, a->dn};
-    char ckpt[700];
-    sh_test_layout_files_apply(&o, &files, ckpt, sizeof ckpt);
-    sh_trainer *t = NULL;
-    sh_train_report rep;
-    CHECK(sh_trainer_create_with_net(&o, net, &t) == SHOAL_OK && sh_trainer_run(t, &rep) == SHOAL_OK,
-          "rank %d: %s", r, shoal_last_error_message());
-    CHECK(shoal_barrier(c) == SHOAL_OK, "%s", shoal_last_error_message()); /* the lead's files are written */
-    if (!t || a->save) { /* the first half of a checkpoint test: compared after resuming */
-        sh_trainer_destroy(t);
-        sh_strategy_destroy(st);
-        return;
-    }
-    sh_train_opts ro;
-    opts_for(&ro, a->cfg, GLOBAL_BATCH, a->steps);
-    ro.eval_each_epoch = 1;
-    ro.weights_path = a->weights;
-    sh_trainer *ref = NULL;
-    sh_train_report rr;
-    CHECK(sh_test_train_one(&ro, &ref, &rr) == SHOAL_OK, "%s", shoal_last_error_message());
-    sh_net *mine = sh_trainer_net(t), *whole = sh_trainer_net(ref);
-    if (a->dn) check_darknet_file_is_whole(r, a->cfg, a->dn, ckpt, whole); /* the stages gathered */
-    int lo, hi;
-    sh_net_part(mine, &lo, &hi);
-    size_t off, count, total = 0;
-    sh_net_layer_params(whole, lo, &off, &count);
-    for (int i = lo; i < hi; i++) {
-        size_t o2, c2;
-        sh_net_layer_params(whole, i, &o2, &c2);
-        total += c2;
-    }
-    CHECK(sh_net_nparams(mine) == total, "rank %d holds %zu parameters, its layers %d-%d have %zu",
-          r, sh_net_nparams(mine), lo, hi - 1, total);
-    CHECK(sh_net_nparams(mine) < sh_net_nparams(whole), "rank %d holds all %zu parameters", r,
-          sh_net_nparams(whole));
-    double rel = sh_test_rel_diff(sh_net_params(mine), sh_net_params(whole) + off, sh_net_nparams(mine));
-    CHECK(rel < 1e-5, "rank %d (stage %d, layers %d-%d): %.3g relative to one process after %lld steps",
-          r, r % a->stages, lo, hi - 1, rel, (long long)a->steps);
-    CHECK(rel > 0 || a->micro == 1 || sh_net_nparams(mine) == 0, "rank %d: bitwise equal to one process: were the micro-batches split?", r);
-    CHECK(fabs(rep.test_accuracy - rr.test_accuracy) < 1e-9, "rank %d: test accuracy %.4f, one process %.4f",
-          r, rep.test_accuracy, rr.test_accuracy);
-    /* a replica's loss is its shard's, as in data parallelism */
-    CHECK(replicas > 1 || fabs(rep.train_loss - rr.train_loss) < 1e-4 * (1 + rr.train_loss),
-          "rank %d: train loss %.6f, one process %.6f", r, rep.train_loss, rr.train_loss);
-    sh_trainer_destroy(ref);
-    sh_trainer_destroy(t);
-    sh_strategy_destroy(st);
-}
-
 static void t_two_stages_sgd_match_one_process(void)
 {
-    pipe_arg a = {sgd_cfg, 2, 4, STEPS, NULL, NULL, NULL, NULL};
+    sh_test_pipe_arg a = {sgd_cfg, 2, 4, STEPS, NULL, NULL, NULL, NULL};
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
-    RUN_RANKS(2, &o, exact_job, &a);
+    RUN_RANKS(2, &o, sh_test_pipe_exact_job, &a);
 }
 
 static void t_two_stages_adam_match_one_process(void)
 {
-    pipe_arg a = {adam_cfg, 2, 4, STEPS, NULL, NULL, NULL, NULL};
+    sh_test_pipe_arg a = {adam_cfg, 2, 4, STEPS, NULL, NULL, NULL, NULL};
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
-    RUN_RANKS(2, &o, exact_job, &a);
+    RUN_RANKS(2, &o, sh_test_pipe_exact_job, &a);
 }
 
 static void t_three_stages_eight_micro_batches_match(void)
 {
-    pipe_arg a = {sgd_cfg, 3, 8, STEPS, NULL, NULL, NULL, NULL};
+    sh_test_pipe_arg a = {sgd_cfg, 3, 8, STEPS, NULL, NULL, NULL, NULL};
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
-    RUN_RANKS(3, &o, exact_job, &a);
+    RUN_RANKS(3, &o, sh_test_pipe_exact_job, &a);
 }
 
 static char ckpt_one[600], ckpt_pipe[600], dn_one[600], dn_pipe[600];
@@ -171,19 +98,13 @@ static char ckpt_one[600], ckpt_pipe[600], dn_one[600], dn_pipe[600];
  * pipeline in one process: both end where one process that never stopped does. */
 static void t_checkpoints_cross_layouts(void)
 {
-    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
-    sh_train_opts so;
+    sh_train_opts so, ro;
     opts_for(&so, adam_cfg, GLOBAL_BATCH, STEPS / 2);
     so.save_path = ckpt_one;
-    CHECK(sh_test_write_one(&so) == SHOAL_OK, "%s", shoal_last_error_message());
-    pipe_arg resume = {adam_cfg, 2, 4, STEPS, ckpt_one, NULL, NULL, NULL};
-    RUN_RANKS(2, &o, exact_job, &resume);
-
-    pipe_arg first = {adam_cfg, 2, 4, STEPS / 2, NULL, ckpt_pipe, NULL, NULL};
-    RUN_RANKS(2, &o, exact_job, &first);
-    sh_train_opts ro;
     opts_for(&ro, adam_cfg, GLOBAL_BATCH, STEPS);
-    check_resumes_in_one_process("pipeline", &ro, ckpt_pipe, 0);
+    sh_test_pipe_arg resume = {adam_cfg, 2, 4, STEPS, ckpt_one, NULL, NULL, NULL};
+    sh_test_pipe_arg first = {adam_cfg, 2, 4, STEPS / 2, NULL, ckpt_pipe, NULL, NULL};
+    check_checkpoints_cross("pipeline", &so, sh_test_pipe_exact_job, 2, &resume, 2, &first, &ro, ckpt_pipe, 0);
 }
 
 /* Darknet's file: one process's loaded into 2 replicas of 2 stages, 2 stages' written whole
@@ -197,21 +118,21 @@ static void t_darknet_weights_cross_layouts(void)
     opts_for(&so, sgd_cfg, GLOBAL_BATCH, STEPS / 2);
     so.save_darknet_path = dn_one;
     CHECK(sh_test_write_one(&so) == SHOAL_OK, "%s", shoal_last_error_message());
-    pipe_arg from_one = {sgd_cfg, 2, 2, STEPS, NULL, NULL, dn_one, NULL};
-    RUN_RANKS(4, &o, exact_job, &from_one);
-    pipe_arg write = {bn_cfg, 2, 1, STEPS, NULL, NULL, NULL, dn_pipe};
-    RUN_RANKS(2, &o, exact_job, &write);
-    pipe_arg from_pipe = {bn_cfg, 3, 1, STEPS, NULL, NULL, dn_pipe, NULL};
-    RUN_RANKS(3, &o, exact_job, &from_pipe);
+    sh_test_pipe_arg from_one = {sgd_cfg, 2, 2, STEPS, NULL, NULL, dn_one, NULL};
+    RUN_RANKS(4, &o, sh_test_pipe_exact_job, &from_one);
+    sh_test_pipe_arg write = {bn_cfg, 2, 1, STEPS, NULL, NULL, NULL, dn_pipe};
+    RUN_RANKS(2, &o, sh_test_pipe_exact_job, &write);
+    sh_test_pipe_arg from_pipe = {bn_cfg, 3, 1, STEPS, NULL, NULL, dn_pipe, NULL};
+    RUN_RANKS(3, &o, sh_test_pipe_exact_job, &from_pipe);
 }
 
 static void t_two_stages_two_replicas_match(void)
 {
-    pipe_arg a = {adam_cfg, 2, 2, STEPS, NULL, NULL, NULL, NULL};
+    sh_test_pipe_arg a = {adam_cfg, 2, 2, STEPS, NULL, NULL, NULL, NULL};
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
-    RUN_RANKS(4, &o, exact_job, &a);
-    pipe_arg b = {sgd_cfg, 2, 4, STEPS, NULL, NULL, NULL, NULL};
-    RUN_RANKS(4, &o, exact_job, &b);
+    RUN_RANKS(4, &o, sh_test_pipe_exact_job, &a);
+    sh_test_pipe_arg b = {sgd_cfg, 2, 4, STEPS, NULL, NULL, NULL, NULL};
+    RUN_RANKS(4, &o, sh_test_pipe_exact_job, &b);
 }
 
 /* The cut: stage= keys where given, else the costs balanced with cuts only where allowed. */
@@ -313,7 +234,6 @@ static void t_impossible_layouts_are_refused(void)
 static void killed_job(shoal_comm *c, void *arg)
 {
     (void)arg;
-    int r = shoal_comm_rank(c);
     sh_pipe_opts po = {sgd_cfg, 2, 4, 0, 7};
     sh_strategy *st = NULL;
     sh_net *net = NULL;
@@ -322,18 +242,8 @@ static void killed_job(shoal_comm *c, void *arg)
     sh_train_opts o;
     opts_for(&o, sgd_cfg, GLOBAL_BATCH, 20);
     o.strategy = st;
-    sh_trainer *t = NULL;
-    CHECK(sh_trainer_create_with_net(&o, net, &t) == SHOAL_OK, "%s", shoal_last_error_message());
-    shoal_result rc = SHOAL_OK;
-    for (int64_t s = 0; t && s < 20 && rc == SHOAL_OK; s++) {
-        float loss;
-        if (r == 1 && s == 3) raise(SIGKILL);
-        rc = sh_train_step(t, s, &loss);
-    }
-    CHECK(rc == SHOAL_ERR_PEER || rc == SHOAL_ERR_TIMEOUT, "rank %d went on: rc %d", r, rc);
-    CHECK(strstr(shoal_last_error_message(), "rank 1") != NULL, "the error names rank 1: %s",
-          shoal_last_error_message());
-    sh_trainer_destroy(t);
+    const char *msg = check_stops_when_one_dies(c, &o, net, 20, 1, 3);
+    CHECK(strstr(msg, "rank 1") != NULL, "the error names rank 1: %s", msg);
     sh_strategy_destroy(st);
 }
 
@@ -346,20 +256,16 @@ static void t_killed_stage_stops_the_other(void)
 int main(void)
 {
     check_begin("test_pipeline", 240);
-    if (tiny_make_dir(dir, sizeof dir) || tiny_write_file(dir, "sgd.cfg", sgd_text) ||
-        tiny_write_file(dir, "adam.cfg", adam_text) || tiny_write_file(dir, "keyed.cfg", keyed_text) ||
-        tiny_write_file(dir, "bn.cfg", bn_text)) {
+    const sh_test_file files[] = {
+        SH_TEST_FILE("sgd.cfg", sgd_text, sgd_cfg),       SH_TEST_FILE("adam.cfg", adam_text, adam_cfg),
+        SH_TEST_FILE("keyed.cfg", keyed_text, keyed_cfg), SH_TEST_FILE("bn.cfg", bn_text, bn_cfg),
+        SH_TEST_FILE("one.ckpt", NULL, ckpt_one),         SH_TEST_FILE("pipe.ckpt", NULL, ckpt_pipe),
+        SH_TEST_FILE("one.weights", NULL, dn_one),        SH_TEST_FILE("pipe.weights", NULL, dn_pipe)};
+    if (tiny_make_dir(dir, sizeof dir) || sh_test_files_write(dir, files, SH_TEST_NFILES(files))) {
         fprintf(stderr, "cannot write the test data\n");
         return 1;
     }
-    snprintf(sgd_cfg, sizeof sgd_cfg, "%s/sgd.cfg", dir);
-    snprintf(adam_cfg, sizeof adam_cfg, "%s/adam.cfg", dir);
-    snprintf(keyed_cfg, sizeof keyed_cfg, "%s/keyed.cfg", dir);
-    snprintf(ckpt_one, sizeof ckpt_one, "%s/one.ckpt", dir);
-    snprintf(ckpt_pipe, sizeof ckpt_pipe, "%s/pipe.ckpt", dir);
-    snprintf(bn_cfg, sizeof bn_cfg, "%s/bn.cfg", dir);
-    snprintf(dn_one, sizeof dn_one, "%s/one.weights", dir);
-    snprintf(dn_pipe, sizeof dn_pipe, "%s/pipe.weights", dir);
+    sh_test_pipe_data_dir = dir;
     RUN(t_part_holds_its_layers_only);
     RUN(t_plan);
     RUN(t_two_stages_sgd_match_one_process);

@@ -16,6 +16,7 @@
 #include "check.h"
 #include "lib/layout.h"
 #include "lib/layout_checks.h"
+#include "lib/pipeline_job.h"
 #include "lib/ranks.h"
 #include "lib/reference.h"
 #include "nn/net.h"
@@ -75,76 +76,10 @@ static int write_cfg(const char *name, const char *head, const char *const *laye
     return tiny_write_file(dir, strrchr(path, '/') + 1, text);
 }
 
+/* The shared options (a test evaluation each epoch), seed 7. */
 static void opts_for(sh_train_opts *o, const char *c, int batch, int64_t steps)
 {
     sh_test_train_opts(o, c, dir, batch, steps, 7);
-    o->eval_each_epoch = 1;
-}
-
-typedef struct {
-    const char *cfg;
-    int stages, micro;
-    int64_t steps;
-    const char *resume, *save; /* NULL: none */
-} link_arg;
-
-/* Every rank trains its stage and compares its parameters, the test accuracy and the loss
- * with one process trained on the whole batch (after a save: nothing, the resume compares). */
-static void exact_job(shoal_comm *c, void *arg)
-{
-    const link_arg *a = arg;
-    int r = shoal_comm_rank(c), replicas = shoal_comm_world(c) / a->stages;
-    sh_pipe_opts po = {a->cfg, a->stages, a->micro, GLOBAL_BATCH / replicas, 7};
-    sh_strategy *st = NULL;
-    sh_net *net = NULL;
-    CHECK(sh_strategy_pipeline_create(c, &po, &st, &net) == SHOAL_OK, "%s", shoal_last_error_message());
-    if (!st) return;
-    sh_train_opts o;
-    opts_for(&o, a->cfg, GLOBAL_BATCH / replicas, a->steps);
-    o.strategy = st;
-    sh_test_layout_files files = {a->resume, a->save, NULL, NULL};
-    char ckpt[700];
-    sh_test_layout_files_apply(&o, &files, ckpt, sizeof ckpt);
-    sh_trainer *t = NULL;
-    sh_train_report rep;
-    CHECK(sh_trainer_create_with_net(&o, net, &t) == SHOAL_OK && sh_trainer_run(t, &rep) == SHOAL_OK,
-          "rank %d: %s", r, shoal_last_error_message());
-    CHECK(shoal_barrier(c) == SHOAL_OK, "%s", shoal_last_error_message());
-    if (!t || a->save) {
-        sh_trainer_destroy(t);
-        sh_strategy_destroy(st);
-        return;
-    }
-    sh_train_opts ro;
-    opts_for(&ro, a->cfg, GLOBAL_BATCH, a->steps);
-    sh_trainer *ref = NULL;
-    sh_train_report rr;
-    CHECK(sh_test_train_one(&ro, &ref, &rr) == SHOAL_OK, "%s", shoal_last_error_message());
-    sh_net *mine = sh_trainer_net(t), *whole = sh_trainer_net(ref);
-    int lo, hi;
-    sh_net_part(mine, &lo, &hi);
-    size_t off, count, total = 0;
-    sh_net_layer_params(whole, lo, &off, &count);
-    for (int i = lo; i < hi; i++) {
-        size_t o2, c2;
-        sh_net_layer_params(whole, i, &o2, &c2);
-        total += c2;
-    }
-    CHECK(sh_net_nparams(mine) == total, "rank %d holds %zu parameters, its layers %d-%d have %zu", r,
-          sh_net_nparams(mine), lo, hi - 1, total);
-    double rel = sh_test_rel_diff(sh_net_params(mine), sh_net_params(whole) + off, sh_net_nparams(mine));
-    CHECK(rel < 1e-5, "rank %d (layers %d-%d of %s): %.3g relative to one process after %lld steps", r, lo, hi - 1,
-          a->cfg, rel, (long long)a->steps);
-    CHECK(rel > 0 || sh_net_nparams(mine) == 0, "rank %d: bitwise equal to one process: were the micro-batches split?",
-          r);
-    CHECK(fabs(rep.test_accuracy - rr.test_accuracy) < 1e-9, "rank %d: test accuracy %.4f, one process %.4f", r,
-          rep.test_accuracy, rr.test_accuracy);
-    /* a replica's loss is its shard's, as in data parallelism */
-    CHECK(replicas > 1 || fabs(rep.train_loss - rr.train_loss) < 1e-4 * (1 + rr.train_loss),
-          "rank %d: train loss %.6f, one process %.6f", r, rep.train_loss, rr.train_loss);
-    sh_trainer_destroy(ref);
-    sh_trainer_destroy(t);
-    sh_strategy_destroy(st);
 }
 
 static void run_layout(const char *name, const char *head, const char *const *layers, const int *cuts, int ncuts,
@@ -152,9 +87,9 @@ static void run_layout(const char *name, const char *head, const char *const *la
 {
     char path[600];
     CHECK(write_cfg(name, head, layers, cuts, ncuts, path, sizeof path) == 0, "cannot write %s", name);
-    link_arg a = {path, ncuts + 1, micro, STEPS, NULL, NULL};
+    sh_test_pipe_arg a = {path, ncuts + 1, micro, STEPS, NULL, NULL, NULL, NULL};
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
-    RUN_RANKS((ncuts + 1) * replicas, &o, exact_job, &a);
+    RUN_RANKS((ncuts + 1) * replicas, &o, sh_test_pipe_exact_job, &a);
 }
 
 /* Cut before layer 3: layers 0 (the shortcut's) and 1 (the route's) cross with layer 2;
@@ -203,21 +138,15 @@ static void t_checkpoints_cross_layouts(void)
     CHECK(write_cfg("mlpck", mlp_head, mlp_layers, (const int[]){3, 5}, 2, path, sizeof path) == 0, "cfg");
     snprintf(ckpt_one, sizeof ckpt_one, "%s/one.ckpt", dir);
     snprintf(ckpt_pipe, sizeof ckpt_pipe, "%s/pipe.ckpt", dir);
-    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
-    sh_train_opts so;
+    sh_train_opts so, ro;
     opts_for(&so, path, GLOBAL_BATCH, STEPS / 2);
     so.eval_each_epoch = 0;
     so.save_path = ckpt_one;
-    CHECK(sh_test_write_one(&so) == SHOAL_OK, "%s", shoal_last_error_message());
-    link_arg resume = {path, 3, 4, STEPS, ckpt_one, NULL};
-    RUN_RANKS(3, &o, exact_job, &resume);
-
-    link_arg first = {path, 3, 4, STEPS / 2, NULL, ckpt_pipe};
-    RUN_RANKS(3, &o, exact_job, &first);
-    sh_train_opts ro;
     opts_for(&ro, path, GLOBAL_BATCH, STEPS);
     ro.eval_each_epoch = 0;
-    check_resumes_in_one_process("pipeline across routes", &ro, ckpt_pipe, 0);
+    sh_test_pipe_arg resume = {path, 3, 4, STEPS, ckpt_one, NULL, NULL, NULL};
+    sh_test_pipe_arg first = {path, 3, 4, STEPS / 2, NULL, ckpt_pipe, NULL, NULL};
+    check_checkpoints_cross("pipeline across routes", &so, sh_test_pipe_exact_job, 3, &resume, 3, &first, &ro, ckpt_pipe, 0);
 }
 
 /* Where a route crosses the net may be cut, and the balanced plan may do it; links are
@@ -273,9 +202,9 @@ static void t_balanced_three_stages_match(void)
 {
     char path[600];
     CHECK(write_cfg("balanced", conv_head, conv_layers, NULL, 0, path, sizeof path) == 0, "cfg");
-    link_arg a = {path, 3, 4, STEPS, NULL, NULL};
+    sh_test_pipe_arg a = {path, 3, 4, STEPS, NULL, NULL, NULL, NULL};
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
-    RUN_RANKS(3, &o, exact_job, &a);
+    RUN_RANKS(3, &o, sh_test_pipe_exact_job, &a);
 }
 
 int main(void)
@@ -285,6 +214,7 @@ int main(void)
         fprintf(stderr, "cannot write the test data\n");
         return 1;
     }
+    sh_test_pipe_data_dir = dir;
     RUN(t_plan_cuts_across_routes);
     RUN(t_two_stages_sgd_shortcut_and_route_across);
     RUN(t_three_stages_sgd_input_sent_on);
