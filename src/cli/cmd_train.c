@@ -452,13 +452,14 @@ int sh_cmd_train(int argc, char **argv)
     if (stages && ps) return sh_cli_usage_error("train", "--pipeline and --ps are different layouts; choose one");
     if (tensor && ps)
         return sh_cli_usage_error("train", "--tensor-parallel is not combined with --ps; choose one");
+    char got[32] = "no -n"; /* what the line says was given */
+    if (nranks) snprintf(got, sizeof got, "-n %lld", (long long)nranks);
     if (tensor > 1 && stages && !in_job && (nranks == 0 || nranks % (stages * tensor)))
         return sh_cli_usage_error("train", "--pipeline %lld --tensor-parallel %lld runs on -n %lld ranks or a multiple "
-                                  "(replicas x S x T; got %s)", stages, tensor, stages * tensor,
-                                  nranks ? "another -n" : "no -n");
+                                  "(replicas x S x T; got %s)", stages, tensor, stages * tensor, got);
     if (tensor > 1 && !in_job && (nranks == 0 || nranks % tensor))
         return sh_cli_usage_error("train", "--tensor-parallel %lld runs on -n %lld ranks or a multiple (replicas x "
-                                  "T; got %s)", tensor, tensor, nranks ? "another -n" : "no -n");
+                                  "T; got %s)", tensor, tensor, got);
     if (hybrid && !in_job && nranks < 2)
         return sh_cli_usage_error("train", "--hybrid %s needs ranks to split the connected layers across: add -n N "
                                   "(N >= 2)", hybrid);
