@@ -15,10 +15,8 @@ JSON object: images/s over `steps` steps after `warmup`.
   --mode one   the whole model in one process with --threads threads (the baseline)
 """
 import argparse
-import gzip
 import json
 import os
-import struct
 import sys
 import tempfile
 import time
@@ -29,27 +27,17 @@ import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "dp"))
+import torch_ddp  # noqa: E402  (its Fashion-MNIST reader)
+
 # the models of bench/mp: balanced.cfg and examples/mlp-wide.cfg (connected widths)
 WIDTHS = {"balanced": [784, 1024, 1024, 1024, 1024, 10], "mlp-wide": [784, 3072, 2560, 10]}
 
 
 def load(ddir):
-    def find(stem):
-        for name in (stem + ".gz", stem):
-            if os.path.exists(os.path.join(ddir, name)):
-                return os.path.join(ddir, name)
-        sys.exit("torch_mp: no %s in %s" % (stem, ddir))
-
-    def read(path):
-        with gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb") as f:
-            return f.read()
-
-    im = read(find("train-images-idx3-ubyte"))
-    n = struct.unpack(">IIII", im[:16])[1]
-    images = torch.frombuffer(bytearray(im[16:]), dtype=torch.uint8).view(n, 784)
-    lb = read(find("train-labels-idx1-ubyte"))
-    labels = torch.frombuffer(bytearray(lb[8:]), dtype=torch.uint8).long()
-    return images, labels
+    """Fashion-MNIST's training set as bench/dp/torch_ddp.py reads it, images flattened."""
+    images, labels = torch_ddp.load(ddir)
+    return images.view(images.shape[0], 784), labels
 
 
 def layers(widths):
@@ -75,14 +63,20 @@ class Batches:
         return self.images[idx].float().div_(255.0), self.labels[idx]
 
 
-def timed(args, step_fn, barrier=None):
+def timed(args, model, barrier=None, out=lambda y: y):
+    """SGD steps of model on the batches; images/s over the steps after the warm-up."""
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
+    data = Batches(args)
     start = None
     for step in range(args.warmup + args.steps):
         if step == args.warmup:
             if barrier:
                 barrier()
             start = time.perf_counter()
-        step_fn(step)
+        x, y = data.get(step)
+        opt.zero_grad(set_to_none=False)
+        F.cross_entropy(out(model(x)), y).backward()
+        opt.step()
     if barrier:
         barrier()
     return args.steps * args.batch / (time.perf_counter() - start)
@@ -91,16 +85,7 @@ def timed(args, step_fn, barrier=None):
 def run_one(args):
     torch.set_num_threads(args.threads)
     torch.manual_seed(1)
-    model = nn.Sequential(*layers(WIDTHS[args.model]))
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
-    data = Batches(args)
-
-    def step(s):
-        x, y = data.get(s)
-        opt.zero_grad(set_to_none=False)
-        F.cross_entropy(model(x), y).backward()
-        opt.step()
-    return timed(args, step)
+    return timed(args, nn.Sequential(*layers(WIDTHS[args.model])))
 
 
 def run_pipe(args):
@@ -116,15 +101,7 @@ def run_pipe(args):
     seq = layers(WIDTHS[args.model])
     cut = (len(seq) + 1) // 2  # balanced.cfg: two connected layers (and their ReLUs) per partition
     model = Pipe(nn.Sequential(nn.Sequential(*seq[:cut]), nn.Sequential(*seq[cut:])), chunks=args.chunks)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
-    data = Batches(args)
-
-    def step(s):
-        x, y = data.get(s)
-        opt.zero_grad(set_to_none=False)
-        F.cross_entropy(model(x).local_value(), y).backward()
-        opt.step()
-    ips = timed(args, step)
+    ips = timed(args, model, out=lambda y: y.local_value())
     rpc.shutdown()
     os.unlink(tmp.name)
     return ips
@@ -192,15 +169,7 @@ def tp_worker(rank, args, q):
                             world_size=args.nranks)
     torch.manual_seed(1)
     model = tp_model(WIDTHS[args.model], rank, args.nranks)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
-    data = Batches(args)
-
-    def step(s):
-        x, y = data.get(s)
-        opt.zero_grad(set_to_none=False)
-        F.cross_entropy(model(x), y).backward()
-        opt.step()
-    ips = timed(args, step, dist.barrier)
+    ips = timed(args, model, dist.barrier)
     if rank == 0:
         q.put(ips)
     dist.destroy_process_group()
