@@ -7,10 +7,13 @@
 #include "comm/engine.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "base/env.h"
 #include "base/err.h"
+#include "base/log.h"
 #include "base/util.h"
 
 /* ---- requests and the engine ---- */
@@ -38,11 +41,26 @@ typedef struct sh_engine {
 
 _Thread_local const shoal_comm *sh_engine_comm;
 
+/* Across hosts the ranks' compute threads may fill every core while a message arrives: the
+ * communicator's thread then waits for a time slice (milliseconds) with the wire idle. It
+ * asks for the lowest real-time priority where the process may (root, CAP_SYS_NICE,
+ * RLIMIT_RTPRIO), so it runs as soon as it wakes; it sleeps whenever it waits for a socket.
+ * Not on one host: shared-memory waits spin and yield, which must not starve the ranks. */
+static void engine_priority(const shoal_comm *c)
+{
+    long rt = 1;
+    if (c->nhosts < 2 || sh_env_long("SHOAL_COMM_RT", &rt) != SHOAL_OK || !rt) return;
+    struct sched_param sp = {.sched_priority = 1};
+    if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) != 0)
+        SH_LOG_I("comm", "the communicator's thread keeps the normal priority (no permission for SCHED_FIFO)");
+}
+
 static void *engine_main(void *arg)
 {
     shoal_comm *c = arg;
     sh_engine *e = c->engine;
     sh_engine_comm = c;
+    engine_priority(c);
     pthread_mutex_lock(&e->mu);
     for (;;) {
         while (!e->head && !e->stopping) pthread_cond_wait(&e->work, &e->mu);
