@@ -54,9 +54,10 @@ static const env_var table[] = {
     {"SHOAL_DP_WINDOW", "1", 0, 1,
      "data parallel with SHOAL_DP_SHARD=1 on one host: 1 keeps one copy of the weights (and "
      "every rank's gradients) in shared memory, 0 gives each rank its own copy"},
-    {"SHOAL_DP_OVERLAP", "1", 0, 1,
-     "data parallel with SHOAL_DP_SHARD=1 and a copy of the weights per rank (across hosts): 1 "
-     "lets the next step's forward overlap the tail of this step's gradient exchange"},
+    {"SHOAL_DP_OVERLAP", "1", 0, 2,
+     "data parallel with SHOAL_DP_SHARD=1 and a copy of the weights per rank: the next step's "
+     "forward overlaps the tail of this step's gradient exchange; 1: across hosts, 2: also on one "
+     "host, 0: never"},
     {"SHOAL_DP_CHUNK_KB", "256", 0, 1 << 20,
      "data parallel with SHOAL_DP_OVERLAP over 2 ranks: cut gradient buckets into chunks of this "
      "many KiB so that the first layers' go first (0: whole buckets)"},

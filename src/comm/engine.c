@@ -52,7 +52,8 @@ static void engine_priority(const shoal_comm *c)
     if (c->nhosts < 2 || sh_env_long("SHOAL_COMM_RT", &rt) != SHOAL_OK || !rt) return;
     struct sched_param sp = {.sched_priority = 1};
     if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) != 0)
-        SH_LOG_I("comm", "the communicator's thread keeps the normal priority (no permission for SCHED_FIFO)");
+        SH_LOG_I("comm", "the communicator's thread keeps the normal priority "
+                 "(no permission for SCHED_FIFO)");
 }
 
 static void *engine_main(void *arg)

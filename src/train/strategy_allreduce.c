@@ -164,6 +164,8 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
                  shoal_comm_world(d->c), nparams, shoal_codec_format(&d->codec, spec, sizeof spec),
                  d->sfb ? " and sufficient factors" : "");
         d->prof.compressed = 1;
+        s->drain = NULL;
+        s->sum_start = NULL;
         return SHOAL_OK;
     }
     /* Groups of whole layers, last layer first. */
@@ -191,14 +193,20 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
         d->group_of_layer[i] = cur;
     }
     /* Overlap with the next forward (the trainer's run loop allows it: may_defer) where the
-     * update rides on the allreduce and each rank has its own weights. With two ranks every
+     * update rides on the allreduce, each rank has its own weights and the ranks span hosts
+     * (on one host the exchange is short and the overlap measured no gain). With two ranks every
      * element's reduction is the one sum a + b whatever the cut, so large groups are cut into
      * chunks and the next forward's first layers need not queue behind the last ones. */
     long overlap = 1, chunk_kb = 256, ahead_kb = 1024;
     SH_TRY(sh_env_long("SHOAL_DP_OVERLAP", &overlap));
     SH_TRY(sh_env_long("SHOAL_DP_CHUNK_KB", &chunk_kb));
     SH_TRY(sh_env_long("SHOAL_DP_AHEAD_KB", &ahead_kb));
-    d->defers = overlap && d->shard && !shared;
+    int across = 0; /* 1: the ranks are on more than one host */
+    for (int r = 1; r < shoal_comm_world(d->c); r++) {
+        const char *h0 = shoal_comm_host(d->c, 0), *h = shoal_comm_host(d->c, r);
+        across |= h0 && h && strcmp(h0, h) != 0;
+    }
+    d->defers = (overlap == 2 || (overlap == 1 && across)) && d->shard && !shared;
     size_t chunk = d->defers && shoal_comm_world(d->c) == 2 && chunk_kb > 0 ? (size_t)chunk_kb * 256 : 0;
     d->ahead = (size_t)ahead_kb * 256;
     int nb = 0;
@@ -228,6 +236,7 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
         d->b[i].own_hi = 0;
     }
     if (d->defers) sh_net_set_before_forward(net, before_forward, s);
+    else s->drain = NULL, s->sum_start = NULL; /* every step ends complete, as it always did */
     SH_LOG_I("train", "data parallel over %d ranks: %zu parameters in %d buckets of up to %.1f MB%s%s",
              shoal_comm_world(d->c), nparams, d->nb, (double)cap * 4 / 1e6,
              shared ? ", one copy of the weights in shared memory" : "",

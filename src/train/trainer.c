@@ -506,8 +506,9 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
         uint64_t t1 = sh_now_ns();
         int scan = t->steps_done % DIVERGENCE_SCAN_STEPS == 0 || t->steps_done == last;
         int64_t now_done = step + 1;
-        /* quiet: nothing but the next step reads the weights or gradients after this one */
-        int quiet = st->may_defer && !t->tb && !scan && now_done % per_epoch != 0 && now_done != last &&
+        /* quiet (the same on every rank): nothing but the next step reads the weights or
+         * gradients after this one (TensorBoard jobs are never quiet: grad_sq_wanted) */
+        int quiet = st->may_defer && !st->grad_sq_wanted && !scan && now_done % per_epoch != 0 && now_done != last &&
                     !(t->opts.save_path && t->opts.save_every_steps > 0 && now_done % t->opts.save_every_steps == 0);
         if (!quiet && st->drain) SH_TRY_GOTO(st->drain(st), rc, done);
         SH_TRY_GOTO(check_diverged(t, loss, scan), rc, done);

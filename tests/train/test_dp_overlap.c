@@ -94,7 +94,7 @@ static void job(shoal_comm *c, void *arg)
 
 static void run(const char *model, const char *overlap, float *out, int64_t *overlaps)
 {
-    setenv("SHOAL_DP_OVERLAP", overlap, 1);
+    setenv("SHOAL_DP_OVERLAP", overlap, 1); /* 2: also on one host */
     ov_arg a = {model, out, overlaps};
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .transport = "tcp", .deadline_s = 120};
     CHECK(RUN_RANKS(2, &o, job, &a) == 0, "%s, SHOAL_DP_OVERLAP=%s", model, overlap);
@@ -113,7 +113,7 @@ static void t_overlap_is_exact(void)
     const char *models[2] = {cfg, adam_cfg};
     for (int k = 0; k < 2; k++) {
         memset(with, 0, 2 * CAP * sizeof(float));
-        run(models[k], "1", with, &count[0]);
+        run(models[k], "2", with, &count[0]);
         run(models[k], "0", without, &count[1]);
         CHECK(count[0] >= 3, "%s: the next forward began while the last exchange was in flight %lld times "
               "(rank 1 was late 6 times)", models[k], (long long)count[0]);
