@@ -1,6 +1,7 @@
 /* engine.c — requests and the communicator's own thread: non-blocking collectives run
  * there in start order (a blocking call made while some are queued runs after them), and
- * shoal_wait / shoal_test for collective and point-to-point requests.
+ * shoal_wait / shoal_test for collective and point-to-point requests. Across hosts the
+ * thread asks for real-time priority 1 (SHOAL_COMM_RT), so compute threads do not delay it.
  * Not here: running one collective (comm.c's sh_comm_run_coll, coll/select.c), tagged
  * messages (p2p.c), argument checks (comm.c).
  * Proved by tests/comm/test_comm.c (non-blocking cases) and tests/comm/test_comm_faults.c. */

@@ -2,9 +2,13 @@
  * attach (after checking that every rank has the same model and batch); the gradient block
  * is cut into buckets of whole layers from the last layer backwards, and as soon as
  * backward has finished a bucket its non-blocking allreduce (average) starts, so
- * communication overlaps the backward pass of the earlier layers; finish waits for all.
- * Not here: the step (step.c), the collectives (src/comm).
- * Proved by tests/train/test_dp.c. */
+ * communication overlaps the backward pass of the earlier layers. On one host finish waits
+ * for all. Across hosts (P3, ByteScheduler) the buckets of two ranks are cut into chunks,
+ * backward starts the first SHOAL_DP_AHEAD_KB of them, finish starts the rest with the
+ * first layers' first and returns: the next forward waits before each layer only for the
+ * chunks holding its weights, and drain (the trainer, before anything else reads them) for
+ * all. Not here: the step (step.c), the lagged stop/save agreement (trainer.c), the
+ * collectives (src/comm). Proved by tests/train/test_dp.c and test_dp_overlap.c. */
 #include "train/strategy_allreduce.h"
 
 #include <stdint.h>
