@@ -59,11 +59,11 @@ static const env_var table[] = {
      "forward overlaps the tail of this step's gradient exchange; 1: across hosts, 2: also on one "
      "host, 0: never"},
     {"SHOAL_DP_CHUNK_KB", "256", 0, 1 << 20,
-     "data parallel with SHOAL_DP_OVERLAP over 2 ranks: cut gradient buckets into chunks of this "
-     "many KiB so that the first layers' go first (0: whole buckets)"},
+     "data parallel with SHOAL_DP_OVERLAP over 2 ranks: cut gradient buckets into chunks (at most 8 "
+     "a bucket, of at least this many KiB) so that the first layers' go first (0: whole buckets)"},
     {"SHOAL_DP_AHEAD_KB", "1024", 0, 1 << 22,
-     "data parallel with SHOAL_DP_OVERLAP: KiB of gradients backward may start before the end "
-     "of backward; the rest goes then, the first layers' first"},
+     "data parallel with SHOAL_DP_OVERLAP: KiB of gradients (at least half of them) backward may "
+     "start before its end; the rest goes then, the first layers' first"},
     /* engine */
     {"SHOAL_THREADS", "0", 0, 1024, "kernel threads per rank (0: the CPUs the process may run on, shared by the ranks on its host)"},
     {"SHOAL_DATA_DIR", "/usr/share/datasets/fashion-mnist", NOT_INT,

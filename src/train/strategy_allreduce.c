@@ -212,11 +212,23 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
     }
     d->defers = (overlap == 2 || (overlap == 1 && across)) && d->shard && !shared;
     size_t chunk = d->defers && shoal_comm_world(d->c) == 2 && chunk_kb > 0 ? (size_t)chunk_kb * 256 : 0;
+    /* Each request costs a round of messages: a group is cut into at most 8 chunks of at
+     * least SHOAL_DP_CHUNK_KB; backward may start at least half of the gradients (the wire
+     * must stay busy through a long backward) */
     d->ahead = (size_t)ahead_kb * 256;
+    if (d->ahead < nparams / 2) d->ahead = nparams / 2;
+    size_t *cut = calloc((size_t)d->ng + 1, sizeof(size_t));
+    if (!cut) return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
     int nb = 0;
-    for (int k = 0; k < d->ng; k++) nb += chunk ? (int)((d->g[k].count + chunk - 1) / chunk) : 1;
+    for (int k = 0; k < d->ng; k++) {
+        cut[k] = chunk && chunk < (d->g[k].count + 7) / 8 ? (d->g[k].count + 7) / 8 : chunk;
+        nb += cut[k] ? (int)((d->g[k].count + cut[k] - 1) / cut[k]) : 1;
+    }
     d->b = calloc((size_t)nb + 1, sizeof(bucket));
-    if (!d->b) return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
+    if (!d->b) {
+        free(cut);
+        return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
+    }
     for (int k = 0; k < d->ng; k++) {
         size_t glo = SIZE_MAX;
         for (int i = 0; i < nl; i++)
@@ -226,14 +238,16 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
                 if (off < glo) glo = off;
             }
         d->g[k].first = d->nb;
-        for (size_t at = 0; at < d->g[k].count; at += chunk ? chunk : d->g[k].count) {
+        size_t ck = cut[k];
+        for (size_t at = 0; at < d->g[k].count; at += ck ? ck : d->g[k].count) {
             bucket *b = &d->b[d->nb++];
             b->lo = glo + at;
-            b->count = chunk && d->g[k].count - at > chunk ? chunk : d->g[k].count - at;
+            b->count = ck && d->g[k].count - at > ck ? ck : d->g[k].count - at;
             b->grp = k;
         }
         d->g[k].end = d->nb;
     }
+    free(cut);
     for (int i = 0; i < d->nb; i++) {
         d->b[i].d = d;
         d->b[i].own_lo = SIZE_MAX;

@@ -137,8 +137,8 @@ int main(void)
         return check_end();
     }
     setenv("SHOAL_DP_WINDOW", "0", 1);  /* private weights, as across hosts */
-    setenv("SHOAL_DP_CHUNK_KB", "16", 1); /* 90.3k floats in 23 chunks */
-    setenv("SHOAL_DP_AHEAD_KB", "32", 1); /* backward starts 2 of them; the rest after layer 0's */
+    setenv("SHOAL_DP_CHUNK_KB", "16", 1); /* 90.3k floats in 8 chunks */
+    setenv("SHOAL_DP_AHEAD_KB", "32", 1); /* backward starts half; the rest after layer 0's */
     snprintf(cfg, sizeof cfg, "%s/ov.cfg", dir);
     snprintf(adam_cfg, sizeof adam_cfg, "%s/ov-adam.cfg", dir);
     snprintf(ckpt, sizeof ckpt, "%s/ov.ckpt", dir);
