@@ -652,7 +652,15 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
         r->profile.optimizer = t->prof_ns[4] * k;
     }
 done:
-    if (agree_req) shoal_wait(agree_req); /* the error above is the one to report */
+    if (rc != SHOAL_OK && (agree_req || st->drain)) {
+        /* the exchanges still in flight end (or fail) before the caller frees the weights
+         * they update; the error above is the one to report */
+        char msg[2048];
+        snprintf(msg, sizeof msg, "%s", shoal_last_error_message());
+        if (agree_req) shoal_wait(agree_req);
+        if (st->drain) st->drain(st);
+        SH_FAIL(rc, "%s", msg);
+    }
     st->may_defer = 0;
     sh_progress_destroy(prog);
     return rc;
