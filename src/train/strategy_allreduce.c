@@ -253,8 +253,12 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
         d->b[i].own_lo = SIZE_MAX;
         d->b[i].own_hi = 0;
     }
-    if (d->defers) sh_net_set_before_forward(net, before_forward, s);
-    else s->drain = NULL, s->sum_start = NULL; /* every step ends complete, as it always did */
+    if (d->defers) {
+        sh_net_set_before_forward(net, before_forward, s);
+    } else { /* every step ends complete, as it always did */
+        s->drain = NULL;
+        s->sum_start = NULL;
+    }
     SH_LOG_I("train", "data parallel over %d ranks: %zu parameters in %d buckets of up to %.1f MB%s%s",
              shoal_comm_world(d->c), nparams, d->nb, (double)cap * 4 / 1e6,
              shared ? ", one copy of the weights in shared memory" : "",
