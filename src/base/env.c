@@ -41,6 +41,9 @@ static const env_var table[] = {
      "LO-HI: the TCP ports ranks listen on for each other, one each (default: any free port)"},
     {"SHOAL_CHUNK_BYTES", "0", 0, 1L << 30,
      "pipelining chunk of the collectives in bytes (0: chosen by size)"},
+    {"SHOAL_COMM_RT", "1", 0, 1,
+     "jobs across hosts: 1 runs the communicator's thread at the lowest real-time priority where "
+     "allowed (root, CAP_SYS_NICE), so that messages do not wait behind compute threads"},
     {"SHOAL_SPIN_US", "50", 0, 10000000, "how long a waiting rank spins before it blocks, in us"},
     {"SHOAL_BIND", "core", NOT_INT,
      "shoal launch: core (pin each rank to its share of the cores, as mpirun does) or none"},
@@ -51,6 +54,16 @@ static const env_var table[] = {
     {"SHOAL_DP_WINDOW", "1", 0, 1,
      "data parallel with SHOAL_DP_SHARD=1 on one host: 1 keeps one copy of the weights (and "
      "every rank's gradients) in shared memory, 0 gives each rank its own copy"},
+    {"SHOAL_DP_OVERLAP", "1", 0, 2,
+     "data parallel with SHOAL_DP_SHARD=1 and a copy of the weights per rank: the next step's "
+     "forward overlaps the tail of this step's gradient exchange; 1: across hosts, 2: also on one "
+     "host, 0: never"},
+    {"SHOAL_DP_CHUNK_KB", "256", 0, 1 << 20,
+     "data parallel with SHOAL_DP_OVERLAP over 2 ranks: cut gradient buckets into chunks (at most 8 "
+     "a bucket, of at least this many KiB) so that the first layers' go first (0: whole buckets)"},
+    {"SHOAL_DP_AHEAD_KB", "1024", 0, 1 << 22,
+     "data parallel with SHOAL_DP_OVERLAP: KiB of gradients (at least half of them) backward may "
+     "start before its end; the rest goes then, the first layers' first"},
     /* engine */
     {"SHOAL_THREADS", "0", 0, 1024, "kernel threads per rank (0: the CPUs the process may run on, shared by the ranks on its host)"},
     {"SHOAL_DATA_DIR", "/usr/share/datasets/fashion-mnist", NOT_INT,

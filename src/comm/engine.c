@@ -1,16 +1,20 @@
 /* engine.c — requests and the communicator's own thread: non-blocking collectives run
  * there in start order (a blocking call made while some are queued runs after them), and
- * shoal_wait / shoal_test for collective and point-to-point requests.
+ * shoal_wait / shoal_test for collective and point-to-point requests. Across hosts the
+ * thread asks for real-time priority 1 (SHOAL_COMM_RT), so compute threads do not delay it.
  * Not here: running one collective (comm.c's sh_comm_run_coll, coll/select.c), tagged
  * messages (p2p.c), argument checks (comm.c).
  * Proved by tests/comm/test_comm.c (non-blocking cases) and tests/comm/test_comm_faults.c. */
 #include "comm/engine.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "base/env.h"
 #include "base/err.h"
+#include "base/log.h"
 #include "base/util.h"
 
 /* ---- requests and the engine ---- */
@@ -38,11 +42,27 @@ typedef struct sh_engine {
 
 _Thread_local const shoal_comm *sh_engine_comm;
 
+/* Across hosts the ranks' compute threads may fill every core while a message arrives: the
+ * communicator's thread then waits for a time slice (milliseconds) with the wire idle. It
+ * asks for the lowest real-time priority where the process may (root, CAP_SYS_NICE,
+ * RLIMIT_RTPRIO), so it runs as soon as it wakes; it sleeps whenever it waits for a socket.
+ * Not on one host: shared-memory waits spin and yield, which must not starve the ranks. */
+static void engine_priority(const shoal_comm *c)
+{
+    long rt = 1;
+    if (c->nhosts < 2 || sh_env_long("SHOAL_COMM_RT", &rt) != SHOAL_OK || !rt) return;
+    struct sched_param sp = {.sched_priority = 1};
+    if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) != 0)
+        SH_LOG_I("comm", "the communicator's thread keeps the normal priority "
+                 "(no permission for SCHED_FIFO)");
+}
+
 static void *engine_main(void *arg)
 {
     shoal_comm *c = arg;
     sh_engine *e = c->engine;
     sh_engine_comm = c;
+    engine_priority(c);
     pthread_mutex_lock(&e->mu);
     for (;;) {
         while (!e->head && !e->stopping) pthread_cond_wait(&e->work, &e->mu);

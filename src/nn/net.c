@@ -687,6 +687,7 @@ shoal_result sh_net_forward(sh_net *n, const float *x, int nimg, int training)
             l->in_delta[k] = n->want_input_delta ? n->input_delta : NULL;
             l->accum[k] = n->part_in_consumers > 1 || n->part_in_sent;
         }
+        if (n->before_forward && l->param_count) SH_TRY(n->before_forward(n->before_forward_ctx, i));
         uint64_t t0 = sh_now_ns();
         l->ops->forward(l, &n->exec);
         uint64_t t1 = sh_now_ns();
@@ -694,6 +695,12 @@ shoal_result sh_net_forward(sh_net *n, const float *x, int nimg, int training)
         if (sh_trace_on()) sh_trace_span(SH_TRACK_FORWARD, l->name, t0, t1, "layer", i, NULL, 0);
     }
     return n->exec.sum_rc;
+}
+
+void sh_net_set_before_forward(sh_net *n, sh_before_forward_fn fn, void *ctx)
+{
+    n->before_forward = fn;
+    n->before_forward_ctx = ctx;
 }
 
 const float *sh_net_output(const sh_net *n) { return n->layers[n->softmax].out; }

@@ -247,6 +247,12 @@ typedef void (*sh_grad_ready_fn)(void *ctx, int layer, size_t offset, size_t cou
  * block (overwrites, no need to zero first). ready may be NULL. Allocates nothing. */
 shoal_result sh_net_backward(sh_net *n, sh_grad_ready_fn ready, void *ctx);
 
+/* Called by forward before layer i (one with parameters) runs: a data-parallel strategy
+ * whose last step's exchanges may still be in flight waits there for the ones holding layer
+ * i's parameters. An error stops the forward and is its result. NULL fn: none. */
+typedef shoal_result (*sh_before_forward_fn)(void *ctx, int layer);
+void sh_net_set_before_forward(sh_net *n, sh_before_forward_fn fn, void *ctx);
+
 /* Milliseconds the last forward and backward spent in layer i. */
 void sh_net_layer_times(const sh_net *n, int i, double *forward_ms, double *backward_ms);
 /* Dropout's random state, so that resume and ranks are exact. */

@@ -49,6 +49,9 @@ struct sh_net {
     size_t nstate;
     float *input_delta;       /* (N, input) */
     int want_input_delta;
+    /* sh_net_set_before_forward: called before each layer with parameters runs forward */
+    shoal_result (*before_forward)(void *ctx, int layer);
+    void *before_forward_ctx;
     int *zero_before_backward; /* [nlayers]: 1 when several layers add into its delta */
 
     int nthreads;

@@ -111,6 +111,18 @@ struct sh_strategy {
      * rank where it differs from `rank` (a pipeline stage's, whose `rank` is its replica);
      * valid when has_drill_rank. */
     int has_drill_rank, drill_rank;
+    /* Optional (NULL: finish always ends the step's communication). Set by the trainer's
+     * run loop only (direct sh_train_step callers keep finish complete): may_defer lets
+     * finish return with the step's last gradient exchanges still in flight, each completed
+     * (update applied) by the next forward before the layer whose parameters it holds
+     * (sh_net_set_before_forward), so that forward overlaps the tail of the exchange.
+     * drain completes them all: the trainer calls it before anything else reads the weights
+     * or gradients (evaluation, checkpoints, TensorBoard, the divergence scan, the end).
+     * sum_start is ops->sum without waiting, for the stop/save agreement after such a step
+     * (queued behind the exchanges; the caller shoal_waits *req before reading v). */
+    int may_defer;
+    shoal_result (*drain)(sh_strategy *s);
+    shoal_result (*sum_start)(sh_strategy *s, double *v, int n, shoal_request **req);
     int many_ranks; /* 1: other ranks run this same training although world is 1 (pipeline
                        stages, tensor shares): stop and save requests are agreed (sum) */
     int pass_takes_empty; /* 1: evaluation calls pass on every rank for every test batch, also

@@ -2,9 +2,13 @@
  * attach (after checking that every rank has the same model and batch); the gradient block
  * is cut into buckets of whole layers from the last layer backwards, and as soon as
  * backward has finished a bucket its non-blocking allreduce (average) starts, so
- * communication overlaps the backward pass of the earlier layers; finish waits for all.
- * Not here: the step (step.c), the collectives (src/comm).
- * Proved by tests/train/test_dp.c. */
+ * communication overlaps the backward pass of the earlier layers. On one host finish waits
+ * for all. Across hosts (P3, ByteScheduler) the buckets of two ranks are cut into chunks,
+ * backward starts the first SHOAL_DP_AHEAD_KB of them, finish starts the rest with the
+ * first layers' first and returns: the next forward waits before each layer only for the
+ * chunks holding its weights, and drain (the trainer, before anything else reads them) for
+ * all. Not here: the step (step.c), the lagged stop/save agreement (trainer.c), the
+ * collectives (src/comm). Proved by tests/train/test_dp.c and test_dp_overlap.c. */
 #include "train/strategy_allreduce.h"
 
 #include <stdint.h>
@@ -23,8 +27,9 @@ typedef struct dp_state dp_state;
 
 typedef struct {
     size_t lo, count;     /* slice of the gradient block */
-    size_t ready;         /* floats of it backward has finished this step */
-    shoal_request *req;   /* in flight, or NULL */
+    int grp;              /* its group (the layers it belongs to) */
+    int is_ready, started; /* this step: backward finished its group; its exchange started */
+    shoal_request *req;   /* started and not yet waited for, or NULL */
     uint64_t start_ns;
     dp_state *d;
     /* With the update split across ranks: the part of the bucket this rank updates (seen
@@ -32,6 +37,13 @@ typedef struct {
     size_t own_lo, own_hi;
     double sq; /* this step: the squared norm of the reduced gradients this rank applied */
 } bucket;
+
+/* Whole layers that travel together (last layer first); a large group is cut into chunks,
+ * buckets [first, end), so that a group needed sooner by the next forward can go first. */
+typedef struct {
+    size_t count, ready; /* floats; of them, those backward has finished this step */
+    int first, end;
+} group;
 
 struct dp_state {
     shoal_comm *c;
@@ -41,7 +53,16 @@ struct dp_state {
     int shard;            /* the allreduce applies the optimizer (each rank its block) */
     bucket *b;
     int nb;
-    int *bucket_of_layer;  /* [nlayers] */
+    group *g;
+    int ng;
+    int *group_of_layer;   /* [nlayers], -1: no parameters */
+    int defers;            /* finish may leave exchanges in flight (SHOAL_DP_OVERLAP) */
+    size_t ahead;          /* floats backward may start while deferring (SHOAL_DP_AHEAD_KB) */
+    int opened;            /* this step's first exchange has started (optimizer begun) */
+    int inflight;          /* buckets started and not yet waited for */
+    int fwd_seen;          /* the forward after a deferred finish has checked for overlap */
+    size_t started;        /* floats started this step */
+    sh_step_comm acc;      /* this step's communication so far */
     shoal_result failed;   /* from grad_ready, reported by finish */
     sh_dp_profile prof;
     sh_step_comm last;     /* the last step's communication */
@@ -113,6 +134,8 @@ static shoal_result share_weights(dp_state *d, sh_net *net, int *done)
     return SHOAL_OK;
 }
 
+static shoal_result before_forward(void *ctx, int layer);
+
 static shoal_result attach(sh_strategy *s, sh_net *net)
 {
     dp_state *d = s->impl;
@@ -145,51 +168,114 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
                  shoal_comm_world(d->c), nparams, shoal_codec_format(&d->codec, spec, sizeof spec),
                  d->sfb ? " and sufficient factors" : "");
         d->prof.compressed = 1;
+        s->drain = NULL;
+        s->sum_start = NULL;
         return SHOAL_OK;
     }
-    /* Buckets of whole layers, last layer first. */
+    /* Groups of whole layers, last layer first. */
     int nl = sh_net_nlayers(net);
     size_t cap = (size_t)((d->o.bucket_mb > 0 ? d->o.bucket_mb : 1.0) * 1024 * 1024 / sizeof(float));
     if (cap == 0) cap = 1;
-    d->bucket_of_layer = calloc((size_t)nl, sizeof(int));
-    d->b = calloc((size_t)nl + 1, sizeof(bucket));
-    if (!d->bucket_of_layer || !d->b) return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
+    d->group_of_layer = calloc((size_t)nl, sizeof(int));
+    d->g = calloc((size_t)nl + 1, sizeof(group));
+    if (!d->group_of_layer || !d->g) return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
     int cur = -1;
+    size_t lo_of_cur = 0;
     for (int i = nl - 1; i >= 0; i--) {
         size_t off, cnt;
         sh_net_layer_params(net, i, &off, &cnt);
-        d->bucket_of_layer[i] = -1;
+        d->group_of_layer[i] = -1;
         if (!cnt) continue;
-        /* a layer that would overflow the bucket starts the next one (a layer larger than
+        /* a layer that would overflow the group starts the next one (a layer larger than
          * the cap travels alone): its allreduce then starts as soon as its backward ends */
-        if (cur < 0 || (d->b[cur].count > 0 && d->b[cur].count + cnt > cap) || off + cnt != d->b[cur].lo) {
-            cur = d->nb++;
-            d->b[cur].lo = off;
-            d->b[cur].count = 0;
+        if (cur < 0 || (d->g[cur].count > 0 && d->g[cur].count + cnt > cap) || off + cnt != lo_of_cur) {
+            cur = d->ng++;
+            d->g[cur].count = 0;
         }
-        d->b[cur].lo = off;
-        d->b[cur].count += cnt;
-        d->bucket_of_layer[i] = cur;
+        lo_of_cur = off;
+        d->g[cur].count += cnt;
+        d->group_of_layer[i] = cur;
     }
+    /* Overlap with the next forward (the trainer's run loop allows it: may_defer) where the
+     * update rides on the allreduce, each rank has its own weights and the ranks span hosts
+     * (on one host the exchange is short and the overlap measured no gain). With two ranks every
+     * element's reduction is the one sum a + b whatever the cut, so large groups are cut into
+     * chunks and the next forward's first layers need not queue behind the last ones. */
+    long overlap = 1, chunk_kb = 256, ahead_kb = 1024;
+    SH_TRY(sh_env_long("SHOAL_DP_OVERLAP", &overlap));
+    SH_TRY(sh_env_long("SHOAL_DP_CHUNK_KB", &chunk_kb));
+    SH_TRY(sh_env_long("SHOAL_DP_AHEAD_KB", &ahead_kb));
+    int across = 0; /* 1: the ranks are on more than one host */
+    for (int r = 1; r < shoal_comm_world(d->c); r++) {
+        const char *h0 = shoal_comm_host(d->c, 0), *h = shoal_comm_host(d->c, r);
+        across |= h0 && h && strcmp(h0, h) != 0;
+    }
+    d->defers = (overlap == 2 || (overlap == 1 && across)) && d->shard && !shared;
+    size_t chunk = d->defers && shoal_comm_world(d->c) == 2 && chunk_kb > 0 ? (size_t)chunk_kb * 256 : 0;
+    /* Each request costs a round of messages: a group is cut into at most 8 chunks of at
+     * least SHOAL_DP_CHUNK_KB; backward may start at least half of the gradients (the wire
+     * must stay busy through a long backward) */
+    d->ahead = (size_t)ahead_kb * 256;
+    if (d->ahead < nparams / 2) d->ahead = nparams / 2;
+    size_t *cut = calloc((size_t)d->ng + 1, sizeof(size_t));
+    if (!cut) return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
+    int nb = 0;
+    for (int k = 0; k < d->ng; k++) {
+        cut[k] = chunk && chunk < (d->g[k].count + 7) / 8 ? (d->g[k].count + 7) / 8 : chunk;
+        nb += cut[k] ? (int)((d->g[k].count + cut[k] - 1) / cut[k]) : 1;
+    }
+    d->b = calloc((size_t)nb + 1, sizeof(bucket));
+    if (!d->b) {
+        free(cut);
+        return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
+    }
+    for (int k = 0; k < d->ng; k++) {
+        size_t glo = SIZE_MAX;
+        for (int i = 0; i < nl; i++)
+            if (d->group_of_layer[i] == k) {
+                size_t off, cnt;
+                sh_net_layer_params(net, i, &off, &cnt);
+                if (off < glo) glo = off;
+            }
+        d->g[k].first = d->nb;
+        size_t ck = cut[k];
+        for (size_t at = 0; at < d->g[k].count; at += ck ? ck : d->g[k].count) {
+            bucket *b = &d->b[d->nb++];
+            b->lo = glo + at;
+            b->count = ck && d->g[k].count - at > ck ? ck : d->g[k].count - at;
+            b->grp = k;
+        }
+        d->g[k].end = d->nb;
+    }
+    free(cut);
     for (int i = 0; i < d->nb; i++) {
         d->b[i].d = d;
         d->b[i].own_lo = SIZE_MAX;
         d->b[i].own_hi = 0;
     }
-    SH_LOG_I("train", "data parallel over %d ranks: %zu parameters in %d buckets of up to %.1f MB%s",
+    if (d->defers) {
+        sh_net_set_before_forward(net, before_forward, s);
+    } else { /* every step ends complete, as it always did */
+        s->drain = NULL;
+        s->sum_start = NULL;
+    }
+    SH_LOG_I("train", "data parallel over %d ranks: %zu parameters in %d buckets of up to %.1f MB%s%s",
              shoal_comm_world(d->c), nparams, d->nb, (double)cap * 4 / 1e6,
-             shared ? ", one copy of the weights in shared memory" : "");
+             shared ? ", one copy of the weights in shared memory" : "",
+             d->defers ? ", the tail overlapping the next forward" : "");
     return SHOAL_OK;
 }
 
 static shoal_result begin(sh_strategy *s, int64_t step)
 {
     dp_state *d = s->impl;
-    for (int i = 0; i < d->nb; i++) d->b[i].ready = 0;
+    for (int i = 0; i < d->nb; i++) d->b[i].is_ready = d->b[i].started = 0;
+    for (int k = 0; k < d->ng; k++) d->g[k].ready = 0;
     d->failed = SHOAL_OK;
+    d->opened = 0;
+    d->started = 0;
     if (d->gx) sh_gradx_begin(d->gx, d->grads);
     if (d->shard || s->applies_update) d->lr = sh_lr_at(s->lr, step);
-    if (d->shard) sh_optim_begin(s->opt, d->lr);
     return SHOAL_OK;
 }
 
@@ -206,9 +292,56 @@ static void apply_piece(void *ctx, size_t off, size_t n, const float *reduced)
     d->prof.updated += (double)n;
 }
 
+static void trace_bucket(int i, const bucket *b, const shoal_request_trace *tr);
+
+/* Waits for bucket i's exchange (its update applied) and records how it ran; the step's
+ * figures are complete with its last bucket. */
+static shoal_result complete(dp_state *d, int i)
+{
+    bucket *b = &d->b[i];
+    if (!b->req) return SHOAL_OK;
+    shoal_request_trace tr;
+    shoal_result r = shoal_wait_trace(b->req, &tr);
+    b->req = NULL;
+    d->inflight--;
+    d->prof.comm_s += (double)(sh_now_ns() - b->start_ns) * 1e-9;
+    d->prof.bytes += (double)b->count * 4;
+    d->acc.comm_s += (double)(tr.finished_ns - tr.started_ns) * 1e-9;
+    d->acc.nbytes += (double)b->count * 4;
+    if (sh_trace_on()) trace_bucket(i, b, &tr);
+    if (d->inflight == 0) {
+        int world = shoal_comm_world(d->c);
+        double ring = world > 1 ? 2.0 * (world - 1) / world : 0; /* bytes sent per payload byte */
+        d->last = d->acc;
+        d->last.sent_nbytes = d->last.nbytes * ring;
+        d->last.busbw_gb_s = d->last.comm_s > 0 ? d->last.sent_nbytes / d->last.comm_s * 1e-9 : 0;
+    }
+    return r;
+}
+
+/* Every exchange still in flight, completed; the first error. */
+static shoal_result complete_all(dp_state *d)
+{
+    shoal_result rc = SHOAL_OK;
+    for (int i = 0; i < d->nb; i++) {
+        shoal_result r = complete(d, i);
+        if (rc == SHOAL_OK) rc = r;
+    }
+    return rc;
+}
+
 static void start_bucket(dp_state *d, bucket *b)
 {
-    if (b->req || d->failed != SHOAL_OK) return;
+    if (b->started || d->failed != SHOAL_OK) return;
+    if (!d->opened) { /* the step's first exchange: the last step's are all done, then the
+                         optimizer's rates for this step (Adam counts steps here) */
+        d->failed = complete_all(d);
+        if (d->failed != SHOAL_OK) return;
+        if (d->shard) sh_optim_begin(d->s->opt, d->lr);
+        memset(&d->acc, 0, sizeof d->acc);
+        d->opened = 1;
+    }
+    b->started = 1;
     b->start_ns = sh_now_ns();
     b->sq = 0;
     float *p = d->grads + b->lo;
@@ -217,6 +350,27 @@ static void start_bucket(dp_state *d, bucket *b)
                                                 b, &b->req);
     else
         d->failed = shoal_allreduce_start(d->c, p, p, b->count, SHOAL_FLOAT32, SHOAL_AVG, &b->req);
+    if (b->req) d->inflight++;
+    d->started += b->count;
+}
+
+/* Starts the buckets backward has finished, those the next forward needs first (the first
+ * layers: the highest index) first; while the step may leave its tail in flight, backward
+ * starts at most d->ahead floats (then the rest waits for the end of backward, where the
+ * first layers' buckets go ahead of the rest of the last layers'). Decided only from the
+ * order of the layers, never from timing: every rank starts the same buckets in the same
+ * order, as the communicator requires. */
+static void pump(dp_state *d, int all)
+{
+    for (;;) {
+        int pick = -1;
+        for (int i = d->nb - 1; i >= 0 && pick < 0; i--)
+            if (d->b[i].is_ready && !d->b[i].started) pick = i;
+        if (pick < 0 || d->failed != SHOAL_OK) return;
+        if (!all && d->s->may_defer && d->defers && d->started > 0 && d->started + d->b[pick].count > d->ahead)
+            return;
+        start_bucket(d, &d->b[pick]);
+    }
 }
 
 static void grad_ready(void *ctx, int layer, size_t offset, size_t count)
@@ -228,11 +382,52 @@ static void grad_ready(void *ctx, int layer, size_t offset, size_t count)
         sh_gradx_layer_ready(d->gx, layer);
         return;
     }
-    int k = d->bucket_of_layer[layer];
+    int k = d->group_of_layer[layer];
     if (k < 0) return;
-    bucket *b = &d->b[k];
-    b->ready += count;
-    if (b->ready >= b->count) start_bucket(d, b);
+    group *g = &d->g[k];
+    g->ready += count;
+    if (g->ready < g->count) return;
+    for (int i = g->first; i < g->end; i++) d->b[i].is_ready = 1;
+    pump(d, 0);
+}
+
+/* The net's hook before layer `layer` runs forward: the buckets holding its parameters,
+ * still in flight from the last step, complete first (their update applied). */
+static shoal_result before_forward(void *ctx, int layer)
+{
+    sh_strategy *s = ctx;
+    dp_state *d = s->impl;
+    if (!d->inflight) return SHOAL_OK;
+    int k = d->group_of_layer[layer];
+    if (k < 0) return SHOAL_OK;
+    if (!d->fwd_seen) { /* this forward starts while the last step's exchange is on the wire */
+        d->fwd_seen = 1;
+        for (int i = 0; i < d->nb; i++) {
+            int done = 1;
+            if (d->b[i].req && shoal_test(d->b[i].req, &done) == SHOAL_OK && !done) {
+                d->prof.overlapped_steps++;
+                break;
+            }
+        }
+    }
+    uint64_t t0 = sh_now_ns();
+    shoal_result rc = SHOAL_OK;
+    for (int i = d->g[k].first; i < d->g[k].end; i++) {
+        shoal_result r = complete(d, i);
+        if (rc == SHOAL_OK) rc = r;
+    }
+    d->prof.wait_s += (double)(sh_now_ns() - t0) * 1e-9;
+    return rc;
+}
+
+static shoal_result drain(sh_strategy *s)
+{
+    dp_state *d = s->impl;
+    if (!d->inflight) return SHOAL_OK;
+    uint64_t t0 = sh_now_ns();
+    shoal_result rc = complete_all(d);
+    d->prof.wait_s += (double)(sh_now_ns() - t0) * 1e-9;
+    return rc;
 }
 
 /* Bucket i's row: queued (backward finished it) until the communicator's thread took it,
@@ -288,32 +483,21 @@ static shoal_result finish(sh_strategy *s)
         d->prof.steps++;
         return rc;
     }
-    for (int i = 0; i < d->nb; i++) start_bucket(d, &d->b[i]); /* any backward did not report */
-    shoal_result rc = d->failed;
-    int world = shoal_comm_world(d->c), tracing = sh_trace_on();
-    memset(&d->last, 0, sizeof d->last);
-    for (int i = 0; i < d->nb; i++) {
-        bucket *b = &d->b[i];
-        if (!b->req) continue;
-        shoal_request_trace tr;
-        shoal_result r = shoal_wait_trace(b->req, &tr);
-        b->req = NULL;
-        d->prof.comm_s += (double)(sh_now_ns() - b->start_ns) * 1e-9;
-        d->prof.bytes += (double)b->count * 4;
-        d->last.comm_s += (double)(tr.finished_ns - tr.started_ns) * 1e-9;
-        d->last.nbytes += (double)b->count * 4;
-        if (tracing) trace_bucket(i, b, &tr);
-        if (rc == SHOAL_OK) rc = r;
+    for (int i = 0; i < d->nb; i++) d->b[i].is_ready = 1; /* any backward did not report */
+    pump(d, 1);
+    d->prof.steps++;
+    if (s->may_defer && d->defers) { /* the next forward (or drain) completes them */
+        d->fwd_seen = 0;
+        return d->failed;
     }
+    shoal_result rc = d->failed;
+    shoal_result r = complete_all(d);
+    if (rc == SHOAL_OK) rc = r;
     uint64_t t1 = sh_now_ns();
     d->prof.wait_s += (double)(t1 - t0) * 1e-9;
-    d->prof.steps++;
-    double ring = world > 1 ? 2.0 * (world - 1) / world : 0; /* bytes sent per payload byte */
-    d->last.sent_nbytes = d->last.nbytes * ring;
-    d->last.busbw_gb_s = d->last.comm_s > 0 ? d->last.sent_nbytes / d->last.comm_s * 1e-9 : 0;
     /* With the update riding on the allreduce the optimizer ran inside the buckets. */
-    if (tracing && d->shard) sh_trace_span(SH_TRACK_OPTIM, "optimizer (in allreduce)", t0, t1,
-                                           "updated_params", (int64_t)d->prof.updated, NULL, 0);
+    if (sh_trace_on() && d->shard) sh_trace_span(SH_TRACK_OPTIM, "optimizer (in allreduce)", t0, t1,
+                                                 "updated_params", (int64_t)d->prof.updated, NULL, 0);
     return rc;
 }
 
@@ -324,7 +508,8 @@ static void destroy(sh_strategy *s)
         for (int i = 0; i < d->nb; i++)
             if (d->b[i].req) shoal_wait(d->b[i].req);
         free(d->b);
-        free(d->bucket_of_layer);
+        free(d->g);
+        free(d->group_of_layer);
         sh_gradx_destroy(d->gx);
         free(d);
     }
@@ -335,6 +520,12 @@ static shoal_result sum(sh_strategy *s, double *v, int n)
 {
     dp_state *d = s->impl;
     return shoal_allreduce(d->c, v, v, (size_t)n, SHOAL_FLOAT64, SHOAL_SUM);
+}
+
+static shoal_result sum_start(sh_strategy *s, double *v, int n, shoal_request **req)
+{
+    dp_state *d = s->impl;
+    return shoal_allreduce_start(d->c, v, v, (size_t)n, SHOAL_FLOAT64, SHOAL_SUM, req);
 }
 
 /* Before a checkpoint: every rank keeps the state of what it updates, zeroes the rest (a
@@ -450,6 +641,8 @@ shoal_result sh_strategy_allreduce_create(shoal_comm *c, const sh_dp_opts *o, sh
     s->impl = d;
     s->sync_state = sync_state;
     s->step_comm = step_comm;
+    s->drain = drain;
+    s->sum_start = sum_start;
     s->grad_sq_part = grad_sq_part;
     shoal_codec_opts_default(&d->codec);
     d->s = s;

@@ -28,6 +28,9 @@ typedef struct {
     double dense_nbytes;  /* what the float32 ring allreduce would have sent */
     double residual_norm; /* error-feedback residuals after the last step */
     int sfb_layers;
+    /* steps whose exchange was still on the wire when the next forward began (its first
+     * layer with parameters checked: the overlap with the next forward happened) */
+    int64_t overlapped_steps;
 } sh_dp_profile;
 
 /* A data-parallel strategy over c: every rank starts from rank 0's weights; gradients are

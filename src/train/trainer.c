@@ -487,6 +487,13 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
         if (t->tb) fprintf(out, "TensorBoard events: %s\n", sh_tb_path(t->tb));
     }
     SH_TRY(open_progress(t, per_epoch, &prog));
+    /* Data parallelism may leave a step's last exchanges in flight for the next forward
+     * (strategy.h, may_defer); the agreement on saving and stopping then travels behind
+     * them and is read one step later. */
+    sh_strategy *st = t->strategy;
+    st->may_defer = st->drain && st->sum_start && st->ops->sum && st->world > 1;
+    shoal_request *agree_req = NULL;
+    double agree_buf[3] = {0, 0, 0};
 
     for (int64_t step = first; step < last; step++) {
         float loss = 0;
@@ -497,8 +504,14 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
         uint64_t t0 = sh_now_ns();
         SH_TRY_GOTO(sh_train_step(t, step, &loss), rc, done);
         uint64_t t1 = sh_now_ns();
-        SH_TRY_GOTO(check_diverged(t, loss, t->steps_done % DIVERGENCE_SCAN_STEPS == 0 ||
-                                                t->steps_done == last), rc, done);
+        int scan = t->steps_done % DIVERGENCE_SCAN_STEPS == 0 || t->steps_done == last;
+        int64_t now_done = step + 1;
+        /* quiet (the same on every rank): nothing but the next step reads the weights or
+         * gradients after this one (TensorBoard jobs are never quiet: grad_sq_wanted) */
+        int quiet = st->may_defer && !st->grad_sq_wanted && !scan && now_done % per_epoch != 0 && now_done != last &&
+                    !(t->opts.save_path && t->opts.save_every_steps > 0 && now_done % t->opts.save_every_steps == 0);
+        if (!quiet && st->drain) SH_TRY_GOTO(st->drain(st), rc, done);
+        SH_TRY_GOTO(check_diverged(t, loss, scan), rc, done);
         t->steps_done = step + 1;
         if (step - first >= warmup) {
             steady_ns += t1 - t0;
@@ -554,11 +567,25 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
         if (t->strategy->ops->sum && (t->strategy->world > 1 || t->strategy->many_ranks)) {
             /* Ranks see a signal (or the clock) at slightly different moments: they agree
              * after every step (a 24-byte allreduce), so all save and stop at the same step. */
-            double f[4] = {want_save, want_stop, out_of_time, grad_sq};
-            SH_TRY_GOTO(t->strategy->ops->sum(t->strategy, f, grad_sq >= 0 ? 4 : 3), rc, done);
-            want_save = f[0] > 0;
-            want_stop = f[1] > 0;
-            out_of_time = f[2] > 0;
+            double f[4] = {want_save, want_stop, out_of_time, grad_sq}, prev[3] = {0, 0, 0};
+            if (agree_req) { /* the last step's, sent without waiting */
+                shoal_result ar = shoal_wait(agree_req);
+                agree_req = NULL;
+                SH_TRY_GOTO(ar, rc, done);
+                memcpy(prev, agree_buf, sizeof prev);
+            }
+            if (quiet) { /* this rank's requests go out now and are acted on after the next step */
+                if (want_save && t->opts.save_requested) *t->opts.save_requested = 0;
+                memcpy(agree_buf, f, sizeof agree_buf);
+                SH_TRY_GOTO(st->sum_start(st, agree_buf, 3, &agree_req), rc, done);
+                memcpy(f, prev, sizeof prev);
+                if (f[0] > 0 || f[1] > 0 || f[2] > 0) SH_TRY_GOTO(st->drain(st), rc, done);
+            } else {
+                SH_TRY_GOTO(t->strategy->ops->sum(t->strategy, f, grad_sq >= 0 ? 4 : 3), rc, done);
+            }
+            want_save = f[0] > 0 || prev[0] > 0;
+            want_stop = f[1] > 0 || prev[1] > 0;
+            out_of_time = f[2] > 0 || prev[2] > 0;
             grad_sq = f[3];
         }
         if (t->tb) { /* the averaged gradient's norm, its shares summed over the ranks above */
@@ -566,7 +593,7 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
             SH_TRY_GOTO(sh_tb_scalar(t->tb, "train/gradient_norm", t->steps_done, (float)sqrt(grad_sq)), rc, done);
         }
         if (want_save) {
-            if (t->opts.save_requested) *t->opts.save_requested = 0;
+            if (t->opts.save_requested && !quiet) *t->opts.save_requested = 0;
             SH_TRY_GOTO(save_to(t, prog, t->opts.save_path ? t->opts.save_path
                                                            : t->default_save_path,
                                 r, "SIGHUP"), rc, done);
@@ -577,6 +604,13 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
         }
         if (out_of_time) break; /* as if the planned steps were done: evaluate, save */
     }
+    if (agree_req) { /* stopped on the last step's agreement: this one's is not needed */
+        rc = shoal_wait(agree_req);
+        agree_req = NULL;
+        if (rc != SHOAL_OK) goto done;
+    }
+    st->may_defer = 0;
+    if (st->drain) SH_TRY_GOTO(st->drain(st), rc, done);
     sh_progress_destroy(prog);
     prog = NULL;
     if (r->stopped) {
@@ -618,6 +652,16 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
         r->profile.optimizer = t->prof_ns[4] * k;
     }
 done:
+    if (rc != SHOAL_OK && (agree_req || st->drain)) {
+        /* the exchanges still in flight end (or fail) before the caller frees the weights
+         * they update; the error above is the one to report */
+        char msg[2048];
+        snprintf(msg, sizeof msg, "%s", shoal_last_error_message());
+        if (agree_req) shoal_wait(agree_req);
+        if (st->drain) st->drain(st);
+        SH_FAIL(rc, "%s", msg);
+    }
+    st->may_defer = 0;
     sh_progress_destroy(prog);
     return rc;
 }
