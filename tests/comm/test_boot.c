@@ -324,6 +324,14 @@ static void rank_main(const boot_case *bc, int rank)
         CHECK(ans == bc->probe_expect, "the store %s on %s:%d", ans ? "answers" : "does not answer",
               bc->probe_addr, bc->port);
     }
+    /* A stranger started late (a loaded machine) must still find the store: rank 0 keeps it
+     * until the stranger has tried (stranger_main leaves a file). */
+    if (rank == 0 && bc->stranger) {
+        char done[64];
+        snprintf(done, sizeof done, "/tmp/shoal-test-boot-stranger-%d", bc->port);
+        for (int ms = 0; ms < bc->timeout_ms && access(done, F_OK) != 0; ms += 10) usleep(10000);
+        unlink(done);
+    }
     /* Everyone done before rank 0 takes the store away. */
     CHECK_OK(sh_store_barrier(c->store, "test/done", bc->world, bc->timeout_ms));
     shoal_comm_destroy(c);
@@ -334,6 +342,10 @@ static void stranger_main(const boot_case *bc)
     set_rank_env(bc, bc->world - 1, "not-this-jobs-key");
     shoal_comm *c = NULL;
     shoal_result rc = sh_boot_world(NULL, &c);
+    char done[64];
+    snprintf(done, sizeof done, "/tmp/shoal-test-boot-stranger-%d", bc->port);
+    FILE *f = fopen(done, "w"); /* rank 0 may take its store away now */
+    if (f) fclose(f);
     CHECK(rc == SHOAL_ERR_PEER && c == NULL, "stranger: %s: %s", shoal_result_name(rc), shoal_last_error_message());
     CHECK(has(shoal_last_error_message(), "job key rejected by rank 0's store at 127.0.0.1:"), "stranger: %s",
           shoal_last_error_message());
