@@ -3,12 +3,13 @@
  * major*10 + minor >= 2, else int32); then, layer by layer, the arrays each layer lists
  * through sh_layer_ops.darknet_blobs in Darknet's order — convolutional: biases, [scales,
  * rolling mean, rolling variance], weights; connected: biases, weights, [scales, rolling
- * mean, rolling variance]; [rnn], [lstm]: their connected sublayers in turn, as connected
- * ones. Layers without parameters write nothing. Files with major or minor above 1000 hold
- * connected weights transposed, as Darknet reads them. A sublayer's arrays may be scattered
- * through a fused gate matrix (an [lstm]'s): they pass through a contiguous buffer. A layer
- * whose equations differ from Darknet's ([gru]) names why in sh_layer_ops.darknet_refusal,
- * and files with it are refused before anything is read or written.
+ * mean, rolling variance]; [rnn], [lstm], [gru] form=darknet: their connected sublayers in
+ * turn, as connected ones. Layers without parameters write nothing. Files with major or
+ * minor above 1000 hold connected weights transposed, as Darknet reads them. A sublayer's
+ * arrays may be scattered through a fused gate matrix (an [lstm]'s): they pass through a
+ * contiguous buffer. A layer whose equations differ from Darknet's ([gru] in PyTorch's
+ * form) names why in sh_layer_ops.darknet_refusal, and files with it are refused before
+ * anything is read or written.
  * Not here: each layer's list of arrays (layer_*.c), shoal's checkpoints (snapshot.c).
  * Proved by tests/nn/test_darknet_weights.c (round trip, and against Darknet itself). */
 #include "nn/darknet_weights.h"
@@ -43,8 +44,8 @@ static shoal_result layer_blobs(const sh_net *n, int i, sh_dn_blob *b, int *nb)
     *nb = 0;
     if (l->ops->darknet_refusal && (l->param_count || l->stat_count))
         return SH_FAIL(SHOAL_ERR_INVALID, "layer %d (%s, cfg line %d) cannot be read from or "
-                       "written to a Darknet .weights file: %s; keep its weights in a shoal "
-                       "checkpoint instead", i, l->name, l->line, l->ops->darknet_refusal);
+                       "written to a Darknet .weights file: %s (or keep its weights in a shoal "
+                       "checkpoint)", i, l->name, l->line, l->ops->darknet_refusal);
     if (l->ops->darknet_blobs) *nb = l->ops->darknet_blobs(l, b, SH_DN_MAX_BLOBS);
     else if (l->param_count || l->stat_count)
         return SH_FAIL(SHOAL_ERR_INVALID, "layer %d (%s, cfg line %d) has parameters but no "

@@ -216,6 +216,8 @@ sh_layer *sh_net_layer(sh_net *n, int i);
 extern const sh_layer_ops sh_conv_ops, sh_dense_ops, sh_maxpool_ops, sh_avgpool_ops,
     sh_dropout_ops, sh_softmax_ops, sh_cost_ops, sh_shortcut_ops, sh_route_ops, sh_reorg_ops,
     sh_crop_ops, sh_rnn_ops, sh_gru_ops, sh_lstm_ops, sh_crnn_ops;
+/* Not in the table: [gru] with form=darknet (layer_gru.c's parse hands the layer over). */
+extern const sh_layer_ops sh_gru_darknet_ops;
 
 /* Shared helpers of the conv layer (im2col.c). col is (C*S*S, OH*OW) with rows ld_col
  * floats apart (ld_col >= OH*OW lets several images sit side by side). */

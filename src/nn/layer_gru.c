@@ -7,6 +7,7 @@
  * with a bias) but multiplies r into h before Whn, uses σ for n (its CPU GRU has no backward
  * pass at all); shoal applies r after the product, as PyTorch's nn.GRU and cuDNN do, so that
  * the three recurrent products of a step are one (B, H) x (H, 3H) product.
+ * This is form=pytorch, the default; form=darknet hands the layer to layer_gru_darknet.c.
  * Weights: Wx (3H, I), Wh (3H, H), bx (3H), bh (3H); gate rows in blocks of 16 units
  * (recurrent.h: sh_rnn_gate_col, gates r, z, n). Initialised uniform(±1/sqrt(H)) as PyTorch.
  * Not here: the layout helpers and fast σ/tanh (recurrent.h), the order of the passes
@@ -19,6 +20,20 @@
 
 static shoal_result gru_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx *ctx)
 {
+    const char *form = "pytorch";
+    SH_TRY(sh_cfg_str(s, "form", "pytorch", &form));
+    if (strcmp(form, "darknet") == 0) { /* Darknet's equations: another layer */
+        l->ops = &sh_gru_darknet_ops;
+        return sh_gru_darknet_ops.parse(l, s, ctx);
+    }
+    if (strcmp(form, "pytorch") != 0)
+        return sh_cfg_fail_at(s, "form", SHOAL_ERR_FORMAT, "form=%s is not a GRU form; use "
+                              "form=pytorch (the default: PyTorch's nn.GRU) or form=darknet "
+                              "(Darknet's gru_layer.c, which its .weights files need)", form);
+    if (sh_cfg_has(s, "tanh"))
+        return sh_cfg_fail_at(s, "tanh", SHOAL_ERR_FORMAT, "tanh= picks the candidate's "
+                              "activation of Darknet's GRU; add form=darknet to use it "
+                              "(PyTorch's form always uses tanh)");
     int h = 1;
     SH_TRY(sh_cfg_int(s, "output", 1, 1, 1 << 16, &h));
     SH_TRY(sh_rnn_parse_common(l, s, ctx, 0));
@@ -266,10 +281,11 @@ const sh_layer_ops sh_gru_ops = {
     .forward = gru_forward,
     .backward = gru_backward,
     /* Darknet's six sublayers (wz, wr, wh, uz, ur, uh) would map onto Wh, Wx, bh, bx exactly,
-     * but the candidate's equation differs (see the top of this file). */
-    .darknet_refusal = "Darknet's [gru] (gru_layer.c) multiplies the reset gate into h before "
-                       "the candidate's state product and applies the logistic to the "
-                       "candidate (tanh only with tanh=1), shoal's multiplies it after the "
-                       "product and applies tanh (PyTorch's GRU), so the same weights give "
-                       "different outputs in the two",
+     * but the candidate's equation differs (see the top of this file): form=darknet
+     * (layer_gru_darknet.c) computes Darknet's. */
+    .darknet_refusal = "this [gru] has PyTorch's form (the reset gate applied after the "
+                       "candidate's state product, a tanh candidate) and Darknet's multiplies "
+                       "the reset gate into h before it (a logistic candidate unless tanh=1), "
+                       "so the same weights give different outputs; add form=darknet to the "
+                       "section to compute Darknet's GRU",
 };

@@ -1,4 +1,5 @@
-/* test_layer_rnn.c — proves src/nn/layer_rnn.c, layer_gru.c, layer_lstm.c and recurrent.c:
+/* test_layer_rnn.c — proves src/nn/layer_rnn.c, layer_gru.c, layer_gru_darknet.c,
+ * layer_lstm.c and recurrent.c:
  * gradients through time equal central finite differences (weights, biases, inputs, with a
  * non-zero starting state), two threads agree with one, the state carried from one batch to
  * the next makes two batches of T steps equal one batch of 2T steps, and bad keys are
@@ -110,6 +111,13 @@ static void gradients_through_time_match_finite_differences(void)
             gradcheck(what, text, 2, 4);
         }
     }
+    /* Darknet's GRU (form=darknet): the logistic candidate, and tanh=1 */
+    for (int hi = 0; hi < 2; hi++) {
+        const int hs[] = {7, 20};
+        layer_cfg(text, sizeof text, "gru", 5, 2, 4, hs[hi], hi ? "form=darknet\ntanh=1" : "form=darknet");
+        snprintf(what, sizeof what, "gru form=darknet%s H=%d", hi ? " tanh=1" : "", hs[hi]);
+        gradcheck(what, text, 2, 4);
+    }
     layer_cfg(text, sizeof text, "rnn", 3, 3, 3, 6, "activation=leaky");
     gradcheck("rnn leaky", text, 3, 3);
     layer_cfg(text, sizeof text, "rnn", 3, 4, 3, 6, "batch_normalize=1\nactivation=tanh");
@@ -147,9 +155,12 @@ static void two_threads_agree_with_one(void)
     char text[512];
     double keep = sh_rnn_split_min_macs;
     sh_rnn_split_min_macs = 0; /* split every step, however small */
-    for (int k = 0; k < 5; k++) { /* 3: [rnn] with batch norm; 4: [crnn] */
-        const char *kind = k == 4 ? "crnn" : kinds[k == 3 ? 2 : k];
-        layer_cfg(text, sizeof text, kind, 9, 6, 5, 40, k == 3 ? "batch_normalize=1" : "");
+    /* 3: [rnn] with batch norm; 4: [crnn]; 5, 6: [gru] form=darknet (logistic, tanh) */
+    static const char *const extra[] = {"", "", "", "batch_normalize=1", "", "form=darknet",
+                                        "form=darknet\ntanh=1"};
+    for (int k = 0; k < 7; k++) {
+        const char *kind = k == 4 ? "crnn" : k >= 5 ? "gru" : kinds[k == 3 ? 2 : k];
+        layer_cfg(text, sizeof text, kind, 9, 6, 5, 40, extra[k]);
         test_net a, b;
         if (!tn_build(&a, text, 6, 9)) return;
         if (!tn_build(&b, text, 6, 9)) return;
@@ -166,8 +177,8 @@ static void two_threads_agree_with_one(void)
             CHECK(fabs(la - lb) < 1e-5, "%s: loss %.8g with 1 thread, %.8g with 2", kind, la, lb);
             for (size_t i = 0; i < np; i++) worst = fmax(worst, fabs(ga[i] - gb[i]));
         }
-        CHECK(worst < 1e-5, "%s%s: gradients differ by %g between 1 and 2 threads", kind,
-              k == 3 ? " batch_normalize" : "", worst);
+        CHECK(worst < 1e-5, "%s %s: gradients differ by %g between 1 and 2 threads", kind,
+              extra[k], worst);
         free(x);
         free(ga);
         free(gb);
@@ -180,11 +191,12 @@ static void two_threads_agree_with_one(void)
 static void state_carries_from_batch_to_batch(void)
 {
     char t1[512], t2[512];
-    static const char *const all[] = {"lstm", "gru", "rnn", "crnn"};
-    for (int k = 0; k < 4; k++) {
+    static const char *const all[] = {"lstm", "gru", "rnn", "crnn", "gru"};
+    static const char *const extra[] = {"", "", "", "hidden=5", "form=darknet"};
+    for (int k = 0; k < 5; k++) {
         const char *kind = all[k];
-        layer_cfg(t1, sizeof t1, kind, 4, 1, 3, 8, k == 3 ? "hidden=5" : "");
-        layer_cfg(t2, sizeof t2, kind, 4, 1, 6, 8, k == 3 ? "hidden=5" : "");
+        layer_cfg(t1, sizeof t1, kind, 4, 1, 3, 8, extra[k]);
+        layer_cfg(t2, sizeof t2, kind, 4, 1, 6, 8, extra[k]);
         test_net a, b;
         if (!tn_build(&a, t1, 1, 3)) return;
         if (!tn_build(&b, t2, 1, 3)) return; /* same seed, same parameter count: same weights */
@@ -257,6 +269,10 @@ static void bad_keys_are_refused_with_line(void)
         {"[net]\ninputs=4\n[rnn]\nhidden=3\noutput=2\nshortcut=1\n[softmax]\n", "shortcut"},
         {"[net]\ninputs=4\ntime_steps=0\n[lstm]\noutput=3\n[softmax]\n", "time_steps"},
         {"[net]\ninputs=4\n[rnn]\nhidden=3\nactivation=swish\n[softmax]\n", "swish"},
+        {"[net]\ninputs=4\n[gru]\noutput=3\nform=keras\n[softmax]\n", "test.cfg:5: [gru] form=keras"},
+        {"[net]\ninputs=4\n[gru]\noutput=3\ntanh=1\n[softmax]\n", "add form=darknet"},
+        {"[net]\ninputs=4\n[gru]\nform=darknet\ntanh=2\n[softmax]\n", "tanh"},
+        {"[net]\ninputs=4\n[gru]\nform=darknet\nbatch_normalize=1\n[softmax]\n", "batch_normalize"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         sh_cfg *cfg = NULL;

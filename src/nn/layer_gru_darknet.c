@@ -1,0 +1,374 @@
+/* layer_gru_darknet.c — [gru] with form=darknet: Darknet's gru_layer.c, so that its .weights
+ * files load and give Darknet's outputs. Per time step, with σ the logistic:
+ *   z = σ(Uz x + buz + Wz h + bwz)     r = σ(Ur x + bur + Wr h + bwr)
+ *   n = act(Uh x + buh + Wh (r h) + bwh)   (act: σ, or tanh with tanh=1)   h' = z h + (1 - z) n
+ * The reset gate multiplies h before the candidate's state product, so a step takes two
+ * products, h [Wr; Wz]^T then (r h) Wh^T, the second waiting for every unit's r. Backward
+ * through time as the other recurrent layers (Darknet's CPU [gru] has none).
+ * Weights: Wx (3H, I) = [Ur; Uz; Uh], Wh (3H, H) = [Wr; Wz; Wh], bx (3H), bh (3H), gate-major
+ * (r, z, n; each gate's H rows contiguous), as six connected layers. Started as Darknet
+ * starts connected layers: weights uniform(±sqrt(2 / fan-in)), biases 0.
+ * Not here: PyTorch's form and the form key (layer_gru.c), the helpers shared by the
+ * recurrent layers (recurrent.h), the .weights file (darknet_weights.c).
+ * Proved by tests/nn/test_layer_rnn.c (finite differences, threads, state) and
+ * tests/nn/test_darknet_gru.c (against Darknet). */
+#include "base/err.h"
+#include "nn/recurrent.h"
+
+#define NG 3 /* gates r, z, n */
+
+/* Floats of a packed region, with room to align it. */
+static size_t region(size_t count) { return count + SH_PACKED_NR; }
+
+static shoal_result gru_dn_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx *ctx)
+{
+    int h = 1, tanh_n = 0;
+    SH_TRY(sh_cfg_int(s, "output", 1, 1, 1 << 16, &h));
+    SH_TRY(sh_cfg_int(s, "tanh", 0, 0, 1, &tanh_n));
+    SH_TRY(sh_rnn_parse_common(l, s, ctx, 0));
+    size_t in = l->inputs, rows = (size_t)ctx->batch, streams = rows / (size_t)l->steps;
+    size_t g = (size_t)NG * (size_t)h;
+    int ih = (int)in, hh = h;
+    l->hidden = h;
+    l->ngates = NG;
+    l->act = tanh_n ? SH_ACT_TANH : SH_ACT_LOGISTIC; /* the candidate's */
+    l->out_shape = (sh_shape){h, 1, 1};
+    l->w_off = 0;
+    l->w_count = g * in + g * (size_t)h;
+    l->b_off = l->w_count;
+    l->b_count = 2 * g;
+    l->param_count = l->w_count + l->b_count;
+    l->keep_count = g + (size_t)h;       /* per row: r, z, n, then r h */
+    l->keep_fixed = streams * (size_t)h; /* h0 of this batch */
+    l->cache_count = rows * g;           /* input parts, then the gates' gradients */
+    l->cache_count += streams * (size_t)(2 * h + h + h); /* [r z] products, n's (or dL/d(r h)), dh */
+    l->cache_count += g * in + rows;                     /* one-hot: Wx transposed, columns */
+    size_t rz = sh_packed_count(hh, 2 * hh), zr = sh_packed_count(2 * hh, hh);
+    size_t xf = sh_packed_count(ih, (int)g), xb = sh_packed_count((int)g, ih);
+    l->cache_count += region(rz > zr ? rz : zr) + region(sh_packed_count(hh, hh));
+    l->cache_count += region(xf > xb ? xf : xb);
+    l->cache_count += region(sh_packed_count((int)(rows + streams), hh));
+    l->cache_count += region(sh_packed_count((int)rows, hh)) + region(sh_packed_count((int)rows, ih));
+    l->state_count = streams * (size_t)h;
+    l->flops = (double)g * (double)(in + (size_t)h);
+    return SHOAL_OK;
+}
+
+static void gru_dn_init(sh_layer *l, float *params, float *stats, sh_rng *rng)
+{
+    (void)stats;
+    size_t h = (size_t)l->hidden, in = l->inputs;
+    float *wx = params + l->w_off;
+    sh_rnn_uniform(wx, NG * h * in, sqrtf(2.0f / (float)in), rng);
+    sh_rnn_uniform(wx + NG * h * in, NG * h * h, sqrtf(2.0f / (float)h), rng);
+    memset(params + l->b_off, 0, l->b_count * sizeof(float));
+}
+
+typedef struct {
+    int h, g, in, b, rows;
+    size_t kc;
+    const float *wx, *wh, *bx, *bh;
+    float *h0;             /* (B, H) */
+    float *dg;             /* (rows, 3H): input parts (+ bx), then the gates' gradients */
+    float *arz, *an, *dh;  /* (B, 2H), (B, H) (backward: dL/d(r h)), (B, H) carried */
+    float *wt;             /* (I, 3H) one-hot: Wx transposed plus bx; gradient scratch */
+    int32_t *idx;          /* (rows) one-hot columns */
+    float *pk_rz, *pk_n;   /* [Wr; Wz] and Wh packed (forward: transposed) */
+    float *pk_x;           /* Wx packed */
+    float *hpk, *qpk, *xpk; /* [h0; h], r h, x packed for the weight gradients */
+} dn_view;
+
+static dn_view view(const sh_layer *l, const sh_exec *x)
+{
+    dn_view v;
+    v.h = l->hidden;
+    v.g = NG * v.h;
+    v.in = (int)l->inputs;
+    v.b = sh_rnn_streams(l, x);
+    v.rows = x->nimg;
+    v.kc = l->keep_count;
+    int rmax = x->batch, bmax = x->batch / l->steps;
+    v.wx = x->params + l->w_off;
+    v.wh = v.wx + (size_t)v.g * v.in;
+    v.bx = x->params + l->b_off;
+    v.bh = v.bx + v.g;
+    v.h0 = l->keep + (size_t)rmax * v.kc;
+    v.dg = l->cache;
+    v.arz = v.dg + (size_t)rmax * v.g;
+    v.an = v.arz + (size_t)bmax * 2 * v.h;
+    v.dh = v.an + (size_t)bmax * v.h;
+    v.wt = v.dh + (size_t)bmax * v.h;
+    v.idx = (int32_t *)(v.wt + (size_t)v.g * v.in);
+    size_t rz = sh_packed_count(v.h, 2 * v.h), zr = sh_packed_count(2 * v.h, v.h);
+    size_t xf = sh_packed_count(v.in, v.g), xb = sh_packed_count(v.g, v.in);
+    v.pk_rz = sh_rnn_align((float *)(v.idx + rmax));
+    v.pk_n = sh_rnn_align(v.pk_rz + (rz > zr ? rz : zr));
+    v.pk_x = sh_rnn_align(v.pk_n + sh_packed_count(v.h, v.h));
+    v.hpk = sh_rnn_align(v.pk_x + (xf > xb ? xf : xb));
+    v.qpk = sh_rnn_align(v.hpk + sh_packed_count(rmax + bmax, v.h));
+    v.xpk = sh_rnn_align(v.qpk + sh_packed_count(rmax, v.h));
+    return v;
+}
+
+/* h of the step before t for stream b's row (t*B + b). */
+static const float *hprev(const sh_layer *l, const dn_view *v, int t)
+{
+    return t ? l->out + (size_t)(t - 1) * v->b * v->h : v->h0;
+}
+
+/* Columns [16 p0, 16 p1) of n columns, clipped. */
+static int col_end(int p1, int n) { return p1 * SH_PACKED_NR < n ? p1 * SH_PACKED_NR : n; }
+
+static float act_n(const sh_layer *l, float a)
+{
+    return l->act == SH_ACT_TANH ? sh_rnn_tanh(a) : sh_rnn_sigmoid(a);
+}
+
+/* Rows [r0, r1): the input parts X Wx^T + bx. */
+static void input_rows(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
+{
+    (void)tid;
+    dn_view v = view(l, x);
+    if (r1 <= r0) return;
+    float *gr = v.dg + (size_t)r0 * v.g;
+    if (l->input_onehot) { /* the rows of wt hold the biases already */
+        for (int r = r0; r < r1; r++)
+            memcpy(v.dg + (size_t)r * v.g, v.wt + (size_t)v.idx[r] * v.g, (size_t)v.g * sizeof(float));
+        return;
+    }
+    sh_packed_gemm(r1 - r0, 0, v.g, v.in, l->in[0] + (size_t)r0 * v.in, v.in, v.pk_x, 0, gr, v.g);
+    for (int r = 0; r < r1 - r0; r++)
+        for (int k = 0; k < v.g; k++) gr[(size_t)r * v.g + k] += v.bx[k];
+}
+
+/* Step l->cur_step, panels [p0, p1) of the 2H columns r, z: their gates, and r h. */
+static void step_rz(sh_layer *l, sh_exec *x, int tid, int p0, int p1)
+{
+    (void)tid;
+    dn_view v = view(l, x);
+    int t = l->cur_step, c0 = p0 * SH_PACKED_NR, c1 = col_end(p1, 2 * v.h);
+    if (c1 <= c0) return;
+    const float *hp = hprev(l, &v, t);
+    sh_packed_gemm(v.b, c0, c1, v.h, hp, v.h, v.pk_rz, 0, v.arz, 2 * v.h);
+    for (int b = 0; b < v.b; b++) {
+        size_t r = (size_t)t * v.b + b;
+        const float *ax = v.dg + r * v.g, *ah = v.arz + (size_t)b * 2 * v.h;
+        const float *hb = hp + (size_t)b * v.h;
+        float *keep = l->keep + r * v.kc;
+        for (int c = c0; c < c1; c++) {
+            float s = sh_rnn_sigmoid(ax[c] + ah[c] + v.bh[c]);
+            keep[c] = s;
+            if (c < v.h) keep[v.g + c] = s * hb[c];
+        }
+    }
+}
+
+/* Step l->cur_step, panels [p0, p1) of the H units: the candidate from r h, then h'. */
+static void step_n(sh_layer *l, sh_exec *x, int tid, int p0, int p1)
+{
+    (void)tid;
+    dn_view v = view(l, x);
+    int t = l->cur_step, j0 = p0 * SH_PACKED_NR, j1 = col_end(p1, v.h);
+    if (j1 <= j0) return;
+    const float *hp = hprev(l, &v, t);
+    float *keep0 = l->keep + (size_t)t * v.b * v.kc;
+    sh_packed_gemm(v.b, j0, j1, v.h, keep0 + v.g, (int)v.kc, v.pk_n, 0, v.an, v.h);
+    for (int b = 0; b < v.b; b++) {
+        size_t r = (size_t)t * v.b + b;
+        const float *ax = v.dg + r * v.g + 2 * v.h, *an = v.an + (size_t)b * v.h;
+        const float *hb = hp + (size_t)b * v.h, *bn = v.bh + 2 * v.h;
+        float *keep = l->keep + r * v.kc, *out = l->out + r * v.h;
+        for (int j = j0; j < j1; j++) {
+            float n = act_n(l, ax[j] + an[j] + bn[j]), z = keep[v.h + j];
+            keep[2 * v.h + j] = n;
+            out[j] = z * hb[j] + (1.0f - z) * n;
+        }
+    }
+}
+
+static void gru_dn_forward(sh_layer *l, sh_exec *x)
+{
+    dn_view v = view(l, x);
+    size_t bh = (size_t)v.b * v.h;
+    memcpy(v.h0, l->state, bh * sizeof(float));
+    l->input_onehot = l->src[0] < 0 && sh_rnn_onehot(l->in[0], v.rows, v.in, v.idx);
+    if (l->input_onehot) { /* row c of wt: the input part of every row whose input is c */
+        sh_rnn_transpose(v.wx, v.g, v.in, v.wt);
+        for (int c = 0; c < v.in; c++)
+            for (int k = 0; k < v.g; k++) v.wt[(size_t)c * v.g + k] += v.bx[k];
+    } else {
+        sh_packed_pack(1, v.in, v.g, v.wx, v.in, 0, sh_packed_npanels(v.g), v.pk_x);
+    }
+    sh_exec_chunks(l, x, sh_rnn_chunk_rows(x), input_rows);
+    sh_packed_pack(1, v.h, 2 * v.h, v.wh, v.h, 0, sh_packed_npanels(2 * v.h), v.pk_rz);
+    sh_packed_pack(1, v.h, v.h, v.wh + (size_t)2 * v.h * v.h, v.h, 0, sh_packed_npanels(v.h),
+                   v.pk_n);
+    double macs = (double)v.b * v.h * v.h;
+    for (int t = 0; t < l->steps; t++) {
+        sh_rnn_split_step(l, x, t, sh_packed_npanels(2 * v.h), 2 * macs, step_rz);
+        sh_rnn_split_step(l, x, t, sh_packed_npanels(v.h), macs, step_n);
+    }
+    memcpy(l->state, l->out + (size_t)(l->steps - 1) * bh, bh * sizeof(float));
+}
+
+/* Backward, step l->cur_step, units [16 p0, 16 p1): the update gate's and the candidate's
+ * gradients from dL/dh' (from above and the step after); dh becomes the direct path z dh'. */
+static void back_zn(sh_layer *l, sh_exec *x, int tid, int p0, int p1)
+{
+    (void)tid;
+    dn_view v = view(l, x);
+    int t = l->cur_step, j0 = p0 * SH_PACKED_NR, j1 = col_end(p1, v.h);
+    const float *hp = hprev(l, &v, t);
+    int is_tanh = l->act == SH_ACT_TANH;
+    for (int b = 0; b < v.b; b++) {
+        size_t r = (size_t)t * v.b + b;
+        const float *keep = l->keep + r * v.kc, *dy = l->delta + r * v.h;
+        const float *hb = hp + (size_t)b * v.h;
+        float *dg = v.dg + r * v.g, *dh = v.dh + (size_t)b * v.h;
+        for (int j = j0; j < j1; j++) {
+            float z = keep[v.h + j], n = keep[2 * v.h + j], d = dy[j] + dh[j];
+            float dn = d * (1.0f - z);
+            dg[2 * v.h + j] = dn * (is_tanh ? 1.0f - n * n : n * (1.0f - n));
+            dg[v.h + j] = d * (hb[j] - n) * z * (1.0f - z);
+            dh[j] = d * z;
+        }
+    }
+}
+
+/* Units [16 p0, 16 p1): dL/d(r h) = dAn Wh, then the reset gate's gradient and the path
+ * through r h into dh. */
+static void back_r(sh_layer *l, sh_exec *x, int tid, int p0, int p1)
+{
+    (void)tid;
+    dn_view v = view(l, x);
+    int t = l->cur_step, j0 = p0 * SH_PACKED_NR, j1 = col_end(p1, v.h);
+    if (j1 <= j0) return;
+    const float *hp = hprev(l, &v, t);
+    float *dgt = v.dg + (size_t)t * v.b * v.g, *dq = v.an;
+    sh_packed_gemm(v.b, j0, j1, v.h, dgt + 2 * v.h, v.g, v.pk_n, 0, dq, v.h);
+    for (int b = 0; b < v.b; b++) {
+        size_t r = (size_t)t * v.b + b;
+        const float *keep = l->keep + r * v.kc, *hb = hp + (size_t)b * v.h;
+        const float *dqb = dq + (size_t)b * v.h;
+        float *dg = v.dg + r * v.g, *dh = v.dh + (size_t)b * v.h;
+        for (int j = j0; j < j1; j++) {
+            float rg = keep[j];
+            dg[j] = dqb[j] * hb[j] * rg * (1.0f - rg);
+            dh[j] += dqb[j] * rg;
+        }
+    }
+}
+
+/* Units [16 p0, 16 p1) of dL/dh of the step before: the paths above plus [dAr dAz] [Wr; Wz]. */
+static void back_carry(sh_layer *l, sh_exec *x, int tid, int p0, int p1)
+{
+    (void)tid;
+    dn_view v = view(l, x);
+    int j0 = p0 * SH_PACKED_NR, j1 = col_end(p1, v.h);
+    if (j1 <= j0) return;
+    const float *dgt = v.dg + (size_t)l->cur_step * v.b * v.g;
+    sh_packed_gemm(v.b, j0, j1, 2 * v.h, dgt, v.g, v.pk_rz, 1, v.dh, v.h);
+}
+
+/* Panels [p0, p1) of the weight gradients' operands: [h0; h], r h, x. */
+static void pack_grads(sh_layer *l, sh_exec *x, int tid, int p0, int p1)
+{
+    (void)tid;
+    dn_view v = view(l, x);
+    int hp = sh_packed_npanels(v.h), ip = sh_packed_npanels(v.in), e = p1 < hp ? p1 : hp;
+    if (p0 < e) {
+        sh_packed_pack_rows(v.b + v.rows, v.h, 0, v.b, v.h0, v.h, p0, e, v.hpk);
+        sh_packed_pack_rows(v.b + v.rows, v.h, v.b, v.b + v.rows, l->out, v.h, p0, e, v.hpk);
+        sh_packed_pack_rows(v.rows, v.h, 0, v.rows, l->keep + v.g, (int)v.kc, p0, e, v.qpk);
+    }
+    e = p1 < ip ? p1 : ip;
+    if (!l->input_onehot && p0 < e)
+        sh_packed_pack_rows(v.rows, v.in, 0, v.rows, l->in[0], v.in, p0, e, v.xpk);
+}
+
+/* Gate rows [k0, k1): weight gradients over every row (r and z on h, n on r h) and biases
+ * (the input and state biases of a gate have the same gradient). */
+static void param_grads(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
+{
+    (void)tid;
+    dn_view v = view(l, x);
+    if (k1 <= k0) return;
+    float *gwx = x->grad[0] + l->w_off, *gwh = gwx + (size_t)v.g * v.in;
+    float *gb = x->grad[0] + l->b_off;
+    if (l->input_onehot)
+        sh_rnn_onehot_grad(v.dg, v.rows, v.g, v.idx, v.in, k0, k1, v.wt, gwx);
+    else
+        sh_packed_gemm_tn(k1 - k0, 0, v.in, v.rows, v.dg + k0, v.g, v.xpk, v.rows, 0,
+                          gwx + (size_t)k0 * v.in, v.in);
+    int split = 2 * v.h, a1 = k1 < split ? k1 : split, n0 = k0 > split ? k0 : split;
+    if (a1 > k0)
+        sh_packed_gemm_tn(a1 - k0, 0, v.h, v.rows, v.dg + k0, v.g, v.hpk, v.b + v.rows, 0,
+                          gwh + (size_t)k0 * v.h, v.h);
+    if (k1 > n0)
+        sh_packed_gemm_tn(k1 - n0, 0, v.h, v.rows, v.dg + n0, v.g, v.qpk, v.rows, 0,
+                          gwh + (size_t)n0 * v.h, v.h);
+    sh_rnn_colsum(v.dg, v.rows, v.g, k0, k1, gb + k0);
+    memcpy(gb + v.g + k0, gb + k0, (size_t)(k1 - k0) * sizeof(float));
+}
+
+/* Rows [r0, r1) of dL/dx = dG Wx. */
+static void input_delta(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
+{
+    (void)tid;
+    dn_view v = view(l, x);
+    if (r1 <= r0) return;
+    sh_packed_gemm(r1 - r0, 0, v.in, v.g, v.dg + (size_t)r0 * v.g, v.g, v.pk_x, l->accum[0],
+                   l->in_delta[0] + (size_t)r0 * v.in, v.in);
+}
+
+static void gru_dn_backward(sh_layer *l, sh_exec *x)
+{
+    dn_view v = view(l, x);
+    memset(v.dh, 0, (size_t)v.b * v.h * sizeof(float));
+    sh_packed_pack(0, 2 * v.h, v.h, v.wh, v.h, 0, sh_packed_npanels(v.h), v.pk_rz);
+    sh_packed_pack(0, v.h, v.h, v.wh + (size_t)2 * v.h * v.h, v.h, 0, sh_packed_npanels(v.h),
+                   v.pk_n);
+    int np = sh_packed_npanels(v.h);
+    double macs = (double)v.b * v.h * v.h;
+    for (int t = l->steps - 1; t >= 0; t--) {
+        sh_rnn_split_step(l, x, t, np, 0.0, back_zn);
+        sh_rnn_split_step(l, x, t, np, macs, back_r);
+        if (t > 0) sh_rnn_split_step(l, x, t, np, 2 * macs, back_carry);
+    }
+    int hp = sh_packed_npanels(v.h), ip = sh_packed_npanels(v.in);
+    sh_exec_split(l, x, hp > ip ? hp : ip, pack_grads);
+    sh_exec_split(l, x, v.g, param_grads);
+    if (!l->in_delta[0]) return;
+    sh_packed_pack(0, v.g, v.in, v.wx, v.in, 0, sh_packed_npanels(v.in), v.pk_x);
+    sh_exec_chunks(l, x, sh_rnn_chunk_rows(x), input_delta);
+}
+
+/* Darknet's order (parser.c save_weights_upto): wz, wr, wh on h, then uz, ur, uh on x, each
+ * a connected layer: biases (H), weights (H rows). */
+static int gru_dn_darknet_blobs(const sh_layer *l, sh_dn_blob *b, int max)
+{
+    (void)max;
+    static const int order[NG] = {1, 0, 2}; /* z, r, n in shoal's gate order */
+    size_t h = (size_t)l->hidden, g = NG * h, in = l->inputs;
+    int n = 0;
+    for (int part = 0; part < 2; part++) { /* 0: state (Wh, bh), 1: input (Wx, bx) */
+        size_t w = l->w_off + (part ? 0 : g * in), bias = l->b_off + (part ? 0 : g);
+        size_t cols = part ? in : h;
+        for (int k = 0; k < NG; k++) {
+            size_t q = (size_t)order[k];
+            b[n++] = (sh_dn_blob){.off = bias + q * h, .count = h};
+            b[n++] = (sh_dn_blob){.off = w + q * h * cols, .count = h * cols, .rows = h};
+        }
+    }
+    return n;
+}
+
+const sh_layer_ops sh_gru_darknet_ops = {
+    .cfg_name = "gru",
+    .short_name = "gru",
+    .parse = gru_dn_parse,
+    .init = gru_dn_init,
+    .forward = gru_dn_forward,
+    .backward = gru_dn_backward,
+    .darknet_blobs = gru_dn_darknet_blobs,
+};
