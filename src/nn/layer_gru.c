@@ -283,9 +283,7 @@ const sh_layer_ops sh_gru_ops = {
     /* Darknet's six sublayers (wz, wr, wh, uz, ur, uh) would map onto Wh, Wx, bh, bx exactly,
      * but the candidate's equation differs (see the top of this file): form=darknet
      * (layer_gru_darknet.c) computes Darknet's. */
-    .darknet_refusal = "this [gru] has PyTorch's form (the reset gate applied after the "
-                       "candidate's state product, a tanh candidate) and Darknet's multiplies "
-                       "the reset gate into h before it (a logistic candidate unless tanh=1), "
-                       "so the same weights give different outputs; add form=darknet to the "
-                       "section to compute Darknet's GRU",
+    .darknet_refusal = "this [gru] has PyTorch's form, whose weights mean another function "
+                       "in Darknet (the reset gate's place, the candidate's activation); add "
+                       "form=darknet to its section for Darknet's GRU",
 };

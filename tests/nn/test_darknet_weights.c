@@ -6,21 +6,18 @@
  * shoal's forward gives for the same image (within 1e-4), and weights Darknet writes
  * (`darknet partial`) load into shoal, give Darknet's outputs, and save back byte for byte.
  * [lstm]: shoal's forward equals Darknet's equations on the file's eight sublayers, and
- * `darknet rnn vec` gives shoal's hidden state on Darknet's file and on shoal's; [gru] is
- * refused in one line; `shoal generate --sampler darknet` prints what `darknet rnn generate`
+ * `darknet rnn vec` gives shoal's hidden state on Darknet's file and on shoal's ([gru]:
+ * test_darknet_gru.c); `shoal generate --sampler darknet` prints what `darknet rnn generate`
  * prints. Without darknet those checks print one line and pass. */
 #include <math.h>
 #include <stdio.h>
 
 #include "base/err.h"
 #include "base/util.h"
-#include "check.h"
+#include "dn_check.h"
 #include "lib/run.h"
-#include "nn/darknet_weights.h"
 #include "nn/layer.h"
 #include "train/tiny_data.h"
-
-#define DARKNET "/usr/bin/darknet"
 
 static char dir[256];
 
@@ -47,62 +44,6 @@ static const char plain_cfg[] =
     "[shortcut]\nfrom=-2\n"
     "[connected]\noutput=10\nactivation=linear\n"
     "[softmax]\n";
-
-static void tn_random(float *x, size_t count, uint64_t seed, float lo, float hi)
-{
-    sh_rng r;
-    sh_rng_seed(&r, seed);
-    for (size_t i = 0; i < count; i++) x[i] = lo + (hi - lo) * sh_rng_float(&r);
-}
-
-static int have_darknet(void) { return access(DARKNET, X_OK) == 0; }
-
-static sh_net *build(const char *text, uint64_t seed)
-{
-    sh_cfg *cfg = NULL;
-    sh_net *n = NULL;
-    if (sh_cfg_parse(text, "cls.cfg", &cfg) != SHOAL_OK) return NULL;
-    if (sh_net_create_owning(cfg, 1, seed, &n) != SHOAL_OK) return NULL;
-    return n;
-}
-
-/* Random weights, biases and scales; rolling means in [-0.5, 0.5], variances in [0.5, 1.5]. */
-static void randomize(sh_net *n, uint64_t seed)
-{
-    tn_random(sh_net_params(n), sh_net_nparams(n), seed, -0.5f, 0.5f);
-    size_t ns = 0;
-    float *st = sh_net_stats(n, &ns);
-    for (int i = 0; i < sh_net_nlayers(n); i++) {
-        sh_layer *l = sh_net_layer(n, i);
-        size_t half = l->stat_count / 2;
-        tn_random(st + l->stat_off, half, seed + (uint64_t)i, -0.5f, 0.5f);
-        tn_random(st + l->stat_off + half, half, seed + 100 + (uint64_t)i, 0.5f, 1.5f);
-    }
-}
-
-static int files_equal(const char *a, const char *b, long skip_from, long skip_to)
-{
-    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
-    int same = fa && fb;
-    for (long pos = 0; same; pos++) {
-        int ca = fgetc(fa), cb = fgetc(fb);
-        if (ca != cb && !(pos >= skip_from && pos < skip_to)) same = 0;
-        if (ca == EOF || cb == EOF) break;
-    }
-    if (fa) fclose(fa);
-    if (fb) fclose(fb);
-    return same;
-}
-
-static long file_nbytes(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return -1;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fclose(f);
-    return n;
-}
 
 static void save_then_load_is_bitwise(void)
 {
@@ -380,32 +321,6 @@ static void rnn_weights_round_trip(void)
 static const char lstm_cfg[] = "[net]\nbatch=6\ninputs=5\ntime_steps=3\n\n"
                                "[lstm]\noutput=20\n\n[lstm]\noutput=7\n";
 
-/* build, for forward passes of the cfg's whole batch */
-static sh_net *build2(const char *text, uint64_t seed)
-{
-    sh_cfg *cfg = NULL;
-    sh_net *n = NULL;
-    if (sh_cfg_parse(text, "lstm.cfg", &cfg) != SHOAL_OK) return NULL;
-    if (sh_net_create_owning(cfg, 2, seed, &n) != SHOAL_OK) return NULL;
-    return n;
-}
-
-static float *read_floats(const char *path, size_t *count)
-{
-    long nbytes = file_nbytes(path);
-    FILE *f = fopen(path, "rb");
-    float *p = nbytes > 20 ? malloc((size_t)nbytes) : NULL;
-    *count = 0;
-    if (f && p && fread(p, 1, (size_t)nbytes, f) == (size_t)nbytes) *count = (size_t)(nbytes - 20) / 4;
-    if (f) fclose(f);
-    if (!*count) {
-        free(p);
-        return NULL;
-    }
-    memmove(p, (char *)p + 20, *count * 4);
-    return p;
-}
-
 static double dn_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 
 /* Darknet's forward_lstm_layer for one row, with the sublayers as the file holds them at w
@@ -464,7 +379,7 @@ static void lstm_file_checks(sh_net *a, sh_net *t, const float *w, const char *p
     float x[6 * 5];
     double worst = 0, largest = 0;
     for (int pass = 0; pass < 2; pass++) {
-        tn_random(x, 30, 40 + (uint64_t)pass, -1.0f, 1.0f);
+        dn_random(x, 30, 40 + (uint64_t)pass, -1.0f, 1.0f);
         CHECK_OK(sh_net_forward(a, x, 6, 0));
         const float *y = sh_net_output(a);
         for (int r = 0; r < 6; r++) {
@@ -486,7 +401,7 @@ static void lstm_file_checks(sh_net *a, sh_net *t, const float *w, const char *p
 
 static void lstm_weights_round_trip_and_darknet_equations(void)
 {
-    sh_net *a = build2(lstm_cfg, 1), *b = build(lstm_cfg, 2), *t = build(lstm_cfg, 3);
+    sh_net *a = dn_build(lstm_cfg, 2, 1), *b = build(lstm_cfg, 2), *t = build(lstm_cfg, 3);
     CHECK(a && b && t, "build: %s", shoal_last_error());
     if (!a || !b || !t) return;
     randomize(a, 17);
@@ -513,53 +428,6 @@ static void lstm_weights_round_trip_and_darknet_equations(void)
     sh_net_destroy(t);
 }
 
-/* Darknet's `rnn vec`: the first layer's output (%g each) after feeding the line's bytes, then
- * a space, one byte per forward (batch 1, one time step); shoal does the same. */
-static void compare_lstm_with_darknet(const char *cfg_text, const char *cfg_path,
-                                      const char *weights, const char *what)
-{
-    const char *line = "Shoal-LSTM.weights";
-    char cmd[2048], out[4096];
-    snprintf(cmd, sizeof cmd, "echo '%s' | %s rnn vec %s %s -seed '' 2>/dev/null", line,
-             DARKNET, cfg_path, weights);
-    int rc = sh_test_run(cmd, out, sizeof out);
-    float dn[20] = {0};
-    int nv = 0;
-    const char *p = strchr(out, ',');
-    while (rc == 0 && p && nv < 20) {
-        dn[nv++] = strtof(p + 1, NULL);
-        p = strchr(p + 1, ',');
-    }
-    CHECK(rc == 0 && nv == 20, "%s: darknet rnn vec: exit %d, %d values: %s", what, rc, nv, out);
-    sh_net *n = build(cfg_text, 5);
-    if (nv != 20 || !n) {
-        sh_net_destroy(n);
-        return;
-    }
-    CHECK_OK(sh_darknet_weights_load(n, weights, NULL));
-    float x[256] = {0};
-    size_t len = strlen(line);
-    for (size_t i = 0; i <= len; i++) {
-        int ch = i < len ? (unsigned char)line[i] : ' ';
-        x[ch] = 1;
-        CHECK_OK(sh_net_forward(n, x, 1, 0));
-        x[ch] = 0;
-    }
-    const float *h = sh_net_layer(n, 0)->out;
-    float worst = 0, largest = 0;
-    for (int j = 0; j < 20; j++) {
-        CHECK(fabsf(h[j] - dn[j]) <= 1e-4f, "%s: unit %d: shoal %.6f, darknet %.6f", what, j,
-              h[j], dn[j]);
-        worst = fabsf(h[j] - dn[j]) > worst ? fabsf(h[j] - dn[j]) : worst;
-        largest = fabsf(h[j]) > largest ? fabsf(h[j]) : largest;
-    }
-    CHECK(largest > 0.01f, "%s: h up to %g only: too small to tell nets apart", what, largest);
-    if (getenv("CHECK_VERBOSE"))
-        fprintf(stderr, "  %s: |h| up to %.4f, largest difference from Darknet %.2g\n", what,
-                largest, worst);
-    sh_net_destroy(n);
-}
-
 /* Against Darknet: a fresh [lstm] net Darknet writes (`darknet partial`) reads into shoal and
  * re-saves byte for byte, and on that file and on one shoal writes `darknet rnn vec` gives
  * the hidden state shoal computes. */
@@ -569,28 +437,7 @@ static const char lstm_char_cfg[] = "[net]\ninputs=256\nbatch=1\ntime_steps=1\n\
 
 static void darknet_agrees_on_lstm_weights(void)
 {
-    if (!have_darknet()) return;
-    char cfg_path[512], dw[512], rw[512], sw[512], cmd[2048], out[256];
-    snprintf(cfg_path, sizeof cfg_path, "%s/lstm-char.cfg", dir);
-    snprintf(dw, sizeof dw, "%s/lstm-darknet.weights", dir);
-    snprintf(rw, sizeof rw, "%s/lstm-resaved.weights", dir);
-    snprintf(sw, sizeof sw, "%s/lstm-shoal.weights", dir);
-    tiny_write_file(dir, "lstm-char.cfg", lstm_char_cfg);
-    snprintf(cmd, sizeof cmd, "%s partial %s '' %s 1000 >/dev/null 2>&1", DARKNET, cfg_path, dw);
-    CHECK(sh_test_run(cmd, out, sizeof out) == 0, "darknet partial %s failed", cfg_path);
-    sh_net *n = build(lstm_char_cfg, 4);
-    if (!n) return;
-    CHECK(file_nbytes(dw) == (long)sh_darknet_weights_nbytes(n), "Darknet wrote %ld bytes, "
-          "shoal expects %llu", file_nbytes(dw), (unsigned long long)sh_darknet_weights_nbytes(n));
-    uint64_t seen = 0;
-    CHECK_OK(sh_darknet_weights_load(n, dw, &seen));
-    CHECK_OK(sh_darknet_weights_save(n, rw, seen));
-    CHECK(files_equal(dw, rw, 0, 0), "lstm: Darknet's file and shoal's re-save differ");
-    compare_lstm_with_darknet(lstm_char_cfg, cfg_path, dw, "Darknet's [lstm] weights");
-    randomize(n, 23);
-    CHECK_OK(sh_darknet_weights_save(n, sw, 0));
-    compare_lstm_with_darknet(lstm_char_cfg, cfg_path, sw, "shoal's [lstm] weights");
-    sh_net_destroy(n);
+    if (have_darknet()) dn_agrees_on_rnn_weights(dir, lstm_char_cfg, "lstm");
 }
 
 /* `shoal generate --sampler darknet --sample-seed N` prints, byte for byte, what `darknet rnn
@@ -627,55 +474,6 @@ static void generate_samples_as_darknet_does(void)
               "%s: darknet wrote %ld bytes, shoal %ld, and they differ", names[t],
               file_nbytes(dn), file_nbytes(sh));
     }
-}
-
-/* [gru]: the same weights would compute another function in Darknet (the reset gate's place,
- * the candidate's activation), so saving and loading are refused in one line naming the
- * layer; Darknet's own file for the cfg is refused the same way (and has the size of
- * shoal's parameters: the arrays would map one to one). */
-static const char gru_cfg[] = "[net]\ninputs=256\nbatch=1\ntime_steps=1\n\n"
-                              "[gru]\noutput=12\n\n"
-                              "[connected]\noutput=256\nactivation=linear\n\n[softmax]\n";
-
-static void gru_weights_are_refused_in_one_line(void)
-{
-    sh_net *n = build(gru_cfg, 1);
-    CHECK(n != NULL, "build: %s", shoal_last_error());
-    if (!n) return;
-    char w[512], cmd[2048], out[256];
-    snprintf(w, sizeof w, "%s/gru.weights", dir);
-    remove(w);
-    CHECK_RC(sh_darknet_weights_save(n, w, 0), SHOAL_ERR_INVALID);
-    const char *e = shoal_last_error();
-    const char *nl = strchr(e, '\n'); /* the message, then the breadcrumbs */
-    CHECK(strstr(e, "layer 0 (gru 0, cfg line 6)") && strstr(e, "reset gate") &&
-          strstr(e, "shoal checkpoint") && (!nl || nl > strstr(e, "shoal checkpoint")),
-          "refusal: %s", e);
-    CHECK(file_nbytes(w) < 0, "the refused save created %s", w);
-    char cfg_path[512];
-    snprintf(cfg_path, sizeof cfg_path, "%s/gru.cfg", dir);
-    tiny_write_file(dir, "gru.cfg", gru_cfg);
-    /* `shoal train --save-darknet` refuses it before the first step: the checkpoint the run
-     * would have written at its end, before the Darknet file, is never written */
-    char text[2048], ckpt[600], said[4096];
-    for (size_t i = 0; i + 1 < sizeof text; i++) text[i] = "the quick brown fox jumps\n"[i % 26];
-    text[sizeof text - 1] = 0;
-    tiny_write_file(dir, "gru.txt", text);
-    snprintf(ckpt, sizeof ckpt, "%s/gru.ckpt", dir);
-    snprintf(cmd, sizeof cmd, "%s train %s --data %s/gru.txt --max-steps 2 --threads 1 --quiet --save %s "
-             "--save-darknet %s 2>&1", sh_test_shoal_bin(), cfg_path, dir, ckpt, w);
-    int rc = sh_test_run(cmd, said, sizeof said);
-    CHECK(rc == 1 && strstr(said, "reset gate") && file_nbytes(ckpt) < 0 && file_nbytes(w) < 0,
-          "train --save-darknet with [gru]: exit %d, checkpoint %ld bytes: %s", rc, file_nbytes(ckpt), said);
-    if (!have_darknet()) goto done;
-    snprintf(cmd, sizeof cmd, "%s partial %s '' %s 1000 >/dev/null 2>&1", DARKNET, cfg_path, w);
-    CHECK(sh_test_run(cmd, out, sizeof out) == 0, "darknet partial %s failed", cfg_path);
-    CHECK(file_nbytes(w) == 20 + 4 * (long)sh_net_nparams(n), "Darknet wrote %ld bytes, shoal "
-          "has %zu parameters", file_nbytes(w), sh_net_nparams(n));
-    CHECK_RC(sh_darknet_weights_load(n, w, NULL), SHOAL_ERR_INVALID);
-    CHECK(strstr(shoal_last_error(), "reset gate") != NULL, "load refusal: %s", shoal_last_error());
-done:
-    sh_net_destroy(n);
 }
 
 /* Darknet's hierarchical softmax (darknet9000's): one softmax per WordTree group. */
@@ -787,7 +585,6 @@ int main(void)
     RUN(rnn_weights_round_trip);
     RUN(lstm_weights_round_trip_and_darknet_equations);
     RUN(darknet_agrees_on_lstm_weights);
-    RUN(gru_weights_are_refused_in_one_line);
     RUN(generate_samples_as_darknet_does);
     RUN(cli_flags_read_and_write_darknet_weights);
     tiny_remove_dir(dir);
