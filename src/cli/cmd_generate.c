@@ -117,8 +117,8 @@ static shoal_result generate(const char *cfg_path, const char *weights, const ch
         int64_t draws = sh_darknet_init_draws(net);
         if (draws < 0) {
             rc = SH_FAIL(SHOAL_ERR_INVALID, "--sampler darknet: %s has a layer Darknet builds "
-                         "otherwise (only [rnn], [lstm], [connected] and layers without "
-                         "weights match its random draws); use --sampler shoal", cfg_path);
+                         "otherwise (only [rnn], [lstm], [gru] form=darknet, [connected] and "
+                         "layers without weights match its random draws); use --sampler shoal", cfg_path);
             goto done;
         }
         sh_glibc_rand_seed(&dn, (uint32_t)sample_seed);
