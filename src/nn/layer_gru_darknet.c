@@ -211,13 +211,11 @@ static void gru_dn_forward(sh_layer *l, sh_exec *x)
     memcpy(l->state, l->out + (size_t)(l->steps - 1) * bh, bh * sizeof(float));
 }
 
-/* Backward, step l->cur_step, units [16 p0, 16 p1): the update gate's and the candidate's
- * gradients from dL/dh' (from above and the step after); dh becomes the direct path z dh'. */
-static void back_zn(sh_layer *l, sh_exec *x, int tid, int p0, int p1)
+/* Backward, step t, units [j0, j1): the update gate's and the candidate's gradients from
+ * dL/dh' (from above and the step after); dh becomes the direct path z dh'. */
+static void zn_grads(sh_layer *l, const dn_view *vp, int t, int j0, int j1)
 {
-    (void)tid;
-    dn_view v = view(l, x);
-    int t = l->cur_step, j0 = p0 * SH_PACKED_NR, j1 = col_end(p1, v.h);
+    dn_view v = *vp;
     const float *hp = hprev(l, &v, t);
     int is_tanh = l->act == SH_ACT_TANH;
     for (int b = 0; b < v.b; b++) {
@@ -259,8 +257,18 @@ static void back_r(sh_layer *l, sh_exec *x, int tid, int p0, int p1)
     }
 }
 
-/* Units [16 p0, 16 p1) of dL/dh of the step before: the paths above plus [dAr dAz] [Wr; Wz]. */
-static void back_carry(sh_layer *l, sh_exec *x, int tid, int p0, int p1)
+/* Units [16 p0, 16 p1) of step l->cur_step's zn_grads. */
+static void back_zn(sh_layer *l, sh_exec *x, int tid, int p0, int p1)
+{
+    (void)tid;
+    dn_view v = view(l, x);
+    zn_grads(l, &v, l->cur_step, p0 * SH_PACKED_NR, col_end(p1, v.h));
+}
+
+/* Units [16 p0, 16 p1) of dL/dh of the step before l->cur_step: the paths above plus
+ * [dAr dAz] [Wr; Wz]; then that step's zn_grads, which need only these units of it (one
+ * wait for the threads per step saved). */
+static void back_carry_zn(sh_layer *l, sh_exec *x, int tid, int p0, int p1)
 {
     (void)tid;
     dn_view v = view(l, x);
@@ -268,6 +276,7 @@ static void back_carry(sh_layer *l, sh_exec *x, int tid, int p0, int p1)
     if (j1 <= j0) return;
     const float *dgt = v.dg + (size_t)l->cur_step * v.b * v.g;
     sh_packed_gemm(v.b, j0, j1, 2 * v.h, dgt, v.g, v.pk_rz, 1, v.dh, v.h);
+    zn_grads(l, &v, l->cur_step - 1, j0, j1);
 }
 
 /* Panels [p0, p1) of the weight gradients' operands: [h0; h], r h, x. */
@@ -330,10 +339,10 @@ static void gru_dn_backward(sh_layer *l, sh_exec *x)
                    v.pk_n);
     int np = sh_packed_npanels(v.h);
     double macs = (double)v.b * v.h * v.h;
+    sh_rnn_split_step(l, x, l->steps - 1, np, 0.0, back_zn);
     for (int t = l->steps - 1; t >= 0; t--) {
-        sh_rnn_split_step(l, x, t, np, 0.0, back_zn);
         sh_rnn_split_step(l, x, t, np, macs, back_r);
-        if (t > 0) sh_rnn_split_step(l, x, t, np, 2 * macs, back_carry);
+        if (t > 0) sh_rnn_split_step(l, x, t, np, 2 * macs, back_carry_zn);
     }
     int hp = sh_packed_npanels(v.h), ip = sh_packed_npanels(v.in);
     sh_exec_split(l, x, hp > ip ? hp : ip, pack_grads);
