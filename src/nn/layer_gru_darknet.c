@@ -119,11 +119,6 @@ static const float *hprev(const sh_layer *l, const dn_view *v, int t)
 /* Columns [16 p0, 16 p1) of n columns, clipped. */
 static int col_end(int p1, int n) { return p1 * SH_PACKED_NR < n ? p1 * SH_PACKED_NR : n; }
 
-static float act_n(const sh_layer *l, float a)
-{
-    return l->act == SH_ACT_TANH ? sh_rnn_tanh(a) : sh_rnn_sigmoid(a);
-}
-
 /* Rows [r0, r1): the input parts X Wx^T + bx. */
 static void input_rows(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
 {
@@ -141,6 +136,30 @@ static void input_rows(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
         for (int k = 0; k < v.g; k++) gr[(size_t)r * v.g + k] += v.bx[k];
 }
 
+/* The loops over a row's units, on restrict pointers so that σ and tanh vectorise: gates
+ * σ(ax + ah + bias) into g; r h into q; the candidate act(ax + an + bias) into n and
+ * h' = z h + (1 - z) n into out. */
+static inline void gates_row(int w, const float *restrict ax, const float *restrict ah,
+                             const float *restrict bias, float *restrict g)
+{
+    for (int u = 0; u < w; u++) g[u] = sh_rnn_sigmoid(ax[u] + ah[u] + bias[u]);
+}
+static inline void reset_row(int w, const float *restrict r, const float *restrict h,
+                             float *restrict q)
+{
+    for (int u = 0; u < w; u++) q[u] = r[u] * h[u];
+}
+static inline void cand_row(int w, int is_tanh, const float *restrict ax, const float *restrict an,
+                            const float *restrict bias, const float *restrict z,
+                            const float *restrict h, float *restrict n, float *restrict out)
+{
+    if (is_tanh)
+        for (int u = 0; u < w; u++) n[u] = sh_rnn_tanh(ax[u] + an[u] + bias[u]);
+    else
+        gates_row(w, ax, an, bias, n);
+    for (int u = 0; u < w; u++) out[u] = z[u] * h[u] + (1.0f - z[u]) * n[u];
+}
+
 /* Step l->cur_step, panels [p0, p1) of the 2H columns r, z: their gates, and r h. */
 static void step_rz(sh_layer *l, sh_exec *x, int tid, int p0, int p1)
 {
@@ -155,11 +174,9 @@ static void step_rz(sh_layer *l, sh_exec *x, int tid, int p0, int p1)
         const float *ax = v.dg + r * v.g, *ah = v.arz + (size_t)b * 2 * v.h;
         const float *hb = hp + (size_t)b * v.h;
         float *keep = l->keep + r * v.kc;
-        for (int c = c0; c < c1; c++) {
-            float s = sh_rnn_sigmoid(ax[c] + ah[c] + v.bh[c]);
-            keep[c] = s;
-            if (c < v.h) keep[v.g + c] = s * hb[c];
-        }
+        gates_row(c1 - c0, ax + c0, ah + c0, v.bh + c0, keep + c0);
+        if (c0 < v.h)
+            reset_row((c1 < v.h ? c1 : v.h) - c0, keep + c0, hb + c0, keep + v.g + c0);
     }
 }
 
@@ -178,11 +195,8 @@ static void step_n(sh_layer *l, sh_exec *x, int tid, int p0, int p1)
         const float *ax = v.dg + r * v.g + 2 * v.h, *an = v.an + (size_t)b * v.h;
         const float *hb = hp + (size_t)b * v.h, *bn = v.bh + 2 * v.h;
         float *keep = l->keep + r * v.kc, *out = l->out + r * v.h;
-        for (int j = j0; j < j1; j++) {
-            float n = act_n(l, ax[j] + an[j] + bn[j]), z = keep[v.h + j];
-            keep[2 * v.h + j] = n;
-            out[j] = z * hb[j] + (1.0f - z) * n;
-        }
+        cand_row(j1 - j0, l->act == SH_ACT_TANH, ax + j0, an + j0, bn + j0, keep + v.h + j0,
+                 hb + j0, keep + 2 * v.h + j0, out + j0);
     }
 }
 
@@ -211,6 +225,20 @@ static void gru_dn_forward(sh_layer *l, sh_exec *x)
     memcpy(l->state, l->out + (size_t)(l->steps - 1) * bh, bh * sizeof(float));
 }
 
+/* One row's units: dAz and dAn from dL/dh' (dy + dh); dh becomes z dh'. */
+static inline void zn_row(int w, int is_tanh, const float *restrict z, const float *restrict n,
+                          const float *restrict h, const float *restrict dy, float *restrict dh,
+                          float *restrict daz, float *restrict dan)
+{
+    for (int u = 0; u < w; u++) {
+        float d = dy[u] + dh[u];
+        float slope = is_tanh ? 1.0f - n[u] * n[u] : n[u] * (1.0f - n[u]);
+        dan[u] = d * (1.0f - z[u]) * slope;
+        daz[u] = d * (h[u] - n[u]) * z[u] * (1.0f - z[u]);
+        dh[u] = d * z[u];
+    }
+}
+
 /* Backward, step t, units [j0, j1): the update gate's and the candidate's gradients from
  * dL/dh' (from above and the step after); dh becomes the direct path z dh'. */
 static void zn_grads(sh_layer *l, const dn_view *vp, int t, int j0, int j1)
@@ -223,13 +251,19 @@ static void zn_grads(sh_layer *l, const dn_view *vp, int t, int j0, int j1)
         const float *keep = l->keep + r * v.kc, *dy = l->delta + r * v.h;
         const float *hb = hp + (size_t)b * v.h;
         float *dg = v.dg + r * v.g, *dh = v.dh + (size_t)b * v.h;
-        for (int j = j0; j < j1; j++) {
-            float z = keep[v.h + j], n = keep[2 * v.h + j], d = dy[j] + dh[j];
-            float dn = d * (1.0f - z);
-            dg[2 * v.h + j] = dn * (is_tanh ? 1.0f - n * n : n * (1.0f - n));
-            dg[v.h + j] = d * (hb[j] - n) * z * (1.0f - z);
-            dh[j] = d * z;
-        }
+        zn_row(j1 - j0, is_tanh, keep + v.h + j0, keep + 2 * v.h + j0, hb + j0, dy + j0, dh + j0,
+               dg + v.h + j0, dg + 2 * v.h + j0);
+    }
+}
+
+/* One row's units: dAr from dL/d(r h) (dq), and the path through r h added to dh. */
+static inline void reset_back_row(int w, const float *restrict r, const float *restrict h,
+                                  const float *restrict dq, float *restrict dar,
+                                  float *restrict dh)
+{
+    for (int u = 0; u < w; u++) {
+        dar[u] = dq[u] * h[u] * r[u] * (1.0f - r[u]);
+        dh[u] += dq[u] * r[u];
     }
 }
 
@@ -249,11 +283,7 @@ static void back_r(sh_layer *l, sh_exec *x, int tid, int p0, int p1)
         const float *keep = l->keep + r * v.kc, *hb = hp + (size_t)b * v.h;
         const float *dqb = dq + (size_t)b * v.h;
         float *dg = v.dg + r * v.g, *dh = v.dh + (size_t)b * v.h;
-        for (int j = j0; j < j1; j++) {
-            float rg = keep[j];
-            dg[j] = dqb[j] * hb[j] * rg * (1.0f - rg);
-            dh[j] += dqb[j] * rg;
-        }
+        reset_back_row(j1 - j0, keep + j0, hb + j0, dqb + j0, dg + j0, dh + j0);
     }
 }
 
