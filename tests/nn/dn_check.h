@@ -179,4 +179,70 @@ static inline void dn_agrees_on_rnn_weights(const char *dir, const char *cfg_tex
     sh_net_destroy(n);
 }
 
+/* The two-layer recurrent nets of the file tests: 5 inputs, a layer of 20 units, one of 7,
+ * batches of 3 steps x 2 streams (rows t*B + b). A layer's file holds nsub connected
+ * sublayers, the first half on the state (H x H), the rest on the input (H x I). */
+static const int dn_hs[2] = {20, 7}, dn_ins[2] = {5, 20};
+
+/* Darknet's forward of one layer for one row: w its sublayers as the file holds them, h (and
+ * c where the layer has one) moved on one step; arg: the layer's option (GRU: tanh=). */
+typedef void (*dn_row_fn)(const float *w, int in, int hn, int arg, const double *x, double *h,
+                          double *c);
+
+/* The floats w of a's file written again in Darknet's transposed form (minor 1001: every
+ * weight matrix (H, cols) stored as (cols, H), images seen as int32) to p3 read into t as
+ * a's parameters. */
+static inline void dn_check_transposed(const sh_net *a, sh_net *t, const float *w, int nsub,
+                                       const char *p3)
+{
+    FILE *f = fopen(p3, "wb");
+    int32_t head[4] = {0, 1001, 0, 11};
+    fwrite(head, 4, 4, f);
+    for (int li = 0; li < 2; li++)
+        for (int s = 0; s < nsub; s++) {
+            int hn = dn_hs[li], cols = s < nsub / 2 ? hn : dn_ins[li];
+            fwrite(w, 4, (size_t)hn, f);
+            for (int k = 0; k < cols; k++)
+                for (int j = 0; j < hn; j++) fwrite(w + hn + j * cols + k, 4, 1, f);
+            w += hn + hn * cols;
+        }
+    fclose(f);
+    uint64_t seen = 0;
+    CHECK_OK(sh_darknet_weights_load(t, p3, &seen));
+    CHECK(seen == 11, "transposed file: seen %llu", (unsigned long long)seen);
+    CHECK(memcmp(sh_net_params((sh_net *)a), sh_net_params(t), sh_net_nparams(a) * 4) == 0,
+          "transposed file: params differ");
+}
+
+/* a's forward on two batches (the state carried between them) is Darknet's equations (row)
+ * on the file's floats w, within 1e-5, and large enough to tell the gates apart. */
+static inline void dn_check_equations(sh_net *a, const float *w, int nsub, dn_row_fn row,
+                                      int arg, const char *what)
+{
+    double h[2][2][64] = {{{0}}}, c[2][2][64] = {{{0}}};
+    const float *w2 = w + nsub / 2 * (20 + 20 * 20) + nsub / 2 * (20 + 20 * 5);
+    float x[6 * 5];
+    double worst = 0, largest = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        dn_random(x, 30, 40 + (uint64_t)pass, -1.0f, 1.0f);
+        CHECK_OK(sh_net_forward(a, x, 6, 0));
+        const float *y = sh_net_output(a);
+        for (int r = 0; r < 6; r++) {
+            int s = r % 2;
+            double xin[5];
+            for (int k = 0; k < 5; k++) xin[k] = x[r * 5 + k];
+            row(w, 5, 20, arg, xin, h[0][s], c[0][s]);
+            row(w2, 20, 7, arg, h[0][s], h[1][s], c[1][s]);
+            for (int j = 0; j < 7; j++) {
+                worst = fmax(worst, fabs(y[r * 7 + j] - h[1][s][j]));
+                largest = fmax(largest, fabs(h[1][s][j]));
+            }
+        }
+    }
+    CHECK(worst <= 1e-5, "%s: shoal's forward and Darknet's equations on the file differ by %g",
+          what, worst);
+    CHECK(largest > 0.05, "%s: outputs up to %g only: too small to tell the gates apart", what,
+          largest);
+}
+
 #endif
