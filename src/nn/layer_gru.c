@@ -10,11 +10,12 @@
  * This is form=pytorch, the default; form=darknet hands the layer to layer_gru_darknet.c.
  * Weights: Wx (3H, I), Wh (3H, H), bx (3H), bh (3H); gate rows in blocks of 16 units
  * (recurrent.h: sh_rnn_gate_col, gates r, z, n). Initialised uniform(±1/sqrt(H)) as PyTorch.
+ * Also the two forms' shared input part (gru.h: sh_gru_begin, sh_gru_input_part).
  * Not here: the layout helpers and fast σ/tanh (recurrent.h), the order of the passes
  * forward and through time (recurrent.c: sh_rnn_gated_*).
  * Proved by tests/nn/test_layer_rnn.c (finite differences; PyTorch's nn.GRU when present). */
 #include "base/err.h"
-#include "nn/recurrent.h"
+#include "nn/gru.h"
 
 #define NG 3 /* gates r, z, n */
 
@@ -103,19 +104,24 @@ static void gru_input_rows(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
 {
     (void)tid;
     gru_view v = view(l, x);
-    int nr = r1 - r0;
+    sh_gru_input_part(l, r0, r1, v.g, v.wt, v.idx, sh_rnn_packed(l, v.in, v.g), v.bx, v.gx);
+}
+
+void sh_gru_input_part(const sh_layer *l, int r0, int r1, int g, const float *wt,
+                       const int32_t *idx, const float *pk, const float *bx, float *dst)
+{
+    int nr = r1 - r0, in = (int)l->inputs;
     if (nr <= 0) return;
-    float *gr = v.gx + (size_t)r0 * v.g;
+    float *gr = dst + (size_t)r0 * g;
     if (l->input_onehot) { /* the rows of wt hold the biases already */
         for (int r = 0; r < nr; r++)
-            memcpy(gr + (size_t)r * v.g, v.wt + (size_t)v.idx[r0 + r] * v.g, (size_t)v.g * sizeof(float));
+            memcpy(gr + (size_t)r * g, wt + (size_t)idx[r0 + r] * g, (size_t)g * sizeof(float));
         return;
     }
-    sh_packed_gemm(nr, 0, v.g, v.in, l->in[0] + (size_t)r0 * v.in, v.in,
-                   sh_rnn_packed(l, v.in, v.g), 0, gr, v.g);
+    sh_packed_gemm(nr, 0, g, in, l->in[0] + (size_t)r0 * in, in, pk, 0, gr, g);
     for (int r = 0; r < nr; r++) {
-        float *row = gr + (size_t)r * v.g;
-        for (int k = 0; k < v.g; k++) row[k] += v.bx[k];
+        float *row = gr + (size_t)r * g;
+        for (int k = 0; k < g; k++) row[k] += bx[k];
     }
 }
 
@@ -253,17 +259,23 @@ static void gru_forward(sh_layer *l, sh_exec *x)
 {
     gru_view v = view(l, x);
     size_t bh = (size_t)v.b * v.h;
-    memcpy(v.h0, l->state, bh * sizeof(float));
-    l->input_onehot = l->src[0] < 0 && sh_rnn_onehot(l->in[0], v.rows, v.in, v.idx);
-    if (l->input_onehot) { /* row c of wt: the input part of every row whose input is c */
-        sh_rnn_transpose(v.wx, v.g, v.in, v.wt);
-        for (int c = 0; c < v.in; c++) {
-            float *row = v.wt + (size_t)c * v.g;
-            for (int k = 0; k < v.g; k++) row[k] += v.bx[k];
-        }
-    }
+    sh_gru_begin(l, x, v.h0, v.wx, v.bx, v.g, v.idx, v.wt);
     sh_rnn_gated_forward(l, x, &gru_passes);
     memcpy(l->state, l->out + (size_t)(l->steps - 1) * bh, bh * sizeof(float));
+}
+
+void sh_gru_begin(sh_layer *l, const sh_exec *x, float *h0, const float *wx, const float *bx,
+                  int g, int32_t *idx, float *wt)
+{
+    int in = (int)l->inputs;
+    memcpy(h0, l->state, (size_t)sh_rnn_streams(l, x) * l->hidden * sizeof(float));
+    l->input_onehot = l->src[0] < 0 && sh_rnn_onehot(l->in[0], x->nimg, in, idx);
+    if (!l->input_onehot) return;
+    sh_rnn_transpose(wx, g, in, wt); /* row c: the input part of every row whose input is c */
+    for (int c = 0; c < in; c++) {
+        float *row = wt + (size_t)c * g;
+        for (int k = 0; k < g; k++) row[k] += bx[k];
+    }
 }
 
 static void gru_backward(sh_layer *l, sh_exec *x)

@@ -13,7 +13,7 @@
  * Proved by tests/nn/test_layer_rnn.c (finite differences, threads, state) and
  * tests/nn/test_darknet_gru.c (against Darknet). */
 #include "base/err.h"
-#include "nn/recurrent.h"
+#include "nn/gru.h"
 
 #define NG 3 /* gates r, z, n */
 
@@ -124,16 +124,7 @@ static void input_rows(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
 {
     (void)tid;
     dn_view v = view(l, x);
-    if (r1 <= r0) return;
-    float *gr = v.dg + (size_t)r0 * v.g;
-    if (l->input_onehot) { /* the rows of wt hold the biases already */
-        for (int r = r0; r < r1; r++)
-            memcpy(v.dg + (size_t)r * v.g, v.wt + (size_t)v.idx[r] * v.g, (size_t)v.g * sizeof(float));
-        return;
-    }
-    sh_packed_gemm(r1 - r0, 0, v.g, v.in, l->in[0] + (size_t)r0 * v.in, v.in, v.pk_x, 0, gr, v.g);
-    for (int r = 0; r < r1 - r0; r++)
-        for (int k = 0; k < v.g; k++) gr[(size_t)r * v.g + k] += v.bx[k];
+    sh_gru_input_part(l, r0, r1, v.g, v.wt, v.idx, v.pk_x, v.bx, v.dg);
 }
 
 /* The loops over a row's units, on restrict pointers so that σ and tanh vectorise: gates
@@ -204,15 +195,8 @@ static void gru_dn_forward(sh_layer *l, sh_exec *x)
 {
     dn_view v = view(l, x);
     size_t bh = (size_t)v.b * v.h;
-    memcpy(v.h0, l->state, bh * sizeof(float));
-    l->input_onehot = l->src[0] < 0 && sh_rnn_onehot(l->in[0], v.rows, v.in, v.idx);
-    if (l->input_onehot) { /* row c of wt: the input part of every row whose input is c */
-        sh_rnn_transpose(v.wx, v.g, v.in, v.wt);
-        for (int c = 0; c < v.in; c++)
-            for (int k = 0; k < v.g; k++) v.wt[(size_t)c * v.g + k] += v.bx[k];
-    } else {
-        sh_packed_pack(1, v.in, v.g, v.wx, v.in, 0, sh_packed_npanels(v.g), v.pk_x);
-    }
+    sh_gru_begin(l, x, v.h0, v.wx, v.bx, v.g, v.idx, v.wt);
+    if (!l->input_onehot) sh_packed_pack(1, v.in, v.g, v.wx, v.in, 0, sh_packed_npanels(v.g), v.pk_x);
     sh_exec_chunks(l, x, sh_rnn_chunk_rows(x), input_rows);
     sh_packed_pack(1, v.h, 2 * v.h, v.wh, v.h, 0, sh_packed_npanels(2 * v.h), v.pk_rz);
     sh_packed_pack(1, v.h, v.h, v.wh + (size_t)2 * v.h * v.h, v.h, 0, sh_packed_npanels(v.h),
