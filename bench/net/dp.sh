@@ -4,6 +4,7 @@
 # by side, medians of REPS runs interleaved.
 #
 #   bench/net/dp.sh      # REPS=3 RATES="10gbit 1gbit" MODELS="lenet mlp-wide" STEPS=100 WARMUP=10
+#   BASE=/tmp/old/shoal bench/net/dp.sh   # also another shoal binary, interleaved (a before)
 #
 # As bench/dp/run.sh: weak scaling, 64 Fashion-MNIST images per rank per step, one thread
 # per rank, SGD with momentum; aggregate images/s. shoal runs one `shoal train -n 1
@@ -36,8 +37,8 @@ for line in sys.stdin:
     if line.startswith("{"):
         print(json.loads(line)[sys.argv[1]]); break' "$1"; }
 
-shoal_run() { # model -> images/s
-    local m=$1 key p log="$OUT/dp-shoal-$1.log"
+shoal_run() { # model [binary] -> images/s
+    local m=$1 SHOAL=${2:-$SHOAL} key p log="$OUT/dp-shoal-$1.log"
     key=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n'); p=$((30000 + RANDOM % 20000))
     SHOAL_JOB_KEY=$key SHOAL_MASTER_PORT=$p OPENBLAS_NUM_THREADS=1 $LAB exec h1 "$SHOAL" train "examples/$m.cfg" \
         --data "$DATA" -n 1 --nnodes 2 --node-rank 1 --master-addr "$($LAB addr h0)" --threads 1 \
@@ -60,8 +61,9 @@ for rate in $RATES; do
     for rep in $(seq "$REPS"); do
         for m in $MODELS; do
             echo "rate $rate, $m, rep $rep" >&2
+            b=null; [ -z "${BASE:-}" ] || b=$(shoal_run "$m" "$BASE")
             s=$(shoal_run "$m"); t=$(torch_run "$m")
-            echo "{\"rate\": \"$rate\", \"model\": \"$m\", \"shoal\": $s, \"torch\": $t}" >>"$OUT/dp.jsonl"
+            echo "{\"rate\": \"$rate\", \"model\": \"$m\", \"shoal\": $s, \"torch\": $t, \"base\": $b}" >>"$OUT/dp.jsonl"
         done
     done
     $LAB down >/dev/null
@@ -70,10 +72,15 @@ $PY - "$OUT/dp.jsonl" "$REPS" <<'PY' | tee "$OUT/dp-table.txt"
 import json, math, statistics, sys
 rows = [json.loads(l.replace("nan", "NaN")) for l in open(sys.argv[1]) if l.strip()]
 print(f"data-parallel training, 2 hosts x 1 rank, images/s (median of {sys.argv[2]})")
-print(f"{'rate':>8} {'model':>10} {'shoal':>9} {'PyTorch':>9} {'x PyTorch':>10}")
+base = any(r.get("base") is not None for r in rows)
+print(f"{'rate':>8} {'model':>10} {'shoal':>9} {'PyTorch':>9} {'x PyTorch':>10}" + (f" {'base':>9} {'x base':>7}" if base else ""))
 for rate in dict.fromkeys(r["rate"] for r in rows):
     for m in dict.fromkeys(r["model"] for r in rows):
         sel = [r for r in rows if r["rate"] == rate and r["model"] == m]
         s = statistics.median(r["shoal"] for r in sel); t = statistics.median(r["torch"] for r in sel)
-        print(f"{rate:>8} {m:>10} {s:9.0f} {t:9.0f} {s / t if t > 0 else math.nan:10.2f}")
+        line = f"{rate:>8} {m:>10} {s:9.0f} {t:9.0f} {s / t if t > 0 else math.nan:10.2f}"
+        if base:
+            b = statistics.median(r["base"] for r in sel)
+            line += f" {b:9.0f} {s / b if b > 0 else math.nan:7.2f}"
+        print(line)
 PY
