@@ -46,6 +46,7 @@ typedef struct {
     /* Deferred weight gradients: layer defer_layer[d]'s factors of the whole pass, micro-batch m
      * at row m * mb: its input X (batch, inputs) (NULL: the first layer of stage 0, whose X is
      * the pass's input) and dY / M (batch, outputs). */
+    int defer;               /* SHOAL_PIPE_DEFER: 0 computes every weight gradient in its backward */
     int ndefer, *defer_layer;
     float **defer_x, **defer_dy;
     size_t nparams, in_count, out_count;

@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/env.h"
 #include "base/err.h"
 #include "base/trace.h"
 #include "base/util.h"
@@ -274,7 +275,7 @@ static shoal_result pipe_pass(sh_strategy *s, const float *x, const int32_t *y, 
         for (int m = 0; m < nmb; m++) SH_TRY(forward_one(p, m, x, y, n, 0, &loss_sum, &hits));
     } else {
         int warm = p->S - p->stage - 1 < nmb ? p->S - p->stage - 1 : nmb, f = 0, b = 0;
-        for (int j = 0; j < p->K; j++) sh_net_defer_weights(p->inst[j], 1);
+        for (int j = 0; j < p->K; j++) sh_net_defer_weights(p->inst[j], p->defer);
         for (; f < warm; f++) SH_TRY(forward_one(p, f, x, y, n, 1, &loss_sum, &hits));
         while (f < nmb) {
             SH_TRY(forward_one(p, f++, x, y, n, 1, &loss_sum, &hits));
@@ -565,7 +566,7 @@ static shoal_result plan_deferred(pipe_state *p, int lo, int hi)
         size_t off, count;
         sh_net_layer_params(net, i, &off, &count);
         if (!count) continue;
-        if (!sh_net_layer_defers(net, i)) {
+        if (!p->defer || !sh_net_layer_defers(net, i)) {
             int r = p->nsums;
             if (r > 0 && p->sum_off[r - 1] + p->sum_count[r - 1] == off) p->sum_count[r - 1] += count;
             else {
@@ -718,6 +719,9 @@ shoal_result sh_strategy_pipeline_tp_create(shoal_comm *c, const sh_pipe_opts *o
     p->in_count = sh_net_part_input_count(p->inst[0]);
     p->out_count = sh_net_part_output_count(p->inst[0]);
     SH_TRY_GOTO(sh_alloc_aligned((p->nparams + 16) * sizeof(float), (void **)&p->acc), rc, fail);
+    long defer = 1;
+    SH_TRY_GOTO(sh_env_long("SHOAL_PIPE_DEFER", &defer), rc, fail);
+    p->defer = (int)defer;
     SH_TRY_GOTO(plan_deferred(p, lo, hi), rc, fail);
     /* Micro-batches of few rows: OpenBLAS would re-pack each weight matrix for every one of
      * the M products; pack once per pass instead (while the copies take at most 64 MiB). */

@@ -31,6 +31,7 @@ typedef struct {
     int lo, hi;         /* its layers [lo, hi) */
     double forward, backward, bubble, comm;
     double step;        /* the whole pass, for the bubble's share */
+    int deferred_layers; /* whose weight gradients wait for the last backward (SHOAL_PIPE_DEFER) */
 } sh_pipe_profile;
 
 /* Cut the net (any part of it; every layer's cost and stage= key are known) into `stages`
