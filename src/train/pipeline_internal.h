@@ -55,7 +55,10 @@ typedef struct {
     double ns[5];            /* forward, backward, bubble, comm, pass: training passes only */
     double eval_ns[5];       /* the same during evaluation (not reported) */
     double *acc_ns;          /* ns while training, else eval_ns */
-    int repack;              /* the packed weights (sh_net_keep_packed) predate an update */
+    int packs;               /* keeps packed weights (sh_net_keep_packed) */
+    int updates;             /* applies the optimizer step itself, packing as it updates */
+    int64_t step;            /* the step begun (its learning rate) */
+    int stale;               /* SH_PACK_* bits: packed copies that predate the weights */
     int pack_forward, pack_backward; /* the copies still to be packed in this pass */
     sh_model_part part;      /* where this stage's blocks sit in the whole model's */
     int64_t passes;

@@ -28,6 +28,9 @@
  * activation, so tensor rank t of a stage talks to tensor rank t of its neighbours, and the
  * replicas average per (stage, t). Split layers never defer their
  * weight gradients (their factors are shares): they are summed in `acc`.
+ * Micro-batches of few rows multiply by packed weights (sh_net_keep_packed); the stage then
+ * applies the optimizer step itself (pipe_finish), packing each 16 rows of W as it updates
+ * them, so no pass waits for a pack.
  * Cost per step and stage: M sends of mb x (stage output + links at its end) floats forward
  * and of mb x (stage input + links at its start) floats backward; idle (bubble) share
  * (S-1) / (M+S-1) with balanced stages.
@@ -262,13 +265,16 @@ static shoal_result pipe_pass(sh_strategy *s, const float *x, const int32_t *y, 
     pipe_state *p = s->impl;
     uint64_t t0 = sh_now_ns();
     p->acc_ns = training ? p->ns : p->eval_ns;
-    if (p->repack && !training) sh_net_pack_weights(p->inst[0], SH_PACK_FORWARD); /* shared */
-    /* Training: the first micro-batch's forward runs without (OpenBLAS), and the copies are
-     * made while the next stage computes on it (forward_one); the backward ones before the
-     * first backward's wait (backward_one). */
-    p->pack_forward = training;
-    p->pack_backward = training;
-    p->repack = training; /* the update after this pass changes the weights */
+    if ((p->stale & SH_PACK_FORWARD) && !training) {
+        sh_net_pack_weights(p->inst[0], SH_PACK_FORWARD); /* shared */
+        p->stale &= ~SH_PACK_FORWARD;
+    }
+    /* Training with stale copies: the first micro-batch's forward runs without (OpenBLAS),
+     * and the copies are made while the next stage computes on it (forward_one); the
+     * backward ones before the first backward's wait (backward_one). */
+    p->pack_forward = training && (p->stale & SH_PACK_FORWARD);
+    p->pack_backward = training && (p->stale & SH_PACK_BACKWARD);
+    if (training) p->stale = p->updates ? 0 : SH_PACK_FORWARD | SH_PACK_BACKWARD; /* the update after it */
     int nmb = (n + p->mb - 1) / p->mb, hits = 0;
     double loss_sum = 0;
     if (!training) {
@@ -334,11 +340,15 @@ static shoal_result pipe_attach(sh_strategy *s, sh_net *net)
         sh_net_set_threads(p->inst[j], sh_net_threads(net));
         sh_net_share_packed(p->inst[j], net);
     }
-    p->repack = 1; /* the weights may come from a checkpoint */
+    p->stale = SH_PACK_FORWARD | SH_PACK_BACKWARD; /* the weights may come from a checkpoint */
     sh_net_rng_get(net, p->rng); /* restored from a checkpoint, or the seed's */
     memcpy(p->rng0, p->rng, sizeof p->rng0);
     /* --compress: the replicas of this stage exchange its gradients compressed */
-    return sh_gradx_group_attach(s, p->group, net, 0, shoal_comm_rank(p->c), p->R * p->S * p->T);
+    SH_TRY(sh_gradx_group_attach(s, p->group, net, 0, shoal_comm_rank(p->c), p->R * p->S * p->T));
+    /* Packed copies: the update refreshes them as it writes the weights (pipe_finish) */
+    p->updates = p->packs && s->opt && !s->applies_update;
+    if (p->updates) s->applies_update = 1;
+    return SHOAL_OK;
 }
 
 /* Before a checkpoint (every rank): each stage draws dropout masks from its own copy of
@@ -363,6 +373,8 @@ static shoal_result pipe_sync_state(sh_strategy *s)
 
 static shoal_result pipe_begin(sh_strategy *s, int64_t step)
 {
+    pipe_state *p = s->impl;
+    p->step = step;
     sh_gradx_group_begin(s, step);
     return SHOAL_OK;
 }
@@ -375,12 +387,17 @@ static void pipe_grad_ready(void *ctx, int layer, size_t offset, size_t count)
 static shoal_result pipe_finish(sh_strategy *s)
 {
     pipe_state *p = s->impl;
-    if (!p->group) return SHOAL_OK;
-    uint64_t t0 = sh_now_ns();
     float *g = sh_net_grads(p->inst[0]);
-    if (s->gx) SH_TRY(sh_gradx_group_finish(s, p->inst[0]));
-    else SH_TRY(shoal_allreduce(p->group, g, g, p->nparams, SHOAL_FLOAT32, SHOAL_AVG));
-    p->ns[3] += (double)(sh_now_ns() - t0);
+    if (p->group) {
+        uint64_t t0 = sh_now_ns();
+        if (s->gx) SH_TRY(sh_gradx_group_finish(s, p->inst[0]));
+        else SH_TRY(shoal_allreduce(p->group, g, g, p->nparams, SHOAL_FLOAT32, SHOAL_AVG));
+        p->ns[3] += (double)(sh_now_ns() - t0);
+    }
+    if (p->updates) { /* the step's own update (applies_update), the copies packed with it */
+        sh_optim_begin(s->opt, sh_lr_at(s->lr, p->step));
+        sh_net_update_packed(p->inst[0], s->opt, g);
+    }
     return SHOAL_OK;
 }
 
@@ -725,7 +742,8 @@ shoal_result sh_strategy_pipeline_tp_create(shoal_comm *c, const sh_pipe_opts *o
     SH_TRY_GOTO(plan_deferred(p, lo, hi), rc, fail);
     /* Micro-batches of few rows: OpenBLAS would re-pack each weight matrix for every one of
      * the M products; pack once per pass instead (while the copies take at most 64 MiB). */
-    if (p->M > 1 && p->mb < PIPE_PACK_ROWS) SH_TRY_GOTO(sh_net_keep_packed(p->inst[0], (size_t)64 << 20), rc, fail);
+    p->packs = p->M > 1 && p->mb < PIPE_PACK_ROWS;
+    if (p->packs) SH_TRY_GOTO(sh_net_keep_packed(p->inst[0], (size_t)64 << 20), rc, fail);
     SH_TRY_GOTO(plan_links(p), rc, fail);
     if (p->stage > 0)
         for (int j = 0; j < p->K; j++)
