@@ -53,9 +53,11 @@
 #include "train/tp_plan.h"
 #include "train/pipeline_internal.h"
 
-/* Micro-batches of fewer rows than this multiply by packed weights (gemm_packed.c): there
- * the pack, once per pass, costs less than OpenBLAS's per product (measured at 1024 x 1024:
- * 2x the speed at 32 rows, break-even at 64 with two micro-batches). */
+/* The stage multiplies by packed weights (gemm_packed.c): packed as its own update writes
+ * them, at any micro-batch size (measured on balanced.cfg: +8% images/s at 128 rows, +14% at
+ * 64). Where another applies the update (--compress with momentum) the pass packs them, which
+ * pays only on micro-batches of fewer rows than this (at 1024 x 1024: 2x the speed at 32
+ * rows, break-even at 64 with two micro-batches). */
 #define PIPE_PACK_ROWS 64
 
 
@@ -265,15 +267,15 @@ static shoal_result pipe_pass(sh_strategy *s, const float *x, const int32_t *y, 
     pipe_state *p = s->impl;
     uint64_t t0 = sh_now_ns();
     p->acc_ns = training ? p->ns : p->eval_ns;
-    if ((p->stale & SH_PACK_FORWARD) && !training) {
+    if (p->packs && (p->stale & SH_PACK_FORWARD) && !training) {
         sh_net_pack_weights(p->inst[0], SH_PACK_FORWARD); /* shared */
         p->stale &= ~SH_PACK_FORWARD;
     }
     /* Training with stale copies: the first micro-batch's forward runs without (OpenBLAS),
      * and the copies are made while the next stage computes on it (forward_one); the
      * backward ones before the first backward's wait (backward_one). */
-    p->pack_forward = training && (p->stale & SH_PACK_FORWARD);
-    p->pack_backward = training && (p->stale & SH_PACK_BACKWARD);
+    p->pack_forward = p->packs && training && (p->stale & SH_PACK_FORWARD);
+    p->pack_backward = p->packs && training && (p->stale & SH_PACK_BACKWARD);
     if (training) p->stale = p->updates ? 0 : SH_PACK_FORWARD | SH_PACK_BACKWARD; /* the update after it */
     int nmb = (n + p->mb - 1) / p->mb, hits = 0;
     double loss_sum = 0;
@@ -348,6 +350,10 @@ static shoal_result pipe_attach(sh_strategy *s, sh_net *net)
     /* Packed copies: the update refreshes them as it writes the weights (pipe_finish) */
     p->updates = p->packs && s->opt && !s->applies_update;
     if (p->updates) s->applies_update = 1;
+    else if (p->mb >= PIPE_PACK_ROWS) { /* a pack per pass would cost more than it saves */
+        p->packs = 0;
+        for (int j = 0; j < p->K; j++) sh_net_use_packed(p->inst[j], 0);
+    }
     return SHOAL_OK;
 }
 
@@ -740,9 +746,9 @@ shoal_result sh_strategy_pipeline_tp_create(shoal_comm *c, const sh_pipe_opts *o
     SH_TRY_GOTO(sh_env_long("SHOAL_PIPE_DEFER", &defer), rc, fail);
     p->defer = (int)defer;
     SH_TRY_GOTO(plan_deferred(p, lo, hi), rc, fail);
-    /* Micro-batches of few rows: OpenBLAS would re-pack each weight matrix for every one of
-     * the M products; pack once per pass instead (while the copies take at most 64 MiB). */
-    p->packs = p->M > 1 && p->mb < PIPE_PACK_ROWS;
+    /* OpenBLAS would re-pack each weight matrix for every one of the M products; keep them
+     * packed instead (while the copies take at most 64 MiB) */
+    p->packs = 1;
     if (p->packs) SH_TRY_GOTO(sh_net_keep_packed(p->inst[0], (size_t)64 << 20), rc, fail);
     SH_TRY_GOTO(plan_links(p), rc, fail);
     if (p->stage > 0)
