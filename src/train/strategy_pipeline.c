@@ -316,7 +316,7 @@ static shoal_result pipe_pass(sh_strategy *s, const float *x, const int32_t *y, 
     *loss = (float)(v[0] / n);
     *correct = (int)v[1];
     if (training) {
-        p->ns[3] += (double)(t2 - t1);
+        p->ns[2] += (double)(t2 - t1); /* idle: the neighbour still computes (the loss comes after) */
         p->ns[4] += (double)(t2 - t0);
         p->passes++;
     }

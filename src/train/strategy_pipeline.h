@@ -25,7 +25,9 @@ typedef struct {
 
 /* Seconds per step on this rank, averaged over the steps since the start (--profile):
  * computing forward and backward, idle waiting for a neighbour's activations or gradients
- * (the bubble, including their transfer), sending and averaging gradients across replicas. */
+ * (the bubble, including their transfer, and at the pass's end the wait for its last sends
+ * and the loss while a neighbour still computes), sending and averaging gradients across
+ * replicas. */
 typedef struct {
     int stage, replica;
     int lo, hi;         /* its layers [lo, hi) */
