@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run.sh — model parallelism against one rank, one kernel thread per rank: a 2-stage
 # pipeline on 2 ranks (images/s, and each stage's measured bubble, its idle share of the
-# pass, against the 1F1B schedule's (S-1)/(M+S-1), for several micro-batch counts M), and
+# pass, against the 1F1B schedule's (S-1)/(M+S-1), for several micro-batch counts M; also
+# with SHOAL_PIPE_DEFER=0, whose weight gradients leave the schedule's bubble idle), and
 # --tensor-parallel 2 on TP_MODEL (images/s, peak RSS per rank), and --hybrid on HY_MODEL
 # (an AlexNet-like net whose connected layers hold most weights) on HY_RANKS ranks: each
 # scheme beside data parallelism with the same global batch (--scaling strong), images/s and
@@ -127,6 +128,12 @@ for r in $(seq "$REPS"); do
         IPS[$m]+="$(ips_of "$log") "
         BUB[$m]+="$(bubble_of "$log") "
         echo "  rep $r: pipeline M=$m $(ips_of "$log") img/s, bubble $(bubble_of "$log")" >&2
+        log="$OUT/pipe-nodefer-m$m.log" # the schedule's own bubble: weight gradients not deferred
+        SHOAL_PIPE_DEFER=0 OPENBLAS_NUM_THREADS=1 "$BUILD/shoal" train "$MODEL" "${common[@]}" -n $S --pipeline $S \
+            --micro-batches "$m" --profile >"$log" 2>&1 || { echo "failed: $log" >&2; tail -3 "$log" >&2; exit 1; }
+        IPS[nd$m]+="$(ips_of "$log") "
+        BUB[nd$m]+="$(bubble_of "$log") "
+        echo "  rep $r: pipeline M=$m SHOAL_PIPE_DEFER=0 $(ips_of "$log") img/s, bubble $(bubble_of "$log")" >&2
         if [ "$TORCH" = 1 ]; then
             log="$OUT/torch-pipe-m$m.log"
             "$PY" bench/mp/torch_mp.py --mode pipe --model "$(basename "$MODEL" .cfg)" --threads $S --chunks "$m" \
@@ -157,14 +164,21 @@ done
 one=$(echo ${IPS[one]} | tr ' ' '\n' | median)
 echo
 echo "$(basename "$MODEL"), $S stages on $S ranks vs one rank, 1 thread per rank, medians of $REPS runs of $STEPS steps"
-printf "%-10s %12s %10s %16s %16s\n" "layout" "images/s" "vs 1 rank" "bubble measured" "(S-1)/(M+S-1)"
-printf "%-10s %12.0f %10s %16s %16s\n" "1 rank" "$one" "1.00x" "-" "-"
+echo "(bubble: each stage's idle share of the pass, mean of the stages; \"not deferred\": SHOAL_PIPE_DEFER=0, weight"
+echo " gradients in each micro-batch's backward, the 1F1B schedule's own bubble; by default they fill idle time)"
+printf "%-10s %12s %10s %16s %16s %16s %16s\n" "layout" "images/s" "vs 1 rank" "bubble measured" "not deferred" \
+    "(S-1)/(M+S-1)" "img/s not def."
+printf "%-10s %12.0f %10s %16s %16s %16s %16s\n" "1 rank" "$one" "1.00x" "-" "-" "-" "-"
+pct() { awk -v x="$1" 'BEGIN {print 100 * x}'; }
 for m in $MICRO; do
     ips=$(echo ${IPS[$m]} | tr ' ' '\n' | median)
     bub=$(echo ${BUB[$m]} | tr ' ' '\n' | median)
+    ndips=$(echo ${IPS[nd$m]} | tr ' ' '\n' | median)
+    ndbub=$(echo ${BUB[nd$m]} | tr ' ' '\n' | median)
     theory=$(awk -v s=$S -v m="$m" 'BEGIN {printf "%.4f", (s - 1) / (m + s - 1)}')
-    printf "%-10s %12.0f %9.2fx %15.1f%% %15.1f%%\n" "M=$m" "$ips" "$(awk -v a="$ips" -v b="$one" 'BEGIN {print (b > 0 ? a / b : 0)}')" \
-        "$(awk -v x="$bub" 'BEGIN {print 100 * x}')" "$(awk -v x="$theory" 'BEGIN {print 100 * x}')"
+    printf "%-10s %12.0f %9.2fx %15.1f%% %15.1f%% %15.1f%% %16.0f\n" "M=$m" "$ips" \
+        "$(awk -v a="$ips" -v b="$one" 'BEGIN {print (b > 0 ? a / b : 0)}')" "$(pct "$bub")" "$(pct "$ndbub")" \
+        "$(pct "$theory")" "$ndips"
 done
 if [ "$TORCH" = 1 ]; then
     echo

@@ -64,6 +64,10 @@ static const env_var table[] = {
     {"SHOAL_DP_AHEAD_KB", "1024", 0, 1 << 22,
      "data parallel with SHOAL_DP_OVERLAP: KiB of gradients (at least half of them) backward may "
      "start before its end; the rest goes then, the first layers' first"},
+    {"SHOAL_PIPE_DEFER", "1", 0, 1,
+     "--pipeline: 1 leaves the weight gradients of [connected] layers for after the stage's last "
+     "backward (filling its idle time), 0 computes them in each micro-batch's backward (the bubble "
+     "is then the 1F1B schedule's (S-1)/(M+S-1))"},
     /* engine */
     {"SHOAL_THREADS", "0", 0, 1024, "kernel threads per rank (0: the CPUs the process may run on, shared by the ranks on its host)"},
     {"SHOAL_DATA_DIR", "/usr/share/datasets/fashion-mnist", NOT_INT,

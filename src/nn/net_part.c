@@ -7,6 +7,8 @@
  * Not here: building the blocks and the passes (net.c), the stages' and ranks' traffic
  * (src/train/strategy_pipeline.c, strategy_tensor.c).
  * Proved by tests/train/test_pipeline.c, test_pipeline_links.c and tests/train/test_tensor.c. */
+#include <string.h>
+
 #include "base/err.h"
 #include "base/util.h"
 #include "nn/gemm_packed.h"
@@ -246,4 +248,41 @@ void sh_net_pack_weights(sh_net *n, int which)
         if ((which & SH_PACK_BACKWARD) && l->in_delta[0]) /* the part's first may need none */
             sh_packed_pack(0, k, in, w, in, 0, sh_packed_npanels(in), (float *)l->packed_bwd);
     }
+}
+
+/* Rows [r0, r1) of W (K, I) into every panel of its packed copy for the input's gradient
+ * (sh_packed_pack with trans_b = 0: panel p holds columns [16 p, 16 p + 16) of all K rows). */
+static void pack_rows_backward(const float *w, int k, int in, int r0, int r1, float *packed)
+{
+    for (int p = 0; p < sh_packed_npanels(in); p++) {
+        int j0 = p * SH_PACKED_NR, cols = in - j0 < SH_PACKED_NR ? in - j0 : SH_PACKED_NR;
+        float *dst = packed + (size_t)p * k * SH_PACKED_NR;
+        for (int r = r0; r < r1; r++) {
+            memcpy(dst + (size_t)r * SH_PACKED_NR, w + (size_t)r * in + j0, (size_t)cols * sizeof(float));
+            if (cols < SH_PACKED_NR) memset(dst + (size_t)r * SH_PACKED_NR + cols, 0, (SH_PACKED_NR - cols) * sizeof(float));
+        }
+    }
+}
+
+void sh_net_update_packed(sh_net *n, sh_optim *o, const float *grads)
+{
+    float *params = n->params;
+    size_t done = 0;
+    for (int i = 0; i < n->nlayers; i++) {
+        sh_layer *l = &n->layers[i];
+        if (!n->packed || !l->packed_fwd) continue;
+        int k = l->out_shape.c, in = (int)l->inputs;
+        SH_ASSERT(l->w_off >= done && l->w_count == (size_t)k * in);
+        if (l->w_off > done) sh_optim_apply(o, params, grads + done, done, l->w_off - done);
+        const float *w = params + l->w_off;
+        for (int r0 = 0; r0 < k; r0 += SH_PACKED_NR) { /* one forward panel: 16 rows of W */
+            int r1 = k - r0 < SH_PACKED_NR ? k : r0 + SH_PACKED_NR;
+            size_t lo = l->w_off + (size_t)r0 * in;
+            sh_optim_apply(o, params, grads + lo, lo, (size_t)(r1 - r0) * in);
+            sh_packed_pack(1, in, k, w, in, r0 / SH_PACKED_NR, r0 / SH_PACKED_NR + 1, (float *)l->packed_fwd);
+            if (l->in_delta[0]) pack_rows_backward(w, k, in, r0, r1, (float *)l->packed_bwd);
+        }
+        done = l->w_off + (size_t)k * in;
+    }
+    if (n->nparams > done) sh_optim_apply(o, params, grads + done, done, n->nparams - done);
 }

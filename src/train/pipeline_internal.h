@@ -46,6 +46,7 @@ typedef struct {
     /* Deferred weight gradients: layer defer_layer[d]'s factors of the whole pass, micro-batch m
      * at row m * mb: its input X (batch, inputs) (NULL: the first layer of stage 0, whose X is
      * the pass's input) and dY / M (batch, outputs). */
+    int defer;               /* SHOAL_PIPE_DEFER: 0 computes every weight gradient in its backward */
     int ndefer, *defer_layer;
     float **defer_x, **defer_dy;
     size_t nparams, in_count, out_count;
@@ -54,7 +55,10 @@ typedef struct {
     double ns[5];            /* forward, backward, bubble, comm, pass: training passes only */
     double eval_ns[5];       /* the same during evaluation (not reported) */
     double *acc_ns;          /* ns while training, else eval_ns */
-    int repack;              /* the packed weights (sh_net_keep_packed) predate an update */
+    int packs;               /* keeps packed weights (sh_net_keep_packed) */
+    int updates;             /* applies the optimizer step itself, packing as it updates */
+    int64_t step;            /* the step begun (its learning rate) */
+    int stale;               /* SH_PACK_* bits: packed copies that predate the weights */
     int pack_forward, pack_backward; /* the copies still to be packed in this pass */
     sh_model_part part;      /* where this stage's blocks sit in the whole model's */
     int64_t passes;

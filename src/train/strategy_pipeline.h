@@ -25,12 +25,15 @@ typedef struct {
 
 /* Seconds per step on this rank, averaged over the steps since the start (--profile):
  * computing forward and backward, idle waiting for a neighbour's activations or gradients
- * (the bubble, including their transfer), sending and averaging gradients across replicas. */
+ * (the bubble, including their transfer, and at the pass's end the wait for its last sends
+ * and the loss while a neighbour still computes), sending and averaging gradients across
+ * replicas. */
 typedef struct {
     int stage, replica;
     int lo, hi;         /* its layers [lo, hi) */
     double forward, backward, bubble, comm;
     double step;        /* the whole pass, for the bubble's share */
+    int deferred_layers; /* whose weight gradients wait for the last backward (SHOAL_PIPE_DEFER) */
 } sh_pipe_profile;
 
 /* Cut the net (any part of it; every layer's cost and stage= key are known) into `stages`

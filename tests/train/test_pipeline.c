@@ -5,7 +5,8 @@
  * parameters, gradients and optimizer state; the cut follows stage= keys or balances the
  * cost; impossible layouts get one clear error; ranks started with different layouts stop
  * at start-up naming who differs; a killed stage stops its neighbours, naming it;
- * checkpoints and Darknet's .weights files cross one process and pipelines both ways. */
+ * checkpoints and Darknet's .weights files cross one process and pipelines both ways;
+ * SHOAL_PIPE_DEFER=0 (weight gradients in each micro-batch's backward) matches too. */
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -90,6 +91,44 @@ static void t_three_stages_eight_micro_batches_match(void)
     sh_test_pipe_arg a = {sgd_cfg, 3, 8, STEPS, NULL, NULL, NULL, NULL};
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
     RUN_RANKS(3, &o, sh_test_pipe_exact_job, &a);
+}
+
+/* SHOAL_PIPE_DEFER=1 (the default) leaves every [connected] layer's weight gradients of the
+ * stage for after its last backward, 0 none; in the environment before the ranks start. */
+static void defers_job(shoal_comm *c, void *arg)
+{
+    int want_on = *(const int *)arg, r = shoal_comm_rank(c);
+    sh_pipe_opts po = {adam_cfg, 2, 4, GLOBAL_BATCH, 7};
+    sh_strategy *st = NULL;
+    sh_net *net = NULL;
+    CHECK(sh_strategy_pipeline_create(c, &po, &st, &net) == SHOAL_OK, "%s", shoal_last_error_message());
+    if (!st) return;
+    int lo, hi, dense = 0;
+    sh_net_part(net, &lo, &hi);
+    for (int i = lo; i < hi; i++) dense += sh_net_layer_defers(net, i);
+    sh_pipe_profile prof;
+    sh_strategy_pipeline_profile(st, &prof);
+    CHECK(dense > 0, "rank %d: stage %d-%d has no [connected] layer to defer", r, lo, hi - 1);
+    CHECK(prof.deferred_layers == (want_on ? dense : 0), "rank %d: %d of %d layers defer, SHOAL_PIPE_DEFER=%d", r,
+          prof.deferred_layers, dense, want_on);
+    sh_strategy_destroy(st);
+    sh_net_destroy(net);
+}
+
+/* Without deferred weight gradients (each micro-batch's backward computes them, summed over
+ * the micro-batches) the stages still match one process. */
+static void t_without_deferral_match_one_process(void)
+{
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
+    int on = 1, off = 0;
+    RUN_RANKS(2, &o, defers_job, &on);
+    setenv("SHOAL_PIPE_DEFER", "0", 1);
+    RUN_RANKS(2, &o, defers_job, &off);
+    sh_test_pipe_arg a = {sgd_cfg, 2, 4, STEPS, NULL, NULL, NULL, NULL};
+    RUN_RANKS(2, &o, sh_test_pipe_exact_job, &a);
+    sh_test_pipe_arg b = {adam_cfg, 3, 8, STEPS, NULL, NULL, NULL, NULL};
+    RUN_RANKS(3, &o, sh_test_pipe_exact_job, &b);
+    unsetenv("SHOAL_PIPE_DEFER");
 }
 
 static char ckpt_one[600], ckpt_pipe[600], dn_one[600], dn_pipe[600];
@@ -272,6 +311,7 @@ int main(void)
     RUN(t_two_stages_adam_match_one_process);
     RUN(t_three_stages_eight_micro_batches_match);
     RUN(t_two_stages_two_replicas_match);
+    RUN(t_without_deferral_match_one_process);
     RUN(t_checkpoints_cross_layouts);
     RUN(t_darknet_weights_cross_layouts);
     RUN(t_impossible_layouts_are_refused);
