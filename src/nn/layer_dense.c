@@ -7,7 +7,8 @@
  * ranks after backward; a row share keeps I/T inputs and sums Y over the ranks before the
  * bias and activation (the exec's sum hook). A gather share (hybrid parallelism) keeps
  * outputs [r K/T, (r+1) K/T) but a whole (N, K) output, zero but for its columns, summed over
- * the ranks after its activation; its input's gradient is summed as a column share's.
+ * the ranks after its activation; its input's gradient is summed as a column share's. Its
+ * forward and input-gradient products, the whole batch by a slice of W, use gemm_small.c.
  * Not here: batch norm (layer_batchnorm.c), the GEMM (gemm.c), which layers are split
  * (src/train/strategy_tensor.c).
  * Proved by tests/nn/test_layer_dense.c and tests/train/test_tensor.c (shares). */
