@@ -7,7 +7,8 @@
  * ranks after backward; a row share keeps I/T inputs and sums Y over the ranks before the
  * bias and activation (the exec's sum hook). A gather share (hybrid parallelism) keeps
  * outputs [r K/T, (r+1) K/T) but a whole (N, K) output, zero but for its columns, summed over
- * the ranks after its activation; its input's gradient is summed as a column share's.
+ * the ranks after its activation; its input's gradient is summed as a column share's. Its
+ * forward and input-gradient products, the whole batch by a slice of W, use gemm_small.c.
  * Not here: batch norm (layer_batchnorm.c), the GEMM (gemm.c), which layers are split
  * (src/train/strategy_tensor.c).
  * Proved by tests/nn/test_layer_dense.c and tests/train/test_tensor.c (shares). */
@@ -17,6 +18,7 @@
 #include "base/err.h"
 #include "nn/gemm.h"
 #include "nn/gemm_packed.h"
+#include "nn/gemm_small.h"
 #include "nn/layer.h"
 
 static shoal_result dense_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx *ctx)
@@ -31,6 +33,9 @@ static shoal_result dense_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_c
     if (ctx->share_ranks > 1) { /* a gather share: its outputs, the output buffer whole */
         int r = ctx->share_rank, R = ctx->share_ranks;
         k = (int)(((long long)(r + 1) * k) / R - ((long long)r * k) / R);
+        /* its products run the whole batch by half the weights or less: gemm_small.c's */
+        size_t fwd = sh_small_ws_count(ctx->batch, (int)l->inputs, k), bwd = sh_small_ws_count(ctx->batch, k, (int)l->inputs);
+        l->ws_count = fwd > bwd ? fwd : bwd;
     }
     l->w_off = 0;
     l->w_count = (size_t)k * l->inputs;
@@ -101,7 +106,6 @@ static void dense_init(sh_layer *l, float *params, float *stats, sh_rng *rng)
 
 static void dense_forward_images(sh_layer *l, sh_exec *x, int tid, int n0, int n1)
 {
-    (void)tid;
     int k0, k, ld, in = (int)l->inputs, nn = n1 - n0;
     share_cols(l, &k0, &k, &ld);
     if (nn <= 0) return;
@@ -111,6 +115,8 @@ static void dense_forward_images(sh_layer *l, sh_exec *x, int tid, int n0, int n
     if (ld != k) memset(y, 0, (size_t)nn * ld * sizeof *y); /* the others' columns: summed in */
     if (l->packed_fwd && !(x->unpacked & SH_PACK_FORWARD)) /* a whole layer: net_part.c packs no share */
         sh_packed_gemm(nn, 0, k, in, l->in[0] + (size_t)n0 * in, in, l->packed_fwd, 0, y, ld);
+    else if (l->ws_count) /* a gather share */
+        sh_small_gemm_nt(nn, k, in, l->in[0] + (size_t)n0 * in, in, w, in, y + k0, ld, x->work[tid]);
     else
         sh_gemm(0, 1, nn, k, in, 1.0f, l->in[0] + (size_t)n0 * in, in, w, in, 0.0f, y + k0, ld);
     if (l->batch_normalize || l->tp_role == SH_TP_ROW) return; /* row split: bias after the sum */
@@ -159,7 +165,6 @@ static void dense_forward(sh_layer *l, sh_exec *x)
  * delta dX (n, I) = dY (n, K) W (K, I). */
 static void dense_backward_images(sh_layer *l, sh_exec *x, int tid, int n0, int n1)
 {
-    (void)tid;
     int k0, k, ld, in = (int)l->inputs, nn = n1 - n0;
     share_cols(l, &k0, &k, &ld);
     if (nn <= 0) return;
@@ -170,6 +175,9 @@ static void dense_backward_images(sh_layer *l, sh_exec *x, int tid, int n0, int 
             sh_act_backward(l->act, l->out + (size_t)(n0 + n) * ld + k0, dy + (size_t)n * ld, (size_t)k);
     if (l->in_delta[0] && l->packed_bwd && !(x->unpacked & SH_PACK_BACKWARD))
         sh_packed_gemm(nn, 0, in, k, dy, ld, l->packed_bwd, l->accum[0], l->in_delta[0] + (size_t)n0 * in, in);
+    else if (l->in_delta[0] && l->ws_count)
+        sh_small_gemm_nn(nn, in, k, dy, ld, x->params + l->w_off, in, l->accum[0], l->in_delta[0] + (size_t)n0 * in, in,
+                         x->work[tid]);
     else if (l->in_delta[0])
         sh_gemm(0, 0, nn, in, k, 1.0f, dy, ld, x->params + l->w_off, in,
                 l->accum[0] ? 1.0f : 0.0f, l->in_delta[0] + (size_t)n0 * in, in);
