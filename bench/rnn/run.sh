@@ -32,8 +32,13 @@ DARKNET_S=${DARKNET_S:-60}      # seconds Darknet gets per kind
 PY=/usr/bin/python3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-make -s -j2 BUILD="$BUILD" "$BUILD/shoal" >&2
-SHOAL=$PWD/$BUILD/shoal
+# SHOAL_BIN: a shoal binary to time instead of building $BUILD/shoal (an older build, side by side)
+if [ -n "${SHOAL_BIN:-}" ]; then
+    SHOAL=$SHOAL_BIN
+else
+    make -s -j2 BUILD="$BUILD" "$BUILD/shoal" >&2
+    SHOAL=$PWD/$BUILD/shoal
+fi
 
 TEXT=${TEXT:-}
 if [ -z "$TEXT" ]; then

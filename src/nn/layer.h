@@ -235,6 +235,9 @@ void sh_col2im(const float *col, size_t ld_col, int c, int h, int w, int size, i
 /* Thread count from which small conv layers cache their columns (layer_conv.c); tests lower
  * it to 2 to exercise that path. */
 extern int sh_conv_cache_min_threads;
+/* Rows from which a [connected] layer packs its own weights for the packed kernels
+ * (layer_dense.c; 64 by default, tests set it past a batch to take OpenBLAS's path). */
+extern int sh_dense_self_pack_min_rows;
 /* 1 (default): 3x3 stride-1 pad-1 convolutions run forward and the input gradient through
  * Winograd F(2x2, 3x3) (conv_winograd.c); 0: through im2col + sgemm (tests compare both). */
 extern int sh_conv_winograd;

@@ -3,6 +3,11 @@
  * dX go by chunks of images, dW by rows (outputs) over the whole batch. A pipeline stage may
  * defer dW and the bias gradients (the weights hook) to one product over all its micro-batches.
  * Weights: uniform(-1, 1) * sqrt(2 / I) as Darknet.
+ * A whole layer of at most SELF_PACK_MAX weights packs them itself (into its cache, once per
+ * pass, gemm_packed.c) when a pass has SELF_PACK_MIN_ROWS rows or more: forward, dX and dW
+ * (X packed too) then run on the packed kernels, faster than OpenBLAS's on the few hundred
+ * columns of a character model's output layer; the pipeline's packed weights
+ * (sh_net_keep_packed) come first.
  * Tensor-parallel shares (tp_role): a column share keeps K/T outputs and sums dX over the
  * ranks after backward; a row share keeps I/T inputs and sums Y over the ranks before the
  * bias and activation (the exec's sum hook). A gather share (hybrid parallelism) keeps
@@ -11,8 +16,9 @@
  * forward and input-gradient products, the whole batch by a slice of W, use gemm_small.c.
  * Not here: batch norm (layer_batchnorm.c), the GEMM (gemm.c), which layers are split
  * (src/train/strategy_tensor.c).
- * Proved by tests/nn/test_layer_dense.c and tests/train/test_tensor.c (shares). */
+ * Proved by tests/nn/test_layer_dense.c (both paths) and tests/train/test_tensor.c (shares). */
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "base/err.h"
@@ -20,6 +26,11 @@
 #include "nn/gemm_packed.h"
 #include "nn/gemm_small.h"
 #include "nn/layer.h"
+
+/* A layer packs its own weights when they are this small and a pass this tall: W^T and W
+ * packed take twice the weights' floats, and packing is paid back over the rows. */
+enum { SELF_PACK_MAX = 1 << 20 };
+int sh_dense_self_pack_min_rows = 64; /* layer.h */
 
 static shoal_result dense_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx *ctx)
 {
@@ -50,7 +61,40 @@ static shoal_result dense_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_c
     l->keep_count = l->batch_normalize ? (size_t)k : 0;
     l->keep_fixed = l->batch_normalize ? 2 * (size_t)k : 0;
     l->flops = (double)k * (double)l->inputs;
+    l->cache_count = 0;
+    if (ctx->share_ranks <= 1 && ctx->out_div <= 1 && l->w_count <= SELF_PACK_MAX) {
+        int in = (int)l->inputs;
+        l->cache_count = sh_packed_count(in, k) + sh_packed_count(k, in) +
+                         sh_packed_count(ctx->batch, in) + 3 * SH_PACKED_NR;
+    }
     return SHOAL_OK;
+}
+
+/* The layer's own packed operands in its cache, 64-byte aligned: W^T (I, K), W (K, I), X
+ * (rows, I). */
+static float *align64(float *p) { return (float *)(((uintptr_t)p + 63) & ~(uintptr_t)63); }
+static float *self_fwd(const sh_layer *l) { return align64(l->cache); }
+static float *self_bwd(const sh_layer *l)
+{
+    return align64(self_fwd(l) + sh_packed_count((int)l->inputs, l->out_shape.c));
+}
+static float *self_x(const sh_layer *l)
+{
+    return align64(self_bwd(l) + sh_packed_count(l->out_shape.c, (int)l->inputs));
+}
+/* 1 when this pass runs on the layer's own packed operands (forward and backward of a
+ * batch see the same rows, so both decide alike). */
+static int self_packs(const sh_layer *l, const sh_exec *x)
+{
+    return l->cache_count && !l->packed_fwd && l->tp_role == SH_TP_NONE &&
+           x->nimg >= sh_dense_self_pack_min_rows;
+}
+/* Rows of X the cache holds packed. */
+static int self_x_fits(const sh_layer *l, const sh_exec *x)
+{
+    int in = (int)l->inputs;
+    size_t used = (size_t)(self_x(l) - l->cache);
+    return used + sh_packed_count(x->nimg, in) <= l->cache_count;
 }
 
 /* This layer's outputs [k0, k0 + ks) of the ld columns of its output and delta buffers: all
@@ -117,6 +161,8 @@ static void dense_forward_images(sh_layer *l, sh_exec *x, int tid, int n0, int n
         sh_packed_gemm(nn, 0, k, in, l->in[0] + (size_t)n0 * in, in, l->packed_fwd, 0, y, ld);
     else if (l->ws_count) /* a gather share */
         sh_small_gemm_nt(nn, k, in, l->in[0] + (size_t)n0 * in, in, w, in, y + k0, ld, x->work[tid]);
+    else if (self_packs(l, x))
+        sh_packed_gemm(nn, 0, k, in, l->in[0] + (size_t)n0 * in, in, self_fwd(l), 0, y, ld);
     else
         sh_gemm(0, 1, nn, k, in, 1.0f, l->in[0] + (size_t)n0 * in, in, w, in, 0.0f, y + k0, ld);
     if (l->batch_normalize || l->tp_role == SH_TP_ROW) return; /* row split: bias after the sum */
@@ -148,8 +194,36 @@ static void dense_finish_images(sh_layer *l, sh_exec *x, int tid, int n0, int n1
     }
 }
 
+/* Panels [p0, p1) of the layer's own packed operands: W^T (forward) or W and X (backward). */
+static void pack_fwd_panels(sh_layer *l, sh_exec *x, int tid, int p0, int p1)
+{
+    (void)tid;
+    int k = l->out_shape.c, in = (int)l->inputs;
+    sh_packed_pack(1, in, k, x->params + l->w_off, in, p0, p1, self_fwd(l));
+}
+static void pack_bwd_panels(sh_layer *l, sh_exec *x, int tid, int p0, int p1)
+{
+    (void)tid;
+    int k = l->out_shape.c, in = (int)l->inputs;
+    sh_packed_pack(0, k, in, x->params + l->w_off, in, p0, p1, self_bwd(l));
+}
+static void pack_x_panels(sh_layer *l, sh_exec *x, int tid, int p0, int p1)
+{
+    (void)tid;
+    int in = (int)l->inputs;
+    sh_packed_pack(0, x->nimg, in, l->in[0], in, p0, p1, self_x(l));
+}
+/* dW's right operand X packed, when this pass's dW runs on the packed kernel: 1 if so. */
+static int pack_x(sh_layer *l, sh_exec *x)
+{
+    if (!self_packs(l, x) || !self_x_fits(l, x)) return 0;
+    sh_exec_split(l, x, sh_packed_npanels((int)l->inputs), pack_x_panels);
+    return 1;
+}
+
 static void dense_forward(sh_layer *l, sh_exec *x)
 {
+    if (self_packs(l, x)) sh_exec_split(l, x, sh_packed_npanels(l->out_shape.c), pack_fwd_panels);
     sh_exec_chunks(l, x, dense_chunk(x), dense_forward_images);
     if (l->tp_role == SH_TP_ROW) { /* each rank's product covers its share of the inputs */
         if (x->sum_rc == SHOAL_OK) x->sum_rc = x->sum(x->sum_ctx, l->out, (size_t)x->nimg * l->out_shape.c);
@@ -178,6 +252,8 @@ static void dense_backward_images(sh_layer *l, sh_exec *x, int tid, int n0, int 
     else if (l->in_delta[0] && l->ws_count)
         sh_small_gemm_nn(nn, in, k, dy, ld, x->params + l->w_off, in, l->accum[0], l->in_delta[0] + (size_t)n0 * in, in,
                          x->work[tid]);
+    else if (l->in_delta[0] && self_packs(l, x))
+        sh_packed_gemm(nn, 0, in, k, dy, ld, self_bwd(l), l->accum[0], l->in_delta[0] + (size_t)n0 * in, in);
     else if (l->in_delta[0])
         sh_gemm(0, 0, nn, in, k, 1.0f, dy, ld, x->params + l->w_off, in,
                 l->accum[0] ? 1.0f : 0.0f, l->in_delta[0] + (size_t)n0 * in, in);
@@ -193,7 +269,10 @@ static void dense_backward_outputs(sh_layer *l, sh_exec *x, int tid, int k0, int
     share_cols(l, &c0, &kc, &k); /* k: the delta's row length; c0: our first column there */
     if (nk <= 0) return;
     float *gw = x->grad[0] + l->w_off + (size_t)k0 * in;
-    sh_gemm(1, 0, nk, in, n, 1.0f, l->delta + c0 + k0, k, l->in[0], in, x->weights_add ? 1.0f : 0.0f, gw, in);
+    if (self_packs(l, x) && self_x_fits(l, x)) /* X packed (pack_x) */
+        sh_packed_gemm_tn(nk, 0, in, n, l->delta + c0 + k0, k, self_x(l), n, x->weights_add, gw, in);
+    else
+        sh_gemm(1, 0, nk, in, n, 1.0f, l->delta + c0 + k0, k, l->in[0], in, x->weights_add ? 1.0f : 0.0f, gw, in);
     if (l->batch_normalize) return;
     float *gb = x->grad[0] + l->b_off;
     if (!x->weights_add)
@@ -207,10 +286,15 @@ static void dense_backward_outputs(sh_layer *l, sh_exec *x, int tid, int k0, int
 static void dense_backward(sh_layer *l, sh_exec *x)
 {
     if (l->batch_normalize) sh_bn_backward(l, x);
+    if (l->in_delta[0] && self_packs(l, x))
+        sh_exec_split(l, x, sh_packed_npanels((int)l->inputs), pack_bwd_panels);
     sh_exec_chunks(l, x, dense_chunk(x), dense_backward_images);
     int k0, ks, ld;
     share_cols(l, &k0, &ks, &ld);
-    if (!x->defer_weights || !sh_layer_defers_weights(l)) sh_exec_split(l, x, ks, dense_backward_outputs);
+    if (!x->defer_weights || !sh_layer_defers_weights(l)) {
+        pack_x(l, x);
+        sh_exec_split(l, x, ks, dense_backward_outputs);
+    }
     /* column split, gather share: each rank's dX covers its share of the outputs */
     if ((l->tp_role == SH_TP_COLUMN || l->tp_role == SH_TP_GATHER) && l->in_delta[0] && x->sum_rc == SHOAL_OK)
         x->sum_rc = x->sum(x->sum_ctx, l->in_delta[0], (size_t)x->nimg * l->inputs);
@@ -220,6 +304,7 @@ static void dense_backward(sh_layer *l, sh_exec *x)
  * put in in[0] and delta. */
 static void dense_weights(sh_layer *l, sh_exec *x)
 {
+    pack_x(l, x);
     sh_exec_split(l, x, l->out_shape.c, dense_backward_outputs);
 }
 

@@ -118,13 +118,15 @@ int sh_rnn_onehot(const float *x, int rows, int in, int32_t *idx)
 {
     for (int r = 0; r < rows; r++) {
         const float *row = x + (size_t)r * in;
-        int hot = -1;
+        /* counts without branches, so the scan vectorises (it reads every input of a batch) */
+        int ones = 0, others = 0, hot = 0;
         for (int i = 0; i < in; i++) {
-            if (row[i] == 0.0f) continue;
-            if (row[i] != 1.0f || hot >= 0) return 0;
-            hot = i;
+            int one = row[i] == 1.0f;
+            ones += one;
+            others += row[i] != 0.0f && !one;
+            hot += one ? i : 0;
         }
-        if (hot < 0) return 0;
+        if (ones != 1 || others) return 0;
         idx[r] = hot;
     }
     return 1;

@@ -2,7 +2,8 @@
  * a plain loop, backward equals finite differences through every activation, Darknet's
  * defaults (activation logistic), unsupported activations are refused with file:line, and
  * deferred weight gradients (a pipeline stage's) equal backward's, a batch norm layer's not
- * deferred. */
+ * deferred; the same again through the layer's own packed weights, whose Y, dX and dW equal
+ * plain double loops. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,6 +125,58 @@ static void deferred_weight_grads_equal_backward(void)
     tn_free(&t);
 }
 
+/* The layer's own packed path (taken from sh_dense_self_pack_min_rows rows) gives what a
+ * plain double loop gives: Y, dX and dW of a layer of 37 inputs and 21 outputs (panels
+ * partly filled) over 70 rows, one and two threads. */
+static void self_packed_path_matches_plain_loops(void)
+{
+    enum { N = 70, I = 37, K = 21 };
+    for (int th = 1; th <= 2; th++) {
+        test_net t;
+        if (!tn_build(&t, "[net]\nbatch=70\nchannels=1\nheight=1\nwidth=5\n"
+                          "[connected]\noutput=37\nactivation=tanh\n"
+                          "[connected]\noutput=21\nactivation=linear\n[softmax]\n[cost]\n", N, 4))
+            return;
+        sh_net_set_threads(t.net, th);
+        static float x[N * 5], dy[N * K];
+        int32_t labels[N];
+        for (int n = 0; n < N; n++) labels[n] = (n * 7) % K;
+        tn_random(x, N * 5, 11, -1, 1);
+        CHECK_OK(sh_net_forward(t.net, x, N, 1));
+        sh_net_loss(t.net, labels);
+        const sh_layer *l = sh_net_layer(t.net, 1);
+        CHECK_OK(sh_net_backward(t.net, NULL, NULL));
+        memcpy(dy, l->delta, sizeof dy); /* dY (a linear layer's: the softmax's gradient) */
+        const float *p = sh_net_params(t.net), *g = sh_net_grads(t.net), *in = l->in[0];
+        size_t off, count;
+        sh_net_layer_params(t.net, 1, &off, &count);
+        const float *w = p + off, *gw = g + off;
+        double ey = 0, edx = 0, edw = 0;
+        for (int n = 0; n < N; n++)
+            for (int k = 0; k < K; k++) {
+                double s = w[K * I + k];
+                for (int i = 0; i < I; i++) s += (double)w[k * I + i] * in[n * I + i];
+                ey = fmax(ey, fabs(s - l->out[n * K + k]));
+            }
+        for (int n = 0; n < N; n++)
+            for (int i = 0; i < I; i++) {
+                double s = 0;
+                for (int k = 0; k < K; k++) s += (double)dy[n * K + k] * w[k * I + i];
+                edx = fmax(edx, fabs(s - sh_net_layer(t.net, 0)->delta[n * I + i] /
+                                          (1.0 - (double)in[n * I + i] * in[n * I + i])));
+            }
+        for (int k = 0; k < K; k++)
+            for (int i = 0; i < I; i++) {
+                double s = 0;
+                for (int n = 0; n < N; n++) s += (double)dy[n * K + k] * in[n * I + i];
+                edw = fmax(edw, fabs(s - gw[k * I + i]));
+            }
+        CHECK(ey < 1e-5 && edx < 1e-5 && edw < 1e-5, "%d threads: max error Y %g dX %g dW %g",
+              th, ey, edx, edw);
+        tn_free(&t);
+    }
+}
+
 int main(void)
 {
     check_begin("test_layer_dense", 60);
@@ -132,5 +185,13 @@ int main(void)
     RUN(default_activation_is_logistic_as_darknet);
     RUN(unsupported_activation_names_file_line_and_choices);
     RUN(deferred_weight_grads_equal_backward);
+    /* the same through the layers' own packed weights (layer_dense.c) */
+    sh_dense_self_pack_min_rows = 1;
+    RUN(forward_matches_plain_loop);
+    RUN(backward_matches_finite_differences_for_each_activation);
+    RUN(deferred_weight_grads_equal_backward);
+    RUN(self_packed_path_matches_plain_loops);
+    sh_dense_self_pack_min_rows = 1 << 30; /* OpenBLAS's path */
+    RUN(self_packed_path_matches_plain_loops);
     return check_end();
 }
