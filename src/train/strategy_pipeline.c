@@ -149,6 +149,12 @@ static shoal_result forward_one(pipe_state *p, int m, const float *x, const int3
     }
     uint64_t t1 = sh_now_ns();
     sh_net_rng_set(net, p->rng);
+    if (p->pack_forward && p->updates) { /* after a start or a resume: every later pass runs */
+        t1 = sh_now_ns();                  /* packed (the update packs), so this one does too */
+        sh_net_pack_weights(p->inst[0], SH_PACK_FORWARD);
+        for (int i = 0; i < p->K; i++) sh_net_use_packed(p->inst[i], SH_PACK_FORWARD | SH_PACK_BACKWARD);
+        p->pack_forward = 0;
+    }
     if (p->pack_forward) sh_net_use_packed(net, SH_PACK_BACKWARD);
     SH_TRY(sh_net_forward(net, in, cnt, training));
     sh_net_rng_get(net, p->rng);
