@@ -9,7 +9,9 @@
 #include <string.h>
 
 /* Messages longer than the buffer are cut on purpose: an error must never overrun. */
+#if defined(__GNUC__) && !defined(__clang__) /* clang has no such warning */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
+#endif
 
 /* Big enough for a message and a few dozen breadcrumbs; longer text is cut, never overrun. */
 #define ERR_BUF_NBYTES 4096

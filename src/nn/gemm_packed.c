@@ -36,6 +36,15 @@ static int force_generic;
 /* Rows r[0..15] (16 x 16) become their transpose: for each bit b of the index, the element
  * (i, c) with bit b set in c and not in i trades places with (i + b, c - b); trading every
  * bit swaps row and column. 64 two-vector shuffles (vpermt2ps under AVX-512). */
+#ifdef __clang__ /* no __builtin_shuffle there: the transpose goes through memory */
+static void transpose16(v16 r[NR])
+{
+    float t[NR][NR];
+    memcpy(t, r, sizeof t);
+    for (int i = 0; i < NR; i++)
+        for (int c = 0; c < NR; c++) r[i][c] = t[c][i];
+}
+#else
 static void transpose16(v16 r[NR])
 {
     typedef int i16 __attribute__((vector_size(NR * sizeof(int))));
@@ -53,6 +62,7 @@ static void transpose16(v16 r[NR])
         }
     }
 }
+#endif
 
 void sh_packed_pack(int trans_b, int k, int n, const float *b, int ldb, int p0, int p1,
                     float *packed)

@@ -562,7 +562,7 @@ shoal_result sh_ps_server_run(sh_ps_server *s)
                 s->held_ns[w] = sh_now_ns();
             }
             break;
-        case PS_PUSH:
+        case PS_PUSH: { /* a block: C11 has no declaration right after a label */
             int32_t words[2];
             sh_ps_codec_words(&s->cfg, words);
             if (h.pad[0] != words[0] || h.pad[1] != words[1]) {
@@ -602,6 +602,7 @@ shoal_result sh_ps_server_run(sh_ps_server *s)
                 if (s->updates != before) rc = after_update(s);
             }
             break;
+        }
         case PS_BYE:
             s->bye[w] = 1;
             s->done_owed[w] = 1;

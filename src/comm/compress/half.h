@@ -14,6 +14,9 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
+#ifdef __clang__
+#include <cpuid.h>
+#endif
 #define SH_HALF_X86 1
 
 __attribute__((target("avx,f16c"))) static void sh_half_f16c_encode(const float *x, uint16_t *h, size_t n)
@@ -34,7 +37,20 @@ __attribute__((target("avx,f16c"))) static void sh_half_f16c_decode(const uint16
 static int sh_half_has_f16c(void)
 {
     static int known = -1; /* a race writes the same value */
+#ifdef __clang__ /* its __builtin_cpu_supports may not know "f16c": CPUID 1 ECX bits 27-29
+                  * (OSXSAVE, AVX, F16C), and the OS saving the YMM registers (XCR0 bits 1-2) */
+    if (known < 0) {
+        unsigned a, b, c, d, lo, hi;
+        int ok = __get_cpuid(1, &a, &b, &c, &d) && ((c >> 27) & 7u) == 7u;
+        if (ok) {
+            __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+            ok = (lo & 6u) == 6u;
+        }
+        known = ok;
+    }
+#else
     if (known < 0) known = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+#endif
     return known;
 }
 #endif
