@@ -64,6 +64,10 @@ static const env_var table[] = {
     {"SHOAL_DP_AHEAD_KB", "1024", 0, 1 << 22,
      "data parallel with SHOAL_DP_OVERLAP: KiB of gradients (at least half of them) backward may "
      "start before its end; the rest goes then, the first layers' first"},
+    {"SHOAL_DP_GRAD_ROWS", "32", 0, 1 << 24,
+     "data parallel with SHOAL_DP_CHUNK_KB: backward offers a [connected] layer's weight gradient "
+     "in blocks of this many rows as it computes them, so its chunks go before the layer's backward "
+     "ends (the same bits; 0: whole layers)"},
     {"SHOAL_PIPE_DEFER", "1", 0, 1,
      "--pipeline: 1 leaves the weight gradients of [connected] layers for after the stage's last "
      "backward (filling its idle time), 0 computes them in each micro-batch's backward (the bubble "

@@ -166,7 +166,24 @@ struct sh_exec {
     int defer_weights;   /* 1: layers that can leave their weight gradients to ops->weights */
     int unpacked;        /* SH_PACK_* bits: products that ignore the packed weights now */
     int weights_add;     /* 1: ops->weights adds into the gradients instead of overwriting */
+    /* Early readiness (sh_net_set_grad_rows): a layer whose weight gradient goes by rows of
+     * outputs may compute it in blocks of grad_rows rows (0: whole) and offer each finished
+     * block at once with sh_exec_offer, before the rest of its backward; net.c offers what
+     * is left of the layer's slice after it (ready_count: floats offered, a prefix). */
+    int grad_rows;
+    void (*ready)(void *ctx, int layer, size_t offset, size_t count);
+    void *ready_ctx;
+    int ready_layer;
+    size_t ready_count;
+    int grad_row0;       /* the block's first row, for the layer's split over the block */
 };
+
+/* Offer the next count floats of layer l's gradient slice (from its start, in order) as final. */
+static inline void sh_exec_offer(sh_exec *x, const sh_layer *l, size_t count)
+{
+    if (x->ready) x->ready(x->ready_ctx, x->ready_layer, l->param_off + x->ready_count, count);
+    x->ready_count += count;
+}
 
 /* A layer whose weight gradients may be deferred (x->defer_weights): it has the weights hook
  * and no batch norm or tensor-parallel share (their gradients need more than dY and X). */

@@ -14,9 +14,12 @@
  * outputs [r K/T, (r+1) K/T) but a whole (N, K) output, zero but for its columns, summed over
  * the ranks after its activation; its input's gradient is summed as a column share's. Its
  * forward and input-gradient products, the whole batch by a slice of W, use gemm_small.c.
+ * With sh_net_set_grad_rows (data parallelism across hosts) dW goes first, in blocks of
+ * rows each offered to the exchange as it is done, then dX: the same bits, sooner.
  * Not here: batch norm (layer_batchnorm.c), the GEMM (gemm.c), which layers are split
  * (src/train/strategy_tensor.c).
- * Proved by tests/nn/test_layer_dense.c (both paths) and tests/train/test_tensor.c (shares). */
+ * Proved by tests/nn/test_layer_dense.c (both paths), tests/nn/test_grad_rows.c (blocks) and
+ * tests/train/test_tensor.c (shares). */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -235,18 +238,28 @@ static void dense_forward(sh_layer *l, sh_exec *x)
     if (l->batch_normalize) sh_bn_forward(l, x, l->out);
 }
 
-/* Phase 1, split by images: activation gradient of this share's rows, then their input
- * delta dX (n, I) = dY (n, K) W (K, I). */
-static void dense_backward_images(sh_layer *l, sh_exec *x, int tid, int n0, int n1)
+/* Phase 1, split by images: activation gradient of this share's rows (act_images), then
+ * their input delta dX (n, I) = dY (n, K) W (K, I) (dx_images). */
+static void act_images(sh_layer *l, sh_exec *x, int tid, int n0, int n1)
+{
+    (void)x;
+    (void)tid;
+    int k0, k, ld, nn = n1 - n0;
+    share_cols(l, &k0, &k, &ld);
+    if (nn <= 0 || l->batch_normalize) return;
+    float *dy = l->delta + (size_t)n0 * ld + k0;
+    if (ld == k) sh_act_backward(l->act, l->out + (size_t)n0 * k, dy, (size_t)nn * k);
+    else
+        for (int n = 0; n < nn; n++)
+            sh_act_backward(l->act, l->out + (size_t)(n0 + n) * ld + k0, dy + (size_t)n * ld, (size_t)k);
+}
+
+static void dx_images(sh_layer *l, sh_exec *x, int tid, int n0, int n1)
 {
     int k0, k, ld, in = (int)l->inputs, nn = n1 - n0;
     share_cols(l, &k0, &k, &ld);
     if (nn <= 0) return;
     float *dy = l->delta + (size_t)n0 * ld + k0;
-    if (!l->batch_normalize && ld == k) sh_act_backward(l->act, l->out + (size_t)n0 * k, dy, (size_t)nn * k);
-    else if (!l->batch_normalize)
-        for (int n = 0; n < nn; n++)
-            sh_act_backward(l->act, l->out + (size_t)(n0 + n) * ld + k0, dy + (size_t)n * ld, (size_t)k);
     if (l->in_delta[0] && l->packed_bwd && !(x->unpacked & SH_PACK_BACKWARD))
         sh_packed_gemm(nn, 0, in, k, dy, ld, l->packed_bwd, l->accum[0], l->in_delta[0] + (size_t)n0 * in, in);
     else if (l->in_delta[0] && l->ws_count)
@@ -257,6 +270,12 @@ static void dense_backward_images(sh_layer *l, sh_exec *x, int tid, int n0, int 
     else if (l->in_delta[0])
         sh_gemm(0, 0, nn, in, k, 1.0f, dy, ld, x->params + l->w_off, in,
                 l->accum[0] ? 1.0f : 0.0f, l->in_delta[0] + (size_t)n0 * in, in);
+}
+
+static void dense_backward_images(sh_layer *l, sh_exec *x, int tid, int n0, int n1)
+{
+    act_images(l, x, tid, n0, n1);
+    dx_images(l, x, tid, n0, n1);
 }
 
 /* Phase 2, split by outputs: rows [k0, k1) of dW (K, I) = dY^T (K, N) X (N, I) over the whole
@@ -283,9 +302,40 @@ static void dense_backward_outputs(sh_layer *l, sh_exec *x, int tid, int k0, int
     }
 }
 
+/* Rows [grad_row0 + c0, grad_row0 + c1) of dW: a thread's share of the current block. */
+static void block_outputs(sh_layer *l, sh_exec *x, int tid, int c0, int c1)
+{
+    dense_backward_outputs(l, x, tid, x->grad_row0 + c0, x->grad_row0 + c1);
+}
+
+/* Early readiness (x->grad_rows): dY first, then dW in blocks of rows, each offered as it is
+ * done, then dX. Every value is computed as in the whole pass (the activation gradient is
+ * elementwise; the packed kernel sums each element of dW in the same order whatever the
+ * rows it is given), only sooner or later. OpenBLAS's product is not split: its sums follow
+ * the shape (small-matrix kernels), so dW goes whole there, still before dX. */
+static void dense_backward_blocks(sh_layer *l, sh_exec *x)
+{
+    int k = l->out_shape.c, in = (int)l->inputs;
+    sh_exec_chunks(l, x, dense_chunk(x), act_images);
+    int rows = pack_x(l, x) ? x->grad_rows : k;
+    for (int r0 = 0; r0 < k; r0 += rows) {
+        int r1 = k - r0 < rows ? k : r0 + rows;
+        x->grad_row0 = r0;
+        sh_exec_split(l, x, r1 - r0, block_outputs);
+        sh_exec_offer(x, l, (size_t)(r1 - r0) * in);
+    }
+    if (l->in_delta[0] && self_packs(l, x))
+        sh_exec_split(l, x, sh_packed_npanels(in), pack_bwd_panels);
+    sh_exec_chunks(l, x, dense_chunk(x), dx_images);
+}
+
 static void dense_backward(sh_layer *l, sh_exec *x)
 {
     if (l->batch_normalize) sh_bn_backward(l, x);
+    if (x->grad_rows > 0 && l->tp_role == SH_TP_NONE && !x->defer_weights) {
+        dense_backward_blocks(l, x);
+        return;
+    }
     if (l->in_delta[0] && self_packs(l, x))
         sh_exec_split(l, x, sh_packed_npanels((int)l->inputs), pack_bwd_panels);
     sh_exec_chunks(l, x, dense_chunk(x), dense_backward_images);

@@ -560,6 +560,8 @@ shoal_result sh_net_forward(sh_net *n, const float *x, int nimg, int training)
     return n->exec.sum_rc;
 }
 
+void sh_net_set_grad_rows(sh_net *n, int rows) { n->grad_rows = rows > 0 ? rows : 0; }
+
 void sh_net_set_before_forward(sh_net *n, sh_before_forward_fn fn, void *ctx)
 {
     n->before_forward = fn;
@@ -652,10 +654,15 @@ shoal_result sh_net_backward(sh_net *n, sh_grad_ready_fn ready, void *ctx)
             memset(n->layers[i].delta, 0, (size_t)n->nimg * n->layers[i].outputs * sizeof(float));
     if (n->want_input_delta && n->part_in_consumers != 1 && !n->part_in_sent)
         memset(n->input_delta, 0, (size_t)n->nimg * n->part_in_count * sizeof(float));
+    n->exec.ready = ready;
+    n->exec.ready_ctx = ctx;
+    n->exec.grad_rows = ready ? n->grad_rows : 0;
     for (int i = n->hi - 1; i >= n->lo; i--) {
         sh_layer *l = &n->layers[i];
         uint64_t t0 = sh_now_ns();
         n->exec.used_partials = 0;
+        n->exec.ready_layer = i;
+        n->exec.ready_count = 0;
         l->ops->backward(l, &n->exec);
         if (n->exec.used_partials && l->reduce_count && n->exec.nslots_used > 1) {
             reduce_job j = {n, l->reduce_off, l->reduce_count};
@@ -664,7 +671,10 @@ shoal_result sh_net_backward(sh_net *n, sh_grad_ready_fn ready, void *ctx)
         uint64_t t1 = sh_now_ns();
         l->bwd_ms = (double)(t1 - t0) * 1e-6;
         if (sh_trace_on()) sh_trace_span(SH_TRACK_BACKWARD, l->name, t0, t1, "layer", i, NULL, 0);
-        if (l->param_count && ready) ready(ctx, i, l->param_off, l->param_count);
+        size_t done = n->exec.ready_count; /* offered in blocks during the layer's backward */
+        if (l->param_count > done && ready) ready(ctx, i, l->param_off + done, l->param_count - done);
     }
+    n->exec.ready = NULL;
+    n->exec.grad_rows = 0;
     return n->exec.sum_rc;
 }

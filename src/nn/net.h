@@ -251,6 +251,13 @@ typedef void (*sh_grad_ready_fn)(void *ctx, int layer, size_t offset, size_t cou
 /* Backward from the last sh_net_loss: writes d(mean loss)/d(params) into the gradient
  * block (overwrites, no need to zero first). ready may be NULL. Allocates nothing. */
 shoal_result sh_net_backward(sh_net *n, sh_grad_ready_fn ready, void *ctx);
+/* rows > 0: backward offers a [connected] layer's weight gradient to ready in blocks of
+ * that many output rows, each as soon as it is computed (before the layer's input
+ * gradient), then the rest of the layer's slice; the slices come in order and cover it.
+ * Every gradient keeps its bits (each row's sum runs as in the whole product). 0: one
+ * call per layer (the default). A data-parallel strategy asks for it to start sending
+ * sooner. */
+void sh_net_set_grad_rows(sh_net *n, int rows);
 
 /* Called by forward before layer i (one with parameters) runs: a data-parallel strategy
  * whose last step's exchanges may still be in flight waits there for the ones holding layer

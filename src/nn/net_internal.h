@@ -52,6 +52,7 @@ struct sh_net {
     /* sh_net_set_before_forward: called before each layer with parameters runs forward */
     shoal_result (*before_forward)(void *ctx, int layer);
     void *before_forward_ctx;
+    int grad_rows;            /* sh_net_set_grad_rows: rows a block, 0: whole layers */
     int *zero_before_backward; /* [nlayers]: 1 when several layers add into its delta */
 
     int nthreads;

@@ -4,7 +4,8 @@
  * backward has finished a bucket its non-blocking allreduce (average) starts, so
  * communication overlaps the backward pass of the earlier layers. On one host finish waits
  * for all. Across hosts (P3, ByteScheduler) the buckets of two ranks are cut into chunks,
- * backward starts the first SHOAL_DP_AHEAD_KB of them, finish starts the rest with the
+ * backward starts the first SHOAL_DP_AHEAD_KB of them (a connected layer's chunks as its
+ * rows are done, in blocks of SHOAL_DP_GRAD_ROWS: sh_net_set_grad_rows), finish starts the rest with the
  * first layers' first and returns: the next forward waits before each layer only for the
  * chunks holding its weights, and drain (the trainer, before anything else reads them) for
  * all. Not here: the step (step.c), the lagged stop/save agreement (trainer.c), the
@@ -28,7 +29,8 @@ typedef struct dp_state dp_state;
 typedef struct {
     size_t lo, count;     /* slice of the gradient block */
     int grp;              /* its group (the layers it belongs to) */
-    int is_ready, started; /* this step: backward finished its group; its exchange started */
+    size_t got;           /* this step: floats of it backward has finished */
+    int is_ready, started; /* this step: backward finished it; its exchange started */
     shoal_request *req;   /* started and not yet waited for, or NULL */
     uint64_t start_ns;
     dp_state *d;
@@ -201,8 +203,9 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
      * (on one host the exchange is short and the overlap measured no gain). With two ranks every
      * element's reduction is the one sum a + b whatever the cut, so large groups are cut into
      * chunks and the next forward's first layers need not queue behind the last ones. */
-    long overlap = 1, chunk_kb = 256, ahead_kb = 1024;
+    long overlap = 1, chunk_kb = 256, ahead_kb = 1024, grad_rows = 32;
     SH_TRY(sh_env_long("SHOAL_DP_OVERLAP", &overlap));
+    SH_TRY(sh_env_long("SHOAL_DP_GRAD_ROWS", &grad_rows));
     SH_TRY(sh_env_long("SHOAL_DP_CHUNK_KB", &chunk_kb));
     SH_TRY(sh_env_long("SHOAL_DP_AHEAD_KB", &ahead_kb));
     int across = 0; /* 1: the ranks are on more than one host */
@@ -253,6 +256,10 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
         d->b[i].own_lo = SIZE_MAX;
         d->b[i].own_hi = 0;
     }
+    /* With chunks, backward offers a connected layer's weight gradient in blocks of rows as
+     * it computes them (the same bits), and a chunk starts once its rows are done: the wire
+     * need not idle through a large layer's whole backward. */
+    if (chunk && grad_rows > 0) sh_net_set_grad_rows(net, (int)grad_rows);
     if (d->defers) {
         sh_net_set_before_forward(net, before_forward, s);
     } else { /* every step ends complete, as it always did */
@@ -269,7 +276,10 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
 static shoal_result begin(sh_strategy *s, int64_t step)
 {
     dp_state *d = s->impl;
-    for (int i = 0; i < d->nb; i++) d->b[i].is_ready = d->b[i].started = 0;
+    for (int i = 0; i < d->nb; i++) {
+        d->b[i].is_ready = d->b[i].started = 0;
+        d->b[i].got = 0;
+    }
     for (int k = 0; k < d->ng; k++) d->g[k].ready = 0;
     d->failed = SHOAL_OK;
     d->opened = 0;
@@ -342,6 +352,7 @@ static void start_bucket(dp_state *d, bucket *b)
         d->opened = 1;
     }
     b->started = 1;
+    if (d->g[b->grp].ready < d->g[b->grp].count) d->prof.early_chunks++;
     b->start_ns = sh_now_ns();
     b->sq = 0;
     float *p = d->grads + b->lo;
@@ -377,7 +388,6 @@ static void grad_ready(void *ctx, int layer, size_t offset, size_t count)
 {
     sh_strategy *s = ctx;
     dp_state *d = s->impl;
-    (void)offset;
     if (d->gx) {
         sh_gradx_layer_ready(d->gx, layer);
         return;
@@ -386,9 +396,18 @@ static void grad_ready(void *ctx, int layer, size_t offset, size_t count)
     if (k < 0) return;
     group *g = &d->g[k];
     g->ready += count;
-    if (g->ready < g->count) return;
-    for (int i = g->first; i < g->end; i++) d->b[i].is_ready = 1;
-    pump(d, 0);
+    /* the slice may be a block of a layer (sh_net_set_grad_rows): its chunks whose floats
+     * are all done become ready; slices come in a fixed order, the same on every rank */
+    int any = 0;
+    for (int i = g->first; i < g->end; i++) {
+        bucket *b = &d->b[i];
+        size_t lo = b->lo > offset ? b->lo : offset;
+        size_t hi = b->lo + b->count < offset + count ? b->lo + b->count : offset + count;
+        if (hi <= lo) continue;
+        b->got += hi - lo;
+        if (b->got == b->count) b->is_ready = any = 1;
+    }
+    if (any) pump(d, 0);
 }
 
 /* The net's hook before layer `layer` runs forward: the buckets holding its parameters,

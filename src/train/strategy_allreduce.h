@@ -31,6 +31,9 @@ typedef struct {
     /* steps whose exchange was still on the wire when the next forward began (its first
      * layer with parameters checked: the overlap with the next forward happened) */
     int64_t overlapped_steps;
+    /* chunks whose exchange started before backward had finished their layers (a connected
+     * layer's rows offered in blocks, SHOAL_DP_GRAD_ROWS) */
+    int64_t early_chunks;
 } sh_dp_profile;
 
 /* A data-parallel strategy over c: every rank starts from rank 0's weights; gradients are
