@@ -61,7 +61,7 @@ static const env_var table[] = {
     {"SHOAL_DP_CHUNK_KB", "256", 0, 1 << 20,
      "data parallel with SHOAL_DP_OVERLAP over 2 ranks: cut gradient buckets into chunks (at most 8 "
      "a bucket, of at least this many KiB) so that the first layers' go first (0: whole buckets)"},
-    {"SHOAL_DP_AHEAD_KB", "1024", 0, 1 << 22,
+    {"SHOAL_DP_AHEAD_KB", "1280", 0, 1 << 22,
      "data parallel with SHOAL_DP_OVERLAP: KiB of gradients (at least half of them) backward may "
      "start before its end; the rest goes then, the first layers' first"},
     {"SHOAL_DP_GRAD_ROWS", "32", 0, 1 << 24,

@@ -203,7 +203,7 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
      * (on one host the exchange is short and the overlap measured no gain). With two ranks every
      * element's reduction is the one sum a + b whatever the cut, so large groups are cut into
      * chunks and the next forward's first layers need not queue behind the last ones. */
-    long overlap = 1, chunk_kb = 256, ahead_kb = 1024, grad_rows = 32;
+    long overlap = 1, chunk_kb = 256, ahead_kb = 1280, grad_rows = 32;
     SH_TRY(sh_env_long("SHOAL_DP_OVERLAP", &overlap));
     SH_TRY(sh_env_long("SHOAL_DP_GRAD_ROWS", &grad_rows));
     SH_TRY(sh_env_long("SHOAL_DP_CHUNK_KB", &chunk_kb));

@@ -5,7 +5,10 @@
  * 0 without the overlap); the weights after training, through a mid-run checkpoint and the
  * stop/save agreement, equal the run without overlap (SHOAL_DP_OVERLAP=0) bit for bit, with
  * the buckets cut into chunks and the first layer's sent first, and are equal on the ranks.
- * Adam too (its step count must still advance once a step). */
+ * Adam too (its step count must still advance once a step). With the overlap a connected
+ * layer's weight gradient is offered in blocks of rows (SHOAL_DP_GRAD_ROWS, on the packed
+ * products): chunks start before their layer's backward ends (counted; none with
+ * SHOAL_DP_GRAD_ROWS=0, whose weights are the same bits too). */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -14,6 +17,7 @@
 #include "base/util.h"
 #include "check.h"
 #include "lib/ranks.h"
+#include "nn/layer.h"
 #include "nn/net.h"
 #include "shoal/comm.h"
 #include "train/strategy_allreduce.h"
@@ -35,6 +39,7 @@ typedef struct {
     const char *cfg;
     float *out;        /* rank 0's final weights (shared memory) */
     int64_t *overlaps; /* rank 0's count of steps overlapped with the next forward */
+    int64_t *early;    /* rank 0's count of chunks started before their layer's backward ended */
 } ov_arg;
 
 /* Rank 1 is late for every 7th step: rank 0 has started its exchange and goes on. */
@@ -86,16 +91,17 @@ static void job(shoal_comm *c, void *arg)
             CHECK(sh_net_nparams(net) <= CAP, "model too large for the test's buffer");
             memcpy(a->out, sh_net_params(net), sh_net_nparams(net) * sizeof(float));
             *a->overlaps = prof.overlapped_steps;
+            *a->early = prof.early_chunks;
         }
     }
     sh_trainer_destroy(t);
     sh_strategy_destroy(st);
 }
 
-static void run(const char *model, const char *overlap, float *out, int64_t *overlaps)
+static void run(const char *model, const char *overlap, float *out, int64_t *counts)
 {
     setenv("SHOAL_DP_OVERLAP", overlap, 1); /* 2: also on one host */
-    ov_arg a = {model, out, overlaps};
+    ov_arg a = {model, out, &counts[0], &counts[1]};
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .transport = "tcp", .deadline_s = 120};
     CHECK(RUN_RANKS(2, &o, job, &a) == 0, "%s, SHOAL_DP_OVERLAP=%s", model, overlap);
     remove(ckpt);
@@ -104,7 +110,7 @@ static void run(const char *model, const char *overlap, float *out, int64_t *ove
 static void t_overlap_is_exact(void)
 {
     float *with = mmap(NULL, 2 * CAP * sizeof(float), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    int64_t *count = mmap(NULL, 2 * sizeof(int64_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    int64_t *count = mmap(NULL, 6 * sizeof(int64_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (with == MAP_FAILED || count == MAP_FAILED) {
         CHECK(0, "mmap failed");
         return;
@@ -114,19 +120,32 @@ static void t_overlap_is_exact(void)
     for (int k = 0; k < 2; k++) {
         memset(with, 0, 2 * CAP * sizeof(float));
         run(models[k], "2", with, &count[0]);
-        run(models[k], "0", without, &count[1]);
+        run(models[k], "0", without, &count[2]);
         CHECK(count[0] >= 3, "%s: the next forward began while the last exchange was in flight %lld times "
               "(rank 1 was late 6 times)", models[k], (long long)count[0]);
-        CHECK(count[1] == 0, "%s: overlap counted without it: %lld", models[k], (long long)count[1]);
+        CHECK(count[2] == 0, "%s: overlap counted without it: %lld", models[k], (long long)count[2]);
+        /* the 300 x 300 layer's rows in blocks of 32 (9600 floats): its chunks of 11288 go as
+         * their rows are done, the first ones before the layer's backward has ended */
+        CHECK(count[1] >= STEPS, "%s: %lld chunks started before their layer's backward ended in %d steps",
+              models[k], (long long)count[1], STEPS);
+        CHECK(count[3] == 0, "%s: early chunks without the overlap: %lld", models[k], (long long)count[3]);
         CHECK(memcmp(with, without, CAP * sizeof(float)) == 0, "%s: weights with the overlap differ from "
               "those without", models[k]);
+        if (k == 0) { /* the overlap with whole layers: the same bits, no early chunk */
+            setenv("SHOAL_DP_GRAD_ROWS", "0", 1);
+            run(models[k], "2", without, &count[4]);
+            unsetenv("SHOAL_DP_GRAD_ROWS");
+            CHECK(count[5] == 0, "%s: %lld early chunks with SHOAL_DP_GRAD_ROWS=0", models[k], (long long)count[5]);
+            CHECK(memcmp(with, without, CAP * sizeof(float)) == 0, "%s: weights with the rows in blocks differ "
+                  "from those with whole layers", models[k]);
+        }
         int nonzero = 0;
         for (int i = 0; i < 1000; i++) nonzero += with[i] != 0;
         CHECK(nonzero > 0, "no weights came back");
     }
     unsetenv("SHOAL_DP_OVERLAP");
     munmap(with, 2 * CAP * sizeof(float));
-    munmap(count, 2 * sizeof(int64_t));
+    munmap(count, 6 * sizeof(int64_t));
 }
 
 int main(void)
@@ -139,6 +158,7 @@ int main(void)
     setenv("SHOAL_DP_WINDOW", "0", 1);  /* private weights, as across hosts */
     setenv("SHOAL_DP_CHUNK_KB", "16", 1); /* 90.3k floats in 8 chunks */
     setenv("SHOAL_DP_AHEAD_KB", "32", 1); /* backward starts half; the rest after layer 0's */
+    sh_dense_self_pack_min_rows = 16;     /* 16 images a rank: the packed products, in row blocks */
     snprintf(cfg, sizeof cfg, "%s/ov.cfg", dir);
     snprintf(adam_cfg, sizeof adam_cfg, "%s/ov-adam.cfg", dir);
     snprintf(ckpt, sizeof ckpt, "%s/ov.ckpt", dir);
