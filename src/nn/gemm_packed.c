@@ -10,6 +10,8 @@
  * GCC/clang vector extensions (recurrent.h, reduce_kernels.h do the same); the AVX-512 copy
  * of the kernel is compiled with a target attribute and chosen at run time, the generic copy
  * is the same code for the build's own target.
+ * sh_packed_gemm_epi hands each tile, just stored and still in L1, to the caller's
+ * elementwise pass (bias and activation, a derivative): one pass over C instead of two.
  * A^T B (sh_packed_gemm_tn, the recurrent weight gradients: k = every row of a batch) reads
  * A's 8 values of a step from one row of A and runs k in blocks of 256 so the panels stay
  * in L1.
@@ -72,8 +74,12 @@ void sh_packed_pack(int trans_b, int k, int n, const float *b, int ldb, int p0, 
         int j0 = p * NR, w = n - j0 < NR ? n - j0 : NR;
         if (w < NR) memset(dst, 0, (size_t)k * NR * sizeof(float));
         if (!trans_b) {
-            for (int kk = 0; kk < k; kk++)
-                memcpy(dst + (size_t)kk * NR, b + (size_t)kk * ldb + j0, (size_t)w * sizeof(float));
+            for (int kk = 0; kk < k; kk++) { /* a constant size inlines the copy */
+                if (w == NR)
+                    memcpy(dst + (size_t)kk * NR, b + (size_t)kk * ldb + j0, NR * sizeof(float));
+                else
+                    memcpy(dst + (size_t)kk * NR, b + (size_t)kk * ldb + j0, (size_t)w * sizeof(float));
+            }
             continue;
         }
         /* column j of op(B) is row j of B: a full panel goes 16 x 16 blocks at a time, each
@@ -175,12 +181,14 @@ enum { A_BLOCK_FLOATS = 128 * 1024 };
                 } else {                                                                    \
                     TILE_ROWS(0, 1);                                                        \
                 }                                                                           \
+                if (epi) epi(arg, ci, ldc, i, mr, j, (np - 1) * NR + w);                    \
             }                                                                               \
         }                                                                                   \
     } while (0)
 
 static void packed_generic(int m, int n0, int n1, int k, const float *a, int lda,
-                           const float *packed, int accumulate, float *c, int ldc)
+                           const float *packed, int accumulate, float *c, int ldc,
+                           sh_packed_epilogue epi, void *arg)
 {
     PACKED_BODY;
 }
@@ -232,7 +240,7 @@ packed_t_avx512(int m, int n0, int n1, int ktot, const float *a, int lda, const 
 
 __attribute__((target("avx2,fma,avx512f"))) static void
 packed_avx512(int m, int n0, int n1, int k, const float *a, int lda, const float *packed,
-              int accumulate, float *c, int ldc)
+              int accumulate, float *c, int ldc, sh_packed_epilogue epi, void *arg)
 {
     PACKED_BODY;
 }
@@ -255,8 +263,9 @@ const char *sh_packed_kernel(void) { return !force_generic && has_avx512() ? "av
 
 void sh_packed_force_generic(int on) { force_generic = on; }
 
-void sh_packed_gemm(int m, int n0, int n1, int k, const float *a, int lda, const float *packed,
-                    int accumulate, float *c, int ldc)
+void sh_packed_gemm_epi(int m, int n0, int n1, int k, const float *a, int lda,
+                        const float *packed, int accumulate, float *c, int ldc,
+                        sh_packed_epilogue epi, void *arg)
 {
     SH_ASSERT(n0 % NR == 0);
     if (m <= 0 || n1 <= n0) return;
@@ -264,15 +273,25 @@ void sh_packed_gemm(int m, int n0, int n1, int k, const float *a, int lda, const
         for (int i = 0; i < m; i++)
             for (int j = n0; j < n1; j++)
                 if (!accumulate) c[(size_t)i * ldc + j] = 0.0f;
+        for (int i = 0; epi && i < m; i += MR)
+            for (int j = n0; j < n1; j += 2 * NR)
+                epi(arg, c + (size_t)i * ldc + j, ldc, i, m - i < MR ? m - i : MR, j,
+                    n1 - j < 2 * NR ? n1 - j : 2 * NR);
         return;
     }
 #if defined(__x86_64__)
     if (!force_generic && has_avx512()) {
-        packed_avx512(m, n0, n1, k, a, lda, packed, accumulate, c, ldc);
+        packed_avx512(m, n0, n1, k, a, lda, packed, accumulate, c, ldc, epi, arg);
         return;
     }
 #endif
-    packed_generic(m, n0, n1, k, a, lda, packed, accumulate, c, ldc);
+    packed_generic(m, n0, n1, k, a, lda, packed, accumulate, c, ldc, epi, arg);
+}
+
+void sh_packed_gemm(int m, int n0, int n1, int k, const float *a, int lda, const float *packed,
+                    int accumulate, float *c, int ldc)
+{
+    sh_packed_gemm_epi(m, n0, n1, k, a, lda, packed, accumulate, c, ldc, NULL, NULL);
 }
 
 void sh_packed_gemm_tn(int m, int n0, int n1, int k, const float *a, int lda,
