@@ -10,8 +10,6 @@
  * GCC/clang vector extensions (recurrent.h, reduce_kernels.h do the same); the AVX-512 copy
  * of the kernel is compiled with a target attribute and chosen at run time, the generic copy
  * is the same code for the build's own target.
- * sh_packed_gemm_epi hands each tile, just stored and still in L1, to the caller's
- * elementwise pass (bias and activation, a derivative): one pass over C instead of two.
  * A^T B (sh_packed_gemm_tn, the recurrent weight gradients: k = every row of a batch) reads
  * A's 8 values of a step from one row of A and runs k in blocks of 256 so the panels stay
  * in L1.
@@ -74,7 +72,7 @@ void sh_packed_pack(int trans_b, int k, int n, const float *b, int ldb, int p0, 
         int j0 = p * NR, w = n - j0 < NR ? n - j0 : NR;
         if (w < NR) memset(dst, 0, (size_t)k * NR * sizeof(float));
         if (!trans_b) {
-            for (int kk = 0; kk < k; kk++) { /* a constant size inlines the copy */
+            for (int kk = 0; kk < k; kk++) { /* a constant size: the copy inlined, no call */
                 if (w == NR)
                     memcpy(dst + (size_t)kk * NR, b + (size_t)kk * ldb + j0, NR * sizeof(float));
                 else
@@ -181,14 +179,12 @@ enum { A_BLOCK_FLOATS = 128 * 1024 };
                 } else {                                                                    \
                     TILE_ROWS(0, 1);                                                        \
                 }                                                                           \
-                if (epi) epi(arg, ci, ldc, i, mr, j, (np - 1) * NR + w);                    \
             }                                                                               \
         }                                                                                   \
     } while (0)
 
 static void packed_generic(int m, int n0, int n1, int k, const float *a, int lda,
-                           const float *packed, int accumulate, float *c, int ldc,
-                           sh_packed_epilogue epi, void *arg)
+                           const float *packed, int accumulate, float *c, int ldc)
 {
     PACKED_BODY;
 }
@@ -240,7 +236,7 @@ packed_t_avx512(int m, int n0, int n1, int ktot, const float *a, int lda, const 
 
 __attribute__((target("avx2,fma,avx512f"))) static void
 packed_avx512(int m, int n0, int n1, int k, const float *a, int lda, const float *packed,
-              int accumulate, float *c, int ldc, sh_packed_epilogue epi, void *arg)
+              int accumulate, float *c, int ldc)
 {
     PACKED_BODY;
 }
@@ -263,9 +259,8 @@ const char *sh_packed_kernel(void) { return !force_generic && has_avx512() ? "av
 
 void sh_packed_force_generic(int on) { force_generic = on; }
 
-void sh_packed_gemm_epi(int m, int n0, int n1, int k, const float *a, int lda,
-                        const float *packed, int accumulate, float *c, int ldc,
-                        sh_packed_epilogue epi, void *arg)
+void sh_packed_gemm(int m, int n0, int n1, int k, const float *a, int lda, const float *packed,
+                    int accumulate, float *c, int ldc)
 {
     SH_ASSERT(n0 % NR == 0);
     if (m <= 0 || n1 <= n0) return;
@@ -273,25 +268,15 @@ void sh_packed_gemm_epi(int m, int n0, int n1, int k, const float *a, int lda,
         for (int i = 0; i < m; i++)
             for (int j = n0; j < n1; j++)
                 if (!accumulate) c[(size_t)i * ldc + j] = 0.0f;
-        for (int i = 0; epi && i < m; i += MR)
-            for (int j = n0; j < n1; j += 2 * NR)
-                epi(arg, c + (size_t)i * ldc + j, ldc, i, m - i < MR ? m - i : MR, j,
-                    n1 - j < 2 * NR ? n1 - j : 2 * NR);
         return;
     }
 #if defined(__x86_64__)
     if (!force_generic && has_avx512()) {
-        packed_avx512(m, n0, n1, k, a, lda, packed, accumulate, c, ldc, epi, arg);
+        packed_avx512(m, n0, n1, k, a, lda, packed, accumulate, c, ldc);
         return;
     }
 #endif
-    packed_generic(m, n0, n1, k, a, lda, packed, accumulate, c, ldc, epi, arg);
-}
-
-void sh_packed_gemm(int m, int n0, int n1, int k, const float *a, int lda, const float *packed,
-                    int accumulate, float *c, int ldc)
-{
-    sh_packed_gemm_epi(m, n0, n1, k, a, lda, packed, accumulate, c, ldc, NULL, NULL);
+    packed_generic(m, n0, n1, k, a, lda, packed, accumulate, c, ldc);
 }
 
 void sh_packed_gemm_tn(int m, int n0, int n1, int k, const float *a, int lda,

@@ -31,17 +31,6 @@ void sh_packed_pack(int trans_b, int k, int n, const float *b, int ldb, int p0, 
 void sh_packed_gemm(int m, int n0, int n1, int k, const float *a, int lda, const float *packed,
                     int accumulate, float *c, int ldc);
 
-/* Called on each tile of C once it is stored (still in L1): rows [i0, i0 + mr) counted from
- * the product's first row, columns [j0, j0 + cols); c points at (i0, j0), rows ldc apart. An
- * elementwise pass fused into the product (bias and activation, a derivative); tiles are at
- * most 8 rows by 32 columns, each element in exactly one, in no promised order. */
-typedef void (*sh_packed_epilogue)(void *arg, float *c, int ldc, int i0, int mr, int j0, int cols);
-
-/* sh_packed_gemm, then epi(arg, ...) on every tile of the columns [n0, n1) (epi NULL: none). */
-void sh_packed_gemm_epi(int m, int n0, int n1, int k, const float *a, int lda,
-                        const float *packed, int accumulate, float *c, int ldc,
-                        sh_packed_epilogue epi, void *arg);
-
 /* Columns [n0, n1) of C (m, n) = A^T B (+ C when accumulate): A stored (k, m), lda apart
  * (the weight gradients dG^T X of the recurrent layers, k = every row of a batch); B the
  * first k rows at packed of a packed operand of kp >= k rows (packed may point at a later

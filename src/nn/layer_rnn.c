@@ -147,42 +147,18 @@ static rnn_view view(sh_layer *l, const sh_exec *x)
     return v;
 }
 
+/* Row r's input part, act(Win x + bin): with one-hot inputs and no batch norm the row of wt
+ * that its input picks (activated once per input, and small enough to stay in cache) rather
+ * than a copy in keep, which would cost a write and two reads of (rows, H) in memory. */
+static const float *input_part(const sh_layer *l, const rnn_view *v, size_t r)
+{
+    if (l->input_onehot && !l->batch_normalize) return v->wt + (size_t)v->idx[r] * v->h;
+    return l->keep + r * v->kc;
+}
+
 static void act_rows(sh_act a, float *p, int rows, int ld, int count, const float *bias)
 {
     for (int r = 0; r < rows; r++) sh_rnn_act(a, p + (size_t)r * ld, bias, count);
-}
-
-/* Bias and activation fused into a product's store (sh_packed_gemm_epi): the tile of an input
- * or output part, still in L1, rather than a second pass over the whole (rows, H) block. */
-typedef struct {
-    sh_act act;
-    const float *bias; /* by column */
-} act_epi;
-
-static void act_tile(void *arg, float *c, int ldc, int i0, int mr, int j0, int cols)
-{
-    (void)i0;
-    const act_epi *e = arg;
-    act_rows(e->act, c, mr, ldc, cols, e->bias + j0);
-}
-
-/* The self part's tile of a step (c at its columns of the keep rows): bias and activation,
- * then s = input part + self part, H columns to the left and right. */
-typedef struct {
-    sh_act act;
-    const float *bias;
-    int h;
-} self_epi;
-
-static void self_tile(void *arg, float *c, int ldc, int i0, int mr, int j0, int cols)
-{
-    (void)i0;
-    const self_epi *e = arg;
-    for (int r = 0; r < mr; r++) {
-        float *p = c + (size_t)r * ldc;
-        sh_rnn_act(e->act, p, e->bias + j0, cols);
-        for (int j = 0; j < cols; j++) p[e->h + j] = p[j - e->h] + p[j];
-    }
 }
 
 /* Batch norm then the activation of units [u0, u1) of part p at step t; v holds the B rows of
@@ -204,15 +180,15 @@ static void rnn_input_rows(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
     int nr = r1 - r0;
     if (nr <= 0) return;
     float *a = l->keep + (size_t)r0 * v.kc;
-    if (l->input_onehot) { /* without batch norm the rows of wt are activated already */
+    if (l->input_onehot) { /* without batch norm input_part reads wt; with it, a copy */
+        if (!l->batch_normalize) return;
         for (int r = 0; r < nr; r++)
             memcpy(a + (size_t)r * v.kc, v.wt + (size_t)v.idx[r0 + r] * v.h, (size_t)v.h * sizeof(float));
         return;
     }
-    act_epi e = {l->act, v.bin};
-    sh_packed_gemm_epi(nr, 0, v.h, v.in, l->in[0] + (size_t)r0 * v.in, v.in,
-                       sh_rnn_packed(l, v.in, v.h), 0, a, v.kc,
-                       l->batch_normalize ? NULL : act_tile, &e);
+    sh_packed_gemm(nr, 0, v.h, v.in, l->in[0] + (size_t)r0 * v.in, v.in,
+                   sh_rnn_packed(l, v.in, v.h), 0, a, v.kc);
+    if (!l->batch_normalize) act_rows(l->act, a, nr, v.kc, v.h, v.bin);
 }
 
 /* Batch norm (over each step's streams) and activation of the input part, units [j0, j1). */
@@ -231,10 +207,9 @@ static void rnn_output_rows(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
     int nr = r1 - r0;
     if (nr <= 0) return;
     float *y = l->out + (size_t)r0 * v.k;
-    act_epi e = {l->act, v.bout};
-    sh_packed_gemm_epi(nr, 0, v.k, v.h, l->keep + (size_t)r0 * v.kc + 2 * v.h, v.kc,
-                       sh_rnn_packed(l, v.h, v.k), 0, y, v.k,
-                       l->batch_normalize ? NULL : act_tile, &e);
+    sh_packed_gemm(nr, 0, v.k, v.h, l->keep + (size_t)r0 * v.kc + 2 * v.h, v.kc,
+                   sh_rnn_packed(l, v.h, v.k), 0, y, v.k);
+    if (!l->batch_normalize) act_rows(l->act, y, nr, v.k, v.k, v.bout);
 }
 
 static void rnn_output_bn(sh_layer *l, sh_exec *x, int tid, int j0, int j1)
@@ -258,17 +233,15 @@ static void rnn_step_forward(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
     const float *sprev = t ? l->keep + (size_t)(t - 1) * v.b * v.kc + 2 * v.h : v.s0;
     int ldp = t ? v.kc : v.h;
     float *kt = l->keep + (size_t)t * v.b * v.kc;
-    const float *wpk = sh_rnn_packed(l, v.h, v.h);
-    if (!l->batch_normalize) { /* bias, activation and the sum in the product's store */
-        self_epi e = {l->act, v.bself, v.h};
-        sh_packed_gemm_epi(v.b, j0, j1, v.h, sprev, ldp, wpk, 0, kt + v.h, v.kc, self_tile, &e);
-        return;
-    }
-    sh_packed_gemm(v.b, j0, j1, v.h, sprev, ldp, wpk, 0, kt + v.h, v.kc);
-    bn_act(l, x, &v, 1, t, kt + v.h, v.kc, j0, j1);
+    sh_packed_gemm(v.b, j0, j1, v.h, sprev, ldp, sh_rnn_packed(l, v.h, v.h), 0, kt + v.h, v.kc);
+    if (l->batch_normalize)
+        bn_act(l, x, &v, 1, t, kt + v.h, v.kc, j0, j1);
+    else
+        act_rows(l->act, kt + v.h + j0, v.b, v.kc, nj, v.bself + j0);
     for (int b = 0; b < v.b; b++) {
         float *row = kt + (size_t)b * v.kc;
-        for (int j = j0; j < j1; j++) row[2 * v.h + j] = row[j] + row[v.h + j];
+        const float *yi = input_part(l, &v, (size_t)t * v.b + b);
+        for (int j = j0; j < j1; j++) row[2 * v.h + j] = yi[j] + row[v.h + j];
     }
 }
 
@@ -352,15 +325,15 @@ static void rnn_step_backward(sh_layer *l, sh_exec *x, int tid, int j0, int j1)
     size_t r0 = (size_t)t * v.b;
     for (int b = 0; b < v.b; b++) {
         size_t r = r0 + b;
-        const float *kr = l->keep + r * v.kc;
+        const float *kr = l->keep + r * v.kc, *yi = input_part(l, &v, r) + j0;
         float *din = v.din + r * v.h + j0, *dself = v.dself + r * v.h + j0;
         const float *carry = v.ds + (size_t)b * v.h + j0;
         if (l->act == SH_ACT_TANH)
-            tanh_back2(nj, din, carry, kr + j0, kr + v.h + j0, dself);
+            tanh_back2(nj, din, carry, yi, kr + v.h + j0, dself);
         else {
             for (int j = 0; j < nj; j++) din[j] += carry[j];
             memcpy(dself, din, (size_t)nj * sizeof(float));
-            sh_act_backward(l->act, kr + j0, din, (size_t)nj);
+            sh_act_backward(l->act, yi, din, (size_t)nj);
             sh_act_backward(l->act, kr + v.h + j0, dself, (size_t)nj);
         }
     }
@@ -373,42 +346,15 @@ static void rnn_step_backward(sh_layer *l, sh_exec *x, int tid, int j0, int j1)
     }
 }
 
-/* Step t-1's rnn_step_backward (tanh, no batch norm) fused into the store of the carry that
- * feeds it: c is the tile of dL/ds carried from step t (streams i0.., units j0..). */
-typedef struct {
-    int h, kc;
-    float *din, *dself;  /* step t-1's rows */
-    const float *keep;   /* step t-1's keep rows: act(input), act(self) */
-} carry_epi;
-
-static void carry_tile(void *arg, float *c, int ldc, int i0, int mr, int j0, int cols)
-{
-    const carry_epi *e = arg;
-    for (int r = 0; r < mr; r++) {
-        size_t b = (size_t)(i0 + r);
-        const float *kr = e->keep + b * e->kc + j0;
-        tanh_back2(cols, e->din + b * e->h + j0, c + (size_t)r * ldc, kr, kr + e->h,
-                   e->dself + b * e->h + j0);
-    }
-}
-
-/* The tanh layers without batch norm take step t-1's backward in the carry's store. */
-static int carry_fused(const sh_layer *l) { return l->act == SH_ACT_TANH && !l->batch_normalize; }
-
-/* dL/ds of step t-1 through the self weights (packed), units of blocks [k0, k1); where
- * carry_fused, step t-1's rnn_step_backward with it. */
+/* dL/ds of step t-1 through the self weights (packed), units of blocks [k0, k1). */
 static void rnn_step_carry(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
 {
     (void)tid;
     rnn_view v = view(l, x);
     int c0 = k0 * SH_RNN_BLOCK, c1 = k1 * SH_RNN_BLOCK < v.h ? k1 * SH_RNN_BLOCK : v.h;
     if (c1 <= c0) return;
-    int t = l->cur_step;
-    size_t prev = (size_t)(t - 1) * v.b;
-    const float *d = v.dself + (size_t)t * v.b * v.h;
-    carry_epi e = {v.h, v.kc, v.din + prev * v.h, v.dself + prev * v.h, l->keep + prev * v.kc};
-    sh_packed_gemm_epi(v.b, c0, c1, v.h, d, v.h, sh_rnn_packed(l, v.h, v.h), 0, v.ds, v.h,
-                       carry_fused(l) ? carry_tile : NULL, &e);
+    const float *d = v.dself + (size_t)l->cur_step * v.b * v.h;
+    sh_packed_gemm(v.b, c0, c1, v.h, d, v.h, sh_rnn_packed(l, v.h, v.h), 0, v.ds, v.h);
 }
 
 /* Panels [p0, p1) of what the weight gradients multiply, packed: [s0; s] and the inputs. */
@@ -489,8 +435,7 @@ static void rnn_backward(sh_layer *l, sh_exec *x)
     sh_rnn_pack(l, v.wself, v.h, v.h, 0);
     int nblk = sh_rnn_nblocks(v.h);
     for (int t = l->steps - 1; t >= 0; t--) {
-        if (t == l->steps - 1 || !carry_fused(l))
-            sh_rnn_split_step(l, x, t, v.h, macs, rnn_step_backward);
+        sh_rnn_split_step(l, x, t, v.h, macs, rnn_step_backward);
         if (t > 0) sh_rnn_split_step(l, x, t, nblk, macs, rnn_step_carry);
     }
     int hp = sh_packed_npanels(v.h), ip = sh_packed_npanels(v.in);

@@ -4,8 +4,7 @@
  * several blocks of rows, odd k,
  * accumulate on and off, with the AVX-512 kernel (where the CPU has it) and the generic one;
  * A^T B (sh_packed_gemm_tn) with B packed in pieces of rows, k past one block of 256, a
- * packed operand read from a later row, row splits giving the same bits; the fused epilogue
- * (sh_packed_gemm_epi) seeing every element once, at its row and column, after its sum. */
+ * packed operand read from a later row, row splits giving the same bits. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -208,93 +207,6 @@ static void transposed_products_match_reference_with_both_kernels(void)
     sh_packed_force_generic(0);
 }
 
-/* The epilogue used below: c = 2c + bias[j] + i/8 (its row and column taken from i0, j0),
- * counting each element's visits. */
-typedef struct {
-    const float *bias;
-    int *visits; /* (m, n) */
-    int n;
-} epi_arg;
-
-static void epi_affine(void *arg, float *c, int ldc, int i0, int mr, int j0, int cols)
-{
-    epi_arg *e = arg;
-    for (int i = 0; i < mr; i++)
-        for (int j = 0; j < cols; j++) {
-            float *p = c + (size_t)i * ldc + j;
-            *p = 2.0f * *p + e->bias[j0 + j] + (float)(i0 + i) / 8.0f;
-            e->visits[(size_t)(i0 + i) * e->n + j0 + j]++;
-        }
-}
-
-/* sh_packed_gemm_epi against a double loop of the product then the same elementwise pass:
- * tiles of every height, ragged panels, a column split, several row blocks, k = 0; returns
- * the failures. */
-static int sweep_epi(const char *kernel)
-{
-    static const int sizes[][3] = {{1, 1, 5}, {9, 17, 33}, {64, 256, 256}, {13, 40, 0},
-                                   {300, 48, 1024} /* three blocks of rows */};
-    sh_rng r;
-    sh_rng_seed(&r, 5);
-    int bad = 0;
-    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
-        int m = sizes[si][0], n = sizes[si][1], k = sizes[si][2], lda = k + 1, ldc = n + 3;
-        size_t na = (size_t)m * lda + 1, nb = (size_t)k * n + 1, nc = (size_t)m * ldc;
-        float *a = malloc(na * 4), *b = malloc(nb * 4), *c = malloc(nc * 4),
-              *want = malloc(nc * 4), *bias = malloc((size_t)n * 4),
-              *pk = malloc(sh_packed_count(k, n) * 4 + 4);
-        int *visits = calloc((size_t)m * n, sizeof *visits);
-        fill(a, na, &r);
-        fill(b, nb, &r);
-        fill(bias, (size_t)n, &r);
-        fill(c, nc, &r);
-        sh_packed_pack(0, k, n, b, n, 0, sh_packed_npanels(n), pk);
-        memcpy(want, c, nc * 4);
-        ref(m, 0, n, k, a, lda, 0, b, n, 0, want, ldc);
-        for (int i = 0; i < m; i++)
-            for (int j = 0; j < n; j++) {
-                float *w = want + (size_t)i * ldc + j;
-                *w = 2.0f * *w + bias[j] + (float)i / 8.0f;
-            }
-        epi_arg e = {bias, visits, n};
-        int s1 = (sh_packed_npanels(n) / 2) * SH_PACKED_NR; /* two threads' columns */
-        sh_packed_gemm_epi(m, 0, s1, k, a, lda, pk, 0, c, ldc, epi_affine, &e);
-        sh_packed_gemm_epi(m, s1, n, k, a, lda, pk, 0, c, ldc, epi_affine, &e);
-        double worst = 0.0;
-        int wrong_visits = 0;
-        for (int i = 0; i < m; i++)
-            for (int j = 0; j < ldc; j++) {
-                size_t q = (size_t)i * ldc + j;
-                double d = fabs((double)c[q] - want[q]);
-                if (!(d <= worst)) worst = d;
-                if (j < n) wrong_visits += visits[(size_t)i * n + j] != 1;
-            }
-        if (!(worst <= 2e-6 * (k + 8)) && bad++ < 5)
-            CHECK(0, "%s epilogue m=%d n=%d k=%d: max error %g", kernel, m, n, k, worst);
-        if (wrong_visits && bad++ < 5)
-            CHECK(0, "%s epilogue m=%d n=%d k=%d: %d elements not visited once", kernel, m, n,
-                  k, wrong_visits);
-        free(a);
-        free(b);
-        free(c);
-        free(want);
-        free(bias);
-        free(pk);
-        free(visits);
-    }
-    return bad;
-}
-
-static void fused_epilogue_sees_each_element_once_with_both_kernels(void)
-{
-    sh_packed_force_generic(0);
-    const char *k = sh_packed_kernel();
-    CHECK(sweep_epi(k) == 0, "%s kernel: epilogue wrong", k);
-    sh_packed_force_generic(1);
-    CHECK(sweep_epi("generic") == 0, "generic kernel: epilogue wrong");
-    sh_packed_force_generic(0);
-}
-
 int main(void)
 {
     check_begin("test_gemm_packed", 60);
@@ -303,6 +215,5 @@ int main(void)
     RUN(column_splits_give_identical_bits);
     RUN(transposed_products_match_reference_with_both_kernels);
     RUN(empty_sums_zero_or_keep_c);
-    RUN(fused_epilogue_sees_each_element_once_with_both_kernels);
     return check_end();
 }
