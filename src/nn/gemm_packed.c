@@ -72,8 +72,12 @@ void sh_packed_pack(int trans_b, int k, int n, const float *b, int ldb, int p0, 
         int j0 = p * NR, w = n - j0 < NR ? n - j0 : NR;
         if (w < NR) memset(dst, 0, (size_t)k * NR * sizeof(float));
         if (!trans_b) {
-            for (int kk = 0; kk < k; kk++)
-                memcpy(dst + (size_t)kk * NR, b + (size_t)kk * ldb + j0, (size_t)w * sizeof(float));
+            for (int kk = 0; kk < k; kk++) { /* a constant size: the copy inlined, no call */
+                if (w == NR)
+                    memcpy(dst + (size_t)kk * NR, b + (size_t)kk * ldb + j0, NR * sizeof(float));
+                else
+                    memcpy(dst + (size_t)kk * NR, b + (size_t)kk * ldb + j0, (size_t)w * sizeof(float));
+            }
             continue;
         }
         /* column j of op(B) is row j of B: a full panel goes 16 x 16 blocks at a time, each

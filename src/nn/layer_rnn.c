@@ -147,6 +147,15 @@ static rnn_view view(sh_layer *l, const sh_exec *x)
     return v;
 }
 
+/* Row r's input part, act(Win x + bin): with one-hot inputs and no batch norm the row of wt
+ * that its input picks (activated once per input, and small enough to stay in cache) rather
+ * than a copy in keep, which would cost a write and two reads of (rows, H) in memory. */
+static const float *input_part(const sh_layer *l, const rnn_view *v, size_t r)
+{
+    if (l->input_onehot && !l->batch_normalize) return v->wt + (size_t)v->idx[r] * v->h;
+    return l->keep + r * v->kc;
+}
+
 static void act_rows(sh_act a, float *p, int rows, int ld, int count, const float *bias)
 {
     for (int r = 0; r < rows; r++) sh_rnn_act(a, p + (size_t)r * ld, bias, count);
@@ -171,7 +180,8 @@ static void rnn_input_rows(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
     int nr = r1 - r0;
     if (nr <= 0) return;
     float *a = l->keep + (size_t)r0 * v.kc;
-    if (l->input_onehot) { /* without batch norm the rows of wt are activated already */
+    if (l->input_onehot) { /* without batch norm input_part reads wt; with it, a copy */
+        if (!l->batch_normalize) return;
         for (int r = 0; r < nr; r++)
             memcpy(a + (size_t)r * v.kc, v.wt + (size_t)v.idx[r0 + r] * v.h, (size_t)v.h * sizeof(float));
         return;
@@ -230,7 +240,8 @@ static void rnn_step_forward(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
         act_rows(l->act, kt + v.h + j0, v.b, v.kc, nj, v.bself + j0);
     for (int b = 0; b < v.b; b++) {
         float *row = kt + (size_t)b * v.kc;
-        for (int j = j0; j < j1; j++) row[2 * v.h + j] = row[j] + row[v.h + j];
+        const float *yi = input_part(l, &v, (size_t)t * v.b + b);
+        for (int j = j0; j < j1; j++) row[2 * v.h + j] = yi[j] + row[v.h + j];
     }
 }
 
@@ -314,15 +325,15 @@ static void rnn_step_backward(sh_layer *l, sh_exec *x, int tid, int j0, int j1)
     size_t r0 = (size_t)t * v.b;
     for (int b = 0; b < v.b; b++) {
         size_t r = r0 + b;
-        const float *kr = l->keep + r * v.kc;
+        const float *kr = l->keep + r * v.kc, *yi = input_part(l, &v, r) + j0;
         float *din = v.din + r * v.h + j0, *dself = v.dself + r * v.h + j0;
         const float *carry = v.ds + (size_t)b * v.h + j0;
         if (l->act == SH_ACT_TANH)
-            tanh_back2(nj, din, carry, kr + j0, kr + v.h + j0, dself);
+            tanh_back2(nj, din, carry, yi, kr + v.h + j0, dself);
         else {
             for (int j = 0; j < nj; j++) din[j] += carry[j];
             memcpy(dself, din, (size_t)nj * sizeof(float));
-            sh_act_backward(l->act, kr + j0, din, (size_t)nj);
+            sh_act_backward(l->act, yi, din, (size_t)nj);
             sh_act_backward(l->act, kr + v.h + j0, dself, (size_t)nj);
         }
     }
