@@ -238,6 +238,10 @@ extern int sh_conv_cache_min_threads;
 /* Rows from which a [connected] layer packs its own weights for the packed kernels
  * (layer_dense.c; 64 by default, tests set it past a batch to take OpenBLAS's path). */
 extern int sh_dense_self_pack_min_rows;
+/* Rows per product [lo, hi] from which a whole [connected] layer of 64 outputs or more runs
+ * forward and dX on gemm_small.c's turned-around products (layer_dense.c; tests move them,
+ * before building a net: its scratch is sized for hi rows). */
+extern int sh_dense_small_fwd_rows[2], sh_dense_small_dx_rows[2];
 /* 1 (default): 3x3 stride-1 pad-1 convolutions run forward and the input gradient through
  * Winograd F(2x2, 3x3) (conv_winograd.c); 0: through im2col + sgemm (tests compare both). */
 extern int sh_conv_winograd;

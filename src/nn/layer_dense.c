@@ -8,6 +8,10 @@
  * (X packed too) then run on the packed kernels, faster than OpenBLAS's on the few hundred
  * columns of a character model's output layer; the pipeline's packed weights
  * (sh_net_keep_packed) come first.
+ * A whole layer of 64 outputs or more runs a pass of few rows (sh_dense_small_fwd_rows for
+ * forward, sh_dense_small_dx_rows for dX, per product) through gemm_small.c's turned-around
+ * products, faster there than OpenBLAS's (bench/README.md, 2026-11-25); its own packed path
+ * comes first.
  * Tensor-parallel shares (tp_role): a column share keeps K/T outputs and sums dX over the
  * ranks after backward; a row share keeps I/T inputs and sums Y over the ranks before the
  * bias and activation (the exec's sum hook). A gather share (hybrid parallelism) keeps
@@ -31,6 +35,11 @@
  * packed take twice the weights' floats, and packing is paid back over the rows. */
 enum { SELF_PACK_MAX = 1 << 20 };
 int sh_dense_self_pack_min_rows = 64; /* layer.h */
+/* Rows per product [lo, hi] that run on gemm_small.c (layer.h), and the fewest outputs. */
+int sh_dense_small_fwd_rows[2] = {4, 96}, sh_dense_small_dx_rows[2] = {12, 48};
+enum { SMALL_MIN_OUTPUTS = 64 };
+
+static int min_int(int a, int b) { return a < b ? a : b; }
 
 static shoal_result dense_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx *ctx)
 {
@@ -62,6 +71,12 @@ static shoal_result dense_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_c
     l->keep_fixed = l->batch_normalize ? 2 * (size_t)k : 0;
     l->flops = (double)k * (double)l->inputs;
     l->cache_count = 0;
+    if (ctx->share_ranks <= 1 && ctx->out_div <= 1 && k >= SMALL_MIN_OUTPUTS) { /* few rows */
+        int in = (int)l->inputs, mf = min_int(ctx->batch, sh_dense_small_fwd_rows[1]);
+        int mb = min_int(ctx->batch, sh_dense_small_dx_rows[1]);
+        size_t fwd = sh_small_ws_count(mf, in, k), bwd = sh_small_ws_count(mb, k, in);
+        l->ws_count = fwd > bwd ? fwd : bwd;
+    }
     if (ctx->share_ranks <= 1 && ctx->out_div <= 1 && l->w_count <= SELF_PACK_MAX) {
         int in = (int)l->inputs;
         l->cache_count = sh_packed_count(in, k) + sh_packed_count(k, in) +
@@ -95,6 +110,25 @@ static int self_x_fits(const sh_layer *l, const sh_exec *x)
     int in = (int)l->inputs;
     size_t used = (size_t)(self_x(l) - l->cache);
     return used + sh_packed_count(x->nimg, in) <= l->cache_count;
+}
+
+/* Rows per product: the whole batch on one thread, else two chunks per thread (fixed for a
+ * thread count, so results are too). */
+static int dense_chunk(const sh_exec *x)
+{
+    int parts = x->nthreads == 1 ? 1 : 2 * x->nthreads;
+    return (x->nimg + parts - 1) / parts;
+}
+
+/* 1 when a whole layer's forward (dx 0) or input gradient (dx 1) of this pass runs on
+ * gemm_small.c: few rows per product, outputs enough, its scratch sized for them (parse). */
+static int small_rows(const sh_layer *l, const sh_exec *x, int dx)
+{
+    if (l->tp_role != SH_TP_NONE || l->out_shape.c < SMALL_MIN_OUTPUTS || self_packs(l, x)) return 0;
+    const int *lim = dx ? sh_dense_small_dx_rows : sh_dense_small_fwd_rows;
+    int m = dense_chunk(x), k = l->out_shape.c, in = (int)l->inputs;
+    return m >= lim[0] && m <= lim[1] &&
+           (dx ? sh_small_ws_count(m, k, in) : sh_small_ws_count(m, in, k)) <= l->ws_count;
 }
 
 /* This layer's outputs [k0, k0 + ks) of the ld columns of its output and delta buffers: all
@@ -159,7 +193,7 @@ static void dense_forward_images(sh_layer *l, sh_exec *x, int tid, int n0, int n
     if (ld != k) memset(y, 0, (size_t)nn * ld * sizeof *y); /* the others' columns: summed in */
     if (l->packed_fwd && !(x->unpacked & SH_PACK_FORWARD)) /* a whole layer: net_part.c packs no share */
         sh_packed_gemm(nn, 0, k, in, l->in[0] + (size_t)n0 * in, in, l->packed_fwd, 0, y, ld);
-    else if (l->ws_count) /* a gather share */
+    else if (l->tp_role == SH_TP_GATHER || small_rows(l, x, 0))
         sh_small_gemm_nt(nn, k, in, l->in[0] + (size_t)n0 * in, in, w, in, y + k0, ld, x->work[tid]);
     else if (self_packs(l, x))
         sh_packed_gemm(nn, 0, k, in, l->in[0] + (size_t)n0 * in, in, self_fwd(l), 0, y, ld);
@@ -171,14 +205,6 @@ static void dense_forward_images(sh_layer *l, sh_exec *x, int tid, int n0, int n
         for (int j = 0; j < k; j++) row[j] += b[j];
         sh_act_forward(l->act, row, (size_t)k);
     }
-}
-
-/* Rows per product: the whole batch on one thread, else two chunks per thread (fixed for a
- * thread count, so results are too). */
-static int dense_chunk(const sh_exec *x)
-{
-    int parts = x->nthreads == 1 ? 1 : 2 * x->nthreads;
-    return (x->nimg + parts - 1) / parts;
 }
 
 /* Row split, after the sum over the ranks: bias and activation. */
@@ -249,7 +275,7 @@ static void dense_backward_images(sh_layer *l, sh_exec *x, int tid, int n0, int 
             sh_act_backward(l->act, l->out + (size_t)(n0 + n) * ld + k0, dy + (size_t)n * ld, (size_t)k);
     if (l->in_delta[0] && l->packed_bwd && !(x->unpacked & SH_PACK_BACKWARD))
         sh_packed_gemm(nn, 0, in, k, dy, ld, l->packed_bwd, l->accum[0], l->in_delta[0] + (size_t)n0 * in, in);
-    else if (l->in_delta[0] && l->ws_count)
+    else if (l->in_delta[0] && (l->tp_role == SH_TP_GATHER || small_rows(l, x, 1)))
         sh_small_gemm_nn(nn, in, k, dy, ld, x->params + l->w_off, in, l->accum[0], l->in_delta[0] + (size_t)n0 * in, in,
                          x->work[tid]);
     else if (l->in_delta[0] && self_packs(l, x))
