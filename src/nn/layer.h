@@ -166,6 +166,12 @@ struct sh_exec {
     int defer_weights;   /* 1: layers that can leave their weight gradients to ops->weights */
     int unpacked;        /* SH_PACK_* bits: products that ignore the packed weights now */
     int weights_add;     /* 1: ops->weights adds into the gradients instead of overwriting */
+    /* Hybrid parallelism (sh_net_set_update): a layer whose gradients are final as it
+     * computes them (sh_dense_fuses_update) steps parameters [offset, offset + count) of the
+     * net's block with g, a block of rows at a time, instead of writing its gradients whole;
+     * NULL: gradients are written. */
+    void (*update)(void *ctx, size_t offset, const float *g, size_t count);
+    void *update_ctx;
 };
 
 /* A layer whose weight gradients may be deferred (x->defer_weights): it has the weights hook
@@ -242,6 +248,9 @@ extern int sh_dense_self_pack_min_rows;
  * forward and dX on gemm_small.c's turned-around products (layer_dense.c; tests move them,
  * before building a net: its scratch is sized for hi rows). */
 extern int sh_dense_small_fwd_rows[2], sh_dense_small_dx_rows[2];
+/* 1 when a [connected] layer applies the update hook itself (x->update) as its weight
+ * gradient is made: a gather share (hybrid) without batch norm (layer_dense.c). */
+int sh_dense_fuses_update(const sh_layer *l);
 /* 1 (default): 3x3 stride-1 pad-1 convolutions run forward and the input gradient through
  * Winograd F(2x2, 3x3) (conv_winograd.c); 0: through im2col + sgemm (tests compare both). */
 extern int sh_conv_winograd;

@@ -17,7 +17,10 @@
  * bias and activation (the exec's sum hook). A gather share (hybrid parallelism) keeps
  * outputs [r K/T, (r+1) K/T) but a whole (N, K) output, zero but for its columns, summed over
  * the ranks after its activation; its input's gradient is summed as a column share's. Its
- * forward and input-gradient products, the whole batch by a slice of W, use gemm_small.c.
+ * forward and input-gradient products, the whole batch by a slice of W, use gemm_small.c. Its
+ * gradients are final as computed: with the net's update hook (hybrid's broadcast) dW runs in
+ * blocks of FUSE_ROWS rows on the packed kernel (X packed once, in its cache) into scratch,
+ * each block stepped by the optimizer while in cache; dW is never written whole.
  * Not here: batch norm (layer_batchnorm.c), the GEMM (gemm.c), which layers are split
  * (src/train/strategy_tensor.c).
  * Proved by tests/nn/test_layer_dense.c (both paths) and tests/train/test_tensor.c (shares). */
@@ -38,6 +41,8 @@ int sh_dense_self_pack_min_rows = 64; /* layer.h */
 /* Rows per product [lo, hi] that run on gemm_small.c (layer.h), and the fewest outputs. */
 int sh_dense_small_fwd_rows[2] = {4, 96}, sh_dense_small_dx_rows[2] = {12, 48};
 enum { SMALL_MIN_OUTPUTS = 64 };
+/* Rows of dW a gather share computes and steps at once (32 x 6272 floats: 800 KB, in L2). */
+enum { FUSE_ROWS = 32 };
 
 static int min_int(int a, int b) { return a < b ? a : b; }
 
@@ -56,6 +61,10 @@ static shoal_result dense_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_c
         /* its products run the whole batch by half the weights or less: gemm_small.c's */
         size_t fwd = sh_small_ws_count(ctx->batch, (int)l->inputs, k), bwd = sh_small_ws_count(ctx->batch, k, (int)l->inputs);
         l->ws_count = fwd > bwd ? fwd : bwd;
+        if (!l->batch_normalize) { /* the fused update: X packed (cache), rows of dW (scratch) */
+            if (l->ws_count < (size_t)FUSE_ROWS * l->inputs) l->ws_count = (size_t)FUSE_ROWS * l->inputs;
+            l->cache_count = sh_packed_count(ctx->batch, (int)l->inputs) + SH_PACKED_NR;
+        }
     }
     l->w_off = 0;
     l->w_count = (size_t)k * l->inputs;
@@ -70,7 +79,6 @@ static shoal_result dense_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_c
     l->keep_count = l->batch_normalize ? (size_t)k : 0;
     l->keep_fixed = l->batch_normalize ? 2 * (size_t)k : 0;
     l->flops = (double)k * (double)l->inputs;
-    l->cache_count = 0;
     if (ctx->share_ranks <= 1 && ctx->out_div <= 1 && k >= SMALL_MIN_OUTPUTS) { /* few rows */
         int in = (int)l->inputs, mf = min_int(ctx->batch, sh_dense_small_fwd_rows[1]);
         int mb = min_int(ctx->batch, sh_dense_small_dx_rows[1]);
@@ -309,6 +317,51 @@ static void dense_backward_outputs(sh_layer *l, sh_exec *x, int tid, int k0, int
     }
 }
 
+/* ---- a gather share's fused update (x->update) ---- */
+
+int sh_dense_fuses_update(const sh_layer *l)
+{
+    return l->ops == &sh_dense_ops && l->tp_role == SH_TP_GATHER && !l->batch_normalize && l->cache_count;
+}
+static float *share_x(const sh_layer *l) { return align64(l->cache); }
+static void pack_share_x_panels(sh_layer *l, sh_exec *x, int tid, int p0, int p1)
+{
+    (void)tid;
+    int in = (int)l->inputs;
+    sh_packed_pack(0, x->nimg, in, l->in[0], in, p0, p1, share_x(l));
+}
+
+/* Rows [k0, k1) of the share's dW, FUSE_ROWS at a time into this thread's scratch, each block
+ * stepped at once; then those outputs' bias gradients (written, as unfused) stepped too. */
+static void dense_update_rows(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
+{
+    int c0, kc, k, in = (int)l->inputs, n = x->nimg;
+    share_cols(l, &c0, &kc, &k);
+    if (k1 <= k0) return;
+    float *gw = x->work[tid];
+    for (int r0 = k0; r0 < k1; r0 += FUSE_ROWS) {
+        int nr = min_int(FUSE_ROWS, k1 - r0);
+        sh_packed_gemm_tn(nr, 0, in, n, l->delta + c0 + r0, k, share_x(l), n, 0, gw, in);
+        x->update(x->update_ctx, l->w_off + (size_t)r0 * in, gw, (size_t)nr * in);
+    }
+    float *gb = x->grad[0] + l->b_off;
+    for (int j = k0; j < k1; j++) gb[j] = 0.0f;
+    for (int i = 0; i < n; i++) {
+        const float *row = l->delta + (size_t)i * k + c0;
+        for (int j = k0; j < k1; j++) gb[j] += row[j];
+    }
+    x->update(x->update_ctx, l->b_off + (size_t)k0, gb + k0, (size_t)(k1 - k0));
+}
+
+static void dense_update(sh_layer *l, sh_exec *x)
+{
+    SH_ASSERT(!x->weights_add && sh_packed_count(x->nimg, (int)l->inputs) + SH_PACKED_NR <= l->cache_count);
+    sh_exec_split(l, x, sh_packed_npanels((int)l->inputs), pack_share_x_panels);
+    int k0, ks, ld;
+    share_cols(l, &k0, &ks, &ld);
+    sh_exec_split(l, x, ks, dense_update_rows);
+}
+
 static void dense_backward(sh_layer *l, sh_exec *x)
 {
     if (l->batch_normalize) sh_bn_backward(l, x);
@@ -317,7 +370,9 @@ static void dense_backward(sh_layer *l, sh_exec *x)
     sh_exec_chunks(l, x, dense_chunk(x), dense_backward_images);
     int k0, ks, ld;
     share_cols(l, &k0, &ks, &ld);
-    if (!x->defer_weights || !sh_layer_defers_weights(l)) {
+    if (x->update && sh_dense_fuses_update(l)) {
+        dense_update(l, x);
+    } else if (!x->defer_weights || !sh_layer_defers_weights(l)) {
         pack_x(l, x);
         sh_exec_split(l, x, ks, dense_backward_outputs);
     }
