@@ -23,7 +23,8 @@
  * each block stepped by the optimizer while in cache; dW is never written whole.
  * Not here: batch norm (layer_batchnorm.c), the GEMM (gemm.c), which layers are split
  * (src/train/strategy_tensor.c).
- * Proved by tests/nn/test_layer_dense.c (both paths) and tests/train/test_tensor.c (shares). */
+ * Proved by tests/nn/test_layer_dense.c (every path), tests/train/test_tensor.c (shares) and
+ * tests/train/test_hybrid.c (gather shares, the fused update). */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
