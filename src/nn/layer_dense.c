@@ -294,6 +294,20 @@ static void dense_backward_images(sh_layer *l, sh_exec *x, int tid, int n0, int 
                 l->accum[0] ? 1.0f : 0.0f, l->in_delta[0] + (size_t)n0 * in, in);
 }
 
+/* Bias gradients of outputs [k0, k1): dY's columns summed over the batch, in image order. */
+static void bias_grads(sh_layer *l, sh_exec *x, int k0, int k1)
+{
+    int c0, kc, k;
+    share_cols(l, &c0, &kc, &k);
+    float *gb = x->grad[0] + l->b_off;
+    if (!x->weights_add)
+        for (int j = k0; j < k1; j++) gb[j] = 0.0f;
+    for (int i = 0; i < x->nimg; i++) {
+        const float *row = l->delta + (size_t)i * k + c0;
+        for (int j = k0; j < k1; j++) gb[j] += row[j];
+    }
+}
+
 /* Phase 2, split by outputs: rows [k0, k1) of dW (K, I) = dY^T (K, N) X (N, I) over the whole
  * batch, and those outputs' bias gradients. Each gradient is written by one thread with the
  * full batch depth: no partial blocks, no reduction, same result for any thread count. */
@@ -308,14 +322,7 @@ static void dense_backward_outputs(sh_layer *l, sh_exec *x, int tid, int k0, int
         sh_packed_gemm_tn(nk, 0, in, n, l->delta + c0 + k0, k, self_x(l), n, x->weights_add, gw, in);
     else
         sh_gemm(1, 0, nk, in, n, 1.0f, l->delta + c0 + k0, k, l->in[0], in, x->weights_add ? 1.0f : 0.0f, gw, in);
-    if (l->batch_normalize) return;
-    float *gb = x->grad[0] + l->b_off;
-    if (!x->weights_add)
-        for (int j = k0; j < k1; j++) gb[j] = 0.0f;
-    for (int i = 0; i < n; i++) {
-        const float *row = l->delta + (size_t)i * k + c0;
-        for (int j = k0; j < k1; j++) gb[j] += row[j];
-    }
+    if (!l->batch_normalize) bias_grads(l, x, k0, k1);
 }
 
 /* ---- a gather share's fused update (x->update) ---- */
@@ -345,13 +352,8 @@ static void dense_update_rows(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
         sh_packed_gemm_tn(nr, 0, in, n, l->delta + c0 + r0, k, share_x(l), n, 0, gw, in);
         x->update(x->update_ctx, l->w_off + (size_t)r0 * in, gw, (size_t)nr * in);
     }
-    float *gb = x->grad[0] + l->b_off;
-    for (int j = k0; j < k1; j++) gb[j] = 0.0f;
-    for (int i = 0; i < n; i++) {
-        const float *row = l->delta + (size_t)i * k + c0;
-        for (int j = k0; j < k1; j++) gb[j] += row[j];
-    }
-    x->update(x->update_ctx, l->b_off + (size_t)k0, gb + k0, (size_t)(k1 - k0));
+    bias_grads(l, x, k0, k1); /* x->weights_add is 0 here */
+    x->update(x->update_ctx, l->b_off + (size_t)k0, x->grad[0] + l->b_off + k0, (size_t)(k1 - k0));
 }
 
 static void dense_update(sh_layer *l, sh_exec *x)
