@@ -4,7 +4,8 @@
  * turned around, C^T = W A^T packs only A (m x k, a few hundred KB) and streams W once
  * through the packed kernel as its left operand: 170-185 GFLOPS (one AVX-512 core, 64 rows by
  * 2048 x 6272 and 2048 x 4096: 11.7 -> 9.4 ms forward, 10.8 -> 9.5 ms input gradient). The
- * weight gradient dW = dY^T X stays OpenBLAS's: turned around it was no faster.
+ * weight gradient dW = dY^T X stays OpenBLAS's: turned around it was no faster. Whole layers
+ * use it too where a pass has few rows (layer_dense.c's rule, bench/README.md 2026-11-25).
  * Not here: the kernels and the packing (gemm_packed.c); who calls it (layer_dense.c).
  * Proved by tests/nn/test_gemm_small.c. */
 #include "nn/gemm_small.h"

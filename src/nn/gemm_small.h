@@ -1,7 +1,8 @@
 /* gemm_small.h — a connected layer's products over a few rows of images (m up to a few dozen)
  * with its weights W (n, k) read once, in order: the weights stream as the left operand of
  * the packed kernels (gemm_packed.c) and the images' side, small, is what gets packed.
- * Not here: the kernels (gemm_packed.c); which layers use it (layer_dense.c: hybrid shares).
+ * Not here: the kernels (gemm_packed.c); which layers use it (layer_dense.c: hybrid shares,
+ * whole layers over few rows).
  * Proved by tests/nn/test_gemm_small.c. */
 #ifndef SH_GEMM_SMALL_H
 #define SH_GEMM_SMALL_H

@@ -176,6 +176,12 @@ struct sh_exec {
     int ready_layer;
     size_t ready_count;
     int grad_row0;       /* the block's first row, for the layer's split over the block */
+    /* Hybrid parallelism (sh_net_set_update): a layer whose gradients are final as it
+     * computes them (sh_dense_fuses_update) steps parameters [offset, offset + count) of the
+     * net's block with g, a block of rows at a time, instead of writing its gradients whole;
+     * NULL: gradients are written. */
+    void (*update)(void *ctx, size_t offset, const float *g, size_t count);
+    void *update_ctx;
 };
 
 /* Offer the next count floats of layer l's gradient slice (from its start, in order) as final. */
@@ -255,6 +261,13 @@ extern int sh_conv_cache_min_threads;
 /* Rows from which a [connected] layer packs its own weights for the packed kernels
  * (layer_dense.c; 64 by default, tests set it past a batch to take OpenBLAS's path). */
 extern int sh_dense_self_pack_min_rows;
+/* Rows per product [lo, hi] from which a whole [connected] layer of 64 outputs or more runs
+ * forward and dX on gemm_small.c's turned-around products (layer_dense.c; tests move them,
+ * before building a net: its scratch is sized for hi rows). */
+extern int sh_dense_small_fwd_rows[2], sh_dense_small_dx_rows[2];
+/* 1 when a [connected] layer applies the update hook itself (x->update) as its weight
+ * gradient is made: a gather share (hybrid) without batch norm (layer_dense.c). */
+int sh_dense_fuses_update(const sh_layer *l);
 /* 1 (default): 3x3 stride-1 pad-1 convolutions run forward and the input gradient through
  * Winograd F(2x2, 3x3) (conv_winograd.c); 0: through im2col + sgemm (tests compare both). */
 extern int sh_conv_winograd;

@@ -8,18 +8,26 @@
  * (X packed too) then run on the packed kernels, faster than OpenBLAS's on the few hundred
  * columns of a character model's output layer; the pipeline's packed weights
  * (sh_net_keep_packed) come first.
+ * A whole layer of 64 outputs or more runs a pass of few rows (sh_dense_small_fwd_rows for
+ * forward, sh_dense_small_dx_rows for dX, per product) through gemm_small.c's turned-around
+ * products, faster there than OpenBLAS's (bench/README.md, 2026-11-25); its own packed path
+ * comes first.
  * Tensor-parallel shares (tp_role): a column share keeps K/T outputs and sums dX over the
  * ranks after backward; a row share keeps I/T inputs and sums Y over the ranks before the
  * bias and activation (the exec's sum hook). A gather share (hybrid parallelism) keeps
  * outputs [r K/T, (r+1) K/T) but a whole (N, K) output, zero but for its columns, summed over
  * the ranks after its activation; its input's gradient is summed as a column share's. Its
- * forward and input-gradient products, the whole batch by a slice of W, use gemm_small.c.
+ * forward and input-gradient products, the whole batch by a slice of W, use gemm_small.c. Its
+ * gradients are final as computed: with the net's update hook (hybrid's broadcast) dW runs in
+ * blocks of FUSE_ROWS rows on the packed kernel (X packed once, in its cache) into scratch,
+ * each block stepped by the optimizer while in cache; dW is never written whole.
  * With sh_net_set_grad_rows (data parallelism across hosts) dW goes first, in blocks of
  * rows each offered to the exchange as it is done, then dX: the same bits, sooner.
  * Not here: batch norm (layer_batchnorm.c), the GEMM (gemm.c), which layers are split
  * (src/train/strategy_tensor.c).
- * Proved by tests/nn/test_layer_dense.c (both paths), tests/nn/test_grad_rows.c (blocks) and
- * tests/train/test_tensor.c (shares). */
+ * Proved by tests/nn/test_layer_dense.c (every path), tests/nn/test_grad_rows.c (blocks),
+ * tests/train/test_tensor.c (shares) and tests/train/test_hybrid.c (gather shares, the fused
+ * update). */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -34,6 +42,13 @@
  * packed take twice the weights' floats, and packing is paid back over the rows. */
 enum { SELF_PACK_MAX = 1 << 20 };
 int sh_dense_self_pack_min_rows = 64; /* layer.h */
+/* Rows per product [lo, hi] that run on gemm_small.c (layer.h), and the fewest outputs. */
+int sh_dense_small_fwd_rows[2] = {4, 96}, sh_dense_small_dx_rows[2] = {12, 48};
+enum { SMALL_MIN_OUTPUTS = 64 };
+/* Rows of dW a gather share computes and steps at once (32 x 6272 floats: 800 KB, in L2). */
+enum { FUSE_ROWS = 32 };
+
+static int min_int(int a, int b) { return a < b ? a : b; }
 
 static shoal_result dense_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx *ctx)
 {
@@ -50,6 +65,10 @@ static shoal_result dense_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_c
         /* its products run the whole batch by half the weights or less: gemm_small.c's */
         size_t fwd = sh_small_ws_count(ctx->batch, (int)l->inputs, k), bwd = sh_small_ws_count(ctx->batch, k, (int)l->inputs);
         l->ws_count = fwd > bwd ? fwd : bwd;
+        if (!l->batch_normalize) { /* the fused update: X packed (cache), rows of dW (scratch) */
+            if (l->ws_count < (size_t)FUSE_ROWS * l->inputs) l->ws_count = (size_t)FUSE_ROWS * l->inputs;
+            l->cache_count = sh_packed_count(ctx->batch, (int)l->inputs) + SH_PACKED_NR;
+        }
     }
     l->w_off = 0;
     l->w_count = (size_t)k * l->inputs;
@@ -64,7 +83,12 @@ static shoal_result dense_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_c
     l->keep_count = l->batch_normalize ? (size_t)k : 0;
     l->keep_fixed = l->batch_normalize ? 2 * (size_t)k : 0;
     l->flops = (double)k * (double)l->inputs;
-    l->cache_count = 0;
+    if (ctx->share_ranks <= 1 && ctx->out_div <= 1 && k >= SMALL_MIN_OUTPUTS) { /* few rows */
+        int in = (int)l->inputs, mf = min_int(ctx->batch, sh_dense_small_fwd_rows[1]);
+        int mb = min_int(ctx->batch, sh_dense_small_dx_rows[1]);
+        size_t fwd = sh_small_ws_count(mf, in, k), bwd = sh_small_ws_count(mb, k, in);
+        l->ws_count = fwd > bwd ? fwd : bwd;
+    }
     if (ctx->share_ranks <= 1 && ctx->out_div <= 1 && l->w_count <= SELF_PACK_MAX) {
         int in = (int)l->inputs;
         l->cache_count = sh_packed_count(in, k) + sh_packed_count(k, in) +
@@ -98,6 +122,25 @@ static int self_x_fits(const sh_layer *l, const sh_exec *x)
     int in = (int)l->inputs;
     size_t used = (size_t)(self_x(l) - l->cache);
     return used + sh_packed_count(x->nimg, in) <= l->cache_count;
+}
+
+/* Rows per product: the whole batch on one thread, else two chunks per thread (fixed for a
+ * thread count, so results are too). */
+static int dense_chunk(const sh_exec *x)
+{
+    int parts = x->nthreads == 1 ? 1 : 2 * x->nthreads;
+    return (x->nimg + parts - 1) / parts;
+}
+
+/* 1 when a whole layer's forward (dx 0) or input gradient (dx 1) of this pass runs on
+ * gemm_small.c: few rows per product, outputs enough, its scratch sized for them (parse). */
+static int small_rows(const sh_layer *l, const sh_exec *x, int dx)
+{
+    if (l->tp_role != SH_TP_NONE || l->out_shape.c < SMALL_MIN_OUTPUTS || self_packs(l, x)) return 0;
+    const int *lim = dx ? sh_dense_small_dx_rows : sh_dense_small_fwd_rows;
+    int m = dense_chunk(x), k = l->out_shape.c, in = (int)l->inputs;
+    return m >= lim[0] && m <= lim[1] &&
+           (dx ? sh_small_ws_count(m, k, in) : sh_small_ws_count(m, in, k)) <= l->ws_count;
 }
 
 /* This layer's outputs [k0, k0 + ks) of the ld columns of its output and delta buffers: all
@@ -162,7 +205,7 @@ static void dense_forward_images(sh_layer *l, sh_exec *x, int tid, int n0, int n
     if (ld != k) memset(y, 0, (size_t)nn * ld * sizeof *y); /* the others' columns: summed in */
     if (l->packed_fwd && !(x->unpacked & SH_PACK_FORWARD)) /* a whole layer: net_part.c packs no share */
         sh_packed_gemm(nn, 0, k, in, l->in[0] + (size_t)n0 * in, in, l->packed_fwd, 0, y, ld);
-    else if (l->ws_count) /* a gather share */
+    else if (l->tp_role == SH_TP_GATHER || small_rows(l, x, 0))
         sh_small_gemm_nt(nn, k, in, l->in[0] + (size_t)n0 * in, in, w, in, y + k0, ld, x->work[tid]);
     else if (self_packs(l, x))
         sh_packed_gemm(nn, 0, k, in, l->in[0] + (size_t)n0 * in, in, self_fwd(l), 0, y, ld);
@@ -174,14 +217,6 @@ static void dense_forward_images(sh_layer *l, sh_exec *x, int tid, int n0, int n
         for (int j = 0; j < k; j++) row[j] += b[j];
         sh_act_forward(l->act, row, (size_t)k);
     }
-}
-
-/* Rows per product: the whole batch on one thread, else two chunks per thread (fixed for a
- * thread count, so results are too). */
-static int dense_chunk(const sh_exec *x)
-{
-    int parts = x->nthreads == 1 ? 1 : 2 * x->nthreads;
-    return (x->nimg + parts - 1) / parts;
 }
 
 /* Row split, after the sum over the ranks: bias and activation. */
@@ -262,7 +297,7 @@ static void dx_images(sh_layer *l, sh_exec *x, int tid, int n0, int n1)
     float *dy = l->delta + (size_t)n0 * ld + k0;
     if (l->in_delta[0] && l->packed_bwd && !(x->unpacked & SH_PACK_BACKWARD))
         sh_packed_gemm(nn, 0, in, k, dy, ld, l->packed_bwd, l->accum[0], l->in_delta[0] + (size_t)n0 * in, in);
-    else if (l->in_delta[0] && l->ws_count)
+    else if (l->in_delta[0] && (l->tp_role == SH_TP_GATHER || small_rows(l, x, 1)))
         sh_small_gemm_nn(nn, in, k, dy, ld, x->params + l->w_off, in, l->accum[0], l->in_delta[0] + (size_t)n0 * in, in,
                          x->work[tid]);
     else if (l->in_delta[0] && self_packs(l, x))
@@ -276,6 +311,20 @@ static void dense_backward_images(sh_layer *l, sh_exec *x, int tid, int n0, int 
 {
     act_images(l, x, tid, n0, n1);
     dx_images(l, x, tid, n0, n1);
+}
+
+/* Bias gradients of outputs [k0, k1): dY's columns summed over the batch, in image order. */
+static void bias_grads(sh_layer *l, sh_exec *x, int k0, int k1)
+{
+    int c0, kc, k;
+    share_cols(l, &c0, &kc, &k);
+    float *gb = x->grad[0] + l->b_off;
+    if (!x->weights_add)
+        for (int j = k0; j < k1; j++) gb[j] = 0.0f;
+    for (int i = 0; i < x->nimg; i++) {
+        const float *row = l->delta + (size_t)i * k + c0;
+        for (int j = k0; j < k1; j++) gb[j] += row[j];
+    }
 }
 
 /* Phase 2, split by outputs: rows [k0, k1) of dW (K, I) = dY^T (K, N) X (N, I) over the whole
@@ -292,14 +341,47 @@ static void dense_backward_outputs(sh_layer *l, sh_exec *x, int tid, int k0, int
         sh_packed_gemm_tn(nk, 0, in, n, l->delta + c0 + k0, k, self_x(l), n, x->weights_add, gw, in);
     else
         sh_gemm(1, 0, nk, in, n, 1.0f, l->delta + c0 + k0, k, l->in[0], in, x->weights_add ? 1.0f : 0.0f, gw, in);
-    if (l->batch_normalize) return;
-    float *gb = x->grad[0] + l->b_off;
-    if (!x->weights_add)
-        for (int j = k0; j < k1; j++) gb[j] = 0.0f;
-    for (int i = 0; i < n; i++) {
-        const float *row = l->delta + (size_t)i * k + c0;
-        for (int j = k0; j < k1; j++) gb[j] += row[j];
+    if (!l->batch_normalize) bias_grads(l, x, k0, k1);
+}
+
+/* ---- a gather share's fused update (x->update) ---- */
+
+int sh_dense_fuses_update(const sh_layer *l)
+{
+    return l->ops == &sh_dense_ops && l->tp_role == SH_TP_GATHER && !l->batch_normalize && l->cache_count;
+}
+static float *share_x(const sh_layer *l) { return align64(l->cache); }
+static void pack_share_x_panels(sh_layer *l, sh_exec *x, int tid, int p0, int p1)
+{
+    (void)tid;
+    int in = (int)l->inputs;
+    sh_packed_pack(0, x->nimg, in, l->in[0], in, p0, p1, share_x(l));
+}
+
+/* Rows [k0, k1) of the share's dW, FUSE_ROWS at a time into this thread's scratch, each block
+ * stepped at once; then those outputs' bias gradients (written, as unfused) stepped too. */
+static void dense_update_rows(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
+{
+    int c0, kc, k, in = (int)l->inputs, n = x->nimg;
+    share_cols(l, &c0, &kc, &k);
+    if (k1 <= k0) return;
+    float *gw = x->work[tid];
+    for (int r0 = k0; r0 < k1; r0 += FUSE_ROWS) {
+        int nr = min_int(FUSE_ROWS, k1 - r0);
+        sh_packed_gemm_tn(nr, 0, in, n, l->delta + c0 + r0, k, share_x(l), n, 0, gw, in);
+        x->update(x->update_ctx, l->w_off + (size_t)r0 * in, gw, (size_t)nr * in);
     }
+    bias_grads(l, x, k0, k1); /* x->weights_add is 0 here */
+    x->update(x->update_ctx, l->b_off + (size_t)k0, x->grad[0] + l->b_off + k0, (size_t)(k1 - k0));
+}
+
+static void dense_update(sh_layer *l, sh_exec *x)
+{
+    SH_ASSERT(!x->weights_add && sh_packed_count(x->nimg, (int)l->inputs) + SH_PACKED_NR <= l->cache_count);
+    sh_exec_split(l, x, sh_packed_npanels((int)l->inputs), pack_share_x_panels);
+    int k0, ks, ld;
+    share_cols(l, &k0, &ks, &ld);
+    sh_exec_split(l, x, ks, dense_update_rows);
 }
 
 /* Rows [grad_row0 + c0, grad_row0 + c1) of dW: a thread's share of the current block. */
@@ -317,6 +399,9 @@ static void dense_backward_blocks(sh_layer *l, sh_exec *x)
 {
     int k = l->out_shape.c, in = (int)l->inputs;
     sh_exec_chunks(l, x, dense_chunk(x), act_images);
+    /* W for dX is copied before the first offer: an offered block may be reduced and stepped
+     * (the allreduce applies the update) while dX still needs the old weights */
+    if (l->in_delta[0]) sh_exec_split(l, x, sh_packed_npanels(in), pack_bwd_panels);
     int rows = pack_x(l, x) ? x->grad_rows : k;
     for (int r0 = 0; r0 < k; r0 += rows) {
         int r1 = k - r0 < rows ? k : r0 + rows;
@@ -324,15 +409,15 @@ static void dense_backward_blocks(sh_layer *l, sh_exec *x)
         sh_exec_split(l, x, r1 - r0, block_outputs);
         sh_exec_offer(x, l, (size_t)(r1 - r0) * in);
     }
-    if (l->in_delta[0] && self_packs(l, x))
-        sh_exec_split(l, x, sh_packed_npanels(in), pack_bwd_panels);
     sh_exec_chunks(l, x, dense_chunk(x), dx_images);
 }
 
 static void dense_backward(sh_layer *l, sh_exec *x)
 {
     if (l->batch_normalize) sh_bn_backward(l, x);
-    if (x->grad_rows > 0 && l->tp_role == SH_TP_NONE && !x->defer_weights) {
+    /* blocks only where dX reads its own copy of W (or there is no dX): see dense_backward_blocks */
+    if (x->grad_rows > 0 && l->tp_role == SH_TP_NONE && !x->defer_weights &&
+        (!l->in_delta[0] || self_packs(l, x))) {
         dense_backward_blocks(l, x);
         return;
     }
@@ -341,7 +426,9 @@ static void dense_backward(sh_layer *l, sh_exec *x)
     sh_exec_chunks(l, x, dense_chunk(x), dense_backward_images);
     int k0, ks, ld;
     share_cols(l, &k0, &ks, &ld);
-    if (!x->defer_weights || !sh_layer_defers_weights(l)) {
+    if (x->update && sh_dense_fuses_update(l)) {
+        dense_update(l, x);
+    } else if (!x->defer_weights || !sh_layer_defers_weights(l)) {
         pack_x(l, x);
         sh_exec_split(l, x, ks, dense_backward_outputs);
     }

@@ -527,6 +527,8 @@ void sh_net_fill_exec(sh_net *n)
     x->sum = n->sum;
     x->sum_ctx = n->sum_ctx;
     x->sum_rc = SHOAL_OK;
+    x->update = n->update;
+    x->update_ctx = n->update_ctx;
 }
 
 shoal_result sh_net_forward(sh_net *n, const float *x, int nimg, int training)

@@ -36,6 +36,8 @@ struct sh_net {
     const unsigned char *tp_roles; /* [nsections - 1] while parsing; NULL: none */
     shoal_result (*sum)(void *ctx, float *buf, size_t count);
     void *sum_ctx;
+    void (*update)(void *ctx, size_t offset, const float *g, size_t count); /* sh_net_set_update */
+    void *update_ctx;
 
     size_t nparams, nstats;
     float *params, *grads, *stats;

@@ -163,6 +163,17 @@ void sh_net_set_sum(sh_net *n, shoal_result (*sum)(void *ctx, float *buf, size_t
     n->sum_ctx = ctx;
 }
 
+void sh_net_set_update(sh_net *n, void (*update)(void *ctx, size_t offset, const float *g, size_t count), void *ctx)
+{
+    n->update = update;
+    n->update_ctx = ctx;
+}
+
+int sh_net_layer_fuses_update(const sh_net *n, int i)
+{
+    return n->update && i >= n->lo && i < n->hi && sh_dense_fuses_update(&n->layers[i]);
+}
+
 void sh_net_defer_weights(sh_net *n, int on) { n->exec.defer_weights = on; }
 
 int sh_net_layer_defers(const sh_net *n, int i)

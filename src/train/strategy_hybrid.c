@@ -20,6 +20,11 @@
  * activities' gradients divided by N: a chunk's loss is its mean, the batch's the mean of
  * theirs. Dropout draws as one process over the whole batch (sh_net_set_rows), so with no
  * batch normalization every scheme trains what one process trains with batch B.
+ * The update: each rank owns its shares whole, their gradients final as backward makes them,
+ * so under broadcast (one pass over the batch) the shares step themselves as each block of
+ * rows of dW is made, in cache (sh_net_set_update; layer_dense.c), and finish steps the rest:
+ * the convolutional part once summed. Chunks (the gradients summed over them), --compress,
+ * and a job that logs the gradient norm (it reads the whole gradient) keep the trainer's step.
  * Bytes a rank sends per step: activities (N-1) b I x 4 (broadcast, horizontal; vertical
  * b I x 4 from each root, a chain's forwarding aside), their gradients the same, each
  * [connected] layer's output 2 (N-1)/N x images x K x 4 and its input gradient likewise,
@@ -62,6 +67,8 @@ typedef struct {
     double sum_sent, sum_act, sum_comm_ns;    /* over the training steps */
     int64_t steps;
     sh_model_part part;
+    sh_strategy *strat;       /* its own: the optimizer, when the shares step themselves (fuse) */
+    int fuse;
 } hy_state;
 
 shoal_result sh_hybrid_scheme_parse(const char *s, sh_hybrid_scheme *out)
@@ -300,6 +307,26 @@ static shoal_result hy_pass(sh_strategy *s, const float *x, const int32_t *y, in
 
 /* ---- the strategy hooks ---- */
 
+/* The shares' update hook: offsets in the connected part's block. */
+static void hy_update(void *ctx, size_t offset, const float *g, size_t count)
+{
+    hy_state *p = ctx;
+    sh_optim_apply(p->strat->opt, sh_net_params(p->whole), g, p->conv_nparams + offset, count);
+}
+
+/* After the convolutional gradients' sum: the parameters the shares did not step. */
+static void step_rest(hy_state *p)
+{
+    float *params = sh_net_params(p->whole), *g = sh_net_grads(p->whole);
+    sh_optim_apply(p->strat->opt, params, g, 0, p->conv_nparams);
+    for (int i = p->cut; i < p->nlayers; i++) {
+        size_t off, count;
+        sh_net_layer_params(p->fcn, i, &off, &count);
+        if (count && !sh_net_layer_fuses_update(p->fcn, i))
+            sh_optim_apply(p->strat->opt, params, g + p->conv_nparams + off, p->conv_nparams + off, count);
+    }
+}
+
 static shoal_result hy_attach(sh_strategy *s, sh_net *net)
 {
     hy_state *p = s->impl;
@@ -313,14 +340,24 @@ static shoal_result hy_attach(sh_strategy *s, sh_net *net)
     sh_net_set_sum(p->fcn, hy_sum, p);
     sh_net_rng_get(net, p->rng); /* restored from a checkpoint, or the seed's */
     /* --compress: the convolutional part's gradients are summed compressed */
-    return sh_gradx_group_attach(s, p->N > 1 && p->conv_nparams ? p->c : NULL, p->conv, 1, p->rank, p->N);
+    SH_TRY(sh_gradx_group_attach(s, p->N > 1 && p->conv_nparams ? p->c : NULL, p->conv, 1, p->rank, p->N));
+    p->strat = s;
+    p->fuse = p->scheme == SH_HYBRID_BROADCAST && s->opt && s->lr && !s->gx && !s->grad_sq_wanted;
+    if (p->fuse) {
+        s->applies_update = 1;
+        sh_net_set_update(p->fcn, hy_update, p);
+    }
+    return SHOAL_OK;
 }
 
 static shoal_result hy_begin(sh_strategy *s, int64_t step)
 {
+    hy_state *p = s->impl;
     sh_gradx_group_begin(s, step);
+    if (p->fuse) sh_optim_begin(s->opt, sh_lr_at(s->lr, step));
     return SHOAL_OK;
 }
+
 
 static void hy_grad_ready(void *ctx, int layer, size_t offset, size_t count)
 {
@@ -346,6 +383,7 @@ static shoal_result hy_finish(sh_strategy *s)
         }
         note(p, sent, 0, t0);
     }
+    if (p->fuse) step_rest(p);
     p->last_sent = p->step_sent;
     p->last_comm_ns = p->step_comm_ns;
     p->sum_sent += p->step_sent;

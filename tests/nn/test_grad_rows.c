@@ -1,7 +1,8 @@
 /* test_grad_rows.c — proves sh_net_set_grad_rows (src/nn/net.c, layer_dense.c): backward
  * offers each connected layer's weight gradient in blocks of rows (on the packed products,
- * 64 rows or more; whole on OpenBLAS's), in order, each final when offered and before the
- * layer's input gradient is written, then the rest of the layer's slice; and every gradient
+ * 64 rows or more; whole on OpenBLAS's, and there only where the layer has no dX), in order,
+ * each final when offered and before the layer's input gradient is written, then the rest of
+ * the layer's slice; parameters stepped as soon as offered do not reach any dX; every gradient
  * equals the whole-layer backward's bit for bit, on one thread and two, for block sizes that
  * do and do not divide the rows. Without it each layer is offered once, as before. */
 #include <stdio.h>
@@ -36,6 +37,10 @@ static void record(void *ctx, int layer, size_t offset, size_t count)
     r->count[r->n] = count;
     r->n++;
     if (memcmp(sh_net_grads(r->net) + offset, r->want + offset, count * sizeof(float)) != 0) r->stale_bad++;
+    /* as data parallelism does, step the offered parameters at once (here: spoil them): the
+     * layer's own dX, still to come, must not read them (the gradients below would differ) */
+    float *p = sh_net_params(r->net) + offset;
+    for (size_t i = 0; i < count; i++) p[i] += 1000.0f;
     /* a block of weight rows (not the layer's last call): the layer's dX, the layer below's
      * delta, is still the sentinel written before backward */
     size_t poff, pcount;
@@ -98,8 +103,10 @@ static void one_case(int nimg, int threads, int rows)
         size_t off, count;
         sh_net_layer_params(t.net, layer, &off, &count);
         int k = sh_net_layer(t.net, layer)->out_shape.c, in = (int)sh_net_layer(t.net, layer)->inputs;
-        int per = nimg >= 64 ? rows : k; /* OpenBLAS's products (under 64 rows) go whole */
-        int want_calls = rows > 0 ? (k + per - 1) / per + 1 : 1;
+        /* Under 64 rows (OpenBLAS's dW, dX reading the weights in place) dW goes whole, and
+         * before dX only where there is no dX (the first layer) */
+        int per = nimg >= 64 ? rows : k;
+        int want_calls = rows > 0 && (nimg >= 64 || layer == 0) ? (k + per - 1) / per + 1 : 1;
         size_t at = off;
         int calls = 0;
         for (; c < r->n && r->layer[c] == layer; c++, calls++) {

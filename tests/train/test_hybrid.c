@@ -4,7 +4,9 @@
  * ranks matches one process with the same global batch after 50 steps (SGD with momentum and
  * decay, and Adam; dropout in both parts; a connected layer whose outputs the ranks do not
  * divide evenly), each rank holds only its shares of the connected layers, checkpoints and
- * Darknet's .weights files cross layouts both ways, and impossible layouts are refused naming what to do. */
+ * Darknet's .weights files cross layouts both ways, and impossible layouts are refused naming what to do.
+ * Under broadcast the shares step themselves as dW is made (their weight gradients never
+ * written whole), and a checkpoint there resumes bit for bit (SGD and Adam). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,6 +179,83 @@ static void t_horizontal_matches_one_process_on_2_3_4_ranks(void) { run_scheme(S
 
 static char ckpt_one[600], ckpt_hy[600], dn_one[600], dn_hy[600];
 
+/* This rank's connected shares' weight gradients: how many are not zero. */
+static size_t share_grads_written(sh_net *mine, sh_net *whole)
+{
+    size_t nonzero = 0;
+    for (int i = 0; i < sh_net_nlayers(whole); i++) {
+        size_t wo, wc, mo, mc;
+        int kc, kh, kw;
+        sh_net_layer_params(whole, i, &wo, &wc);
+        sh_net_layer_params(mine, i, &mo, &mc);
+        if (mc == wc) continue;
+        sh_net_layer_shape(whole, i, &kc, &kh, &kw);
+        size_t in = (wc - (size_t)kc) / (size_t)kc, ks = mc / (in + 1); /* rows of W (ks, in), ks biases */
+        for (size_t j = 0; j < ks * in; j++) nonzero += sh_net_grads(mine)[mo + j] != 0.0f;
+    }
+    return nonzero;
+}
+
+/* Broadcast: 50 steps straight (the strategy steps the shares itself, their weight gradients
+ * never written, unlike vertical's); 25 steps and a checkpoint, then 25 more from it: the
+ * same parameters bit for bit. */
+static void fused_resume_job(shoal_comm *c, void *arg)
+{
+    const char *cfg = arg;
+    char ck[600];
+    snprintf(ck, sizeof ck, "%s/fused.ckpt", dir);
+    float *straight = NULL;
+    for (int pass = 0; pass < 4; pass++) { /* straight, vertical, the first half, resumed */
+        int batch = shoal_comm_world(c) == 3 ? 18 : 16;
+        sh_hybrid_opts ho = {cfg, pass == 1 ? SH_HYBRID_VERTICAL : SH_HYBRID_BROADCAST, batch, 5};
+        sh_strategy *st = NULL;
+        sh_net *net = NULL;
+        CHECK(sh_strategy_hybrid_create(c, &ho, &st, &net) == SHOAL_OK, "%s", shoal_last_error_message());
+        if (!st) break;
+        sh_train_opts o;
+        opts_for(&o, cfg, st->batch, pass == 2 ? STEPS / 2 : STEPS);
+        o.strategy = st;
+        o.save_path = pass == 2 ? ck : NULL;
+        o.resume_path = pass == 3 ? ck : NULL;
+        sh_trainer *t = NULL;
+        sh_train_report rep;
+        CHECK(sh_trainer_create_with_net(&o, net, &t) == SHOAL_OK && sh_trainer_run(t, &rep) == SHOAL_OK, "%s",
+              shoal_last_error_message());
+        CHECK(shoal_barrier(c) == SHOAL_OK, "%s", shoal_last_error_message());
+        size_t np = t ? sh_net_nparams(sh_trainer_net(t)) : 0;
+        if (pass < 2 && t) {
+            sh_net *plan = NULL;
+            sh_cfg *pc = NULL;
+            CHECK(sh_cfg_load(cfg, &pc) == SHOAL_OK && sh_net_create(pc, 1, 5, &plan) == SHOAL_OK, "%s",
+                  shoal_last_error_message());
+            size_t written = plan ? share_grads_written(sh_trainer_net(t), plan) : 0;
+            CHECK(pass == 0 ? st->applies_update && written == 0 : !st->applies_update && written > 0,
+                  "%s: the strategy steps %d, %zu share gradients written", pass ? "vertical" : "broadcast",
+                  st->applies_update, written);
+            sh_net_destroy(plan);
+            sh_cfg_destroy(pc);
+        }
+        if (pass == 0 && t) {
+            straight = malloc(np * sizeof *straight);
+            memcpy(straight, sh_net_params(sh_trainer_net(t)), np * sizeof *straight);
+        }
+        if (pass == 3 && t && straight)
+            CHECK(!memcmp(straight, sh_net_params(sh_trainer_net(t)), np * sizeof *straight),
+                  "rank %d: resumed at step %d, the parameters differ from 50 steps straight", shoal_comm_rank(c),
+                  STEPS / 2);
+        sh_trainer_destroy(t);
+        sh_strategy_destroy(st);
+    }
+    free(straight);
+}
+
+static void t_broadcast_steps_the_shares_and_resumes_bit_for_bit(void)
+{
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
+    RUN_RANKS(2, &o, fused_resume_job, sgd_cfg);
+    RUN_RANKS(3, &o, fused_resume_job, adam_cfg);
+}
+
 /* One process's checkpoint resumes on 4 hybrid ranks, and 2 hybrid ranks' checkpoint in one
  * process: both end where one process that never stopped does. */
 static void t_checkpoints_cross_layouts(void)
@@ -260,6 +339,7 @@ int main(void)
     RUN(t_vertical_matches_one_process_on_2_3_4_ranks);
     RUN(t_horizontal_matches_one_process_on_2_3_4_ranks);
     RUN(t_evaluation_with_empty_shares);
+    RUN(t_broadcast_steps_the_shares_and_resumes_bit_for_bit);
     RUN(t_checkpoints_cross_layouts);
     RUN(t_darknet_weights_cross_layouts);
     RUN(t_impossible_layouts_are_refused);
