@@ -15,7 +15,9 @@
  * the ranks after its activation; its input's gradient is summed as a column share's. Its
  * forward and input-gradient products, the whole batch by a slice of W, use gemm_small.c.
  * With sh_net_set_grad_rows (data parallelism across hosts) dW goes first, in blocks of
- * rows each offered to the exchange as it is done, then dX: the same bits, sooner.
+ * rows each offered to the exchange as it is done, then dX: the same bits, sooner (dX reads
+ * W packed before the first offer, or on OpenBLAS comes before it: an offered block's weights
+ * may be updated in place at once).
  * Not here: batch norm (layer_batchnorm.c), the GEMM (gemm.c), which layers are split
  * (src/train/strategy_tensor.c).
  * Proved by tests/nn/test_layer_dense.c (both paths), tests/nn/test_grad_rows.c (blocks) and
@@ -317,16 +319,20 @@ static void dense_backward_blocks(sh_layer *l, sh_exec *x)
 {
     int k = l->out_shape.c, in = (int)l->inputs;
     sh_exec_chunks(l, x, dense_chunk(x), act_images);
+    /* An offered block may be reduced and its weights updated in place (the optimizer rides
+     * on the exchange) before dX has read W: W is packed first, and where dX reads W itself
+     * (OpenBLAS) dX comes before the offer. */
+    int packs_w = l->in_delta[0] && self_packs(l, x);
+    if (packs_w) sh_exec_split(l, x, sh_packed_npanels(in), pack_bwd_panels);
     int rows = pack_x(l, x) ? x->grad_rows : k;
     for (int r0 = 0; r0 < k; r0 += rows) {
         int r1 = k - r0 < rows ? k : r0 + rows;
         x->grad_row0 = r0;
         sh_exec_split(l, x, r1 - r0, block_outputs);
+        if (!packs_w && r1 == k) sh_exec_chunks(l, x, dense_chunk(x), dx_images);
         sh_exec_offer(x, l, (size_t)(r1 - r0) * in);
     }
-    if (l->in_delta[0] && self_packs(l, x))
-        sh_exec_split(l, x, sh_packed_npanels(in), pack_bwd_panels);
-    sh_exec_chunks(l, x, dense_chunk(x), dx_images);
+    if (packs_w) sh_exec_chunks(l, x, dense_chunk(x), dx_images);
 }
 
 static void dense_backward(sh_layer *l, sh_exec *x)

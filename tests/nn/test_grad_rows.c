@@ -1,7 +1,9 @@
 /* test_grad_rows.c — proves sh_net_set_grad_rows (src/nn/net.c, layer_dense.c): backward
  * offers each connected layer's weight gradient in blocks of rows (on the packed products,
  * 64 rows or more; whole on OpenBLAS's), in order, each final when offered and before the
- * layer's input gradient is written, then the rest of the layer's slice; and every gradient
+ * layer's input gradient is written (on OpenBLAS's after it), then the rest of the layer's
+ * slice; that weights changed as soon as they are offered (as data parallelism's in-place
+ * update does) change no gradient (dX read W before); and every gradient
  * equals the whole-layer backward's bit for bit, on one thread and two, for block sizes that
  * do and do not divide the rows. Without it each layer is offered once, as before. */
 #include <stdio.h>
@@ -23,6 +25,7 @@ typedef struct {
     int n, layer[MAXCALLS];
     size_t off[MAXCALLS], count[MAXCALLS];
     int stale_bad, early_bad; /* offered slices not final; blocks offered after the layer's dX */
+    int packed;               /* the packed products (blocks before dX), else OpenBLAS's (dX first) */
 } recorder;
 
 static const float SENTINEL = -12345.0f;
@@ -36,16 +39,22 @@ static void record(void *ctx, int layer, size_t offset, size_t count)
     r->count[r->n] = count;
     r->n++;
     if (memcmp(sh_net_grads(r->net) + offset, r->want + offset, count * sizeof(float)) != 0) r->stale_bad++;
-    /* a block of weight rows (not the layer's last call): the layer's dX, the layer below's
-     * delta, is still the sentinel written before backward */
+    /* a block of weight rows (not the layer's last call): on the packed products the
+     * layer's dX, the layer below's delta, is still the sentinel written before backward; on
+     * OpenBLAS's dX reads W itself, so it is done first */
     size_t poff, pcount;
     sh_net_layer_params(r->net, layer, &poff, &pcount);
     (void)pcount;
     sh_layer *l = sh_net_layer(r->net, layer);
     if (layer > 0 && offset + count <= poff + l->w_count) {
         const float *below = sh_net_layer(r->net, layer - 1)->delta;
-        if (below[0] != SENTINEL) r->early_bad++;
+        if ((below[0] != SENTINEL) == r->packed) r->early_bad++;
     }
+    /* an offered block's weights may be updated at once (data parallelism's optimizer rides
+     * on the exchange): spoil them, so that a dX still reading them changes the gradients
+     * below */
+    if (offset + count <= poff + l->w_count)
+        for (size_t i = 0; i < count; i++) sh_net_params(r->net)[offset + i] += 1.0f;
 }
 
 /* One case: nimg images, threads, rows per block; 0 rows: the whole layers. */
@@ -83,14 +92,15 @@ static void one_case(int nimg, int threads, int rows)
         for (size_t k = 0; k < (size_t)nimg * sh_net_layer(t.net, i)->outputs; k++) d[k] = SENTINEL;
     }
     r->net = t.net;
+    r->packed = nimg >= sh_dense_self_pack_min_rows;
     r->want = want;
     CHECK_OK(sh_net_backward(t.net, record, r));
     CHECK(memcmp(sh_net_grads(t.net), want, np * sizeof(float)) == 0,
           "nimg %d, %d threads, %d rows: gradients differ from the whole backward's", nimg, threads, rows);
     CHECK(r->stale_bad == 0, "nimg %d, %d threads, %d rows: %d slices offered before they were final", nimg,
           threads, rows, r->stale_bad);
-    CHECK(r->early_bad == 0, "nimg %d, %d threads, %d rows: %d blocks offered after the layer's input gradient",
-          nimg, threads, rows, r->early_bad);
+    CHECK(r->early_bad == 0, "nimg %d, %d threads, %d rows: %d blocks offered %s the layer's input gradient",
+          nimg, threads, rows, r->early_bad, r->packed ? "after" : "before");
     /* the calls: layers last to first, each layer's slices in order covering it; a block per
      * `rows` rows and then the bias */
     int c = 0;
