@@ -8,10 +8,10 @@
  * (X packed too) then run on the packed kernels, faster than OpenBLAS's on the few hundred
  * columns of a character model's output layer; the pipeline's packed weights
  * (sh_net_keep_packed) come first.
- * A whole layer of 64 outputs or more runs a pass of few rows (sh_dense_small_fwd_rows for
- * forward, sh_dense_small_dx_rows for dX, per product) through gemm_small.c's turned-around
- * products, faster there than OpenBLAS's (bench/README.md, 2026-11-25); its own packed path
- * comes first.
+ * A whole layer, or a column or row share, of 64 outputs or more runs a pass of few rows
+ * (sh_dense_small_fwd_rows for forward, sh_dense_small_dx_rows for dX, per product) through
+ * gemm_small.c's turned-around products, faster there than OpenBLAS's (bench/README.md,
+ * 2026-11-25); a whole layer's own packed path comes first.
  * Tensor-parallel shares (tp_role): a column share keeps K/T outputs and sums dX over the
  * ranks after backward; a row share keeps I/T inputs and sums Y over the ranks before the
  * bias and activation (the exec's sum hook). A gather share (hybrid parallelism) keeps
@@ -83,7 +83,7 @@ static shoal_result dense_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_c
     l->keep_count = l->batch_normalize ? (size_t)k : 0;
     l->keep_fixed = l->batch_normalize ? 2 * (size_t)k : 0;
     l->flops = (double)k * (double)l->inputs;
-    if (ctx->share_ranks <= 1 && ctx->out_div <= 1 && k >= SMALL_MIN_OUTPUTS) { /* few rows */
+    if (ctx->share_ranks <= 1 && k >= SMALL_MIN_OUTPUTS) { /* few rows (whole, column or row share) */
         int in = (int)l->inputs, mf = min_int(ctx->batch, sh_dense_small_fwd_rows[1]);
         int mb = min_int(ctx->batch, sh_dense_small_dx_rows[1]);
         size_t fwd = sh_small_ws_count(mf, in, k), bwd = sh_small_ws_count(mb, k, in);
@@ -132,11 +132,12 @@ static int dense_chunk(const sh_exec *x)
     return (x->nimg + parts - 1) / parts;
 }
 
-/* 1 when a whole layer's forward (dx 0) or input gradient (dx 1) of this pass runs on
- * gemm_small.c: few rows per product, outputs enough, its scratch sized for them (parse). */
+/* 1 when the forward (dx 0) or input gradient (dx 1) of this pass runs on gemm_small.c: a
+ * whole layer or a column or row share (a gather share always does), few rows per product,
+ * outputs enough, its scratch sized for them (parse). */
 static int small_rows(const sh_layer *l, const sh_exec *x, int dx)
 {
-    if (l->tp_role != SH_TP_NONE || l->out_shape.c < SMALL_MIN_OUTPUTS || self_packs(l, x)) return 0;
+    if (l->tp_role == SH_TP_GATHER || l->out_shape.c < SMALL_MIN_OUTPUTS || self_packs(l, x)) return 0;
     const int *lim = dx ? sh_dense_small_dx_rows : sh_dense_small_fwd_rows;
     int m = dense_chunk(x), k = l->out_shape.c, in = (int)l->inputs;
     return m >= lim[0] && m <= lim[1] &&
