@@ -19,7 +19,7 @@ bins=("$PWD/$BUILD/shoal")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 ips() { sed -n 's/.*"images_per_s": \{0,1\}\([0-9.]*\).*/\1/p' | head -1; }
-median() { sort -g | awk '{v[NR] = $1} END {if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+median() { sort -g | awk '{v[NR] = $1} END {if (NR == 0) print "-"; else if (NR % 2) printf "%.0f\n", v[(NR + 1) / 2]; else printf "%.0f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 shoal_run() { # binary args... -> images/s
     local b=$1; shift
     OPENBLAS_NUM_THREADS=1 "$b" train "$MODEL" --data "$DATA" --threads 1 --max-steps "$STEPS" \

@@ -54,7 +54,7 @@ rm -f "$OUT/rows.jsonl"
 make -s -j2 BUILD="$BUILD" "$BUILD/shoal" >&2
 SHOAL=$PWD/$BUILD/shoal
 OMPI=""
-command -v mpicc.openmpi >/dev/null && mpicc.openmpi -O2 bench/comm/mpi_coll.c -o "$OUT/coll_openmpi" && OMPI=$PWD/$OUT/coll_openmpi
+command -v mpicc.openmpi >/dev/null && mpicc.openmpi -O2 bench/comm/mpi_coll.c -o "$OUT/coll_openmpi" && OMPI=$(cd "$OUT" && pwd)/coll_openmpi
 HAVE_TORCH=0; $PY -c "import torch.distributed" 2>/dev/null && HAVE_TORCH=1
 [ -n "$OMPI" ] || echo "run.sh: no mpicc.openmpi (apt-get install libopenmpi-dev): Open MPI left out" >&2
 [ "$HAVE_TORCH" = 1 ] || echo "run.sh: no torch for $PY (scripts/deps.sh --bench): gloo left out" >&2
