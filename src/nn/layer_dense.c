@@ -394,8 +394,9 @@ static void block_outputs(sh_layer *l, sh_exec *x, int tid, int c0, int c1)
 /* Early readiness (x->grad_rows): dY first, then dW in blocks of rows, each offered as it is
  * done, then dX. Every value is computed as in the whole pass (the activation gradient is
  * elementwise; the packed kernel sums each element of dW in the same order whatever the
- * rows it is given), only sooner or later. OpenBLAS's product is not split: its sums follow
- * the shape (small-matrix kernels), so dW goes whole there, still before dX. */
+ * rows it is given), only sooner or later. Where X is not packed, dW is OpenBLAS's, whose
+ * sums follow the shape, so it goes whole (still before dX). Taken only where dX reads the
+ * layer's own packed copy of W, or there is no dX (dense_backward). */
 static void dense_backward_blocks(sh_layer *l, sh_exec *x)
 {
     int k = l->out_shape.c, in = (int)l->inputs;

@@ -67,8 +67,7 @@ typedef struct {
     double sum_sent, sum_act, sum_comm_ns;    /* over the training steps */
     int64_t steps;
     sh_model_part part;
-    sh_strategy *strat;       /* its own: the optimizer, when the shares step themselves (fuse) */
-    int fuse;
+    int fuse;                 /* the shares step themselves (the strategy's optimizer) */
 } hy_state;
 
 shoal_result sh_hybrid_scheme_parse(const char *s, sh_hybrid_scheme *out)
@@ -307,23 +306,25 @@ static shoal_result hy_pass(sh_strategy *s, const float *x, const int32_t *y, in
 
 /* ---- the strategy hooks ---- */
 
-/* The shares' update hook: offsets in the connected part's block. */
+/* The shares' update hook (ctx: the strategy): offsets in the connected part's block. */
 static void hy_update(void *ctx, size_t offset, const float *g, size_t count)
 {
-    hy_state *p = ctx;
-    sh_optim_apply(p->strat->opt, sh_net_params(p->whole), g, p->conv_nparams + offset, count);
+    sh_strategy *s = ctx;
+    hy_state *p = s->impl;
+    sh_optim_apply(s->opt, sh_net_params(p->whole), g, p->conv_nparams + offset, count);
 }
 
 /* After the convolutional gradients' sum: the parameters the shares did not step. */
-static void step_rest(hy_state *p)
+static void step_rest(sh_strategy *s)
 {
+    hy_state *p = s->impl;
     float *params = sh_net_params(p->whole), *g = sh_net_grads(p->whole);
-    sh_optim_apply(p->strat->opt, params, g, 0, p->conv_nparams);
+    sh_optim_apply(s->opt, params, g, 0, p->conv_nparams);
     for (int i = p->cut; i < p->nlayers; i++) {
         size_t off, count;
         sh_net_layer_params(p->fcn, i, &off, &count);
         if (count && !sh_net_layer_fuses_update(p->fcn, i))
-            sh_optim_apply(p->strat->opt, params, g + p->conv_nparams + off, p->conv_nparams + off, count);
+            sh_optim_apply(s->opt, params, g + p->conv_nparams + off, p->conv_nparams + off, count);
     }
 }
 
@@ -341,11 +342,10 @@ static shoal_result hy_attach(sh_strategy *s, sh_net *net)
     sh_net_rng_get(net, p->rng); /* restored from a checkpoint, or the seed's */
     /* --compress: the convolutional part's gradients are summed compressed */
     SH_TRY(sh_gradx_group_attach(s, p->N > 1 && p->conv_nparams ? p->c : NULL, p->conv, 1, p->rank, p->N));
-    p->strat = s;
     p->fuse = p->scheme == SH_HYBRID_BROADCAST && s->opt && s->lr && !s->gx && !s->grad_sq_wanted;
     if (p->fuse) {
         s->applies_update = 1;
-        sh_net_set_update(p->fcn, hy_update, p);
+        sh_net_set_update(p->fcn, hy_update, s);
     }
     return SHOAL_OK;
 }
@@ -357,7 +357,6 @@ static shoal_result hy_begin(sh_strategy *s, int64_t step)
     if (p->fuse) sh_optim_begin(s->opt, sh_lr_at(s->lr, step));
     return SHOAL_OK;
 }
-
 
 static void hy_grad_ready(void *ctx, int layer, size_t offset, size_t count)
 {
@@ -383,7 +382,7 @@ static shoal_result hy_finish(sh_strategy *s)
         }
         note(p, sent, 0, t0);
     }
-    if (p->fuse) step_rest(p);
+    if (p->fuse) step_rest(s);
     p->last_sent = p->step_sent;
     p->last_comm_ns = p->step_comm_ns;
     p->sum_sent += p->step_sent;
