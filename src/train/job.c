@@ -7,6 +7,8 @@
  * tests/cli/test_train_pipeline_tp.c (layouts composed, and ranks started with different ones). */
 #include "train/job.h"
 
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -483,24 +485,56 @@ static void layout_words(const int64_t *v, char *buf, size_t nbytes)
                  (long long)v[2]);
 }
 
-/* Ranks started with different layouts would wait on each other's collectives: they stop
- * here, before any role, naming the first rank that differs from rank 0. */
+/* The settings every rank must share besides the layout flags: each changes which collectives a
+ * rank starts and when (the data-parallel exchange's buckets, chunks and overlap; the pipeline's
+ * deferred weight products), so a rank started with another value would wait on the others. */
+static const char *const same_knobs[] = {"SHOAL_DP_SHARD",    "SHOAL_DP_WINDOW",   "SHOAL_DP_OVERLAP", "SHOAL_DP_CHUNK_KB",
+                                         "SHOAL_DP_AHEAD_KB", "SHOAL_DP_GRAD_ROWS", "SHOAL_PIPE_DEFER"};
+enum { NLAYOUT = 3, NKNOBS = sizeof same_knobs / sizeof same_knobs[0], NV = NLAYOUT + NKNOBS };
+#define KNOB_BAD INT64_MIN /* a value sh_env_long refused: this rank stops with its own error */
+
+/* A knob's value in words, for the check below. */
+static void knob_words(int64_t v, char *buf, size_t nbytes)
+{
+    if (v == KNOB_BAD) snprintf(buf, nbytes, "an invalid value");
+    else snprintf(buf, nbytes, "%lld", (long long)v);
+}
+
+/* Ranks started with different layouts or settings would wait on each other's collectives:
+ * they stop here, before any role, naming the first rank that differs from rank 0. A rank whose
+ * own setting is invalid takes part first, so that the others stop at once too. */
 static shoal_result same_job_layout(const sh_job_opts *o, shoal_comm *c)
 {
-    enum { NV = 3 };
     int world = shoal_comm_world(c);
     int64_t mine[NV] = {o->layout, o->layout == SH_LAYOUT_PIPELINE ? o->stages : 0, o->tensor_ranks > 1 ? o->tensor_ranks : 1};
+    shoal_result own = SHOAL_OK;
+    for (int k = 0; k < NKNOBS; k++) {
+        long v = 0;
+        shoal_result e = sh_env_long(same_knobs[k], &v);
+        if (e != SHOAL_OK && own == SHOAL_OK) own = e;
+        mine[NLAYOUT + k] = e == SHOAL_OK ? v : KNOB_BAD;
+    }
     int64_t *all = NULL;
     SH_TRY(sh_calloc((size_t)world * NV, sizeof *all, (void **)&all));
     shoal_result rc = shoal_allgather(c, mine, all, NV, SHOAL_INT64);
+    if (rc == SHOAL_OK && own != SHOAL_OK) rc = own; /* its message names the variable */
     for (int r = 1; rc == SHOAL_OK && r < world; r++)
-        if (memcmp(all + NV * r, all, NV * sizeof *all)) {
+        if (memcmp(all + NV * r, all, NLAYOUT * sizeof *all)) {
             char theirs[96], lead[96];
             layout_words(all + NV * r, theirs, sizeof theirs);
             layout_words(all, lead, sizeof lead);
             rc = SH_FAIL(SHOAL_ERR_MISMATCH, "rank %d was started with %s but rank 0 with %s; start every rank "
                          "with the same layout flags", r, theirs, lead);
-            break;
+        } else {
+            for (int k = 0; rc == SHOAL_OK && k < NKNOBS; k++) {
+                int64_t a = all[NV * r + NLAYOUT + k], b = all[NLAYOUT + k];
+                if (a == b) continue;
+                char theirs[32], lead[32];
+                knob_words(a, theirs, sizeof theirs);
+                knob_words(b, lead, sizeof lead);
+                rc = SH_FAIL(SHOAL_ERR_MISMATCH, "rank %d was started with %s=%s but rank 0 with %s; start every "
+                             "rank with the same settings", r, same_knobs[k], theirs, lead);
+            }
         }
     free(all);
     return rc;

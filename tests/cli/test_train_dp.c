@@ -2,7 +2,8 @@
  * relaunch, src/train/job.c): a killed rank stops the job within the deadline with a
  * message naming it, the last checkpoint is intact and the job resumes from it on another
  * number of ranks; SIGINT stops every rank at one step and rank 0 saves, SIGHUP saves and
- * the job goes on; only rank 0 prints; bad scaling options are clear usage errors. */
+ * the job goes on; only rank 0 prints; bad scaling options are clear usage errors; ranks
+ * started with different SHOAL_DP_* settings stop at start-up, naming the variable. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,6 +152,29 @@ static void usage_errors(void)
     CHECK(rc != 0 && strstr(out, "divisible"), "exit %d: %s", rc, out);
 }
 
+/* Rank 1 started with another SHOAL_DP_GRAD_ROWS, then with one that is not a number: every
+ * rank stops at start-up (well inside SHOAL_TIMEOUT), naming the variable and both values. */
+static void different_settings_stop_at_start_up(void)
+{
+    const char *vals[2] = {"16", "lots"};
+    const char *want[2] = {"rank 1 was started with SHOAL_DP_GRAD_ROWS=16 but rank 0 with 32; start every rank with "
+                           "the same settings",
+                           "SHOAL_DP_GRAD_ROWS=\"lots\" is not an integer"};
+    for (int i = 0; i < 2; i++) {
+        char args[1024];
+        snprintf(args, sizeof args,
+                 "-n 2 -- sh -c '[ \"$SHOAL_RANK\" = 1 ] && export SHOAL_DP_GRAD_ROWS=%s; exec %s train other.cfg "
+                 "--data . --max-steps 2 --threads 1'", vals[i], sh_test_shoal_bin());
+        uint64_t t0 = sh_now_ns();
+        int rc = sh_test_shoal_in(dir, "SHOAL_TIMEOUT=20000", "launch", args, out, sizeof out);
+        double s = (double)(sh_now_ns() - t0) / 1e9;
+        CHECK(rc != 0 && strstr(out, want[i]), "value %s: exit %d: %s", vals[i], rc, out);
+        CHECK(i == 0 || (strstr(out, "rank 0: rank 1 was started") && strstr(out, "SHOAL_DP_GRAD_ROWS=an invalid value")),
+              "rank 0 does not name rank 1's invalid setting: %s", out);
+        CHECK(s < 15, "value %s: stopping took %.1f s", vals[i], s);
+    }
+}
+
 /* A /dev/shm with room for the links but not for the shared copy of the weights (8 MB, in a
  * mount namespace of the job's own): the job says so once per rank and trains with a copy
  * per rank. Skipped where mount namespaces are not allowed (not root). */
@@ -229,6 +253,7 @@ int main(void)
     RUN(sigint_stops_every_rank_at_one_step);
     RUN(sighup_saves_and_goes_on);
     RUN(usage_errors);
+    RUN(different_settings_stop_at_start_up);
     RUN(small_dev_shm_falls_back_to_private_weights);
     tiny_remove_dir(dir);
     return check_end();
