@@ -222,7 +222,7 @@ static void nodes_make_one_job(void)
 {
     char cmd[2048];
     const char *bin = sh_test_shoal_bin();
-    int port = 32000 + (int)(getpid() % 20000);
+    int port = sh_test_free_ports(1);
     snprintf(cmd, sizeof cmd,
              "export SHOAL_JOB_KEY=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \\n') SHOAL_MASTER_PORT=%d; "
              "%s launch -n 2 --nnodes 2 --node-rank 1 --master-addr 127.0.0.1 -- sh -c "
@@ -262,8 +262,7 @@ static void port_range_is_kept(void)
 {
     char cmd[1024];
     const char *bin = sh_test_shoal_bin();
-    int lo = 21000 + (int)(getpid() % 8000); /* below the kernel's ephemeral ports (32768-60999), which
-                                                 other tests' connections take at random */
+    int lo = sh_test_free_ports(3);
     snprintf(cmd, sizeof cmd, "SHOAL_LOG=debug SHOAL_TRANSPORT=tcp SHOAL_PORT_RANGE=%d-%d %s launch -n 3 -- %s bench "
              "allreduce -b 8 -e 64K -n 2 -w 0 -c 1 2>&1", lo, lo + 2, bin, bin);
     int rc = sh_test_run(cmd, out, sizeof out);

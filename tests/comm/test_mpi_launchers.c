@@ -3,8 +3,6 @@
  * srun (SLURM_*, on a one-node cluster the test starts), running
  * a checked `shoal bench` and a data-parallel `shoal train`. A launcher that is not
  * installed is reported and skipped. */
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,20 +21,6 @@ static int run(const char *cmd)
     char full[4096];
     snprintf(full, sizeof full, "%s 2>&1", cmd);
     return sh_test_run(full, out, sizeof out);
-}
-
-static int free_port(void)
-{
-    int s = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001)};
-    int port = 29900 + (int)(getpid() % 50);
-    if (s >= 0 && bind(s, (struct sockaddr *)&a, sizeof a) == 0) {
-        socklen_t len = sizeof a;
-        getsockname(s, (struct sockaddr *)&a, &len);
-        port = ntohs(a.sin_port);
-    }
-    if (s >= 0) close(s);
-    return port;
 }
 
 typedef struct {
@@ -60,7 +44,7 @@ static void bench_and_train_under(const launcher *l)
     }
     char cmd[4096], args[1024];
     snprintf(args, sizeof args, "bench allreduce -b 8 -e 256K -f 16 -n 2 -w 1 -c 1");
-    snprintf(cmd, sizeof cmd, l->fmt, free_port(), sh_test_shoal_bin(), args);
+    snprintf(cmd, sizeof cmd, l->fmt, sh_test_free_ports(1), sh_test_shoal_bin(), args);
     char nokey[4200];
     snprintf(nokey, sizeof nokey, "env -u SHOAL_JOB_KEY %s", cmd);
     int rc = run(nokey);
@@ -75,7 +59,7 @@ static void bench_and_train_under(const launcher *l)
     CHECK(strstr(out, "Out of bounds values : 0 OK") != NULL, "%s: %s", l->name, out);
     snprintf(args, sizeof args, "train %s/other.cfg --data %s --max-steps 12 --threads 1 --scaling strong --batch 48",
              dir, dir);
-    snprintf(cmd, sizeof cmd, l->fmt, free_port(), sh_test_shoal_bin(), args);
+    snprintf(cmd, sizeof cmd, l->fmt, sh_test_free_ports(1), sh_test_shoal_bin(), args);
     rc = run(cmd);
     CHECK(rc == 0, "%s: train exit %d: %s", l->name, rc, out);
     CHECK(strstr(out, "test accuracy") != NULL, "%s: no result line: %s", l->name, out);

@@ -40,7 +40,7 @@ static void flavour(const char *name, const char *launch_fmt)
     if (!mpi_bin(name, "collectives", bin, sizeof bin)) return;
     const char *colls[] = {"allreduce", "broadcast", "reduce", "allgather", "reduce_scatter", "alltoall", "sendrecv"};
     const char *modes[] = {"SHOAL_TRANSPORT mpi", "SHOAL_ALGO mpi"};
-    int port = 31000 + (int)(getpid() % 1000) * 2;
+    int port = sh_test_free_ports(14);
     for (int m = 0; m < 2; m++)
         for (int k = 0; k < 7; k++) {
             if (m == 1 && k == 6) continue; /* sendrecv is point-to-point: no MPI collective */
@@ -74,7 +74,7 @@ static void mismatch(const char *name, const char *launch_fmt)
 {
     char bin[1024], cmd[4096];
     if (!mpi_bin(name, "mismatch", bin, sizeof bin)) return;
-    int port = 33000 + (int)(getpid() % 1000);
+    int port = sh_test_free_ports(1);
     snprintf(cmd, sizeof cmd, launch_fmt, port, bin, port, bin);
     uint64_t t0 = sh_now_ns();
     int rc = run(cmd);

@@ -351,7 +351,7 @@ int main(void)
         if (realpath(shoal_bin, abs_bin)) shoal_bin = abs_bin;
     }
     srand((unsigned)getpid());
-    port = 31000 + (int)(getpid() % 20000);
+    port = sh_test_free_ports(1); /* the hosts' own namespaces: any port would do, but not one of theirs */
     snprintf(name, sizeof name, "f%d", (int)getpid() % 100000);
     snprintf(lab_env, sizeof lab_env, "NETLAB_NAME=%s", name);
     setenv("NETLAB_NAME", name, 1);

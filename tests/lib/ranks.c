@@ -1,5 +1,6 @@
 /* ranks.c — the multi-process test harness (see ranks.h). */
 #include "ranks.h"
+#include "run.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -51,21 +52,6 @@ static int socketpair_comm(int rank, int n, int **fds, const sh_test_ranks_opts 
                 }
     *out = c;
     return 0;
-}
-
-static int free_port(void)
-{
-    /* Bind to port 0 and read back what the kernel gave; closed again right away. */
-    int s = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001)};
-    if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof a) < 0) {
-        if (s >= 0) close(s);
-        return 20000 + (int)(getpid() % 20000);
-    }
-    socklen_t len = sizeof a;
-    getsockname(s, (struct sockaddr *)&a, &len);
-    close(s);
-    return ntohs(a.sin_port);
 }
 
 static int gather(int n, const sh_test_ranks_opts *o, pid_t *pids, int rfd, int *passed, int *failed);
@@ -163,7 +149,7 @@ int sh_test_ranks(int n, const sh_test_ranks_opts *o, sh_test_rank_fn fn, void *
             }
         }
     } else {
-        port = free_port();
+        port = sh_test_free_ports(1);
     }
     int pipes[2];
     if (pipe(pipes) < 0) return n;

@@ -6,7 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 #include <sys/wait.h>
 
 int sh_test_run(const char *cmd, char *out, size_t out_nbytes)
@@ -58,4 +63,31 @@ int sh_test_count(const char *text, const char *s)
     int n = 0;
     for (const char *p = text; (p = strstr(p, s)) != NULL; p++) n++;
     return n;
+}
+
+/* 1 when a TCP socket can bind port on every address right now. */
+static int port_is_free(int port)
+{
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    if (s < 0) return 0;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr.s_addr = htonl(INADDR_ANY)};
+    int ok = bind(s, (struct sockaddr *)&a, sizeof a) == 0;
+    close(s);
+    return ok;
+}
+
+int sh_test_free_ports(int count)
+{
+    /* Below the kernel's ephemeral ports (32768-60999): the outgoing connections of tests running
+     * beside this one take those at random, and one could hold the port by the time it is used. */
+    enum { LO = 20000, HI = 32700 };
+    unsigned seed = (unsigned)getpid() ^ (unsigned)time(NULL);
+    int base = LO;
+    for (int tries = 0; tries < 200; tries++) {
+        base = LO + (int)(rand_r(&seed) % (unsigned)(HI - LO - count));
+        int k = 0;
+        while (k < count && port_is_free(base + k)) k++;
+        if (k == count) return base;
+    }
+    return base;
 }

@@ -31,4 +31,9 @@ int sh_test_count(const char *text, const char *s);
 /* The number after the first "key": in text (shoal's --json output); -1 when key is absent. */
 double sh_test_json_number(const char *text, const char *key);
 
+/* The first of count consecutive TCP ports that are free now, picked at random below the
+ * kernel's ephemeral range (so no test's outgoing connection takes one meanwhile): for a
+ * test that must name its ports (a master port, SHOAL_PORT_RANGE, several mpirun jobs). */
+int sh_test_free_ports(int count);
+
 #endif
