@@ -100,7 +100,7 @@ for kind in $KINDS; do
     note=""
     rc=$(cat "$tmp/dk.$kind.rc" 2>/dev/null || echo ?)
     if [ "$rc" = skipped ]; then note="  (darknet skipped: DARKNET_S=0)"
-    elif [ "$d" = - ]; then note="  (darknet: no timed iteration in ${DARKNET_S}s, exit $rc$([ "$rc" = 139 ] && echo ': segmentation fault'))"
+    elif [ "$d" = - ]; then note="  (darknet: no timed iteration in ${DARKNET_S}s, exit $rc$([ "$rc" != 139 ] || echo ': segmentation fault'))"
     elif [ "$kind" = gru ]; then note="  (darknet's CPU GRU has an empty backward pass)"; fi
     for th in 1 2; do
         s=$(median <"$tmp/shoal.$kind.$th"); t=$(median <"$tmp/torch.$kind.$th")
