@@ -68,6 +68,8 @@ typedef struct {
     int64_t steps;
     sh_model_part part;
     int fuse;                 /* the shares step themselves (the strategy's optimizer) */
+    uint64_t fused_ns;        /* the shares' steps inside backward, summed over the kernel threads */
+    double rest_ns;           /* step_rest's, after the convolutional gradients' sum */
 } hy_state;
 
 shoal_result sh_hybrid_scheme_parse(const char *s, sh_hybrid_scheme *out)
@@ -311,7 +313,9 @@ static void hy_update(void *ctx, size_t offset, const float *g, size_t count)
 {
     sh_strategy *s = ctx;
     hy_state *p = s->impl;
+    uint64_t t0 = sh_now_ns();
     sh_optim_apply(s->opt, sh_net_params(p->whole), g, p->conv_nparams + offset, count);
+    __atomic_fetch_add(&p->fused_ns, sh_now_ns() - t0, __ATOMIC_RELAXED); /* the kernel threads call it */
 }
 
 /* After the convolutional gradients' sum: the parameters the shares did not step. */
@@ -382,7 +386,11 @@ static shoal_result hy_finish(sh_strategy *s)
         }
         note(p, sent, 0, t0);
     }
-    if (p->fuse) step_rest(s);
+    if (p->fuse) {
+        uint64_t t1 = sh_now_ns();
+        step_rest(s);
+        p->rest_ns += (double)(sh_now_ns() - t1);
+    }
     p->last_sent = p->step_sent;
     p->last_comm_ns = p->step_comm_ns;
     p->sum_sent += p->step_sent;
@@ -583,6 +591,9 @@ void sh_strategy_hybrid_profile(const sh_strategy *s, sh_hybrid_profile *out)
     out->sent_nbytes = p->sum_sent * k;
     out->act_nbytes = p->sum_act * k;
     out->comm_s = p->sum_comm_ns * 1e-9 * k;
+    /* the threads step their own rows side by side: their summed time over their count */
+    out->fused_update_s = (double)__atomic_load_n(&p->fused_ns, __ATOMIC_RELAXED) / sh_net_threads(p->fcn) * 1e-9 * k;
+    out->rest_update_s = p->rest_ns * 1e-9 * k;
 }
 
 void sh_strategy_hybrid_describe(const sh_strategy *s, FILE *out)

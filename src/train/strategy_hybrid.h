@@ -41,6 +41,9 @@ typedef struct {
                             (bandwidth-optimal algorithms' counts) */
     double act_nbytes;   /* of which the activities and their gradients */
     double comm_s;       /* seconds in blocking communication and waits */
+    double fused_update_s; /* --hybrid broadcast: the shares' optimizer steps inside backward (the
+                              kernel threads' summed time over their count) */
+    double rest_update_s;  /* and the other parameters' step after the convolutional gradients' sum */
 } sh_hybrid_profile;
 
 /* Plans the cut, builds this rank's parts and the net the trainer holds (*net_out: its

@@ -53,6 +53,11 @@ static void trains_like_one_process(void)
         CHECK(json_number("bytes_sent_per_step") > json_number("activity_bytes_per_step") &&
                   json_number("activity_bytes_per_step") > 0,
               "%s: bytes per step: %s", schemes[k], out);
+        /* broadcast steps the shares inside backward, and says how long that took; the others
+         * leave the step to the trainer */
+        double fused = json_number("fused_update_ms"), rest = json_number("rest_update_ms");
+        CHECK(k == 0 ? fused > 0 && rest > 0 : fused == 0 && rest == 0, "%s: fused %g ms, rest %g ms: %s",
+              schemes[k], fused, rest, out);
     }
 }
 
