@@ -21,7 +21,8 @@
 #include "shoal/comm.h"
 
 /* Large messages pipeline in 1 MiB pieces (at most 64), small ones do not; a chunk size
- * overrides the piece; never more pieces than elements. */
+ * overrides the piece; never more pieces than elements. Up to 64 KiB, and on uneven hosts,
+ * the leaders' shape. */
 static void t_pieces_follow_size_and_chunk(void)
 {
     shoal_comm *c = NULL;
@@ -41,6 +42,14 @@ static void t_pieces_follow_size_and_chunk(void)
     sh_comm_index_hosts(c);
     sh_coll ar = {SH_COLL_ALLREDUCE, NULL, NULL, 1 << 22, SHOAL_FLOAT32, SHOAL_SUM, 0, NULL, NULL, NULL};
     CHECK(sh_select_choose(c, &ar) == SH_ALGO_HIER, "16 MiB on 2 x 2 chose %s", sh_algo_name(sh_select_choose(c, &ar)));
+    /* and within it the leaders' shape up to 64 KiB and for uneven hosts */
+    c->chunk_nbytes = 0;
+    CHECK(sh_hier_by_leaders(c, 16384, SHOAL_FLOAT32), "64 KiB on 2 x 2 not by leaders");
+    CHECK(!sh_hier_by_leaders(c, 16385, SHOAL_FLOAT32), "64 KiB + 4 on 2 x 2 by leaders");
+    CHECK(!sh_hier_by_leaders(c, 1 << 22, SHOAL_FLOAT32), "16 MiB on 2 x 2 by leaders");
+    c->host_of[1] = 1; /* 1 + 3 */
+    sh_comm_index_hosts(c);
+    CHECK(sh_hier_by_leaders(c, 1 << 22, SHOAL_FLOAT32), "16 MiB on 1 + 3 ranks not by leaders");
     sh_comm_free(c);
 }
 
@@ -60,6 +69,10 @@ static void exact(shoal_comm *c, void *arg)
     if (!c->chunk_nbytes)
         for (int ip = 0; ip < 2; ip++) cc_run(c, 0, SHOAL_FLOAT32, SHOAL_AVG, (4u << 20) / 4 + 3, ip);
     CHECK(c->chunk_nbytes == 0 || sh_hier_pieces(c, 70001, SHOAL_FLOAT32) > 1, "70001 floats did not pipeline");
+    /* the default sizes take all three shapes: leaders, split, pipelined */
+    CHECK(c->chunk_nbytes || (sh_hier_by_leaders(c, 1009, SHOAL_FLOAT32) && !sh_hier_by_leaders(c, 70001, SHOAL_FLOAT32) &&
+                              sh_hier_pieces(c, 70001, SHOAL_FLOAT32) == 1),
+          "1009 floats by leaders, 70001 split in one piece");
 }
 
 /* Shared-memory links (receive-reduce in place from the ring), every collective: the others

@@ -53,6 +53,9 @@ shoal_result sh_hier_allreduce(shoal_comm *c, const void *send, void *buf, size_
 /* How many pieces the hierarchical allreduce of count elements pipelines (1: not pipelined;
  * only hosts with equal rank counts pipeline). */
 size_t sh_hier_pieces(const shoal_comm *c, size_t count, shoal_dtype dt);
+/* Whether it takes the leaders' shape (reduce to each host's first rank, allreduce among
+ * them, broadcast): hosts with different rank counts, or messages up to 64 KiB. */
+int sh_hier_by_leaders(const shoal_comm *c, size_t count, shoal_dtype dt);
 
 /* The two halves of the ring allreduce, for composition: after the reduce-scatter phase
  * member i holds the reduction of block (i + 1) % n of buf (blocks as sh_algo_block); the
