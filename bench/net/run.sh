@@ -122,8 +122,12 @@ for rate in $RATES; do
         for rep in $(seq "$REPS"); do
             for r in $RPH; do
                 echo "rate $rate, $h hosts x $r, rep $rep" >&2
-                shoal_rows allreduce "$h" "$r" "$MIN" "$MAX" | tag shoal allreduce "$rate" "$h" "$r" >>"$OUT/rows.jsonl"
-                [ -n "$BASE" ] && BIN=$BASE shoal_rows allreduce "$h" "$r" "$MIN" "$MAX" | tag base allreduce "$rate" "$h" "$r" >>"$OUT/rows.jsonl"
+                # with BASE, the two shoal binaries take turns at going first (the first run after
+                # the lab comes up or after the peers' runs was seen slower, whichever binary it was)
+                for impl in $( [ -z "$BASE" ] && echo shoal || { [ $((rep % 2)) = 1 ] && echo shoal base || echo base shoal; }); do
+                    BIN=$( [ "$impl" = base ] && echo "$BASE" || echo "$SHOAL") shoal_rows allreduce "$h" "$r" "$MIN" "$MAX" |
+                        tag "$impl" allreduce "$rate" "$h" "$r" >>"$OUT/rows.jsonl"
+                done
                 [ -n "$OMPI" ] && ompi_rows allreduce "$h" "$r" "$MIN" "$MAX" | tag openmpi allreduce "$rate" "$h" "$r" >>"$OUT/rows.jsonl"
                 [ "$HAVE_TORCH" = 1 ] && gloo_rows "$h" "$r" "$MIN" "$MAX" | tag gloo allreduce "$rate" "$h" "$r" >>"$OUT/rows.jsonl"
                 case " $COLL_RATES " in *" $rate "*) ;; *) continue ;; esac
