@@ -25,6 +25,8 @@
 #   broadcast:                 limit algbw = L
 # "link %" = algbw / limit. A flat ring over R ranks per host reaches at most
 # (hR)/(2(hR-1)) x L: two thirds of the limit at 2 hosts x 2 ranks.
+# BASE=path/to/an/older/shoal runs that binary too, beside this tree's (column "base",
+# "x base" = shoal / base): a before and after in one sitting.
 # Results: bench/out/net/rows.jsonl and table.txt; SUMMARY_ONLY=1 prints the table again.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -53,6 +55,8 @@ if [ "${SUMMARY_ONLY:-0}" != 1 ]; then
 rm -f "$OUT/rows.jsonl"
 make -s -j2 BUILD="$BUILD" "$BUILD/shoal" >&2
 SHOAL=$PWD/$BUILD/shoal
+BASE=${BASE:-}
+[ -z "$BASE" ] || [ -x "$BASE" ] || { echo "run.sh: BASE=$BASE is not an executable shoal binary" >&2; exit 2; }
 OMPI=""
 command -v mpicc.openmpi >/dev/null && mpicc.openmpi -O2 bench/comm/mpi_coll.c -o "$OUT/coll_openmpi" && OMPI=$(cd "$OUT" && pwd)/coll_openmpi
 HAVE_TORCH=0; $PY -c "import torch.distributed" 2>/dev/null && HAVE_TORCH=1
@@ -66,9 +70,9 @@ port() { echo $((30000 + RANDOM % 20000)); }
 tag() { # impl coll rate hosts rph
     sed "s/^/{\"impl\": \"$1\", \"coll\": \"$2\", \"rate\": \"$3\", \"hosts\": $4, \"rph\": $5, \"row\": /; s/\$/}/"; }
 
-# shoal: one launcher per host, as on machines; rank 0's JSON rows.
+# shoal: one launcher per host, as on machines; rank 0's JSON rows. BIN: another binary.
 shoal_rows() { # coll hosts rph min max
-    local coll=$1 h=$2 r=$3 lo=$4 hi=$5 last_small=$4 first_large=$4 p m key k
+    local coll=$1 h=$2 r=$3 lo=$4 hi=$5 last_small=$4 first_large=$4 p m key k bin=${BIN:-$SHOAL}
     while [ "$first_large" -le "$SPLIT" ]; do last_small=$first_large; first_large=$((first_large * FACTOR)); done
     m=$($LAB addr h0)
     for range in "$lo $last_small $SMALL_ITERS" "$first_large $hi $LARGE_ITERS"; do
@@ -77,12 +81,12 @@ shoal_rows() { # coll hosts rph min max
         [ "$2" -gt "$hi" ] && set -- "$1" "$hi" "$3"
         p=$(port); key=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
         for ((k = 1; k < h; k++)); do
-            SHOAL_JOB_KEY=$key SHOAL_MASTER_PORT=$p $LAB exec h$k "$SHOAL" launch -n "$r" --nnodes "$h" --node-rank $k \
-                --master-addr "$m" -- "$SHOAL" bench "$coll" -b "$1" -e "$2" -f "$FACTOR" -n "$3" -w $(( $3 / 10 + 1 )) \
+            SHOAL_JOB_KEY=$key SHOAL_MASTER_PORT=$p $LAB exec h$k "$bin" launch -n "$r" --nnodes "$h" --node-rank $k \
+                --master-addr "$m" -- "$bin" bench "$coll" -b "$1" -e "$2" -f "$FACTOR" -n "$3" -w $(( $3 / 10 + 1 )) \
                 -c 0 >/dev/null 2>&1 &
         done
-        SHOAL_JOB_KEY=$key SHOAL_MASTER_PORT=$p $LAB exec h0 "$SHOAL" launch -n "$r" --nnodes "$h" --node-rank 0 \
-            --master-addr "$m" -- "$SHOAL" bench "$coll" -b "$1" -e "$2" -f "$FACTOR" -n "$3" -w $(( $3 / 10 + 1 )) \
+        SHOAL_JOB_KEY=$key SHOAL_MASTER_PORT=$p $LAB exec h0 "$bin" launch -n "$r" --nnodes "$h" --node-rank 0 \
+            --master-addr "$m" -- "$bin" bench "$coll" -b "$1" -e "$2" -f "$FACTOR" -n "$3" -w $(( $3 / 10 + 1 )) \
             -c 0 --json 2>/dev/null | sed -n 's/^\[rank 0\] //p' |
             $PY -c 'import json,sys
 d=json.loads(sys.stdin.read())
@@ -118,7 +122,12 @@ for rate in $RATES; do
         for rep in $(seq "$REPS"); do
             for r in $RPH; do
                 echo "rate $rate, $h hosts x $r, rep $rep" >&2
-                shoal_rows allreduce "$h" "$r" "$MIN" "$MAX" | tag shoal allreduce "$rate" "$h" "$r" >>"$OUT/rows.jsonl"
+                # with BASE, the two shoal binaries take turns at going first (the first run after
+                # the lab comes up or after the peers' runs was seen slower, whichever binary it was)
+                for impl in $( [ -z "$BASE" ] && echo shoal || { [ $((rep % 2)) = 1 ] && echo shoal base || echo base shoal; }); do
+                    BIN=$( [ "$impl" = base ] && echo "$BASE" || echo "$SHOAL") shoal_rows allreduce "$h" "$r" "$MIN" "$MAX" |
+                        tag "$impl" allreduce "$rate" "$h" "$r" >>"$OUT/rows.jsonl"
+                done
                 [ -n "$OMPI" ] && ompi_rows allreduce "$h" "$r" "$MIN" "$MAX" | tag openmpi allreduce "$rate" "$h" "$r" >>"$OUT/rows.jsonl"
                 [ "$HAVE_TORCH" = 1 ] && gloo_rows "$h" "$r" "$MIN" "$MAX" | tag gloo allreduce "$rate" "$h" "$r" >>"$OUT/rows.jsonl"
                 case " $COLL_RATES " in *" $rate "*) ;; *) continue ;; esac
@@ -157,18 +166,19 @@ keys = sorted({(r["coll"], r["rate"], r["hosts"], r["rph"]) for r in rows},
               key=lambda k: (k[0] != "allreduce", k[0], ["1gbit", "10gbit", "none"].index(k[1]) if k[1] in ["1gbit", "10gbit", "none"] else 9, k[2], k[3]))
 for coll, rate, h, rph in keys:
     k = (coll, rate, h, rph)
-    impls = [i for i in ["shoal", "openmpi", "gloo"] if any((i,) + k == kk[:5] for kk in med)]
+    impls = [i for i in ["shoal", "base", "openmpi", "gloo"] if any((i,) + k == kk[:5] for kk in med)]
     sizes = sorted({kk[5] for kk in med if kk[:5] == ("shoal",) + k})
     if not sizes: continue
     lim = limit(coll, rate, h)
     print(f"\n{coll} float32, rate {rate}, {h} hosts x {rph} ranks: algbw GB/s (median of {reps})"
           + (f"; link limit {lim:.3f} GB/s" if lim else "") + "; x peer = shoal / peer")
-    print(f"{'size':>10} " + " ".join(f"{i:>8}" for i in impls) + (f" {'link %':>7}" if lim else "")
+    print(f"{'size':>10} " + " ".join(f"{i:>8}" for i in impls) + (f" {'link %':>7}" if lim else "") + (f" {'base %':>7}" if lim and "base" in impls else "")
           + (" " + " ".join(f"{'x ' + i:>10}" for i in impls[1:]) if len(impls) > 1 else ""))
     for s in sizes:
         b = {i: get(i, k, s, "algbw_gb_s") for i in impls}
         line = f"{s:>10} " + " ".join(fmt(b[i]) for i in impls)
         if lim: line += f" {100 * b['shoal'] / lim:7.0f}"
+        if lim and "base" in impls: line += f" {100 * b['base'] / lim:7.0f}"
         line += "".join(f" {fmt(b['shoal'] / b[i] if b[i] > 0 else float('nan'), 10, 2)}" for i in impls[1:])
         print(line)
     s0 = sizes[0]

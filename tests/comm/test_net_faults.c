@@ -126,7 +126,7 @@ static int exit_code(const proc *p)
 }
 
 /* 2 hosts x 2 ranks of `shoal bench allreduce`, one process per rank (no launcher: each
- * rank's own message is checked). */
+ * rank's own message is checked); 4 MiB, so the hierarchical allreduce runs pipelined. */
 static void start_bench(proc *ps, int timeout_ms, const char *iters, const char *check)
 {
     static char env[NRANKS][8][96];
@@ -144,7 +144,7 @@ static void start_bench(proc *ps, int timeout_ms, const char *iters, const char 
         snprintf(env[r][7], 96, "SHOAL_TIMEOUT=%d", timeout_ms);
         char *e[] = {env[r][0], env[r][1], env[r][2], env[r][3], env[r][4], env[r][5], env[r][6], env[r][7], lab_env,
                      NULL};
-        char *argv[] = {(char *)shoal_bin, "bench", "allreduce", "-b", "1M", "-e", "1M", "-n", (char *)iters, "-w", "2",
+        char *argv[] = {(char *)shoal_bin, "bench", "allreduce", "-b", "4M", "-e", "4M", "-n", (char *)iters, "-w", "2",
                         "-c", (char *)check, NULL};
         char log[32];
         snprintf(log, sizeof log, "rank%d.log", r);
@@ -190,7 +190,7 @@ static void link_down_stops_every_rank(void)
 static void link_back_up_is_survived(void)
 {
     proc ps[NRANKS];
-    start_bench(ps, 15000, "300", "1");
+    start_bench(ps, 15000, "100", "1");
     sleep(2);
     CHECK(sh("ip -n shl-%s-sw link set h1 down 2>&1", name) == 0, "link down: %s", out);
     uint64_t t0 = sh_now_ns();
@@ -203,7 +203,7 @@ static void link_back_up_is_survived(void)
         CHECK(ps[r].done && exit_code(&ps[r]) == 0, "rank %d: exit %d: %s", r, exit_code(&ps[r]), text);
         if (r == 0) {
             /* the row: size count type redop root time algbw busbw #wrong ... */
-            const char *row = strstr(text, "     1048576 ");
+            const char *row = strstr(text, "     4194304 ");
             long wrong = -1;
             double t, a, b;
             CHECK(row && sscanf(row, "%*s %*s %*s %*s %*s %lf %lf %lf %ld", &t, &a, &b, &wrong) == 4 && wrong == 0,
@@ -266,9 +266,9 @@ static void killed_host_stops_the_launcher(void)
     proc nodes[2];
     char *const argv_of[2][32] = {
         {(char *)shoal_bin, "launch", "-n", "2", "--nnodes", "2", "--node-rank", "0", "--master-addr", "10.77.0.1",
-         "--", (char *)shoal_bin, "bench", "allreduce", "-b", "1M", "-e", "1M", "-n", "1000000", "-c", "0", NULL},
+         "--", (char *)shoal_bin, "bench", "allreduce", "-b", "4M", "-e", "4M", "-n", "1000000", "-c", "0", NULL},
         {(char *)shoal_bin, "launch", "-n", "2", "--nnodes", "2", "--node-rank", "1", "--master-addr", "10.77.0.1",
-         "--", (char *)shoal_bin, "bench", "allreduce", "-b", "1M", "-e", "1M", "-n", "1000000", "-c", "0", NULL}};
+         "--", (char *)shoal_bin, "bench", "allreduce", "-b", "4M", "-e", "4M", "-n", "1000000", "-c", "0", NULL}};
     start_nodes(nodes, argv_of, TIMEOUT_MS);
     sleep(2);
     CHECK(wait_all(nodes, 2, sh_now_ns(), 0) == 2, "a node ended before the fault: %s", log_of(&nodes[0]));

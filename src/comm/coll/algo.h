@@ -50,6 +50,12 @@ typedef shoal_result (*sh_allreduce_fn)(shoal_comm *c, const sh_group *g, const 
 /* Within hosts, across hosts (by across), back within hosts (whole communicator). */
 shoal_result sh_hier_allreduce(shoal_comm *c, const void *send, void *buf, size_t count,
                                shoal_dtype dt, shoal_op op, sh_allreduce_fn across);
+/* How many pieces the hierarchical allreduce of count elements pipelines (1: not pipelined;
+ * only hosts with equal rank counts pipeline). */
+size_t sh_hier_pieces(const shoal_comm *c, size_t count, shoal_dtype dt);
+/* Whether it takes the leaders' shape (reduce to each host's first rank, allreduce among
+ * them, broadcast): hosts with different rank counts, or messages up to 64 KiB. */
+int sh_hier_by_leaders(const shoal_comm *c, size_t count, shoal_dtype dt);
 
 /* The two halves of the ring allreduce, for composition: after the reduce-scatter phase
  * member i holds the reduction of block (i + 1) % n of buf (blocks as sh_algo_block); the
@@ -58,6 +64,12 @@ shoal_result sh_ring_rs_phase(shoal_comm *c, const sh_group *g, const void *send
                               size_t count, shoal_dtype dt, shoal_op op);
 shoal_result sh_ring_ag_phase(shoal_comm *c, const sh_group *g, void *buf, size_t count,
                               shoal_dtype dt);
+/* Step s of either phase (0 <= s < n-1) as the two ops it moves (send right, receive from
+ * the left), for callers that move several steps of different groups in one sh_xfer. */
+void sh_ring_rs_step(shoal_comm *c, const sh_group *g, const void *send, void *buf, size_t count,
+                     shoal_dtype dt, int s, sh_xfer_op ops[2]);
+void sh_ring_ag_step(shoal_comm *c, const sh_group *g, void *buf, size_t count, shoal_dtype dt, int s,
+                     sh_xfer_op ops[2]);
 
 /* ---- allgather: recv holds n blocks of count, member i's at i * count; ours is already
  * in place. rd needs a power-of-two n. ---- */

@@ -24,38 +24,51 @@ static sh_link *member(shoal_comm *c, const sh_group *g, int i) { return c->coll
  * the allgather) are copies of one computation: bitwise identical. Out of place, blocks
  * are read from send until first reduced into buf (three-operand receive-reduce): no
  * upfront copy. */
+void sh_ring_rs_step(shoal_comm *c, const sh_group *g, const void *send, void *buf, size_t count,
+                     shoal_dtype dt, int s, sh_xfer_op ops[2])
+{
+    int n = g->n, me = g->me;
+    size_t es = shoal_dtype_nbytes(dt), so, sl, ro, rl;
+    unsigned char *b = buf;
+    const unsigned char *in = send;
+    sh_algo_block(count, n, mod(me - s, n), &so, &sl);
+    sh_algo_block(count, n, mod(me - s - 1, n), &ro, &rl);
+    ops[0] = (sh_xfer_op){member(c, g, me + 1), SH_XFER_SEND, (s == 0 ? (unsigned char *)in : b) + so * es,
+                          sl * es, 0, NULL, 0, 0, NULL};
+    ops[1] = (sh_xfer_op){member(c, g, me - 1), SH_XFER_RECV_REDUCE, b + ro * es, rl * es, 0,
+                          in != b ? in + ro * es : NULL, 0, 0, NULL};
+}
+
 shoal_result sh_ring_rs_phase(shoal_comm *c, const sh_group *g, const void *send, void *buf,
                               size_t count, shoal_dtype dt, shoal_op op)
 {
-    int n = g->n, me = g->me;
-    size_t es = shoal_dtype_nbytes(dt);
-    unsigned char *b = buf;
-    const unsigned char *in = send;
-    for (int s = 0; s < n - 1; s++) {
-        size_t so, sl, ro, rl;
-        sh_algo_block(count, n, mod(me - s, n), &so, &sl);
-        sh_algo_block(count, n, mod(me - s - 1, n), &ro, &rl);
-        sh_xfer_op ops[2] = {
-            {member(c, g, me + 1), SH_XFER_SEND, (s == 0 ? (unsigned char *)in : b) + so * es, sl * es, 0, NULL, 0, 0, NULL},
-            {member(c, g, me - 1), SH_XFER_RECV_REDUCE, b + ro * es, rl * es, 0, in != b ? in + ro * es : NULL, 0, 0, NULL}};
+    for (int s = 0; s < g->n - 1; s++) {
+        sh_xfer_op ops[2];
+        sh_ring_rs_step(c, g, send, buf, count, dt, s, ops);
         SH_TRY(sh_algo_xfer(c, "allreduce (ring reduce-scatter)", ops, 2, dt, op));
     }
     return SHOAL_OK;
 }
 
 /* Member i starts owning block i+1; step s forwards block me+1-s and receives me-s. */
+void sh_ring_ag_step(shoal_comm *c, const sh_group *g, void *buf, size_t count, shoal_dtype dt, int s,
+                     sh_xfer_op ops[2])
+{
+    int n = g->n, me = g->me;
+    size_t es = shoal_dtype_nbytes(dt), so, sl, ro, rl;
+    unsigned char *b = buf;
+    sh_algo_block(count, n, mod(me + 1 - s, n), &so, &sl);
+    sh_algo_block(count, n, mod(me - s, n), &ro, &rl);
+    ops[0] = (sh_xfer_op){member(c, g, me + 1), SH_XFER_SEND, b + so * es, sl * es, 0, NULL, 0, 0, NULL};
+    ops[1] = (sh_xfer_op){member(c, g, me - 1), SH_XFER_RECV, b + ro * es, rl * es, 0, NULL, 0, 0, NULL};
+}
+
 shoal_result sh_ring_ag_phase(shoal_comm *c, const sh_group *g, void *buf, size_t count,
                               shoal_dtype dt)
 {
-    int n = g->n, me = g->me;
-    size_t es = shoal_dtype_nbytes(dt);
-    unsigned char *b = buf;
-    for (int s = 0; s < n - 1; s++) {
-        size_t so, sl, ro, rl;
-        sh_algo_block(count, n, mod(me + 1 - s, n), &so, &sl);
-        sh_algo_block(count, n, mod(me - s, n), &ro, &rl);
-        sh_xfer_op ops[2] = {{member(c, g, me + 1), SH_XFER_SEND, b + so * es, sl * es, 0, NULL, 0, 0, NULL},
-                             {member(c, g, me - 1), SH_XFER_RECV, b + ro * es, rl * es, 0, NULL, 0, 0, NULL}};
+    for (int s = 0; s < g->n - 1; s++) {
+        sh_xfer_op ops[2];
+        sh_ring_ag_step(c, g, buf, count, dt, s, ops);
         SH_TRY(sh_algo_xfer(c, "allreduce (ring allgather)", ops, 2, dt, SHOAL_SUM));
     }
     return SHOAL_OK;
