@@ -28,9 +28,9 @@
  * activation, so tensor rank t of a stage talks to tensor rank t of its neighbours, and the
  * replicas average per (stage, t). Split layers never defer their
  * weight gradients (their factors are shares): they are summed in `acc`.
- * Micro-batches of few rows multiply by packed weights (sh_net_keep_packed); the stage then
- * applies the optimizer step itself (pipe_finish), packing each 16 rows of W as it updates
- * them, so no pass waits for a pack.
+ * Micro-batches multiply by packed weights (sh_net_keep_packed; not at 24-48 rows, see
+ * SHOAL_PIPE_PACK); the stage then applies the optimizer step itself (pipe_finish), packing
+ * each 16 rows of W as it updates them, so no pass waits for a pack.
  * Cost per step and stage: M sends of mb x (stage output + links at its end) floats forward
  * and of mb x (stage input + links at its start) floats backward; idle (bubble) share
  * (S-1) / (M+S-1) with balanced stages.
