@@ -11,18 +11,15 @@
 # hit both alike; every run takes /tmp/shoal-bench.lock (the machine is shared).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-REPS=${REPS:-5}
-STEPS=${STEPS:-60}
-MICRO=${MICRO:-"1 2 4 8"}
-MODEL=${MODEL:-bench/mp/balanced.cfg}
 BUILD=${BUILD:-build}
 NEW="$BUILD/shoal"
+make -s -j2 BUILD="$BUILD" "$NEW" >&2
+REPS=${REPS:-5} STEPS=${STEPS:-60} MICRO=${MICRO:-"1 2 4 8"} MODEL=${MODEL:-bench/mp/balanced.cfg}
 BASE=${BASE:-$NEW}
 A_ENV=${A_ENV:-}
 B_ENV=${B_ENV:-}
 DATA=${SHOAL_DATA_DIR:-/usr/share/datasets/fashion-mnist}
 LOCK=${LOCK:-/tmp/shoal-bench.lock}
-make -s -j2 BUILD="$BUILD" "$NEW" >&2
 OUT=bench/out/mp
 mkdir -p "$OUT"
 runs="$OUT/pipe_ab.txt"
