@@ -6,7 +6,8 @@
  * cost; impossible layouts get one clear error; ranks started with different layouts stop
  * at start-up naming who differs; a killed stage stops its neighbours, naming it;
  * checkpoints and Darknet's .weights files cross one process and pipelines both ways;
- * SHOAL_PIPE_DEFER=0 (weight gradients in each micro-batch's backward) matches too. */
+ * SHOAL_PIPE_DEFER=0 (weight gradients in each micro-batch's backward) matches too, and so
+ * do stages with and without packed weights (SHOAL_PIPE_PACK). */
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -129,6 +130,23 @@ static void t_without_deferral_match_one_process(void)
     sh_test_pipe_arg b = {adam_cfg, 3, 8, STEPS, NULL, NULL, NULL, NULL};
     RUN_RANKS(3, &o, sh_test_pipe_exact_job, &b);
     unsetenv("SHOAL_PIPE_DEFER");
+}
+
+/* SHOAL_PIPE_PACK=0 (no packed weights: the trainer applies the update, the products are
+ * gemm_small.c's or OpenBLAS's, as the default chooses for micro-batches of 24-48 rows) and
+ * =1 (always packed) both match one process. */
+static void t_packed_or_not_match_one_process(void)
+{
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
+    const char *modes[] = {"0", "1"};
+    for (int k = 0; k < 2; k++) {
+        setenv("SHOAL_PIPE_PACK", modes[k], 1);
+        sh_test_pipe_arg a = {sgd_cfg, 2, 4, STEPS, NULL, NULL, NULL, NULL};
+        RUN_RANKS(2, &o, sh_test_pipe_exact_job, &a);
+        sh_test_pipe_arg b = {adam_cfg, 3, 8, STEPS, NULL, NULL, NULL, NULL};
+        RUN_RANKS(3, &o, sh_test_pipe_exact_job, &b);
+    }
+    unsetenv("SHOAL_PIPE_PACK");
 }
 
 static char ckpt_one[600], ckpt_pipe[600], dn_one[600], dn_pipe[600];
@@ -312,6 +330,7 @@ int main(void)
     RUN(t_three_stages_eight_micro_batches_match);
     RUN(t_two_stages_two_replicas_match);
     RUN(t_without_deferral_match_one_process);
+    RUN(t_packed_or_not_match_one_process);
     RUN(t_checkpoints_cross_layouts);
     RUN(t_darknet_weights_cross_layouts);
     RUN(t_impossible_layouts_are_refused);
