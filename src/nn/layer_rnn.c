@@ -13,7 +13,9 @@
  * batch norm the scales gin (H), gself (H), gout (K) and the statistics rolling means (H, H,
  * K) then rolling variances (H, H, K). Weights uniform(±sqrt(2/fan-in)) as Darknet's
  * connected layers. The products run on their weights packed once per pass (gemm_packed.c),
- * the self product of each step split across the threads in blocks of 16 units.
+ * all three per time step (the input part and the outputs too, not once over all rows) so
+ * that each step's activations work on rows still in cache, split across the threads in
+ * blocks of 16 units.
  * Not here: the gated layers (layer_gru.c, layer_lstm.c), shared helpers (recurrent.h).
  * Proved by tests/nn/test_layer_rnn.c (finite differences, with and without batch norm) and
  * tests/nn/test_rnn_torch.c (Darknet's equations in torch). */
