@@ -7,9 +7,9 @@
  * the equations of Darknet's lstm_layer.c and of PyTorch's nn.LSTM (two biases per gate).
  * Weights: Wx (4H, I) then Wh (4H, H), then bx (4H), bh (4H); gate rows in blocks of 16
  * units (recurrent.h: sh_rnn_gate_col, gates i, f, g, o). Initialised uniform(±1/sqrt(H)) as
- * PyTorch. Cost per batch: one (TB, I) x (I, 4H) product for every step's input part, then
- * per step one (B, H) x (H, 4H) product split by gate blocks across the threads, Wh packed
- * once per pass (gemm_packed.c).
+ * PyTorch. Cost per batch: per step a (B, I) x (I, 4H) product for the input part and a
+ * (B, H) x (H, 4H) one for the recurrent part, both split by gate blocks across the threads,
+ * Wx and Wh packed once per pass (gemm_packed.c).
  * Not here: the layout helpers and fast σ/tanh (recurrent.h), the order of the passes
  * forward and through time (recurrent.c: sh_rnn_gated_*), the text data (src/data/text.c).
  * Proved by tests/nn/test_layer_rnn.c (finite differences; PyTorch's nn.LSTM when present). */
@@ -45,6 +45,7 @@ static shoal_result lstm_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ct
     l->cache_count += g * in + rows;             /* one-hot inputs: Wx transposed, columns */
     l->cache_count += sh_rnn_gated_pack_count((int)rows, (int)streams, h, (int)in);
     size_t pk_h = sh_rnn_packed_count(h, (int)g), pk_x = sh_rnn_packed_count((int)in, (int)g);
+    l->cache_count += pk_x;                      /* Wx^T packed beside Wh^T, forward */
     l->cache_count += pk_h > pk_x ? pk_h : pk_x; /* Wh or Wx packed */
     l->state_count = 2 * streams * (size_t)h;   /* h, c carried to the next batch */
     l->flops = (double)g * (double)(in + (size_t)h);
@@ -67,6 +68,7 @@ typedef struct {
                          scratch */
     int32_t *idx;     /* (rows) one-hot inputs: each row's column */
     float *hpk, *xpk; /* the weight gradients' operands packed (sh_rnn_gated_pack) */
+    float *pwx;       /* Wx^T packed for the steps' input parts (sh_rnn_packed holds Wh^T) */
 } lstm_view;
 
 static lstm_view view(sh_layer *l, const sh_exec *x)
@@ -89,27 +91,27 @@ static lstm_view view(sh_layer *l, const sh_exec *x)
     v.idx = (int32_t *)(v.wt + (size_t)v.g * v.in);
     v.hpk = sh_rnn_align((float *)(v.idx + x->batch));
     v.xpk = sh_rnn_align(v.hpk + sh_packed_count(x->batch + x->batch / l->steps, v.h));
+    v.pwx = sh_rnn_align(v.xpk + sh_packed_count(x->batch, v.in));
     return v;
 }
 
-/* Input part of every step's gates at once: G = X Wx^T + bx + bh, rows [r0, r1). */
-static void lstm_input_rows(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
+/* Step t's input part of gate columns [c0, c1): G = X_t Wx^T + bx + bh (Wx^T packed), or
+ * with one-hot inputs the rows of wt (which hold the biases already). Done by the step, just
+ * before the recurrent part adds into the same rows, so that they are still in cache. */
+static void lstm_input_step(sh_layer *l, const lstm_view *v, int t, int c0, int c1)
 {
-    (void)tid;
-    lstm_view v = view(l, x);
-    int nr = r1 - r0;
-    if (nr <= 0) return;
-    float *gr = v.gates + (size_t)r0 * v.g;
-    if (l->input_onehot) { /* the rows of wt hold the biases already */
-        for (int r = 0; r < nr; r++)
-            memcpy(gr + (size_t)r * v.g, v.wt + (size_t)v.idx[r0 + r] * v.g, (size_t)v.g * sizeof(float));
+    size_t r0 = (size_t)t * v->b;
+    float *gt = v->gates + r0 * v->g;
+    if (l->input_onehot) {
+        for (int b = 0; b < v->b; b++)
+            memcpy(gt + (size_t)b * v->g + c0, v->wt + (size_t)v->idx[r0 + b] * v->g + c0,
+                   (size_t)(c1 - c0) * sizeof(float));
         return;
     }
-    sh_packed_gemm(nr, 0, v.g, v.in, l->in[0] + (size_t)r0 * v.in, v.in,
-                   sh_rnn_packed(l, v.in, v.g), 0, gr, v.g);
-    for (int r = 0; r < nr; r++) {
-        float *row = gr + (size_t)r * v.g;
-        for (int k = 0; k < v.g; k++) row[k] += v.bx[k] + v.bh[k];
+    sh_packed_gemm(v->b, c0, c1, v->in, l->in[0] + r0 * v->in, v->in, v->pwx, 0, gt, v->g);
+    for (int b = 0; b < v->b; b++) {
+        float *row = gt + (size_t)b * v->g;
+        for (int k = c0; k < c1; k++) row[k] += v->bx[k] + v->bh[k];
     }
 }
 
@@ -155,7 +157,8 @@ static inline void cell_backward(int w, const float *restrict ka, const float *r
     }
 }
 
-/* Step t for gate blocks [k0, k1): the recurrent part of the gates, then the cell. */
+/* Step t for gate blocks [k0, k1): the input part of the gates, the recurrent part, then the
+ * cell. */
 static void lstm_step_forward(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
 {
     (void)tid;
@@ -166,6 +169,7 @@ static void lstm_step_forward(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
     size_t kc = l->keep_count;
     const float *hprev = t ? l->out + (size_t)(t - 1) * v.b * v.h : v.h0;
     float *gt = v.gates + (size_t)t * v.b * v.g;
+    lstm_input_step(l, &v, t, NG * j0, NG * j1);
     sh_packed_gemm(v.b, NG * j0, NG * j1, v.h, hprev, v.h, sh_rnn_packed(l, v.h, v.g), 1, gt,
                    v.g);
     for (int b = 0; b < v.b; b++) {
@@ -243,7 +247,7 @@ static void lstm_param_grads(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
     memcpy(gbh, gbx, (size_t)nk * sizeof(float));
 }
 
-static const sh_rnn_gated lstm_passes = {lstm_input_rows, lstm_step_forward,
+static const sh_rnn_gated lstm_passes = {NULL, lstm_step_forward,
                                            lstm_step_backward, lstm_step_carry,
                                            lstm_pack_grads, lstm_param_grads};
 
@@ -260,6 +264,8 @@ static void lstm_forward(sh_layer *l, sh_exec *x)
             float *row = v.wt + (size_t)c * v.g;
             for (int k = 0; k < v.g; k++) row[k] += v.bx[k] + v.bh[k];
         }
+    } else {
+        sh_packed_pack(1, v.in, v.g, v.wx, v.in, 0, sh_packed_npanels(v.g), v.pwx);
     }
     sh_rnn_gated_forward(l, x, &lstm_passes);
     /* the last step's h and c start the next batch */

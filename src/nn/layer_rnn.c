@@ -13,7 +13,9 @@
  * batch norm the scales gin (H), gself (H), gout (K) and the statistics rolling means (H, H,
  * K) then rolling variances (H, H, K). Weights uniform(±sqrt(2/fan-in)) as Darknet's
  * connected layers. The products run on their weights packed once per pass (gemm_packed.c),
- * the self product of each step split across the threads in blocks of 16 units.
+ * all three per time step (the input part and the outputs too, not once over all rows) so
+ * that each step's activations work on rows still in cache, split across the threads in
+ * blocks of 16 units.
  * Not here: the gated layers (layer_gru.c, layer_lstm.c), shared helpers (recurrent.h).
  * Proved by tests/nn/test_layer_rnn.c (finite differences, with and without batch norm) and
  * tests/nn/test_rnn_torch.c (Darknet's equations in torch). */
@@ -55,10 +57,9 @@ static shoal_result rnn_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx
     /* for the weight gradients: [s0; s] and the inputs packed (gemm_packed.h), aligned */
     l->cache_count += sh_packed_count((int)(rows + streams), h) +
                       sh_packed_count((int)rows, (int)in) + 3 * SH_PACKED_NR;
-    size_t pk = sh_rnn_packed_count(h, h), pk_in = sh_rnn_packed_count((int)in, h);
-    size_t pk_out = sh_rnn_packed_count(h, k);
-    pk = pk > pk_in ? pk : pk_in;
-    l->cache_count += pk > pk_out ? pk : pk_out; /* Win, Wself or Wout packed */
+    /* Win, Wself and Wout packed side by side: a time step runs all three products */
+    l->cache_count += sh_rnn_packed_count((int)in, h) + sh_rnn_packed_count(h, h) +
+                      sh_rnn_packed_count(h, k) + SH_PACKED_NR;
     l->state_count = streams * hh;
     l->flops = (double)hh * (double)(in + hh) + (double)kk * (double)hh;
     return SHOAL_OK;
@@ -101,6 +102,7 @@ typedef struct {
     float *spk;       /* [s0; s] (B + rows, H) packed: rows [0, rows) the self products'
                          inputs, rows [B, B + rows) the output products' */
     float *xpk;       /* the inputs (rows, I) packed, unless one-hot */
+    float *pin, *pself, *pout; /* Win, Wself, Wout packed (transposed in forward) */
     rnn_bn bn[3];     /* with batch_normalize */
 } rnn_view;
 
@@ -127,6 +129,9 @@ static rnn_view view(sh_layer *l, const sh_exec *x)
     v.idx = (int32_t *)(v.wt + (size_t)v.h * v.in);
     v.spk = sh_rnn_align((float *)(v.idx + x->batch));
     v.xpk = sh_rnn_align(v.spk + sh_packed_count(x->batch + x->batch / l->steps, v.h));
+    v.pin = sh_rnn_align(v.xpk + sh_packed_count(x->batch, v.in));
+    v.pself = sh_rnn_align(v.pin + sh_rnn_packed_count(v.in, v.h));
+    v.pout = sh_rnn_align(v.pself + sh_rnn_packed_count(v.h, v.h));
     if (l->batch_normalize) {
         int n[3] = {v.h, v.h, v.k}, units = 2 * v.h + v.k, off = 0;
         float *inv = v.s0 + (size_t)(x->batch / l->steps) * v.h;
@@ -173,82 +178,104 @@ static void bn_act(sh_layer *l, sh_exec *x, const rnn_view *v, int p, int t, flo
     act_rows(l->act, vals + u0, v->b, ld, u1 - u0, NULL);
 }
 
-static void rnn_input_rows(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
+/* The elementwise work of a step runs right after the product that made its rows, while they
+ * are in L1/L2: a pass over all (rows, H) at once would find them in memory (keep is 3 KiB a
+ * row). Each product's sums run over k in order whatever the rows and columns taken at a
+ * time (gemm_packed.h), so the results are those of whole-batch products. */
+
+/* Blocks [k0, k1) of n1 blocks scaled to n2 blocks: the same threads' share of another width
+ * (disjoint, and [0, n2) over all threads). */
+static void scale_blocks(int k0, int k1, int n1, int n2, int *b0, int *b1)
 {
-    (void)tid;
-    rnn_view v = view(l, x);
-    int nr = r1 - r0;
-    if (nr <= 0) return;
-    float *a = l->keep + (size_t)r0 * v.kc;
-    if (l->input_onehot) { /* without batch norm input_part reads wt; with it, a copy */
+    *b0 = (int)((long)k0 * n2 / n1);
+    *b1 = (int)((long)k1 * n2 / n1);
+}
+
+/* Step t's input part, units [j0, j1): X_t Win^T (packed) with bin and the activation, or
+ * batch norm; one-hot inputs without batch norm have none (input_part reads wt). The inputs'
+ * panels [x0, x1) are packed for the weight gradient while they are in cache. */
+static void input_step(sh_layer *l, sh_exec *x, const rnn_view *v, int t, int j0, int j1,
+                       int x0, int x1)
+{
+    float *kt = l->keep + (size_t)t * v->b * v->kc;
+    size_t r0 = (size_t)t * v->b;
+    if (l->input_onehot) {
         if (!l->batch_normalize) return;
-        for (int r = 0; r < nr; r++)
-            memcpy(a + (size_t)r * v.kc, v.wt + (size_t)v.idx[r0 + r] * v.h, (size_t)v.h * sizeof(float));
-        return;
+        for (int b = 0; b < v->b; b++)
+            memcpy(kt + (size_t)b * v->kc + j0, v->wt + (size_t)v->idx[r0 + b] * v->h + j0,
+                   (size_t)(j1 - j0) * sizeof(float));
+    } else {
+        const float *xt = l->in[0] + r0 * v->in;
+        sh_packed_gemm(v->b, j0, j1, v->in, xt, v->in, v->pin, 0, kt, v->kc);
+        if (x1 > x0)
+            sh_packed_pack_rows(v->rows, v->in, (int)r0, (int)r0 + v->b, xt, v->in, x0, x1, v->xpk);
+        if (!l->batch_normalize) {
+            act_rows(l->act, kt + j0, v->b, v->kc, j1 - j0, v->bin + j0);
+            return;
+        }
     }
-    sh_packed_gemm(nr, 0, v.h, v.in, l->in[0] + (size_t)r0 * v.in, v.in,
-                   sh_rnn_packed(l, v.in, v.h), 0, a, v.kc);
-    if (!l->batch_normalize) act_rows(l->act, a, nr, v.kc, v.h, v.bin);
+    bn_act(l, x, v, 0, t, kt, v->kc, j0, j1);
 }
 
-/* Batch norm (over each step's streams) and activation of the input part, units [j0, j1). */
-static void rnn_input_bn(sh_layer *l, sh_exec *x, int tid, int j0, int j1)
+/* Step t's outputs, columns [o0, o1): act(s_t Wout^T + bout) (Wout^T packed), or batch norm. */
+static void output_step(sh_layer *l, sh_exec *x, const rnn_view *v, int t, int o0, int o1)
 {
-    (void)tid;
-    rnn_view v = view(l, x);
-    for (int t = 0; t < l->steps && j1 > j0; t++)
-        bn_act(l, x, &v, 0, t, l->keep + (size_t)t * v.b * v.kc, v.kc, j0, j1);
+    if (o1 <= o0) return;
+    float *y = l->out + (size_t)t * v->b * v->k;
+    sh_packed_gemm(v->b, o0, o1, v->h, l->keep + (size_t)t * v->b * v->kc + 2 * v->h, v->kc,
+                   v->pout, 0, y, v->k);
+    if (l->batch_normalize)
+        bn_act(l, x, v, 2, t, y, v->k, o0, o1);
+    else
+        act_rows(l->act, y + o0, v->b, v->k, o1 - o0, v->bout + o0);
 }
 
-static void rnn_output_rows(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
-{
-    (void)tid;
-    rnn_view v = view(l, x);
-    int nr = r1 - r0;
-    if (nr <= 0) return;
-    float *y = l->out + (size_t)r0 * v.k;
-    sh_packed_gemm(nr, 0, v.k, v.h, l->keep + (size_t)r0 * v.kc + 2 * v.h, v.kc,
-                   sh_rnn_packed(l, v.h, v.k), 0, y, v.k);
-    if (!l->batch_normalize) act_rows(l->act, y, nr, v.k, v.k, v.bout);
-}
-
-static void rnn_output_bn(sh_layer *l, sh_exec *x, int tid, int j0, int j1)
-{
-    (void)tid;
-    rnn_view v = view(l, x);
-    for (int t = 0; t < l->steps && j1 > j0; t++)
-        bn_act(l, x, &v, 2, t, l->out + (size_t)t * v.b * v.k, v.k, j0, j1);
-}
-
-/* Step t, units of blocks [k0, k1): the self part from s of step t-1 (Wself^T packed),
- * then s. */
+/* Step t (l->cur_step), units of blocks [k0, k1): the input part, the self part from s of
+ * step t-1 (Wself^T packed), then s, packed as well for the weight gradients; and the outputs
+ * of step t-1 (its s is whole now), the same share of their columns. Step T: outputs only. */
 static void rnn_step_forward(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
 {
     (void)tid;
     rnn_view v = view(l, x);
-    int t = l->cur_step, j0 = k0 * SH_RNN_BLOCK, j1 = k1 * SH_RNN_BLOCK;
+    int t = l->cur_step, nblk = sh_rnn_nblocks(v.h), o0, o1, x0, x1;
+    scale_blocks(k0, k1, nblk, sh_packed_npanels(v.k), &o0, &o1);
+    if (t > 0) output_step(l, x, &v, t - 1, o0 * SH_PACKED_NR, o1 * SH_PACKED_NR < v.k ? o1 * SH_PACKED_NR : v.k);
+    int j0 = k0 * SH_RNN_BLOCK, j1 = k1 * SH_RNN_BLOCK;
     if (j1 > v.h) j1 = v.h;
-    int nj = j1 - j0;
-    if (nj <= 0) return;
+    if (t == l->steps || j1 <= j0) return;
+    scale_blocks(k0, k1, nblk, sh_packed_npanels(v.in), &x0, &x1);
+    input_step(l, x, &v, t, j0, j1, x0, x1);
     const float *sprev = t ? l->keep + (size_t)(t - 1) * v.b * v.kc + 2 * v.h : v.s0;
     int ldp = t ? v.kc : v.h;
     float *kt = l->keep + (size_t)t * v.b * v.kc;
-    sh_packed_gemm(v.b, j0, j1, v.h, sprev, ldp, sh_rnn_packed(l, v.h, v.h), 0, kt + v.h, v.kc);
+    sh_packed_gemm(v.b, j0, j1, v.h, sprev, ldp, v.pself, 0, kt + v.h, v.kc);
     if (l->batch_normalize)
         bn_act(l, x, &v, 1, t, kt + v.h, v.kc, j0, j1);
     else
-        act_rows(l->act, kt + v.h + j0, v.b, v.kc, nj, v.bself + j0);
+        act_rows(l->act, kt + v.h + j0, v.b, v.kc, j1 - j0, v.bself + j0);
     for (int b = 0; b < v.b; b++) {
         float *row = kt + (size_t)b * v.kc;
         const float *yi = input_part(l, &v, (size_t)t * v.b + b);
         for (int j = j0; j < j1; j++) row[2 * v.h + j] = yi[j] + row[v.h + j];
     }
+    int r0 = v.b + t * v.b; /* [s0; s]: s of step t is rows B + tB .. */
+    sh_packed_pack_rows(v.b + v.rows, v.h, r0, r0 + v.b, kt + 2 * v.h, v.kc, k0, k1, v.spk);
+}
+
+/* W (n, h) packed at dst for the forward products (transposed: 1) or the backward ones. */
+static void pack_w(const float *w, int h, int n, int transposed, float *dst)
+{
+    if (transposed)
+        sh_packed_pack(1, h, n, w, h, 0, sh_packed_npanels(n), dst);
+    else
+        sh_packed_pack(0, n, h, w, h, 0, sh_packed_npanels(h), dst);
 }
 
 static void rnn_forward(sh_layer *l, sh_exec *x)
 {
     rnn_view v = view(l, x);
-    double macs = (double)v.b * v.h * v.h; /* one step's product */
+    /* one step's products: the input part, the self part, the outputs */
+    double macs = (double)v.b * v.h * (v.h + v.in + v.k);
     size_t bh = (size_t)v.b * v.h;
     memcpy(v.s0, l->state, bh * sizeof(float));
     l->input_onehot = l->src[0] < 0 && sh_rnn_onehot(l->in[0], v.rows, v.in, v.idx);
@@ -257,16 +284,14 @@ static void rnn_forward(sh_layer *l, sh_exec *x)
          * input rather than once per row, unless batch norm comes between */
         sh_rnn_transpose(v.win, v.h, v.in, v.wt);
         if (!l->batch_normalize) act_rows(l->act, v.wt, v.in, v.h, v.h, v.bin);
+    } else {
+        pack_w(v.win, v.in, v.h, 1, v.pin);
     }
-    if (!l->input_onehot) sh_rnn_pack(l, v.win, v.in, v.h, 1);
-    sh_exec_chunks(l, x, sh_rnn_chunk_rows(x), rnn_input_rows);
-    sh_rnn_pack(l, v.wself, v.h, v.h, 1);
-    if (l->batch_normalize) sh_exec_split(l, x, v.h, rnn_input_bn);
+    pack_w(v.wself, v.h, v.h, 1, v.pself);
+    pack_w(v.wout, v.h, v.k, 1, v.pout);
+    sh_packed_pack_rows(v.b + v.rows, v.h, 0, v.b, v.s0, v.h, 0, sh_packed_npanels(v.h), v.spk);
     int nblk = sh_rnn_nblocks(v.h);
-    for (int t = 0; t < l->steps; t++) sh_rnn_split_step(l, x, t, nblk, macs, rnn_step_forward);
-    sh_rnn_pack(l, v.wout, v.h, v.k, 1);
-    sh_exec_chunks(l, x, sh_rnn_chunk_rows(x), rnn_output_rows);
-    if (l->batch_normalize) sh_exec_split(l, x, v.k, rnn_output_bn);
+    for (int t = 0; t <= l->steps; t++) sh_rnn_split_step(l, x, t, nblk, macs, rnn_step_forward);
     const float *last = l->keep + (size_t)(l->steps - 1) * v.b * v.kc + 2 * v.h;
     for (int b = 0; b < v.b; b++)
         memcpy(l->state + (size_t)b * v.h, last + (size_t)b * v.kc, (size_t)v.h * sizeof(float));
@@ -289,18 +314,14 @@ static void rnn_output_bn_back(sh_layer *l, sh_exec *x, int tid, int j0, int j1)
     }
 }
 
-/* Rows [r0, r1): the output activation's gradient (without batch norm), then dL/ds = dY Wout. */
-static void rnn_output_back(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
+/* Without batch norm: the output activation's gradient of step t's rows, columns [o0, o1). */
+static void output_act_back(sh_layer *l, const rnn_view *v, int t, int o0, int o1)
 {
-    (void)tid;
-    rnn_view v = view(l, x);
-    int nr = r1 - r0;
-    if (nr <= 0) return;
-    float *dy = l->delta + (size_t)r0 * v.k;
-    if (!l->batch_normalize)
-        sh_act_backward(l->act, l->out + (size_t)r0 * v.k, dy, (size_t)nr * v.k);
-    sh_packed_gemm(nr, 0, v.h, v.k, dy, v.k, sh_rnn_packed(l, v.h, v.k), 0,
-                   v.din + (size_t)r0 * v.h, v.h);
+    if (l->batch_normalize || o1 <= o0) return;
+    size_t r0 = (size_t)t * v->b;
+    for (int b = 0; b < v->b; b++)
+        sh_act_backward(l->act, l->out + (r0 + b) * v->k + o0, l->delta + (r0 + b) * v->k + o0,
+                        (size_t)(o1 - o0));
 }
 
 /* dL/ds (din + carry) through tanh into both parts in one pass: din of the input part (yi
@@ -316,13 +337,17 @@ static inline void tanh_back2(int n, float *restrict din, const float *restrict 
     }
 }
 
-static void rnn_step_backward(sh_layer *l, sh_exec *x, int tid, int j0, int j1)
+/* Step t, units of blocks [k0, k1): dL/ds from above (dY_t Wout, Wout packed) and from the
+ * step after (the carry), through the activation into both parts. */
+static void rnn_step_backward(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
 {
     (void)tid;
     rnn_view v = view(l, x);
-    int t = l->cur_step, nj = j1 - j0;
+    int t = l->cur_step, j0 = k0 * SH_RNN_BLOCK, j1 = k1 * SH_RNN_BLOCK < v.h ? k1 * SH_RNN_BLOCK : v.h;
+    int nj = j1 - j0;
     if (nj <= 0) return;
     size_t r0 = (size_t)t * v.b;
+    sh_packed_gemm(v.b, j0, j1, v.k, l->delta + r0 * v.k, v.k, v.pout, 0, v.din + r0 * v.h, v.h);
     for (int b = 0; b < v.b; b++) {
         size_t r = r0 + b;
         const float *kr = l->keep + r * v.kc, *yi = input_part(l, &v, r) + j0;
@@ -346,31 +371,28 @@ static void rnn_step_backward(sh_layer *l, sh_exec *x, int tid, int j0, int j1)
     }
 }
 
-/* dL/ds of step t-1 through the self weights (packed), units of blocks [k0, k1). */
+/* After step t's backward, blocks [k0, k1) of: dL/dx of step t's rows (when wanted), the
+ * output activation's gradient of step t-1's rows and dL/ds of step t-1 through the self
+ * weights (packed), each a share of its own columns. */
 static void rnn_step_carry(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
 {
     (void)tid;
     rnn_view v = view(l, x);
+    int o0, o1, nblk = sh_rnn_nblocks(v.h);
+    scale_blocks(k0, k1, nblk, sh_packed_npanels(v.k), &o0, &o1);
+    int t = l->cur_step, i0, i1;
+    size_t r0 = (size_t)t * v.b;
+    scale_blocks(k0, k1, nblk, sh_packed_npanels(v.in), &i0, &i1);
+    i0 *= SH_PACKED_NR;
+    i1 = i1 * SH_PACKED_NR < v.in ? i1 * SH_PACKED_NR : v.in;
+    if (l->in_delta[0] && i1 > i0) /* dL/dx of step t: dG_in Win (packed) */
+        sh_packed_gemm(v.b, i0, i1, v.h, v.din + r0 * v.h, v.h, v.pin, l->accum[0],
+                       l->in_delta[0] + r0 * v.in, v.in);
     int c0 = k0 * SH_RNN_BLOCK, c1 = k1 * SH_RNN_BLOCK < v.h ? k1 * SH_RNN_BLOCK : v.h;
-    if (c1 <= c0) return;
-    const float *d = v.dself + (size_t)l->cur_step * v.b * v.h;
-    sh_packed_gemm(v.b, c0, c1, v.h, d, v.h, sh_rnn_packed(l, v.h, v.h), 0, v.ds, v.h);
-}
-
-/* Panels [p0, p1) of what the weight gradients multiply, packed: [s0; s] and the inputs. */
-static void rnn_pack_grads(sh_layer *l, sh_exec *x, int tid, int p0, int p1)
-{
-    (void)tid;
-    rnn_view v = view(l, x);
-    int kp = v.b + v.rows, hp = sh_packed_npanels(v.h), ip = sh_packed_npanels(v.in);
-    int s1 = p1 < hp ? p1 : hp;
-    if (p0 < s1) {
-        sh_packed_pack_rows(kp, v.h, 0, v.b, v.s0, v.h, p0, s1, v.spk);
-        sh_packed_pack_rows(kp, v.h, v.b, kp, l->keep + 2 * v.h, v.kc, p0, s1, v.spk);
-    }
-    int x1 = p1 < ip ? p1 : ip;
-    if (!l->input_onehot && p0 < x1)
-        sh_packed_pack_rows(v.rows, v.in, 0, v.rows, l->in[0], v.in, p0, x1, v.xpk);
+    if (t == 0 || c1 <= c0) return;
+    output_act_back(l, &v, t - 1, o0 * SH_PACKED_NR,
+                    o1 * SH_PACKED_NR < v.k ? o1 * SH_PACKED_NR : v.k);
+    sh_packed_gemm(v.b, c0, c1, v.h, v.dself + r0 * v.h, v.h, v.pself, 0, v.ds, v.h);
 }
 
 /* Gradients of weight rows [k0, k1) of the stacked (2H + K) rows: Win, Wself, Wout (and,
@@ -410,40 +432,27 @@ static void rnn_param_grads(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
     }
 }
 
-static void rnn_input_delta(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
-{
-    (void)tid;
-    rnn_view v = view(l, x);
-    if (r1 <= r0) return;
-    sh_packed_gemm(r1 - r0, 0, v.in, v.h, v.din + (size_t)r0 * v.h, v.h,
-                   sh_rnn_packed(l, v.in, v.h), l->accum[0], l->in_delta[0] + (size_t)r0 * v.in,
-                   v.in);
-}
-
 static void rnn_backward(sh_layer *l, sh_exec *x)
 {
     rnn_view v = view(l, x);
-    double macs = (double)v.b * v.h * v.h; /* one step's product */
+    /* one step's products: dY Wout, the carry and dL/dx */
+    double macs = (double)v.b * v.h * (v.k + v.h + (l->in_delta[0] ? v.in : 0));
     memset(v.ds, 0, (size_t)v.b * v.h * sizeof(float));
     if (l->batch_normalize) { /* the steps add into the shifts' and scales' gradients */
         memset(x->grad[0] + l->b_off, 0, l->b_count * sizeof(float));
         memset(x->grad[0] + l->s_off, 0, l->s_count * sizeof(float));
         sh_exec_split(l, x, v.k, rnn_output_bn_back);
     }
-    sh_rnn_pack(l, v.wout, v.h, v.k, 0);
-    sh_exec_chunks(l, x, sh_rnn_chunk_rows(x), rnn_output_back);
-    sh_rnn_pack(l, v.wself, v.h, v.h, 0);
+    output_act_back(l, &v, l->steps - 1, 0, v.k); /* the others in rnn_step_carry */
+    pack_w(v.wout, v.h, v.k, 0, v.pout);
+    pack_w(v.wself, v.h, v.h, 0, v.pself);
+    if (l->in_delta[0]) pack_w(v.win, v.in, v.h, 0, v.pin);
     int nblk = sh_rnn_nblocks(v.h);
     for (int t = l->steps - 1; t >= 0; t--) {
-        sh_rnn_split_step(l, x, t, v.h, macs, rnn_step_backward);
-        if (t > 0) sh_rnn_split_step(l, x, t, nblk, macs, rnn_step_carry);
+        sh_rnn_split_step(l, x, t, nblk, macs, rnn_step_backward);
+        sh_rnn_split_step(l, x, t, nblk, macs, rnn_step_carry);
     }
-    int hp = sh_packed_npanels(v.h), ip = sh_packed_npanels(v.in);
-    sh_exec_split(l, x, hp > ip ? hp : ip, rnn_pack_grads);
     sh_exec_split(l, x, 2 * v.h + v.k, rnn_param_grads);
-    if (!l->in_delta[0]) return;
-    sh_rnn_pack(l, v.win, v.in, v.h, 0);
-    sh_exec_chunks(l, x, sh_rnn_chunk_rows(x), rnn_input_delta);
 }
 
 /* Darknet's .weights (parser.c save_weights_upto, RNN): its input, self and output connected

@@ -51,8 +51,10 @@ void sh_rnn_gated_forward(sh_layer *l, sh_exec *x, const sh_rnn_gated *g)
     int h = l->hidden, b = sh_rnn_streams(l, x), ng = l->ngates * h;
     double macs = (double)b * h * ng; /* one step's product */
     const float *wx = x->params + l->w_off, *wh = wx + (size_t)ng * l->inputs;
-    if (!l->input_onehot) sh_rnn_pack(l, wx, (int)l->inputs, ng, 1);
-    sh_exec_chunks(l, x, sh_rnn_chunk_rows(x), g->input_rows);
+    if (g->input_rows) { /* else the steps do their own input part */
+        if (!l->input_onehot) sh_rnn_pack(l, wx, (int)l->inputs, ng, 1);
+        sh_exec_chunks(l, x, sh_rnn_chunk_rows(x), g->input_rows);
+    }
     sh_rnn_pack(l, wh, h, ng, 1);
     int nblk = sh_rnn_nblocks(h);
     for (int t = 0; t < l->steps; t++) sh_rnn_split_step(l, x, t, nblk, macs, g->step_forward);

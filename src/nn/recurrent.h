@@ -131,7 +131,8 @@ static inline int sh_rnn_chunk_rows(const sh_exec *x)
  * l->cur_step. */
 typedef struct {
     sh_image_fn input_rows;    /* rows [r0, r1): the input part of the gates (X Wx^T + biases;
-                                  Wx^T packed, sh_rnn_packed) */
+                                  Wx^T packed, sh_rnn_packed); NULL: step_forward does each
+                                  step's (the layer packs Wx^T where it wants) */
     sh_image_fn step_forward;  /* gate blocks [k0, k1): the recurrent part (Wh^T packed,
                                   sh_rnn_packed), then the cells */
     sh_image_fn step_backward; /* gate blocks [k0, k1): the gates' gradients from dL/dh (and
@@ -143,8 +144,8 @@ typedef struct {
     sh_image_fn param_grads;   /* gate rows [k0, k1): weight and bias gradients, all rows */
 } sh_rnn_gated;
 
-/* Forward: every step's input part at once (Wx^T packed, unless the inputs are one-hot), then
- * the T steps in order (Wh^T packed). The caller loads the starting state before and saves
+/* Forward: every step's input part at once (Wx^T packed, unless the inputs are one-hot; or
+ * none, for the steps to do), then the T steps in order (Wh^T packed). The caller loads the starting state before and saves
  * the last step's after. */
 void sh_rnn_gated_forward(sh_layer *l, sh_exec *x, const sh_rnn_gated *g);
 /* Backward through time: the T steps last to first (each carrying dL/dh to the step before

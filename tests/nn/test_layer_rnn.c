@@ -1,7 +1,7 @@
 /* test_layer_rnn.c — proves src/nn/layer_rnn.c, layer_gru.c, layer_gru_darknet.c,
  * layer_lstm.c and recurrent.c:
  * gradients through time equal central finite differences (weights, biases, inputs, with a
- * non-zero starting state), two threads agree with one, the state carried from one batch to
+ * non-zero starting state; dense and one-hot input rows), two threads agree with one, the state carried from one batch to
  * the next makes two batches of T steps equal one batch of 2T steps, and bad keys are
  * refused with file:line. The comparison with PyTorch is tests/nn/test_rnn_torch.c. */
 #include <stdio.h>
@@ -40,7 +40,9 @@ static double loss_from(sh_net *n, const float *state0, const float *x, int rows
     return sh_net_loss(n, labels);
 }
 
-static void gradcheck(const char *what, const char *text, int streams, int steps)
+/* onehot: each input row a single 1 (the layers' lookup path; the perturbed inputs of the
+ * finite differences take the product path). */
+static void gradcheck_x(const char *what, const char *text, int streams, int steps, int onehot)
 {
     test_net t;
     if (!tn_build(&t, text, streams, 5)) return;
@@ -53,6 +55,10 @@ static void gradcheck(const char *what, const char *text, int streams, int steps
     int32_t *y = malloc((size_t)rows * sizeof *y);
     tn_random(s0, ns, 3, -0.8f, 0.8f);
     tn_random(x, (size_t)rows * in, 4, -1.0f, 1.0f);
+    if (onehot) {
+        memset(x, 0, (size_t)rows * in * sizeof *x);
+        for (int r = 0; r < rows; r++) x[(size_t)r * in + (r * 2) % in] = 1.0f;
+    }
     for (int i = 0; i < rows; i++) y[i] = (i * 5 + 1) % 4;
     float *p = sh_net_params(n);
     for (size_t i = 0; i < np; i++) p[i] *= 1.5f; /* larger weights: state matters more */
@@ -98,6 +104,11 @@ static void gradcheck(const char *what, const char *text, int streams, int steps
     tn_free(&t);
 }
 
+static void gradcheck(const char *what, const char *text, int streams, int steps)
+{
+    gradcheck_x(what, text, streams, steps, 0);
+}
+
 static void gradients_through_time_match_finite_differences(void)
 {
     char text[512], what[64];
@@ -124,6 +135,12 @@ static void gradients_through_time_match_finite_differences(void)
     gradcheck("rnn batch_normalize", text, 4, 3);
     layer_cfg(text, sizeof text, "rnn", 3, 5, 2, 20, "batch_normalize=1\nactivation=logistic");
     gradcheck("rnn batch_normalize logistic", text, 5, 2);
+    /* one-hot rows: [rnn] reads its activated input part from Win^T, or with batch norm
+     * copies it into each step's rows */
+    layer_cfg(text, sizeof text, "rnn", 5, 3, 3, 20, "activation=tanh");
+    gradcheck_x("rnn one-hot", text, 3, 3, 1);
+    layer_cfg(text, sizeof text, "rnn", 5, 3, 3, 20, "batch_normalize=1\nactivation=tanh");
+    gradcheck_x("rnn one-hot batch_normalize", text, 3, 3, 1);
     layer_cfg(text, sizeof text, "rnn", 3, 1, 5, 6, "");
     gradcheck("rnn logistic (Darknet's default), one stream", text, 1, 5);
     gradcheck("crnn", "[net]\nwidth=4\nheight=3\nchannels=2\nbatch=2\ntime_steps=3\n"
