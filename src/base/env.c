@@ -36,6 +36,9 @@ static const env_var table[] = {
     {"SHOAL_TIMEOUT", "60000", 1, 86400000, "deadline of every blocking operation, in ms"},
     {"SHOAL_SOCKET_IFNAME", NULL, NOT_INT,
      "network interface to bind and connect on (default: the route to the master)"},
+    {"SHOAL_TCP_CONGESTION", NULL, NOT_INT,
+     "TCP congestion control of shoal's connections: an algorithm the kernel allows (cubic, reno, "
+     "...) or system (the default: the kernel's)"},
     {"SHOAL_BIND_ALL", "0", 0, 1, "1: listen on every address instead of one interface"},
     {"SHOAL_PORT_RANGE", NULL, NOT_INT,
      "LO-HI: the TCP ports ranks listen on for each other, one each (default: any free port)"},

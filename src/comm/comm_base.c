@@ -10,6 +10,7 @@
 #include "base/env.h"
 #include "base/err.h"
 #include "base/util.h"
+#include "comm/boot/sock.h"
 #include "comm/comm_internal.h"
 #include "comm/transport/shm.h"
 
@@ -33,6 +34,7 @@ shoal_result sh_comm_alloc(int rank, int world, shoal_comm **out)
     long t = 60000, spin = 50;
     shoal_result rc = sh_env_long("SHOAL_TIMEOUT", &t);
     if (rc == SHOAL_OK) rc = sh_env_long("SHOAL_SPIN_US", &spin);
+    if (rc == SHOAL_OK) rc = sh_sock_check_congestion();
     if (rc != SHOAL_OK) {
         sh_comm_free(c);
         return rc;

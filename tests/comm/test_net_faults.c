@@ -128,9 +128,10 @@ static int exit_code(const proc *p)
 /* 2 hosts x 2 ranks of `shoal bench allreduce` of size (4M: the hierarchical allreduce runs
  * pipelined; 1M: in phases), one process per rank (no launcher: each rank's own message is
  * checked). */
-static void start_bench(proc *ps, int timeout_ms, const char *size, const char *iters, const char *check)
+static void start_bench(proc *ps, int timeout_ms, const char *size, const char *iters, const char *check,
+                        const char *cc)
 {
-    static char env[NRANKS][8][96];
+    static char env[NRANKS][9][96];
     char key[65];
     for (int i = 0; i < 32; i++) snprintf(key + 2 * i, 3, "%02x", (unsigned)(rand() & 0xff));
     port++;
@@ -143,8 +144,9 @@ static void start_bench(proc *ps, int timeout_ms, const char *size, const char *
         snprintf(env[r][5], 96, "SHOAL_MASTER_PORT=%d", port);
         snprintf(env[r][6], 96, "SHOAL_JOB_KEY=%s", key);
         snprintf(env[r][7], 96, "SHOAL_TIMEOUT=%d", timeout_ms);
-        char *e[] = {env[r][0], env[r][1], env[r][2], env[r][3], env[r][4], env[r][5], env[r][6], env[r][7], lab_env,
-                     NULL};
+        snprintf(env[r][8], 96, "SHOAL_TCP_CONGESTION=%s", cc ? cc : "system");
+        char *e[] = {env[r][0], env[r][1], env[r][2], env[r][3], env[r][4], env[r][5], env[r][6], env[r][7], env[r][8],
+                     lab_env, NULL};
         char *argv[] = {(char *)shoal_bin, "bench", "allreduce", "-b", (char *)size, "-e", (char *)size, "-n", (char *)iters, "-w", "2",
                         "-c", (char *)check, NULL};
         char log[32];
@@ -167,7 +169,7 @@ static void link_down_stops_every_rank(void)
 {
     enum { TIMEOUT_MS = 3000 };
     proc ps[NRANKS];
-    start_bench(ps, TIMEOUT_MS, "4M", "1000000", "0");
+    start_bench(ps, TIMEOUT_MS, "4M", "1000000", "0", NULL);
     sleep(2); /* connected and moving bytes */
     CHECK(wait_all(ps, NRANKS, sh_now_ns(), 0) == NRANKS, "a rank ended before the fault: %s", log_of(&ps[0]));
     uint64_t t0 = sh_now_ns();
@@ -191,10 +193,11 @@ static void link_down_stops_every_rank(void)
 static void link_back_up_is_survived(void)
 {
     proc ps[NRANKS];
-    /* 1 MiB, the phased path: at 4 MiB (pipelined) one CI run of many saw both directions of
-     * one connection across the hosts deliver nothing for the whole 15 s after the link came
-     * back (not reproduced in 13 runs since; see bench/README, issue 12) */
-    start_bench(ps, 15000, "1M", "300", "1");
+    /* 4 MiB, the pipelined path, on cubic: under the kernel's bbr about 1 flap in 100 left a
+     * connection paced at ~43 kbit/s for a minute, past any deadline (BBR v1 took the outage
+     * for a policer: src/comm/boot/sock_cc.c). That is the kernel's; this case proves shoal's
+     * part, that a collective interrupted by a flap completes. */
+    start_bench(ps, 15000, "4M", "300", "1", "cubic");
     sleep(2);
     CHECK(sh("ip -n shl-%s-sw link set h1 down 2>&1", name) == 0, "link down: %s", out);
     uint64_t t0 = sh_now_ns();
@@ -207,7 +210,7 @@ static void link_back_up_is_survived(void)
         CHECK(ps[r].done && exit_code(&ps[r]) == 0, "rank %d: exit %d: %s", r, exit_code(&ps[r]), text);
         if (r == 0) {
             /* the row: size count type redop root time algbw busbw #wrong ... */
-            const char *row = strstr(text, "     1048576 ");
+            const char *row = strstr(text, "     4194304 ");
             long wrong = -1;
             double t, a, b;
             CHECK(row && sscanf(row, "%*s %*s %*s %*s %*s %lf %lf %lf %ld", &t, &a, &b, &wrong) == 4 && wrong == 0,
@@ -221,7 +224,7 @@ static void frozen_host_is_named(void)
 {
     enum { TIMEOUT_MS = 3000 };
     proc ps[NRANKS];
-    start_bench(ps, TIMEOUT_MS, "4M", "1000000", "0");
+    start_bench(ps, TIMEOUT_MS, "4M", "1000000", "0", NULL);
     sleep(2);
     uint64_t t0 = sh_now_ns();
     kill(ps[2].pid, SIGSTOP);
@@ -341,6 +344,52 @@ static void training_survives_a_killed_host_by_its_checkpoint(void)
     printf("test_net_faults: training resumed on host 0 at step %ld\n", from);
 }
 
+/* Ctrl-C on one host's launcher only: the ranks of both hosts stop at one step (with one
+ * rank a host the exchange overlaps the next forward, SHOAL_DP_OVERLAP=1 across hosts, so
+ * the stop is agreed a step late), rank 0 saves, both launchers exit 0, and host 0 resumes
+ * from the step saved. */
+static void sigint_on_one_host_stops_both(void)
+{
+    char ck[300], cfg[300];
+    snprintf(ck, sizeof ck, "%s/int.ckpt", dir);
+    snprintf(cfg, sizeof cfg, "%s/other.cfg", dir);
+    unlink(ck);
+    proc nodes[2];
+#define TRAIN_ARGS(k)                                                                                        \
+    {(char *)shoal_bin, "train", cfg, "--data", dir, "-n", "1", "--nnodes", "2", "--node-rank", k,              \
+     "--master-addr", "10.77.0.1", "--threads", "1", "--scaling", "strong", "--batch", "32", "--max-steps",     \
+     "100000000", "--save", ck, "--quiet", NULL}
+    char *const argv_of[2][32] = {TRAIN_ARGS("0"), TRAIN_ARGS("1")};
+#undef TRAIN_ARGS
+    start_nodes(nodes, argv_of, 10000);
+    sleep(3); /* connected and training */
+    CHECK(wait_all(nodes, 2, sh_now_ns(), 0) == 2, "training ended before the signal: %s", log_of(&nodes[0]));
+    uint64_t t0 = sh_now_ns();
+    kill(nodes[1].pid, SIGINT);
+    int left = wait_all(nodes, 2, t0, 20);
+    CHECK(left == 0, "%d launchers still run 20 s after SIGINT on host 1", left);
+    for (int h = 0; h < 2; h++)
+        CHECK(nodes[h].done && exit_code(&nodes[h]) == 0, "host %d's launcher: exit %d: %s", h, exit_code(&nodes[h]),
+              log_of(&nodes[h]));
+    const char *text = log_of(&nodes[0]);
+    CHECK(strstr(text, "stopped by SIGINT; saved") != NULL, "host 0 did not save: %s", text);
+    kill_all(nodes, 2);
+    uint64_t meta[32] = {0};
+    sh_ckpt_section m = {"meta", meta, sizeof meta};
+    CHECK(sh_ckpt_load(ck, &m, 1) == SHOAL_OK, "%s", shoal_last_error_message());
+    long saved = (long)meta[2];
+    CHECK(saved >= 1, "the checkpoint is at step %ld", saved);
+    int rc = sh(LAB " exec h0 %s train %s --data %s --threads 1 --scaling strong --batch 32 --max-steps %ld "
+                "--resume %s 2>&1", shoal_bin, cfg, dir, saved + 5, ck);
+    CHECK(rc == 0, "resume on host 0: exit %d: %s", rc, out);
+    long from = 0, to = 0;
+    const char *s = strstr(out, ", steps ");
+    CHECK(s && sscanf(s, ", steps %ld..%ld", &from, &to) == 2 && from == saved + 1 && to == saved + 5,
+          "the resumed run does not continue from step %ld: %s", saved, out);
+    printf("test_net_faults: SIGINT on host 1: both hosts stopped at step %ld, %.2f s after it\n", saved,
+           nodes[0].exit_s > nodes[1].exit_s ? nodes[0].exit_s : nodes[1].exit_s);
+}
+
 int main(void)
 {
     check_begin("test_net_faults", 300);
@@ -371,6 +420,7 @@ int main(void)
         RUN(frozen_host_is_named);
         RUN(killed_host_stops_the_launcher);
         RUN(training_survives_a_killed_host_by_its_checkpoint);
+        RUN(sigint_on_one_host_stops_both);
     }
     sh(LAB " down 2>&1");
     tiny_remove_dir(dir);

@@ -7,9 +7,13 @@
  * Not here: the rendezvous (test_boot.c), the store (test_store.c).
  * Proves src/comm/transport/tcp.c and the handshake in src/comm/boot/sock.c. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -53,6 +57,7 @@ typedef struct {
     int never_rank;         /* this rank boots but never connects (-1: none) */
     int sub_mesh;           /* 1: connect a second mesh under another prefix and use it too */
     int attack;             /* 1: a stranger process attacks ranks 0..world-2's ports */
+    const char *cc;         /* SHOAL_TCP_CONGESTION (NULL: unset) */
 } tcp_case;
 
 static void set_env(const tcp_case *tc, int rank)
@@ -73,6 +78,8 @@ static void set_env(const tcp_case *tc, int rank)
     else unsetenv("SHOAL_BIND_ALL");
     if (tc->ifname) setenv("SHOAL_SOCKET_IFNAME", tc->ifname, 1);
     else unsetenv("SHOAL_SOCKET_IFNAME");
+    if (tc->cc) setenv("SHOAL_TCP_CONGESTION", tc->cc, 1);
+    else unsetenv("SHOAL_TCP_CONGESTION");
 }
 
 static int wanted(const tcp_case *tc, int a, int b)
@@ -128,6 +135,30 @@ static void exchange(shoal_comm *c, const tcp_case *tc, size_t nbytes)
     for (int p = 0; p < w; p++)
         if (!wanted(tc, c->rank, p))
             CHECK(!c->coll[p] && !c->p2p[p], "rank %d has an unwanted link to %d", c->rank, p);
+}
+
+/* The kernel's default congestion control here ("" where it cannot be read). */
+static void system_cc(char *out, size_t cap)
+{
+    out[0] = 0;
+    FILE *f = fopen("/proc/sys/net/ipv4/tcp_congestion_control", "r");
+    if (!f) return;
+    if (!fgets(out, (int)cap, f)) out[0] = 0;
+    out[strcspn(out, "\n")] = 0;
+    fclose(f);
+}
+
+/* A link's congestion control: the one SHOAL_TCP_CONGESTION names, else the kernel's. */
+static void check_congestion(const tcp_case *tc, int fd, int peer)
+{
+    char got[16] = "", sys[64];
+    socklen_t len = sizeof got - 1;
+    CHECK(getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, got, &len) == 0, "TCP_CONGESTION: %s", strerror(errno));
+    system_cc(sys, sizeof sys);
+    if (tc->cc && strcmp(tc->cc, "system") != 0)
+        CHECK(strcmp(got, tc->cc) == 0, "link to %d runs %s, SHOAL_TCP_CONGESTION=%s", peer, got, tc->cc);
+    else
+        CHECK(!sys[0] || strcmp(got, sys) == 0, "link to %d runs %s, the kernel's default is %s", peer, got, sys);
 }
 
 static void rank_main(const tcp_case *tc, int rank)
@@ -187,6 +218,7 @@ static void rank_main(const tcp_case *tc, int rank)
                     else if (IN6_IS_ADDR_V4MAPPED(&((struct sockaddr_in6 *)&a)->sin6_addr))
                         memcpy(&v4, &((struct sockaddr_in6 *)&a)->sin6_addr.s6_addr[12], 4), v4 = ntohl(v4);
                     CHECK(v4 == 0x7f000001, "link to %d is on %08x (family %d)", p, v4, a.ss_family);
+                    check_congestion(tc, c->coll[p]->fd, p);
                 }
             exchange(c, tc, check_under_san() ? 100000 : 1 << 20);
             exchange(c, tc, 1);
@@ -400,6 +432,36 @@ static void the_interface_can_be_named(void)
     RUN_PROCS(1, NULL, unknown_ifname_proc, NULL);
 }
 
+/* SHOAL_TCP_CONGESTION naming an algorithm the kernel refuses: one line at start-up. */
+static void unknown_cc_proc(int i, void *arg)
+{
+    (void)i, (void)arg;
+    tcp_case t1 = base_case(1);
+    t1.cc = "nosuch";
+    set_env(&t1, 0);
+    shoal_comm *c = NULL;
+    CHECK_RC(sh_boot_world(NULL, &c), SHOAL_ERR_INVALID);
+    CHECK(has(shoal_last_error_message(), "SHOAL_TCP_CONGESTION=nosuch") &&
+              has(shoal_last_error_message(), "tcp_allowed_congestion_control"),
+          "%s", shoal_last_error_message());
+    if (c) shoal_comm_destroy(c);
+}
+
+/* The kernel's congestion control unless SHOAL_TCP_CONGESTION names one ("system": the
+ * kernel's). */
+static void the_congestion_control_is_chosen(void)
+{
+    tcp_case tc = base_case(2);
+    run_tcp(&tc);
+    tc.port = free_port();
+    tc.cc = "reno"; /* always built in and allowed */
+    run_tcp(&tc);
+    tc.port = free_port();
+    tc.cc = "system";
+    run_tcp(&tc);
+    RUN_PROCS(1, NULL, unknown_cc_proc, NULL);
+}
+
 static void ranks_that_never_connect_are_named_within_the_deadline(void)
 {
     tcp_case tc = base_case(3);
@@ -416,6 +478,7 @@ int main(void)
     RUN(a_partial_mesh_makes_only_the_wanted_links);
     RUN(strangers_at_every_port_are_refused_while_the_job_connects);
     RUN(the_interface_can_be_named);
+    RUN(the_congestion_control_is_chosen);
     RUN(ranks_that_never_connect_are_named_within_the_deadline);
     return check_end();
 }

@@ -112,6 +112,7 @@ void sh_sock_tune(int fd)
     enum { BIG_NBYTES = 4 << 20 };
     int one = 1, big = BIG_NBYTES;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    sh_sock_tune_cc(fd);
     /* Setting a buffer size turns off the kernel's autotuning for that socket, and the
      * size is clamped to net.core.[rw]mem_max (often 208 KiB): then the fixed buffer is
      * smaller than autotuning would grow to on a fast link. So set it only where the

@@ -26,8 +26,14 @@ shoal_result sh_sock_listen(const char *addr, int port, int *fd_out, int *port_o
 shoal_result sh_sock_local_addr(const char *master_addr, char *out, size_t cap);
 /* "a.b.c.d:port" or "[v6]:port" of a connected socket's peer. */
 const char *sh_sock_peer_str(int fd, char *buf, size_t cap);
-/* TCP_NODELAY; 4 MiB buffers where net.core.[rw]mem_max allow them, else autotuning. */
+/* TCP_NODELAY; SHOAL_TCP_CONGESTION's algorithm; 4 MiB buffers where net.core.[rw]mem_max
+ * allow them, else autotuning. */
 void sh_sock_tune(int fd);
+/* sock_cc.c: SHOAL_TCP_CONGESTION on one socket (sh_sock_tune calls it); the variable, when
+ * it names an algorithm, must be one the kernel lets this process set: one clear error at
+ * start-up otherwise. */
+void sh_sock_tune_cc(int fd);
+shoal_result sh_sock_check_congestion(void);
 /* 1 when a refused connection should be logged: the first SH_SOCK_LOG_REFUSALS, then every
  * 1000th, so a port scan cannot flood the job's output. */
 enum { SH_SOCK_LOG_REFUSALS = 50 };
