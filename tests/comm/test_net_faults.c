@@ -197,7 +197,7 @@ static void link_back_up_is_survived(void)
      * connection paced at ~43 kbit/s for a minute, past any deadline (BBR v1 took the outage
      * for a policer: src/comm/boot/sock_cc.c). That is the kernel's; this case proves shoal's
      * part, that a collective interrupted by a flap completes. */
-    start_bench(ps, 15000, "4M", "300", "1", "cubic");
+    start_bench(ps, 15000, "4M", "150", "1", "cubic");
     sleep(2);
     CHECK(sh("ip -n shl-%s-sw link set h1 down 2>&1", name) == 0, "link down: %s", out);
     uint64_t t0 = sh_now_ns();
