@@ -295,6 +295,24 @@ static void killed_host_stops_the_launcher(void)
     kill_all(nodes, 2);
 }
 
+/* Host 0 alone resumes the checkpoint ck of cfg for `more` steps and must continue from
+ * the step saved (its meta section's steps done, slot 2, snapshot.c), which it returns. */
+static long resume_on_host0(const char *ck, const char *cfg, long more)
+{
+    uint64_t meta[32] = {0};
+    sh_ckpt_section m = {"meta", meta, sizeof meta};
+    CHECK(sh_ckpt_load(ck, &m, 1) == SHOAL_OK, "%s", shoal_last_error_message());
+    long saved = (long)meta[2];
+    int rc = sh(LAB " exec h0 %s train %s --data %s --threads 1 --scaling strong --batch 32 --max-steps %ld "
+                "--resume %s 2>&1", shoal_bin, cfg, dir, saved + more, ck);
+    CHECK(rc == 0, "resume on host 0: exit %d: %s", rc, out);
+    long from = 0, to = 0;
+    const char *s = strstr(out, ", steps ");
+    CHECK(s && sscanf(s, ", steps %ld..%ld", &from, &to) == 2 && from == saved + 1 && to == saved + more,
+          "the resumed run does not continue from step %ld: %s", saved, out);
+    return saved;
+}
+
 static void training_survives_a_killed_host_by_its_checkpoint(void)
 {
     enum { TIMEOUT_MS = 3000 };
@@ -327,21 +345,10 @@ static void training_survives_a_killed_host_by_its_checkpoint(void)
         CHECK(strstr(text, "(h1)") != NULL, "host 0 does not name the lost host: %s", text);
     }
     kill_all(nodes, 2);
-    /* the step of the last checkpoint: its meta section's steps done (slot 2, snapshot.c) */
-    uint64_t meta[32] = {0};
-    sh_ckpt_section m = {"meta", meta, sizeof meta};
-    CHECK(sh_ckpt_load(ck, &m, 1) == SHOAL_OK, "%s", shoal_last_error_message());
-    long saved = (long)meta[2];
-    CHECK(saved >= 100 && saved % 100 == 0, "the checkpoint is at step %ld", saved);
     /* the remaining host goes on alone from the last checkpoint (same global batch) */
-    int rc = sh(LAB " exec h0 %s train %s --data %s --threads 1 --scaling strong --batch 32 --max-steps %ld "
-                "--resume %s 2>&1", shoal_bin, cfg, dir, saved + 20, ck);
-    CHECK(rc == 0, "resume on host 0: exit %d: %s", rc, out);
-    long from = 0, to = 0;
-    const char *s = strstr(out, ", steps ");
-    CHECK(s && sscanf(s, ", steps %ld..%ld", &from, &to) == 2 && from == saved + 1 && to == saved + 20,
-          "the resumed run does not continue from step %ld: %s", saved, out);
-    printf("test_net_faults: training resumed on host 0 at step %ld\n", from);
+    long saved = resume_on_host0(ck, cfg, 20);
+    CHECK(saved >= 100 && saved % 100 == 0, "the checkpoint is at step %ld", saved);
+    printf("test_net_faults: training resumed on host 0 at step %ld\n", saved + 1);
 }
 
 /* Ctrl-C on one host's launcher only: the ranks of both hosts stop at one step (with one
@@ -374,18 +381,8 @@ static void sigint_on_one_host_stops_both(void)
     const char *text = log_of(&nodes[0]);
     CHECK(strstr(text, "stopped by SIGINT; saved") != NULL, "host 0 did not save: %s", text);
     kill_all(nodes, 2);
-    uint64_t meta[32] = {0};
-    sh_ckpt_section m = {"meta", meta, sizeof meta};
-    CHECK(sh_ckpt_load(ck, &m, 1) == SHOAL_OK, "%s", shoal_last_error_message());
-    long saved = (long)meta[2];
+    long saved = resume_on_host0(ck, cfg, 5);
     CHECK(saved >= 1, "the checkpoint is at step %ld", saved);
-    int rc = sh(LAB " exec h0 %s train %s --data %s --threads 1 --scaling strong --batch 32 --max-steps %ld "
-                "--resume %s 2>&1", shoal_bin, cfg, dir, saved + 5, ck);
-    CHECK(rc == 0, "resume on host 0: exit %d: %s", rc, out);
-    long from = 0, to = 0;
-    const char *s = strstr(out, ", steps ");
-    CHECK(s && sscanf(s, ", steps %ld..%ld", &from, &to) == 2 && from == saved + 1 && to == saved + 5,
-          "the resumed run does not continue from step %ld: %s", saved, out);
     printf("test_net_faults: SIGINT on host 1: both hosts stopped at step %ld, %.2f s after it\n", saved,
            nodes[0].exit_s > nodes[1].exit_s ? nodes[0].exit_s : nodes[1].exit_s);
 }
