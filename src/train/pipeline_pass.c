@@ -106,6 +106,14 @@ static shoal_result forward_one(pipe_state *p, int m, const float *x, const int3
     int j = m % p->K, cnt = mb_images(p, m, n);
     sh_net *net = p->inst[j];
     uint64_t t0 = sh_now_ns();
+    if (p->pack_forward && p->updates) { /* after a start, a resume or a lazy update: before */
+        sh_net_pack_weights(p->inst[0], SH_PACK_FORWARD); /* the wait for the activations */
+        for (int i = 0; i < p->K; i++) sh_net_use_packed(p->inst[i], SH_PACK_FORWARD | SH_PACK_BACKWARD);
+        p->pack_forward = 0; /* every later pass runs packed (the update packs), so this one does too */
+        uint64_t tp = sh_now_ns();
+        p->acc_ns[0] += (double)(tp - t0);
+        t0 = tp;
+    }
     SH_TRY(sh_pipe_wait_req(&p->act_req[j])); /* its output is about to be overwritten */
     SH_TRY(sh_pipe_wait_links(p->link_act_req + (size_t)j * p->nlink_out, p->nlink_out));
     const float *in = x + (size_t)m * p->mb * p->in_count;
@@ -117,12 +125,6 @@ static shoal_result forward_one(pipe_state *p, int m, const float *x, const int3
     }
     uint64_t t1 = sh_now_ns();
     sh_net_rng_set(net, p->rng);
-    if (p->pack_forward && p->updates) { /* after a start or a resume: every later pass runs */
-        t1 = sh_now_ns();                  /* packed (the update packs), so this one does too */
-        sh_net_pack_weights(p->inst[0], SH_PACK_FORWARD);
-        for (int i = 0; i < p->K; i++) sh_net_use_packed(p->inst[i], SH_PACK_FORWARD | SH_PACK_BACKWARD);
-        p->pack_forward = 0;
-    }
     if (p->pack_forward) sh_net_use_packed(net, SH_PACK_BACKWARD);
     SH_TRY(sh_net_forward(net, in, cnt, training));
     sh_net_rng_get(net, p->rng);
@@ -236,7 +238,7 @@ static shoal_result share_result(pipe_state *p, double v[2])
 }
 
 shoal_result sh_pipe_pass(sh_strategy *s, const float *x, const int32_t *y, int n, int training,
-                              float *loss, int *correct)
+                          float *loss, int *correct)
 {
     pipe_state *p = s->impl;
     uint64_t t0 = sh_now_ns();
@@ -245,9 +247,10 @@ shoal_result sh_pipe_pass(sh_strategy *s, const float *x, const int32_t *y, int 
         sh_net_pack_weights(p->inst[0], SH_PACK_FORWARD); /* shared */
         p->stale &= ~SH_PACK_FORWARD;
     }
-    /* Training with stale copies: the first micro-batch's forward runs without (OpenBLAS),
-     * and the copies are made while the next stage computes on it (forward_one); the
-     * backward ones before the first backward's wait (backward_one). */
+    /* Training with stale copies: a stage that updates packs the forward ones before its
+     * first forward's wait; else the first micro-batch's forward runs without (OpenBLAS), and
+     * the copies are made while the next stage computes on it (forward_one); the backward
+     * ones before the first backward's wait (backward_one). */
     p->pack_forward = p->packs && training && (p->stale & SH_PACK_FORWARD);
     p->pack_backward = p->packs && training && (p->stale & SH_PACK_BACKWARD);
     if (training) p->stale = p->updates ? 0 : SH_PACK_FORWARD | SH_PACK_BACKWARD; /* the update after it */

@@ -14,7 +14,8 @@
  * weight gradients (their factors are shares): they are summed in `acc`.
  * Micro-batches multiply by packed weights (sh_net_keep_packed; not at 24-48 rows, see
  * SHOAL_PIPE_PACK); the stage then applies the optimizer step itself (pipe_finish), packing
- * each 16 rows of W as it updates them, so no pass waits for a pack.
+ * each 16 rows of W as it updates them, but for the copies it first needs after an idle wait
+ * (the first stage's backward ones, a later stage's forward ones), packed in that wait.
  * Not here: the schedule and its traffic (pipeline_pass.c), where the net is cut and the
  * layout lines (pipeline_plan.c), cutting a net into parts (src/nn/net_part.c), the step
  * (step.c), the layout (job.c).
@@ -122,8 +123,14 @@ static shoal_result pipe_finish(sh_strategy *s)
         p->ns[3] += (double)(sh_now_ns() - t0);
     }
     if (p->updates) { /* the step's own update (applies_update), the copies packed with it */
+        /* but for those the stage first needs after an idle wait (the pass packs them then,
+         * sh_pipe_pass): the first stage's backward ones (its first backward waits for the
+         * last stage's), a later stage's forward ones (its first forward waits for the
+         * activations); the first stage's update is on every step's critical path */
+        int lazy = p->S == 1 ? 0 : p->stage == 0 ? SH_PACK_BACKWARD : SH_PACK_FORWARD;
         sh_optim_begin(s->opt, sh_lr_at(s->lr, p->step));
-        sh_net_update_packed(p->inst[0], s->opt, g);
+        sh_net_update_packed(p->inst[0], s->opt, g, (SH_PACK_FORWARD | SH_PACK_BACKWARD) & ~lazy);
+        p->stale |= lazy;
     }
     return SHOAL_OK;
 }
