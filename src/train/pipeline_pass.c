@@ -106,8 +106,8 @@ static shoal_result forward_one(pipe_state *p, int m, const float *x, const int3
     int j = m % p->K, cnt = mb_images(p, m, n);
     sh_net *net = p->inst[j];
     uint64_t t0 = sh_now_ns();
-    if (p->pack_forward && p->updates) { /* after a start, a resume or a lazy update: before */
-        sh_net_pack_weights(p->inst[0], SH_PACK_FORWARD); /* the wait for the activations */
+    if (p->pack_forward && p->updates) { /* after a start or a resume: before the wait */
+        sh_net_pack_weights(p->inst[0], SH_PACK_FORWARD); /* for the activations */
         for (int i = 0; i < p->K; i++) sh_net_use_packed(p->inst[i], SH_PACK_FORWARD | SH_PACK_BACKWARD);
         p->pack_forward = 0; /* every later pass runs packed (the update packs), so this one does too */
         uint64_t tp = sh_now_ns();
@@ -247,8 +247,8 @@ shoal_result sh_pipe_pass(sh_strategy *s, const float *x, const int32_t *y, int 
         sh_net_pack_weights(p->inst[0], SH_PACK_FORWARD); /* shared */
         p->stale &= ~SH_PACK_FORWARD;
     }
-    /* Training with stale copies: a stage that updates packs the forward ones before its
-     * first forward's wait; else the first micro-batch's forward runs without (OpenBLAS), and
+    /* Training with stale copies: a stage that updates (after a start or a resume) packs the
+     * forward ones before its first forward's wait; else the first micro-batch's forward runs without (OpenBLAS), and
      * the copies are made while the next stage computes on it (forward_one); the backward
      * ones before the first backward's wait (backward_one). */
     p->pack_forward = p->packs && training && (p->stale & SH_PACK_FORWARD);
