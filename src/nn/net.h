@@ -166,10 +166,11 @@ void sh_net_pack_weights(sh_net *n, int which);
  * may run before its copies are refreshed with the others off. */
 void sh_net_use_packed(sh_net *n, int which);
 /* One optimizer step (sh_optim_begin already called) over all the net's parameters, as
- * sh_optim_apply over the whole block does it, with both packed copies of each packed layer
- * refreshed 16 rows of W at a time as they are updated, while those rows are in cache (the
- * pack alone reads the weights again from memory). */
-void sh_net_update_packed(sh_net *n, sh_optim *o, const float *grads);
+ * sh_optim_apply over the whole block does it, with the packed copies named in which
+ * (SH_PACK_* bits) of each packed layer refreshed 16 rows of W at a time as they are updated,
+ * while those rows are in cache (the pack alone reads the weights again from memory); the
+ * others are left stale, for the caller to pack (sh_net_pack_weights) before they are used. */
+void sh_net_update_packed(sh_net *n, sh_optim *o, const float *grads, int which);
 /* The cfg line of layer i's section, for messages. */
 int sh_net_layer_line(const sh_net *n, int i);
 /* The .cfg the net was built from. */

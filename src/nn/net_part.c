@@ -275,7 +275,7 @@ static void pack_rows_backward(const float *w, int k, int in, int r0, int r1, fl
     }
 }
 
-void sh_net_update_packed(sh_net *n, sh_optim *o, const float *grads)
+void sh_net_update_packed(sh_net *n, sh_optim *o, const float *grads, int which)
 {
     float *params = n->params;
     size_t done = 0;
@@ -290,8 +290,9 @@ void sh_net_update_packed(sh_net *n, sh_optim *o, const float *grads)
             int r1 = k - r0 < SH_PACKED_NR ? k : r0 + SH_PACKED_NR;
             size_t lo = l->w_off + (size_t)r0 * in;
             sh_optim_apply(o, params, grads + lo, lo, (size_t)(r1 - r0) * in);
-            sh_packed_pack(1, in, k, w, in, r0 / SH_PACKED_NR, r0 / SH_PACKED_NR + 1, (float *)l->packed_fwd);
-            if (l->in_delta[0]) pack_rows_backward(w, k, in, r0, r1, (float *)l->packed_bwd);
+            if (which & SH_PACK_FORWARD)
+                sh_packed_pack(1, in, k, w, in, r0 / SH_PACKED_NR, r0 / SH_PACKED_NR + 1, (float *)l->packed_fwd);
+            if ((which & SH_PACK_BACKWARD) && l->in_delta[0]) pack_rows_backward(w, k, in, r0, r1, (float *)l->packed_bwd);
         }
         done = l->w_off + (size_t)k * in;
     }

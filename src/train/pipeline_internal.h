@@ -1,6 +1,6 @@
 /* pipeline_internal.h — a pipeline stage's state (struct pipe_state), shared by the
- * schedule and the strategy hooks (strategy_pipeline.c) and the plan and the reports
- * (pipeline_plan.c).
+ * schedule (pipeline_pass.c), the strategy hooks (strategy_pipeline.c) and the plan and
+ * the reports (pipeline_plan.c).
  * Not here: the public strategy API (strategy_pipeline.h).
  * Proved by tests/train/test_pipeline.c, test_pipeline_links.c and test_pipeline_tp.c. */
 #ifndef SH_PIPELINE_INTERNAL_H
@@ -63,5 +63,13 @@ typedef struct {
     sh_model_part part;      /* where this stage's blocks sit in the whole model's */
     int64_t passes;
 } pipe_state;
+
+/* One pass of the stage (pipeline_pass.c): the strategy's `pass` hook. */
+shoal_result sh_pipe_pass(sh_strategy *s, const float *x, const int32_t *y, int n, int training,
+                          float *loss, int *correct);
+/* Waits for a send in flight (NULL: none) and clears it; the wait's result. */
+shoal_result sh_pipe_wait_req(shoal_request **req);
+/* The same for count of them. */
+shoal_result sh_pipe_wait_links(shoal_request **req, int count);
 
 #endif
