@@ -39,6 +39,9 @@ static const env_var table[] = {
     {"SHOAL_TCP_CONGESTION", NULL, NOT_INT,
      "TCP congestion control of shoal's connections: an algorithm the kernel allows (cubic, reno, "
      "...) or system (the default: the kernel's)"},
+    {"SHOAL_SOCKET_SNDBUF_KB", "128", 0, 1 << 20,
+     "send buffer of each TCP connection in KiB (the kernel doubles it; 0: the kernel's "
+     "autotuning); raise it where rate x round trip passes it (100 Gbit/s x 20 us = 250 KiB)"},
     {"SHOAL_BIND_ALL", "0", 0, 1, "1: listen on every address instead of one interface"},
     {"SHOAL_PORT_RANGE", NULL, NOT_INT,
      "LO-HI: the TCP ports ranks listen on for each other, one each (default: any free port)"},

@@ -100,11 +100,10 @@ static long read_proc_long(const char *path)
 }
 
 static pthread_once_t buf_max_once = PTHREAD_ONCE_INIT;
-static long rmax = -1, wmax = -1; /* net.core.[rw]mem_max in bytes; -1: unknown */
+static long rmax = -1; /* net.core.rmem_max in bytes; -1: unknown */
 static void read_buf_max(void)
 {
     rmax = read_proc_long("/proc/sys/net/core/rmem_max");
-    wmax = read_proc_long("/proc/sys/net/core/wmem_max");
 }
 
 void sh_sock_tune(int fd)
@@ -115,10 +114,19 @@ void sh_sock_tune(int fd)
     sh_sock_tune_cc(fd);
     /* Setting a buffer size turns off the kernel's autotuning for that socket, and the
      * size is clamped to net.core.[rw]mem_max (often 208 KiB): then the fixed buffer is
-     * smaller than autotuning would grow to on a fast link. So set it only where the
-     * kernel allows the whole 4 MiB. */
+     * smaller than autotuning would grow to on a fast link. So the receive buffer is set
+     * only where the kernel allows the whole 4 MiB. The send buffer is small on purpose:
+     * with 4 MiB (or autotuning, which grows to it) a ring step's block went out in one
+     * burst, the receiver's window hit zero, reordering across the two cores' backlogs
+     * made spurious fast retransmits, and the kernel spent 4.1-4.7 core-seconds per GB
+     * (4 hosts x 1 unshaped, 16 MiB allreduce); with 128 KiB 1.5, and the allreduce ran
+     * 2.3x faster (bench/README.md, "Across hosts"). It must still cover rate x round
+     * trip, hence SHOAL_SOCKET_SNDBUF_KB. */
     pthread_once(&buf_max_once, read_buf_max);
-    if (wmax >= BIG_NBYTES) setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
+    long snd_kb = 128;
+    if (sh_env_long("SHOAL_SOCKET_SNDBUF_KB", &snd_kb) != SHOAL_OK) snd_kb = 128; /* sh_tcp_connect reports it */
+    int snd = (int)(snd_kb * 1024);
+    if (snd > 0) setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &snd, sizeof snd);
     if (rmax >= BIG_NBYTES) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
 }
 

@@ -250,8 +250,9 @@ shoal_result sh_tcp_connect(shoal_comm *c, const unsigned char *want)
         return SH_FAIL(SHOAL_ERR_INVALID, "tcp: this communicator has no store to meet its peers in");
     const char *key = sh_store_job_key(c->store);
     uint64_t dl = sh_sock_deadline(c->timeout_ms);
-    long bind_all = 0;
+    long bind_all = 0, sndbuf_kb = 0;
     SH_TRY(sh_env_long("SHOAL_BIND_ALL", &bind_all));
+    SH_TRY(sh_env_long("SHOAL_SOCKET_SNDBUF_KB", &sndbuf_kb)); /* a bad value stops here, not silently in sh_sock_tune */
     char addr[64] = "", skey[128], v[96];
     SH_TRY(sh_sock_local_addr(sh_store_host(c->store), addr, sizeof addr));
     int lfd = -1, port = 0;
