@@ -13,6 +13,7 @@
 #include <netinet/tcp.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -58,6 +59,7 @@ typedef struct {
     int sub_mesh;           /* 1: connect a second mesh under another prefix and use it too */
     int attack;             /* 1: a stranger process attacks ranks 0..world-2's ports */
     const char *cc;         /* SHOAL_TCP_CONGESTION (NULL: unset) */
+    const char *sndbuf_kb;  /* SHOAL_SOCKET_SNDBUF_KB (NULL: unset, 128) */
 } tcp_case;
 
 static void set_env(const tcp_case *tc, int rank)
@@ -80,6 +82,8 @@ static void set_env(const tcp_case *tc, int rank)
     else unsetenv("SHOAL_SOCKET_IFNAME");
     if (tc->cc) setenv("SHOAL_TCP_CONGESTION", tc->cc, 1);
     else unsetenv("SHOAL_TCP_CONGESTION");
+    if (tc->sndbuf_kb) setenv("SHOAL_SOCKET_SNDBUF_KB", tc->sndbuf_kb, 1);
+    else unsetenv("SHOAL_SOCKET_SNDBUF_KB");
 }
 
 static int wanted(const tcp_case *tc, int a, int b)
@@ -159,6 +163,20 @@ static void check_congestion(const tcp_case *tc, int fd, int peer)
         CHECK(strcmp(got, tc->cc) == 0, "link to %d runs %s, SHOAL_TCP_CONGESTION=%s", peer, got, tc->cc);
     else
         CHECK(!sys[0] || strcmp(got, sys) == 0, "link to %d runs %s, the kernel's default is %s", peer, got, sys);
+    /* the send buffer: SHOAL_SOCKET_SNDBUF_KB (default 128) KiB, clamped to wmem_max, doubled */
+    long kb = tc->sndbuf_kb ? atol(tc->sndbuf_kb) : 128, wmax = -1;
+    FILE *f = fopen("/proc/sys/net/core/wmem_max", "r");
+    if (f) {
+        if (fscanf(f, "%ld", &wmax) != 1) wmax = -1;
+        fclose(f);
+    }
+    int snd = 0;
+    socklen_t sl = sizeof snd;
+    getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &snd, &sl);
+    long want = kb * 1024 < wmax ? kb * 1024 : wmax;
+    if (kb > 0 && wmax > 0)
+        CHECK(snd == 2 * want, "link to %d has a %d-byte send buffer, SHOAL_SOCKET_SNDBUF_KB=%ld wants %ld", peer, snd,
+              kb, 2 * want);
 }
 
 static void rank_main(const tcp_case *tc, int rank)
@@ -447,9 +465,33 @@ static void unknown_cc_proc(int i, void *arg)
     if (c) shoal_comm_destroy(c);
 }
 
+/* SHOAL_SOCKET_SNDBUF_KB that is not a number: one line naming it when the links connect. */
+static void bad_sndbuf_proc(int i, void *arg)
+{
+    (void)i, (void)arg;
+    tcp_case t1 = base_case(1);
+    t1.sndbuf_kb = "lots";
+    set_env(&t1, 0);
+    shoal_comm *c = NULL;
+    CHECK_OK(sh_boot_world(NULL, &c));
+    if (c) {
+        shoal_comm *sub = NULL;
+        CHECK_OK(sh_comm_alloc(0, 2, &sub));
+        if (sub) {
+            sub->store = c->store;
+            unsigned char want[2] = {0, 1};
+            CHECK_RC(sh_tcp_connect(sub, want), SHOAL_ERR_INVALID);
+            CHECK(has(shoal_last_error_message(), "SHOAL_SOCKET_SNDBUF_KB"), "%s", shoal_last_error_message());
+            sub->store = NULL;
+            sh_comm_free(sub);
+        }
+        shoal_comm_destroy(c);
+    }
+}
+
 /* The kernel's congestion control unless SHOAL_TCP_CONGESTION names one ("system": the
- * kernel's). */
-static void the_congestion_control_is_chosen(void)
+ * kernel's); send buffers of SHOAL_SOCKET_SNDBUF_KB. */
+static void congestion_control_and_send_buffer_are_chosen(void)
 {
     tcp_case tc = base_case(2);
     run_tcp(&tc);
@@ -460,6 +502,11 @@ static void the_congestion_control_is_chosen(void)
     tc.cc = "system";
     run_tcp(&tc);
     RUN_PROCS(1, NULL, unknown_cc_proc, NULL);
+    tc.port = free_port();
+    tc.cc = NULL;
+    tc.sndbuf_kb = "64";
+    run_tcp(&tc);
+    RUN_PROCS(1, NULL, bad_sndbuf_proc, NULL);
 }
 
 static void ranks_that_never_connect_are_named_within_the_deadline(void)
@@ -478,7 +525,7 @@ int main(void)
     RUN(a_partial_mesh_makes_only_the_wanted_links);
     RUN(strangers_at_every_port_are_refused_while_the_job_connects);
     RUN(the_interface_can_be_named);
-    RUN(the_congestion_control_is_chosen);
+    RUN(congestion_control_and_send_buffer_are_chosen);
     RUN(ranks_that_never_connect_are_named_within_the_deadline);
     return check_end();
 }
