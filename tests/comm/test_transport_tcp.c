@@ -415,25 +415,29 @@ static void strangers_at_every_port_are_refused_while_the_job_connects(void)
 }
 
 
-/* One rank with SHOAL_SOCKET_IFNAME naming no interface. */
-static void unknown_ifname_proc(int i, void *arg)
+/* One rank whose environment variable var=value is wrong for a link: sh_tcp_connect stops
+ * with one line naming it (a world of 2 whose other rank is never asked for). */
+typedef struct {
+    const char *var, *value, *says;
+} bad_env;
+
+static void bad_env_proc(int i, void *arg)
 {
-    (void)i, (void)arg;
+    (void)i;
+    const bad_env *b = arg;
     tcp_case t1 = base_case(1);
     set_env(&t1, 0);
-    setenv("SHOAL_SOCKET_IFNAME", "nosuch0", 1);
+    setenv(b->var, b->value, 1);
     shoal_comm *c = NULL;
     CHECK_OK(sh_boot_world(NULL, &c));
     if (c) {
         shoal_comm *sub = NULL;
-        /* a world of 2 whose other rank is never asked for: only the interface matters */
         CHECK_OK(sh_comm_alloc(0, 2, &sub));
         if (sub) {
             sub->store = c->store;
             unsigned char want[2] = {0, 1};
             CHECK_RC(sh_tcp_connect(sub, want), SHOAL_ERR_INVALID);
-            CHECK(has(shoal_last_error_message(), "SHOAL_SOCKET_IFNAME=nosuch0"), "%s",
-                  shoal_last_error_message());
+            CHECK(has(shoal_last_error_message(), b->says), "%s", shoal_last_error_message());
             sub->store = NULL;
             sh_comm_free(sub);
         }
@@ -447,7 +451,8 @@ static void the_interface_can_be_named(void)
     tc.ifname = "lo";
     run_tcp(&tc);
     /* an interface that does not exist: one clear line naming it */
-    RUN_PROCS(1, NULL, unknown_ifname_proc, NULL);
+    bad_env b = {"SHOAL_SOCKET_IFNAME", "nosuch0", "SHOAL_SOCKET_IFNAME=nosuch0"};
+    RUN_PROCS(1, NULL, bad_env_proc, &b);
 }
 
 /* SHOAL_TCP_CONGESTION naming an algorithm the kernel refuses: one line at start-up. */
@@ -463,30 +468,6 @@ static void unknown_cc_proc(int i, void *arg)
               has(shoal_last_error_message(), "tcp_allowed_congestion_control"),
           "%s", shoal_last_error_message());
     if (c) shoal_comm_destroy(c);
-}
-
-/* SHOAL_SOCKET_SNDBUF_KB that is not a number: one line naming it when the links connect. */
-static void bad_sndbuf_proc(int i, void *arg)
-{
-    (void)i, (void)arg;
-    tcp_case t1 = base_case(1);
-    t1.sndbuf_kb = "lots";
-    set_env(&t1, 0);
-    shoal_comm *c = NULL;
-    CHECK_OK(sh_boot_world(NULL, &c));
-    if (c) {
-        shoal_comm *sub = NULL;
-        CHECK_OK(sh_comm_alloc(0, 2, &sub));
-        if (sub) {
-            sub->store = c->store;
-            unsigned char want[2] = {0, 1};
-            CHECK_RC(sh_tcp_connect(sub, want), SHOAL_ERR_INVALID);
-            CHECK(has(shoal_last_error_message(), "SHOAL_SOCKET_SNDBUF_KB"), "%s", shoal_last_error_message());
-            sub->store = NULL;
-            sh_comm_free(sub);
-        }
-        shoal_comm_destroy(c);
-    }
 }
 
 /* The kernel's congestion control unless SHOAL_TCP_CONGESTION names one ("system": the
@@ -506,7 +487,8 @@ static void congestion_control_and_send_buffer_are_chosen(void)
     tc.cc = NULL;
     tc.sndbuf_kb = "64";
     run_tcp(&tc);
-    RUN_PROCS(1, NULL, bad_sndbuf_proc, NULL);
+    bad_env b = {"SHOAL_SOCKET_SNDBUF_KB", "lots", "SHOAL_SOCKET_SNDBUF_KB"}; /* not a number */
+    RUN_PROCS(1, NULL, bad_env_proc, &b);
 }
 
 static void ranks_that_never_connect_are_named_within_the_deadline(void)
