@@ -6,8 +6,9 @@
 #   bench/net/run.sh     # REPS=3 RATES="1gbit 10gbit none" HOSTS="2 4" RPH="1 2"
 #                        # MIN=8 MAX=16777216 FACTOR=4
 #                        # COLLS="broadcast allgather reduce_scatter" COLL_RATES="1gbit none"
-#                        # COLL_HOSTS=2 COLL_MIN=65536
+#                        # COLL_HOSTS=2 COLL_MIN=65536 PEERS=1
 #
+# PEERS=0 leaves Open MPI and gloo out (shoal alone, e.g. the link % at 10 gbit).
 # For each rate and host count it brings a lab up (NETLAB_NAME=bnet), runs every
 # implementation with RPH ranks per host, and takes the lab down. shoal runs as on real
 # machines: one `shoal launch --nnodes H --node-rank K -n RPH` per host, node 0's address as
@@ -58,10 +59,10 @@ SHOAL=$PWD/$BUILD/shoal
 BASE=${BASE:-}
 [ -z "$BASE" ] || [ -x "$BASE" ] || { echo "run.sh: BASE=$BASE is not an executable shoal binary" >&2; exit 2; }
 OMPI=""
-command -v mpicc.openmpi >/dev/null && mpicc.openmpi -O2 bench/comm/mpi_coll.c -o "$OUT/coll_openmpi" && OMPI=$(cd "$OUT" && pwd)/coll_openmpi
-HAVE_TORCH=0; $PY -c "import torch.distributed" 2>/dev/null && HAVE_TORCH=1
-[ -n "$OMPI" ] || echo "run.sh: no mpicc.openmpi (apt-get install libopenmpi-dev): Open MPI left out" >&2
-[ "$HAVE_TORCH" = 1 ] || echo "run.sh: no torch for $PY (scripts/deps.sh --bench): gloo left out" >&2
+[ "${PEERS:-1}" = 0 ] || { command -v mpicc.openmpi >/dev/null && mpicc.openmpi -O2 bench/comm/mpi_coll.c -o "$OUT/coll_openmpi" && OMPI=$(cd "$OUT" && pwd)/coll_openmpi; }
+HAVE_TORCH=0; [ "${PEERS:-1}" = 0 ] || { $PY -c "import torch.distributed" 2>/dev/null && HAVE_TORCH=1; }
+[ -n "$OMPI" ] || [ "${PEERS:-1}" = 0 ] || echo "run.sh: no mpicc.openmpi (apt-get install libopenmpi-dev): Open MPI left out" >&2
+[ "$HAVE_TORCH" = 1 ] || [ "${PEERS:-1}" = 0 ] || echo "run.sh: no torch for $PY (scripts/deps.sh --bench): gloo left out" >&2
 SPLIT=1048576   # sizes up to here use SMALL_ITERS, above LARGE_ITERS
 trap '$LAB down >/dev/null 2>&1 || true' EXIT
 $LAB down >/dev/null 2>&1 || true
