@@ -286,8 +286,9 @@ typedef struct {
     uint64_t queued_ns;    /* the *_start call */
     uint64_t started_ns;   /* the communicator's thread took it */
     uint64_t finished_ns;  /* it completed */
-    const char *algorithm; /* "ring", "rd", "rhd", "tree", "hier", "mpi", "slots", "eager",
-                              "cma", "local" (one rank), "p2p" */
+    const char *algorithm; /* "ring", "rd", "rhd", "tree", "hier", "hier-pipelined" (in
+                              pieces, across hosts), "mpi", "slots", "eager", "cma", "local"
+                              (one rank), "p2p" */
     const char *transport; /* "shm", "tcp", "shm+tcp", "mpi", "none" */
 } shoal_request_trace;
 

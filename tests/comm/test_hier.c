@@ -100,7 +100,8 @@ static void t_pipelined_matches_expectations_on_even_hosts(void)
     RUN_RANKS(4, &o, shm_matrix, NULL);
 }
 
-/* Non-integer floats: each block is summed once across hosts and copied, so all agree. */
+/* Non-integer floats: each block is summed once across hosts and copied, so all agree; the
+ * trace names the pipelined path and the one-piece path apart. */
 static void bitwise(shoal_comm *c, void *arg)
 {
     int n = shoal_comm_world(c);
@@ -110,7 +111,19 @@ static void bitwise(shoal_comm *c, void *arg)
     sh_rng_seed(&g, (uint64_t)shoal_comm_rank(c) * 7919 + count);
     for (size_t i = 0; i < count; i++) v[i] = sh_rng_float(&g) * 3.3f - 1.1f;
     CHECK(sh_hier_pieces(c, count, SHOAL_FLOAT32) == 4, "%zu pieces", sh_hier_pieces(c, count, SHOAL_FLOAT32));
-    CHECK_OK(shoal_allreduce(c, v, v, count, SHOAL_FLOAT32, SHOAL_SUM));
+    /* non-blocking, so that the trace names the pipelined path (a timeline's label) */
+    shoal_request *req = NULL;
+    shoal_request_trace tr = {0};
+    CHECK_OK(shoal_allreduce_start(c, v, v, count, SHOAL_FLOAT32, SHOAL_SUM, &req));
+    CHECK_OK(shoal_wait_trace(req, &tr));
+    CHECK(tr.algorithm && strcmp(tr.algorithm, "hier-pipelined") == 0, "4 pieces ran as %s",
+          tr.algorithm ? tr.algorithm : "(none)");
+    float one = 1.0f; /* one piece: whatever runs it, not the pipelined path */
+    CHECK_OK(shoal_allreduce_start(c, &one, &one, 1, SHOAL_FLOAT32, SHOAL_SUM, &req));
+    CHECK_OK(shoal_wait_trace(req, &tr));
+    CHECK(tr.algorithm && strcmp(tr.algorithm, "hier-pipelined") != 0, "one float ran as %s",
+          tr.algorithm ? tr.algorithm : "(none)");
+    CHECK(one == (float)n, "one float summed to %g on %d ranks", one, n);
     CHECK_OK(shoal_allgather(c, v, all, count, SHOAL_FLOAT32));
     int differ = 0;
     for (int r = 1; r < n; r++) differ += memcmp(all, all + (size_t)r * count, count * 4) != 0;

@@ -153,6 +153,7 @@ shoal_result sh_hier_allreduce(shoal_comm *c, const void *send, void *buf, size_
         sh_algo_block(count, m, (li + 1) % m, &off, &len);
         if (m == 1 && send != buf) memcpy(buf, send, count * es);
         if (npieces > 1 && m > 1 && k > 1) {
+            c->last_path = "hier-pipelined"; /* what shoal_wait_trace and timelines report */
             rc = pipelined(c, &lg, &xg, send, buf, count, dt, op, npieces);
             goto done;
         }
