@@ -28,7 +28,7 @@ WARMUP=${WARMUP:-20}
 THREADS=${THREADS:-1}
 BUILD=${BUILD:-build}
 DATA=${SHOAL_DATA_DIR:-/usr/share/datasets/fashion-mnist}
-PY=/usr/bin/python3
+. bench/peers.sh # PY, and the peers' BLAS kernels (OPENBLAS_CORETYPE)
 OUT=bench/out/ab
 mkdir -p "$OUT"
 

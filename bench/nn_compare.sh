@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 REPS=${REPS:-3}
-PY=/usr/bin/python3
+. bench/peers.sh # PY, and the peers' BLAS kernels (OPENBLAS_CORETYPE)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 make -s -j2 BUILD="$BUILD" "$BUILD/libshoal.a" >&2

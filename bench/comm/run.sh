@@ -26,7 +26,7 @@ COLL_MAX=${COLL_MAX:-67108864}
 SMALL_ITERS=${SMALL_ITERS:-300}
 LARGE_ITERS=${LARGE_ITERS:-10}
 BUILD=${BUILD:-build}
-PY=/usr/bin/python3
+. bench/peers.sh # PY, and the peers' BLAS kernels (OPENBLAS_CORETYPE)
 OUT=bench/out/comm
 mkdir -p "$OUT"
 if [ "${SUMMARY_ONLY:-0}" = 1 ]; then # only the table again, from the last run's rows

@@ -41,7 +41,7 @@ THREADS=${THREADS:-1}
 TRANSPORT=${TRANSPORT:-}
 BUILD=${BUILD:-build}
 DATA=${SHOAL_DATA_DIR:-/usr/share/datasets/fashion-mnist}
-PY=/usr/bin/python3
+. bench/peers.sh # PY, and the peers' BLAS kernels (OPENBLAS_CORETYPE)
 NETLAB=scripts/netlab.sh
 export NETLAB_NAME=${NETLAB_NAME:-cz} # a lab of its own: another one may be up beside it
 make -s -j2 BUILD="$BUILD" "$BUILD/shoal" >&2

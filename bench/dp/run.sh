@@ -22,7 +22,7 @@ RANKS=${RANKS:-"1 2 4"}
 WIDE_RANKS=${WIDE_RANKS:-"1 2"}  # mlp-wide: 4 oversubscribed ranks of PyTorch take minutes a run
 BUILD=${BUILD:-build}
 DATA=${SHOAL_DATA_DIR:-/usr/share/datasets/fashion-mnist}
-PY=/usr/bin/python3
+. bench/peers.sh # PY, and the peers' BLAS kernels (OPENBLAS_CORETYPE)
 make -s -j2 BUILD="$BUILD" "$BUILD/shoal" >&2
 SHOAL="$BUILD/shoal"
 OUT=bench/out/dp

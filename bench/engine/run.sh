@@ -24,7 +24,7 @@ DARKNET_STEPS=${DARKNET_STEPS:-60}
 DARKNET_WARMUP=${DARKNET_WARMUP:-5}
 BUILD=${BUILD:-build}
 DATA=${SHOAL_DATA_DIR:-/usr/share/datasets/fashion-mnist}
-PY=/usr/bin/python3
+. bench/peers.sh # PY, and the peers' BLAS kernels (OPENBLAS_CORETYPE)
 
 make -s -j2 BUILD="$BUILD" "$BUILD/shoal" >&2
 SHOAL="$BUILD/shoal"

@@ -39,7 +39,7 @@ HY_SCHEMES=${HY_SCHEMES:-"broadcast vertical horizontal"}
 ONLY=${ONLY:-all}
 LAB=${LAB:-0}
 TORCH=${TORCH:-1}
-PY=/usr/bin/python3
+. bench/peers.sh # PY, and the peers' BLAS kernels (OPENBLAS_CORETYPE)
 HOSTS=${HOSTS:-2}
 RPH=${RPH:-1}
 RATE=${RATE:-1gbit}

@@ -12,7 +12,7 @@ TORCH=${TORCH:-1}
 BUILD=${BUILD:-build}
 MODEL=${MODEL:-examples/mlp-wide.cfg}
 DATA=${SHOAL_DATA_DIR:-/usr/share/datasets/fashion-mnist}
-PY=/usr/bin/python3
+. bench/peers.sh # PY, and the peers' BLAS kernels (OPENBLAS_CORETYPE)
 make -s -j2 BUILD="$BUILD" "$BUILD/shoal" >&2
 bins=("$PWD/$BUILD/shoal")
 [ -n "${BASE:-}" ] && bins+=("$BASE")

@@ -18,7 +18,7 @@ STEPS=${STEPS:-100}
 WARMUP=${WARMUP:-10}
 BUILD=${BUILD:-build}
 DATA=${SHOAL_DATA_DIR:-/usr/share/datasets/fashion-mnist}
-PY=/usr/bin/python3
+. bench/peers.sh # PY, and the peers' BLAS kernels (OPENBLAS_CORETYPE)
 OUT=${OUT:-bench/out/net}
 export NETLAB_NAME=bdp
 LAB=scripts/netlab.sh

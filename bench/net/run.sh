@@ -45,7 +45,7 @@ COLL_MIN=${COLL_MIN:-65536}
 SMALL_ITERS=${SMALL_ITERS:-200}
 LARGE_ITERS=${LARGE_ITERS:-8}
 BUILD=${BUILD:-build}
-PY=/usr/bin/python3
+. bench/peers.sh # PY, and the peers' BLAS kernels (OPENBLAS_CORETYPE)
 OUT=${OUT:-bench/out/net}
 export NETLAB_NAME=bnet
 LAB=scripts/netlab.sh

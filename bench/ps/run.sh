@@ -17,7 +17,7 @@ SLOW_MS=${SLOW_MS:-30}
 TOPOLOGIES=${TOPOLOGIES:-"1:2 2:4"}
 BUILD=${BUILD:-build}
 DATA=${SHOAL_DATA_DIR:-/usr/share/datasets/fashion-mnist}
-PY=/usr/bin/python3
+. bench/peers.sh # PY, and the peers' BLAS kernels (OPENBLAS_CORETYPE)
 OUT=bench/out/ps
 mkdir -p "$OUT"
 make -s -j2 BUILD="$BUILD" "$BUILD/shoal" >&2

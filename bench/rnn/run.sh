@@ -29,7 +29,7 @@ TIME_STEPS=${TIME_STEPS:-32}
 KINDS=${KINDS:-lstm gru rnn}
 BUDGET_S=${BUDGET_S:-600}       # 0: skip the bits/char comparison
 DARKNET_S=${DARKNET_S:-60}      # seconds Darknet gets per kind (0: skip Darknet)
-PY=/usr/bin/python3
+. bench/peers.sh # PY, and the peers' BLAS kernels (OPENBLAS_CORETYPE)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # SHOAL_BIN: a shoal binary to time instead of building $BUILD/shoal (an older build, side by side)

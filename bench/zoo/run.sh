@@ -24,7 +24,7 @@ MODELS=${MODELS:-"tiny darknet cifar cifar.test jnet-conv go go.test resnet18 re
 resnet101 resnet152 resnext50 resnext101-32x4d resnext152-32x4d darknet19 darknet19_448
 darknet53 darknet53_448 densenet201 extraction extraction.conv extraction22k alexnet strided
 vgg-conv vgg-16"}
-PY=/usr/bin/python3
+. bench/peers.sh # PY, and the peers' BLAS kernels (OPENBLAS_CORETYPE)
 
 make -s -j2 BUILD="$BUILD" "$BUILD/shoal" >&2
 SHOAL="$BUILD/shoal"
