@@ -33,6 +33,7 @@ typedef struct {
     /* hybrid parallelism (SH_TP_GATHER): this layer keeps outputs [r K/R, (r+1) K/R) of its K
      * with r = share_rank, R = share_ranks (1: all), its output staying whole (K) */
     int share_rank, share_ranks;
+    int tp_role;      /* SH_TP_* (net.h) of this layer: a column or row share sizes the fused update */
 } sh_parse_ctx;
 
 typedef struct {
@@ -266,7 +267,7 @@ extern int sh_dense_self_pack_min_rows;
  * before building a net: its scratch is sized for hi rows). */
 extern int sh_dense_small_fwd_rows[2], sh_dense_small_dx_rows[2];
 /* 1 when a [connected] layer applies the update hook itself (x->update) as its weight
- * gradient is made: a gather share (hybrid) without batch norm (layer_dense.c). */
+ * gradient is made: a share (gather, column or row) without batch norm (layer_dense.c). */
 int sh_dense_fuses_update(const sh_layer *l);
 /* 1 (default): 3x3 stride-1 pad-1 convolutions run forward and the input gradient through
  * Winograd F(2x2, 3x3) (conv_winograd.c); 0: through im2col + sgemm (tests compare both). */

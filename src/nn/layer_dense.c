@@ -18,7 +18,8 @@
  * outputs [r K/T, (r+1) K/T) but a whole (N, K) output, zero but for its columns, summed over
  * the ranks after its activation; its input's gradient is summed as a column share's. Its
  * forward and input-gradient products, the whole batch by a slice of W, use gemm_small.c. Its
- * gradients are final as computed: with the net's update hook (hybrid's broadcast) dW runs in
+ * gradients are final as computed, and so are a column or row share's under tensor parallelism
+ * with one replica: with the net's update hook (hybrid's broadcast, tensor's) dW runs in
  * blocks of FUSE_ROWS rows on the packed kernel (X packed once, in its cache) into scratch,
  * each block stepped by the optimizer while in cache; dW is never written whole.
  * With sh_net_set_grad_rows (data parallelism across hosts) dW goes first, in blocks of
@@ -50,6 +51,13 @@ enum { FUSE_ROWS = 32 };
 
 static int min_int(int a, int b) { return a < b ? a : b; }
 
+/* Room for the fused update (dense_update): X packed (cache), FUSE_ROWS rows of dW (scratch). */
+static void fuse_room(sh_layer *l, int batch)
+{
+    if (l->ws_count < (size_t)FUSE_ROWS * l->inputs) l->ws_count = (size_t)FUSE_ROWS * l->inputs;
+    l->cache_count = sh_packed_count(batch, (int)l->inputs) + SH_PACKED_NR;
+}
+
 static shoal_result dense_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx *ctx)
 {
     int k = 1;
@@ -65,10 +73,7 @@ static shoal_result dense_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_c
         /* its products run the whole batch by half the weights or less: gemm_small.c's */
         size_t fwd = sh_small_ws_count(ctx->batch, (int)l->inputs, k), bwd = sh_small_ws_count(ctx->batch, k, (int)l->inputs);
         l->ws_count = fwd > bwd ? fwd : bwd;
-        if (!l->batch_normalize) { /* the fused update: X packed (cache), rows of dW (scratch) */
-            if (l->ws_count < (size_t)FUSE_ROWS * l->inputs) l->ws_count = (size_t)FUSE_ROWS * l->inputs;
-            l->cache_count = sh_packed_count(ctx->batch, (int)l->inputs) + SH_PACKED_NR;
-        }
+        if (!l->batch_normalize) fuse_room(l, ctx->batch);
     }
     l->w_off = 0;
     l->w_count = (size_t)k * l->inputs;
@@ -89,11 +94,13 @@ static shoal_result dense_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_c
         size_t fwd = sh_small_ws_count(mf, in, k), bwd = sh_small_ws_count(mb, k, in);
         l->ws_count = fwd > bwd ? fwd : bwd;
     }
-    if (ctx->share_ranks <= 1 && ctx->out_div <= 1 && l->w_count <= SELF_PACK_MAX) {
+    if (ctx->tp_role == SH_TP_NONE && l->w_count <= SELF_PACK_MAX) { /* self_packs: whole layers */
         int in = (int)l->inputs;
         l->cache_count = sh_packed_count(in, k) + sh_packed_count(k, in) +
                          sh_packed_count(ctx->batch, in) + 3 * SH_PACKED_NR;
     }
+    /* tensor parallelism with one replica: a column or row share's gradients are final too */
+    if ((ctx->tp_role == SH_TP_COLUMN || ctx->tp_role == SH_TP_ROW) && !l->batch_normalize) fuse_room(l, ctx->batch);
     return SHOAL_OK;
 }
 
@@ -345,11 +352,11 @@ static void dense_backward_outputs(sh_layer *l, sh_exec *x, int tid, int k0, int
     if (!l->batch_normalize) bias_grads(l, x, k0, k1);
 }
 
-/* ---- a gather share's fused update (x->update) ---- */
+/* ---- a share's fused update (x->update) ---- */
 
 int sh_dense_fuses_update(const sh_layer *l)
 {
-    return l->ops == &sh_dense_ops && l->tp_role == SH_TP_GATHER && !l->batch_normalize && l->cache_count;
+    return l->ops == &sh_dense_ops && l->tp_role != SH_TP_NONE && !l->batch_normalize && l->cache_count;
 }
 static float *share_x(const sh_layer *l) { return align64(l->cache); }
 static void pack_share_x_panels(sh_layer *l, sh_exec *x, int tid, int p0, int p1)

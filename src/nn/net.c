@@ -156,7 +156,7 @@ static shoal_result parse_layers(sh_net *n)
         l->temperature = 1.0f;
         int role = n->tp_roles ? n->tp_roles[idx] : SH_TP_NONE;
         sh_parse_ctx ctx = {n->layers, idx, n->input, n->batch, n->steps, role == SH_TP_COLUMN ? n->tp_ranks : 1,
-                            role == SH_TP_GATHER ? n->tp_rank : 0, role == SH_TP_GATHER ? n->tp_ranks : 1};
+                            role == SH_TP_GATHER ? n->tp_rank : 0, role == SH_TP_GATHER ? n->tp_ranks : 1, role};
         SH_TRY(ops->parse(l, s, &ctx));
         if (role != SH_TP_NONE) {
             l->tp_role = role;

@@ -87,13 +87,18 @@ int sh_net_tp_pair_end(const sh_net *n, int i, int ranks);
 /* The tensor-parallel sum: buf[0..count) = its sum over the ranks; forward and backward
  * return its error. Borrowed ctx. */
 void sh_net_set_sum(sh_net *n, shoal_result (*sum)(void *ctx, float *buf, size_t count), void *ctx);
-/* Hybrid parallelism: the gather shares' gradients are final as backward makes them, so
+/* Hybrid parallelism and tensor parallelism with one replica: the shares' gradients
+ * ([connected] gather, column and row shares) are final as backward makes them, so
  * each steps its parameters through update(ctx, offset, g, count) (offsets in the net's
  * block; threads call it at once on disjoint ranges) a block of rows at a time, its dW never
  * written whole: the layers for which sh_net_layer_fuses_update says 1 leave their part of
  * the gradient block unwritten, and the caller steps the others. NULL: off. Borrowed ctx. */
 void sh_net_set_update(sh_net *n, void (*update)(void *ctx, size_t offset, const float *g, size_t count), void *ctx);
 int sh_net_layer_fuses_update(const sh_net *n, int i);
+/* The caller's step of the others (sh_optim_begin already called): every layer with
+ * parameters that sh_net_layer_fuses_update does not name, params and grads being the
+ * optimizer's blocks, this net's part's at base in them. */
+void sh_net_step_unfused(const sh_net *n, sh_optim *o, float *params, const float *grads, size_t base);
 /* 1 when the net may be cut before layer c (0 < c < nlayers): no layer from c on reads a
  * layer before c-1 ([route] and [shortcut] across the cut), and layer c is not [cost]. */
 int sh_net_cut_ok(const sh_net *n, int c);

@@ -174,6 +174,15 @@ int sh_net_layer_fuses_update(const sh_net *n, int i)
     return n->update && i >= n->lo && i < n->hi && sh_dense_fuses_update(&n->layers[i]);
 }
 
+void sh_net_step_unfused(const sh_net *n, sh_optim *o, float *params, const float *grads, size_t base)
+{
+    for (int i = n->lo; i < n->hi; i++) { /* the part's: the others' offsets are scratch's */
+        size_t off, count;
+        sh_net_layer_params(n, i, &off, &count);
+        if (count && !sh_net_layer_fuses_update(n, i)) sh_optim_apply(o, params, grads + base + off, base + off, count);
+    }
+}
+
 void sh_net_defer_weights(sh_net *n, int on) { n->exec.defer_weights = on; }
 
 int sh_net_layer_defers(const sh_net *n, int i)

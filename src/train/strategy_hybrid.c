@@ -324,12 +324,7 @@ static void step_rest(sh_strategy *s)
     hy_state *p = s->impl;
     float *params = sh_net_params(p->whole), *g = sh_net_grads(p->whole);
     sh_optim_apply(s->opt, params, g, 0, p->conv_nparams);
-    for (int i = p->cut; i < p->nlayers; i++) {
-        size_t off, count;
-        sh_net_layer_params(p->fcn, i, &off, &count);
-        if (count && !sh_net_layer_fuses_update(p->fcn, i))
-            sh_optim_apply(s->opt, params, g + p->conv_nparams + off, p->conv_nparams + off, count);
-    }
+    sh_net_step_unfused(p->fcn, s->opt, params, g, p->conv_nparams);
 }
 
 static shoal_result hy_attach(sh_strategy *s, sh_net *net)

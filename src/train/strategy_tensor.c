@@ -11,6 +11,12 @@
  * Which pairs: tp_plan.c's cost rule (F multiply-adds against B allreduced bytes per image,
  * a dynamic programme over the chain); the start-up line says which pairs were split, at
  * what cost, and why the others were not.
+ * The update: with one replica every gradient is final on its rank as backward makes it (a
+ * share's from its own products, a whole layer's the same on every rank), so the [connected]
+ * shares step each block of rows of dW while it is in cache (sh_net_set_update; layer_dense.c),
+ * dW never written whole, and finish steps the rest. Replicas (the shares' sum comes first),
+ * --compress and a job that logs the gradient norm (it reads the whole gradient) keep the
+ * trainer's step.
  * Checkpoints hold the whole model: each rank puts its shares in place (sh_tp_plan_move),
  * rank 0 the layers every rank holds whole.
  * Not here: the split layers' math (layer_dense.c, layer_conv.c), the net's shares (net.c,
@@ -36,12 +42,21 @@ typedef struct {
     int rank;
     sh_net *net;             /* this rank's share (the trainer's), for its layers' slices */
     sh_model_part part;      /* checkpoints: the whole model from the shares */
+    int fuse;                /* the shares step themselves (the strategy's optimizer) */
 } tp_state;
 
 static shoal_result tp_sum_floats(void *ctx, float *buf, size_t count)
 {
     tp_state *p = ctx;
     return shoal_allreduce(p->tp ? p->tp : p->c, buf, buf, count, SHOAL_FLOAT32, SHOAL_SUM);
+}
+
+/* The shares' update hook (ctx: the strategy); the kernel threads call it on disjoint rows. */
+static void tp_update(void *ctx, size_t offset, const float *g, size_t count)
+{
+    sh_strategy *s = ctx;
+    tp_state *p = s->impl;
+    sh_optim_apply(s->opt, sh_net_params(p->net), g, offset, count);
 }
 
 static shoal_result tp_attach(sh_strategy *s, sh_net *net)
@@ -53,7 +68,13 @@ static shoal_result tp_attach(sh_strategy *s, sh_net *net)
     int b = sh_net_batch(net);
     if (p->R > 1 && sh_net_time_steps(net) <= 1) sh_net_set_rows(net, p->R * b, b, p->R * b, p->replica * b);
     /* --compress: the replicas of this share exchange its gradients compressed */
-    return sh_gradx_group_attach(s, p->dp, net, 0, p->replica * p->T + p->rank, p->R * p->T);
+    SH_TRY(sh_gradx_group_attach(s, p->dp, net, 0, p->replica * p->T + p->rank, p->R * p->T));
+    p->fuse = p->R == 1 && s->opt && s->lr && !s->gx && !s->grad_sq_wanted;
+    if (p->fuse) {
+        s->applies_update = 1;
+        sh_net_set_update(net, tp_update, s);
+    }
+    return SHOAL_OK;
 }
 
 /* Replica 0's shares make the whole model. */
@@ -81,7 +102,9 @@ static shoal_result tp_sum_model(sh_strategy *s, float *v, size_t n)
 
 static shoal_result tp_begin(sh_strategy *s, int64_t step)
 {
+    tp_state *p = s->impl;
     sh_gradx_group_begin(s, step);
+    if (p->fuse) sh_optim_begin(s->opt, sh_lr_at(s->lr, step));
     return SHOAL_OK;
 }
 
@@ -90,10 +113,12 @@ static void tp_grad_ready(void *ctx, int layer, size_t offset, size_t count)
     (void)ctx, (void)layer, (void)offset, (void)count;
 }
 
-/* Replicas average each share's gradients (the shares' ranks alone hold them alike). */
+/* One replica: the parameters the shares did not step. Replicas average each share's
+ * gradients (the shares' ranks alone hold them alike). */
 static shoal_result tp_finish(sh_strategy *s)
 {
     tp_state *p = s->impl;
+    if (p->fuse) sh_net_step_unfused(p->net, s->opt, sh_net_params(p->net), sh_net_grads(p->net), 0);
     if (!p->dp) return SHOAL_OK;
     if (s->gx) return sh_gradx_group_finish(s, p->net);
     float *g = sh_net_grads(p->net);

@@ -6,7 +6,10 @@
  * whole layers hold, each rank allocates only its share of the split layers, the pairs are
  * chosen by what they cost (the layout line says which and why), checkpoints and Darknet's
  * .weights files cross layouts both ways (tensor-parallel to one process and back), and a net
- * with no pair to split, or none worth its traffic, is refused naming what to do. */
+ * with no pair to split, or none worth its traffic, is refused naming what to do. With one
+ * replica the split [connected] layers step inside backward, their weight gradients never
+ * written; with replicas, or a job logging the gradient norm, the trainer steps (exact both
+ * ways). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,7 +94,29 @@ typedef struct {
     int T;                           /* 0: the world */
     const char *weights;             /* start from it (and so does the one process compared) */
     const char *dn;                  /* write Darknet's file here and a checkpoint at DN.ckpt */
+    const char *logdir;              /* TensorBoard events: the gradient norm is wanted */
 } tp_arg;
+
+/* Who stepped: with one replica and no gradient norm wanted the strategy, each split
+ * [connected] layer inside backward (its weight gradients never written: zero as allocated);
+ * else the trainer, every split layer's weight gradients written. */
+static void check_fused(int rank, const sh_strategy *st, sh_net *mine, sh_net *whole, int want)
+{
+    int fused = 0, written = 0;
+    for (int i = 0; i < sh_net_nlayers(whole); i++) {
+        size_t wo, wc, mo, mc, w_off, rows, cols, nonzero = 0;
+        sh_net_layer_params(whole, i, &wo, &wc);
+        sh_net_layer_params(mine, i, &mo, &mc);
+        if (mc == wc || strncmp(sh_net_layer_name(mine, i), "connected", 9)) continue;
+        sh_net_layer_weights(mine, i, &w_off, &rows, &cols);
+        for (size_t j = 0; j < rows * cols; j++) nonzero += sh_net_grads(mine)[w_off + j] != 0.0f;
+        if (nonzero) written++;
+        else fused++;
+    }
+    CHECK(st->applies_update == want, "rank %d: the strategy steps %d, expected %d", rank, st->applies_update, want);
+    CHECK(want ? written == 0 : fused == 0, "rank %d: %d split connected layers stepped inside backward, %d written",
+          rank, fused, written);
+}
 
 static void exact_job(shoal_comm *c, void *arg)
 {
@@ -107,6 +132,7 @@ static void exact_job(shoal_comm *c, void *arg)
     opts_for(&o, cfg, a->save ? STEPS / 2 : STEPS);
     o.batch = BATCH / R;
     o.strategy = st;
+    o.logdir = a->logdir;
     sh_test_rank_run run = {.files = {a->resume, a->save, a->weights, a->dn}};
     if (!check_rank_trains(c, &o, net, &run)) goto done;
     sh_train_opts ro;
@@ -115,6 +141,7 @@ static void exact_job(shoal_comm *c, void *arg)
     check_one_process_trains(&ro, &run);
     if (!run.t || !run.ref) goto done;
     sh_net *mine = sh_trainer_net(run.t), *whole = sh_trainer_net(run.ref);
+    check_fused(r, st, mine, whole, R == 1 && !a->logdir);
     if (a->dn) check_darknet_file_is_whole(r, cfg, a->dn, run.ckpt, whole); /* the shares gathered */
     CHECK(sh_net_nparams(mine) < sh_net_nparams(whole), "rank %d holds %zu of %zu parameters", r,
           sh_net_nparams(mine), sh_net_nparams(whole));
@@ -153,7 +180,7 @@ done:
 static void t_two_ranks_sgd_match_one_process(void)
 {
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
-    tp_arg a = {sgd_cfg, NULL, NULL, 0, NULL, NULL};
+    tp_arg a = {sgd_cfg, NULL, NULL, 0, NULL, NULL, NULL};
     RUN_RANKS(2, &o, exact_job, &a);
 }
 
@@ -162,11 +189,11 @@ static void t_two_ranks_sgd_match_one_process(void)
 static void t_cnn_conv_pairs_match_one_process(void)
 {
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
-    tp_arg a = {cnn_cfg, NULL, NULL, 0, NULL, NULL};
+    tp_arg a = {cnn_cfg, NULL, NULL, 0, NULL, NULL, NULL};
     RUN_RANKS(2, &o, exact_job, &a);
-    tp_arg b = {cnn_adam_cfg, NULL, NULL, 0, NULL, NULL};
+    tp_arg b = {cnn_adam_cfg, NULL, NULL, 0, NULL, NULL, NULL};
     RUN_RANKS(2, &o, exact_job, &b);
-    tp_arg c = {cnn_cfg, NULL, NULL, 2, NULL, NULL};
+    tp_arg c = {cnn_cfg, NULL, NULL, 2, NULL, NULL, NULL};
     RUN_RANKS(4, &o, exact_job, &c);
     /* the convolutions' column cache (many threads' path: no Winograd, dW by filters) */
     int cache_from = sh_conv_cache_min_threads;
@@ -243,18 +270,31 @@ static void t_shares_and_layout_lines_name_the_chosen_pairs(void)
 static void t_two_and_four_ranks_adam_match_one_process(void)
 {
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
-    tp_arg a = {adam_cfg, NULL, NULL, 0, NULL, NULL};
+    tp_arg a = {adam_cfg, NULL, NULL, 0, NULL, NULL, NULL};
     RUN_RANKS(2, &o, exact_job, &a);
     RUN_RANKS(4, &o, exact_job, &a);
+}
+
+/* The update inside backward (one replica) against the trainer's (the gradient norm logged,
+ * TensorBoard's): both match one process; exact_job checks who stepped. */
+static void t_update_inside_backward_only_without_the_gradient_norm(void)
+{
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
+    char tb[600];
+    snprintf(tb, sizeof tb, "%s/tb", dir);
+    tp_arg a = {adam_cfg, NULL, NULL, 0, NULL, NULL, tb};
+    RUN_RANKS(2, &o, exact_job, &a);
+    tp_arg b = {sgd_cfg, NULL, NULL, 0, NULL, NULL, tb};
+    RUN_RANKS(2, &o, exact_job, &b);
 }
 
 /* 2 replicas of 2 tensor-parallel ranks on 4: each replica half the batch. */
 static void t_two_replicas_of_two_ranks_match_one_process(void)
 {
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
-    tp_arg a = {sgd_cfg, NULL, NULL, 2, NULL, NULL};
+    tp_arg a = {sgd_cfg, NULL, NULL, 2, NULL, NULL, NULL};
     RUN_RANKS(4, &o, exact_job, &a);
-    tp_arg b = {adam_cfg, NULL, NULL, 2, NULL, NULL};
+    tp_arg b = {adam_cfg, NULL, NULL, 2, NULL, NULL, NULL};
     RUN_RANKS(4, &o, exact_job, &b);
 }
 
@@ -269,14 +309,15 @@ static void t_checkpoints_cross_layouts(void)
     opts_for(&so, adam_cfg, STEPS / 2);
     so.save_path = ckpt_one;
     opts_for(&ro, adam_cfg, STEPS);
-    tp_arg resume = {adam_cfg, ckpt_one, NULL, 0, NULL, NULL}, first = {adam_cfg, NULL, ckpt_tp, 0, NULL, NULL};
+    tp_arg resume = {adam_cfg, ckpt_one, NULL, 0, NULL, NULL, NULL};
+    tp_arg first = {adam_cfg, NULL, ckpt_tp, 0, NULL, NULL, NULL};
     check_checkpoints_cross("tensor-parallel", &so, exact_job, 4, &resume, 2, &first, &ro, ckpt_tp, 1);
     /* the CNN's convolutional shares, on 2 ranks both ways */
     opts_for(&so, cnn_adam_cfg, STEPS / 2);
     so.save_path = cnn_one;
     opts_for(&ro, cnn_cfg, STEPS);
-    tp_arg cnn_resume = {cnn_adam_cfg, cnn_one, NULL, 0, NULL, NULL};
-    tp_arg cnn_first = {cnn_cfg, NULL, cnn_tp, 0, NULL, NULL};
+    tp_arg cnn_resume = {cnn_adam_cfg, cnn_one, NULL, 0, NULL, NULL, NULL};
+    tp_arg cnn_first = {cnn_cfg, NULL, cnn_tp, 0, NULL, NULL, NULL};
     check_checkpoints_cross("tensor-parallel CNN", &so, exact_job, 2, &cnn_resume, 2, &cnn_first, &ro, cnn_tp, 1);
 }
 
@@ -291,11 +332,11 @@ static void t_darknet_weights_cross_layouts(void)
     opts_for(&so, sgd_cfg, STEPS / 2);
     so.save_darknet_path = dn_one;
     CHECK(sh_test_write_one(&so) == SHOAL_OK, "%s", shoal_last_error_message());
-    tp_arg from_one = {sgd_cfg, NULL, NULL, 2, dn_one, NULL};
+    tp_arg from_one = {sgd_cfg, NULL, NULL, 2, dn_one, NULL, NULL};
     RUN_RANKS(4, &o, exact_job, &from_one);
-    tp_arg write = {adam_cfg, NULL, NULL, 0, NULL, dn_tp};
+    tp_arg write = {adam_cfg, NULL, NULL, 0, NULL, dn_tp, NULL};
     RUN_RANKS(2, &o, exact_job, &write);
-    tp_arg from_tp = {adam_cfg, NULL, NULL, 0, dn_tp, NULL};
+    tp_arg from_tp = {adam_cfg, NULL, NULL, 0, dn_tp, NULL, NULL};
     RUN_RANKS(4, &o, exact_job, &from_tp);
 }
 
@@ -340,6 +381,7 @@ int main(void)
     RUN(t_cnn_conv_pairs_match_one_process);
     RUN(t_shares_and_layout_lines_name_the_chosen_pairs);
     RUN(t_two_replicas_of_two_ranks_match_one_process);
+    RUN(t_update_inside_backward_only_without_the_gradient_norm);
     RUN(t_checkpoints_cross_layouts);
     RUN(t_darknet_weights_cross_layouts);
     RUN(t_impossible_layouts_are_refused);
