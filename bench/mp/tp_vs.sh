@@ -4,15 +4,13 @@
 # interleaved rounds, medians:
 #   bench/mp/tp_vs.sh                          # REPS=5 STEPS=40 TORCH=1
 #   BASE=/tmp/old/shoal TORCH=0 bench/mp/tp_vs.sh   # another shoal binary beside (a before)
-#   TORCH_ENV=OPENBLAS_CORETYPE=SKYLAKEX bench/mp/tp_vs.sh  # PyTorch's runs only: where the
-#       system's OpenBLAS (0.3.21) does not know the CPU it falls back to its Prescott kernels
-#       (~29 GFLOPS against ~100; shoal's own OpenBLAS finds SkylakeX): name the kernels it should use
+# PyTorch's OpenBLAS kernels come from the CPU's flags as shoal's do (bench/peers.sh): where
+# the system's OpenBLAS (0.3.21) does not know the CPU it would fall back to Prescott's.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 REPS=${REPS:-5}
 STEPS=${STEPS:-40}
 TORCH=${TORCH:-1}
-TORCH_ENV=${TORCH_ENV:-}
 BUILD=${BUILD:-build}
 MODEL=${MODEL:-examples/mlp-wide.cfg}
 DATA=${SHOAL_DATA_DIR:-/usr/share/datasets/fashion-mnist}
@@ -36,9 +34,9 @@ for r in $(seq "$REPS"); do
     done
     if [ "$TORCH" = 1 ]; then
         m=$(basename "$MODEL" .cfg)
-        env $TORCH_ENV "$PY" bench/mp/torch_mp.py --mode tp --model "$m" --nranks 2 --batch 64 --steps "$STEPS" 2>/dev/null |
+        "$PY" bench/mp/torch_mp.py --mode tp --model "$m" --nranks 2 --batch 64 --steps "$STEPS" 2>/dev/null |
             ips >>"$tmp/ttp"
-        env $TORCH_ENV OPENBLAS_NUM_THREADS=1 "$PY" bench/mp/torch_mp.py --mode one --model "$m" --threads 1 --batch 64 \
+        OPENBLAS_NUM_THREADS=1 "$PY" bench/mp/torch_mp.py --mode one --model "$m" --threads 1 --batch 64 \
             --steps "$STEPS" 2>/dev/null | ips >>"$tmp/tone"
     fi
     echo "round $r done" >&2
