@@ -82,10 +82,6 @@ static const env_var table[] = {
      "--pipeline: 1 keeps a stage's [connected] weights packed for its micro-batches' products "
      "(its update packs them), 0 never, 2 all but micro-batches of 24-48 rows (there the few-row "
      "products are as fast and the update costs a third)"},
-    {"SHOAL_PIPE_FUSE", "1", 0, 1,
-     "--pipeline with packed weights (SHOAL_PIPE_PACK) and no replicas: 1 computes the last "
-     "micro-batch's [connected] weight gradients inside the stage's update, each block stepped while "
-     "in cache; 0 computes them first (the same results but for rounding)"},
     /* engine */
     {"SHOAL_THREADS", "0", 0, 1024, "kernel threads per rank (0: the CPUs the process may run on, shared by the ranks on its host)"},
     {"SHOAL_DATA_DIR", "/usr/share/datasets/fashion-mnist", NOT_INT,

@@ -484,7 +484,6 @@ void sh_net_destroy(sh_net *n)
     sh_free_aligned(n->input_delta);
     sh_free_aligned(n->state);
     sh_free_aligned(n->packed);
-    sh_free_aligned(n->fuse_work);
     free(n->zero_before_backward);
     if (!n->foreign_blocks) {
         sh_free_aligned(n->params);

@@ -169,18 +169,8 @@ void sh_net_use_packed(sh_net *n, int which);
  * sh_optim_apply over the whole block does it, with the packed copies named in which
  * (SH_PACK_* bits) of each packed layer refreshed 16 rows of W at a time as they are updated,
  * while those rows are in cache (the pack alone reads the weights again from memory); the
- * others are left stale, for the caller to pack (sh_net_pack_weights) before they are used.
- * With nf > 0 the step also takes the last products of deferred weight gradients (a pipeline
- * stage's last micro-batch): f[0..nf), in layer order, each a layer sh_net_layer_defers names
- * and `rows` (<= the net's batch) rows of its factors, whose products are added to what
- * grads holds, as sh_net_layer_weight_grads with add = 1 does, but 16 rows of dW at a time
- * in scratch, each block stepped while in cache: grads keeps the bias gradients with them and
- * the weight gradients without (nothing else may read those). Needs sh_net_keep_packed. */
-typedef struct {
-    int layer;
-    const float *x, *dy; /* (rows, inputs), (rows, outputs) */
-} sh_net_factors;
-void sh_net_update_packed(sh_net *n, sh_optim *o, float *grads, int which, const sh_net_factors *f, int nf, int rows);
+ * others are left stale, for the caller to pack (sh_net_pack_weights) before they are used. */
+void sh_net_update_packed(sh_net *n, sh_optim *o, const float *grads, int which);
 /* The cfg line of layer i's section, for messages. */
 int sh_net_layer_line(const sh_net *n, int i);
 /* The .cfg the net was built from. */

@@ -67,8 +67,6 @@ struct sh_net {
 
     float *packed;            /* owned: packed weights of the part's whole [connected] layers
                                  (sh_net_keep_packed); NULL: none or lent (sh_net_share_packed) */
-    float *fuse_work;         /* owned: X packed and a block of dW for sh_net_update_packed's
-                                 products (sh_net_keep_packed) */
     sh_rng rng;               /* dropout */
     sh_exec exec;
     const float *x;

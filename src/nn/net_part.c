@@ -212,14 +212,7 @@ static int packable(const sh_net *n, int i)
 
 shoal_result sh_net_keep_packed(sh_net *n, size_t max_bytes)
 {
-    size_t total = 0, fuse = 0;
-    for (int i = n->lo; i < n->hi; i++) /* a fused product's X packed and a block of its dW */
-        if (sh_net_layer_defers(n, i)) {
-            int in = (int)n->layers[i].inputs;
-            size_t need = sh_packed_count(n->batch, in) + (size_t)SH_PACKED_NR * in;
-            if (need > fuse) fuse = need;
-        }
-    if (fuse && !n->fuse_work) SH_TRY(sh_alloc_aligned(fuse * sizeof(float), (void **)&n->fuse_work));
+    size_t total = 0;
     for (int i = 0; i < n->nlayers; i++) {
         if (!packable(n, i)) continue;
         const sh_layer *l = &n->layers[i];
@@ -282,43 +275,26 @@ static void pack_rows_backward(const float *w, int k, int in, int r0, int r1, fl
     }
 }
 
-void sh_net_update_packed(sh_net *n, sh_optim *o, float *grads, int which, const sh_net_factors *f, int nf, int rows)
+void sh_net_update_packed(sh_net *n, sh_optim *o, const float *grads, int which)
 {
     float *params = n->params;
     size_t done = 0;
-    int next = 0; /* the factors come in layer order */
     for (int i = 0; i < n->nlayers; i++) {
         sh_layer *l = &n->layers[i];
-        const sh_net_factors *fi = next < nf && f[next].layer == i ? &f[next++] : NULL;
-        if (!fi && (!n->packed || !l->packed_fwd)) continue;
+        if (!n->packed || !l->packed_fwd) continue;
         int k = l->out_shape.c, in = (int)l->inputs;
-        SH_ASSERT(l->w_off >= done && l->w_count == (size_t)k * in && (!fi || (n->fuse_work && rows <= n->batch)));
-        float *xp = fi ? n->fuse_work : NULL, *gw = xp ? xp + sh_packed_count(rows, in) : NULL;
-        if (fi) { /* X packed once; the bias gradients added where they lie, stepped with the rest */
-            sh_packed_pack(0, rows, in, fi->x, in, 0, sh_packed_npanels(in), xp);
-            float *gb = grads + l->b_off;
-            for (int r = 0; r < rows; r++)
-                for (int j = 0; j < k; j++) gb[j] += fi->dy[(size_t)r * k + j];
-        }
+        SH_ASSERT(l->w_off >= done && l->w_count == (size_t)k * in);
         if (l->w_off > done) sh_optim_apply(o, params, grads + done, done, l->w_off - done);
         const float *w = params + l->w_off;
         for (int r0 = 0; r0 < k; r0 += SH_PACKED_NR) { /* one forward panel: 16 rows of W */
             int r1 = k - r0 < SH_PACKED_NR ? k : r0 + SH_PACKED_NR;
             size_t lo = l->w_off + (size_t)r0 * in;
-            const float *g = grads + lo;
-            if (fi) { /* the block's gradient in scratch, while in cache: never written back */
-                memcpy(gw, g, (size_t)(r1 - r0) * in * sizeof(float));
-                sh_packed_gemm_tn(r1 - r0, 0, in, rows, fi->dy + r0, k, xp, rows, 1, gw, in);
-                g = gw;
-            }
-            sh_optim_apply(o, params, g, lo, (size_t)(r1 - r0) * in);
-            if (!l->packed_fwd) continue;
+            sh_optim_apply(o, params, grads + lo, lo, (size_t)(r1 - r0) * in);
             if (which & SH_PACK_FORWARD)
                 sh_packed_pack(1, in, k, w, in, r0 / SH_PACKED_NR, r0 / SH_PACKED_NR + 1, (float *)l->packed_fwd);
             if ((which & SH_PACK_BACKWARD) && l->in_delta[0]) pack_rows_backward(w, k, in, r0, r1, (float *)l->packed_bwd);
         }
         done = l->w_off + (size_t)k * in;
     }
-    SH_ASSERT(next == nf);
     if (n->nparams > done) sh_optim_apply(o, params, grads + done, done, n->nparams - done);
 }

@@ -57,11 +57,6 @@ typedef struct {
     double *acc_ns;          /* ns while training, else eval_ns */
     int packs;               /* keeps packed weights (sh_net_keep_packed) */
     int updates;             /* applies the optimizer step itself, packing as it updates */
-    int fuse_wanted;         /* SHOAL_PIPE_FUSE (1 by default; 0: off) */
-    int fuse;                /* and takes the last micro-batch's deferred products into it */
-    sh_net_factors *fuse_f;  /* [ndefer]: their factors, left by the pass for the update */
-    int fuse_rows;           /* their rows; 0: none pending */
-    int64_t fused_updates;   /* updates that took them */
     int64_t step;            /* the step begun (its learning rate) */
     int stale;               /* SH_PACK_* bits: packed copies that predate the weights */
     int pack_forward, pack_backward; /* the copies still to be packed in this pass */

@@ -185,26 +185,6 @@ static void weights_of(pipe_state *p, const float *x, int i0, int i1)
     if (sh_trace_on()) sh_trace_span(SH_TRACK_PIPE, "weights", t0, t1, "stage", p->stage, "micro_batch", -1);
 }
 
-/* Fused (p->fuse): the products of images [i0, n) left for the update (pipe_finish), which
- * adds them to the gradients as it steps; i0 = 0 (one micro-batch): to zero ones. */
-static void leave_weights(pipe_state *p, const float *x, int i0, int n)
-{
-    float *g = sh_net_grads(p->inst[0]);
-    for (int d = 0; d < p->ndefer; d++) {
-        int l = p->defer_layer[d], in, out;
-        const float *fx, *fdy;
-        sh_net_layer_factors(p->inst[0], l, &fx, &fdy, &in, &out);
-        p->fuse_f[d] = (sh_net_factors){l, (p->defer_x[d] ? p->defer_x[d] : x) + (size_t)i0 * in,
-                                        p->defer_dy[d] + (size_t)i0 * out};
-        if (i0 == 0) {
-            size_t off, count;
-            sh_net_layer_params(p->inst[0], l, &off, &count);
-            memset(g + off, 0, count * sizeof *g);
-        }
-    }
-    p->fuse_rows = n - i0;
-}
-
 static shoal_result backward_one(pipe_state *p, int m, int n)
 {
     int j = m % p->K, cnt = mb_images(p, m, n);
@@ -287,14 +267,12 @@ shoal_result sh_pipe_pass(sh_strategy *s, const float *x, const int32_t *y, int 
             SH_TRY(backward_one(p, b++, n));
         }
         while (b < nmb - 1) SH_TRY(backward_one(p, b++, n));
-        /* a stage before the last waits for the last dY: the products of those before first;
-         * fused, every stage leaves the last micro-batch's to its update */
-        int early = p->stage < p->S - 1 || p->fuse ? (nmb - 1) * p->mb : 0;
+        /* a stage before the last waits for the last dY: the products of those before first */
+        int early = p->stage < p->S - 1 ? b * p->mb : 0;
         if (early) weights_of(p, x, 0, early);
         if (b < nmb) SH_TRY(backward_one(p, b++, n)); /* the last stage ran them all in 1F1B */
         for (int j = 0; j < p->K; j++) sh_net_defer_weights(p->inst[j], 0);
-        if (p->fuse) leave_weights(p, x, early, n);
-        else weights_of(p, x, early, n);
+        weights_of(p, x, early, n);
         /* the mean over micro-batches of their mean gradients: the batch's mean gradient */
         float *g = sh_net_grads(p->inst[0]), inv = 1.0f / (float)nmb;
         for (int r = 0; r < p->nsums; r++)

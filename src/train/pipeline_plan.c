@@ -151,7 +151,6 @@ void sh_strategy_pipeline_profile(const sh_strategy *s, sh_pipe_profile *out)
     out->comm = p->ns[3] * k;
     out->step = p->ns[4] * k;
     out->deferred_layers = p->ndefer;
-    out->fused_updates = p->fused_updates;
 }
 
 /* "; also receives layer 2's output (for route 5)": what crosses the cut before c besides the

@@ -76,10 +76,6 @@ static shoal_result pipe_attach(sh_strategy *s, sh_net *net)
         p->packs = 0;
         for (int j = 0; j < p->K; j++) sh_net_use_packed(p->inst[j], 0);
     }
-    /* The last micro-batch's weight products in the update (pipeline_pass.c leaves them):
-     * their gradients are then never whole, which replicas' average and the gradient's norm
-     * (TensorBoard) need; the optimizers step each element alone (optim.c), so by blocks. */
-    p->fuse = p->updates && p->fuse_wanted && p->ndefer && !p->group && !s->grad_sq_wanted;
     return SHOAL_OK;
 }
 
@@ -134,11 +130,8 @@ static shoal_result pipe_finish(sh_strategy *s)
          * the activations took longer than that wait and lost (6550 against 7270 images/s). */
         int lazy = p->S > 1 && p->stage == 0 ? SH_PACK_BACKWARD : 0;
         sh_optim_begin(s->opt, sh_lr_at(s->lr, p->step));
-        sh_net_update_packed(p->inst[0], s->opt, g, (SH_PACK_FORWARD | SH_PACK_BACKWARD) & ~lazy, p->fuse_f,
-                             p->fuse_rows ? p->ndefer : 0, p->fuse_rows);
+        sh_net_update_packed(p->inst[0], s->opt, g, (SH_PACK_FORWARD | SH_PACK_BACKWARD) & ~lazy);
         p->stale |= lazy;
-        p->fused_updates += p->fuse_rows > 0;
-        p->fuse_rows = 0;
     }
     return SHOAL_OK;
 }
@@ -251,7 +244,6 @@ static void pipe_destroy(sh_strategy *s)
         free(p->defer_layer);
         free(p->defer_x);
         free(p->defer_dy);
-        free(p->fuse_f);
         free(p->cuts);
         free(p->stage_nparams);
         shoal_comm_destroy(p->group);
@@ -483,10 +475,6 @@ shoal_result sh_strategy_pipeline_tp_create(shoal_comm *c, const sh_pipe_opts *o
     SH_TRY_GOTO(sh_env_long("SHOAL_PIPE_DEFER", &defer), rc, fail);
     p->defer = (int)defer;
     SH_TRY_GOTO(plan_deferred(p, lo, hi), rc, fail);
-    SH_TRY_GOTO(sh_calloc((size_t)p->ndefer + 1, sizeof *p->fuse_f, (void **)&p->fuse_f), rc, fail);
-    long fuse = 1;
-    SH_TRY_GOTO(sh_env_long("SHOAL_PIPE_FUSE", &fuse), rc, fail);
-    p->fuse_wanted = fuse != 0;
     /* OpenBLAS would re-pack each weight matrix for every one of the M products; keep them
      * packed instead (while the copies take at most 64 MiB), but for micro-batches of
      * PIPE_SMALL_LO-PIPE_SMALL_HI rows: gemm_small.c's few-row products are as fast there, and

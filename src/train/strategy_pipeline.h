@@ -34,7 +34,6 @@ typedef struct {
     double forward, backward, bubble, comm;
     double step;        /* the whole pass, for the bubble's share */
     int deferred_layers; /* whose weight gradients wait for the last backward (SHOAL_PIPE_DEFER) */
-    int64_t fused_updates; /* updates that took the last micro-batch's products (SHOAL_PIPE_FUSE) */
 } sh_pipe_profile;
 
 /* Cut the net (any part of it; every layer's cost and stage= key are known) into `stages`

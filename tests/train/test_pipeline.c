@@ -75,21 +75,21 @@ static void opts_for(sh_train_opts *o, const char *c, int batch, int64_t steps)
 
 static void t_two_stages_sgd_match_one_process(void)
 {
-    sh_test_pipe_arg a = {sgd_cfg, 2, 4, STEPS, NULL, NULL, NULL, NULL, 0, 0};
+    sh_test_pipe_arg a = {sgd_cfg, 2, 4, STEPS, NULL, NULL, NULL, NULL};
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
     RUN_RANKS(2, &o, sh_test_pipe_exact_job, &a);
 }
 
 static void t_two_stages_adam_match_one_process(void)
 {
-    sh_test_pipe_arg a = {adam_cfg, 2, 4, STEPS, NULL, NULL, NULL, NULL, 0, 0};
+    sh_test_pipe_arg a = {adam_cfg, 2, 4, STEPS, NULL, NULL, NULL, NULL};
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
     RUN_RANKS(2, &o, sh_test_pipe_exact_job, &a);
 }
 
 static void t_three_stages_eight_micro_batches_match(void)
 {
-    sh_test_pipe_arg a = {sgd_cfg, 3, 8, STEPS, NULL, NULL, NULL, NULL, 0, 0};
+    sh_test_pipe_arg a = {sgd_cfg, 3, 8, STEPS, NULL, NULL, NULL, NULL};
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
     RUN_RANKS(3, &o, sh_test_pipe_exact_job, &a);
 }
@@ -125,9 +125,9 @@ static void t_without_deferral_match_one_process(void)
     RUN_RANKS(2, &o, defers_job, &on);
     setenv("SHOAL_PIPE_DEFER", "0", 1);
     RUN_RANKS(2, &o, defers_job, &off);
-    sh_test_pipe_arg a = {sgd_cfg, 2, 4, STEPS, NULL, NULL, NULL, NULL, 0, 0};
+    sh_test_pipe_arg a = {sgd_cfg, 2, 4, STEPS, NULL, NULL, NULL, NULL};
     RUN_RANKS(2, &o, sh_test_pipe_exact_job, &a);
-    sh_test_pipe_arg b = {adam_cfg, 3, 8, STEPS, NULL, NULL, NULL, NULL, 0, 0};
+    sh_test_pipe_arg b = {adam_cfg, 3, 8, STEPS, NULL, NULL, NULL, NULL};
     RUN_RANKS(3, &o, sh_test_pipe_exact_job, &b);
     unsetenv("SHOAL_PIPE_DEFER");
 }
@@ -141,38 +141,11 @@ static void t_packed_or_not_match_one_process(void)
     const char *modes[] = {"0", "1"};
     for (int k = 0; k < 2; k++) {
         setenv("SHOAL_PIPE_PACK", modes[k], 1);
-        sh_test_pipe_arg a = {sgd_cfg, 2, 4, STEPS, NULL, NULL, NULL, NULL, 0, 0};
+        sh_test_pipe_arg a = {sgd_cfg, 2, 4, STEPS, NULL, NULL, NULL, NULL};
         RUN_RANKS(2, &o, sh_test_pipe_exact_job, &a);
-        sh_test_pipe_arg b = {adam_cfg, 3, 8, STEPS, NULL, NULL, NULL, NULL, 0, 0};
+        sh_test_pipe_arg b = {adam_cfg, 3, 8, STEPS, NULL, NULL, NULL, NULL};
         RUN_RANKS(3, &o, sh_test_pipe_exact_job, &b);
     }
-    unsetenv("SHOAL_PIPE_PACK");
-}
-
-/* With packed weights the stage's update takes its last micro-batch's weight products, each
- * block of dW stepped as it is made (SHOAL_PIPE_FUSE), on every step, and still matches one
- * process (SGD and Adam, 2 and 3 stages, one micro-batch: the products then replace the
- * gradients); not with replicas (their average needs the whole gradient), nor when the job
- * wants the gradient's norm (TensorBoard: job_logs), nor with SHOAL_PIPE_FUSE=0, each still
- * matching. */
-static void t_fused_update_matches_one_process(void)
-{
-    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
-    setenv("SHOAL_PIPE_PACK", "1", 1);
-    sh_test_pipe_arg on[] = {{adam_cfg, 2, 4, STEPS, NULL, NULL, NULL, NULL, 0, 1},
-                             {sgd_cfg, 3, 8, STEPS, NULL, NULL, NULL, NULL, 0, 1},
-                             {adam_cfg, 2, 1, STEPS, NULL, NULL, NULL, NULL, 0, 1}};
-    RUN_RANKS(2, &o, sh_test_pipe_exact_job, &on[0]);
-    RUN_RANKS(3, &o, sh_test_pipe_exact_job, &on[1]);
-    RUN_RANKS(2, &o, sh_test_pipe_exact_job, &on[2]);
-    sh_test_pipe_arg replicas = {adam_cfg, 2, 4, STEPS, NULL, NULL, NULL, NULL, 0, -1};
-    RUN_RANKS(4, &o, sh_test_pipe_exact_job, &replicas);
-    sh_test_pipe_arg norm = {adam_cfg, 2, 4, STEPS, NULL, NULL, NULL, NULL, 1, -1};
-    RUN_RANKS(2, &o, sh_test_pipe_exact_job, &norm);
-    setenv("SHOAL_PIPE_FUSE", "0", 1);
-    sh_test_pipe_arg off = {sgd_cfg, 3, 8, STEPS, NULL, NULL, NULL, NULL, 0, -1};
-    RUN_RANKS(3, &o, sh_test_pipe_exact_job, &off);
-    unsetenv("SHOAL_PIPE_FUSE");
     unsetenv("SHOAL_PIPE_PACK");
 }
 
@@ -186,8 +159,8 @@ static void t_checkpoints_cross_layouts(void)
     opts_for(&so, adam_cfg, GLOBAL_BATCH, STEPS / 2);
     so.save_path = ckpt_one;
     opts_for(&ro, adam_cfg, GLOBAL_BATCH, STEPS);
-    sh_test_pipe_arg resume = {adam_cfg, 2, 4, STEPS, ckpt_one, NULL, NULL, NULL, 0, 0};
-    sh_test_pipe_arg first = {adam_cfg, 2, 4, STEPS / 2, NULL, ckpt_pipe, NULL, NULL, 0, 0};
+    sh_test_pipe_arg resume = {adam_cfg, 2, 4, STEPS, ckpt_one, NULL, NULL, NULL};
+    sh_test_pipe_arg first = {adam_cfg, 2, 4, STEPS / 2, NULL, ckpt_pipe, NULL, NULL};
     check_checkpoints_cross("pipeline", &so, sh_test_pipe_exact_job, 2, &resume, 2, &first, &ro, ckpt_pipe, 0);
 }
 
@@ -202,20 +175,20 @@ static void t_darknet_weights_cross_layouts(void)
     opts_for(&so, sgd_cfg, GLOBAL_BATCH, STEPS / 2);
     so.save_darknet_path = dn_one;
     CHECK(sh_test_write_one(&so) == SHOAL_OK, "%s", shoal_last_error_message());
-    sh_test_pipe_arg from_one = {sgd_cfg, 2, 2, STEPS, NULL, NULL, dn_one, NULL, 0, 0};
+    sh_test_pipe_arg from_one = {sgd_cfg, 2, 2, STEPS, NULL, NULL, dn_one, NULL};
     RUN_RANKS(4, &o, sh_test_pipe_exact_job, &from_one);
-    sh_test_pipe_arg write = {bn_cfg, 2, 1, STEPS, NULL, NULL, NULL, dn_pipe, 0, 0};
+    sh_test_pipe_arg write = {bn_cfg, 2, 1, STEPS, NULL, NULL, NULL, dn_pipe};
     RUN_RANKS(2, &o, sh_test_pipe_exact_job, &write);
-    sh_test_pipe_arg from_pipe = {bn_cfg, 3, 1, STEPS, NULL, NULL, dn_pipe, NULL, 0, 0};
+    sh_test_pipe_arg from_pipe = {bn_cfg, 3, 1, STEPS, NULL, NULL, dn_pipe, NULL};
     RUN_RANKS(3, &o, sh_test_pipe_exact_job, &from_pipe);
 }
 
 static void t_two_stages_two_replicas_match(void)
 {
-    sh_test_pipe_arg a = {adam_cfg, 2, 2, STEPS, NULL, NULL, NULL, NULL, 0, 0};
+    sh_test_pipe_arg a = {adam_cfg, 2, 2, STEPS, NULL, NULL, NULL, NULL};
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
     RUN_RANKS(4, &o, sh_test_pipe_exact_job, &a);
-    sh_test_pipe_arg b = {sgd_cfg, 2, 4, STEPS, NULL, NULL, NULL, NULL, 0, 0};
+    sh_test_pipe_arg b = {sgd_cfg, 2, 4, STEPS, NULL, NULL, NULL, NULL};
     RUN_RANKS(4, &o, sh_test_pipe_exact_job, &b);
 }
 
@@ -358,7 +331,6 @@ int main(void)
     RUN(t_two_stages_two_replicas_match);
     RUN(t_without_deferral_match_one_process);
     RUN(t_packed_or_not_match_one_process);
-    RUN(t_fused_update_matches_one_process);
     RUN(t_checkpoints_cross_layouts);
     RUN(t_darknet_weights_cross_layouts);
     RUN(t_impossible_layouts_are_refused);

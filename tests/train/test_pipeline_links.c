@@ -87,7 +87,7 @@ static void run_layout(const char *name, const char *head, const char *const *la
 {
     char path[600];
     CHECK(write_cfg(name, head, layers, cuts, ncuts, path, sizeof path) == 0, "cannot write %s", name);
-    sh_test_pipe_arg a = {path, ncuts + 1, micro, STEPS, NULL, NULL, NULL, NULL, 0, 0};
+    sh_test_pipe_arg a = {path, ncuts + 1, micro, STEPS, NULL, NULL, NULL, NULL};
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
     RUN_RANKS((ncuts + 1) * replicas, &o, sh_test_pipe_exact_job, &a);
 }
@@ -144,8 +144,8 @@ static void t_checkpoints_cross_layouts(void)
     so.save_path = ckpt_one;
     opts_for(&ro, path, GLOBAL_BATCH, STEPS);
     ro.eval_each_epoch = 0;
-    sh_test_pipe_arg resume = {path, 3, 4, STEPS, ckpt_one, NULL, NULL, NULL, 0, 0};
-    sh_test_pipe_arg first = {path, 3, 4, STEPS / 2, NULL, ckpt_pipe, NULL, NULL, 0, 0};
+    sh_test_pipe_arg resume = {path, 3, 4, STEPS, ckpt_one, NULL, NULL, NULL};
+    sh_test_pipe_arg first = {path, 3, 4, STEPS / 2, NULL, ckpt_pipe, NULL, NULL};
     check_checkpoints_cross("pipeline across routes", &so, sh_test_pipe_exact_job, 3, &resume, 3, &first, &ro, ckpt_pipe, 0);
 }
 
@@ -202,7 +202,7 @@ static void t_balanced_three_stages_match(void)
 {
     char path[600];
     CHECK(write_cfg("balanced", conv_head, conv_layers, NULL, 0, path, sizeof path) == 0, "cfg");
-    sh_test_pipe_arg a = {path, 3, 4, STEPS, NULL, NULL, NULL, NULL, 0, 0};
+    sh_test_pipe_arg a = {path, 3, 4, STEPS, NULL, NULL, NULL, NULL};
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
     RUN_RANKS(3, &o, sh_test_pipe_exact_job, &a);
 }
