@@ -186,3 +186,25 @@ put("auth", "check", bytes([0]) + b"SHOAL1S\0" + nonce + b"SHOAL1C\0" + nonce + 
 put("auth", "hostile-server", bytes([1]) + b"SHOAL1S\0" + nonce + bytes(32))
 put("auth", "hostile-client", bytes([2]) + b"SHOAL1C\0" + nonce + b"store".ljust(96, b"\0") + bytes(32))
 put("auth", "honest", bytes([3]) + b"job-key".ljust(32, b"\0") + nonce + nonce + b"w/tcp 3->5 coll".ljust(96, b"x"))
+
+# ---- darknet: .weights files for fuzz_darknet.c's nets (0: classifier, 88 floats; 1:
+# recurrent, 122 floats; 2: PyTorch-form [gru], refused). Counts from
+# sh_darknet_weights_nbytes: change them when the target's cfgs change.
+def floats(n, seed):
+    return b"".join(struct.pack("<f", ((i * 37 + seed) % 19 - 9) / 10) for i in range(n))
+def dn_head(major, minor, seen, seen64=True):
+    return struct.pack("<iii", major, minor, 0) + struct.pack("<Q" if seen64 else "<I", seen)
+put("darknet", "classifier", bytes([0]) + dn_head(0, 2, 5) + floats(88, 1))
+put("darknet", "recurrent", bytes([1]) + dn_head(0, 2, 7) + floats(122, 2))
+put("darknet", "old-header", bytes([0]) + dn_head(0, 1, 3, False) + floats(88, 3))
+put("darknet", "transposed", bytes([1]) + dn_head(0, 1001, 9, False) + floats(122, 4))
+put("darknet", "pytorch-gru", bytes([2]) + dn_head(0, 2, 1) + floats(40, 5))
+put("darknet", "short", bytes([0]) + dn_head(0, 2, 5) + floats(30, 6))
+
+# ---- text: mode (bit 0: held-out tail), time steps, streams, world (each mod its range), text
+poem = b"the sea is calm tonight.\nthe tide is full, the moon lies fair\nupon the straits;\n" * 3
+put("text", "train-3x3", bytes([0, 2, 2, 0]) + poem)
+put("text", "tail-1x1", bytes([1, 0, 0, 0]) + poem)
+put("text", "two-ranks", bytes([0, 3, 1, 1]) + poem)
+put("text", "binary", bytes([0, 1, 3, 0]) + bytes(range(256)))
+put("text", "tiny", bytes([0, 0, 0, 0]) + b"abcdefghijklmnopqrst")
