@@ -208,3 +208,45 @@ put("text", "tail-1x1", bytes([1, 0, 0, 0]) + poem)
 put("text", "two-ranks", bytes([0, 3, 1, 1]) + poem)
 put("text", "binary", bytes([0, 1, 3, 0]) + bytes(range(256)))
 put("text", "tiny", bytes([0, 0, 0, 0]) + b"abcdefghijklmnopqrst")
+
+# ---- tb: TensorBoard event files (TFRecord framing, masked CRC-32C; Event protobufs)
+def masked(crc):
+    return (((crc >> 15) | (crc << 17)) + 0xa282ead8) & 0xffffffff
+def pb_key(field, wire):
+    return bytes([field << 3 | wire])
+def pb_varint(v):
+    out = b""
+    while True:
+        b, v = v & 0x7f, v >> 7
+        out += bytes([b | (0x80 if v else 0)])
+        if not v:
+            return out
+def pb_bytes(field, b):
+    return pb_key(field, 2) + pb_varint(len(b)) + b
+def tb_event(wall, step, values):
+    summary = b"".join(pb_bytes(1, pb_bytes(1, tag.encode()) + pb_key(2, 5) + struct.pack("<f", v))
+                       for tag, v in values)
+    return pb_key(1, 1) + struct.pack("<d", wall) + pb_key(2, 0) + pb_varint(step) + \
+        (pb_bytes(5, summary) if values else b"")
+def tfrecord(data):
+    head = struct.pack("<Q", len(data))
+    return head + struct.pack("<I", masked(crc32c(head))) + data + struct.pack("<I", masked(crc32c(data)))
+events = tfrecord(pb_key(1, 1) + struct.pack("<d", 1.7e9) + pb_bytes(3, b"brain.Event:2")) + b"".join(
+    tfrecord(tb_event(1.7e9 + s, s, [("train/loss", 2.0 / (s + 1)), ("lr", 0.1)])) for s in range(4))
+put("tb", "run", bytes([0]) + events)
+put("tb", "fix-crcs", bytes([1]) + events[:-7])
+put("tb", "bad-crc", bytes([0]) + events[:40] + b"\xff" + events[41:80])
+
+# ---- plot: mode (mod 4: 0 JSON, 1 timeline, 2 benchmark curve, 3 train history) · the file
+put("plot", "json", bytes([0]) + b'{"a": [1, -2.5e3, true, null, "x\\u0041\\n"], "b": {"c": {}}, "d": []}')
+put("plot", "timeline", bytes([1]) + b'{"traceEvents": ['
+    b'{"name": "step", "cat": "step", "ph": "X", "pid": 0, "ts": 0, "dur": 900, "args": {"step": 0}},'
+    b'{"name": "forward", "cat": "forward", "ph": "X", "pid": 0, "ts": 1, "dur": 300, "args": {"step": 0}},'
+    b'{"name": "step", "cat": "step", "ph": "X", "pid": 1, "ts": 0, "dur": 800, "args": {"step": 1}}]}')
+put("plot", "bench-json", bytes([2]) + b'{"op": "allreduce", "ranks": 2, "rows": ['
+    b'{"size": 1024, "busbw_gb_s": 1.5}, {"size": 4096, "busbw_gb_s": 3.25}]}')
+put("plot", "bench-lines", bytes([2]) + b'[rank 0] {"size": 8, "busbw_gb_s": 0.1}\n{"size": 64, "busbw_gb_s": 0.5}\n')
+put("plot", "bench-table", bytes([2]) + b"#  size  count  type  redop  time  algbw  busbw\n"
+    b"   1024   256  float  sum  10.0  0.10  0.15\n   4096  1024  float  sum  12.0  0.34  0.51\n")
+put("plot", "train-json", bytes([3]) + b'[rank 0] {"history": [{"step": 10, "seconds": 1.5, "epoch": 0.5, '
+    b'"train_loss": 2.1, "test_loss": 2.0, "test_accuracy": 0.3}, {"step": 20, "seconds": 3}]}\n')
