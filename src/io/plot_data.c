@@ -25,6 +25,22 @@ static int stage_of(const char *cat, const char *name)
     return !strcmp(name, "forward") ? 1 : !strcmp(name, "backward") ? 2 : !strcmp(name, "idle") ? 3 : -1;
 }
 
+/* Member key as an integer in [lo, hi] (absent: dflt) into *out; 0 when it is a number
+ * outside, which C's conversion to an integer would make undefined (scripts/fuzz.sh found
+ * a step of 1.8e65 so converted, UBSan). */
+static int json_int_in(const sh_json *v, const char *key, double lo, double hi, double dflt,
+                       int64_t *out)
+{
+    double x = sh_json_num(v, key, dflt);
+    if (!(x >= lo && x <= hi)) return 0; /* NaN too */
+    *out = (int64_t)x;
+    return 1;
+}
+
+/* Steps and pids as a trace holds them: within these, a double is exact. */
+#define STEP_MAX 9007199254740992.0 /* 2^53 */
+#define PID_MAX 2147483647.0
+
 static int cmp_i64(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
@@ -79,13 +95,15 @@ shoal_result sh_breakdown_read(const char *path, int64_t step_lo, int64_t step_h
         const sh_json *e = &ev->items[i];
         const char *cat = sh_json_str(e, "cat"), *ph = sh_json_str(e, "ph");
         if (!cat || !ph || strcmp(ph, "X") || strcmp(cat, "step")) continue;
-        int64_t s = (int64_t)sh_json_num(sh_json_get(e, "args"), "step", -1);
-        int pid = (int)sh_json_num(e, "pid", -1);
-        if (s < step_lo || (step_hi >= 0 && s >= step_hi) || s < 0 || pid < 0) continue;
+        int64_t s, pid; /* an event without them, or with others, is not a step of a rank */
+        if (!json_int_in(sh_json_get(e, "args"), "step", 0, STEP_MAX, -1, &s) ||
+            !json_int_in(e, "pid", 0, PID_MAX, -1, &pid))
+            continue;
+        if (s < step_lo || (step_hi >= 0 && s >= step_hi)) continue;
         if (find_i64(steps, nsteps, s) == nsteps) steps[nsteps++] = s;
         int seen = 0;
         for (size_t r = 0; r < nranks && !seen; r++) seen = ranks[r] == pid;
-        if (!seen) ranks[nranks++] = pid;
+        if (!seen) ranks[nranks++] = (int)pid;
     }
     if (!nsteps) {
         free(steps);
@@ -110,9 +128,11 @@ shoal_result sh_breakdown_read(const char *path, int64_t step_lo, int64_t step_h
         if (!cat || !name || !ph || strcmp(ph, "X")) continue;
         int k = stage_of(cat, name);
         if (k < 0) continue;
-        int64_t s = (int64_t)sh_json_num(sh_json_get(e, "args"), "step", -1);
+        int64_t s, pid;
+        if (!json_int_in(sh_json_get(e, "args"), "step", 0, STEP_MAX, -1, &s) ||
+            !json_int_in(e, "pid", 0, PID_MAX, -1, &pid))
+            continue;
         size_t si = find_i64(steps, nsteps, s), ri = nranks;
-        int pid = (int)sh_json_num(e, "pid", -1);
         for (size_t r = 0; r < nranks; r++)
             if (ranks[r] == pid) ri = r;
         if (si == nsteps || ri == nranks) continue;
@@ -202,14 +222,17 @@ shoal_result sh_bench_curve_read(const char *path, sh_bench_curve *out)
     shoal_result rc = SHOAL_OK;
     char err[160] = "";
     /* a whole shoal bench --json object (possibly with [rank 0] prefixes: strip them first) */
-    char *clean = malloc(strlen(text) + 1);
+    /* every line is copied with a '\n' after it, the last one too when the file ends
+     * without one (scripts/fuzz.sh found the byte past the end written): + 2, not + 1 */
+    size_t text_len = strlen(text);
+    char *clean = malloc(text_len + 2);
     if (!clean) {
         free(text);
         return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory reading %s", path);
     }
     /* clean: the lines without launcher prefixes; json_part: only those that can belong to
      * a JSON document (a log line on stderr mixed into the output must not spoil it) */
-    char *json_part = malloc(strlen(text) + 1);
+    char *json_part = malloc(text_len + 2);
     if (!json_part) {
         free(clean);
         free(text);
@@ -325,7 +348,13 @@ shoal_result sh_train_json_read(const char *path, sh_tb_run *out)
                      "or the run's --logdir", path);
     for (size_t i = 0; rc == SHOAL_OK && i < h->n; i++) {
         const sh_json *e = &h->items[i];
-        int64_t step = (int64_t)sh_json_num(e, "step", 0);
+        int64_t step;
+        if (!json_int_in(e, "step", -STEP_MAX, STEP_MAX, 0, &step)) {
+            rc = SH_FAIL(SHOAL_ERR_FORMAT, "%s: history entry %zu has step %g, not a step number; the "
+                         "file is damaged (give the shoal train --json output as written)", path, i,
+                         sh_json_num(e, "step", 0));
+            break;
+        }
         double wall = sh_json_num(e, "seconds", NAN);
         static const char *const keys[3][2] = {
             {"train_loss", "train/loss"}, {"test_loss", "test/loss"}, {"test_accuracy", "test/accuracy"}};

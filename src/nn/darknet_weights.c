@@ -143,7 +143,10 @@ shoal_result sh_darknet_weights_load(sh_net *n, const char *path, uint64_t *seen
                      "not a Darknet .weights file", path, head[0], head[1], head[2]);
         goto done;
     }
-    if (major * 10 + minor >= 2 && major < DN_TRANSPOSE_MARK && minor < DN_TRANSPOSE_MARK) {
+    /* Darknet's test, (major*10 + minor) >= 2 && major < 1000 && minor < 1000, with the marks
+     * first: major*10 overflows an int for a major above 214748364 (scripts/fuzz.sh found it,
+     * UBSan); the answer is Darknet's for every header, a 32-bit count above the marks. */
+    if (major < DN_TRANSPOSE_MARK && minor < DN_TRANSPOSE_MARK && major * 10 + minor >= 2) {
         if (fread(&images, sizeof images, 1, f) != 1) goto short_file;
         pos += sizeof images;
     } else {

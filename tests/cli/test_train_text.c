@@ -4,7 +4,8 @@
  * does, alone and on 2 ranks), 2 ranks of B streams agreeing with 1 rank of 2B, bits per
  * character in --json, src/cli/cmd_generate.c (repeatable samples, the seed echoed, either
  * sampler; Darknet's own text: tests/nn/test_darknet_weights.c) and the
- * errors: a too-short text, a non-character model, bad flags. */
+ * errors: an empty or too-short text, a held-out tail too short for the batch, a
+ * non-character model, bad flags; a seed of any bytes (not UTF-8) is fed as it is. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -168,6 +169,11 @@ static void generate_samples_repeatably(void)
           "--sampler darknet: %s", b);
     CHECK(run_shoal("generate lstm.cfg --weights lstm.ckpt --sampler darknet --length 120", c,
                     sizeof c) == 0 && strcmp(b, c) == 0, "--sampler darknet: two runs differ");
+    /* the seed is bytes, not UTF-8: fed and echoed as they are */
+    rc = run_shoal("generate model.cfg --weights gen.ckpt --seed \"$(printf '\\377\\376\\200ab')\" "
+                   "--length 4", c, sizeof c);
+    CHECK(rc == 0 && memcmp(c, "\377\376\200ab", 5) == 0 && strlen(c) == 5 + 4 + 1,
+          "non-UTF-8 seed: exit %d, %zu bytes", rc, strlen(c));
     int rc2 = run_shoal("generate model.cfg --weights gen.ckpt --sampler darknet", c, sizeof c);
     CHECK(rc2 == 1 && strstr(c, "--sampler darknet") && strchr(c, '\n') == c + strlen(c) - 1,
           "--sampler darknet with a [gru]: exit %d, want 1 and one line: %s", rc2, c);
@@ -179,6 +185,18 @@ static void errors_are_clear(void)
     write_file("short.txt", "abc", 3);
     int rc = run_shoal("train model.cfg --data short.txt --max-steps 1", out, sizeof out);
     CHECK(rc == 1 && strstr(out, "short.txt") && strstr(out, "too few"), "short text: %d %s", rc, out);
+    write_file("empty.txt", "", 0);
+    rc = run_shoal("train model.cfg --data empty.txt --max-steps 1", out, sizeof out);
+    CHECK(rc == 1 && strstr(out, "empty.txt holds 0 bytes") && strchr(out, '\n') == out + strlen(out) - 1,
+          "empty text: %d %s", rc, out);
+    /* 270 bytes to train on are enough for 4 streams of 8 steps, the 30 held out are not:
+     * refused before training, naming the tail */
+    char text300[300];
+    for (int i = 0; i < 300; i++) text300[i] = (char)('a' + i % 26);
+    write_file("tail.txt", text300, sizeof text300);
+    rc = run_shoal("train model.cfg --data tail.txt --max-steps 1", out, sizeof out);
+    CHECK(rc == 1 && strstr(out, "tail.txt (held-out tail) has 30 bytes") &&
+              strchr(out, '\n') == out + strlen(out) - 1, "short tail: %d %s", rc, out);
     write_file("image.cfg", "[net]\nwidth=4\nheight=4\nchannels=1\n[connected]\noutput=3\n[softmax]\n", 64);
     rc = run_shoal("train image.cfg --data text.txt --max-steps 1", out, sizeof out);
     CHECK(rc == 1 && strstr(out, "256"), "image model on text: %d %s", rc, out);

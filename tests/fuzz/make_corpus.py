@@ -186,3 +186,67 @@ put("auth", "check", bytes([0]) + b"SHOAL1S\0" + nonce + b"SHOAL1C\0" + nonce + 
 put("auth", "hostile-server", bytes([1]) + b"SHOAL1S\0" + nonce + bytes(32))
 put("auth", "hostile-client", bytes([2]) + b"SHOAL1C\0" + nonce + b"store".ljust(96, b"\0") + bytes(32))
 put("auth", "honest", bytes([3]) + b"job-key".ljust(32, b"\0") + nonce + nonce + b"w/tcp 3->5 coll".ljust(96, b"x"))
+
+# ---- darknet: .weights files for fuzz_darknet.c's nets (0: classifier, 88 floats; 1:
+# recurrent, 122 floats; 2: PyTorch-form [gru], refused). Counts from
+# sh_darknet_weights_nbytes: change them when the target's cfgs change.
+def floats(n, seed):
+    return b"".join(struct.pack("<f", ((i * 37 + seed) % 19 - 9) / 10) for i in range(n))
+def dn_head(major, minor, seen, seen64=True):
+    return struct.pack("<iii", major, minor, 0) + struct.pack("<Q" if seen64 else "<I", seen)
+put("darknet", "classifier", bytes([0]) + dn_head(0, 2, 5) + floats(88, 1))
+put("darknet", "recurrent", bytes([1]) + dn_head(0, 2, 7) + floats(122, 2))
+put("darknet", "old-header", bytes([0]) + dn_head(0, 1, 3, False) + floats(88, 3))
+put("darknet", "transposed", bytes([1]) + dn_head(0, 1001, 9, False) + floats(122, 4))
+put("darknet", "pytorch-gru", bytes([2]) + dn_head(0, 2, 1) + floats(40, 5))
+put("darknet", "short", bytes([0]) + dn_head(0, 2, 5) + floats(30, 6))
+
+# ---- text: mode (bit 0: held-out tail), time steps, streams, world (each mod its range), text
+poem = b"the sea is calm tonight.\nthe tide is full, the moon lies fair\nupon the straits;\n" * 3
+put("text", "train-3x3", bytes([0, 2, 2, 0]) + poem)
+put("text", "tail-1x1", bytes([1, 0, 0, 0]) + poem)
+put("text", "two-ranks", bytes([0, 3, 1, 1]) + poem)
+put("text", "binary", bytes([0, 1, 3, 0]) + bytes(range(256)))
+put("text", "tiny", bytes([0, 0, 0, 0]) + b"abcdefghijklmnopqrst")
+
+# ---- tb: TensorBoard event files (TFRecord framing, masked CRC-32C; Event protobufs)
+def masked(crc):
+    return (((crc >> 15) | (crc << 17)) + 0xa282ead8) & 0xffffffff
+def pb_key(field, wire):
+    return bytes([field << 3 | wire])
+def pb_varint(v):
+    out = b""
+    while True:
+        b, v = v & 0x7f, v >> 7
+        out += bytes([b | (0x80 if v else 0)])
+        if not v:
+            return out
+def pb_bytes(field, b):
+    return pb_key(field, 2) + pb_varint(len(b)) + b
+def tb_event(wall, step, values):
+    summary = b"".join(pb_bytes(1, pb_bytes(1, tag.encode()) + pb_key(2, 5) + struct.pack("<f", v))
+                       for tag, v in values)
+    return pb_key(1, 1) + struct.pack("<d", wall) + pb_key(2, 0) + pb_varint(step) + \
+        (pb_bytes(5, summary) if values else b"")
+def tfrecord(data):
+    head = struct.pack("<Q", len(data))
+    return head + struct.pack("<I", masked(crc32c(head))) + data + struct.pack("<I", masked(crc32c(data)))
+events = tfrecord(pb_key(1, 1) + struct.pack("<d", 1.7e9) + pb_bytes(3, b"brain.Event:2")) + b"".join(
+    tfrecord(tb_event(1.7e9 + s, s, [("train/loss", 2.0 / (s + 1)), ("lr", 0.1)])) for s in range(4))
+put("tb", "run", bytes([0]) + events)
+put("tb", "fix-crcs", bytes([1]) + events[:-7])
+put("tb", "bad-crc", bytes([0]) + events[:40] + b"\xff" + events[41:80])
+
+# ---- plot: mode (mod 4: 0 JSON, 1 timeline, 2 benchmark curve, 3 train history) · the file
+put("plot", "json", bytes([0]) + b'{"a": [1, -2.5e3, true, null, "x\\u0041\\n"], "b": {"c": {}}, "d": []}')
+put("plot", "timeline", bytes([1]) + b'{"traceEvents": ['
+    b'{"name": "step", "cat": "step", "ph": "X", "pid": 0, "ts": 0, "dur": 900, "args": {"step": 0}},'
+    b'{"name": "forward", "cat": "forward", "ph": "X", "pid": 0, "ts": 1, "dur": 300, "args": {"step": 0}},'
+    b'{"name": "step", "cat": "step", "ph": "X", "pid": 1, "ts": 0, "dur": 800, "args": {"step": 1}}]}')
+put("plot", "bench-json", bytes([2]) + b'{"op": "allreduce", "ranks": 2, "rows": ['
+    b'{"size": 1024, "busbw_gb_s": 1.5}, {"size": 4096, "busbw_gb_s": 3.25}]}')
+put("plot", "bench-lines", bytes([2]) + b'[rank 0] {"size": 8, "busbw_gb_s": 0.1}\n{"size": 64, "busbw_gb_s": 0.5}\n')
+put("plot", "bench-table", bytes([2]) + b"#  size  count  type  redop  time  algbw  busbw\n"
+    b"   1024   256  float  sum  10.0  0.10  0.15\n   4096  1024  float  sum  12.0  0.34  0.51\n")
+put("plot", "train-json", bytes([3]) + b'[rank 0] {"history": [{"step": 10, "seconds": 1.5, "epoch": 0.5, '
+    b'"train_loss": 2.1, "test_loss": 2.0, "test_accuracy": 0.3}, {"step": 20, "seconds": 3}]}\n')
