@@ -6,6 +6,8 @@
  * 2048 x 6272 and 2048 x 4096: 11.7 -> 9.4 ms forward, 10.8 -> 9.5 ms input gradient). The
  * weight gradient dW = dY^T X stays OpenBLAS's: turned around it was no faster. Whole layers
  * use it too where a pass has few rows (layer_dense.c's rule, bench/README.md 2026-11-25).
+ * Since 2026-11-25 13:20 a hybrid share's input gradient is OpenBLAS's again: measured then,
+ * 2048 x 6272 at 64 rows, sh_small_gemm_nn 35 ms against OpenBLAS's 18 (at 128 rows 55 / 29).
  * Not here: the kernels and the packing (gemm_packed.c); who calls it (layer_dense.c).
  * Proved by tests/nn/test_gemm_small.c. */
 #include "nn/gemm_small.h"

@@ -17,7 +17,8 @@
  * bias and activation (the exec's sum hook). A gather share (hybrid parallelism) keeps
  * outputs [r K/T, (r+1) K/T) but a whole (N, K) output, zero but for its columns, summed over
  * the ranks after its activation; its input's gradient is summed as a column share's. Its
- * forward and input-gradient products, the whole batch by a slice of W, use gemm_small.c. Its
+ * forward, the whole batch by a slice of W, uses gemm_small.c GATHER_ROWS rows at a time; its
+ * input gradient OpenBLAS's (turned around it ran half OpenBLAS's speed at 32-128 rows). Its
  * gradients are final as computed, and so are a column or row share's under tensor parallelism
  * with one replica: with the net's update hook (hybrid's broadcast, tensor's) dW runs in
  * blocks of FUSE_ROWS rows on the packed kernel (X packed once, in its cache) into scratch,
@@ -48,6 +49,10 @@ int sh_dense_small_fwd_rows[2] = {4, 96}, sh_dense_small_dx_rows[2] = {12, 48};
 enum { SMALL_MIN_OUTPUTS = 64 };
 /* Rows of dW a gather share computes and steps at once (32 x 6272 floats: 800 KB, in L2). */
 enum { FUSE_ROWS = 32 };
+/* Rows of a gather share's forward per turned-around product: 32 x 6272 inputs packed is
+ * 800 KB, in L2; the whole batch of 128 (3.2 MB) is not, and ran 29 -> 22 ms a step on
+ * fc4096's 2048 x 6272 share (bench/README.md, 2026-11-25 13:20). */
+enum { GATHER_ROWS = 32 };
 
 static int min_int(int a, int b) { return a < b ? a : b; }
 
@@ -70,9 +75,9 @@ static shoal_result dense_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_c
     if (ctx->share_ranks > 1) { /* a gather share: its outputs, the output buffer whole */
         int r = ctx->share_rank, R = ctx->share_ranks;
         k = (int)(((long long)(r + 1) * k) / R - ((long long)r * k) / R);
-        /* its products run the whole batch by half the weights or less: gemm_small.c's */
-        size_t fwd = sh_small_ws_count(ctx->batch, (int)l->inputs, k), bwd = sh_small_ws_count(ctx->batch, k, (int)l->inputs);
-        l->ws_count = fwd > bwd ? fwd : bwd;
+        /* its forward runs the whole batch by half the weights or less: gemm_small.c's,
+         * GATHER_ROWS at a time (dense_forward_images); its input gradient OpenBLAS's */
+        l->ws_count = sh_small_ws_count(min_int(ctx->batch, GATHER_ROWS), (int)l->inputs, k);
         if (!l->batch_normalize) fuse_room(l, ctx->batch);
     }
     l->w_off = 0;
@@ -213,7 +218,11 @@ static void dense_forward_images(sh_layer *l, sh_exec *x, int tid, int n0, int n
     if (ld != k) memset(y, 0, (size_t)nn * ld * sizeof *y); /* the others' columns: summed in */
     if (l->packed_fwd && !(x->unpacked & SH_PACK_FORWARD)) /* a whole layer: net_part.c packs no share */
         sh_packed_gemm(nn, 0, k, in, l->in[0] + (size_t)n0 * in, in, l->packed_fwd, 0, y, ld);
-    else if (l->tp_role == SH_TP_GATHER || small_rows(l, x, 0))
+    else if (l->tp_role == SH_TP_GATHER) /* GATHER_ROWS at a time: packed A stays in L2 */
+        for (int r0 = 0; r0 < nn; r0 += GATHER_ROWS)
+            sh_small_gemm_nt(min_int(GATHER_ROWS, nn - r0), k, in, l->in[0] + (size_t)(n0 + r0) * in, in, w, in,
+                             y + (size_t)r0 * ld + k0, ld, x->work[tid]);
+    else if (small_rows(l, x, 0))
         sh_small_gemm_nt(nn, k, in, l->in[0] + (size_t)n0 * in, in, w, in, y + k0, ld, x->work[tid]);
     else if (self_packs(l, x))
         sh_packed_gemm(nn, 0, k, in, l->in[0] + (size_t)n0 * in, in, self_fwd(l), 0, y, ld);
@@ -305,7 +314,7 @@ static void dx_images(sh_layer *l, sh_exec *x, int tid, int n0, int n1)
     float *dy = l->delta + (size_t)n0 * ld + k0;
     if (l->in_delta[0] && l->packed_bwd && !(x->unpacked & SH_PACK_BACKWARD))
         sh_packed_gemm(nn, 0, in, k, dy, ld, l->packed_bwd, l->accum[0], l->in_delta[0] + (size_t)n0 * in, in);
-    else if (l->in_delta[0] && (l->tp_role == SH_TP_GATHER || small_rows(l, x, 1)))
+    else if (l->in_delta[0] && small_rows(l, x, 1)) /* a gather share's: OpenBLAS's, below */
         sh_small_gemm_nn(nn, in, k, dy, ld, x->params + l->w_off, in, l->accum[0], l->in_delta[0] + (size_t)n0 * in, in,
                          x->work[tid]);
     else if (l->in_delta[0] && self_packs(l, x))

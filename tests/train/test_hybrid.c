@@ -160,6 +160,10 @@ static void run_scheme(sh_hybrid_scheme scheme)
     RUN_RANKS(3, &o, exact_job, &adam3);
     hy_arg sgd4 = {sgd_cfg, NULL, NULL, scheme, 16, NULL, NULL};
     RUN_RANKS(4, &o, exact_job, &sgd4);
+    if (scheme == SH_HYBRID_BROADCAST) { /* 72 rows a share: forward blocks of 32, 32 and 8 */
+        hy_arg tall = {sgd_cfg, NULL, NULL, scheme, 72, NULL, NULL};
+        RUN_RANKS(2, &o, exact_job, &tall);
+    }
     hy_arg adam4 = {adam_cfg, NULL, NULL, scheme, 16, NULL, NULL};
     RUN_RANKS(4, &o, exact_job, &adam4);
 }
