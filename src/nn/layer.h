@@ -264,7 +264,8 @@ extern int sh_conv_cache_min_threads;
 extern int sh_dense_self_pack_min_rows;
 /* Rows per product [lo, hi] from which a whole [connected] layer of 64 outputs or more runs
  * forward and dX on gemm_small.c's turned-around products (layer_dense.c; tests move them,
- * before building a net: its scratch is sized for hi rows). */
+ * before building a net: its scratch is sized for hi rows). dX's {-1, -1}: by the machine's
+ * L2 (12-48 under 2 MiB, none from 2 MiB: layer_dense.c dx_window). */
 extern int sh_dense_small_fwd_rows[2], sh_dense_small_dx_rows[2];
 /* 1 when a [connected] layer applies the update hook itself (x->update) as its weight
  * gradient is made: a share (gather, column or row) without batch norm (layer_dense.c). */

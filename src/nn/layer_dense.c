@@ -31,8 +31,10 @@
  * tests/train/test_tensor.c (shares) and tests/train/test_hybrid.c (gather shares, the fused
  * update). */
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/err.h"
 #include "nn/gemm.h"
@@ -45,7 +47,26 @@
 enum { SELF_PACK_MAX = 1 << 20 };
 int sh_dense_self_pack_min_rows = 64; /* layer.h */
 /* Rows per product [lo, hi] that run on gemm_small.c (layer.h), and the fewest outputs. */
-int sh_dense_small_fwd_rows[2] = {4, 96}, sh_dense_small_dx_rows[2] = {12, 48};
+int sh_dense_small_fwd_rows[2] = {4, 96}, sh_dense_small_dx_rows[2] = {-1, -1}; /* -1: dx_window */
+/* The input gradient's window by the machine. The turned-around dX won at 12-48 rows on a VM
+ * with 1 MiB of L2 per core (Cooper Lake: 4096 x 6272 at 32 rows 99 -> 147 GFLOPS) and lost at
+ * every row count on one with 2 MiB (a Sapphire Rapids-class CPU: 2048 x 6272 at 64 rows 34.9
+ * ms against OpenBLAS's 18.4; mlp-wide on 2 ranks 1883 -> 2292 images/s without it, bench/
+ * README.md), so it is kept where L2 is smaller than 2 MiB or unknown. */
+static int machine_dx_rows[2];
+static void pick_dx_window(void)
+{
+    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    machine_dx_rows[0] = l2 >= (2L << 20) ? 1 : 12; /* [1, 0]: empty */
+    machine_dx_rows[1] = l2 >= (2L << 20) ? 0 : 48;
+}
+static const int *dx_window(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    if (sh_dense_small_dx_rows[0] >= 0) return sh_dense_small_dx_rows; /* set by a test */
+    pthread_once(&once, pick_dx_window);
+    return machine_dx_rows;
+}
 enum { SMALL_MIN_OUTPUTS = 64 };
 /* Rows of dW a gather share computes and steps at once (32 x 6272 floats: 800 KB, in L2). */
 enum { FUSE_ROWS = 32 };
@@ -95,7 +116,7 @@ static shoal_result dense_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_c
     l->flops = (double)k * (double)l->inputs;
     if (ctx->share_ranks <= 1 && k >= SMALL_MIN_OUTPUTS) { /* few rows (whole, column or row share) */
         int in = (int)l->inputs, mf = min_int(ctx->batch, sh_dense_small_fwd_rows[1]);
-        int mb = min_int(ctx->batch, sh_dense_small_dx_rows[1]);
+        int mb = min_int(ctx->batch, dx_window()[1]);
         size_t fwd = sh_small_ws_count(mf, in, k), bwd = sh_small_ws_count(mb, k, in);
         l->ws_count = fwd > bwd ? fwd : bwd;
     }
@@ -150,7 +171,7 @@ static int dense_chunk(const sh_exec *x)
 static int small_rows(const sh_layer *l, const sh_exec *x, int dx)
 {
     if (l->tp_role == SH_TP_GATHER || l->out_shape.c < SMALL_MIN_OUTPUTS || self_packs(l, x)) return 0;
-    const int *lim = dx ? sh_dense_small_dx_rows : sh_dense_small_fwd_rows;
+    const int *lim = dx ? dx_window() : sh_dense_small_fwd_rows;
     int m = dense_chunk(x), k = l->out_shape.c, in = (int)l->inputs;
     return m >= lim[0] && m <= lim[1] &&
            (dx ? sh_small_ws_count(m, k, in) : sh_small_ws_count(m, in, k)) <= l->ws_count;
