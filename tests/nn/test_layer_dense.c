@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "nn/gemm_small.h"
 #include "nn_check.h"
@@ -183,12 +184,15 @@ static void self_packed_path_matches_plain_loops(void)
 /* A layer of 80 outputs over 48 rows (24 or 12 per product at 2 threads, within both rules)
  * computes Y and dX with gemm_small.c: the same bits as its products over all the rows (row
  * by row they give what one call gives), which OpenBLAS's would not; within 1e-5 of double
- * loops. Linear layers and zero biases: Y and layer 0's delta are the products themselves. */
-static void few_rows_take_the_turned_around_products(void)
+ * loops. Linear layers and zero biases: Y and layer 0's delta are the products themselves.
+ * dX's window pinned to 12-48 rows (pinned 1), or the machine's (layer_dense.c dx_window:
+ * 12-48 where L2 is under 2 MiB or unknown, none from 2 MiB, where dX is OpenBLAS's). */
+static void dx_window_case(int pinned)
 {
     enum { N = 48, I = 50, K = 80 };
-    /* dX's window pinned (by default it follows the machine's L2: layer_dense.c dx_window) */
-    sh_dense_small_dx_rows[0] = 12, sh_dense_small_dx_rows[1] = 48;
+    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    int small_dx = pinned || l2 < (2L << 20);
+    if (pinned) sh_dense_small_dx_rows[0] = 12, sh_dense_small_dx_rows[1] = 48;
     for (int th = 1; th <= 2; th++) {
         test_net t;
         if (!tn_build(&t, "[net]\nbatch=48\nchannels=1\nheight=1\nwidth=7\n"
@@ -213,7 +217,8 @@ static void few_rows_take_the_turned_around_products(void)
         sh_small_gemm_nt(N, K, I, in, I, w, I, y, K, ws);
         sh_small_gemm_nn(N, I, K, l->delta, K, w, I, 0, dx, I, ws);
         CHECK(!memcmp(y, l->out, sizeof y), "%d threads: Y not gemm_small.c's product", th);
-        CHECK(!memcmp(dx, got_dx, sizeof dx), "%d threads: dX not gemm_small.c's product", th);
+        CHECK((memcmp(dx, got_dx, sizeof dx) == 0) == small_dx, "%d threads, window %s, L2 %ld: dX %s gemm_small.c's product",
+              th, pinned ? "12-48" : "the machine's", l2, small_dx ? "not" : "is");
         double ey = 0, edx = 0;
         for (int n = 0; n < N; n++)
             for (int k = 0; k < K; k++) {
@@ -232,6 +237,8 @@ static void few_rows_take_the_turned_around_products(void)
     }
     sh_dense_small_dx_rows[0] = sh_dense_small_dx_rows[1] = -1; /* the machine's again */
 }
+static void few_rows_take_the_turned_around_products(void) { dx_window_case(1); }
+static void the_input_gradient_window_follows_the_machine(void) { dx_window_case(0); }
 
 int main(void)
 {
@@ -250,5 +257,6 @@ int main(void)
     sh_dense_self_pack_min_rows = 1 << 30; /* OpenBLAS's path */
     RUN(self_packed_path_matches_plain_loops);
     RUN(few_rows_take_the_turned_around_products);
+    RUN(the_input_gradient_window_follows_the_machine);
     return check_end();
 }
