@@ -56,7 +56,9 @@ static void tp_update(void *ctx, size_t offset, const float *g, size_t count)
 {
     sh_strategy *s = ctx;
     tp_state *p = s->impl;
+    uint64_t t0 = sh_now_ns();
     sh_optim_apply(s->opt, sh_net_params(p->net), g, offset, count);
+    __atomic_fetch_add(&s->update_in_backward_ns, sh_now_ns() - t0, __ATOMIC_RELAXED);
 }
 
 static shoal_result tp_attach(sh_strategy *s, sh_net *net)
@@ -118,7 +120,11 @@ static void tp_grad_ready(void *ctx, int layer, size_t offset, size_t count)
 static shoal_result tp_finish(sh_strategy *s)
 {
     tp_state *p = s->impl;
-    if (p->fuse) sh_net_step_unfused(p->net, s->opt, sh_net_params(p->net), sh_net_grads(p->net), 0);
+    if (p->fuse) {
+        uint64_t t0 = sh_now_ns();
+        sh_net_step_unfused(p->net, s->opt, sh_net_params(p->net), sh_net_grads(p->net), 0);
+        s->update_in_finish_ns += sh_now_ns() - t0;
+    }
     if (!p->dp) return SHOAL_OK;
     if (s->gx) return sh_gradx_group_finish(s, p->net);
     float *g = sh_net_grads(p->net);

@@ -650,6 +650,12 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
         r->profile.backward = t->prof_ns[2] * k;
         r->profile.comm_wait = t->prof_ns[3] * k;
         r->profile.optimizer = t->prof_ns[4] * k;
+        /* a strategy's own steps inside backward (its threads' summed time) and in finish */
+        double in_bwd = (double)__atomic_load_n(&st->update_in_backward_ns, __ATOMIC_RELAXED) / t->threads * k;
+        double in_fin = (double)st->update_in_finish_ns * k;
+        r->profile.backward -= in_bwd;
+        r->profile.comm_wait -= in_fin;
+        r->profile.optimizer += in_bwd + in_fin;
     }
 done:
     if (rc != SHOAL_OK && (agree_req || st->drain)) {

@@ -23,6 +23,14 @@ static const char deep_cfg[] =
     "\n[connected]\noutput=4\nactivation=linear\n"
     "\n[softmax]\n\n[cost]\n";
 
+/* wide enough that a step of its shares shows in --profile's hundredths of a ms */
+static const char wide_cfg[] =
+    "[net]\nbatch=16\nwidth=8\nheight=8\nchannels=1\nlearning_rate=0.05\nmomentum=0.9\n"
+    "\n[connected]\noutput=1024\nactivation=relu\n"
+    "\n[connected]\noutput=1024\nactivation=relu\n"
+    "\n[connected]\noutput=4\nactivation=linear\n"
+    "\n[softmax]\n\n[cost]\n";
+
 /* conv + conv by channels, conv + connected through maxpool; conv 1 + 2 overlaps both */
 static const char cnn_cfg[] = SH_TEST_NET_8X8("0.02", "momentum=0.9\n") SH_TEST_CNN_LAYERS("", "");
 
@@ -57,6 +65,17 @@ static void cnn_splits_by_channels_like_one_process(void)
     check_matches_one_process("tensor parallel", out, acc1, loss1);
 }
 
+/* With one replica the split layers step inside backward: --profile counts that as the
+ * optimizer's time, not backward's (it read 0.00 when the step moved into backward). */
+static void profile_counts_the_shares_steps_as_the_optimizers(void)
+{
+    int rc = run("wide.cfg --data . -n 2 --tensor-parallel 2 --max-steps 30 --threads 1 --profile --quiet");
+    const char *line = strstr(out, "profile per step (ms):");
+    const char *opt = line ? strstr(line, "optimizer ") : NULL;
+    double ms = opt ? atof(opt + strlen("optimizer ")) : -1;
+    CHECK(rc == 0 && opt && ms > 0, "exit %d, optimizer %.3f ms: %s", rc, ms, out);
+}
+
 static void refusals(void)
 {
     int rc = run("deep.cfg --data . -n 2 --tensor-parallel 2 --max-steps 3 --threads 1 --save t.ckpt --quiet");
@@ -88,13 +107,14 @@ static void darknet_weights_are_the_whole_model(void)
 int main(void)
 {
     check_begin("test_train_tensor", 240);
-    if (tiny_make_dir(dir, sizeof dir) != 0 || tiny_write_file(dir, "deep.cfg", deep_cfg) ||
+    if (tiny_make_dir(dir, sizeof dir) != 0 || tiny_write_file(dir, "deep.cfg", deep_cfg) || tiny_write_file(dir, "wide.cfg", wide_cfg) ||
         tiny_write_file(dir, "cnn.cfg", cnn_cfg)) {
         CHECK(0, "cannot make the tiny dataset");
         return check_end();
     }
     RUN(trains_like_one_process);
     RUN(cnn_splits_by_channels_like_one_process);
+    RUN(profile_counts_the_shares_steps_as_the_optimizers);
     RUN(refusals);
     RUN(darknet_weights_are_the_whole_model);
     tiny_remove_dir(dir);
