@@ -217,12 +217,11 @@ static void print_profile(const sh_job_report *jr)
     }
     if (jr->has_hybrid_profile) {
         const sh_hybrid_profile *h = &jr->hybrid_profile;
-        /* broadcast's own steps run inside backward and after the sum: counted as the optimizer's */
+        /* broadcast's own steps inside backward and after the sum are the optimizer's (trainer.c) */
         fprintf(stderr, "profile per step (ms): data %.2f, forward and backward %.2f, waiting for the "
                 "convolutional gradients %.2f, optimizer %.2f; communication %.2f ms per step, %.3f MB sent per "
                 "rank (%.3f MB of it activities and their gradients)\n", p->data * 1e3,
-                (p->forward + p->backward - h->fused_update_s) * 1e3, (p->comm_wait - h->rest_update_s) * 1e3,
-                (p->optimizer + h->fused_update_s + h->rest_update_s) * 1e3, h->comm_s * 1e3,
+                (p->forward + p->backward) * 1e3, p->comm_wait * 1e3, p->optimizer * 1e3, h->comm_s * 1e3,
                 h->sent_nbytes / 1e6, h->act_nbytes / 1e6);
         return;
     }

@@ -41,6 +41,13 @@ static int json_int_in(const sh_json *v, const char *key, double lo, double hi, 
 #define STEP_MAX 9007199254740992.0 /* 2^53 */
 #define PID_MAX 2147483647.0
 
+/* An event's step (args.step) and rank (pid): 0 when either is missing or out of range. */
+static int event_step_pid(const sh_json *e, int64_t *step, int64_t *pid)
+{
+    return json_int_in(sh_json_get(e, "args"), "step", 0, STEP_MAX, -1, step) &&
+           json_int_in(e, "pid", 0, PID_MAX, -1, pid);
+}
+
 static int cmp_i64(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
@@ -96,9 +103,7 @@ shoal_result sh_breakdown_read(const char *path, int64_t step_lo, int64_t step_h
         const char *cat = sh_json_str(e, "cat"), *ph = sh_json_str(e, "ph");
         if (!cat || !ph || strcmp(ph, "X") || strcmp(cat, "step")) continue;
         int64_t s, pid; /* an event without them, or with others, is not a step of a rank */
-        if (!json_int_in(sh_json_get(e, "args"), "step", 0, STEP_MAX, -1, &s) ||
-            !json_int_in(e, "pid", 0, PID_MAX, -1, &pid))
-            continue;
+        if (!event_step_pid(e, &s, &pid)) continue;
         if (s < step_lo || (step_hi >= 0 && s >= step_hi)) continue;
         if (find_i64(steps, nsteps, s) == nsteps) steps[nsteps++] = s;
         int seen = 0;
@@ -129,9 +134,7 @@ shoal_result sh_breakdown_read(const char *path, int64_t step_lo, int64_t step_h
         int k = stage_of(cat, name);
         if (k < 0) continue;
         int64_t s, pid;
-        if (!json_int_in(sh_json_get(e, "args"), "step", 0, STEP_MAX, -1, &s) ||
-            !json_int_in(e, "pid", 0, PID_MAX, -1, &pid))
-            continue;
+        if (!event_step_pid(e, &s, &pid)) continue;
         size_t si = find_i64(steps, nsteps, s), ri = nranks;
         for (size_t r = 0; r < nranks; r++)
             if (ranks[r] == pid) ri = r;

@@ -66,7 +66,7 @@ struct sh_strategy {
     const sh_lr_policy *lr;
     /* A strategy that steps inside backward (update hooks on the kernel threads: their
      * summed ns) and in finish adds its time here; --profile counts it as the optimizer's,
-     * not backward's or the wait's (trainer.c). The hybrid reports its own instead. */
+     * not backward's or the wait's (trainer.c). */
     uint64_t update_in_backward_ns, update_in_finish_ns;
     /* Optional (NULL: nothing to do), called on every rank before a checkpoint is written:
      * make rank 0's optimizer state whole (a strategy that splits the update keeps each

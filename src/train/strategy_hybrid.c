@@ -68,8 +68,6 @@ typedef struct {
     int64_t steps;
     sh_model_part part;
     int fuse;                 /* the shares step themselves (the strategy's optimizer) */
-    uint64_t fused_ns;        /* the shares' steps inside backward, summed over the kernel threads */
-    double rest_ns;           /* step_rest's, after the convolutional gradients' sum */
 } hy_state;
 
 shoal_result sh_hybrid_scheme_parse(const char *s, sh_hybrid_scheme *out)
@@ -315,7 +313,7 @@ static void hy_update(void *ctx, size_t offset, const float *g, size_t count)
     hy_state *p = s->impl;
     uint64_t t0 = sh_now_ns();
     sh_optim_apply(s->opt, sh_net_params(p->whole), g, p->conv_nparams + offset, count);
-    __atomic_fetch_add(&p->fused_ns, sh_now_ns() - t0, __ATOMIC_RELAXED); /* the kernel threads call it */
+    __atomic_fetch_add(&s->update_in_backward_ns, sh_now_ns() - t0, __ATOMIC_RELAXED); /* the kernel threads call it */
 }
 
 /* After the convolutional gradients' sum: the parameters the shares did not step. */
@@ -384,7 +382,7 @@ static shoal_result hy_finish(sh_strategy *s)
     if (p->fuse) {
         uint64_t t1 = sh_now_ns();
         step_rest(s);
-        p->rest_ns += (double)(sh_now_ns() - t1);
+        s->update_in_finish_ns += sh_now_ns() - t1;
     }
     p->last_sent = p->step_sent;
     p->last_comm_ns = p->step_comm_ns;
@@ -587,8 +585,9 @@ void sh_strategy_hybrid_profile(const sh_strategy *s, sh_hybrid_profile *out)
     out->act_nbytes = p->sum_act * k;
     out->comm_s = p->sum_comm_ns * 1e-9 * k;
     /* the threads step their own rows side by side: their summed time over their count */
-    out->fused_update_s = (double)__atomic_load_n(&p->fused_ns, __ATOMIC_RELAXED) / sh_net_threads(p->fcn) * 1e-9 * k;
-    out->rest_update_s = p->rest_ns * 1e-9 * k;
+    out->fused_update_s = (double)__atomic_load_n(&s->update_in_backward_ns, __ATOMIC_RELAXED) /
+                          sh_net_threads(p->fcn) * 1e-9 * k;
+    out->rest_update_s = (double)s->update_in_finish_ns * 1e-9 * k;
 }
 
 void sh_strategy_hybrid_describe(const sh_strategy *s, FILE *out)
