@@ -164,9 +164,10 @@ shoal_result shoal_allreduce_start(shoal_comm *c, const void *send, void *recv, 
  * step). reduced may point into grads or into the communicator's own memory.
  * When the request finishes, params hold the updated values on every rank; grads are then
  * unspecified. apply runs on the communicator's thread, for disjoint ranges. On a path that
- * shares the work (one host, shared memory, large messages) each rank reduces and updates
- * only its own block and sends the updated params to the others, so each rank's apply sees
- * only its block: an optimizer's state is then current only there (ZeRO stage 1). With
+ * shares the work (one host, shared memory, large messages; or the ring, which large
+ * messages take across hosts with one rank per host) each rank reduces and updates only its
+ * own block and sends the updated params to the others, so each rank's apply sees only its
+ * block: an optimizer's state is then current only there (ZeRO stage 1). With
  * params in a shared window's common block (and grads in the calling rank's block of it),
  * that path is always taken, whatever the size or SHOAL_ALGO: each element is then updated
  * by one rank only, in place, for all. Every rank must call it where the others do (it is

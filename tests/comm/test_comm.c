@@ -470,6 +470,88 @@ static void window(shoal_comm *c, void *arg)
     }
 }
 
+/* allreduce_apply into each rank's own params (no window), averaging: every rank ends with
+ * the same stepped weights whatever the path; apply sees the average; the ring and the CMA
+ * path step each element once in all (each block by its holder, ZeRO stage 1), the others
+ * every element on every rank. */
+typedef struct {
+    float *params;
+    size_t touched, lo, hi;
+    int bad_reduced, world;
+} own_apply;
+
+static void own_step(void *ctx, size_t off, size_t n, const float *reduced)
+{
+    own_apply *a = ctx;
+    for (size_t i = 0; i < n; i++) {
+        float sum = 0;
+        for (int r = 0; r < a->world; r++) sum += win_grad(r, off + i);
+        a->bad_reduced += reduced[i] != sum / (float)a->world;
+        a->params[off + i] -= reduced[i];
+    }
+    a->touched += n;
+    if (off < a->lo) a->lo = off;
+    if (off + n > a->hi) a->hi = off + n;
+}
+
+static void apply_private(shoal_comm *c, void *arg)
+{
+    const char *forced = arg;
+    int r = shoal_comm_rank(c), n = shoal_comm_world(c);
+    size_t counts[] = {1, (size_t)n + 1, 1000, 300000}, cap = 300000;
+    float *params = malloc(cap * sizeof(float)), *grads = malloc(cap * sizeof(float));
+    CHECK(params && grads, "out of memory");
+    if (!params || !grads) goto out;
+    for (int k = 0; k < 4; k++) {
+        size_t count = counts[k];
+        for (size_t i = 0; i < count; i++) {
+            params[i] = 1000.0f;
+            grads[i] = win_grad(r, i);
+        }
+        own_apply a = {params, 0, SIZE_MAX, 0, 0, n};
+        shoal_request *req = NULL;
+        shoal_result rc = shoal_allreduce_apply_start(c, grads, params, count, SHOAL_AVG, own_step, &a, &req);
+        if (rc == SHOAL_OK) rc = shoal_wait(req);
+        CHECK(rc == SHOAL_OK, "count %zu: %s", count, shoal_last_error_message());
+        const char *path = c->last_path ? c->last_path : "?";
+        if (forced) CHECK(strcmp(path, forced) == 0, "SHOAL_ALGO=%s ran %s", forced, path);
+        int once = strcmp(path, "ring") == 0 || strcmp(path, "cma") == 0;
+        int64_t t = (int64_t)a.touched, total = 0;
+        CHECK(shoal_allreduce(c, &t, &total, 1, SHOAL_INT64, SHOAL_SUM) == SHOAL_OK, "%s",
+              shoal_last_error_message());
+        CHECK(total == (int64_t)count * (once ? 1 : n), "count %zu on %d ranks by %s: %lld elements stepped in all",
+              count, n, path, (long long)total);
+        if (once && a.touched) /* one block of the holder's, never all of it on 2+ ranks */
+            CHECK(a.hi - a.lo == a.touched && (count < (size_t)n || a.touched < count),
+                  "count %zu by %s: rank %d stepped [%zu, %zu), %zu elements", count, path, r, a.lo, a.hi,
+                  a.touched);
+        CHECK(a.bad_reduced == 0, "count %zu by %s: apply saw %d wrong averages", count, path, a.bad_reduced);
+        size_t wrong = 0;
+        for (size_t i = 0; i < count; i++) {
+            float sum = 0;
+            for (int p = 0; p < n; p++) sum += win_grad(p, i);
+            wrong += params[i] != 1000.0f - sum / (float)n;
+        }
+        CHECK(wrong == 0, "count %zu on %d ranks by %s: rank %d holds %zu wrong weights", count, n, path, r, wrong);
+    }
+out:
+    free(params);
+    free(grads);
+}
+
+static void t_apply_paths(void)
+{
+    const char *algos[] = {"ring", "rd", "tree"};
+    for (int n = 2; n <= 3; n++) {
+        for (int k = 0; k < 3; k++) {
+            sh_test_ranks_opts o = {.links = SH_TEST_SOCKETPAIR, .algo = algos[k]};
+            RUN_RANKS(n, &o, apply_private, (void *)algos[k]);
+        }
+        sh_test_ranks_opts o = {.links = SH_TEST_REAL, .transport = "tcp"};
+        RUN_RANKS(n, &o, apply_private, NULL);
+    }
+}
+
 static void window_unsupported(shoal_comm *c, void *arg)
 {
     (void)arg;
@@ -532,6 +614,7 @@ int main(void)
     RUN(t_p2p);
     RUN(t_split);
     RUN(t_window);
+    RUN(t_apply_paths);
     RUN(t_ipv6);
     return check_end();
 }

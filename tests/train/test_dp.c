@@ -237,7 +237,8 @@ static void t_resume_on_other_rank_count(void)
 }
 
 /* ---- the update split across ranks (ZeRO stage 1) ----
- * A model whose bucket is large enough for the allreduce through the peers' memory, so each
+ * A model whose bucket is large enough for the allreduce through the peers' memory (or, over
+ * TCP as across hosts, for the ring, whose members step the blocks they hold), so each
  * rank steps the optimizer on its block only and sends the weights: the run must still
  * match one process (SGD with momentum and Adam, whose step count must advance once a
  * step), each rank must have stepped only part of the parameters, and a checkpoint taken
@@ -327,13 +328,26 @@ static void t_split_update_matches_one_process(void)
     }
     char ck[600];
     snprintf(ck, sizeof ck, "%s/dp-shard.ckpt", dir);
-    for (int k = 0; k < 2; k++) {
-        shard_arg first = {cfgs[k], ck, STEPS / 2}, second = {cfgs[k], ck, STEPS};
-        sh_test_ranks_opts o = {.links = SH_TEST_REAL, .transport = "shm", .deadline_s = 120};
-        CHECK(RUN_RANKS(3, &o, shard_job, &first) == 0, "%s: first half on 3 ranks", cfgs[k]);
-        CHECK(RUN_RANKS(2, &o, shard_job, &second) == 0, "%s: second half on 2 ranks", cfgs[k]);
-        remove(ck);
+    const char *transports[2] = {"shm", "tcp"};
+    for (int tr = 0; tr < 2; tr++) {
+        if (tr) setenv("SHOAL_DP_WINDOW", "0", 1); /* no window over TCP */
+        for (int k = 0; k < 2; k++) {
+            if (tr)
+                for (int n = 2; n <= 3; n++) {
+                    shard_arg a = {cfgs[k], NULL, STEPS};
+                    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .transport = "tcp", .deadline_s = 120};
+                    CHECK(RUN_RANKS(n, &o, shard_job, &a) == 0, "%s on %d ranks over tcp", cfgs[k], n);
+                }
+            shard_arg first = {cfgs[k], ck, STEPS / 2}, second = {cfgs[k], ck, STEPS};
+            sh_test_ranks_opts o = {.links = SH_TEST_REAL, .transport = transports[tr], .deadline_s = 120};
+            CHECK(RUN_RANKS(3, &o, shard_job, &first) == 0, "%s: first half on 3 ranks over %s", cfgs[k],
+                  transports[tr]);
+            CHECK(RUN_RANKS(2, &o, shard_job, &second) == 0, "%s: second half on 2 ranks over %s", cfgs[k],
+                  transports[tr]);
+            remove(ck);
+        }
     }
+    unsetenv("SHOAL_DP_WINDOW");
 }
 
 static void t_strong_scaling_matches_one_process(void)

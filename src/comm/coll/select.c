@@ -157,7 +157,27 @@ sh_algo_kind sh_select_choose(const shoal_comm *c, const sh_coll *op)
     return d;
 }
 
-static shoal_result allreduce(shoal_comm *c, const sh_group *g, const sh_coll *op)
+/* The ring in its two phases, with the work between them done once: after the reduce-scatter
+ * each member averages (SHOAL_AVG) only the block it holds, and with an update
+ * (shoal_allreduce_apply_start) steps the optimizer on that block alone and the allgather
+ * spreads the updated params instead of the gradients (ZeRO stage 1, as cma.c in a host): on
+ * n ranks 1/n of the averaging and of the optimizer's passes, the same bytes on the wire, the
+ * same bits everywhere (each block's average and step computed once, then copied). *applied
+ * says the update was made. */
+static shoal_result ring_allreduce(shoal_comm *c, const sh_group *g, const sh_coll *op, int *applied)
+{
+    SH_TRY(sh_ring_rs_phase(c, g, op->send, op->recv, op->count, op->dt, op->op));
+    size_t off, len;
+    sh_algo_block(op->count, g->n, (g->me + 1) % g->n, &off, &len);
+    unsigned char *own = (unsigned char *)op->recv + off * shoal_dtype_nbytes(op->dt);
+    if (op->op == SHOAL_AVG && len) sh_reduce_avg_finish(own, len, op->dt, c->world);
+    if (!op->apply) return sh_ring_ag_phase(c, g, op->recv, op->count, op->dt);
+    if (len) op->apply(op->apply_ctx, off, len, (const float *)own);
+    *applied = 1;
+    return sh_ring_ag_phase(c, g, op->params, op->count, op->dt);
+}
+
+static shoal_result allreduce(shoal_comm *c, const sh_group *g, const sh_coll *op, int *applied)
 {
     size_t nbytes = op->count * shoal_dtype_nbytes(op->dt);
     if (c->world == 1 || op->count == 0) {
@@ -173,20 +193,20 @@ static shoal_result allreduce(shoal_comm *c, const sh_group *g, const sh_coll *o
             SH_TRY(sh_tree_reduce(c, g, op->send, op->recv, op->count, op->dt, op->op, 0));
             SH_TRY(sh_tree_broadcast(c, g, op->recv, op->count, op->dt, 0));
             break;
-        default: SH_TRY(sh_ring_allreduce(c, g, op->send, op->recv, op->count, op->dt, op->op)); break;
+        default: return ring_allreduce(c, g, op, applied); /* averages its own block */
         }
     }
     if (op->op == SHOAL_AVG) sh_reduce_avg_finish(op->recv, op->count, op->dt, c->world);
     return SHOAL_OK;
 }
 
-static shoal_result run(shoal_comm *c, const sh_group *g, const sh_coll *op)
+static shoal_result run(shoal_comm *c, const sh_group *g, const sh_coll *op, int *applied)
 {
     size_t es = shoal_dtype_nbytes(op->dt), nbytes = op->count * es;
     int n = c->world;
     switch (op->kind) {
     case SH_COLL_ALLREDUCE:
-        return allreduce(c, g, op);
+        return allreduce(c, g, op, applied);
     case SH_COLL_BROADCAST:
         if (c->rank == op->root && op->send != op->recv && nbytes) memcpy(op->recv, op->send, nbytes);
         if (n == 1 || nbytes == 0) return SHOAL_OK;
@@ -230,7 +250,7 @@ static shoal_result run(shoal_comm *c, const sh_group *g, const sh_coll *op)
 }
 
 /* The collective by MPI or by shoal's own algorithms over the whole communicator. */
-static shoal_result run_whole(shoal_comm *c, const sh_coll *op)
+static shoal_result run_whole(shoal_comm *c, const sh_coll *op, int *applied)
 {
     if (c->algo == SH_ALGO_MPI) {
         /* MPI has no 16-bit float types: those collectives take shoal's own algorithms */
@@ -247,7 +267,7 @@ static shoal_result run_whole(shoal_comm *c, const sh_coll *op)
     }
     for (int r = 0; r < c->world; r++) ranks[r] = r;
     sh_group g = {c->world, c->rank, ranks};
-    shoal_result rc = run(c, &g, op);
+    shoal_result rc = run(c, &g, op, applied);
     if (ranks != stack) free(ranks);
     return rc;
 }
@@ -271,8 +291,10 @@ shoal_result sh_select_algo_run(shoal_comm *c, const sh_coll *op)
         return sh_cma_allreduce(c, op);
     }
     c->last_path = whole_path(c, op);
-    SH_TRY(run_whole(c, op));
-    if (op->apply) op->apply(op->apply_ctx, 0, op->count, (const float *)op->recv); /* every rank updates everything */
+    int applied = 0; /* the ring updates each block once, its holder's (ring_allreduce) */
+    SH_TRY(run_whole(c, op, &applied));
+    if (op->apply && !applied) /* every rank updates everything */
+        op->apply(op->apply_ctx, 0, op->count, (const float *)op->recv);
     return SHOAL_OK;
 }
 
