@@ -237,6 +237,55 @@ static void dx_window_case(int pinned)
     }
     sh_dense_small_dx_rows[0] = sh_dense_small_dx_rows[1] = -1; /* the machine's again */
 }
+/* The forward's window and a layer's own packing by the machine's L2 (layer_dense.c
+ * pick_rules): under 2 MiB (or unknown) forward at 4-96 rows and packing up to 1M weights;
+ * from 2 MiB forward at 4-128 rows while rows x inputs floats fit in L2, packing up to L2 / 8
+ * bytes of weights. One thread (a product is the whole pass), own packing off (main). */
+static int forward_is_small(int rows, int inputs, long l2)
+{
+    enum { K = 80 };
+    char text[256];
+    snprintf(text, sizeof text,
+             "[net]\nbatch=%d\nchannels=1\nheight=1\nwidth=%d\n[connected]\noutput=%d\nactivation=linear\n"
+             "[softmax]\n[cost]\n", rows, inputs, K);
+    test_net t;
+    if (!tn_build(&t, text, rows, 8)) return -1;
+    float *x = malloc((size_t)rows * inputs * sizeof *x), *y = malloc((size_t)rows * K * sizeof *y);
+    float *ws = malloc(sh_small_ws_count(rows, inputs, K) * sizeof *ws);
+    tn_random(x, (size_t)rows * inputs, 13, -1, 1);
+    CHECK_OK(sh_net_forward(t.net, x, rows, 1));
+    const sh_layer *l = sh_net_layer(t.net, 0);
+    size_t off, count;
+    sh_net_layer_params(t.net, 0, &off, &count);
+    sh_small_gemm_nt(rows, K, inputs, x, inputs, sh_net_params(t.net) + off, inputs, y, K, ws);
+    int same = !memcmp(y, l->out, (size_t)rows * K * sizeof *y);
+    double e = 0;
+    for (int i = 0; i < rows * K; i++) e = fmax(e, fabs((double)y[i] - l->out[i]));
+    CHECK(e < 1e-4, "%d rows x %d inputs, L2 %ld: Y differs from the product by %g", rows, inputs, l2, e);
+    free(x), free(y), free(ws);
+    tn_free(&t);
+    return same;
+}
+static void the_forward_window_and_own_packing_follow_the_machine(void)
+{
+    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    int big = l2 >= (2L << 20);
+    /* 112 rows: past the 96 of smaller L2s */
+    CHECK(forward_is_small(112, 50, l2) == big, "L2 %ld: 112 rows %s on gemm_small.c", l2, big ? "not" : "");
+    /* 96 rows by 6000 inputs: 2.3 MB of packed rows */
+    int fits = !big || (long)(96 * 6000 * sizeof(float)) <= l2;
+    CHECK(forward_is_small(96, 6000, l2) == fits, "L2 %ld: 96 x 6000 %s on gemm_small.c", l2, fits ? "not" : "");
+    /* own packing (its cache): 600 x 512 (307K weights), 256 x 256 (65K) */
+    test_net t;
+    if (!tn_build(&t, "[net]\nbatch=64\nchannels=1\nheight=1\nwidth=512\n[connected]\noutput=600\n"
+                      "[connected]\noutput=256\n[connected]\noutput=256\n[softmax]\n[cost]\n", 64, 9))
+        return;
+    int packs_307k = !big || 600 * 512 * 8L <= l2;
+    CHECK((sh_net_layer(t.net, 0)->cache_count != 0) == packs_307k, "L2 %ld: 600 x 512 %s its own", l2,
+          packs_307k ? "does not pack" : "packs");
+    CHECK(sh_net_layer(t.net, 2)->cache_count != 0, "L2 %ld: 256 x 256 does not pack its own", l2);
+    tn_free(&t);
+}
 static void few_rows_take_the_turned_around_products(void) { dx_window_case(1); }
 static void the_input_gradient_window_follows_the_machine(void) { dx_window_case(0); }
 
@@ -258,5 +307,6 @@ int main(void)
     RUN(self_packed_path_matches_plain_loops);
     RUN(few_rows_take_the_turned_around_products);
     RUN(the_input_gradient_window_follows_the_machine);
+    RUN(the_forward_window_and_own_packing_follow_the_machine);
     return check_end();
 }
