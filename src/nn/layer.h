@@ -260,9 +260,13 @@ void sh_col2im(const float *col, size_t ld_col, int c, int h, int w, int size, i
  * it to 2 to exercise that path. */
 extern int sh_conv_cache_min_threads;
 /* Rows from which a [connected] layer packs its own weights for the packed kernels
- * (layer_dense.c; 64 by default, tests set it past a batch to take OpenBLAS's path); the
- * most weights it packs follow the machine's L2 (1M under 2 MiB, L2 / 8 bytes from 2 MiB). */
+ * (layer_dense.c; 64 by default, tests set it past a batch to take OpenBLAS's path). */
 extern int sh_dense_self_pack_min_rows;
+/* 1 when a whole [connected] layer of this many weights packs them itself for a pass of rows
+ * run in products of product_rows: from sh_dense_self_pack_min_rows rows, up to 1M weights;
+ * where L2 is 2 MiB a core or more, above L2 / 8 bytes of weights only for products of at
+ * most 32 rows (layer_dense.c pick_rules). */
+int sh_dense_self_packs(size_t weights, int rows, int product_rows);
 /* Rows per product [lo, hi] from which a whole [connected] layer of 64 outputs or more runs
  * forward and dX on gemm_small.c's turned-around products (layer_dense.c; tests move them,
  * before building a net: its scratch is sized for hi rows). {-1, -1}: by the machine's L2

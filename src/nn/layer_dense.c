@@ -42,6 +42,10 @@
 #include "nn/gemm_small.h"
 #include "nn/layer.h"
 
+/* A layer packs its own weights when they are at most this many (and the machine's rule below
+ * agrees) and a pass this tall: W^T and W packed take twice the weights' floats, and packing
+ * is paid back over the rows. */
+enum { SELF_PACK_MAX = 1 << 20 };
 int sh_dense_self_pack_min_rows = 64; /* layer.h */
 /* Rows per product [lo, hi] that run on gemm_small.c (layer.h), and the fewest outputs. */
 int sh_dense_small_fwd_rows[2] = {-1, -1}, sh_dense_small_dx_rows[2] = {-1, -1}; /* -1: the machine's */
@@ -53,31 +57,54 @@ int sh_dense_small_fwd_rows[2] = {-1, -1}, sh_dense_small_dx_rows[2] = {-1, -1};
  * ms) the turned-around dX lost at every row count (2048 x 6272 at 64 rows 35.9 against
  * OpenBLAS's 18.6); the forward won up to 128 rows (1024 x 1360 2.80 -> 2.31, 2560 x 3072
  * 16.4 -> 13.7) while the rows' packed copy fits in L2 (2048 x 6272 at 128 rows, 3.2 MB:
- * 25.8 -> 27.4); and a layer's own packing lost on 1M weights (1024 x 1024 at 128 rows, a
- * pass 6.34 against 5.79: forward turned around, dX and dW OpenBLAS's), broke even at 256K
- * (512 x 512) and won below (384 x 384 at 64 rows 0.40 against 0.43): there it packs while
- * its two packed copies fit in L2. */
+ * 25.8 -> 27.4); and a layer's own packing, in one product of 64-128 rows, lost on 1M
+ * weights (1024 x 1024 at 128 rows, a pass 6.34 against 5.79: forward turned around, dX and
+ * dW OpenBLAS's), broke even at 256K (512 x 512) and won below (384 x 384 at 64 rows 0.40
+ * against 0.43), but paid where the pass runs in products of 32 rows or fewer (two threads:
+ * the pack shared by four products; 1024 x 1024 at 4 x 32 rows 6.48 against 6.86, LeNet's
+ * 500 x 800 at 4 x 16 rows, forward and dX ~0.96 against ~1.6): there it packs for any product while its two
+ * packed copies fit in L2, and up to SELF_PACK_MAX for products of at most 32 rows. */
 static struct {
     int fwd[2], dx[2];         /* rows per product on gemm_small.c ([1, 0]: none) */
     size_t fwd_max_floats;     /* the forward's rows x inputs at most (its packed rows in L2) */
-    size_t self_pack_max;      /* weights a whole layer packs itself at most */
+    size_t self_pack_max;      /* weights a whole layer packs itself at most for any product, */
+    int self_pack_rows;        /* and for products of at most this many rows up to SELF_PACK_MAX */
+    int unpacked_max;          /* sh_dense_unpacked_rows_max */
 } machine;
 static void pick_rules(void)
 {
     long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
     if (l2 < (2L << 20)) { /* smaller or unknown (0, -1) */
         machine.fwd[0] = 4, machine.fwd[1] = 96, machine.dx[0] = 12, machine.dx[1] = 48;
-        machine.fwd_max_floats = SIZE_MAX, machine.self_pack_max = 1 << 20;
+        machine.fwd_max_floats = SIZE_MAX, machine.self_pack_max = SELF_PACK_MAX, machine.unpacked_max = 48;
         return;
     }
     machine.fwd[0] = 4, machine.fwd[1] = 128, machine.dx[0] = 1, machine.dx[1] = 0;
     machine.fwd_max_floats = (size_t)l2 / sizeof(float);
     machine.self_pack_max = (size_t)l2 / (2 * sizeof(float));
+    machine.self_pack_rows = 32;
+    machine.unpacked_max = 128;
 }
 static void machine_rules(void)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, pick_rules);
+}
+/* layer.h */
+int sh_dense_self_packs(size_t weights, int rows, int product_rows)
+{
+    machine_rules();
+    return rows >= sh_dense_self_pack_min_rows && weights <= SELF_PACK_MAX &&
+           (weights <= machine.self_pack_max || product_rows <= machine.self_pack_rows);
+}
+/* net.h. A stage's weights packed by its update lost to the few-row products at 24-48 rows
+ * under 2 MiB (balanced.cfg, M=4: 7883 against 8734 images/s) and paid at 64 and 128 (+14%,
+ * +8%); from 2 MiB, with the forward turned around to 128 rows and no own packing, they lost
+ * at 64 and 128 too (M=2 6966 against 7450, M=1 5020 against 5656, medians of 3). */
+int sh_dense_unpacked_rows_max(void)
+{
+    machine_rules();
+    return machine.unpacked_max;
 }
 /* The forward's (dx 0) or the input gradient's (dx 1) window: a test's, or the machine's. */
 static const int *small_window(int dx)
@@ -140,8 +167,7 @@ static shoal_result dense_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_c
         size_t fwd = sh_small_ws_count(mf, in, k), bwd = sh_small_ws_count(mb, k, in);
         l->ws_count = fwd > bwd ? fwd : bwd;
     }
-    machine_rules();
-    if (ctx->tp_role == SH_TP_NONE && l->w_count <= machine.self_pack_max) { /* self_packs: whole layers */
+    if (ctx->tp_role == SH_TP_NONE && l->w_count <= SELF_PACK_MAX) { /* self_packs: whole layers */
         int in = (int)l->inputs;
         l->cache_count = sh_packed_count(in, k) + sh_packed_count(k, in) +
                          sh_packed_count(ctx->batch, in) + 3 * SH_PACKED_NR;
@@ -163,12 +189,20 @@ static float *self_x(const sh_layer *l)
 {
     return align64(self_bwd(l) + sh_packed_count(l->out_shape.c, (int)l->inputs));
 }
+/* Rows per product: the whole batch on one thread, else two chunks per thread (fixed for a
+ * thread count, so results are too). */
+static int dense_chunk(const sh_exec *x)
+{
+    int parts = x->nthreads == 1 ? 1 : 2 * x->nthreads;
+    return (x->nimg + parts - 1) / parts;
+}
+
 /* 1 when this pass runs on the layer's own packed operands (forward and backward of a
  * batch see the same rows, so both decide alike). */
 static int self_packs(const sh_layer *l, const sh_exec *x)
 {
     return l->cache_count && !l->packed_fwd && l->tp_role == SH_TP_NONE &&
-           x->nimg >= sh_dense_self_pack_min_rows;
+           sh_dense_self_packs(l->w_count, x->nimg, dense_chunk(x));
 }
 /* Rows of X the cache holds packed. */
 static int self_x_fits(const sh_layer *l, const sh_exec *x)
@@ -176,14 +210,6 @@ static int self_x_fits(const sh_layer *l, const sh_exec *x)
     int in = (int)l->inputs;
     size_t used = (size_t)(self_x(l) - l->cache);
     return used + sh_packed_count(x->nimg, in) <= l->cache_count;
-}
-
-/* Rows per product: the whole batch on one thread, else two chunks per thread (fixed for a
- * thread count, so results are too). */
-static int dense_chunk(const sh_exec *x)
-{
-    int parts = x->nthreads == 1 ? 1 : 2 * x->nthreads;
-    return (x->nimg + parts - 1) / parts;
 }
 
 /* 1 when the forward (dx 0) or input gradient (dx 1) of this pass runs on gemm_small.c: a

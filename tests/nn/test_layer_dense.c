@@ -275,16 +275,19 @@ static void the_forward_window_and_own_packing_follow_the_machine(void)
     /* 96 rows by 6000 inputs: 2.3 MB of packed rows */
     int fits = !big || (long)(96 * 6000 * sizeof(float)) <= l2;
     CHECK(forward_is_small(96, 6000, l2) == fits, "L2 %ld: 96 x 6000 %s on gemm_small.c", l2, fits ? "not" : "");
-    /* own packing (its cache): 600 x 512 (307K weights), 256 x 256 (65K) */
-    test_net t;
-    if (!tn_build(&t, "[net]\nbatch=64\nchannels=1\nheight=1\nwidth=512\n[connected]\noutput=600\n"
-                      "[connected]\noutput=256\n[connected]\noutput=256\n[softmax]\n[cost]\n", 64, 9))
-        return;
-    int packs_307k = !big || 600 * 512 * 8L <= l2;
-    CHECK((sh_net_layer(t.net, 0)->cache_count != 0) == packs_307k, "L2 %ld: 600 x 512 %s its own", l2,
-          packs_307k ? "does not pack" : "packs");
-    CHECK(sh_net_layer(t.net, 2)->cache_count != 0, "L2 %ld: 256 x 256 does not pack its own", l2);
-    tn_free(&t);
+    /* own packing: 600 x 512 (307K weights), 256 x 256 (65K), 1024 x 1024 (1M), 1025 x 1024 */
+    sh_dense_self_pack_min_rows = 64;
+    int packs_307k = !big || 600 * 512 * 8L <= l2, packs_1m = !big || 1024 * 1024 * 8L <= l2;
+    CHECK(sh_dense_self_packs(600 * 512, 64, 64) == packs_307k, "L2 %ld: 600 x 512, one product of 64 rows", l2);
+    CHECK(sh_dense_self_packs(1024 * 1024, 128, 128) == packs_1m, "L2 %ld: 1024 x 1024, one product of 128 rows", l2);
+    CHECK(sh_dense_self_packs(1024 * 1024, 128, 32), "L2 %ld: 1024 x 1024, products of 32 rows", l2);
+    CHECK(sh_dense_self_packs(256 * 256, 2048, 2048), "L2 %ld: 256 x 256 over 2048 rows", l2);
+    CHECK(!sh_dense_self_packs(256 * 256, 63, 63), "L2 %ld: 256 x 256 over 63 rows", l2);
+    CHECK(!sh_dense_self_packs(1025 * 1024, 64, 16), "L2 %ld: past 1M weights", l2);
+    sh_dense_self_pack_min_rows = 1 << 30;
+    /* a pipeline stage's micro-batches on packed weights above this */
+    CHECK(sh_dense_unpacked_rows_max() == (big ? 128 : 48), "L2 %ld: unpacked up to %d rows", l2,
+          sh_dense_unpacked_rows_max());
 }
 static void few_rows_take_the_turned_around_products(void) { dx_window_case(1); }
 static void the_input_gradient_window_follows_the_machine(void) { dx_window_case(0); }
