@@ -5,7 +5,8 @@
  * deferred; the same again through the layer's own packed weights, whose Y, dX and dW equal
  * plain double loops; and a pass of few rows through gemm_small.c's turned-around products
  * (Y and dX the same bits as those products, within 1e-5 of double loops, at 1 and 2
- * threads). */
+ * threads); the machine's rules by its L2 (the windows, own packing, a pipeline's unpacked
+ * micro-batches). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
