@@ -80,8 +80,8 @@ static const env_var table[] = {
      "is then the 1F1B schedule's (S-1)/(M+S-1))"},
     {"SHOAL_PIPE_PACK", "2", 0, 2,
      "--pipeline: 1 keeps a stage's [connected] weights packed for its micro-batches' products "
-     "(its update packs them), 0 never, 2 all but micro-batches of 24-48 rows (there the few-row "
-     "products are as fast and the update costs a third)"},
+     "(its update packs them), 0 never, 2 all but micro-batches of 24-48 rows (24-128 where L2 is "
+     "2 MiB a core or more; there the few-row products are as fast and the update costs a third)"},
     /* engine */
     {"SHOAL_THREADS", "0", 0, 1024, "kernel threads per rank (0: the CPUs the process may run on, shared by the ranks on its host)"},
     {"SHOAL_DATA_DIR", "/usr/share/datasets/fashion-mnist", NOT_INT,

@@ -262,10 +262,16 @@ extern int sh_conv_cache_min_threads;
 /* Rows from which a [connected] layer packs its own weights for the packed kernels
  * (layer_dense.c; 64 by default, tests set it past a batch to take OpenBLAS's path). */
 extern int sh_dense_self_pack_min_rows;
+/* 1 when a whole [connected] layer of this many weights packs them itself for a pass of rows
+ * run in products of product_rows: from sh_dense_self_pack_min_rows rows, up to 1M weights;
+ * where L2 is 2 MiB a core or more, above L2 / 8 bytes of weights only for products of at
+ * most 32 rows (layer_dense.c pick_rules). */
+int sh_dense_self_packs(size_t weights, int rows, int product_rows);
 /* Rows per product [lo, hi] from which a whole [connected] layer of 64 outputs or more runs
  * forward and dX on gemm_small.c's turned-around products (layer_dense.c; tests move them,
- * before building a net: its scratch is sized for hi rows). dX's {-1, -1}: by the machine's
- * L2 (12-48 under 2 MiB, none from 2 MiB: layer_dense.c dx_window). */
+ * before building a net: its scratch is sized for hi rows). {-1, -1}: by the machine's L2
+ * (layer_dense.c pick_rules: forward 4-96 and dX 12-48 under 2 MiB; from 2 MiB forward 4-128
+ * while rows x inputs floats fit in L2, dX none). */
 extern int sh_dense_small_fwd_rows[2], sh_dense_small_dx_rows[2];
 /* 1 when a [connected] layer applies the update hook itself (x->update) as its weight
  * gradient is made: a share (gather, column or row) without batch norm (layer_dense.c). */

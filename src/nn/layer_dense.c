@@ -3,15 +3,15 @@
  * dX go by chunks of images, dW by rows (outputs) over the whole batch. A pipeline stage may
  * defer dW and the bias gradients (the weights hook) to one product over all its micro-batches.
  * Weights: uniform(-1, 1) * sqrt(2 / I) as Darknet.
- * A whole layer of at most SELF_PACK_MAX weights packs them itself (into its cache, once per
- * pass, gemm_packed.c) when a pass has SELF_PACK_MIN_ROWS rows or more: forward, dX and dW
- * (X packed too) then run on the packed kernels, faster than OpenBLAS's on the few hundred
- * columns of a character model's output layer; the pipeline's packed weights
- * (sh_net_keep_packed) come first.
+ * A whole layer of few enough weights (by the machine: pick_rules) packs them itself (into its
+ * cache, once per pass, gemm_packed.c) when a pass has sh_dense_self_pack_min_rows rows or
+ * more: forward, dX and dW (X packed too) then run on the packed kernels, faster than
+ * OpenBLAS's on the few hundred columns of a character model's output layer; the pipeline's
+ * packed weights (sh_net_keep_packed) come first.
  * A whole layer, or a column or row share, of 64 outputs or more runs a pass of few rows
- * (sh_dense_small_fwd_rows for forward, sh_dense_small_dx_rows for dX, per product) through
- * gemm_small.c's turned-around products, faster there than OpenBLAS's (bench/README.md,
- * 2026-11-25); a whole layer's own packed path comes first.
+ * (the machine's windows, or sh_dense_small_fwd_rows / sh_dense_small_dx_rows, per product)
+ * through gemm_small.c's turned-around products, faster there than OpenBLAS's (bench/
+ * README.md, 2026-11-25); a whole layer's own packed path comes first.
  * Tensor-parallel shares (tp_role): a column share keeps K/T outputs and sums dX over the
  * ranks after backward; a row share keeps I/T inputs and sums Y over the ranks before the
  * bias and activation (the exec's sum hook). A gather share (hybrid parallelism) keeps
@@ -42,30 +42,77 @@
 #include "nn/gemm_small.h"
 #include "nn/layer.h"
 
-/* A layer packs its own weights when they are this small and a pass this tall: W^T and W
- * packed take twice the weights' floats, and packing is paid back over the rows. */
+/* A layer packs its own weights when they are at most this many (and the machine's rule below
+ * agrees) and a pass this tall: W^T and W packed take twice the weights' floats, and packing
+ * is paid back over the rows. */
 enum { SELF_PACK_MAX = 1 << 20 };
 int sh_dense_self_pack_min_rows = 64; /* layer.h */
 /* Rows per product [lo, hi] that run on gemm_small.c (layer.h), and the fewest outputs. */
-int sh_dense_small_fwd_rows[2] = {4, 96}, sh_dense_small_dx_rows[2] = {-1, -1}; /* -1: dx_window */
-/* The input gradient's window by the machine. The turned-around dX won at 12-48 rows on a VM
- * with 1 MiB of L2 per core (Cooper Lake: 4096 x 6272 at 32 rows 99 -> 147 GFLOPS) and lost at
- * every row count on one with 2 MiB (a Sapphire Rapids-class CPU: 2048 x 6272 at 64 rows 34.9
- * ms against OpenBLAS's 18.4; mlp-wide on 2 ranks 1883 -> 2292 images/s without it, bench/
- * README.md), so it is kept where L2 is smaller than 2 MiB or unknown. */
-static int machine_dx_rows[2];
-static void pick_dx_window(void)
+int sh_dense_small_fwd_rows[2] = {-1, -1}, sh_dense_small_dx_rows[2] = {-1, -1}; /* -1: the machine's */
+/* The product rules by the machine's L2 per core (bench/README.md, 2026-11-25). Chosen on VMs
+ * with 1 MiB (Cooper Lake, Skylake-class), kept where L2 is smaller than 2 MiB or unknown:
+ * forward on gemm_small.c at 4-96 rows (4096 x 6272 at 32 rows 99 -> 160 GFLOPS), dX at 12-48
+ * (99 -> 147), a layer's own packing up to 1M weights (W^T and W packed take twice the
+ * weights' floats, paid back over the rows). On a Sapphire Rapids-class VM (2 MiB, one core,
+ * ms) the turned-around dX lost at every row count (2048 x 6272 at 64 rows 35.9 against
+ * OpenBLAS's 18.6); the forward won up to 128 rows (1024 x 1360 2.80 -> 2.31, 2560 x 3072
+ * 16.4 -> 13.7) while the rows' packed copy fits in L2 (2048 x 6272 at 128 rows, 3.2 MB:
+ * 25.8 -> 27.4); and a layer's own packing, in one product of 64-128 rows, lost on 1M
+ * weights (1024 x 1024 at 128 rows, a pass 6.34 against 5.79: forward turned around, dX and
+ * dW OpenBLAS's), broke even at 256K (512 x 512) and won below (384 x 384 at 64 rows 0.40
+ * against 0.43), but paid where the pass runs in products of 32 rows or fewer (two threads:
+ * the pack shared by four products; 1024 x 1024 at 4 x 32 rows 6.48 against 6.86, LeNet's
+ * 500 x 800 at 4 x 16 rows, forward and dX ~0.96 against ~1.6): there it packs for any product while its two
+ * packed copies fit in L2, and up to SELF_PACK_MAX for products of at most 32 rows. */
+static struct {
+    int fwd[2], dx[2];         /* rows per product on gemm_small.c ([1, 0]: none) */
+    size_t fwd_max_floats;     /* the forward's rows x inputs at most (its packed rows in L2) */
+    size_t self_pack_max;      /* weights a whole layer packs itself at most for any product, */
+    int self_pack_rows;        /* and for products of at most this many rows up to SELF_PACK_MAX */
+    int unpacked_max;          /* sh_dense_unpacked_rows_max */
+} machine;
+static void pick_rules(void)
 {
     long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    machine_dx_rows[0] = l2 >= (2L << 20) ? 1 : 12; /* [1, 0]: empty */
-    machine_dx_rows[1] = l2 >= (2L << 20) ? 0 : 48;
+    if (l2 < (2L << 20)) { /* smaller or unknown (0, -1) */
+        machine.fwd[0] = 4, machine.fwd[1] = 96, machine.dx[0] = 12, machine.dx[1] = 48;
+        machine.fwd_max_floats = SIZE_MAX, machine.self_pack_max = SELF_PACK_MAX, machine.unpacked_max = 48;
+        return;
+    }
+    machine.fwd[0] = 4, machine.fwd[1] = 128, machine.dx[0] = 1, machine.dx[1] = 0;
+    machine.fwd_max_floats = (size_t)l2 / sizeof(float);
+    machine.self_pack_max = (size_t)l2 / (2 * sizeof(float));
+    machine.self_pack_rows = 32;
+    machine.unpacked_max = 128;
 }
-static const int *dx_window(void)
+static void machine_rules(void)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
-    if (sh_dense_small_dx_rows[0] >= 0) return sh_dense_small_dx_rows; /* set by a test */
-    pthread_once(&once, pick_dx_window);
-    return machine_dx_rows;
+    pthread_once(&once, pick_rules);
+}
+/* layer.h */
+int sh_dense_self_packs(size_t weights, int rows, int product_rows)
+{
+    machine_rules();
+    return rows >= sh_dense_self_pack_min_rows && weights <= SELF_PACK_MAX &&
+           (weights <= machine.self_pack_max || product_rows <= machine.self_pack_rows);
+}
+/* net.h. A stage's weights packed by its update lost to the few-row products at 24-48 rows
+ * under 2 MiB (balanced.cfg, M=4: 7883 against 8734 images/s) and paid at 64 and 128 (+14%,
+ * +8%); from 2 MiB, with the forward turned around to 128 rows and no own packing, they lost
+ * at 64 and 128 too (M=2 6966 against 7450, M=1 5020 against 5656, medians of 3). */
+int sh_dense_unpacked_rows_max(void)
+{
+    machine_rules();
+    return machine.unpacked_max;
+}
+/* The forward's (dx 0) or the input gradient's (dx 1) window: a test's, or the machine's. */
+static const int *small_window(int dx)
+{
+    const int *set = dx ? sh_dense_small_dx_rows : sh_dense_small_fwd_rows;
+    if (set[0] >= 0) return set;
+    machine_rules();
+    return dx ? machine.dx : machine.fwd;
 }
 enum { SMALL_MIN_OUTPUTS = 64 };
 /* Rows of dW a gather share computes and steps at once (32 x 6272 floats: 800 KB, in L2). */
@@ -115,8 +162,8 @@ static shoal_result dense_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_c
     l->keep_fixed = l->batch_normalize ? 2 * (size_t)k : 0;
     l->flops = (double)k * (double)l->inputs;
     if (ctx->share_ranks <= 1 && k >= SMALL_MIN_OUTPUTS) { /* few rows (whole, column or row share) */
-        int in = (int)l->inputs, mf = min_int(ctx->batch, sh_dense_small_fwd_rows[1]);
-        int mb = min_int(ctx->batch, dx_window()[1]);
+        int in = (int)l->inputs, mf = min_int(ctx->batch, small_window(0)[1]);
+        int mb = min_int(ctx->batch, small_window(1)[1]);
         size_t fwd = sh_small_ws_count(mf, in, k), bwd = sh_small_ws_count(mb, k, in);
         l->ws_count = fwd > bwd ? fwd : bwd;
     }
@@ -142,12 +189,20 @@ static float *self_x(const sh_layer *l)
 {
     return align64(self_bwd(l) + sh_packed_count(l->out_shape.c, (int)l->inputs));
 }
+/* Rows per product: the whole batch on one thread, else two chunks per thread (fixed for a
+ * thread count, so results are too). */
+static int dense_chunk(const sh_exec *x)
+{
+    int parts = x->nthreads == 1 ? 1 : 2 * x->nthreads;
+    return (x->nimg + parts - 1) / parts;
+}
+
 /* 1 when this pass runs on the layer's own packed operands (forward and backward of a
  * batch see the same rows, so both decide alike). */
 static int self_packs(const sh_layer *l, const sh_exec *x)
 {
     return l->cache_count && !l->packed_fwd && l->tp_role == SH_TP_NONE &&
-           x->nimg >= sh_dense_self_pack_min_rows;
+           sh_dense_self_packs(l->w_count, x->nimg, dense_chunk(x));
 }
 /* Rows of X the cache holds packed. */
 static int self_x_fits(const sh_layer *l, const sh_exec *x)
@@ -157,22 +212,15 @@ static int self_x_fits(const sh_layer *l, const sh_exec *x)
     return used + sh_packed_count(x->nimg, in) <= l->cache_count;
 }
 
-/* Rows per product: the whole batch on one thread, else two chunks per thread (fixed for a
- * thread count, so results are too). */
-static int dense_chunk(const sh_exec *x)
-{
-    int parts = x->nthreads == 1 ? 1 : 2 * x->nthreads;
-    return (x->nimg + parts - 1) / parts;
-}
-
 /* 1 when the forward (dx 0) or input gradient (dx 1) of this pass runs on gemm_small.c: a
  * whole layer or a column or row share (a gather share always does), few rows per product,
  * outputs enough, its scratch sized for them (parse). */
 static int small_rows(const sh_layer *l, const sh_exec *x, int dx)
 {
     if (l->tp_role == SH_TP_GATHER || l->out_shape.c < SMALL_MIN_OUTPUTS || self_packs(l, x)) return 0;
-    const int *lim = dx ? dx_window() : sh_dense_small_fwd_rows;
+    const int *lim = small_window(dx);
     int m = dense_chunk(x), k = l->out_shape.c, in = (int)l->inputs;
+    if (!dx && sh_dense_small_fwd_rows[0] < 0 && (size_t)m * in > machine.fwd_max_floats) return 0;
     return m >= lim[0] && m <= lim[1] &&
            (dx ? sh_small_ws_count(m, k, in) : sh_small_ws_count(m, in, k)) <= l->ws_count;
 }

@@ -12,7 +12,7 @@
  * activation, so tensor rank t of a stage talks to tensor rank t of its neighbours, and the
  * replicas average per (stage, t). Split layers never defer their
  * weight gradients (their factors are shares): they are summed in `acc`.
- * Micro-batches multiply by packed weights (sh_net_keep_packed; not at 24-48 rows, see
+ * Micro-batches multiply by packed weights (sh_net_keep_packed; not at 24-48 or 24-128 rows, see
  * SHOAL_PIPE_PACK); the stage then applies the optimizer step itself (pipe_finish), packing
  * each 16 rows of W as it updates them, but for the first stage's backward copies, packed
  * while its first backward waits for the stage after.
@@ -40,10 +40,10 @@
  * pays only on micro-batches of fewer rows than this (at 1024 x 1024: 2x the speed at 32
  * rows, break-even at 64 with two micro-batches). */
 #define PIPE_PACK_ROWS 64
-/* Micro-batch rows left to gemm_small.c's turned-around products (SHOAL_PIPE_PACK=2): packing
- * lost there on balanced.cfg (M=4, 32 rows: 5 of 5 runs) and paid at 16, 64 and 128 rows. */
+/* Micro-batch rows left to the layers' own products (SHOAL_PIPE_PACK=2), from this to
+ * sh_dense_unpacked_rows_max (48 or 128 by the machine's L2): packing lost there on
+ * balanced.cfg (M=4, 32 rows: 5 of 5 runs) and paid at 16 rows. */
 #define PIPE_SMALL_LO 24
-#define PIPE_SMALL_HI 48
 
 /* ---- the strategy hooks ---- */
 
@@ -477,12 +477,12 @@ shoal_result sh_strategy_pipeline_tp_create(shoal_comm *c, const sh_pipe_opts *o
     SH_TRY_GOTO(plan_deferred(p, lo, hi), rc, fail);
     /* OpenBLAS would re-pack each weight matrix for every one of the M products; keep them
      * packed instead (while the copies take at most 64 MiB), but for micro-batches of
-     * PIPE_SMALL_LO-PIPE_SMALL_HI rows: gemm_small.c's few-row products are as fast there, and
+     * PIPE_SMALL_LO-sh_dense_unpacked_rows_max rows: the few-row products are as fast there, and
      * an update that packs two copies costs 3x a plain one (balanced.cfg, M=4: 3.0 against
      * ~1 ms a stage and step; 8734 against 7883 images/s, medians of 5) */
     long pack = 2;
     SH_TRY_GOTO(sh_env_long("SHOAL_PIPE_PACK", &pack), rc, fail);
-    p->packs = pack == 2 ? p->mb < PIPE_SMALL_LO || p->mb > PIPE_SMALL_HI : (int)pack;
+    p->packs = pack == 2 ? p->mb < PIPE_SMALL_LO || p->mb > sh_dense_unpacked_rows_max() : (int)pack;
     if (p->packs) SH_TRY_GOTO(sh_net_keep_packed(p->inst[0], (size_t)64 << 20), rc, fail);
     SH_TRY_GOTO(plan_links(p), rc, fail);
     if (p->stage > 0)

@@ -5,12 +5,14 @@
  * deferred; the same again through the layer's own packed weights, whose Y, dX and dW equal
  * plain double loops; and a pass of few rows through gemm_small.c's turned-around products
  * (Y and dX the same bits as those products, within 1e-5 of double loops, at 1 and 2
- * threads). */
+ * threads); the machine's rules by its L2 (the windows, own packing, a pipeline's unpacked
+ * micro-batches). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "nn/gemm.h"
 #include "nn/gemm_small.h"
 #include "nn_check.h"
 
@@ -237,6 +239,60 @@ static void dx_window_case(int pinned)
     }
     sh_dense_small_dx_rows[0] = sh_dense_small_dx_rows[1] = -1; /* the machine's again */
 }
+/* The forward's window and a layer's own packing by the machine's L2 (layer_dense.c
+ * pick_rules): under 2 MiB (or unknown) forward at 4-96 rows and packing up to 1M weights;
+ * from 2 MiB forward at 4-128 rows while rows x inputs floats fit in L2, packing up to L2 / 8
+ * bytes of weights. One thread (a product is the whole pass), own packing off (main). */
+static int forward_is_small(int rows, int inputs, long l2)
+{
+    enum { K = 80 };
+    char text[256];
+    snprintf(text, sizeof text,
+             "[net]\nbatch=%d\nchannels=1\nheight=1\nwidth=%d\n[connected]\noutput=%d\nactivation=linear\n"
+             "[softmax]\n[cost]\n", rows, inputs, K);
+    test_net t;
+    if (!tn_build(&t, text, rows, 8)) return -1;
+    float *x = malloc((size_t)rows * inputs * sizeof *x), *y = malloc((size_t)rows * K * sizeof *y);
+    float *ws = malloc(sh_small_ws_count(rows, inputs, K) * sizeof *ws), *yb = malloc((size_t)rows * K * sizeof *yb);
+    tn_random(x, (size_t)rows * inputs, 13, -1, 1);
+    CHECK_OK(sh_net_forward(t.net, x, rows, 1));
+    const sh_layer *l = sh_net_layer(t.net, 0);
+    size_t off, count;
+    sh_net_layer_params(t.net, 0, &off, &count);
+    sh_small_gemm_nt(rows, K, inputs, x, inputs, sh_net_params(t.net) + off, inputs, y, K, ws);
+    sh_gemm(0, 1, rows, K, inputs, 1.0f, x, inputs, sh_net_params(t.net) + off, inputs, 0.0f, yb, K);
+    CHECK(memcmp(y, yb, (size_t)rows * K * sizeof *y), "%d x %d: OpenBLAS's bits are the product's", rows, inputs);
+    int same = !memcmp(y, l->out, (size_t)rows * K * sizeof *y);
+    double e = 0;
+    for (int i = 0; i < rows * K; i++) e = fmax(e, fabs((double)y[i] - l->out[i]));
+    CHECK(e < 1e-4, "%d rows x %d inputs, L2 %ld: Y differs from the product by %g", rows, inputs, l2, e);
+    free(x), free(y), free(ws), free(yb);
+    tn_free(&t);
+    return same;
+}
+static void the_forward_window_and_own_packing_follow_the_machine(void)
+{
+    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    int big = l2 >= (2L << 20);
+    /* 112 rows: past the 96 of smaller L2s */
+    CHECK(forward_is_small(112, 1000, l2) == big, "L2 %ld: 112 rows %s on gemm_small.c", l2, big ? "not" : "");
+    /* 96 rows by 6000 inputs: 2.3 MB of packed rows */
+    int fits = !big || (long)(96 * 6000 * sizeof(float)) <= l2;
+    CHECK(forward_is_small(96, 6000, l2) == fits, "L2 %ld: 96 x 6000 %s on gemm_small.c", l2, fits ? "not" : "");
+    /* own packing: 600 x 512 (307K weights), 256 x 256 (65K), 1024 x 1024 (1M), 1025 x 1024 */
+    sh_dense_self_pack_min_rows = 64;
+    int packs_307k = !big || 600 * 512 * 8L <= l2, packs_1m = !big || 1024 * 1024 * 8L <= l2;
+    CHECK(sh_dense_self_packs(600 * 512, 64, 64) == packs_307k, "L2 %ld: 600 x 512, one product of 64 rows", l2);
+    CHECK(sh_dense_self_packs(1024 * 1024, 128, 128) == packs_1m, "L2 %ld: 1024 x 1024, one product of 128 rows", l2);
+    CHECK(sh_dense_self_packs(1024 * 1024, 128, 32), "L2 %ld: 1024 x 1024, products of 32 rows", l2);
+    CHECK(sh_dense_self_packs(256 * 256, 2048, 2048), "L2 %ld: 256 x 256 over 2048 rows", l2);
+    CHECK(!sh_dense_self_packs(256 * 256, 63, 63), "L2 %ld: 256 x 256 over 63 rows", l2);
+    CHECK(!sh_dense_self_packs(1025 * 1024, 64, 16), "L2 %ld: past 1M weights", l2);
+    sh_dense_self_pack_min_rows = 1 << 30;
+    /* a pipeline stage's micro-batches on packed weights above this */
+    CHECK(sh_dense_unpacked_rows_max() == (big ? 128 : 48), "L2 %ld: unpacked up to %d rows", l2,
+          sh_dense_unpacked_rows_max());
+}
 static void few_rows_take_the_turned_around_products(void) { dx_window_case(1); }
 static void the_input_gradient_window_follows_the_machine(void) { dx_window_case(0); }
 
@@ -258,5 +314,6 @@ int main(void)
     RUN(self_packed_path_matches_plain_loops);
     RUN(few_rows_take_the_turned_around_products);
     RUN(the_input_gradient_window_follows_the_machine);
+    RUN(the_forward_window_and_own_packing_follow_the_machine);
     return check_end();
 }

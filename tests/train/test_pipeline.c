@@ -133,7 +133,8 @@ static void t_without_deferral_match_one_process(void)
 }
 
 /* SHOAL_PIPE_PACK=0 (no packed weights: the trainer applies the update, the products are
- * gemm_small.c's or OpenBLAS's, as the default chooses for micro-batches of 24-48 rows) and
+ * gemm_small.c's or OpenBLAS's, as the default chooses for micro-batches of 24-48 rows, or
+ * 24-128 by the machine) and
  * =1 (always packed) both match one process. */
 static void t_packed_or_not_match_one_process(void)
 {
