@@ -207,17 +207,15 @@ enum { KC = 256, MC = 64 };
             int accumulate = p0 > 0 || accum;                                               \
             for (int i0 = 0; i0 < m; i0 += MC) {                                            \
                 int mc = m - i0 < MC ? m - i0 : MC;                                         \
-                for (int i = 0; i < mc; i += MR) {                                          \
-                    const float *src = a + (size_t)p0 * lda + i0 + i;                       \
-                    float *dst = at + (size_t)i * k;                                        \
-                    if (mc - i >= MR)                                                       \
-                        for (int p = 0; p < k; p++)                                         \
-                            memcpy(dst + (size_t)p * MR, src + (size_t)p * lda,             \
-                                   MR * sizeof(float));                                     \
-                    else                                                                    \
-                        for (int p = 0; p < k; p++)                                         \
-                            memcpy(dst + (size_t)p * MR, src + (size_t)p * lda,             \
-                                   (size_t)(mc - i) * sizeof(float));                       \
+                for (int p = 0; p < k; p++) { /* row by row: each row's mc floats in turn */\
+                    const float *src = a + (size_t)(p0 + p) * lda + i0;                     \
+                    int i = 0;                                                              \
+                    for (; i + MR <= mc; i += MR)                                           \
+                        memcpy(at + (size_t)i * k + (size_t)p * MR, src + i,                \
+                               MR * sizeof(float));                                         \
+                    if (i < mc)                                                             \
+                        memcpy(at + (size_t)i * k + (size_t)p * MR, src + i,                \
+                               (size_t)(mc - i) * sizeof(float));                           \
                 }                                                                           \
                 for (int j = n0; j < n1; j += 2 * NR) {                                     \
                     const float *b0 = packed + (size_t)(j / NR) * pstride + (size_t)p0 * NR;\
