@@ -12,7 +12,7 @@
  * is the same code for the build's own target.
  * A^T B (sh_packed_gemm_tn, the recurrent weight gradients: k = every row of a batch) runs
  * k in blocks of 256 so the panels stay in L1, and copies A 64 rows at a time into tiles
- * first (strided A: 0.78x OpenBLAS at an LSTM's 1024 x 256 x 2048; copied: 1.0x).
+ * first (strided A: 0.80x OpenBLAS at an LSTM's 1024 x 256 x 2048; copied: 1.04x).
  * Not here: general products (gemm.c); who packs when (the recurrent layers).
  * Proved by tests/nn/test_gemm_packed.c. */
 #include "nn/gemm_packed.h"
