@@ -4,7 +4,8 @@
  * several blocks of rows, odd k,
  * accumulate on and off, with the AVX-512 kernel (where the CPU has it) and the generic one;
  * A^T B (sh_packed_gemm_tn) with B packed in pieces of rows, k past one block of 256, a
- * packed operand read from a later row, row splits giving the same bits. */
+ * packed operand read from a later row, row splits giving the same bits, more rows than
+ * the kernel copies of A at a time. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -135,8 +136,9 @@ static void empty_sums_zero_or_keep_c(void)
  * pieces of rows and two ranges of panels; returns the failures. */
 static int sweep_tn(const char *kernel)
 {
-    static const int sizes[][3] = {{1, 1, 1}, {9, 17, 33}, {13, 40, 300}, {64, 33, 600},
-                                   {20, 256, 2080}};
+    static const int sizes[][3] = {{1, 1, 1},    {9, 17, 33},   {13, 40, 300}, {64, 33, 600},
+                                   {20, 256, 2080}, {150, 40, 300} /* A copied 64 rows at a time:
+                                   64, 64, 22 (two tiles and a ragged one) */};
     sh_rng r;
     sh_rng_seed(&r, 11);
     int bad = 0;
