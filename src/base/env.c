@@ -78,10 +78,12 @@ static const env_var table[] = {
      "--pipeline: 1 leaves the weight gradients of [connected] layers for after the stage's last "
      "backward (filling its idle time), 0 computes them in each micro-batch's backward (the bubble "
      "is then the 1F1B schedule's (S-1)/(M+S-1))"},
-    {"SHOAL_PIPE_PACK", "2", 0, 2,
+    {"SHOAL_PIPE_PACK", "2", 0, 3,
      "--pipeline: 1 keeps a stage's [connected] weights packed for its micro-batches' products "
-     "(its update packs them), 0 never, 2 all but micro-batches of 24-48 rows (24-128 where L2 is "
-     "2 MiB a core or more; there the few-row products are as fast and the update costs a third)"},
+     "(its update packs them; W^T for forward, W for the input gradient), 3 W alone, 0 neither, "
+     "2 by the machine: neither at 24-48 rows where L2 is under 2 MiB a core (the few-row "
+     "products as fast, the update a third of the cost), else both; from 2 MiB W alone from 16 "
+     "rows, both below"},
     /* engine */
     {"SHOAL_THREADS", "0", 0, 1024, "kernel threads per rank (0: the CPUs the process may run on, shared by the ranks on its host)"},
     {"SHOAL_DATA_DIR", "/usr/share/datasets/fashion-mnist", NOT_INT,

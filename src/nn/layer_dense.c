@@ -69,7 +69,8 @@ static struct {
     size_t fwd_max_floats;     /* the forward's rows x inputs at most (its packed rows in L2) */
     size_t self_pack_max;      /* weights a whole layer packs itself at most for any product, */
     int self_pack_rows;        /* and for products of at most this many rows up to SELF_PACK_MAX */
-    int unpacked_max;          /* sh_dense_unpacked_rows_max */
+    int unpacked_max;          /* under 2 MiB: a stage's micro-batches up to this many rows run
+                                  unpacked (sh_dense_stage_packs) */
 } machine;
 static void pick_rules(void)
 {
@@ -97,14 +98,22 @@ int sh_dense_self_packs(size_t weights, int rows, int product_rows)
     return rows >= sh_dense_self_pack_min_rows && weights <= SELF_PACK_MAX &&
            (weights <= machine.self_pack_max || product_rows <= machine.self_pack_rows);
 }
-/* net.h. A stage's weights packed by its update lost to the few-row products at 24-48 rows
- * under 2 MiB (balanced.cfg, M=4: 7883 against 8734 images/s) and paid at 64 and 128 (+14%,
- * +8%); from 2 MiB, with the forward turned around to 128 rows and no own packing, they lost
- * at 64 and 128 too (M=2 6966 against 7450, M=1 5020 against 5656, medians of 3). */
-int sh_dense_unpacked_rows_max(void)
+/* net.h. Under 2 MiB a stage's weights packed by its update lost to the few-row products at
+ * 24-48 rows (balanced.cfg, M=4: 7883 against 8734 images/s) and paid at 64 and 128 (+14%,
+ * +8%). From 2 MiB, with the forward turned around to 128 rows, both copies lost at 64 and
+ * 128 rows (M=2 6966 against 7450, M=1 5020 against 5656, medians of 3), but W alone, for dX,
+ * pays from 16 rows: the forward is as fast turned around as packed without the pack, while
+ * dX on the packed W beats OpenBLAS's (1024 x 1024 at 32 rows 0.45 against 0.80 ms);
+ * balanced.cfg, W alone against none: M=2 8014 against 7361, M=4 8464 against 7098, M=8
+ * (16 rows, against both) 7530 against 7157, M=1 a tie; at 8 rows both copies won (M=16
+ * 6254 against 5356). */
+enum { STAGE_SMALL_LO = 24, STAGE_FWD_PACK_BELOW = 16 };
+int sh_dense_stage_packs(int rows)
 {
     machine_rules();
-    return machine.unpacked_max;
+    int both = SH_PACK_FORWARD | SH_PACK_BACKWARD;
+    if (machine.unpacked_max <= 48) return rows >= STAGE_SMALL_LO && rows <= machine.unpacked_max ? 0 : both;
+    return rows < STAGE_FWD_PACK_BELOW ? both : SH_PACK_BACKWARD;
 }
 /* The forward's (dx 0) or the input gradient's (dx 1) window: a test's, or the machine's. */
 static const int *small_window(int dx)

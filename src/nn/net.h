@@ -164,10 +164,11 @@ void sh_net_layer_weight_grads(sh_net *n, int i, const float *x, const float *dy
  * sharing another's blocks (sh_net_use_blocks) borrows its copies with sh_net_share_packed
  * (src must outlive dst). Results differ from OpenBLAS's by rounding only. */
 shoal_result sh_net_keep_packed(sh_net *n, size_t max_bytes);
-/* The most rows a product (a pipeline stage's micro-batch) at which [connected] layers run
- * faster on their own few-row products than on weights packed ahead by each update: 48 where
- * L2 is under 2 MiB a core or unknown, 128 from 2 MiB (layer_dense.c, as measured). */
-int sh_dense_unpacked_rows_max(void);
+/* Which packed copies (SH_PACK_* bits) pay for a pipeline stage's micro-batches of this many
+ * rows, kept by each update: where L2 is under 2 MiB a core or unknown none at 24-48 rows (the
+ * few-row products as fast), both otherwise; from 2 MiB W alone (dX) from 16 rows, both
+ * below (layer_dense.c, as measured). */
+int sh_dense_stage_packs(int rows);
 void sh_net_share_packed(sh_net *dst, const sh_net *src);
 enum { SH_PACK_FORWARD = 1, SH_PACK_BACKWARD = 2 };
 void sh_net_pack_weights(sh_net *n, int which);

@@ -55,7 +55,7 @@ typedef struct {
     double ns[5];            /* forward, backward, bubble, comm, pass: training passes only */
     double eval_ns[5];       /* the same during evaluation (not reported) */
     double *acc_ns;          /* ns while training, else eval_ns */
-    int packs;               /* keeps packed weights (sh_net_keep_packed) */
+    int packs;               /* SH_PACK_* bits: the packed copies it keeps (sh_net_keep_packed) */
     int updates;             /* applies the optimizer step itself, packing as it updates */
     int64_t step;            /* the step begun (its learning rate) */
     int stale;               /* SH_PACK_* bits: packed copies that predate the weights */

@@ -108,7 +108,7 @@ static shoal_result forward_one(pipe_state *p, int m, const float *x, const int3
     uint64_t t0 = sh_now_ns();
     if (p->pack_forward && p->updates) { /* after a start or a resume: before the wait */
         sh_net_pack_weights(p->inst[0], SH_PACK_FORWARD); /* for the activations */
-        for (int i = 0; i < p->K; i++) sh_net_use_packed(p->inst[i], SH_PACK_FORWARD | SH_PACK_BACKWARD);
+        for (int i = 0; i < p->K; i++) sh_net_use_packed(p->inst[i], p->packs);
         p->pack_forward = 0; /* every later pass runs packed (the update packs), so this one does too */
         uint64_t tp = sh_now_ns();
         p->acc_ns[0] += (double)(tp - t0);
@@ -125,7 +125,7 @@ static shoal_result forward_one(pipe_state *p, int m, const float *x, const int3
     }
     uint64_t t1 = sh_now_ns();
     sh_net_rng_set(net, p->rng);
-    if (p->pack_forward) sh_net_use_packed(net, SH_PACK_BACKWARD);
+    if (p->pack_forward) sh_net_use_packed(net, p->packs & ~SH_PACK_FORWARD);
     SH_TRY(sh_net_forward(net, in, cnt, training));
     sh_net_rng_get(net, p->rng);
     sh_net_rng_set(p->inst[0], p->rng); /* the trainer's copy: checkpoints save it */
@@ -142,7 +142,7 @@ static shoal_result forward_one(pipe_state *p, int m, const float *x, const int3
     uint64_t t3 = sh_now_ns(), t4 = t3;
     if (p->pack_forward) {
         sh_net_pack_weights(p->inst[0], SH_PACK_FORWARD); /* the instances share them */
-        for (int i = 0; i < p->K; i++) sh_net_use_packed(p->inst[i], SH_PACK_FORWARD | SH_PACK_BACKWARD);
+        for (int i = 0; i < p->K; i++) sh_net_use_packed(p->inst[i], p->packs);
         p->pack_forward = 0;
         t4 = sh_now_ns();
     }
@@ -243,7 +243,7 @@ shoal_result sh_pipe_pass(sh_strategy *s, const float *x, const int32_t *y, int 
     pipe_state *p = s->impl;
     uint64_t t0 = sh_now_ns();
     p->acc_ns = training ? p->ns : p->eval_ns;
-    if (p->packs && (p->stale & SH_PACK_FORWARD) && !training) {
+    if ((p->packs & SH_PACK_FORWARD) && (p->stale & SH_PACK_FORWARD) && !training) {
         sh_net_pack_weights(p->inst[0], SH_PACK_FORWARD); /* shared */
         p->stale &= ~SH_PACK_FORWARD;
     }
@@ -251,8 +251,8 @@ shoal_result sh_pipe_pass(sh_strategy *s, const float *x, const int32_t *y, int 
      * forward ones before its first forward's wait; else the first micro-batch's forward runs without (OpenBLAS), and
      * the copies are made while the next stage computes on it (forward_one); the backward
      * ones before the first backward's wait (backward_one). */
-    p->pack_forward = p->packs && training && (p->stale & SH_PACK_FORWARD);
-    p->pack_backward = p->packs && training && (p->stale & SH_PACK_BACKWARD);
+    p->pack_forward = (p->packs & SH_PACK_FORWARD) && training && (p->stale & SH_PACK_FORWARD);
+    p->pack_backward = (p->packs & SH_PACK_BACKWARD) && training && (p->stale & SH_PACK_BACKWARD);
     if (training) p->stale = p->updates ? 0 : SH_PACK_FORWARD | SH_PACK_BACKWARD; /* the update after it */
     int nmb = (n + p->mb - 1) / p->mb, hits = 0;
     double loss_sum = 0;

@@ -12,8 +12,8 @@
  * activation, so tensor rank t of a stage talks to tensor rank t of its neighbours, and the
  * replicas average per (stage, t). Split layers never defer their
  * weight gradients (their factors are shares): they are summed in `acc`.
- * Micro-batches multiply by packed weights (sh_net_keep_packed; not at 24-48 or 24-128 rows, see
- * SHOAL_PIPE_PACK); the stage then applies the optimizer step itself (pipe_finish), packing
+ * Micro-batches multiply by packed weights (sh_net_keep_packed; which copies by the machine:
+ * sh_dense_stage_packs, SHOAL_PIPE_PACK); the stage then applies the optimizer step itself (pipe_finish), packing
  * each 16 rows of W as it updates them, but for the first stage's backward copies, packed
  * while its first backward waits for the stage after.
  * Not here: the schedule and its traffic (pipeline_pass.c), where the net is cut and the
@@ -40,10 +40,6 @@
  * pays only on micro-batches of fewer rows than this (at 1024 x 1024: 2x the speed at 32
  * rows, break-even at 64 with two micro-batches). */
 #define PIPE_PACK_ROWS 64
-/* Micro-batch rows left to the layers' own products (SHOAL_PIPE_PACK=2), from this to
- * sh_dense_unpacked_rows_max (48 or 128 by the machine's L2): packing lost there on
- * balanced.cfg (M=4, 32 rows: 5 of 5 runs) and paid at 16 rows. */
-#define PIPE_SMALL_LO 24
 
 /* ---- the strategy hooks ---- */
 
@@ -64,6 +60,7 @@ static shoal_result pipe_attach(sh_strategy *s, sh_net *net)
         sh_net_set_threads(p->inst[j], sh_net_threads(net));
         sh_net_share_packed(p->inst[j], net);
     }
+    for (int j = 0; j < p->K && p->packs; j++) sh_net_use_packed(p->inst[j], p->packs);
     p->stale = SH_PACK_FORWARD | SH_PACK_BACKWARD; /* the weights may come from a checkpoint */
     sh_net_rng_get(net, p->rng); /* restored from a checkpoint, or the seed's */
     memcpy(p->rng0, p->rng, sizeof p->rng0);
@@ -130,7 +127,7 @@ static shoal_result pipe_finish(sh_strategy *s)
          * the activations took longer than that wait and lost (6550 against 7270 images/s). */
         int lazy = p->S > 1 && p->stage == 0 ? SH_PACK_BACKWARD : 0;
         sh_optim_begin(s->opt, sh_lr_at(s->lr, p->step));
-        sh_net_update_packed(p->inst[0], s->opt, g, (SH_PACK_FORWARD | SH_PACK_BACKWARD) & ~lazy);
+        sh_net_update_packed(p->inst[0], s->opt, g, p->packs & ~lazy);
         p->stale |= lazy;
     }
     return SHOAL_OK;
@@ -476,13 +473,14 @@ shoal_result sh_strategy_pipeline_tp_create(shoal_comm *c, const sh_pipe_opts *o
     p->defer = (int)defer;
     SH_TRY_GOTO(plan_deferred(p, lo, hi), rc, fail);
     /* OpenBLAS would re-pack each weight matrix for every one of the M products; keep them
-     * packed instead (while the copies take at most 64 MiB), but for micro-batches of
-     * PIPE_SMALL_LO-sh_dense_unpacked_rows_max rows: the few-row products are as fast there, and
-     * an update that packs two copies costs 3x a plain one (balanced.cfg, M=4: 3.0 against
-     * ~1 ms a stage and step; 8734 against 7883 images/s, medians of 5) */
+     * packed instead (while the copies take at most 64 MiB), the copies the machine's rule
+     * says pay at this micro-batch size (sh_dense_stage_packs: none, W for dX, or W and W^T;
+     * an update that packs both costs 3x a plain one, balanced.cfg, M=4: 3.0 against ~1 ms a
+     * stage and step). SHOAL_PIPE_PACK: 2 that rule, 1 both, 3 W alone, 0 none. */
     long pack = 2;
     SH_TRY_GOTO(sh_env_long("SHOAL_PIPE_PACK", &pack), rc, fail);
-    p->packs = pack == 2 ? p->mb < PIPE_SMALL_LO || p->mb > sh_dense_unpacked_rows_max() : (int)pack;
+    int both = SH_PACK_FORWARD | SH_PACK_BACKWARD;
+    p->packs = pack == 2 ? sh_dense_stage_packs(p->mb) : pack == 1 ? both : pack == 3 ? SH_PACK_BACKWARD : 0;
     if (p->packs) SH_TRY_GOTO(sh_net_keep_packed(p->inst[0], (size_t)64 << 20), rc, fail);
     SH_TRY_GOTO(plan_links(p), rc, fail);
     if (p->stage > 0)

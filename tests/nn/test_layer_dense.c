@@ -289,9 +289,12 @@ static void the_forward_window_and_own_packing_follow_the_machine(void)
     CHECK(!sh_dense_self_packs(256 * 256, 63, 63), "L2 %ld: 256 x 256 over 63 rows", l2);
     CHECK(!sh_dense_self_packs(1025 * 1024, 64, 16), "L2 %ld: past 1M weights", l2);
     sh_dense_self_pack_min_rows = 1 << 30;
-    /* a pipeline stage's micro-batches on packed weights above this */
-    CHECK(sh_dense_unpacked_rows_max() == (big ? 128 : 48), "L2 %ld: unpacked up to %d rows", l2,
-          sh_dense_unpacked_rows_max());
+    /* the packed copies a pipeline stage keeps for micro-batches of 8, 16, 32, 64, 128 rows */
+    int both = SH_PACK_FORWARD | SH_PACK_BACKWARD, want[5] = {both, both, 0, both, both};
+    if (big) want[1] = want[2] = want[3] = want[4] = SH_PACK_BACKWARD;
+    for (int i = 0; i < 5; i++)
+        CHECK(sh_dense_stage_packs(8 << i) == want[i], "L2 %ld: a stage's micro-batches of %d rows keep copies %d, "
+              "want %d", l2, 8 << i, sh_dense_stage_packs(8 << i), want[i]);
 }
 static void few_rows_take_the_turned_around_products(void) { dx_window_case(1); }
 static void the_input_gradient_window_follows_the_machine(void) { dx_window_case(0); }

@@ -133,14 +133,15 @@ static void t_without_deferral_match_one_process(void)
 }
 
 /* SHOAL_PIPE_PACK=0 (no packed weights: the trainer applies the update, the products are
- * gemm_small.c's or OpenBLAS's, as the default chooses for micro-batches of 24-48 rows, or
- * 24-128 by the machine) and
- * =1 (always packed) both match one process. */
+ * gemm_small.c's or OpenBLAS's, as the default chooses for micro-batches of 24-48 rows where
+ * L2 is under 2 MiB), =1 (both copies packed), =3 (W alone: dX on it, forward on the layers'
+ * own products, as the default chooses from 16 rows where L2 is 2 MiB or more) all match one
+ * process. */
 static void t_packed_or_not_match_one_process(void)
 {
     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 120};
-    const char *modes[] = {"0", "1"};
-    for (int k = 0; k < 2; k++) {
+    const char *modes[] = {"0", "1", "3"};
+    for (int k = 0; k < 3; k++) {
         setenv("SHOAL_PIPE_PACK", modes[k], 1);
         sh_test_pipe_arg a = {sgd_cfg, 2, 4, STEPS, NULL, NULL, NULL, NULL};
         RUN_RANKS(2, &o, sh_test_pipe_exact_job, &a);
