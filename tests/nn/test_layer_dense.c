@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "nn/gemm.h"
+#include "nn/gemm_packed.h"
 #include "nn/gemm_small.h"
 #include "nn_check.h"
 
@@ -296,6 +297,59 @@ static void the_forward_window_and_own_packing_follow_the_machine(void)
         CHECK(sh_dense_stage_packs(8 << i) == want[i], "L2 %ld: a stage's micro-batches of %d rows keep copies %d, "
               "want %d", l2, 8 << i, sh_dense_stage_packs(8 << i), want[i]);
 }
+/* A whole layer too large to pack its weights (1030 x 1024, past 1M) computes dW over 64 rows
+ * on the packed kernel where L2 is 2 MiB or more (layer_dense.c pick_rules): X packed in its
+ * cache (64-byte aligned), dW the bits of sh_packed_gemm_tn; under 2 MiB no cache (OpenBLAS's
+ * product). Within 1e-4 of double loops either way. (Here OpenBLAS's bits are the same: both
+ * sum the 64 rows in order.) */
+static void big_layer_dw_follows_the_machine(void)
+{
+    enum { N = 64, I = 1024, K = 1030 };
+    test_net t;
+    if (!tn_build(&t, "[net]\nbatch=64\nchannels=1\nheight=1\nwidth=1024\n"
+                      "[connected]\noutput=1030\nactivation=linear\n[softmax]\n[cost]\n", N, 4))
+        return;
+    float *x = malloc(sizeof(float) * N * I), *packed = malloc(sizeof(float) * sh_packed_count(N, I));
+    float *mine = malloc(sizeof(float) * (size_t)K * I);
+    int32_t labels[N];
+    if (!x || !packed || !mine) {
+        CHECK(0, "out of memory");
+        goto out;
+    }
+    for (int n = 0; n < N; n++) labels[n] = (n * 37) % K;
+    tn_random(x, N * I, 5, -1, 1);
+    CHECK_OK(sh_net_forward(t.net, x, N, 1));
+    sh_net_loss(t.net, labels);
+    CHECK_OK(sh_net_backward(t.net, NULL, NULL));
+    const sh_layer *l = sh_net_layer(t.net, 0);
+    size_t off, count;
+    sh_net_layer_params(t.net, 0, &off, &count);
+    const float *gw = sh_net_grads(t.net) + off;
+    double err = 0;
+    for (int k = 0; k < K; k += 7)
+        for (int i = 0; i < I; i += 3) {
+            double sum = 0;
+            for (int n = 0; n < N; n++) sum += (double)l->delta[n * K + k] * x[n * I + i];
+            err = fmax(err, fabs(sum - gw[(size_t)k * I + i]));
+        }
+    CHECK(err < 1e-4, "dW of 1030 x 1024 over 64 rows: max error %g", err);
+    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    int big = l2 >= (2L << 20);
+    CHECK(big ? l->cache_count >= sh_packed_count(N, I) : l->cache_count == 0, "L2 %ld: cache of %zu floats", l2,
+          l->cache_count);
+    if (big && l->cache_count >= sh_packed_count(N, I)) {
+        sh_packed_pack(0, N, I, x, I, 0, sh_packed_npanels(I), packed);
+        sh_packed_gemm_tn(K, 0, I, N, l->delta, K, packed, N, 0, mine, I);
+        const float *kept = (const float *)(((uintptr_t)l->cache + 63) & ~(uintptr_t)63);
+        CHECK(memcmp(kept, packed, sizeof(float) * sh_packed_count(N, I)) == 0, "X is not packed in the cache");
+        CHECK(memcmp(gw, mine, sizeof(float) * (size_t)K * I) == 0, "dW is not the packed kernel's");
+    }
+out:
+    free(x);
+    free(packed);
+    free(mine);
+    tn_free(&t);
+}
 static void few_rows_take_the_turned_around_products(void) { dx_window_case(1); }
 static void the_input_gradient_window_follows_the_machine(void) { dx_window_case(0); }
 
@@ -318,5 +372,6 @@ int main(void)
     RUN(few_rows_take_the_turned_around_products);
     RUN(the_input_gradient_window_follows_the_machine);
     RUN(the_forward_window_and_own_packing_follow_the_machine);
+    RUN(big_layer_dw_follows_the_machine);
     return check_end();
 }
