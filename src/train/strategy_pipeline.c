@@ -13,9 +13,9 @@
  * replicas average per (stage, t). Split layers never defer their
  * weight gradients (their factors are shares): they are summed in `acc`.
  * Micro-batches multiply by packed weights (sh_net_keep_packed; which copies by the machine:
- * sh_dense_stage_packs, SHOAL_PIPE_PACK); the stage then applies the optimizer step itself (pipe_finish), packing
- * each 16 rows of W as it updates them, but for the first stage's backward copies, packed
- * while its first backward waits for the stage after.
+ * sh_dense_stage_packs, SHOAL_PIPE_PACK); the stage then applies the optimizer step itself
+ * (pipe_finish), packing each 16 rows of W as it updates them, but for the first stage's
+ * backward copies, packed while its first backward waits for the stage after.
  * Not here: the schedule and its traffic (pipeline_pass.c), where the net is cut and the
  * layout lines (pipeline_plan.c), cutting a net into parts (src/nn/net_part.c), the step
  * (step.c), the layout (job.c).
