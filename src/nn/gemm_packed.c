@@ -175,9 +175,9 @@ enum { A_BLOCK_FLOATS = 128 * 1024 };
                 float *ci = c + (size_t)i * ldc + j;                                        \
                 int mr = m - i < MR ? m - i : MR; /* i0 + mb is a multiple of MR */         \
                 if (np == 2) {                                                              \
-                    TILE_ROWS(0, 2, lda);                                                        \
+                    TILE_ROWS(0, 2, lda);                                                   \
                 } else {                                                                    \
-                    TILE_ROWS(0, 1, lda);                                                        \
+                    TILE_ROWS(0, 1, lda);                                                   \
                 }                                                                           \
             }                                                                               \
         }                                                                                   \

@@ -62,45 +62,44 @@ int sh_dense_small_fwd_rows[2] = {-1, -1}, sh_dense_small_dx_rows[2] = {-1, -1};
  * dW OpenBLAS's), broke even at 256K (512 x 512) and won below (384 x 384 at 64 rows 0.40
  * against 0.43), but paid where the pass runs in products of 32 rows or fewer (two threads:
  * the pack shared by four products; 1024 x 1024 at 4 x 32 rows 6.48 against 6.86, LeNet's
- * 500 x 800 at 4 x 16 rows, forward and dX ~0.96 against ~1.6): there it packs for any product while its two
- * packed copies fit in L2, and up to SELF_PACK_MAX for products of at most 32 rows. */
+ * 500 x 800 at 4 x 16 rows, forward and dX ~0.96 against ~1.6): there it packs for any
+ * product while its two packed copies fit in L2, and up to SELF_PACK_MAX for products of at
+ * most 32 rows. */
 static struct {
     int fwd[2], dx[2];         /* rows per product on gemm_small.c ([1, 0]: none) */
     size_t fwd_max_floats;     /* the forward's rows x inputs at most (its packed rows in L2) */
     size_t self_pack_max;      /* weights a whole layer packs itself at most for any product, */
     int self_pack_rows;        /* and for products of at most this many rows up to SELF_PACK_MAX */
-    int unpacked_max;          /* under 2 MiB: a stage's micro-batches up to this many rows run
-                                  unpacked (sh_dense_stage_packs) */
-    int big_dw_packed;         /* a whole layer past SELF_PACK_MAX packs X for dW (dw_packs_x) */
+    int big_l2;                /* L2 of 2 MiB a core or more: the rules measured there (a stage's
+                                  packed copies, a whole layer past SELF_PACK_MAX packing X) */
 } machine;
 static void pick_rules(void)
 {
     long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
     if (l2 < (2L << 20)) { /* smaller or unknown (0, -1) */
         machine.fwd[0] = 4, machine.fwd[1] = 96, machine.dx[0] = 12, machine.dx[1] = 48;
-        machine.fwd_max_floats = SIZE_MAX, machine.self_pack_max = SELF_PACK_MAX, machine.unpacked_max = 48;
+        machine.fwd_max_floats = SIZE_MAX, machine.self_pack_max = SELF_PACK_MAX;
         return;
     }
     machine.fwd[0] = 4, machine.fwd[1] = 128, machine.dx[0] = 1, machine.dx[1] = 0;
     machine.fwd_max_floats = (size_t)l2 / sizeof(float);
     machine.self_pack_max = (size_t)l2 / (2 * sizeof(float));
     machine.self_pack_rows = 32;
-    machine.unpacked_max = 128;
     /* dW = dY^T X on the packed kernel with X packed (its A^T B copy in tiles) against
      * OpenBLAS's, one core, ms, packing included: 2560 x 3072 over 32 / 64 / 128 rows 3.59 /
      * 6.67 / 13.4 against 4.86 / 7.90 / 14.5; 3072 x 784 1.15 / 2.01 / 5.57 against 1.54 /
      * 2.51 / 5.99 (OpenBLAS's beta = 0 clears dW first). Not measured under 2 MiB. */
-    machine.big_dw_packed = 1;
+    machine.big_l2 = 1;
 }
 static void machine_rules(void)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, pick_rules);
 }
-static int dw_packs_big(void)
+static int big_l2(void)
 {
     machine_rules();
-    return machine.big_dw_packed;
+    return machine.big_l2;
 }
 /* layer.h */
 int sh_dense_self_packs(size_t weights, int rows, int product_rows)
@@ -118,12 +117,11 @@ int sh_dense_self_packs(size_t weights, int rows, int product_rows)
  * balanced.cfg, W alone against none: M=2 8014 against 7361, M=4 8464 against 7098, M=8
  * (16 rows, against both) 7530 against 7157, M=1 a tie; at 8 rows both copies won (M=16
  * 6254 against 5356). */
-enum { STAGE_SMALL_LO = 24, STAGE_FWD_PACK_BELOW = 16 };
+enum { STAGE_SMALL_LO = 24, STAGE_SMALL_HI = 48, STAGE_FWD_PACK_BELOW = 16 };
 int sh_dense_stage_packs(int rows)
 {
-    machine_rules();
     int both = SH_PACK_FORWARD | SH_PACK_BACKWARD;
-    if (machine.unpacked_max <= 48) return rows >= STAGE_SMALL_LO && rows <= machine.unpacked_max ? 0 : both;
+    if (!big_l2()) return rows >= STAGE_SMALL_LO && rows <= STAGE_SMALL_HI ? 0 : both;
     return rows < STAGE_FWD_PACK_BELOW ? both : SH_PACK_BACKWARD;
 }
 /* The forward's (dx 0) or the input gradient's (dx 1) window: a test's, or the machine's. */
@@ -191,7 +189,7 @@ static shoal_result dense_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_c
         int in = (int)l->inputs;
         l->cache_count = sh_packed_count(in, k) + sh_packed_count(k, in) +
                          sh_packed_count(ctx->batch, in) + 3 * SH_PACKED_NR;
-    } else if (ctx->tp_role == SH_TP_NONE && ctx->share_ranks <= 1 && dw_packs_big()) { /* X alone */
+    } else if (ctx->tp_role == SH_TP_NONE && ctx->share_ranks <= 1 && big_l2()) { /* X alone */
         l->cache_count = sh_packed_count(ctx->batch, (int)l->inputs) + SH_PACKED_NR;
     }
     /* tensor parallelism with one replica: a column or row share's gradients are final too */
@@ -237,7 +235,7 @@ static int self_x_fits(const sh_layer *l, const sh_exec *x)
  * packed kernel all the same, where the machine says it wins (pick_rules). */
 static int big_x_packs(const sh_layer *l, const sh_exec *x)
 {
-    return l->tp_role == SH_TP_NONE && l->w_count > SELF_PACK_MAX && l->cache_count && dw_packs_big() &&
+    return l->tp_role == SH_TP_NONE && l->w_count > SELF_PACK_MAX && l->cache_count && big_l2() &&
            sh_packed_count(x->nimg, (int)l->inputs) + SH_PACKED_NR <= l->cache_count;
 }
 /* 1 when this pass's dW runs on X packed (pack_x), and where it is. */
