@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# dp.sh — data-parallel training across two hosts of the emulated cluster (2 hosts x 1
-# rank): shoal against PyTorch DistributedDataParallel over gloo on the same network, side
-# by side, medians of REPS runs interleaved.
+# dp.sh — data-parallel training across two hosts of the emulated cluster (2 hosts x RPH
+# ranks, default 1): shoal against PyTorch DistributedDataParallel over gloo on the same
+# network, side by side, medians of REPS runs interleaved.
 #
-#   bench/net/dp.sh      # REPS=3 RATES="10gbit 1gbit" MODELS="lenet mlp-wide" STEPS=100 WARMUP=10
+#   bench/net/dp.sh      # REPS=3 RATES="10gbit 1gbit" MODELS="lenet mlp-wide" STEPS=100 WARMUP=10 RPH=1
 #   BASE=/tmp/old/shoal bench/net/dp.sh   # also another shoal binary, interleaved (a before)
 #
 # As bench/dp/run.sh: weak scaling, 64 Fashion-MNIST images per rank per step, one thread
-# per rank, SGD with momentum; aggregate images/s. shoal runs one `shoal train -n 1
-# --nnodes 2 --node-rank K` per host; PyTorch one bench/dp/torch_ddp.py --from-env per host.
+# per rank, SGD with momentum; aggregate images/s. shoal runs one `shoal train -n RPH
+# --nnodes 2 --node-rank K` per host; PyTorch RPH bench/dp/torch_ddp.py --from-env per host.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 REPS=${REPS:-3}
@@ -16,6 +16,7 @@ RATES=${RATES:-"10gbit 1gbit"}
 MODELS=${MODELS:-"lenet mlp-wide"}
 STEPS=${STEPS:-100}
 WARMUP=${WARMUP:-10}
+RPH=${RPH:-1}
 BUILD=${BUILD:-build}
 DATA=${SHOAL_DATA_DIR:-/usr/share/datasets/fashion-mnist}
 . bench/peers.sh # PY, and the peers' BLAS kernels (OPENBLAS_CORETYPE)
@@ -41,17 +42,17 @@ shoal_run() { # model [binary] -> images/s
     local m=$1 SHOAL=${2:-$SHOAL} key p log="$OUT/dp-shoal-$1.log"
     key=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n'); p=$((30000 + RANDOM % 20000))
     SHOAL_JOB_KEY=$key SHOAL_MASTER_PORT=$p OPENBLAS_NUM_THREADS=1 $LAB exec h1 "$SHOAL" train "examples/$m.cfg" \
-        --data "$DATA" -n 1 --nnodes 2 --node-rank 1 --master-addr "$($LAB addr h0)" --threads 1 \
+        --data "$DATA" -n "$RPH" --nnodes 2 --node-rank 1 --master-addr "$($LAB addr h0)" --threads 1 \
         --max-steps $((STEPS + WARMUP)) --quiet >/dev/null 2>&1 &
     SHOAL_JOB_KEY=$key SHOAL_MASTER_PORT=$p OPENBLAS_NUM_THREADS=1 $LAB exec h0 "$SHOAL" train "examples/$m.cfg" \
-        --data "$DATA" -n 1 --nnodes 2 --node-rank 0 --master-addr "$($LAB addr h0)" --threads 1 \
+        --data "$DATA" -n "$RPH" --nnodes 2 --node-rank 0 --master-addr "$($LAB addr h0)" --threads 1 \
         --max-steps $((STEPS + WARMUP)) --json --quiet >"$log" 2>&1 || { echo "shoal failed: $log" >&2; echo nan; wait; return; }
     wait
     json_field images_per_s <"$log"
 }
 torch_run() {
     local m=$1 log="$OUT/dp-torch-$1.log"
-    OPENBLAS_NUM_THREADS=1 $LAB run 1 --port $((30000 + RANDOM % 20000)) -- $PY bench/dp/torch_ddp.py --from-env \
+    OPENBLAS_NUM_THREADS=1 $LAB run "$RPH" --port $((30000 + RANDOM % 20000)) -- $PY bench/dp/torch_ddp.py --from-env \
         --model "$m" --steps "$STEPS" --warmup "$WARMUP" --data "$DATA" >"$log" 2>&1 || { echo "torch failed: $log" >&2; echo nan; return; }
     json_field images_per_s <"$log"
 }
@@ -68,10 +69,10 @@ for rate in $RATES; do
     done
     $LAB down >/dev/null
 done
-$PY - "$OUT/dp.jsonl" "$REPS" <<'PY' | tee "$OUT/dp-table.txt"
+$PY - "$OUT/dp.jsonl" "$REPS" "$RPH" <<'PY' | tee "$OUT/dp-table.txt"
 import json, math, statistics, sys
 rows = [json.loads(l.replace("nan", "NaN")) for l in open(sys.argv[1]) if l.strip()]
-print(f"data-parallel training, 2 hosts x 1 rank, images/s (median of {sys.argv[2]})")
+print(f"data-parallel training, 2 hosts x {sys.argv[3]} rank(s), images/s (median of {sys.argv[2]})")
 base = any(r.get("base") is not None for r in rows)
 print(f"{'rate':>8} {'model':>10} {'shoal':>9} {'PyTorch':>9} {'x PyTorch':>10}" + (f" {'base':>9} {'x base':>7}" if base else ""))
 for rate in dict.fromkeys(r["rate"] for r in rows):

@@ -165,9 +165,12 @@ shoal_result shoal_allreduce_start(shoal_comm *c, const void *send, void *recv, 
  * When the request finishes, params hold the updated values on every rank; grads are then
  * unspecified. apply runs on the communicator's thread, for disjoint ranges. On a path that
  * shares the work (one host, shared memory, large messages; or the ring, which large
- * messages take across hosts with one rank per host) each rank reduces and updates only its
- * own block and sends the updated params to the others, so each rank's apply sees only its
- * block: an optimizer's state is then current only there (ZeRO stage 1). With
+ * messages take across hosts with one rank per host; or the hierarchical allreduce from
+ * 64 KiB to 1 MiB with several, where the ranks of each host split the work and each block
+ * is updated alike on every host) each rank reduces and updates only its own block and
+ * sends the updated params to the others, so each rank's apply sees only its block: an
+ * optimizer's state is then current only there (ZeRO stage 1; shoal_wait_trace's
+ * apply_lead names one holder of each part's state). With
  * params in a shared window's common block (and grads in the calling rank's block of it),
  * that path is always taken, whatever the size or SHOAL_ALGO: each element is then updated
  * by one rank only, in place, for all. Every rank must call it where the others do (it is
@@ -291,6 +294,10 @@ typedef struct {
                               pieces, across hosts), "mpi", "slots", "eager", "cma", "local"
                               (one rank), "p2p" */
     const char *transport; /* "shm", "tcp", "shm+tcp", "mpi", "none" */
+    int apply_lead;        /* allreduce_apply: where several ranks applied the same ranges
+                              (and hold the same optimizer state there), 1 on exactly one of
+                              them, the copy a checkpoint keeps, 0 on the others; 1 where a
+                              rank's ranges are its own */
 } shoal_request_trace;
 
 /* shoal_wait that also fills *trace (which may be NULL). Point-to-point requests report

@@ -81,6 +81,7 @@ struct shoal_comm {
     uint64_t coll_seq;   /* collectives started on this communicator */
     const char *last_path; /* the path the selector took for the last collective (select.c),
                               read by the engine for shoal_wait_trace */
+    int last_apply_lead; /* its apply_lead (comm.h): the paths that update all set it */
     uint64_t slot_last;  /* 1 + the last collective that went through the shm slots, or 0 */
     uint64_t slot_prev[2]; /* the same per slot set (collective parity) */
     int broken;

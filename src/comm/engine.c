@@ -27,6 +27,7 @@ struct shoal_request {
     int finished;
     uint64_t queued_ns, started_ns, finished_ns; /* for shoal_wait_trace */
     const char *path;                            /* the selector's path */
+    int apply_lead;                              /* shoal_request_trace's apply_lead */
     shoal_result rc;
     char msg[768];
     struct shoal_request *next;
@@ -73,11 +74,13 @@ static void *engine_main(void *arg)
         sh_err_clear();
         r->started_ns = sh_now_ns();
         c->last_path = NULL;
+        c->last_apply_lead = 1;
         shoal_result rc = e->stopping ? SH_FAIL(SHOAL_ERR_BROKEN, "communicator destroyed") : sh_comm_run_coll(c, &r->op);
         uint64_t end_ns = sh_now_ns();
         pthread_mutex_lock(&e->mu);
         r->finished_ns = end_ns;
         r->path = c->last_path ? c->last_path : "local";
+        r->apply_lead = c->last_apply_lead;
         r->rc = rc;
         if (rc != SHOAL_OK) snprintf(r->msg, sizeof r->msg, "%s", shoal_last_error_message());
         r->finished = 1;
@@ -202,6 +205,7 @@ shoal_result shoal_wait_trace(shoal_request *r, shoal_request_trace *trace)
             trace->started_ns = r->queued_ns;
             trace->finished_ns = sh_now_ns();
             trace->algorithm = r->path;
+            trace->apply_lead = 1;
         }
         free(r);
         return rc;
@@ -218,6 +222,7 @@ shoal_result shoal_wait_trace(shoal_request *r, shoal_request_trace *trace)
         trace->started_ns = r->started_ns;
         trace->finished_ns = r->finished_ns;
         trace->algorithm = r->path;
+        trace->apply_lead = r->apply_lead;
     }
     free(r);
     return rc;

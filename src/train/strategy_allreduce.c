@@ -37,6 +37,8 @@ typedef struct {
     /* With the update split across ranks: the part of the bucket this rank updates (seen
      * from the apply calls; the same every step), relative to lo. */
     size_t own_lo, own_hi;
+    int lead;  /* its exchange's apply_lead (comm.h): 0 where another rank stepped the same part
+                  alike (the hierarchical allreduce: one rank per host; or every rank all) */
     double sq; /* this step: the squared norm of the reduced gradients this rank applied */
 } bucket;
 
@@ -255,6 +257,7 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
         d->b[i].d = d;
         d->b[i].own_lo = SIZE_MAX;
         d->b[i].own_hi = 0;
+        d->b[i].lead = 1;
     }
     /* With chunks, backward offers a connected layer's weight gradient in blocks of rows as
      * it computes them (the same bits), and a chunk starts once its rows are done: the wire
@@ -313,6 +316,7 @@ static shoal_result complete(dp_state *d, int i)
     shoal_request_trace tr;
     shoal_result r = shoal_wait_trace(b->req, &tr);
     b->req = NULL;
+    if (r == SHOAL_OK) b->lead = tr.apply_lead;
     d->inflight--;
     d->prof.comm_s += (double)(sh_now_ns() - b->start_ns) * 1e-9;
     d->prof.bytes += (double)b->count * 4;
@@ -547,9 +551,10 @@ static shoal_result sum_start(sh_strategy *s, double *v, int n, shoal_request **
     return shoal_allreduce_start(d->c, v, v, (size_t)n, SHOAL_FLOAT64, SHOAL_SUM, req);
 }
 
-/* Before a checkpoint: every rank keeps the state of what it updates, zeroes the rest (a
- * bucket every rank updates whole is kept by rank 0 alone), and a sum makes the state
- * whole everywhere. Adam's step count, the same on every rank, is not summed. */
+/* Before a checkpoint: every rank keeps the state of what it updates, zeroes the rest (where
+ * several ranks step the same part alike, as every rank a bucket it updates whole, or one rank
+ * per host in the hierarchical allreduce, only the one with apply_lead keeps it), and a sum
+ * makes the state whole everywhere. Adam's step count, the same on every rank, is not summed. */
 static shoal_result sync_state(sh_strategy *s)
 {
     dp_state *d = s->impl;
@@ -557,8 +562,8 @@ static shoal_result sync_state(sh_strategy *s)
     for (int i = 0; i < d->nb; i++) {
         bucket *b = &d->b[i];
         if (b->own_lo == SIZE_MAX) continue; /* never stepped: zeros everywhere already */
-        if (b->own_lo == 0 && b->own_hi == b->count) {
-            if (s->rank != 0) sh_optim_state_zero(s->opt, b->lo, b->count);
+        if (!b->lead) {
+            sh_optim_state_zero(s->opt, b->lo, b->count);
             continue;
         }
         sh_optim_state_zero(s->opt, b->lo, b->own_lo);
@@ -570,8 +575,8 @@ static shoal_result sync_state(sh_strategy *s)
 }
 
 /* The shares of the gradient norm: where the update is split each rank applied (and saw
- * reduced) only its block; a bucket every rank applied whole counts once, at rank 0, as
- * sync_state keeps it. Unsplit, every rank holds the whole averaged gradient. */
+ * reduced) only its block; a part several ranks applied alike counts once, at the rank with
+ * apply_lead, as sync_state keeps it. Unsplit, every rank holds the whole averaged gradient. */
 static double grad_sq_part(const sh_strategy *s)
 {
     const dp_state *d = s->impl;
@@ -579,8 +584,7 @@ static double grad_sq_part(const sh_strategy *s)
     if (!d->shard) return s->rank == 0 ? sh_sum_squares(d->grads, d->nparams) : 0;
     for (int i = 0; i < d->nb; i++) {
         const bucket *b = &d->b[i];
-        int whole = b->own_lo == 0 && b->own_hi == b->count;
-        if (!whole || s->rank == 0) sq += b->sq;
+        if (b->lead) sq += b->sq;
     }
     return sq;
 }

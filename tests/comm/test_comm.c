@@ -472,8 +472,10 @@ static void window(shoal_comm *c, void *arg)
 
 /* allreduce_apply into each rank's own params (no window), averaging: every rank ends with
  * the same stepped weights whatever the path; apply sees the average; the ring and the CMA
- * path step each element once in all (each block by its holder, ZeRO stage 1), the others
- * every element on every rank. */
+ * path step each element once in all (each block by its holder, ZeRO stage 1), the
+ * hierarchical one's split shape once per host (each local rank its block), the others
+ * every element on every rank; whatever the path, the ranks with apply_lead step each
+ * element once between them (the optimizer state a checkpoint keeps). */
 typedef struct {
     float *params;
     size_t touched, lo, hi;
@@ -498,11 +500,12 @@ static void apply_private(shoal_comm *c, void *arg)
 {
     const char *forced = arg;
     int r = shoal_comm_rank(c), n = shoal_comm_world(c);
-    size_t counts[] = {1, (size_t)n + 1, 1000, 300000}, cap = 300000;
+    /* 100000 floats: the hierarchical split shape (64 KiB .. 1 MiB) */
+    size_t counts[] = {1, (size_t)n + 1, 1000, 100000, 300000}, cap = 300000;
     float *params = malloc(cap * sizeof(float)), *grads = malloc(cap * sizeof(float));
     CHECK(params && grads, "out of memory");
     if (!params || !grads) goto out;
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 5; k++) {
         size_t count = counts[k];
         for (size_t i = 0; i < count; i++) {
             params[i] = 1000.0f;
@@ -510,17 +513,25 @@ static void apply_private(shoal_comm *c, void *arg)
         }
         own_apply a = {params, 0, SIZE_MAX, 0, 0, n};
         shoal_request *req = NULL;
+        shoal_request_trace tr = {0};
         shoal_result rc = shoal_allreduce_apply_start(c, grads, params, count, SHOAL_AVG, own_step, &a, &req);
-        if (rc == SHOAL_OK) rc = shoal_wait(req);
+        if (rc == SHOAL_OK) rc = shoal_wait_trace(req, &tr);
         CHECK(rc == SHOAL_OK, "count %zu: %s", count, shoal_last_error_message());
-        const char *path = c->last_path ? c->last_path : "?";
-        if (forced) CHECK(strcmp(path, forced) == 0, "SHOAL_ALGO=%s ran %s", forced, path);
-        int once = strcmp(path, "ring") == 0 || strcmp(path, "cma") == 0;
-        int64_t t = (int64_t)a.touched, total = 0;
-        CHECK(shoal_allreduce(c, &t, &total, 1, SHOAL_INT64, SHOAL_SUM) == SHOAL_OK, "%s",
+        const char *path = tr.algorithm ? tr.algorithm : "?";
+        if (forced) /* hier: in pieces (hier-pipelined) from 1 MiB */
+            CHECK(strncmp(path, forced, strlen(forced)) == 0, "SHOAL_ALGO=%s ran %s", forced, path);
+        int hosts = shoal_comm_nhosts(c);
+        /* the hierarchical split shape: more than 64 KiB, not in 1 MiB pieces */
+        int per_host = strcmp(path, "hier") == 0 && count * 4 > 65536;
+        int once = strcmp(path, "ring") == 0 || strcmp(path, "cma") == 0 || per_host;
+        int64_t t[2] = {(int64_t)a.touched, tr.apply_lead ? (int64_t)a.touched : 0}, total[2] = {0, 0};
+        CHECK(shoal_allreduce(c, t, total, 2, SHOAL_INT64, SHOAL_SUM) == SHOAL_OK, "%s",
               shoal_last_error_message());
-        CHECK(total == (int64_t)count * (once ? 1 : n), "count %zu on %d ranks by %s: %lld elements stepped in all",
-              count, n, path, (long long)total);
+        int64_t want = (int64_t)count * (!once ? n : per_host ? hosts : 1);
+        CHECK(total[0] == want, "count %zu on %d ranks by %s: %lld elements stepped in all, %lld wanted", count, n,
+              path, (long long)total[0], (long long)want);
+        CHECK(total[1] == (int64_t)count, "count %zu on %d ranks by %s: the ranks with apply_lead stepped %lld",
+              count, n, path, (long long)total[1]);
         if (once && a.touched) /* one block of the holder's, never all of it on 2+ ranks */
             CHECK(a.hi - a.lo == a.touched && (count < (size_t)n || a.touched < count),
                   "count %zu by %s: rank %d stepped [%zu, %zu), %zu elements", count, path, r, a.lo, a.hi,
@@ -550,6 +561,14 @@ static void t_apply_paths(void)
         sh_test_ranks_opts o = {.links = SH_TEST_REAL, .transport = "tcp"};
         RUN_RANKS(n, &o, apply_private, NULL);
     }
+    /* several ranks per host: the hierarchical allreduce, forced and chosen */
+    int shapes[][2] = {{4, 2}, {6, 2}, {6, 3}};
+    for (int i = 0; i < 3; i++)
+        for (int forced = 0; forced < 2; forced++) {
+            sh_test_ranks_opts o = {.links = SH_TEST_SOCKETPAIR, .ranks_per_host = shapes[i][1],
+                                    .algo = forced ? "hier" : NULL};
+            RUN_RANKS(shapes[i][0], &o, apply_private, forced ? "hier" : NULL);
+        }
 }
 
 static void window_unsupported(shoal_comm *c, void *arg)

@@ -347,6 +347,18 @@ static void t_split_update_matches_one_process(void)
             remove(ck);
         }
     }
+    /* two hosts of two ranks: the hierarchical allreduce steps each block once per host (one
+     * rank of each steps it alike), and the checkpoint keeps one copy of that state: the
+     * second half resumes on 3 ranks over TCP (the ring) */
+    for (int k = 0; k < 2; k++) {
+        shard_arg a = {cfgs[k], NULL, STEPS}, first = {cfgs[k], ck, STEPS / 2}, second = {cfgs[k], ck, STEPS};
+        sh_test_ranks_opts hosts = {.links = SH_TEST_SOCKETPAIR, .ranks_per_host = 2, .deadline_s = 120};
+        sh_test_ranks_opts tcp = {.links = SH_TEST_REAL, .transport = "tcp", .deadline_s = 120};
+        CHECK(RUN_RANKS(4, &hosts, shard_job, &a) == 0, "%s on 2 hosts x 2 ranks", cfgs[k]);
+        CHECK(RUN_RANKS(4, &hosts, shard_job, &first) == 0, "%s: first half on 2 hosts x 2 ranks", cfgs[k]);
+        CHECK(RUN_RANKS(3, &tcp, shard_job, &second) == 0, "%s: second half on 3 ranks over tcp", cfgs[k]);
+        remove(ck);
+    }
     unsetenv("SHOAL_DP_WINDOW");
 }
 

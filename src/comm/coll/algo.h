@@ -47,9 +47,12 @@ shoal_result sh_rhd_allreduce(shoal_comm *c, const sh_group *g, const void *send
  * selector's flat choice (sh_select_allreduce_flat) for its step across hosts. */
 typedef shoal_result (*sh_allreduce_fn)(shoal_comm *c, const sh_group *g, const void *send, void *buf,
                                         size_t count, shoal_dtype dt, shoal_op op);
-/* Within hosts, across hosts (by across), back within hosts (whole communicator). */
-shoal_result sh_hier_allreduce(shoal_comm *c, const void *send, void *buf, size_t count,
-                               shoal_dtype dt, shoal_op op, sh_allreduce_fn across);
+/* Within hosts, across hosts (by across), back within hosts (whole communicator), for the
+ * allreduce op (send, recv, count, dt, op; apply). *own = 1: each rank averaged (SHOAL_AVG)
+ * only its block, the caller must not average again; *applied = 1: op->apply ran on each
+ * rank's block and params hold the result. Both stay 0 where the shape cannot split. */
+shoal_result sh_hier_allreduce(shoal_comm *c, const sh_coll *op, sh_allreduce_fn across, int *own,
+                               int *applied);
 /* How many pieces the hierarchical allreduce of count elements pipelines (1: not pipelined;
  * only hosts with equal rank counts pipeline). */
 size_t sh_hier_pieces(const shoal_comm *c, size_t count, shoal_dtype dt);

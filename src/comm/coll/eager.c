@@ -69,6 +69,9 @@ shoal_result sh_eager_allreduce(shoal_comm *c, const sh_coll *op)
         memcpy(op->recv, acc, nb);
         if (op->op == SHOAL_AVG) sh_reduce_avg_finish(op->recv, op->count, op->dt, c->world);
     }
-    if (op->apply) op->apply(op->apply_ctx, 0, op->count, (const float *)op->recv);
+    if (op->apply) { /* every rank updates everything */
+        op->apply(op->apply_ctx, 0, op->count, (const float *)op->recv);
+        c->last_apply_lead = c->rank == 0;
+    }
     return SHOAL_OK;
 }

@@ -9,7 +9,11 @@
  * through the slowest link. Uneven hosts, and even ones up to 64 KiB: reduce to each
  * host's first rank (tree), allreduce among those leaders, broadcast within hosts.
  * Each block's final value is computed once by one cross group's allreduce (whose members
- * agree bitwise) and then copied, so every rank holds the same bits.
+ * agree bitwise) and then copied, so every rank holds the same bits. In that split shape
+ * (not pipelined) each local rank averages only its block, and with an update
+ * (shoal_allreduce_apply_start) steps only its block, the in-host allgather carrying the
+ * updated params (ZeRO stage 1 within each host: the cross group's members step the same
+ * block alike, one per host).
  * Pipelined (even hosts, large messages): the message is cut into pieces and piece k's
  * step across hosts moves in the same sh_xfer as piece k+1's reduce-scatter and piece
  * k-1's allgather within the host, so the link between hosts never waits for the in-host
@@ -25,6 +29,7 @@
 
 #include "base/err.h"
 #include "comm/coll/algo.h"
+#include "comm/reduce.h"
 
 /* Even hosts take the leaders' shape up to here, as uneven ones do: on 2 cores with 8 ranks,
  * 4 hosts x 2 at 1 gbit, 64 KiB, 94.1% of the link against 93.5% split (medians of 5 pairs,
@@ -115,10 +120,15 @@ static shoal_result across(shoal_comm *c, const sh_group *g, void *buf, size_t c
     return flat(c, g, buf, buf, count, dt, op);
 }
 
-shoal_result sh_hier_allreduce(shoal_comm *c, const void *send, void *buf, size_t count,
-                               shoal_dtype dt, shoal_op op, sh_allreduce_fn flat)
+shoal_result sh_hier_allreduce(shoal_comm *c, const sh_coll *co, sh_allreduce_fn flat, int *own,
+                               int *applied)
 {
     shoal_result rc = SHOAL_OK;
+    const void *send = co->send;
+    void *buf = co->recv;
+    size_t count = co->count;
+    shoal_dtype dt = co->dt;
+    shoal_op op = co->op;
     int n = c->world, h = c->nhosts, me = c->rank, host = c->host_of[me];
     int *mem = malloc(sizeof(int) * (size_t)(2 * n + h));
     if (!mem) return SH_FAIL(SHOAL_ERR_NOMEM, "allreduce (hierarchical): out of memory for %d ranks", n);
@@ -157,9 +167,20 @@ shoal_result sh_hier_allreduce(shoal_comm *c, const void *send, void *buf, size_
             rc = pipelined(c, &lg, &xg, send, buf, count, dt, op, npieces);
             goto done;
         }
+        unsigned char *blk = (unsigned char *)buf + off * es;
         SH_TRY_GOTO(sh_ring_rs_phase(c, &lg, send, buf, count, dt, op), rc, done);
-        SH_TRY_GOTO(across(c, &xg, (unsigned char *)buf + off * es, len, dt, op, flat), rc, done);
-        SH_TRY_GOTO(sh_ring_ag_phase(c, &lg, buf, count, dt), rc, done);
+        SH_TRY_GOTO(across(c, &xg, blk, len, dt, op, flat), rc, done);
+        /* the block is final here: average it, and step it, once per host */
+        if (op == SHOAL_AVG && len) sh_reduce_avg_finish(blk, len, dt, c->world);
+        *own = 1;
+        if (co->apply) {
+            if (len) co->apply(co->apply_ctx, off, len, (const float *)blk);
+            *applied = 1;
+            c->last_apply_lead = xi == 0; /* the same block was stepped on every host */
+            SH_TRY_GOTO(sh_ring_ag_phase(c, &lg, co->params, count, dt), rc, done);
+        } else {
+            SH_TRY_GOTO(sh_ring_ag_phase(c, &lg, buf, count, dt), rc, done);
+        }
     } else {
         int k = 0, xi = -1;
         for (int q = 0; q < h; q++) {

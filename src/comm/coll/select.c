@@ -186,8 +186,12 @@ static shoal_result allreduce(shoal_comm *c, const sh_group *g, const sh_coll *o
         switch (sh_select_choose(c, op)) {
         case SH_ALGO_RD: SH_TRY(sh_rd_allreduce(c, g, op->send, op->recv, op->count, op->dt, op->op)); break;
         case SH_ALGO_RHD: SH_TRY(sh_rhd_allreduce(c, g, op->send, op->recv, op->count, op->dt, op->op)); break;
-        case SH_ALGO_HIER: SH_TRY(sh_hier_allreduce(c, op->send, op->recv, op->count, op->dt, op->op,
-                                                  sh_select_allreduce_flat)); break;
+        case SH_ALGO_HIER: {
+            int own = 0; /* the split shape averages (and updates) each block once per host */
+            SH_TRY(sh_hier_allreduce(c, op, sh_select_allreduce_flat, &own, applied));
+            if (own) return SHOAL_OK;
+            break;
+        }
         case SH_ALGO_TREE:
             /* reduce to rank 0, then broadcast its bits: identical everywhere */
             SH_TRY(sh_tree_reduce(c, g, op->send, op->recv, op->count, op->dt, op->op, 0));
@@ -293,8 +297,10 @@ shoal_result sh_select_algo_run(shoal_comm *c, const sh_coll *op)
     c->last_path = whole_path(c, op);
     int applied = 0; /* the ring updates each block once, its holder's (ring_allreduce) */
     SH_TRY(run_whole(c, op, &applied));
-    if (op->apply && !applied) /* every rank updates everything */
+    if (op->apply && !applied) { /* every rank updates everything */
         op->apply(op->apply_ctx, 0, op->count, (const float *)op->recv);
+        c->last_apply_lead = c->rank == 0;
+    }
     return SHOAL_OK;
 }
 

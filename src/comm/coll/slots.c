@@ -116,6 +116,9 @@ shoal_result sh_slots_coll(shoal_comm *c, const sh_coll *op)
     }
     sh_shm_slot_done(c, seq);
     c->slot_last = c->slot_prev[seq & 1] = seq + 1;
-    if (op->apply) op->apply(op->apply_ctx, 0, op->count, (const float *)op->recv);
+    if (op->apply) { /* every rank updates everything */
+        op->apply(op->apply_ctx, 0, op->count, (const float *)op->recv);
+        c->last_apply_lead = c->rank == 0;
+    }
     return SHOAL_OK;
 }
