@@ -166,8 +166,8 @@ shoal_result shoal_allreduce_start(shoal_comm *c, const void *send, void *recv, 
  * unspecified. apply runs on the communicator's thread, for disjoint ranges. On a path that
  * shares the work (one host, shared memory, large messages; or the ring, which large
  * messages take across hosts with one rank per host; or the hierarchical allreduce from
- * 64 KiB to 1 MiB with several, where the ranks of each host split the work and each block
- * is updated alike on every host) each rank reduces and updates only its own block and
+ * 64 KiB with several, where the ranks of each host split the work and each block is
+ * updated alike on every host) each rank reduces and updates only its own block and
  * sends the updated params to the others, so each rank's apply sees only its block: an
  * optimizer's state is then current only there (ZeRO stage 1; shoal_wait_trace's
  * apply_lead names one holder of each part's state). With

@@ -26,6 +26,11 @@
 
 typedef struct dp_state dp_state;
 
+/* A part [lo, hi) of a bucket that this rank updates. */
+typedef struct {
+    size_t lo, hi;
+} own_span;
+
 typedef struct {
     size_t lo, count;     /* slice of the gradient block */
     int grp;              /* its group (the layers it belongs to) */
@@ -34,9 +39,11 @@ typedef struct {
     shoal_request *req;   /* started and not yet waited for, or NULL */
     uint64_t start_ns;
     dp_state *d;
-    /* With the update split across ranks: the part of the bucket this rank updates (seen
-     * from the apply calls; the same every step), relative to lo. */
-    size_t own_lo, own_hi;
+    /* With the update split across ranks: the parts of the bucket this rank updates (seen
+     * from the apply calls, the same every step; relative to lo): one block, or one block of
+     * each piece of the pipelined hierarchical allreduce. own_lost: no memory to record one. */
+    own_span *own;
+    int nown, capown, own_lost;
     int lead;  /* its exchange's apply_lead (comm.h): 0 where another rank stepped the same part
                   alike (the hierarchical allreduce: one rank per host; or every rank all) */
     double sq; /* this step: the squared norm of the reduced gradients this rank applied */
@@ -255,8 +262,6 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
     free(cut);
     for (int i = 0; i < d->nb; i++) {
         d->b[i].d = d;
-        d->b[i].own_lo = SIZE_MAX;
-        d->b[i].own_hi = 0;
         d->b[i].lead = 1;
     }
     /* With chunks, backward offers a connected layer's weight gradient in blocks of rows as
@@ -292,6 +297,36 @@ static shoal_result begin(sh_strategy *s, int64_t step)
     return SHOAL_OK;
 }
 
+/* Records that this rank updates [lo, hi) of b (after the first step, a part it knows). */
+static void own_add(bucket *b, size_t lo, size_t hi)
+{
+    for (int i = 0; i < b->nown; i++) {
+        own_span *o = &b->own[i];
+        if (lo <= o->hi && hi >= o->lo) { /* inside, overlapping or adjacent: one part */
+            if (lo < o->lo) o->lo = lo;
+            if (hi > o->hi) o->hi = hi;
+            return;
+        }
+    }
+    if (b->nown == b->capown) {
+        int cap = b->capown ? 2 * b->capown : 4;
+        own_span *grown = realloc(b->own, sizeof *grown * (size_t)cap);
+        if (!grown) {
+            b->own_lost = 1;
+            return;
+        }
+        b->own = grown;
+        b->capown = cap;
+    }
+    b->own[b->nown++] = (own_span){lo, hi};
+}
+
+static int span_cmp(const void *a, const void *b)
+{
+    size_t x = ((const own_span *)a)->lo, y = ((const own_span *)b)->lo;
+    return x < y ? -1 : x > y;
+}
+
 /* On the communicator's thread: bucket-relative [off, off + n) of the gradients is reduced;
  * step the optimizer there. */
 static void apply_piece(void *ctx, size_t off, size_t n, const float *reduced)
@@ -300,8 +335,7 @@ static void apply_piece(void *ctx, size_t off, size_t n, const float *reduced)
     dp_state *d = b->d;
     if (d->s->grad_sq_wanted) b->sq += sh_sum_squares(reduced, n);
     sh_optim_apply(d->s->opt, d->params, reduced, b->lo + off, n);
-    if (off < b->own_lo) b->own_lo = off;
-    if (off + n > b->own_hi) b->own_hi = off + n;
+    own_add(b, off, off + n);
     d->prof.updated += (double)n;
 }
 
@@ -530,6 +564,7 @@ static void destroy(sh_strategy *s)
     if (d) {
         for (int i = 0; i < d->nb; i++)
             if (d->b[i].req) shoal_wait(d->b[i].req);
+        for (int i = 0; i < d->nb; i++) free(d->b[i].own);
         free(d->b);
         free(d->g);
         free(d->group_of_layer);
@@ -561,13 +596,19 @@ static shoal_result sync_state(sh_strategy *s)
     if (!d->shard || s->world == 1) return SHOAL_OK;
     for (int i = 0; i < d->nb; i++) {
         bucket *b = &d->b[i];
-        if (b->own_lo == SIZE_MAX) continue; /* never stepped: zeros everywhere already */
+        if (b->nown == 0) continue; /* never stepped: zeros everywhere already */
+        if (b->own_lost) return SH_FAIL(SHOAL_ERR_NOMEM, "checkpoint: out of memory recording the updated parts");
         if (!b->lead) {
             sh_optim_state_zero(s->opt, b->lo, b->count);
             continue;
         }
-        sh_optim_state_zero(s->opt, b->lo, b->own_lo);
-        sh_optim_state_zero(s->opt, b->lo + b->own_hi, b->count - b->own_hi);
+        qsort(b->own, (size_t)b->nown, sizeof *b->own, span_cmp);
+        size_t at = 0; /* zero the gaps between the parts this rank updates */
+        for (int k = 0; k < b->nown; k++) {
+            if (b->own[k].lo > at) sh_optim_state_zero(s->opt, b->lo + at, b->own[k].lo - at);
+            if (b->own[k].hi > at) at = b->own[k].hi;
+        }
+        sh_optim_state_zero(s->opt, b->lo + at, b->count - at);
     }
     size_t n = 0;
     float *state = sh_optim_state(s->opt, &n);

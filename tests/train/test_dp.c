@@ -257,6 +257,7 @@ typedef struct {
     const char *cfg;
     const char *ckpt;  /* resume tests: where the first half saves / the second half starts */
     int64_t steps;
+    const char *then;  /* a middle part: resume from ckpt, save here after 3/4 of the steps */
 } shard_arg;
 
 static void shard_job(shoal_comm *c, void *arg)
@@ -272,6 +273,11 @@ static void shard_job(shoal_comm *c, void *arg)
     if (a->steps == STEPS / 2) o.save_path = a->ckpt; /* the first half */
     else if (a->ckpt) o.resume_path = a->ckpt;        /* the second half */
     o.max_steps = a->ckpt && !o.resume_path ? STEPS / 2 : STEPS;
+    if (a->then) { /* the middle: the state was loaded whole, and what this rank saves of it
+                      must be only what it steps */
+        o.save_path = a->then;
+        o.max_steps = STEPS * 3 / 4;
+    }
     sh_trainer *t = NULL;
     CHECK(sh_trainer_create(&o, &t) == SHOAL_OK && sh_trainer_run(t, NULL) == SHOAL_OK, "%s",
           shoal_last_error_message());
@@ -319,7 +325,7 @@ static void t_split_update_matches_one_process(void)
         if (!shared) setenv("SHOAL_DP_WINDOW", "0", 1);
         for (int k = 0; k < 2; k++)
             for (int n = 2; n <= 3; n++) {
-                shard_arg a = {cfgs[k], NULL, STEPS};
+                shard_arg a = {cfgs[k], NULL, STEPS, NULL};
                 sh_test_ranks_opts o = {.links = SH_TEST_REAL, .transport = "shm", .deadline_s = 120};
                 CHECK(RUN_RANKS(n, &o, shard_job, &a) == 0, "%s on %d ranks, %s weights", cfgs[k], n,
                       shared ? "shared" : "private");
@@ -334,11 +340,11 @@ static void t_split_update_matches_one_process(void)
         for (int k = 0; k < 2; k++) {
             if (tr)
                 for (int n = 2; n <= 3; n++) {
-                    shard_arg a = {cfgs[k], NULL, STEPS};
+                    shard_arg a = {cfgs[k], NULL, STEPS, NULL};
                     sh_test_ranks_opts o = {.links = SH_TEST_REAL, .transport = "tcp", .deadline_s = 120};
                     CHECK(RUN_RANKS(n, &o, shard_job, &a) == 0, "%s on %d ranks over tcp", cfgs[k], n);
                 }
-            shard_arg first = {cfgs[k], ck, STEPS / 2}, second = {cfgs[k], ck, STEPS};
+            shard_arg first = {cfgs[k], ck, STEPS / 2, NULL}, second = {cfgs[k], ck, STEPS, NULL};
             sh_test_ranks_opts o = {.links = SH_TEST_REAL, .transport = transports[tr], .deadline_s = 120};
             CHECK(RUN_RANKS(3, &o, shard_job, &first) == 0, "%s: first half on 3 ranks over %s", cfgs[k],
                   transports[tr]);
@@ -349,15 +355,23 @@ static void t_split_update_matches_one_process(void)
     }
     /* two hosts of two ranks: the hierarchical allreduce steps each block once per host (one
      * rank of each steps it alike), and the checkpoint keeps one copy of that state: the
-     * second half resumes on 3 ranks over TCP (the ring) */
-    for (int k = 0; k < 2; k++) {
-        shard_arg a = {cfgs[k], NULL, STEPS}, first = {cfgs[k], ck, STEPS / 2}, second = {cfgs[k], ck, STEPS};
-        sh_test_ranks_opts hosts = {.links = SH_TEST_SOCKETPAIR, .ranks_per_host = 2, .deadline_s = 120};
+     * first half, a middle part from its checkpoint, then the rest on 3 ranks over TCP (the
+     * ring) */
+    char ck2[620];
+    snprintf(ck2, sizeof ck2, "%s.2", ck);
+    for (int k = 0; k < 4; k++) { /* k / 2: the bucket in 40 KB pieces (pipelined) */
+        const char *cf = cfgs[k % 2];
+        shard_arg a = {cf, NULL, STEPS, NULL}, first = {cf, ck, STEPS / 2, NULL};
+        shard_arg middle = {cf, ck, STEPS, ck2}, second = {cf, ck2, STEPS, NULL};
+        sh_test_ranks_opts hosts = {.links = SH_TEST_SOCKETPAIR, .ranks_per_host = 2, .deadline_s = 120,
+                                    .chunk_nbytes = k / 2 ? 40000 : 0};
         sh_test_ranks_opts tcp = {.links = SH_TEST_REAL, .transport = "tcp", .deadline_s = 120};
-        CHECK(RUN_RANKS(4, &hosts, shard_job, &a) == 0, "%s on 2 hosts x 2 ranks", cfgs[k]);
-        CHECK(RUN_RANKS(4, &hosts, shard_job, &first) == 0, "%s: first half on 2 hosts x 2 ranks", cfgs[k]);
-        CHECK(RUN_RANKS(3, &tcp, shard_job, &second) == 0, "%s: second half on 3 ranks over tcp", cfgs[k]);
+        CHECK(RUN_RANKS(4, &hosts, shard_job, &a) == 0, "%s on 2 hosts x 2 ranks", cf);
+        CHECK(RUN_RANKS(4, &hosts, shard_job, &first) == 0, "%s: first half on 2 hosts x 2 ranks", cf);
+        CHECK(RUN_RANKS(4, &hosts, shard_job, &middle) == 0, "%s: third quarter on 2 hosts x 2 ranks", cf);
+        CHECK(RUN_RANKS(3, &tcp, shard_job, &second) == 0, "%s: last quarter on 3 ranks over tcp", cf);
         remove(ck);
+        remove(ck2);
     }
     unsetenv("SHOAL_DP_WINDOW");
 }

@@ -50,7 +50,8 @@ typedef shoal_result (*sh_allreduce_fn)(shoal_comm *c, const sh_group *g, const 
 /* Within hosts, across hosts (by across), back within hosts (whole communicator), for the
  * allreduce op (send, recv, count, dt, op; apply). *own = 1: each rank averaged (SHOAL_AVG)
  * only its block, the caller must not average again; *applied = 1: op->apply ran on each
- * rank's block and params hold the result. Both stay 0 where the shape cannot split. */
+ * rank's block (of each piece, pipelined) and params hold the result. Both stay 0 in the
+ * leaders' shape. */
 shoal_result sh_hier_allreduce(shoal_comm *c, const sh_coll *op, sh_allreduce_fn across, int *own,
                                int *applied);
 /* How many pieces the hierarchical allreduce of count elements pipelines (1: not pipelined;

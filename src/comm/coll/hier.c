@@ -10,9 +10,9 @@
  * host's first rank (tree), allreduce among those leaders, broadcast within hosts.
  * Each block's final value is computed once by one cross group's allreduce (whose members
  * agree bitwise) and then copied, so every rank holds the same bits. In that split shape
- * (not pipelined) each local rank averages only its block, and with an update
- * (shoal_allreduce_apply_start) steps only its block, the in-host allgather carrying the
- * updated params (ZeRO stage 1 within each host: the cross group's members step the same
+ * (pipelined or not) each local rank averages only its block (of each piece), and with an
+ * update (shoal_allreduce_apply_start) steps only its block, the in-host allgather carrying
+ * the updated params (ZeRO stage 1 within each host: the cross group's members step the same
  * block alike, one per host).
  * Pipelined (even hosts, large messages): the message is cut into pieces and piece k's
  * step across hosts moves in the same sh_xfer as piece k+1's reduce-scatter and piece
@@ -71,7 +71,8 @@ size_t sh_hier_pieces(const shoal_comm *c, size_t count, shoal_dtype dt)
  * of piece k-2's allgather (ticks m-1 .. 2m-3): never two sends on one link in one xfer.
  * Every rank runs the same ticks, so each link's two ends post their ops in the same tick. */
 static shoal_result tick(shoal_comm *c, const sh_group *lg, const sh_group *xg, const void *send, void *buf,
-                         size_t count, shoal_dtype dt, shoal_op op, size_t npieces, size_t k, int t)
+                         void *gather, size_t count, shoal_dtype dt, shoal_op op, size_t npieces, size_t k,
+                         int t)
 {
     int m = lg->n, h = xg->n;
     size_t es = shoal_dtype_nbytes(dt), po, pc, bo, bl;
@@ -93,21 +94,39 @@ static shoal_result tick(shoal_comm *c, const sh_group *lg, const sh_group *xg, 
         nops += 2;
     } else if (t >= m - 1 && t < 2 * (m - 1) && k >= 2 && k - 2 < npieces) {
         sh_algo_block(count, (int)npieces, (int)(k - 2), &po, &pc);
-        sh_ring_ag_step(c, lg, b + po * es, pc, dt, t - (m - 1), ops + nops);
+        sh_ring_ag_step(c, lg, (unsigned char *)gather + po * es, pc, dt, t - (m - 1), ops + nops);
         nops += 2;
     }
     return nops ? sh_algo_xfer(c, "allreduce (hierarchical, pipelined)", ops, nops, dt, op) : SHOAL_OK;
 }
 
+/* This rank's block of piece j (of the whole message: its offset and length), final once the
+ * step across hosts is done: averaged (SHOAL_AVG) and with an update stepped, here alone. */
+static void finish_block(shoal_comm *c, const sh_group *lg, const sh_coll *co, size_t npieces, size_t j)
+{
+    size_t po, pc, bo, bl, es = shoal_dtype_nbytes(co->dt);
+    sh_algo_block(co->count, (int)npieces, (int)j, &po, &pc);
+    sh_algo_block(pc, lg->n, (lg->me + 1) % lg->n, &bo, &bl);
+    unsigned char *blk = (unsigned char *)co->recv + (po + bo) * es;
+    if (!bl) return;
+    if (co->op == SHOAL_AVG) sh_reduce_avg_finish(blk, bl, co->dt, c->world);
+    if (co->apply) co->apply(co->apply_ctx, po + bo, bl, (const float *)blk);
+}
+
 /* Stage k: across hosts for piece k-1 while the host reduce-scatters piece k and gathers
- * piece k-2; stages 0 and npieces+1 fill and drain the pipeline. */
-static shoal_result pipelined(shoal_comm *c, const sh_group *lg, const sh_group *xg, const void *send,
-                              void *buf, size_t count, shoal_dtype dt, shoal_op op, size_t npieces)
+ * piece k-2; stages 0 and npieces+1 fill and drain the pipeline. Piece k-1's block is final
+ * after stage k, before stage k+1 gathers it (the updated params where there is an update). */
+static shoal_result pipelined(shoal_comm *c, const sh_group *lg, const sh_group *xg, const sh_coll *co,
+                              size_t npieces)
 {
     int wire_ticks = 2 * (xg->n - 1), host_ticks = 2 * (lg->n - 1);
     int ticks = wire_ticks > host_ticks ? wire_ticks : host_ticks;
-    for (size_t k = 0; k <= npieces + 1; k++)
-        for (int t = 0; t < ticks; t++) SH_TRY(tick(c, lg, xg, send, buf, count, dt, op, npieces, k, t));
+    void *gather = co->apply ? (void *)co->params : co->recv;
+    for (size_t k = 0; k <= npieces + 1; k++) {
+        for (int t = 0; t < ticks; t++)
+            SH_TRY(tick(c, lg, xg, co->send, co->recv, gather, co->count, co->dt, co->op, npieces, k, t));
+        if (k >= 1 && k <= npieces) finish_block(c, lg, co, npieces, k - 1);
+    }
     return SHOAL_OK;
 }
 
@@ -164,7 +183,12 @@ shoal_result sh_hier_allreduce(shoal_comm *c, const sh_coll *co, sh_allreduce_fn
         if (m == 1 && send != buf) memcpy(buf, send, count * es);
         if (npieces > 1 && m > 1 && k > 1) {
             c->last_path = "hier-pipelined"; /* what shoal_wait_trace and timelines report */
-            rc = pipelined(c, &lg, &xg, send, buf, count, dt, op, npieces);
+            rc = pipelined(c, &lg, &xg, co, npieces);
+            *own = 1;
+            if (co->apply) {
+                *applied = 1;
+                c->last_apply_lead = xi == 0; /* the same blocks were stepped on every host */
+            }
             goto done;
         }
         unsigned char *blk = (unsigned char *)buf + off * es;
