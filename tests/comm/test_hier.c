@@ -174,12 +174,56 @@ static void t_survivors_fail_fast_when_a_rank_dies_or_freezes(void)
     }
 }
 
+/* Two hosts of one rank: above 64 KiB up to 1 MiB the plain allreduce is one exchange each
+ * way (rd), the one with an update the ring (each rank steps its block); outside that window
+ * the ring for both. The sums are right either way. */
+static void pair_step(void *ctx, size_t off, size_t n, const float *reduced)
+{
+    float *params = ctx;
+    for (size_t i = 0; i < n; i++) params[off + i] = reduced[i];
+}
+
+static void pair_choice(shoal_comm *c, void *arg)
+{
+    (void)arg;
+    size_t counts[] = {16384, 16385, 65536, 262144, 262145, 1048576};
+    const char *plain[] = {"ring", "rd", "rd", "rd", "ring", "ring"};
+    float *v = malloc(1048576 * 4), *p = malloc(1048576 * 4);
+    for (int k = 0; k < 6; k++) {
+        size_t count = counts[k];
+        for (int apply = 0; apply < 2; apply++) {
+            for (size_t i = 0; i < count; i++) v[i] = (float)(i % 7) + (float)shoal_comm_rank(c);
+            shoal_request *req = NULL;
+            shoal_request_trace tr = {0};
+            if (apply) CHECK_OK(shoal_allreduce_apply_start(c, v, p, count, SHOAL_SUM, pair_step, p, &req));
+            else CHECK_OK(shoal_allreduce_start(c, v, v, count, SHOAL_FLOAT32, SHOAL_SUM, &req));
+            CHECK_OK(shoal_wait_trace(req, &tr));
+            const char *want = apply ? "ring" : plain[k];
+            CHECK(tr.algorithm && strcmp(tr.algorithm, want) == 0, "%zu floats%s ran as %s, not %s", count,
+                  apply ? " with an update" : "", tr.algorithm ? tr.algorithm : "(none)", want);
+            const float *out = apply ? p : v;
+            size_t wrong = 0;
+            for (size_t i = 0; i < count; i++) wrong += out[i] != 2.0f * (float)(i % 7) + 1.0f;
+            CHECK(wrong == 0, "%zu floats%s: %zu wrong sums", count, apply ? " with an update" : "", wrong);
+        }
+    }
+    free(v);
+    free(p);
+}
+
+static void t_two_hosts_choose_by_size_and_update(void)
+{
+    sh_test_ranks_opts o = {.links = SH_TEST_SOCKETPAIR, .ranks_per_host = 1};
+    RUN_RANKS(2, &o, pair_choice, NULL);
+}
+
 int main(void)
 {
     check_begin("test_hier", 580);
     RUN(t_pieces_follow_size_and_chunk);
     RUN(t_pipelined_matches_expectations_on_even_hosts);
     RUN(t_float_sums_are_bitwise_equal_on_every_rank);
+    RUN(t_two_hosts_choose_by_size_and_update);
     RUN(t_survivors_fail_fast_when_a_rank_dies_or_freezes);
     return check_end();
 }

@@ -88,16 +88,29 @@ static int has_hierarchy(const shoal_comm *c) { return c->nhosts > 1 && c->nhost
  * (SHOAL_ALGO, bench/net/run.sh): see bench/README.md "Across hosts". Halving-doubling
  * talks to a different peer at every step, and a TCP connection left idle restarts from
  * slow start (net.ipv4.tcp_slow_start_after_idle); the ring keeps its two neighbours busy. */
-static sh_algo_kind flat_allreduce_choice(int n, size_t count, size_t nbytes, int across_hosts)
+/* Two ranks on two hosts, above 64 KiB up to 1 MiB, where no update rides on it: recursive
+ * doubling, the whole message each way in one exchange, where the ring sends the same bytes
+ * in two exchanges of half. On the emulated cluster at 10 gbit (2 x 1, SHOAL_ALGO, medians of
+ * 8) the ring's 256 KiB ran 0.87 GB/s against 1.22 (its runs bimodal, 219 or 300-440 us a
+ * call, with the TCP stack's fast retransmits counted and no drop anywhere; spinning longer
+ * or other send buffers did not change it), 288-384 KiB 5-7% behind, 128-224 KiB and 512 KiB
+ * -1 MiB within 3%; at 64 KiB the ring led (50 against 56 us). With an update the ring stays:
+ * each rank steps only the block it holds (ring_allreduce). */
+#define PAIR_RD_MIN_NBYTES (64u * 1024)
+#define PAIR_RD_MAX_NBYTES (1u << 20)
+
+static sh_algo_kind flat_allreduce_choice(int n, size_t count, size_t nbytes, int across_hosts, int pair_rd)
 {
     if (nbytes <= RD_MAX_NBYTES || count < (size_t)n) return SH_ALGO_RD;
+    if (n == 2 && across_hosts && pair_rd && nbytes > PAIR_RD_MIN_NBYTES && nbytes <= PAIR_RD_MAX_NBYTES)
+        return SH_ALGO_RD;
     return n >= RHD_MIN_RANKS && is_pow2(n) && !across_hosts ? SH_ALGO_RHD : SH_ALGO_RING;
 }
 
 shoal_result sh_select_allreduce_flat(shoal_comm *c, const sh_group *g, const void *send, void *buf,
                                       size_t count, shoal_dtype dt, shoal_op op)
 {
-    switch (flat_allreduce_choice(g->n, count, count * shoal_dtype_nbytes(dt), 1)) { /* one rank per host */
+    switch (flat_allreduce_choice(g->n, count, count * shoal_dtype_nbytes(dt), 1, 1)) { /* one rank per host */
     case SH_ALGO_RD: return sh_rd_allreduce(c, g, send, buf, count, dt, op);
     case SH_ALGO_RHD: return sh_rhd_allreduce(c, g, send, buf, count, dt, op);
     default: return sh_ring_allreduce(c, g, send, buf, count, dt, op);
@@ -110,7 +123,7 @@ static sh_algo_kind auto_choice(const shoal_comm *c, const sh_coll *op)
     switch (op->kind) {
     case SH_COLL_ALLREDUCE:
         if (nbytes > RD_MAX_NBYTES && has_hierarchy(c)) return SH_ALGO_HIER;
-        return flat_allreduce_choice(c->world, op->count, nbytes, c->nhosts > 1);
+        return flat_allreduce_choice(c->world, op->count, nbytes, c->nhosts > 1, !op->apply);
     case SH_COLL_BROADCAST:
         return nbytes <= TREE_BCAST_MAX_NBYTES || c->world <= 2 ? SH_ALGO_TREE : SH_ALGO_RING;
     case SH_COLL_REDUCE:
