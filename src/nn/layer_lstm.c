@@ -8,8 +8,9 @@
  * Weights: Wx (4H, I) then Wh (4H, H), then bx (4H), bh (4H); gate rows in blocks of 16
  * units (recurrent.h: sh_rnn_gate_col, gates i, f, g, o). Initialised uniform(±1/sqrt(H)) as
  * PyTorch. Cost per batch: per step a (B, I) x (I, 4H) product for the input part and a
- * (B, H) x (H, 4H) one for the recurrent part, both split by gate blocks across the threads,
- * Wx and Wh packed once per pass (gemm_packed.c).
+ * (B, H) x (H, 4H) one for the recurrent part, Wx and Wh packed once per pass
+ * (gemm_packed.c); the threads share the time loop by streams or by gate blocks
+ * (recurrent.h: sh_rnn_run_loop).
  * Not here: the layout helpers and fast σ/tanh (recurrent.h), the order of the passes
  * forward and through time (recurrent.c: sh_rnn_gated_*), the text data (src/data/text.c).
  * Proved by tests/nn/test_layer_rnn.c (finite differences; PyTorch's nn.LSTM when present). */

@@ -14,8 +14,9 @@
  * K) then rolling variances (H, H, K). Weights uniform(±sqrt(2/fan-in)) as Darknet's
  * connected layers. The products run on their weights packed once per pass (gemm_packed.c),
  * all three per time step (the input part and the outputs too, not once over all rows) so
- * that each step's activations work on rows still in cache, split across the threads in
- * blocks of 16 units.
+ * that each step's activations work on rows still in cache; the threads share the time loop
+ * by streams, or by blocks of 16 units with batch norm or few streams (sh_rnn_run_loop).
+ * The outputs once over all rows after the loop measured slower at 2 threads (bench/README).
  * Not here: the gated layers (layer_gru.c, layer_lstm.c), shared helpers (recurrent.h).
  * Proved by tests/nn/test_layer_rnn.c (finite differences, with and without batch norm) and
  * tests/nn/test_rnn_torch.c (Darknet's equations in torch). */

@@ -1,5 +1,6 @@
 /* recurrent.c — helpers the recurrent layers share: common keys, initialisation, bias
- * gradient sums, the order of a gated layer's passes forward and through time.
+ * gradient sums, the time loop shared by the threads (by streams or by columns), the order of
+ * a gated layer's passes forward and through time.
  * Not here: the layers' equations (layer_rnn.c, layer_gru.c, layer_lstm.c).
  * Proved by tests/nn/test_layer_rnn.c. */
 #include "nn/recurrent.h"

@@ -1,6 +1,6 @@
 /* recurrent.h — what the recurrent layers ([rnn], [gru], [lstm]) share: the row layout of a
  * batch of sequences, the gate layout of fused weights, the common keys, fast logistic and
- * tanh, the per-step thread splits, where weights packed once per pass live.
+ * tanh, how the threads share a pass's time loop, where weights packed once per pass live.
  * Vocabulary: T time steps, B streams (independent sequences), rows r = t*B + b (time-major,
  * as Darknet lays out time_steps x batch); H hidden units; a gate block is SH_RNN_BLOCK units
  * whose gates sit side by side in one row of the fused gate matrix, so a thread that owns a
@@ -79,7 +79,8 @@ typedef void (*sh_rnn_step_fn)(sh_layer *l, sh_exec *x, const sh_rnn_part *p);
  *  - by streams: h_t of a stream depends on that stream's rows alone, so each thread runs
  *    the whole loop over its streams with no wait between steps: one dispatch per pass.
  *    Not with batch norm (statistics over all streams of a step) nor with fewer than
- *    sh_rnn_rows_min_streams streams a thread (too few rows per product);
+ *    sh_rnn_rows_min_streams streams a thread (too few rows per product), nor when the
+ *    whole loop's work is under sh_rnn_split_min_macs;
  *  - else by columns, a dispatch per step function and step (each waits for every thread:
  *    microseconds, far more when a core is shared with other processes), when one step's
  *    work is sh_rnn_split_min_macs or more; else on the calling thread. */
@@ -93,16 +94,18 @@ typedef struct sh_rnn_loop {
 void sh_rnn_run_loop(sh_layer *l, sh_exec *x, sh_rnn_loop *lp);
 
 extern double sh_rnn_split_min_macs; /* 2^21 by default; tests lower it to 0 */
-extern int sh_rnn_rows_min_streams;  /* 8 by default; tests set 1 (or INT_MAX: columns) */
+/* 8 by default: at 4 streams a thread [lstm] ran 8% slower by streams than by columns, at 8
+ * faster (bench/README.md); tests set 1, or INT_MAX for the column split. */
+extern int sh_rnn_rows_min_streams;
 
 /* A weight matrix W (n, h) packed for sh_packed_gemm (gemm_packed.h) once per pass instead
  * of by OpenBLAS at every call: forward op(B) = W^T (h, n), backward op(B) = W (n, h). The
  * recurrent weights (the gates' Wh, n = ngates*H; [rnn]'s self weights) serve every step,
  * the input and output weights the products over all rows. One matrix at a time, at the end
  * of l->cache, 64-byte aligned: a layer's cache_count adds the largest sh_rnn_packed_count
- * of its matrices, and the passes pack each in turn before the products that use it. A
- * step's columns are split across the threads in panels of 16, one gate block
- * (SH_RNN_BLOCK). */
+ * of its matrices, and the passes pack each in turn before the products that use it. The
+ * threads read it whole (split by streams) or in panels of 16, one gate block (SH_RNN_BLOCK,
+ * split by columns). */
 static inline size_t sh_rnn_packed_count(int h, int n)
 {
     size_t fwd = sh_packed_count(h, n), bwd = sh_packed_count(n, h);
