@@ -80,22 +80,22 @@ void sh_rnn_run_loop(sh_layer *l, sh_exec *x, sh_rnn_loop *lp)
     double pass_macs = (lp->macs[0] + lp->macs[1]) * (double)l->steps;
     l->rnn_loop = lp;
     if (x->nthreads > 1 && !l->batch_normalize &&
-        b >= (long)sh_rnn_rows_min_streams * x->nthreads && pass_macs >= sh_rnn_split_min_macs) {
+        b >= (long)sh_rnn_rows_min_streams * x->nthreads && pass_macs >= sh_rnn_split_min_macs)
         sh_exec_split(l, x, b, loop_streams);
-        return;
-    }
-    for (int t = lp->t_first;; t += dir) {
-        lp->t = t;
-        for (int i = 0; i < 2; i++) {
-            if (!lp->step[i] || (i == 1 && t == 0 && lp->skip1_at_0)) continue;
-            lp->which = i;
-            if (x->nthreads == 1 || lp->macs[i] < sh_rnn_split_min_macs)
-                loop_columns(l, x, 0, 0, lp->count[i]);
-            else
-                sh_exec_split(l, x, lp->count[i], loop_columns);
+    else
+        for (int t = lp->t_first;; t += dir) {
+            lp->t = t;
+            for (int i = 0; i < 2; i++) {
+                if (!lp->step[i] || (i == 1 && t == 0 && lp->skip1_at_0)) continue;
+                lp->which = i;
+                if (x->nthreads == 1 || lp->macs[i] < sh_rnn_split_min_macs)
+                    loop_columns(l, x, 0, 0, lp->count[i]);
+                else
+                    sh_exec_split(l, x, lp->count[i], loop_columns);
+            }
+            if (t == lp->t_last) break;
         }
-        if (t == lp->t_last) break;
-    }
+    l->rnn_loop = NULL; /* lp is the caller's, gone after the pass */
 }
 
 void sh_rnn_gated_forward(sh_layer *l, sh_exec *x, const sh_rnn_gated *g)
