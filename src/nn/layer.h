@@ -95,7 +95,7 @@ struct sh_layer {
     int flip;                       /* crop */
     int steps, hidden;              /* recurrent: T (rows are (T, streams)), state width */
     int ngates;                     /* gated recurrent ([gru], [lstm]): gates per unit */
-    int cur_step;                   /* recurrent: the time step a per-step split works on */
+    const struct sh_rnn_loop *rnn_loop; /* recurrent: the time loop a split runs (recurrent.h) */
     int input_onehot;               /* recurrent: this pass's input rows are one-hot */
     int stage;                      /* stage=K: its pipeline stage; -1: not placed */
     /* Tensor parallelism (Megatron-LM's pair of [connected] or [convolutional] layers over

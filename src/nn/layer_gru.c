@@ -168,19 +168,19 @@ static inline void cell_backward(int w, const float *restrict ka, const float *r
     }
 }
 
-static void gru_step_forward(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
+/* Step t, streams [b0, b1), gate blocks [k0, k1): the recurrent part, then the cells. */
+static void gru_step_forward(sh_layer *l, sh_exec *x, const sh_rnn_part *p)
 {
-    (void)tid;
     gru_view v = view(l, x);
-    int t = l->cur_step, j0 = k0 * SH_RNN_BLOCK, j1 = k1 * SH_RNN_BLOCK;
+    int t = p->t, k0 = p->k0, k1 = p->k1, j0 = k0 * SH_RNN_BLOCK, j1 = k1 * SH_RNN_BLOCK;
     if (j1 > v.h) j1 = v.h;
     if (j1 <= j0) return;
     size_t kc = l->keep_count;
     const float *hprev = t ? l->out + (size_t)(t - 1) * v.b * v.h : v.h0;
-    float *ght = v.gh + (size_t)t * v.b * v.g;
-    sh_packed_gemm(v.b, NG * j0, NG * j1, v.h, hprev, v.h, sh_rnn_packed(l, v.h, v.g), 0, ght,
-                   v.g);
-    for (int b = 0; b < v.b; b++) {
+    size_t r0 = (size_t)t * v.b + (size_t)p->b0;
+    sh_packed_gemm(p->b1 - p->b0, NG * j0, NG * j1, v.h, hprev + (size_t)p->b0 * v.h, v.h,
+                   sh_rnn_packed(l, v.h, v.g), 0, v.gh + r0 * v.g, v.g);
+    for (int b = p->b0; b < p->b1; b++) {
         size_t r = (size_t)t * v.b + b;
         float *keep = l->keep + r * kc;
         const float *hp = hprev + (size_t)b * v.h;
@@ -188,19 +188,20 @@ static void gru_step_forward(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
         for (int blk = k0; blk < k1; blk++) {
             int w = sh_rnn_block_width(v.h, blk), base = blk * SH_RNN_BLOCK * NG;
             int j = blk * SH_RNN_BLOCK;
-            cell_forward(w, v.gx + r * v.g + base, ght + (size_t)b * v.g + base, v.bh + base,
+            cell_forward(w, v.gx + r * v.g + base, v.gh + r * v.g + base, v.bh + base,
                          hp + j, keep + base, keep + v.g + j, hout + j);
         }
     }
 }
 
-static void gru_step_backward(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
+/* Step t, streams [b0, b1), gate blocks [k0, k1): the gates' gradients from dL/dh (from
+ * above and from step t+1). */
+static void gru_step_backward(sh_layer *l, sh_exec *x, const sh_rnn_part *p)
 {
-    (void)tid;
     gru_view v = view(l, x);
-    int t = l->cur_step;
+    int t = p->t, k0 = p->k0, k1 = p->k1;
     size_t kc = l->keep_count;
-    for (int b = 0; b < v.b; b++) {
+    for (int b = p->b0; b < p->b1; b++) {
         size_t r = (size_t)t * v.b + b;
         const float *keep = l->keep + r * kc;
         const float *hp = t ? l->out + (r - (size_t)v.b) * v.h : v.h0 + (size_t)b * v.h;
@@ -215,15 +216,16 @@ static void gru_step_backward(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
     }
 }
 
-/* dL/dh of step t-1, units of blocks [k0, k1): the direct path (in dh) plus dG_t Wh. */
-static void gru_step_carry(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
+/* dL/dh of step t-1, streams [b0, b1), units of blocks [k0, k1): the direct path (in dh)
+ * plus dG_t Wh. */
+static void gru_step_carry(sh_layer *l, sh_exec *x, const sh_rnn_part *p)
 {
-    (void)tid;
     gru_view v = view(l, x);
-    int c0 = k0 * SH_RNN_BLOCK, c1 = k1 * SH_RNN_BLOCK < v.h ? k1 * SH_RNN_BLOCK : v.h;
+    int c0 = p->k0 * SH_RNN_BLOCK, c1 = p->k1 * SH_RNN_BLOCK < v.h ? p->k1 * SH_RNN_BLOCK : v.h;
     if (c1 <= c0) return;
-    const float *dgt = v.gh + (size_t)l->cur_step * v.b * v.g;
-    sh_packed_gemm(v.b, c0, c1, v.g, dgt, v.g, sh_rnn_packed(l, v.h, v.g), 1, v.dh, v.h);
+    const float *dgt = v.gh + ((size_t)p->t * v.b + (size_t)p->b0) * v.g;
+    sh_packed_gemm(p->b1 - p->b0, c0, c1, v.g, dgt, v.g, sh_rnn_packed(l, v.h, v.g), 1,
+                   v.dh + (size_t)p->b0 * v.h, v.h);
 }
 
 /* Panels [p0, p1) of the weight gradients' operands. */

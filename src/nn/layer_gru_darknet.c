@@ -151,16 +151,16 @@ static inline void cand_row(int w, int is_tanh, const float *restrict ax, const 
     for (int u = 0; u < w; u++) out[u] = z[u] * h[u] + (1.0f - z[u]) * n[u];
 }
 
-/* Step l->cur_step, panels [p0, p1) of the 2H columns r, z: their gates, and r h. */
-static void step_rz(sh_layer *l, sh_exec *x, int tid, int p0, int p1)
+/* Step t, streams [b0, b1), panels [k0, k1) of the 2H columns r, z: their gates, and r h. */
+static void step_rz(sh_layer *l, sh_exec *x, const sh_rnn_part *p)
 {
-    (void)tid;
     dn_view v = view(l, x);
-    int t = l->cur_step, c0 = p0 * SH_PACKED_NR, c1 = col_end(p1, 2 * v.h);
+    int t = p->t, c0 = p->k0 * SH_PACKED_NR, c1 = col_end(p->k1, 2 * v.h);
     if (c1 <= c0) return;
     const float *hp = hprev(l, &v, t);
-    sh_packed_gemm(v.b, c0, c1, v.h, hp, v.h, v.pk_rz, 0, v.arz, 2 * v.h);
-    for (int b = 0; b < v.b; b++) {
+    sh_packed_gemm(p->b1 - p->b0, c0, c1, v.h, hp + (size_t)p->b0 * v.h, v.h, v.pk_rz, 0,
+                   v.arz + (size_t)p->b0 * 2 * v.h, 2 * v.h);
+    for (int b = p->b0; b < p->b1; b++) {
         size_t r = (size_t)t * v.b + b;
         const float *ax = v.dg + r * v.g, *ah = v.arz + (size_t)b * 2 * v.h;
         const float *hb = hp + (size_t)b * v.h;
@@ -171,17 +171,17 @@ static void step_rz(sh_layer *l, sh_exec *x, int tid, int p0, int p1)
     }
 }
 
-/* Step l->cur_step, panels [p0, p1) of the H units: the candidate from r h, then h'. */
-static void step_n(sh_layer *l, sh_exec *x, int tid, int p0, int p1)
+/* Step t, streams [b0, b1), panels [k0, k1) of the H units: the candidate from r h, then h'. */
+static void step_n(sh_layer *l, sh_exec *x, const sh_rnn_part *p)
 {
-    (void)tid;
     dn_view v = view(l, x);
-    int t = l->cur_step, j0 = p0 * SH_PACKED_NR, j1 = col_end(p1, v.h);
+    int t = p->t, j0 = p->k0 * SH_PACKED_NR, j1 = col_end(p->k1, v.h);
     if (j1 <= j0) return;
     const float *hp = hprev(l, &v, t);
-    float *keep0 = l->keep + (size_t)t * v.b * v.kc;
-    sh_packed_gemm(v.b, j0, j1, v.h, keep0 + v.g, (int)v.kc, v.pk_n, 0, v.an, v.h);
-    for (int b = 0; b < v.b; b++) {
+    float *keep0 = l->keep + ((size_t)t * v.b + (size_t)p->b0) * v.kc;
+    sh_packed_gemm(p->b1 - p->b0, j0, j1, v.h, keep0 + v.g, (int)v.kc, v.pk_n, 0,
+                   v.an + (size_t)p->b0 * v.h, v.h);
+    for (int b = p->b0; b < p->b1; b++) {
         size_t r = (size_t)t * v.b + b;
         const float *ax = v.dg + r * v.g + 2 * v.h, *an = v.an + (size_t)b * v.h;
         const float *hb = hp + (size_t)b * v.h, *bn = v.bh + 2 * v.h;
@@ -202,10 +202,9 @@ static void gru_dn_forward(sh_layer *l, sh_exec *x)
     sh_packed_pack(1, v.h, v.h, v.wh + (size_t)2 * v.h * v.h, v.h, 0, sh_packed_npanels(v.h),
                    v.pk_n);
     double macs = (double)v.b * v.h * v.h;
-    for (int t = 0; t < l->steps; t++) {
-        sh_rnn_split_step(l, x, t, sh_packed_npanels(2 * v.h), 2 * macs, step_rz);
-        sh_rnn_split_step(l, x, t, sh_packed_npanels(v.h), macs, step_n);
-    }
+    sh_rnn_loop lp = {{step_rz, step_n}, {sh_packed_npanels(2 * v.h), sh_packed_npanels(v.h)},
+                      {2 * macs, macs}, 0, l->steps - 1, 0, 0, 0};
+    sh_rnn_run_loop(l, x, &lp);
     memcpy(l->state, l->out + (size_t)(l->steps - 1) * bh, bh * sizeof(float));
 }
 
@@ -223,14 +222,14 @@ static inline void zn_row(int w, int is_tanh, const float *restrict z, const flo
     }
 }
 
-/* Backward, step t, units [j0, j1): the update gate's and the candidate's gradients from
- * dL/dh' (from above and the step after); dh becomes the direct path z dh'. */
-static void zn_grads(sh_layer *l, const dn_view *vp, int t, int j0, int j1)
+/* Backward, step t, streams [b0, b1), units [j0, j1): the update gate's and the candidate's
+ * gradients from dL/dh' (from above and the step after); dh becomes the direct path z dh'. */
+static void zn_grads(sh_layer *l, const dn_view *vp, int t, int b0, int b1, int j0, int j1)
 {
     dn_view v = *vp;
     const float *hp = hprev(l, &v, t);
     int is_tanh = l->act == SH_ACT_TANH;
-    for (int b = 0; b < v.b; b++) {
+    for (int b = b0; b < b1; b++) {
         size_t r = (size_t)t * v.b + b;
         const float *keep = l->keep + r * v.kc, *dy = l->delta + r * v.h;
         const float *hb = hp + (size_t)b * v.h;
@@ -251,18 +250,18 @@ static inline void reset_back_row(int w, const float *restrict r, const float *r
     }
 }
 
-/* Units [16 p0, 16 p1): dL/d(r h) = dAn Wh, then the reset gate's gradient and the path
- * through r h into dh. */
-static void back_r(sh_layer *l, sh_exec *x, int tid, int p0, int p1)
+/* Streams [b0, b1), units [16 k0, 16 k1): dL/d(r h) = dAn Wh, then the reset gate's
+ * gradient and the path through r h into dh. */
+static void back_r(sh_layer *l, sh_exec *x, const sh_rnn_part *p)
 {
-    (void)tid;
     dn_view v = view(l, x);
-    int t = l->cur_step, j0 = p0 * SH_PACKED_NR, j1 = col_end(p1, v.h);
+    int t = p->t, j0 = p->k0 * SH_PACKED_NR, j1 = col_end(p->k1, v.h);
     if (j1 <= j0) return;
     const float *hp = hprev(l, &v, t);
-    float *dgt = v.dg + (size_t)t * v.b * v.g, *dq = v.an;
-    sh_packed_gemm(v.b, j0, j1, v.h, dgt + 2 * v.h, v.g, v.pk_n, 0, dq, v.h);
-    for (int b = 0; b < v.b; b++) {
+    float *dgt = v.dg + ((size_t)t * v.b + (size_t)p->b0) * v.g, *dq = v.an;
+    sh_packed_gemm(p->b1 - p->b0, j0, j1, v.h, dgt + 2 * v.h, v.g, v.pk_n, 0,
+                   dq + (size_t)p->b0 * v.h, v.h);
+    for (int b = p->b0; b < p->b1; b++) {
         size_t r = (size_t)t * v.b + b;
         const float *keep = l->keep + r * v.kc, *hb = hp + (size_t)b * v.h;
         const float *dqb = dq + (size_t)b * v.h;
@@ -271,26 +270,18 @@ static void back_r(sh_layer *l, sh_exec *x, int tid, int p0, int p1)
     }
 }
 
-/* Units [16 p0, 16 p1) of step l->cur_step's zn_grads. */
-static void back_zn(sh_layer *l, sh_exec *x, int tid, int p0, int p1)
-{
-    (void)tid;
-    dn_view v = view(l, x);
-    zn_grads(l, &v, l->cur_step, p0 * SH_PACKED_NR, col_end(p1, v.h));
-}
-
-/* Units [16 p0, 16 p1) of dL/dh of the step before l->cur_step: the paths above plus
- * [dAr dAz] [Wr; Wz]; then that step's zn_grads, which need only these units of it (one
+/* Streams [b0, b1), units [16 k0, 16 k1) of dL/dh of the step before t: the paths above
+ * plus [dAr dAz] [Wr; Wz]; then that step's zn_grads, which need only these units of it (one
  * wait for the threads per step saved). */
-static void back_carry_zn(sh_layer *l, sh_exec *x, int tid, int p0, int p1)
+static void back_carry_zn(sh_layer *l, sh_exec *x, const sh_rnn_part *p)
 {
-    (void)tid;
     dn_view v = view(l, x);
-    int j0 = p0 * SH_PACKED_NR, j1 = col_end(p1, v.h);
+    int j0 = p->k0 * SH_PACKED_NR, j1 = col_end(p->k1, v.h);
     if (j1 <= j0) return;
-    const float *dgt = v.dg + (size_t)l->cur_step * v.b * v.g;
-    sh_packed_gemm(v.b, j0, j1, 2 * v.h, dgt, v.g, v.pk_rz, 1, v.dh, v.h);
-    zn_grads(l, &v, l->cur_step - 1, j0, j1);
+    const float *dgt = v.dg + ((size_t)p->t * v.b + (size_t)p->b0) * v.g;
+    sh_packed_gemm(p->b1 - p->b0, j0, j1, 2 * v.h, dgt, v.g, v.pk_rz, 1,
+                   v.dh + (size_t)p->b0 * v.h, v.h);
+    zn_grads(l, &v, p->t - 1, p->b0, p->b1, j0, j1);
 }
 
 /* Panels [p0, p1) of the weight gradients' operands: [h0; h], r h, x. */
@@ -353,11 +344,10 @@ static void gru_dn_backward(sh_layer *l, sh_exec *x)
                    v.pk_n);
     int np = sh_packed_npanels(v.h);
     double macs = (double)v.b * v.h * v.h;
-    sh_rnn_split_step(l, x, l->steps - 1, np, 0.0, back_zn);
-    for (int t = l->steps - 1; t >= 0; t--) {
-        sh_rnn_split_step(l, x, t, np, macs, back_r);
-        if (t > 0) sh_rnn_split_step(l, x, t, np, 2 * macs, back_carry_zn);
-    }
+    zn_grads(l, &v, l->steps - 1, 0, v.b, 0, v.h); /* the other steps' in back_carry_zn */
+    sh_rnn_loop lp = {{back_r, back_carry_zn}, {np, np}, {macs, 2 * macs}, l->steps - 1, 0, 1,
+                      0, 0};
+    sh_rnn_run_loop(l, x, &lp);
     int hp = sh_packed_npanels(v.h), ip = sh_packed_npanels(v.in);
     sh_exec_split(l, x, hp > ip ? hp : ip, pack_grads);
     sh_exec_split(l, x, v.g, param_grads);

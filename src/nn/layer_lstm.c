@@ -8,8 +8,9 @@
  * Weights: Wx (4H, I) then Wh (4H, H), then bx (4H), bh (4H); gate rows in blocks of 16
  * units (recurrent.h: sh_rnn_gate_col, gates i, f, g, o). Initialised uniform(±1/sqrt(H)) as
  * PyTorch. Cost per batch: per step a (B, I) x (I, 4H) product for the input part and a
- * (B, H) x (H, 4H) one for the recurrent part, both split by gate blocks across the threads,
- * Wx and Wh packed once per pass (gemm_packed.c).
+ * (B, H) x (H, 4H) one for the recurrent part, Wx and Wh packed once per pass
+ * (gemm_packed.c); the threads share the time loop by streams or by gate blocks
+ * (recurrent.h: sh_rnn_run_loop).
  * Not here: the layout helpers and fast σ/tanh (recurrent.h), the order of the passes
  * forward and through time (recurrent.c: sh_rnn_gated_*), the text data (src/data/text.c).
  * Proved by tests/nn/test_layer_rnn.c (finite differences; PyTorch's nn.LSTM when present). */
@@ -95,21 +96,24 @@ static lstm_view view(sh_layer *l, const sh_exec *x)
     return v;
 }
 
-/* Step t's input part of gate columns [c0, c1): G = X_t Wx^T + bx + bh (Wx^T packed), or
- * with one-hot inputs the rows of wt (which hold the biases already). Done by the step, just
- * before the recurrent part adds into the same rows, so that they are still in cache. */
-static void lstm_input_step(sh_layer *l, const lstm_view *v, int t, int c0, int c1)
+/* Step p->t's input part of streams [b0, b1), gate columns [c0, c1): G = X_t Wx^T + bx + bh
+ * (Wx^T packed), or with one-hot inputs the rows of wt (which hold the biases already). Done
+ * by the step, just before the recurrent part adds into the same rows, so that they are
+ * still in cache. */
+static void lstm_input_step(sh_layer *l, const lstm_view *v, const sh_rnn_part *p, int c0,
+                            int c1)
 {
-    size_t r0 = (size_t)t * v->b;
+    size_t r0 = (size_t)p->t * v->b + (size_t)p->b0;
+    int nb = p->b1 - p->b0;
     float *gt = v->gates + r0 * v->g;
     if (l->input_onehot) {
-        for (int b = 0; b < v->b; b++)
+        for (int b = 0; b < nb; b++)
             memcpy(gt + (size_t)b * v->g + c0, v->wt + (size_t)v->idx[r0 + b] * v->g + c0,
                    (size_t)(c1 - c0) * sizeof(float));
         return;
     }
-    sh_packed_gemm(v->b, c0, c1, v->in, l->in[0] + r0 * v->in, v->in, v->pwx, 0, gt, v->g);
-    for (int b = 0; b < v->b; b++) {
+    sh_packed_gemm(nb, c0, c1, v->in, l->in[0] + r0 * v->in, v->in, v->pwx, 0, gt, v->g);
+    for (int b = 0; b < nb; b++) {
         float *row = gt + (size_t)b * v->g;
         for (int k = c0; k < c1; k++) row[k] += v->bx[k] + v->bh[k];
     }
@@ -157,22 +161,21 @@ static inline void cell_backward(int w, const float *restrict ka, const float *r
     }
 }
 
-/* Step t for gate blocks [k0, k1): the input part of the gates, the recurrent part, then the
- * cell. */
-static void lstm_step_forward(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
+/* Step t, streams [b0, b1), gate blocks [k0, k1): the input part of the gates, the recurrent
+ * part, then the cell. */
+static void lstm_step_forward(sh_layer *l, sh_exec *x, const sh_rnn_part *p)
 {
-    (void)tid;
     lstm_view v = view(l, x);
-    int t = l->cur_step, j0 = k0 * SH_RNN_BLOCK, j1 = k1 * SH_RNN_BLOCK;
+    int t = p->t, k0 = p->k0, k1 = p->k1, j0 = k0 * SH_RNN_BLOCK, j1 = k1 * SH_RNN_BLOCK;
     if (j1 > v.h) j1 = v.h;
     if (j1 <= j0) return;
     size_t kc = l->keep_count;
-    const float *hprev = t ? l->out + (size_t)(t - 1) * v.b * v.h : v.h0;
-    float *gt = v.gates + (size_t)t * v.b * v.g;
-    lstm_input_step(l, &v, t, NG * j0, NG * j1);
-    sh_packed_gemm(v.b, NG * j0, NG * j1, v.h, hprev, v.h, sh_rnn_packed(l, v.h, v.g), 1, gt,
-                   v.g);
-    for (int b = 0; b < v.b; b++) {
+    const float *hprev = (t ? l->out + (size_t)(t - 1) * v.b * v.h : v.h0) + (size_t)p->b0 * v.h;
+    float *gt = v.gates + ((size_t)t * v.b + (size_t)p->b0) * v.g;
+    lstm_input_step(l, &v, p, NG * j0, NG * j1);
+    sh_packed_gemm(p->b1 - p->b0, NG * j0, NG * j1, v.h, hprev, v.h, sh_rnn_packed(l, v.h, v.g),
+                   1, gt, v.g);
+    for (int b = p->b0; b < p->b1; b++) {
         size_t r = (size_t)t * v.b + b;
         float *keep = l->keep + r * kc;
         const float *cprev = t ? l->keep + (r - (size_t)v.b) * kc + v.g : v.c0 + (size_t)b * v.h;
@@ -180,21 +183,20 @@ static void lstm_step_forward(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
         for (int blk = k0; blk < k1; blk++) {
             int w = sh_rnn_block_width(v.h, blk), base = blk * SH_RNN_BLOCK * NG;
             int j = blk * SH_RNN_BLOCK;
-            cell_forward(w, gt + (size_t)b * v.g + base, cprev + j, keep + base, keep + v.g + j,
+            cell_forward(w, v.gates + r * v.g + base, cprev + j, keep + base, keep + v.g + j,
                          keep + v.g + v.h + j, hout + j);
         }
     }
 }
 
-/* Step t, gate blocks [k0, k1): gradients of the gates' pre-activations from dL/dh (from
- * above and from step t+1) and dL/dc (from step t+1). */
-static void lstm_step_backward(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
+/* Step t, streams [b0, b1), gate blocks [k0, k1): gradients of the gates' pre-activations
+ * from dL/dh (from above and from step t+1) and dL/dc (from step t+1). */
+static void lstm_step_backward(sh_layer *l, sh_exec *x, const sh_rnn_part *p)
 {
-    (void)tid;
     lstm_view v = view(l, x);
-    int t = l->cur_step;
+    int t = p->t, k0 = p->k0, k1 = p->k1;
     size_t kc = l->keep_count;
-    for (int b = 0; b < v.b; b++) {
+    for (int b = p->b0; b < p->b1; b++) {
         size_t r = (size_t)t * v.b + b;
         const float *keep = l->keep + r * kc;
         const float *cprev = t ? l->keep + (r - (size_t)v.b) * kc + v.g : v.c0 + (size_t)b * v.h;
@@ -210,15 +212,16 @@ static void lstm_step_backward(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
     }
 }
 
-/* dL/dh of step t-1 through the recurrent weights, units of blocks [k0, k1): dh = dG_t Wh. */
-static void lstm_step_carry(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
+/* dL/dh of step t-1 through the recurrent weights, streams [b0, b1), units of blocks
+ * [k0, k1): dh = dG_t Wh. */
+static void lstm_step_carry(sh_layer *l, sh_exec *x, const sh_rnn_part *p)
 {
-    (void)tid;
     lstm_view v = view(l, x);
-    int c0 = k0 * SH_RNN_BLOCK, c1 = k1 * SH_RNN_BLOCK < v.h ? k1 * SH_RNN_BLOCK : v.h;
+    int c0 = p->k0 * SH_RNN_BLOCK, c1 = p->k1 * SH_RNN_BLOCK < v.h ? p->k1 * SH_RNN_BLOCK : v.h;
     if (c1 <= c0) return;
-    const float *dgt = v.gates + (size_t)l->cur_step * v.b * v.g;
-    sh_packed_gemm(v.b, c0, c1, v.g, dgt, v.g, sh_rnn_packed(l, v.h, v.g), 0, v.dh, v.h);
+    const float *dgt = v.gates + ((size_t)p->t * v.b + (size_t)p->b0) * v.g;
+    sh_packed_gemm(p->b1 - p->b0, c0, c1, v.g, dgt, v.g, sh_rnn_packed(l, v.h, v.g), 0,
+                   v.dh + (size_t)p->b0 * v.h, v.h);
 }
 
 /* Panels [p0, p1) of the weight gradients' operands. */

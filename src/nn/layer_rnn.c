@@ -14,8 +14,9 @@
  * K) then rolling variances (H, H, K). Weights uniform(±sqrt(2/fan-in)) as Darknet's
  * connected layers. The products run on their weights packed once per pass (gemm_packed.c),
  * all three per time step (the input part and the outputs too, not once over all rows) so
- * that each step's activations work on rows still in cache, split across the threads in
- * blocks of 16 units.
+ * that each step's activations work on rows still in cache; the threads share the time loop
+ * by streams, or by blocks of 16 units with batch norm or few streams (sh_rnn_run_loop).
+ * The outputs once over all rows after the loop measured slower at 2 threads (bench/README).
  * Not here: the gated layers (layer_gru.c, layer_lstm.c), shared helpers (recurrent.h).
  * Proved by tests/nn/test_layer_rnn.c (finite differences, with and without batch norm) and
  * tests/nn/test_rnn_torch.c (Darknet's equations in torch). */
@@ -191,75 +192,84 @@ static void scale_blocks(int k0, int k1, int n1, int n2, int *b0, int *b1)
     *b1 = (int)((long)k1 * n2 / n1);
 }
 
-/* Step t's input part, units [j0, j1): X_t Win^T (packed) with bin and the activation, or
- * batch norm; one-hot inputs without batch norm have none (input_part reads wt). The inputs'
- * panels [x0, x1) are packed for the weight gradient while they are in cache. */
-static void input_step(sh_layer *l, sh_exec *x, const rnn_view *v, int t, int j0, int j1,
-                       int x0, int x1)
+/* Step p->t's input part, streams [b0, b1), units [j0, j1): X_t Win^T (packed) with bin and
+ * the activation, or batch norm (all streams); one-hot inputs without batch norm have none
+ * (input_part reads wt). The inputs' panels [x0, x1) are packed for the weight gradient
+ * while they are in cache. */
+static void input_step(sh_layer *l, sh_exec *x, const rnn_view *v, const sh_rnn_part *p,
+                       int j0, int j1, int x0, int x1)
 {
-    float *kt = l->keep + (size_t)t * v->b * v->kc;
-    size_t r0 = (size_t)t * v->b;
+    size_t r0 = (size_t)p->t * v->b + (size_t)p->b0;
+    int nb = p->b1 - p->b0;
+    float *kt = l->keep + r0 * v->kc;
     if (l->input_onehot) {
         if (!l->batch_normalize) return;
-        for (int b = 0; b < v->b; b++)
+        for (int b = 0; b < nb; b++)
             memcpy(kt + (size_t)b * v->kc + j0, v->wt + (size_t)v->idx[r0 + b] * v->h + j0,
                    (size_t)(j1 - j0) * sizeof(float));
     } else {
         const float *xt = l->in[0] + r0 * v->in;
-        sh_packed_gemm(v->b, j0, j1, v->in, xt, v->in, v->pin, 0, kt, v->kc);
+        sh_packed_gemm(nb, j0, j1, v->in, xt, v->in, v->pin, 0, kt, v->kc);
         if (x1 > x0)
-            sh_packed_pack_rows(v->rows, v->in, (int)r0, (int)r0 + v->b, xt, v->in, x0, x1, v->xpk);
+            sh_packed_pack_rows(v->rows, v->in, (int)r0, (int)r0 + nb, xt, v->in, x0, x1, v->xpk);
         if (!l->batch_normalize) {
-            act_rows(l->act, kt + j0, v->b, v->kc, j1 - j0, v->bin + j0);
+            act_rows(l->act, kt + j0, nb, v->kc, j1 - j0, v->bin + j0);
             return;
         }
     }
-    bn_act(l, x, v, 0, t, kt, v->kc, j0, j1);
+    bn_act(l, x, v, 0, p->t, kt, v->kc, j0, j1);
 }
 
-/* Step t's outputs, columns [o0, o1): act(s_t Wout^T + bout) (Wout^T packed), or batch norm. */
-static void output_step(sh_layer *l, sh_exec *x, const rnn_view *v, int t, int o0, int o1)
+/* Step t's outputs, streams [b0, b1), columns [o0, o1): act(s_t Wout^T + bout) (Wout^T
+ * packed), or batch norm (all streams). */
+static void output_step(sh_layer *l, sh_exec *x, const rnn_view *v, int t, int b0, int b1,
+                        int o0, int o1)
 {
     if (o1 <= o0) return;
-    float *y = l->out + (size_t)t * v->b * v->k;
-    sh_packed_gemm(v->b, o0, o1, v->h, l->keep + (size_t)t * v->b * v->kc + 2 * v->h, v->kc,
-                   v->pout, 0, y, v->k);
+    size_t r0 = (size_t)t * v->b + (size_t)b0;
+    float *y = l->out + r0 * v->k;
+    sh_packed_gemm(b1 - b0, o0, o1, v->h, l->keep + r0 * v->kc + 2 * v->h, v->kc, v->pout, 0, y,
+                   v->k);
     if (l->batch_normalize)
         bn_act(l, x, v, 2, t, y, v->k, o0, o1);
     else
-        act_rows(l->act, y + o0, v->b, v->k, o1 - o0, v->bout + o0);
+        act_rows(l->act, y + o0, b1 - b0, v->k, o1 - o0, v->bout + o0);
 }
 
-/* Step t (l->cur_step), units of blocks [k0, k1): the input part, the self part from s of
- * step t-1 (Wself^T packed), then s, packed as well for the weight gradients; and the outputs
- * of step t-1 (its s is whole now), the same share of their columns. Step T: outputs only. */
-static void rnn_step_forward(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
+/* Step t, streams [b0, b1), units of blocks [k0, k1): the input part, the self part from s
+ * of step t-1 (Wself^T packed), then s, packed as well for the weight gradients; and the
+ * outputs of step t-1 (its s is whole now), the same share of their columns. Step T:
+ * outputs only. */
+static void rnn_step_forward(sh_layer *l, sh_exec *x, const sh_rnn_part *p)
 {
-    (void)tid;
     rnn_view v = view(l, x);
-    int t = l->cur_step, nblk = sh_rnn_nblocks(v.h), o0, o1, x0, x1;
+    int t = p->t, k0 = p->k0, k1 = p->k1, nblk = sh_rnn_nblocks(v.h), o0, o1, x0, x1;
+    int b0 = p->b0, nb = p->b1 - p->b0;
     scale_blocks(k0, k1, nblk, sh_packed_npanels(v.k), &o0, &o1);
-    if (t > 0) output_step(l, x, &v, t - 1, o0 * SH_PACKED_NR, o1 * SH_PACKED_NR < v.k ? o1 * SH_PACKED_NR : v.k);
+    if (t > 0)
+        output_step(l, x, &v, t - 1, b0, p->b1, o0 * SH_PACKED_NR,
+                    o1 * SH_PACKED_NR < v.k ? o1 * SH_PACKED_NR : v.k);
     int j0 = k0 * SH_RNN_BLOCK, j1 = k1 * SH_RNN_BLOCK;
     if (j1 > v.h) j1 = v.h;
     if (t == l->steps || j1 <= j0) return;
     scale_blocks(k0, k1, nblk, sh_packed_npanels(v.in), &x0, &x1);
-    input_step(l, x, &v, t, j0, j1, x0, x1);
-    const float *sprev = t ? l->keep + (size_t)(t - 1) * v.b * v.kc + 2 * v.h : v.s0;
+    input_step(l, x, &v, p, j0, j1, x0, x1);
+    const float *sprev = t ? l->keep + ((size_t)(t - 1) * v.b + b0) * v.kc + 2 * v.h
+                           : v.s0 + (size_t)b0 * v.h;
     int ldp = t ? v.kc : v.h;
-    float *kt = l->keep + (size_t)t * v.b * v.kc;
-    sh_packed_gemm(v.b, j0, j1, v.h, sprev, ldp, v.pself, 0, kt + v.h, v.kc);
+    float *kt = l->keep + ((size_t)t * v.b + b0) * v.kc;
+    sh_packed_gemm(nb, j0, j1, v.h, sprev, ldp, v.pself, 0, kt + v.h, v.kc);
     if (l->batch_normalize)
         bn_act(l, x, &v, 1, t, kt + v.h, v.kc, j0, j1);
     else
-        act_rows(l->act, kt + v.h + j0, v.b, v.kc, j1 - j0, v.bself + j0);
-    for (int b = 0; b < v.b; b++) {
+        act_rows(l->act, kt + v.h + j0, nb, v.kc, j1 - j0, v.bself + j0);
+    for (int b = 0; b < nb; b++) {
         float *row = kt + (size_t)b * v.kc;
-        const float *yi = input_part(l, &v, (size_t)t * v.b + b);
+        const float *yi = input_part(l, &v, (size_t)t * v.b + b0 + b);
         for (int j = j0; j < j1; j++) row[2 * v.h + j] = yi[j] + row[v.h + j];
     }
-    int r0 = v.b + t * v.b; /* [s0; s]: s of step t is rows B + tB .. */
-    sh_packed_pack_rows(v.b + v.rows, v.h, r0, r0 + v.b, kt + 2 * v.h, v.kc, k0, k1, v.spk);
+    int r0 = v.b + t * v.b + b0; /* [s0; s]: s of step t is rows B + tB .. */
+    sh_packed_pack_rows(v.b + v.rows, v.h, r0, r0 + nb, kt + 2 * v.h, v.kc, k0, k1, v.spk);
 }
 
 /* W (n, h) packed at dst for the forward products (transposed: 1) or the backward ones. */
@@ -291,7 +301,8 @@ static void rnn_forward(sh_layer *l, sh_exec *x)
     pack_w(v.wout, v.h, v.k, 1, v.pout);
     sh_packed_pack_rows(v.b + v.rows, v.h, 0, v.b, v.s0, v.h, 0, sh_packed_npanels(v.h), v.spk);
     int nblk = sh_rnn_nblocks(v.h);
-    for (int t = 0; t <= l->steps; t++) sh_rnn_split_step(l, x, t, nblk, macs, rnn_step_forward);
+    sh_rnn_loop lp = {{rnn_step_forward, NULL}, {nblk, 0}, {macs, 0}, 0, l->steps, 0, 0, 0};
+    sh_rnn_run_loop(l, x, &lp);
     const float *last = l->keep + (size_t)(l->steps - 1) * v.b * v.kc + 2 * v.h;
     for (int b = 0; b < v.b; b++)
         memcpy(l->state + (size_t)b * v.h, last + (size_t)b * v.kc, (size_t)v.h * sizeof(float));
@@ -314,12 +325,14 @@ static void rnn_output_bn_back(sh_layer *l, sh_exec *x, int tid, int j0, int j1)
     }
 }
 
-/* Without batch norm: the output activation's gradient of step t's rows, columns [o0, o1). */
-static void output_act_back(sh_layer *l, const rnn_view *v, int t, int o0, int o1)
+/* Without batch norm: the output activation's gradient of step t's rows of streams [b0, b1),
+ * columns [o0, o1). */
+static void output_act_back(sh_layer *l, const rnn_view *v, int t, int b0, int b1, int o0,
+                            int o1)
 {
     if (l->batch_normalize || o1 <= o0) return;
     size_t r0 = (size_t)t * v->b;
-    for (int b = 0; b < v->b; b++)
+    for (int b = b0; b < b1; b++)
         sh_act_backward(l->act, l->out + (r0 + b) * v->k + o0, l->delta + (r0 + b) * v->k + o0,
                         (size_t)(o1 - o0));
 }
@@ -337,18 +350,18 @@ static inline void tanh_back2(int n, float *restrict din, const float *restrict 
     }
 }
 
-/* Step t, units of blocks [k0, k1): dL/ds from above (dY_t Wout, Wout packed) and from the
- * step after (the carry), through the activation into both parts. */
-static void rnn_step_backward(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
+/* Step t, streams [b0, b1), units of blocks [k0, k1): dL/ds from above (dY_t Wout, Wout
+ * packed) and from the step after (the carry), through the activation into both parts. */
+static void rnn_step_backward(sh_layer *l, sh_exec *x, const sh_rnn_part *p)
 {
-    (void)tid;
     rnn_view v = view(l, x);
-    int t = l->cur_step, j0 = k0 * SH_RNN_BLOCK, j1 = k1 * SH_RNN_BLOCK < v.h ? k1 * SH_RNN_BLOCK : v.h;
-    int nj = j1 - j0;
+    int t = p->t, j0 = p->k0 * SH_RNN_BLOCK;
+    int j1 = p->k1 * SH_RNN_BLOCK < v.h ? p->k1 * SH_RNN_BLOCK : v.h, nj = j1 - j0;
     if (nj <= 0) return;
-    size_t r0 = (size_t)t * v.b;
-    sh_packed_gemm(v.b, j0, j1, v.k, l->delta + r0 * v.k, v.k, v.pout, 0, v.din + r0 * v.h, v.h);
-    for (int b = 0; b < v.b; b++) {
+    size_t r0 = (size_t)t * v.b, rb = r0 + (size_t)p->b0;
+    sh_packed_gemm(p->b1 - p->b0, j0, j1, v.k, l->delta + rb * v.k, v.k, v.pout, 0,
+                   v.din + rb * v.h, v.h);
+    for (int b = p->b0; b < p->b1; b++) {
         size_t r = r0 + b;
         const float *kr = l->keep + r * v.kc, *yi = input_part(l, &v, r) + j0;
         float *din = v.din + r * v.h + j0, *dself = v.dself + r * v.h + j0;
@@ -363,36 +376,36 @@ static void rnn_step_backward(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
         }
     }
     if (!l->batch_normalize) return;
-    for (int p = 0; p < 2; p++) {
-        const rnn_bn *q = &v.bn[p];
-        float *d = (p == 0 ? v.din : v.dself) + r0 * v.h + j0;
+    for (int part = 0; part < 2; part++) { /* batch norm: all streams (sh_rnn_run_loop) */
+        const rnn_bn *q = &v.bn[part];
+        float *d = (part == 0 ? v.din : v.dself) + r0 * v.h + j0;
         sh_rnn_bn_backward(d, v.h, v.b, nj, q->gamma + j0, l->keep + r0 * v.kc + q->col + j0, v.kc,
                            q->invstd + (size_t)t * q->n + j0, q->ggamma + j0, q->gbeta + j0);
     }
 }
 
-/* After step t's backward, blocks [k0, k1) of: dL/dx of step t's rows (when wanted), the
- * output activation's gradient of step t-1's rows and dL/ds of step t-1 through the self
- * weights (packed), each a share of its own columns. */
-static void rnn_step_carry(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
+/* After step t's backward, streams [b0, b1), blocks [k0, k1) of: dL/dx of step t's rows
+ * (when wanted), the output activation's gradient of step t-1's rows and dL/ds of step t-1
+ * through the self weights (packed), each a share of its own columns. */
+static void rnn_step_carry(sh_layer *l, sh_exec *x, const sh_rnn_part *p)
 {
-    (void)tid;
     rnn_view v = view(l, x);
-    int o0, o1, nblk = sh_rnn_nblocks(v.h);
+    int k0 = p->k0, k1 = p->k1, o0, o1, nblk = sh_rnn_nblocks(v.h);
     scale_blocks(k0, k1, nblk, sh_packed_npanels(v.k), &o0, &o1);
-    int t = l->cur_step, i0, i1;
-    size_t r0 = (size_t)t * v.b;
+    int t = p->t, i0, i1, nb = p->b1 - p->b0;
+    size_t rb = (size_t)t * v.b + (size_t)p->b0;
     scale_blocks(k0, k1, nblk, sh_packed_npanels(v.in), &i0, &i1);
     i0 *= SH_PACKED_NR;
     i1 = i1 * SH_PACKED_NR < v.in ? i1 * SH_PACKED_NR : v.in;
     if (l->in_delta[0] && i1 > i0) /* dL/dx of step t: dG_in Win (packed) */
-        sh_packed_gemm(v.b, i0, i1, v.h, v.din + r0 * v.h, v.h, v.pin, l->accum[0],
-                       l->in_delta[0] + r0 * v.in, v.in);
+        sh_packed_gemm(nb, i0, i1, v.h, v.din + rb * v.h, v.h, v.pin, l->accum[0],
+                       l->in_delta[0] + rb * v.in, v.in);
     int c0 = k0 * SH_RNN_BLOCK, c1 = k1 * SH_RNN_BLOCK < v.h ? k1 * SH_RNN_BLOCK : v.h;
     if (t == 0 || c1 <= c0) return;
-    output_act_back(l, &v, t - 1, o0 * SH_PACKED_NR,
+    output_act_back(l, &v, t - 1, p->b0, p->b1, o0 * SH_PACKED_NR,
                     o1 * SH_PACKED_NR < v.k ? o1 * SH_PACKED_NR : v.k);
-    sh_packed_gemm(v.b, c0, c1, v.h, v.dself + r0 * v.h, v.h, v.pself, 0, v.ds, v.h);
+    sh_packed_gemm(nb, c0, c1, v.h, v.dself + rb * v.h, v.h, v.pself, 0,
+                   v.ds + (size_t)p->b0 * v.h, v.h);
 }
 
 /* Gradients of weight rows [k0, k1) of the stacked (2H + K) rows: Win, Wself, Wout (and,
@@ -443,15 +456,14 @@ static void rnn_backward(sh_layer *l, sh_exec *x)
         memset(x->grad[0] + l->s_off, 0, l->s_count * sizeof(float));
         sh_exec_split(l, x, v.k, rnn_output_bn_back);
     }
-    output_act_back(l, &v, l->steps - 1, 0, v.k); /* the others in rnn_step_carry */
+    output_act_back(l, &v, l->steps - 1, 0, v.b, 0, v.k); /* the others in rnn_step_carry */
     pack_w(v.wout, v.h, v.k, 0, v.pout);
     pack_w(v.wself, v.h, v.h, 0, v.pself);
     if (l->in_delta[0]) pack_w(v.win, v.in, v.h, 0, v.pin);
     int nblk = sh_rnn_nblocks(v.h);
-    for (int t = l->steps - 1; t >= 0; t--) {
-        sh_rnn_split_step(l, x, t, nblk, macs, rnn_step_backward);
-        sh_rnn_split_step(l, x, t, nblk, macs, rnn_step_carry);
-    }
+    sh_rnn_loop lp = {{rnn_step_backward, rnn_step_carry}, {nblk, nblk}, {macs, macs},
+                      l->steps - 1, 0, 0, 0, 0};
+    sh_rnn_run_loop(l, x, &lp);
     sh_exec_split(l, x, 2 * v.h + v.k, rnn_param_grads);
 }
 

@@ -1,5 +1,6 @@
 /* recurrent.c — helpers the recurrent layers share: common keys, initialisation, bias
- * gradient sums, the order of a gated layer's passes forward and through time.
+ * gradient sums, the time loop shared by the threads (by streams or by columns), the order of
+ * a gated layer's passes forward and through time.
  * Not here: the layers' equations (layer_rnn.c, layer_gru.c, layer_lstm.c).
  * Proved by tests/nn/test_layer_rnn.c. */
 #include "nn/recurrent.h"
@@ -8,6 +9,7 @@
 #include "nn/gemm_packed.h"
 
 double sh_rnn_split_min_macs = 2.0 * 1024 * 1024;
+int sh_rnn_rows_min_streams = 8;
 
 #define BN_EPS 1e-5f        /* layer_batchnorm.c's, Darknet's .00001 */
 #define BN_MOMENTUM 0.01f   /* Darknet: rolling = .99 rolling + .01 batch */
@@ -46,6 +48,56 @@ static void gated_input_delta(sh_layer *l, sh_exec *x, int tid, int r0, int r1)
                    l->accum[0], l->in_delta[0] + (size_t)r0 * in, in);
 }
 
+/* The column split: the current step function over its share of the columns, all streams. */
+static void loop_columns(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
+{
+    (void)tid;
+    const sh_rnn_loop *lp = l->rnn_loop;
+    sh_rnn_part p = {lp->t, 0, sh_rnn_streams(l, x), k0, k1};
+    lp->step[lp->which](l, x, &p);
+}
+
+/* The stream split: streams [b0, b1) through every step, all columns. */
+static void loop_streams(sh_layer *l, sh_exec *x, int tid, int b0, int b1)
+{
+    (void)tid;
+    const sh_rnn_loop *lp = l->rnn_loop;
+    int dir = lp->t_last >= lp->t_first ? 1 : -1;
+    if (b1 <= b0) return;
+    for (int t = lp->t_first;; t += dir) {
+        for (int i = 0; i < 2; i++) {
+            if (!lp->step[i] || (i == 1 && t == 0 && lp->skip1_at_0)) continue;
+            sh_rnn_part p = {t, b0, b1, 0, lp->count[i]};
+            lp->step[i](l, x, &p);
+        }
+        if (t == lp->t_last) break;
+    }
+}
+
+void sh_rnn_run_loop(sh_layer *l, sh_exec *x, sh_rnn_loop *lp)
+{
+    int b = sh_rnn_streams(l, x), dir = lp->t_last >= lp->t_first ? 1 : -1;
+    double pass_macs = (lp->macs[0] + lp->macs[1]) * (double)l->steps;
+    l->rnn_loop = lp;
+    if (x->nthreads > 1 && !l->batch_normalize &&
+        b >= (long)sh_rnn_rows_min_streams * x->nthreads && pass_macs >= sh_rnn_split_min_macs)
+        sh_exec_split(l, x, b, loop_streams);
+    else
+        for (int t = lp->t_first;; t += dir) {
+            lp->t = t;
+            for (int i = 0; i < 2; i++) {
+                if (!lp->step[i] || (i == 1 && t == 0 && lp->skip1_at_0)) continue;
+                lp->which = i;
+                if (x->nthreads == 1 || lp->macs[i] < sh_rnn_split_min_macs)
+                    loop_columns(l, x, 0, 0, lp->count[i]);
+                else
+                    sh_exec_split(l, x, lp->count[i], loop_columns);
+            }
+            if (t == lp->t_last) break;
+        }
+    l->rnn_loop = NULL; /* lp is the caller's, gone after the pass */
+}
+
 void sh_rnn_gated_forward(sh_layer *l, sh_exec *x, const sh_rnn_gated *g)
 {
     int h = l->hidden, b = sh_rnn_streams(l, x), ng = l->ngates * h;
@@ -57,7 +109,8 @@ void sh_rnn_gated_forward(sh_layer *l, sh_exec *x, const sh_rnn_gated *g)
     }
     sh_rnn_pack(l, wh, h, ng, 1);
     int nblk = sh_rnn_nblocks(h);
-    for (int t = 0; t < l->steps; t++) sh_rnn_split_step(l, x, t, nblk, macs, g->step_forward);
+    sh_rnn_loop lp = {{g->step_forward, NULL}, {nblk, 0}, {macs, 0}, 0, l->steps - 1, 0, 0, 0};
+    sh_rnn_run_loop(l, x, &lp);
 }
 
 void sh_rnn_gated_backward(sh_layer *l, sh_exec *x, const sh_rnn_gated *g)
@@ -67,10 +120,9 @@ void sh_rnn_gated_backward(sh_layer *l, sh_exec *x, const sh_rnn_gated *g)
     int nblk = sh_rnn_nblocks(h);
     const float *wx = x->params + l->w_off, *wh = wx + (size_t)ng * l->inputs;
     sh_rnn_pack(l, wh, h, ng, 0);
-    for (int t = l->steps - 1; t >= 0; t--) {
-        sh_rnn_split_step(l, x, t, nblk, macs, g->step_backward);
-        if (t > 0) sh_rnn_split_step(l, x, t, nblk, macs, g->step_carry);
-    }
+    sh_rnn_loop lp = {{g->step_backward, g->step_carry}, {nblk, nblk}, {macs, macs},
+                      l->steps - 1, 0, 1, 0, 0};
+    sh_rnn_run_loop(l, x, &lp);
     int hp = sh_packed_npanels(h), ip = sh_packed_npanels((int)l->inputs);
     sh_exec_split(l, x, hp > ip ? hp : ip, g->pack_grads);
     sh_exec_split(l, x, ng, g->param_grads);

@@ -1,6 +1,6 @@
 /* recurrent.h — what the recurrent layers ([rnn], [gru], [lstm]) share: the row layout of a
  * batch of sequences, the gate layout of fused weights, the common keys, fast logistic and
- * tanh, the per-step thread splits, where weights packed once per pass live.
+ * tanh, how the threads share a pass's time loop, where weights packed once per pass live.
  * Vocabulary: T time steps, B streams (independent sequences), rows r = t*B + b (time-major,
  * as Darknet lays out time_steps x batch); H hidden units; a gate block is SH_RNN_BLOCK units
  * whose gates sit side by side in one row of the fused gate matrix, so a thread that owns a
@@ -61,32 +61,51 @@ static inline int sh_rnn_streams(const sh_layer *l, const sh_exec *x) { return x
 /* uniform(-scale, scale) */
 void sh_rnn_uniform(float *p, size_t count, float scale, sh_rng *rng);
 
-/* Multiply-adds below which one time step's work stays on the calling thread: waking the
- * other threads for each step costs microseconds, and far more when a core is shared with
- * other processes (each step waits for every thread to be scheduled). */
-extern double sh_rnn_split_min_macs; /* 2^21 by default; tests lower it to 0 */
+/* The part of time step t a step function computes: streams [b0, b1) (rows t*B + b0 ..
+ * t*B + b1 - 1, contiguous) and column units [k0, k1) (gate blocks or panels: the layer's
+ * own unit). */
+typedef struct {
+    int t;
+    int b0, b1;
+    int k0, k1;
+} sh_rnn_part;
+typedef void (*sh_rnn_step_fn)(sh_layer *l, sh_exec *x, const sh_rnn_part *p);
 
-/* Run fn(l, x, tid, k0, k1) over [0, count) for time step t (l->cur_step), split across the
- * threads when the step's work (macs multiply-adds) is worth it. Either way every item is
- * computed the same way, so the results do not depend on the split. */
-static inline void sh_rnn_split_step(sh_layer *l, sh_exec *x, int t, int count, double macs,
-                                     sh_image_fn fn)
-{
-    l->cur_step = t;
-    if (x->nthreads == 1 || macs < sh_rnn_split_min_macs)
-        fn(l, x, 0, 0, count);
-    else
-        sh_exec_split(l, x, count, fn);
-}
+/* A pass's time loop: at each t from t_first to t_last (either way), step[0] then step[1]
+ * (NULL: none; skipped at t = 0 when skip1_at_0), step i over count[i] column units, one
+ * step's multiply-adds macs[i]. Two ways to share it among the threads, each computing
+ * every element the same way (sh_packed_gemm's sums do not depend on the rows or columns
+ * taken at a time), so the results are those of one thread bit for bit:
+ *  - by streams: h_t of a stream depends on that stream's rows alone, so each thread runs
+ *    the whole loop over its streams with no wait between steps: one dispatch per pass.
+ *    Not with batch norm (statistics over all streams of a step) nor with fewer than
+ *    sh_rnn_rows_min_streams streams a thread (too few rows per product), nor when the
+ *    whole loop's work is under sh_rnn_split_min_macs;
+ *  - else by columns, a dispatch per step function and step (each waits for every thread:
+ *    microseconds, far more when a core is shared with other processes), when one step's
+ *    work is sh_rnn_split_min_macs or more; else on the calling thread. */
+typedef struct sh_rnn_loop {
+    sh_rnn_step_fn step[2];
+    int count[2];
+    double macs[2];
+    int t_first, t_last, skip1_at_0;
+    int t, which; /* the column split's current step function (set by sh_rnn_run_loop) */
+} sh_rnn_loop;
+void sh_rnn_run_loop(sh_layer *l, sh_exec *x, sh_rnn_loop *lp);
+
+extern double sh_rnn_split_min_macs; /* 2^21 by default; tests lower it to 0 */
+/* 8 by default: at 4 streams a thread [lstm] ran 8% slower by streams than by columns, at 8
+ * faster (bench/README.md); tests set 1, or INT_MAX for the column split. */
+extern int sh_rnn_rows_min_streams;
 
 /* A weight matrix W (n, h) packed for sh_packed_gemm (gemm_packed.h) once per pass instead
  * of by OpenBLAS at every call: forward op(B) = W^T (h, n), backward op(B) = W (n, h). The
  * recurrent weights (the gates' Wh, n = ngates*H; [rnn]'s self weights) serve every step,
  * the input and output weights the products over all rows. One matrix at a time, at the end
  * of l->cache, 64-byte aligned: a layer's cache_count adds the largest sh_rnn_packed_count
- * of its matrices, and the passes pack each in turn before the products that use it. A
- * step's columns are split across the threads in panels of 16, one gate block
- * (SH_RNN_BLOCK). */
+ * of its matrices, and the passes pack each in turn before the products that use it. The
+ * threads read it whole (split by streams) or in panels of 16, one gate block (SH_RNN_BLOCK,
+ * split by columns). */
 static inline size_t sh_rnn_packed_count(int h, int n)
 {
     size_t fwd = sh_packed_count(h, n), bwd = sh_packed_count(n, h);
@@ -127,18 +146,18 @@ static inline int sh_rnn_chunk_rows(const sh_exec *x)
 /* A gated layer's ([gru], [lstm]) passes, run through sh_exec_* by the loops they share
  * (sh_rnn_gated_forward, sh_rnn_gated_backward). The layer sets l->ngates; its gate matrix is
  * (rows, ngates*H) in gate blocks, and backward leaves the gates' gradients there, at the
- * start of l->cache, with Wx (ngates*H, I) at w_off. The step functions work on time step
- * l->cur_step. */
+ * start of l->cache, with Wx (ngates*H, I) at w_off. The step functions work on the streams
+ * and gate blocks of one time step (sh_rnn_part). */
 typedef struct {
     sh_image_fn input_rows;    /* rows [r0, r1): the input part of the gates (X Wx^T + biases;
                                   Wx^T packed, sh_rnn_packed); NULL: step_forward does each
                                   step's (the layer packs Wx^T where it wants) */
-    sh_image_fn step_forward;  /* gate blocks [k0, k1): the recurrent part (Wh^T packed,
-                                  sh_rnn_packed), then the cells */
-    sh_image_fn step_backward; /* gate blocks [k0, k1): the gates' gradients from dL/dh (and
-                                  dL/dc), from above and from the step after */
-    sh_image_fn step_carry;    /* gate blocks [k0, k1) (columns 16 k0 .. 16 k1) of dL/dh of
-                                  the step before: dG_t Wh, Wh packed (sh_rnn_packed) */
+    sh_rnn_step_fn step_forward;  /* gate blocks [k0, k1): the recurrent part (Wh^T packed,
+                                     sh_rnn_packed), then the cells */
+    sh_rnn_step_fn step_backward; /* gate blocks [k0, k1): the gates' gradients from dL/dh
+                                     (and dL/dc), from above and from the step after */
+    sh_rnn_step_fn step_carry;    /* gate blocks [k0, k1) (columns 16 k0 .. 16 k1) of dL/dh of
+                                     the step before: dG_t Wh, Wh packed (sh_rnn_packed) */
     sh_image_fn pack_grads;    /* panels [p0, p1): the weight gradients' operands packed
                                   (sh_rnn_gated_pack) */
     sh_image_fn param_grads;   /* gate rows [k0, k1): weight and bias gradients, all rows */

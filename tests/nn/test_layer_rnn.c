@@ -1,9 +1,11 @@
 /* test_layer_rnn.c — proves src/nn/layer_rnn.c, layer_gru.c, layer_gru_darknet.c,
  * layer_lstm.c and recurrent.c:
  * gradients through time equal central finite differences (weights, biases, inputs, with a
- * non-zero starting state; dense and one-hot input rows), two threads agree with one, the state carried from one batch to
- * the next makes two batches of T steps equal one batch of 2T steps, and bad keys are
- * refused with file:line. The comparison with PyTorch is tests/nn/test_rnn_torch.c. */
+ * non-zero starting state; dense and one-hot input rows), two threads agree with one (and
+ * both ways of sharing the time loop, by columns and by streams, bit for bit), the state
+ * carried from one batch to the next makes two batches of T steps equal one batch of 2T
+ * steps, and bad keys are refused with file:line. The comparison with PyTorch is tests/nn/test_rnn_torch.c. */
+#include <limits.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -205,6 +207,98 @@ static void two_threads_agree_with_one(void)
     sh_rnn_split_min_macs = keep;
 }
 
+/* Two recurrent layers (the second's input gradient flows into the first) over 11 streams
+ * of 4 steps: 11 is a multiple of no thread count tried, so threads own unequal streams. */
+static void split_cfg(char *text, size_t nbytes, const char *kind, const char *extra, int in)
+{
+    const char *size = strcmp(kind, "rnn") ? "output=40" : "hidden=40\noutput=37";
+    snprintf(text, nbytes,
+             "[net]\ninputs=%d\nbatch=11\ntime_steps=4\n"
+             "[%s]\n%s\n%s\n[%s]\n%s\n%s\n"
+             "[connected]\noutput=4\nactivation=linear\n[softmax]\n",
+             in, kind, size, extra, kind, size, extra);
+}
+
+/* Loss, outputs, weight and input gradients of two batches (the second from the carried
+ * state) into out: loss, then the net's output, grads and input delta of each batch. */
+static size_t split_run(sh_net *n, const float *x, int rows, int in, const int32_t *y,
+                        float *out)
+{
+    size_t np = sh_net_nparams(n), no = (size_t)rows * 4, len = 0;
+    sh_net_want_input_delta(n, 1);
+    for (int it = 0; it < 2; it++) {
+        CHECK_OK(sh_net_forward(n, x + (size_t)it * rows * in, rows, 1));
+        out[len++] = sh_net_loss(n, y);
+        memcpy(out + len, sh_net_output(n), no * sizeof *out);
+        len += no;
+        CHECK_OK(sh_net_backward(n, NULL, NULL));
+        memcpy(out + len, sh_net_grads(n), np * sizeof *out);
+        len += np;
+        memcpy(out + len, sh_net_input_delta(n), (size_t)rows * in * sizeof *out);
+        len += (size_t)rows * in;
+    }
+    return len;
+}
+
+/* Each way sh_rnn_run_loop shares a time loop among threads (by columns, a dispatch per
+ * step; by streams, the whole loop per thread) computes every element as one thread does:
+ * losses, outputs, weight and input gradients bit for bit, dense and one-hot inputs. */
+static void stream_and_column_splits_match_one_thread_bit_for_bit(void)
+{
+    double keep_macs = sh_rnn_split_min_macs;
+    int keep_streams = sh_rnn_rows_min_streams;
+    static const struct {
+        const char *kind, *extra;
+    } cases[] = {{"rnn", "activation=tanh"}, {"rnn", "activation=logistic"},
+                 {"gru", ""}, {"lstm", ""}, {"gru", "form=darknet"},
+                 {"gru", "form=darknet\ntanh=1"},
+                 {"rnn", "batch_normalize=1\nactivation=tanh"}};
+    enum { IN = 9, ROWS = 44 };
+    char text[768];
+    float *x = malloc(2 * ROWS * IN * sizeof *x);
+    int32_t y[ROWS];
+    for (int i = 0; i < ROWS; i++) y[i] = (i * 3 + 1) % 4;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        for (int onehot = 0; onehot < 2; onehot++) {
+            split_cfg(text, sizeof text, cases[c].kind, cases[c].extra, IN);
+            tn_random(x, 2 * ROWS * IN, 30 + c, -1, 1);
+            if (onehot) {
+                memset(x, 0, 2 * ROWS * IN * sizeof *x);
+                for (int r = 0; r < 2 * ROWS; r++) x[(size_t)r * IN + (r * 5) % IN] = 1.0f;
+            }
+            test_net ref;
+            if (!tn_build(&ref, text, 11, 13)) break;
+            size_t cap = 2 * (1 + ROWS * 4 + sh_net_nparams(ref.net) + ROWS * IN);
+            float *want = malloc(cap * sizeof *want), *got = malloc(cap * sizeof *got);
+            size_t len = split_run(ref.net, x, ROWS, IN, y, want);
+            for (int threads = 2; threads <= 3; threads++)
+                for (int rows_split = 0; rows_split < 2; rows_split++) {
+                    sh_rnn_split_min_macs = 0;
+                    sh_rnn_rows_min_streams = rows_split ? 1 : INT_MAX;
+                    test_net t;
+                    if (!tn_build(&t, text, 11, 13)) break;
+                    sh_net_set_threads(t.net, threads);
+                    size_t glen = split_run(t.net, x, ROWS, IN, y, got);
+                    size_t first = len;
+                    for (size_t i = 0; i < len && first == len; i++)
+                        if (memcmp(&want[i], &got[i], sizeof *got)) first = i;
+                    CHECK(glen == len && first == len,
+                          "%s %s%s, %d threads split by %s: differs from 1 thread at value "
+                          "%zu of %zu (%.9g, want %.9g)", cases[c].kind, cases[c].extra,
+                          onehot ? " one-hot" : "", threads, rows_split ? "streams" : "columns",
+                          first, len, first < len ? got[first] : 0.0, first < len ? want[first] : 0.0);
+                    tn_free(&t);
+                    sh_rnn_split_min_macs = keep_macs;
+                    sh_rnn_rows_min_streams = keep_streams;
+                }
+            free(want);
+            free(got);
+            tn_free(&ref);
+        }
+    }
+    free(x);
+}
+
 static void state_carries_from_batch_to_batch(void)
 {
     char t1[512], t2[512];
@@ -309,6 +403,7 @@ int main(void)
     check_begin("test_layer_rnn", 120);
     RUN(gradients_through_time_match_finite_differences);
     RUN(two_threads_agree_with_one);
+    RUN(stream_and_column_splits_match_one_thread_bit_for_bit);
     RUN(state_carries_from_batch_to_batch);
     RUN(darknet_rnn_cfg_runs);
     RUN(bad_keys_are_refused_with_line);
