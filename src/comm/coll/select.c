@@ -82,23 +82,25 @@ static int is_pow2(int n) { return n > 0 && (n & (n - 1)) == 0; }
 /* Several hosts, several ranks on at least one: the hierarchy has something to save. */
 static int has_hierarchy(const shoal_comm *c) { return c->nhosts > 1 && c->nhosts < c->world; }
 
-/* The flat allreduce table applied to a group (the hierarchical one uses it across hosts).
- * Across hosts large messages take the ring even where halving-doubling leads inside one:
- * on the emulated cluster at 1 gbit, 4 hosts x 1 rank, ring against halving-doubling
- * (SHOAL_ALGO, bench/net/run.sh): see bench/README.md "Across hosts". Halving-doubling
- * talks to a different peer at every step, and a TCP connection left idle restarts from
- * slow start (net.ipv4.tcp_slow_start_after_idle); the ring keeps its two neighbours busy. */
 /* Two ranks on two hosts, above 64 KiB up to 1 MiB, where no update rides on it: recursive
  * doubling, the whole message each way in one exchange, where the ring sends the same bytes
  * in two exchanges of half. On the emulated cluster at 10 gbit (2 x 1, SHOAL_ALGO, medians of
  * 8) the ring's 256 KiB ran 0.87 GB/s against 1.22 (its runs bimodal, 219 or 300-440 us a
  * call, with the TCP stack's fast retransmits counted and no drop anywhere; spinning longer
  * or other send buffers did not change it), 288-384 KiB 5-7% behind, 128-224 KiB and 512 KiB
- * -1 MiB within 3%; at 64 KiB the ring led (50 against 56 us). With an update the ring stays:
- * each rank steps only the block it holds (ring_allreduce). */
+ * -1 MiB within 3%; at 64 KiB the ring led (50 against 56 us). Without the data check between
+ * calls (bench/net/run.sh) the two tied at 2 x 1, and 2 x 2's step across hosts went from 73
+ * to 83% of the link at 256 KiB. With an update the ring stays: each rank steps only the
+ * block it holds (ring_allreduce). */
 #define PAIR_RD_MIN_NBYTES (64u * 1024)
 #define PAIR_RD_MAX_NBYTES (1u << 20)
 
+/* The flat allreduce table applied to a group (the hierarchical one uses it across hosts).
+ * Across hosts large messages take the ring even where halving-doubling leads inside one:
+ * on the emulated cluster at 1 gbit, 4 hosts x 1 rank, ring against halving-doubling
+ * (SHOAL_ALGO, bench/net/run.sh): see bench/README.md "Across hosts". Halving-doubling
+ * talks to a different peer at every step, and a TCP connection left idle restarts from
+ * slow start (net.ipv4.tcp_slow_start_after_idle); the ring keeps its two neighbours busy. */
 static sh_algo_kind flat_allreduce_choice(int n, size_t count, size_t nbytes, int across_hosts, int pair_rd)
 {
     if (nbytes <= RD_MAX_NBYTES || count < (size_t)n) return SH_ALGO_RD;
