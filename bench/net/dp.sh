@@ -5,6 +5,7 @@
 #
 #   bench/net/dp.sh      # REPS=3 RATES="10gbit 1gbit" MODELS="lenet mlp-wide" STEPS=100 WARMUP=10 RPH=1
 #   BASE=/tmp/old/shoal bench/net/dp.sh   # also another shoal binary, interleaved (a before)
+#   EXTRA=--sfb BASE=build/shoal bench/net/dp.sh   # flags for shoal's runs (BASE_EXTRA: the base's)
 #
 # As bench/dp/run.sh: weak scaling, 64 Fashion-MNIST images per rank per step, one thread
 # per rank, SGD with momentum; aggregate images/s. shoal runs one `shoal train -n RPH
@@ -38,15 +39,15 @@ for line in sys.stdin:
     if line.startswith("{"):
         print(json.loads(line)[sys.argv[1]]); break' "$1"; }
 
-shoal_run() { # model [binary] -> images/s
-    local m=$1 SHOAL=${2:-$SHOAL} key p log="$OUT/dp-shoal-$1.log"
+shoal_run() { # model [binary [extra flags]] -> images/s
+    local m=$1 SHOAL=${2:-$SHOAL} extra=${3-${EXTRA:-}} key p log="$OUT/dp-shoal-$1.log"
     key=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n'); p=$((30000 + RANDOM % 20000))
     SHOAL_JOB_KEY=$key SHOAL_MASTER_PORT=$p OPENBLAS_NUM_THREADS=1 $LAB exec h1 "$SHOAL" train "examples/$m.cfg" \
         --data "$DATA" -n "$RPH" --nnodes 2 --node-rank 1 --master-addr "$($LAB addr h0)" --threads 1 \
-        --max-steps $((STEPS + WARMUP)) --quiet >/dev/null 2>&1 &
+        --max-steps $((STEPS + WARMUP)) $extra --quiet >/dev/null 2>&1 &
     SHOAL_JOB_KEY=$key SHOAL_MASTER_PORT=$p OPENBLAS_NUM_THREADS=1 $LAB exec h0 "$SHOAL" train "examples/$m.cfg" \
         --data "$DATA" -n "$RPH" --nnodes 2 --node-rank 0 --master-addr "$($LAB addr h0)" --threads 1 \
-        --max-steps $((STEPS + WARMUP)) --json --quiet >"$log" 2>&1 || { echo "shoal failed: $log" >&2; echo nan; wait; return; }
+        --max-steps $((STEPS + WARMUP)) $extra --json --quiet >"$log" 2>&1 || { echo "shoal failed: $log" >&2; echo nan; wait; return; }
     wait
     json_field images_per_s <"$log"
 }
@@ -62,17 +63,18 @@ for rate in $RATES; do
     for rep in $(seq "$REPS"); do
         for m in $MODELS; do
             echo "rate $rate, $m, rep $rep" >&2
-            b=null; [ -z "${BASE:-}" ] || b=$(shoal_run "$m" "$BASE")
+            b=null; [ -z "${BASE:-}" ] || b=$(shoal_run "$m" "$BASE" "${BASE_EXTRA:-}")
             s=$(shoal_run "$m"); t=$(torch_run "$m")
             echo "{\"rate\": \"$rate\", \"model\": \"$m\", \"shoal\": $s, \"torch\": $t, \"base\": $b}" >>"$OUT/dp.jsonl"
         done
     done
     $LAB down >/dev/null
 done
-$PY - "$OUT/dp.jsonl" "$REPS" "$RPH" <<'PY' | tee "$OUT/dp-table.txt"
+$PY - "$OUT/dp.jsonl" "$REPS" "$RPH" "${EXTRA:-}" "${BASE_EXTRA:-}" <<'PY' | tee "$OUT/dp-table.txt"
 import json, math, statistics, sys
 rows = [json.loads(l.replace("nan", "NaN")) for l in open(sys.argv[1]) if l.strip()]
-print(f"data-parallel training, 2 hosts x {sys.argv[3]} rank(s), images/s (median of {sys.argv[2]})")
+print(f"data-parallel training, 2 hosts x {sys.argv[3]} rank(s), images/s (median of {sys.argv[2]})"
+      + (f"; shoal {sys.argv[4]}" if sys.argv[4] else "") + (f"; base {sys.argv[5]}" if sys.argv[5] else ""))
 base = any(r.get("base") is not None for r in rows)
 print(f"{'rate':>8} {'model':>10} {'shoal':>9} {'PyTorch':>9} {'x PyTorch':>10}" + (f" {'base':>9} {'x base':>7}" if base else ""))
 for rate in dict.fromkeys(r["rate"] for r in rows):
