@@ -81,9 +81,9 @@ static const env_var table[] = {
     {"SHOAL_PIPE_PACK", "2", 0, 3,
      "--pipeline: 1 keeps a stage's [connected] weights packed for its micro-batches' products "
      "(its update packs them; W^T for forward, W for the input gradient), 3 W alone, 0 neither, "
-     "2 by the machine: neither at 24-48 rows where L2 is under 2 MiB a core (the few-row "
-     "products as fast, the update a third of the cost), else both; from 2 MiB W alone from 16 "
-     "rows, both below"},
+     "2 by the machine: on Intel under 2 MiB of L2 a core neither at 24-48 rows (the few-row "
+     "products as fast, the update a third of the cost), else both; from 2 MiB and on AMD's "
+     "AVX-512 CPUs W alone from 16 rows, both below"},
     /* engine */
     {"SHOAL_THREADS", "0", 0, 1024, "kernel threads per rank (0: the CPUs the process may run on, shared by the ranks on its host)"},
     {"SHOAL_DATA_DIR", "/usr/share/datasets/fashion-mnist", NOT_INT,

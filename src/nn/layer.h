@@ -264,14 +264,15 @@ extern int sh_conv_cache_min_threads;
 extern int sh_dense_self_pack_min_rows;
 /* 1 when a whole [connected] layer of this many weights packs them itself for a pass of rows
  * run in products of product_rows: from sh_dense_self_pack_min_rows rows, up to 1M weights;
- * where L2 is 2 MiB a core or more, above L2 / 8 bytes of weights only for products of at
- * most 32 rows (layer_dense.c pick_rules). */
+ * under the newer rules (L2 of 2 MiB a core or more, AMD's AVX-512 CPUs), above L2 / 8 bytes
+ * of weights only for products of at most 32 rows (layer_dense.c pick_rules). */
 int sh_dense_self_packs(size_t weights, int rows, int product_rows);
 /* Rows per product [lo, hi] from which a whole [connected] layer of 64 outputs or more runs
  * forward and dX on gemm_small.c's turned-around products (layer_dense.c; tests move them,
- * before building a net: its scratch is sized for hi rows). {-1, -1}: by the machine's L2
- * (layer_dense.c pick_rules: forward 4-96 and dX 12-48 under 2 MiB; from 2 MiB forward 4-128
- * while rows x inputs floats fit in L2, dX none). */
+ * before building a net: its scratch is sized for hi rows). {-1, -1}: by the machine
+ * (layer_dense.c pick_rules: the older rules forward 4-96 and dX 12-48; the newer forward
+ * 4-128 while rows x inputs floats fit in L2, dX none from 2 MiB of L2, 16-128 on AMD's
+ * AVX-512 CPUs under 2 MiB). */
 extern int sh_dense_small_fwd_rows[2], sh_dense_small_dx_rows[2];
 /* 1 when a [connected] layer applies the update hook itself (x->update) as its weight
  * gradient is made: a share (gather, column or row) without batch norm (layer_dense.c). */

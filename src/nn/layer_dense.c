@@ -49,57 +49,80 @@ enum { SELF_PACK_MAX = 1 << 20 };
 int sh_dense_self_pack_min_rows = 64; /* layer.h */
 /* Rows per product [lo, hi] that run on gemm_small.c (layer.h), and the fewest outputs. */
 int sh_dense_small_fwd_rows[2] = {-1, -1}, sh_dense_small_dx_rows[2] = {-1, -1}; /* -1: the machine's */
-/* The product rules by the machine's L2 per core (bench/README.md, 2026-11-25). Chosen on VMs
- * with 1 MiB (Cooper Lake, Skylake-class), kept where L2 is smaller than 2 MiB or unknown:
- * forward on gemm_small.c at 4-96 rows (4096 x 6272 at 32 rows 99 -> 160 GFLOPS), dX at 12-48
- * (99 -> 147), a layer's own packing up to 1M weights (W^T and W packed take twice the
- * weights' floats, paid back over the rows). On a Sapphire Rapids-class VM (2 MiB, one core,
- * ms) the turned-around dX lost at every row count (2048 x 6272 at 64 rows 35.9 against
- * OpenBLAS's 18.6); the forward won up to 128 rows (1024 x 1360 2.80 -> 2.31, 2560 x 3072
- * 16.4 -> 13.7) while the rows' packed copy fits in L2 (2048 x 6272 at 128 rows, 3.2 MB:
- * 25.8 -> 27.4); and a layer's own packing, in one product of 64-128 rows, lost on 1M
+/* The product rules by the machine (bench/README.md, 2026-11-25 and 2026-11-29). The older
+ * set was chosen on Intel VMs with 1 MiB of L2 a core (Cooper Lake, Skylake-class) and is kept
+ * on Intel CPUs whose L2 is smaller than 2 MiB, and where nothing is known: forward on
+ * gemm_small.c at 4-96 rows (4096 x 6272 at 32 rows 99 -> 160 GFLOPS), dX at 12-48 (99 ->
+ * 147), a layer's own packing up to 1M weights (W^T and W packed take twice the weights'
+ * floats, paid back over the rows). The newer set was chosen on a Sapphire Rapids-class VM
+ * (2 MiB, one core, ms): the turned-around dX lost at every row count (2048 x 6272 at 64 rows
+ * 35.9 against OpenBLAS's 18.6); the forward won up to 128 rows (1024 x 1360 2.80 -> 2.31,
+ * 2560 x 3072 16.4 -> 13.7) while the rows' packed copy fits in L2 (2048 x 6272 at 128 rows,
+ * 3.2 MB: 25.8 -> 27.4); and a layer's own packing, in one product of 64-128 rows, lost on 1M
  * weights (1024 x 1024 at 128 rows, a pass 6.34 against 5.79: forward turned around, dX and
  * dW OpenBLAS's), broke even at 256K (512 x 512) and won below (384 x 384 at 64 rows 0.40
  * against 0.43), but paid where the pass runs in products of 32 rows or fewer (two threads:
  * the pack shared by four products; 1024 x 1024 at 4 x 32 rows 6.48 against 6.86, LeNet's
  * 500 x 800 at 4 x 16 rows, forward and dX ~0.96 against ~1.6): there it packs for any
  * product while its two packed copies fit in L2, and up to SELF_PACK_MAX for products of at
- * most 32 rows. */
+ * most 32 rows. An AMD Zen 5 VM (1 MiB of L2, AVX-512 on full-width units) took the newer set
+ * as a whole, each model's one-thread training interleaved with the older set's, medians of
+ * 5: mlp-wide 2069 -> 2291 images/s, LeNet 6963 -> 7489, balanced.cfg 5576 -> 6034, mlp-wide
+ * on 2 ranks 4095 -> 4502 (unbounded sizes on top of it: within noise); so AMD's AVX-512
+ * CPUs take it too, sized by their own L2, with a dX window of their own: turned around at
+ * 16-128 rows (bench/dense_paths.c, ms: 2560 x 3072 at 64 rows 7.21 against OpenBLAS's 8.56,
+ * 1024 x 1024 0.81 against 0.91; 500 x 800 lost under 16 rows), mlp-wide one thread 2273 ->
+ * 2554, two threads 2570 -> 3065, two ranks 4612 -> 4939; balanced.cfg, LeNet within noise. */
 static struct {
     int fwd[2], dx[2];         /* rows per product on gemm_small.c ([1, 0]: none) */
     size_t fwd_max_floats;     /* the forward's rows x inputs at most (its packed rows in L2) */
     size_t self_pack_max;      /* weights a whole layer packs itself at most for any product, */
     int self_pack_rows;        /* and for products of at most this many rows up to SELF_PACK_MAX */
-    int big_l2;                /* L2 of 2 MiB a core or more: the rules measured there (a stage's
-                                  packed copies, a whole layer past SELF_PACK_MAX packing X) */
+    int newer;                 /* the newer set: also a stage's packed copies by it, and a whole
+                                  layer past SELF_PACK_MAX packing X for dW */
 } machine;
+/* 1 where the newer set applies: L2 of 2 MiB a core or more, or an AMD CPU with AVX-512. */
+static int takes_newer_rules(long l2)
+{
+    if (l2 >= (2L << 20)) return 1;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    return __builtin_cpu_is("amd") && __builtin_cpu_supports("avx512f") && l2 > 0;
+#else
+    return 0;
+#endif
+}
 static void pick_rules(void)
 {
     long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    if (l2 < (2L << 20)) { /* smaller or unknown (0, -1) */
+    if (!takes_newer_rules(l2)) { /* the older set, also where L2 is unknown (0, -1) */
         machine.fwd[0] = 4, machine.fwd[1] = 96, machine.dx[0] = 12, machine.dx[1] = 48;
         machine.fwd_max_floats = SIZE_MAX, machine.self_pack_max = SELF_PACK_MAX;
         return;
     }
     machine.fwd[0] = 4, machine.fwd[1] = 128, machine.dx[0] = 1, machine.dx[1] = 0;
+    if (l2 < (2L << 20)) /* the AMD VM: its turned-around dX won from 16 rows to 128 */
+        machine.dx[0] = 16, machine.dx[1] = 128;
     machine.fwd_max_floats = (size_t)l2 / sizeof(float);
     machine.self_pack_max = (size_t)l2 / (2 * sizeof(float));
     machine.self_pack_rows = 32;
     /* dW = dY^T X on the packed kernel with X packed (its A^T B copy in tiles) against
      * OpenBLAS's, one core, ms, packing included: 2560 x 3072 over 32 / 64 / 128 rows 3.59 /
      * 6.67 / 13.4 against 4.86 / 7.90 / 14.5; 3072 x 784 1.15 / 2.01 / 5.57 against 1.54 /
-     * 2.51 / 5.99 (OpenBLAS's beta = 0 clears dW first). Not measured under 2 MiB. */
-    machine.big_l2 = 1;
+     * 2.51 / 5.99 (OpenBLAS's beta = 0 clears dW first). On the Zen 5 VM 3.78 / 5.92 / 11.2
+     * against 6.09 / 8.87 / 13.8 and 0.86 / 1.55 / 2.97 against 1.35 / 2.15 / 3.66
+     * (bench/dense_paths.c). Not measured on the older set's machines. */
+    machine.newer = 1;
 }
 static void machine_rules(void)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, pick_rules);
 }
-static int big_l2(void)
+static int newer_rules(void)
 {
     machine_rules();
-    return machine.big_l2;
+    return machine.newer;
 }
 /* layer.h */
 int sh_dense_self_packs(size_t weights, int rows, int product_rows)
@@ -108,20 +131,23 @@ int sh_dense_self_packs(size_t weights, int rows, int product_rows)
     return rows >= sh_dense_self_pack_min_rows && weights <= SELF_PACK_MAX &&
            (weights <= machine.self_pack_max || product_rows <= machine.self_pack_rows);
 }
-/* net.h. Under 2 MiB a stage's weights packed by its update lost to the few-row products at
- * 24-48 rows (balanced.cfg, M=4: 7883 against 8734 images/s) and paid at 64 and 128 (+14%,
- * +8%). From 2 MiB, with the forward turned around to 128 rows, both copies lost at 64 and
+/* net.h. Under the older rules a stage's weights packed by its update lost to the few-row
+ * products at 24-48 rows (balanced.cfg, M=4: 7883 against 8734 images/s) and paid at 64 and
+ * 128 (+14%, +8%). Under the newer (measured at 2 MiB of L2), with the forward turned around
+ * to 128 rows, both copies lost at 64 and
  * 128 rows (M=2 6966 against 7450, M=1 5020 against 5656, medians of 3), but W alone, for dX,
  * pays from 16 rows: the forward is as fast turned around as packed without the pack, while
  * dX on the packed W beats OpenBLAS's (1024 x 1024 at 32 rows 0.45 against 0.80 ms);
  * balanced.cfg, W alone against none: M=2 8014 against 7361, M=4 8464 against 7098, M=8
  * (16 rows, against both) 7530 against 7157, M=1 a tie; at 8 rows both copies won (M=16
- * 6254 against 5356). */
+ * 6254 against 5356). The Zen 5 VM agreed under the newer rules (bench/mp/pipe_ab.sh, W alone
+ * against this rule, medians of 3: M=1 7538 / 7602, M=2 9044 / 9087, M=4 9152 / 8865, M=8
+ * 8069 / 8241, M=16 5900 / 7158). */
 enum { STAGE_SMALL_LO = 24, STAGE_SMALL_HI = 48, STAGE_FWD_PACK_BELOW = 16 };
 int sh_dense_stage_packs(int rows)
 {
     int both = SH_PACK_FORWARD | SH_PACK_BACKWARD;
-    if (!big_l2()) return rows >= STAGE_SMALL_LO && rows <= STAGE_SMALL_HI ? 0 : both;
+    if (!newer_rules()) return rows >= STAGE_SMALL_LO && rows <= STAGE_SMALL_HI ? 0 : both;
     return rows < STAGE_FWD_PACK_BELOW ? both : SH_PACK_BACKWARD;
 }
 /* The forward's (dx 0) or the input gradient's (dx 1) window: a test's, or the machine's. */
@@ -189,7 +215,7 @@ static shoal_result dense_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_c
         int in = (int)l->inputs;
         l->cache_count = sh_packed_count(in, k) + sh_packed_count(k, in) +
                          sh_packed_count(ctx->batch, in) + 3 * SH_PACKED_NR;
-    } else if (ctx->tp_role == SH_TP_NONE && ctx->share_ranks <= 1 && big_l2()) { /* X alone */
+    } else if (ctx->tp_role == SH_TP_NONE && ctx->share_ranks <= 1 && newer_rules()) { /* X alone */
         l->cache_count = sh_packed_count(ctx->batch, (int)l->inputs) + SH_PACKED_NR;
     }
     /* tensor parallelism with one replica: a column or row share's gradients are final too */
@@ -235,7 +261,7 @@ static int self_x_fits(const sh_layer *l, const sh_exec *x)
  * packed kernel all the same, where the machine says it wins (pick_rules). */
 static int big_x_packs(const sh_layer *l, const sh_exec *x)
 {
-    return l->tp_role == SH_TP_NONE && l->w_count > SELF_PACK_MAX && l->cache_count && big_l2() &&
+    return l->tp_role == SH_TP_NONE && l->w_count > SELF_PACK_MAX && l->cache_count && newer_rules() &&
            sh_packed_count(x->nimg, (int)l->inputs) + SH_PACKED_NR <= l->cache_count;
 }
 /* 1 when this pass's dW runs on X packed (pack_x), and where it is. */

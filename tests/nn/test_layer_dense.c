@@ -5,8 +5,8 @@
  * deferred; the same again through the layer's own packed weights, whose Y, dX and dW equal
  * plain double loops; and a pass of few rows through gemm_small.c's turned-around products
  * (Y and dX the same bits as those products, within 1e-5 of double loops, at 1 and 2
- * threads); the machine's rules by its L2 (the windows, own packing, a pipeline's unpacked
- * micro-batches). */
+ * threads); the machine's rules (by its L2 and maker: the windows, own packing, a pipeline's
+ * unpacked micro-batches). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,19 +184,40 @@ static void self_packed_path_matches_plain_loops(void)
     }
 }
 
+/* The rule set layer_dense.c's pick_rules takes, worked out here on its own: the newer one
+ * where L2 is 2 MiB or more or on an AMD CPU with AVX-512, the older one elsewhere. */
+static int takes_newer_rules(long l2)
+{
+    if (l2 >= (2L << 20)) return 1;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    return __builtin_cpu_is("amd") && __builtin_cpu_supports("avx512f") && l2 > 0;
+#else
+    return 0;
+#endif
+}
+/* The rows per product whose dX runs on gemm_small.c by the machine: 12-48 (the older set),
+ * none from 2 MiB of L2, 16-128 on AMD's AVX-512 CPUs under 2 MiB. */
+static int dx_small_by_machine(int rows, long l2)
+{
+    if (!takes_newer_rules(l2)) return rows >= 12 && rows <= 48;
+    if (l2 >= (2L << 20)) return 0;
+    return rows >= 16 && rows <= 128;
+}
+
 /* A layer of 80 outputs over 48 rows (24 or 12 per product at 2 threads, within both rules)
  * computes Y and dX with gemm_small.c: the same bits as its products over all the rows (row
  * by row they give what one call gives), which OpenBLAS's would not; within 1e-5 of double
  * loops. Linear layers and zero biases: Y and layer 0's delta are the products themselves.
- * dX's window pinned to 12-48 rows (pinned 1), or the machine's (layer_dense.c dx_window:
- * 12-48 where L2 is under 2 MiB or unknown, none from 2 MiB, where dX is OpenBLAS's). */
+ * dX's window pinned to 12-48 rows (pinned 1), or the machine's (dx_small_by_machine; one
+ * product of 48 rows at 1 thread, four of 12 at 2), elsewhere dX is OpenBLAS's. */
 static void dx_window_case(int pinned)
 {
     enum { N = 48, I = 50, K = 80 };
     long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    int small_dx = pinned || l2 < (2L << 20);
     if (pinned) sh_dense_small_dx_rows[0] = 12, sh_dense_small_dx_rows[1] = 48;
     for (int th = 1; th <= 2; th++) {
+        int small_dx = pinned || dx_small_by_machine(th == 1 ? N : N / 4, l2);
         test_net t;
         if (!tn_build(&t, "[net]\nbatch=48\nchannels=1\nheight=1\nwidth=7\n"
                           "[connected]\noutput=50\nactivation=linear\n"
@@ -240,10 +261,10 @@ static void dx_window_case(int pinned)
     }
     sh_dense_small_dx_rows[0] = sh_dense_small_dx_rows[1] = -1; /* the machine's again */
 }
-/* The forward's window and a layer's own packing by the machine's L2 (layer_dense.c
- * pick_rules): under 2 MiB (or unknown) forward at 4-96 rows and packing up to 1M weights;
- * from 2 MiB forward at 4-128 rows while rows x inputs floats fit in L2, packing up to L2 / 8
- * bytes of weights. One thread (a product is the whole pass), own packing off (main). */
+/* The forward's window and a layer's own packing by the machine (layer_dense.c pick_rules):
+ * the older set forward at 4-96 rows and packing up to 1M weights; the newer (takes_newer_rules)
+ * forward at 4-128 rows while rows x inputs floats fit in L2, packing up to L2 / 8 bytes of
+ * weights. One thread (a product is the whole pass), own packing off (main). */
 static int forward_is_small(int rows, int inputs, long l2)
 {
     enum { K = 80 };
@@ -274,8 +295,8 @@ static int forward_is_small(int rows, int inputs, long l2)
 static void the_forward_window_and_own_packing_follow_the_machine(void)
 {
     long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    int big = l2 >= (2L << 20);
-    /* 112 rows: past the 96 of smaller L2s */
+    int big = takes_newer_rules(l2);
+    /* 112 rows: past the older set's 96 */
     CHECK(forward_is_small(112, 1000, l2) == big, "L2 %ld: 112 rows %s on gemm_small.c", l2, big ? "not" : "");
     /* 96 rows by 6000 inputs: 2.3 MB of packed rows */
     int fits = !big || (long)(96 * 6000 * sizeof(float)) <= l2;
@@ -298,9 +319,9 @@ static void the_forward_window_and_own_packing_follow_the_machine(void)
               "want %d", l2, 8 << i, sh_dense_stage_packs(8 << i), want[i]);
 }
 /* A whole layer too large to pack its weights (1030 x 1024, past 1M) computes dW over 64 rows
- * on the packed kernel where L2 is 2 MiB or more (layer_dense.c pick_rules): X packed in its
- * cache (64-byte aligned), dW the bits of sh_packed_gemm_tn; under 2 MiB no cache (OpenBLAS's
- * product). Within 1e-4 of double loops either way. (Here OpenBLAS's bits are the same: both
+ * on the packed kernel under the newer rules (layer_dense.c pick_rules): X packed in its
+ * cache (64-byte aligned), dW the bits of sh_packed_gemm_tn; under the older no cache
+ * (OpenBLAS's product). Within 1e-4 of double loops either way. (Here OpenBLAS's bits are the same: both
  * sum the 64 rows in order.) */
 static void big_layer_dw_follows_the_machine(void)
 {
@@ -334,7 +355,7 @@ static void big_layer_dw_follows_the_machine(void)
         }
     CHECK(err < 1e-4, "dW of 1030 x 1024 over 64 rows: max error %g", err);
     long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    int big = l2 >= (2L << 20);
+    int big = takes_newer_rules(l2);
     CHECK(big ? l->cache_count >= sh_packed_count(N, I) : l->cache_count == 0, "L2 %ld: cache of %zu floats", l2,
           l->cache_count);
     if (big && l->cache_count >= sh_packed_count(N, I)) {

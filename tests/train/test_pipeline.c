@@ -133,9 +133,9 @@ static void t_without_deferral_match_one_process(void)
 }
 
 /* SHOAL_PIPE_PACK=0 (no packed weights: the trainer applies the update, the products are
- * gemm_small.c's or OpenBLAS's, as the default chooses for micro-batches of 24-48 rows where
- * L2 is under 2 MiB), =1 (both copies packed), =3 (W alone: dX on it, forward on the layers'
- * own products, as the default chooses from 16 rows where L2 is 2 MiB or more) all match one
+ * gemm_small.c's or OpenBLAS's, as the default chooses for micro-batches of 24-48 rows under
+ * the older rules), =1 (both copies packed), =3 (W alone: dX on it, forward on the layers'
+ * own products, as the default chooses from 16 rows under the newer) all match one
  * process. */
 static void t_packed_or_not_match_one_process(void)
 {
