@@ -184,17 +184,25 @@ static void self_packed_path_matches_plain_loops(void)
     }
 }
 
-/* The rule set layer_dense.c's pick_rules takes, worked out here on its own: the newer one
- * where L2 is 2 MiB or more or on an AMD CPU with AVX-512, the older one elsewhere. */
+/* The rule set layer_dense.c's pick_rules takes, worked out here on its own (from
+ * /proc/cpuinfo, where the library asks the CPU): the newer one where L2 is 2 MiB or more or
+ * on an AMD CPU with AVX-512, the older one elsewhere. */
 static int takes_newer_rules(long l2)
 {
     if (l2 >= (2L << 20)) return 1;
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
-    return __builtin_cpu_is("amd") && __builtin_cpu_supports("avx512f") && l2 > 0;
-#else
-    return 0;
-#endif
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return 0;
+    char line[8192];
+    int amd = 0, avx512 = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (!strncmp(line, "vendor_id", 9)) amd = strstr(line, "AuthenticAMD") != NULL;
+        if (!strncmp(line, "flags", 5)) {
+            avx512 = strstr(line, " avx512f ") != NULL || strstr(line, " avx512f\n") != NULL;
+            break; /* the first CPU tells */
+        }
+    }
+    fclose(f);
+    return amd && avx512 && l2 > 0;
 }
 /* The rows per product whose dX runs on gemm_small.c by the machine: 12-48 (the older set),
  * none from 2 MiB of L2, 16-128 on AMD's AVX-512 CPUs under 2 MiB. */
