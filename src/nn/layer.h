@@ -271,8 +271,8 @@ int sh_dense_self_packs(size_t weights, int rows, int product_rows);
  * forward and dX on gemm_small.c's turned-around products (layer_dense.c; tests move them,
  * before building a net: its scratch is sized for hi rows). {-1, -1}: by the machine
  * (layer_dense.c pick_rules: the older rules forward 4-96 and dX 12-48; the newer forward
- * 4-128 while rows x inputs floats fit in L2, dX none from 2 MiB of L2, 16-128 on AMD's
- * AVX-512 CPUs under 2 MiB). */
+ * 4-128 while rows x inputs floats fit in L2, dX at 16-128 on AMD's AVX-512 CPUs, none on
+ * the others (from 2 MiB of L2)). */
 extern int sh_dense_small_fwd_rows[2], sh_dense_small_dx_rows[2];
 /* 1 when a [connected] layer applies the update hook itself (x->update) as its weight
  * gradient is made: a share (gather, column or row) without batch norm (layer_dense.c). */

@@ -81,13 +81,12 @@ static struct {
     int newer;                 /* the newer set: also a stage's packed copies by it, and a whole
                                   layer past SELF_PACK_MAX packing X for dW */
 } machine;
-/* 1 where the newer set applies: L2 of 2 MiB a core or more, or an AMD CPU with AVX-512. */
-static int takes_newer_rules(long l2)
+/* 1 on an AMD CPU with AVX-512 (the Zen 5 VM's rules). */
+static int amd_avx512(void)
 {
-    if (l2 >= (2L << 20)) return 1;
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
-    return __builtin_cpu_is("amd") && __builtin_cpu_supports("avx512f") && l2 > 0;
+    return __builtin_cpu_is("amd") && __builtin_cpu_supports("avx512f");
 #else
     return 0;
 #endif
@@ -95,13 +94,14 @@ static int takes_newer_rules(long l2)
 static void pick_rules(void)
 {
     long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    if (!takes_newer_rules(l2)) { /* the older set, also where L2 is unknown (0, -1) */
+    int amd = amd_avx512() && l2 > 0;
+    if (l2 < (2L << 20) && !amd) { /* the older set, also where L2 is unknown (0, -1) */
         machine.fwd[0] = 4, machine.fwd[1] = 96, machine.dx[0] = 12, machine.dx[1] = 48;
         machine.fwd_max_floats = SIZE_MAX, machine.self_pack_max = SELF_PACK_MAX;
         return;
     }
     machine.fwd[0] = 4, machine.fwd[1] = 128, machine.dx[0] = 1, machine.dx[1] = 0;
-    if (l2 < (2L << 20)) /* the AMD VM: its turned-around dX won from 16 rows to 128 */
+    if (amd) /* the AMD VM: its turned-around dX won from 16 rows to 128 */
         machine.dx[0] = 16, machine.dx[1] = 128;
     machine.fwd_max_floats = (size_t)l2 / sizeof(float);
     machine.self_pack_max = (size_t)l2 / (2 * sizeof(float));
@@ -474,7 +474,10 @@ static void bias_grads(sh_layer *l, sh_exec *x, int k0, int k1)
 
 /* Phase 2, split by outputs: rows [k0, k1) of dW (K, I) = dY^T (K, N) X (N, I) over the whole
  * batch, and those outputs' bias gradients. Each gradient is written by one thread with the
- * full batch depth: no partial blocks, no reduction, same result for any thread count. */
+ * full batch depth: no partial blocks, no reduction. On the packed kernel that is the same
+ * result for any thread count; OpenBLAS's product may round a block of fewer outputs
+ * differently (its Haswell kernels do: 2 rows against 4), so there the bits follow the
+ * thread count as well. */
 static void dense_backward_outputs(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
 {
     (void)tid;

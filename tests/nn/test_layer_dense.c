@@ -184,12 +184,10 @@ static void self_packed_path_matches_plain_loops(void)
     }
 }
 
-/* The rule set layer_dense.c's pick_rules takes, worked out here on its own (from
- * /proc/cpuinfo, where the library asks the CPU): the newer one where L2 is 2 MiB or more or
- * on an AMD CPU with AVX-512, the older one elsewhere. */
-static int takes_newer_rules(long l2)
+/* 1 on an AMD CPU with AVX-512 whose L2 is known, worked out here on its own (from
+ * /proc/cpuinfo, where the library asks the CPU). */
+static int amd_avx512(long l2)
 {
-    if (l2 >= (2L << 20)) return 1;
     FILE *f = fopen("/proc/cpuinfo", "r");
     if (!f) return 0;
     char line[8192];
@@ -204,13 +202,16 @@ static int takes_newer_rules(long l2)
     fclose(f);
     return amd && avx512 && l2 > 0;
 }
+/* The rule set layer_dense.c's pick_rules takes: the newer one where L2 is 2 MiB or more or
+ * on an AMD CPU with AVX-512, the older one elsewhere. */
+static int takes_newer_rules(long l2) { return l2 >= (2L << 20) || amd_avx512(l2); }
 /* The rows per product whose dX runs on gemm_small.c by the machine: 12-48 (the older set),
- * none from 2 MiB of L2, 16-128 on AMD's AVX-512 CPUs under 2 MiB. */
+ * 16-128 on AMD's AVX-512 CPUs, none on the others of the newer set (from 2 MiB of L2). */
 static int dx_small_by_machine(int rows, long l2)
 {
+    if (amd_avx512(l2)) return rows >= 16 && rows <= 128;
     if (!takes_newer_rules(l2)) return rows >= 12 && rows <= 48;
-    if (l2 >= (2L << 20)) return 0;
-    return rows >= 16 && rows <= 128;
+    return 0;
 }
 
 /* A layer of 80 outputs over 48 rows (24 or 12 per product at 2 threads, within both rules)
