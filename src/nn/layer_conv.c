@@ -16,7 +16,7 @@
  * [r C/T, (r+1) C/T) of its input (the column share's output), keeps those channels of every
  * filter and sums its (N, F, OH, OW) output over the ranks before the bias and activation.
  * Not here: batch norm's arithmetic (layer_batchnorm.c), the GEMM (gemm.c), which layers are
- * split (src/train/strategy_tensor.c).
+ * split (src/train/mp/tensor.c).
  * Proved by tests/nn/test_layer_conv.c and tests/train/test_tensor.c (shares). */
 #include <math.h>
 #include <string.h>

@@ -26,7 +26,7 @@
  * With sh_net_set_grad_rows (data parallelism across hosts) dW goes first, in blocks of
  * rows each offered to the exchange as it is done, then dX: the same bits, sooner.
  * Not here: batch norm (layer_batchnorm.c), the GEMM (gemm.c), which layers are split
- * (src/train/strategy_tensor.c).
+ * (src/train/mp/tensor.c).
  * Proved by tests/nn/test_layer_dense.c (every path), tests/nn/test_grad_rows.c (blocks),
  * tests/train/test_tensor.c (shares) and tests/train/test_hybrid.c (gather shares, the fused
  * update). */

@@ -2,7 +2,7 @@
  * layers before the first [connected] run data-parallel, the rest, a chain, split every
  * [connected] layer by outputs across the ranks (SH_TP_GATHER shares).
  * Not here: building the parts (net.c), the split layers' math (layer_dense.c), moving
- * activations between the ranks (src/train/strategy_hybrid.c).
+ * activations between the ranks (src/train/mp/hybrid.c).
  * Proved by tests/train/test_hybrid.c. */
 #include <string.h>
 

@@ -5,7 +5,7 @@
  * the rows of the whole batch a part's dropout draws for, a stage's deferred weight
  * gradients, and its packed weights for micro-batch products.
  * Not here: building the blocks and the passes (net.c), the stages' and ranks' traffic
- * (src/train/strategy_pipeline.c, strategy_tensor.c).
+ * (src/train/mp/pipeline.c, mp/tensor.c).
  * Proved by tests/train/test_pipeline.c, test_pipeline_links.c and tests/train/test_tensor.c. */
 #include <string.h>
 

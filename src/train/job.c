@@ -2,7 +2,7 @@
  * communicator, takes its role from the layout (data-parallel rank, parameter server,
  * worker), builds the net once (at the batch the scaling gives it) and trains or serves.
  * Not here: flags, signals, printing (src/cli/cmd_train.c); the trainer (trainer.c); the
- * strategies (strategy_allreduce.c, strategy_ps.c, ps_server.c).
+ * strategies (dp/allreduce.c, ps/worker.c, ps/server.c).
  * Proved by tests/cli/test_train_dp.c, tests/cli/test_train_ps.c, tests/train/test_api.c,
  * tests/cli/test_train_pipeline_tp.c (layouts composed, and ranks started with different ones). */
 #include "train/job.h"

@@ -3,7 +3,7 @@
  * parameter server, parameter-server worker), its strategy, batch and learning-rate
  * scaling, and the net built once and handed to the trainer.
  * Not here: flags, signals and printing (src/cli/cmd_train.c), starting the ranks (the
- * launcher), one step (step.c), the strategies themselves (strategy_*.c, ps_server.c).
+ * launcher), one step (step.c), the strategies themselves (strategy_*.c, ps/server.c).
  * Proved by tests/cli/test_train_dp.c, tests/cli/test_train_ps.c and
  * tests/train/test_api.c (through shoal_train_run). */
 #ifndef SH_JOB_H
@@ -11,12 +11,12 @@
 
 #include <stdio.h>
 
-#include "train/ps.h"
-#include "train/strategy_allreduce.h"
-#include "train/strategy_hybrid.h"
-#include "train/strategy_pipeline.h"
-#include "train/strategy_tensor.h"
-#include "train/strategy_ps.h"
+#include "train/ps/ps.h"
+#include "train/dp/allreduce.h"
+#include "train/mp/hybrid.h"
+#include "train/mp/pipeline.h"
+#include "train/mp/tensor.h"
+#include "train/ps/worker.h"
 #include "train/trainer.h"
 
 /* How the ranks divide the work. A model-parallel layout (pipeline stages, tensor shards)

@@ -134,7 +134,7 @@ struct sh_strategy {
                              a pass that is collective over ranks holding shares (hybrid) */
     /* Model-parallel layouts: codec (job.c sets it before attach) compresses the gradients
      * their data-parallel group exchanges (pipeline and tensor replicas, a hybrid's
-     * convolutional part). With it, gx is the exchange (grad_compress.h, owned), gx_lr the
+     * convolutional part). With it, gx is the exchange (dp/compress.h, owned), gx_lr the
      * step's rate when the exchange applies the update, and file_rank of file_world (the
      * job's rank and size) number the files that keep each rank's residuals. */
     shoal_codec_opts codec;

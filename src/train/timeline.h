@@ -2,8 +2,8 @@
  * recorder in base/trace.h), clocks are aligned to rank 0's, and rank 0 writes one Chrome
  * trace (the JSON trace-event format chrome://tracing and Perfetto open) with a process per
  * rank and a track per activity.
- * Not here: the recording points (step.c, net.c, strategy_allreduce.c, ps_client.c,
- * ps_server.c, trainer.c); the recorder itself (base/trace.c).
+ * Not here: the recording points (step.c, net.c, dp/allreduce.c, ps/client.c,
+ * ps/server.c, trainer.c); the recorder itself (base/trace.c).
  * Proved by tests/cli/test_timeline.c. */
 #ifndef SH_TIMELINE_H
 #define SH_TIMELINE_H

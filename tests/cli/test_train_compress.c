@@ -1,5 +1,5 @@
 /* test_train_compress.c — proves `shoal train -n N --compress C` and `--sfb` end to end
- * (src/train/grad_compress.c through strategy_allreduce.c, the checkpoint's per-rank
+ * (src/train/dp/compress.c through dp/allreduce.c, the checkpoint's per-rank
  * residuals in snapshot.c): a run that stops and resumes equals one that did not, bit for
  * bit, for every codec with error feedback; a resume on another rank count starts the
  * residuals from zero and says so; --compress none is today's run; every codec trains the

@@ -1,4 +1,4 @@
-/* pipeline_job.h — a plain pipeline's rank job (--pipeline S: strategy_pipeline.c) as the
+/* pipeline_job.h — a plain pipeline's rank job (--pipeline S: mp/pipeline.c) as the
  * pipeline tests run it, as a static function over check.h's counters (each test binary
  * counts its CHECKs as its own): every rank trains its stage with the real trainer, then
  * compares its parameters, the test accuracy and the loss with one process trained on the
@@ -12,7 +12,7 @@
 #include "lib/layout.h"
 #include "lib/layout_checks.h"
 #include "shoal/comm.h"
-#include "train/strategy_pipeline.h"
+#include "train/mp/pipeline.h"
 
 /* What the job trains: every run has a global batch of 16 images, seed 7, the data in
  * sh_test_pipe_data_dir (set by the test before it runs the job). */

@@ -1,4 +1,4 @@
-/* test_compress_train.c — proves src/train/grad_compress.c on real nets and real ranks:
+/* test_compress_train.c — proves src/train/dp/compress.c on real nets and real ranks:
  * sufficient-factor broadcasting gives the float32 mean of the gradients (each rank's
  * dY^T X, gathered and summed) on 1-4 ranks, with the same bits on every rank, while a
  * connected layer where factors would not pay and the other layers fall back to the codec;
@@ -16,7 +16,7 @@
 #include "nn/net.h"
 #include "shoal/comm.h"
 #include "nn/optim.h"
-#include "train/grad_compress.h"
+#include "train/dp/compress.h"
 
 /* input 8x8: the first connected layer (64 -> 48) pays with factors at batch 4
  * (4 x 112 < 3072), the last (48 -> 4: 4 x 52 > 192) does not */

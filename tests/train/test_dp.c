@@ -1,4 +1,4 @@
-/* test_dp.c — proves synchronous data parallelism (src/train/strategy_allreduce.c) with the
+/* test_dp.c — proves synchronous data parallelism (src/train/dp/allreduce.c) with the
  * real trainer and real processes: strong scaling over 2, 3 and 4 ranks matches one process
  * with the same global batch and data order; every replica holds the same weights at every
  * check; two runs with the same seed are bitwise equal; a checkpoint of 3 ranks resumed on
@@ -14,7 +14,7 @@
 #include "lib/ranks.h"
 #include "nn/net.h"
 #include "shoal/comm.h"
-#include "train/strategy_allreduce.h"
+#include "train/dp/allreduce.h"
 #include "train/tiny_data.h"
 #include "train/trainer.h"
 

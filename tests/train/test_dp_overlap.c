@@ -1,4 +1,4 @@
-/* test_dp_overlap.c — proves that data parallelism (src/train/strategy_allreduce.c) lets the
+/* test_dp_overlap.c — proves that data parallelism (src/train/dp/allreduce.c) lets the
  * next step's forward overlap the tail of a step's gradient exchange, and changes no bit:
  * 2 ranks over TCP with private weights, one rank late now and then, so the other starts
  * its next forward while its last exchange is still on the wire (counted by the strategy:
@@ -20,7 +20,7 @@
 #include "nn/layer.h"
 #include "nn/net.h"
 #include "shoal/comm.h"
-#include "train/strategy_allreduce.h"
+#include "train/dp/allreduce.h"
 #include "train/tiny_data.h"
 #include "train/trainer.h"
 

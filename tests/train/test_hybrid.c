@@ -1,4 +1,4 @@
-/* test_hybrid.c — proves hybrid parallelism (src/train/strategy_hybrid.c, the gather shares
+/* test_hybrid.c — proves hybrid parallelism (src/train/mp/hybrid.c, the gather shares
  * of src/nn/layer_dense.c, the cut of src/nn/net_hybrid.c and dropout's rows) with the real
  * trainer and real processes: every scheme (broadcast, vertical, horizontal) on 2, 3 and 4
  * ranks matches one process with the same global batch after 50 steps (SGD with momentum and
@@ -18,7 +18,7 @@
 #include "lib/reference.h"
 #include "nn/net.h"
 #include "shoal/comm.h"
-#include "train/strategy_hybrid.h"
+#include "train/mp/hybrid.h"
 #include "train/tiny_data.h"
 #include "train/trainer.h"
 

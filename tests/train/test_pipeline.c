@@ -1,4 +1,4 @@
-/* test_pipeline.c — proves pipeline parallelism (src/train/strategy_pipeline.c, and the
+/* test_pipeline.c — proves pipeline parallelism (src/train/mp/pipeline.c, and the
  * net's parts in src/nn/net.c) with the real trainer and real processes: 2 and 3 stages,
  * and 2 stages x 2 replicas on 4 ranks, match one process with the same global batch after
  * 50 steps (SGD with momentum and decay, and Adam); each rank allocates only its stage's
@@ -22,7 +22,7 @@
 #include "lib/reference.h"
 #include "nn/net.h"
 #include "shoal/comm.h"
-#include "train/strategy_pipeline.h"
+#include "train/mp/pipeline.h"
 #include "train/tiny_data.h"
 #include "train/trainer.h"
 

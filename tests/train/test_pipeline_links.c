@@ -1,5 +1,5 @@
 /* test_pipeline_links.c — proves that routes and shortcuts may cross a pipeline stage
- * boundary (src/train/strategy_pipeline.c's links, src/nn/net_part.c's held and sent outputs):
+ * boundary (src/train/mp/pipeline.c's links, src/nn/net_part.c's held and sent outputs):
  * with the cut forced by stage= keys across [shortcut] from= and [route] layers= (a stage's
  * input read again further on, a stage's own output sent on as well as read by its layers, an
  * output passed through a middle stage, a stage whose first layer does not read its input),
@@ -21,7 +21,7 @@
 #include "lib/reference.h"
 #include "nn/net.h"
 #include "shoal/comm.h"
-#include "train/strategy_pipeline.h"
+#include "train/mp/pipeline.h"
 #include "train/tiny_data.h"
 #include "train/trainer.h"
 

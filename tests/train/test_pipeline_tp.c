@@ -1,5 +1,5 @@
 /* test_pipeline_tp.c — proves pipeline and tensor parallelism composed (--pipeline S
- * --tensor-parallel T: src/train/strategy_pipeline.c with tp_plan.c) with the real trainer
+ * --tensor-parallel T: src/train/mp/pipeline.c with mp/tensor_plan.c) with the real trainer
  * and real processes: 2 stages x 2 tensor ranks on 4 ranks match one process after 50 steps
  * with SGD and with Adam, dropout included, and so do 2 replicas of them on 8 ranks, and a
  * CNN whose stages each split a convolutional pair (conv + conv; conv -> maxpool ->
@@ -24,7 +24,7 @@
 #include "nn/net.h"
 #include "nn/optim.h"
 #include "shoal/comm.h"
-#include "train/strategy_pipeline.h"
+#include "train/mp/pipeline.h"
 #include "train/tiny_data.h"
 #include "train/trainer.h"
 #include "train/trainer_internal.h"
@@ -86,7 +86,7 @@ typedef struct {
  * difference and norm added up; *held: the values the shares hold. W is (K, I) with K the
  * layer's units (outputs, filters): a column share is rows [t k, (t+1) k) of W and those
  * biases, a row share columns [t i, (t+1) i) of W and the biases whole (Megatron-LM's split,
- * as tp_plan.c's). */
+ * as mp/tensor_plan.c's). */
 static void compare_shares(sh_net *mine, sh_net *whole, int t, double *diff, double *norm, size_t *held,
                            size_t *expected)
 {

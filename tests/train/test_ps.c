@@ -1,4 +1,4 @@
-/* test_ps.c — proves the parameter server (src/train/ps_server.c, ps_client.c) with real
+/* test_ps.c — proves the parameter server (src/train/ps/server.c, ps/client.c) with real
  * processes: sync equals allreduce training, SSP's staleness bound holds and fast workers
  * wait, async never waits, dead workers are dropped (async) or stop the job (sync), and
  * malformed pushes are refused without touching the parameters. */
@@ -13,8 +13,8 @@
 #include "lib/ranks.h"
 #include "nn/optim.h"
 #include "shoal/comm.h"
-#include "train/ps.h"
-#include "train/ps_proto.h"
+#include "train/ps/ps.h"
+#include "train/ps/proto.h"
 
 enum { NPARAMS = 10007 };
 

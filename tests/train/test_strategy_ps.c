@@ -1,4 +1,4 @@
-/* test_strategy_ps.c — proves src/train/strategy_ps.c with the real trainer and real
+/* test_strategy_ps.c — proves src/train/ps/worker.c with the real trainer and real
  * processes: one server and two workers in sync mode train to the same weights as one
  * process with the same global batch and data order (within 1e-5 relative after 50
  * steps); async with push/pull every 2 steps trains to finite weights and a falling loss. */
@@ -10,8 +10,8 @@
 #include "lib/ranks.h"
 #include "nn/net.h"
 #include "shoal/comm.h"
-#include "train/ps.h"
-#include "train/strategy_ps.h"
+#include "train/ps/ps.h"
+#include "train/ps/worker.h"
 #include "train/tiny_data.h"
 #include "train/trainer.h"
 

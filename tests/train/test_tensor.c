@@ -1,4 +1,4 @@
-/* test_tensor.c — proves tensor parallelism (src/train/strategy_tensor.c, the split
+/* test_tensor.c — proves tensor parallelism (src/train/mp/tensor.c, the split
  * [connected] and [convolutional] layers of src/nn/layer_dense.c, layer_conv.c and net.c)
  * with the real trainer and real processes: 2 and 4 ranks, and 2 replicas of 2 ranks, match
  * one process after 50 steps (SGD with momentum and decay, and Adam; a CNN with a conv pair
@@ -23,7 +23,7 @@
 #include "nn/layer.h"
 #include "nn/net.h"
 #include "shoal/comm.h"
-#include "train/strategy_tensor.h"
+#include "train/mp/tensor.h"
 #include "train/tiny_data.h"
 #include "train/trainer.h"
 

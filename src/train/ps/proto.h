@@ -1,5 +1,5 @@
-/* ps_proto.h — the parameter server's messages: a 32-byte header, then floats.
- * Not here: who sends them when (ps_server.c, ps_client.c).
+/* ps/proto.h — the parameter server's messages: a 32-byte header, then floats.
+ * Not here: who sends them when (ps/server.c, ps/client.c).
  * Proved by tests/train/test_ps.c. */
 #ifndef SH_PS_PROTO_H
 #define SH_PS_PROTO_H

@@ -1,4 +1,4 @@
-/* pipeline_pass.c — one pass of a pipeline stage: the 1F1B schedule (PipeDream-Flush,
+/* mp/pipeline_pass.c — one pass of a pipeline stage: the 1F1B schedule (PipeDream-Flush,
  * Narayanan et al. 2021; Megatron-LM's "one forward one backward") and its traffic.
  * Vocabulary: S stages, M micro-batches of mb = batch / M images.
  * Stage s first runs min(S-s-1, M) forwards (warm-up), then alternates one forward and one
@@ -21,8 +21,8 @@
  * Cost per step and stage: M sends of mb x (stage output + links at its end) floats forward
  * and of mb x (stage input + links at its start) floats backward; idle (bubble) share
  * (S-1) / (M+S-1) with balanced stages.
- * Not here: the layout, the update and the replicas' average (strategy_pipeline.c), where the
- * net is cut (pipeline_plan.c), cutting a net into parts (src/nn/net_part.c).
+ * Not here: the layout, the update and the replicas' average (mp/pipeline.c), where the
+ * net is cut (mp/pipeline_plan.c), cutting a net into parts (src/nn/net_part.c).
  * Proved by tests/train/test_pipeline.c, test_pipeline_links.c and
  * tests/cli/test_train_pipeline.c. */
 #include <string.h>
@@ -30,7 +30,7 @@
 #include "base/err.h"
 #include "base/trace.h"
 #include "base/util.h"
-#include "train/pipeline_internal.h"
+#include "train/mp/pipeline_internal.h"
 
 shoal_result sh_pipe_wait_req(shoal_request **req)
 {

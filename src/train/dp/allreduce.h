@@ -1,11 +1,11 @@
-/* strategy_allreduce.h — synchronous data parallelism (Horovod, Baidu's ring-allreduce,
- * OSU-Caffe): see strategy_allreduce.c.
+/* dp/allreduce.h — synchronous data parallelism (Horovod, Baidu's ring-allreduce,
+ * OSU-Caffe): see dp/allreduce.c.
  * Not here: the communicator (shoal/comm.h). Proved by tests/train/test_dp.c. */
 #ifndef SH_STRATEGY_ALLREDUCE_H
 #define SH_STRATEGY_ALLREDUCE_H
 
 #include "shoal/comm.h"
-#include "train/grad_compress.h"
+#include "train/dp/compress.h"
 #include "train/strategy.h"
 
 typedef struct {
@@ -41,7 +41,7 @@ typedef struct {
  * backward has produced them. c is borrowed. */
 shoal_result sh_strategy_allreduce_create(shoal_comm *c, const sh_dp_opts *o, sh_strategy **out);
 void sh_strategy_allreduce_profile(const sh_strategy *s, sh_dp_profile *out);
-/* Before attach: compressed gradients (grad_compress.h). A codec other than none, or sfb,
+/* Before attach: compressed gradients (dp/compress.h). A codec other than none, or sfb,
  * replaces the bucketed float32 allreduce by sh_gradx_reduce after backward, and the
  * optimizer then runs on every rank over every parameter. model (the .cfg, for messages)
  * is borrowed. */

@@ -1,5 +1,5 @@
-/* strategy_tensor.h — tensor parallelism: pairs of [connected] or [convolutional] layers
- * (chosen by tp_plan.c's cost rule) split across T ranks as Megatron-LM (the first by
+/* mp/tensor.h — tensor parallelism: pairs of [connected] or [convolutional] layers
+ * (chosen by mp/tensor_plan.c's cost rule) split across T ranks as Megatron-LM (the first by
  * output columns, the second by input rows), one allreduce of the pair's output forward and
  * one of its input's gradient backward; every other layer runs whole on every rank. A replica's T ranks train on its whole batch; with more ranks
  * than T, replicas (N/T) average each share's gradients. Checkpoints hold the whole model

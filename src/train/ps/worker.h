@@ -1,9 +1,9 @@
-/* strategy_ps.h — the parameter-server worker strategy (see strategy_ps.c).
- * Not here: the servers (ps.h). Proved by tests/train/test_strategy_ps.c. */
+/* ps/worker.h — the parameter-server worker strategy (see ps/worker.c).
+ * Not here: the servers (ps/ps.h). Proved by tests/train/test_strategy_ps.c. */
 #ifndef SH_STRATEGY_PS_H
 #define SH_STRATEGY_PS_H
 
-#include "train/ps.h"
+#include "train/ps/ps.h"
 #include "train/strategy.h"
 
 typedef struct {

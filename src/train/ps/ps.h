@@ -1,4 +1,4 @@
-/* ps.h — the parameter server (DistBelief, Project Adam, MXNet's KVStore): the first S
+/* ps/ps.h — the parameter server (DistBelief, Project Adam, MXNet's KVStore): the first S
  * ranks of a communicator hold the parameter vector in contiguous shards balanced by bytes
  * and apply the optimizer; the other ranks are workers that pull parameters and push
  * gradients. Consistency: sync (bulk-synchronous: a round's gradients are averaged and

@@ -1,4 +1,4 @@
-/* grad_compress.c — a net's gradients through shoal_allreduce_compressed, layer by layer
+/* dp/compress.c — a net's gradients through shoal_allreduce_compressed, layer by layer
  * (last first, as backward finishes them): each layer's weights are a rows x cols matrix
  * (outputs x inputs per output) for the codecs that care (1bit's groups are its rows,
  * lowrank approximates it), its biases and scales one more buffer.
@@ -13,9 +13,9 @@
  * mean is then applied as w -= lr * mean with no further momentum. At topk:1 this is the
  * uncompressed momentum SGD, up to rounding. Without it the optimizer's momentum acts on
  * the sparse, delayed updates, which costs LeNet 1.7 points of accuracy at topk:0.01.
- * Not here: the codecs (src/comm/compress/), the strategy's hooks (strategy_allreduce.c).
+ * Not here: the codecs (src/comm/compress/), the strategy's hooks (dp/allreduce.c).
  * Proved by tests/train/test_compress_train.c and tests/cli/test_train_compress.c. */
-#include "train/grad_compress.h"
+#include "train/dp/compress.h"
 
 #include <math.h>
 #include <pthread.h>

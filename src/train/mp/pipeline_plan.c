@@ -1,7 +1,7 @@
-/* pipeline_plan.c — where a pipeline cuts the net (stage= keys, or stages balanced by the
+/* mp/pipeline_plan.c — where a pipeline cuts the net (stage= keys, or stages balanced by the
  * layers' estimated cost plus what crosses each cut) and what a stage reports: the
  * start-up layout lines and the --profile figures.
- * Not here: the schedule and the traffic (strategy_pipeline.c), the parts (src/nn/net_part.c).
+ * Not here: the schedule and the traffic (mp/pipeline.c), the parts (src/nn/net_part.c).
  * Proved by tests/train/test_pipeline.c, test_pipeline_links.c and
  * tests/cli/test_train_pipeline.c. */
 #include <float.h>
@@ -11,7 +11,7 @@
 
 #include "base/err.h"
 #include "base/util.h"
-#include "train/pipeline_internal.h"
+#include "train/mp/pipeline_internal.h"
 
 /* ---- the plan ---- */
 

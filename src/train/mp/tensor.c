@@ -1,4 +1,4 @@
-/* strategy_tensor.c — tensor parallelism over T ranks (Megatron-LM, Shoeybi et al. 2019).
+/* mp/tensor.c — tensor parallelism over T ranks (Megatron-LM, Shoeybi et al. 2019).
  * A pair A, B: rank r keeps outputs [r K/T, (r+1) K/T) of A (rows of W_A: the column split
  * of Y = X W_A^T; a [convolutional] A keeps those filters) and the same inputs of B (columns
  * of W_B, the row split; a [convolutional] B keeps those channels of every filter, a
@@ -8,7 +8,7 @@
  * and activation; backward, A's input gradient is a partial sum, summed by one allreduce.
  * Every other layer, and B's bias, is whole on every rank and gets the same gradient there,
  * so no other communication is needed.
- * Which pairs: tp_plan.c's cost rule (F multiply-adds against B allreduced bytes per image,
+ * Which pairs: mp/tensor_plan.c's cost rule (F multiply-adds against B allreduced bytes per image,
  * a dynamic programme over the chain); the start-up line says which pairs were split, at
  * what cost, and why the others were not.
  * The update: with one replica every gradient is final on its rank as backward makes it (a
@@ -20,17 +20,17 @@
  * Checkpoints hold the whole model: each rank puts its shares in place (sh_tp_plan_move),
  * rank 0 the layers every rank holds whole.
  * Not here: the split layers' math (layer_dense.c, layer_conv.c), the net's shares (net.c,
- * net_part.c), choosing the pairs and placing the shares (tp_plan.c), the step.
+ * net_part.c), choosing the pairs and placing the shares (mp/tensor_plan.c), the step.
  * Proved by tests/train/test_tensor.c. */
-#include "train/strategy_tensor.h"
+#include "train/mp/tensor.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/err.h"
 #include "base/util.h"
-#include "train/grad_compress.h"
-#include "train/tp_plan.h"
+#include "train/dp/compress.h"
+#include "train/mp/tensor_plan.h"
 
 typedef struct {
     shoal_comm *c;           /* the job's (borrowed) */

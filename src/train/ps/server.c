@@ -1,9 +1,9 @@
-/* ps_server.c — one parameter-server rank: its shard, the optimizer state, every worker's
+/* ps/server.c — one parameter-server rank: its shard, the optimizer state, every worker's
  * clock; one thread receives every message (no thread per worker), applies pushes and
  * answers pulls when the consistency mode allows.
- * Not here: the worker side (ps_client.c), the message layout (ps_proto.h).
+ * Not here: the worker side (ps/client.c), the message layout (ps/proto.h).
  * Proved by tests/train/test_ps.c. */
-#include "train/ps.h"
+#include "train/ps/ps.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +18,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "io/checkpoint.h"
-#include "train/ps_proto.h"
+#include "train/ps/proto.h"
 
 struct sh_ps_server {
     shoal_comm *c;

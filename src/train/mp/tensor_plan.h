@@ -1,9 +1,9 @@
-/* tp_plan.h — which layer pairs tensor parallelism over T ranks splits (the one planner of
+/* mp/tensor_plan.h — which layer pairs tensor parallelism over T ranks splits (the one planner of
  * --tensor-parallel and of --pipeline S --tensor-parallel T's stages), the layout lines that
  * explain the choice, and each rank's shares placed in the whole model's blocks.
  * Not here: the split layers' math (src/nn/layer_dense.c, layer_conv.c), which pairs may be
- * split at all (sh_net_tp_pair_end, src/nn/net_part.c), the traffic (strategy_tensor.c,
- * strategy_pipeline.c). Proved by tests/train/test_tensor.c and test_pipeline_tp.c. */
+ * split at all (sh_net_tp_pair_end, src/nn/net_part.c), the traffic (mp/tensor.c,
+ * mp/pipeline.c). Proved by tests/train/test_tensor.c and test_pipeline_tp.c. */
 #ifndef SH_TP_PLAN_H
 #define SH_TP_PLAN_H
 
@@ -35,7 +35,7 @@ typedef struct {
 } sh_tp_plan;
 
 /* Every layer's figures from plan (any part of the net: every layer's shape is known); no
- * pair chosen yet (hybrid parallelism fills roles its own way: strategy_hybrid.c).
+ * pair chosen yet (hybrid parallelism fills roles its own way: mp/hybrid.c).
  * sh_tp_plan_fini frees it (also after a failed init). */
 shoal_result sh_tp_plan_init(sh_tp_plan *pl, const sh_net *plan, int T);
 void sh_tp_plan_fini(sh_tp_plan *pl);

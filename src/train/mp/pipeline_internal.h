@@ -1,13 +1,13 @@
-/* pipeline_internal.h — a pipeline stage's state (struct pipe_state), shared by the
- * schedule (pipeline_pass.c), the strategy hooks (strategy_pipeline.c) and the plan and
- * the reports (pipeline_plan.c).
- * Not here: the public strategy API (strategy_pipeline.h).
+/* mp/pipeline_internal.h — a pipeline stage's state (struct pipe_state), shared by the
+ * schedule (mp/pipeline_pass.c), the strategy hooks (mp/pipeline.c) and the plan and
+ * the reports (mp/pipeline_plan.c).
+ * Not here: the public strategy API (mp/pipeline.h).
  * Proved by tests/train/test_pipeline.c, test_pipeline_links.c and test_pipeline_tp.c. */
 #ifndef SH_PIPELINE_INTERNAL_H
 #define SH_PIPELINE_INTERNAL_H
 
-#include "train/strategy_pipeline.h"
-#include "train/tp_plan.h"
+#include "train/mp/pipeline.h"
+#include "train/mp/tensor_plan.h"
 
 typedef struct {
     shoal_comm *c;           /* the job's (borrowed) */
@@ -64,7 +64,7 @@ typedef struct {
     int64_t passes;
 } pipe_state;
 
-/* One pass of the stage (pipeline_pass.c): the strategy's `pass` hook. */
+/* One pass of the stage (mp/pipeline_pass.c): the strategy's `pass` hook. */
 shoal_result sh_pipe_pass(sh_strategy *s, const float *x, const int32_t *y, int n, int training,
                           float *loss, int *correct);
 /* Waits for a send in flight (NULL: none) and clears it; the wait's result. */

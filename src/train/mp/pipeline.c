@@ -1,4 +1,4 @@
-/* strategy_pipeline.c — pipeline parallelism: a stage's layout, its strategy hooks (the
+/* mp/pipeline.c — pipeline parallelism: a stage's layout, its strategy hooks (the
  * update, the replicas' average, the checkpoint's shares) and its building.
  * Vocabulary: S stages, M micro-batches of mb = batch / M images, R = world / S replicas.
  * Rank g is stage g % S of replica g / S, so a replica's stages are neighbouring ranks.
@@ -6,7 +6,7 @@
  * their split communicator).
  * With T > 1 (--tensor-parallel T) each stage runs on T ranks: rank g is tensor rank g % T of
  * stage (g / T) % S of replica g / (S T). The stage's pairs ([connected], [convolutional])
- * are split among its T ranks as tensor parallelism splits them, chosen by tp_plan.c's cost
+ * are split among its T ranks as tensor parallelism splits them, chosen by mp/tensor_plan.c's cost
  * rule among the pairs inside the stage (never across a cut), their sums on the stage's own
  * communicator (sh_net_set_sum); at a cut every one of the T ranks holds the whole
  * activation, so tensor rank t of a stage talks to tensor rank t of its neighbours, and the
@@ -16,13 +16,13 @@
  * sh_dense_stage_packs, SHOAL_PIPE_PACK); the stage then applies the optimizer step itself
  * (pipe_finish), packing each 16 rows of W as it updates them, but for the first stage's
  * backward copies, packed while its first backward waits for the stage after.
- * Not here: the schedule and its traffic (pipeline_pass.c), where the net is cut and the
- * layout lines (pipeline_plan.c), cutting a net into parts (src/nn/net_part.c), the step
+ * Not here: the schedule and its traffic (mp/pipeline_pass.c), where the net is cut and the
+ * layout lines (mp/pipeline_plan.c), cutting a net into parts (src/nn/net_part.c), the step
  * (step.c), the layout (job.c).
  * Proved by tests/train/test_pipeline.c, test_pipeline_links.c and
  * tests/cli/test_train_pipeline.c (split stages: tests/train/test_pipeline_tp.c,
  * tests/cli/test_train_pipeline_tp.c). */
-#include "train/strategy_pipeline.h"
+#include "train/mp/pipeline.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -30,9 +30,9 @@
 #include "base/env.h"
 #include "base/err.h"
 #include "base/util.h"
-#include "train/grad_compress.h"
-#include "train/tp_plan.h"
-#include "train/pipeline_internal.h"
+#include "train/dp/compress.h"
+#include "train/mp/tensor_plan.h"
+#include "train/mp/pipeline_internal.h"
 
 /* The stage multiplies by packed weights (gemm_packed.c): packed as its own update writes
  * them, at any micro-batch size (measured on balanced.cfg: +8% images/s at 128 rows, +14% at
@@ -270,7 +270,7 @@ static const sh_strategy_ops pipe_ops = {
 
 /* ---- building ---- */
 
-/* With T > 1: the pairs of each stage (tp_plan.c's rule inside its layers), and every
+/* With T > 1: the pairs of each stage (mp/tensor_plan.c's rule inside its layers), and every
  * layer's place in the whole model. */
 static shoal_result plan_shares(pipe_state *p, const sh_net *plan)
 {

@@ -1,4 +1,4 @@
-/* strategy_hybrid.c — hybrid parallelism over N ranks (Krizhevsky 2014, "One weird trick for
+/* mp/hybrid.c — hybrid parallelism over N ranks (Krizhevsky 2014, "One weird trick for
  * parallelizing convolutional neural networks", section 3).
  * Vocabulary: B the global batch, b = B/N a rank's share, I the activities per image where
  * the net is cut (the output of the layer before the first [connected]). The convolutional
@@ -30,17 +30,17 @@
  * [connected] layer's output 2 (N-1)/N x images x K x 4 and its input gradient likewise,
  * the convolutional gradients 2 (N-1)/N x their count x 4.
  * Not here: the cut and the split layers (src/nn/net_hybrid.c, layer_dense.c), the layers'
- * figures and slices of the whole model (tp_plan.c's sh_tp_plan_init), the step.
+ * figures and slices of the whole model (mp/tensor_plan.c's sh_tp_plan_init), the step.
  * Proved by tests/train/test_hybrid.c and tests/cli/test_train_hybrid.c. */
-#include "train/strategy_hybrid.h"
+#include "train/mp/hybrid.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/err.h"
 #include "base/util.h"
-#include "train/grad_compress.h"
-#include "train/tp_plan.h"
+#include "train/dp/compress.h"
+#include "train/mp/tensor_plan.h"
 
 typedef struct {
     shoal_comm *c;            /* the job's (borrowed): the convolutional gradients, figures */

@@ -1,9 +1,9 @@
-/* grad_compress.h — the compressed exchange of a net's gradients: one compressor per layer's
+/* dp/compress.h — the compressed exchange of a net's gradients: one compressor per layer's
  * weights and one per its biases (shoal_allreduce_compressed), or, with sufficient-factor
  * broadcasting, a connected layer's per-image factors instead of its weight gradient; and
  * the error-feedback state a checkpoint keeps per rank.
  * Not here: the codecs and the collective (src/comm/compress/), when the exchange runs
- * (strategy_allreduce.c).
+ * (dp/allreduce.c).
  * Proved by tests/train/test_compress_train.c. */
 #ifndef SH_GRAD_COMPRESS_H
 #define SH_GRAD_COMPRESS_H

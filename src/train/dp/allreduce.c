@@ -1,4 +1,4 @@
-/* strategy_allreduce.c — synchronous data parallelism: rank 0's weights are broadcast at
+/* dp/allreduce.c — synchronous data parallelism: rank 0's weights are broadcast at
  * attach (after checking that every rank has the same model and batch); the gradient block
  * is cut into buckets of whole layers from the last layer backwards, and as soon as
  * backward has finished a bucket its non-blocking allreduce (average) starts, so
@@ -10,7 +10,7 @@
  * chunks holding its weights, and drain (the trainer, before anything else reads them) for
  * all. Not here: the step (step.c), the lagged stop/save agreement (trainer.c), the
  * collectives (src/comm). Proved by tests/train/test_dp.c and test_dp_overlap.c. */
-#include "train/strategy_allreduce.h"
+#include "train/dp/allreduce.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -1,9 +1,9 @@
-/* ps_client.c — a worker's side of the parameter server: pull the whole vector shard by
+/* ps/client.c — a worker's side of the parameter server: pull the whole vector shard by
  * shard, push gradients shard by shard (compressed: each shard's residual kept, and handed
  * out and back for checkpoints), count clocks, say goodbye.
- * Not here: the servers (ps_server.c), the training step (the strategy), checkpoint files
+ * Not here: the servers (ps/server.c), the training step (the strategy), checkpoint files
  * (snapshot.c). Proved by tests/train/test_ps.c; residuals by tests/cli/test_train_compress.c. */
-#include "train/ps.h"
+#include "train/ps/ps.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -14,7 +14,7 @@
 #include "base/err.h"
 #include "base/trace.h"
 #include "base/util.h"
-#include "train/ps_proto.h"
+#include "train/ps/proto.h"
 
 struct sh_ps_client {
     shoal_comm *c;

@@ -1,4 +1,4 @@
-/* strategy_pipeline.h — pipeline parallelism: the layers cut into S contiguous stages, one
+/* mp/pipeline.h — pipeline parallelism: the layers cut into S contiguous stages, one
  * per rank of a replica; each batch split into M micro-batches run one-forward-one-backward
  * (1F1B); activations and their gradients sent between neighbouring stages; with more
  * ranks than stages, replicas of the pipeline average each stage's gradients; with
@@ -50,14 +50,14 @@ shoal_result sh_strategy_pipeline_create(shoal_comm *c, const sh_pipe_opts *o, s
                                          sh_net **net_out);
 /* The same with each stage split across T tensor-parallel ranks (T = 1: the above): the
  * world is a multiple of S x T; rank g is tensor rank g % T of stage g / T % S of replica
- * g / (S T). Each stage's pairs are chosen inside it by tensor parallelism's rule (tp_plan.h)
+ * g / (S T). Each stage's pairs are chosen inside it by tensor parallelism's rule (mp/tensor_plan.h)
  * and split among its T ranks; *net_out holds this rank's shares of its stage. */
 shoal_result sh_strategy_pipeline_tp_create(shoal_comm *c, const sh_pipe_opts *o, int T, sh_strategy **out,
                                             sh_net **net_out);
 void sh_strategy_pipeline_profile(const sh_strategy *s, sh_pipe_profile *out);
 /* "pipeline: 2 stages x 2 replicas, 4 micro-batches of 8; stage 0 layers 0-2 ranks 0,2; ...";
  * with T > 1 "pipeline x tensor parallel: 2 replicas x 2 stages x 2 tensor ranks ...", each
- * stage's ranks, split pairs and candidates left whole with why (tp_plan.h's lines). */
+ * stage's ranks, split pairs and candidates left whole with why (mp/tensor_plan.h's lines). */
 void sh_strategy_pipeline_describe(const sh_strategy *s, FILE *out);
 
 #endif

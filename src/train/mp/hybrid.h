@@ -1,4 +1,4 @@
-/* strategy_hybrid.h — hybrid parallelism (Krizhevsky, "One weird trick for parallelizing
+/* mp/hybrid.h — hybrid parallelism (Krizhevsky, "One weird trick for parallelizing
  * convolutional neural networks", 2014): the layers before the first [connected] run
  * data-parallel on every rank's share of the batch, the connected layers model-parallel
  * (each rank a 1/N share of every [connected] layer's outputs, over the whole batch), and one
