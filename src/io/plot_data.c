@@ -54,14 +54,19 @@ static int cmp_i64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
-
-static size_t find_i64(const int64_t *v, size_t n, int64_t x)
+static int cmp_int(const void *a, const void *b)
 {
-    for (size_t i = 0; i < n; i++)
-        if (v[i] == x) return i;
-    return n;
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
 }
+
+/* (step, pid) pairs, by step then pid. */
+static int cmp_pair(const void *a, const void *b)
+{
+    int c = cmp_i64(a, b);
+    return c ? c : cmp_i64((const int64_t *)a + 1, (const int64_t *)b + 1);
+}
+
 
 void sh_breakdown_fini(sh_breakdown *b)
 {
@@ -88,15 +93,17 @@ shoal_result sh_breakdown_read(const char *path, int64_t step_lo, int64_t step_h
                      "train --timeline", path);
         goto done;
     }
-    /* the steps and ranks that have a step event in the window */
+    /* the (step, rank) pairs that have a step event in the window, then the distinct steps
+     * and ranks; the grid is bounded by what the file holds (16 cells a pair), so a crafted
+     * trace cannot claim steps x ranks cells it does not have */
+    int64_t *pairs = calloc(2 * ev->n + 2, sizeof *pairs);
     int64_t *steps = calloc(ev->n + 1, sizeof *steps);
     int *ranks = calloc(ev->n + 1, sizeof *ranks);
-    size_t nsteps = 0, nranks = 0;
-    if (!steps || !ranks) {
-        free(steps);
-        free(ranks);
+    double *ms = NULL;
+    size_t npairs = 0, nsteps = 0, nranks = 0;
+    if (!pairs || !steps || !ranks) {
         rc = SH_FAIL(SHOAL_ERR_NOMEM, "out of memory reading %s", path);
-        goto done;
+        goto fail;
     }
     for (size_t i = 0; i < ev->n; i++) {
         const sh_json *e = &ev->items[i];
@@ -105,26 +112,37 @@ shoal_result sh_breakdown_read(const char *path, int64_t step_lo, int64_t step_h
         int64_t s, pid; /* an event without them, or with others, is not a step of a rank */
         if (!event_step_pid(e, &s, &pid)) continue;
         if (s < step_lo || (step_hi >= 0 && s >= step_hi)) continue;
-        if (find_i64(steps, nsteps, s) == nsteps) steps[nsteps++] = s;
-        int seen = 0;
-        for (size_t r = 0; r < nranks && !seen; r++) seen = ranks[r] == pid;
-        if (!seen) ranks[nranks++] = (int)pid;
+        pairs[2 * npairs] = s;
+        pairs[2 * npairs + 1] = pid;
+        npairs++;
     }
+    qsort(pairs, npairs, 2 * sizeof *pairs, cmp_pair);
+    size_t ndistinct = 0;
+    for (size_t i = 0; i < npairs; i++) {
+        if (i == 0 || pairs[2 * i] != pairs[2 * i - 2]) steps[nsteps++] = pairs[2 * i];
+        if (i == 0 || cmp_pair(&pairs[2 * i], &pairs[2 * i - 2])) ndistinct++;
+        ranks[nranks++] = (int)pairs[2 * i + 1];
+    }
+    qsort(ranks, nranks, sizeof *ranks, cmp_int);
+    size_t nr = 0;
+    for (size_t i = 0; i < nranks; i++)
+        if (i == 0 || ranks[i] != ranks[nr - 1]) ranks[nr++] = ranks[i];
+    nranks = nr;
     if (!nsteps) {
-        free(steps);
-        free(ranks);
         rc = SH_FAIL(SHOAL_ERR_FORMAT, "--timeline %s: no step events%s; record steps with shoal train --timeline "
                      "(and --timeline-steps covering them)", path, step_lo > 0 || step_hi >= 0 ? " in the window" : "");
-        goto done;
+        goto fail;
     }
-    qsort(steps, nsteps, sizeof *steps, cmp_i64);
-    qsort(ranks, nranks, sizeof *ranks, cmp_int);
-    double *ms = malloc(nsteps * nranks * SH_STAGES * sizeof *ms);
+    if ((double)nsteps * (double)nranks > 16.0 * (double)ndistinct + 4096.0) {
+        rc = SH_FAIL(SHOAL_ERR_FORMAT, "--timeline %s: %zu step events spread over %zu steps and %zu ranks; "
+                     "a shoal trace has every rank at (nearly) every step: give a file written by shoal "
+                     "train --timeline, or narrow it with --steps A:B", path, ndistinct, nsteps, nranks);
+        goto fail;
+    }
+    ms = malloc(nsteps * nranks * SH_STAGES * sizeof *ms);
     if (!ms) {
-        free(steps);
-        free(ranks);
         rc = SH_FAIL(SHOAL_ERR_NOMEM, "out of memory reading %s", path);
-        goto done;
+        goto fail;
     }
     for (size_t i = 0; i < nsteps * nranks * SH_STAGES; i++) ms[i] = NAN;
     for (size_t i = 0; i < ev->n; i++) {
@@ -135,14 +153,16 @@ shoal_result sh_breakdown_read(const char *path, int64_t step_lo, int64_t step_h
         if (k < 0) continue;
         int64_t s, pid;
         if (!event_step_pid(e, &s, &pid)) continue;
-        size_t si = find_i64(steps, nsteps, s), ri = nranks;
-        for (size_t r = 0; r < nranks; r++)
-            if (ranks[r] == pid) ri = r;
-        if (si == nsteps || ri == nranks) continue;
+        const int64_t *sp = bsearch(&s, steps, nsteps, sizeof *steps, cmp_i64);
+        int p32 = (int)pid;
+        const int *rp = bsearch(&p32, ranks, nranks, sizeof *ranks, cmp_int);
+        if (!sp || !rp) continue;
+        size_t si = (size_t)(sp - steps), ri = (size_t)(rp - ranks);
         double *slot = &ms[(si * nranks + ri) * SH_STAGES + (size_t)k];
         double d = sh_json_num(e, "dur", 0) * 1e-3; /* µs -> ms */
         *slot = isnan(*slot) ? d : *slot + d;
     }
+    free(pairs);
     out->nsteps = (int)nsteps;
     out->nranks = (int)nranks;
     out->step = steps;
@@ -151,6 +171,12 @@ shoal_result sh_breakdown_read(const char *path, int64_t step_lo, int64_t step_h
 done:
     sh_json_free(doc);
     return rc;
+fail:
+    free(pairs);
+    free(steps);
+    free(ranks);
+    free(ms);
+    goto done;
 }
 
 void sh_bench_curve_fini(sh_bench_curve *c)
@@ -325,12 +351,16 @@ shoal_result sh_train_json_read(const char *path, sh_tb_run *out)
     }
     /* else the last line that is a JSON object with a history: the report of shoal train
      * --json, perhaps behind a launcher's "[rank 0] " */
+    char bad[240] = ""; /* the last object line that did not parse, and why */
+    int lineno = 0;
     for (char *line = doc || rc != SHOAL_OK ? NULL : text; line && *line;) {
         char *nl = strchr(line, '\n');
         if (nl) *nl = 0;
         char *l = skip_rank_prefix(line);
+        lineno++;
         if (l[0] == '{') {
             sh_json *v = sh_json_parse(l, err, sizeof err);
+            if (!v) snprintf(bad, sizeof bad, "; its line %d does not parse (%.160s): cut short?", lineno, err);
             if (v && sh_json_get(v, "history")) {
                 sh_json_free(doc);
                 doc = v;
@@ -347,8 +377,8 @@ shoal_result sh_train_json_read(const char *path, sh_tb_run *out)
     free(text);
     const sh_json *h = doc ? sh_json_get(doc, "history") : NULL;
     if (rc == SHOAL_OK && (!h || h->kind != SH_JSON_ARR))
-        rc = SH_FAIL(SHOAL_ERR_FORMAT, "%s: no shoal train --json report with a \"history\" in it; give that output "
-                     "or the run's --logdir", path);
+        rc = SH_FAIL(SHOAL_ERR_FORMAT, "%s: no shoal train --json report with a \"history\" in it%s; give that "
+                     "output or the run's --logdir", path, bad);
     for (size_t i = 0; rc == SHOAL_OK && i < h->n; i++) {
         const sh_json *e = &h->items[i];
         int64_t step;

@@ -130,6 +130,9 @@ void sh_cfg_destroy(sh_cfg *cfg)
     free(cfg);
 }
 
+/* Keys one section may hold: Darknet's largest sections read a few dozen. */
+#define SH_CFG_KEYS_MAX 512
+
 static cfg_kv *find_kv(const sh_cfg_section *s, const char *key)
 {
     for (int i = 0; i < s->nkv; i++)
@@ -191,6 +194,9 @@ static shoal_result add_kv(sh_cfg *cfg, const char *line_text, int line)
         return SH_FAIL(SHOAL_ERR_FORMAT,
                        "%s:%d: [%s] %.*s has an empty value; give it a value or remove the line",
                        cfg->path, line, s->name, (int)klen, line_text);
+    if (s->nkv >= SH_CFG_KEYS_MAX) /* bounds the checks below, which look at every key */
+        return SH_FAIL(SHOAL_ERR_FORMAT, "%s:%d: [%s] has more than %d keys; no layer reads that "
+                       "many: is this a model file?", cfg->path, line, s->name, SH_CFG_KEYS_MAX);
     for (int i = 0; i < s->nkv; i++)
         if (strlen(s->kv[i].key) == klen && memcmp(s->kv[i].key, line_text, klen) == 0)
             return SH_FAIL(SHOAL_ERR_FORMAT,
