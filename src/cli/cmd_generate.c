@@ -43,12 +43,17 @@ static const char usage_text[] =
     "  --threads N        kernel threads (default 1)\n"
     "  --help             this text\n";
 
-/* A byte drawn from p (NBYTES probabilities) sharpened by temperature: p^(1/T), renormalised. */
+/* A byte drawn from p (NBYTES probabilities) sharpened by temperature: p^(1/T), renormalised,
+ * computed as exp((log p - log max p) / T) so that a low T cannot underflow every weight. */
 static int draw(const float *p, double temperature, sh_rng *rng)
 {
-    double w[NBYTES], sum = 0;
+    double w[NBYTES], sum = 0, top = 0;
+    for (int i = 0; i < NBYTES; i++)
+        if (p[i] > top) top = p[i];
+    if (!(top > 0)) return 0;
+    double log_top = log(top);
     for (int i = 0; i < NBYTES; i++) {
-        w[i] = p[i] > 0 ? exp(log((double)p[i]) / temperature) : 0;
+        w[i] = p[i] > 0 ? exp((log((double)p[i]) - log_top) / temperature) : 0;
         sum += w[i];
     }
     double u = (double)sh_rng_float(rng) * sum, acc = 0;
@@ -171,7 +176,7 @@ int sh_cmd_generate(int argc, char **argv)
         char *end = NULL;
         temperature = got < 0 ? 0 : strtod(v, &end);
         if (got < 0 || !end || *end || !(temperature > 0) || temperature > 1e6)
-            return sh_cli_usage_error("generate", "--temperature needs a number above 0");
+            return sh_cli_usage_error("generate", "--temperature needs a number above 0 and at most 1e6");
     }
     if (strcmp(sampler, "shoal") && strcmp(sampler, "darknet"))
         return sh_cli_usage_error("generate", "--sampler needs shoal or darknet, not \"%s\"",
