@@ -24,6 +24,13 @@ static const char *blob_name(sh_ptx *layer, const char *key, int i)
     return f->text ? f->text : "";
 }
 
+/* The line of key's first occurrence in p, else p's own. */
+static int field_line(sh_ptx *p, const char *key)
+{
+    sh_ptx_field *f = sh_ptx_nth(p, key, 0);
+    return f ? f->line : sh_ptx_line(p);
+}
+
 static shoal_result want_blobs(sh_caffe_conv *c, sh_ptx *layer, const char *what, const char *key, int lo, int hi)
 {
     int n = sh_ptx_count(layer, key);
@@ -111,7 +118,7 @@ static shoal_result square(sh_caffe_conv *c, sh_ptx *p, const char *what, const 
         SH_TRY(sh_ptx_int_at(p, what, key, i, 0, MAX_DIM, &x));
         if (i == 0) v = x;
         else if (x != v)
-            return sh_caffe_fail(c, sh_ptx_line(p), what, "%s %lld x %lld is not square; shoal's layers take one "
+            return sh_caffe_fail(c, field_line(p, key), what, "%s %lld x %lld is not square; shoal's layers take one "
                                  "size for height and width", key, v, x);
     }
     SH_TRY(sh_ptx_int(p, what, kh, -1, 0, MAX_DIM, &h));
@@ -120,7 +127,7 @@ static shoal_result square(sh_caffe_conv *c, sh_ptx *p, const char *what, const 
         return sh_caffe_fail(c, sh_ptx_line(p), what, "%s and %s go together; give both", kh, kw);
     if (h >= 0 && n) return sh_caffe_fail(c, sh_ptx_line(p), what, "give either %s or %s and %s", key, kh, kw);
     if (h >= 0 && h != w)
-        return sh_caffe_fail(c, sh_ptx_line(p), what, "%s %lld and %s %lld differ; shoal's layers take one size for "
+        return sh_caffe_fail(c, field_line(p, kw), what, "%s %lld and %s %lld differ; shoal's layers take one size for "
                              "height and width", kh, h, kw, w);
     if (h >= 0) v = h;
     *out = v;
@@ -235,7 +242,7 @@ static shoal_result map_conv(sh_caffe_conv *c, sh_ptx *layer, const char *what)
     SH_TRY(square(c, p, what, "stride", 1, &s));
     SH_TRY(square(c, p, what, "pad", 0, &pad));
     SH_TRY(square(c, p, what, "dilation", 1, &dil));
-    if (dil != 1) return sh_caffe_fail(c, sh_ptx_line(p), what, "dilation %lld is not mapped: shoal's convolutions are "
+    if (dil != 1) return sh_caffe_fail(c, field_line(p, "dilation"), what, "dilation %lld is not mapped: shoal's convolutions are "
                                        "not dilated", dil);
     if (s < 1) return sh_caffe_fail(c, sh_ptx_line(p), what, "stride 0; use 1 or more");
     SH_TRY(sh_ptx_int(p, what, "group", 1, 1, MAX_DIM, &group));
@@ -335,7 +342,7 @@ static shoal_result map_pool(sh_caffe_conv *c, sh_ptx *layer, const char *what)
     SH_TRY(square(c, p, what, "pad", 0, &pad));
     sh_ptx_skip(p, "engine");
     if (method == 2)
-        return sh_caffe_fail(c, sh_ptx_line(p), what, "pool: STOCHASTIC is not mapped; use MAX or AVE");
+        return sh_caffe_fail(c, field_line(p, "pool"), what, "pool: STOCHASTIC is not mapped; use MAX or AVE");
     SH_TRY(read_bottom(c, layer, what, &b));
     sh_shape in = c->nouts ? c->outs[c->nouts - 1].out : c->input;
     if (global) {
@@ -392,7 +399,7 @@ static shoal_result map_lrn(sh_caffe_conv *c, sh_ptx *layer, const char *what)
         sh_ptx_skip(p, "engine");
     }
     if (region == 1)
-        return sh_caffe_fail(c, sh_ptx_line(p), what, "norm_region: WITHIN_CHANNEL is not mapped: shoal's [normalization] "
+        return sh_caffe_fail(c, field_line(p, "norm_region"), what, "norm_region: WITHIN_CHANNEL is not mapped: shoal's [normalization] "
                              "works across channels");
     if (size % 2 == 0)
         return sh_caffe_fail(c, sh_ptx_line(p), what, "local_size %lld is even; Caffe takes odd sizes", size);
@@ -577,7 +584,7 @@ static shoal_result map_eltwise(sh_caffe_conv *c, sh_ptx *layer, const char *wha
         }
     }
     if (op != 1)
-        return sh_caffe_fail(c, sh_ptx_line(p), what, "operation %s is not mapped: shoal adds (SUM)", eltwise_ops[op]);
+        return sh_caffe_fail(c, field_line(p, "operation"), what, "operation %s is not mapped: shoal adds (SUM)", eltwise_ops[op]);
     int src[64];
     for (int i = 0; i < nb; i++) {
         sh_caffe_blob *b = NULL;
