@@ -79,7 +79,7 @@ static sh_net *cc_net(const char *prototxt, int batch)
 }
 
 /* The floats of a file (malloc'd; *n their count), NULL when absent. */
-static float *cc_floats(const char *path, size_t *n)
+static inline float *cc_floats(const char *path, size_t *n)
 {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
