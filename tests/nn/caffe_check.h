@@ -18,13 +18,13 @@
 
 static char cc_dir[64];
 
-static void cc_mkdir(void)
+static inline void cc_mkdir(void)
 {
     snprintf(cc_dir, sizeof cc_dir, "/tmp/shoal_caffe_XXXXXX");
     if (!mkdtemp(cc_dir)) fprintf(stderr, "mkdtemp failed\n");
 }
 
-static void cc_rmdir(void)
+static inline void cc_rmdir(void)
 {
     char cmd[128], out[64];
     snprintf(cmd, sizeof cmd, "rm -rf %s", cc_dir);
@@ -32,7 +32,7 @@ static void cc_rmdir(void)
 }
 
 /* cc_dir/name, written with text; returns the path (static buffer, one at a time). */
-static const char *cc_write(const char *name, const char *text)
+static inline const char *cc_write(const char *name, const char *text)
 {
     static char path[256];
     snprintf(path, sizeof path, "%s/%s", cc_dir, name);
@@ -44,7 +44,7 @@ static const char *cc_write(const char *name, const char *text)
     return path;
 }
 
-static int cc_have(const char *what)
+static inline int cc_have(const char *what)
 {
     char cmd[256], out[64];
     snprintf(cmd, sizeof cmd, "%s 2>/dev/null && echo yes", what);
@@ -52,13 +52,13 @@ static int cc_have(const char *what)
 }
 
 /* python3 with torch and protobuf, and protoc: the reference side. */
-static int cc_have_reference(void)
+static inline int cc_have_reference(void)
 {
     return cc_have("/usr/bin/python3 -c 'import torch, google.protobuf'") && cc_have("protoc --version >/dev/null");
 }
 
 /* tests/nn/caffe_torch.py ARGS; its output in out. */
-static int cc_python(const char *args, char *out, size_t out_nbytes)
+static inline int cc_python(const char *args, char *out, size_t out_nbytes)
 {
     char cmd[512];
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 tests/nn/caffe_torch.py %s 2>&1", args);
@@ -68,7 +68,7 @@ static int cc_python(const char *args, char *out, size_t out_nbytes)
 }
 
 /* Build the net of a .prototxt (batch 0: its own). NULL on failure (checked). */
-static sh_net *cc_net(const char *prototxt, int batch)
+static inline sh_net *cc_net(const char *prototxt, int batch)
 {
     sh_cfg *cfg = NULL;
     sh_net *net = NULL;

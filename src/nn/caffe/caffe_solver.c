@@ -72,6 +72,7 @@ static shoal_result apply_policy(sh_ptx *sv, sh_cfg_section *net, long long max_
     SH_TRY(sh_ptx_float(sv, WHAT, "gamma", 0, &gamma));
     SH_TRY(sh_ptx_float(sv, WHAT, "power", 0, &power));
     SH_TRY(sh_ptx_int(sv, WHAT, "stepsize", 0, 0, 1LL << 40, &stepsize));
+    sh_ptx_skip(sv, "stepvalue"); /* read below for multistep; the other policies ignore it, as Caffe */
     int need_step = 0, need_gamma = 0;
     if (!policy[0]) return sh_ptx_fail(sv, 1, "solver: no lr_policy; give one of fixed, step, exp, inv, multistep, "
                                        "poly, sigmoid");
