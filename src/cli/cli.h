@@ -22,6 +22,10 @@ int sh_cmd_launch(int argc, char **argv);
 int sh_cmd_bench(int argc, char **argv);
 int sh_cmd_env(int argc, char **argv);
 int sh_cmd_plot(int argc, char **argv);
+/* `train` with a Caffe model (cmd_train_caffe.c): --solver, the Data layer's shape, the
+ * solver's snapshot; SH_EXIT_OK or the usage error's code. */
+#include "train/trainer.h"
+int sh_cli_caffe_setup(const char *model, const char *solver, sh_train_opts *o);
 
 /* Print "shoal: <last error message>" to stderr (and, with SHOAL_LOG=debug, the source
  * locations) and return SH_EXIT_FAIL. */

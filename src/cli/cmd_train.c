@@ -21,9 +21,9 @@
 static const char usage_text[] =
     "usage: shoal train CFG [options]\n"
     "\n"
-    "Train the network described by CFG (a Darknet-style .cfg) on an IDX or CIFAR-10\n"
-    "dataset, or on any text file as characters, printing the test accuracy after every\n"
-    "epoch.\n"
+    "Train the network described by CFG (a Darknet-style .cfg, or Caffe's .prototxt) on an\n"
+    "IDX or CIFAR-10 dataset, or on any text file as characters, printing the test accuracy\n"
+    "after every epoch.\n"
     "\n"
     "  --data DIR         dataset directory (default $SHOAL_DATA_DIR or\n"
     "                     /usr/share/datasets/fashion-mnist)\n"
@@ -47,6 +47,11 @@ static const char usage_text[] =
     "                     FILE.weights (a name ending in .weights) for the same cfg;\n"
     "                     under --pipeline, --tensor-parallel, --hybrid each rank takes\n"
     "                     its part of the whole model in FILE\n"
+    "  --solver FILE      with a Caffe MODEL.prototxt: its solver.prototxt (base_lr,\n"
+    "                     lr_policy, momentum, weight_decay, max_iter, snapshot); CFG may\n"
+    "                     also be the solver itself, naming its net; --weights then takes\n"
+    "                     Caffe's FILE.caffemodel (docs/caffe.md)\n"
+    "  --save-caffe FILE  write Caffe's FILE.caffemodel at the end (Caffe models only)\n"
     "  --save-darknet FILE  write Darknet's .weights at the end (darknet reads it): the\n"
     "                     whole model under every layout (the ranks' parts gathered);\n"
     "                     a model Darknet cannot hold is refused before training\n"
@@ -303,7 +308,7 @@ int sh_cmd_train(int argc, char **argv)
     int64_t time_limit = 0;
     long long stages = 0, micro = 0, tensor = 0;
     const char *hybrid = NULL;
-    const char *cfg = NULL;
+    const char *cfg = NULL, *solver = NULL;
     int64_t nranks = 0, nnodes = 0, node_rank = 0;
     const char *master_addr = NULL;
     debug_hooks dbg = {.die_rank = -1, .die_step = -1, .delay_rank = -1};
@@ -383,6 +388,8 @@ int sh_cmd_train(int argc, char **argv)
         STR_FLAG("--resume", o->resume_path)
         STR_FLAG("--weights", o->weights_path)
         STR_FLAG("--save-darknet", o->save_darknet_path)
+        STR_FLAG("--solver", solver)
+        STR_FLAG("--save-caffe", o->save_caffe_path)
         STR_FLAG("--logdir", o->logdir)
         STR_FLAG("--master-addr", master_addr)
         STR_FLAG("--hybrid", hybrid)
@@ -422,6 +429,8 @@ int sh_cmd_train(int argc, char **argv)
         return sh_cli_usage_error("train", "unknown option \"%s\"", a);
     }
     if (!cfg) return sh_cli_usage_error("train", "missing the model file CFG");
+    int caffe_code = sh_cli_caffe_setup(cfg, solver, o);
+    if (caffe_code != SH_EXIT_OK) return caffe_code;
     if (jo.strong_scaling && jo.lr_linear)
         return sh_cli_usage_error("train", "--lr-scaling linear is for weak scaling: with --scaling strong the "
                                   "global batch stays the cfg's, and so does the learning rate");

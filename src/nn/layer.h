@@ -88,6 +88,7 @@ struct sh_layer {
     int groups;                     /* conv: channel groups (groups=), 1 = ordinary */
     float probability, scale;       /* dropout */
     float temperature;              /* softmax */
+    float alpha, beta, kappa;       /* lrn: s = kappa + alpha sum x^2, y = x s^-beta */
     int tree_groups;                /* softmax tree=: groups of the WordTree, 0: no tree */
     int *tree_group_size;           /* [tree_groups]: consecutive outputs per group */
     int alias_input;                /* [cost]: out/delta are src[0]'s */
@@ -240,6 +241,7 @@ sh_layer *sh_net_layer(sh_net *n, int i);
 extern const sh_layer_ops sh_conv_ops, sh_dense_ops, sh_maxpool_ops, sh_avgpool_ops,
     sh_dropout_ops, sh_softmax_ops, sh_cost_ops, sh_shortcut_ops, sh_route_ops, sh_reorg_ops,
     sh_crop_ops, sh_rnn_ops, sh_gru_ops, sh_lstm_ops, sh_crnn_ops;
+extern const sh_layer_ops sh_lrn_ops; /* [normalization] (layer_lrn.c) */
 /* Not in the table: [gru] with form=darknet (layer_gru.c's parse hands the layer over). */
 extern const sh_layer_ops sh_gru_darknet_ops;
 

@@ -20,6 +20,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "io/checkpoint.h"
+#include "nn/caffe/caffe.h"
 #include "nn/darknet_weights.h"
 #include "train/trainer_internal.h"
 
@@ -257,10 +258,16 @@ static shoal_result whole_net_create(sh_trainer *t, sh_net **out)
     return SHOAL_OK;
 }
 
-shoal_result sh_snapshot_save_darknet(sh_trainer *t, const char *path, uint64_t seen)
+/* Darknet's .weights, or Caffe's .caffemodel when caffe. */
+static shoal_result save_foreign(sh_net *n, const char *path, uint64_t seen, int caffe)
+{
+    return caffe ? sh_caffe_weights_save(n, path) : sh_darknet_weights_save(n, path, seen);
+}
+
+static shoal_result save_whole_as(sh_trainer *t, const char *path, uint64_t seen, int caffe)
 {
     sh_strategy *s = t->strategy;
-    if (!s->part) return s->rank == 0 ? sh_darknet_weights_save(t->net, path, seen) : SHOAL_OK;
+    if (!s->part) return s->rank == 0 ? save_foreign(t->net, path, seen, caffe) : SHOAL_OK;
     whole_blocks w;
     sh_net *whole = NULL;
     int writes = s->leads(s);
@@ -269,12 +276,19 @@ shoal_result sh_snapshot_save_darknet(sh_trainer *t, const char *path, uint64_t 
     if (rc == SHOAL_OK && writes) {
         memcpy(sh_net_params(whole), w.params, w.nparams * sizeof(float));
         if (w.nstats) memcpy(sh_net_stats(whole, NULL), w.stats, w.nstats * sizeof(float));
-        rc = sh_darknet_weights_save(whole, path, seen);
+        rc = save_foreign(whole, path, seen, caffe);
     }
     sh_net_destroy(whole);
     whole_free(&w);
     return rc;
 }
+
+shoal_result sh_snapshot_save_darknet(sh_trainer *t, const char *path, uint64_t seen)
+{
+    return save_whole_as(t, path, seen, 0);
+}
+
+shoal_result sh_snapshot_save_caffe(sh_trainer *t, const char *path) { return save_whole_as(t, path, 0, 1); }
 
 shoal_result sh_snapshot_load_start_weights(sh_trainer *t, const char *path)
 {
@@ -514,6 +528,7 @@ shoal_result sh_snapshot_restore_rank_file(sh_trainer *t, const char *path, cons
 shoal_result sh_snapshot_load_weights(sh_net *net, const char *path)
 {
     if (sh_darknet_weights_is_path(path)) return sh_darknet_weights_load(net, path, NULL);
+    if (sh_caffe_is_model_path(path)) return sh_caffe_weights_load(net, path);
     uint64_t meta[META_COUNT];
     SH_TRY(read_meta(path, meta));
     SH_TRY(check_model(path, meta, net));

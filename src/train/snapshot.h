@@ -53,12 +53,15 @@ shoal_result sh_snapshot_restore_rank_file(sh_trainer *t, const char *path, cons
  * every rank (collective, like sh_snapshot_save_whole) and the lead writes it: the file is
  * the one a process holding the same whole model writes. seen: images trained on. */
 shoal_result sh_snapshot_save_darknet(sh_trainer *t, const char *path, uint64_t seen);
+/* The same as Caffe's .caffemodel (nn/caffe/caffe.h), for a model read from a .prototxt. */
+shoal_result sh_snapshot_save_caffe(sh_trainer *t, const char *path);
 /* `train --weights`: sh_snapshot_load_weights into the trainer's net, or, where its ranks
  * hold parts of the model, into the whole model built from the cfg, of which this rank keeps
  * its part (every rank reads the file; no communication). */
 shoal_result sh_snapshot_load_start_weights(sh_trainer *t, const char *path);
 /* Only the weights and statistics, for `shoal test`, `time` and `train --weights` (any batch
- * size). A path ending in ".weights" is read as Darknet's format (nn/darknet_weights.h). */
+ * size). A path ending in ".weights" is read as Darknet's format (nn/darknet_weights.h), one in
+ * ".caffemodel" as Caffe's (nn/caffe/caffe.h). */
 shoal_result sh_snapshot_load_weights(sh_net *net, const char *path);
 
 #endif

@@ -632,6 +632,12 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
             fflush(t->opts.out);
         }
     }
+    if (t->opts.save_caffe_path) { /* the same for Caffe's .caffemodel */
+        SH_TRY(sh_snapshot_save_caffe(t, t->opts.save_caffe_path));
+        int wrote = t->strategy->part ? t->strategy->leads(t->strategy) : t->strategy->rank == 0;
+        if (may_print(t) && wrote)
+            fprintf(t->opts.out, "saved %s (Caffe weights) at step %" PRId64 "\n", t->opts.save_caffe_path, t->steps_done);
+    }
     r->seconds = (double)(sh_now_ns() - start_ns) * 1e-9;
     r->steps = t->steps_done;
     r->steps_this_run = t->steps_done - first;
