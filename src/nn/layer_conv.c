@@ -101,6 +101,7 @@ static shoal_result conv_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ct
                               "groups=%d must divide both the %d input channels and filters=%d",
                               groups, in->c, l->filters);
     l->groups = groups;
+    if (groups > 1) l->caps &= ~(unsigned)(SH_LAYER_SPLIT_COLUMN | SH_LAYER_SPLIT_CHANNELS);
     int oh = (in->h + 2 * l->pad - l->size) / l->stride + 1;
     int ow = (in->w + 2 * l->pad - l->size) / l->stride + 1;
     if (in->h + 2 * l->pad < l->size || in->w + 2 * l->pad < l->size || oh < 1 || ow < 1)
@@ -641,6 +642,7 @@ static int conv_darknet_blobs(const sh_layer *l, sh_dn_blob *b, int max)
 const sh_layer_ops sh_conv_ops = {
     .cfg_name = "convolutional",
     .short_name = "conv",
+    .caps = SH_LAYER_SPLIT_COLUMN | SH_LAYER_SPLIT_CHANNELS, /* groups=1 only (parse) */
     .parse = conv_parse,
     .init = conv_init,
     .forward = conv_forward,

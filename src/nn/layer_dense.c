@@ -220,6 +220,8 @@ static shoal_result dense_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_c
     }
     /* tensor parallelism with one replica: a column or row share's gradients are final too */
     if ((ctx->tp_role == SH_TP_COLUMN || ctx->tp_role == SH_TP_ROW) && !l->batch_normalize) fuse_room(l, ctx->batch);
+    if (ctx->tp_role != SH_TP_NONE) l->caps &= ~(unsigned)SH_LAYER_PACKED_WEIGHTS; /* the net packs whole layers */
+    if (ctx->tp_role != SH_TP_NONE && !l->batch_normalize && l->cache_count) l->caps |= SH_LAYER_FUSES_UPDATE;
     return SHOAL_OK;
 }
 
@@ -494,10 +496,6 @@ static void dense_backward_outputs(sh_layer *l, sh_exec *x, int tid, int k0, int
 
 /* ---- a share's fused update (x->update) ---- */
 
-int sh_dense_fuses_update(const sh_layer *l)
-{
-    return l->ops == &sh_dense_ops && l->tp_role != SH_TP_NONE && !l->batch_normalize && l->cache_count;
-}
 static float *share_x(const sh_layer *l) { return align64(l->cache); }
 static void pack_share_x_panels(sh_layer *l, sh_exec *x, int tid, int p0, int p1)
 {
@@ -575,7 +573,7 @@ static void dense_backward(sh_layer *l, sh_exec *x)
     sh_exec_chunks(l, x, dense_chunk(x), dense_backward_images);
     int k0, ks, ld;
     share_cols(l, &k0, &ks, &ld);
-    if (x->update && sh_dense_fuses_update(l)) {
+    if (x->update && sh_layer_can(l, SH_LAYER_FUSES_UPDATE)) {
         dense_update(l, x);
     } else if (!x->defer_weights || !sh_layer_defers_weights(l)) {
         pack_x(l, x);
@@ -613,6 +611,7 @@ static int dense_darknet_blobs(const sh_layer *l, sh_dn_blob *b, int max)
 const sh_layer_ops sh_dense_ops = {
     .cfg_name = "connected",
     .short_name = "connected",
+    .caps = SH_LAYER_SPLIT_COLUMN | SH_LAYER_SPLIT_ROW | SH_LAYER_GATHER | SH_LAYER_PACKED_WEIGHTS | SH_LAYER_FACTORS,
     .parse = dense_parse,
     .init = dense_init,
     .forward = dense_forward,

@@ -157,6 +157,7 @@ static void maxpool_backward(sh_layer *l, sh_exec *x)
 const sh_layer_ops sh_maxpool_ops = {
     .cfg_name = "maxpool",
     .short_name = "maxpool",
+    .caps = SH_LAYER_PER_CHANNEL,
     .parse = maxpool_parse,
     .forward = maxpool_forward,
     .backward = maxpool_backward,

@@ -34,84 +34,6 @@
 #include "nn/layer.h"
 #include "nn/net_internal.h"
 
-/* ---- parallel helpers used by the layers ---- */
-
-typedef struct {
-    sh_layer *l;
-    sh_exec *x;
-    sh_image_fn fn;
-    int count;
-} split_job;
-
-static void split_run(void *arg, int tid, int nthreads)
-{
-    split_job *j = arg;
-    int lo, hi;
-    sh_pool_share(j->count, tid, nthreads, &lo, &hi);
-    j->fn(j->l, j->x, tid, lo, hi);
-}
-
-void sh_exec_split(sh_layer *l, sh_exec *x, int count, sh_image_fn fn)
-{
-    split_job j = {l, x, fn, count};
-    if (x->nthreads == 1) {
-        fn(l, x, 0, 0, count);
-        return;
-    }
-    sh_pool_run(x->pool, split_run, &j);
-}
-
-typedef struct {
-    sh_layer *l;
-    sh_exec *x;
-    sh_image_fn fn;
-    int chunk, nchunks;
-} chunk_job;
-
-static void chunk_run(void *arg, int tid, int nthreads)
-{
-    (void)nthreads;
-    chunk_job *j = arg;
-    for (;;) {
-        int c = __atomic_fetch_add(&j->x->next_chunk, 1, __ATOMIC_RELAXED);
-        if (c >= j->nchunks) return;
-        int lo = c * j->chunk, hi = lo + j->chunk < j->x->nimg ? lo + j->chunk : j->x->nimg;
-        j->fn(j->l, j->x, tid, lo, hi);
-    }
-}
-
-void sh_exec_chunks(sh_layer *l, sh_exec *x, int chunk, sh_image_fn fn)
-{
-    if (chunk < 1) chunk = 1;
-    int nchunks = (x->nimg + chunk - 1) / chunk;
-    if (x->nthreads == 1 || nchunks <= 1) {
-        for (int c = 0; c < nchunks; c++) {
-            int lo = c * chunk, hi = lo + chunk < x->nimg ? lo + chunk : x->nimg;
-            fn(l, x, 0, lo, hi);
-        }
-        return;
-    }
-    chunk_job j = {l, x, fn, chunk, nchunks};
-    x->next_chunk = 0;
-    sh_pool_run(x->pool, chunk_run, &j);
-}
-
-void sh_exec_partials(sh_layer *l, sh_exec *x, sh_image_fn fn)
-{
-    int chunk = (x->nimg + x->nslots - 1) / x->nslots;
-    x->used_partials = 1;
-    x->slot_images = chunk;
-    x->nslots_used = (x->nimg + chunk - 1) / chunk;
-    sh_exec_chunks(l, x, chunk, fn);
-}
-
-/* Four chunks per thread: enough to even out a core shared with another process. */
-void sh_exec_images(sh_layer *l, sh_exec *x, sh_image_fn fn)
-{
-    int parts = x->nthreads == 1 ? 1 : 4 * x->nthreads;
-    sh_exec_chunks(l, x, (x->nimg + parts - 1) / parts, fn);
-}
-
 /* ---- building ---- */
 
 static size_t round16(size_t count) { return (count + 15) & ~(size_t)15; }
@@ -145,6 +67,7 @@ static shoal_result parse_layers(sh_net *n)
         int idx = n->nlayers;
         sh_layer *l = &n->layers[idx];
         l->ops = ops;
+        l->caps = ops->caps;
         l->index = idx;
         l->line = sh_cfg_section_line(s);
         snprintf(l->name, sizeof l->name, "%s %d", ops->short_name, idx);
@@ -178,10 +101,10 @@ static shoal_result parse_layers(sh_net *n)
         return SH_FAIL(SHOAL_ERR_FORMAT, "%s: no layers after [net]; add layer sections",
                        sh_cfg_path(cfg));
     int last = n->nlayers - 1;
-    if (n->layers[last].ops == &sh_cost_ops) last--;
+    if (sh_layer_can(&n->layers[last], SH_LAYER_LOSS)) last--;
     /* A net without a final softmax (jnet-conv, vgg-conv: feature extractors) runs forward
      * and `shoal time`; training and testing ask for one (sh_net_check_trainable). */
-    n->has_softmax = last >= 0 && n->layers[last].ops == &sh_softmax_ops;
+    n->has_softmax = last >= 0 && sh_layer_can(&n->layers[last], SH_LAYER_SOFTMAX);
     if (last < 0) last = 0;
     n->softmax = last;
     n->nclasses = (int)n->layers[last].outputs;

@@ -15,7 +15,7 @@ shoal_result sh_net_hybrid_plan(const sh_net *n, int ranks, int *cut, unsigned c
     int L = sh_net_nlayers(n), c = -1;
     const char *path = sh_net_cfg_path(n);
     for (int i = 0; i < L && c < 0; i++)
-        if (sh_net_layer(net, i)->ops == &sh_dense_ops) c = i;
+        if (sh_layer_can(sh_net_layer(net, i), SH_LAYER_GATHER)) c = i;
     if (c < 0)
         return SH_FAIL(SHOAL_ERR_INVALID, "--hybrid: %s has no [connected] layer to split across the ranks; "
                        "train it data-parallel (leave out --hybrid)", path);
@@ -38,7 +38,7 @@ shoal_result sh_net_hybrid_plan(const sh_net *n, int ranks, int *cut, unsigned c
         if (l->state_count)
             return SH_FAIL(SHOAL_ERR_INVALID, "--hybrid: %s:%d: [%s] is recurrent; hybrid parallelism trains "
                            "feed-forward nets", path, l->line, l->ops->cfg_name);
-        if (l->ops != &sh_dense_ops) continue;
+        if (!sh_layer_can(l, SH_LAYER_GATHER)) continue;
         if (l->batch_normalize)
             return SH_FAIL(SHOAL_ERR_INVALID, "--hybrid: %s:%d: [connected] with batch_normalize=1 cannot be "
                            "split by outputs over a batch its ranks hold in parts; remove it or leave out --hybrid",

@@ -103,7 +103,7 @@ void sh_net_layer_weights(const sh_net *n, int i, size_t *w_off, size_t *rows, s
 int sh_net_layer_factors(const sh_net *n, int i, const float **x, const float **dy, int *inputs, int *outputs)
 {
     const sh_layer *l = &n->layers[i];
-    if (l->ops != &sh_dense_ops) return 0;
+    if (!sh_layer_can(l, SH_LAYER_FACTORS)) return 0;
     *x = l->in[0];
     *dy = l->delta;
     *inputs = (int)l->inputs;
