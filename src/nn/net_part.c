@@ -1,12 +1,9 @@
-/* net_part.c — the parts and shares of a net: a pipeline stage (layers [lo, hi), where a
- * net may be cut, and its links: earlier outputs crossing a cut that the part holds or sends)
- * and a tensor-parallel rank's share of split [connected] / [convolutional] pairs (which
- * pairs may be split, the sum hook over the ranks); a hybrid rank's part with its shares,
- * the rows of the whole batch a part's dropout draws for, a stage's deferred weight
- * gradients, and its packed weights for micro-batch products.
- * Not here: building the blocks and the passes (net.c), the stages' and ranks' traffic
- * (src/train/mp/pipeline.c, mp/tensor.c).
- * Proved by tests/train/test_pipeline.c, test_pipeline_links.c and tests/train/test_tensor.c. */
+/* net_part.c — what a pipeline stage's part of a net does besides forward and backward: its
+ * constructor, deferred weight gradients (zero-bubble's B and W), and packed weights for
+ * products over micro-batches, refreshed as the optimizer steps them.
+ * Not here: where a net may be cut and its links (net_cut.c), building (net.c), the stages'
+ * traffic (src/train/mp/pipeline.c).
+ * Proved by tests/train/test_pipeline.c, test_pipeline_links.c and tests/nn/test_layer_dense.c. */
 #include <string.h>
 
 #include "base/err.h"
@@ -17,91 +14,6 @@
 shoal_result sh_net_create_part(sh_cfg *cfg, int batch, uint64_t seed, int lo, int hi, sh_net **out)
 {
     return sh_net_build(cfg, batch, 0, seed, lo, hi, 0, 1, NULL, out);
-}
-
-shoal_result sh_net_create_tensor(sh_cfg *cfg, int batch, uint64_t seed, int rank, int ranks,
-                                  const unsigned char *roles, sh_net **out)
-{
-    return sh_net_build(cfg, batch, 0, seed, 0, -1, rank, ranks, roles, out);
-}
-
-shoal_result sh_net_create_part_tensor(sh_cfg *cfg, int batch, uint64_t seed, int lo, int hi, int rank, int ranks,
-                                       const unsigned char *roles, sh_net **out)
-{
-    return sh_net_build(cfg, batch, 0, seed, lo, hi, rank, ranks, roles, out);
-}
-
-void sh_net_set_rows(sh_net *n, int total, int group, int stride, int offset)
-{
-    n->exec.rows_total = total;
-    n->exec.rows_group = group;
-    n->exec.rows_stride = stride;
-    n->exec.rows_offset = offset;
-}
-
-/* A layer that may start a pair: [connected] or a plain [convolutional] (groups=1; the
- * row layer's weights then hold whole filters' channel slices), no batch norm, its outputs
- * (units: connected outputs, filters) divisible by the ranks. */
-static int tp_column_ok(const sh_layer *a, int ranks)
-{
-    if (a->batch_normalize || a->out_shape.c % ranks) return 0;
-    return sh_layer_can(a, SH_LAYER_SPLIT_COLUMN);
-}
-
-/* Pooling acts per channel: it runs on a convolutional column share as on the whole. */
-static int tp_passes_share(const sh_layer *l)
-{
-    return sh_layer_can(l, SH_LAYER_PER_CHANNEL);
-}
-
-int sh_net_tp_pair_end(const sh_net *n, int i, int ranks)
-{
-    if (i < 0 || i + 1 >= n->nlayers || !tp_column_ok(&n->layers[i], ranks)) return -1;
-    const sh_layer *a = &n->layers[i];
-    int j = i + 1;
-    if (sh_layer_can(a, SH_LAYER_SPLIT_CHANNELS))
-        while (j < n->nlayers && tp_passes_share(&n->layers[j]) && n->layers[j].nsrc == 1 &&
-               n->layers[j].src[0] == j - 1)
-            j++;
-    if (j >= n->nlayers) return -1;
-    const sh_layer *b = &n->layers[j];
-    if (b->batch_normalize || b->nsrc != 1 || b->src[0] != j - 1) return -1;
-    /* a connected row share reads a contiguous range of its inputs: a channel share of
-     * (C, H, W) is one; a convolutional row share reads channels, which a connected column
-     * share's outputs are not meant to be */
-    if (!sh_layer_can(b, SH_LAYER_SPLIT_ROW) &&
-        !(sh_layer_can(b, SH_LAYER_SPLIT_CHANNELS) && sh_layer_can(a, SH_LAYER_SPLIT_CHANNELS)))
-        return -1;
-    /* the pair is a chain: nothing later reads a's input, a, or what lies between */
-    for (int k = i + 1; k <= j + 1 && k < n->nlayers; k++)
-        if (!sh_net_cut_ok(n, k)) return -1;
-    return j;
-}
-
-void sh_net_set_sum(sh_net *n, shoal_result (*sum)(void *ctx, float *buf, size_t count), void *ctx)
-{
-    n->sum = sum;
-    n->sum_ctx = ctx;
-}
-
-void sh_net_set_update(sh_net *n, void (*update)(void *ctx, size_t offset, const float *g, size_t count), void *ctx)
-{
-    n->update = update;
-    n->update_ctx = ctx;
-}
-
-int sh_net_layer_fuses_update(const sh_net *n, int i)
-{
-    return n->update && i >= n->lo && i < n->hi && sh_layer_can(&n->layers[i], SH_LAYER_FUSES_UPDATE);
-}
-
-void sh_net_step_unfused(const sh_net *n, sh_optim *o, float *params, const float *grads, size_t base)
-{
-    for (int i = n->lo; i < n->hi; i++) { /* the part's: the others' offsets are scratch's */
-        size_t off, count;
-        sh_net_layer_params(n, i, &off, &count);
-        if (count && !sh_net_layer_fuses_update(n, i)) sh_optim_apply(o, params, grads + base + off, base + off, count);
-    }
 }
 
 void sh_net_defer_weights(sh_net *n, int on) { n->exec.defer_weights = on; }
