@@ -1,9 +1,7 @@
-/* net_part.c — what a pipeline stage's part of a net does besides forward and backward: its
- * constructor, deferred weight gradients (zero-bubble's B and W), and packed weights for
- * products over micro-batches, refreshed as the optimizer steps them.
- * Not here: where a net may be cut and its links (net_cut.c), building (net.c), the stages'
- * traffic (src/train/mp/pipeline.c).
- * Proved by tests/train/test_pipeline.c, test_pipeline_links.c and tests/nn/test_layer_dense.c. */
+/* net_part.c — a pipeline stage's part of a net beyond its passes: the constructor, deferred
+ * weight gradients (zero-bubble's W), packed weights for micro-batch products.
+ * Not here: where a net may be cut (net_cut.c), building (net.c), stages (src/train/mp/).
+ * Proved by tests/train/test_pipeline.c and tests/nn/test_layer_dense.c (packed weights). */
 #include <string.h>
 
 #include "base/err.h"

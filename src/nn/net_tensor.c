@@ -1,9 +1,7 @@
-/* net_tensor.c — the network side of tensor and hybrid parallelism: which [connected] /
- * [convolutional] pairs a tensor layout may split (sh_net_tp_pair_end), where a hybrid layout
- * cuts (sh_net_hybrid_plan), the share constructors and the hooks the shares call (the sum
- * over the ranks, the fused update, the rows a share's dropout draws for).
- * Not here: the shares' math (dense_share.c, layer_conv.c), the strategies and their plans
- * (src/train/mp/tensor.c, tensor_plan.c, hybrid.c).
+/* net_tensor.c — the network side of tensor and hybrid parallelism: which pairs may be split
+ * (sh_net_tp_pair_end), the hybrid cut (sh_net_hybrid_plan), share constructors, their hooks.
+ * Not here: the shares' math (dense_share.c, layer_conv.c); the train side, the strategies and
+ * their plans (src/train/mp/tensor.c, tensor_plan.c, hybrid.c).
  * Proved by tests/train/test_tensor.c, test_hybrid.c and test_pipeline_tp.c. */
 #include <string.h>
 

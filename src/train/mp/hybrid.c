@@ -29,7 +29,7 @@
  * b I x 4 from each root, a chain's forwarding aside), their gradients the same, each
  * [connected] layer's output 2 (N-1)/N x images x K x 4 and its input gradient likewise,
  * the convolutional gradients 2 (N-1)/N x their count x 4.
- * Not here: the cut and the split layers (src/nn/net_hybrid.c, layer_dense.c), the layers'
+ * Not here: the cut and the split layers (src/nn/net_tensor.c, layer_dense.c), the layers'
  * figures and slices of the whole model (mp/tensor_plan.c's sh_tp_plan_init), the step.
  * Proved by tests/train/test_hybrid.c and tests/cli/test_train_hybrid.c. */
 #include "train/mp/hybrid.h"
