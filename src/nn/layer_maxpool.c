@@ -1,7 +1,6 @@
 /* layer_maxpool.c — [maxpool]: stride (default 1), size (default stride), padding (default
- * size-1), all as Darknet: OH = (H + padding - size) / stride + 1, windows start at
- * -padding/2, positions outside the image are skipped. Forward remembers each output's
- * argmax (as an int index into the input image) for backward.
+ * size-1) as Darknet: OH = (H + padding - size) / stride + 1, windows from -padding/2, outside
+ * positions skipped; forward keeps each output's argmax for backward.
  * Not here: global average pooling (layer_avgpool.c).
  * Proved by tests/nn/test_layer_pool.c. */
 #include <string.h>

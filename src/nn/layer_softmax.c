@@ -1,9 +1,6 @@
-/* layer_softmax.c — [softmax] (groups=1, temperature, tree=FILE: Darknet's hierarchical
- * softmax, one softmax per WordTree group, forward only) and [cost]. The loss of a network is
- * the cross-entropy of its softmax (net.c's sh_net_loss writes dL/d(logits / T) into the
- * softmax's delta), so a [cost] after [softmax] — whose Darknet default type is sse — is
- * read as that cross-entropy and adds no computation: its buffers are the softmax's.
- * Not here: the loss value and the labels (net.c).
+/* layer_softmax.c — [softmax] (groups=1, temperature, tree=FILE: Darknet's WordTree softmax,
+ * forward only) and [cost], read as the softmax's cross-entropy: it adds no computation.
+ * Not here: the loss value and the labels (net.c's sh_net_loss writes dL/d(logits / T)).
  * Proved by tests/nn/test_layer_misc.c (softmax + cross-entropy gradient). */
 #include <errno.h>
 #include <math.h>
@@ -204,6 +201,9 @@ const sh_layer_ops sh_softmax_ops = {
     .fini = softmax_fini,
 };
 
+/* The loss of a network is the cross-entropy of its softmax, so a [cost] after [softmax]
+ * (whose Darknet default type is sse) is read as that cross-entropy: its buffers are the
+ * softmax's. */
 static shoal_result cost_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx *ctx)
 {
     const char *type = NULL;

@@ -1,23 +1,8 @@
-/* net.c — a network from a parsed cfg: the layer list, its three contiguous blocks
- * (parameters, gradients, statistics), one arena for activations, deltas and kept values,
- * per-thread workspaces and partial-gradient blocks, and the forward / loss / backward
- * passes. Every buffer is allocated here (or in sh_net_set_threads); a step allocates
- * nothing.
- * Threads: each parallel section splits the images of the batch into fixed shares (or the
- * channels, for batch norm), in chunks with fixed boundaries handed to whichever thread is
- * free. Layers that sum weight gradients over images write each chunk's sum into its own
- * slot (a partial block; 2 slots per thread) and the slots are summed in slot order after the
- * layer's backward, so results are bitwise deterministic for a given thread count.
- * Deltas: a layer's delta is overwritten by its only consumer, or zeroed before backward
- * and accumulated into when several layers (shortcut, route) consume it.
- * Parts and shares: a net may run only layers [lo, hi) (a pipeline stage: the others are
- * parsed but hold nothing) or hold a tensor-parallel share of split [connected] pairs; in
- * both, weights are drawn in the whole net's order, so they equal one process's.
- * Not here: the layers' math (layer_*.c), [net] keys (net_config.c), the optimizer, where a
- * net may be cut or split and the part and share constructors (net_part.c), the accessors
- * (net_query.c).
- * Proved by tests/nn/test_net.c, tests/nn/test_layer_*.c, tests/train/test_pipeline.c and
- * tests/train/test_tensor.c (parts and shares). */
+/* net.c — a network from a parsed cfg: its layers, the three blocks (parameters, gradients,
+ * statistics), one arena for outputs, deltas and kept values, per-thread scratch, and the
+ * forward / loss / backward passes; every buffer is allocated here, a step allocates nothing.
+ * Not here: the layers (layer_*.c), cuts (net_cut.c), stages (net_part.c), shares (net_tensor.c).
+ * Proved by tests/nn/test_net.c, tests/nn/test_layer_*.c and tests/train/test_pipeline.c. */
 #include "nn/net.h"
 
 #include <math.h>
@@ -111,7 +96,9 @@ static shoal_result parse_layers(sh_net *n)
     return SHOAL_OK;
 }
 
-/* Offsets into the three blocks and the decay ranges. */
+/* A net may run only layers [lo, hi) (a pipeline stage): the others are parsed but hold
+ * nothing. A part, like a tensor-parallel share, draws its weights in the whole net's order,
+ * so they equal one process's (sh_net_build). */
 static int in_part(const sh_net *n, int i) { return i >= n->lo && i < n->hi; }
 
 /* Offsets into the three blocks and the decay ranges. Only the part's layers take room;
@@ -160,7 +147,9 @@ static shoal_result lay_out_blocks(sh_net *n)
     return SHOAL_OK;
 }
 
-/* Outputs, deltas and kept values in one arena; [cost] borrows its input's buffers. */
+/* Outputs, deltas and kept values in one arena; [cost] borrows its input's buffers. A layer's
+ * delta is overwritten by its only consumer, or zeroed before backward and added into when
+ * several layers (shortcut, route) consume it. */
 static shoal_result lay_out_arena(sh_net *n)
 {
     size_t total = 0, nb = (size_t)n->batch;
@@ -232,6 +221,10 @@ static shoal_result lay_out_arena(sh_net *n)
     return SHOAL_OK;
 }
 
+/* Each parallel section shares the images of the batch (or the channels, for batch norm) in
+ * chunks with fixed boundaries (exec.c). Layers that sum weight gradients over images write
+ * each chunk's sum into its own slot (a partial block) and the slots are summed in slot order
+ * after the layer's backward (reduce_run): bitwise deterministic for a given thread count. */
 static shoal_result alloc_threads(sh_net *n, int nthreads)
 {
     sh_pool *pool = NULL;
