@@ -296,7 +296,8 @@ void sh_col2im(const float *col, size_t ld_col, int c, int h, int w, int size, i
  * it to 2 to exercise that path. */
 extern int sh_conv_cache_min_threads;
 /* [connected]'s knobs and rules (dense_rules.c). Rows from which a layer packs its own
- * weights for the packed kernels (64 by default, tests set it past a batch to take OpenBLAS's path). */
+ * weights for the packed kernels (64 by default; tests set it past a batch to take
+ * OpenBLAS's path). */
 extern int sh_dense_self_pack_min_rows;
 /* 1 when a whole [connected] layer of this many weights packs them itself for a pass of rows
  * run in products of product_rows: from sh_dense_self_pack_min_rows rows, up to 1M weights;
@@ -304,10 +305,10 @@ extern int sh_dense_self_pack_min_rows;
  * of weights only for products of at most 32 rows. */
 int sh_dense_self_packs(size_t weights, int rows, int product_rows);
 /* Rows per product [lo, hi] from which a whole [connected] layer of 64 outputs or more runs
- * forward and dX on gemm_small.c's turned-around products (tests move them, before
- * building a net: its scratch is sized for hi rows). {-1, -1}: by the machine (the older rules forward 4-96 and dX 12-48; the newer forward
- * 4-128 while rows x inputs floats fit in L2, dX at 16-128 on AMD's AVX-512 CPUs, none on
- * the others (from 2 MiB of L2)). */
+ * forward and dX on gemm_small.c's turned-around products (tests move them before building
+ * a net: its scratch is sized for hi rows). {-1, -1}: by the machine (the older rules forward
+ * 4-96 and dX 12-48; the newer forward 4-128 while rows x inputs floats fit in L2, dX at
+ * 16-128 on AMD's AVX-512 CPUs, none on the others). */
 extern int sh_dense_small_fwd_rows[2], sh_dense_small_dx_rows[2];
 /* 1 (default): 3x3 stride-1 pad-1 convolutions run forward and the input gradient through
  * Winograd F(2x2, 3x3) (conv_winograd.c); 0: through im2col + sgemm (tests compare both). */

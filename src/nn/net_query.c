@@ -1,7 +1,7 @@
 /* net_query.c — what a built net tells and lends: its sizes and blocks (and taking the
  * caller's blocks instead), each layer's name, shape, slices, factors and times, the dropout
  * stream, the part's input and output buffers, the thread count.
- * Not here: building the net and its passes (net.c), parts (net_cut.c, net_part.c) and shares (net_tensor.c).
+ * Not here: building and the passes (net.c), parts (net_cut.c, net_part.c), shares (net_tensor.c).
  * Proved by tests/nn/test_net.c and tests/train/test_pipeline.c. */
 #include <stdlib.h>
 #include <string.h>
