@@ -22,6 +22,7 @@ shoal_result sh_net_create_part_tensor(sh_cfg *cfg, int batch, uint64_t seed, in
     return sh_net_build(cfg, batch, 0, seed, lo, hi, rank, ranks, roles, out);
 }
 
+/* A share of a batch (tensor replicas, hybrid parts): the rows its dropout draws for. */
 void sh_net_set_rows(sh_net *n, int total, int group, int stride, int offset)
 {
     n->exec.rows_total = total;
@@ -30,16 +31,16 @@ void sh_net_set_rows(sh_net *n, int total, int group, int stride, int offset)
     n->exec.rows_offset = offset;
 }
 
-/* A layer that may start a pair: [connected] or a plain [convolutional] (groups=1; the
- * row layer's weights then hold whole filters' channel slices), no batch norm, its outputs
- * (units: connected outputs, filters) divisible by the ranks. */
+/* A layer that may start a pair: one that can hold a column share ([connected], a plain
+ * [convolutional]), no batch norm, its outputs (connected outputs, filters) divisible by the
+ * ranks. */
 static int tp_column_ok(const sh_layer *a, int ranks)
 {
     if (a->batch_normalize || a->out_shape.c % ranks) return 0;
     return sh_layer_can(a, SH_LAYER_SPLIT_COLUMN);
 }
 
-/* Pooling acts per channel: it runs on a convolutional column share as on the whole. */
+/* Pooling acts per channel: it runs on a column share by channels as on the whole. */
 static int tp_passes_share(const sh_layer *l)
 {
     return sh_layer_can(l, SH_LAYER_PER_CHANNEL);
@@ -57,9 +58,9 @@ int sh_net_tp_pair_end(const sh_net *n, int i, int ranks)
     if (j >= n->nlayers) return -1;
     const sh_layer *b = &n->layers[j];
     if (b->batch_normalize || b->nsrc != 1 || b->src[0] != j - 1) return -1;
-    /* a connected row share reads a contiguous range of its inputs: a channel share of
-     * (C, H, W) is one; a convolutional row share reads channels, which a connected column
-     * share's outputs are not meant to be */
+    /* a row share of any input range ([connected]) follows any column share (a channel share
+     * of (C, H, W) is a range); one by channels ([convolutional]) only a column share by
+     * channels: a connected column share's outputs are not meant to be channels */
     if (!sh_layer_can(b, SH_LAYER_SPLIT_ROW) &&
         !(sh_layer_can(b, SH_LAYER_SPLIT_CHANNELS) && sh_layer_can(a, SH_LAYER_SPLIT_CHANNELS)))
         return -1;
