@@ -145,6 +145,10 @@ int sh_dense_gemm_pack_x(sh_layer *l, sh_exec *x)
     return 1;
 }
 
+/* The paths, first that applies: a pipeline stage's packed weights (sh_net_keep_packed); a
+ * gather share's products of SH_DENSE_GATHER_ROWS rows; few rows turned around (small_rows);
+ * the layer's own packed W^T, W and X (from sh_dense_self_pack_min_rows rows, few enough
+ * weights: faster than OpenBLAS on a character model's few hundred outputs); OpenBLAS. */
 void sh_dense_gemm_forward(sh_layer *l, sh_exec *x, int tid, int n0, int n1)
 {
     int k0, k, ld, in = (int)l->inputs, nn = n1 - n0;
