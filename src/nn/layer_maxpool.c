@@ -1,8 +1,6 @@
 /* layer_maxpool.c — [maxpool]: stride (default 1), size (default stride), padding (default
- * size-1), all as Darknet: OH = (H + padding - size) / stride + 1, windows start at
- * -padding/2, positions outside the image are skipped; ceil=1 (shoal's) rounds OH up as
- * Caffe does. Forward remembers each output's
- * argmax (as an int index into the input image) for backward.
+ * size-1) as Darknet: OH = (H + padding - size) / stride + 1, windows from -padding/2, outside
+ * positions skipped; ceil=1 rounds OH up as Caffe does; forward keeps each argmax for backward.
  * Not here: global average pooling (layer_avgpool.c).
  * Proved by tests/nn/test_layer_pool.c. */
 #include <string.h>
@@ -173,6 +171,7 @@ static void maxpool_backward(sh_layer *l, sh_exec *x)
 const sh_layer_ops sh_maxpool_ops = {
     .cfg_name = "maxpool",
     .short_name = "maxpool",
+    .caps = SH_LAYER_PER_CHANNEL,
     .parse = maxpool_parse,
     .forward = maxpool_forward,
     .backward = maxpool_backward,

@@ -1,9 +1,6 @@
-/* layer_softmax.c — [softmax] (groups=1, temperature, tree=FILE: Darknet's hierarchical
- * softmax, one softmax per WordTree group, forward only) and [cost]. The loss of a network is
- * the cross-entropy of its softmax (net.c's sh_net_loss writes dL/d(logits / T) into the
- * softmax's delta), so a [cost] after [softmax] — whose Darknet default type is sse — is
- * read as that cross-entropy and adds no computation: its buffers are the softmax's.
- * Not here: the loss value and the labels (net.c).
+/* layer_softmax.c — [softmax] (groups=1, temperature, tree=FILE: Darknet's WordTree softmax,
+ * forward only) and [cost], read as the softmax's cross-entropy: it adds no computation.
+ * Not here: the loss value and the labels (net.c's sh_net_loss writes dL/d(logits / T)).
  * Proved by tests/nn/test_layer_misc.c (softmax + cross-entropy gradient). */
 #include <errno.h>
 #include <math.h>
@@ -197,12 +194,16 @@ static void softmax_backward(sh_layer *l, sh_exec *x)
 const sh_layer_ops sh_softmax_ops = {
     .cfg_name = "softmax",
     .short_name = "softmax",
+    .caps = SH_LAYER_SOFTMAX,
     .parse = softmax_parse,
     .forward = softmax_forward,
     .backward = softmax_backward,
     .fini = softmax_fini,
 };
 
+/* The loss of a network is the cross-entropy of its softmax, so a [cost] after [softmax]
+ * (whose Darknet default type is sse) is read as that cross-entropy: its buffers are the
+ * softmax's. */
 static shoal_result cost_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx *ctx)
 {
     const char *type = NULL;
@@ -213,7 +214,7 @@ static shoal_result cost_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ct
         return sh_cfg_fail_at(s, "type", SHOAL_ERR_FORMAT,
                               "type=%s is not supported: shoal trains with the cross-entropy of "
                               "the softmax before [cost]; remove type= (or use type=sse)", type);
-    if (ctx->index == 0 || ctx->layers[ctx->index - 1].ops != &sh_softmax_ops)
+    if (ctx->index == 0 || !sh_layer_can(&ctx->layers[ctx->index - 1], SH_LAYER_SOFTMAX))
         return sh_cfg_fail_at(s, NULL, SHOAL_ERR_FORMAT,
                               "[cost] must follow [softmax] (shoal's loss is softmax "
                               "cross-entropy); add a [softmax] section before it");
@@ -231,6 +232,7 @@ static void cost_noop(sh_layer *l, sh_exec *x)
 const sh_layer_ops sh_cost_ops = {
     .cfg_name = "cost",
     .short_name = "cost",
+    .caps = SH_LAYER_LOSS,
     .parse = cost_parse,
     .forward = cost_noop,
     .backward = cost_noop,

@@ -65,7 +65,7 @@ shoal_result sh_net_create_tensor(sh_cfg *cfg, int batch, uint64_t seed, int ran
  * ranks (the others' columns are zero here) and its input's gradient. */
 shoal_result sh_net_create_part_tensor(sh_cfg *cfg, int batch, uint64_t seed, int lo, int hi, int rank, int ranks,
                                        const unsigned char *roles, sh_net **out);
-/* Hybrid parallelism over `ranks` ranks (net_hybrid.c): *cut = the first [connected] layer;
+/* Hybrid parallelism over `ranks` ranks (net_tensor.c): *cut = the first [connected] layer;
  * layers before it run data-parallel, the rest (a chain: each reads the layer before it)
  * model-parallel with every [connected] split by outputs (roles[i] = SH_TP_GATHER, else 0;
  * roles has nlayers entries). SHOAL_ERR_INVALID with one line naming the layer and what to do
@@ -167,7 +167,7 @@ shoal_result sh_net_keep_packed(sh_net *n, size_t max_bytes);
 /* Which packed copies (SH_PACK_* bits) pay for a pipeline stage's micro-batches of this many
  * rows, kept by each update: under the older rules (Intel under 2 MiB of L2 a core, or unknown)
  * none at 24-48 rows (the few-row products as fast), both otherwise; under the newer (from 2
- * MiB, AMD's AVX-512 CPUs) W alone (dX) from 16 rows, both below (layer_dense.c, as measured). */
+ * MiB, AMD's AVX-512 CPUs) W alone (dX) from 16 rows, both below (dense_rules.c, as measured). */
 int sh_dense_stage_packs(int rows);
 void sh_net_share_packed(sh_net *dst, const sh_net *src);
 enum { SH_PACK_FORWARD = 1, SH_PACK_BACKWARD = 2 };

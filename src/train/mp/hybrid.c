@@ -22,14 +22,14 @@
  * batch normalization every scheme trains what one process trains with batch B.
  * The update: each rank owns its shares whole, their gradients final as backward makes them,
  * so under broadcast (one pass over the batch) the shares step themselves as each block of
- * rows of dW is made, in cache (sh_net_set_update; layer_dense.c), and finish steps the rest:
+ * rows of dW is made, in cache (sh_net_set_update; dense_share.c), and finish steps the rest:
  * the convolutional part once summed. Chunks (the gradients summed over them), --compress,
  * and a job that logs the gradient norm (it reads the whole gradient) keep the trainer's step.
  * Bytes a rank sends per step: activities (N-1) b I x 4 (broadcast, horizontal; vertical
  * b I x 4 from each root, a chain's forwarding aside), their gradients the same, each
  * [connected] layer's output 2 (N-1)/N x images x K x 4 and its input gradient likewise,
  * the convolutional gradients 2 (N-1)/N x their count x 4.
- * Not here: the cut and the split layers (src/nn/net_hybrid.c, layer_dense.c), the layers'
+ * Not here: the cut and the split layers (src/nn/net_tensor.c, dense_share.c), the layers'
  * figures and slices of the whole model (mp/tensor_plan.c's sh_tp_plan_init), the step.
  * Proved by tests/train/test_hybrid.c and tests/cli/test_train_hybrid.c. */
 #include "train/mp/hybrid.h"

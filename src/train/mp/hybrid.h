@@ -5,7 +5,7 @@
  * of three schemes moves the convolutional activities between the two: broadcast, vertical,
  * horizontal. Checkpoints hold the whole model (sh_strategy.part): they resume under any
  * layout.
- * Not here: where the net is cut and the split layers (src/nn/net_hybrid.c, layer_dense.c),
+ * Not here: where the net is cut and the split layers (src/nn/net_tensor.c, dense_share.c),
  * the job's layout (job.c).
  * Proved by tests/train/test_hybrid.c. */
 #ifndef SH_STRATEGY_HYBRID_H

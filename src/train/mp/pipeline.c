@@ -17,7 +17,7 @@
  * (pipe_finish), packing each 16 rows of W as it updates them, but for the first stage's
  * backward copies, packed while its first backward waits for the stage after.
  * Not here: the schedule and its traffic (mp/pipeline_pass.c), where the net is cut and the
- * layout lines (mp/pipeline_plan.c), cutting a net into parts (src/nn/net_part.c), the step
+ * layout lines (mp/pipeline_plan.c), cutting a net into parts (src/nn/net_cut.c), the step
  * (step.c), the layout (job.c).
  * Proved by tests/train/test_pipeline.c, test_pipeline_links.c and
  * tests/cli/test_train_pipeline.c (split stages: tests/train/test_pipeline_tp.c,

@@ -22,7 +22,7 @@
  * and of mb x (stage input + links at its start) floats backward; idle (bubble) share
  * (S-1) / (M+S-1) with balanced stages.
  * Not here: the layout, the update and the replicas' average (mp/pipeline.c), where the
- * net is cut (mp/pipeline_plan.c), cutting a net into parts (src/nn/net_part.c).
+ * net is cut (mp/pipeline_plan.c), cutting a net into parts (src/nn/net_cut.c).
  * Proved by tests/train/test_pipeline.c, test_pipeline_links.c and
  * tests/cli/test_train_pipeline.c. */
 #include <string.h>

@@ -13,14 +13,14 @@
  * what cost, and why the others were not.
  * The update: with one replica every gradient is final on its rank as backward makes it (a
  * share's from its own products, a whole layer's the same on every rank), so the [connected]
- * shares step each block of rows of dW while it is in cache (sh_net_set_update; layer_dense.c),
+ * shares step each block of rows of dW while it is in cache (sh_net_set_update; dense_share.c),
  * dW never written whole, and finish steps the rest. Replicas (the shares' sum comes first),
  * --compress and a job that logs the gradient norm (it reads the whole gradient) keep the
  * trainer's step.
  * Checkpoints hold the whole model: each rank puts its shares in place (sh_tp_plan_move),
  * rank 0 the layers every rank holds whole.
- * Not here: the split layers' math (layer_dense.c, layer_conv.c), the net's shares (net.c,
- * net_part.c), choosing the pairs and placing the shares (mp/tensor_plan.c), the step.
+ * Not here: the split layers' math (dense_share.c, layer_conv.c), the net's shares
+ * (net_tensor.c), choosing the pairs and placing the shares (mp/tensor_plan.c), the step.
  * Proved by tests/train/test_tensor.c. */
 #include "train/mp/tensor.h"
 

@@ -4,7 +4,7 @@
  * one of its input's gradient backward; every other layer runs whole on every rank. A replica's T ranks train on its whole batch; with more ranks
  * than T, replicas (N/T) average each share's gradients. Checkpoints hold the whole model
  * (sh_strategy.part), so they resume under any layout.
- * Not here: the split layers (src/nn/layer_dense.c, layer_conv.c, net.c
+ * Not here: the split layers (src/nn/dense_share.c, layer_conv.c, net_tensor.c
  * sh_net_create_tensor), the job's layout (job.c).
  * Proved by tests/train/test_tensor.c. */
 #ifndef SH_STRATEGY_TENSOR_H
