@@ -80,7 +80,12 @@ static uint64_t tag_hash(const char *tag, size_t len)
     return h;
 }
 
-static size_t stored_len(size_t tag_len) { return tag_len < sizeof(((sh_tb_series *)0)->tag) - 1 ? tag_len : sizeof(((sh_tb_series *)0)->tag) - 1; }
+/* The length of a tag as a series holds it: up to a NUL byte, cut to fit sh_tb_series.tag. */
+static size_t stored_len(const char *tag, size_t tag_len)
+{
+    size_t cap = sizeof(((sh_tb_series *)0)->tag) - 1;
+    return strnlen(tag, tag_len < cap ? tag_len : cap);
+}
 
 /* The index slot of tag: its series or the empty slot where it would go. */
 static size_t find_slot(const sh_tb_run *r, const char *tag, size_t len)
@@ -113,7 +118,7 @@ static shoal_result grow_index(sh_tb_run *r)
 /* The series of tag, made on first use; the index keeps many tags linear, not quadratic. */
 static shoal_result series_of(sh_tb_run *r, const char *tag, size_t tag_len, sh_tb_series **out)
 {
-    size_t len = stored_len(tag_len);
+    size_t len = stored_len(tag, tag_len);
     if ((size_t)r->nseries * 2 >= r->nslots) SH_TRY(grow_index(r));
     size_t i = find_slot(r, tag, len);
     if (r->slots[i] >= 0) {
@@ -302,6 +307,6 @@ shoal_result sh_tb_run_add(sh_tb_run *r, const char *tag, int64_t step, double w
 const sh_tb_series *sh_tb_run_find(const sh_tb_run *r, const char *tag)
 {
     if (!r->nslots) return NULL;
-    size_t i = find_slot(r, tag, stored_len(strlen(tag)));
+    size_t i = find_slot(r, tag, stored_len(tag, strlen(tag)));
     return r->slots[i] >= 0 ? &r->series[r->slots[i]] : NULL;
 }
