@@ -108,7 +108,7 @@ int sh_flags_parse(const sh_flag_table *t, int argc, char **argv, int first, voi
         if (!f) return unknown(t, a);
         char spelled[64];
         snprintf(spelled, sizeof spelled, "%.*s", (int)strcspn(a, "="), a);
-        if (f->arg == NULL && v) return unknown(t, a); /* a switch takes no value */
+        if (f->arg == NULL && v) return sh_cli_usage_error(t->cmd, "%s takes no value", spelled);
         if (f->arg && !v) {
             if (i + 1 >= argc) return missing(t, f, spelled);
             v = argv[++i];
