@@ -73,8 +73,9 @@ float *shoal_net_grads(shoal_net *n, size_t *count);
 /* Read weights into the net: a shoal checkpoint of the same cfg (shoal train --save; its
  * parameters and batch-norm statistics), or Darknet's FILE.weights (a path ending in
  * .weights). Blocks on file I/O; path borrowed. Errors: SHOAL_ERR_INVALID (NULL or destroyed
- * net, NULL path), SHOAL_ERR_IO, SHOAL_ERR_FORMAT (damaged, or another model's: the message
- * says which). On error the weights may be partly read. */
+ * net, NULL path), SHOAL_ERR_IO or SHOAL_ERR_FORMAT (the file cannot be opened or read, is
+ * damaged, or holds another model's weights: the message names the file and says which). On
+ * error the weights may be partly read. */
 shoal_result shoal_net_load_weights(shoal_net *n, const char *path);
 
 /* The layers, in cfg order. */

@@ -124,9 +124,11 @@ const sh_flag *sh_flags_nearest(const sh_flag_table *t, const char *name)
 {
     const sh_flag *best = NULL;
     int best_d = 0;
+    if (!*name) return NULL;
     for (size_t k = 0; k < t->nflags; k++) {
         if (!t->flags[k].name) continue;
-        int d = sh_edit_distance(name, t->flags[k].name);
+        /* a name it begins (a shortened flag) is as near as can be */
+        int d = strncmp(t->flags[k].name, name, strlen(name)) ? sh_edit_distance(name, t->flags[k].name) : 0;
         if (!best || d < best_d) {
             best = &t->flags[k];
             best_d = d;

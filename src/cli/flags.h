@@ -77,8 +77,9 @@ int sh_flags_parse(const sh_flag_table *t, int argc, char **argv, int first, voi
  * then t->tail. */
 void sh_flags_help(const sh_flag_table *t, FILE *f);
 
-/* The row whose long name is nearest to name (edit distance), or NULL when none is within
- * a third of its length (at least 2 edits): "did you mean" of unknown flags. */
+/* The row whose long name begins with name, else the one nearest to it (edit distance), or
+ * NULL when none is within a third of its length (at least 2 edits): "did you mean" of
+ * unknown flags. */
 const sh_flag *sh_flags_nearest(const sh_flag_table *t, const char *name);
 
 #endif

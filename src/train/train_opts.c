@@ -309,12 +309,13 @@ static int canonical(const char *name, char *out, size_t nbytes)
     return 1;
 }
 
+/* The option a mistyped name meant: one it begins (a shortened name), else the fewest edits. */
 static const opt_row *nearest(const char *name)
 {
     const opt_row *best = &rows[0];
     int best_d = INT_MAX;
     for (size_t i = 0; i < NROWS; i++) {
-        int d = sh_edit_distance(name, rows[i].info.name);
+        int d = strncmp(rows[i].info.name, name, strlen(name)) ? sh_edit_distance(name, rows[i].info.name) : 0;
         if (d < best_d) {
             best_d = d;
             best = &rows[i];
@@ -359,7 +360,7 @@ shoal_result shoal_train_opts_set(shoal_train_opts *o, const char *name, const c
         if (!strcmp(rows[i].info.name, key)) row = &rows[i];
     if (!row)
         return SH_FAIL(SHOAL_ERR_INVALID, "unknown option \"%s\" (did you mean \"%s\"?); see shoal train --help",
-                       key, nearest(key)->info.name);
+                       name, nearest(key)->info.name);
     if (row->kind == K_SWITCH) return set_switch(o, row, value);
     if (!value) {
         if (row->kind == K_CALL && row->call == set_compress)
