@@ -283,15 +283,15 @@ static int set_collective(void *dst, const char *arg, const char *cmd)
 
 static const sh_flag flags[] = {
     {"minbytes", 'b', "MIN", SH_FLAG_CALL, AT(min_nbytes), 0, 0, "Sizes",
-     "the smallest message in bytes, suffixes K, M, G (default 8)", NULL, NULL, set_size},
-    {"maxbytes", 'e', "MAX", SH_FLAG_CALL, AT(max_nbytes), 0, 0, "Sizes", "the largest (default 64M)", NULL,
+     "the smallest message in bytes, suffixes K, M, G (default 8)", "a value", NULL, set_size},
+    {"maxbytes", 'e', "MAX", SH_FLAG_CALL, AT(max_nbytes), 0, 0, "Sizes", "the largest (default 64M)", "a value",
      NULL, set_size},
     {"stepfactor", 'f', "FACTOR", SH_FLAG_CALL, 0, 0, 0, "Sizes", "each size is the last times FACTOR (default 2)",
-     NULL, NULL, set_factor},
+     "a value", NULL, set_factor},
     {"datatype", 'd', "DTYPE", SH_FLAG_CALL, 0, 0, 0, "The collective",
-     "int8 uint8 int32 int64 float16 bfloat16 float32 float64 (default float32)", NULL, NULL, set_dtype},
-    {"op", 'o', "OP", SH_FLAG_CALL, 0, 0, 0, "The collective", "sum prod min max avg (default sum)", NULL, NULL,
-     set_op},
+     "int8 uint8 int32 int64 float16 bfloat16 float32 float64 (default float32)", "a value", NULL, set_dtype},
+    {"op", 'o', "OP", SH_FLAG_CALL, 0, 0, 0, "The collective", "sum prod min max avg (default sum)", "a value",
+     NULL, set_op},
     {"root", 'r', "ROOT", SH_FLAG_INT, AT(b.root), 0, INT_MAX, "The collective",
      "the root rank of broadcast and reduce (default 0)", NULL, "takes a rank", NULL},
     {"iters", 'n', "ITERS", SH_FLAG_INT, AT(iters), 1, INT_MAX, "Measuring", "timed calls per size (default 20)",
@@ -304,7 +304,7 @@ static const sh_flag flags[] = {
      NULL},
     {"plot", 0, "FILE.svg", SH_FLAG_CALL, 0, 0, 0, "Output",
      "draw busbw against size (out-of-place and in-place); `shoal plot --bench OUT...` draws several saved "
-     "outputs (shoal's, the peers') on one chart", NULL, NULL, set_plot},
+     "outputs (shoal's, the peers') on one chart", "a value", NULL, set_plot},
 };
 
 static const sh_flag_table table = {

@@ -110,6 +110,7 @@ int sh_flags_parse(const sh_flag_table *t, int argc, char **argv, int first, voi
         snprintf(spelled, sizeof spelled, "%.*s", (int)strcspn(a, "="), a);
         if (f->arg == NULL && v) return sh_cli_usage_error(t->cmd, "%s takes no value", spelled);
         if (f->arg && !v) {
+            if (i + 1 >= argc && f->kind == SH_FLAG_CALL && !f->need) return f->call(dst, f, spelled, NULL, t->cmd);
             if (i + 1 >= argc) return missing(t, f, spelled);
             v = argv[++i];
         }

@@ -21,8 +21,9 @@ typedef enum {
 typedef struct sh_flag sh_flag;
 
 /* A SH_FLAG_CALL row's setter: dst is the subcommand's options, spelled the flag as given
- * ("-n" or "--nranks"), value NULL for a switch. Returns 0, or SH_EXIT_USAGE after printing
- * one usage error (sh_cli_usage_error with cmd). */
+ * ("-n" or "--nranks"), value NULL for a switch, or for a missing value when the row has no
+ * `need` (the setter words that message). Returns 0, or SH_EXIT_USAGE after printing one
+ * usage error (sh_cli_usage_error with cmd). */
 typedef int (*sh_flag_call_fn)(void *dst, const sh_flag *f, const char *spelled, const char *value,
                                const char *cmd);
 
