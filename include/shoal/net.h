@@ -70,29 +70,19 @@ shoal_result shoal_net_backward(shoal_net *n, const int32_t *labels, float *loss
 float *shoal_net_params(shoal_net *n, size_t *count);
 float *shoal_net_grads(shoal_net *n, size_t *count);
 
-/* Read weights into the net: a shoal checkpoint of the same cfg (shoal train --save; its
- * parameters and batch-norm statistics), or Darknet's FILE.weights (a path ending in
- * .weights). Blocks on file I/O; path borrowed. Errors: SHOAL_ERR_INVALID (NULL or destroyed
- * net, NULL path), SHOAL_ERR_IO or SHOAL_ERR_FORMAT (the file cannot be opened or read, is
- * damaged, or holds another model's weights: the message names the file and says which). On
- * error the weights may be partly read. */
-shoal_result shoal_net_load_weights(shoal_net *n, const char *path);
-
-/* The layers, in cfg order. */
-typedef struct {
-    const char *name;         /* "conv 0", "connected 3": type and index, owned by the net */
-    size_t param_offset;      /* its slice of the parameter and gradient blocks, in floats */
-    size_t param_count;
-    double forward_ms;        /* time spent in it by the last forward and backward */
-    double backward_ms;
-} shoal_net_layer_info;
-
-/* How many layers; 0 for a NULL or destroyed net. */
+/* Layers of the net (one per cfg section after [net]); 0 for a NULL or destroyed net. */
 int shoal_net_nlayers(const shoal_net *n);
-/* Layer i (0 .. nlayers-1) into *out. SHOAL_ERR_INVALID for a NULL or destroyed net, NULL
- * out, or i out of range. */
-shoal_result shoal_net_layer(const shoal_net *n, int i, shoal_net_layer_info *out);
-
+/* Layer i's name ("conv 0", "connected 3": type and index; owned by the net) and the
+ * milliseconds the last forward and backward spent in it (any out pointer may be NULL), for
+ * timing. SHOAL_ERR_INVALID for a NULL or destroyed net, or i out of 0 .. nlayers-1. */
+shoal_result shoal_net_layer_times(const shoal_net *n, int i, const char **name, double *forward_ms,
+                                   double *backward_ms);
+/* Read weights and statistics from path: a shoal checkpoint (shoal train --save), or
+ * Darknet's .weights when the path ends so. The file must be of this cfg (SHOAL_ERR_FORMAT
+ * naming both sizes otherwise); SHOAL_ERR_IO or SHOAL_ERR_FORMAT, naming the file, when it
+ * cannot be read. Blocks on file I/O; path borrowed. (Implemented in
+ * src/train/net_weights.c: checkpoints are the training job's format.) */
+shoal_result shoal_net_load_weights(shoal_net *n, const char *path);
 /* rand() calls Darknet makes while it builds this net before reading weights (its connected
  * layers' uniform start): what `darknet rnn generate -srand N` spends before sampling, so a
  * program can draw as it does. -1 when Darknet starts a layer otherwise ([convolutional]) or

@@ -58,10 +58,10 @@ static shoal_result time_passes(const time_opts *o, shoal_net *net, time_result 
         fwd_ns += t1 - t0;
         bwd_ns += t2 - t1;
         for (int l = 0; l < t->nlayers && rc == SHOAL_OK; l++) {
-            shoal_net_layer_info li;
-            rc = shoal_net_layer(net, l, &li);
-            t->layer_ms[2 * l] += li.forward_ms;
-            t->layer_ms[2 * l + 1] += li.backward_ms;
+            double f = 0, b = 0;
+            rc = shoal_net_layer_times(net, l, NULL, &f, &b);
+            t->layer_ms[2 * l] += f;
+            t->layer_ms[2 * l + 1] += b;
         }
     }
     sh_free_aligned(x);
@@ -72,26 +72,31 @@ static shoal_result time_passes(const time_opts *o, shoal_net *net, time_result 
     return rc;
 }
 
+/* Layer l's name, "?" past the end. */
+static const char *layer_name(const shoal_net *net, int l)
+{
+    const char *name = "?";
+    shoal_net_layer_times(net, l, &name, NULL, NULL);
+    return name;
+}
+
 static void print_times(const time_opts *o, shoal_net *net, const time_result *t)
 {
-    shoal_net_layer_info li = {0};
     if (o->json) {
         printf("{\"forward_ms\":%.4f,\"backward_ms\":%.4f,\"total_ms\":%.4f,\"batch\":%d,"
                "\"iterations\":%d,\"threads\":%d,\"layers\":[",
                t->fwd_ms, t->bwd_ms, t->fwd_ms + t->bwd_ms, t->n, o->iterations, o->threads);
         for (int l = 0; o->per_layer && l < t->nlayers; l++)
-            if (shoal_net_layer(net, l, &li) == SHOAL_OK)
-                printf("%s{\"name\":\"%s\",\"forward_ms\":%.4f,\"backward_ms\":%.4f}", l ? "," : "", li.name,
-                       t->layer_ms[2 * l], t->layer_ms[2 * l + 1]);
+            printf("%s{\"name\":\"%s\",\"forward_ms\":%.4f,\"backward_ms\":%.4f}", l ? "," : "",
+                   layer_name(net, l), t->layer_ms[2 * l], t->layer_ms[2 * l + 1]);
         printf("]}\n");
         return;
     }
     printf("shoal time %s: batch %d, %d iterations, %d thread%s\n", o->cfg, t->n, o->iterations, o->threads,
            o->threads == 1 ? "" : "s");
     for (int l = 0; o->per_layer && l < t->nlayers; l++) {
-        if (shoal_net_layer(net, l, &li) != SHOAL_OK) continue;
-        printf("%16s\tforward: %.4f ms.\n", li.name, t->layer_ms[2 * l]);
-        printf("%16s\tbackward: %.4f ms.\n", li.name, t->layer_ms[2 * l + 1]);
+        printf("%16s\tforward: %.4f ms.\n", layer_name(net, l), t->layer_ms[2 * l]);
+        printf("%16s\tbackward: %.4f ms.\n", layer_name(net, l), t->layer_ms[2 * l + 1]);
     }
     printf("Average Forward pass: %.4f ms.\n", t->fwd_ms);
     printf("Average Backward pass: %.4f ms.\n", t->bwd_ms);

@@ -1,7 +1,7 @@
 /* net_api.c — the public network API (shoal/net.h): argument checks and a handle with a
  * magic value around the internal net (nn/net.h).
- * Not here: the network itself (net.c), the thread rule (base/cpus.c), reading checkpoints
- * (shoal_net_load_weights: src/train/eval_api.c).
+ * Not here: the network itself (net.c), the thread rule (base/cpus.c), weight files
+ * (src/train/net_weights.c).
  * Proved by tests/train/test_api.c. */
 #include "shoal/net.h"
 
@@ -72,8 +72,6 @@ void shoal_net_destroy(shoal_net *n)
     free(n);
 }
 
-sh_net *sh_net_api_inner(shoal_net *n) { return alive(n) ? n->net : NULL; }
-
 shoal_result shoal_net_input_shape(const shoal_net *n, int *batch, int *c, int *h, int *w)
 {
     if (!alive(n)) return SH_FAIL(SHOAL_ERR_INVALID, "shoal_net_input_shape: NULL or destroyed net");
@@ -142,17 +140,22 @@ float *shoal_net_grads(shoal_net *n, size_t *count)
     return alive(n) ? sh_net_grads(n->net) : NULL;
 }
 
+sh_net *sh_net_api_inner(const shoal_net *n) { return alive(n) ? n->net : NULL; }
+
 int shoal_net_nlayers(const shoal_net *n) { return alive(n) ? sh_net_nlayers(n->net) : 0; }
 
-shoal_result shoal_net_layer(const shoal_net *n, int i, shoal_net_layer_info *out)
+shoal_result shoal_net_layer_times(const shoal_net *n, int i, const char **name, double *forward_ms,
+                                   double *backward_ms)
 {
-    if (!alive(n) || !out) return SH_FAIL(SHOAL_ERR_INVALID, "shoal_net_layer: NULL or destroyed net, or NULL out");
+    if (!alive(n)) return SH_FAIL(SHOAL_ERR_INVALID, "shoal_net_layer_times: NULL or destroyed net");
     if (i < 0 || i >= sh_net_nlayers(n->net))
-        return SH_FAIL(SHOAL_ERR_INVALID, "shoal_net_layer: layer %d, the net has 0..%d", i,
+        return SH_FAIL(SHOAL_ERR_INVALID, "shoal_net_layer_times: layer %d; the net has 0..%d", i,
                        sh_net_nlayers(n->net) - 1);
-    out->name = sh_net_layer_name(n->net, i);
-    sh_net_layer_params(n->net, i, &out->param_offset, &out->param_count);
-    sh_net_layer_times(n->net, i, &out->forward_ms, &out->backward_ms);
+    double f = 0, b = 0;
+    sh_net_layer_times(n->net, i, &f, &b);
+    if (name) *name = sh_net_layer_name(n->net, i);
+    if (forward_ms) *forward_ms = f;
+    if (backward_ms) *backward_ms = b;
     return SHOAL_OK;
 }
 

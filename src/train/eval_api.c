@@ -1,9 +1,7 @@
-/* eval_api.c — the public calls about trained weights: shoal_test_run (accuracy and loss of
- * weights on a test split or a text's held-out tail, what `shoal test` prints) and
- * shoal_net_load_weights (a checkpoint or Darknet's .weights into a public net).
+/* eval_api.c — shoal_test_run (shoal/train.h): accuracy and loss of trained weights on a
+ * test split or a text's held-out tail, what `shoal test` prints.
  * Not here: the evaluation loop (eval.c), the checkpoint layout (snapshot.c).
  * Proved by tests/train/test_api.c and tests/cli/test_train_cli.c (shoal test). */
-#include "shoal/net.h"
 #include "shoal/train.h"
 
 #include <math.h>
@@ -16,18 +14,9 @@
 #include "base/err.h"
 #include "base/util.h"
 #include "data/data.h"
-#include "nn/net_api.h"
 #include "shoal/comm.h"
 #include "train/eval.h"
 #include "train/snapshot.h"
-
-shoal_result shoal_net_load_weights(shoal_net *n, const char *path)
-{
-    sh_net *net = sh_net_api_inner(n);
-    if (!net || !path)
-        return SH_FAIL(SHOAL_ERR_INVALID, "shoal_net_load_weights: %s", net ? "path is NULL" : "NULL or destroyed net");
-    return sh_snapshot_load_weights(net, path);
-}
 
 void shoal_test_opts_default(shoal_test_opts *o)
 {
