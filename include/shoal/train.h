@@ -100,12 +100,13 @@ void shoal_train_opts_default(shoal_train_opts *o);
  * as the flag's: "12", "strong", "topk:0.01". A switch ("quiet", "json", "profile", "ps",
  * "sfb") takes NULL or "true"/"1" to turn it on, "false"/"0" to turn it off. A string is
  * copied into o (shoal_train_opts_fini frees the copies); value is borrowed for the call.
- * Not thread-safe for one o. Errors: SHOAL_ERR_INVALID, with one line naming the option and
+ * Does not block (it reads no file); not thread-safe for one o. Errors: SHOAL_ERR_INVALID, with one line naming the option and
  * the value: an unknown name (and the nearest option), a missing or bad value (and what it
  * takes); o is then unchanged. */
 shoal_result shoal_train_opts_set(shoal_train_opts *o, const char *name, const char *value);
 
-/* Free the strings shoal_train_opts_set copied and reset o to the defaults. NULL is fine. */
+/* Free the strings shoal_train_opts_set copied and reset o to the defaults. NULL is fine;
+ * not thread-safe for one o. */
 void shoal_train_opts_fini(shoal_train_opts *o);
 
 /* Whether the options fit together (what shoal_train_run checks before anything runs; it
@@ -119,7 +120,7 @@ typedef struct {
     const char *name, *arg, *group, *help;
 } shoal_train_option;
 
-/* The i-th option (from 0), NULL past the last. The strings are static. */
+/* The i-th option (from 0), NULL past the last. The strings are static; thread-safe. */
 const shoal_train_option *shoal_train_option_at(size_t i);
 
 /* One evaluation during the run (each epoch's end, and the end). */
@@ -260,8 +261,9 @@ typedef struct {
 /* Everything 0 / NULL. */
 void shoal_test_opts_default(shoal_test_opts *o);
 
-/* Load the cfg and the weights, forward every test image (inference) and fill r. Blocks;
- * strings borrowed for the call; one process, no communicator. Errors: SHOAL_ERR_INVALID
+/* Load the cfg and the weights, forward every test image (inference) and fill r. Blocks for
+ * the whole test; strings borrowed for the call; one process, no communicator; every call
+ * builds its own net (tested one call at a time). Errors: SHOAL_ERR_INVALID
  * (NULL o or r, no cfg_path or weights_path, a dataset that does not fit the model),
  * SHOAL_ERR_IO, SHOAL_ERR_FORMAT (cfg, dataset, or weights of another model: the message
  * says which). */

@@ -76,12 +76,12 @@ static shoal_result check_counts(const shoal_train_opts *o)
                   {"threads", o->threads}, {"save-every", o->save_every_steps},
                   {"log-histograms", o->histogram_every_steps}, {"pipeline", o->pipeline_stages},
                   {"micro-batches", o->micro_batches}, {"tensor-parallel", o->tensor_ranks},
-                  {"staleness", o->staleness}, {"time-limit", (int64_t)o->time_limit_s}};
+                  {"staleness", o->staleness}};
     for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
         if (counts[i].v < 0)
             return SH_FAIL(SHOAL_ERR_INVALID, "--%s %lld: must be >= 0 (0: the default)", counts[i].flag,
                            (long long)counts[i].v);
-    if (o->time_limit_s < 0)
+    if (!(o->time_limit_s >= 0)) /* NaN too */
         return SH_FAIL(SHOAL_ERR_INVALID, "--time-limit %g: must be >= 0 (0: none)", o->time_limit_s);
     return SHOAL_OK;
 }
