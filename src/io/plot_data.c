@@ -242,29 +242,19 @@ static const char *base_name(const char *path)
     return s ? s + 1 : path;
 }
 
-shoal_result sh_bench_curve_read(const char *path, sh_bench_curve *out)
+/* The lines of text without launcher prefixes, into *clean; those that can belong to a JSON
+ * document (a log line on stderr mixed into the output must not spoil it) into *json_part.
+ * Every line is copied with a '\n' after it, the last one too when the file ends without
+ * one (scripts/fuzz.sh found the byte past the end written): + 2, not + 1. */
+static shoal_result split_lines(char *text, const char *path, char **clean, char **json_part)
 {
-    memset(out, 0, sizeof *out);
-    char *text = slurp(path);
-    if (!text) return SH_FAIL(SHOAL_ERR_IO, "--bench %s: cannot read: %s", path, strerror(errno));
-    snprintf(out->label, sizeof out->label, "%s", base_name(path));
-    shoal_result rc = SHOAL_OK;
-    char err[160] = "";
-    /* a whole shoal bench --json object (possibly with [rank 0] prefixes: strip them first) */
-    /* every line is copied with a '\n' after it, the last one too when the file ends
-     * without one (scripts/fuzz.sh found the byte past the end written): + 2, not + 1 */
     size_t text_len = strlen(text);
-    char *clean = malloc(text_len + 2);
-    if (!clean) {
-        free(text);
-        return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory reading %s", path);
-    }
-    /* clean: the lines without launcher prefixes; json_part: only those that can belong to
-     * a JSON document (a log line on stderr mixed into the output must not spoil it) */
-    char *json_part = malloc(text_len + 2);
-    if (!json_part) {
-        free(clean);
-        free(text);
+    *clean = malloc(text_len + 2);
+    *json_part = malloc(text_len + 2);
+    if (!*clean || !*json_part) {
+        free(*clean);
+        free(*json_part);
+        *clean = *json_part = NULL;
         return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory reading %s", path);
     }
     size_t cn = 0, jn = 0;
@@ -273,18 +263,71 @@ shoal_result sh_bench_curve_read(const char *path, sh_bench_curve *out)
         if (nl) *nl = 0;
         char *l = skip_rank_prefix(line);
         size_t len = strlen(l);
-        memcpy(clean + cn, l, len);
+        memcpy(*clean + cn, l, len);
         cn += len;
-        clean[cn++] = '\n';
+        (*clean)[cn++] = '\n';
         if (strchr("{}[]", l[0]) && l[0]) {
-            memcpy(json_part + jn, l, len);
+            memcpy(*json_part + jn, l, len);
             jn += len;
-            json_part[jn++] = '\n';
+            (*json_part)[jn++] = '\n';
         }
         line = nl ? nl + 1 : NULL;
     }
-    clean[cn] = 0;
-    json_part[jn] = 0;
+    (*clean)[cn] = 0;
+    (*json_part)[jn] = 0;
+    return SHOAL_OK;
+}
+
+/* A table's header line ("# size ... busbw ..."): where its columns are. */
+static void header_columns(char *line, int *size_col, int *bw_col)
+{
+    int col = 0, sc = -1, bc = -1;
+    for (char *tok = strtok(line + 1, " \t"); tok; tok = strtok(NULL, " \t"), col++) {
+        if (!strcmp(tok, "size") && sc < 0) sc = col;
+        if (!strcmp(tok, "busbw") && bc < 0) bc = col;
+    }
+    if (sc >= 0 && bc >= 0) *size_col = sc, *bw_col = bc;
+}
+
+/* Line by line: JSON rows, or a table under a header naming its columns. */
+static shoal_result rows_from_lines(char *clean, const char *path, sh_bench_curve *out)
+{
+    shoal_result rc = SHOAL_OK;
+    char err[160] = "";
+    int size_col = -1, bw_col = -1, lineno = 0;
+    for (char *line = clean; line && *line && rc == SHOAL_OK;) {
+        char *nl = strchr(line, '\n');
+        if (nl) *nl = 0;
+        lineno++;
+        if (line[0] == '{') {
+            sh_json *row = sh_json_parse(line, err, sizeof err);
+            if (!row) rc = SH_FAIL(SHOAL_ERR_FORMAT, "--bench %s:%d: not a JSON row (%s)", path, lineno, err);
+            else rc = add_row(out, sh_json_num(row, "size", NAN), sh_json_num(row, "busbw_gb_s", NAN));
+            sh_json_free(row);
+        } else if (line[0] == '#') {
+            header_columns(line, &size_col, &bw_col);
+        } else if (size_col >= 0 && isdigit((unsigned char)line[0])) {
+            double v[64];
+            int col = 0;
+            for (char *tok = strtok(line, " \t"); tok && col < 64; tok = strtok(NULL, " \t")) v[col++] = strtod(tok, NULL);
+            if (col > bw_col && col > size_col) rc = add_row(out, v[size_col], v[bw_col]);
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    return rc;
+}
+
+shoal_result sh_bench_curve_read(const char *path, sh_bench_curve *out)
+{
+    memset(out, 0, sizeof *out);
+    char *text = slurp(path);
+    if (!text) return SH_FAIL(SHOAL_ERR_IO, "--bench %s: cannot read: %s", path, strerror(errno));
+    snprintf(out->label, sizeof out->label, "%s", base_name(path));
+    char *clean = NULL, *json_part = NULL, err[160] = "";
+    shoal_result rc = split_lines(text, path, &clean, &json_part);
+    free(text);
+    if (rc != SHOAL_OK) return rc;
+    /* a whole shoal bench --json object (possibly with [rank 0] prefixes, stripped above) */
     sh_json *doc = json_part[0] == '{' ? sh_json_parse(json_part, err, sizeof err) : NULL;
     free(json_part);
     const sh_json *rows = doc ? sh_json_get(doc, "rows") : NULL;
@@ -296,36 +339,10 @@ shoal_result sh_bench_curve_read(const char *path, sh_bench_curve *out)
             rc = add_row(out, sh_json_num(&rows->items[i], "size", NAN),
                          sh_json_num(&rows->items[i], "busbw_gb_s", NAN));
     } else {
-        /* line by line: JSON rows, or a table under a header naming its columns */
-        int size_col = -1, bw_col = -1, lineno = 0;
-        for (char *line = clean; line && *line && rc == SHOAL_OK;) {
-            char *nl = strchr(line, '\n');
-            if (nl) *nl = 0;
-            lineno++;
-            if (line[0] == '{') {
-                sh_json *row = sh_json_parse(line, err, sizeof err);
-                if (!row) rc = SH_FAIL(SHOAL_ERR_FORMAT, "--bench %s:%d: not a JSON row (%s)", path, lineno, err);
-                else rc = add_row(out, sh_json_num(row, "size", NAN), sh_json_num(row, "busbw_gb_s", NAN));
-                sh_json_free(row);
-            } else if (line[0] == '#') {
-                int col = 0, sc = -1, bc = -1;
-                for (char *tok = strtok(line + 1, " \t"); tok; tok = strtok(NULL, " \t"), col++) {
-                    if (!strcmp(tok, "size") && sc < 0) sc = col;
-                    if (!strcmp(tok, "busbw") && bc < 0) bc = col;
-                }
-                if (sc >= 0 && bc >= 0) size_col = sc, bw_col = bc;
-            } else if (size_col >= 0 && isdigit((unsigned char)line[0])) {
-                double v[64];
-                int col = 0;
-                for (char *tok = strtok(line, " \t"); tok && col < 64; tok = strtok(NULL, " \t")) v[col++] = strtod(tok, NULL);
-                if (col > bw_col && col > size_col) rc = add_row(out, v[size_col], v[bw_col]);
-            }
-            line = nl ? nl + 1 : NULL;
-        }
+        rc = rows_from_lines(clean, path, out);
     }
     sh_json_free(doc);
     free(clean);
-    free(text);
     if (rc == SHOAL_OK && out->n == 0)
         rc = SH_FAIL(SHOAL_ERR_FORMAT, "--bench %s: no benchmark rows found; give the output of shoal bench (--json or "
                      "its table), JSON lines with \"size\" and \"busbw_gb_s\", or an nccl-tests table", path);
