@@ -17,6 +17,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "shoal/comm.h"
+#include "train/mp/mp.h"
 #include "train/timeline.h"
 #include "train/snapshot.h"
 
@@ -283,9 +284,10 @@ static shoal_result run_ps_server(const sh_job_opts *o, shoal_comm *c, sh_job_re
 /* A strategy that compresses (comm_stats set): its figures into the report. */
 static void report_comm_stats(sh_strategy *st, shoal_result rc, sh_job_report *r)
 {
-    if (rc != SHOAL_OK || !st->comm_stats) return;
     sh_dp_profile *pr = &r->dp_profile;
-    st->comm_stats(st, &pr->wire_nbytes, &pr->dense_nbytes, &pr->residual_norm);
+    if (rc != SHOAL_OK || !st->ops->comm_stats ||
+        !st->ops->comm_stats(st, &pr->wire_nbytes, &pr->dense_nbytes, &pr->residual_norm))
+        return;
     pr->compressed = 1;
     r->has_comm_stats = 1;
 }
@@ -310,7 +312,7 @@ static shoal_result run_ps_worker(const sh_job_opts *o, shoal_comm *c, sh_job_re
      * error-feedback residuals writes them beside it at the same steps (PATH.worker<k>), on
      * its own: workers never wait for each other, and the servers may drop one. */
     if (st->rank != 0) {
-        if (!st->rank_state_get) wo.save_path = NULL;
+        if (!sh_strategy_rank_state_count(st)) wo.save_path = NULL;
         wo.logdir = NULL;
     }
     rc = train_with(&wo, net, st, r);
@@ -360,7 +362,7 @@ static shoal_result gather_pipe_profile(shoal_comm *c, sh_strategy *st, int stag
  * attach), or one line where the layout has no such group. */
 static void layout_compress(const sh_job_opts *o, sh_strategy *st, int replicas, const char *flag, int rank)
 {
-    st->codec = o->codec;
+    sh_mp_compress(st, &o->codec);
     if (o->codec.codec != SHOAL_CODEC_NONE && replicas < 2 && rank == 0)
         SH_LOG_W("train", "--compress: %s with one replica has no data-parallel group to compress; add ranks "
                  "(-n) for replicas", flag);
@@ -455,7 +457,7 @@ static shoal_result run_hybrid_rank(const sh_job_opts *o, shoal_comm *c, sh_job_
     sh_strategy *st = NULL;
     sh_net *net = NULL;
     SH_TRY(sh_strategy_hybrid_create(c, &ho, &st, &net));
-    st->codec = o->codec; /* the convolutional part's sums */
+    sh_mp_compress(st, &o->codec); /* the convolutional part's sums */
     if (r->rank == 0 && o->layout_out) {
         sh_strategy_hybrid_describe(st, o->layout_out);
         fflush(o->layout_out);

@@ -179,8 +179,6 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
                  shoal_comm_world(d->c), nparams, shoal_codec_format(&d->codec, spec, sizeof spec),
                  d->sfb ? " and sufficient factors" : "");
         d->prof.compressed = 1;
-        s->drain = NULL;
-        s->sum_start = NULL;
         return SHOAL_OK;
     }
     /* Groups of whole layers, last layer first. */
@@ -268,12 +266,7 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
      * it computes them (the same bits), and a chunk starts once its rows are done: the wire
      * need not idle through a large layer's whole backward. */
     if (chunk && grad_rows > 0) sh_net_set_grad_rows(net, (int)grad_rows);
-    if (d->defers) {
-        sh_net_set_before_forward(net, before_forward, s);
-    } else { /* every step ends complete, as it always did */
-        s->drain = NULL;
-        s->sum_start = NULL;
-    }
+    if (d->defers) sh_net_set_before_forward(net, before_forward, s); /* else every step ends complete */
     SH_LOG_I("train", "data parallel over %d ranks: %zu parameters in %d buckets of up to %.1f MB%s%s",
              shoal_comm_world(d->c), nparams, d->nb, (double)cap * 4 / 1e6,
              shared ? ", one copy of the weights in shared memory" : "",
@@ -636,56 +629,63 @@ static void step_comm(const sh_strategy *s, sh_step_comm *out)
     *out = d->last;
 }
 
-/* Every rank's residuals into one block on rank 0 (rank order), for the checkpoint. */
-static shoal_result rank_state_gather(sh_strategy *s, float **all, size_t *count)
-{
-    dp_state *d = s->impl;
-    *all = NULL;
-    *count = d->gx ? sh_gradx_state_count(d->gx) : 0;
-    if (!*count) return SHOAL_OK;
-    float *mine = malloc(*count * sizeof(float)), *every = malloc(*count * sizeof(float) * (size_t)s->world);
-    shoal_result rc = mine && every ? SHOAL_OK : SH_FAIL(SHOAL_ERR_NOMEM, "out of memory for the residuals");
-    if (rc == SHOAL_OK) {
-        sh_gradx_state_get(d->gx, mine);
-        rc = shoal_allgather(d->c, mine, every, *count, SHOAL_FLOAT32);
-    }
-    free(mine);
-    if (rc == SHOAL_OK && s->rank == 0) *all = every;
-    else free(every);
-    return rc;
-}
-
-static void rank_state_restore(sh_strategy *s, const float *all, size_t count, int saved_world)
-{
-    dp_state *d = s->impl;
-    size_t mine = d->gx ? sh_gradx_state_count(d->gx) : 0;
-    if (!mine) return;
-    if (count == mine && saved_world == s->world && all) {
-        sh_gradx_state_set(d->gx, all + (size_t)s->rank * count);
-        return;
-    }
-    sh_gradx_state_reset(d->gx);
-    if (s->rank != 0) return;
-    if (!count)
-        SH_LOG_W("train", "the checkpoint holds no error-feedback residuals (saved without --compress "
-                 "or with fp16/bf16); they start from zero");
-    else if (saved_world != s->world)
-        SH_LOG_W("train", "the checkpoint's error-feedback residuals are for %d ranks, this run has %d: they "
-                 "start from zero", saved_world, s->world);
-    else
-        SH_LOG_W("train", "the checkpoint's error-feedback residuals (%zu values a rank) do not fit this "
-                 "run's compression (%zu): they start from zero; resume with the same --compress", count, mine);
-}
-
-static void comm_stats(const sh_strategy *s, double *wire, double *dense, double *residual)
+/* The compressed exchange's residuals (and velocities): each rank's own, in its own file
+ * beside the checkpoint (snapshot.c). */
+static size_t rank_state_count(const sh_strategy *s)
 {
     const dp_state *d = s->impl;
+    return d->gx ? sh_gradx_state_count(d->gx) : 0;
+}
+
+static void rank_state_get(sh_strategy *s, float *out)
+{
+    dp_state *d = s->impl;
+    sh_gradx_state_get(d->gx, out);
+}
+
+static void rank_state_set(sh_strategy *s, const float *in)
+{
+    dp_state *d = s->impl;
+    if (in) sh_gradx_state_set(d->gx, in);
+    else sh_gradx_state_reset(d->gx);
+}
+
+/* Only the float32 exchange across hosts (SHOAL_DP_OVERLAP) leaves a step's tail in flight. */
+static int can_defer(const sh_strategy *s)
+{
+    const dp_state *d = s->impl;
+    return d->defers;
+}
+
+static int comm_stats(const sh_strategy *s, double *wire, double *dense, double *residual)
+{
+    const dp_state *d = s->impl;
+    if (!d->gx) return 0;
     *wire = d->prof.wire_nbytes;
     *dense = d->prof.dense_nbytes;
     *residual = d->prof.residual_norm;
+    return 1;
 }
 
-static const sh_strategy_ops dp_ops = {"allreduce", attach, begin, grad_ready, finish, destroy, sum, NULL};
+static const sh_strategy_ops dp_ops = {
+    .name = "allreduce",
+    .attach = attach,
+    .begin = begin,
+    .finish = finish,
+    .destroy = destroy,
+    .grad_ready = grad_ready,
+    .sum = sum,
+    .sync_state = sync_state,
+    .can_defer = can_defer,
+    .drain = drain,
+    .sum_start = sum_start,
+    .rank_state_count = rank_state_count,
+    .rank_state_get = rank_state_get,
+    .rank_state_set = rank_state_set,
+    .step_comm = step_comm,
+    .comm_stats = comm_stats,
+    .grad_sq_part = grad_sq_part,
+};
 
 shoal_result sh_strategy_allreduce_create(shoal_comm *c, const sh_dp_opts *o, sh_strategy **out)
 {
@@ -700,14 +700,9 @@ shoal_result sh_strategy_allreduce_create(shoal_comm *c, const sh_dp_opts *o, sh
     d->c = c;
     d->o = *o;
     s->ops = &dp_ops;
-    s->rank = shoal_comm_rank(c);
-    s->world = shoal_comm_world(c);
+    s->rank = s->job_rank = shoal_comm_rank(c);
+    s->world = s->job_world = shoal_comm_world(c);
     s->impl = d;
-    s->sync_state = sync_state;
-    s->step_comm = step_comm;
-    s->drain = drain;
-    s->sum_start = sum_start;
-    s->grad_sq_part = grad_sq_part;
     shoal_codec_opts_default(&d->codec);
     d->s = s;
     *out = s;
@@ -720,10 +715,6 @@ void sh_strategy_allreduce_compress(sh_strategy *s, const shoal_codec_opts *code
     d->codec = *codec;
     d->sfb = sfb;
     d->model = model;
-    int on = compresses(d);
-    s->rank_state_gather = on ? rank_state_gather : NULL;
-    s->rank_state_restore = on ? rank_state_restore : NULL;
-    s->comm_stats = on ? comm_stats : NULL;
 }
 
 void sh_strategy_allreduce_profile(const sh_strategy *s, sh_dp_profile *out)

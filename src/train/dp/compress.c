@@ -27,7 +27,6 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "nn/gemm.h"
-#include "train/strategy.h"
 
 typedef struct {
     int layer;
@@ -394,53 +393,4 @@ void sh_gradx_state_reset(sh_gradx *g)
         shoal_compressor_reset(g->u[i].z);
         if (g->u[i].vel) memset(g->u[i].vel, 0, g->u[i].count * sizeof(float));
     }
-}
-
-/* ---- a model-parallel layout's data-parallel group ---- */
-
-static size_t group_state_count(const sh_strategy *s) { return s->gx ? sh_gradx_state_count(s->gx) : 0; }
-static void group_state_get(sh_strategy *s, float *out) { sh_gradx_state_get(s->gx, out); }
-
-static void group_state_set(sh_strategy *s, const float *in)
-{
-    if (in) sh_gradx_state_set(s->gx, in);
-    else sh_gradx_state_reset(s->gx);
-}
-
-static void group_comm_stats(const sh_strategy *s, double *wire, double *dense, double *residual)
-{
-    sh_gradx_stats st;
-    sh_gradx_get_stats(s->gx, &st);
-    *wire = st.wire_nbytes;
-    *dense = st.dense_nbytes;
-    *residual = st.residual_norm;
-}
-
-shoal_result sh_gradx_group_attach(sh_strategy *s, shoal_comm *group, sh_net *net, int sum, int job_rank,
-                                   int job_world)
-{
-    if (s->codec.codec == SHOAL_CODEC_NONE || !group) return SHOAL_OK;
-    sh_gradx_opts o = {s->codec, 0, NULL, sum};
-    SH_TRY(sh_gradx_create(group, net, &o, &s->gx));
-    s->file_rank = job_rank;
-    s->file_world = job_world;
-    s->rank_state_count = group_state_count;
-    s->rank_state_get = group_state_get;
-    s->rank_state_set = group_state_set;
-    s->comm_stats = group_comm_stats;
-    s->applies_update = s->opt != NULL && sh_gradx_applies_update(s->gx);
-    return SHOAL_OK;
-}
-
-void sh_gradx_group_begin(sh_strategy *s, int64_t step)
-{
-    if (s->gx && s->applies_update) s->gx_lr = sh_lr_at(s->lr, step);
-}
-
-shoal_result sh_gradx_group_finish(sh_strategy *s, sh_net *net)
-{
-    float *grads = sh_net_grads(net);
-    SH_TRY(sh_gradx_reduce(s->gx, grads));
-    if (s->applies_update) sh_gradx_apply(s->gx, s->opt, sh_net_params(net), grads, sh_net_nparams(net), s->gx_lr);
-    return SHOAL_OK;
 }

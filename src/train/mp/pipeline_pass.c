@@ -241,6 +241,11 @@ shoal_result sh_pipe_pass(sh_strategy *s, const float *x, const int32_t *y, int 
                           float *loss, int *correct)
 {
     pipe_state *p = s->impl;
+    if (n <= 0) { /* evaluation left this replica nothing: every stage of it sees the same n */
+        *loss = 0;
+        *correct = 0;
+        return SHOAL_OK;
+    }
     uint64_t t0 = sh_now_ns();
     p->acc_ns = training ? p->ns : p->eval_ns;
     if ((p->packs & SH_PACK_FORWARD) && (p->stale & SH_PACK_FORWARD) && !training) {
