@@ -25,6 +25,9 @@ typedef struct {
 
 /* Parse the [net] (or [network]) section; unknown keys are errors (sh_cfg_check_unused). */
 shoal_result sh_net_config_parse(sh_cfg_section *s, sh_net_config *out);
+/* The [net] section's batch of the cfg at cfg_path, without building the net (a job sizes its
+ * ranks' batches with it). Errors as sh_cfg_load's and sh_net_config_parse's. */
+shoal_result sh_net_cfg_batch(const char *cfg_path, int *batch);
 
 typedef struct sh_net sh_net;
 
