@@ -1,7 +1,7 @@
 /* test_net_config.c — proves src/nn/net_config.c: the [net] section's keys and Darknet's
- * defaults (and the batch read from a file alone), each learning-rate policy and optimizer, inputs= for vector models, and the
- * errors for bad or contradictory values; and that every example model builds into a network
- * with the parameter count it states. */
+ * defaults, each learning-rate policy and optimizer, inputs= for vector models, the errors
+ * for bad or contradictory values, the batch read from a file alone; and that every example
+ * model builds into a network with the parameter count it states. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
