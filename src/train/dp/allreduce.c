@@ -147,44 +147,10 @@ static shoal_result share_weights(dp_state *d, sh_net *net, int *done)
 
 static shoal_result before_forward(void *ctx, int layer);
 
-static shoal_result attach(sh_strategy *s, sh_net *net)
+/* Groups of whole layers of up to cap floats, last layer first. */
+static shoal_result group_layers(dp_state *d, sh_net *net, size_t cap)
 {
-    dp_state *d = s->impl;
-    SH_TRY(check_same(d, net));
-    size_t nparams = sh_net_nparams(net);
-    d->nparams = nparams;
-    /* The update rides on the allreduce: each bucket's optimizer step runs as soon as its
-     * gradients are reduced, and where the allreduce splits the work each rank updates only
-     * its block (ZeRO stage 1: the optimizer's work and memory traffic are divided). */
-    long shard = 1;
-    SH_TRY(sh_env_long("SHOAL_DP_SHARD", &shard));
-    d->shard = shard && s->opt != NULL && !compresses(d); /* compressed: every rank steps all */
-    s->applies_update = d->shard;
-    int shared = 0;
-    SH_TRY(share_weights(d, net, &shared));
-    d->prof.shared_weights = shared;
-    d->grads = sh_net_grads(net);
-    d->params = sh_net_params(net);
-    /* Rank 0's weights and batch-norm statistics for everyone. */
-    if (!shared) SH_TRY(shoal_broadcast(d->c, d->params, d->params, nparams, SHOAL_FLOAT32, 0));
-    size_t nstats = 0;
-    float *stats = sh_net_stats(net, &nstats);
-    if (nstats) SH_TRY(shoal_broadcast(d->c, stats, stats, nstats, SHOAL_FLOAT32, 0));
-    if (compresses(d)) {
-        sh_gradx_opts go = {d->codec, d->sfb, d->model, 0};
-        SH_TRY(sh_gradx_create(d->c, net, &go, &d->gx));
-        s->applies_update = s->opt != NULL && sh_gradx_applies_update(d->gx); /* momentum correction */
-        char spec[48];
-        SH_LOG_I("train", "data parallel over %d ranks: %zu parameters, gradients compressed with %s%s",
-                 shoal_comm_world(d->c), nparams, shoal_codec_format(&d->codec, spec, sizeof spec),
-                 d->sfb ? " and sufficient factors" : "");
-        d->prof.compressed = 1;
-        return SHOAL_OK;
-    }
-    /* Groups of whole layers, last layer first. */
     int nl = sh_net_nlayers(net);
-    size_t cap = (size_t)((d->o.bucket_mb > 0 ? d->o.bucket_mb : 1.0) * 1024 * 1024 / sizeof(float));
-    if (cap == 0) cap = 1;
     d->group_of_layer = calloc((size_t)nl, sizeof(int));
     d->g = calloc((size_t)nl + 1, sizeof(group));
     if (!d->group_of_layer || !d->g) return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
@@ -205,31 +171,16 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
         d->g[cur].count += cnt;
         d->group_of_layer[i] = cur;
     }
-    /* Overlap with the next forward (the trainer's run loop allows it: may_defer) where the
-     * update rides on the allreduce, each rank has its own weights and the ranks span hosts
-     * (on one host the exchange is short and the overlap measured no gain). With two ranks every
-     * element's reduction is the one sum a + b whatever the cut, so large groups are cut into
-     * chunks and the next forward's first layers need not queue behind the last ones. */
-    long overlap = 1, chunk_kb = 256, ahead_kb = 1280, grad_rows = 32;
-    SH_TRY(sh_env_long("SHOAL_DP_OVERLAP", &overlap));
-    SH_TRY(sh_env_long("SHOAL_DP_GRAD_ROWS", &grad_rows));
-    SH_TRY(sh_env_long("SHOAL_DP_CHUNK_KB", &chunk_kb));
-    SH_TRY(sh_env_long("SHOAL_DP_AHEAD_KB", &ahead_kb));
-    int across = 0; /* 1: the ranks are on more than one host */
-    for (int r = 1; r < shoal_comm_world(d->c); r++) {
-        const char *h0 = shoal_comm_host(d->c, 0), *h = shoal_comm_host(d->c, r);
-        across |= h0 && h && strcmp(h0, h) != 0;
-    }
-    d->defers = (overlap == 2 || (overlap == 1 && across)) && d->shard && !shared;
-    size_t chunk = d->defers && shoal_comm_world(d->c) == 2 && chunk_kb > 0 ? (size_t)chunk_kb * 256 : 0;
-    /* Each request costs a round of messages: a group is cut into at most 8 chunks of at
-     * least SHOAL_DP_CHUNK_KB; backward may start at least half of the gradients (the wire
-     * must stay busy through a long backward) */
-    d->ahead = (size_t)ahead_kb * 256;
-    if (d->ahead < nparams / 2) d->ahead = nparams / 2;
+    return SHOAL_OK;
+}
+
+/* Each group's buckets: the whole group, or with chunk > 0 chunks of it. Each request costs a
+ * round of messages: a group is cut into at most 8 chunks of at least chunk floats. */
+static shoal_result cut_buckets(dp_state *d, sh_net *net, size_t chunk)
+{
+    int nl = sh_net_nlayers(net), nb = 0;
     size_t *cut = calloc((size_t)d->ng + 1, sizeof(size_t));
     if (!cut) return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
-    int nb = 0;
     for (int k = 0; k < d->ng; k++) {
         cut[k] = chunk && chunk < (d->g[k].count + 7) / 8 ? (d->g[k].count + 7) / 8 : chunk;
         nb += cut[k] ? (int)((d->g[k].count + cut[k] - 1) / cut[k]) : 1;
@@ -262,15 +213,82 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
         d->b[i].d = d;
         d->b[i].lead = 1;
     }
+    return SHOAL_OK;
+}
+
+/* The float32 exchange: its buckets, and whether a step's tail overlaps the next forward. */
+static shoal_result plan_exchange(sh_strategy *s, sh_net *net, int shared)
+{
+    dp_state *d = s->impl;
+    size_t cap = (size_t)((d->o.bucket_mb > 0 ? d->o.bucket_mb : 1.0) * 1024 * 1024 / sizeof(float));
+    if (cap == 0) cap = 1;
+    SH_TRY(group_layers(d, net, cap));
+    /* Overlap with the next forward (the trainer's run loop allows it: may_defer) where the
+     * update rides on the allreduce, each rank has its own weights and the ranks span hosts
+     * (on one host the exchange is short and the overlap measured no gain). With two ranks every
+     * element's reduction is the one sum a + b whatever the cut, so large groups are cut into
+     * chunks and the next forward's first layers need not queue behind the last ones. */
+    long overlap = 1, chunk_kb = 256, ahead_kb = 1280, grad_rows = 32;
+    SH_TRY(sh_env_long("SHOAL_DP_OVERLAP", &overlap));
+    SH_TRY(sh_env_long("SHOAL_DP_GRAD_ROWS", &grad_rows));
+    SH_TRY(sh_env_long("SHOAL_DP_CHUNK_KB", &chunk_kb));
+    SH_TRY(sh_env_long("SHOAL_DP_AHEAD_KB", &ahead_kb));
+    int across = 0; /* 1: the ranks are on more than one host */
+    for (int r = 1; r < shoal_comm_world(d->c); r++) {
+        const char *h0 = shoal_comm_host(d->c, 0), *h = shoal_comm_host(d->c, r);
+        across |= h0 && h && strcmp(h0, h) != 0;
+    }
+    d->defers = (overlap == 2 || (overlap == 1 && across)) && d->shard && !shared;
+    size_t chunk = d->defers && shoal_comm_world(d->c) == 2 && chunk_kb > 0 ? (size_t)chunk_kb * 256 : 0;
+    /* backward may start at least half of the gradients (the wire must stay busy through a
+     * long backward) */
+    d->ahead = (size_t)ahead_kb * 256;
+    if (d->ahead < d->nparams / 2) d->ahead = d->nparams / 2;
+    SH_TRY(cut_buckets(d, net, chunk));
     /* With chunks, backward offers a connected layer's weight gradient in blocks of rows as
      * it computes them (the same bits), and a chunk starts once its rows are done: the wire
      * need not idle through a large layer's whole backward. */
     if (chunk && grad_rows > 0) sh_net_set_grad_rows(net, (int)grad_rows);
     if (d->defers) sh_net_set_before_forward(net, before_forward, s); /* else every step ends complete */
     SH_LOG_I("train", "data parallel over %d ranks: %zu parameters in %d buckets of up to %.1f MB%s%s",
-             shoal_comm_world(d->c), nparams, d->nb, (double)cap * 4 / 1e6,
+             shoal_comm_world(d->c), d->nparams, d->nb, (double)cap * 4 / 1e6,
              shared ? ", one copy of the weights in shared memory" : "",
              d->defers ? ", the tail overlapping the next forward" : "");
+    return SHOAL_OK;
+}
+
+static shoal_result attach(sh_strategy *s, sh_net *net)
+{
+    dp_state *d = s->impl;
+    SH_TRY(check_same(d, net));
+    size_t nparams = sh_net_nparams(net);
+    d->nparams = nparams;
+    /* The update rides on the allreduce: each bucket's optimizer step runs as soon as its
+     * gradients are reduced, and where the allreduce splits the work each rank updates only
+     * its block (ZeRO stage 1: the optimizer's work and memory traffic are divided). */
+    long shard = 1;
+    SH_TRY(sh_env_long("SHOAL_DP_SHARD", &shard));
+    d->shard = shard && s->opt != NULL && !compresses(d); /* compressed: every rank steps all */
+    s->applies_update = d->shard;
+    int shared = 0;
+    SH_TRY(share_weights(d, net, &shared));
+    d->prof.shared_weights = shared;
+    d->grads = sh_net_grads(net);
+    d->params = sh_net_params(net);
+    /* Rank 0's weights and batch-norm statistics for everyone. */
+    if (!shared) SH_TRY(shoal_broadcast(d->c, d->params, d->params, nparams, SHOAL_FLOAT32, 0));
+    size_t nstats = 0;
+    float *stats = sh_net_stats(net, &nstats);
+    if (nstats) SH_TRY(shoal_broadcast(d->c, stats, stats, nstats, SHOAL_FLOAT32, 0));
+    if (!compresses(d)) return plan_exchange(s, net, shared);
+    sh_gradx_opts go = {d->codec, d->sfb, d->model, 0};
+    SH_TRY(sh_gradx_create(d->c, net, &go, &d->gx));
+    s->applies_update = s->opt != NULL && sh_gradx_applies_update(d->gx); /* momentum correction */
+    char spec[48];
+    SH_LOG_I("train", "data parallel over %d ranks: %zu parameters, gradients compressed with %s%s",
+             shoal_comm_world(d->c), nparams, shoal_codec_format(&d->codec, spec, sizeof spec),
+             d->sfb ? " and sufficient factors" : "");
+    d->prof.compressed = 1;
     return SHOAL_OK;
 }
 
