@@ -1,8 +1,5 @@
 /* agree.c — the ranks' agreement on saving and stopping after every step, and the deferred
- * exchange it must respect. Where a step's gradient exchange may stay in flight into the
- * next forward (dp/allreduce.c across hosts), the small allreduce of the requests queues
- * behind it, so waiting for it would wait for the exchange: such a step sends it and reads
- * it one step later.
+ * exchange it must wait behind (the protocol: below).
  * Not here: the loop (trainer.c), the exchanges (the strategies).
  * Proved by tests/train/test_agree.c; with real training by tests/train/test_dp_overlap.c. */
 #include "train/agree.h"
@@ -13,6 +10,11 @@
 #include "base/err.h"
 
 /*
+ * Why one step late: where a step's gradient exchange may stay in flight into the next
+ * forward (dp/allreduce.c across hosts), the small allreduce of the requests queues behind
+ * it on the communicator, so waiting for it would wait for the whole exchange. A quiet step
+ * sends it and reads it after the next step, when it long arrived.
+ *
  * The protocol, per step k, on every rank (the same decisions everywhere, because every
  * input below is the same everywhere: the schedule, the strategy, the sums):
  *

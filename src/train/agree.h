@@ -1,7 +1,5 @@
-/* agree.h — after every step the ranks agree on saving, stopping and the time limit (a
- * signal reaches them at slightly different moments), so all act at the same step; the
- * gradient norm's shares ride along. Where the strategy defers (strategy.h, can_defer) the
- * agreement of a quiet step travels behind its exchanges and is acted on one step later.
+/* agree.h — after every step the ranks agree on saving, stopping and the time limit, so all
+ * act at the same step; behind a deferred exchange (strategy.h, can_defer) one step later.
  * Not here: when to save or what a step is (trainer.c); the exchanges (dp/allreduce.c).
  * Proved by tests/train/test_agree.c; with real training by tests/train/test_dp_overlap.c. */
 #ifndef SH_AGREE_H

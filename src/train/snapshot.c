@@ -2,7 +2,7 @@
  * rank's own state beside it (PATH.worker<k>), the whole model from the parts and back, and
  * the checks that refuse another model's checkpoint before anything is overwritten.
  * Not here: the file formats (src/io/checkpoint.c, nn/darknet_weights.c), when to save (trainer.c).
- * Proved by tests/train/test_snapshot.c, tests/cli/test_train_compress.c (rank files), test_pipeline.c (parts). */
+ * Proved by tests/train/test_snapshot.c, test_pipeline.c (parts), tests/cli/test_train_compress.c. */
 #include "train/snapshot.h"
 
 #include <stdio.h>

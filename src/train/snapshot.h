@@ -1,7 +1,6 @@
-/* snapshot.h — what a training checkpoint holds and how it is restored: sections "meta"
- * (version, cfg hash, step, loader position, seed, dropout RNG, sizes), "params", "stats",
- * "optim", and for recurrent nets "rnn_state" (every rank's); each rank's own state (the
- * residuals of --compress) in a file beside it, PATH.worker<rank> ("rankmeta", "rankstate").
+/* snapshot.h — what a training checkpoint holds and how it is restored: "meta", "params",
+ * "stats", "optim", "rnn_state" (every rank's), and each rank's own state (the residuals of
+ * --compress) in a file beside it, PATH.worker<rank> ("rankmeta", "rankstate").
  * Not here: the file format, atomic writing and checksums (src/io/checkpoint.c).
  * Proved by tests/train/test_snapshot.c and tests/cli/test_train_compress.c (the rank files). */
 #ifndef SH_SNAPSHOT_H

@@ -1,15 +1,19 @@
-/* dp/allreduce.c — synchronous data parallelism: rank 0's weights are broadcast at
- * attach (after checking that every rank has the same model and batch); the gradient block
- * is cut into buckets of whole layers from the last layer backwards, and as soon as
- * backward has finished a bucket its non-blocking allreduce (average) starts, so
- * communication overlaps the backward pass of the earlier layers. On one host finish waits
- * for all. Across hosts (P3, ByteScheduler) the buckets of two ranks are cut into chunks,
- * backward starts the first SHOAL_DP_AHEAD_KB of them (a connected layer's chunks as its
- * rows are done, in blocks of SHOAL_DP_GRAD_ROWS: sh_net_set_grad_rows), finish starts the rest with the
- * first layers' first and returns: the next forward waits before each layer only for the
- * chunks holding its weights, and drain (the trainer, before anything else reads them) for
- * all. Not here: the step (step.c), the lagged stop/save agreement (trainer.c), the
- * collectives (src/comm). Proved by tests/train/test_dp.c and test_dp_overlap.c. */
+/* dp/allreduce.c — synchronous data parallelism: rank 0's weights for every rank, gradients
+ * averaged in buckets whose allreduces overlap backward (and across hosts the next forward).
+ * Not here: the step (step.c), the save/stop agreement behind a deferred exchange (agree.c),
+ * compressed gradients (dp/compress.c), the collectives (src/comm).
+ * Proved by tests/train/test_dp.c and test_dp_overlap.c. */
+
+/* At attach every rank checks it has the same model and batch, then takes rank 0's weights
+ * (broadcast, or one copy in a host's shared window). The gradient block is cut into buckets
+ * of whole layers from the last layer backwards; as soon as backward has finished a bucket
+ * its non-blocking allreduce (average) starts, with the update riding on it (each rank steps
+ * its block). On one host finish waits for all. Across hosts (P3, ByteScheduler) the buckets
+ * of two ranks are cut into chunks, backward starts the first SHOAL_DP_AHEAD_KB of them (a
+ * connected layer's chunks as its rows are done, in blocks of SHOAL_DP_GRAD_ROWS:
+ * sh_net_set_grad_rows), finish starts the rest with the first layers' first and returns:
+ * the next forward waits before each layer only for the chunks holding its weights, and
+ * drain (the run loop, before anything else reads them) for all. */
 #include "train/dp/allreduce.h"
 
 #include <stdint.h>

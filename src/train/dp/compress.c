@@ -1,7 +1,12 @@
-/* dp/compress.c — a net's gradients through shoal_allreduce_compressed, layer by layer
- * (last first, as backward finishes them): each layer's weights are a rows x cols matrix
- * (outputs x inputs per output) for the codecs that care (1bit's groups are its rows,
- * lowrank approximates it), its biases and scales one more buffer.
+/* dp/compress.c — a net's gradients through shoal_allreduce_compressed, layer by layer as
+ * backward finishes them, on a thread of its own; sufficient factors for connected layers;
+ * topk's momentum correction; the per-rank state a checkpoint keeps.
+ * Not here: the codecs (src/comm/compress/), when the exchange runs (dp/allreduce.c, mp/mp.c).
+ * Proved by tests/train/test_compress_train.c and tests/cli/test_train_compress.c. */
+
+/* Each layer's weights are a rows x cols matrix (outputs x inputs per output) for the codecs
+ * that care (1bit's groups are its rows, lowrank approximates it), its biases and scales one
+ * more buffer.
  * Sufficient-factor broadcasting (Xie et al., "Distributed machine learning via sufficient
  * factor broadcasting", 2015; Poseidon): a connected layer's weight gradient is dY^T X over
  * the batch, so where N (I + K) < I K each rank sends its dY (N, K) and X (N, I) instead
@@ -11,10 +16,8 @@
  * momentum m sends, in place of each rank's gradient g, its local velocity
  * u = m u + g + decay w, so that what top-k holds back keeps its momentum; the exchanged
  * mean is then applied as w -= lr * mean with no further momentum. At topk:1 this is the
- * uncompressed momentum SGD, up to rounding. Without it the optimizer's momentum acts on
- * the sparse, delayed updates, which costs LeNet 1.7 points of accuracy at topk:0.01.
- * Not here: the codecs (src/comm/compress/), the strategy's hooks (dp/allreduce.c).
- * Proved by tests/train/test_compress_train.c and tests/cli/test_train_compress.c. */
+ * uncompressed momentum SGD, up to rounding; without it the optimizer's momentum acts on the
+ * sparse, delayed updates (LeNet loses accuracy at topk:0.01: bench/README.md). */
 #include "train/dp/compress.h"
 
 #include <math.h>

@@ -1,9 +1,7 @@
-/* dp/compress.h — the compressed exchange of a net's gradients: one compressor per layer's
- * weights and one per its biases (shoal_allreduce_compressed), or, with sufficient-factor
- * broadcasting, a connected layer's per-image factors instead of its weight gradient; and
- * the error-feedback state a checkpoint keeps per rank.
- * Not here: the codecs and the collective (src/comm/compress/), when the exchange runs
- * (dp/allreduce.c).
+/* dp/compress.h — the compressed exchange of a net's gradients (a compressor per layer's
+ * weights and biases, or a connected layer's sufficient factors) and the error-feedback
+ * state a checkpoint keeps per rank.
+ * Not here: the codecs and the collective (src/comm/compress/), when it runs (dp/allreduce.c, mp/mp.c).
  * Proved by tests/train/test_compress_train.c. */
 #ifndef SH_GRAD_COMPRESS_H
 #define SH_GRAD_COMPRESS_H

@@ -1,6 +1,10 @@
-/* mp/hybrid.c — hybrid parallelism over N ranks (Krizhevsky 2014, "One weird trick for
- * parallelizing convolutional neural networks", section 3).
- * Vocabulary: B the global batch, b = B/N a rank's share, I the activities per image where
+/* mp/hybrid.c — hybrid parallelism over N ranks (Krizhevsky 2014, "One weird trick", section 3):
+ * the convolutional part data-parallel, the connected part split by outputs, three schemes.
+ * Not here: the cut and the split layers (src/nn/net_hybrid.c, layer_dense.c), the layers'
+ * slices of the whole model (mp/tensor_plan.c), the shared frame (mp/mp.c), the step.
+ * Proved by tests/train/test_hybrid.c and tests/cli/test_train_hybrid.c. */
+
+/* Vocabulary: B the global batch, b = B/N a rank's share, I the activities per image where
  * the net is cut (the output of the layer before the first [connected]). The convolutional
  * part (layers [0, cut)) runs data-parallel: each rank its b images, the gradients summed
  * over the ranks (allreduce) after backward. The connected part (layers [cut, L)) runs
@@ -22,16 +26,13 @@
  * batch normalization every scheme trains what one process trains with batch B.
  * The update: each rank owns its shares whole, their gradients final as backward makes them,
  * so under broadcast (one pass over the batch) the shares step themselves as each block of
- * rows of dW is made, in cache (sh_net_set_update; layer_dense.c), and finish steps the rest:
- * the convolutional part once summed. Chunks (the gradients summed over them), --compress,
- * and a job that logs the gradient norm (it reads the whole gradient) keep the trainer's step.
- * Bytes a rank sends per step: activities (N-1) b I x 4 (broadcast, horizontal; vertical
- * b I x 4 from each root, a chain's forwarding aside), their gradients the same, each
- * [connected] layer's output 2 (N-1)/N x images x K x 4 and its input gradient likewise,
- * the convolutional gradients 2 (N-1)/N x their count x 4.
- * Not here: the cut and the split layers (src/nn/net_hybrid.c, layer_dense.c), the layers'
- * figures and slices of the whole model (mp/tensor_plan.c's sh_tp_plan_init), the step.
- * Proved by tests/train/test_hybrid.c and tests/cli/test_train_hybrid.c. */
+ * rows of dW is made, in cache (sh_mp_fuse), and finish steps the rest: the convolutional
+ * part once summed. Chunks (the gradients summed over them), --compress, and a job that logs
+ * the gradient norm (it reads the whole gradient) keep the trainer's step.
+ * Cost, bytes a rank sends per step: activities (N-1) b I x 4 (broadcast, horizontal;
+ * vertical b I x 4 from each root, a chain's forwarding aside), their gradients the same,
+ * each [connected] layer's output 2 (N-1)/N x images x K x 4 and its input gradient
+ * likewise, the convolutional gradients 2 (N-1)/N x their count x 4. */
 #include "train/mp/hybrid.h"
 
 #include <stdlib.h>

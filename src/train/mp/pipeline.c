@@ -1,27 +1,25 @@
-/* mp/pipeline.c — pipeline parallelism: a stage's layout, its strategy hooks (the
- * update, the replicas' average, the checkpoint's shares) and its building.
- * Vocabulary: S stages, M micro-batches of mb = batch / M images, R = world / S replicas.
+/* mp/pipeline.c — pipeline parallelism: a stage's layout, its strategy hooks (the update, the
+ * replicas' average, the checkpoint's shares) and its building.
+ * Not here: the schedule (mp/pipeline_pass.c), the cut and layout lines (mp/pipeline_plan.c),
+ * a net's parts (src/nn/net_part.c), the frame the layouts share (mp/mp.c).
+ * Proved by tests/train/test_pipeline*.c and tests/cli/test_train_pipeline*.c. */
+
+/* Vocabulary: S stages, M micro-batches of mb = batch / M images, R = world / S replicas.
  * Rank g is stage g % S of replica g / S, so a replica's stages are neighbouring ranks.
  * With R > 1 the ranks holding one stage average its gradient after each pass (allreduce on
  * their split communicator).
  * With T > 1 (--tensor-parallel T) each stage runs on T ranks: rank g is tensor rank g % T of
  * stage (g / T) % S of replica g / (S T). The stage's pairs ([connected], [convolutional])
- * are split among its T ranks as tensor parallelism splits them, chosen by mp/tensor_plan.c's cost
- * rule among the pairs inside the stage (never across a cut), their sums on the stage's own
- * communicator (sh_net_set_sum); at a cut every one of the T ranks holds the whole
+ * are split among its T ranks as tensor parallelism splits them, chosen by mp/tensor_plan.c's
+ * cost rule among the pairs inside the stage (never across a cut), their sums on the stage's
+ * own communicator (sh_net_set_sum); at a cut every one of the T ranks holds the whole
  * activation, so tensor rank t of a stage talks to tensor rank t of its neighbours, and the
- * replicas average per (stage, t). Split layers never defer their
- * weight gradients (their factors are shares): they are summed in `acc`.
+ * replicas average per (stage, t). Split layers never defer their weight gradients (their
+ * factors are shares): they are summed in `acc`.
  * Micro-batches multiply by packed weights (sh_net_keep_packed; which copies by the machine:
  * sh_dense_stage_packs, SHOAL_PIPE_PACK); the stage then applies the optimizer step itself
  * (pipe_finish), packing each 16 rows of W as it updates them, but for the first stage's
- * backward copies, packed while its first backward waits for the stage after.
- * Not here: the schedule and its traffic (mp/pipeline_pass.c), where the net is cut and the
- * layout lines (mp/pipeline_plan.c), cutting a net into parts (src/nn/net_part.c), the step
- * (step.c), the layout (job.c).
- * Proved by tests/train/test_pipeline.c, test_pipeline_links.c and
- * tests/cli/test_train_pipeline.c (split stages: tests/train/test_pipeline_tp.c,
- * tests/cli/test_train_pipeline_tp.c). */
+ * backward copies, packed while its first backward waits for the stage after. */
 #include "train/mp/pipeline.h"
 
 #include <stdlib.h>

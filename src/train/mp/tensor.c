@@ -1,5 +1,10 @@
-/* mp/tensor.c — tensor parallelism over T ranks (Megatron-LM, Shoeybi et al. 2019).
- * A pair A, B: rank r keeps outputs [r K/T, (r+1) K/T) of A (rows of W_A: the column split
+/* mp/tensor.c — tensor parallelism over T ranks (Megatron-LM, Shoeybi et al. 2019): pairs of
+ * layers split by columns then rows, one allreduce each way, replicas averaging the shares.
+ * Not here: the split layers' math (src/nn/layer_dense.c, layer_conv.c, net_part.c), choosing
+ * the pairs and placing the shares (mp/tensor_plan.c), the shared frame (mp/mp.c), the step.
+ * Proved by tests/train/test_tensor.c and tests/cli/test_train_tensor.c. */
+
+/* A pair A, B: rank r keeps outputs [r K/T, (r+1) K/T) of A (rows of W_A: the column split
  * of Y = X W_A^T; a [convolutional] A keeps those filters) and the same inputs of B (columns
  * of W_B, the row split; a [convolutional] B keeps those channels of every filter, a
  * [connected] B after a convolutional A those channels' inputs, a contiguous range of its
@@ -8,20 +13,16 @@
  * and activation; backward, A's input gradient is a partial sum, summed by one allreduce.
  * Every other layer, and B's bias, is whole on every rank and gets the same gradient there,
  * so no other communication is needed.
- * Which pairs: mp/tensor_plan.c's cost rule (F multiply-adds against B allreduced bytes per image,
- * a dynamic programme over the chain); the start-up line says which pairs were split, at
- * what cost, and why the others were not.
+ * Which pairs: mp/tensor_plan.c's cost rule (F multiply-adds against B allreduced bytes per
+ * image, a dynamic programme over the chain); the start-up line says which pairs were split,
+ * at what cost, and why the others were not.
  * The update: with one replica every gradient is final on its rank as backward makes it (a
  * share's from its own products, a whole layer's the same on every rank), so the [connected]
- * shares step each block of rows of dW while it is in cache (sh_net_set_update; layer_dense.c),
- * dW never written whole, and finish steps the rest. Replicas (the shares' sum comes first),
- * --compress and a job that logs the gradient norm (it reads the whole gradient) keep the
- * trainer's step.
+ * shares step each block of rows of dW while it is in cache (sh_mp_fuse), dW never written
+ * whole, and finish steps the rest. Replicas (the shares' sum comes first), --compress and a
+ * job that logs the gradient norm (it reads the whole gradient) keep the trainer's step.
  * Checkpoints hold the whole model: each rank puts its shares in place (sh_tp_plan_move),
- * rank 0 the layers every rank holds whole.
- * Not here: the split layers' math (layer_dense.c, layer_conv.c), the net's shares (net.c,
- * net_part.c), choosing the pairs and placing the shares (mp/tensor_plan.c), the step.
- * Proved by tests/train/test_tensor.c. */
+ * rank 0 the layers every rank holds whole. */
 #include "train/mp/tensor.h"
 
 #include <stdlib.h>

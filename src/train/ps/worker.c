@@ -1,10 +1,8 @@
-/* ps/worker.c — a parameter-server worker as a training strategy: pull the parameters
- * before a step (every step for sync and ssp, every --pull-every steps for async), push the
- * gradients after backward (averaged over --push-every steps for async); the servers apply
- * the optimizer, so the step skips its own.
+/* ps/worker.c — a parameter-server worker as a training strategy: pull the parameters before
+ * a step (every --pull-every steps for async), push the gradients after backward (averaged over
+ * --push-every steps for async); the servers apply the optimizer, so the step skips its own.
  * Not here: the servers and the protocol (ps/server.c, ps/client.c).
- * Proved by tests/train/test_ps.c (the client) and tests/train/test_strategy_ps.c; compressed
- * pushes and their residuals in checkpoints by tests/cli/test_train_compress.c. */
+ * Proved by tests/train/test_strategy_ps.c; compressed pushes by tests/cli/test_train_compress.c. */
 #include "train/ps/worker.h"
 
 #include <stdlib.h>
