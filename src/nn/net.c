@@ -607,11 +607,13 @@ float sh_net_loss(sh_net *n, const int32_t *labels)
     return (float)(loss / n->nimg);
 }
 
-int sh_net_correct(const sh_net *n, const int32_t *labels)
+int sh_net_correct(const sh_net *n, const int32_t *labels) { return sh_net_correct_rows(n, labels, 0, n->nimg); }
+
+int sh_net_correct_rows(const sh_net *n, const int32_t *labels, int lo, int hi)
 {
     const float *out = sh_net_output(n);
     int k = n->nclasses, correct = 0;
-    for (int i = 0; i < n->nimg; i++) {
+    for (int i = lo; i < hi; i++) {
         const float *p = out + (size_t)i * k;
         int best = 0;
         for (int j = 1; j < k; j++)

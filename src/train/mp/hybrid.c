@@ -140,21 +140,6 @@ static shoal_result hy_sum(void *ctx, float *buf, size_t count)
 
 /* ---- one pass ---- */
 
-/* Argmax hits of rows [lo, hi) of the connected part's last output; labels by the same rows. */
-static int hits_in(const sh_net *n, const int32_t *labels, int lo, int hi)
-{
-    const float *out = sh_net_output(n);
-    int k = sh_net_nclasses(n), hits = 0;
-    for (int i = lo; i < hi; i++) {
-        const float *q = out + (size_t)i * k;
-        int best = 0;
-        for (int j = 1; j < k; j++)
-            if (q[j] > q[best]) best = j;
-        hits += best == labels[i];
-    }
-    return hits;
-}
-
 static shoal_result wait_req(hy_state *p, shoal_request **req)
 {
     if (!*req) return SHOAL_OK;
@@ -209,7 +194,7 @@ static shoal_result train_pass(hy_state *p, const float *x, const int32_t *y, in
         sh_net_rng_set(p->fcn, mid);
         SH_TRY(sh_net_forward(p->fcn, p->acts, p->B, 1));
         loss_sum = sh_net_loss(p->fcn, p->labels);
-        hits = hits_in(p->fcn, p->labels, p->rank * b, (p->rank + 1) * b);
+        hits = sh_net_correct_rows(p->fcn, p->labels, p->rank * b, (p->rank + 1) * b);
         SH_TRY(sh_net_backward(p->fcn, NULL, NULL));
         sh_net_rng_get(p->fcn, end);
     } else {
@@ -240,8 +225,8 @@ static shoal_result train_pass(hy_state *p, const float *x, const int32_t *y, in
             rc = run_chunk(p, buf[q % 2], lab, b, q, mid, &chunk_loss);
             if (rc != SHOAL_OK) break;
             loss_sum += chunk_loss;
-            if (vertical && q == p->rank) hits += hits_in(p->fcn, lab, 0, b);
-            if (!vertical) hits += hits_in(p->fcn, lab, p->rank * s, (p->rank + 1) * s);
+            if (vertical && q == p->rank) hits += sh_net_correct_rows(p->fcn, lab, 0, b);
+            if (!vertical) hits += sh_net_correct_rows(p->fcn, lab, p->rank * s, (p->rank + 1) * s);
         }
 #undef START
         if (req) (void)wait_req(p, &req); /* an error above: the transfer still ends */
@@ -286,7 +271,7 @@ static shoal_result eval_pass(hy_state *p, const float *x, const int32_t *y, int
         if (rc != SHOAL_OK) break;
         const int32_t *lab = p->labels + (size_t)j * p->b;
         loss_sum += (double)sh_net_loss(p->fcn, lab) * nj;
-        if (j == p->rank) hits = hits_in(p->fcn, lab, 0, nj);
+        if (j == p->rank) hits = sh_net_correct_rows(p->fcn, lab, 0, nj);
     }
     if (all != counts) free(all);
     SH_TRY(rc);
@@ -319,12 +304,10 @@ static shoal_result hy_attach(sh_strategy *s, sh_net *net)
 {
     hy_state *p = s->impl;
     SH_ASSERT(net == p->whole);
-    float *params = sh_net_params(net), *grads = sh_net_grads(net);
-    sh_net_use_blocks(p->conv, params, grads, 0);
-    sh_net_use_blocks(p->fcn, params + p->conv_nparams, grads + p->conv_nparams, 0);
-    sh_net_use_stats(p->conv, sh_net_stats(net, NULL)); /* the convolutional layers' come first */
-    sh_net_set_threads(p->conv, sh_net_threads(net));
-    sh_net_set_threads(p->fcn, sh_net_threads(net));
+    size_t conv_nstats = 0;
+    (void)sh_net_stats(p->conv, &conv_nstats);
+    sh_net_share_blocks(p->conv, net, 0, 0); /* the convolutional layers' blocks come first */
+    sh_net_share_blocks(p->fcn, net, p->conv_nparams, conv_nstats);
     sh_net_set_sum(p->fcn, hy_sum, p);
     sh_net_rng_get(net, p->rng); /* restored from a checkpoint, or the seed's */
     /* --compress: the convolutional part's gradients are summed compressed */

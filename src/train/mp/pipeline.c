@@ -51,10 +51,8 @@ static shoal_result pipe_attach(sh_strategy *s, sh_net *net)
 {
     pipe_state *p = s->impl;
     SH_ASSERT(net == p->inst[0]);
-    for (int j = 1; j < p->K; j++) {
-        sh_net_use_blocks(p->inst[j], sh_net_params(net), sh_net_grads(net), 0);
-        sh_net_use_stats(p->inst[j], sh_net_stats(net, NULL)); /* batch norm's running values */
-        sh_net_set_threads(p->inst[j], sh_net_threads(net));
+    for (int j = 1; j < p->K; j++) { /* the instances take turns on the first's blocks */
+        sh_net_share_blocks(p->inst[j], net, 0, 0);
         sh_net_share_packed(p->inst[j], net);
     }
     for (int j = 0; j < p->K && p->packs; j++) sh_net_use_packed(p->inst[j], p->packs);
