@@ -508,6 +508,13 @@ void sh_net_set_threads(sh_net *n, int nthreads)
                  shoal_last_error(), n->nthreads);
 }
 
+void sh_net_share_blocks(sh_net *dst, sh_net *src, size_t param_off, size_t stats_off)
+{
+    sh_net_use_blocks(dst, src->params + param_off, src->grads + param_off, 0);
+    if (dst->nstats) sh_net_use_stats(dst, src->stats + stats_off);
+    sh_net_set_threads(dst, src->nthreads);
+}
+
 /* ---- passes ---- */
 
 void sh_net_fill_exec(sh_net *n)

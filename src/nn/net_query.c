@@ -70,13 +70,6 @@ void sh_net_use_stats(sh_net *n, float *stats)
     n->foreign_stats = 1;
 }
 
-void sh_net_share_blocks(sh_net *dst, sh_net *src, size_t param_off, size_t stats_off)
-{
-    sh_net_use_blocks(dst, src->params + param_off, src->grads + param_off, 0);
-    if (dst->nstats) sh_net_use_stats(dst, src->stats + stats_off);
-    sh_net_set_threads(dst, src->nthreads);
-}
-
 float *sh_net_stats(sh_net *n, size_t *count)
 {
     if (count) *count = n->nstats;
