@@ -1,7 +1,7 @@
-/* trainer.c — a training run: builds the net, data, optimizer and strategy, then runs
- * epochs of steps with evaluation, log lines, periodic checkpoints and stop/save requests.
- * Not here: one step (step.c), evaluation (eval.c), checkpoint content (snapshot.c), flags
- * (src/cli/cmd_train.c).
+/* trainer.c — a training run: builds the data, optimizer and strategy around the net, then
+ * runs epochs of steps with evaluation, log lines, TensorBoard and periodic checkpoints.
+ * Not here: one step (step.c), the save/stop agreement (agree.c), evaluation (eval.c),
+ * checkpoint content (snapshot.c), flags (src/cli/cmd_train.c).
  * Proved by tests/train/test_trainer.c, test_snapshot.c and tests/cli/test_train_cli.c. */
 #include "train/trainer.h"
 
