@@ -424,6 +424,13 @@ void sh_net_set_threads(sh_net *n, int nthreads)
                  shoal_last_error(), n->nthreads);
 }
 
+void sh_net_share_blocks(sh_net *dst, sh_net *src, size_t param_off, size_t stats_off)
+{
+    sh_net_use_blocks(dst, src->params + param_off, src->grads + param_off, 0);
+    if (dst->nstats) sh_net_use_stats(dst, src->stats + stats_off);
+    sh_net_set_threads(dst, src->nthreads);
+}
+
 /* ---- passes ---- */
 
 void sh_net_fill_exec(sh_net *n)
@@ -523,11 +530,13 @@ float sh_net_loss(sh_net *n, const int32_t *labels)
     return (float)(loss / n->nimg);
 }
 
-int sh_net_correct(const sh_net *n, const int32_t *labels)
+int sh_net_correct(const sh_net *n, const int32_t *labels) { return sh_net_correct_rows(n, labels, 0, n->nimg); }
+
+int sh_net_correct_rows(const sh_net *n, const int32_t *labels, int lo, int hi)
 {
     const float *out = sh_net_output(n);
     int k = n->nclasses, correct = 0;
-    for (int i = 0; i < n->nimg; i++) {
+    for (int i = lo; i < hi; i++) {
         const float *p = out + (size_t)i * k;
         int best = 0;
         for (int j = 1; j < k; j++)

@@ -1,12 +1,8 @@
-/* snapshot.h — what a training checkpoint holds and how it is restored: sections "meta"
- * (format version, cfg hash, step, loader position, seed, dropout RNG, sizes), "params",
- * "stats" (batch-norm running values), "optim" (momentum, moments), for recurrent nets
- * "rnn_state" (every rank's carried hidden state), and "rankstate" (every rank's own state,
- * rank after rank: the error-feedback residuals of --compress). A strategy whose ranks need
- * not meet at a checkpoint (parameter-server workers) keeps each rank's state in a file of
- * its own instead, PATH.worker<rank> ("rankmeta": rank, ranks, step; "rankstate").
+/* snapshot.h — what a training checkpoint holds and how it is restored: "meta", "params",
+ * "stats", "optim", "rnn_state" (every rank's), and each rank's own state (the residuals of
+ * --compress) in a file beside it, PATH.worker<rank> ("rankmeta", "rankstate").
  * Not here: the file format, atomic writing and checksums (src/io/checkpoint.c).
- * Proved by tests/train/test_snapshot.c. */
+ * Proved by tests/train/test_snapshot.c and tests/cli/test_train_compress.c (the rank files). */
 #ifndef SH_SNAPSHOT_H
 #define SH_SNAPSHOT_H
 
@@ -38,9 +34,9 @@ uint64_t sh_snapshot_meta_seed(const sh_snapshot_meta *m);
  * sh_snapshot_read_meta, so that training continues bit for bit. A checkpoint of another
  * model (cfg hash, parameter count) or batch size is refused, naming both. */
 shoal_result sh_snapshot_restore(sh_trainer *t, const char *path, const sh_snapshot_meta *m);
-/* For a strategy with rank_state_get: this rank's state to PATH.worker<rank> (atomic,
- * checksummed) and its size for the checkpoint's meta, which rank 0 writes after. Every
- * rank, no communication. */
+/* The strategy's per-rank state (strategy.h, rank_state_count) to PATH.worker<job_rank>
+ * (atomic, checksummed; nothing when it keeps none) and its size for the checkpoint's meta,
+ * which the writer writes after. Every rank, no communication. */
 shoal_result sh_snapshot_save_rank_file(sh_trainer *t, const char *path);
 /* After attach, on resume from path (whose meta is m): the strategy gets this rank's state
  * from PATH.worker<rank> when the checkpoint's run had as many ranks, the same state size,
