@@ -1,9 +1,8 @@
 /* comm.c — the public communicator API: creation from the environment, argument checks,
- * running one collective (counted, and breaking the communicator when it fails on a peer),
  * blocking calls (inline when nothing is queued), point-to-point glue, split, destroy.
- * Not here: how a collective runs (coll/select.c and the algorithms in coll/), the thread
- * and requests of non-blocking calls (engine.c), links (transport/), tagged messages
- * (p2p.c), the environment (boot/).
+ * Not here: how a collective runs, is counted and breaks the communicator (coll/select.c
+ * and the algorithms in coll/), the thread and requests of non-blocking calls (engine.c),
+ * links (transport/), tagged messages (p2p.c), the environment (boot/).
  * Proved by tests/comm/test_comm.c and tests/comm/test_comm_faults.c. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,29 +20,6 @@
 #include "comm/p2p.h"
 #include "comm/reduce.h"
 #include "comm/transport/transport.h"
-
-/* ---- running one collective ---- */
-
-static void break_comm(shoal_comm *c, const char *why)
-{
-    if (c->broken) return;
-    c->broken = 1;
-    snprintf(c->broken_msg, sizeof c->broken_msg, "%s", why);
-    for (int p = 0; p < c->world; p++)
-        if (c->coll[p]) c->coll[p]->ops->abort(c->coll[p], why);
-}
-
-shoal_result sh_comm_run_coll(shoal_comm *c, const sh_coll *op)
-{
-    if (c->broken) return SH_FAIL(SHOAL_ERR_BROKEN, "communicator is broken: %s", c->broken_msg);
-    shoal_result rc = sh_select_run(c, op);
-    c->coll_seq++;
-    if (rc == SHOAL_ERR_PEER || rc == SHOAL_ERR_TIMEOUT || rc == SHOAL_ERR_MISMATCH) {
-        break_comm(c, shoal_last_error_message()); /* "communicator is broken: " + this, then the rank */
-        sh_err_prefix_rank(c->rank);
-    }
-    return rc;
-}
 
 /* ---- argument checks ---- */
 
@@ -113,7 +89,7 @@ static shoal_result coll_blocking(shoal_comm *c, const sh_coll *op)
         SH_TRY(coll_start(c, op, &r));
         return shoal_wait(r);
     }
-    return sh_comm_run_coll(c, op);
+    return sh_select_run(c, op);
 }
 
 static shoal_result coll_start(shoal_comm *c, const sh_coll *op, shoal_request **req)

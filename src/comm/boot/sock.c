@@ -1,5 +1,5 @@
 /* sock.c — TCP helpers with deadlines, interface choice and the job-key handshake.
- * Not here: the store protocol (store.c), the mesh of rank links (transport/tcp.c).
+ * Not here: the store protocol (store_server.c, store_client.c), the mesh of rank links (transport/tcp.c).
  * Proved by tests/comm/test_store.c, test_transport_tcp.c and test_comm_faults.c. */
 #include "comm/boot/sock.h"
 

@@ -1,6 +1,6 @@
 /* sock.h — TCP socket helpers with deadlines, interface choice, and the job-key handshake
  * every connection of a job makes (HMAC-SHA256 challenge-response, both directions).
- * Not here: what flows after the handshake (store.c, transport/tcp.c).
+ * Not here: what flows after the handshake (store_server.c, transport/tcp.c).
  * Proved by tests/comm/test_store.c, test_transport_tcp.c and test_comm_faults.c. */
 #ifndef SH_COMM_SOCK_H
 #define SH_COMM_SOCK_H

@@ -1,5 +1,6 @@
 /* store.h — the rendezvous store rank 0 runs (as torch.distributed's TCPStore): keys and
  * values over authenticated TCP; get waits until a key appears; atomic counters; barriers.
+ * The server is store_server.c, the client store_client.c.
  * Not here: what the keys mean (boot.c, transport/, comm.c).
  * Proved by tests/comm/test_store.c. */
 #ifndef SH_STORE_H

@@ -29,7 +29,7 @@ struct sh_shm {
 /* Collective over c's ranks: make c->coll[p] and c->p2p[p] for every p with want[p] (all
  * on this host). Rendezvous through c->store under c->prefix. */
 shoal_result sh_shm_connect(shoal_comm *c, const unsigned char *want);
-void sh_shm_destroy(struct sh_shm *s); /* NULL is fine; unmaps its windows too */
+void sh_shm_destroy(struct sh_shm *s); /* NULL is fine; its windows are freed first (window.h) */
 
 /* Slots: small collectives in one step when every rank is on this host. Each rank writes
  * its header and data into its own slot for the collective (sh_shm_slot_publish, ringing

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "base/err.h"
+#include "comm/transport/window.h"
 
 static const sh_transport_ops *const table[] = {&sh_mpi_transport, &sh_shm_transport, &sh_tcp_transport};
 enum { NTRANSPORTS = sizeof table / sizeof table[0] };
@@ -40,6 +41,7 @@ shoal_result sh_transport_connect_all(shoal_comm *c)
 
 void sh_transport_destroy_all(shoal_comm *c)
 {
+    if (c->shm) sh_window_free_all(c->shm); /* windows live in the host's shared memory */
     for (int t = NTRANSPORTS - 1; t >= 0; t--)
         if (table[t]->destroy) table[t]->destroy(c);
 }

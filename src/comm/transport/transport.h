@@ -30,8 +30,8 @@ extern const sh_transport_ops sh_mpi_transport; /* mpi.c */
  * SHOAL_ERR_INVALID (SHOAL_TRANSPORT=shm with a peer on another host). Rows connect in
  * table order: mpi, shm, tcp. */
 shoal_result sh_transport_connect_all(shoal_comm *c);
-/* What the transports keep (segments, MPI state), in reverse table order; links are
- * closed by sh_comm_free. */
+/* What the transports keep: the shared windows, then segments and MPI state in reverse
+ * table order; links are closed by sh_comm_free. */
 void sh_transport_destroy_all(shoal_comm *c);
 
 #endif

@@ -1,11 +1,9 @@
-/* store.c — rank 0's rendezvous store (as torch.distributed's TCPStore): one server thread
- * polls every connection at once, each with its own buffers, size cap and deadlines, so a
- * stranger that stalls, floods or sends garbage is dropped without slowing anyone else.
+/* store_server.c — rank 0's rendezvous store (as torch.distributed's TCPStore): one server
+ * thread polls every connection at once, each with its own buffers, size cap and deadlines,
+ * so a stranger that stalls, floods or sends garbage is dropped without slowing anyone else.
  * Connections prove the job key first (sock.c's handshake, run here as a state machine).
- * Not here: the handshake's cryptography (sock.c), key naming (callers).
- * Proved by tests/comm/test_store.c. */
-#include "comm/boot/store.h"
-
+ * Not here: the client (store_client.c), the handshake's cryptography (sock.c), key naming.
+ * Proved by tests/comm/test_store.c and tests/fuzz/fuzz_store.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -21,15 +19,9 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "comm/boot/sock.h"
+#include "comm/boot/store_wire.h"
 
-/* Wire format, little-endian as the hosts are (all ranks run the same build):
- *   request: len u32 | op u8 | timeout_ms u32 | keylen u16 | key | value   (len counts from op)
- *   reply:   len u32 | status u8 | value                                   (len counts from status) */
-enum { OP_SET = 1, OP_GET = 2, OP_ADD = 3 };
-enum { ST_OK = 0, ST_TIMEOUT = 1, ST_BAD = 2 };
 enum {
-    MAX_KEY = 512,
-    MAX_FRAME = SH_STORE_MAX_VALUE_NBYTES + MAX_KEY + 16, /* the largest request we read */
     MAX_CONNS = 4096,         /* every connection, job's and strangers' */
     MAX_PENDING_AUTH = 256,   /* still in the handshake; the oldest is dropped beyond this */
     AUTH_TIMEOUT_MS = 5000,   /* a real rank answers the hello in microseconds */
@@ -64,7 +56,7 @@ typedef struct {
     size_t in_nbytes, in_cap;
     unsigned char *out;
     size_t out_nbytes, out_off, out_cap;
-    char wait_key[MAX_KEY]; /* C_WAITING: the key a get waits for, until wait_ns */
+    char wait_key[SH_STORE_MAX_KEY]; /* C_WAITING: the key a get waits for, until wait_ns */
     uint64_t wait_ns;
 } conn;
 
@@ -156,7 +148,7 @@ static void wake_waiters(sh_store_server *s, const kv *it)
         conn *w = s->conns[i];
         if (w->fd >= 0 && w->st == C_WAITING && strcmp(w->wait_key, it->key) == 0) {
             w->st = C_READY;
-            reply(w, ST_OK, it->val, it->nbytes);
+            reply(w, SH_STORE_ST_OK, it->val, it->nbytes);
         }
     }
 }
@@ -170,25 +162,25 @@ static int serve(sh_store_server *s, conn *cn, const unsigned char *f, size_t n)
     uint16_t klen;
     memcpy(&tmo, f + 1, 4);
     memcpy(&klen, f + 5, 2);
-    if (klen == 0 || klen >= MAX_KEY || (size_t)7 + klen > n) return -1;
-    char key[MAX_KEY];
+    if (klen == 0 || klen >= SH_STORE_MAX_KEY || (size_t)7 + klen > n) return -1;
+    char key[SH_STORE_MAX_KEY];
     memcpy(key, f + 7, klen);
     key[klen] = 0;
     if (strlen(key) != klen) return -1;
     const unsigned char *val = f + 7 + klen;
     size_t vlen = n - 7 - klen;
     s->last_request_ns = sh_now_ns();
-    if (op == OP_SET || op == OP_ADD) {
-        if (op == OP_ADD && vlen != 8) return -1;
+    if (op == SH_STORE_OP_SET || op == SH_STORE_OP_ADD) {
+        if (op == SH_STORE_OP_ADD && vlen != 8) return -1;
         kv *it = find_or_add(s, key);
         if (!it) {
-            reply(cn, ST_BAD, NULL, 0);
+            reply(cn, SH_STORE_ST_BAD, NULL, 0);
             return 0;
         }
-        if (op == OP_SET) {
+        if (op == SH_STORE_OP_SET) {
             void *copy = malloc(vlen ? vlen : 1);
             if (!copy) {
-                reply(cn, ST_BAD, NULL, 0);
+                reply(cn, SH_STORE_ST_BAD, NULL, 0);
                 return 0;
             }
             memcpy(copy, val, vlen);
@@ -202,7 +194,7 @@ static int serve(sh_store_server *s, conn *cn, const unsigned char *f, size_t n)
             if (!it->val || it->nbytes != 8) {
                 void *v8 = malloc(8);
                 if (!v8) {
-                    reply(cn, ST_BAD, NULL, 0);
+                    reply(cn, SH_STORE_ST_BAD, NULL, 0);
                     return 0;
                 }
                 free(it->val);
@@ -212,16 +204,16 @@ static int serve(sh_store_server *s, conn *cn, const unsigned char *f, size_t n)
             cur = (int64_t)((uint64_t)cur + (uint64_t)d); /* wraps, never traps */
             memcpy(it->val, &cur, 8);
         }
-        reply(cn, ST_OK, op == OP_ADD ? it->val : NULL, op == OP_ADD ? 8 : 0);
+        reply(cn, SH_STORE_ST_OK, op == SH_STORE_OP_ADD ? it->val : NULL, op == SH_STORE_OP_ADD ? 8 : 0);
         wake_waiters(s, it);
         return 0;
     }
-    if (op == OP_GET) {
+    if (op == SH_STORE_OP_GET) {
         kv *it = find(s, key);
         if (it) {
-            reply(cn, ST_OK, it->val, it->nbytes);
+            reply(cn, SH_STORE_ST_OK, it->val, it->nbytes);
         } else if (tmo == 0) {
-            reply(cn, ST_TIMEOUT, NULL, 0);
+            reply(cn, SH_STORE_ST_TIMEOUT, NULL, 0);
         } else {
             cn->st = C_WAITING;
             memcpy(cn->wait_key, key, (size_t)klen + 1);
@@ -281,9 +273,9 @@ static void on_readable(sh_store_server *s, conn *cn)
         if (cn->st != C_AUTH && cn->in_nbytes == 4) {
             uint32_t len;
             memcpy(&len, cn->in, 4);
-            if (len < 7 || len > MAX_FRAME) {
+            if (len < 7 || len > SH_STORE_MAX_FRAME) {
                 char why[96];
-                snprintf(why, sizeof why, "a request of %u bytes (allowed 7..%d)", len, MAX_FRAME);
+                snprintf(why, sizeof why, "a request of %u bytes (allowed 7..%d)", len, SH_STORE_MAX_FRAME);
                 drop(cn, why);
                 return;
             }
@@ -431,7 +423,7 @@ static void *serve_main(void *arg)
             if (cn->fd < 0) continue;
             if (cn->st == C_WAITING && now >= cn->wait_ns) {
                 cn->st = C_READY;
-                reply(cn, ST_TIMEOUT, NULL, 0);
+                reply(cn, SH_STORE_ST_TIMEOUT, NULL, 0);
             }
             if (cn->deadline_ns && now >= cn->deadline_ns) {
                 drop(cn, cn->st == C_AUTH ? "refused: no handshake within the deadline (a stalled stranger?)"
@@ -547,232 +539,4 @@ void sh_store_server_stop(sh_store_server *s)
         }
     free(s->key);
     free(s);
-}
-
-/* ---- client ----
- * A small pool of connections, one per request in flight: a thread whose get waits for a
- * key never holds up another thread's request (two threads splitting communicators at
- * once would otherwise wait on each other across ranks). A connection that fails half-way
- * is closed (its stream is out of step) and the next request opens a fresh one. */
-
-enum { POOL = 8, RECONNECT_TIMEOUT_MS = 3000 };
-
-struct sh_store {
-    pthread_mutex_t mu;
-    pthread_cond_t idle;  /* a connection became free */
-    int fd[POOL];         /* -1: not open */
-    unsigned char busy[POOL];
-    char where[300];
-    char host[256];
-    int port;
-    char *key;
-};
-
-/* Connect and prove the key. */
-static shoal_result open_conn(const char *addr, int port, const char *key, int timeout_ms, int *fd_out)
-{
-    *fd_out = -1;
-    uint64_t dl = sh_sock_deadline(timeout_ms);
-    int fd = -1;
-    shoal_result rc = sh_sock_connect(addr, port, dl, &fd);
-    if (rc != SHOAL_OK) {
-        sh_err_prefix("rank 0's rendezvous store at %s:%d (SHOAL_MASTER_ADDR/SHOAL_MASTER_PORT): ",
-                      addr, port);
-        return rc;
-    }
-    char peer[400];
-    snprintf(peer, sizeof peer, "rank 0's store at %s:%d", addr, port);
-    rc = sh_auth_client(fd, key, "store", peer, dl);
-    if (rc != SHOAL_OK) {
-        close(fd);
-        if (rc == SHOAL_ERR_TIMEOUT)
-            sh_err_prefix("%s accepted the connection but did not answer the handshake: ", peer);
-        return rc;
-    }
-    *fd_out = fd;
-    return SHOAL_OK;
-}
-
-shoal_result sh_store_connect(const char *addr, int port, const char *key, int timeout_ms,
-                              sh_store **out)
-{
-    *out = NULL;
-    int fd = -1;
-    SH_TRY(open_conn(addr, port, key, timeout_ms, &fd));
-    sh_store *s = calloc(1, sizeof *s);
-    if (s) s->key = strdup(key);
-    if (!s || !s->key) {
-        close(fd);
-        free(s);
-        return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
-    }
-    for (int i = 0; i < POOL; i++) s->fd[i] = -1;
-    s->fd[0] = fd;
-    pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->idle, NULL);
-    snprintf(s->where, sizeof s->where, "%s:%d", addr, port);
-    snprintf(s->host, sizeof s->host, "%s", addr);
-    s->port = port;
-    *out = s;
-    return SHOAL_OK;
-}
-
-void sh_store_close(sh_store *s)
-{
-    if (!s) return;
-    for (int i = 0; i < POOL; i++)
-        if (s->fd[i] >= 0) close(s->fd[i]);
-    pthread_mutex_destroy(&s->mu);
-    pthread_cond_destroy(&s->idle);
-    free(s->key);
-    free(s);
-}
-
-const char *sh_store_job_key(const sh_store *s) { return s->key; }
-const char *sh_store_host(const sh_store *s) { return s->host; }
-
-/* A connection for one request: an idle open one, else a new one, else wait for one. */
-static shoal_result acquire(sh_store *s, int *slot)
-{
-    pthread_mutex_lock(&s->mu);
-    for (;;) {
-        int open_idle = -1, empty = -1;
-        for (int i = 0; i < POOL; i++) {
-            if (s->busy[i]) continue;
-            if (s->fd[i] >= 0 && open_idle < 0) open_idle = i;
-            if (s->fd[i] < 0 && empty < 0) empty = i;
-        }
-        int i = open_idle >= 0 ? open_idle : empty;
-        if (i >= 0) {
-            s->busy[i] = 1;
-            pthread_mutex_unlock(&s->mu);
-            *slot = i;
-            if (s->fd[i] >= 0) return SHOAL_OK;
-            int fd = -1;
-            shoal_result rc = open_conn(s->host, s->port, s->key, RECONNECT_TIMEOUT_MS, &fd);
-            pthread_mutex_lock(&s->mu);
-            s->fd[i] = fd;
-            if (rc != SHOAL_OK) {
-                s->busy[i] = 0;
-                pthread_cond_signal(&s->idle);
-            }
-            pthread_mutex_unlock(&s->mu);
-            if (rc != SHOAL_OK)
-                return SH_FAIL(SHOAL_ERR_PEER, "rank 0's store at %s cannot be reached any more "
-                               "(did rank 0 end or die?): %s", s->where, shoal_last_error_message());
-            return SHOAL_OK;
-        }
-        pthread_cond_wait(&s->idle, &s->mu);
-    }
-}
-
-static void release(sh_store *s, int slot, int failed)
-{
-    pthread_mutex_lock(&s->mu);
-    if (failed && s->fd[slot] >= 0) {
-        close(s->fd[slot]);
-        s->fd[slot] = -1;
-    }
-    s->busy[slot] = 0;
-    pthread_cond_signal(&s->idle);
-    pthread_mutex_unlock(&s->mu);
-}
-
-static shoal_result request(sh_store *s, int op, const char *key, const void *val, size_t vlen,
-                            int timeout_ms, void *out, size_t cap, size_t *out_nbytes)
-{
-    size_t klen = strlen(key);
-    if (klen == 0 || klen >= MAX_KEY || vlen > SH_STORE_MAX_VALUE_NBYTES)
-        return SH_FAIL(SHOAL_ERR_INVALID, "store: key \"%.40s\" (%zu bytes) or its value (%zu bytes) "
-                       "is empty or too long (limits %d and %d bytes)", key, klen, vlen, MAX_KEY - 1,
-                       SH_STORE_MAX_VALUE_NBYTES);
-    uint32_t len = (uint32_t)(7 + klen + vlen), tmo = (uint32_t)(timeout_ms > 0 ? timeout_ms : 0);
-    uint16_t kl = (uint16_t)klen;
-    unsigned char hdr[11];
-    memcpy(hdr, &len, 4);
-    hdr[4] = (unsigned char)op;
-    memcpy(hdr + 5, &tmo, 4);
-    memcpy(hdr + 9, &kl, 2);
-    int slot = -1;
-    SH_TRY(acquire(s, &slot));
-    int fd = s->fd[slot];
-    uint64_t dl = sh_sock_deadline((timeout_ms > 0 ? timeout_ms : 0) + 10000);
-    shoal_result rc;
-    unsigned char one[1024]; /* small requests leave in one segment */
-    if (sizeof hdr + klen + vlen <= sizeof one) {
-        memcpy(one, hdr, sizeof hdr);
-        memcpy(one + sizeof hdr, key, klen);
-        if (vlen) memcpy(one + sizeof hdr + klen, val, vlen);
-        rc = sh_sock_write_all(fd, one, sizeof hdr + klen + vlen, dl);
-    } else {
-        rc = sh_sock_write_all(fd, hdr, sizeof hdr, dl);
-        if (rc == SHOAL_OK) rc = sh_sock_write_all(fd, key, klen, dl);
-        if (rc == SHOAL_OK && vlen) rc = sh_sock_write_all(fd, val, vlen, dl);
-    }
-    uint32_t rlen = 0;
-    unsigned char st = ST_BAD;
-    if (rc == SHOAL_OK) rc = sh_sock_read_all(fd, &rlen, 4, dl);
-    if (rc == SHOAL_OK && (rlen < 1 || rlen > SH_STORE_MAX_VALUE_NBYTES + 1))
-        rc = SH_FAIL(SHOAL_ERR_PEER, "bad reply from the store");
-    if (rc == SHOAL_OK) rc = sh_sock_read_all(fd, &st, 1, dl);
-    size_t vn = rlen - 1, got = 0;
-    while (rc == SHOAL_OK && got < vn) {
-        unsigned char tmp[4096];
-        size_t take = vn - got < sizeof tmp ? vn - got : sizeof tmp;
-        rc = sh_sock_read_all(fd, tmp, take, dl);
-        if (rc == SHOAL_OK && out && got < cap)
-            memcpy((unsigned char *)out + got, tmp, got + take <= cap ? take : cap - got);
-        got += take;
-    }
-    release(s, slot, rc != SHOAL_OK);
-    if (rc != SHOAL_OK) {
-        sh_err_prefix("rank 0's store at %s: ", s->where);
-        return rc;
-    }
-    if (out_nbytes) *out_nbytes = vn;
-    if (st == ST_TIMEOUT)
-        return SH_FAIL(SHOAL_ERR_TIMEOUT, "key \"%s\" did not appear in rank 0's store within %d ms",
-                       key, timeout_ms);
-    if (st != ST_OK) return SH_FAIL(SHOAL_ERR_PEER, "rank 0's store refused the request");
-    return SHOAL_OK;
-}
-
-shoal_result sh_store_set(sh_store *s, const char *key, const void *val, size_t nbytes)
-{
-    return request(s, OP_SET, key, val, nbytes, 0, NULL, 0, NULL);
-}
-
-shoal_result sh_store_get(sh_store *s, const char *key, void *val, size_t cap, size_t *nbytes,
-                          int timeout_ms)
-{
-    return request(s, OP_GET, key, NULL, 0, timeout_ms, val, cap, nbytes);
-}
-
-shoal_result sh_store_add(sh_store *s, const char *key, int64_t delta, int64_t *after)
-{
-    int64_t v = 0;
-    size_t n = 0;
-    SH_TRY(request(s, OP_ADD, key, &delta, 8, 0, &v, sizeof v, &n));
-    if (after) *after = v;
-    return SHOAL_OK;
-}
-
-shoal_result sh_store_barrier(sh_store *s, const char *key, int nranks, int timeout_ms)
-{
-    char k[MAX_KEY], done[MAX_KEY];
-    snprintf(k, sizeof k, "%s/count", key);
-    snprintf(done, sizeof done, "%s/done", key);
-    int64_t after = 0;
-    SH_TRY(sh_store_add(s, k, 1, &after));
-    if (after == nranks) SH_TRY(sh_store_set(s, done, "1", 1));
-    char b[4];
-    size_t n;
-    shoal_result rc = sh_store_get(s, done, b, sizeof b, &n, timeout_ms);
-    if (rc == SHOAL_ERR_TIMEOUT) {
-        int64_t now = 0;
-        sh_store_add(s, k, 0, &now);
-        return SH_FAIL(SHOAL_ERR_TIMEOUT, "barrier \"%s\": only %lld of %d ranks arrived within %d ms",
-                       key, (long long)now, nranks, timeout_ms);
-    }
-    return rc;
 }
