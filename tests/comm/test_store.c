@@ -355,8 +355,8 @@ static void strangers_are_dropped_and_logged_while_the_job_goes_on(void)
     }
     /* Members of the job gone wrong: a 1 GB length prefix, and half a frame then silence. */
     int huge = raw_connect(sp.port), half = raw_connect(sp.port);
-    CHECK_OK(sh_auth_client(huge, KEY, "store", "store", sh_sock_deadline(5000)));
-    CHECK_OK(sh_auth_client(half, KEY, "store", "store", sh_sock_deadline(5000)));
+    CHECK_OK(sh_auth_client(huge, KEY, "store", "store", sh_sock_deadline(5000), NULL));
+    CHECK_OK(sh_auth_client(half, KEY, "store", "store", sh_sock_deadline(5000), NULL));
     uint32_t len = 1u << 30;
     CHECK(write(huge, &len, 4) == 4, "write");
     len = 100;

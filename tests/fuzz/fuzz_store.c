@@ -37,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         cn->fd = sv[0];
         cn->st = i == FUZZ_NCONNS - 1 ? C_AUTH : C_READY;
         snprintf(cn->who, sizeof cn->who, "fuzz client %d", i);
-        if (cn->st == C_AUTH) sh_auth_server_hello(cn->hello);
+        if (cn->st == C_AUTH && sh_auth_server_hello(cn->hello) != SHOAL_OK) abort();
         s->conns[s->nconns++] = cn;
         client[i] = sv[1];
     }

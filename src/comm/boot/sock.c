@@ -15,15 +15,18 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
 #include "base/env.h"
 #include "base/err.h"
 #include "base/log.h"
-#include "base/sha256.h"
 #include "base/util.h"
 
 uint64_t sh_sock_deadline(int timeout_ms)
@@ -358,29 +361,33 @@ const char *sh_sock_peer_str(int fd, char *buf, size_t cap)
  * server -> client: "SHOAL1S\0" nonce_s[32]
  * client -> server: "SHOAL1C\0" nonce_c[32] ctx[96] mac_c[32]   mac_c = HMAC(key, "C" ns nc ctx)
  * server -> client: mac_s[32]                                  mac_s = HMAC(key, "S" nc ns ctx)
- * A server that sees a wrong magic or MAC closes without answering. */
+ * A server that sees a wrong magic or MAC closes without answering. HMAC, nonces and the
+ * comparison are libcrypto's. */
 
-static void mac(const char *key, char who, const unsigned char *n1, const unsigned char *n2,
-                const char *ctx, unsigned char out[32])
+/* HMAC-SHA256 (libcrypto) over who | n1 | n2 | ctx. */
+static shoal_result mac(const char *key, char who, const unsigned char *n1, const unsigned char *n2,
+                        const char *ctx, unsigned char out[32])
 {
     unsigned char msg[1 + 32 + 32 + SH_AUTH_CTX_NBYTES];
     msg[0] = (unsigned char)who;
     memcpy(msg + 1, n1, 32);
     memcpy(msg + 33, n2, 32);
     memcpy(msg + 65, ctx, SH_AUTH_CTX_NBYTES);
-    sh_hmac_sha256(key, strlen(key), msg, sizeof msg, out);
+    unsigned int n = 0;
+    if (!HMAC(EVP_sha256(), key, (int)strlen(key), msg, sizeof msg, out, &n) || n != 32)
+        return SH_FAIL(SHOAL_ERR_INTERNAL, "HMAC-SHA256 failed in libcrypto");
+    return SHOAL_OK;
 }
 
-static void nonce(unsigned char out[32])
+static shoal_result nonce(unsigned char out[32])
 {
-    if (getrandom(out, 32, 0) != 32) {
-        uint64_t t = sh_now_ns() ^ ((uint64_t)getpid() << 32);
-        for (int i = 0; i < 32; i++) out[i] = (unsigned char)(t >> (8 * (i % 8))) ^ (unsigned char)i;
-    }
+    if (RAND_bytes(out, 32) != 1) /* never a guessable nonce: the connection fails instead */
+        return SH_FAIL(SHOAL_ERR_IO, "libcrypto's RAND_bytes could not make a handshake nonce");
+    return SHOAL_OK;
 }
 
 shoal_result sh_auth_client(int fd, const char *key, const char *context, const char *peer,
-                            uint64_t deadline_ns)
+                            uint64_t deadline_ns, sh_auth_nonces *nonces)
 {
     unsigned char hello[40], ns[32], nc[32], m[32], ms[32];
     char ctx[SH_AUTH_CTX_NBYTES] = {0};
@@ -390,8 +397,8 @@ shoal_result sh_auth_client(int fd, const char *key, const char *context, const 
         return SH_FAIL(SHOAL_ERR_PEER, "%s does not speak shoal's protocol (another program on "
                                        "that port?)", peer);
     memcpy(ns, hello + 8, 32);
-    nonce(nc);
-    mac(key, 'C', ns, nc, ctx, m);
+    SH_TRY(nonce(nc));
+    SH_TRY(mac(key, 'C', ns, nc, ctx, m));
     unsigned char msg[8 + 32 + SH_AUTH_CTX_NBYTES + 32];
     memcpy(msg, "SHOAL1C", 8);
     memcpy(msg + 8, nc, 32);
@@ -399,20 +406,24 @@ shoal_result sh_auth_client(int fd, const char *key, const char *context, const 
     memcpy(msg + 40 + SH_AUTH_CTX_NBYTES, m, 32);
     SH_TRY(sh_sock_write_all(fd, msg, sizeof msg, deadline_ns));
     shoal_result rc = sh_sock_read_all(fd, ms, 32, deadline_ns);
-    if (rc == SHOAL_ERR_TIMEOUT) return rc;
+    if (rc == SHOAL_ERR_TIMEOUT || rc == SHOAL_ERR_INTERRUPTED) return rc;
     if (rc != SHOAL_OK) /* a server that does not like our proof hangs up without a word */
         return SH_FAIL(SHOAL_ERR_PEER, "job key rejected by %s: this process is not part of the "
                                        "job (SHOAL_JOB_KEY differs)", peer);
-    mac(key, 'S', nc, ns, ctx, m);
-    if (!sh_mem_equal_ct(m, ms, 32))
+    SH_TRY(mac(key, 'S', nc, ns, ctx, m));
+    if (CRYPTO_memcmp(m, ms, 32) != 0)
         return SH_FAIL(SHOAL_ERR_PEER, "%s does not hold this job's key (SHOAL_JOB_KEY differs)", peer);
+    if (nonces) {
+        memcpy(nonces->client, nc, 32);
+        memcpy(nonces->server, ns, 32);
+    }
     return SHOAL_OK;
 }
 
-void sh_auth_server_hello(unsigned char hello[SH_AUTH_HELLO_NBYTES])
+shoal_result sh_auth_server_hello(unsigned char hello[SH_AUTH_HELLO_NBYTES])
 {
     memcpy(hello, "SHOAL1S", 8);
-    nonce(hello + 8);
+    return nonce(hello + 8);
 }
 
 int sh_auth_client_greeting_ok(const unsigned char *msg, size_t nbytes)
@@ -423,7 +434,7 @@ int sh_auth_client_greeting_ok(const unsigned char *msg, size_t nbytes)
 shoal_result sh_auth_server_check(const char *key, const unsigned char hello[SH_AUTH_HELLO_NBYTES],
                                   const unsigned char msg[SH_AUTH_CLIENT_NBYTES],
                                   char ctx_out[SH_AUTH_CTX_NBYTES],
-                                  unsigned char reply[SH_AUTH_REPLY_NBYTES])
+                                  unsigned char reply[SH_AUTH_REPLY_NBYTES], sh_auth_nonces *nonces)
 {
     unsigned char m[32];
     if (!sh_auth_client_greeting_ok(msg, 8))
@@ -432,11 +443,15 @@ shoal_result sh_auth_server_check(const char *key, const unsigned char hello[SH_
     memcpy(ctx, msg + 40, SH_AUTH_CTX_NBYTES);
     ctx[SH_AUTH_CTX_NBYTES - 1] = 0;
     /* The MAC covers the context as sent (before we terminate it). */
-    mac(key, 'C', hello + 8, msg + 8, (const char *)msg + 40, m);
-    if (!sh_mem_equal_ct(m, msg + 40 + SH_AUTH_CTX_NBYTES, 32))
+    SH_TRY(mac(key, 'C', hello + 8, msg + 8, (const char *)msg + 40, m));
+    if (CRYPTO_memcmp(m, msg + 40 + SH_AUTH_CTX_NBYTES, 32) != 0)
         return SH_FAIL(SHOAL_ERR_PEER, "wrong job key");
-    mac(key, 'S', msg + 8, hello + 8, (const char *)msg + 40, reply);
+    SH_TRY(mac(key, 'S', msg + 8, hello + 8, (const char *)msg + 40, reply));
     if (ctx_out) memcpy(ctx_out, ctx, SH_AUTH_CTX_NBYTES);
+    if (nonces) {
+        memcpy(nonces->client, msg + 8, 32);
+        memcpy(nonces->server, hello + 8, 32);
+    }
     return SHOAL_OK;
 }
 
@@ -444,13 +459,13 @@ shoal_result sh_auth_server(int fd, const char *key, char ctx_out[SH_AUTH_CTX_NB
                             uint64_t deadline_ns)
 {
     unsigned char hello[SH_AUTH_HELLO_NBYTES], msg[SH_AUTH_CLIENT_NBYTES], reply[32];
-    sh_auth_server_hello(hello);
+    SH_TRY(sh_auth_server_hello(hello));
     SH_TRY(sh_sock_write_all(fd, hello, sizeof hello, deadline_ns));
     SH_TRY(sh_sock_read_all(fd, msg, 8, deadline_ns));
     if (!sh_auth_client_greeting_ok(msg, 8))
         return SH_FAIL(SHOAL_ERR_PEER, "not a shoal client (bad greeting)");
     SH_TRY(sh_sock_read_all(fd, msg + 8, sizeof msg - 8, deadline_ns));
-    SH_TRY(sh_auth_server_check(key, hello, msg, ctx_out, reply));
+    SH_TRY(sh_auth_server_check(key, hello, msg, ctx_out, reply, NULL));
     SH_TRY(sh_sock_write_all(fd, reply, sizeof reply, deadline_ns));
     return SHOAL_OK;
 }

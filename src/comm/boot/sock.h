@@ -1,5 +1,6 @@
 /* sock.h — TCP socket helpers with deadlines, interface choice, and the job-key handshake
- * every connection of a job makes (HMAC-SHA256 challenge-response, both directions).
+ * every connection of a job makes (HMAC-SHA256 challenge-response, both directions, through
+ * OpenSSL's libcrypto).
  * Not here: what flows after the handshake (store_server.c, transport/tcp.c).
  * Proved by tests/comm/test_store.c, test_transport_tcp.c and test_comm_faults.c. */
 #ifndef SH_COMM_SOCK_H
@@ -44,8 +45,14 @@ int sh_sock_log_refusal(void);
  * The client sends its context (so a server can learn who connects); the server checks
  * it with accept_ctx (may be NULL: any context) and returns it in ctx_out. */
 enum { SH_AUTH_CTX_NBYTES = 96 };
+/* Both sides' nonces of a finished handshake: fresh for every connection, so keys derived
+ * from them and the job key are the connection's own (transport/seal.c). */
+typedef struct {
+    unsigned char client[32], server[32];
+} sh_auth_nonces;
+/* peer: "rank 0's store at a:p", for errors; nonces may be NULL. */
 shoal_result sh_auth_client(int fd, const char *key, const char *context, const char *peer,
-                            uint64_t deadline_ns); /* peer: "rank 0's store at a:p", for errors */
+                            uint64_t deadline_ns, sh_auth_nonces *nonces);
 shoal_result sh_auth_server(int fd, const char *key, char ctx_out[SH_AUTH_CTX_NBYTES],
                             uint64_t deadline_ns);
 
@@ -54,11 +61,11 @@ shoal_result sh_auth_server(int fd, const char *key, char ctx_out[SH_AUTH_CTX_NB
  * sh_auth_client_greeting_ok to drop garbage at once), check, send reply. */
 enum { SH_AUTH_HELLO_NBYTES = 40, SH_AUTH_CLIENT_NBYTES = 8 + 32 + SH_AUTH_CTX_NBYTES + 32,
        SH_AUTH_REPLY_NBYTES = 32 };
-void sh_auth_server_hello(unsigned char hello[SH_AUTH_HELLO_NBYTES]);
+shoal_result sh_auth_server_hello(unsigned char hello[SH_AUTH_HELLO_NBYTES]); /* fails only without randomness */
 int sh_auth_client_greeting_ok(const unsigned char *msg, size_t nbytes);
 shoal_result sh_auth_server_check(const char *key, const unsigned char hello[SH_AUTH_HELLO_NBYTES],
                                   const unsigned char msg[SH_AUTH_CLIENT_NBYTES],
                                   char ctx_out[SH_AUTH_CTX_NBYTES],
-                                  unsigned char reply[SH_AUTH_REPLY_NBYTES]);
+                                  unsigned char reply[SH_AUTH_REPLY_NBYTES], sh_auth_nonces *nonces);
 
 #endif

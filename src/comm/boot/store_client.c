@@ -44,7 +44,7 @@ static shoal_result open_conn(const char *addr, int port, const char *key, int t
     }
     char peer[400];
     snprintf(peer, sizeof peer, "rank 0's store at %s:%d", addr, port);
-    rc = sh_auth_client(fd, key, "store", peer, dl);
+    rc = sh_auth_client(fd, key, "store", peer, dl, NULL);
     if (rc != SHOAL_OK) {
         close(fd);
         if (rc == SHOAL_ERR_TIMEOUT)

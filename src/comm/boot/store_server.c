@@ -287,7 +287,7 @@ static void on_readable(sh_store_server *s, conn *cn)
         cn->deadline_ns = 0;
         if (cn->st == C_AUTH) {
             unsigned char r[SH_AUTH_REPLY_NBYTES];
-            if (sh_auth_server_check(s->key, cn->hello, cn->in, NULL, r) != SHOAL_OK) {
+            if (sh_auth_server_check(s->key, cn->hello, cn->in, NULL, r, NULL) != SHOAL_OK) {
                 char why[160];
                 snprintf(why, sizeof why, "refused: %s (a process outside the job?)",
                          shoal_last_error_message());
@@ -390,9 +390,9 @@ static void accept_new(sh_store_server *s)
         memcpy(cn->who, who, sizeof who);
         cn->since_ns = sh_now_ns();
         cn->deadline_ns = sh_sock_deadline(AUTH_TIMEOUT_MS);
-        sh_auth_server_hello(cn->hello);
         s->conns[s->nconns++] = cn;
-        if (queue(cn, cn->hello, sizeof cn->hello) != 0) drop(cn, "out of memory");
+        if (sh_auth_server_hello(cn->hello) != SHOAL_OK) drop(cn, shoal_last_error_message());
+        else if (queue(cn, cn->hello, sizeof cn->hello) != 0) drop(cn, "out of memory");
         else on_writable(cn);
     }
 }

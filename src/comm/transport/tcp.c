@@ -76,7 +76,7 @@ static shoal_result on_pending(shoal_comm *c, const unsigned char *want, const c
     }
     char ctx[SH_AUTH_CTX_NBYTES], why[200];
     unsigned char reply[SH_AUTH_REPLY_NBYTES];
-    if (sh_auth_server_check(key, p->hello, p->in, ctx, reply) != SHOAL_OK) {
+    if (sh_auth_server_check(key, p->hello, p->in, ctx, reply, NULL) != SHOAL_OK) {
         snprintf(why, sizeof why, "%s (a process outside the job?)", shoal_last_error_message());
         refuse(p, why);
         return SHOAL_OK;
@@ -124,8 +124,9 @@ static void accept_one(int lfd, pending *pend, uint64_t dl)
     sh_sock_peer_str(fd, p->who, sizeof p->who);
     uint64_t adl = sh_sock_deadline(AUTH_TIMEOUT_MS);
     p->deadline_ns = adl < dl ? adl : dl;
-    sh_auth_server_hello(p->hello);
-    if (send(fd, p->hello, sizeof p->hello, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof p->hello)
+    if (sh_auth_server_hello(p->hello) != SHOAL_OK)
+        refuse(p, shoal_last_error_message());
+    else if (send(fd, p->hello, sizeof p->hello, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof p->hello)
         refuse(p, "could not send the hello");
     else
         sh_sock_tune(fd);
@@ -205,7 +206,7 @@ static shoal_result connect_lower(shoal_comm *c, int p, const char *key, uint64_
             if (rc == SHOAL_OK) {
                 char ctx[SH_AUTH_CTX_NBYTES];
                 context(c, c->rank, p, plane, ctx, sizeof ctx);
-                rc = sh_auth_client(fd, key, ctx, peer, dl);
+                rc = sh_auth_client(fd, key, ctx, peer, dl, NULL);
                 if (rc == SHOAL_OK) rc = sh_link_fd_create(fd, p, plane ? &c->p2p[p] : &c->coll[p]);
                 if (rc != SHOAL_OK) close(fd);
             }
