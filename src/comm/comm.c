@@ -352,6 +352,7 @@ shoal_result shoal_comm_split(shoal_comm *c, int color, int key, shoal_comm **ou
     child->algo = c->algo;
     child->timeout_ms = c->timeout_ms;
     child->spin_us = c->spin_us;
+    child->secure = c->secure;
     child->chunk_nbytes = c->chunk_nbytes;
     child->store = c->store;
     child->parent = c;

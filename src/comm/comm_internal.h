@@ -77,6 +77,7 @@ struct shoal_comm {
     sh_algo_kind algo;  /* forced by SHOAL_ALGO / opts, or AUTO */
     int timeout_ms;
     int spin_us;
+    int secure;          /* SHOAL_SECURE: TCP links are sealed (transport/seal.c) */
     size_t chunk_nbytes; /* 0: chosen by message size */
     uint64_t coll_seq;   /* collectives started on this communicator */
     const char *last_path; /* the path the selector took for the last collective (select.c),

@@ -149,6 +149,12 @@ static shoal_result fill_options(const shoal_comm_opts *o, shoal_comm *c)
         return SH_FAIL(SHOAL_ERR_INVALID, "SHOAL_ALGO=%s: use auto, ring, rd, rhd, tree, hier or mpi",
                        a ? a : "");
     if (o && o->timeout_ms > 0) c->timeout_ms = o->timeout_ms;
+    long secure = 0;
+    SH_TRY(sh_env_long("SHOAL_SECURE", &secure));
+    c->secure = (int)secure;
+    if (c->secure && c->transport == SH_TRANSPORT_MPI)
+        return SH_FAIL(SHOAL_ERR_INVALID, "SHOAL_SECURE=1 seals shoal's own TCP links, but SHOAL_TRANSPORT=mpi "
+                       "sends through the MPI library in the clear: use SHOAL_TRANSPORT=auto or tcp");
     long chunk = 0;
     SH_TRY(sh_env_long("SHOAL_CHUNK_BYTES", &chunk));
     c->chunk_nbytes = o && o->chunk_nbytes ? o->chunk_nbytes : (size_t)chunk;
@@ -177,6 +183,28 @@ static shoal_result missing_ranks(shoal_comm *c, const sh_boot_env *e, int first
                    n ? "they" : "it");
 }
 
+/* Rank r's record "hostid\nhostname\nsecure S": its host, and the settings every rank must
+ * share (a rank that differs stops every rank at once, naming it). */
+static shoal_result read_host(shoal_comm *c, int r, char *v, char *id, size_t cap)
+{
+    char *name = strchr(v, '\n'), *rest = NULL;
+    if (name) {
+        *name++ = 0;
+        rest = strchr(name, '\n');
+        if (rest) *rest++ = 0;
+    }
+    snprintf(id, cap, "%.299s", v);
+    c->hostname[r] = strdup(name ? name : "?");
+    int secure = -1;
+    if (!rest || sscanf(rest, "secure %d", &secure) != 1 || secure != c->secure) {
+        char pb[128];
+        return SH_FAIL(SHOAL_ERR_MISMATCH, "%s runs with SHOAL_SECURE=%d but rank %d with %d: every rank "
+                       "must have the same (sealed links cannot talk to plain ones)",
+                       sh_comm_peer_name(c, r, pb, sizeof pb), secure, c->rank, c->secure);
+    }
+    return SHOAL_OK;
+}
+
 shoal_result sh_boot_world(const shoal_comm_opts *o, shoal_comm **out)
 {
     *out = NULL;
@@ -186,6 +214,11 @@ shoal_result sh_boot_world(const shoal_comm_opts *o, shoal_comm **out)
     SH_TRY(sh_comm_alloc(e.rank, e.world, &c));
     shoal_result rc = fill_options(o, c);
     if (rc != SHOAL_OK) goto fail;
+    if (c->secure && e.key_is_derived) { /* keys from a key others can work out hide nothing */
+        rc = SH_FAIL(SHOAL_ERR_INVALID, "SHOAL_SECURE=1 needs a secret SHOAL_JOB_KEY: the key derived from the %s "
+                     "job's variables is not secret; give every rank one (openssl rand -hex 32)", e.source);
+        goto fail;
+    }
     char host[256];
     gethostname(host, sizeof host - 1);
     host[sizeof host - 1] = 0;
@@ -204,10 +237,10 @@ shoal_result sh_boot_world(const shoal_comm_opts *o, shoal_comm **out)
     uint64_t dl = sh_now_ns() + (uint64_t)c->timeout_ms * 1000000ull;
     rc = sh_store_connect(e.master_addr, e.master_port, e.job_key, c->timeout_ms, &c->store);
     if (rc != SHOAL_OK) goto fail;
-    /* Publish "hostid\nhostname", then learn everyone's. */
+    /* Publish "hostid\nhostname\nsecure S", then learn everyone's. */
     char me[600], id[300], key[96];
     sh_boot_host_id(id, sizeof id);
-    int n = snprintf(me, sizeof me, "%s\n%s", id, host);
+    int n = snprintf(me, sizeof me, "%s\n%s\nsecure %d", id, host, c->secure);
     snprintf(key, sizeof key, "w/host/%d", e.rank);
     rc = sh_store_set(c->store, key, me, (size_t)n);
     if (rc != SHOAL_OK) goto fail;
@@ -229,10 +262,8 @@ shoal_result sh_boot_world(const shoal_comm_opts *o, shoal_comm **out)
         }
         if (rc != SHOAL_OK) break;
         v[vn < sizeof v ? vn : sizeof v - 1] = 0;
-        char *nl = strchr(v, '\n');
-        if (nl) *nl = 0;
-        snprintf(ids[r], sizeof ids[r], "%.299s", v);
-        c->hostname[r] = strdup(nl ? nl + 1 : "?");
+        rc = read_host(c, r, v, ids[r], sizeof ids[r]);
+        if (rc != SHOAL_OK) break;
         int h = -1;
         for (int q = 0; q < r; q++)
             if (!strcmp(ids[q], ids[r])) {
