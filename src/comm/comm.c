@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "comm/boot/boot.h"
+#include "comm/boot/interrupt.h"
 #include "comm/boot/store.h"
 #include "comm/coll/algo.h"
 #include "comm/coll/select.h"
@@ -278,14 +279,16 @@ shoal_result shoal_comm_create(const shoal_comm_opts *o, shoal_comm **out)
     if (!out) return SH_FAIL(SHOAL_ERR_INVALID, "shoal_comm_create: out is NULL");
     *out = NULL;
     shoal_comm *c = NULL;
-    SH_TRY(sh_boot_world(o, &c));
-    shoal_result rc = sh_transport_connect_all(c);
+    sh_interrupt_watch(1); /* SIGINT / SIGTERM end the wait (interrupt.h) */
+    shoal_result rc = sh_boot_world(o, &c);
+    if (rc == SHOAL_OK) rc = sh_transport_connect_all(c);
     if (rc == SHOAL_OK) rc = sh_store_barrier(c->store, "w/ready", c->world, c->timeout_ms);
-    if (rc != SHOAL_OK) {
+    if (rc != SHOAL_OK && c) {
         sh_err_prefix_rank(c->rank);
         shoal_comm_destroy(c);
-        return rc;
     }
+    sh_interrupt_watch(0);
+    if (rc != SHOAL_OK) return rc;
     SH_LOG_I("comm", "rank %d of %d on %s: %d hosts, %d ranks here", c->rank, c->world,
              c->hostname[c->rank], c->nhosts, c->local_world);
     *out = c;

@@ -28,6 +28,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "comm/boot/interrupt.h"
 
 uint64_t sh_sock_deadline(int timeout_ms)
 {
@@ -42,26 +43,33 @@ static int ms_left(uint64_t deadline_ns)
     return ms > 1000000 ? 1000000 : (int)ms;
 }
 
+/* Wait for ev on fd, in slices of at most 250 ms: a signal's request to stop
+ * (interrupt.h) is seen within a quarter second. */
 static shoal_result wait_fd(int fd, short ev, uint64_t deadline_ns, const char *what)
 {
     for (;;) {
+        int sig = sh_interrupted();
+        if (sig) return SH_FAIL(SHOAL_ERR_INTERRUPTED, "stopped by %s while %s", sh_interrupt_name(sig), what);
         int left = ms_left(deadline_ns);
         if (left == 0) return SH_FAIL(SHOAL_ERR_TIMEOUT, "timed out %s", what);
         struct pollfd p = {fd, ev, 0};
-        int n = poll(&p, 1, left);
+        int n = poll(&p, 1, left < 250 ? left : 250);
         if (n > 0) return SHOAL_OK;
         if (n < 0 && errno != EINTR) return SH_FAIL(SHOAL_ERR_IO, "poll: %s", strerror(errno));
     }
 }
 
-shoal_result sh_sock_read_all(int fd, void *buf, size_t nbytes, uint64_t deadline_ns)
+/* sh_sock_read_all that also says how many bytes came before a failure. */
+static shoal_result read_counted(int fd, void *buf, size_t nbytes, uint64_t deadline_ns, size_t *got)
 {
     unsigned char *p = buf;
+    *got = 0;
     while (nbytes > 0) {
         ssize_t n = recv(fd, p, nbytes, MSG_DONTWAIT);
         if (n > 0) {
             p += n;
             nbytes -= (size_t)n;
+            *got += (size_t)n;
             continue;
         }
         if (n == 0) return SH_FAIL(SHOAL_ERR_PEER, "connection closed by the other side");
@@ -71,6 +79,12 @@ shoal_result sh_sock_read_all(int fd, void *buf, size_t nbytes, uint64_t deadlin
         SH_TRY(wait_fd(fd, POLLIN, deadline_ns, "waiting for data"));
     }
     return SHOAL_OK;
+}
+
+shoal_result sh_sock_read_all(int fd, void *buf, size_t nbytes, uint64_t deadline_ns)
+{
+    size_t got;
+    return read_counted(fd, buf, nbytes, deadline_ns, &got);
 }
 
 shoal_result sh_sock_write_all(int fd, const void *buf, size_t nbytes, uint64_t deadline_ns)
@@ -200,20 +214,48 @@ static void addr_str(const struct sockaddr_storage *ss, char *out, size_t cap)
     if (!inet_ntop(fam, a, out, (socklen_t)cap)) snprintf(out, cap, "?");
 }
 
+/* Sleep ms (or until the deadline), a little less or more at random so that many ranks
+ * retrying together spread out. */
+static void pause_ms(int ms, uint64_t deadline_ns, unsigned *seed)
+{
+    int left = ms_left(deadline_ns);
+    ms = ms * 3 / 4 + (int)(rand_r(seed) % (unsigned)(ms / 2 + 1));
+    if (ms > left) ms = left;
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
 shoal_result sh_sock_connect(const char *host, int port, uint64_t deadline_ns, int *fd_out)
 {
     *fd_out = -1;
     net_addr a;
     SH_TRY(resolve(host, port, &a));
     int last_err = 0;
+    /* An attempt whose SYN was dropped (a listener's queue full, under a flood) is answered
+     * only by the kernel's retransmissions, 1, 3, 7 s later: each attempt waits through at
+     * least one of them (2 s, then 4, then 8). A refusal (nobody listens yet) is retried
+     * after 10 ms, doubling to half a second. */
+    int window_ms = 2000, refused_ms = 10;
+    unsigned seed = (unsigned)(sh_now_ns() ^ ((uint64_t)getpid() << 16));
     for (;;) {
+        if (sh_interrupted())
+            return SH_FAIL(SHOAL_ERR_INTERRUPTED, "stopped by %s while connecting to %s:%d",
+                           sh_interrupt_name(sh_interrupted()), host, port);
         int fd = socket(a.ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0) return SH_FAIL(SHOAL_ERR_IO, "socket: %s", strerror(errno));
         int rc = connect(fd, (struct sockaddr *)&a.ss, a.len);
         if (rc < 0 && errno == EINPROGRESS) {
             struct pollfd p = {fd, POLLOUT, 0};
-            int left = ms_left(deadline_ns);
-            if (poll(&p, 1, left < 1000 ? left : 1000) == 1) {
+            uint64_t attempt_dl = sh_now_ns() + (uint64_t)window_ms * 1000000ull;
+            if (attempt_dl > deadline_ns) attempt_dl = deadline_ns;
+            int n = 0;
+            for (;;) { /* in slices, so that a signal's request is seen within a quarter second */
+                int left = ms_left(attempt_dl);
+                n = left ? poll(&p, 1, left < 250 ? left : 250) : 0;
+                if (n != 0 && !(n < 0 && errno == EINTR)) break;
+                if (!left || sh_interrupted()) break;
+            }
+            if (n == 1) {
                 int err = 0;
                 socklen_t len = sizeof err;
                 getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
@@ -234,8 +276,12 @@ shoal_result sh_sock_connect(const char *host, int port, uint64_t deadline_ns, i
         if (ms_left(deadline_ns) == 0)
             return SH_FAIL(SHOAL_ERR_TIMEOUT, "cannot connect to %s:%d (%s) before the deadline",
                            host, port, strerror(last_err));
-        struct timespec ts = {0, 20 * 1000000};
-        nanosleep(&ts, NULL);
+        if (last_err == ETIMEDOUT) {
+            window_ms = window_ms < 8000 ? 2 * window_ms : 8000;
+        } else {
+            pause_ms(refused_ms, deadline_ns, &seed);
+            refused_ms = refused_ms < 500 ? 2 * refused_ms : 500;
+        }
     }
 }
 
@@ -273,6 +319,9 @@ shoal_result sh_sock_listen(const char *addr, int port, int *fd_out, int *port_o
     if (fd < 0) return SH_FAIL(SHOAL_ERR_IO, "socket: %s", strerror(errno));
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    /* A short accept queue on purpose: under a flood the kernel drops the excess SYNs at no
+     * cost to us (a rank's is retransmitted; sh_sock_connect waits for that), while every
+     * connection queued is one the server must take and look at before a rank's. */
     if (bind(fd, (struct sockaddr *)&a.ss, a.len) < 0 || listen(fd, 128) < 0) {
         int e = errno;
         close(fd);
@@ -361,7 +410,8 @@ const char *sh_sock_peer_str(int fd, char *buf, size_t cap)
  * server -> client: "SHOAL1S\0" nonce_s[32]
  * client -> server: "SHOAL1C\0" nonce_c[32] ctx[96] mac_c[32]   mac_c = HMAC(key, "C" ns nc ctx)
  * server -> client: mac_s[32]                                  mac_s = HMAC(key, "S" nc ns ctx)
- * A server that sees a wrong magic or MAC closes without answering. HMAC, nonces and the
+ * A server that sees a wrong MAC says "SHOAL1R\0" (refused) and closes; one that closes
+ * without a verdict was shedding a flood of strangers (the client may try again). HMAC, nonces and the
  * comparison are libcrypto's. */
 
 /* HMAC-SHA256 (libcrypto) over who | n1 | n2 | ctx. */
@@ -392,7 +442,10 @@ shoal_result sh_auth_client(int fd, const char *key, const char *context, const 
     unsigned char hello[40], ns[32], nc[32], m[32], ms[32];
     char ctx[SH_AUTH_CTX_NBYTES] = {0};
     snprintf(ctx, sizeof ctx, "%s", context);
-    SH_TRY(sh_sock_read_all(fd, hello, sizeof hello, deadline_ns));
+    shoal_result rc = sh_sock_read_all(fd, hello, sizeof hello, deadline_ns);
+    if (rc == SHOAL_ERR_PEER)
+        return SH_FAIL(SHOAL_ERR_IO, "%s closed the connection before its hello (busy shedding strangers?)", peer);
+    SH_TRY(rc);
     if (memcmp(hello, "SHOAL1S", 8) != 0)
         return SH_FAIL(SHOAL_ERR_PEER, "%s does not speak shoal's protocol (another program on "
                                        "that port?)", peer);
@@ -404,12 +457,16 @@ shoal_result sh_auth_client(int fd, const char *key, const char *context, const 
     memcpy(msg + 8, nc, 32);
     memcpy(msg + 40, ctx, SH_AUTH_CTX_NBYTES);
     memcpy(msg + 40 + SH_AUTH_CTX_NBYTES, m, 32);
-    SH_TRY(sh_sock_write_all(fd, msg, sizeof msg, deadline_ns));
-    shoal_result rc = sh_sock_read_all(fd, ms, 32, deadline_ns);
+    rc = sh_sock_write_all(fd, msg, sizeof msg, deadline_ns);
+    size_t got = 0;
+    if (rc == SHOAL_OK) rc = read_counted(fd, ms, 32, deadline_ns, &got);
     if (rc == SHOAL_ERR_TIMEOUT || rc == SHOAL_ERR_INTERRUPTED) return rc;
-    if (rc != SHOAL_OK) /* a server that does not like our proof hangs up without a word */
+    if (rc != SHOAL_OK && got >= 8 && memcmp(ms, "SHOAL1R", 8) == 0)
         return SH_FAIL(SHOAL_ERR_PEER, "job key rejected by %s: this process is not part of the "
                                        "job (SHOAL_JOB_KEY differs)", peer);
+    if (rc != SHOAL_OK)
+        return SH_FAIL(SHOAL_ERR_IO, "%s closed the connection during the handshake without a verdict "
+                                     "(busy shedding strangers?)", peer);
     SH_TRY(mac(key, 'S', nc, ns, ctx, m));
     if (CRYPTO_memcmp(m, ms, 32) != 0)
         return SH_FAIL(SHOAL_ERR_PEER, "%s does not hold this job's key (SHOAL_JOB_KEY differs)", peer);
@@ -424,6 +481,11 @@ shoal_result sh_auth_server_hello(unsigned char hello[SH_AUTH_HELLO_NBYTES])
 {
     memcpy(hello, "SHOAL1S", 8);
     return nonce(hello + 8);
+}
+
+void sh_auth_refuse(int fd)
+{
+    (void)!send(fd, "SHOAL1R", 8, MSG_DONTWAIT | MSG_NOSIGNAL); /* best effort: it is closed next */
 }
 
 int sh_auth_client_greeting_ok(const unsigned char *msg, size_t nbytes)
@@ -465,7 +527,11 @@ shoal_result sh_auth_server(int fd, const char *key, char ctx_out[SH_AUTH_CTX_NB
     if (!sh_auth_client_greeting_ok(msg, 8))
         return SH_FAIL(SHOAL_ERR_PEER, "not a shoal client (bad greeting)");
     SH_TRY(sh_sock_read_all(fd, msg + 8, sizeof msg - 8, deadline_ns));
-    SH_TRY(sh_auth_server_check(key, hello, msg, ctx_out, reply, NULL));
+    shoal_result rc = sh_auth_server_check(key, hello, msg, ctx_out, reply, NULL);
+    if (rc != SHOAL_OK) {
+        sh_auth_refuse(fd);
+        return rc;
+    }
     SH_TRY(sh_sock_write_all(fd, reply, sizeof reply, deadline_ns));
     return SHOAL_OK;
 }

@@ -17,7 +17,10 @@ uint64_t sh_sock_deadline(int timeout_ms);
 shoal_result sh_sock_read_all(int fd, void *buf, size_t nbytes, uint64_t deadline_ns);
 shoal_result sh_sock_write_all(int fd, const void *buf, size_t nbytes, uint64_t deadline_ns);
 /* Hosts are IPv4 or IPv6 addresses ("10.0.0.1", "fd00::1", "[fd00::1]") or names. Connect
- * to host:port, retrying refused connections until the deadline. */
+ * to host:port until the deadline: a refused connection is tried again after a growing
+ * pause (10 ms doubling to 0.5 s, jittered), an unanswered one waits through the kernel's
+ * SYN retries (2, 4, then 8 s an attempt). Waits of this file look at interrupt.h's watch
+ * every 250 ms (SHOAL_ERR_INTERRUPTED). */
 shoal_result sh_sock_connect(const char *host, int port, uint64_t deadline_ns, int *fd_out);
 /* Listen on addr:port (port 0: any; addr NULL or "": every address of both families, or of
  * IPv4 where the host has no IPv6). *port_out: bound port. */
@@ -50,7 +53,10 @@ enum { SH_AUTH_CTX_NBYTES = 96 };
 typedef struct {
     unsigned char client[32], server[32];
 } sh_auth_nonces;
-/* peer: "rank 0's store at a:p", for errors; nonces may be NULL. */
+/* peer: "rank 0's store at a:p", for errors; nonces may be NULL. Errors: SHOAL_ERR_PEER
+ * when the server refused the key (or is not shoal), SHOAL_ERR_IO when it closed without a
+ * verdict (a server shedding a flood drops handshakes: try again), SHOAL_ERR_TIMEOUT,
+ * SHOAL_ERR_INTERRUPTED. */
 shoal_result sh_auth_client(int fd, const char *key, const char *context, const char *peer,
                             uint64_t deadline_ns, sh_auth_nonces *nonces);
 shoal_result sh_auth_server(int fd, const char *key, char ctx_out[SH_AUTH_CTX_NBYTES],
@@ -62,6 +68,9 @@ shoal_result sh_auth_server(int fd, const char *key, char ctx_out[SH_AUTH_CTX_NB
 enum { SH_AUTH_HELLO_NBYTES = 40, SH_AUTH_CLIENT_NBYTES = 8 + 32 + SH_AUTH_CTX_NBYTES + 32,
        SH_AUTH_REPLY_NBYTES = 32 };
 shoal_result sh_auth_server_hello(unsigned char hello[SH_AUTH_HELLO_NBYTES]); /* fails only without randomness */
+/* Tell a client whose proof failed that it was refused (then close it), so that it does
+ * not take the refusal for a dropped handshake and try again. */
+void sh_auth_refuse(int fd);
 int sh_auth_client_greeting_ok(const unsigned char *msg, size_t nbytes);
 shoal_result sh_auth_server_check(const char *key, const unsigned char hello[SH_AUTH_HELLO_NBYTES],
                                   const unsigned char msg[SH_AUTH_CLIENT_NBYTES],

@@ -6,9 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/err.h"
+#include "base/util.h"
 #include "comm/boot/sock.h"
 #include "comm/boot/store_wire.h"
 
@@ -30,29 +32,37 @@ struct sh_store {
     char *key;
 };
 
-/* Connect and prove the key. */
+/* Connect and prove the key; a handshake the store dropped unanswered (it sheds floods of
+ * strangers) is tried again, a little later each time, until the deadline. */
 static shoal_result open_conn(const char *addr, int port, const char *key, int timeout_ms, int *fd_out)
 {
     *fd_out = -1;
     uint64_t dl = sh_sock_deadline(timeout_ms);
-    int fd = -1;
-    shoal_result rc = sh_sock_connect(addr, port, dl, &fd);
-    if (rc != SHOAL_OK) {
-        sh_err_prefix("rank 0's rendezvous store at %s:%d (SHOAL_MASTER_ADDR/SHOAL_MASTER_PORT): ",
-                      addr, port);
-        return rc;
-    }
     char peer[400];
     snprintf(peer, sizeof peer, "rank 0's store at %s:%d", addr, port);
-    rc = sh_auth_client(fd, key, "store", peer, dl, NULL);
-    if (rc != SHOAL_OK) {
+    for (int pause_ms = 20;; pause_ms = pause_ms < 400 ? 2 * pause_ms : 400) {
+        int fd = -1;
+        shoal_result rc = sh_sock_connect(addr, port, dl, &fd);
+        if (rc != SHOAL_OK) {
+            sh_err_prefix("rank 0's rendezvous store at %s:%d (SHOAL_MASTER_ADDR/SHOAL_MASTER_PORT): ",
+                          addr, port);
+            return rc;
+        }
+        rc = sh_auth_client(fd, key, "store", peer, dl, NULL);
+        if (rc == SHOAL_OK) {
+            *fd_out = fd;
+            return SHOAL_OK;
+        }
         close(fd);
+        if (rc == SHOAL_ERR_IO && sh_now_ns() + (uint64_t)pause_ms * 1000000ull < dl) {
+            struct timespec ts = {0, pause_ms * 1000000L};
+            nanosleep(&ts, NULL);
+            continue;
+        }
         if (rc == SHOAL_ERR_TIMEOUT)
             sh_err_prefix("%s accepted the connection but did not answer the handshake: ", peer);
         return rc;
     }
-    *fd_out = fd;
-    return SHOAL_OK;
 }
 
 shoal_result sh_store_connect(const char *addr, int port, const char *key, int timeout_ms,

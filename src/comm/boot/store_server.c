@@ -18,13 +18,19 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "comm/boot/interrupt.h"
 #include "comm/boot/sock.h"
 #include "comm/boot/store_wire.h"
 
 enum {
     MAX_CONNS = 4096,         /* every connection, job's and strangers' */
     MAX_PENDING_AUTH = 256,   /* still in the handshake; the oldest is dropped beyond this */
+    MAX_PENDING_PER_SOURCE = 128, /* ... and from one address beyond this, that address's oldest */
+    MIN_AGE_MS = 100,         /* a handshake this young is never pushed out */
     AUTH_TIMEOUT_MS = 5000,   /* a real rank answers the hello in microseconds */
+    BUSY_PENDING = 32,        /* from this many handshakes at once, new ones get a shorter deadline */
+    BUSY_AUTH_TIMEOUT_MS = 1000,
+    ACCEPT_ROUND = 128,       /* connections taken from the queue between two looks at the others */
     FRAME_TIMEOUT_MS = 30000, /* a request once begun must arrive whole within this */
     SEND_TIMEOUT_MS = 30000,  /* a reply must drain within this (the client stopped reading) */
     NBUCKETS = 1024,
@@ -289,6 +295,7 @@ static void on_readable(sh_store_server *s, conn *cn)
             unsigned char r[SH_AUTH_REPLY_NBYTES];
             if (sh_auth_server_check(s->key, cn->hello, cn->in, NULL, r, NULL) != SHOAL_OK) {
                 char why[160];
+                sh_auth_refuse(cn->fd);
                 snprintf(why, sizeof why, "refused: %s (a process outside the job?)",
                          shoal_last_error_message());
                 drop(cn, why);
@@ -345,9 +352,54 @@ static void conn_free(conn *cn)
     free(cn);
 }
 
+/* The address part of "a.b.c.d:port" / "[v6]:port". */
+static size_t source_len(const char *who)
+{
+    const char *colon = strrchr(who, ':');
+    return colon ? (size_t)(colon - who) : strlen(who);
+}
+
+/* Make room for one more handshake from who: beyond MAX_PENDING_PER_SOURCE from its address
+ * that address's oldest goes (so a flooding host never pushes out another host's ranks),
+ * beyond MAX_PENDING_AUTH the oldest of all. The one to go first gets a last look: a rank
+ * whose answer already waits in its socket is served, not dropped. A handshake younger
+ * than MIN_AGE_MS is never pushed out (a rank on a busy machine may take a moment to
+ * answer): then the newcomer goes instead (its client tries again). conns[] is in accept
+ * order, so the first match is the oldest. Returns the number pending, or -1 when the
+ * newcomer must go. */
+static int shed(sh_store_server *s, const char *who)
+{
+    size_t n = source_len(who);
+    uint64_t young = sh_now_ns() - MIN_AGE_MS * 1000000ull;
+    for (;;) {
+        int pending = 0, same = 0, oldest = -1, oldest_same = -1;
+        for (int i = 0; i < s->nconns; i++) {
+            conn *cn = s->conns[i];
+            if (cn->fd < 0 || cn->st != C_AUTH) continue;
+            pending++;
+            if (oldest < 0) oldest = i;
+            if (source_len(cn->who) == n && !memcmp(cn->who, who, n)) {
+                same++;
+                if (oldest_same < 0) oldest_same = i;
+            }
+        }
+        int victim = same >= MAX_PENDING_PER_SOURCE ? oldest_same : pending >= MAX_PENDING_AUTH ? oldest : -1;
+        if (victim < 0) return pending;
+        conn *cn = s->conns[victim];
+        on_readable(s, cn); /* its last look: a whole answer makes it a rank, junk is dropped */
+        if (cn->fd >= 0 && cn->out_off < cn->out_nbytes) on_writable(cn);
+        if (cn->fd < 0 || cn->st != C_AUTH) continue; /* room made */
+        if (cn->since_ns > young) return -1;
+        drop(cn, victim == oldest_same ? "too many handshakes at once from its address; this is the oldest"
+                                       : "too many connections in the handshake; this is the oldest");
+    }
+}
+
+/* Take the connections the queue holds (ACCEPT_ROUND at a time, then the others are looked
+ * at), so that a flood does not fill it; each gets the hello at once. */
 static void accept_new(sh_store_server *s)
 {
-    for (int k = 0; k < 64; k++) {
+    for (int k = 0; k < ACCEPT_ROUND; k++) {
         int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE) {
@@ -356,14 +408,15 @@ static void accept_new(sh_store_server *s)
             }
             return;
         }
-        /* Too many half-open strangers: drop the oldest; a real rank finishes in microseconds. */
-        int pending = 0, oldest = -1;
-        for (int i = 0; i < s->nconns; i++)
-            if (s->conns[i]->fd >= 0 && s->conns[i]->st == C_AUTH) {
-                pending++;
-                if (oldest < 0 || s->conns[i]->since_ns < s->conns[oldest]->since_ns) oldest = i;
-            }
-        if (pending >= MAX_PENDING_AUTH) drop(s->conns[oldest], "too many connections in the handshake; this is the oldest");
+        char who[64];
+        sh_sock_peer_str(fd, who, sizeof who);
+        int pending = shed(s, who);
+        if (pending < 0) { /* a burst of strangers younger than any rank needs: this one waits its turn */
+            if (sh_sock_log_refusal())
+                SH_LOG_W("comm", "store: too many handshakes at once; refused %s for now", who);
+            close(fd);
+            continue;
+        }
         conn *cn = NULL;
         if (s->nconns < MAX_CONNS) {
             if (s->nconns == s->conns_cap) {
@@ -376,8 +429,6 @@ static void accept_new(sh_store_server *s)
             }
             if (s->nconns < s->conns_cap) cn = calloc(1, sizeof *cn);
         }
-        char who[64];
-        sh_sock_peer_str(fd, who, sizeof who);
         if (!cn) {
             if (sh_sock_log_refusal())
                 SH_LOG_W("comm", "store: too many connections (%d); refused %s", s->nconns, who);
@@ -389,7 +440,8 @@ static void accept_new(sh_store_server *s)
         cn->st = C_AUTH;
         memcpy(cn->who, who, sizeof who);
         cn->since_ns = sh_now_ns();
-        cn->deadline_ns = sh_sock_deadline(AUTH_TIMEOUT_MS);
+        /* Under a flood a stalled stranger holds its place for less time. */
+        cn->deadline_ns = sh_sock_deadline(pending >= BUSY_PENDING ? BUSY_AUTH_TIMEOUT_MS : AUTH_TIMEOUT_MS);
         s->conns[s->nconns++] = cn;
         if (sh_auth_server_hello(cn->hello) != SHOAL_OK) drop(cn, shoal_last_error_message());
         else if (queue(cn, cn->hello, sizeof cn->hello) != 0) drop(cn, "out of memory");
@@ -400,7 +452,7 @@ static void accept_new(sh_store_server *s)
 /* Stopping: 1 once no rank of the job is still talking to us. */
 static int drained(const sh_store_server *s, uint64_t stop_ns, uint64_t now)
 {
-    if (now >= stop_ns + DRAIN_MAX_MS * 1000000ull) return 1;
+    if (now >= stop_ns + DRAIN_MAX_MS * 1000000ull || sh_interrupted()) return 1; /* a signal: go now */
     if (now >= s->last_request_ns + DRAIN_IDLE_MS * 1000000ull &&
         now >= stop_ns + DRAIN_IDLE_MS * 1000000ull)
         return 1;

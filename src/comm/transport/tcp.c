@@ -23,6 +23,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "comm/boot/interrupt.h"
 #include "comm/boot/sock.h"
 #include "comm/boot/store.h"
 #include "comm/transport/seal.h"
@@ -112,6 +113,7 @@ static shoal_result on_pending(shoal_comm *c, const unsigned char *want, const c
     sh_auth_nonces nonces;
     if (sh_auth_server_check(key, p->hello, p->in, ctx, reply, &nonces) != SHOAL_OK) {
         snprintf(why, sizeof why, "%s (a process outside the job?)", shoal_last_error_message());
+        sh_auth_refuse(p->fd);
         refuse(p, why);
         return SHOAL_OK;
     }
@@ -122,6 +124,7 @@ static shoal_result on_pending(shoal_comm *c, const unsigned char *want, const c
         strcmp(pre, c->prefix) != 0 || to != c->rank || from <= c->rank || from >= c->world ||
         !want[from] || plane < 0 || plane > 1 || (plane ? c->p2p[from] : c->coll[from])) {
         snprintf(why, sizeof why, "holds the key but is not expected here (\"%.80s\")", ctx);
+        sh_auth_refuse(p->fd);
         refuse(p, why);
         return SHOAL_OK;
     }
@@ -175,6 +178,11 @@ static shoal_result accept_higher(shoal_comm *c, const unsigned char *want, cons
     shoal_result rc = SHOAL_OK;
     while (rc == SHOAL_OK && need_in > 0) {
         uint64_t now = sh_now_ns();
+        if (sh_interrupted()) {
+            rc = SH_FAIL(SHOAL_ERR_INTERRUPTED, "tcp: stopped by %s while waiting for ranks to connect",
+                         sh_interrupt_name(sh_interrupted()));
+            break;
+        }
         if (now >= dl) {
             char missing[256] = "";
             size_t len = 0;
@@ -234,7 +242,8 @@ static shoal_result connect_lower(shoal_comm *c, int p, const char *key, uint64_
         char peer[256];
         snprintf(peer, sizeof peer, "%s at %s:%d", sh_comm_peer_name(c, p, pb, sizeof pb), v, pport);
         /* A flood of strangers can push this handshake out of the peer's pending set before
-         * it completes (the peer keeps the newest): try again until the deadline. */
+         * it completes (the peer keeps the newest; SHOAL_ERR_IO): try again until the
+         * deadline. A refusal (SHOAL_ERR_PEER) is final. */
         for (;;) {
             rc = sh_sock_connect(v, pport, dl, &fd);
             if (rc == SHOAL_OK) {
@@ -245,7 +254,7 @@ static shoal_result connect_lower(shoal_comm *c, int p, const char *key, uint64_
                 if (rc == SHOAL_OK) rc = make_link(c, fd, p, plane, key, ctx, &nonces, 1);
                 else close(fd);
             }
-            if (rc != SHOAL_ERR_PEER || sh_now_ns() + 100000000ull >= dl) break;
+            if (rc != SHOAL_ERR_IO || sh_now_ns() + 100000000ull >= dl) break;
             struct timespec ts = {0, 50000000L};
             nanosleep(&ts, NULL);
         }
