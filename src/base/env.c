@@ -109,6 +109,8 @@ static const env_var table[] = {
     {"OMPI_MCA_orte_precondition_transports", NULL, NOT_INT,
      "Open MPI: random per-job value (part of the default job key)"},
     {"PMI_RANK", NULL, 0, 1 << 20, "MPICH/Hydra (PMI): rank"},
+    {"PMI_FD", NULL, 0, 1 << 20,
+     "MPICH/Hydra (PMI): this process's connection to mpiexec; without SHOAL_JOB_KEY a rank must hold it"},
     {"PMI_SIZE", NULL, 1, 1 << 20, "MPICH/Hydra (PMI): world size"},
     {"MPI_LOCALRANKID", NULL, 0, 1 << 20, "MPICH/Hydra: rank on this host"},
     {"MPI_LOCALNRANKS", NULL, 1, 1 << 20, "MPICH/Hydra: ranks on this host"},

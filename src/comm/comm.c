@@ -191,6 +191,7 @@ static shoal_result check_p2p(shoal_comm *c, const void *buf, size_t count, shoa
 {
     SH_TRY(check_comm(c));
     if (c->broken) return SH_FAIL(SHOAL_ERR_BROKEN, "communicator is broken: %s", c->broken_msg);
+    SH_TRY(sh_comm_check_stopped(c));
     if ((unsigned)dt >= SHOAL_DTYPE_COUNT) return SH_FAIL(SHOAL_ERR_INVALID, "%s: invalid data type %d", name, (int)dt);
     if (!(any_peer_ok && peer < 0) && (peer < 0 || peer >= c->world || peer == c->rank))
         return SH_FAIL(SHOAL_ERR_INVALID, "%s: peer %d is not another rank of this communicator (0..%d, not %d)",

@@ -1,5 +1,5 @@
 /* comm_base.c — allocating a communicator's common fields, host indexing, peer names,
- * staging memory.
+ * staging memory, breaking it (and a job its store stopped).
  * Not here: creating one from the environment (comm.c), links (transport/).
  * Proved by tests/comm/test_link.c and every test that makes a communicator. */
 #include <stdio.h>
@@ -11,6 +11,7 @@
 #include "base/err.h"
 #include "base/util.h"
 #include "comm/boot/sock.h"
+#include "comm/boot/store.h"
 #include "comm/comm_internal.h"
 #include "comm/transport/shm.h"
 
@@ -118,4 +119,25 @@ shoal_result sh_comm_scratch(shoal_comm *c, size_t nbytes, void **out)
     }
     *out = c->scratch;
     return SHOAL_OK;
+}
+
+void sh_comm_break(shoal_comm *c, const char *why, int also_p2p)
+{
+    if (c->broken) return;
+    c->broken = 1;
+    snprintf(c->broken_msg, sizeof c->broken_msg, "%s", why);
+    for (int p = 0; p < c->world; p++) {
+        if (c->coll[p]) c->coll[p]->ops->abort(c->coll[p], why);
+        if (also_p2p && c->p2p[p]) c->p2p[p]->ops->abort(c->p2p[p], why);
+    }
+}
+
+shoal_result sh_comm_check_stopped(shoal_comm *c)
+{
+    const shoal_comm *root = c;
+    while (root->parent) root = root->parent;
+    const char *why = sh_store_server_stopped(root->store_server);
+    if (!why) return SHOAL_OK;
+    sh_comm_break(c, why, 1);
+    return SH_FAIL(SHOAL_ERR_MISMATCH, "the job was stopped: %s", why);
 }

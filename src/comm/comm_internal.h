@@ -110,6 +110,13 @@ void sh_comm_free(shoal_comm *c);
 void sh_comm_index_hosts(shoal_comm *c);
 /* An sh_xfer_ctx for this communicator and operation name. */
 void sh_comm_xfer_ctx(shoal_comm *c, const char *what, sh_xfer_ctx *x);
+/* Mark c broken for why and abort its collective links (and its point-to-point ones with
+ * also_p2p), so the peers stop at once too. Once only. */
+void sh_comm_break(shoal_comm *c, const char *why, int also_p2p);
+/* SHOAL_OK, or SHOAL_ERR_MISMATCH (after breaking c and all its links) when the job's
+ * store stopped the job (a rank claimed twice: boot/store.h); rank 0 asks before each
+ * operation, the other ranks then see their links to it end. */
+shoal_result sh_comm_check_stopped(shoal_comm *c);
 /* "rank 3 (hostb)" */
 const char *sh_comm_peer_name(void *comm, int peer, char *buf, size_t cap);
 /* Staging of at least nbytes, kept for the communicator's life (grows, never shrinks). */

@@ -234,6 +234,140 @@ static void shoal_train_waiting_for_its_ranks_stops_on_sigterm(void)
     CHECK(rc != 0 && has(out, "stopped by SIGTERM"), "exit %d, no word of the signal: %s", rc, out);
 }
 
+/* ---- ranks that should not be in the job ---- */
+
+enum { MAX_PROCS = 4 };
+typedef struct {
+    int rank, world, delay_ms;
+    int derived;  /* no SHOAL_JOB_KEY: MPICH's variables and a (fake) connection to Hydra */
+    int run_ms;   /* after joining, allreduce with rank 0 for this long (0: leave at once) */
+    int must_fail;
+} claim_proc_spec;
+
+typedef struct {
+    int port, nprocs;
+    claim_proc_spec p[MAX_PROCS];
+    const char *expect[2]; /* in every failing process's message */
+    double within_s;       /* a failing process fails this soon after its last start */
+} claim_case;
+
+static void claim_proc(int i, void *arg)
+{
+    const claim_case *cc = arg;
+    int rank = cc->p[i].rank, world = cc->p[i].world;
+    if (cc->p[i].derived) {
+        char v[32];
+        unsetenv("SHOAL_JOB_KEY");
+        unsetenv("SHOAL_RANK");
+        unsetenv("SHOAL_WORLD_SIZE");
+        snprintf(v, sizeof v, "%d", rank);
+        setenv("PMI_RANK", v, 1);
+        snprintf(v, sizeof v, "%d", world);
+        setenv("PMI_SIZE", v, 1);
+        int sv[2]; /* an outsider can fake the descriptor too: the claims still catch it */
+        if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0) {
+            snprintf(v, sizeof v, "%d", sv[0]);
+            setenv("PMI_FD", v, 1);
+        }
+        setenv("SHOAL_MASTER_ADDR", "127.0.0.1", 1);
+        snprintf(v, sizeof v, "%d", cc->port);
+        setenv("SHOAL_MASTER_PORT", v, 1);
+        setenv("SHOAL_TIMEOUT", "20000", 1);
+    } else {
+        set_rank_env(rank, world, cc->port, "claim-test-key", 20000);
+    }
+    sleep_ms(cc->p[i].delay_ms);
+    uint64_t t0 = sh_now_ns();
+    shoal_comm *c = NULL;
+    shoal_result rc = shoal_comm_create(NULL, &c);
+    uint64_t until = sh_now_ns() + (uint64_t)cc->p[i].run_ms * 1000000ull;
+    while (rc == SHOAL_OK && sh_now_ns() < until) {
+        int64_t x = 1;
+        rc = shoal_allreduce(c, &x, &x, 1, SHOAL_INT64, SHOAL_SUM);
+        sleep_ms(20);
+    }
+    double s = (double)(sh_now_ns() - t0) * 1e-9 - cc->p[i].run_ms * 1e-3;
+    const char *msg = shoal_last_error_message();
+    if (cc->p[i].must_fail) {
+        CHECK(rc != SHOAL_OK, "process %d (rank %d of %d) went on", i, rank, world);
+        for (int k = 0; k < 2 && rc != SHOAL_OK; k++)
+            if (cc->expect[k]) CHECK(has(msg, cc->expect[k]), "process %d: \"%s\" not in: %s", i, cc->expect[k], msg);
+        CHECK(s < cc->within_s, "process %d: failed %.1f s in (want under %.1f): %s", i, s, cc->within_s, msg);
+    } else {
+        CHECK(rc == SHOAL_OK, "process %d (rank %d): %s", i, rank, msg);
+    }
+    shoal_comm_destroy(c);
+}
+
+static void run_claims(claim_case *cc)
+{
+    cc->port = sh_test_free_ports(1);
+    unsigned dying = 0;
+    for (int i = 0; i < cc->nprocs; i++)
+        if (cc->p[i].must_fail) dying |= 1u << i;
+    sh_test_ranks_opts o = {.deadline_s = 40, .dying_mask = dying};
+    RUN_PROCS(cc->nprocs, &o, claim_proc, cc);
+}
+
+static void two_processes_claiming_one_rank_stop_the_job_naming_both(void)
+{
+    claim_case cc = {.nprocs = 3, .expect = {"rank 1 was claimed twice", "pid "}, .within_s = 3.0};
+    cc.p[0] = (claim_proc_spec){0, 3, 0, 0, 0, 1};
+    cc.p[1] = (claim_proc_spec){1, 3, 100, 0, 0, 1};
+    cc.p[2] = (claim_proc_spec){1, 3, 400, 0, 0, 1}; /* rank 2 never comes; rank 1 twice */
+    run_claims(&cc);
+}
+
+static void ranks_disagreeing_on_the_world_size_stop_at_once(void)
+{
+    claim_case cc = {.nprocs = 2, .expect = {"for a job of 3 ranks, but rank 0", "for 2"}, .within_s = 3.0};
+    cc.p[0] = (claim_proc_spec){0, 2, 0, 0, 0, 1};
+    cc.p[1] = (claim_proc_spec){1, 3, 200, 0, 0, 1};
+    run_claims(&cc);
+}
+
+static void a_second_rank_0_names_the_first_not_the_port(void)
+{
+    claim_case cc = {.nprocs = 2, .expect = {"rank 0 was claimed twice", "pid "}, .within_s = 3.0};
+    cc.p[0] = (claim_proc_spec){0, 2, 0, 0, 0, 1};
+    cc.p[1] = (claim_proc_spec){0, 2, 300, 0, 0, 1};
+    run_claims(&cc);
+}
+
+static void with_a_secret_key_a_late_duplicate_is_refused_and_the_job_goes_on(void)
+{
+    claim_case cc = {.nprocs = 3, .expect = {"rank 1 was claimed twice", NULL}, .within_s = 3.0};
+    cc.p[0] = (claim_proc_spec){0, 2, 0, 0, 1500, 0};
+    cc.p[1] = (claim_proc_spec){1, 2, 0, 0, 1500, 0};
+    cc.p[2] = (claim_proc_spec){1, 2, 500, 0, 0, 1};
+    run_claims(&cc);
+}
+
+static void under_mpich_without_a_key_an_outsider_ends_the_job(void)
+{
+    /* The outsider (process 1) takes rank 1 before the real one (process 2) comes: when
+     * the real one claims, the store cannot tell which is real, and the job stops. */
+    claim_case cc = {.nprocs = 3, .expect = {NULL, NULL}, .within_s = 4.0};
+    cc.p[0] = (claim_proc_spec){0, 2, 0, 1, 3000, 1};
+    cc.p[1] = (claim_proc_spec){1, 2, 0, 1, 3000, 1};
+    cc.p[2] = (claim_proc_spec){1, 2, 800, 1, 0, 1};
+    run_claims(&cc);
+}
+
+static void under_mpich_a_process_outside_mpiexec_cannot_join(void)
+{
+    const char *bin = sh_test_shoal_bin();
+    char cmd[2048], out[4096];
+    snprintf(cmd, sizeof cmd, "env -u SHOAL_JOB_KEY -u SHOAL_RANK -u SHOAL_WORLD_SIZE -u PMI_FD PMI_RANK=1 PMI_SIZE=2 "
+             "SHOAL_MASTER_PORT=%d SHOAL_TIMEOUT=20000 timeout 10 %s bench allreduce -b 8 -e 8 2>&1",
+             sh_test_free_ports(1), bin);
+    uint64_t t0 = sh_now_ns();
+    int rc = sh_test_run(cmd, out, sizeof out);
+    double s = (double)(sh_now_ns() - t0) * 1e-9;
+    CHECK(rc != 0 && has(out, "PMI_FD") && has(out, "SHOAL_JOB_KEY") && s < 3.0,
+          "an outsider with PMI_RANK/PMI_SIZE only: exit %d after %.1f s: %s", rc, s, out);
+}
+
 int main(void)
 {
     check_begin("test_rendezvous", 240);
@@ -241,5 +375,11 @@ int main(void)
     RUN(ranks_join_while_two_processes_flood_the_store);
     RUN(a_waiting_rank_honours_sigterm_and_sigint_within_a_second);
     RUN(shoal_train_waiting_for_its_ranks_stops_on_sigterm);
+    RUN(two_processes_claiming_one_rank_stop_the_job_naming_both);
+    RUN(ranks_disagreeing_on_the_world_size_stop_at_once);
+    RUN(a_second_rank_0_names_the_first_not_the_port);
+    RUN(with_a_secret_key_a_late_duplicate_is_refused_and_the_job_goes_on);
+    RUN(under_mpich_without_a_key_an_outsider_ends_the_job);
+    RUN(under_mpich_a_process_outside_mpiexec_cannot_join);
     return check_end();
 }

@@ -50,7 +50,7 @@ static int server_start(server_proc *sp)
         if (lf >= 0) dup2(lf, 2);
         sh_store_server *s = NULL;
         int port = -1;
-        if (sh_store_server_start("127.0.0.1", 0, KEY, &s) == SHOAL_OK) port = sh_store_server_port(s);
+        if (sh_store_server_start("127.0.0.1", 0, KEY, 0, 0, &s) == SHOAL_OK) port = sh_store_server_port(s);
         if (write(pp[1], &port, sizeof port) != sizeof port) _exit(2);
         char b;
         while (read(ctl[0], &b, 1) > 0) {

@@ -129,9 +129,12 @@ static shoal_result acquire(sh_store *s, int *slot)
                 pthread_cond_signal(&s->idle);
             }
             pthread_mutex_unlock(&s->mu);
-            if (rc != SHOAL_OK)
+            if (rc != SHOAL_OK) {
+                char why[640];
+                snprintf(why, sizeof why, "%s", shoal_last_error_message()); /* SH_FAIL writes where it reads */
                 return SH_FAIL(SHOAL_ERR_PEER, "rank 0's store at %s cannot be reached any more "
-                               "(did rank 0 end or die?): %s", s->where, shoal_last_error_message());
+                               "(did rank 0 end or die?): %s", s->where, why);
+            }
             return SHOAL_OK;
         }
         pthread_cond_wait(&s->idle, &s->mu);
@@ -187,6 +190,12 @@ static shoal_result request(sh_store *s, int op, const char *key, const void *va
     if (rc == SHOAL_OK && (rlen < 1 || rlen > SH_STORE_MAX_VALUE_NBYTES + 1))
         rc = SH_FAIL(SHOAL_ERR_PEER, "bad reply from the store");
     if (rc == SHOAL_OK) rc = sh_sock_read_all(fd, &st, 1, dl);
+    char why[640] = ""; /* a refusal's or a stop's reason comes as the value */
+    int is_why = st == SH_STORE_ST_REFUSED || st == SH_STORE_ST_STOPPED;
+    if (is_why) {
+        out = why;
+        cap = sizeof why - 1;
+    }
     size_t vn = rlen - 1, got = 0;
     while (rc == SHOAL_OK && got < vn) {
         unsigned char tmp[4096];
@@ -201,12 +210,26 @@ static shoal_result request(sh_store *s, int op, const char *key, const void *va
         sh_err_prefix("rank 0's store at %s: ", s->where);
         return rc;
     }
+    if (st == SH_STORE_ST_REFUSED) return SH_FAIL(SHOAL_ERR_MISMATCH, "%s", why);
+    if (st == SH_STORE_ST_STOPPED) return SH_FAIL(SHOAL_ERR_MISMATCH, "the job was stopped: %s", why);
     if (out_nbytes) *out_nbytes = vn;
     if (st == SH_STORE_ST_TIMEOUT)
         return SH_FAIL(SHOAL_ERR_TIMEOUT, "key \"%s\" did not appear in rank 0's store within %d ms",
                        key, timeout_ms);
     if (st != SH_STORE_ST_OK) return SH_FAIL(SHOAL_ERR_PEER, "rank 0's store refused the request");
     return SHOAL_OK;
+}
+
+shoal_result sh_store_claim(sh_store *s, int rank, int world, uint64_t id, const char *who)
+{
+    unsigned char v[SH_STORE_CLAIM_HDR_NBYTES + SH_STORE_CLAIM_WHO_NBYTES];
+    int32_t r = rank, w = world;
+    memcpy(v, &r, 4);
+    memcpy(v + 4, &w, 4);
+    memcpy(v + 8, &id, 8);
+    size_t wn = strnlen(who, SH_STORE_CLAIM_WHO_NBYTES - 1);
+    memcpy(v + SH_STORE_CLAIM_HDR_NBYTES, who, wn);
+    return request(s, SH_STORE_OP_CLAIM, "claim", v, SH_STORE_CLAIM_HDR_NBYTES + wn, 0, NULL, 0, NULL);
 }
 
 shoal_result sh_store_set(sh_store *s, const char *key, const void *val, size_t nbytes)

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,8 +67,19 @@ typedef struct {
     uint64_t wait_ns;
 } conn;
 
+/* A rank's claim: the process that holds it. */
+typedef struct {
+    uint64_t id; /* 0: not claimed */
+    char who[SH_STORE_CLAIM_WHO_NBYTES];
+} claim;
+
 struct sh_store_server {
     int listen_fd, port;
+    int world, strict;    /* claims: the job's size; a late duplicate stops the job too */
+    claim *claims;        /* [world] */
+    int nclaimed;
+    char stopped_msg[640];
+    _Atomic(const char *) stopped; /* stopped_msg once the job is stopped; read by rank 0's comm */
     int wake[2];
     char *key;
     pthread_t thread;
@@ -159,6 +171,56 @@ static void wake_waiters(sh_store_server *s, const kv *it)
     }
 }
 
+/* Stop the job: every waiting get and every later request gets the reason. */
+static void stop_job(sh_store_server *s, const char *why)
+{
+    if (atomic_load(&s->stopped)) return;
+    snprintf(s->stopped_msg, sizeof s->stopped_msg, "%s", why);
+    atomic_store(&s->stopped, s->stopped_msg);
+    SH_LOG_E("comm", "store: the job is stopped: %s", why);
+    for (int i = 0; i < s->nconns; i++) {
+        conn *w = s->conns[i];
+        if (w->fd >= 0 && w->st == C_WAITING) {
+            w->st = C_READY;
+            reply(w, SH_STORE_ST_STOPPED, s->stopped_msg, strlen(s->stopped_msg));
+        }
+    }
+}
+
+/* A rank's claim: its number, the job's size, the process. Refused when either cannot be;
+ * then the job stops too, unless every rank had come and the key is secret. */
+static void serve_claim(sh_store_server *s, conn *cn, const unsigned char *v, size_t vlen)
+{
+    int32_t rank, world;
+    uint64_t id;
+    memcpy(&rank, v, 4);
+    memcpy(&world, v + 4, 4);
+    memcpy(&id, v + 8, 8);
+    char who[SH_STORE_CLAIM_WHO_NBYTES], why[600];
+    size_t wn = vlen - SH_STORE_CLAIM_HDR_NBYTES < sizeof who - 1 ? vlen - SH_STORE_CLAIM_HDR_NBYTES : sizeof who - 1;
+    memcpy(who, v + SH_STORE_CLAIM_HDR_NBYTES, wn);
+    who[wn] = 0;
+    if (world != s->world || rank < 0 || rank >= s->world) {
+        snprintf(why, sizeof why, "rank %d (%s) was started for a job of %d ranks, but rank 0 (%s) for %d: every "
+                 "rank must be started with the same world size (shoal launch -n, --nnodes; SHOAL_WORLD_SIZE)",
+                 rank, who, world, s->claims[0].id ? s->claims[0].who : "the store's", s->world);
+    } else if (s->claims[rank].id && s->claims[rank].id != id) {
+        snprintf(why, sizeof why, "rank %d was claimed twice: by %s and by %s; each rank must be started once "
+                 "(a duplicate --node-rank, or a process outside the job?)", rank, s->claims[rank].who, who);
+    } else {
+        if (!s->claims[rank].id) {
+            s->claims[rank].id = id;
+            snprintf(s->claims[rank].who, sizeof s->claims[rank].who, "%s", who);
+            s->nclaimed++;
+        }
+        reply(cn, SH_STORE_ST_OK, NULL, 0);
+        return;
+    }
+    reply(cn, SH_STORE_ST_REFUSED, why, strlen(why));
+    if (s->nclaimed < s->world || s->strict) stop_job(s, why);
+    else SH_LOG_W("comm", "store: refused a claim: %s", why);
+}
+
 /* One whole request f[0..n). Returns -1 when it is malformed (the caller drops). */
 static int serve(sh_store_server *s, conn *cn, const unsigned char *f, size_t n)
 {
@@ -176,6 +238,16 @@ static int serve(sh_store_server *s, conn *cn, const unsigned char *f, size_t n)
     const unsigned char *val = f + 7 + klen;
     size_t vlen = n - 7 - klen;
     s->last_request_ns = sh_now_ns();
+    const char *stopped = atomic_load(&s->stopped);
+    if (stopped) {
+        reply(cn, SH_STORE_ST_STOPPED, stopped, strlen(stopped));
+        return 0;
+    }
+    if (op == SH_STORE_OP_CLAIM) {
+        if (vlen < SH_STORE_CLAIM_HDR_NBYTES || s->world <= 0) return -1;
+        serve_claim(s, cn, val, vlen);
+        return 0;
+    }
     if (op == SH_STORE_OP_SET || op == SH_STORE_OP_ADD) {
         if (op == SH_STORE_OP_ADD && vlen != 8) return -1;
         kv *it = find_or_add(s, key);
@@ -531,7 +603,7 @@ static void *serve_main(void *arg)
     return NULL;
 }
 
-shoal_result sh_store_server_start(const char *addr, int port, const char *key,
+shoal_result sh_store_server_start(const char *addr, int port, const char *key, int world, int strict,
                                    sh_store_server **out)
 {
     *out = NULL;
@@ -540,9 +612,13 @@ shoal_result sh_store_server_start(const char *addr, int port, const char *key,
     s->wake[0] = s->wake[1] = -1;
     s->key = strdup(key);
     s->pfds = malloc(sizeof *s->pfds * 2);
-    if (!s->key || !s->pfds) {
+    s->world = world > 0 ? world : 0;
+    s->strict = strict;
+    s->claims = calloc((size_t)(s->world > 0 ? s->world : 1), sizeof *s->claims);
+    if (!s->key || !s->pfds || !s->claims) {
         free(s->key);
         free(s->pfds);
+        free(s->claims);
         free(s);
         return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory for the store");
     }
@@ -550,6 +626,7 @@ shoal_result sh_store_server_start(const char *addr, int port, const char *key,
     if (rc != SHOAL_OK) {
         free(s->key);
         free(s->pfds);
+        free(s->claims);
         free(s);
         sh_err_prefix("rank 0's rendezvous store: ");
         return rc;
@@ -561,6 +638,7 @@ shoal_result sh_store_server_start(const char *addr, int port, const char *key,
         if (s->wake[1] >= 0) close(s->wake[1]);
         free(s->key);
         free(s->pfds);
+        free(s->claims);
         free(s);
         return SH_FAIL(SHOAL_ERR_IO, "cannot start rank 0's store thread: %s", strerror(e));
     }
@@ -569,6 +647,8 @@ shoal_result sh_store_server_start(const char *addr, int port, const char *key,
 }
 
 int sh_store_server_port(const sh_store_server *s) { return s->port; }
+
+const char *sh_store_server_stopped(const sh_store_server *s) { return s ? atomic_load(&s->stopped) : NULL; }
 
 void sh_store_server_stop(sh_store_server *s)
 {
@@ -589,6 +669,7 @@ void sh_store_server_stop(sh_store_server *s)
             free(i->val);
             free(i);
         }
+    free(s->claims);
     free(s->key);
     free(s);
 }

@@ -11,7 +11,6 @@
  * Proved by tests/comm/test_algo.c (the table and fallbacks) and tests/comm/test_comm.c. */
 #include "comm/coll/select.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -343,24 +342,15 @@ static shoal_result route(shoal_comm *c, const sh_coll *op)
     return rc == SHOAL_OK ? sh_select_algo_run(c, op) : rc;
 }
 
-/* A peer that failed, timed out or disagreed leaves the links in an unknown state: the
- * communicator is broken, and this rank tells its peers at once (each link's abort). */
-static void break_comm(shoal_comm *c, const char *why)
-{
-    if (c->broken) return;
-    c->broken = 1;
-    snprintf(c->broken_msg, sizeof c->broken_msg, "%s", why);
-    for (int p = 0; p < c->world; p++)
-        if (c->coll[p]) c->coll[p]->ops->abort(c->coll[p], why);
-}
-
 shoal_result sh_select_run(shoal_comm *c, const sh_coll *op)
 {
     if (c->broken) return SH_FAIL(SHOAL_ERR_BROKEN, "communicator is broken: %s", c->broken_msg);
+    SH_TRY(sh_comm_check_stopped(c));
     shoal_result rc = route(c, op);
     c->coll_seq++;
     if (rc == SHOAL_ERR_PEER || rc == SHOAL_ERR_TIMEOUT || rc == SHOAL_ERR_MISMATCH) {
-        break_comm(c, shoal_last_error_message()); /* "communicator is broken: " + this, then the rank */
+        /* the links are in an unknown state: tell the peers at once */
+        sh_comm_break(c, shoal_last_error_message(), 0); /* "communicator is broken: " + this, then the rank */
         sh_err_prefix_rank(c->rank);
     }
     return rc;

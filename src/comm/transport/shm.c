@@ -284,8 +284,7 @@ shoal_result sh_shm_connect(shoal_comm *c, const unsigned char *want)
             SH_LOG_W("comm", "shared memory between the %d ranks of %s failed (%s); they talk over TCP instead "
                      "(slower)", nlocal, c->hostname[c->rank], shoal_last_error_message());
         free(local);
-        return SH_FAIL(SHOAL_ERR_UNSUPPORTED, "shared memory on %s: %s", c->hostname[c->rank],
-                       shoal_last_error_message());
+        return SHOAL_ERR_UNSUPPORTED; /* the message above is the reason */
     }
     int *pids = calloc((size_t)nlocal, sizeof *pids);
     if (rc == SHOAL_OK && !pids) rc = SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
