@@ -266,6 +266,16 @@ shoal_result shoal_recv_any(shoal_comm *c, void *buf, size_t max_count, shoal_dt
 }
 
 
+shoal_result shoal_peer_check(shoal_comm *c, int peer)
+{
+    SH_TRY(check_comm(c));
+    if (peer < 0 || peer >= c->world || peer == c->rank)
+        return SH_FAIL(SHOAL_ERR_INVALID, "peer_check: %d is not another rank of this communicator (0..%d, not %d)",
+                       peer, c->world - 1, c->rank);
+    SH_TRY(sh_p2p_peer_lost(c, peer));
+    return sh_comm_peer_lost(c, peer);
+}
+
 /* ---- creation ---- */
 
 void shoal_comm_opts_default(shoal_comm_opts *o)

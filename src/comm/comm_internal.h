@@ -117,6 +117,10 @@ void sh_comm_break(shoal_comm *c, const char *why, int also_p2p);
  * store stopped the job (a rank claimed twice: boot/store.h); rank 0 asks before each
  * operation, the other ranks then see their links to it end. */
 shoal_result sh_comm_check_stopped(shoal_comm *c);
+/* SHOAL_ERR_PEER naming peer when its links say it is gone: a socket the other side closed
+ * or reset, a process on this host that no longer exists; else SHOAL_OK. Never blocks,
+ * reads nothing from the links. */
+shoal_result sh_comm_peer_lost(const shoal_comm *c, int peer);
 /* "rank 3 (hostb)" */
 const char *sh_comm_peer_name(void *comm, int peer, char *buf, size_t cap);
 /* Staging of at least nbytes, kept for the communicator's life (grows, never shrinks). */
