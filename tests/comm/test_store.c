@@ -338,18 +338,6 @@ static void strangers_are_dropped_and_logged_while_the_job_goes_on(void)
     server_proc sp;
     CHECK(server_start(&sp) == 0, "cannot start the store");
     if (sp.port <= 0) return;
-    int nstall = 140; /* more than the 128 the server keeps half-open from one address; few
-                         * enough that the refusals stay among those it logs one by one */
-    int *stalled = malloc(sizeof(int) * (size_t)nstall);
-    /* Slowloris: connections that never finish the handshake, some after a few bytes. */
-    for (int i = 0; i < nstall; i++) {
-        stalled[i] = raw_connect(sp.port);
-        if (i % 2 && stalled[i] >= 0 && write(stalled[i], "SHOAL1C", 7) != 7) {
-        }
-    }
-    /* They age past the store's 100 ms of grace: from now the oldest of them go first. */
-    struct timespec aged = {0, 150 * 1000000L};
-    nanosleep(&aged, NULL);
     /* A port scan: connect and close. */
     int fd = raw_connect(sp.port);
     CHECK(fd >= 0, "cannot connect");
@@ -373,6 +361,19 @@ static void strangers_are_dropped_and_logged_while_the_job_goes_on(void)
     CHECK(write(half, frame, sizeof frame) == (ssize_t)sizeof frame, "write");
     CHECK(closed_by_server(huge, 5000), "the store kept a connection that announced 1 GB");
     CHECK(closed_by_server(garbage, 5000), "the store kept a connection that sent garbage");
+    /* Slowloris: connections that never finish the handshake, some after a few bytes; more
+     * than the 128 the server keeps half-open from one address. (Last, so that the lines
+     * above are among the first the server logs one by one.) */
+    int nstall = 140;
+    int *stalled = malloc(sizeof(int) * (size_t)nstall);
+    for (int i = 0; i < nstall; i++) {
+        stalled[i] = raw_connect(sp.port);
+        if (i % 2 && stalled[i] >= 0 && write(stalled[i], "SHOAL1C", 7) != 7) {
+        }
+    }
+    /* They age past the store's 100 ms of grace: from now the oldest of them go first. */
+    struct timespec aged = {0, 150 * 1000000L};
+    nanosleep(&aged, NULL);
     /* The job, while every stalled connection is still open: it must not wait for them. */
     RUN_PROCS(4, NULL, four_ranks, &sp.port); /* the job */
     /* And one more client after all that. */
