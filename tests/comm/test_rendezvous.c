@@ -96,7 +96,7 @@ typedef struct {
 static void flood_rank(int i, void *arg)
 {
     flood_case *fc = arg;
-    set_rank_env(i, fc->world, fc->port, "flood-test-key", 10000);
+    set_rank_env(i, fc->world, fc->port, "flood-test-key", 15000);
     if (i > 0) sleep_ms(700); /* rank 0's store is up and flooded before the others start */
     uint64_t t0 = sh_now_ns();
     shoal_comm *c = NULL;
