@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # deps.sh — install, with apt-get, whatever shoal needs that this Debian machine lacks.
-#   scripts/deps.sh          build + test needs (compiler, OpenBLAS, zlib, MPI, iproute2, data;
+#   scripts/deps.sh          build + test needs (compiler, OpenBLAS, zlib, libcrypto, MPI, iproute2, data;
 #                            python3-protobuf: Google's decoder checks the TensorBoard files;
 #                            protobuf-c: .caffemodel weights, protoc: the tests' Caffe files)
 #   scripts/deps.sh --bench  also the peers the benchmarks compare against (PyTorch, Darknet, hyperfine, fortunes: English text)
 set -eu
 need=(build-essential libopenblas-dev zlib1g-dev openmpi-bin libopenmpi-dev mpich libmpich-dev
       iproute2 dataset-fashion-mnist procps slurmd slurmctld slurm-client munge python3-protobuf
-      libprotobuf-c-dev protobuf-c-compiler protobuf-compiler)
+      libprotobuf-c-dev protobuf-c-compiler protobuf-compiler libssl-dev)
 if [ "${1:-}" = "--bench" ]; then need+=(python3-torch darknet hyperfine fortunes); fi
 missing=()
 for p in "${need[@]}"; do

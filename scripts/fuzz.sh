@@ -30,7 +30,7 @@ flags="-std=c11 -D_GNU_SOURCE -DSHOAL_HAVE_MPI=0 -g -O1 -fno-omit-frame-pointer 
 mkdir -p "$out/obj" "$out/runs"
 
 # The library once, instrumented for coverage (fuzzer-no-link), as an archive: a target that
-# includes a source file itself (fuzz_store.c includes store.c) takes that file's symbols first.
+# includes a source file itself (fuzz_store.c includes store_server.c) takes that file's symbols first.
 echo "fuzz.sh: building the library with $CLANG into $out"
 objs=()
 fail=0

@@ -152,6 +152,15 @@ shoal_result shoal_recv(shoal_comm *c, void *buf, size_t count, shoal_dtype dt, 
 shoal_result shoal_recv_any(shoal_comm *c, void *buf, size_t max_count, shoal_dtype dt, int tag,
                             int timeout_ms, int *peer, size_t *count);
 
+/* Whether rank `peer` is still there as far as shoal knows, without blocking: SHOAL_OK, or
+ * SHOAL_ERR_PEER naming it once one of its links has ended (its socket closed or reset, or
+ * its process on this host gone): it exited, was killed, or destroyed its communicator.
+ * Operations on a peer whose link ended fail at once by themselves; this lets a rank that
+ * waits on many (shoal_recv_any: a parameter server) learn that one of them is gone
+ * instead of waiting out a timeout. A frozen peer (SIGSTOP) looks alive: only the
+ * timeout finds it. Thread-safe. */
+shoal_result shoal_peer_check(shoal_comm *c, int peer);
+
 /* Non-blocking variants: start returns at once with *req; the buffers are borrowed until
  * shoal_wait returns. Collectives on one communicator complete in the order started;
  * point-to-point sends are buffered, so a rank may start a send and a receive to the same
