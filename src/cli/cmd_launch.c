@@ -19,8 +19,9 @@ static const char usage_text[] =
     "SIGINT, SIGTERM and SIGHUP are forwarded to every rank. When a rank fails, the\n"
     "others are stopped (SIGTERM, then SIGKILL after --grace-ms) and shoal launch exits\n"
     "with that rank's code, naming it. Each rank runs in its own process group: what a\n"
-    "rank starts is ended with the job. mpirun, mpiexec and srun work too: shoal reads\n"
-    "their variables.\n";
+    "rank starts is ended with the job, and every rank dies with the launcher (even by\n"
+    "kill -9). Limits (ulimit -n, -u) and the output files are checked before the first\n"
+    "rank starts. mpirun, mpiexec and srun work too: shoal reads their variables.\n";
 
 #define AT(field) offsetof(sh_launch_opts, field)
 

@@ -1,5 +1,6 @@
-/* launch.c — the local launcher behind `shoal launch` and `shoal train -n`.
- * Not here: flag parsing (cmd_launch.c, cmd_train.c).
+/* launch.c — the local launcher behind `shoal launch` and `shoal train -n`: ranks that die
+ * with it (PR_SET_PDEATHSIG), their output relayed, the job stopped when one fails.
+ * Not here: flag parsing (cmd_launch.c, cmd_train.c), limits and output files (launch_check.c).
  * Proved by tests/cli/test_launch.c. */
 #include "cli/launch.h"
 
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -23,6 +25,7 @@
 #include "base/env.h"
 #include "base/err.h"
 #include "base/util.h"
+#include "cli/launch_check.h"
 
 enum { LINE_MAX_NBYTES = 16384 };
 
@@ -145,7 +148,9 @@ typedef struct {
     char port[16], key[65], nstr[16], wstr[16], master[256];
     int bind_cores;
     int note_pipe[2];           /* ranks -> launcher: "dropped R" lines (shoal_job_note_dropped) */
+    pid_t self;                 /* the launcher: a rank whose parent is not it has lost it */
     rank_proc *rp;
+    int (*outs)[2];             /* --output-dir: rank k's files until it starts, else -1 */
     struct pollfd *pf;
     int *who;                   /* per pf entry: -1 signals, -2 notes, else 2 * rank + stream */
     int failed, left, stopping, orphans_killed;
@@ -206,11 +211,7 @@ static int rendezvous(launcher *l)
 /* Pipes, signal forwarding and the binding rule, before any rank starts. 0, or the exit code. */
 static int prepare(launcher *l)
 {
-    const sh_launch_opts *o = l->o;
-    if (o->output_dir && mkdir(o->output_dir, 0755) < 0 && errno != EEXIST) {
-        fprintf(stderr, "shoal %s: cannot create --output-dir %s: %s\n", l->tag, o->output_dir, strerror(errno));
-        return 1;
-    }
+    if (sh_launch_check_limits(l->tag, l->n)) return 1;
     if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0 || pipe2(l->note_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
         fprintf(stderr, "shoal %s: pipe: %s\n", l->tag, strerror(errno));
         return 1;
@@ -230,12 +231,23 @@ static int prepare(launcher *l)
     l->rp = calloc((size_t)l->n, sizeof *l->rp);
     l->pf = calloc((size_t)(2 * l->n + 2), sizeof *l->pf);
     l->who = calloc((size_t)(2 * l->n + 2), sizeof *l->who);
-    return l->rp && l->pf && l->who ? 0 : 1;
+    l->outs = calloc((size_t)l->n, sizeof *l->outs);
+    if (!l->rp || !l->pf || !l->who || !l->outs) {
+        fprintf(stderr, "shoal %s: out of memory for %d ranks\n", l->tag, l->n);
+        return 1;
+    }
+    for (int k = 0; k < l->n; k++) l->outs[k][0] = l->outs[k][1] = -1;
+    /* every output file before the first rank: a file that cannot be written stops nothing */
+    if (l->o->output_dir) return sh_launch_open_outputs(l->tag, l->o->output_dir, l->n, l->base, l->outs);
+    return 0;
 }
 
 /* In the child: rank k's CPUs, signals, variables and output, then the command. Never returns. */
 static void exec_rank(const launcher *l, int k, int out_fd, int err_fd, int status_fd)
 {
+    /* The rank dies with the launcher, even by SIGKILL; a launcher gone before this call
+     * left the rank to init already. */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != l->self) _exit(126);
     setpgid(0, 0);
     if (l->bind_cores) { /* rank k gets its share of the cores, as mpirun binds */
         long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -284,6 +296,13 @@ static void close_fds(const int *fds, int n)
         if (fds[t] >= 0) close(fds[t]);
 }
 
+/* Starting rank k failed: the ranks started before it are killed and reaped. */
+static void stop_started(launcher *l, int k)
+{
+    for (int j = 0; j < k; j++) kill(-l->rp[j].pid, SIGKILL);
+    for (int j = 0; j < k; j++) waitpid(l->rp[j].pid, NULL, 0);
+}
+
 /* The command could not run as rank k: one line, not one per rank; the ranks started
  * before it are killed. */
 static void abandon_start(launcher *l, int k, pid_t pid, int exec_errno)
@@ -291,33 +310,22 @@ static void abandon_start(launcher *l, int k, pid_t pid, int exec_errno)
     fprintf(stderr, "shoal %s: cannot run \"%s\": %s (check the name, or give its path)\n", l->tag, l->argv[0],
             exec_errno == ENOENT && !strchr(l->argv[0], '/') ? "not found in PATH" : strerror(exec_errno));
     waitpid(pid, NULL, 0);
-    for (int j = 0; j < k; j++) kill(-l->rp[j].pid, SIGKILL);
-    for (int j = 0; j < k; j++) waitpid(l->rp[j].pid, NULL, 0);
+    stop_started(l, k);
 }
 
 /* Start rank k with its output on pipes (or in --output-dir files). 0, or the exit code. */
 static int start_rank(launcher *l, int k)
 {
     int p_out[2] = {-1, -1}, p_err[2] = {-1, -1};
-    int fout = -1, ferr = -1;
+    int fout = l->outs[k][0], ferr = l->outs[k][1];
+    l->outs[k][0] = l->outs[k][1] = -1; /* closed below, whatever happens */
     const char *dir = l->o->output_dir;
-    if (dir) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/rank-%d.out", dir, k);
-        fout = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        snprintf(path, sizeof path, "%s/rank-%d.err", dir, k);
-        ferr = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (fout < 0 || ferr < 0) {
-            fprintf(stderr, "shoal %s: cannot write %s: %s\n", l->tag, path, strerror(errno));
-            return 1;
-        }
-    } else if (pipe2(p_out, O_CLOEXEC) < 0 || pipe2(p_err, O_CLOEXEC) < 0) {
-        fprintf(stderr, "shoal %s: pipe: %s\n", l->tag, strerror(errno));
-        return 1;
-    }
-    int exec_st[2]; /* the child's execvp errno, or end of file once it ran */
-    if (pipe2(exec_st, O_CLOEXEC) < 0) {
-        fprintf(stderr, "shoal %s: pipe: %s\n", l->tag, strerror(errno));
+    int exec_st[2] = {-1, -1}; /* the child's execvp errno, or end of file once it ran */
+    if ((!dir && (pipe2(p_out, O_CLOEXEC) < 0 || pipe2(p_err, O_CLOEXEC) < 0)) || pipe2(exec_st, O_CLOEXEC) < 0) {
+        fprintf(stderr, "shoal %s: pipe for rank %d: %s; stopped the ranks already started\n", l->tag, l->base + k,
+                strerror(errno));
+        close_fds((int[]){p_out[0], p_out[1], p_err[0], p_err[1], fout, ferr}, 6);
+        stop_started(l, k);
         return 1;
     }
     pid_t pid = fork();
@@ -338,8 +346,9 @@ static int start_rank(launcher *l, int k)
         return 127;
     }
     if (pid < 0) {
-        fprintf(stderr, "shoal %s: fork: %s\n", l->tag, strerror(errno));
-        for (int j = 0; j < k; j++) kill(-l->rp[j].pid, SIGKILL);
+        fprintf(stderr, "shoal %s: fork for rank %d: %s; stopped the ranks already started\n", l->tag, l->base + k,
+                strerror(errno));
+        stop_started(l, k);
         close_fds(fds, 6);
         return 1;
     }
@@ -502,6 +511,14 @@ static int exit_code(const launcher *l)
     const rank_proc *r = &l->rp[l->failed];
     int st = r->status;
     char how[96];
+    /* the store refused a rank that two launchers started: say which flag did it */
+    if (l->nnodes > 1 && strstr(r->last_err, "claimed twice")) {
+        fprintf(stderr, "shoal %s: two machines claim node %d: another launcher was started with --node-rank %d "
+                "too (rank %d was claimed twice); give each of the %d machines its own --node-rank 0..%d; stopped "
+                "the ranks on this node\n", l->tag, l->o->node_rank, l->o->node_rank, l->base + l->failed,
+                l->nnodes, l->nnodes - 1);
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    }
     if (WIFSIGNALED(st)) {
         snprintf(how, sizeof how, "was killed by %s", sig_name(WTERMSIG(st)));
         code = 128 + WTERMSIG(st);
@@ -523,6 +540,8 @@ static void cleanup(launcher *l)
             free(l->rp[k].buf[s]);
         }
     }
+    if (l->outs) sh_launch_close_outputs(l->outs, l->n);
+    free(l->outs);
     free(l->rp);
     free(l->pf);
     free(l->who);
@@ -534,7 +553,7 @@ static void cleanup(launcher *l)
 int sh_launch_run(const sh_launch_opts *o, char *const argv[])
 {
     launcher l = {.o = o, .argv = argv, .tag = o->tag ? o->tag : "launch", .n = o->nranks,
-                  .nnodes = o->nnodes > 1 ? o->nnodes : 1, .note_pipe = {-1, -1}};
+                  .nnodes = o->nnodes > 1 ? o->nnodes : 1, .note_pipe = {-1, -1}, .self = getpid()};
     l.base = l.nnodes > 1 ? o->node_rank * l.n : 0;
     int code = rendezvous(&l);
     if (code) return code;

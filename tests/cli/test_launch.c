@@ -1,10 +1,12 @@
 /* test_launch.c — proves `shoal launch` (src/cli/launch.c, cmd_launch.c) and `shoal bench`
  * (cmd_bench.c) with real processes: environment, output prefixes, failure handling,
  * signal forwarding, usage errors; and an end-to-end checked benchmark. */
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -199,6 +201,158 @@ static void output_dir_holds_files(void)
     rmdir(dir);
 }
 
+/* No rank is started unless all can be: limits too low for N ranks, or an --output-dir file
+ * that cannot be written, are one line before the first fork, and nothing is left running. */
+static int started_files(const char *stem)
+{
+    int n = 0;
+    for (int r = 0; r < 64; r++) {
+        char path[128];
+        snprintf(path, sizeof path, "%s.%d", stem, r);
+        if (access(path, F_OK) == 0) n++;
+        unlink(path);
+    }
+    return n;
+}
+
+static void limits_are_checked_before_any_rank(void)
+{
+    char stem[64], cmd[1024];
+    snprintf(stem, sizeof stem, "/tmp/shoal-launch-lim.%d", (int)getpid());
+    snprintf(cmd, sizeof cmd, "bash -c 'ulimit -n 64; exec %s launch -n 40 -- sh -c \"touch %s.\\$SHOAL_RANK; sleep 3\"' 2>&1",
+             sh_test_shoal_bin(), stem);
+    uint64_t t0 = sh_now_ns();
+    int rc = sh_test_run(cmd, out, sizeof out);
+    double s = (double)(sh_now_ns() - t0) / 1e9;
+    CHECK(rc == 1 && strstr(out, "ulimit -n") && strstr(out, "no rank was started") && count(out, "\n") == 1,
+          "exit %d: %s", rc, out);
+    CHECK(s < 2.5, "took %.1f s", s);
+    int started = started_files(stem);
+    CHECK(started == 0, "%d ranks started although the launch could not finish", started);
+    /* processes: only a user other than root is held to RLIMIT_NPROC */
+    snprintf(cmd, sizeof cmd, "setpriv --reuid=65534 --regid=65534 --clear-groups bash -c 'ulimit -u 20 && exec %s "
+             "launch -n 30 -- sh -c \"sleep 3\"' 2>&1", sh_test_shoal_bin());
+    if (getuid() == 0 && access("/usr/bin/setpriv", X_OK) == 0) {
+        t0 = sh_now_ns();
+        rc = sh_test_run(cmd, out, sizeof out);
+        s = (double)(sh_now_ns() - t0) / 1e9;
+        CHECK(rc == 1 && strstr(out, "ulimit -u") && count(out, "\n") == 1, "exit %d: %s", rc, out);
+        CHECK(s < 2.5, "took %.1f s", s);
+    }
+}
+
+static void output_dir_problems_start_nothing(void)
+{
+    char dir[64], stem[80], args[512], path[128];
+    snprintf(dir, sizeof dir, "/tmp/shoal-launch-od.%d", (int)getpid());
+    snprintf(stem, sizeof stem, "%s.started", dir);
+    snprintf(path, sizeof path, "%s/rank-1.err", dir);
+    CHECK(mkdir(dir, 0755) == 0 && mkdir(path, 0755) == 0, "mkdir %s", path);
+    snprintf(args, sizeof args, "launch -n 3 --output-dir %s -- sh -c 'touch %s.$SHOAL_RANK; sleep 3'", dir, stem);
+    int rc = run(args);
+    CHECK(rc == 1 && strstr(out, "rank-1.err") && strstr(out, "a directory stands there") && count(out, "\n") == 1,
+          "exit %d: %s", rc, out);
+    int started = started_files(stem);
+    CHECK(started == 0, "%d ranks started although rank 1's file cannot be written", started);
+    rmdir(path);
+    /* a file as the directory */
+    snprintf(path, sizeof path, "%s/plain", dir);
+    FILE *f = fopen(path, "w");
+    if (f) fclose(f);
+    snprintf(args, sizeof args, "launch -n 2 --output-dir %s -- true", path);
+    rc = run(args);
+    CHECK(rc == 1 && strstr(out, "not a directory") && count(out, "\n") == 1, "exit %d: %s", rc, out);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* A link planted where a rank's output goes (symbolic or hard) is replaced, never written
+ * through: the file it points to keeps its bytes. */
+static void output_files_never_follow_links(void)
+{
+    char dir[64], victim[96], path[128], args[512];
+    snprintf(dir, sizeof dir, "/tmp/shoal-launch-ln.%d", (int)getpid());
+    snprintf(victim, sizeof victim, "%s.victim", dir);
+    CHECK(mkdir(dir, 0755) == 0, "mkdir %s", dir);
+    FILE *f = fopen(victim, "w");
+    if (f) {
+        fputs("precious\n", f);
+        fclose(f);
+    }
+    snprintf(path, sizeof path, "%s/rank-0.out", dir);
+    CHECK(symlink(victim, path) == 0, "symlink");
+    snprintf(path, sizeof path, "%s/rank-1.out", dir);
+    CHECK(link(victim, path) == 0, "link");
+    snprintf(args, sizeof args, "launch -n 2 --output-dir %s -- sh -c 'echo out-$SHOAL_RANK'", dir);
+    int rc = run(args);
+    CHECK(rc == 0, "exit %d: %s", rc, out);
+    char got[64] = "";
+    f = fopen(victim, "r");
+    if (f) {
+        if (!fgets(got, sizeof got, f)) got[0] = 0;
+        fclose(f);
+    }
+    CHECK(!strcmp(got, "precious\n"), "the file behind the planted links now holds \"%s\"", got);
+    for (int r = 0; r < 2; r++) {
+        char line[64] = "", want[32];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/rank-%d.out", dir, r);
+        CHECK(lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1, "%s is not a file of its own", path);
+        f = fopen(path, "r");
+        if (f) {
+            if (!fgets(line, sizeof line, f)) line[0] = 0;
+            fclose(f);
+        }
+        snprintf(want, sizeof want, "out-%d\n", r);
+        CHECK(!strcmp(line, want), "%s holds \"%s\"", path, line);
+        unlink(path);
+        snprintf(path, sizeof path, "%s/rank-%d.err", dir, r);
+        unlink(path);
+    }
+    unlink(victim);
+    rmdir(dir);
+}
+
+/* kill -9 of the launcher: every rank dies with it (PR_SET_PDEATHSIG), none trains on. */
+static void ranks_die_with_their_launcher(void)
+{
+    char stem[64];
+    snprintf(stem, sizeof stem, "/tmp/shoal-launch-pd.%d", (int)getpid());
+    pid_t p = fork();
+    if (p == 0) {
+        char script[512];
+        snprintf(script, sizeof script, "echo $$ > %s.$SHOAL_RANK.tmp && mv %s.$SHOAL_RANK.tmp %s.$SHOAL_RANK; "
+                 "exec sleep 30", stem, stem, stem);
+        int fd = open("/dev/null", O_WRONLY);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        execl(sh_test_shoal_bin(), "shoal", "launch", "-n", "3", "--", "sh", "-c", script, (char *)NULL);
+        _exit(127);
+    }
+    int pids[3] = {0, 0, 0};
+    for (int i = 0; i < 100; i++) {
+        int ready = 0;
+        for (int r = 0; r < 3; r++) {
+            char path[96];
+            snprintf(path, sizeof path, "%s.%d", stem, r);
+            if (!pids[r] && access(path, F_OK) == 0) pids[r] = read_pid(path);
+            ready += pids[r] > 0;
+        }
+        if (ready == 3) break;
+        usleep(50000);
+    }
+    CHECK(pids[0] > 0 && pids[1] > 0 && pids[2] > 0, "the ranks did not start");
+    kill(p, SIGKILL);
+    waitpid(p, NULL, 0);
+    for (int r = 0; r < 3; r++) {
+        for (int i = 0; i < 40 && pids[r] > 0 && !dead(pids[r]); i++) usleep(50000);
+        CHECK(pids[r] > 0 && dead(pids[r]), "rank %d (pid %d) outlived its launcher's SIGKILL", r, pids[r]);
+        if (pids[r] > 0 && !dead(pids[r])) kill(pids[r], SIGKILL);
+    }
+}
+
 static void usage_errors(void)
 {
     CHECK(run("launch -- true") == 2 && strstr(out, "-n N is required"), "%s", out);
@@ -256,6 +410,27 @@ static void nodes_make_one_job(void)
           "%s", out);
 }
 
+/* Two launchers started with the same --node-rank: the launcher's line names the flag. */
+static void duplicate_node_rank_is_named(void)
+{
+    char cmd[2048];
+    const char *bin = sh_test_shoal_bin();
+    snprintf(cmd, sizeof cmd,
+             "export SHOAL_JOB_KEY=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \\n') SHOAL_MASTER_PORT=%d SHOAL_TIMEOUT=8000; "
+             "%s launch -n 1 --nnodes 2 --node-rank 0 --master-addr 127.0.0.1 -- %s bench allreduce -b 8 -e 8 -n 1 "
+             "-w 0 >/dev/null 2>&1 & sleep 0.3; "
+             "%s launch -n 1 --nnodes 2 --node-rank 0 --master-addr 127.0.0.1 -- %s bench allreduce -b 8 -e 8 -n 1 "
+             "-w 0 2>&1; a=$?; wait $!; echo \"exits $a $?\"",
+             sh_test_free_ports(1), bin, bin, bin, bin);
+    uint64_t t0 = sh_now_ns();
+    int rc = sh_test_run(cmd, out, sizeof out);
+    double s = (double)(sh_now_ns() - t0) / 1e9;
+    CHECK(rc == 0 && strstr(out, "two machines claim node 0") && strstr(out, "--node-rank 0..1") &&
+              !strstr(out, "exits 0"),
+          "exit %d: %s", rc, out);
+    CHECK(s < 6, "took %.1f s", s);
+}
+
 /* SHOAL_PORT_RANGE: the ranks listen inside it (a firewall's opening), and a range too small
  * or malformed is one clear line. */
 static void port_range_is_kept(void)
@@ -310,9 +485,14 @@ int main(void)
     RUN(grandchildren_die_with_the_job);
     RUN(sigint_is_forwarded);
     RUN(output_dir_holds_files);
+    RUN(limits_are_checked_before_any_rank);
+    RUN(output_dir_problems_start_nothing);
+    RUN(output_files_never_follow_links);
+    RUN(ranks_die_with_their_launcher);
     RUN(usage_errors);
     RUN(bench_end_to_end);
     RUN(nodes_make_one_job);
+    RUN(duplicate_node_rank_is_named);
     RUN(port_range_is_kept);
     return check_end();
 }
