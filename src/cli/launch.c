@@ -448,21 +448,18 @@ static void reap(launcher *l)
     }
 }
 
-/* Only ranks the job dropped are left: they hold nothing, so they are killed. */
+/* A rank the job dropped (shoal_job_note_dropped: a parameter server gave up on a silent
+ * worker) holds nothing the job needs: it is ended at once, so that a frozen one cannot hold
+ * the job's end (its peers' last sends to it fail at once instead of timing out). */
 static void end_dropped(launcher *l)
 {
-    int held = 0, undropped = 0;
     for (int k = 0; k < l->n; k++) {
-        held += !l->rp[k].exited;
-        undropped += !l->rp[k].exited && !l->rp[k].dropped;
-    }
-    if (!held || undropped) return;
-    for (int k = 0; k < l->n; k++) {
-        if (l->rp[k].exited || l->rp[k].killed_by_us) continue;
-        fprintf(stderr, "shoal %s: rank %d was dropped by the job and still runs after every other rank ended; "
-                "killed it\n", l->tag, l->base + k);
-        kill(-l->rp[k].pid, SIGKILL);
-        l->rp[k].killed_by_us = 1;
+        rank_proc *r = &l->rp[k];
+        if (!r->dropped || r->exited || r->killed_by_us) continue;
+        fprintf(stderr, "shoal %s: rank %d was dropped by the job (it stopped answering); killed it\n", l->tag,
+                l->base + k);
+        kill(-r->pid, SIGKILL);
+        r->killed_by_us = 1;
     }
 }
 
@@ -483,7 +480,7 @@ static void watch(launcher *l)
             else drain(&l->rp[l->who[i] / 2], l->base + l->who[i] / 2, l->who[i] % 2);
         }
         reap(l);
-        if (!l->stopping && l->failed < 0 && l->left > 0) end_dropped(l);
+        end_dropped(l);
         if (l->kill_at && sh_now_ns() > l->kill_at) {
             for (int k = 0; k < l->n; k++) {
                 kill(-l->rp[k].pid, SIGKILL);

@@ -1,7 +1,7 @@
 /* launch.h — start N local ranks of a command with the rendezvous variables set, relay
  * their output line by line with a "[rank k] " prefix (or into per-rank files), forward
  * SIGINT/SIGTERM/SIGHUP, and when one rank fails stop the others and report it; a rank the
- * job dropped (shoal_job_note_dropped) is killed once every other rank has ended.
+ * job dropped (shoal_job_note_dropped) is killed at once.
  * Not here: flags (cmd_launch.c); the ranks' own rendezvous (src/comm/boot/).
  * Proved by tests/cli/test_launch.c. */
 #ifndef SH_LAUNCH_H

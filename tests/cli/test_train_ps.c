@@ -1,6 +1,7 @@
-/* test_train_ps.c — proves `shoal train --ps` end to end (src/train/job.c, cmd_train.c's
+/* test_train_ps.c — proves `shoal train --ps` end to end (src/train/job.c, ps/, cmd_train.c's
  * -n relaunch): servers and workers as real processes started by shoal itself, in sync,
- * async and ssp modes, with a deliberately slowed worker; and the usage errors. */
+ * async and ssp modes, with a deliberately slowed worker; frozen and killed ranks (noticed at
+ * once, no checkpoint nobody asked for); and the usage errors. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -191,10 +192,12 @@ static pid_t rank_pid(pid_t launcher, int rank)
 }
 
 /* Run `shoal train ARGV...` with SHOAL_TIMEOUT=timeout_ms in dir, output into out; once
- * worker 0 (rank 1 with one server) prints its first line, freeze rank `freeze` with
- * SIGSTOP. Waits at most 60 s (then kills the job). Returns 1 when the job ended by itself,
- * with its wait status in *st and the seconds from the freeze to its end in *took_s. */
-static int run_and_freeze(const char *timeout_ms, int freeze, const char *const argv[], int *st, double *took_s)
+ * worker 0 (rank 1 with one server) prints its first line, send rank `target` signal sig
+ * (SIGSTOP freezes it). Waits at most 60 s (then kills the job). Returns 1 when the job
+ * ended by itself, with its wait status in *st and the seconds from the signal to its end
+ * in *took_s. */
+static int run_and_signal(const char *timeout_ms, int target, int sig, const char *const argv[], int *st,
+                          double *took_s)
 {
     const char *bin = sh_test_shoal_bin();
     char *args[64];
@@ -229,8 +232,8 @@ static int run_and_freeze(const char *timeout_ms, int freeze, const char *const 
         while (len < sizeof out - 1 && (n = read(fds[0], out + len, sizeof out - 1 - len)) > 0) len += (size_t)n;
         out[len] = 0;
         if (frozen < 0 && strstr(out, "[rank 1] train ")) { /* worker 0 has begun */
-            frozen = rank_pid(pid, freeze);
-            if (frozen > 0) kill(frozen, SIGSTOP);
+            frozen = rank_pid(pid, target);
+            if (frozen > 0) kill(frozen, sig);
             frozen_at = now_s();
         }
         ended = waitpid(pid, st, WNOHANG) == pid;
@@ -245,13 +248,18 @@ static int run_and_freeze(const char *timeout_ms, int freeze, const char *const 
     while (len < sizeof out - 1 && (n = read(fds[0], out + len, sizeof out - 1 - len)) > 0) len += (size_t)n;
     out[len] = 0;
     close(fds[0]);
-    CHECK(frozen > 0, "never found rank %d to freeze: %s", freeze, out);
+    CHECK(frozen > 0, "never found rank %d to signal: %s", target, out);
     return ended;
 }
 
+static int run_and_freeze(const char *timeout_ms, int freeze, const char *const argv[], int *st, double *took_s)
+{
+    return run_and_signal(timeout_ms, freeze, SIGSTOP, argv, st, took_s);
+}
+
 /* A worker frozen with SIGSTOP once it trained (async, ssp): the server drops it, the next
- * worker takes over progress and the final report, and the launcher, once every other rank
- * has ended, kills the frozen one naming it instead of waiting for it forever. Worker 0 is
+ * worker takes over progress and the final report, and the launcher kills the frozen one
+ * at once, naming it, instead of waiting for it. Worker 0 is
  * the slow one (10 ms a step), so it is frozen well before its 400 steps are done. */
 static void frozen_worker_is_dropped_and_the_job_ends(void)
 {
@@ -267,7 +275,7 @@ static void frozen_worker_is_dropped_and_the_job_ends(void)
         CHECK(ended && WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: exit status %d: %s", modes[m], st, out);
         CHECK(took < 30, "%s: the job ended %.1f s after the freeze (SHOAL_TIMEOUT 2 s)", modes[m], took);
         CHECK(strstr(out, "dropped worker rank 1") != NULL, "%s: %s", modes[m], out);
-        CHECK(strstr(out, "rank 1 was dropped by the job and still runs after every other rank ended; killed it"),
+        CHECK(strstr(out, "rank 1 was dropped by the job (it stopped answering); killed it"),
               "%s: the launcher did not name the frozen rank: %s", modes[m], out);
         CHECK(strstr(out, "[rank 2] test accuracy") != NULL, "%s: the live worker did not report: %s", modes[m],
               out);
@@ -297,6 +305,103 @@ static void frozen_server_is_noticed_after_one_timeout(void)
     CHECK(took < 5.0, "the job ended %.1f s after the server froze, SHOAL_TIMEOUT 3 s: %s", took, out);
 }
 
+/* 1 when dir holds name with exactly the bytes want. */
+static int holds(const char *name, const char *want)
+{
+    char path[512], got[64] = "";
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(got, 1, sizeof got - 1, f) : 0;
+    if (f) fclose(f);
+    got[n] = 0;
+    return f && !strcmp(got, want);
+}
+
+/* Checkpoint files of mlp.cfg in dir (mlp*.ckpt*), their names into names. */
+static int ckpt_files(char *names, size_t nbytes)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    names[0] = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (!strncmp(e->d_name, "mlp", 3) && strstr(e->d_name, ".ckpt")) {
+            n++;
+            strncat(names, e->d_name, nbytes - strlen(names) - 2);
+            strncat(names, " ", nbytes - strlen(names) - 1);
+        }
+    if (d) closedir(d);
+    return n;
+}
+
+/* SIGKILL of the server: the workers see it gone at once (not after SHOAL_TIMEOUT, nor at
+ * the launcher's grace SIGKILL) and, although the launcher's SIGTERM asks them to stop,
+ * write no checkpoint: it would lack the server's shard. */
+static void killed_server_ends_workers_without_a_checkpoint(void)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/mlp.ckpt", dir);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fputs("old", f);
+        fclose(f);
+    }
+    const char *argv[] = {"mlp.cfg", "--data", ".", "--ps", "-n", "2", "--max-steps", "400", "--threads", "1",
+                          "--debug-delay-rank", "0", "--debug-delay-ms", "10", NULL};
+    int st = -1;
+    double took = 0;
+    int ended = run_and_signal("60000", 0, SIGKILL, argv, &st, &took);
+    CHECK(ended && WIFEXITED(st) && WEXITSTATUS(st) == 137, "exit status %d: %s", st, out);
+    CHECK(strstr(out, "rank 0 was killed by SIGKILL") && strstr(out, "parameter server 0 (rank 0) is gone"), "%s", out);
+    CHECK(took < 3.0, "the workers ended %.1f s after their server was killed: %s", took, out);
+    char names[512];
+    int n = ckpt_files(names, sizeof names);
+    CHECK(holds("mlp.ckpt", "old") && n == 1 && !strstr(out, "saved "), "checkpoints written (%s): %s", names, out);
+    unlink(path);
+}
+
+/* SIGKILL of a worker in sync mode: the server fails the round at once and tells every
+ * worker, naming the lost one; none writes a checkpoint. */
+static void killed_sync_worker_stops_the_job_at_once(void)
+{
+    const char *argv[] = {"mlp.cfg", "--data", ".", "--ps", "-n", "3", "--max-steps", "400", "--threads", "1",
+                          "--debug-delay-rank", "0", "--debug-delay-ms", "10", NULL};
+    int st = -1;
+    double took = 0;
+    int ended = run_and_signal("60000", 3, SIGKILL, argv, &st, &took);
+    CHECK(ended && WIFEXITED(st) && WEXITSTATUS(st) == 137, "exit status %d: %s", st, out);
+    CHECK(strstr(out, "worker rank 3 (") && strstr(out, "is gone") && strstr(out, "sync mode cannot go on"), "%s",
+          out);
+    CHECK(took < 3.0, "the job ended %.1f s after a worker was killed: %s", took, out);
+    char names[512];
+    CHECK(ckpt_files(names, sizeof names) == 0 && !strstr(out, "saved "), "checkpoints written (%s): %s", names, out);
+}
+
+/* A worker frozen early (ssp: the fast worker, its pull held) with a large reply on its way:
+ * the job ends one SHOAL_TIMEOUT after the freeze, not two or three (the dropped rank is
+ * killed at once, so the server's last send to it fails instead of timing out). */
+static void early_frozen_worker_holds_the_job_one_timeout(void)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/wide.cfg", dir);
+    FILE *f = fopen(path, "w");
+    if (f) { /* 1 MB of parameters: a pull's answer outgrows every buffer on its way */
+        fputs("[net]\nbatch=16\nwidth=8\nheight=8\nchannels=1\nlearning_rate=0.01\nmomentum=0.9\n"
+              "\n[connected]\noutput=4096\nactivation=relu\n\n[connected]\noutput=4\nactivation=linear\n"
+              "\n[softmax]\n\n[cost]\n", f);
+        fclose(f);
+    }
+    const char *argv[] = {"wide.cfg", "--data", ".", "--ps", "-n", "2", "--consistency", "ssp", "--staleness", "1",
+                          "--max-steps", "60", "--threads", "1", "--debug-delay-rank", "0", "--debug-delay-ms", "30",
+                          NULL};
+    int st = -1;
+    double took = 0;
+    int ended = run_and_freeze("4000", 2, argv, &st, &took);
+    CHECK(ended && WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status %d: %s", st, out);
+    CHECK(strstr(out, "dropped worker rank 2") != NULL, "%s", out);
+    CHECK(took < 6.5, "the job ended %.1f s after the freeze (SHOAL_TIMEOUT 4 s): %s", took, out);
+    unlink(path);
+}
+
 static void usage_errors(void)
 {
     CHECK(run("mlp.cfg --data . --ps") == 2 && strstr(out, "--ps needs ranks"), "%s", out);
@@ -318,6 +423,9 @@ int main(void)
     RUN(dead_server_stops_job_and_shards_resume);
     RUN(frozen_worker_is_dropped_and_the_job_ends);
     RUN(frozen_server_is_noticed_after_one_timeout);
+    RUN(killed_server_ends_workers_without_a_checkpoint);
+    RUN(killed_sync_worker_stops_the_job_at_once);
+    RUN(early_frozen_worker_holds_the_job_one_timeout);
     RUN(usage_errors);
     tiny_remove_dir(dir);
     return check_end();

@@ -1,10 +1,13 @@
 /* test_strategy_ps.c — proves src/train/ps/worker.c with the real trainer and real
  * processes: one server and two workers in sync mode train to the same weights as one
  * process with the same global batch and data order (within 1e-5 relative after 50
- * steps); async with push/pull every 2 steps trains to finite weights and a falling loss. */
+ * steps); async with push/pull every 2 steps trains to finite weights and a falling loss; a
+ * worker whose server is gone writes no checkpoint. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "lib/ranks.h"
@@ -125,6 +128,57 @@ static void t_async_trains(void)
     RUN_RANKS(3, &o, job, &m);
 }
 
+/* A worker whose server is gone writes no checkpoint (it would lack the server's shard): the
+ * server ends once the workers said goodbye, and its process exits; each worker then asks
+ * for a checkpoint and is refused, naming the server, with no file written. */
+static void save_job(shoal_comm *c, void *arg)
+{
+    (void)arg;
+    sh_train_opts o;
+    opts_for(&o, WORKER_BATCH, 1);
+    sh_trainer *t0 = NULL;
+    CHECK(sh_trainer_create(&o, &t0) == SHOAL_OK, "%s", shoal_last_error_message());
+    if (!t0) return;
+    sh_ps_config pc = ps_config(sh_trainer_net(t0), SH_PS_SYNC);
+    if (shoal_comm_rank(c) == 0) {
+        sh_ps_server *s = NULL;
+        CHECK(sh_ps_server_create(c, &pc, sh_net_params(sh_trainer_net(t0)), &s) == SHOAL_OK, "%s",
+              shoal_last_error_message());
+        CHECK(s && sh_ps_server_run(s) == SHOAL_OK, "%s", shoal_last_error_message());
+        sh_ps_server_destroy(s);
+        sh_trainer_destroy(t0);
+        return; /* this process exits */
+    }
+    sh_trainer_destroy(t0);
+    sh_ps_worker_opts wo = {1, 1};
+    sh_strategy *st = NULL;
+    CHECK(sh_strategy_ps_create(c, &pc, &wo, &st) == SHOAL_OK, "%s", shoal_last_error_message());
+    opts_for(&o, WORKER_BATCH, 3);
+    o.strategy = st;
+    sh_trainer *t = NULL;
+    sh_train_report rep;
+    CHECK(sh_trainer_create(&o, &t) == SHOAL_OK && sh_trainer_run(t, &rep) == SHOAL_OK, "%s",
+          shoal_last_error_message());
+    int lead = 0;
+    CHECK(sh_strategy_ps_close(st, &lead) == SHOAL_OK, "%s", shoal_last_error_message());
+    for (int i = 0; i < 200 && shoal_peer_check(c, 0) == SHOAL_OK; i++) usleep(50000);
+    char path[600];
+    snprintf(path, sizeof path, "%s/gone-%d.ckpt", dir, shoal_comm_rank(c));
+    shoal_result rc = t ? sh_trainer_save(t, path) : SHOAL_ERR_INTERNAL;
+    CHECK(rc == SHOAL_ERR_PEER && strstr(shoal_last_error_message(), "parameter server 0 (rank 0) is gone") &&
+              strstr(shoal_last_error_message(), "no checkpoint written"),
+          "rc %d: %s", rc, shoal_last_error_message());
+    CHECK(access(path, F_OK) != 0, "%s was written without its server", path);
+    sh_trainer_destroy(t);
+    sh_strategy_destroy(st);
+}
+
+static void t_no_checkpoint_without_the_servers(void)
+{
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .deadline_s = 60};
+    RUN_RANKS(3, &o, save_job, NULL);
+}
+
 int main(void)
 {
     check_begin("test_strategy_ps", 240);
@@ -135,6 +189,7 @@ int main(void)
     snprintf(cfg, sizeof cfg, "%s/other.cfg", dir);
     RUN(t_sync_matches_one_process);
     RUN(t_async_trains);
+    RUN(t_no_checkpoint_without_the_servers);
     tiny_remove_dir(dir);
     return check_end();
 }

@@ -16,6 +16,10 @@
 #include "base/util.h"
 #include "train/ps/proto.h"
 
+/* The longest a worker waits for a server's answer between looks at whether a server is
+ * gone (shoal_peer_check). */
+#define WAIT_SLICE_MS 100
+
 struct sh_ps_client {
     shoal_comm *c;
     sh_ps_config cfg;
@@ -75,26 +79,92 @@ shoal_result sh_ps_client_create(shoal_comm *c, const sh_ps_config *cfg, sh_ps_c
     return SHOAL_OK;
 }
 
+/* A server that ended the job (ABORT: a sync worker was lost) may be gone before this worker
+ * read why; when a server cannot be reached, the reason waiting in the inbox becomes the
+ * error, if one is there. rc and its message otherwise. */
+static shoal_result abort_reason(sh_ps_client *w, shoal_result rc)
+{
+    if (rc != SHOAL_ERR_PEER) return rc;
+    char keep[1024];
+    snprintf(keep, sizeof keep, "%s", shoal_last_error_message());
+    int peer = -1;
+    size_t n = 0;
+    while (shoal_recv_any(w->c, w->buf, w->buf_nbytes, SHOAL_UINT8, PS_TAG_TO_WORKER, 0, &peer, &n) == SHOAL_OK) {
+        ps_hdr h;
+        if (n < sizeof h || peer < 0 || peer >= w->cfg.nservers) continue;
+        memcpy(&h, w->buf, sizeof h);
+        if (h.magic != PS_MAGIC || h.kind != PS_ABORT) continue;
+        size_t m = h.count < n - sizeof h ? h.count : n - sizeof h;
+        return SH_FAIL(SHOAL_ERR_PEER, "%.*s", (int)m, (const char *)w->buf + sizeof h);
+    }
+    return SH_FAIL(rc, "%s", keep);
+}
+
+static shoal_result send_to_server(sh_ps_client *w, int k, size_t nbytes)
+{
+    shoal_result rc = shoal_send(w->c, w->buf, nbytes, SHOAL_UINT8, k, PS_TAG_TO_SERVER);
+    if (rc != SHOAL_OK) sh_err_prefix("to parameter server %d: ", k); /* the caller names this rank */
+    return abort_reason(w, rc);
+}
+
 static shoal_result send_hdr(sh_ps_client *w, int k, const ps_hdr *h, const void *payload, size_t nbytes)
 {
     memcpy(w->buf, h, sizeof *h);
     if (nbytes) memcpy(w->buf + sizeof *h, payload, nbytes);
-    shoal_result rc = shoal_send(w->c, w->buf, sizeof *h + nbytes, SHOAL_UINT8, k, PS_TAG_TO_SERVER);
-    if (rc != SHOAL_OK) sh_err_prefix("to parameter server %d: ", k); /* the caller names this rank */
-    return rc;
+    return send_to_server(w, k, sizeof *h + nbytes);
+}
+
+shoal_result sh_ps_client_check_servers(sh_ps_client *w, const char *what)
+{
+    for (int k = 0; k < w->cfg.nservers; k++) {
+        if (shoal_peer_check(w->c, k) != SHOAL_ERR_PEER) continue;
+        char why[400]; /* "rank 0 (hostb) is gone: its process ... has exited": the reason */
+        const char *msg = shoal_last_error_message(), *after = strstr(msg, "is gone: ");
+        snprintf(why, sizeof why, "%s", after ? after + 9 : msg);
+        return SH_FAIL(SHOAL_ERR_PEER, "parameter server %d (rank %d) is gone: %s; %s", k, k, why, what);
+    }
+    return SHOAL_OK;
+}
+
+shoal_result sh_ps_client_check_job(sh_ps_client *w, const char *what)
+{
+    SH_TRY(sh_ps_client_check_servers(w, what));
+    if (w->cfg.consistency != SH_PS_SYNC) return SHOAL_OK; /* the servers drop a lost worker */
+    int me = shoal_comm_rank(w->c), world = shoal_comm_world(w->c);
+    for (int r = w->cfg.nservers; r < world; r++) {
+        if (r == me || shoal_peer_check(w->c, r) != SHOAL_ERR_PEER) continue;
+        char why[400];
+        const char *msg = shoal_last_error_message(), *after = strstr(msg, "is gone: ");
+        snprintf(why, sizeof why, "%s", after ? after + 9 : msg);
+        return SH_FAIL(SHOAL_ERR_PEER, "worker rank %d is gone: %s; sync mode cannot go on without it; %s", r, why,
+                       what);
+    }
+    return SHOAL_OK;
 }
 
 /* One message from a server to this worker: a well-formed header from a server rank, not an
  * abort (whose reason becomes the error), the lead it names taken (drops only ever raise
  * it). A server that holds its answer says HOLD every quarter timeout, so one timeout of
- * silence means it is dead or frozen. `what` names the wait in errors. */
+ * silence means it is dead or frozen; a server whose process or link is gone is found
+ * between waits of at most WAIT_SLICE_MS. `what` names the wait in errors. */
 static shoal_result recv_answer(sh_ps_client *w, const char *what, ps_hdr *h, size_t *n, int *peer)
 {
     int wait_ms = w->cfg.timeout_ms;
+    uint64_t deadline = sh_now_ns() + (uint64_t)wait_ms * 1000000ull;
     *peer = -1;
     *n = 0;
-    shoal_result rc = shoal_recv_any(w->c, w->buf, w->buf_nbytes, SHOAL_UINT8, PS_TAG_TO_WORKER,
-                                     wait_ms, peer, n);
+    char lost[160];
+    snprintf(lost, sizeof lost, "this worker cannot go on without its shard (it waited for %s)", what);
+    shoal_result rc;
+    for (;;) {
+        uint64_t now = sh_now_ns();
+        int left_ms = now < deadline ? (int)((deadline - now + 999999) / 1000000) : 0;
+        int slice = left_ms < WAIT_SLICE_MS ? left_ms : WAIT_SLICE_MS;
+        rc = shoal_recv_any(w->c, w->buf, w->buf_nbytes, SHOAL_UINT8, PS_TAG_TO_WORKER, slice > 0 ? slice : 1, peer,
+                            n);
+        if (rc == SHOAL_ERR_PEER || rc == SHOAL_ERR_TIMEOUT) SH_TRY(abort_reason(w, sh_ps_client_check_servers(w, lost)));
+        if (rc != SHOAL_ERR_TIMEOUT || left_ms <= slice) break;
+    }
     if (rc == SHOAL_ERR_TIMEOUT)
         return SH_FAIL(SHOAL_ERR_TIMEOUT, "no %s from the servers within %d ms (a server is dead "
                        "or frozen)", what, wait_ms);
@@ -156,9 +226,7 @@ shoal_result sh_ps_client_push(sh_ps_client *w, const float *grads)
             memcpy(w->buf, &h, sizeof h);
             SH_TRY(shoal_compressor_encode(w->enc[k], grads + lo, w->buf + sizeof h));
             w->pushed_nbytes += (double)(sizeof h + pn);
-            shoal_result rc = shoal_send(w->c, w->buf, sizeof h + pn, SHOAL_UINT8, k, PS_TAG_TO_SERVER);
-            if (rc != SHOAL_OK) sh_err_prefix("to parameter server %d: ", k);
-            SH_TRY(rc);
+            SH_TRY(send_to_server(w, k, sizeof h + pn));
             continue;
         }
         w->pushed_nbytes += (double)(sizeof h + cnt * sizeof(float));
@@ -167,7 +235,8 @@ shoal_result sh_ps_client_push(sh_ps_client *w, const float *grads)
     if (t0) sh_trace_span(SH_TRACK_PUSH, "push", t0, sh_now_ns(), "clock", w->clock, "bytes",
                           (int64_t)(w->cfg.nparams * sizeof(float)));
     w->clock++;
-    return SHOAL_OK;
+    /* sends are buffered: a server gone is found here, not a step later */
+    return abort_reason(w, sh_ps_client_check_servers(w, "its push of this step is lost"));
 }
 
 int64_t sh_ps_client_clock(const sh_ps_client *w) { return w->clock; }

@@ -37,7 +37,7 @@ typedef struct {
     const char *save_path;
     int64_t save_every;
     const char *resume_path;
-    /* Called by a server (async, ssp) when it drops worker rank `rank` for its silence, so
+    /* Called by a server (async, ssp) when it drops worker rank `rank` (silent, or gone), so
      * the job can stop waiting for it (the launcher ends it). NULL: nothing. */
     void (*on_drop)(int rank);
     /* Called by server `server` after each whole round of updates (rounds counted from the
@@ -83,8 +83,10 @@ typedef struct {
 /* init_params: the whole vector (every server takes its shard from it). */
 shoal_result sh_ps_server_create(shoal_comm *c, const sh_ps_config *cfg, const float *init_params,
                                  sh_ps_server **out);
-/* Serve until every worker has said goodbye or was dropped. In sync mode a silent worker
- * stops the job: the others are told, and this returns SHOAL_ERR_PEER naming it. A
+/* Serve until every worker has said goodbye or was dropped. A worker is lost when it is
+ * silent for timeout_ms, or at once (within 100 ms) when its process or link is gone
+ * (shoal_peer_check): async and ssp drop it and go on; in sync mode it stops the job: the
+ * others are told, and this returns SHOAL_ERR_PEER naming it. A
  * goodbye is answered once every lower worker has said goodbye or was dropped, naming the
  * lead: the lowest worker not dropped. */
 shoal_result sh_ps_server_run(sh_ps_server *s);
@@ -106,10 +108,18 @@ typedef struct sh_ps_client sh_ps_client;
 shoal_result sh_ps_client_create(shoal_comm *c, const sh_ps_config *cfg, sh_ps_client **out);
 /* The whole vector, as fresh as the consistency mode requires for this worker's clock.
  * SHOAL_ERR_TIMEOUT naming the servers after one SHOAL_TIMEOUT without a word from one
- * (a server holding the pull says so every quarter timeout). */
+ * (a server holding the pull says so every quarter timeout); SHOAL_ERR_PEER within 100 ms
+ * naming a server whose process or link is gone. */
 shoal_result sh_ps_client_pull(sh_ps_client *w, float *params);
-/* Gradients of the whole vector (averaged over this worker's batch); the clock advances. */
+/* Gradients of the whole vector (averaged over this worker's batch); the clock advances.
+ * SHOAL_ERR_PEER at once when a server is gone. */
 shoal_result sh_ps_client_push(sh_ps_client *w, const float *grads);
+/* SHOAL_ERR_PEER naming the first server whose process or link is gone (shoal_peer_check;
+ * a frozen one looks alive), ending with `what` (what this worker cannot do now); never
+ * blocks. */
+shoal_result sh_ps_client_check_servers(sh_ps_client *w, const char *what);
+/* The same, and in sync mode the other workers too (a round cannot end without each). */
+shoal_result sh_ps_client_check_job(sh_ps_client *w, const char *what);
 int64_t sh_ps_client_clock(const sh_ps_client *w);
 /* Bytes pushed so far (headers included) and the norm of the pushes' residuals now. */
 void sh_ps_client_push_stats(const sh_ps_client *w, double *pushed_nbytes, double *residual_norm);

@@ -20,6 +20,10 @@
 #include "io/checkpoint.h"
 #include "train/ps/proto.h"
 
+/* How often, while messages keep coming, the server looks for workers that are gone (it
+ * also looks whenever a wait of at most 100 ms ends empty). */
+#define GONE_CHECK_NS 50000000ull
+
 struct sh_ps_server {
     shoal_comm *c;
     sh_ps_config cfg;
@@ -406,34 +410,60 @@ static void refuse(sh_ps_server *s, int peer, const char *why)
     SH_LOG_W("ps", "server %d: refused a message from rank %d: %s", s->k, peer, why);
 }
 
-/* Workers silent past the deadline: dropped (async, ssp) or the end of the job (sync). */
+/* Worker w is lost (why: its silence, or its link ended): dropped, the others going on
+ * (async, ssp); or, in sync mode, the end of the job: every other worker is told at once,
+ * and this returns SHOAL_ERR_PEER naming it. */
+static shoal_result lose_worker(sh_ps_server *s, int w, const char *why)
+{
+    int rank = s->cfg.nservers + w;
+    const char *host = shoal_comm_host(s->c, rank);
+    if (s->cfg.consistency != SH_PS_SYNC) {
+        s->alive[w] = 0;
+        s->pending[w] = 0;
+        s->st.dropped_workers++;
+        SH_LOG_W("ps", "server %d: dropped worker rank %d (%s): %s; the others go on", s->k, rank, host ? host : "?",
+                 why);
+        if (s->cfg.on_drop) s->cfg.on_drop(rank);
+        return SHOAL_OK;
+    }
+    char msg[512];
+    int n = snprintf(msg, sizeof msg, "parameter server %d: worker rank %d (%s) %s; sync mode cannot go on", s->k,
+                     rank, host ? host : "?", why);
+    if (n >= (int)sizeof msg) n = (int)sizeof msg - 1;
+    for (int v = 0; v < s->nworkers; v++)
+        if (s->alive[v] && !s->bye[v] && v != w) {
+            ps_hdr h = {PS_MAGIC, PS_ABORT, 0, 0, (uint64_t)n, -1, {0, 0, 0}};
+            send_to(s, v, &h, msg, (size_t)n);
+        }
+    reap(s);
+    return SH_FAIL(SHOAL_ERR_PEER, "%s", msg);
+}
+
+/* Workers silent past the deadline are lost. */
 static shoal_result check_silence(sh_ps_server *s)
 {
     uint64_t now = sh_now_ns(), limit = (uint64_t)s->cfg.timeout_ms * 1000000ull;
     for (int w = 0; w < s->nworkers; w++) {
         if (!s->alive[w] || s->bye[w] || s->pending[w]) continue; /* waiting on us is not silence */
         if (now - s->last_seen_ns[w] < limit) continue;
-        int rank = s->cfg.nservers + w;
-        const char *host = shoal_comm_host(s->c, rank);
-        if (s->cfg.consistency != SH_PS_SYNC) {
-            s->alive[w] = 0;
-            s->st.dropped_workers++;
-            SH_LOG_W("ps", "server %d: dropped worker rank %d (%s): nothing from it for %d ms; the others go on",
-                     s->k, rank, host ? host : "?", s->cfg.timeout_ms);
-            if (s->cfg.on_drop) s->cfg.on_drop(rank);
-            continue;
-        }
-        char msg[256];
-        int n = snprintf(msg, sizeof msg,
-                         "parameter server %d: worker rank %d (%s) sent nothing for %d ms; sync mode cannot go on",
-                         s->k, rank, host ? host : "?", s->cfg.timeout_ms);
-        for (int v = 0; v < s->nworkers; v++)
-            if (s->alive[v] && !s->bye[v] && v != w) {
-                ps_hdr h = {PS_MAGIC, PS_ABORT, 0, 0, (uint64_t)n, -1, {0, 0, 0}};
-                send_to(s, v, &h, msg, (size_t)n);
-            }
-        reap(s);
-        return SH_FAIL(SHOAL_ERR_PEER, "%s", msg);
+        char why[64];
+        snprintf(why, sizeof why, "sent nothing for %d ms", s->cfg.timeout_ms);
+        SH_TRY(lose_worker(s, w, why));
+    }
+    return SHOAL_OK;
+}
+
+/* Workers whose process or link is gone (shoal_peer_check) are lost at once, not after a
+ * timeout of silence; a frozen one still looks alive and is left to check_silence. */
+static shoal_result check_gone(sh_ps_server *s)
+{
+    for (int w = 0; w < s->nworkers; w++) {
+        if (!s->alive[w] || s->bye[w]) continue;
+        if (shoal_peer_check(s->c, s->cfg.nservers + w) != SHOAL_ERR_PEER) continue;
+        char why[400]; /* "rank 3 (hostb) is gone: its process ... has exited": the reason */
+        const char *msg = shoal_last_error_message(), *after = strstr(msg, "is gone: ");
+        snprintf(why, sizeof why, "is gone: %s", after ? after + 9 : msg);
+        SH_TRY(lose_worker(s, w, why));
     }
     return SHOAL_OK;
 }
@@ -586,7 +616,7 @@ shoal_result sh_ps_server_run(sh_ps_server *s)
     double cpu0 = cpu_seconds();
     shoal_result rc = SHOAL_OK;
     uint64_t log_every_ns = (uint64_t)(s->cfg.clock_log_ms > 0 ? s->cfg.clock_log_ms : 0) * 1000000ull;
-    uint64_t next_log_ns = sh_now_ns() + log_every_ns;
+    uint64_t next_log_ns = sh_now_ns() + log_every_ns, gone_checked_ns = 0;
     for (;;) {
         int wait_ms = 100;
         if (s->cfg.clock_log && log_every_ns) { /* on time, also while every worker waits */
@@ -606,24 +636,19 @@ shoal_result sh_ps_server_run(sh_ps_server *s)
         send_holds(s);
         shoal_result r = shoal_recv_any(s->c, s->buf, s->buf_nbytes, SHOAL_UINT8, PS_TAG_TO_SERVER, wait_ms, &peer, &n);
         reap(s);
-        if (r == SHOAL_ERR_TIMEOUT) {
-            rc = check_silence(s);
-            if (rc != SHOAL_OK) break;
-            serve_pulls(s); /* a dropped worker may release others */
-            answer_byes(s);
-            continue;
-        }
-        if (r == SHOAL_ERR_MISMATCH) {
-            refuse(s, peer, "longer than any message for this shard");
-            continue;
-        }
-        if (r != SHOAL_OK) {
-            if (r == SHOAL_ERR_PEER && peer >= 0) continue;
-            rc = r;
-            break;
-        }
-        rc = handle(s, peer, n);
+        if (r == SHOAL_OK) rc = handle(s, peer, n);
+        else if (r == SHOAL_ERR_MISMATCH) refuse(s, peer, "longer than any message for this shard");
+        else if (r != SHOAL_ERR_TIMEOUT && !(r == SHOAL_ERR_PEER && peer >= 0)) rc = r; /* a peer's: check_gone */
         if (rc != SHOAL_OK) break;
+        /* between waits, at least every GONE_CHECK_NS: lost workers end their wait at once */
+        uint64_t now = sh_now_ns();
+        if (r == SHOAL_OK && now - gone_checked_ns < GONE_CHECK_NS) continue;
+        gone_checked_ns = now;
+        rc = check_gone(s);
+        if (rc == SHOAL_OK) rc = check_silence(s);
+        if (rc != SHOAL_OK) break;
+        serve_pulls(s); /* a dropped worker may release others */
+        answer_byes(s);
     }
     if (s->cfg.clock_log) log_clocks(s);
     if (rc == SHOAL_OK && s->cfg.save_path) rc = traced_save(s);

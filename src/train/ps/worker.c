@@ -139,6 +139,15 @@ static int leads(const sh_strategy *s)
     return sh_ps_client_lead(p->cl) == s->rank;
 }
 
+/* Before this worker writes a checkpoint: it is whole only with the shards the servers write
+ * when every worker has said goodbye, so a worker whose job is failing (a server gone; in sync
+ * mode another worker gone), as when the launcher stops the job because of it, writes nothing. */
+static shoal_result sync_state(sh_strategy *s)
+{
+    ps_state *p = s->impl;
+    return sh_ps_client_check_job(p->cl, "no checkpoint written (the servers will not save their shards)");
+}
+
 static const sh_strategy_ops ps_ops = {
     .name = "ps",
     .rank_noun = "worker",
@@ -147,6 +156,7 @@ static const sh_strategy_ops ps_ops = {
     .finish = finish,
     .destroy = destroy,
     .leads = leads,
+    .sync_state = sync_state,
     .rank_state_count = rank_state_count,
     .rank_state_get = rank_state_get,
     .rank_state_set = rank_state_set,
