@@ -188,6 +188,7 @@ static sh_ps_config ps_config(const sh_job_opts *o, sh_net *net)
     c.resume_path = o->train.resume_path;
     c.after_round = o->after_server_round;
     c.hook_ctx = o->train.hook_ctx;
+    c.settings = o->agreed; /* compared again at each worker's first contact */
     return c;
 }
 
@@ -489,6 +490,88 @@ static shoal_result same_job_layout(const sh_job_opts *o, shoal_comm *c)
     return rc;
 }
 
+/* FNV-1a of one line (without its '\n'). */
+static uint64_t line_hash(const char *p, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
+    return h;
+}
+
+/* Line i of text (no '\n'), or "" past the last. */
+static size_t line_at(const char *text, int i, const char **start)
+{
+    for (; i > 0 && text; i--) {
+        text = strchr(text, '\n');
+        if (text) text++;
+    }
+    *start = text ? text : "";
+    const char *e = strchr(*start, '\n');
+    return e ? (size_t)(e - *start) : strlen(*start);
+}
+
+/* "compress" from "--compress 1bit", "no --compress", "--save (given)". */
+static void line_option(const char *line, char *name, size_t nbytes)
+{
+    const char *p = strstr(line, "--");
+    p = p ? p + 2 : line;
+    size_t n = strcspn(p, " \n");
+    snprintf(name, nbytes, "%.*s", (int)(n < nbytes ? n : nbytes - 1), p);
+}
+
+enum { MAX_AGREED = 96, AGREED_LINE_NBYTES = 160 };
+
+/* Every option the ranks must share (o->agreed), compared line by line: the first rank that
+ * differs from rank 0 stops the job, naming the option and both values. Collective. */
+static shoal_result same_options(const sh_job_opts *o, shoal_comm *c)
+{
+    int world = shoal_comm_world(c), nl = 0;
+    int64_t mine[1 + MAX_AGREED] = {0};
+    for (const char *p = o->agreed; p && *p && nl < MAX_AGREED; nl++) {
+        const char *e = strchr(p, '\n');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        mine[1 + nl] = (int64_t)line_hash(p, n);
+        p = e ? e + 1 : p + n;
+    }
+    mine[0] = nl;
+    int64_t *all = NULL;
+    SH_TRY(sh_calloc((size_t)world * (1 + MAX_AGREED), sizeof *all, (void **)&all));
+    shoal_result rc = shoal_allgather(c, mine, all, 1 + MAX_AGREED, SHOAL_INT64);
+    int bad_rank = -1, bad_line = -1;
+    for (int r = 1; rc == SHOAL_OK && r < world && bad_rank < 0; r++)
+        for (int i = 0; i < MAX_AGREED + 1 && bad_rank < 0; i++)
+            if (all[(size_t)r * (1 + MAX_AGREED) + i] != all[i]) bad_rank = r, bad_line = i - 1;
+    free(all);
+    if (rc != SHOAL_OK || bad_rank < 0) return rc;
+    /* every rank knows who differs: the two lines in words, from everyone (collective) */
+    char line[AGREED_LINE_NBYTES] = "", *lines = NULL;
+    if (bad_line >= 0) {
+        const char *p;
+        size_t n = line_at(o->agreed, bad_line, &p);
+        snprintf(line, sizeof line, "%.*s", (int)(n < sizeof line ? n : sizeof line - 1), p);
+    }
+    SH_TRY(sh_calloc((size_t)world, sizeof line, (void **)&lines));
+    rc = shoal_allgather(c, line, lines, sizeof line, SHOAL_UINT8);
+    if (rc == SHOAL_OK) {
+        const char *theirs = lines + (size_t)bad_rank * sizeof line, *lead = lines;
+        const char *host = shoal_comm_host(c, bad_rank);
+        char name[64];
+        line_option(lead[0] ? lead : theirs, name, sizeof name);
+        if (bad_line < 0 || !lead[0] || !theirs[0])
+            rc = SH_FAIL(SHOAL_ERR_MISMATCH, "rank %d (%s) runs another shoal than rank 0 (its options differ in "
+                         "number); start every rank with the same build", bad_rank, host ? host : "?");
+        else if (strstr(lead, "(given)") || strstr(theirs, "(given)"))
+            rc = SH_FAIL(SHOAL_ERR_MISMATCH, "rank %d (%s) was started with %s but rank 0 with %s; give --%s on every "
+                         "rank (each machine may name its own file) or on none", bad_rank, host ? host : "?", theirs,
+                         lead, name);
+        else
+            rc = SH_FAIL(SHOAL_ERR_MISMATCH, "rank %d (%s) was started with %s but rank 0 with %s; start every rank "
+                         "with the same --%s", bad_rank, host ? host : "?", theirs, lead, name);
+    }
+    free(lines);
+    return rc;
+}
+
 static shoal_result run_role(const sh_job_opts *o, shoal_comm *c, sh_job_report *r)
 {
     if (r->role == SH_ROLE_PS_SERVER) return run_ps_server(o, c, r);
@@ -509,6 +592,7 @@ shoal_result sh_job_run(const sh_job_opts *o, sh_job_report *r)
     r->rank = shoal_comm_rank(c);
     r->world = shoal_comm_world(c);
     shoal_result rc = same_job_layout(o, c);
+    if (rc == SHOAL_OK) rc = same_options(o, c);
     if (rc == SHOAL_OK) rc = plan_role(o, r->rank, r->world, &r->role);
     sh_timeline *tl = NULL;
     if (rc == SHOAL_OK && o->timeline_path)

@@ -68,6 +68,10 @@ typedef struct {
     /* hybrid (--hybrid): how the activities move; train.batch (or the cfg's) is the global
      * batch, shared by the ranks */
     sh_hybrid_scheme hybrid;
+    /* The options every rank must share, one line each (train_opts.h: sh_train_opts_agreed):
+     * ranks that differ stop at start-up naming the option and both ranks, and a parameter
+     * server compares each worker's at its first contact. NULL: only the layout is compared. */
+    const char *agreed;
     /* Servers' round hook (sh_ps_config.after_round) with train.hook_ctx: fault drills. */
     void (*after_server_round)(void *hook_ctx, int server, int64_t rounds);
 } sh_job_opts;

@@ -15,6 +15,7 @@
 #include "nn/cfg.h"
 #include "train/caffe_job.h"
 #include "train/job.h"
+#include "train/train_opts.h"
 #include "train/timeline.h"
 
 static volatile sig_atomic_t stop_flag, save_flag;
@@ -281,6 +282,9 @@ shoal_result shoal_train_run(const shoal_train_opts *o, shoal_train_report *r)
     if (r) memset(r, 0, sizeof *r);
     sh_job_opts j;
     SH_TRY(to_job(o, &j));
+    char agreed[SH_TRAIN_AGREED_NBYTES];
+    SH_TRY(sh_train_opts_agreed(o, agreed, sizeof agreed));
+    j.agreed = agreed;
     sh_caffe_job_setup(o->cfg_path, set_or_null(o->solver_path), o->data_dir, &j.train);
     sh_job_report jr;
     memset(&jr, 0, sizeof jr);

@@ -17,12 +17,25 @@
 #include "shoal/comm.h"
 #include "train/mp/hybrid.h"
 #include "train/timeline.h"
+#include "train/train_opts.h"
 
 typedef enum { K_SWITCH, K_INT, K_I64, K_U64, K_STR, K_CALL } opt_kind;
+
+/* Whether the ranks of a job must share an option, checked when they start (job.c), so that
+ * a rank started with another value stops the job at once, naming the option, instead of
+ * waiting on collectives the others never start. Every row says which (test_train_opts). */
+typedef enum {
+    A_UNMARKED = 0, /* a row that forgot to say: compared, as SAME, and test_train_opts fails */
+    A_SAME,         /* changes the arithmetic or the collectives: every rank the same value */
+    A_GIVEN,        /* a path each machine names its own way: given on every rank or on none */
+    A_OWN,          /* this rank's own business (its threads, its output, where its data is) */
+} agree_kind;
 
 typedef struct opt_row opt_row;
 /* A K_CALL row's reader: value is never NULL; SH_FAIL with the message on a bad one. */
 typedef shoal_result (*opt_call_fn)(shoal_train_opts *o, const opt_row *row, const char *value);
+/* A row's value in canonical words for the agreement check ("" when not set). */
+typedef void (*opt_show_fn)(const shoal_train_opts *o, char *buf, size_t nbytes);
 
 struct opt_row {
     shoal_train_option info; /* name, arg, group, help */
@@ -30,6 +43,8 @@ struct opt_row {
     size_t offset;            /* the field in shoal_train_opts */
     int64_t min, max;         /* K_INT, K_I64, K_U64 */
     opt_call_fn call;
+    agree_kind agree;
+    opt_show_fn show;         /* K_CALL rows and "ps": the value for the agreement check */
 };
 
 /* The copies opts_set made, each freed by fini or when its option is set again. */
@@ -137,6 +152,49 @@ static shoal_result set_ps(shoal_train_opts *o, int on)
     return SHOAL_OK;
 }
 
+/* ---- each K_CALL row's value for the agreement check, canonical ---- */
+
+static void show_time_limit(const shoal_train_opts *o, char *b, size_t n)
+{
+    if (o->time_limit_s > 0) snprintf(b, n, "%g", o->time_limit_s);
+}
+static void show_scaling(const shoal_train_opts *o, char *b, size_t n)
+{
+    snprintf(b, n, "%s", o->strong_scaling ? "strong" : "weak");
+}
+static void show_lr_scaling(const shoal_train_opts *o, char *b, size_t n)
+{
+    snprintf(b, n, "%s", o->lr_linear ? "linear" : "none");
+}
+static void show_bucket_mb(const shoal_train_opts *o, char *b, size_t n)
+{
+    snprintf(b, n, "%g", o->bucket_mb > 0 ? o->bucket_mb : 1.0);
+}
+static void show_consistency(const shoal_train_opts *o, char *b, size_t n)
+{
+    snprintf(b, n, "%s", o->consistency && *o->consistency ? o->consistency : "sync");
+}
+static void show_compress(const shoal_train_opts *o, char *b, size_t n)
+{
+    shoal_codec_opts c;
+    shoal_codec_opts_default(&c);
+    if (o->compress && *o->compress && shoal_codec_parse(o->compress, &c) != SHOAL_OK) {
+        snprintf(b, n, "%s", o->compress); /* opts_check names it */
+        return;
+    }
+    shoal_codec_format(&c, b, n);
+}
+static void show_text(const char *v, char *b, size_t n)
+{
+    if (v) snprintf(b, n, "%s", v);
+}
+static void show_hybrid(const shoal_train_opts *o, char *b, size_t n) { show_text(o->hybrid, b, n); }
+static void show_timeline_steps(const shoal_train_opts *o, char *b, size_t n) { show_text(o->timeline_steps, b, n); }
+static void show_ps(const shoal_train_opts *o, char *b, size_t n)
+{
+    if (o->layout == SHOAL_TRAIN_PARAM_SERVER) snprintf(b, n, "on");
+}
+
 #define AT(field) offsetof(shoal_train_opts, field)
 #define BIG (INT64_MAX / 2)
 
@@ -146,48 +204,48 @@ static const opt_row rows[] = {
       "/usr/share/datasets/fashion-mnist), or any text file as characters, as darknet rnn train: each byte a "
       "one-hot of 256 inputs, the next byte its label, one stream per batch row (the cfg's batch, times [net] "
       "time_steps characters per step), the last tenth (at most 1 MiB) held out; losses in bits/char"},
-     K_STR, AT(data_dir), 0, 0, NULL},
+     K_STR, AT(data_dir), 0, 0, NULL, A_OWN, NULL},
     {{"batch", "N", "Data and model",
       "images per step (default: the cfg's batch); recurrent nets: streams, each time_steps rows"},
-     K_INT, AT(batch), 1, 1 << 20, NULL},
+     K_INT, AT(batch), 1, 1 << 20, NULL, A_SAME, NULL},
     {{"seed", "S", "Data and model", "seed of the weights, the shuffling and dropout (default 1)"},
-     K_U64, AT(seed), 0, INT64_MAX, NULL},
+     K_U64, AT(seed), 0, INT64_MAX, NULL, A_SAME, NULL},
     {{"threads", "N", "Data and model",
       "kernel threads per rank (default $SHOAL_THREADS, else this process's CPUs shared by the ranks on "
       "this host)"},
-     K_INT, AT(threads), 1, 1024, NULL},
+     K_INT, AT(threads), 1, 1024, NULL, A_OWN, NULL},
     {{"weights", "FILE", "Data and model",
       "start from these weights: a shoal checkpoint, or Darknet's FILE.weights (a name ending in .weights) "
       "for the same cfg; under --pipeline, --tensor-parallel, --hybrid each rank takes its part of the whole "
       "model in FILE"},
-     K_STR, AT(weights_path), 0, 0, NULL},
+     K_STR, AT(weights_path), 0, 0, NULL, A_GIVEN, NULL},
     {{"epochs", "N", "How long",
       "passes over the training set (default: the cfg's max_batches steps, or 1 epoch)"},
-     K_INT, AT(epochs), 1, 1000000, NULL},
+     K_INT, AT(epochs), 1, 1000000, NULL, A_SAME, NULL},
     {{"max-steps", "N", "How long", "stop once N steps are done in total (counting resumed ones)"},
-     K_I64, AT(max_steps), 1, BIG, NULL},
+     K_I64, AT(max_steps), 1, BIG, NULL, A_SAME, NULL},
     {{"time-limit", "S", "How long",
       "end after the step that passes S seconds of training (then evaluate and save as at the planned end): "
       "fixed-time comparisons"},
-     K_CALL, 0, 1, BIG, set_time_limit},
+     K_CALL, 0, 1, BIG, set_time_limit, A_SAME, show_time_limit},
     {{"save", "FILE", "Checkpoints", "write a checkpoint at the end (and every --save-every steps)"},
-     K_STR, AT(save_path), 0, 0, NULL},
+     K_STR, AT(save_path), 0, 0, NULL, A_GIVEN, NULL},
     {{"save-every", "N", "Checkpoints", "also checkpoint every N steps (needs --save; overwrites FILE)"},
-     K_I64, AT(save_every_steps), 1, BIG, NULL},
+     K_I64, AT(save_every_steps), 1, BIG, NULL, A_SAME, NULL},
     {{"resume", "FILE", "Checkpoints", "continue exactly where the checkpoint FILE stopped"},
-     K_STR, AT(resume_path), 0, 0, NULL},
+     K_STR, AT(resume_path), 0, 0, NULL, A_GIVEN, NULL},
     {{"save-darknet", "FILE", "Checkpoints",
       "write Darknet's .weights at the end (darknet reads it): the whole model under every layout (the "
       "ranks' parts gathered); a model Darknet cannot hold is refused before training"},
-     K_STR, AT(save_darknet_path), 0, 0, NULL},
+     K_STR, AT(save_darknet_path), 0, 0, NULL, A_GIVEN, NULL},
     {{"solver", "FILE", "Data and model",
       "with a Caffe MODEL.prototxt: its solver.prototxt (base_lr, lr_policy, momentum, weight_decay, max_iter, "
       "snapshot); CFG may also be the solver itself, naming its net; --weights then takes Caffe's "
       "FILE.caffemodel (docs/caffe.md)"},
-     K_STR, AT(solver_path), 0, 0, NULL},
+     K_STR, AT(solver_path), 0, 0, NULL, A_GIVEN, NULL},
     {{"save-caffe", "FILE", "Checkpoints", "write Caffe's FILE.caffemodel at the end (Caffe models only)"},
-     K_STR, AT(save_caffe_path), 0, 0, NULL},
-    {{"quiet", NULL, "Output and logs", "no progress lines"}, K_SWITCH, AT(quiet), 0, 0, NULL},
+     K_STR, AT(save_caffe_path), 0, 0, NULL, A_GIVEN, NULL},
+    {{"quiet", NULL, "Output and logs", "no progress lines"}, K_SWITCH, AT(quiet), 0, 0, NULL, A_OWN, NULL},
     {{"json", NULL, "Output and logs",
       "end with one JSON object on stdout (lines go to stderr): accuracy, loss, test_loss, images_per_s, "
       "epochs, steps, seconds, peak_rss_mb, stopped, threads (kernel threads per rank), history (every "
@@ -195,48 +253,48 @@ static const opt_row rows[] = {
       "it); on text also train_bpc, test_bpc, chars_per_s; compressed: compress, sfb, sfb_layers, "
       "bytes_sent_per_step, dense_bytes_per_step, compression_ratio, residual_norm; --hybrid: hybrid, "
       "bytes_sent_per_step, activity_bytes_per_step, comm_ms; --pipeline with --profile: pipeline, per stage"},
-     K_SWITCH, AT(json), 0, 0, NULL},
+     K_SWITCH, AT(json), 0, 0, NULL, A_OWN, NULL},
     {{"profile", NULL, "Output and logs",
       "per-step times: data, forward, backward, waiting for the allreduce, optimizer, and the share of "
       "communication hidden; with --pipeline per stage: forward, backward, bubble (idle), comm; with "
       "--hybrid the bytes a rank sends per step"},
-     K_SWITCH, AT(profile), 0, 0, NULL},
+     K_SWITCH, AT(profile), 0, 0, NULL, A_SAME, NULL},
     {{"logdir", "DIR", "Output and logs",
       "write TensorBoard event files to DIR (one run directory for all ranks): loss, accuracy, learning "
       "rate, images/s, gradient norm, step parts, communication wait, share hidden behind backward, bytes "
       "sent, bus bandwidth; with --ps the servers' clock spread"},
-     K_STR, AT(logdir), 0, 0, NULL},
+     K_STR, AT(logdir), 0, 0, NULL, A_GIVEN, NULL},
     {{"log-histograms", "N", "Output and logs",
       "with --logdir: weight and gradient histograms of every layer every N steps"},
-     K_I64, AT(histogram_every_steps), 1, BIG, NULL},
+     K_I64, AT(histogram_every_steps), 1, BIG, NULL, A_SAME, NULL},
     {{"timeline", "FILE", "Output and logs",
       "write a Chrome trace (chrome://tracing, ui.perfetto.dev) of the run: one process per rank, a track "
       "per activity (data, forward and backward per layer, each gradient bucket's allreduce, waiting, "
       "optimizer, checkpoints, parameter-server pulls and pushes); rank clocks aligned to rank 0's; `shoal "
       "plot --timeline FILE` draws it"},
-     K_STR, AT(timeline_path), 0, 0, NULL},
+     K_STR, AT(timeline_path), 0, 0, NULL, A_GIVEN, NULL},
     {{"timeline-steps", "A:B", "Output and logs", "record only steps A..B-1 (counted from 0; A: to the end)"},
-     K_CALL, 0, 0, 0, set_timeline_steps},
+     K_CALL, 0, 0, 0, set_timeline_steps, A_SAME, show_timeline_steps},
     {{"scaling", "MODE", "Scaling",
       "with ranks: weak (default: every rank trains on the cfg's batch) or strong (the cfg's batch is "
       "split across the ranks)"},
-     K_CALL, 0, 0, 0, set_scaling},
+     K_CALL, 0, 0, 0, set_scaling, A_SAME, show_scaling},
     {{"lr-scaling", "MODE", "Scaling",
       "weak scaling: none (default) or linear (learning rate x ranks; pair it with burn_in in the cfg for a "
       "warm-up)"},
-     K_CALL, 0, 0, 0, set_lr_scaling},
+     K_CALL, 0, 0, 0, set_lr_scaling, A_SAME, show_lr_scaling},
     {{"bucket-mb", "X", "Scaling",
       "gradients travel in buckets of X MB (default 1), last layers first, each allreduce starting while "
       "backward goes on"},
-     K_CALL, 0, 0, 0, set_bucket_mb},
+     K_CALL, 0, 0, 0, set_bucket_mb, A_SAME, show_bucket_mb},
     {{"pipeline", "S", "Model parallelism",
       "pipeline parallelism: the layers cut into S stages (balanced by estimated cost, or by stage=K keys "
       "in the cfg), one rank each; -n N with N a multiple of S runs N/S replicas of the pipeline"},
-     K_INT, AT(pipeline_stages), 1, 4096, NULL},
+     K_INT, AT(pipeline_stages), 1, 4096, NULL, A_SAME, NULL},
     {{"micro-batches", "M", "Model parallelism",
       "with --pipeline: each batch runs as M micro-batches, one forward one backward (default S); M divides "
       "the batch"},
-     K_INT, AT(micro_batches), 1, 1 << 20, NULL},
+     K_INT, AT(micro_batches), 1, 1 << 20, NULL, A_SAME, NULL},
     {{"tensor-parallel", "T", "Model parallelism",
       "split pairs of layers across T ranks as Megatron-LM: the first by output columns (a "
       "[convolutional]: filters), the second by input rows (channels), one allreduce each way per pair; "
@@ -244,14 +302,14 @@ static const opt_row rows[] = {
       "multiply-adds against bytes allreduced and printed at start-up; -n N with N a multiple of T runs N/T "
       "data-parallel replicas of the T ranks; with --pipeline S each stage is split across T ranks (its own "
       "pairs) and N/(S T) replicas run: -n 8 --pipeline 2 --tensor-parallel 2 gives 2"},
-     K_INT, AT(tensor_ranks), 1, 4096, NULL},
+     K_INT, AT(tensor_ranks), 1, 4096, NULL, A_SAME, NULL},
     {{"hybrid", "SCHEME", "Model parallelism",
       "with -n N: Krizhevsky's \"one weird trick\": the layers before the first [connected] run "
       "data-parallel (each rank 1/N of the batch, which is the global one), every [connected] layer is split "
       "by outputs across the N ranks on the whole batch; SCHEME moves the activities: broadcast (all to all "
       "at once), vertical (one rank's per chunk, the next in flight) or horizontal (1/N of every rank's per "
       "chunk, the next in flight; N x N divides the batch)"},
-     K_CALL, 0, 0, 0, set_hybrid},
+     K_CALL, 0, 0, 0, set_hybrid, A_SAME, show_hybrid},
     {{"compress", "C", "Gradient compression",
       "with ranks: send compressed gradients; C is none (default, float32), fp16, bf16, 1bit (CNTK's 1-bit "
       "SGD), topk:F (the fraction F of largest entries, e.g. topk:0.01) or lowrank:R (PowerSGD of rank R); "
@@ -259,24 +317,24 @@ static const opt_row rows[] = {
       "--pipeline, --tensor-parallel, --hybrid each rank's in FILE.worker<k> beside --save FILE); topk with "
       "momentum sends velocities (momentum correction). Model-parallel layouts compress what their replicas "
       "(a hybrid: its conv part) sum"},
-     K_CALL, 0, 0, 0, set_compress},
+     K_CALL, 0, 0, 0, set_compress, A_SAME, show_compress},
     {{"sfb", NULL, "Gradient compression",
       "with ranks: connected layers send their sufficient factors (per-image inputs and output gradients) "
       "where batch x (in + out) < in x out; the other layers use --compress (data parallel)"},
-     K_SWITCH, AT(sfb), 0, 0, NULL},
+     K_SWITCH, AT(sfb), 0, 0, NULL, A_SAME, NULL},
     {{"ps", NULL, "Parameter servers",
       "parameter-server training: the first S ranks serve (in addition to the N workers of -n), the others "
       "are workers"},
-     K_SWITCH, 0, 0, 0, NULL},
-    {{"servers", "S", "Parameter servers", "parameter servers (default 1)"}, K_INT, AT(nservers), 1, 1024, NULL},
+     K_SWITCH, 0, 0, 0, NULL, A_SAME, show_ps},
+    {{"servers", "S", "Parameter servers", "parameter servers (default 1)"}, K_INT, AT(nservers), 1, 1024, NULL, A_SAME, NULL},
     {{"consistency", "M", "Parameter servers", "sync (bulk-synchronous, default), async (Downpour) or ssp"},
-     K_CALL, 0, 0, 0, set_consistency},
+     K_CALL, 0, 0, 0, set_consistency, A_SAME, show_consistency},
     {{"staleness", "s", "Parameter servers", "ssp: a worker may run s clocks ahead of the slowest (default 3)"},
-     K_INT, AT(staleness), 0, 1000000, NULL},
+     K_INT, AT(staleness), 0, 1000000, NULL, A_SAME, NULL},
     {{"push-every", "m", "Parameter servers", "async: push the mean gradient of m steps (default 1)"},
-     K_INT, AT(push_every), 1, 1000000, NULL},
+     K_INT, AT(push_every), 1, 1000000, NULL, A_SAME, NULL},
     {{"pull-every", "n", "Parameter servers", "async: refresh the weights every n steps (default 1)"},
-     K_INT, AT(pull_every), 1, 1000000, NULL},
+     K_INT, AT(pull_every), 1, 1000000, NULL, A_SAME, NULL},
 };
 #define NROWS (sizeof rows / sizeof rows[0])
 
@@ -383,4 +441,63 @@ shoal_result shoal_train_opts_set(shoal_train_opts *o, const char *name, const c
     case K_SWITCH: break;
     }
     return SH_FAIL(SHOAL_ERR_INTERNAL, "shoal_train_opts_set: option %s has no reader", key);
+}
+
+/* ---- what the ranks of a job must share (job.c compares it when they start) ---- */
+
+#define CFIELD(o, row, type) ((const type *)((const char *)(o) + (row)->offset))
+
+/* The row's value in canonical words; "" when not set (a number below the row's range is
+ * "not set": 0 epochs is the cfg's). */
+static void row_value(const shoal_train_opts *o, const opt_row *row, char *b, size_t n)
+{
+    b[0] = 0;
+    if (row->show) {
+        row->show(o, b, n);
+        return;
+    }
+    switch (row->kind) {
+    case K_SWITCH:
+        if (*CFIELD(o, row, int)) snprintf(b, n, "on");
+        break;
+    case K_INT:
+        if (*CFIELD(o, row, int) >= row->min) snprintf(b, n, "%d", *CFIELD(o, row, int));
+        break;
+    case K_I64:
+        if (*CFIELD(o, row, int64_t) >= row->min) snprintf(b, n, "%lld", (long long)*CFIELD(o, row, int64_t));
+        break;
+    case K_U64: snprintf(b, n, "%llu", (unsigned long long)*CFIELD(o, row, uint64_t)); break;
+    case K_STR:
+        if (*CFIELD(o, row, const char *)) snprintf(b, n, "%s", *CFIELD(o, row, const char *));
+        break;
+    case K_CALL: break;
+    }
+}
+
+int sh_train_opts_agree_kind(size_t i) { return i < NROWS ? (int)rows[i].agree : -1; }
+
+shoal_result sh_train_opts_agreed(const shoal_train_opts *o, char *buf, size_t nbytes)
+{
+    shoal_train_opts dflt;
+    shoal_train_opts_default(&dflt);
+    size_t pos = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < NROWS; i++) {
+        const opt_row *row = &rows[i];
+        if (row->agree == A_OWN) continue;
+        char v[128], d[128], line[300];
+        row_value(o, row, v, sizeof v);
+        row_value(&dflt, row, d, sizeof d);
+        const char *name = row->info.name;
+        if (!v[0]) snprintf(line, sizeof line, "no --%s", name);
+        else if (row->agree == A_GIVEN) snprintf(line, sizeof line, "--%s (given)", name);
+        else if (!strcmp(v, d)) snprintf(line, sizeof line, "--%s %s (the default)", name, v);
+        else snprintf(line, sizeof line, row->kind == K_SWITCH ? "--%s" : "--%s %s", name, v);
+        int m = snprintf(buf + pos, nbytes - pos, "%s\n", line);
+        if (m < 0 || (size_t)m >= nbytes - pos)
+            return SH_FAIL(SHOAL_ERR_INTERNAL, "train options: %zu bytes are too few for what the ranks compare",
+                           nbytes);
+        pos += (size_t)m;
+    }
+    return SHOAL_OK;
 }

@@ -3,7 +3,8 @@
  * message naming it, the last checkpoint is intact and the job resumes from it on another
  * number of ranks; SIGINT stops every rank at one step and rank 0 saves, SIGHUP saves and
  * the job goes on; only rank 0 prints; bad scaling options are clear usage errors; ranks
- * started with different SHOAL_DP_* settings stop at start-up, naming the variable. */
+ * started with different SHOAL_DP_* settings or options (--compress, --sfb, --consistency...)
+ * stop at start-up, naming the variable or option. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,6 +176,38 @@ static void different_settings_stop_at_start_up(void)
     }
 }
 
+/* Rank 1 (with --ps: rank 2) started with one option more than the others, an option that
+ * changes the arithmetic: every rank stops at start-up, naming the option and both values,
+ * well inside SHOAL_TIMEOUT, instead of blaming a dead peer after it. */
+static void different_options_stop_at_start_up(void)
+{
+    static const struct {
+        const char *layout, *extra, *want;
+        int odd;
+    } cases[] = {
+        {"", "--compress 1bit", "was started with --compress 1bit but rank 0 with --compress none (the default); start "
+         "every rank with the same --compress", 1},
+        {"", "--sfb", "was started with --sfb but rank 0 with no --sfb; start every rank with the same --sfb", 1},
+        {"", "--lr-scaling linear", "was started with --lr-scaling linear but rank 0 with --lr-scaling none (the "
+         "default)", 1},
+        {"--ps", "--consistency ssp --staleness 1", "rank 2 (", 2},
+        {"--ps", "--consistency ssp --staleness 1", "was started with --consistency ssp but rank 0 with --consistency "
+         "sync (the default); start every rank with the same --consistency", 2},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char args[1024];
+        snprintf(args, sizeof args,
+                 "-n %d -- sh -c 'X=; [ \"$SHOAL_RANK\" = %d ] && X=\"%s\"; exec %s train other.cfg --data . %s "
+                 "--max-steps 2 --threads 1 $X'", cases[i].odd + 1, cases[i].odd, cases[i].extra, sh_test_shoal_bin(),
+                 cases[i].layout);
+        uint64_t t0 = sh_now_ns();
+        int rc = sh_test_shoal_in(dir, "SHOAL_TIMEOUT=20000", "launch", args, out, sizeof out);
+        double s = (double)(sh_now_ns() - t0) / 1e9;
+        CHECK(rc != 0 && strstr(out, cases[i].want), "%s %s: exit %d: %s", cases[i].layout, cases[i].extra, rc, out);
+        CHECK(s < 10, "%s %s: stopping took %.1f s", cases[i].layout, cases[i].extra, s);
+    }
+}
+
 /* A /dev/shm with room for the links but not for the shared copy of the weights on huge
  * pages (8 MB, in a mount namespace of the job's own): the copy goes on 4 KiB pages and the
  * job trains with it, saying nothing (src/comm/transport/window.c; where not even that
@@ -256,6 +289,7 @@ int main(void)
     RUN(sighup_saves_and_goes_on);
     RUN(usage_errors);
     RUN(different_settings_stop_at_start_up);
+    RUN(different_options_stop_at_start_up);
     RUN(small_dev_shm_still_shares_the_weights);
     tiny_remove_dir(dir);
     return check_end();

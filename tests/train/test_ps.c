@@ -1,7 +1,8 @@
 /* test_ps.c — proves the parameter server (src/train/ps/server.c, ps/client.c) with real
  * processes: sync equals allreduce training, SSP's staleness bound holds and fast workers
- * wait, async never waits, dead workers are dropped (async) or stop the job (sync), and
- * malformed pushes are refused without touching the parameters. */
+ * wait, async never waits, dead workers are dropped (async) or stop the job (sync),
+ * malformed pushes are refused without touching the parameters, and a worker started with
+ * other settings stops the job at its first contact. */
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -233,6 +234,63 @@ static void t_malformed_refused(void)
     run(3, (ps_arg){1, SH_PS_SYNC, 0, 10, -1, 0, -1, 1, 0}, 0);
 }
 
+/* A worker started with other settings than its server (here another --compress, another
+ * --consistency, another job option): the server stops the job at its first contact, and
+ * every worker's next wait ends with the reason, naming the option and both ranks. */
+typedef struct {
+    int differ; /* 0: the codec, 1: the consistency, 2: a line of the job's options */
+} hello_arg;
+
+static void hello_job(shoal_comm *c, void *arg)
+{
+    const hello_arg *a = arg;
+    int r = shoal_comm_rank(c);
+    ps_arg pa = {1, SH_PS_SYNC, 3, 5, -1, 0, -1, 0, 20000};
+    sh_ps_config cfg = config(&pa);
+    cfg.settings = "--batch 16\n--seed 1 (the default)\n";
+    if (r == 2) { /* the odd worker */
+        if (a->differ == 0) shoal_codec_parse("1bit", &cfg.codec);
+        if (a->differ == 1) cfg.consistency = SH_PS_ASYNC;
+        if (a->differ == 2) cfg.settings = "--batch 16\n--seed 7\n";
+    }
+    static const char *const want[] = {"was started with --compress 1bit but this server (rank 0) with --compress "
+                                       "none; start every rank with the same --compress",
+                                       "was started with --consistency async but this server (rank 0) with "
+                                       "--consistency sync; start every rank with the same --consistency",
+                                       "was started with --seed 7 but this server (rank 0) with --seed 1 (the "
+                                       "default); start every rank with the same --seed"};
+    float *p = malloc(NPARAMS * 4);
+    init_params(p);
+    uint64_t t0 = sh_now_ns();
+    shoal_result rc;
+    if (r == 0) {
+        sh_ps_server *s = NULL;
+        CHECK(sh_ps_server_create(c, &cfg, p, &s) == SHOAL_OK, "%s", shoal_last_error_message());
+        rc = s ? sh_ps_server_run(s) : SHOAL_ERR_INTERNAL;
+        sh_ps_server_destroy(s);
+    } else {
+        sh_ps_client *cl = NULL;
+        rc = sh_ps_client_create(c, &cfg, &cl);
+        for (int t = 0; t < pa.steps && rc == SHOAL_OK; t++) rc = sh_ps_client_pull(cl, p);
+        sh_ps_client_destroy(cl);
+    }
+    double s = (double)(sh_now_ns() - t0) / 1e9;
+    CHECK(rc != SHOAL_OK && strstr(shoal_last_error_message(), "worker rank 2 (") &&
+              strstr(shoal_last_error_message(), want[a->differ]),
+          "rank %d: rc %d: %s", r, rc, shoal_last_error_message());
+    CHECK(s < 5, "rank %d: the mismatch took %.1f s to stop it", r, s);
+    free(p);
+}
+
+static void t_settings_checked_at_first_contact(void)
+{
+    sh_test_ranks_opts o = {.links = SH_TEST_REAL, .timeout_ms = 20000, .deadline_s = 60};
+    for (int d = 0; d < 3; d++) {
+        hello_arg a = {d};
+        RUN_RANKS(3, &o, hello_job, &a);
+    }
+}
+
 int main(void)
 {
     check_begin("test_ps", 300);
@@ -241,5 +299,6 @@ int main(void)
     RUN(t_async_never_waits);
     RUN(t_dead_worker);
     RUN(t_malformed_refused);
+    RUN(t_settings_checked_at_first_contact);
     return check_end();
 }

@@ -3,7 +3,8 @@
  * names each, so a new option without a case fails), with a good value landing in its
  * field and a bad one refused in one line naming the option and the value, o unchanged;
  * unknown names get the nearest; strings are copies that fini frees; shoal_train_opts_check
- * refuses options that do not fit together, with shoal train's words. */
+ * refuses options that do not fit together, with shoal train's words; every option says
+ * whether the ranks of a job must share it, in words the ranks compare. */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "check.h"
 #include "shoal/train.h"
 #include "train/tiny_data.h"
+#include "train/train_opts.h"
 
 typedef enum { T_INT, T_I64, T_U64, T_DBL, T_STR, T_SWITCH, T_LAYOUT } field_type;
 
@@ -290,6 +292,59 @@ static void check_refuses_options_that_do_not_fit(void)
     shoal_train_opts_fini(&o);
 }
 
+/* Every row says whether the ranks of a job must share it (a new option cannot be
+ * forgotten), and the text the ranks compare is the same for the same effective values: a
+ * default given or not, "none" or no --compress, a codec spelled two ways. */
+static void every_option_says_whether_ranks_must_share_it(void)
+{
+    size_t n = 0;
+    for (; shoal_train_option_at(n); n++)
+        CHECK(sh_train_opts_agree_kind(n) >= 1 && sh_train_opts_agree_kind(n) <= 3,
+              "option \"%s\" does not say whether the ranks must share it (train_opts.c: A_SAME, A_GIVEN or A_OWN)",
+              shoal_train_option_at(n)->name);
+    CHECK(sh_train_opts_agree_kind(n) == -1, "past the last row: %d", sh_train_opts_agree_kind(n));
+    shoal_train_opts a, b;
+    shoal_train_opts_default(&a);
+    shoal_train_opts_default(&b);
+    char ta[SH_TRAIN_AGREED_NBYTES], tb[SH_TRAIN_AGREED_NBYTES];
+    CHECK(shoal_train_opts_set(&b, "consistency", "sync") == SHOAL_OK && shoal_train_opts_set(&b, "compress", "none") ==
+              SHOAL_OK && shoal_train_opts_set(&b, "threads", "3") == SHOAL_OK && shoal_train_opts_set(&b, "data", "x") ==
+              SHOAL_OK && shoal_train_opts_set(&b, "seed", "1") == SHOAL_OK,
+          "%s", shoal_last_error_message());
+    CHECK(sh_train_opts_agreed(&a, ta, sizeof ta) == SHOAL_OK && sh_train_opts_agreed(&b, tb, sizeof tb) == SHOAL_OK,
+          "%s", shoal_last_error_message());
+    CHECK(!strcmp(ta, tb), "the same effective options read differently:\n%s---\n%s", ta, tb);
+    CHECK(strstr(ta, "--consistency sync (the default)\n") && strstr(ta, "no --pipeline\n") &&
+              strstr(ta, "--compress none (the default)\n") && !strstr(ta, "--threads") && !strstr(ta, "--data"),
+          "%s", ta);
+    const char *const differ[][2] = {{"compress", "1bit"}, {"sfb", NULL},         {"lr-scaling", "linear"},
+                                     {"consistency", "ssp"}, {"staleness", "2"},  {"push-every", "2"},
+                                     {"bucket-mb", "4"},     {"seed", "9"},       {"micro-batches", "4"},
+                                     {"hybrid", "vertical"}, {"save", "x.ckpt"}, {"scaling", "strong"}};
+    for (size_t i = 0; i < sizeof differ / sizeof differ[0]; i++) {
+        shoal_train_opts c;
+        shoal_train_opts_default(&c);
+        CHECK(shoal_train_opts_set(&c, differ[i][0], differ[i][1]) == SHOAL_OK, "%s", shoal_last_error_message());
+        char tc[SH_TRAIN_AGREED_NBYTES], want[64];
+        CHECK(sh_train_opts_agreed(&c, tc, sizeof tc) == SHOAL_OK && strcmp(tc, ta), "--%s changes nothing the ranks "
+              "compare", differ[i][0]);
+        snprintf(want, sizeof want, "--%s", differ[i][0]);
+        CHECK(strstr(tc, want) != NULL, "%s", tc);
+        shoal_train_opts_fini(&c);
+    }
+    shoal_train_opts c;
+    shoal_train_opts_default(&c);
+    shoal_train_opts_set(&c, "compress", "topk:0.01");
+    shoal_train_opts_set(&b, "compress", "topk:.010");
+    CHECK(sh_train_opts_agreed(&c, ta, sizeof ta) == SHOAL_OK && sh_train_opts_agreed(&b, tb, sizeof tb) == SHOAL_OK &&
+              strstr(ta, "--compress topk:0.01\n") && strstr(tb, "--compress topk:0.01\n"),
+          "%s---\n%s", ta, tb);
+    CHECK(sh_train_opts_agreed(&c, ta, 16) == SHOAL_ERR_INTERNAL, "a short buffer was not refused");
+    shoal_train_opts_fini(&a);
+    shoal_train_opts_fini(&b);
+    shoal_train_opts_fini(&c);
+}
+
 int main(void)
 {
     check_begin("test_train_opts", 60);
@@ -306,6 +361,7 @@ int main(void)
     RUN(names_take_dashes_or_underscores_and_unknown_ones_get_the_nearest);
     RUN(strings_are_copies_until_fini);
     RUN(check_refuses_options_that_do_not_fit);
+    RUN(every_option_says_whether_ranks_must_share_it);
     tiny_remove_dir(dir);
     return check_end();
 }

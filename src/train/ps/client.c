@@ -31,6 +31,21 @@ struct sh_ps_client {
     double pushed_nbytes;   /* every push's bytes, headers included */
 };
 
+static shoal_result send_to_server(sh_ps_client *w, int k, size_t nbytes);
+
+/* The first message to every server: this worker's settings (a server that finds them
+ * differ from its own stops the job, and the next answer says why). */
+static shoal_result say_hello(sh_ps_client *w)
+{
+    size_t n = sh_ps_settings_text(&w->cfg, (char *)w->buf + sizeof(ps_hdr), PS_TEXT_MAX_NBYTES);
+    for (int k = 0; k < w->cfg.nservers; k++) {
+        ps_hdr h = {PS_MAGIC, PS_HELLO, 0, 0, (uint64_t)n, 0, {0, 0, 0}};
+        memcpy(w->buf, &h, sizeof h);
+        SH_TRY(send_to_server(w, k, sizeof h + n));
+    }
+    return SHOAL_OK;
+}
+
 shoal_result sh_ps_client_create(shoal_comm *c, const sh_ps_config *cfg, sh_ps_client **out)
 {
     *out = NULL;
@@ -70,10 +85,16 @@ shoal_result sh_ps_client_create(shoal_comm *c, const sh_ps_config *cfg, sh_ps_c
             if (pn > w->buf_nbytes) w->buf_nbytes = pn;
         }
     }
+    if (w->buf_nbytes < sizeof(ps_hdr) + PS_TEXT_MAX_NBYTES) w->buf_nbytes = sizeof(ps_hdr) + PS_TEXT_MAX_NBYTES;
     w->buf = malloc(w->buf_nbytes);
     if (!w->buf) {
         sh_ps_client_destroy(w);
         return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
+    }
+    shoal_result rc = say_hello(w);
+    if (rc != SHOAL_OK) {
+        sh_ps_client_destroy(w);
+        return rc;
     }
     *out = w;
     return SHOAL_OK;

@@ -55,7 +55,16 @@ typedef struct {
      * keeps the error feedback of its pushes, a server decodes); pulls stay float32. Every
      * rank must hold the same codec: a server refuses a push made with another. */
     shoal_codec_opts codec;
+    /* The job's options every rank must share, one line each ("--compress 1bit"; train_opts.h);
+     * NULL: none. Each worker's first message to a server carries them, with the settings
+     * above, and a server whose own differ stops the job naming the option and both ranks. */
+    const char *settings;
 } sh_ps_config;
+
+/* What a worker and a server compare at first contact: the consistency, staleness, codec,
+ * servers and model size, then cfg->settings, one line each. The text's length (cut to
+ * nbytes - 1). */
+size_t sh_ps_settings_text(const sh_ps_config *cfg, char *buf, size_t nbytes);
 
 /* 1bit over a parameter server: its shards cut across layers, so the entries are quantised
  * in groups of this many (each with its own two values). */

@@ -65,6 +65,18 @@ void sh_ps_codec_words(const sh_ps_config *cfg, int32_t words[2])
     words[1] = cfg->codec.codec == SHOAL_CODEC_TOPK ? (int32_t)(cfg->codec.topk_fraction * 1e9) : 0;
 }
 
+size_t sh_ps_settings_text(const sh_ps_config *cfg, char *buf, size_t nbytes)
+{
+    static const char *const modes[] = {"sync", "async", "ssp"};
+    char codec[48];
+    shoal_codec_format(&cfg->codec, codec, sizeof codec);
+    int c = (int)cfg->consistency;
+    int n = snprintf(buf, nbytes, "--consistency %s\n--staleness %d\n--compress %s\n--servers %d\na model of %zu "
+                     "parameters\n%s", c >= 0 && c <= 2 ? modes[c] : "?", cfg->staleness, codec, cfg->nservers,
+                     cfg->nparams, cfg->settings ? cfg->settings : "");
+    return n < 0 ? 0 : (size_t)n < nbytes ? (size_t)n : nbytes - 1;
+}
+
 void sh_ps_shard(size_t nparams, int nservers, int k, size_t *lo, size_t *count)
 {
     size_t base = nparams / (size_t)nservers, extra = nparams % (size_t)nservers;
@@ -169,7 +181,7 @@ shoal_result sh_ps_server_create(shoal_comm *c, const sh_ps_config *cfg, const f
     s->done_owed = calloc((size_t)s->nworkers, sizeof *s->done_owed);
     s->last_seen_ns = calloc((size_t)s->nworkers, sizeof *s->last_seen_ns);
     s->held_ns = calloc((size_t)s->nworkers, sizeof *s->held_ns);
-    s->buf_nbytes = sizeof(ps_hdr) + n * sizeof(float);
+    s->buf_nbytes = sizeof(ps_hdr) + (n * sizeof(float) > PS_TEXT_MAX_NBYTES ? n * sizeof(float) : PS_TEXT_MAX_NBYTES);
     shoal_result crc = SHOAL_OK;
     if (cfg->codec.codec != SHOAL_CODEC_NONE) {
         crc = sh_ps_shard_compressor(cfg, s->count, &s->dec);
@@ -410,6 +422,20 @@ static void refuse(sh_ps_server *s, int peer, const char *why)
     SH_LOG_W("ps", "server %d: refused a message from rank %d: %s", s->k, peer, why);
 }
 
+/* The job cannot go on: every live worker but `except` (-1: none) is told why (ABORT), and
+ * this returns rc with the same words. */
+static shoal_result abort_job(sh_ps_server *s, int except, shoal_result rc, const char *msg)
+{
+    size_t n = strlen(msg);
+    for (int v = 0; v < s->nworkers; v++)
+        if (s->alive[v] && !s->bye[v] && v != except) {
+            ps_hdr h = {PS_MAGIC, PS_ABORT, 0, 0, (uint64_t)n, -1, {0, 0, 0}};
+            send_to(s, v, &h, msg, n);
+        }
+    reap(s);
+    return SH_FAIL(rc, "%s", msg);
+}
+
 /* Worker w is lost (why: its silence, or its link ended): dropped, the others going on
  * (async, ssp); or, in sync mode, the end of the job: every other worker is told at once,
  * and this returns SHOAL_ERR_PEER naming it. */
@@ -427,16 +453,9 @@ static shoal_result lose_worker(sh_ps_server *s, int w, const char *why)
         return SHOAL_OK;
     }
     char msg[512];
-    int n = snprintf(msg, sizeof msg, "parameter server %d: worker rank %d (%s) %s; sync mode cannot go on", s->k,
-                     rank, host ? host : "?", why);
-    if (n >= (int)sizeof msg) n = (int)sizeof msg - 1;
-    for (int v = 0; v < s->nworkers; v++)
-        if (s->alive[v] && !s->bye[v] && v != w) {
-            ps_hdr h = {PS_MAGIC, PS_ABORT, 0, 0, (uint64_t)n, -1, {0, 0, 0}};
-            send_to(s, v, &h, msg, (size_t)n);
-        }
-    reap(s);
-    return SH_FAIL(SHOAL_ERR_PEER, "%s", msg);
+    snprintf(msg, sizeof msg, "parameter server %d: worker rank %d (%s) %s; sync mode cannot go on", s->k, rank,
+             host ? host : "?", why);
+    return abort_job(s, w, SHOAL_ERR_PEER, msg);
 }
 
 /* Workers silent past the deadline are lost. */
@@ -559,6 +578,32 @@ static shoal_result handle_push(sh_ps_server *s, int w, int peer, const ps_hdr *
     return s->updates != before ? after_update(s) : SHOAL_OK;
 }
 
+/* A worker's first message: its settings. Ranks that differ would wait on each other or
+ * compute with different rules: the job stops at once, naming the option and both ranks. */
+static shoal_result handle_hello(sh_ps_server *s, int peer, size_t n)
+{
+    char mine[PS_TEXT_MAX_NBYTES];
+    size_t m = sh_ps_settings_text(&s->cfg, mine, sizeof mine);
+    const char *theirs = (const char *)s->buf + sizeof(ps_hdr);
+    size_t tn = n - sizeof(ps_hdr);
+    if (tn == m && !memcmp(theirs, mine, m)) return SHOAL_OK;
+    size_t a = 0; /* the first line that differs: [a, its end) in both */
+    for (size_t i = 0; i < m && i < tn && mine[i] == theirs[i]; i++)
+        if (mine[i] == '\n') a = i + 1;
+    size_t ea = a, eb = a;
+    while (ea < m && mine[ea] != '\n') ea++;
+    while (eb < tn && theirs[eb] != '\n') eb++;
+    const char *host = shoal_comm_host(s->c, peer);
+    const char *flag = strstr(mine + a, "--");
+    size_t fn = flag && flag < mine + ea ? strcspn(flag, " \n") : 0;
+    char msg[640];
+    snprintf(msg, sizeof msg, "parameter server %d: worker rank %d (%s) was started with %.*s but this server (rank "
+             "%d) with %.*s; start every rank with the same %.*s", s->k, peer, host ? host : "?",
+             (int)(eb - a > 200 ? 200 : eb - a), theirs + a, s->k, (int)(ea - a > 200 ? 200 : ea - a), mine + a,
+             (int)(fn ? fn : 5), fn ? flag : "model");
+    return abort_job(s, -1, SHOAL_ERR_MISMATCH, msg);
+}
+
 /* One message of n bytes from rank peer, in s->buf: a worker's pull, push or goodbye, each
  * checked first (what does not fit is refused, with the reason); then whatever it released. */
 static shoal_result handle(sh_ps_server *s, int peer, size_t n)
@@ -602,6 +647,9 @@ static shoal_result handle(sh_ps_server *s, int peer, size_t n)
     case PS_BYE:
         s->bye[w] = 1;
         s->done_owed[w] = 1;
+        break;
+    case PS_HELLO:
+        SH_TRY(handle_hello(s, peer, n));
         break;
     default:
         refuse(s, peer, "unknown message kind");
