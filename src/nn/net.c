@@ -524,7 +524,9 @@ float sh_net_loss(sh_net *n, const int32_t *labels)
         }
         for (int j = 0; j < k; j++) d[j] = p[j] * inv;
         d[y] -= inv;
-        loss -= log(p[y] > 1e-30f ? (double)p[y] : 1e-30);
+        /* a NaN probability (weights gone to NaN or inf) makes the loss NaN: the run stops at
+         * this step instead of reading the clamp's finite 69.08 */
+        loss -= p[y] > 1e-30f ? log((double)p[y]) : isnan(p[y]) ? (double)NAN : log(1e-30);
     }
     n->have_loss = 1;
     return (float)(loss / n->nimg);

@@ -344,7 +344,7 @@ static shoal_result check_diverged(const sh_trainer *t, float loss, int scan_par
                    "%s: training diverged: %s at step %" PRId64 "; lower learning_rate in the "
                    "[net] section (now %g) or check the data",
                    t->opts.cfg_path, isfinite(loss) ? "the weights hold NaN or inf" : "the loss is not finite",
-                   t->steps_done, (double)t->lr.base_lr);
+                   t->steps_done + 1, (double)t->lr.base_lr);
 }
 
 /* Histograms of every layer's weights and gradients, tagged "weights/conv 0". */

@@ -186,12 +186,15 @@ static void diverging_loss_stops_with_a_clear_error(void)
                     "\n[connected]\noutput=4\nactivation=linear\n\n[softmax]\n\n[cost]\n");
     sh_train_opts o;
     opts_for(&o, cfg);
-    o.max_steps = 300; /* NaN weights appear within ~100 steps; the scan is every 100 */
+    o.max_steps = 300; /* the weights scan is every 100 steps: the loss must say it sooner */
     sh_train_report r;
     CHECK_RC(train(&o, &r, NULL, NULL), SHOAL_ERR_INVALID);
     CHECK(strstr(shoal_last_error_message(), "diverged") &&
               strstr(shoal_last_error_message(), "learning_rate"),
           "message: %s", shoal_last_error_message());
+    const char *at = strstr(shoal_last_error_message(), "the loss is not finite at step ");
+    long step = at ? strtol(at + 31, NULL, 10) : -1;
+    CHECK(step >= 1 && step < 50, "the NaN loss was not named at its step: %s", shoal_last_error_message());
 }
 
 static void dataset_that_does_not_fit_is_refused(void)
