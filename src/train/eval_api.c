@@ -12,6 +12,7 @@
 #include "base/cpus.h"
 #include "base/env.h"
 #include "base/err.h"
+#include "base/file_kind.h"
 #include "base/util.h"
 #include "data/data.h"
 #include "shoal/comm.h"
@@ -41,6 +42,12 @@ shoal_result shoal_test_run(const shoal_test_opts *o, shoal_test_report *r)
     if (o->batch < 0 || o->threads < 0)
         return SH_FAIL(SHOAL_ERR_INVALID, "shoal_test_run: batch %d and threads %d must be >= 0", o->batch,
                        o->threads);
+    SH_TRY(sh_file_check_regular(o->cfg_path, "the model", "the model's .cfg file"));
+    SH_TRY(sh_file_check_regular(o->weights_path, "--weights", "a .weights file or a checkpoint"));
+    const char *kind = sh_file_kind_words(o->data_dir);
+    if (kind && strcmp(kind, "a directory"))
+        return SH_FAIL(SHOAL_ERR_INVALID, "--data %s is %s, not a dataset directory or a text file; give the "
+                       "directory holding the dataset's files", o->data_dir, kind);
     shoal_result rc = SHOAL_OK;
     sh_net *net = NULL;
     sh_dataset *d = NULL;

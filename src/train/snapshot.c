@@ -1,17 +1,20 @@
 /* snapshot.c — a run's checkpoint (meta, params, stats, optim, every rank's rnn_state), each
  * rank's own state beside it (PATH.worker<k>), the whole model from the parts and back, and
- * the checks that refuse another model's checkpoint before anything is overwritten.
+ * the checks that refuse another model's checkpoint, impossible counts and weights holding NaN
+ * or inf before anything is overwritten.
  * Not here: the file formats (src/io/checkpoint.c, nn/darknet_weights.c), when to save (trainer.c).
  * Proved by tests/train/test_snapshot.c, test_pipeline.c (parts), tests/cli/test_train_compress.c. */
 #include "train/snapshot.h"
 
-#include <stdio.h>
 #include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "base/err.h"
+#include "base/file_kind.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "io/checkpoint.h"
@@ -67,6 +70,41 @@ static shoal_result read_meta(const char *path, uint64_t meta[META_COUNT])
                        "use the shoal that wrote it",
                        path, meta[META_VERSION], SH_SNAPSHOT_VERSION);
     return SHOAL_OK;
+}
+
+/* Weights of a run that diverged: the first layer holding NaN or inf is named, so that
+ * testing or training from them stops here instead of measuring chance without a word. */
+static shoal_result check_finite(sh_net *net, const char *path)
+{
+    const float *p = sh_net_params(net);
+    for (int i = 0; i < sh_net_nlayers(net); i++) {
+        size_t off = 0, count = 0, nan = 0, inf = 0;
+        sh_net_layer_params(net, i, &off, &count);
+        for (size_t k = off; k < off + count; k++) {
+            nan += isnan(p[k]) != 0;
+            inf += isinf(p[k]) != 0;
+        }
+        if (!nan && !inf) continue;
+        char what[96];
+        if (nan && inf) snprintf(what, sizeof what, "%zu NaN and %zu infinite", nan, inf);
+        else snprintf(what, sizeof what, "%zu %s", nan ? nan : inf, nan ? "NaN" : "infinite");
+        return SH_FAIL(SHOAL_ERR_FORMAT, "weights %s: layer %d (%s) holds %s values of %zu: the run that wrote "
+                       "them diverged; use an earlier checkpoint, or train again with a lower learning_rate",
+                       path, i, sh_net_layer_name(net, i), what, count);
+    }
+    return SHOAL_OK;
+}
+
+/* Counts no run makes (a damaged or hand-made file): more steps than fit in an int64 with
+ * room, or a data position past the steps done (each step reads one batch). */
+static shoal_result check_counts(const char *path, const uint64_t meta[META_COUNT])
+{
+    uint64_t steps = meta[META_STEPS_DONE], epoch = meta[META_LOADER_EPOCH], step = meta[META_LOADER_STEP];
+    if (steps < (1ull << 48) && epoch <= steps && step <= steps) return SHOAL_OK;
+    return SH_FAIL(SHOAL_ERR_FORMAT, "checkpoint %s: %" PRId64 " steps done at epoch %" PRId64 ", step %" PRId64
+                   ": no run makes these counts (a damaged or hand-made file); resume from another checkpoint, "
+                   "or start afresh from its weights with --weights", path, (int64_t)steps, (int64_t)epoch,
+                   (int64_t)step);
 }
 
 /* The whole model's counts: this rank's, or the sum of the parts. */
@@ -343,6 +381,7 @@ shoal_result sh_snapshot_restore(sh_trainer *t, const char *path, const sh_snaps
 {
     const uint64_t *meta = m->v;
     const sh_model_part *part = t->strategy->part;
+    SH_TRY(check_counts(path, meta));
     SH_TRY(check_model_part(path, meta, t->net, part));
     if (part && meta[META_GLOBAL_BATCH] != (uint64_t)t->global_batch)
         return SH_FAIL(SHOAL_ERR_INVALID,
@@ -351,6 +390,7 @@ shoal_result sh_snapshot_restore(sh_trainer *t, const char *path, const sh_snaps
                        path, meta[META_GLOBAL_BATCH], t->global_batch, meta[META_GLOBAL_BATCH]);
     if (part) {
         SH_TRY(restore_part(t, path, meta));
+        SH_TRY(check_finite(t->net, path));
         uint64_t rng[4];
         for (int i = 0; i < 4; i++) rng[i] = meta[META_RNG0 + i];
         sh_net_rng_set(t->net, rng);
@@ -386,6 +426,7 @@ shoal_result sh_snapshot_restore(sh_trainer *t, const char *path, const sh_snaps
         secs[n++] = (sh_ckpt_section){"rnn_state", t->state_all,
                                       t->nstate * (size_t)t->strategy->world * sizeof(float)};
     SH_TRY(sh_ckpt_load(path, secs, n));
+    SH_TRY(check_finite(t->net, path));
     if (t->nstate)
         memcpy(sh_net_state(t->net, NULL), t->state_all + (size_t)t->strategy->rank * t->nstate,
                t->nstate * sizeof(float));
@@ -501,8 +542,15 @@ shoal_result sh_snapshot_restore_rank_file(sh_trainer *t, const char *path, cons
 
 shoal_result sh_snapshot_load_weights(sh_net *net, const char *path)
 {
-    if (sh_darknet_weights_is_path(path)) return sh_darknet_weights_load(net, path, NULL);
-    if (sh_caffe_is_model_path(path)) return sh_caffe_weights_load(net, path);
+    SH_TRY(sh_file_check_regular(path, "weights", "a .weights file or a checkpoint"));
+    if (sh_darknet_weights_is_path(path)) {
+        SH_TRY(sh_darknet_weights_load(net, path, NULL));
+        return check_finite(net, path);
+    }
+    if (sh_caffe_is_model_path(path)) {
+        SH_TRY(sh_caffe_weights_load(net, path));
+        return check_finite(net, path);
+    }
     uint64_t meta[META_COUNT];
     SH_TRY(read_meta(path, meta));
     SH_TRY(check_model(path, meta, net));
@@ -513,5 +561,5 @@ shoal_result sh_snapshot_load_weights(sh_net *net, const char *path)
     secs[n++] = (sh_ckpt_section){"params", sh_net_params(net), sh_net_nparams(net) * sizeof(float)};
     if (nstats) secs[n++] = (sh_ckpt_section){"stats", stats, nstats * sizeof(float)};
     SH_TRY(sh_ckpt_load(path, secs, n));
-    return SHOAL_OK;
+    return check_finite(net, path);
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/file_kind.h"
 #include "nn/cfg.h"
 #include "train/caffe_job.h"
 #include "train/job.h"
@@ -24,6 +25,20 @@ void shoal_train_request_stop(void) { stop_flag = 1; }
 void shoal_train_request_save(void) { save_flag = 1; }
 
 static const char *set_or_null(const char *s) { return s && *s ? s : NULL; }
+
+/* Each path the run reads names a file (the data: a file or a directory), checked before
+ * anything opens it, so that a FIFO or a directory is one line and never a wait in open(). */
+static shoal_result check_input_kinds(const char *cfg, const char *data, const char *resume, const char *weights)
+{
+    SH_TRY(sh_file_check_regular(cfg, "the model", "the model's .cfg file"));
+    SH_TRY(sh_file_check_regular(resume, "--resume", "the checkpoint file (.ckpt)"));
+    SH_TRY(sh_file_check_regular(weights, "--weights", "a .weights file or a checkpoint"));
+    const char *kind = sh_file_kind_words(data);
+    if (kind && strcmp(kind, "a directory"))
+        return SH_FAIL(SHOAL_ERR_INVALID, "--data %s is %s, not a dataset directory or a text file; give the "
+                       "directory holding the dataset's files", data, kind);
+    return SHOAL_OK;
+}
 
 /* The layout the options name: "ps", or the model-parallel option that is set, or data
  * parallelism; an explicit layout must agree with its options. */
@@ -127,6 +142,8 @@ static shoal_result to_job(const shoal_train_opts *o, sh_job_opts *j)
     sh_job_opts_default(j);
     if (!o) return SH_FAIL(SHOAL_ERR_INVALID, "shoal_train_run: o is NULL");
     if (!o->cfg_path) return SH_FAIL(SHOAL_ERR_INVALID, "shoal_train_run: no cfg_path (the model file)");
+    SH_TRY(check_input_kinds(o->cfg_path, set_or_null(o->data_dir), set_or_null(o->resume_path),
+                             set_or_null(o->weights_path)));
     SH_TRY(check_counts(o));
     SH_TRY(parse_values(o, j));
     if (o->strong_scaling && o->lr_linear)

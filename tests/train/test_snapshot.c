@@ -1,11 +1,16 @@
 /* test_snapshot.c — proves src/train/snapshot.c: N steps, save, resume for N more equals 2N
  * steps in one go bit for bit (across an epoch boundary, with dropout and momentum); weights
- * load for testing; checkpoints of another model, batch or a damaged file are refused. */
+ * load for testing; checkpoints of another model, batch or a damaged file, counts no run
+ * makes and weights holding NaN or inf are refused. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/err.h"
 #include "check.h"
 #include "io/checkpoint.h"
+#include "nn/darknet_weights.h"
 #include "nn/net.h"
 #include "train/snapshot.h"
 #include "train/tiny_data.h"
@@ -224,6 +229,101 @@ static void damaged_checkpoint_is_refused(void)
     CHECK(t == NULL, "trainer returned on error");
 }
 
+/* path rewritten with its meta slot `slot` set to v, and params[k] set to p when k >= 0 (a
+ * crafted file: the checksums are right, the counts or values are not). */
+static void rewrite(const char *path, const char *out_path, int slot, uint64_t v, long k, float p)
+{
+    enum { NPARAMS = 10, NSTATS = 12, NOPTIM = 13 }; /* meta slots, as snapshot.c */
+    uint64_t meta[32] = {0};
+    sh_ckpt_section m = {"meta", meta, sizeof meta};
+    CHECK_OK(sh_ckpt_load(path, &m, 1));
+    float *params = malloc(meta[NPARAMS] * 4 + 4), *optim = malloc(meta[NOPTIM] * 4 + 4);
+    sh_ckpt_section secs[3] = {{"meta", meta, sizeof meta},
+                               {"params", params, meta[NPARAMS] * 4},
+                               {"optim", optim, meta[NOPTIM] * 4}};
+    CHECK(meta[NSTATS] == 0, "the tiny model has no batch norm");
+    CHECK_OK(sh_ckpt_load(path, secs + 1, meta[NOPTIM] ? 2 : 1));
+    if (slot >= 0) meta[slot] = v;
+    if (k >= 0 && (uint64_t)k < meta[NPARAMS]) params[k] = p;
+    CHECK_OK(sh_ckpt_save(out_path, secs, meta[NOPTIM] ? 3 : 2));
+    free(params);
+    free(optim);
+}
+
+/* A checkpoint claiming steps no run makes (INT64_MAX, negative, a data position past its
+ * steps) is refused in one line, before any step prints a negative count. */
+static void impossible_counts_are_refused(void)
+{
+    enum { STEPS_DONE = 2, LOADER_EPOCH = 3, LOADER_STEP = 4 };
+    char path[600], bad[600];
+    snprintf(path, sizeof path, "%s/c.ckpt", dir);
+    snprintf(bad, sizeof bad, "%s/c-bad.ckpt", dir);
+    sh_train_opts o;
+    opts_for(&o, mlp_cfg);
+    o.max_steps = 5;
+    o.save_path = path;
+    sh_train_report r;
+    CHECK_OK(train(&o, &r, NULL, NULL));
+    const uint64_t cases[4][2] = {{STEPS_DONE, (uint64_t)INT64_MAX}, {STEPS_DONE, (uint64_t)-3},
+                                  {LOADER_EPOCH, 1ull << 62}, {LOADER_STEP, 1000}};
+    for (int i = 0; i < 4; i++) {
+        rewrite(path, bad, (int)cases[i][0], cases[i][1], -1, 0);
+        opts_for(&o, mlp_cfg);
+        o.resume_path = bad;
+        o.max_steps = 10;
+        sh_trainer *t = NULL;
+        CHECK_RC(sh_trainer_create(&o, &t), SHOAL_ERR_FORMAT);
+        CHECK(strstr(shoal_last_error_message(), "no run makes these counts") &&
+                  strstr(shoal_last_error_message(), bad),
+              "case %d: %s", i, shoal_last_error_message());
+        sh_trainer_destroy(t);
+    }
+}
+
+/* Weights holding NaN or inf (a checkpoint, a Darknet .weights file) are refused where they
+ * are loaded, naming the layer, for training, resuming and testing alike. */
+static void nan_weights_are_refused_naming_the_layer(void)
+{
+    char path[600], bad[600], dk[600];
+    snprintf(path, sizeof path, "%s/n.ckpt", dir);
+    snprintf(bad, sizeof bad, "%s/n-bad.ckpt", dir);
+    snprintf(dk, sizeof dk, "%s/n-bad.weights", dir);
+    sh_train_opts o;
+    opts_for(&o, mlp_cfg);
+    o.max_steps = 3;
+    o.save_path = path;
+    sh_train_report r;
+    CHECK_OK(train(&o, &r, NULL, NULL));
+    sh_net *net = NULL;
+    CHECK_OK(sh_net_load(mlp_cfg, 0, 1, &net));
+    if (!net) return;
+    size_t off = 0, cnt = 0;
+    int layer = sh_net_nlayers(net) - 3; /* the last [connected] (then softmax, cost) */
+    sh_net_layer_params(net, layer, &off, &cnt);
+    CHECK(cnt > 0, "layer %d has no parameters", layer);
+    char want[64];
+    snprintf(want, sizeof want, "layer %d (", layer);
+    rewrite(path, bad, -1, 0, (long)(off + cnt / 2), NAN);
+    CHECK_RC(sh_snapshot_load_weights(net, bad), SHOAL_ERR_FORMAT);
+    CHECK(strstr(shoal_last_error_message(), want) && strstr(shoal_last_error_message(), "1 NaN"), "%s",
+          shoal_last_error_message());
+    opts_for(&o, mlp_cfg);
+    o.resume_path = bad;
+    o.max_steps = 10;
+    sh_trainer *t = NULL;
+    CHECK_RC(sh_trainer_create(&o, &t), SHOAL_ERR_FORMAT);
+    CHECK(strstr(shoal_last_error_message(), want) != NULL, "resume: %s", shoal_last_error_message());
+    sh_trainer_destroy(t);
+    /* Darknet's file: an infinite value in the same layer */
+    sh_net_params(net)[off] = INFINITY;
+    CHECK_OK(sh_darknet_weights_save(net, dk, 0));
+    CHECK_OK(sh_snapshot_load_weights(net, path)); /* the good weights back */
+    CHECK_RC(sh_snapshot_load_weights(net, dk), SHOAL_ERR_FORMAT);
+    CHECK(strstr(shoal_last_error_message(), want) && strstr(shoal_last_error_message(), "1 infinite"), "%s",
+          shoal_last_error_message());
+    sh_net_destroy(net);
+}
+
 int main(void)
 {
     check_begin("test_snapshot", 120);
@@ -241,6 +341,8 @@ int main(void)
     RUN(checkpoint_of_another_model_is_refused);
     RUN(checkpoint_of_another_batch_is_refused);
     RUN(damaged_checkpoint_is_refused);
+    RUN(impossible_counts_are_refused);
+    RUN(nan_weights_are_refused_naming_the_layer);
     tiny_remove_dir(dir);
     return check_end();
 }
