@@ -20,7 +20,7 @@ static shoal_result shortcut_parse(sh_layer *l, sh_cfg_section *s, const sh_pars
     SH_TRY(sh_act_parse(s, "linear", &l->act));
     if (ctx->index == 0)
         return sh_cfg_fail_at(s, NULL, SHOAL_ERR_FORMAT,
-                              "[shortcut] cannot be the first layer: it adds the previous layer");
+                              "cannot be the first layer: it adds the previous layer to an earlier one; put a layer before it");
     SH_TRY(sh_layer_ref(s, "from", from, ctx->index, &idx));
     const sh_shape *a = &l->in_shape, *b = &ctx->layers[idx].out_shape;
     int ok = a->w > 0 && a->h > 0 && b->w > 0 && b->h > 0;

@@ -147,20 +147,43 @@ static shoal_result lay_out_blocks(sh_net *n)
     return SHOAL_OK;
 }
 
+/* A batch whose activations (per_row_nbytes a row, fixed_nbytes besides) would not fit in
+ * this machine's memory is refused before asking for it, naming the batch that fits. */
+static shoal_result check_batch_fits(const sh_net *n, double per_row_nbytes, double fixed_nbytes)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page_nbytes = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page_nbytes <= 0 || per_row_nbytes <= 0) return SHOAL_OK;
+    double ram = (double)pages * (double)page_nbytes, need = per_row_nbytes * n->batch + fixed_nbytes;
+    if (need <= ram) return SHOAL_OK;
+    int steps = n->steps > 0 ? n->steps : 1;
+    double fits = (ram / 2 - fixed_nbytes) / (per_row_nbytes * steps);
+    if (fits < 1) fits = 1;
+    return SH_FAIL(SHOAL_ERR_NOMEM, "%s: the activations at batch %d need %.1f GB but this machine has %.1f GB "
+                   "of memory; use --batch %.0f or less (or batch= in its [net] section)", sh_cfg_path(n->cfg),
+                   n->batch / steps, need / 1e9, ram / 1e9, floor(fits));
+}
+
 /* Outputs, deltas and kept values in one arena; [cost] borrows its input's buffers. A layer's
  * delta is overwritten by its only consumer, or zeroed before backward and added into when
  * several layers (shortcut, route) consume it. */
 static shoal_result lay_out_arena(sh_net *n)
 {
     size_t total = 0, nb = (size_t)n->batch;
+    double per_row = (double)n->part_in_count, fixed = 0; /* floats, to say a batch too large */
     for (int i = n->lo; i < n->hi; i++) {
         sh_layer *l = &n->layers[i];
         if (l->alias_input) continue;
         total += 2 * round16(nb * l->outputs) + round16(nb * l->keep_count + l->keep_fixed) +
                  round16(l->cache_count);
+        per_row += 2.0 * l->outputs + l->keep_count;
+        fixed += (double)l->keep_fixed + l->cache_count + 48;
     }
     for (int i = 0; i < n->lo - 1; i++) /* links: outputs of earlier stages, and their gradients */
-        if (sh_net_part_holds(n, i)) total += 2 * round16(nb * n->layers[i].outputs);
+        if (sh_net_part_holds(n, i)) {
+            total += 2 * round16(nb * n->layers[i].outputs);
+            per_row += 2.0 * n->layers[i].outputs;
+        }
+    SH_TRY(check_batch_fits(n, per_row * sizeof(float), fixed * sizeof(float)));
     SH_TRY(sh_alloc_aligned((total ? total : 16) * sizeof(float), (void **)&n->arena));
     SH_TRY(sh_alloc_aligned(round16(nb * n->part_in_count) * sizeof(float),
                             (void **)&n->input_delta));

@@ -4,7 +4,49 @@
  * Proved by tests/train/test_trainer.c; the pass by test_pipeline.c and test_hybrid.c. */
 #include "train/eval.h"
 
+#include <stdio.h>
+#include <string.h>
+
 #include "base/err.h"
+
+/* The file the labels came from: IDX keeps them beside the images (train-labels-idx1-ubyte
+ * for train-images-idx3-ubyte); other formats keep them in the images' own file. */
+static void labels_file(const sh_dataset *d, char *out, size_t cap)
+{
+    const char *at = strstr(d->name, "images-idx3");
+    if (!at) {
+        snprintf(out, cap, "%s", d->name);
+        return;
+    }
+    snprintf(out, cap, "%.*slabels-idx1%s", (int)(at - d->name), d->name, at + strlen("images-idx3"));
+}
+
+shoal_result sh_eval_check_data(const sh_dataset *d, const sh_net *net, const char *cfg)
+{
+    const sh_net_config *nc = sh_net_get_config(net);
+    int count = d->c * d->h * d->w;
+    if (!d->text && nc->width > 0 && nc->height > 0 &&
+        (d->h != nc->height || d->w != nc->width || (nc->channels > 0 && d->c != nc->channels)))
+        return SH_FAIL(SHOAL_ERR_INVALID, "dataset %s holds %dx%d images (height x width, %d channel%s) but %s "
+                       "expects %dx%d (%d channel%s); use the dataset the model is for, or set width, height and "
+                       "channels in its [net] section to the dataset's", d->name, d->h, d->w, d->c,
+                       d->c == 1 ? "" : "s", cfg, nc->height, nc->width, nc->channels, nc->channels == 1 ? "" : "s");
+    if (count != sh_net_input_count(net))
+        return SH_FAIL(SHOAL_ERR_INVALID,
+                       "dataset %s has %dx%dx%d images (%d values) but %s expects %d values "
+                       "per image; set width, height and channels in its [net] section to "
+                       "the dataset's",
+                       d->name, d->c, d->h, d->w, count, cfg, sh_net_input_count(net));
+    int k = sh_net_nclasses(net);
+    if (d->nclasses <= k) return SHOAL_OK;
+    int i = 0;
+    while (i < d->count - 1 && (d->labels[i] >= 0 && d->labels[i] < k)) i++;
+    char file[300];
+    labels_file(d, file, sizeof file);
+    return SH_FAIL(SHOAL_ERR_INVALID, "labels file %s holds label %d (image %d) but %s outputs %d classes "
+                   "(0..%d); fix the labels, or make the last layer's output %d", file, (int)d->labels[i], i, cfg,
+                   k, k - 1, d->nclasses);
+}
 
 shoal_result sh_eval_sums(sh_net *net, sh_loader *loader, float *x, int32_t *y, int64_t *nimages,
                           int64_t *ncorrect, double *loss_sum)

@@ -63,12 +63,7 @@ shoal_result shoal_test_run(const shoal_test_opts *o, shoal_test_report *r)
     sh_net_set_threads(net, r->threads);
     SH_TRY_GOTO(sh_snapshot_load_weights(net, o->weights_path), rc, done);
     SH_TRY_GOTO(open_test_data(dir, &d, &r->text), rc, done);
-    if (d->c * d->h * d->w != sh_net_input_count(net)) {
-        rc = SH_FAIL(SHOAL_ERR_INVALID, "dataset %s has %dx%dx%d images but %s expects %d values per image; use "
-                     "the dataset the model was trained on", d->name, d->c, d->h, d->w, o->cfg_path,
-                     sh_net_input_count(net));
-        goto done;
-    }
+    SH_TRY_GOTO(sh_eval_check_data(d, net, o->cfg_path), rc, done);
     int n = sh_net_batch(net);
     sh_loader_opts lo = {.global_batch = n, .rank = 0, .world = 1, .shuffle = 0, .drop_last = 0,
                          .time_steps = sh_net_time_steps(net)};

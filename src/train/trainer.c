@@ -47,23 +47,6 @@ static void default_save_path(const char *cfg_path, char *out, size_t out_nbytes
     snprintf(out, out_nbytes, "%.*s.ckpt", (int)len, base);
 }
 
-static shoal_result check_dataset_fits(const sh_dataset *d, const sh_net *net, const char *cfg)
-{
-    int count = d->c * d->h * d->w;
-    if (count != sh_net_input_count(net))
-        return SH_FAIL(SHOAL_ERR_INVALID,
-                       "dataset %s has %dx%dx%d images (%d values) but %s expects %d values "
-                       "per image; set width, height and channels in its [net] section to "
-                       "the dataset's",
-                       d->name, d->c, d->h, d->w, count, cfg, sh_net_input_count(net));
-    if (d->nclasses > sh_net_nclasses(net))
-        return SH_FAIL(SHOAL_ERR_INVALID,
-                       "dataset %s has %d classes but %s outputs %d; make the last layer's "
-                       "output %d",
-                       d->name, d->nclasses, cfg, sh_net_nclasses(net), d->nclasses);
-    return SHOAL_OK;
-}
-
 static int64_t plan_steps(const sh_train_opts *o, const sh_net_config *cfg, int64_t per_epoch)
 {
     int64_t planned;
@@ -94,8 +77,8 @@ static shoal_result open_data(sh_trainer *t)
         SH_TRY(sh_dataset_open_dir(o->data_dir, 1, &t->train_set));
         SH_TRY(sh_dataset_open_dir(o->data_dir, 0, &t->test_set));
     }
-    SH_TRY(check_dataset_fits(t->train_set, t->net, o->cfg_path));
-    SH_TRY(check_dataset_fits(t->test_set, t->net, o->cfg_path));
+    SH_TRY(sh_eval_check_data(t->train_set, t->net, o->cfg_path));
+    SH_TRY(sh_eval_check_data(t->test_set, t->net, o->cfg_path));
     if (!t->text && t->train_set->count < t->global_batch)
         return SH_FAIL(SHOAL_ERR_INVALID,
                        "dataset %s has %d training images, fewer than one batch of %d; use a "
