@@ -194,3 +194,33 @@ int sh_edit_distance(const char *a, const char *b)
         }
     return d[na][nb];
 }
+
+size_t sh_format_ranks(char *buf, size_t cap, const unsigned char *flags, int n, int *count)
+{
+    size_t len = 0;
+    int set = 0, cut = 0;
+    if (cap) buf[0] = 0;
+    for (int r = 0; r < n; r++) {
+        if (!flags[r]) continue;
+        int last = r;
+        while (last + 1 < n && flags[last + 1]) last++;
+        set += last - r + 1;
+        char piece[32];
+        int m = r == last ? snprintf(piece, sizeof piece, "%s%d", len ? ", " : "", r)
+                          : snprintf(piece, sizeof piece, "%s%d-%d", len ? ", " : "", r, last);
+        if (!cut && len + (size_t)m + 6 <= cap) {
+            memcpy(buf + len, piece, (size_t)m + 1);
+            len += (size_t)m;
+        } else if (!cut) {
+            cut = 1;
+            const char *more = len ? ", ..." : "...";
+            if (len + strlen(more) < cap) {
+                memcpy(buf + len, more, strlen(more) + 1);
+                len += strlen(more);
+            }
+        }
+        r = last;
+    }
+    if (count) *count = set;
+    return len;
+}

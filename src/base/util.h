@@ -42,4 +42,8 @@ double sh_sum_squares(const float *v, size_t n);
  * letters compared without case; INT_MAX past 63 characters: "did you mean". */
 int sh_edit_distance(const char *a, const char *b);
 
+/* The ranks r < n with flags[r] set, as people write them: "1, 3, 48-999"; cut with "..."
+ * where buf (cap bytes) is full. *count (may be NULL) = how many are set. Returns strlen(buf). */
+size_t sh_format_ranks(char *buf, size_t cap, const unsigned char *flags, int n, int *count);
+
 #endif

@@ -293,7 +293,7 @@ shoal_result shoal_comm_create(const shoal_comm_opts *o, shoal_comm **out)
     sh_interrupt_watch(1); /* SIGINT / SIGTERM end the wait (interrupt.h) */
     shoal_result rc = sh_boot_world(o, &c);
     if (rc == SHOAL_OK) rc = sh_transport_connect_all(c);
-    if (rc == SHOAL_OK) rc = sh_store_barrier(c->store, "w/ready", c->world, c->timeout_ms);
+    if (rc == SHOAL_OK) rc = sh_store_barrier_named(c->store, "w/ready", c->rank, c->world, c->timeout_ms);
     if (rc != SHOAL_OK && c) {
         sh_err_prefix_rank(c->rank);
         shoal_comm_destroy(c);

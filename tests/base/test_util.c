@@ -295,6 +295,29 @@ static void edit_distance_counts_edits_and_swaps_without_case(void)
     CHECK(sh_edit_distance(longer, "a") == INT_MAX, "past 63 characters");
 }
 
+/* Rank lists read as people write them: runs joined, cut to fit, counted. */
+static void rank_lists_join_runs(void)
+{
+    unsigned char f[1000] = {0};
+    char b[64];
+    int n = -1;
+    CHECK(sh_format_ranks(b, sizeof b, f, 1000, &n) == 0 && !b[0] && n == 0, "none: \"%s\" %d", b, n);
+    f[3] = 1;
+    sh_format_ranks(b, sizeof b, f, 1000, &n);
+    CHECK(!strcmp(b, "3") && n == 1, "\"%s\" %d", b, n);
+    f[1] = 1;
+    sh_format_ranks(b, sizeof b, f, 1000, &n);
+    CHECK(!strcmp(b, "1, 3") && n == 2, "\"%s\" %d", b, n);
+    memset(f + 48, 1, 952);
+    sh_format_ranks(b, sizeof b, f, 1000, &n);
+    CHECK(!strcmp(b, "1, 3, 48-999") && n == 954, "\"%s\" %d", b, n);
+    memset(f, 0, sizeof f);
+    for (int r = 0; r < 1000; r += 2) f[r] = 1; /* no runs: cut, still counted */
+    size_t len = sh_format_ranks(b, 24, f, 1000, &n);
+    CHECK(len == strlen(b) && len < 24 && !strcmp(b + len - 3, "...") && !strncmp(b, "0, 2, 4", 7) && n == 500,
+          "\"%s\" %d", b, n);
+}
+
 int main(void)
 {
     check_begin("test_util", 60);
@@ -310,5 +333,6 @@ int main(void)
     RUN(monotonic_clock_never_goes_backwards);
     RUN(peak_rss_grows_when_memory_is_touched);
     RUN(edit_distance_counts_edits_and_swaps_without_case);
+    RUN(rank_lists_join_runs);
     return check_end();
 }

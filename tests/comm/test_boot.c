@@ -241,6 +241,7 @@ typedef struct {
     int bind_all;           /* SHOAL_BIND_ALL for rank 0 */
     const char *probe_addr; /* rank 0 checks whether its store answers on this address */
     int probe_expect;       /* 1: it should answer there */
+    const char *missing;    /* the absent ranks as the message writes them; NULL: "1, 3" */
 } boot_case;
 
 static void set_rank_env(const boot_case *bc, int rank, const char *key)
@@ -289,6 +290,7 @@ static void rank_main(const boot_case *bc, int rank)
                 len += snprintf(want + len, sizeof want - (size_t)len, "%s%d", n ? ", " : "", r);
                 n++;
             }
+        if (bc->missing) snprintf(want, sizeof want, "%s", bc->missing);
         CHECK(has(shoal_last_error_message(), want), "rank %d: missing \"%s\" in: %s", rank, want,
               shoal_last_error_message());
         CHECK(took_ms < (uint64_t)bc->timeout_ms + 3000, "rank %d gave up after %llu ms (deadline %d)", rank,
@@ -399,6 +401,10 @@ static void ranks_that_never_come_are_named_within_the_deadline(void)
     run_boot(&bc);
     boot_case bc2 = {.world = 5, .port = free_port(), .timeout_ms = 1000, .key = "k", .absent = (1u << 1) | (1u << 3)};
     run_boot(&bc2);
+    /* runs of absent ranks are joined and counted */
+    boot_case bc3 = {.world = 7, .port = free_port(), .timeout_ms = 1000, .key = "k", .absent = 0x3eu,
+                     .missing = "ranks 1-5 of 7 (5 ranks) never joined"};
+    run_boot(&bc3);
 }
 
 /* Rank 1 of 2 whose master never comes. */

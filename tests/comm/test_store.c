@@ -211,6 +211,13 @@ static void get_waits_for_a_later_set_then_times_out(void)
     /* A barrier nobody else joins times out saying how many came. */
     CHECK_RC(sh_store_barrier(s, "lonely", 3, 300), SHOAL_ERR_TIMEOUT);
     CHECK(strstr(shoal_last_error_message(), "1 of 3") != NULL, "%s", shoal_last_error_message());
+    /* Named, it says who did not come, runs joined however many there are. */
+    CHECK_RC(sh_store_barrier_named(s, "lonely2", 1, 2, 300), SHOAL_ERR_TIMEOUT);
+    CHECK(strstr(shoal_last_error_message(), "only 1 of 2 ranks arrived within 300 ms; rank 0 did not"), "%s",
+          shoal_last_error_message());
+    CHECK_RC(sh_store_barrier_named(s, "lonely1000", 47, 1000, 300), SHOAL_ERR_TIMEOUT);
+    CHECK(strstr(shoal_last_error_message(), "ranks 0-46, 48-999 (999 ranks) did not"), "%s",
+          shoal_last_error_message());
     sh_store_close(s);
     free(server_stop(&sp));
 }

@@ -168,21 +168,28 @@ static shoal_result fill_options(const shoal_comm_opts *o, shoal_comm *c)
 static shoal_result missing_ranks(shoal_comm *c, const sh_boot_env *e, int first)
 {
     char list[200];
-    int n = 0, len = snprintf(list, sizeof list, "%d", first);
-    for (int r = first + 1; r < e->world; r++) {
-        char key[64], v[8];
-        size_t vn = 0;
-        snprintf(key, sizeof key, "w/host/%d", r);
-        if (sh_store_get(c->store, key, v, sizeof v, &vn, 0) == SHOAL_OK) continue;
-        n++;
-        if (len < (int)sizeof list - 16) len += snprintf(list + len, sizeof list - (size_t)len, ", %d", r);
-        else if (len < (int)sizeof list - 4) len += snprintf(list + len, sizeof list - (size_t)len, ", ...");
+    int n = 1;
+    unsigned char *away = calloc((size_t)e->world, 1);
+    if (away) {
+        away[first] = 1;
+        for (int r = first + 1; r < e->world; r++) {
+            char key[64], v[8];
+            size_t vn = 0;
+            snprintf(key, sizeof key, "w/host/%d", r);
+            away[r] = sh_store_get(c->store, key, v, sizeof v, &vn, 0) != SHOAL_OK;
+        }
+        sh_format_ranks(list, sizeof list, away, e->world, &n);
+        free(away);
+    } else {
+        snprintf(list, sizeof list, "%d", first);
     }
+    char many[32] = "";
+    if (n > 1) snprintf(many, sizeof many, " (%d ranks)", n);
     return SH_FAIL(SHOAL_ERR_TIMEOUT,
-                   "rank%s %s of %d never joined the rendezvous at %s:%d within %d ms (did %s "
+                   "rank%s %s of %d%s never joined the rendezvous at %s:%d within %d ms (did %s "
                    "start? are they pointed at this master? SHOAL_TIMEOUT sets the deadline)",
-                   n ? "s" : "", list, e->world, e->master_addr, e->master_port, c->timeout_ms,
-                   n ? "they" : "it");
+                   n > 1 ? "s" : "", list, e->world, many, e->master_addr, e->master_port, c->timeout_ms,
+                   n > 1 ? "they" : "it");
 }
 
 /* Rank r's record "hostid\nhostname\nsecure S": its host, and the settings every rank must

@@ -53,5 +53,7 @@ shoal_result sh_store_get(sh_store *s, const char *key, void *val, size_t cap, s
 shoal_result sh_store_add(sh_store *s, const char *key, int64_t delta, int64_t *after);
 /* Every one of nranks callers with the same key returns once all have arrived. */
 shoal_result sh_store_barrier(sh_store *s, const char *key, int nranks, int timeout_ms);
+/* The same, as rank `rank`: a timeout names the ranks that did not come ("ranks 48-999"). */
+shoal_result sh_store_barrier_named(sh_store *s, const char *key, int rank, int nranks, int timeout_ms);
 
 #endif

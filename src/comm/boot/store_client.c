@@ -271,3 +271,29 @@ shoal_result sh_store_barrier(sh_store *s, const char *key, int nranks, int time
     }
     return rc;
 }
+
+shoal_result sh_store_barrier_named(sh_store *s, const char *key, int rank, int nranks, int timeout_ms)
+{
+    char k[SH_STORE_MAX_KEY];
+    snprintf(k, sizeof k, "%s/r/%d", key, rank);
+    SH_TRY(sh_store_set(s, k, "1", 1));
+    shoal_result rc = sh_store_barrier(s, key, nranks, timeout_ms);
+    unsigned char *away = NULL;
+    if (rc != SHOAL_ERR_TIMEOUT || nranks < 1 || !(away = calloc((size_t)nranks, 1))) return rc;
+    char first[512], list[200];
+    snprintf(first, sizeof first, "%s", shoal_last_error_message());
+    for (int r = 0; r < nranks; r++) { /* one look each: who never said it came */
+        char v[4];
+        size_t n = 0;
+        snprintf(k, sizeof k, "%s/r/%d", key, r);
+        away[r] = sh_store_get(s, k, v, sizeof v, &n, 0) != SHOAL_OK;
+    }
+    int count = 0;
+    sh_format_ranks(list, sizeof list, away, nranks, &count);
+    free(away);
+    if (count == 1)
+        return SH_FAIL(SHOAL_ERR_TIMEOUT, "%s; rank %s did not (did it start? SHOAL_TIMEOUT sets the wait)", first,
+                       list);
+    return SH_FAIL(SHOAL_ERR_TIMEOUT, "%s; ranks %s (%d ranks) did not (did they start? SHOAL_TIMEOUT sets the "
+                   "wait)", first, list, count);
+}
