@@ -1,8 +1,8 @@
 /* test_mpi_launchers.c — proves that shoal's ranks bootstrap under the launchers clusters
  * already have: Open MPI's mpirun (OMPI_COMM_WORLD_*), MPICH's mpiexec (PMI_*) and Slurm's
- * srun (SLURM_*, on a one-node cluster the test starts), running
- * a checked `shoal bench` and a data-parallel `shoal train`. A launcher that is not
- * installed is reported and skipped. */
+ * srun (SLURM_*, on a one-node cluster the test starts), running a checked `shoal bench` and
+ * a data-parallel `shoal train`; and examples/slurm/train.sbatch through sbatch on that
+ * cluster. A launcher that is not installed is reported and skipped. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,6 +110,18 @@ static void t_slurm(void)
             CHECK(lines == 1, "srun: %d ranks printed results, want only rank 0: %s", lines, out);
         }
     }
+    /* examples/slurm/train.sbatch as a user submits it; this cluster has one node, so the
+     * command line asks for one node of two ranks instead of the script's two of four. */
+    snprintf(cmd, sizeof cmd,
+             "env -u SHOAL_MASTER_ADDR -u SHOAL_MASTER_PORT -u SHOAL_RANK -u SHOAL_WORLD_SIZE "
+             "SLURM_CONF=%s/slurm.conf SHOAL=%s SHOAL_TIMEOUT=30000 timeout 120 sbatch --wait --nodes=1 --ntasks=2 "
+             "--ntasks-per-node=2 -t 2 -o %s/sbatch.out examples/slurm/train.sbatch %s; rc=$?; cat %s/sbatch.out; exit $rc",
+             sdir, sh_test_shoal_bin(), sdir, train + strlen("train "), sdir);
+    int rc = run(cmd);
+    int lines = 0;
+    for (const char *p = out; (p = strstr(p, "after 12 steps")); p++) lines++;
+    CHECK(rc == 0 && strstr(out, "test accuracy") && lines == 1, "sbatch train.sbatch: exit %d, %d result lines: %s",
+          rc, lines, out);
     snprintf(cmd, sizeof cmd, "scripts/slurm-local.sh stop %s", sdir);
     CHECK(run(cmd) == 0, "stopping the local Slurm: %s", out);
 }
