@@ -35,7 +35,7 @@ typedef struct {
 typedef void (*sh_image_size_fn)(void *ctx, int full_w, int full_h, int *min_w, int *min_h);
 
 /* Decode the JPEG or PNG in buf[0, nbytes) into img as c channels (1: grey by ITU-R 601
- * luma, as PIL's convert("L"); 3: RGB), whatever the file holds: grey, RGB, RGBA (alpha
+ * luma, as PIL's convert("L"), a JPEG's own Y channel; 3: RGB), whatever the file holds: grey, RGB, RGBA (alpha
  * dropped), palette, 1-16 bits a sample (16 scaled to 8 with rounding), interlaced or
  * progressive, CMYK and YCCK (Adobe's inverted or plain). size_fn may be NULL (full size).
  * Errors: SHOAL_ERR_FORMAT with "NAME: what is wrong" (truncated, corrupt, not a JPEG or

@@ -44,9 +44,10 @@ static void on_message(j_common_ptr cinfo, int level)
 }
 
 /* The smallest m in 1..8 whose m/8 scale keeps at least min_w x min_h (libjpeg rounds the
- * scaled size up). */
+ * scaled size up); no minimum at all is the full size. */
 static int pick_scale(int w, int h, int min_w, int min_h)
 {
+    if (min_w <= 0 && min_h <= 0) return 8;
     for (int m = 1; m < 8; m++) {
         int sw = (int)(((int64_t)w * m + 7) / 8), sh = (int)(((int64_t)h * m + 7) / 8);
         if (sw >= min_w && sh >= min_h) return m;

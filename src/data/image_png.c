@@ -65,8 +65,8 @@ static int run(png_structp png, png_infop info, const char *name, int c, sh_imag
     if (ctype == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);
     if (ctype == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
     if (depth == 16) png_set_scale_16(png);
-    if (ctype & PNG_COLOR_MASK_ALPHA) png_set_strip_alpha(png);
-    /* tRNS (a transparent colour) stays unexpanded: no alpha channel appears. */
+    /* alpha, and tRNS (a transparent colour or palette entries) that expanding makes alpha */
+    if ((ctype & PNG_COLOR_MASK_ALPHA) || png_get_valid(png, info, PNG_INFO_tRNS)) png_set_strip_alpha(png);
     int colour = ctype == PNG_COLOR_TYPE_PALETTE || (ctype & PNG_COLOR_MASK_COLOR);
     if (c == 3 && !colour) png_set_gray_to_rgb(png);
     int passes = png_set_interlace_handling(png);
