@@ -21,16 +21,31 @@
 static const char usage_text[] =
     "usage: shoal train CFG [options]\n"
     "\n"
-    "Train the network described by CFG (a Darknet-style .cfg) on an IDX or CIFAR-10\n"
-    "dataset, or on any text file as characters, printing the test accuracy after every\n"
-    "epoch.\n"
+    "Train the network described by CFG (a Darknet-style .cfg) on your own pictures, an IDX\n"
+    "or CIFAR-10 dataset, or any text file as characters, printing the test accuracy after\n"
+    "every epoch (docs/data.md).\n"
     "\n"
     "  --data DIR         dataset directory (default $SHOAL_DATA_DIR or\n"
-    "                     /usr/share/datasets/fashion-mnist)\n"
-    "  --data FILE.txt    character-level text, as darknet rnn train: each byte a one-hot\n"
-    "                     of 256 inputs, the next byte its label; one stream per batch row\n"
-    "                     (the cfg's batch, times [net] time_steps characters per step),\n"
-    "                     the last tenth (at most 1 MiB) held out; losses in bits/char\n"
+    "                     /usr/share/datasets/fashion-mnist): IDX or CIFAR-10 files, or\n"
+    "                     a folder of class folders of .jpg/.png pictures (DIR/cat/1.jpg;\n"
+    "                     classes sorted by name; DIR/val, or DIR/train beside DIR/val,\n"
+    "                     holds the test pictures); the cfg's [net] says how they are cut:\n"
+    "                     min_crop, max_crop, aspect, angle, flip, hue, saturation,\n"
+    "                     exposure (Darknet's), test_resize, mean, std\n"
+    "  --data LIST.txt    a list of pictures when its first line is `PATH LABEL` with PATH\n"
+    "                     ending .jpg, .jpeg or .png (Caffe's list files; relative paths\n"
+    "                     from the list's folder); with --test-data\n"
+    "  --data FILE.txt    any other file: character-level text, as darknet rnn train: each\n"
+    "                     byte a one-hot of 256 inputs, the next byte its label; one stream\n"
+    "                     per batch row (the cfg's batch, times [net] time_steps characters\n"
+    "                     per step), the last tenth (at most 1 MiB) held out; bits/char\n"
+    "  --data synthetic   random pictures of the cfg's shape and classes (benchmarks)\n"
+    "  --test-data P      the held-out pictures: a folder of class folders or a list file\n"
+    "  --strict-data      a picture file that cannot be read stops the run (default: it is\n"
+    "                     skipped with one warning naming it, and counted)\n"
+    "  --data-threads N   picture-decoding threads per rank (default: one per two kernel\n"
+    "                     threads)\n"
+    "  --data-prefetch N  steps decoded ahead of training (default 2)\n"
     "  --epochs N         passes over the training set (default: the cfg's max_batches\n"
     "                     steps, or 1 epoch)\n"
     "  --max-steps N      stop once N steps are done in total (counting resumed ones)\n"
@@ -70,7 +85,8 @@ static const char usage_text[] =
     "                     `shoal plot FILE.json` draws it); on text also train_bpc,\n"
     "                     test_bpc, chars_per_s; compressed: compress, bytes_sent_per_step,\n"
     "                     dense_bytes_per_step, compression_ratio, residual_norm; --hybrid:\n"
-    "                     hybrid, bytes_sent_per_step, activity_bytes_per_step, comm_ms\n"
+    "                     hybrid, bytes_sent_per_step, activity_bytes_per_step, comm_ms;\n"
+    "                     pictures: data_wait_s, data_wait_share (of the run), bad_files\n"
     "  --quiet            no progress lines\n"
     "  -n N               train on N ranks of this machine (shoal starts them); under\n"
     "                     shoal launch, mpirun or srun the job's ranks are used instead\n"
@@ -86,7 +102,8 @@ static const char usage_text[] =
     "  --profile          per-step times: data, forward, backward, waiting for the\n"
     "                     allreduce, optimizer, and the share of communication hidden;\n"
     "                     with --pipeline per stage: forward, backward, bubble (idle), comm;\n"
-    "                     with --hybrid the bytes a rank sends per step\n"
+    "                     with --hybrid the bytes a rank sends per step; on pictures the\n"
+    "                     time spent waiting for decoded images\n"
     "  --pipeline S       pipeline parallelism: the layers cut into S stages (balanced by\n"
     "                     estimated cost, or by stage=K keys in the cfg), one rank each;\n"
     "                     -n N with N a multiple of S runs N/S replicas of the pipeline\n"
@@ -319,6 +336,7 @@ int sh_cmd_train(int argc, char **argv)
         if (!strcmp(a, "--quiet")) { o->quiet = 1; continue; }
         if (!strcmp(a, "--ps")) { ps = 1; continue; }
         if (!strcmp(a, "--profile")) { o->profile = 1; continue; }
+        if (!strcmp(a, "--strict-data")) { o->strict_data = 1; continue; }
         if (!strcmp(a, "--sfb")) { jo.sfb = 1; continue; }
         if ((got = sh_cli_take_value(argc, argv, &i, "--compress", &v)) != 0) {
             if (got < 0) return sh_cli_usage_error("train", "--compress needs a value: none, fp16, bf16, 1bit, "
@@ -379,6 +397,9 @@ int sh_cmd_train(int argc, char **argv)
             continue;                                                                         \
         }
         STR_FLAG("--data", o->data_dir)
+        STR_FLAG("--test-data", o->test_data)
+        INT_FLAG("--data-threads", 1, 1024, o->data_threads)
+        INT_FLAG("--data-prefetch", 1, 1024, o->data_prefetch)
         STR_FLAG("--save", o->save_path)
         STR_FLAG("--resume", o->resume_path)
         STR_FLAG("--weights", o->weights_path)
@@ -518,7 +539,13 @@ int sh_cmd_train(int argc, char **argv)
     if (!jr.reporter) return SH_EXIT_OK;
     if (o->profile) print_profile(&jr);
     const sh_train_report *r = &jr.train;
-
+    if (o->profile && r->streamed)
+        fprintf(stderr, "data: waited %.3f s for decoded pictures (%.1f%% of %.1f s), %" PRId64 " bad files "
+                "skipped\n", r->data_wait_s, r->seconds > 0 ? 100 * r->data_wait_s / r->seconds : 0.0, r->seconds,
+                r->bad_files);
+    else if (r->bad_files > 0 && !o->quiet)
+        fprintf(stderr, "data: %" PRId64 " picture files could not be read and were skipped (named in the "
+                "warnings above)\n", r->bad_files);
     if (r->stopped)
         fprintf(stderr, "stopped by %s; saved %s\n",
                 stop_requested == SIGTERM ? "SIGTERM" : "SIGINT", r->saved_path);
@@ -534,6 +561,9 @@ int sh_cmd_train(int argc, char **argv)
                r->test_accuracy, r->train_loss, r->test_loss, r->images_per_s, r->epochs, r->steps,
                r->seconds, (double)r->peak_rss_nbytes / (1024.0 * 1024.0),
                r->stopped ? "true" : "false", r->threads, text_fields);
+        if (r->streamed)
+            printf(",\"data_wait_s\":%.4f,\"data_wait_share\":%.5f,\"bad_files\":%" PRId64, r->data_wait_s,
+                   r->seconds > 0 ? r->data_wait_s / r->seconds : 0.0, r->bad_files);
         if (jr.has_comm_stats) {
             const sh_dp_profile *pr = &jr.dp_profile;
             char spec[48];

@@ -1,5 +1,5 @@
-/* dataset.c — the in-memory dataset object: allocation of a known shape, the class count,
- * release; and whether a path names a regular file (the readers' first check).
+/* dataset.c — the dataset object: allocation of a known shape, the class count, release
+ * (a streamed one's source too); whether a path names a regular file (the readers' check).
  * Not here: reading files (idx.c, cifar.c, text.c), finding them (dataset_dir.c).
  * Proved by tests/data/test_idx.c and test_cifar.c. */
 #include <stdio.h>
@@ -9,6 +9,7 @@
 #include "base/err.h"
 #include "base/util.h"
 #include "data/dataset_priv.h"
+#include "data/source.h"
 
 shoal_result sh_dataset_alloc(int count, int c, int h, int w, const char *name, sh_dataset **out)
 {
@@ -47,6 +48,7 @@ int sh_dataset_file_exists(const char *path)
 void sh_dataset_destroy(sh_dataset *d)
 {
     if (!d) return;
+    sh_source_destroy(d->source);
     free(d->pixels);
     free(d->labels);
     free(d);

@@ -72,6 +72,25 @@ static shoal_result try_cifar(const char *dir, int train, sh_dataset **out, int 
     return SHOAL_OK;
 }
 
+int sh_dataset_dir_has_files(const char *dir)
+{
+    char path[PATH_NBYTES], sub[PATH_NBYTES];
+    if (find_idx(dir, "train-images-idx3-ubyte", path) || find_idx(dir, "train-labels-idx1-ubyte", path) ||
+        find_idx(dir, "t10k-images-idx3-ubyte", path) || find_idx(dir, "t10k-labels-idx1-ubyte", path))
+        return 1;
+    snprintf(sub, sizeof sub, "%s/cifar-10-batches-bin", dir);
+    const char *const dirs[] = {dir, sub};
+    for (int k = 0; k < 2; k++) {
+        snprintf(path, sizeof path, "%s/test_batch.bin", dirs[k]);
+        if (sh_dataset_file_exists(path)) return 1;
+        for (int b = 1; b <= CIFAR_TRAIN_BATCHES; b++) {
+            snprintf(path, sizeof path, "%s/data_batch_%d.bin", dirs[k], b);
+            if (sh_dataset_file_exists(path)) return 1;
+        }
+    }
+    return 0;
+}
+
 shoal_result sh_dataset_open_dir(const char *dir, int train, sh_dataset **out)
 {
     *out = NULL;
@@ -95,7 +114,8 @@ shoal_result sh_dataset_open_dir(const char *dir, int train, sh_dataset **out)
     return SH_FAIL(SHOAL_ERR_IO,
                    "no %s dataset in %s: looked for %s-images-idx3-ubyte[.gz] with "
                    "%s-labels-idx1-ubyte[.gz] (MNIST/Fashion-MNIST), and %s in it or in its "
-                   "cifar-10-batches-bin/ (CIFAR-10 binary); pass --data DIR pointing at one",
+                   "cifar-10-batches-bin/ (CIFAR-10 binary), and class folders of pictures; pass "
+                   "--data DIR pointing at one",
                    train ? "training" : "test", dir, split, split,
                    train ? "data_batch_1..5.bin" : "test_batch.bin");
 }

@@ -57,8 +57,12 @@ shoal_result sh_image_decode(const uint8_t *buf, size_t nbytes, const char *name
                        "not %d; set channels=1 or 3 in the cfg's [net]", name, c);
     if (nbytes >= sizeof jpeg_magic && !memcmp(buf, jpeg_magic, sizeof jpeg_magic))
         return sh_jpeg_decode(buf, nbytes, name, c, size_fn, size_ctx, img);
-    if (nbytes >= sizeof png_magic && !memcmp(buf, png_magic, sizeof png_magic))
-        return sh_png_decode(buf, nbytes, name, c, img);
+    if (nbytes >= sizeof png_magic && !memcmp(buf, png_magic, sizeof png_magic)) {
+        SH_TRY(sh_png_decode(buf, nbytes, name, c, img));
+        int min_w, min_h; /* a PNG decodes whole: the answer does not matter, the call does */
+        if (size_fn) size_fn(size_ctx, img->full_w, img->full_h, &min_w, &min_h);
+        return SHOAL_OK;
+    }
     if (nbytes == 0) return SH_FAIL(SHOAL_ERR_FORMAT, "%s: the file is empty", name);
     return SH_FAIL(SHOAL_ERR_FORMAT, "%s: not a JPEG or PNG (its first bytes are %02x %02x %02x "
                    "%02x); convert it or remove it", name, buf[0], nbytes > 1 ? buf[1] : 0,

@@ -63,6 +63,31 @@ static shoal_result check_dataset_fits(const sh_dataset *d, const sh_net *net, c
     return SHOAL_OK;
 }
 
+/* What --data names, shaped as the net's input: the cfg's [net] says how pictures are cut. */
+static void data_opts(const sh_trainer *t, sh_data_opts *d)
+{
+    const sh_net_pictures *p = &t->cfg->pictures;
+    memset(d, 0, sizeof *d);
+    d->path = t->opts.data_dir;
+    d->test_path = t->opts.test_data;
+    d->nclasses = sh_net_nclasses(t->net);
+    d->seed = t->opts.seed;
+    d->strict = t->opts.strict_data;
+    sh_image_opts *im = &d->image;
+    sh_image_opts_default(im, t->cfg->channels, t->cfg->height, t->cfg->width);
+    im->min_crop = p->min_crop;
+    im->max_crop = p->max_crop;
+    im->test_resize = p->test_resize;
+    im->flip = p->flip;
+    im->aspect = p->aspect;
+    im->angle = p->angle;
+    im->hue = p->hue;
+    im->saturation = p->saturation;
+    im->exposure = p->exposure;
+    memcpy(im->mean, p->mean, sizeof im->mean);
+    memcpy(im->std, p->std, sizeof im->std);
+}
+
 static int64_t plan_steps(const sh_train_opts *o, const sh_net_config *cfg, int64_t per_epoch)
 {
     int64_t planned;
@@ -135,15 +160,10 @@ shoal_result sh_trainer_create_with_net(const sh_train_opts *o, sh_net *net, sh_
     const sh_param_range *ranges = sh_net_param_ranges(t->net, &nranges);
     SH_TRY_GOTO(sh_optim_create(&t->cfg->optim, t->nparams, ranges, nranges, &t->opt), rc, fail);
 
-    struct stat st;
-    t->text = t->opts.data_dir && stat(t->opts.data_dir, &st) == 0 && S_ISREG(st.st_mode);
-    if (t->text) { /* a file: character-level text, as `darknet rnn train` reads it */
-        SH_TRY_GOTO(sh_text_load(t->opts.data_dir, 1, &t->train_set), rc, fail);
-        SH_TRY_GOTO(sh_text_load(t->opts.data_dir, 0, &t->test_set), rc, fail);
-    } else {
-        SH_TRY_GOTO(sh_dataset_open_dir(t->opts.data_dir, 1, &t->train_set), rc, fail);
-        SH_TRY_GOTO(sh_dataset_open_dir(t->opts.data_dir, 0, &t->test_set), rc, fail);
-    }
+    sh_data_opts dopt;
+    data_opts(t, &dopt);
+    SH_TRY_GOTO(sh_data_open(&dopt, &t->train_set, &t->test_set), rc, fail);
+    t->text = t->train_set->text;
     SH_TRY_GOTO(check_dataset_fits(t->train_set, t->net, o->cfg_path), rc, fail);
     SH_TRY_GOTO(check_dataset_fits(t->test_set, t->net, o->cfg_path), rc, fail);
     if (!t->text && t->train_set->count < t->global_batch) {
@@ -153,9 +173,11 @@ shoal_result sh_trainer_create_with_net(const sh_train_opts *o, sh_net *net, sh_
                      t->train_set->name, t->train_set->count, t->global_batch);
         goto fail;
     }
+    int dthreads = o->data_threads > 0 ? o->data_threads : (t->threads + 1) / 2;
     sh_loader_opts lo = {.global_batch = t->global_batch, .rank = t->strategy->rank,
                          .world = t->strategy->world, .seed = t->opts.seed, .shuffle = 1,
-                         .drop_last = 1, .time_steps = sh_net_time_steps(t->net)};
+                         .drop_last = 1, .time_steps = sh_net_time_steps(t->net),
+                         .threads = dthreads, .prefetch = o->data_prefetch};
     SH_TRY_GOTO(sh_loader_create(t->train_set, &lo, &t->loader), rc, fail);
     /* Every rank evaluates the whole test set alone: no shard, no shuffle, keep the tail. */
     /* With a strategy that can sum across ranks, each rank tests its shard of the test set. */
@@ -163,7 +185,8 @@ shoal_result sh_trainer_create_with_net(const sh_train_opts *o, sh_net *net, sh_
     sh_loader_opts to = {.global_batch = t->batch * (split_eval ? t->strategy->world : 1),
                          .rank = split_eval ? t->strategy->rank : 0,
                          .world = split_eval ? t->strategy->world : 1, .seed = 0,
-                         .shuffle = 0, .drop_last = 0, .time_steps = sh_net_time_steps(t->net)};
+                         .shuffle = 0, .drop_last = 0, .time_steps = sh_net_time_steps(t->net),
+                         .threads = dthreads, .prefetch = o->data_prefetch};
     SH_TRY_GOTO(sh_loader_create(t->test_set, &to, &t->test_loader), rc, fail);
 
     SH_TRY_GOTO(sh_alloc_aligned((size_t)t->batch * (size_t)sh_net_input_count(t->net) *
@@ -641,6 +664,9 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
     r->peak_rss_nbytes = sh_peak_rss_nbytes();
     r->threads = t->threads;
     r->text = t->text;
+    r->streamed = t->train_set->source != NULL;
+    r->data_wait_s = sh_loader_wait_s(t->loader);
+    r->bad_files = sh_dataset_bad_files(t->train_set) + sh_dataset_bad_files(t->test_set);
     r->train_bpc = r->train_loss / M_LN2;
     r->test_bpc = r->test_loss / M_LN2;
     if (t->opts.profile && r->steps_this_run > 0) {

@@ -21,6 +21,11 @@
 typedef struct {
     const char *cfg_path;
     const char *data_dir;       /* NULL: SHOAL_DATA_DIR */
+    /* pictures (src/data/open.c): the held-out set, bad files, the decoding threads */
+    const char *test_data;      /* --test-data: a folder or list file; NULL: data_dir/val */
+    int strict_data;            /* 1: a bad picture file stops the run; 0: skipped, counted */
+    int data_threads;           /* decoding threads a rank; 0: one per two kernel threads */
+    int data_prefetch;          /* steps decoded ahead; 0: 2 */
     int epochs;                 /* 0: the cfg's max_batches steps, or 1 epoch without it */
     int64_t max_steps;          /* > 0: stop once this many steps are done in total */
     int batch;                  /* images per step; 0: the cfg's batch */
@@ -100,6 +105,9 @@ typedef struct {
                                    losses (nats) are also given in bits per character: */
     double train_bpc, test_bpc; /* loss / ln 2 */
     char saved_path[1024];      /* the last checkpoint written, "" when none */
+    int streamed;               /* pictures or synthetic data, decoded while training: */
+    double data_wait_s;         /* time the steps waited for decoded images */
+    int64_t bad_files;          /* picture files skipped as unreadable (this rank's finds) */
     int nhistory;               /* evaluations in history[] */
     sh_epoch_point history[SH_HISTORY_MAX];
 } sh_train_report;
