@@ -156,6 +156,7 @@ shoal_result sh_source_fill(sh_source *s, int64_t item, uint64_t sample_seed, sh
 {
     if (!s->list) {
         sh_synthetic_draw(s->seed, s->first_item + item, s->nclasses, &s->opts, dst, label);
+        __atomic_add_fetch(&s->made, 1, __ATOMIC_RELAXED);
         return SHOAL_OK;
     }
     int64_t i = item, run = 0;
@@ -164,6 +165,7 @@ shoal_result sh_source_fill(sh_source *s, int64_t item, uint64_t sample_seed, sh
             shoal_result rc = fill_file(s, i, sample_seed, scr, dst);
             if (rc == SHOAL_OK) {
                 *label = s->list->labels[i];
+                __atomic_add_fetch(&s->made, 1, __ATOMIC_RELAXED);
                 return SHOAL_OK;
             }
             if (rc == SHOAL_ERR_NOMEM || rc == SHOAL_ERR_INTERNAL || s->strict) {

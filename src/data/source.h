@@ -28,6 +28,7 @@ struct sh_source {
     int64_t first_item;         /* synthetic: image i is drawn as item first_item + i */
     uint64_t *bad;              /* files: (count + 63) / 64 bits, a file known bad (atomic) */
     int64_t nbad;               /* atomic */
+    int64_t made;               /* images made so far (atomic): how much was decoded */
 };
 
 /* One decoding thread's buffers, reused from image to image. */
