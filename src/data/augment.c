@@ -159,9 +159,10 @@ static shoal_result resample(const sh_image_opts *o, const sh_augment_plan *p, c
             for (int t = 0; t < ty; t++) {
                 if (wy[t] == 0) continue;
                 const float *row = s->rows + (size_t)(iy[t] - ylo) * w * C + c;
-                float wt = wy[t] * (1.0f / 255.0f);
-                for (int x = 0; x < w; x++) out[x] += wt * row[(size_t)x * C];
+                for (int x = 0; x < w; x++) out[x] += wy[t] * row[(size_t)x * C];
             }
+            /* a true division, as the in-memory loader's: an unscaled crop gives its bits */
+            for (int x = 0; x < w; x++) out[x] /= 255.f;
         }
     }
     return SHOAL_OK;
