@@ -17,6 +17,7 @@
 #include "data/data.h"
 #include "nn/net.h"
 #include "train/eval.h"
+#include "train/trainer.h"
 
 static const char usage_text[] =
     "usage: shoal test CFG --weights FILE [options]\n"
@@ -29,14 +30,17 @@ static const char usage_text[] =
     "  --data DIR         dataset directory (default $SHOAL_DATA_DIR or\n"
     "                     /usr/share/datasets/fashion-mnist)\n"
     "  --data FILE.txt    text: bits/char on its held-out tail (as shoal train held it out)\n"
+    "  --data DIR|LIST    pictures: DIR/val labelled by DIR's class folders, or the list\n"
+    "                     file's pictures, cut as the cfg's [net] says (docs/data.md)\n"
+    "  --test-data P      the held-out pictures: a folder of class folders or a list file\n"
     "  --batch N          images per forward pass (default: the cfg's batch)\n"
     "  --threads N        kernel threads (default $SHOAL_THREADS, else this process's\n"
     "                     CPUs shared by the ranks on this host)\n"
     "  --json             print one JSON object: accuracy, loss, images\n"
     "  --help             this text\n";
 
-static shoal_result run_test(const char *cfg, const char *weights, const char *dir, int batch,
-                             int threads, int json)
+static shoal_result run_test(const char *cfg, const char *weights, const char *dir, const char *test_data,
+                             int batch, int threads, int json)
 {
     shoal_result rc = SHOAL_OK;
     sh_net *net = NULL;
@@ -47,12 +51,10 @@ static shoal_result run_test(const char *cfg, const char *weights, const char *d
     SH_TRY_GOTO(sh_net_load(cfg, batch, 1, &net), rc, done);
     SH_TRY_GOTO(sh_net_check_trainable(net), rc, done);
     SH_TRY_GOTO(sh_cli_net_weights(net, threads, weights), rc, done);
-    struct stat st;
-    int text = dir && stat(dir, &st) == 0 && S_ISREG(st.st_mode);
-    if (text) /* a file: its held-out tail, as shoal train --data FILE.txt holds it out */
-        SH_TRY_GOTO(sh_text_load(dir, 0, &d), rc, done);
-    else
-        SH_TRY_GOTO(sh_dataset_open_dir(dir, 0, &d), rc, done);
+    sh_data_opts dopt; /* as shoal train reads --data, its held-out part */
+    sh_train_data_opts(net, dir, test_data, 1, 0, &dopt);
+    SH_TRY_GOTO(sh_data_open_test(&dopt, &d), rc, done);
+    int text = d->text;
     if (d->c * d->h * d->w != sh_net_input_count(net)) {
         rc = SH_FAIL(SHOAL_ERR_INVALID,
                      "dataset %s has %dx%dx%d images but %s expects %d values per image; use "
@@ -91,7 +93,7 @@ done:
 
 int sh_cmd_test(int argc, char **argv)
 {
-    const char *cfg = NULL, *weights = NULL, *dir = NULL;
+    const char *cfg = NULL, *weights = NULL, *dir = NULL, *test_data = NULL;
     int batch = 0, threads = 0, json = 0;
     sh_cli_args a = {"test", argc, argv, 1, 0};
     for (; a.i < argc; a.i++) {
@@ -99,6 +101,7 @@ int sh_cmd_test(int argc, char **argv)
         if (!strcmp(argv[a.i], "--json")) { json = 1; continue; }
         if (sh_cli_arg_cfg(&a, &cfg) || sh_cli_flag_str(&a, "--weights", "a value", &weights) ||
             sh_cli_flag_str(&a, "--data", "a value", &dir) ||
+            sh_cli_flag_str(&a, "--test-data", "a value", &test_data) ||
             sh_cli_flag_int(&a, "--batch", 1, 1 << 20, &batch) ||
             sh_cli_flag_int(&a, "--threads", 1, 1024, &threads)) {
             if (a.bad) return SH_EXIT_USAGE;
@@ -110,6 +113,6 @@ int sh_cmd_test(int argc, char **argv)
     if (!weights) return sh_cli_usage_error("test", "missing --weights FILE");
     if (!dir) dir = sh_env_str("SHOAL_DATA_DIR");
     if (!threads) threads = sh_cli_threads(0);
-    shoal_result rc = run_test(cfg, weights, dir, batch, threads, json);
+    shoal_result rc = run_test(cfg, weights, dir, test_data, batch, threads, json);
     return rc == SHOAL_OK ? SH_EXIT_OK : sh_cli_fail(rc);
 }

@@ -63,6 +63,9 @@ typedef struct {
 
 /* Open the training and the held-out set. Errors name the path and what to do. */
 shoal_result sh_data_open(const sh_data_opts *o, sh_dataset **train, sh_dataset **test);
+/* The held-out set alone (shoal test): a picture folder's val/ labelled by its classes (its
+ * files not listed), test_path, a list file itself, text's tail, IDX's or CIFAR's test split. */
+shoal_result sh_data_open_test(const sh_data_opts *o, sh_dataset **test);
 
 /* Streamed datasets: picture files found bad so far (skipped, each warned about once). */
 int64_t sh_dataset_bad_files(const sh_dataset *d);

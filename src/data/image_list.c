@@ -219,7 +219,7 @@ shoal_result sh_image_list_folder(const char *dir, const sh_image_list *classes_
         else warn_skip(&b, path, "a file beside the class folders (each class is a folder of pictures)");
     }
     SH_TRY_GOTO(pick_classes(l, dir, classes_of, sub, nsub), rc, done);
-    if (l->nclasses == 0) {
+    if (l->nclasses == 0 || nsub == 0) {
         rc = SH_FAIL(SHOAL_ERR_FORMAT, "%s has no class folders: put each class's pictures in a folder "
                      "of its own (DIR/cat/1.jpg, DIR/dog/2.jpg), or pass a list file", dir);
         goto done;
@@ -242,6 +242,36 @@ shoal_result sh_image_list_folder(const char *dir, const sh_image_list *classes_
     if (l->skipped > LIST_WARN_MAX)
         SH_LOG_W("data", "%s: %lld files left out in all (not pictures)", dir, (long long)l->skipped);
     finish(l);
+    *out = l;
+    l = NULL;
+done:
+    free(sub);
+    free_names(names, n);
+    sh_image_list_destroy(l);
+    return rc;
+}
+
+shoal_result sh_image_list_classes(const char *dir, sh_image_list **out)
+{
+    shoal_result rc = SHOAL_OK;
+    sh_image_list *l = NULL;
+    char **names = NULL, **sub = NULL;
+    size_t n = 0, nsub = 0;
+    *out = NULL;
+    SH_TRY(read_names(dir, &names, &n));
+    SH_TRY_GOTO(new_list(dir, &l), rc, done);
+    SH_TRY_GOTO(sh_calloc(n ? n : 1, sizeof *sub, (void **)&sub), rc, done);
+    for (size_t i = 0; i < n; i++) {
+        char path[PATH_NBYTES];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        if (is_dir(path)) sub[nsub++] = names[i];
+    }
+    SH_TRY_GOTO(pick_classes(l, dir, NULL, sub, nsub), rc, done);
+    if (l->nclasses == 0) {
+        rc = SH_FAIL(SHOAL_ERR_FORMAT, "%s has no class folders: its class names label the held-out "
+                     "pictures", dir);
+        goto done;
+    }
     *out = l;
     l = NULL;
 done:

@@ -34,6 +34,10 @@ typedef struct {
  * folders are warned about (counted in skipped); no picture at all is SHOAL_ERR_FORMAT. */
 shoal_result sh_image_list_folder(const char *dir, const sh_image_list *classes_of, sh_image_list **out);
 
+/* Only the classes of a folder as sh_image_list_folder names them (no files listed): what
+ * labels a held-out folder when the training pictures are not needed (shoal test). */
+shoal_result sh_image_list_classes(const char *dir, sh_image_list **out);
+
 /* Read a list file: one `PATH LABEL` a line (LABEL an integer >= 0, PATH everything before
  * the last blank, relative ones from the list file's folder); blank lines pass. A malformed
  * line is SHOAL_ERR_FORMAT with file:line; so is a first PATH that does not exist. */

@@ -114,16 +114,18 @@ static shoal_result held_out(const sh_data_opts *o, const char *val_dir, const s
     return SHOAL_OK;
 }
 
+/* The training pictures' folder: DIR/train beside DIR/val, as ImageNet unpacks, or DIR. */
+static void picture_root(const char *path, char *root, size_t nbytes)
+{
+    snprintf(root, nbytes, "%s/train", path);
+    if (!is_dir(root)) snprintf(root, nbytes, "%s", path);
+}
+
 static shoal_result picture_folder(const sh_data_opts *o, sh_dataset **train, sh_dataset **test)
 {
     char root[4096], val[4096];
-    snprintf(root, sizeof root, "%s/train", o->path);
-    if (is_dir(root)) { /* DIR/train beside DIR/val, as ImageNet unpacks */
-        snprintf(val, sizeof val, "%s/val", o->path);
-    } else {
-        snprintf(root, sizeof root, "%s", o->path);
-        snprintf(val, sizeof val, "%s/val", o->path);
-    }
+    picture_root(o->path, root, sizeof root);
+    snprintf(val, sizeof val, "%s/val", o->path);
     sh_image_list *list = NULL;
     SH_TRY(sh_image_list_folder(root, NULL, &list));
     shoal_result rc = held_out(o, val, list, test);
@@ -133,6 +135,41 @@ static shoal_result picture_folder(const sh_data_opts *o, sh_dataset **train, sh
     }
     SH_TRY(pictures(list, o, 1, root, train));
     return SHOAL_OK;
+}
+
+static int is_picture_folder(const char *path)
+{
+    return is_dir(path) && !sh_dataset_dir_has_files(path) && has_subdir(path);
+}
+
+shoal_result sh_data_open_test(const sh_data_opts *o, sh_dataset **test)
+{
+    *test = NULL;
+    const char *path = o->path;
+    struct stat st;
+    if (!path || !*path) return SH_FAIL(SHOAL_ERR_INVALID, "no data: pass --data DIR, FILE or synthetic");
+    if (!strcmp(path, "synthetic")) {
+        sh_source *src = NULL;
+        SH_TRY(sh_source_synthetic_create(SYNTH_TEST_COUNT, SYNTH_TRAIN_COUNT, o->nclasses, o->seed, &o->image, &src));
+        return streamed(src, &o->image, "synthetic (held out)", 0, test);
+    }
+    int list = stat(path, &st) == 0 && S_ISREG(st.st_mode) && sh_image_list_sniff(path);
+    if (o->test_path || list || is_picture_folder(path)) {
+        char root[4096], val[4096];
+        sh_image_list *classes = NULL;
+        sh_data_opts q = *o;
+        if (list && !o->test_path) q.test_path = path; /* the list named is the one to test on */
+        if (is_picture_folder(path)) {
+            picture_root(path, root, sizeof root);
+            SH_TRY(sh_image_list_classes(root, &classes));
+        }
+        snprintf(val, sizeof val, "%s/val", path);
+        shoal_result rc = held_out(&q, val, classes, test);
+        sh_image_list_destroy(classes);
+        return rc;
+    }
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) return sh_text_load(path, 0, test);
+    return sh_dataset_open_dir(path, 0, test);
 }
 
 shoal_result sh_data_open(const sh_data_opts *o, sh_dataset **train, sh_dataset **test)
@@ -160,7 +197,7 @@ shoal_result sh_data_open(const sh_data_opts *o, sh_dataset **train, sh_dataset 
             SH_TRY(sh_text_load(path, 1, train));
             rc = sh_text_load(path, 0, test);
         }
-    } else if (is_dir(path) && !sh_dataset_dir_has_files(path) && has_subdir(path)) {
+    } else if (is_picture_folder(path)) {
         rc = picture_folder(o, train, test);
     } else {
         if (o->test_path)

@@ -63,18 +63,19 @@ static shoal_result check_dataset_fits(const sh_dataset *d, const sh_net *net, c
     return SHOAL_OK;
 }
 
-/* What --data names, shaped as the net's input: the cfg's [net] says how pictures are cut. */
-static void data_opts(const sh_trainer *t, sh_data_opts *d)
+void sh_train_data_opts(const sh_net *net, const char *path, const char *test_path, uint64_t seed, int strict,
+                        sh_data_opts *d)
 {
-    const sh_net_pictures *p = &t->cfg->pictures;
+    const sh_net_config *cfg = sh_net_get_config(net);
+    const sh_net_pictures *p = &cfg->pictures;
     memset(d, 0, sizeof *d);
-    d->path = t->opts.data_dir;
-    d->test_path = t->opts.test_data;
-    d->nclasses = sh_net_nclasses(t->net);
-    d->seed = t->opts.seed;
-    d->strict = t->opts.strict_data;
+    d->path = path;
+    d->test_path = test_path;
+    d->nclasses = sh_net_nclasses(net);
+    d->seed = seed;
+    d->strict = strict;
     sh_image_opts *im = &d->image;
-    sh_image_opts_default(im, t->cfg->channels, t->cfg->height, t->cfg->width);
+    sh_image_opts_default(im, cfg->channels, cfg->height, cfg->width);
     im->min_crop = p->min_crop;
     im->max_crop = p->max_crop;
     im->test_resize = p->test_resize;
@@ -161,7 +162,7 @@ shoal_result sh_trainer_create_with_net(const sh_train_opts *o, sh_net *net, sh_
     SH_TRY_GOTO(sh_optim_create(&t->cfg->optim, t->nparams, ranges, nranges, &t->opt), rc, fail);
 
     sh_data_opts dopt;
-    data_opts(t, &dopt);
+    sh_train_data_opts(t->net, t->opts.data_dir, t->opts.test_data, t->opts.seed, t->opts.strict_data, &dopt);
     SH_TRY_GOTO(sh_data_open(&dopt, &t->train_set, &t->test_set), rc, fail);
     t->text = t->train_set->text;
     SH_TRY_GOTO(check_dataset_fits(t->train_set, t->net, o->cfg_path), rc, fail);

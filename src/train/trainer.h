@@ -131,6 +131,11 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r);
  * update at the step's learning rate. Allocates nothing. *loss is the batch's mean loss. */
 shoal_result sh_train_step(sh_trainer *t, int64_t step, float *loss);
 
+/* What --data (and --test-data) name, shaped as net's input: the cfg's [net] says how
+ * pictures are cut (sh_net_pictures into sh_image_opts). */
+void sh_train_data_opts(const sh_net *net, const char *path, const char *test_path, uint64_t seed, int strict,
+                        sh_data_opts *d);
+
 /* Write a checkpoint of the current state (rank 0 only; others return SHOAL_OK). */
 shoal_result sh_trainer_save(sh_trainer *t, const char *path);
 

@@ -4,7 +4,7 @@
  * match one, a mid-epoch resume continues bit for bit (and refuses other pictures), bad
  * files are skipped and counted or stop --strict-data runs, DIR/train beside DIR/val is
  * read as ImageNet unpacks, folder mistakes are one clear
- * error, --data synthetic trains, and Fashion-MNIST as PNG class folders trains LeNet to the
+ * error, shoal test agrees with train, --data synthetic trains, and Fashion-MNIST as PNG class folders trains LeNet to the
  * IDX files' accuracy. Data: tests/cli/picture_sets.py. */
 #include <math.h>
 #include <stdio.h>
@@ -153,6 +153,22 @@ static void bad_files_are_skipped_or_stop_strict_runs(void)
           "strict: exit %d: %s", rc, out);
 }
 
+/* shoal test reads the held-out pictures as shoal train evaluated them. */
+static void shoal_test_agrees_with_train_on_pictures(void)
+{
+    int rc = shoal("stripes.cfg --data pics --max-steps 10 --threads 1 --save eval.ckpt --json");
+    CHECK(rc == 0, "exit %d: %s", rc, out);
+    double train_acc = sh_test_json_number(out, "accuracy");
+    const char *sets[] = {"--data pics", "--data val.txt", "--data pics --test-data pics/val"};
+    for (int i = 0; i < 3; i++) {
+        char args[256];
+        snprintf(args, sizeof args, "stripes.cfg --weights eval.ckpt %s --threads 1 --json", sets[i]);
+        rc = sh_test_shoal_in(dir, "", "test", args, out, sizeof out);
+        CHECK(rc == 0 && sh_test_json_number(out, "accuracy") == train_acc && sh_test_json_number(out, "images") == 30,
+              "shoal test %s: exit %d, want accuracy %g: %s", sets[i], rc, train_acc, out);
+    }
+}
+
 /* ImageNet's layout: DIR/train and DIR/val side by side. */
 static void train_and_val_side_by_side(void)
 {
@@ -227,6 +243,7 @@ int main(void)
         RUN(two_ranks_under_strong_scaling_match_one);
         RUN(a_mid_epoch_resume_continues_bit_for_bit);
         RUN(bad_files_are_skipped_or_stop_strict_runs);
+        RUN(shoal_test_agrees_with_train_on_pictures);
         RUN(train_and_val_side_by_side);
         RUN(folder_mistakes_are_one_clear_error);
         RUN(synthetic_data_and_grey_inputs_train);
