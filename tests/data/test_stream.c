@@ -345,7 +345,9 @@ static void memory_stays_flat_over_many_files(void)
     long before = rss_kb();
     for (int k = 4; l && k < 2 * COUNT / B; k++) CHECK_OK(sh_loader_next(l, x, y, &n));
     long after = rss_kb();
-    CHECK(after - before < 8 * 1024, "RSS grew %ld kB over two epochs of %d files", after - before, COUNT);
+    /* AddressSanitizer keeps freed memory in quarantine: RSS says nothing there */
+    CHECK(check_under_san() || after - before < 8 * 1024, "RSS grew %ld kB over two epochs of %d files",
+          after - before, COUNT);
     CHECK(d->source->made >= 2 * COUNT - 4 * B, "%lld images made", (long long)d->source->made);
     CHECK(sh_loader_wait_s(l) >= 0, "wait %g", sh_loader_wait_s(l));
     sh_loader_destroy(l);
