@@ -92,28 +92,66 @@ void sh_augment_scratch_fini(sh_augment_scratch *s)
 
 /* Taps of n outputs along one axis: output i's centre lands at a i + b (decoded pixels,
  * centres at k + 0.5); a triangle of half-width max(1, |a|) over the pixels, weights summing
- * to 1, indices clamped into [0, len). ntaps is the same for every output. */
-static void axis_taps(int n, double a, double b, int len, int ntaps, int32_t *idx, float *wt)
+ * to 1, indices clamped into [0, len). Output i has cnt[i] <= ntaps taps of nonzero weight at
+ * idx[i * ntaps ..], w[i * ntaps ..]. */
+static void axis_taps(int n, double a, double b, int len, int ntaps, int32_t *idx, float *wt, int32_t *cnt)
 {
     double support = fabs(a) > 1 ? fabs(a) : 1;
     for (int i = 0; i < n; i++) {
         double centre = a * (i + 0.5) + b;
-        int first = (int)floor(centre - support - 0.5) + 1;
-        double sum = 0;
-        for (int t = 0; t < ntaps; t++) {
-            int k = first + t;
-            double d = fabs(k + 0.5 - centre) / support;
-            double wk = d < 1 ? 1 - d : 0;
-            idx[i * ntaps + t] = k < 0 ? 0 : k >= len ? len - 1 : k;
-            wt[i * ntaps + t] = (float)wk;
-            sum += wk;
+        int first = (int)floor(centre - support - 0.5) + 1, k = 0;
+        double w[64], sum = 0;
+        int32_t at[64];
+        for (int t = 0; t < ntaps && k < 64; t++) {
+            int j = first + t;
+            double d = fabs(j + 0.5 - centre) / support;
+            if (d >= 1) continue;
+            at[k] = j < 0 ? 0 : j >= len ? len - 1 : j;
+            w[k] = 1 - d;
+            sum += w[k++];
         }
-        for (int t = 0; t < ntaps; t++) wt[i * ntaps + t] = (float)(wt[i * ntaps + t] / sum);
+        for (int t = 0; t < k; t++) {
+            idx[i * ntaps + t] = at[t];
+            wt[i * ntaps + t] = (float)(w[t] / sum);
+        }
+        cnt[i] = k;
+    }
+}
+
+/* One source row (W pixels of C channels) through the column taps into C planes of w floats
+ * (plane stride `plane`), in pixel units. */
+static void row_pass(const uint8_t *src, int C, int w, int tx, const int32_t *xi, const float *xw, const int32_t *xc,
+                     float *dst, size_t plane)
+{
+    if (C == 3) {
+        for (int x = 0; x < w; x++) {
+            const int32_t *ix = xi + (size_t)x * tx;
+            const float *wx = xw + (size_t)x * tx;
+            float a0 = 0, a1 = 0, a2 = 0;
+            for (int t = 0; t < xc[x]; t++) {
+                const uint8_t *q = src + (size_t)ix[t] * 3;
+                a0 += wx[t] * q[0];
+                a1 += wx[t] * q[1];
+                a2 += wx[t] * q[2];
+            }
+            dst[x] = a0;
+            dst[plane + x] = a1;
+            dst[2 * plane + x] = a2;
+        }
+        return;
+    }
+    for (int x = 0; x < w; x++) {
+        const int32_t *ix = xi + (size_t)x * tx;
+        const float *wx = xw + (size_t)x * tx;
+        float a = 0;
+        for (int t = 0; t < xc[x]; t++) a += wx[t] * src[ix[t]];
+        dst[x] = a;
     }
 }
 
 /* Axis-aligned plans: a horizontal pass over the source rows the output needs into s->rows
- * (rows, w, C), then a vertical pass into dst (C, h, w) scaled to [0, 1]. */
+ * (C planes of rows x w), then a vertical pass, contiguous along x, into dst (C, h, w)
+ * scaled to [0, 1]. */
 static shoal_result resample(const sh_image_opts *o, const sh_augment_plan *p, const sh_image *img,
                              sh_augment_scratch *s, float *dst)
 {
@@ -121,50 +159,43 @@ static shoal_result resample(const sh_image_opts *o, const sh_augment_plan *p, c
     double kx = (double)W / img->full_w, ky = (double)H / img->full_h;
     double ax = p->m[0] * kx, bx = p->m[2] * kx, ay = p->m[4] * ky, by = p->m[5] * ky;
     int tx = 2 * (int)ceil(fabs(ax) > 1 ? fabs(ax) : 1) + 1, ty = 2 * (int)ceil(fabs(ay) > 1 ? fabs(ay) : 1) + 1;
+    if (tx > 64 || ty > 64)
+        return SH_FAIL(SHOAL_ERR_INTERNAL, "a shrink of %.1f x %.1f after decoding; the decode should have "
+                       "been smaller", fabs(ax), fabs(ay));
     size_t ntaps = (size_t)w * tx + (size_t)h * ty;
-    SH_TRY(reserve((void **)&s->tap_idx, &s->tap_idx_cap, ntaps * sizeof(int32_t)));
+    SH_TRY(reserve((void **)&s->tap_idx, &s->tap_idx_cap, (ntaps + (size_t)w + h) * sizeof(int32_t)));
     SH_TRY(reserve((void **)&s->tap_w, &s->tap_w_cap, ntaps * sizeof(float)));
-    int32_t *xi = s->tap_idx, *yi = s->tap_idx + (size_t)w * tx;
+    int32_t *xi = s->tap_idx, *yi = s->tap_idx + (size_t)w * tx, *xc = yi + (size_t)h * ty, *yc = xc + w;
     float *xw = s->tap_w, *yw = s->tap_w + (size_t)w * tx;
-    axis_taps(w, ax, bx, W, tx, xi, xw);
-    axis_taps(h, ay, by, H, ty, yi, yw);
+    axis_taps(w, ax, bx, W, tx, xi, xw, xc);
+    axis_taps(h, ay, by, H, ty, yi, yw, yc);
     int ylo = H, yhi = -1; /* the source rows any output row reads */
-    for (size_t k = 0; k < (size_t)h * ty; k++) {
-        if (yw[k] == 0) continue;
-        if (yi[k] < ylo) ylo = yi[k];
-        if (yi[k] > yhi) yhi = yi[k];
-    }
-    if (yhi < ylo) ylo = yhi = 0;
-    int nrows = yhi - ylo + 1;
-    SH_TRY(reserve((void **)&s->rows, &s->rows_cap, (size_t)nrows * w * C * sizeof(float)));
-    for (int r = 0; r < nrows; r++) {
-        const uint8_t *src = img->px + (size_t)(ylo + r) * W * C;
-        float *row = s->rows + (size_t)r * w * C;
-        for (int x = 0; x < w; x++) {
-            const int32_t *ix = xi + (size_t)x * tx;
-            const float *wx = xw + (size_t)x * tx;
-            for (int c = 0; c < C; c++) {
-                float acc = 0;
-                for (int t = 0; t < tx; t++) acc += wx[t] * src[(size_t)ix[t] * C + c];
-                row[x * C + c] = acc;
-            }
+    for (int y = 0; y < h; y++)
+        for (int t = 0; t < yc[y]; t++) {
+            int r = yi[(size_t)y * ty + t];
+            ylo = r < ylo ? r : ylo;
+            yhi = r > yhi ? r : yhi;
         }
-    }
-    for (int y = 0; y < h; y++) {
-        const int32_t *iy = yi + (size_t)y * ty;
-        const float *wy = yw + (size_t)y * ty;
-        for (int c = 0; c < C; c++) {
+    int nrows = yhi - ylo + 1;
+    size_t plane = (size_t)nrows * w;
+    SH_TRY(reserve((void **)&s->rows, &s->rows_cap, plane * C * sizeof(float)));
+    for (int r = 0; r < nrows; r++)
+        row_pass(img->px + (size_t)(ylo + r) * W * C, C, w, tx, xi, xw, xc, s->rows + (size_t)r * w, plane);
+    for (int c = 0; c < C; c++)
+        for (int y = 0; y < h; y++) {
+            const int32_t *iy = yi + (size_t)y * ty;
+            const float *wy = yw + (size_t)y * ty;
             float *out = dst + ((size_t)c * h + y) * w;
-            for (int x = 0; x < w; x++) out[x] = 0;
-            for (int t = 0; t < ty; t++) {
-                if (wy[t] == 0) continue;
-                const float *row = s->rows + (size_t)(iy[t] - ylo) * w * C + c;
-                for (int x = 0; x < w; x++) out[x] += wy[t] * row[(size_t)x * C];
+            const float *r0 = s->rows + c * plane + (size_t)(iy[0] - ylo) * w;
+            for (int x = 0; x < w; x++) out[x] = wy[0] * r0[x];
+            for (int t = 1; t < yc[y]; t++) {
+                const float *row = s->rows + c * plane + (size_t)(iy[t] - ylo) * w;
+                float wt = wy[t];
+                for (int x = 0; x < w; x++) out[x] += wt * row[x];
             }
             /* a true division, as the in-memory loader's: an unscaled crop gives its bits */
             for (int x = 0; x < w; x++) out[x] /= 255.f;
         }
-    }
     return SHOAL_OK;
 }
 
