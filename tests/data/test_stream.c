@@ -90,6 +90,9 @@ static sh_loader *make_loader(const sh_dataset *d, int B, int rank, int world, i
     return l;
 }
 
+/* Images the source made so far (its threads count them as they go). */
+static int64_t made(const sh_dataset *d) { return __atomic_load_n(&d->source->made, __ATOMIC_RELAXED); }
+
 /* The picture a flat pixel triple names. */
 static int index_of(const float *x, size_t plane)
 {
@@ -142,7 +145,7 @@ static void batches_follow_the_order_on_every_rank_count_and_thread_count(void)
             }
             for (int r = 0; r < world; r++) sh_loader_destroy(l[r]);
         }
-    CHECK(d->source->made >= 6 * STEPS * B, "made %lld images", (long long)d->source->made);
+    CHECK(made(d) >= 6 * STEPS * B, "made %lld images", (long long)made(d));
     free(x);
     sh_dataset_destroy(d);
 }
@@ -291,8 +294,8 @@ static void evaluation_loaders_stop_at_their_epoch_end(void)
         }
         CHECK(total == COUNT, "an evaluation pass read %d images", total);
         usleep(100 * 1000); /* the threads had time to run ahead, if they would */
-        CHECK(d->source->made == (int64_t)COUNT * (pass + 1), "pass %d: %lld images decoded, want %d", pass,
-              (long long)d->source->made, COUNT * (pass + 1));
+        CHECK(made(d) == (int64_t)COUNT * (pass + 1), "pass %d: %lld images decoded, want %d", pass,
+              (long long)made(d), COUNT * (pass + 1));
     }
     sh_loader_destroy(l);
     sh_dataset_destroy(d);
@@ -348,7 +351,7 @@ static void memory_stays_flat_over_many_files(void)
     /* AddressSanitizer keeps freed memory in quarantine: RSS says nothing there */
     CHECK(check_under_san() || after - before < 8 * 1024, "RSS grew %ld kB over two epochs of %d files",
           after - before, COUNT);
-    CHECK(d->source->made >= 2 * COUNT - 4 * B, "%lld images made", (long long)d->source->made);
+    CHECK(made(d) >= 2 * COUNT - 4 * B, "%lld images made", (long long)made(d));
     CHECK(sh_loader_wait_s(l) >= 0, "wait %g", sh_loader_wait_s(l));
     sh_loader_destroy(l);
     free(x);
