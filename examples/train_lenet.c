@@ -2,7 +2,7 @@
  * the model to show its shapes, then trains it (alone, or as one rank under shoal launch,
  * mpirun or srun) and prints the result.
  * Not here: anything of shoal's internals; build it with
- *   cc -Iinclude examples/train_lenet.c build/libshoal.a -pthread -lz -ldl -lm -lrt
+ *   cc -Iinclude examples/train_lenet.c build/libshoal.a -pthread -ljpeg -lpng -lz -ldl -lm -lrt
  * Proved by tests/train/test_api.c, which builds it that way and runs it on a tiny dataset.
  *
  * usage: train_lenet [CFG [DATA_DIR [STEPS]]]   (default examples/lenet.cfg, $SHOAL_DATA_DIR, 100) */

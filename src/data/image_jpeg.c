@@ -12,6 +12,12 @@
 #include "base/err.h"
 #include "data/image.h"
 
+/* A JPEG is decoded at up to 1/8 of its size, so its own may be larger than a decoded
+ * picture's bound: 16384 x 16384. */
+#define SH_JPEG_MAX_FULL_PIXELS (4 * SH_IMAGE_MAX_PIXELS)
+/* libjpeg's working memory for one file (a progressive one's coefficients at full size). */
+#define SH_JPEG_MAX_MEMORY_NBYTES (512L << 20)
+
 /* libjpeg's default error_exit calls exit(): ours longjmps back to the decode call with the
  * library's message, so a damaged file is a result, never the end of the process. */
 typedef struct {
@@ -79,6 +85,9 @@ static shoal_result run(struct jpeg_decompress_struct *ci, const char *name, int
 {
     jpeg_read_header(ci, TRUE);
     int full_w = (int)ci->image_width, full_h = (int)ci->image_height;
+    if ((int64_t)full_w * full_h > SH_JPEG_MAX_FULL_PIXELS)
+        return SH_FAIL(SHOAL_ERR_FORMAT, "%s: a JPEG of %dx%d pixels, beyond the %lld a picture file may "
+                       "hold; shrink it", name, full_w, full_h, (long long)SH_JPEG_MAX_FULL_PIXELS);
     int cmyk = ci->jpeg_color_space == JCS_CMYK || ci->jpeg_color_space == JCS_YCCK;
     int min_w = 0, min_h = 0;
     if (size_fn) size_fn(size_ctx, full_w, full_h, &min_w, &min_h);
@@ -132,6 +141,9 @@ shoal_result sh_jpeg_decode(const uint8_t *buf, size_t nbytes, const char *name,
         return SH_FAIL(SHOAL_ERR_FORMAT, "%s: damaged JPEG: %s", name, err.msg);
     }
     jpeg_create_decompress(&ci);
+    /* a progressive file keeps every coefficient of its full size: past this, an error
+     * (libjpeg has no backing store here), not gigabytes for a damaged header */
+    ci.mem->max_memory_to_use = SH_JPEG_MAX_MEMORY_NBYTES;
     jpeg_mem_src(&ci, buf, (unsigned long)nbytes);
     shoal_result rc = run(&ci, name, c, size_fn, size_ctx, img);
     jpeg_destroy_decompress(&ci);

@@ -141,4 +141,16 @@ open(os.path.join(out, "gif.png"), "wb").write(gif.getvalue())
 for n in ["truncated.jpg", "header_only.jpg", "truncated.png", "crc.png", "text.jpg", "empty.png", "gif.png"]:
     lines.append(f"{n} 3 bad")
 
+
+def claim_size(src, dst, marker, w, h):
+    """A JPEG whose frame header claims w x h: what a damaged header looks like."""
+    b = bytearray(open(os.path.join(out, src), "rb").read())
+    at = b.index(marker) + 5
+    b[at:at + 4] = struct.pack(">HH", h, w)
+    open(os.path.join(out, dst), "wb").write(bytes(b))
+
+
+claim_size("baseline.jpg", "claims_30000.jpg", b"\xff\xc0", 30000, 30000)
+claim_size("progressive.jpg", "claims_16000.jpg", b"\xff\xc2", 16000, 16000)
+
 open(os.path.join(out, "manifest"), "w").write("\n".join(lines) + "\n")

@@ -149,6 +149,38 @@ static void dct_scaling_picks_the_smallest_scale_that_keeps_the_size(void)
     sh_image_fini(&img);
 }
 
+static long peak_kb(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmHWM:", 6)) kb = strtol(line + 6, NULL, 10);
+    if (f) fclose(f);
+    return kb;
+}
+
+/* Damaged headers claiming huge pictures: refused before gigabytes are taken, also when the
+ * decode may shrink them 8 times (a progressive file keeps its full size's coefficients). */
+static void huge_claims_are_refused_without_taking_the_memory(void)
+{
+    sh_image img;
+    memset(&img, 0, sizeof img);
+    const char *files[] = {"claims_30000.jpg", "claims_16000.jpg"};
+    for (int i = 0; i < 2; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        long before = peak_kb();
+        want_size ws = {1, 1};
+        shoal_result rc = sh_image_read(path, 3, ask_size, &ws, &img);
+        long grew = peak_kb() - before;
+        CHECK(rc == SHOAL_ERR_FORMAT && strstr(shoal_last_error(), files[i]), "%s: %s: %s", files[i],
+              shoal_result_name(rc), shoal_last_error());
+        CHECK(check_under_san() || grew < 300 * 1024, "%s: peak memory grew %ld kB", files[i], grew);
+    }
+    sh_image_fini(&img);
+}
+
 static void names_with_picture_extensions_are_taken(void)
 {
     CHECK(sh_image_name_ok("a.jpg") && sh_image_name_ok("B.JPEG") && sh_image_name_ok("c.Png"), "extensions");
@@ -172,6 +204,7 @@ int main(void)
         RUN(pictures_match_the_references_and_damaged_files_are_refused);
         RUN(missing_and_unreadable_files_are_io_errors_naming_them);
         RUN(dct_scaling_picks_the_smallest_scale_that_keeps_the_size);
+        RUN(huge_claims_are_refused_without_taking_the_memory);
     }
     RUN(names_with_picture_extensions_are_taken);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
