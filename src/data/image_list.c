@@ -78,7 +78,8 @@ static int is_dir(const char *path)
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-/* The names in dir (no "." or hidden ones), sorted; *n of them, each malloc'ed. */
+/* The names in dir (no "." or hidden ones), sorted; *n of them, each malloc'ed one byte
+ * after the entry's d_type (entry_is_dir reads it: no stat per file of a large folder). */
 static shoal_result read_names(const char *dir, char ***out, size_t *n)
 {
     *out = NULL;
@@ -92,12 +93,15 @@ static shoal_result read_names(const char *dir, char ***out, size_t *n)
     while ((e = readdir(d)) != NULL) {
         if (e->d_name[0] == '.') continue;
         SH_TRY_GOTO(grow((void **)&v, &cap, k + 1, sizeof *v, "folder entries"), rc, fail);
-        v[k] = strdup(e->d_name);
-        if (!v[k]) {
+        size_t len = strlen(e->d_name);
+        char *q = malloc(len + 2);
+        if (!q) {
             rc = SH_FAIL(SHOAL_ERR_NOMEM, "no memory for the names in %s", dir);
             goto fail;
         }
-        k++;
+        q[0] = (char)e->d_type;
+        memcpy(q + 1, e->d_name, len + 1);
+        v[k++] = q + 1;
     }
     closedir(d);
     if (k) qsort(v, k, sizeof *v, cmp_str);
@@ -106,15 +110,26 @@ static shoal_result read_names(const char *dir, char ***out, size_t *n)
     return SHOAL_OK;
 fail:
     closedir(d);
-    for (size_t i = 0; i < k; i++) free(v[i]);
+    for (size_t i = 0; i < k; i++) free(v[i] - 1);
     free(v);
     return rc;
 }
 
 static void free_names(char **v, size_t n)
 {
-    for (size_t i = 0; i < n; i++) free(v[i]);
+    for (size_t i = 0; i < n; i++) free(v[i] - 1);
     free(v);
+}
+
+/* name (from read_names) in dir is a folder: its d_type says, or (unknown, a link) stat. */
+static int entry_is_dir(const char *dir, const char *name)
+{
+    unsigned char t = (unsigned char)name[-1];
+    if (t == DT_DIR) return 1;
+    if (t == DT_REG) return 0;
+    char path[PATH_NBYTES];
+    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) return 0;
+    return is_dir(path);
 }
 
 /* Every picture under dir (rel: its path below the class folder, "" at the top), depth
@@ -132,7 +147,7 @@ static shoal_result walk_class(builder *b, const char *dir, const char *rel, int
             rc = SH_FAIL(SHOAL_ERR_INVALID, "%s/%s: path longer than %d bytes", dir, names[i], PATH_NBYTES);
             break;
         }
-        if (is_dir(path)) {
+        if (entry_is_dir(dir, names[i])) {
             if (depth < 16) rc = walk_class(b, path, sub, label, depth + 1);
             continue;
         }
@@ -215,7 +230,7 @@ shoal_result sh_image_list_folder(const char *dir, const sh_image_list *classes_
     for (size_t i = 0; i < n; i++) {
         char path[PATH_NBYTES];
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        if (is_dir(path)) sub[nsub++] = names[i];
+        if (entry_is_dir(dir, names[i])) sub[nsub++] = names[i];
         else warn_skip(&b, path, "a file beside the class folders (each class is a folder of pictures)");
     }
     SH_TRY_GOTO(pick_classes(l, dir, classes_of, sub, nsub), rc, done);
@@ -262,9 +277,7 @@ shoal_result sh_image_list_classes(const char *dir, sh_image_list **out)
     SH_TRY_GOTO(new_list(dir, &l), rc, done);
     SH_TRY_GOTO(sh_calloc(n ? n : 1, sizeof *sub, (void **)&sub), rc, done);
     for (size_t i = 0; i < n; i++) {
-        char path[PATH_NBYTES];
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        if (is_dir(path)) sub[nsub++] = names[i];
+        if (entry_is_dir(dir, names[i])) sub[nsub++] = names[i];
     }
     SH_TRY_GOTO(pick_classes(l, dir, NULL, sub, nsub), rc, done);
     if (l->nclasses == 0) {

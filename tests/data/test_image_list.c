@@ -109,6 +109,24 @@ static void folders_without_classes_or_pictures_are_one_clear_error(void)
     CHECK(l == NULL, "a failed listing returned a list");
 }
 
+/* Links are followed (as ImageFolder follows them): a linked class folder, a linked picture. */
+static void linked_folders_and_pictures_are_followed(void)
+{
+    touch("links/a/1.jpg");
+    char cmd[2048], root[512];
+    snprintf(cmd, sizeof cmd, "cd %s/links && ln -s a b && mkdir c && ln -s ../a/1.jpg c/2.jpg", dir);
+    CHECK(system(cmd) == 0, "%s", cmd);
+    snprintf(root, sizeof root, "%s/links", dir);
+    sh_image_list *l = NULL;
+    CHECK_OK(sh_image_list_folder(root, NULL, &l));
+    if (!l) return;
+    CHECK(l->nclasses == 3 && l->count == 3, "%d classes, %lld pictures; want 3 and 3", l->nclasses,
+          (long long)l->count);
+    CHECK(l->count == 3 && l->labels[1] == 1 && !strcmp(name_of(l, 2), "2.jpg"), "b's label %d, c's picture %s",
+          l->labels[1], name_of(l, 2));
+    sh_image_list_destroy(l);
+}
+
 static void fingerprints_follow_names_and_labels(void)
 {
     touch("f/a/1.jpg");
@@ -213,6 +231,7 @@ int main(void)
     }
     RUN(class_folders_are_sorted_and_their_pictures_too);
     RUN(folders_without_classes_or_pictures_are_one_clear_error);
+    RUN(linked_folders_and_pictures_are_followed);
     RUN(fingerprints_follow_names_and_labels);
     RUN(list_files_read_paths_and_labels);
     RUN(bad_list_files_are_refused_at_their_line);
