@@ -193,8 +193,9 @@ static shoal_result resample(const sh_image_opts *o, const sh_augment_plan *p, c
                 float wt = wy[t];
                 for (int x = 0; x < w; x++) out[x] += wt * row[x];
             }
-            /* a true division, as the in-memory loader's: an unscaled crop gives its bits */
-            for (int x = 0; x < w; x++) out[x] /= 255.f;
+            /* a true division, as the in-memory loader's: an unscaled crop gives its bits;
+             * weights that sum to 1 in floats may carry 255 an ulp past it */
+            for (int x = 0; x < w; x++) out[x] = fminf(out[x] / 255.f, 1.0f);
         }
     return SHOAL_OK;
 }

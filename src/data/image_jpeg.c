@@ -81,7 +81,7 @@ static void cmyk_row(const uint8_t *in, int w, int c, int inverted, uint8_t *out
 
 /* The decompression proper, between setjmp and the cleanup (no locals live across longjmp). */
 static shoal_result run(struct jpeg_decompress_struct *ci, const char *name, int c,
-                        sh_image_size_fn size_fn, void *size_ctx, sh_image *img)
+                        sh_image_size_fn size_fn, void *size_ctx, const int *bad, sh_image *img)
 {
     jpeg_read_header(ci, TRUE);
     int full_w = (int)ci->image_width, full_h = (int)ci->image_height;
@@ -104,7 +104,8 @@ static shoal_result run(struct jpeg_decompress_struct *ci, const char *name, int
     int w = (int)ci->output_width, h = (int)ci->output_height;
     SH_TRY(sh_image_reserve(img, (size_t)npix * (size_t)c, cmyk ? (size_t)w * 4 : 0));
     jpeg_start_decompress(ci);
-    while (ci->output_scanline < ci->output_height) {
+    /* once the data is known damaged the rest is libjpeg's grey: stop (the caller reports) */
+    while (ci->output_scanline < ci->output_height && !*bad) {
         int y = (int)ci->output_scanline;
         if (cmyk) {
             JSAMPROW rows[1] = {img->row};
@@ -118,6 +119,7 @@ static shoal_result run(struct jpeg_decompress_struct *ci, const char *name, int
             if (jpeg_read_scanlines(ci, rows, (JDIMENSION)nrows) == 0) break;
         }
     }
+    if (*bad) return SHOAL_OK;
     jpeg_finish_decompress(ci);
     img->w = w;
     img->h = h;
@@ -145,7 +147,7 @@ shoal_result sh_jpeg_decode(const uint8_t *buf, size_t nbytes, const char *name,
      * (libjpeg has no backing store here), not gigabytes for a damaged header */
     ci.mem->max_memory_to_use = SH_JPEG_MAX_MEMORY_NBYTES;
     jpeg_mem_src(&ci, buf, (unsigned long)nbytes);
-    shoal_result rc = run(&ci, name, c, size_fn, size_ctx, img);
+    shoal_result rc = run(&ci, name, c, size_fn, size_ctx, &err.bad, img);
     jpeg_destroy_decompress(&ci);
     if (rc == SHOAL_OK && err.bad)
         return SH_FAIL(SHOAL_ERR_FORMAT, "%s: damaged JPEG: %s", name, err.msg);
