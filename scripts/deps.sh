@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # deps.sh — install, with apt-get, whatever shoal needs that this Debian machine lacks.
-#   scripts/deps.sh          build + test needs (compiler, OpenBLAS, zlib, libcrypto, MPI, iproute2, data;
-#                            python3-protobuf: Google's decoder checks the TensorBoard files;
-#                            protobuf-c: .caffemodel weights, protoc: the tests' Caffe files)
-#   scripts/deps.sh --bench  also the peers the benchmarks compare against (PyTorch, Darknet, hyperfine, fortunes: English text)
+#   scripts/deps.sh          build + test needs (compiler, OpenBLAS, zlib, libcrypto, JPEG, PNG, MPI, iproute2,
+#                            data; python3-protobuf: Google's decoder checks the TensorBoard files;
+#                            protobuf-c: .caffemodel weights, protoc: the tests' Caffe files;
+#                            python3-pil writes the image tests' fixtures)
+#   scripts/deps.sh --bench  also the peers the benchmarks compare against (PyTorch, torchvision, Darknet, hyperfine, fortunes: English text)
 set -eu
-need=(build-essential libopenblas-dev zlib1g-dev openmpi-bin libopenmpi-dev mpich libmpich-dev
-      iproute2 dataset-fashion-mnist procps slurmd slurmctld slurm-client munge python3-protobuf
-      libprotobuf-c-dev protobuf-c-compiler protobuf-compiler libssl-dev)
-if [ "${1:-}" = "--bench" ]; then need+=(python3-torch darknet hyperfine fortunes); fi
+need=(build-essential libopenblas-dev zlib1g-dev libssl-dev libjpeg62-turbo-dev libpng-dev python3-pil
+      openmpi-bin libopenmpi-dev mpich libmpich-dev iproute2 dataset-fashion-mnist procps
+      slurmd slurmctld slurm-client munge python3-protobuf libprotobuf-c-dev protobuf-c-compiler
+      protobuf-compiler)
+if [ "${1:-}" = "--bench" ]; then need+=(python3-torch python3-torchvision darknet hyperfine fortunes); fi
 missing=()
 for p in "${need[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -43,6 +43,8 @@ enum {
                              ("rankstate"); they are not read */
     META_RANK_FILES,      /* floats of per-rank state (error-feedback residuals) each rank
                              keeps in a file of its own, PATH.worker<rank>; 0: none */
+    META_DATA_HASH,       /* the training pictures' names and labels (the loader's position
+                             means nothing on other files); 0: data without a fingerprint */
     META_COUNT_V1 = 16,   /* version 1's section: slots up to META_WORLD */
     META_COUNT = 32       /* the rest are spare, zero */
 };
@@ -195,6 +197,7 @@ static shoal_result save_blocks(sh_trainer *t, const char *path, float *params, 
     meta[META_WORLD] = (uint64_t)t->strategy->world;
     meta[META_NSTATE] = t->nstate;
     meta[META_RANK_FILES] = t->rank_file_count;
+    meta[META_DATA_HASH] = t->train_set->fingerprint;
 
     /* Empty blocks (no batch norm, plain SGD) are left out rather than written as 0 bytes;
      * meta's counts say which sections to expect. */
@@ -344,6 +347,11 @@ shoal_result sh_snapshot_restore(sh_trainer *t, const char *path, const sh_snaps
     const uint64_t *meta = m->v;
     const sh_model_part *part = t->strategy->part;
     SH_TRY(check_model_part(path, meta, t->net, part));
+    if (meta[META_DATA_HASH] && t->train_set->fingerprint && meta[META_DATA_HASH] != t->train_set->fingerprint)
+        return SH_FAIL(SHOAL_ERR_INVALID,
+                       "checkpoint %s was trained on other pictures than %s (files or labels differ); "
+                       "its place in the data order would mean other images: resume on the same folder "
+                       "or list, or start from its weights with --weights", path, t->train_set->name);
     if (part && meta[META_GLOBAL_BATCH] != (uint64_t)t->global_batch)
         return SH_FAIL(SHOAL_ERR_INVALID,
                        "checkpoint %s was trained with batch %" PRIu64 ", this run uses %d; "

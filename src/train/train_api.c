@@ -146,6 +146,10 @@ static shoal_result to_job(const shoal_train_opts *o, sh_job_opts *j)
     sh_train_opts *t = &j->train;
     t->cfg_path = o->cfg_path;
     t->data_dir = o->data_dir;
+    t->test_data = set_or_null(o->test_data);
+    t->strict_data = o->strict_data;
+    t->data_threads = o->data_threads;
+    t->data_prefetch = o->data_prefetch;
     t->epochs = o->epochs;
     t->max_steps = o->max_steps;
     t->batch = o->batch;
@@ -256,6 +260,9 @@ static void fill_report(const sh_job_opts *j, const sh_job_report *jr, int profi
     r->text = t->text;
     r->train_bpc = t->train_bpc;
     r->test_bpc = t->test_bpc;
+    r->streamed = t->streamed;
+    r->data_wait_s = t->data_wait_s;
+    r->bad_files = t->bad_files;
     fill_profiles(j, jr, profile, r);
     const sh_ps_stats *st = &jr->server_stats;
     r->has_server = jr->has_server_stats;
