@@ -177,6 +177,19 @@ typedef struct {
     int dt_override;
 } call;
 
+/* What the buffers' dtype and size allow for this call: 0, or -1 with ValueError. */
+static int check_kind(const sh_py_comm *p, const call *k, const sh_py_buf *in)
+{
+    if (k->op == SHOAL_AVG && (k->k == K_ALLREDUCE || k->k == K_REDUCE || k->k == K_REDUCE_SCATTER) &&
+        in->dt != SHOAL_FLOAT16 && in->dt != SHOAL_BFLOAT16 && in->dt != SHOAL_FLOAT32 && in->dt != SHOAL_FLOAT64)
+        return PyErr_Format(PyExc_ValueError, "%s: op \"avg\" takes floating-point data, not %s: use \"sum\" "
+                            "and divide by size", k->name, shoal_dtype_name(in->dt)), -1;
+    if (k->k == K_ALLTOALL && in->count % (size_t)p->size)
+        return PyErr_Format(PyExc_ValueError, "alltoall: %zu elements do not split into %d equal blocks",
+                            in->count, p->size), -1;
+    return 0;
+}
+
 /* Buffers of a call, checked: 0 or -1 with the exception set (nothing held). */
 static int call_buffers(sh_py_comm *p, const call *k, sh_py_buf *in, sh_py_buf *out)
 {
@@ -189,6 +202,10 @@ static int call_buffers(sh_py_comm *p, const call *k, sh_py_buf *in, sh_py_buf *
     out->held = 0;
     if (sh_py_buf_get(k->a, in_writes ? SH_PY_WRITE : SH_PY_READ, k->dt_override, what_in[k->k], in) != 0)
         return -1;
+    if (check_kind(p, k, in) != 0) {
+        sh_py_buf_release(in);
+        return -1;
+    }
     if (!k->out) {
         if (k->k == K_ALLGATHER || k->k == K_REDUCE_SCATTER || k->k == K_ALLTOALL) {
             if (k->k == K_REDUCE_SCATTER && in->count % (size_t)p->size) {
@@ -247,12 +264,6 @@ static PyObject *blocking(PyObject *self, const call *k)
     sh_py_comm *p = (sh_py_comm *)self;
     sh_py_buf in, out;
     if (call_buffers(p, k, &in, &out) != 0) return NULL;
-    if (k->k == K_ALLTOALL && in.count % (size_t)p->size) {
-        sh_py_buf_release(&out);
-        sh_py_buf_release(&in);
-        return PyErr_Format(PyExc_ValueError, "alltoall: %zu elements do not split into %d equal blocks",
-                            in.count, p->size);
-    }
     shoal_comm *c = sh_py_comm_lock(self, k->name);
     if (!c) {
         sh_py_buf_release(&out);
