@@ -66,6 +66,53 @@ shoal_result shoal_net_backward(shoal_net *n, const int32_t *labels, float *loss
 float *shoal_net_params(shoal_net *n, size_t *count);
 float *shoal_net_grads(shoal_net *n, size_t *count);
 
+/* ---- layers, statistics and weight files (the Python module: shoal.Net, to_torch) ---- */
+
+/* What a layer is, as it parsed its cfg section: enough to rebuild it elsewhere. Strings are
+ * static; fields a layer does not have are 0 (NULL for strings). */
+typedef struct {
+    const char *type;        /* the cfg section: "convolutional", "connected", "maxpool", ... */
+    const char *form;        /* "darknet" for [gru] form=darknet; NULL otherwise */
+    const char *activation;  /* "linear", "relu", "leaky", "logistic", "tanh", "ramp"; NULL: none */
+    int line;                /* of the section in the cfg */
+    int c, h, w;             /* output per image */
+    int in_c, in_h, in_w;    /* the first input per image */
+    int nsrc, src[8];        /* input layers; -1: the network's input */
+    int filters, size, stride, pad, groups; /* pad: pixels (conv: each side; maxpool: total);
+                                               groups: conv's; softmax's WordTree groups (0: none) */
+    int batch_normalize;
+    int hidden, steps;       /* recurrent: state width, time steps a batch */
+    float probability, temperature; /* dropout; softmax */
+    /* slices in floats: of the parameter (and gradient) block, and of the statistics block */
+    size_t params_offset, params_count;
+    size_t weights_offset, weights_count;
+    size_t biases_offset, biases_count;
+    size_t scales_offset, scales_count;   /* batch norm's gammas */
+    size_t stats_offset, stats_count;     /* batch norm's rolling means, then variances */
+} shoal_layer_info;
+
+/* Layers of the net (one per cfg section after [net]); 0 for a NULL or destroyed net. */
+int shoal_net_nlayers(const shoal_net *n);
+/* Layer i into *out. SHOAL_ERR_INVALID for a NULL or destroyed net, i out of range. */
+shoal_result shoal_net_layer(const shoal_net *n, int i, shoal_layer_info *out);
+/* The statistics block (batch norm's rolling values), *count floats (may be NULL); NULL when
+ * the net has none. Owned by the net, saved with its weights. */
+float *shoal_net_stats(shoal_net *n, size_t *count);
+/* The recurrent state carried from one forward to the next (hidden and cell values of every
+ * stream), *count floats; NULL for feed-forward nets. shoal_net_reset_state zeroes it. */
+float *shoal_net_state(shoal_net *n, size_t *count);
+void shoal_net_reset_state(shoal_net *n);
+/* Read weights and statistics from path: a shoal checkpoint (shoal train --save, or
+ * shoal_net_save_weights), or Darknet's .weights when the path ends so. The file must be
+ * of this cfg (SHOAL_ERR_FORMAT naming both sizes otherwise); SHOAL_ERR_IO when it cannot
+ * be read. Blocks on file I/O. (Implemented in src/train/net_weights.c: checkpoints are
+ * the training job's format.) */
+shoal_result shoal_net_load_weights(shoal_net *n, const char *path);
+/* Write the weights and statistics to path, atomically: Darknet's .weights when the path
+ * ends so (SHOAL_ERR_INVALID for a layer Darknet has no layout for), else a shoal checkpoint
+ * that shoal test --weights, shoal train --weights and shoal_net_load_weights read. */
+shoal_result shoal_net_save_weights(const shoal_net *n, const char *path);
+
 #ifdef __cplusplus
 }
 #endif
