@@ -452,7 +452,8 @@ PyMODINIT_FUNC PyInit__shoal(void)
         if (!op_names[i]) goto fail;
     }
     if (PyType_Ready(&ViewType) < 0) goto fail;
-    if (add_errors(m) != 0 || sh_py_comm_add(m) != 0 || sh_py_compress_add(m) != 0 || sh_py_net_add(m) != 0)
+    if (add_errors(m) != 0 || sh_py_comm_add(m) != 0 || sh_py_compress_add(m) != 0 || sh_py_net_add(m) != 0 ||
+        sh_py_train_add(m) != 0)
         goto fail;
     PyObject *dts = PyTuple_New(SHOAL_DTYPE_COUNT);
     if (!dts) goto fail;

@@ -57,11 +57,12 @@ void sh_py_watch_start(void);
 void sh_py_watch_enter(shoal_comm *c);
 int sh_py_watch_leave(void);
 
-/* shoal._shoal.Comm and Handle (_shoal_comm.c), Compressor (_shoal_compress.c), Net and
- * train (_shoal_net.c). Each adds its types and functions to the module; -1 on error. */
+/* shoal._shoal.Comm and Handle (_shoal_comm.c), Compressor (_shoal_compress.c), Net
+ * (_shoal_net.c), train_run (_shoal_train.c). Each adds its types and functions to the module; -1 on error. */
 int sh_py_comm_add(PyObject *m);
 int sh_py_compress_add(PyObject *m);
 int sh_py_net_add(PyObject *m);
+int sh_py_train_add(PyObject *m);
 
 /* The communicator inside a shoal._shoal.Comm, locked for one call: one thread at a time
  * may call on a shoal_comm (comm.h). NULL with the exception set when it is closed or was

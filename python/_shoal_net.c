@@ -1,15 +1,14 @@
-/* _shoal_net.c — shoal._shoal.Net (the network engine: forward, backward, its blocks of
+/* _shoal_net.c — shoal._shoal.Net, the network engine: forward, backward, its blocks of
  * parameters, gradients, statistics and recurrent state as zero-copy views, what each layer
- * is, weight files) and shoal._shoal.train_run (the training job of shoal/train.h).
- * Not here: names, shapes and numpy (python/shoal/_engine.py), the job's options by their
- * command-line names (train_set, once the C API has them).
- * Proved by tests/python/test_net.py and test_train.py. */
+ * is, weight files.
+ * Not here: names, shapes and numpy (python/shoal/_engine.py), the training job
+ * (_shoal_train.c).
+ * Proved by tests/python/test_net.py and test_to_torch.py. */
 #include "_shoal.h"
 
 #include <string.h>
 
 #include "shoal/net.h"
-#include "shoal/train.h"
 
 typedef struct {
     PyObject_HEAD
