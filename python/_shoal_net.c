@@ -15,6 +15,7 @@ typedef struct {
     shoal_net *n;
     int batch, c, h, w, k;
     int last_nimg; /* images of the last forward */
+    sh_py_buf x;   /* its input: a training forward's backward reads it again */
 } sh_py_net;
 
 static int net_init(PyObject *self, PyObject *args, PyObject *kw)
@@ -48,6 +49,7 @@ static int net_init(PyObject *self, PyObject *args, PyObject *kw)
 
 static void net_dealloc(PyObject *self)
 {
+    sh_py_buf_release(&((sh_py_net *)self)->x);
     shoal_net_destroy(((sh_py_net *)self)->n);
     Py_TYPE(self)->tp_free(self);
 }
@@ -80,7 +82,9 @@ static PyObject *n_forward(PyObject *self, PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     rc = shoal_net_forward(p->n, b.view.buf, nimg, training, &probs);
     Py_END_ALLOW_THREADS
-    sh_py_buf_release(&b);
+    /* Held (and its owner kept from resizing) until the next forward: backward reads it. */
+    sh_py_buf_release(&p->x);
+    p->x = b;
     if (rc != SHOAL_OK) return sh_py_raise(rc);
     p->last_nimg = nimg;
     return sh_py_view_new(self, (void *)probs, (Py_ssize_t)nimg * p->k, "f", sizeof(float), 1);

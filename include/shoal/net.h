@@ -48,7 +48,8 @@ shoal_result shoal_net_output_shape(const shoal_net *n, int *batch, int *k);
  * statistics and dropout and keeps what backward needs; 0 is inference. *probs (may be
  * NULL) points at the softmax output (the last layer's when the net has no final softmax),
  * (nimg, K) floats owned by the net, valid until the
- * next forward. x is borrowed for the call. Allocates nothing.
+ * next forward. x is borrowed for the call, and with training = 1 until the backward after
+ * it (which reads the first layers' input again): keep it alive and unchanged. Allocates nothing.
  * Errors: SHOAL_ERR_INVALID (NULL net or x, nimg out of range). */
 shoal_result shoal_net_forward(shoal_net *n, const float *x, int nimg, int training, const float **probs);
 /* Backward from the last forward (which must have had training = 1): the mean

@@ -93,6 +93,19 @@ def test_sgd_through_the_views_lowers_the_loss():
     assert losses[-1] < 0.5 * losses[0], losses
 
 
+def test_backward_reads_the_input_of_a_forward_that_copied_it():
+    net = shoal.Net(LENET, batch=16, threads=1)
+    x, y = batch()
+    net.forward(x, training=True)
+    net.backward(y)
+    want = net.gradients()["conv0.weights"].copy()
+    net.forward(np.asfortranarray(x), training=True)  # not C-contiguous: forward reads a copy
+    junk = [np.full(x.shape, 1e30, np.float32) for _ in range(8)]  # where a freed copy would be
+    net.backward(y)
+    assert np.allclose(net.gradients()["conv0.weights"], want), "backward read a freed input"
+    del junk
+
+
 @pytest.mark.parametrize("suffix", [".ckpt", ".weights"])
 def test_weights_round_trip(tmp_path, suffix):
     a = shoal.Net(LENET, batch=4, seed=1, threads=1)

@@ -181,7 +181,9 @@ try:
 except ValueError as e:
     check("not contiguous" in str(e), str(e))
 
+dist.barrier()
 dist.destroy_process_group()
+st.barrier()  # rank 0 holds gloo's store: it leaves last
 for f in fails[:20]:
     print("FAIL rank %d: %s" % (R, f))
 print("rank %d: %d checks, %d failed" % (R, checks, len(fails)), flush=True)
