@@ -48,8 +48,9 @@ for step in range(args.steps):
         print("step %d loss %.4f" % (step, loss), flush=True)
 
 tx, ty = load(args.data, "t10k")
-hits = sum(int((net.forward(tx[i:i + 64]).argmax(1) == ty[i:i + 64]).sum()) for i in range(0, 9984, 64))
+n = len(tx) - len(tx) % 64
+hits = sum(int((net.forward(tx[i:i + 64]).argmax(1) == ty[i:i + 64]).sum()) for i in range(0, n, 64))
 if comm.rank == 0:
-    print("test accuracy %.2f%% after %d steps on %d ranks" % (100.0 * hits / 9984, args.steps, comm.size))
+    print("test accuracy %.2f%% after %d steps on %d ranks" % (100.0 * hits / n, args.steps, comm.size))
     if args.save:
         net.save(args.save)

@@ -100,3 +100,30 @@ class Ranks:
                 pytest.fail("a rank still ran after %d s; its output:\n%s" % (timeout, out))
             res.append((p.returncode, out))
         return res
+
+
+def write_idx(d, prefix, n, side, classes, seed):
+    """A learnable IDX split (gzipped, as Fashion-MNIST ships): class c brightens rows of band c."""
+    import gzip
+    import struct
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    y = (np.arange(n) % classes).astype(np.uint8)
+    x = rng.integers(0, 100, (n, side, side)).astype(np.uint8)
+    band = side // classes
+    for i in range(n):
+        x[i, band * y[i]:band * (y[i] + 1)] += 150
+    with gzip.open(os.path.join(d, prefix + "-images-idx3-ubyte.gz"), "wb") as f:
+        f.write(struct.pack(">IIII", 0x803, n, side, side) + x.tobytes())
+    with gzip.open(os.path.join(d, prefix + "-labels-idx1-ubyte.gz"), "wb") as f:
+        f.write(struct.pack(">II", 0x801, n) + y.tobytes())
+
+
+@pytest.fixture(scope="session")
+def mnist_like(tmp_path_factory):
+    """Fashion-MNIST's shape and files (28x28, 10 classes), small and learnable: 2048 train and
+    512 test images, so the examples run in seconds."""
+    d = str(tmp_path_factory.mktemp("mnist_like"))
+    write_idx(d, "train", 2048, 28, 10, 1)
+    write_idx(d, "t10k", 512, 28, 10, 2)
+    return d
