@@ -7,6 +7,7 @@
  * Proved by tests/python/test_collectives.py and test_errors.py. */
 #include "_shoal.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -375,6 +376,37 @@ static PyObject *watch_forget(PyObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* ---- OpenBLAS's kernels ----
+ * Debian's OpenBLAS falls back to its slowest kernels on CPUs it does not recognise, unless
+ * OPENBLAS_CORETYPE names them; src/nn/gemm.c sets it from the CPU's flags before it opens
+ * the library. In Python numpy (or torch) usually opens the same library first, so the module
+ * sets it at import, by the same rule, for whatever opens OpenBLAS after. */
+static void openblas_coretype(void)
+{
+    if (getenv("OPENBLAS_CORETYPE")) return;
+    __builtin_cpu_init();
+    const char *ct = NULL;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl"))
+        ct = "SkylakeX";
+    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        ct = "Haswell";
+    if (ct) setenv("OPENBLAS_CORETYPE", ct, 0);
+}
+
+/* The kernels the loaded OpenBLAS runs ("Prescott", "SkylakeX"), None when none is loaded,
+ * and whether this CPU has AVX2 (slow kernels there are a mistake worth saying). */
+static PyObject *blas_kernels(PyObject *self, PyObject *unused)
+{
+    void *h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_NOLOAD);
+    char *(*corename)(void) = h ? (char *(*)(void))dlsym(h, "openblas_get_corename") : NULL;
+    const char *name = corename ? corename() : NULL;
+    __builtin_cpu_init();
+    PyObject *r = Py_BuildValue("(zi)", name, __builtin_cpu_supports("avx2") ? 1 : 0);
+    if (h) dlclose(h);
+    return r;
+}
+
 /* ---- module ---- */
 
 static PyObject *job_env(PyObject *self, PyObject *unused)
@@ -400,6 +432,7 @@ static PyMethodDef module_methods[] = {
      "job_env() -> dict: this process's place in a job as its launcher's environment says (rank, world,\n"
      "local_world, launcher), without joining it; alone: rank 0 of 1, launcher None."},
     {"dtype_nbytes", dtype_nbytes, METH_O, "dtype_nbytes(name) -> bytes per element"},
+    {"_blas_kernels", blas_kernels, METH_NOARGS, "(OpenBLAS's kernel set or None, CPU has AVX2)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -444,6 +477,7 @@ static int add_errors(PyObject *m)
 PyMODINIT_FUNC PyInit__shoal(void)
 {
     main_thread = pthread_self();
+    openblas_coretype();
     PyObject *m = PyModule_Create(&module_def);
     if (!m) return NULL;
     static const char *const ops[SHOAL_OP_COUNT] = {"sum", "prod", "min", "max", "avg"};

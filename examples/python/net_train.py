@@ -9,9 +9,8 @@ import argparse
 import gzip
 import os
 
-import numpy as np
-
-import shoal
+import shoal        # before numpy: it picks OpenBLAS's kernels for this CPU before numpy opens it
+import numpy as np  # noqa: E402
 
 
 def load(data, split):

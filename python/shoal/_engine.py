@@ -3,9 +3,28 @@ backward on numpy arrays, its parameters and gradients as named numpy views of s
 memory, weight files) and shoal.train (the job `shoal train` runs, its report as a dict).
 Not here: the C side (python/_shoal_net.c), the PyTorch model of a cfg (_to_torch.py).
 Proved by tests/python/test_net.py and test_train.py."""
+import warnings
+
 import numpy as np
 
 from . import _shoal
+
+_SLOW_KERNELS = ("prescott", "core2", "penryn", "dunnington", "nehalem", "atom", "katmai", "coppermine",
+                 "northwood", "banias")
+_warned = []
+
+
+def _check_blas():
+    """Say once when OpenBLAS runs far below this CPU: it was opened before shoal was imported
+    (numpy first) without OPENBLAS_CORETYPE, and did not recognise the CPU."""
+    if _warned:
+        return
+    _warned.append(1)
+    name, avx2 = _shoal._blas_kernels()
+    if name and avx2 and name.strip().lower() in _SLOW_KERNELS:
+        warnings.warn("shoal: OpenBLAS runs its %s kernels on this AVX2 CPU (it was loaded before shoal "
+                      "could set OPENBLAS_CORETYPE): import shoal before numpy and torch, or set "
+                      "OPENBLAS_CORETYPE=Haswell (SkylakeX with AVX-512)" % name.strip(), RuntimeWarning, stacklevel=3)
 
 SHORT = {"convolutional": "conv", "connected": "connected", "maxpool": "maxpool", "avgpool": "avgpool",
          "dropout": "dropout", "softmax": "softmax", "cost": "cost", "shortcut": "shortcut",
@@ -27,6 +46,7 @@ class Net:
 
     def __init__(self, cfg, batch=0, seed=1, threads=0):
         self._net = _shoal.Net(cfg, batch, seed, threads)
+        _check_blas()
         self.cfg = cfg
         s = self._net.shape
         self.batch, self.input_shape, self.classes = s["batch"], (s["c"], s["h"], s["w"]), s["k"]

@@ -146,3 +146,15 @@ def test_errors_are_named(tmp_path):
         net.backward(np.array([1, 0, 0]))
     with pytest.raises(shoal.InvalidError, match="5 images, the net takes 1..4"):
         net.forward(np.zeros((5, 1, 28, 28), np.float32))
+
+
+def test_importing_shoal_first_gives_openblas_this_cpus_kernels():
+    import subprocess
+    from conftest import PYTHON, env
+    code = "import shoal, numpy; numpy.ones(4) @ numpy.ones(4); print(shoal._shoal._blas_kernels())"
+    out = subprocess.run([PYTHON, "-c", code], env=env(OPENBLAS_CORETYPE=None), stdout=subprocess.PIPE,
+                         text=True, check=True).stdout
+    name, avx2 = eval(out)
+    if name is None:
+        pytest.skip("numpy does not use OpenBLAS here")
+    assert not (avx2 and name.strip().lower() in ("prescott", "core2", "nehalem", "atom")), out
