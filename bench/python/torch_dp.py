@@ -169,6 +169,15 @@ def run_rank0(cmd, env):
                                                                (p.stderr or p.stdout).strip()[-1200:]))
 
 
+def coretype():
+    """OpenBLAS's kernels for both sides, as bench/peers.sh names them (else DDP's runs, which
+    never import shoal, would get what Debian's OpenBLAS guesses on an unknown CPU)."""
+    flags = next((l.split() for l in open("/proc/cpuinfo") if l.startswith("flags")), [])
+    if {"avx512f", "avx512bw", "avx512vl"} <= set(flags):
+        return "SkylakeX"
+    return "Haswell" if {"avx2", "fma"} <= set(flags) else None
+
+
 def free_port():
     import socket
     s = socket.socket()
@@ -199,6 +208,8 @@ def main():
             a.batch = 32 if a.model == "resnet18" else 64
         return rank_main(a)
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "build", "python"), OMP_NUM_THREADS="1", SHOAL_THREADS="1")
+    if "OPENBLAS_CORETYPE" not in env and coretype():
+        env["OPENBLAS_CORETYPE"] = coretype()
     me = os.path.abspath(__file__)
     results = {}
     for model in a.models.split(","):
