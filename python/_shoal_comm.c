@@ -177,13 +177,9 @@ typedef struct {
     int dt_override;
 } call;
 
-/* What the buffers' dtype and size allow for this call: 0, or -1 with ValueError. */
+/* What the buffers' size allows for this call: 0, or -1 with ValueError. */
 static int check_kind(const sh_py_comm *p, const call *k, const sh_py_buf *in)
 {
-    if (k->op == SHOAL_AVG && (k->k == K_ALLREDUCE || k->k == K_REDUCE || k->k == K_REDUCE_SCATTER) &&
-        in->dt != SHOAL_FLOAT16 && in->dt != SHOAL_BFLOAT16 && in->dt != SHOAL_FLOAT32 && in->dt != SHOAL_FLOAT64)
-        return PyErr_Format(PyExc_ValueError, "%s: op \"avg\" takes floating-point data, not %s: use \"sum\" "
-                            "and divide by size", k->name, shoal_dtype_name(in->dt)), -1;
     if (k->k == K_ALLTOALL && in->count % (size_t)p->size)
         return PyErr_Format(PyExc_ValueError, "alltoall: %zu elements do not split into %d equal blocks",
                             in->count, p->size), -1;
