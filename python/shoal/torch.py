@@ -117,8 +117,20 @@ def allreduce_(tensor, average=None, name=None, op=None):
 
 
 def allreduce(tensor, average=None, name=None, compression=None, op=None):
-    """A new tensor: tensor averaged over the ranks (op=st.Sum, st.Min, ... otherwise)."""
-    return synchronize(allreduce_async(tensor, average, name, op))
+    """A new tensor: tensor averaged over the ranks (op=st.Sum, st.Min, ... otherwise). With
+    compression (Compression.fp16, ...; float32 tensors, Average or Sum) it travels encoded,
+    without error feedback (one call keeps no residual)."""
+    if compression is None or compression.spec is None:
+        return synchronize(allreduce_async(tensor, average, name, op))
+    op = _op(op, average)
+    if tensor.dtype != torch.float32 or op not in (Average, Sum):
+        raise ValueError("shoal.torch: compressed allreduce takes float32 tensors and st.Average or st.Sum")
+    out = tensor.detach().clone(memory_format=torch.contiguous_format)
+    z = shoal.Compressor(compression.spec, max(out.numel(), 1), cols=_cols(out) if out.dim() else 0,
+                         error_feedback=False)
+    if out.numel():
+        z.allreduce(_c(), out.view(-1).numpy(), op)
+    return out
 
 
 def synchronize(handle):

@@ -53,10 +53,11 @@ def launch(n, script, *args, timeout=120, **extra):
 
 
 def need_torch():
+    """Skip (the test, or the whole module when called at its top) without torch."""
     try:
         import torch  # noqa: F401
     except ImportError:
-        pytest.skip("torch is not installed (python3-torch; scripts/deps.sh installs it)")
+        pytest.skip("torch is not installed (python3-torch; scripts/deps.sh installs it)", allow_module_level=True)
 
 
 def need(binary):
