@@ -118,8 +118,8 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libshoal.a $(TEST_LIB_OBJ) tests/check.h $(
 
 # The Python module's rules (its variables are above `all`).
 ifneq ($(PY_MOD),)
-# shoal._shoal.train_run binds shoal_train_opts_set / shoal_train_report_json once train.h has them.
-PY_TRAIN_API := $(if $(and $(shell grep -l shoal_train_opts_set include/shoal/train.h),$(shell grep -l shoal_train_report_json include/shoal/train.h)),1,0)
+# shoal._shoal.train_run binds shoal_train_opts_set / _fini / shoal_train_report_json once train.h has them.
+PY_TRAIN_API := $(if $(and $(shell grep -l shoal_train_opts_set include/shoal/train.h),$(shell grep -l shoal_train_opts_fini include/shoal/train.h),$(shell grep -l shoal_train_report_json include/shoal/train.h)),1,0)
 $(PY_OBJ): CFLAGS_ALL += $(PY_INC) -DSH_PY_TRAIN_API=$(PY_TRAIN_API)
 
 $(PY_MOD): $(PY_OBJ) $(BUILD)/libshoal.a

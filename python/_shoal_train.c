@@ -1,7 +1,7 @@
 /* _shoal_train.c — shoal._shoal.train_run: the training job of shoal/train.h in this
  * process, every option set by its command-line name (shoal_train_opts_set) and the report
  * as the CLI's --json object (shoal_train_report_json). Built when include/shoal/train.h
- * declares those two (the Makefile sets SH_PY_TRAIN_API); until then train_run raises
+ * declares those (and shoal_train_opts_fini; the Makefile sets SH_PY_TRAIN_API); until then train_run raises
  * NotImplementedError and shoal.train runs the shoal binary instead (python/shoal/_train.py).
  * Not here: choosing between the two, ranks, the dict (python/shoal/_train.py).
  * Proved by tests/python/test_train.py. */
@@ -18,8 +18,12 @@
 
 #if SH_PY_TRAIN_API
 
-/* The report's JSON grows with its history (one entry per evaluation). */
+/* Bytes that always hold the report's JSON (its history bounded by the library). */
+#ifdef SHOAL_TRAIN_REPORT_JSON_NBYTES
+#define REPORT_NBYTES SHOAL_TRAIN_REPORT_JSON_NBYTES
+#else
 #define REPORT_NBYTES (4u << 20)
+#endif
 
 /* train_run(cfg, [(name, value or None), ...]) -> the report's JSON text */
 static PyObject *train_run(PyObject *self, PyObject *args)
@@ -43,7 +47,7 @@ static PyObject *train_run(PyObject *self, PyObject *args)
         Py_DECREF(vb);
         if (bad) goto done;
         name = PyBytes_AS_STRING(nb);
-        value = PyBytes_AS_STRING(vb);
+        value = PyBytes_AS_STRING(vb); /* switches: "1" turns them on */
         shoal_result rc = shoal_train_opts_set(&o, name, value);
         if (rc != SHOAL_OK) {
             sh_py_raise(rc);
@@ -71,6 +75,7 @@ static PyObject *train_run(PyObject *self, PyObject *args)
     }
     result = PyUnicode_FromString(buf);
 done:
+    shoal_train_opts_fini(&o); /* the strings opts_set copied */
     free(buf);
     Py_XDECREF(keep);
     Py_DECREF(cfg);

@@ -78,3 +78,17 @@ def test_failures_carry_shoals_message(tiny):
         shoal.train(str(tiny / "nothere.cfg"), data=str(tiny))
     with pytest.raises(ValueError, match="ranks=N"):
         shoal.train(str(tiny / "mlp.cfg"), n=2)
+
+
+def test_in_process_through_the_c_api(tiny):
+    if not shoal._shoal.HAVE_TRAIN_API:
+        pytest.skip("this libshoal lacks shoal_train_opts_set / shoal_train_report_json (r2cli's training API): "
+                    "shoal.train runs the shoal binary until it has them")
+    run = shoal._shoal.train_run
+    r = json.loads(run(str(tiny / "mlp.cfg"), [("data", str(tiny)), ("epochs", "2"), ("threads", "1"),
+                                               ("seed", "3"), ("quiet", "1")]))
+    assert r["steps"] == 32 and len(r["history"]) == 2 and r["accuracy"] > 0.9, r
+    cli = shoal.train(str(tiny / "mlp.cfg"), data=str(tiny), epochs=2, threads=1, seed=3, quiet=True)
+    assert r["history"][-1]["train_loss"] == cli["history"][-1]["train_loss"], (r, cli)
+    with pytest.raises(shoal.InvalidError, match="no-such-flag"):
+        run(str(tiny / "mlp.cfg"), [("no-such-flag", "3")])
