@@ -23,7 +23,7 @@ import torch
 import shoal
 
 Average, Sum, Min, Max, Product = "avg", "sum", "min", "max", "prod"
-Adasum = None  # Horovod's Adasum has no shoal form; naming it fails clearly below
+Adasum = "adasum"  # Horovod's; shoal has no such reduction: naming it fails clearly
 
 _comm = None
 
@@ -66,7 +66,8 @@ def _op(op, average):
     if op is None:
         op = Average if average is None or average else Sum
     if op not in (Average, Sum, Min, Max, Product):
-        raise ValueError("shoal.torch: op %r: use st.Average, st.Sum, st.Min, st.Max or st.Product" % (op,))
+        raise ValueError("shoal.torch: op %r: use st.Average, st.Sum, st.Min, st.Max or st.Product (no Adasum)"
+                         % (op,))
     return op
 
 
@@ -254,7 +255,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._compression = compression or Compression.none
         self._passes = passes
         self._counts = {}
-        self._skip = False
         all_params = [p for g in self.param_groups for p in g["params"] if p.requires_grad]
         names = {}
         if named_parameters is not None:
@@ -314,8 +314,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _make_hook(self, p):
         def hook(*unused):
-            if self._skip:
-                return
             c = self._counts.get(id(p), 0) + 1
             self._counts[id(p)] = c
             if c < self._passes:
@@ -419,8 +417,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     compression: Compression.none, fp16, bf16, onebit or topk(fraction) (shoal's codecs; onebit
     and topk with error feedback, whose residuals state_dict() holds). backward_passes_per_step:
     local passes accumulated before the exchange."""
-    if op is Adasum or op not in (Average, Sum):
-        raise ValueError("shoal.torch: DistributedOptimizer takes op=st.Average or st.Sum")
+    if op not in (Average, Sum):
+        raise ValueError("shoal.torch: DistributedOptimizer takes op=st.Average or st.Sum, not %r" % (op,))
     init()
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,), dict(_DistributedOptimizer.__dict__))
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step, op, bucket_mb,
