@@ -523,3 +523,22 @@ shoal_result sh_snapshot_load_weights(sh_net *net, const char *path)
     SH_TRY(sh_ckpt_load(path, secs, n));
     return SHOAL_OK;
 }
+
+shoal_result sh_snapshot_save_weights(sh_net *net, const char *path)
+{
+    uint64_t meta[META_COUNT] = {0};
+    size_t nstats = 0;
+    float *stats = sh_net_stats(net, &nstats);
+    meta[META_VERSION] = SH_SNAPSHOT_VERSION;
+    meta[META_CFG_HASH] = sh_net_cfg_hash(net);
+    meta[META_NPARAMS] = sh_net_nparams(net);
+    meta[META_NSTATS] = nstats;
+    meta[META_WORLD] = 1;
+    sh_ckpt_section secs[3];
+    int n = 0;
+    secs[n++] = (sh_ckpt_section){"meta", meta, sizeof meta};
+    secs[n++] = (sh_ckpt_section){"params", sh_net_params(net), sh_net_nparams(net) * sizeof(float)};
+    if (nstats) secs[n++] = (sh_ckpt_section){"stats", stats, nstats * sizeof(float)};
+    SH_TRY(sh_ckpt_save(path, secs, n));
+    return SHOAL_OK;
+}
