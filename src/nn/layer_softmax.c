@@ -90,6 +90,11 @@ static shoal_result softmax_parse(sh_layer *l, sh_cfg_section *s, const sh_parse
                               "groups=%d is not supported; shoal's softmax covers all %zu "
                               "inputs (groups=1)", groups, l->inputs);
     SH_TRY(sh_cfg_float(s, "temperature", 1.0f, 1e-3f, 1e3f, &l->temperature));
+    int noloss = 0;
+    SH_TRY(sh_cfg_int(s, "noloss", 0, 0, 1, &noloss));
+    if (noloss)
+        return sh_cfg_fail_at(s, "noloss", SHOAL_ERR_FORMAT, "noloss=1 (a softmax without a loss) is not "
+                              "supported: shoal's loss is this softmax's cross-entropy; remove it");
     l->out_shape = (sh_shape){(int)l->inputs, 1, 1};
     l->flops = (double)l->inputs;
     return SHOAL_OK;
