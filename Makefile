@@ -40,7 +40,7 @@ endif
 
 CFLAGS_ALL := -std=c11 -D_GNU_SOURCE -fPIC -pthread $(OPT) -g $(WARN) $(SANFLAGS) \
               -Iinclude -Isrc $(CFLAGS)
-LDLIBS_ALL := -pthread -lz -ldl -lm -lrt $(LDLIBS)
+LDLIBS_ALL := -pthread -lpng -lz -ldl -lm -lrt $(LDLIBS)
 
 # MPI: found through mpicc's own flags; feature macros are always defined, 0 or 1.
 ifeq ($(MPI),1)

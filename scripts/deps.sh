@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # deps.sh — install, with apt-get, whatever shoal needs that this Debian machine lacks.
-#   scripts/deps.sh          build + test needs (compiler, OpenBLAS, zlib, MPI, iproute2, data;
+#   scripts/deps.sh          build + test needs (compiler, OpenBLAS, zlib, libpng, MPI, iproute2, data;
 #                            python3-protobuf: Google's decoder checks the TensorBoard files)
-#   scripts/deps.sh --bench  also the peers the benchmarks compare against (PyTorch, Darknet, hyperfine, fortunes: English text)
+#   scripts/deps.sh --bench  also the peers the benchmarks compare against (PyTorch, scikit-learn, Darknet,
+#                            hyperfine, fortunes: English text)
 set -eu
-need=(build-essential libopenblas-dev zlib1g-dev openmpi-bin libopenmpi-dev mpich libmpich-dev
+need=(build-essential libopenblas-dev zlib1g-dev libpng-dev openmpi-bin libopenmpi-dev mpich libmpich-dev
       iproute2 dataset-fashion-mnist procps slurmd slurmctld slurm-client munge python3-protobuf)
-if [ "${1:-}" = "--bench" ]; then need+=(python3-torch darknet hyperfine fortunes); fi
+if [ "${1:-}" = "--bench" ]; then need+=(python3-torch python3-sklearn darknet hyperfine fortunes); fi
 missing=()
 for p in "${need[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -31,6 +31,11 @@ static const char usage_text[] =
     "                     of 256 inputs, the next byte its label; one stream per batch row\n"
     "                     (the cfg's batch, times [net] time_steps characters per step),\n"
     "                     the last tenth (at most 1 MiB) held out; losses in bits/char\n"
+    "  --target input     a net ending in [cost] type=sse, L1 or smooth (no softmax) learns\n"
+    "                     to reproduce its input (an autoencoder): test loss, no accuracy\n"
+    "  --target DIR       ... or the images of a second dataset, item for item with --data's\n"
+    "  --weights FILE     (after shoal pretrain --save FILE) fine-tunes the pretrained [rbm]\n"
+    "                     layers, which act as sigmoid [connected] layers\n"
     "  --epochs N         passes over the training set (default: the cfg's max_batches\n"
     "                     steps, or 1 epoch)\n"
     "  --max-steps N      stop once N steps are done in total (counting resumed ones)\n"
@@ -379,6 +384,7 @@ int sh_cmd_train(int argc, char **argv)
             continue;                                                                         \
         }
         STR_FLAG("--data", o->data_dir)
+        STR_FLAG("--target", o->target)
         STR_FLAG("--save", o->save_path)
         STR_FLAG("--resume", o->resume_path)
         STR_FLAG("--weights", o->weights_path)
@@ -577,6 +583,10 @@ int sh_cmd_train(int argc, char **argv)
                "%.1f s, %.0f chars/s, peak RSS %.1f MB\n",
                r->test_bpc, 100 * r->test_accuracy, r->steps, r->epochs, r->seconds,
                r->images_per_s, (double)r->peak_rss_nbytes / (1024.0 * 1024.0));
+    } else if (!o->quiet && !r->stopped && r->test_accuracy < 0) { /* no labels: a regression */
+        printf("test loss %.4f after %" PRId64 " steps (%.2f epochs) in %.1f s, %.0f images/s, peak RSS %.1f MB\n",
+               r->test_loss, r->steps, r->epochs, r->seconds, r->images_per_s,
+               (double)r->peak_rss_nbytes / (1024.0 * 1024.0));
     } else if (!o->quiet && !r->stopped) {
         printf("test accuracy %.2f%%, test loss %.4f after %" PRId64 " steps (%.2f epochs) in "
                "%.1f s, %.0f images/s, peak RSS %.1f MB\n",

@@ -46,6 +46,11 @@ typedef struct {
     int shuffle;         /* 0: dataset order (evaluation) */
     int drop_last;       /* 1: an epoch has floor(count / global_batch) steps; 0: ceil */
     int time_steps;      /* text: rows per stream per step (T); 0: 1 */
+    /* Regression targets (NULL: none): image i's target is item i of `targets` (as many items
+     * as the dataset, images only), written scaled to [0,1] into target_out (borrowed; local
+     * batch x its C*H*W floats) by every sh_loader_next, row for row with x. */
+    const sh_dataset *targets;
+    float *target_out;
 } sh_loader_opts;
 
 typedef struct sh_loader sh_loader;

@@ -293,6 +293,26 @@ shoal_result sh_snapshot_load_start_weights(sh_trainer *t, const char *path)
     return rc;
 }
 
+uint64_t sh_snapshot_meta_cfg_hash(const sh_snapshot_meta *m) { return m->v[META_CFG_HASH]; }
+
+shoal_result sh_snapshot_save_weights(sh_net *net, const char *path)
+{
+    uint64_t meta[META_COUNT] = {0};
+    size_t nstats = 0;
+    float *stats = sh_net_stats(net, &nstats);
+    meta[META_VERSION] = SH_SNAPSHOT_VERSION;
+    meta[META_CFG_HASH] = sh_net_cfg_hash(net);
+    meta[META_NPARAMS] = sh_net_nparams(net);
+    meta[META_NSTATS] = nstats;
+    meta[META_WORLD] = 1;
+    sh_ckpt_section secs[3];
+    int n = 0;
+    secs[n++] = (sh_ckpt_section){"meta", meta, sizeof meta};
+    secs[n++] = (sh_ckpt_section){"params", sh_net_params(net), sh_net_nparams(net) * sizeof(float)};
+    if (nstats) secs[n++] = (sh_ckpt_section){"stats", stats, nstats * sizeof(float)};
+    return sh_ckpt_save(path, secs, n);
+}
+
 shoal_result sh_snapshot_read_meta(const char *path, sh_snapshot_meta *out)
 {
     _Static_assert(sizeof out->v / sizeof out->v[0] == META_COUNT, "meta slots");
@@ -337,6 +357,9 @@ shoal_result sh_snapshot_restore(sh_trainer *t, const char *path, const sh_snaps
 {
     const uint64_t *meta = m->v;
     const sh_model_part *part = t->strategy->part;
+    if (!meta[META_GLOBAL_BATCH]) /* sh_snapshot_save_weights' */
+        return SH_FAIL(SHOAL_ERR_INVALID, "%s holds weights only (no training position); start from them with "
+                       "--weights %s, not --resume", path, path);
     SH_TRY(check_model_part(path, meta, t->net, part));
     if (part && meta[META_GLOBAL_BATCH] != (uint64_t)t->global_batch)
         return SH_FAIL(SHOAL_ERR_INVALID,

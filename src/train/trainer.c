@@ -46,7 +46,7 @@ static void default_save_path(const char *cfg_path, char *out, size_t out_nbytes
     snprintf(out, out_nbytes, "%.*s.ckpt", (int)len, base);
 }
 
-static shoal_result check_dataset_fits(const sh_dataset *d, const sh_net *net, const char *cfg)
+static shoal_result check_dataset_fits(const sh_dataset *d, const sh_net *net, const char *cfg, int labelled)
 {
     int count = d->c * d->h * d->w;
     if (count != sh_net_input_count(net))
@@ -55,7 +55,7 @@ static shoal_result check_dataset_fits(const sh_dataset *d, const sh_net *net, c
                        "per image; set width, height and channels in its [net] section to "
                        "the dataset's",
                        d->name, d->c, d->h, d->w, count, cfg, sh_net_input_count(net));
-    if (d->nclasses > sh_net_nclasses(net))
+    if (labelled && d->nclasses > sh_net_nclasses(net))
         return SH_FAIL(SHOAL_ERR_INVALID,
                        "dataset %s has %d classes but %s outputs %d; make the last layer's "
                        "output %d",
@@ -116,6 +116,7 @@ shoal_result sh_trainer_create_with_net(const sh_train_opts *o, sh_net *net, sh_
      * dropout state are all overwritten from the checkpoint, so the seed there is moot. */
     if (!t->net) SH_TRY_GOTO(sh_net_load(o->cfg_path, o->batch, t->opts.seed, &t->net), rc, fail);
     SH_TRY_GOTO(sh_net_check_trainable(t->net), rc, fail);
+    t->labelled = sh_net_has_labels(t->net);
     t->cfg = sh_net_get_config(t->net);
     t->lr = t->cfg->lr;
     if (o->lr_scale > 0) t->lr.base_lr = (float)(t->lr.base_lr * o->lr_scale);
@@ -144,8 +145,9 @@ shoal_result sh_trainer_create_with_net(const sh_train_opts *o, sh_net *net, sh_
         SH_TRY_GOTO(sh_dataset_open_dir(t->opts.data_dir, 1, &t->train_set), rc, fail);
         SH_TRY_GOTO(sh_dataset_open_dir(t->opts.data_dir, 0, &t->test_set), rc, fail);
     }
-    SH_TRY_GOTO(check_dataset_fits(t->train_set, t->net, o->cfg_path), rc, fail);
-    SH_TRY_GOTO(check_dataset_fits(t->test_set, t->net, o->cfg_path), rc, fail);
+    SH_TRY_GOTO(check_dataset_fits(t->train_set, t->net, o->cfg_path, t->labelled), rc, fail);
+    SH_TRY_GOTO(check_dataset_fits(t->test_set, t->net, o->cfg_path, t->labelled), rc, fail);
+    SH_TRY_GOTO(sh_trainer_open_targets(t), rc, fail);
     if (!t->text && t->train_set->count < t->global_batch) {
         rc = SH_FAIL(SHOAL_ERR_INVALID,
                      "dataset %s has %d training images, fewer than one batch of %d; use a "
@@ -155,7 +157,8 @@ shoal_result sh_trainer_create_with_net(const sh_train_opts *o, sh_net *net, sh_
     }
     sh_loader_opts lo = {.global_batch = t->global_batch, .rank = t->strategy->rank,
                          .world = t->strategy->world, .seed = t->opts.seed, .shuffle = 1,
-                         .drop_last = 1, .time_steps = sh_net_time_steps(t->net)};
+                         .drop_last = 1, .time_steps = sh_net_time_steps(t->net),
+                         .targets = t->train_target, .target_out = t->target};
     SH_TRY_GOTO(sh_loader_create(t->train_set, &lo, &t->loader), rc, fail);
     /* Every rank evaluates the whole test set alone: no shard, no shuffle, keep the tail. */
     /* With a strategy that can sum across ranks, each rank tests its shard of the test set. */
@@ -163,7 +166,8 @@ shoal_result sh_trainer_create_with_net(const sh_train_opts *o, sh_net *net, sh_
     sh_loader_opts to = {.global_batch = t->batch * (split_eval ? t->strategy->world : 1),
                          .rank = split_eval ? t->strategy->rank : 0,
                          .world = split_eval ? t->strategy->world : 1, .seed = 0,
-                         .shuffle = 0, .drop_last = 0, .time_steps = sh_net_time_steps(t->net)};
+                         .shuffle = 0, .drop_last = 0, .time_steps = sh_net_time_steps(t->net),
+                         .targets = t->test_target, .target_out = t->target};
     SH_TRY_GOTO(sh_loader_create(t->test_set, &to, &t->test_loader), rc, fail);
 
     SH_TRY_GOTO(sh_alloc_aligned((size_t)t->batch * (size_t)sh_net_input_count(t->net) *
@@ -220,6 +224,9 @@ void sh_trainer_destroy(sh_trainer *t)
     sh_loader_destroy(t->loader);
     sh_dataset_destroy(t->test_set);
     sh_dataset_destroy(t->train_set);
+    sh_dataset_destroy(t->test_target);
+    sh_dataset_destroy(t->train_target);
+    sh_free_aligned(t->target);
     sh_optim_destroy(t->opt);
     sh_net_destroy(t->net);
     if (t->owns_strategy) sh_strategy_destroy(t->strategy);
@@ -344,7 +351,7 @@ static shoal_result evaluate(sh_trainer *t, sh_train_report *r)
         loss_sum = v[2];
     }
     if (nimg == 0) return SH_FAIL(SHOAL_ERR_INVALID, "evaluation: the test set has no images");
-    r->test_accuracy = (double)ncorrect / (double)nimg;
+    r->test_accuracy = t->labelled ? (double)ncorrect / (double)nimg : -1; /* none without labels */
     r->test_loss = loss_sum / (double)nimg;
     if (r->nhistory < SH_HISTORY_MAX) {
         sh_epoch_point *h = &r->history[r->nhistory++];
@@ -356,7 +363,7 @@ static shoal_result evaluate(sh_trainer *t, sh_train_report *r)
         h->test_loss = r->test_loss;
     }
     if (!t->tb) return SHOAL_OK;
-    SH_TRY(sh_tb_scalar(t->tb, "test/accuracy", t->steps_done, (float)r->test_accuracy));
+    if (t->labelled) SH_TRY(sh_tb_scalar(t->tb, "test/accuracy", t->steps_done, (float)r->test_accuracy));
     SH_TRY(sh_tb_scalar(t->tb, "test/loss", t->steps_done, (float)r->test_loss));
     SH_TRY(sh_tb_flush(t->tb));
     return SHOAL_OK;
@@ -402,7 +409,7 @@ static shoal_result log_step(sh_trainer *t, int64_t step, float loss, double acc
     sh_tb *tb = t->tb;
     int64_t at = t->steps_done;
     SH_TRY(sh_tb_scalar(tb, "train/loss", at, loss));
-    SH_TRY(sh_tb_scalar(tb, "train/accuracy", at, (float)acc));
+    if (acc >= 0) SH_TRY(sh_tb_scalar(tb, "train/accuracy", at, (float)acc)); /* < 0: no labels */
     SH_TRY(sh_tb_scalar(tb, "train/learning_rate", at, sh_lr_at(&t->lr, step)));
     /* epochs done, so `shoal plot --x epoch` can place every point */
     SH_TRY(sh_tb_scalar(tb, "train/epoch", at, (float)((double)at / (double)sh_loader_steps_per_epoch(t->loader))));
@@ -522,7 +529,7 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
         r->train_loss = epoch_loss_sum / (double)epoch_loss_n;
         /* The batch's training accuracy from the forward pass the step already did. */
         int hits = t->strategy->ops->pass ? t->last_correct : sh_net_correct(t->net, t->y);
-        double acc = (double)hits / (double)t->last_n;
+        double acc = t->labelled ? (double)hits / (double)t->last_n : -1; /* -1: the line shows none */
         if (prog && may_print(t))
             sh_progress_step(prog, step / per_epoch, step % per_epoch,
                              t->text ? loss / M_LN2 : loss, acc);
@@ -545,6 +552,9 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
                              "train %.4f bits/char, test %.4f bits/char, test accuracy %.2f%% "
                              "(%.1f s)", r->train_loss / M_LN2, r->test_loss / M_LN2,
                              100 * r->test_accuracy, (double)(sh_now_ns() - start_ns) * 1e-9);
+                else if (!t->labelled)
+                    snprintf(extra, sizeof extra, "train loss %.4f, test loss %.4f (%.1f s)", r->train_loss,
+                             r->test_loss, (double)(sh_now_ns() - start_ns) * 1e-9);
                 else
                     snprintf(extra, sizeof extra,
                              "train loss %.4f, test accuracy %.2f%%, test loss %.4f (%.1f s)",
