@@ -51,6 +51,26 @@ static const char usage_text[] =
 static volatile sig_atomic_t stop_requested, save_requested;
 static void on_sigint(int sig) { stop_requested = sig; }
 
+/* --debug-stop-at RBM:STEP: a stop request (as Ctrl-C's) before step STEP of the RBM-th [rbm]
+ * trained (0-based): the drill that proves resume. */
+typedef struct {
+    int stage, stop_stage;
+    int64_t stop_step;
+} debug_stop;
+
+static void debug_before_stage(void *ctx, int stage, int layer)
+{
+    (void)layer;
+    ((debug_stop *)ctx)->stage = stage;
+}
+
+static void debug_before_step(void *ctx, int rank, int64_t step)
+{
+    (void)rank;
+    const debug_stop *d = ctx;
+    if (d->stage == d->stop_stage && step == d->stop_step) stop_requested = SIGINT;
+}
+
 /* -n N outside a job: this same command N times under the launcher, without -n. */
 static int relaunch(int argc, char **argv, int nranks)
 {
@@ -100,7 +120,8 @@ int sh_cmd_pretrain(int argc, char **argv)
     sh_train_opts *o = &po.train;
     int json = 0, nranks = 0, epochs = 0;
     int64_t max_steps = 0, seed = 1, save_every = 0;
-    const char *bucket = NULL;
+    const char *bucket = NULL, *stop_at = NULL;
+    debug_stop dbg = {.stop_stage = -1};
     sh_cli_args a = {"pretrain", argc, argv, 1, 0};
     for (; a.i < argc; a.i++) {
         if (sh_cli_help(&a, usage_text)) return SH_EXIT_OK;
@@ -111,6 +132,7 @@ int sh_cmd_pretrain(int argc, char **argv)
             sh_cli_flag_str(&a, "--resume", "a file", &o->resume_path) ||
             sh_cli_flag_str(&a, "--logdir", "a directory", &o->logdir) ||
             sh_cli_flag_str(&a, "--bucket-mb", "megabytes", &bucket) ||
+            sh_cli_flag_str(&a, "--debug-stop-at", "RBM:STEP", &stop_at) ||
             sh_cli_flag_int(&a, "--epochs", 1, 1000000, &epochs) ||
             sh_cli_flag_i64(&a, "--max-steps", 1, INT64_MAX / 2, &max_steps) ||
             sh_cli_flag_int(&a, "--batch", 1, 1 << 20, &o->batch) ||
@@ -130,6 +152,17 @@ int sh_cmd_pretrain(int argc, char **argv)
         po.bucket_mb = strtod(bucket, &end);
         if (!end || *end || !(po.bucket_mb > 0) || po.bucket_mb > 4096)
             return sh_cli_usage_error("pretrain", "--bucket-mb \"%s\": expected megabytes in (0, 4096]", bucket);
+    }
+    if (stop_at) {
+        long long st = -1, sp = -1;
+        char tail = 0;
+        if (sscanf(stop_at, "%lld:%lld%c", &st, &sp, &tail) != 2 || st < 0 || sp < 0)
+            return sh_cli_usage_error("pretrain", "--debug-stop-at \"%s\": expected RBM:STEP (0-based)", stop_at);
+        dbg.stop_stage = (int)st;
+        dbg.stop_step = sp;
+        po.before_stage = debug_before_stage;
+        o->before_step = debug_before_step;
+        o->hook_ctx = &dbg;
     }
     if (nranks > 1 && !sh_job_is_launched()) return relaunch(argc, argv, nranks);
     o->epochs = epochs;

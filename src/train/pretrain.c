@@ -109,6 +109,7 @@ static shoal_result run_stage(run *r, int s, const char *resume, sh_pretrain_sta
         o.logdir = rank == 0 ? logdir : NULL;
     }
     if (rank == 0 && !o.quiet) describe(r, s, n, o.out ? o.out : stdout);
+    if (po->before_stage) po->before_stage(o.hook_ctx, s, r->rbms[s]);
     shoal_result rc = SHOAL_OK;
     if (r->comm) {
         o.local_ranks = shoal_comm_local_world(r->comm);

@@ -24,6 +24,9 @@ typedef struct {
      * checkpoint it is, the ones below it already done. */
     sh_train_opts train;
     double bucket_mb;           /* data parallel: gradient buckets; 0: 1 MB */
+    /* Called before each [rbm]'s training with train.hook_ctx, its stage (0-based) and layer:
+     * with train.before_step, fault drills that name a stage's step. NULL: none. */
+    void (*before_stage)(void *hook_ctx, int stage, int layer);
 } sh_pretrain_opts;
 
 void sh_pretrain_opts_default(sh_pretrain_opts *o);
