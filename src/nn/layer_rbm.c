@@ -6,17 +6,22 @@
  * gradient there. In the net that pretrains it (l->pretraining) forward keeps a = v W^T + b
  * per row and the CD-k chain's rows in the layer's keep buffer, and backward is CD-k.
  * Per row kept: a (K), the chain's hidden sample (K), h_k (K), v_k (I). The persistent chain
- * is the layer's state (batch, K): carried from batch to batch and saved in checkpoints.
+ * is the layer's state (batch, K): carried from batch to batch and saved in checkpoints. CD's
+ * weight gradient is one product over 2N rows, [h_k | -h_0]^T [v_k ; v_0] / N, its operands
+ * laid out in the layer's cache, and a training pass packs W^T and W there once
+ * (gemm_packed.c) for its few-row products: OpenBLAS would pack all of W at every one.
  * Weights start normal(0, 0.01), biases 0 (Hinton's guide; scikit-learn's BernoulliRBM).
  * Not here: choosing which RBM trains and what runs below it (net_unlabelled.c), the stack
  * (src/train/pretrain.c).
  * Proved by tests/nn/test_layer_rbm.c. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/err.h"
 #include "nn/gemm.h"
+#include "nn/gemm_packed.h"
 #include "nn/rbm.h"
 
 static shoal_result rbm_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx *ctx)
@@ -47,7 +52,13 @@ static shoal_result rbm_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx
     l->param_count += in;            /* c, after W and b */
     l->keep_count = 3 * k + in;      /* a, the hidden sample, h_k, v_k */
     l->keep_fixed = 2;               /* the pass's chain seed (64 bits) */
-    if (l->ws_count < in) l->ws_count = in; /* the batch's mean v (sparsity) */
+    /* CD's gradient as one product: [h_k | -h_0]^T (K, 2N) by [v_k ; v_0] (2N, I), packed */
+    int b = ctx->batch;
+    size_t stacked = 2 * (size_t)b * k + sh_packed_count(2 * b, (int)in) + 32;
+    if (l->cache_count < stacked) l->cache_count = stacked;
+    /* a thread's rows turned and packed (I or K, rows), and a product's transposed result */
+    size_t ws = sh_packed_count((int)in, b) + sh_packed_count((int)k, b) + (k > in ? k : in) * (size_t)b + 32;
+    if (l->ws_count < ws) l->ws_count = ws;
     l->state_count = o->persistent ? (size_t)ctx->batch * k : 0;
     return SHOAL_OK;
 }
@@ -63,7 +74,8 @@ static void rbm_init(sh_layer *l, float *params, float *stats, sh_rng *rng)
 
 static float sigmoid(float a) { return 1.0f / (1.0f + expf(-a)); }
 
-static double softplus(double a) { return a > 0 ? a + log1p(exp(-a)) : log1p(exp(a)); }
+/* In float: an estimator's terms, summed in double by the callers. */
+static double softplus(float a) { return a > 0 ? a + log1pf(expf(-a)) : log1pf(expf(a)); }
 
 /* out (rows, K) with row stride ld = v W^T + b */
 static void hidden_input(const sh_layer *l, const float *params, const float *v, size_t ldv, int rows,
@@ -147,7 +159,7 @@ static double pseudo_likelihood_row(const sh_layer *l, const float *params, cons
     int k = l->out_shape.c;
     const float *w = params + l->w_off, *c = params + sh_rbm_visible_off(l);
     double flip = 1.0 - 2.0 * v[i], diff = -flip * c[i]; /* F(v') - F(v), Bernoulli's visible term */
-    for (int j = 0; j < k; j++) diff -= softplus(a[j] + flip * w[(size_t)j * in + i]) - softplus(a[j]);
+    for (int j = 0; j < k; j++) diff -= softplus(a[j] + (float)flip * w[(size_t)j * in + i]) - softplus(a[j]);
     return -(double)in * softplus(-diff);
 }
 
@@ -167,12 +179,51 @@ void sh_rbm_pseudo_likelihood(const sh_layer *l, const float *params, const floa
 
 /* ---- the layer in a net ---- */
 
+/* The cache: ht (K, 2N) = [h_k | -h_0]^T, then [v_k ; v_0] (2N, I) packed (stack_rows). */
+static float *align64(float *p) { return (float *)(((uintptr_t)p + 63) & ~(uintptr_t)63); }
+static float *stacked_h(const sh_layer *l) { return align64(l->cache); }
+static float *stacked_v(const sh_layer *l, const sh_exec *x)
+{
+    return align64(stacked_h(l) + 2 * (size_t)x->batch * (size_t)l->out_shape.c);
+}
+
+/* The few-row products of a training pass, turned around so that W is read as it is stored,
+ * once, with no copy: a^T (K, rows) = W (K, I) v^T and v^T (I, rows) = W^T h^T, the rows'
+ * v^T (or h^T) packed in the thread's workspace (gemm_packed.c), the result turned back. */
+static void hidden_input_rows(const sh_layer *l, const sh_exec *x, int tid, const float *v, size_t ldv, int rows,
+                              float *out, size_t ld)
+{
+    int k = l->out_shape.c, in = (int)l->inputs;
+    float *pk = align64(x->work[tid]), *t = align64(pk + sh_packed_count(in, rows) + sh_packed_count(k, rows));
+    const float *b = x->params + l->b_off;
+    sh_packed_pack(1, in, rows, v, (int)ldv, 0, sh_packed_npanels(rows), pk);
+    sh_packed_gemm(k, 0, rows, in, x->params + l->w_off, in, pk, 0, t, rows);
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < k; j++) out[(size_t)r * ld + j] = t[(size_t)j * rows + r] + b[j];
+}
+
+static void visible_mean_rows(const sh_layer *l, const sh_exec *x, int tid, const float *h, size_t ldh, int rows,
+                              float *out, size_t ld)
+{
+    int k = l->out_shape.c, in = (int)l->inputs;
+    float *pk = align64(x->work[tid]), *t = align64(pk + sh_packed_count(in, rows) + sh_packed_count(k, rows));
+    const float *c = x->params + sh_rbm_visible_off(l);
+    sh_packed_pack(1, k, rows, h, (int)ldh, 0, sh_packed_npanels(rows), pk);
+    sh_packed_gemm_tn(in, 0, rows, k, x->params + l->w_off, in, pk, k, 0, t, rows);
+    for (int r = 0; r < rows; r++) {
+        float *o = out + (size_t)r * ld;
+        if (l->rbm.gaussian)
+            for (int i = 0; i < in; i++) o[i] = t[(size_t)i * rows + r] + c[i];
+        else
+            for (int i = 0; i < in; i++) o[i] = sigmoid(t[(size_t)i * rows + r] + c[i]);
+    }
+}
+
 static void pretrain_forward_rows(sh_layer *l, sh_exec *x, int tid, int n0, int n1)
 {
-    (void)tid;
     size_t k = (size_t)l->out_shape.c, kc = l->keep_count;
     float *a = l->keep + (size_t)n0 * kc;
-    hidden_input(l, x->params, l->in[0] + (size_t)n0 * l->inputs, l->inputs, n1 - n0, a, kc);
+    hidden_input_rows(l, x, tid, l->in[0] + (size_t)n0 * l->inputs, l->inputs, n1 - n0, a, kc);
     for (int n = n0; n < n1; n++)
         for (size_t j = 0; j < k; j++) l->out[(size_t)n * k + j] = sigmoid(l->keep[(size_t)n * kc + j]);
 }
@@ -227,7 +278,6 @@ static float *chain_seed(const sh_layer *l, const sh_exec *x)
 /* The chain of rows [n0, n1): each row's own stream from the pass's seed. */
 static void cd_chain_rows(sh_layer *l, sh_exec *x, int tid, int n0, int n1)
 {
-    (void)tid;
     const sh_rbm_opts *o = &l->rbm;
     size_t k = (size_t)l->out_shape.c, kc = l->keep_count, in = l->inputs;
     int rows = n1 - n0;
@@ -246,7 +296,7 @@ static void cd_chain_rows(sh_layer *l, sh_exec *x, int tid, int n0, int n1)
         sample_bernoulli(h, k, &r);
     }
     for (int step = 1; step <= o->cd_k; step++) {
-        visible_mean(l, x->params, hs, kc, rows, vk, kc);
+        visible_mean_rows(l, x, tid, hs, kc, rows, vk, kc);
         for (int n = n0; n < n1 && o->sample_visible; n++) {
             sh_rng r;
             sh_rng_seed(&r, row_seed(base, n) ^ (uint64_t)step << 40 ^ 0x5151);
@@ -256,7 +306,7 @@ static void cd_chain_rows(sh_layer *l, sh_exec *x, int tid, int n0, int n1)
             else
                 sample_bernoulli(v, in, &r);
         }
-        hidden_input(l, x->params, vk, kc, rows, hk, kc);
+        hidden_input_rows(l, x, tid, vk, kc, rows, hk, kc);
         for (int n = n0; n < n1; n++) {
             float *h = hk + (size_t)(n - n0) * kc;
             for (size_t j = 0; j < k; j++) h[j] = sigmoid(h[j]);
@@ -270,17 +320,33 @@ static void cd_chain_rows(sh_layer *l, sh_exec *x, int tid, int n0, int n1)
     }
 }
 
+static void stack_rows(sh_layer *l, sh_exec *x)
+{
+    int n = x->nimg, k = l->out_shape.c;
+    size_t in = l->inputs, kc = l->keep_count;
+    float *ht = stacked_h(l), *vs = stacked_v(l, x), inv = 1.0f / (float)n; /* the mean over rows */
+    for (int r = 0; r < n; r++) {
+        const float *hk = l->keep + (size_t)r * kc + 2 * (size_t)k, *h0 = l->out + (size_t)r * k;
+        for (int j = 0; j < k; j++) {
+            ht[(size_t)j * 2 * n + r] = hk[j] * inv;
+            ht[(size_t)j * 2 * n + n + r] = -h0[j] * inv;
+        }
+    }
+    /* [v_k ; v_0] (2N, I) packed: v_k's rows (kc apart), then v_0's */
+    int np = sh_packed_npanels((int)in);
+    sh_packed_pack_rows(2 * n, (int)in, 0, n, l->keep + 3 * (size_t)k, (int)kc, 0, np, vs);
+    sh_packed_pack_rows(2 * n, (int)in, n, 2 * n, l->in[0], (int)in, 0, np, vs);
+}
+
 /* dW rows [k0, k1) = (h_k^T v_k - h_0^T v_0) / N (+ sparsity); b and c's gradients with them. */
 static void cd_grad_rows(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
 {
     const sh_rbm_opts *o = &l->rbm;
     int n = x->nimg, in = (int)l->inputs, k = l->out_shape.c, kc = (int)l->keep_count;
     if (k1 <= k0) return;
-    float inv = 1.0f / (float)n;
     float *gw = x->grad[0] + l->w_off + (size_t)k0 * in, *gb = x->grad[0] + l->b_off;
-    const float *hk = l->keep + 2 * (size_t)k, *vk = l->keep + 3 * (size_t)k;
-    sh_gemm(1, 0, k1 - k0, in, n, inv, hk + k0, kc, vk, kc, 0.0f, gw, in);
-    sh_gemm(1, 0, k1 - k0, in, n, -inv, l->out + k0, k, l->in[0], in, 1.0f, gw, in);
+    const float *vk = l->keep + 3 * (size_t)k;
+    sh_packed_gemm(k1 - k0, 0, in, 2 * n, stacked_h(l) + (size_t)k0 * 2 * n, 2 * n, stacked_v(l, x), 0, gw, in);
     float *mv = x->work[tid]; /* the batch's mean v, for the sparsity term */
     for (int i = 0; o->sparsity > 0.0f && i < in; i++) {
         double m = 0;
@@ -316,6 +382,7 @@ void sh_rbm_cd(sh_layer *l, sh_exec *x)
     uint64_t base = sh_rng_u64(x->rng);
     memcpy(chain_seed(l, x), &base, sizeof base);
     sh_exec_images(l, x, cd_chain_rows);
+    stack_rows(l, x);
     sh_exec_split(l, x, l->out_shape.c, cd_grad_rows);
 }
 
