@@ -14,7 +14,9 @@ convolutional autoencoder in PyTorch) and the data it prepares for both sides:
                                    written as Darknet .weights (shoal train --weights reads it)
   torch-ae DATA INIT EPOCHS BATCH LR SEED
                                    that net in PyTorch from INIT: SGD with momentum 0.9, 1/2 the summed squared
-                                   error per image; JSON: test loss (the same sum), training images/s
+                                   error per image, the images in the order shoal's loader reads them with
+                                   --seed SEED (src/data/loader.c, src/base/util.c's generator, rebuilt here), so
+                                   both take the same steps; JSON: test loss (the same sum), training images/s
 Every timing runs at one thread (the caller sets OPENBLAS_NUM_THREADS=1 and OMP_NUM_THREADS=1)."""
 import gzip
 import json
@@ -152,6 +154,51 @@ def ae_load(net, path):
                 pos += n
 
 
+M64 = (1 << 64) - 1
+
+
+class ShoalRng:
+    """src/base/util.c's sh_rng: xoshiro256** seeded by splitmix64."""
+
+    def __init__(self, seed):
+        self.s, x = [], seed & M64
+        for _ in range(4):
+            x = (x + 0x9E3779B97F4A7C15) & M64
+            z = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & M64
+            z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+            self.s.append(z ^ (z >> 31))
+
+    def u64(self):
+        s = self.s
+        rotl = lambda v, k: ((v << k) | (v >> (64 - k))) & M64
+        result = (rotl((s[1] * 5) & M64, 7) * 9) & M64
+        t = (s[1] << 17) & M64
+        s[2] ^= s[0]
+        s[3] ^= s[1]
+        s[1] ^= s[2]
+        s[0] ^= s[3]
+        s[2] ^= t
+        s[3] = rotl(s[3], 45)
+        return result
+
+    def below(self, n):
+        limit = M64 - M64 % n  # UINT64_MAX - UINT64_MAX % n, rejection as util.c
+        while True:
+            x = self.u64()
+            if x < limit:
+                return x % n
+
+
+def shoal_order(count, seed, epoch):
+    """loader.c's build_order: Fisher-Yates from (seed, epoch)."""
+    rng = ShoalRng(seed ^ ((0x9E3779B97F4A7C15 * (epoch + 1)) & M64))
+    order = list(range(count))
+    for i in range(count - 1, 0, -1):
+        j = rng.below(i + 1)
+        order[i], order[j] = order[j], order[i]
+    return order
+
+
 def torch_ae(data, init, epochs, batch, lr, seed):
     import torch
     torch.set_num_threads(1)
@@ -164,8 +211,8 @@ def torch_ae(data, init, epochs, batch, lr, seed):
     b = int(batch)
     steps = len(x) // b  # whole batches, as shoal (drop_last)
     seconds = 0.0
-    for _ in range(int(epochs)):
-        order = torch.randperm(len(x))
+    for epoch in range(int(epochs)):
+        order = torch.tensor(shoal_order(len(x), int(seed), epoch))
         t0 = time.perf_counter()
         for s in range(steps):
             xb = x[order[s * b:(s + 1) * b]]

@@ -9,7 +9,8 @@
 #      labels, then fine-tuned on a seeded 10% of the labelled images (FT_EPOCHS), against the same
 #      net from its random weights on the same 10%: test accuracy, medians over REPS seeds;
 #   3. Autoencoder: examples/conv-autoencoder.cfg against the same net in PyTorch, both from the
-#      same weights (PyTorch's initialisation, written as Darknet .weights), batch 64, rate 0.01,
+#      same weights (PyTorch's initialisation, written as Darknet .weights) and taking the same
+#      steps (PyTorch reads the images in shoal's order for the seed), batch 64, rate 0.003,
 #      momentum 0.9, AE_EPOCHS epochs: the test reconstruction error (1/2 the summed squared error
 #      per image) and training images/s at one thread, medians of REPS.
 # The targets (issue 37): PL within 2% of scikit-learn's and >= 5x its images/s; the pretrained
@@ -104,7 +105,7 @@ echo
 echo "# 3. convolutional autoencoder (examples/conv-autoencoder.cfg), $AE_EPOCHS epochs, batch 64, same start, one thread"
 for r in $(seq 1 "$REPS"); do
     $M ae-init "$tmp/ae$r.weights" "$r"
-    $M torch-ae "$full" "$tmp/ae$r.weights" "$AE_EPOCHS" 64 0.01 "$r" >>"$tmp/tae.json"
+    $M torch-ae "$full" "$tmp/ae$r.weights" "$AE_EPOCHS" 64 0.003 "$r" >>"$tmp/tae.json"
     "$SHOAL" train examples/conv-autoencoder.cfg --data "$full" --target input --weights "$tmp/ae$r.weights" \
         --epochs "$AE_EPOCHS" --threads 1 --seed "$r" --quiet --json 2>/dev/null >>"$tmp/sae.json"
 done
