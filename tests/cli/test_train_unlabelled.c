@@ -3,7 +3,9 @@
  * a convolutional autoencoder ([deconvolutional], [upsample], a regression [cost]) learns its
  * input (--target input) and another data set's images (--target DIR), alone and on 2
  * data-parallel ranks, its --json giving no accuracy; a run resumed halfway ends with the
- * straight run's checkpoint byte for byte; `shoal sample` draws its reconstructions as a
+ * straight run's checkpoint byte for byte; from PyTorch's initial weights (as Darknet .weights)
+ * it takes PyTorch's steps (full batches: the order of the images cannot matter), the test
+ * error equal within 1e-4; `shoal sample` draws its reconstructions as a
  * PNG; what does not fit is refused in one line: no --target for a regression, --target for a
  * net with labels, targets of another shape or count, the input as the target of a net whose
  * output is not the input's shape, targets under --pipeline. */
@@ -133,6 +135,58 @@ static void two_ranks_and_resume(void)
     CHECK(rc == 0 && sh_test_run(cmd, out, sizeof out) == 0 && strstr(out, "same"), "resumed: %s", out);
 }
 
+/* The same autoencoder in PyTorch (conv 8 s2 relu, deconv 4 s2 p1 logistic), its initial
+ * weights written as Darknet .weights, 6 full-batch SGD steps; prints the test error. */
+static const char torch_py[] =
+    "import struct, sys, numpy as np, torch\n"
+    "torch.set_default_dtype(torch.float64)\n"
+    "def load(split):\n"
+    "    raw = open(split + '-images-idx3-ubyte', 'rb').read()\n"
+    "    return torch.tensor(np.frombuffer(raw, np.uint8, offset=16).astype(np.float64) / 255).reshape(-1, 1, 8, 8)\n"
+    "torch.manual_seed(3)\n"
+    "net = torch.nn.Sequential(torch.nn.Conv2d(1, 8, 3, 2, 1), torch.nn.ReLU(),\n"
+    "                          torch.nn.ConvTranspose2d(8, 1, 4, 2, 1), torch.nn.Sigmoid())\n"
+    "with open('init.weights', 'wb') as f:\n"
+    "    f.write(struct.pack('<iiiQ', 0, 2, 0, 0))\n"
+    "    for m in (net[0], net[2]):\n"
+    "        f.write(m.bias.detach().numpy().astype(np.float32).tobytes())\n"
+    "        f.write(m.weight.detach().numpy().astype(np.float32).tobytes())\n"
+    "with torch.no_grad():\n"
+    "    for m in (net[0], net[2]):\n"
+    "        for p in (m.bias, m.weight): p.copy_(p.float().double())\n"
+    "x, t = load('train'), load('t10k')\n"
+    "opt = torch.optim.SGD(net.parameters(), lr=0.002, momentum=0.9)\n"
+    "for step in range(6):\n"
+    "    loss = 0.5 * ((net(x) - x) ** 2).sum() / len(x)\n"
+    "    opt.zero_grad(); loss.backward(); opt.step()\n"
+    "with torch.no_grad():\n"
+    "    print('%.9g' % float(0.5 * ((net(t) - t) ** 2).sum() / len(t)))\n";
+
+static void autoencoder_takes_pytorchs_steps(void)
+{
+    static char out[8192];
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c 'import torch' 2>/dev/null && echo yes");
+    if (sh_test_run(cmd, out, sizeof out) != 0 || strncmp(out, "yes", 3)) {
+        printf("test_train_unlabelled: /usr/bin/python3 has no torch; comparison with PyTorch skipped\n");
+        return;
+    }
+    CHECK(tiny_write_file(dir, "ae_torch.py", torch_py) == 0 &&
+          tiny_write_file(dir, "small.cfg", "[net]\nbatch=256\nwidth=8\nheight=8\nchannels=1\nlearning_rate=0.002\n"
+                                            "momentum=0.9\ndecay=0\n[convolutional]\nfilters=8\nsize=3\nstride=2\npad=1\n"
+                                            "activation=relu\n[deconvolutional]\nfilters=1\nsize=4\nstride=2\npadding=1\n"
+                                            "activation=logistic\n[cost]\n") == 0, "writing the files");
+    snprintf(cmd, sizeof cmd, "cd %s && /usr/bin/python3 ae_torch.py 2>&1", dir);
+    int rc = sh_test_run(cmd, out, sizeof out);
+    double torch_loss = strtod(out, NULL);
+    CHECK(rc == 0 && torch_loss > 0, "ae_torch.py: %s", out);
+    rc = run_shoal("train small.cfg --data . --target input --weights init.weights --max-steps 6 --threads 1 --json "
+                   "--quiet", out, sizeof out);
+    double mine = num(out, "test_loss");
+    CHECK(rc == 0 && fabs(mine - torch_loss) <= 1e-4 * torch_loss, "test error after 6 steps: shoal %.9g, PyTorch %.9g: %s",
+          mine, torch_loss, out);
+}
+
 static void what_does_not_fit_is_refused(void)
 {
     static char out[8192];
@@ -170,6 +224,7 @@ int main(void)
     RUN(autoencoder_learns_its_input);
     RUN(autoencoder_learns_another_data_sets_images);
     RUN(two_ranks_and_resume);
+    RUN(autoencoder_takes_pytorchs_steps);
     RUN(what_does_not_fit_is_refused);
     tiny_remove_dir(dir);
     return check_end();
