@@ -28,6 +28,9 @@ static shoal_result upsample_parse(sh_layer *l, sh_cfg_section *s, const sh_pars
                                   stride, l->stride, l->stride, in->c, in->h, in->w, l->stride);
         l->out_shape = (sh_shape){in->c, in->h / l->stride, in->w / l->stride};
     } else {
+        if ((long long)in->h * l->stride * in->w * l->stride * in->c > (1LL << 30))
+            return sh_cfg_fail_at(s, "stride", SHOAL_ERR_FORMAT, "stride=%d makes the %dx%dx%d input (C x H x W) "
+                                  "more than 2^30 values; upsample less", stride, in->c, in->h, in->w);
         l->out_shape = (sh_shape){in->c, in->h * l->stride, in->w * l->stride};
     }
     l->flops = (double)sh_shape_count(&l->out_shape) * (l->reverse ? (double)l->stride * l->stride : 1.0);
