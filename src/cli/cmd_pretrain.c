@@ -46,6 +46,8 @@ static const char usage_text[] =
     "  --bucket-mb X      data parallel: gradient buckets of X MB (default 1)\n"
     "  --quiet            no progress lines\n"
     "  --json             print one JSON object: each [rbm]'s losses, images/s, seconds\n"
+    "  --debug-stop-at R:S  stop before step S of the R-th [rbm] (0-based) as Ctrl-C does,\n"
+    "                     saving its checkpoint (a resume drill)\n"
     "  --help             this text\n";
 
 static volatile sig_atomic_t stop_requested, save_requested;

@@ -6,10 +6,11 @@
  * gradient there. In the net that pretrains it (l->pretraining) forward keeps a = v W^T + b
  * per row and the CD-k chain's rows in the layer's keep buffer, and backward is CD-k.
  * Per row kept: a (K), the chain's hidden sample (K), h_k (K), v_k (I). The persistent chain
- * is the layer's state (batch, K): carried from batch to batch and saved in checkpoints. CD's
+ * is the layer's state (batch, K): carried from batch to batch and saved in checkpoints. A
+ * training pass's few-row products run turned around on gemm_packed.c's kernels, W read as it
+ * is stored and the rows packed (OpenBLAS would pack all of W at every product), and CD's
  * weight gradient is one product over 2N rows, [h_k | -h_0]^T [v_k ; v_0] / N, its operands
- * laid out in the layer's cache, and a training pass packs W^T and W there once
- * (gemm_packed.c) for its few-row products: OpenBLAS would pack all of W at every one.
+ * in the layer's cache.
  * Weights start normal(0, 0.01), biases 0 (Hinton's guide; scikit-learn's BernoulliRBM).
  * Not here: choosing which RBM trains and what runs below it (net_unlabelled.c), the stack
  * (src/train/pretrain.c).
