@@ -67,6 +67,24 @@ TEST_SRC := $(sort $(wildcard tests/*/test_*.c))
 TEST_LIB := $(sort $(wildcard tests/lib/*.c))
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+
+# Caffe's .caffemodel (src/nn/caffe/caffe_model.c): the messages of src/nn/caffe/caffe.proto
+# compiled by protoc-c (protobuf-c-compiler) into $(BUILD)/gen at build time, never committed;
+# linked with libprotobuf-c (libprotobuf-c-dev).
+.DEFAULT_GOAL := all
+GEN_DIR  := $(BUILD)/gen
+CAFFE_PB := $(GEN_DIR)/nn/caffe/caffe.pb-c
+LIB_OBJ  += $(BUILD)/obj/$(CAFFE_PB).o
+CFLAGS_ALL += -I$(GEN_DIR)
+LDLIBS_ALL += -lprotobuf-c
+$(CAFFE_PB).c $(CAFFE_PB).h: src/nn/caffe/caffe.proto
+	@command -v protoc-c >/dev/null || { echo "protoc-c not found: install protobuf-c-compiler and libprotobuf-c-dev (scripts/deps.sh)"; exit 1; }
+	@mkdir -p $(GEN_DIR)
+	protoc-c --proto_path=src --c_out=$(GEN_DIR) src/nn/caffe/caffe.proto
+$(BUILD)/obj/$(CAFFE_PB).o: $(CAFFE_PB).c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -w -c $< -o $@
+$(BUILD)/obj/src/nn/caffe/caffe_model.o: $(CAFFE_PB).h
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_LIB_OBJ := $(TEST_LIB:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)

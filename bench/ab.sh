@@ -7,13 +7,16 @@
 #   REPS=5 SIZES="8 4096 65536 1048576 16777216 67108864" RANKS="2 4"
 #   MODELS="lenet mlp-wide" DP_RANKS=2 STEPS=150 WARMUP=20 THREADS=1 bench/ab.sh a4089e9
 #   RANKS= MODELS=lenet THREADS=auto bench/ab.sh   # training only, threads by shoal's own rule
+#   LAYOUTS="tensor mlp-wide -n 2 --tensor-parallel 2" RANKS= MODELS= bench/ab.sh  # one layout only
 #
 # Runs are interleaved (base, new, base, new, ...) so the machine's slow and fast
 # stretches hit both alike; every figure is the median of REPS runs. Allreduce: float32
 # sum, out of place, busbw in GB/s (nccl-tests' 2(n-1)/n factor) from `shoal bench --json`
 # under `shoal launch`; training: images/s of `shoal train -n DP_RANKS` (weak scaling,
 # batch 64 per rank, THREADS kernel threads per rank: a number, or auto for no --threads)
-# on Fashion-MNIST. ratio = new / base (> 1: new is
+# on Fashion-MNIST; layouts: images/s of `shoal train` with each LAYOUTS entry ("name model
+# flags", ';' between entries: the pipeline, tensor, hybrid layouts and the parameter server
+# by default), the cfg's batch. ratio = new / base (> 1: new is
 # faster). Nothing else may run on the machine meanwhile.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +29,7 @@ DP_RANKS=${DP_RANKS:-2}
 STEPS=${STEPS:-150}
 WARMUP=${WARMUP:-20}
 THREADS=${THREADS:-1}
+LAYOUTS=${LAYOUTS-"pipeline mlp-wide -n 2 --pipeline 2 --micro-batches 4;tensor mlp-wide -n 2 --tensor-parallel 2;hybrid fc-heavy -n 2 --hybrid broadcast;ps lenet -n 3 --ps"}
 BUILD=${BUILD:-build}
 DATA=${SHOAL_DATA_DIR:-/usr/share/datasets/fashion-mnist}
 . bench/peers.sh # PY, and the peers' BLAS kernels (OPENBLAS_CORETYPE)
@@ -52,18 +56,21 @@ busbw() { # which ranks size -> busbw GB/s of the out-of-place allreduce
 print(json.loads(sys.stdin.read())["rows"][-1]["busbw_gb_s"])' 2>/dev/null || echo nan
 }
 
-imgs() { # which model -> images/s
-    local log="$OUT/$1-$2.log"
+train_imgs() { # which log model flags... -> images/s (the reporting rank's --json)
+    local which=$1 log=$2 model=$3
+    shift 3
     local threads=(--threads "$THREADS")
     [ "$THREADS" = auto ] && threads=()
-    OPENBLAS_NUM_THREADS=1 "${BIN[$1]}" train "examples/$2.cfg" --data "$DATA" -n "$DP_RANKS" "${threads[@]}" \
-        --max-steps $((STEPS + WARMUP)) --json --quiet >"$log" 2>&1 || { echo nan; return; }
-    $PY -c 'import json,sys
+    SHOAL_MASTER_PORT=$(port) OPENBLAS_NUM_THREADS=1 "${BIN[$which]}" train "examples/$model.cfg" --data "$DATA" \
+        "$@" "${threads[@]}" --max-steps $((STEPS + WARMUP)) --json --quiet >"$log" 2>&1 || { echo nan; return; }
+    $PY -c 'import json,re,sys
 for l in sys.stdin:
-    l=l.strip()
-    if l.startswith("[rank 0] "): l=l[9:]
-    if l.startswith("{"): print(json.loads(l)["images_per_s"]); break' <"$log"
+    l=re.sub(r"^\[rank \d+\] ", "", l.strip())
+    if l.startswith("{") and "images_per_s" in l: print(json.loads(l)["images_per_s"]); break
+else: print("nan")' <"$log"
 }
+
+imgs() { train_imgs "$1" "$OUT/$1-$2.log" "$2" -n "$DP_RANKS"; } # which model -> images/s
 
 declare -A R
 for n in $RANKS; do
@@ -76,6 +83,13 @@ done
 for m in $MODELS; do
     for r in $(seq "$REPS"); do
         for w in base new; do R[dp,$m,$w]+="$(imgs "$w" "$m") "; done
+    done
+done
+IFS=';' read -r -a LAYOUT_LIST <<<"$LAYOUTS"
+for l in "${LAYOUT_LIST[@]}"; do
+    read -r -a a <<<"$l"
+    for r in $(seq "$REPS"); do
+        for w in base new; do R[ly,${a[0]},$w]+="$(train_imgs "$w" "$OUT/$w-${a[0]}.log" "${a[@]:1}") "; done
     done
 done
 
@@ -97,3 +111,14 @@ for m in $MODELS; do
     b=$(printf '%s\n' ${R[dp,$m,base]} | median); x=$(printf '%s\n' ${R[dp,$m,new]} | median)
     awk -v m="$m" -v b="$b" -v x="$x" 'BEGIN { printf "%-9s %10.0f %10.0f %6.2fx\n", m, b, x, (b > 0 ? x / b : 0) }'
 done
+if [ -n "$LAYOUTS" ]; then
+echo
+echo "layouts, the cfg's batch, threads $THREADS; images/s, medians of $REPS"
+printf '%-9s %-10s %10s %10s %7s  %s\n' layout model base new ratio flags
+for l in "${LAYOUT_LIST[@]}"; do
+    read -r -a a <<<"$l"
+    b=$(printf '%s\n' ${R[ly,${a[0]},base]} | median); x=$(printf '%s\n' ${R[ly,${a[0]},new]} | median)
+    awk -v n="${a[0]}" -v m="${a[1]}" -v b="$b" -v x="$x" -v f="${a[*]:2}" \
+        'BEGIN { printf "%-9s %-10s %10.0f %10.0f %6.2fx  %s\n", n, m, b, x, (b > 0 ? x / b : 0), f }'
+done
+fi

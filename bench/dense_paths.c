@@ -1,10 +1,10 @@
-/* dense_paths.c — a [connected] layer's three products on each path layer_dense.c chooses
+/* dense_paths.c — a [connected] layer's three products on each path dense_gemm.c chooses
  * between, one core, for one shape over several row counts: forward Y = X W^T (OpenBLAS,
  * gemm_small.c turned around, the packed kernel + packing W^T), input gradient dX = dY W
  * (the same three, packing W) and weight gradient dW = dY^T X (OpenBLAS, the packed kernel
  * with X packed, packing included); median ms of several calls, W rotated over 3 copies so it
- * comes from memory as in training. The measurements behind pick_rules (bench/README.md).
- * Not here: whole steps (nn_step.c), the rules themselves (src/nn/layer_dense.c).
+ * comes from memory as in training. The measurements behind dense_rules.c (bench/README.md).
+ * Not here: whole steps (nn_step.c), the rules themselves (src/nn/dense_rules.c).
  *   cc -O2 -march=native -Iinclude -Isrc bench/dense_paths.c build/libshoal.a -lz -ldl -lm -lpthread -lrt
  *   env -u OPENBLAS_CORETYPE ./a.out 1024 1024 8,16,32,64,128   # outputs, inputs, rows [, calls, max rows] */
 #include <stdio.h>

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # deps.sh — install, with apt-get, whatever shoal needs that this Debian machine lacks.
 #   scripts/deps.sh          build + test needs (compiler, OpenBLAS, zlib, libpng, MPI, iproute2, data;
-#                            python3-protobuf: Google's decoder checks the TensorBoard files)
+#                            python3-protobuf: Google's decoder checks the TensorBoard files;
+#                            protobuf-c: .caffemodel weights, protoc: the tests' Caffe files)
 #   scripts/deps.sh --bench  also the peers the benchmarks compare against (PyTorch, scikit-learn, Darknet,
 #                            hyperfine, fortunes: English text)
 set -eu
 need=(build-essential libopenblas-dev zlib1g-dev libpng-dev openmpi-bin libopenmpi-dev mpich libmpich-dev
-      iproute2 dataset-fashion-mnist procps slurmd slurmctld slurm-client munge python3-protobuf)
+      iproute2 dataset-fashion-mnist procps slurmd slurmctld slurm-client munge python3-protobuf
+      libprotobuf-c-dev protobuf-c-compiler protobuf-compiler)
 if [ "${1:-}" = "--bench" ]; then need+=(python3-torch python3-sklearn darknet hyperfine fortunes); fi
 missing=()
 for p in "${need[@]}"; do

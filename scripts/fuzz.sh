@@ -34,11 +34,16 @@ mkdir -p "$out/obj" "$out/runs"
 echo "fuzz.sh: building the library with $CLANG into $out"
 objs=()
 fail=0
+# Caffe's messages (src/nn/caffe/caffe.proto), generated as the Makefile does
+mkdir -p "$out/gen"
+protoc-c --proto_path=src --c_out="$out/gen" src/nn/caffe/caffe.proto || exit 2
+objs+=("$out/obj/caffe.pb-c.o")
+$CLANG $flags -I"$out/gen" -w -c "$out/gen/nn/caffe/caffe.pb-c.c" -o "$out/obj/caffe.pb-c.o" || exit 2
 for src in $(find src/base src/comm src/nn src/data src/train src/io -name '*.c' | sort); do
     obj=$out/obj/${src//\//_}.o
     objs+=("$obj")
     if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ] || [ -n "$(find src -name '*.h' -newer "$obj" -print -quit)" ]; then
-        $CLANG $flags -fsanitize=fuzzer-no-link -c "$src" -o "$obj" || fail=1
+        $CLANG $flags -I"$out/gen" -fsanitize=fuzzer-no-link -c "$src" -o "$obj" || fail=1
     fi
 done
 [ $fail -eq 0 ] || { echo "fuzz.sh: library build failed" >&2; exit 2; }
@@ -46,7 +51,7 @@ rm -f $out/libshoal-fuzz.a && ar rcs $out/libshoal-fuzz.a "${objs[@]}"
 for t in "${targets[@]}"; do
     [ -f tests/fuzz/fuzz_$t.c ] || { echo "fuzz.sh: no target tests/fuzz/fuzz_$t.c" >&2; exit 2; }
     $CLANG $flags -fsanitize=fuzzer tests/fuzz/fuzz_$t.c $out/libshoal-fuzz.a \
-        -lz -ldl -lm -lrt -o $out/fuzz_$t || { echo "fuzz.sh: building fuzz_$t failed" >&2; exit 2; }
+        -lz -ldl -lm -lrt -lprotobuf-c -o $out/fuzz_$t || { echo "fuzz.sh: building fuzz_$t failed" >&2; exit 2; }
 done
 
 # Per-target flags: CIFAR-10 inputs of two whole records (2 x 3073 bytes) pass libFuzzer's

@@ -3,6 +3,8 @@
  * Proved by tests/base/test_util.c. */
 #include "base/util.h"
 
+#include <ctype.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,4 +171,26 @@ double sh_sum_squares(const float *v, size_t n)
     for (; i < n; i++) sq += (double)v[i] * v[i];
     for (int k = 0; k < 8; k++) sq += part[k];
     return sq;
+}
+
+int sh_edit_distance(const char *a, const char *b)
+{
+    enum { MAXLEN = 64 };
+    size_t na = strlen(a), nb = strlen(b);
+    if (na >= MAXLEN || nb >= MAXLEN) return INT_MAX;
+    int d[MAXLEN + 1][MAXLEN + 1];
+    for (size_t i = 0; i <= na; i++) d[i][0] = (int)i;
+    for (size_t j = 0; j <= nb; j++) d[0][j] = (int)j;
+    for (size_t i = 1; i <= na; i++)
+        for (size_t j = 1; j <= nb; j++) {
+            int ai = tolower((unsigned char)a[i - 1]), bj = tolower((unsigned char)b[j - 1]);
+            int best = d[i - 1][j - 1] + (ai != bj);
+            if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && ai == tolower((unsigned char)b[j - 2]) &&
+                tolower((unsigned char)a[i - 2]) == bj && d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    return d[na][nb];
 }

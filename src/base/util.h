@@ -38,4 +38,8 @@ size_t sh_peak_rss_nbytes(void);
 /* The sum of v[i]^2 in double, over eight partial sums (the loop vectorizes). */
 double sh_sum_squares(const float *v, size_t n);
 
+/* Edits (insertions, deletions, substitutions, swaps of neighbours) that turn a into b,
+ * letters compared without case; INT_MAX past 63 characters: "did you mean". */
+int sh_edit_distance(const char *a, const char *b);
+
 #endif

@@ -4,13 +4,17 @@
  * `shoal launch -n N`, mpirun or srun.
  * Not here: the collectives (src/comm/).
  * Proved by tests/cli/test_bench_cli.c. */
+#include <limits.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/err.h"
 #include "base/util.h"
 #include "cli/cli.h"
+#include "cli/flags.h"
 #include "comm/reduce.h"
 #include "io/svg_plot.h"
 #include "shoal/comm.h"
@@ -19,23 +23,15 @@ typedef enum { B_ALLREDUCE, B_BROADCAST, B_REDUCE, B_ALLGATHER, B_REDUCE_SCATTER
 static const char *const kind_names[B_COUNT] = {"allreduce", "broadcast", "reduce", "allgather",
                                                 "reduce_scatter", "alltoall", "sendrecv"};
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: shoal bench allreduce|broadcast|reduce|allgather|reduce_scatter|alltoall|sendrecv\n"
-            "                   [-b MIN] [-e MAX] [-f FACTOR] [-d DTYPE] [-o OP] [-r ROOT]\n"
-            "                   [-n ITERS] [-w WARMUP] [-c 0|1] [--json] [--plot FILE.svg]\n\n"
-            "Times a collective over every rank of the job (start it with `shoal launch -n N`,\n"
-            "mpirun or srun) for sizes MIN, MIN*FACTOR, ... MAX bytes (suffixes K, M, G;\n"
-            "defaults 8 to 64M, factor 2), as nccl-tests does: time is the mean over ITERS\n"
-            "(default 20, after WARMUP=5) of the slowest rank; algbw = size / time; busbw =\n"
-            "algbw x the collective's bus factor (allreduce 2(n-1)/n; reduce_scatter, allgather,\n"
-            "alltoall (n-1)/n; others 1); #wrong counts wrong elements with -c 1 (default).\n"
-            "DTYPE: int8 uint8 int32 int64 float16 bfloat16 float32 float64 (default float32);\n"
-            "OP: sum prod min max avg (default sum). --json prints the rows as one JSON object.\n"
-            "--plot FILE.svg draws busbw against size (out-of-place and in-place); `shoal plot\n"
-            "--bench OUT...` draws several saved outputs (shoal's, the peers') on one chart.\n");
-}
+static const char usage_text[] =
+    "usage: shoal bench allreduce|broadcast|reduce|allgather|reduce_scatter|alltoall|sendrecv\n"
+    "                   [-b MIN] [-e MAX] [-f FACTOR] [-d DTYPE] [-o OP] [-r ROOT]\n"
+    "                   [-n ITERS] [-w WARMUP] [-c 0|1] [--json] [--plot FILE.svg]\n\n"
+    "Times a collective over every rank of the job (start it with `shoal launch -n N`,\n"
+    "mpirun or srun) for sizes MIN, MIN*FACTOR, ... MAX bytes, as nccl-tests does: time is\n"
+    "the mean over ITERS of the slowest rank; algbw = size / time; busbw = algbw x the\n"
+    "collective's bus factor (allreduce 2(n-1)/n; reduce_scatter, allgather, alltoall\n"
+    "(n-1)/n; others 1); #wrong counts wrong elements.\n";
 
 /* --plot: busbw by size, out-of-place [0] and in-place [1], kept by rank 0. */
 typedef struct {
@@ -222,206 +218,290 @@ static long check(shoal_comm *c, const bench_cfg *b, const void *send, const voi
     return wrong;
 }
 
-int sh_cmd_bench(int argc, char **argv)
+typedef struct {
+    bench_cfg b;
+    const char *collective;
+    size_t min_nbytes, max_nbytes;
+    double factor;
+    int iters, warmup, do_check, json;
+    const char *plot_path;
+} bench_opts;
+
+static int set_size(void *dst, const sh_flag *f, const char *spelled, const char *v, const char *cmd)
 {
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? SH_EXIT_USAGE : SH_EXIT_OK;
-    }
-    bench_cfg b = {B_COUNT, SHOAL_FLOAT32, SHOAL_SUM, 0};
+    if (parse_size(v, (size_t *)((char *)dst + f->offset)))
+        return sh_cli_usage_error(cmd, "%s: bad size \"%s\"", spelled, v);
+    return 0;
+}
+
+static int set_factor(void *dst, const sh_flag *f, const char *spelled, const char *v, const char *cmd)
+{
+    bench_opts *o = dst;
+    char *end = NULL;
+    o->factor = strtod(v, &end);
+    if (!end || *end || !(o->factor > 1)) return sh_cli_usage_error(cmd, "%s takes a factor > 1, not \"%s\"", spelled, v);
+    return 0;
+}
+
+static int set_dtype(void *dst, const sh_flag *f, const char *spelled, const char *v, const char *cmd)
+{
+    bench_opts *o = dst;
+    if (shoal_dtype_parse(v, &o->b.dt) != SHOAL_OK) return sh_cli_usage_error(cmd, "%s", shoal_last_error_message());
+    return 0;
+}
+
+static int set_op(void *dst, const sh_flag *f, const char *spelled, const char *v, const char *cmd)
+{
+    bench_opts *o = dst;
+    if (shoal_op_parse(v, &o->b.op) != SHOAL_OK) return sh_cli_usage_error(cmd, "%s", shoal_last_error_message());
+    return 0;
+}
+
+static int set_plot(void *dst, const sh_flag *f, const char *spelled, const char *v, const char *cmd)
+{
+    bench_opts *o = dst;
+    if (!sh_svg_path_ok(v))
+        return sh_cli_usage_error(cmd, "%s %s: charts are written as SVG; name the file *.svg", spelled, v);
+    o->plot_path = v;
+    return 0;
+}
+
+/* The collective: the one argument that is not a flag. */
+static int set_collective(void *dst, const char *arg, const char *cmd)
+{
+    bench_opts *o = dst;
+    if (o->collective) return sh_cli_usage_error(cmd, "unexpected argument \"%s\"", arg);
+    o->collective = arg;
     for (int k = 0; k < B_COUNT; k++)
-        if (!strcmp(argv[1], kind_names[k])) b.kind = (bench_kind)k;
-    if (!strcmp(argv[1], "all_reduce")) b.kind = B_ALLREDUCE;
-    if (b.kind == B_COUNT) return sh_cli_usage_error("bench", "unknown collective \"%s\"", argv[1]);
-    size_t min_nbytes = 8, max_nbytes = 64u << 20;
-    double factor = 2;
-    long iters = 20, warmup = 5, do_check = 1;
-    int json = 0;
-    const char *plot_path = NULL;
-    plot_points pts = {0};
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--json")) {
-            json = 1;
-            continue;
-        }
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return SH_EXIT_OK;
-        }
-        if (i + 1 >= argc) return sh_cli_usage_error("bench", "%s needs a value", a);
-        const char *v = argv[++i];
-        char *end = NULL;
-        if (!strcmp(a, "--plot")) {
-            if (!sh_svg_path_ok(v)) return sh_cli_usage_error("bench", "--plot %s: charts are written as SVG; name the file *.svg", v);
-            plot_path = v;
-        } else if (!strcmp(a, "-b") || !strcmp(a, "--minbytes")) {
-            if (parse_size(v, &min_nbytes)) return sh_cli_usage_error("bench", "-b: bad size \"%s\"", v);
-        } else if (!strcmp(a, "-e") || !strcmp(a, "--maxbytes")) {
-            if (parse_size(v, &max_nbytes)) return sh_cli_usage_error("bench", "-e: bad size \"%s\"", v);
-        } else if (!strcmp(a, "-f") || !strcmp(a, "--stepfactor")) {
-            factor = strtod(v, &end);
-            if (!end || *end || factor <= 1) return sh_cli_usage_error("bench", "-f takes a factor > 1, not \"%s\"", v);
-        } else if (!strcmp(a, "-d") || !strcmp(a, "--datatype")) {
-            if (shoal_dtype_parse(v, &b.dt) != SHOAL_OK) return sh_cli_usage_error("bench", "%s", shoal_last_error_message());
-        } else if (!strcmp(a, "-o") || !strcmp(a, "--op")) {
-            if (shoal_op_parse(v, &b.op) != SHOAL_OK) return sh_cli_usage_error("bench", "%s", shoal_last_error_message());
-        } else if (!strcmp(a, "-r") || !strcmp(a, "--root")) {
-            b.root = (int)strtol(v, &end, 10);
-            if (!end || *end || b.root < 0) return sh_cli_usage_error("bench", "-r takes a rank, not \"%s\"", v);
-        } else if (!strcmp(a, "-n") || !strcmp(a, "--iters")) {
-            iters = strtol(v, &end, 10);
-            if (!end || *end || iters < 1) return sh_cli_usage_error("bench", "-n takes a count >= 1, not \"%s\"", v);
-        } else if (!strcmp(a, "-w") || !strcmp(a, "--warmup_iters")) {
-            warmup = strtol(v, &end, 10);
-            if (!end || *end || warmup < 0) return sh_cli_usage_error("bench", "-w takes a count >= 0, not \"%s\"", v);
-        } else if (!strcmp(a, "-c") || !strcmp(a, "--check")) {
-            do_check = strtol(v, &end, 10);
-            if (!end || *end) return sh_cli_usage_error("bench", "-c takes 0 or 1, not \"%s\"", v);
-        } else {
-            return sh_cli_usage_error("bench", "unknown option %s", a);
-        }
+        if (!strcmp(arg, kind_names[k])) o->b.kind = (bench_kind)k;
+    if (!strcmp(arg, "all_reduce")) o->b.kind = B_ALLREDUCE;
+    if (o->b.kind == B_COUNT) return sh_cli_usage_error(cmd, "unknown collective \"%s\"", arg);
+    return 0;
+}
+
+#define AT(field) offsetof(bench_opts, field)
+
+static const sh_flag flags[] = {
+    {"minbytes", 'b', "MIN", SH_FLAG_CALL, AT(min_nbytes), 0, 0, "Sizes",
+     "the smallest message in bytes, suffixes K, M, G (default 8)", "a value", NULL, set_size},
+    {"maxbytes", 'e', "MAX", SH_FLAG_CALL, AT(max_nbytes), 0, 0, "Sizes", "the largest (default 64M)", "a value",
+     NULL, set_size},
+    {"stepfactor", 'f', "FACTOR", SH_FLAG_CALL, 0, 0, 0, "Sizes", "each size is the last times FACTOR (default 2)",
+     "a value", NULL, set_factor},
+    {"datatype", 'd', "DTYPE", SH_FLAG_CALL, 0, 0, 0, "The collective",
+     "int8 uint8 int32 int64 float16 bfloat16 float32 float64 (default float32)", "a value", NULL, set_dtype},
+    {"op", 'o', "OP", SH_FLAG_CALL, 0, 0, 0, "The collective", "sum prod min max avg (default sum)", "a value",
+     NULL, set_op},
+    {"root", 'r', "ROOT", SH_FLAG_INT, AT(b.root), 0, INT_MAX, "The collective",
+     "the root rank of broadcast and reduce (default 0)", NULL, "takes a rank", NULL},
+    {"iters", 'n', "ITERS", SH_FLAG_INT, AT(iters), 1, INT_MAX, "Measuring", "timed calls per size (default 20)",
+     NULL, "takes a count >= 1", NULL},
+    {"warmup_iters", 'w', "WARMUP", SH_FLAG_INT, AT(warmup), 0, INT_MAX, "Measuring",
+     "untimed calls before them (default 5)", NULL, "takes a count >= 0", NULL},
+    {"check", 'c', "0|1", SH_FLAG_INT, AT(do_check), 0, 1, "Measuring",
+     "1 (default): count the wrong elements of one more call per size", NULL, "takes 0 or 1", NULL},
+    {"json", 0, NULL, SH_FLAG_SWITCH, AT(json), 0, 0, "Output", "print the rows as one JSON object", NULL, NULL,
+     NULL},
+    {"plot", 0, "FILE.svg", SH_FLAG_CALL, 0, 0, 0, "Output",
+     "draw busbw against size (out-of-place and in-place); `shoal plot --bench OUT...` draws several saved "
+     "outputs (shoal's, the peers') on one chart", "a value", NULL, set_plot},
+};
+
+static const sh_flag_table table = {
+    .cmd = "bench", .usage = usage_text, .flags = flags, .nflags = sizeof flags / sizeof flags[0],
+    .bare_unknown = 1, .positional = set_collective,
+};
+
+/* The job's buffers and where this rank stands. */
+typedef struct {
+    shoal_comm *c;
+    int rank, world;
+    size_t es;                  /* bytes per element */
+    unsigned char *send, *recv; /* max_nbytes and a block per rank, 64 bytes spare */
+} bench_job;
+
+/* One size: nccl-tests' columns, out of place [0] and in place [1]. */
+typedef struct {
+    size_t nbytes, count;       /* the whole buffer; elements per rank block */
+    double t_us[2], algbw[2], busbw[2];
+    long wrong[2];
+} bench_row;
+
+static shoal_result measure_one(const bench_opts *o, const bench_job *j, size_t nbytes, int inplace,
+                                size_t count, bench_row *row)
+{
+    const bench_cfg *b = &o->b;
+    size_t send_n = b->kind == B_REDUCE_SCATTER || b->kind == B_ALLTOALL ? count * (size_t)j->world : count;
+    unsigned char *own = b->kind == B_ALLGATHER ? j->recv + (size_t)j->rank * count * j->es : j->recv;
+    const void *sp = inplace ? own : j->send;
+    void *rp = j->recv;
+    shoal_result rc = SHOAL_OK;
+    for (int w = 0; w < o->warmup && rc == SHOAL_OK; w++) rc = call(j->c, b, sp, rp, count);
+    if (rc == SHOAL_OK) rc = shoal_barrier(j->c);
+    uint64_t t0 = sh_now_ns();
+    for (int it = 0; it < o->iters && rc == SHOAL_OK; it++) rc = call(j->c, b, sp, rp, count);
+    double us = (double)(sh_now_ns() - t0) / 1e3 / (double)o->iters;
+    if (rc == SHOAL_OK) rc = shoal_allreduce(j->c, &us, &row->t_us[inplace], 1, SHOAL_FLOAT64, SHOAL_MAX);
+    if (rc != SHOAL_OK || !o->do_check) return rc;
+    size_t salt = nbytes % 3;
+    fill(inplace ? own : j->send, send_n, b->dt, j->rank, salt);
+    rc = call(j->c, b, sp, rp, count);
+    long wr = rc == SHOAL_OK ? check(j->c, b, sp, rp, count, salt) : 0;
+    if (rc == SHOAL_OK) rc = shoal_allreduce(j->c, &wr, &row->wrong[inplace], 1, SHOAL_INT64, SHOAL_SUM);
+    return rc;
+}
+
+static shoal_result measure(const bench_opts *o, const bench_job *j, size_t nbytes, bench_row *row)
+{
+    bench_kind k = o->b.kind;
+    int blocked = k == B_ALLGATHER || k == B_REDUCE_SCATTER || k == B_ALLTOALL;
+    size_t total = nbytes / j->es; /* nccl-tests: size is the whole buffer */
+    memset(row, 0, sizeof *row);
+    row->count = blocked ? total / (size_t)j->world : total;
+    size_t shown = blocked ? row->count * (size_t)j->world : row->count; /* the count column is per rank */
+    for (int inplace = 0; inplace < 2; inplace++)
+        SH_TRY(measure_one(o, j, nbytes, inplace, row->count, row));
+    row->nbytes = shown * j->es;
+    for (int p = 0; p < 2; p++) {
+        row->algbw[p] = row->t_us[p] > 0 ? (double)row->nbytes / (row->t_us[p] * 1e-6) / 1e9 : 0;
+        row->busbw[p] = row->algbw[p] * bus_factor(k, j->world);
     }
-    if (min_nbytes > max_nbytes) return sh_cli_usage_error("bench", "-b is larger than -e");
-    shoal_comm_opts co;
-    shoal_comm_opts_default(&co);
-    shoal_comm *c = NULL;
-    shoal_result rc = shoal_comm_create(&co, &c);
-    if (rc != SHOAL_OK) return sh_cli_fail(rc);
-    int r = shoal_comm_rank(c), n = shoal_comm_world(c);
-    if (b.root >= n) {
-        shoal_comm_destroy(c);
-        return sh_cli_usage_error("bench", "-r %d: the job has only %d ranks", b.root, n);
+    return SHOAL_OK;
+}
+
+static int reduces(bench_kind k) { return k == B_ALLREDUCE || k == B_REDUCE || k == B_REDUCE_SCATTER; }
+static int rooted(bench_kind k) { return k == B_BROADCAST || k == B_REDUCE; }
+
+static void print_header(const bench_opts *o, const bench_job *j)
+{
+    const bench_cfg *b = &o->b;
+    if (o->json) {
+        printf("{\"collective\": \"%s\", \"ranks\": %d, \"type\": \"%s\", \"redop\": \"%s\", \"rows\": [",
+               kind_names[b->kind], j->world, shoal_dtype_name(b->dt), reduces(b->kind) ? shoal_op_name(b->op) : "none");
+    } else {
+        printf("# shoal bench %s: %d ranks, %d hosts; iters %d, warmup %d, check %d\n", kind_names[b->kind],
+               j->world, shoal_comm_nhosts(j->c), o->iters, o->warmup, o->do_check);
+        printf("#\n#                                                              out-of-place                       in-place          \n");
+        printf("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n");
+        printf("#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       \n");
     }
-    int rooted = b.kind == B_BROADCAST || b.kind == B_REDUCE;
-    int reduces = b.kind == B_ALLREDUCE || b.kind == B_REDUCE || b.kind == B_REDUCE_SCATTER;
-    int blocked = b.kind == B_ALLGATHER || b.kind == B_REDUCE_SCATTER || b.kind == B_ALLTOALL;
-    size_t es = shoal_dtype_nbytes(b.dt);
-    size_t max_elems = max_nbytes / es + (size_t)n;
-    unsigned char *send = NULL, *recv = NULL;
-    if (sh_alloc_aligned(max_elems * es + 64, (void **)&send) != SHOAL_OK ||
-        sh_alloc_aligned(max_elems * es + 64, (void **)&recv) != SHOAL_OK) {
-        shoal_comm_destroy(c);
-        return sh_cli_fail(SHOAL_ERR_NOMEM);
-    }
-    if (r == 0) {
-        if (json) {
-            printf("{\"collective\": \"%s\", \"ranks\": %d, \"type\": \"%s\", \"redop\": \"%s\", \"rows\": [",
-                   kind_names[b.kind], n, shoal_dtype_name(b.dt), reduces ? shoal_op_name(b.op) : "none");
-        } else {
-            printf("# shoal bench %s: %d ranks, %d hosts; iters %ld, warmup %ld, check %ld\n", kind_names[b.kind],
-                   n, shoal_comm_nhosts(c), iters, warmup, do_check);
-            printf("#\n#                                                              out-of-place                       in-place          \n");
-            printf("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n");
-            printf("#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       \n");
+    fflush(stdout);
+}
+
+static void print_row(const bench_opts *o, const bench_row *r, int nrow)
+{
+    const bench_cfg *b = &o->b;
+    const char *redop = reduces(b->kind) ? shoal_op_name(b->op) : "none";
+    int root = rooted(b->kind) ? b->root : -1;
+    if (o->json) {
+        printf("%s\n  {\"size\": %zu, \"count\": %zu, \"type\": \"%s\", \"redop\": \"%s\", \"root\": %d, "
+               "\"time_us\": %.3f, \"algbw_gb_s\": %.4f, \"busbw_gb_s\": %.4f, \"wrong\": %ld, "
+               "\"inplace_time_us\": %.3f, \"inplace_algbw_gb_s\": %.4f, \"inplace_busbw_gb_s\": %.4f, "
+               "\"inplace_wrong\": %ld}",
+               nrow > 1 ? "," : "", r->nbytes, r->count, shoal_dtype_name(b->dt), redop, root, r->t_us[0],
+               r->algbw[0], r->busbw[0], o->do_check ? r->wrong[0] : -1L, r->t_us[1], r->algbw[1], r->busbw[1],
+               o->do_check ? r->wrong[1] : -1L);
+    } else {
+        char w[2][16] = {"N/A", "N/A"}, ts[2][32];
+        for (int p = 0; p < 2; p++) {
+            if (o->do_check) snprintf(w[p], sizeof w[p], "%ld", r->wrong[p]);
+            time_str(ts[p], sizeof ts[p], r->t_us[p]);
         }
-        fflush(stdout);
+        printf("%12zu  %12zu  %8s  %6s  %6d  %7s  %6.2f  %6.2f  %5s  %7s  %6.2f  %6.2f  %5s\n", r->nbytes, r->count,
+               nccl_type(b->dt), redop, root, ts[0], r->algbw[0], r->busbw[0], w[0], ts[1], r->algbw[1], r->busbw[1],
+               w[1]);
     }
+    fflush(stdout);
+}
+
+static void draw_plot(const bench_opts *o, const bench_job *j, const plot_points *pts)
+{
+    char title[128];
+    snprintf(title, sizeof title, "shoal bench %s: %d ranks, %s %s", kind_names[o->b.kind], j->world,
+             shoal_dtype_name(o->b.dt), reduces(o->b.kind) ? shoal_op_name(o->b.op) : "");
+    sh_plot_series se[2] = {{"out-of-place", pts->nbytes, pts->busbw[0], pts->n},
+                            {"in-place", pts->nbytes, pts->busbw[1], pts->n}};
+    sh_plot_panel p = {title, "message size", "busbw (GB/s)", se, 2, 1, 1};
+    shoal_result prc = sh_svg_line_chart(o->plot_path, NULL, &p, 1);
+    if (prc != SHOAL_OK) fprintf(stderr, "shoal bench: %s\n", shoal_last_error_message());
+    else fprintf(stderr, "shoal bench: wrote %s\n", o->plot_path);
+}
+
+/* Every size from min to max; rank 0 prints. Returns the exit code. */
+static int run_sizes(const bench_opts *o, const bench_job *j)
+{
     double busbw_sum = 0;
-    int rows = 0;
+    int rows = 0, plotting = o->plot_path && j->rank == 0;
     long total_wrong = 0;
-    for (size_t nbytes = min_nbytes;; ) {
-        size_t total = nbytes / es;                 /* nccl-tests: size is the whole buffer */
-        size_t count = blocked ? total / (size_t)n : total;
-        size_t shown = blocked ? count * (size_t)n : count; /* the count column is per rank, as there */
-        double t_us[2] = {0, 0};
-        long wrong[2] = {0, 0};
-        for (int inplace = 0; inplace < 2 && rc == SHOAL_OK; inplace++) {
-            size_t send_n = b.kind == B_REDUCE_SCATTER || b.kind == B_ALLTOALL ? count * (size_t)n : count;
-            const void *sp = send;
-            void *rp = recv;
-            if (inplace) {
-                sp = b.kind == B_ALLGATHER ? recv + (size_t)r * count * es : recv;
-                rp = recv;
-            }
-            for (long w = 0; w < warmup && rc == SHOAL_OK; w++) rc = call(c, &b, sp, rp, count);
-            if (rc == SHOAL_OK) rc = shoal_barrier(c);
-            uint64_t t0 = sh_now_ns();
-            for (long it = 0; it < iters && rc == SHOAL_OK; it++) rc = call(c, &b, sp, rp, count);
-            double us = (double)(sh_now_ns() - t0) / 1e3 / (double)iters;
-            if (rc == SHOAL_OK) rc = shoal_allreduce(c, &us, &t_us[inplace], 1, SHOAL_FLOAT64, SHOAL_MAX);
-            if (rc == SHOAL_OK && do_check) {
-                size_t salt = nbytes % 3;
-                unsigned char *fill_at = inplace ? (b.kind == B_ALLGATHER ? recv + (size_t)r * count * es : recv) : send;
-                fill(fill_at, send_n, b.dt, r, salt);
-                rc = call(c, &b, sp, rp, count);
-                long wr = rc == SHOAL_OK ? check(c, &b, sp, rp, count, salt) : 0;
-                if (rc == SHOAL_OK) rc = shoal_allreduce(c, &wr, &wrong[inplace], 1, SHOAL_INT64, SHOAL_SUM);
-            }
-        }
+    plot_points pts = {0};
+    shoal_result rc = SHOAL_OK;
+    if (j->rank == 0) print_header(o, j);
+    for (size_t nbytes = o->min_nbytes;;) {
+        bench_row row;
+        rc = measure(o, j, nbytes, &row);
         if (rc != SHOAL_OK) break;
-        total_wrong += wrong[0] + wrong[1];
-        size_t row_nbytes = shown * es;
-        double algbw[2], busbw[2];
-        for (int k = 0; k < 2; k++) {
-            algbw[k] = t_us[k] > 0 ? (double)row_nbytes / (t_us[k] * 1e-6) / 1e9 : 0;
-            busbw[k] = algbw[k] * bus_factor(b.kind, n);
-        }
-        busbw_sum += busbw[0] + busbw[1]; /* nccl-tests averages both placements */
-        if (plot_path && r == 0 && keep_row(&pts, (double)row_nbytes, busbw) != SHOAL_OK) plot_path = NULL;
+        total_wrong += row.wrong[0] + row.wrong[1];
+        busbw_sum += row.busbw[0] + row.busbw[1]; /* nccl-tests averages both placements */
+        if (plotting && keep_row(&pts, (double)row.nbytes, row.busbw) != SHOAL_OK) plotting = 0;
         rows++;
-        if (r == 0) {
-            if (json) {
-                printf("%s\n  {\"size\": %zu, \"count\": %zu, \"type\": \"%s\", \"redop\": \"%s\", \"root\": %d, "
-                       "\"time_us\": %.3f, \"algbw_gb_s\": %.4f, \"busbw_gb_s\": %.4f, \"wrong\": %ld, "
-                       "\"inplace_time_us\": %.3f, \"inplace_algbw_gb_s\": %.4f, \"inplace_busbw_gb_s\": %.4f, "
-                       "\"inplace_wrong\": %ld}",
-                       rows > 1 ? "," : "", row_nbytes, count, shoal_dtype_name(b.dt),
-                       reduces ? shoal_op_name(b.op) : "none", rooted ? b.root : -1, t_us[0], algbw[0], busbw[0],
-                       do_check ? wrong[0] : -1L, t_us[1], algbw[1], busbw[1], do_check ? wrong[1] : -1L);
-            } else {
-                char w0[16] = "N/A", w1[16] = "N/A";
-                if (do_check) {
-                    snprintf(w0, sizeof w0, "%ld", wrong[0]);
-                    snprintf(w1, sizeof w1, "%ld", wrong[1]);
-                }
-                char ts[2][32];
-                for (int k = 0; k < 2; k++) time_str(ts[k], sizeof ts[k], t_us[k]);
-                printf("%12zu  %12zu  %8s  %6s  %6d  %7s  %6.2f  %6.2f  %5s  %7s  %6.2f  %6.2f  %5s\n",
-                       row_nbytes, count, nccl_type(b.dt), reduces ? shoal_op_name(b.op) : "none",
-                       rooted ? b.root : -1, ts[0], algbw[0], busbw[0], w0, ts[1], algbw[1], busbw[1], w1);
-            }
-            fflush(stdout);
-        }
-        if (nbytes >= max_nbytes) break;
-        size_t next = (size_t)((double)nbytes * factor);
+        if (j->rank == 0) print_row(o, &row, rows);
+        if (nbytes >= o->max_nbytes) break;
+        size_t next = (size_t)((double)nbytes * o->factor);
         nbytes = next > nbytes ? next : nbytes + 1;
-        if (nbytes > max_nbytes) nbytes = max_nbytes;
+        if (nbytes > o->max_nbytes) nbytes = o->max_nbytes;
     }
-    if (rc != SHOAL_OK) {
-        /* a failed collective's message already starts "rank R: " */
+    if (rc != SHOAL_OK) { /* a failed collective's message already starts "rank R: " */
         const char *m = shoal_last_error_message();
         char pre[32];
-        int pn = snprintf(pre, sizeof pre, "rank %d: ", r);
+        int pn = snprintf(pre, sizeof pre, "rank %d: ", j->rank);
         fprintf(stderr, "shoal bench: %s%s\n", strncmp(m, pre, (size_t)pn) ? pre : "", m);
         plot_points_fini(&pts);
-        shoal_comm_destroy(c);
-        sh_free_aligned(send);
-        sh_free_aligned(recv);
         return SH_EXIT_FAIL;
     }
-    if (r == 0 && plot_path) {
-        char title[128];
-        snprintf(title, sizeof title, "shoal bench %s: %d ranks, %s %s", kind_names[b.kind], n,
-                 shoal_dtype_name(b.dt), reduces ? shoal_op_name(b.op) : "");
-        sh_plot_series se[2] = {{"out-of-place", pts.nbytes, pts.busbw[0], pts.n},
-                                {"in-place", pts.nbytes, pts.busbw[1], pts.n}};
-        sh_plot_panel p = {title, "message size", "busbw (GB/s)", se, 2, 1, 1};
-        shoal_result prc = sh_svg_line_chart(plot_path, NULL, &p, 1);
-        if (prc != SHOAL_OK) fprintf(stderr, "shoal bench: %s\n", shoal_last_error_message());
-        else fprintf(stderr, "shoal bench: wrote %s\n", plot_path);
-    }
+    if (plotting) draw_plot(o, j, &pts);
     plot_points_fini(&pts);
-    if (r == 0) {
-        double avg = rows ? busbw_sum / (2.0 * rows) : 0;
-        if (json) printf("\n], \"wrong\": %ld, \"avg_busbw_gb_s\": %.4f}\n", total_wrong, avg);
-        else {
-            printf("# Out of bounds values : %ld %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
-            printf("# Avg bus bandwidth    : %g \n#\n", avg);
-        }
+    double avg = rows ? busbw_sum / (2.0 * rows) : 0;
+    if (j->rank == 0 && o->json) {
+        printf("\n], \"wrong\": %ld, \"avg_busbw_gb_s\": %.4f}\n", total_wrong, avg);
+    } else if (j->rank == 0) {
+        printf("# Out of bounds values : %ld %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
+        printf("# Avg bus bandwidth    : %g \n#\n", avg);
     }
-    shoal_comm_destroy(c);
-    sh_free_aligned(send);
-    sh_free_aligned(recv);
     return total_wrong ? SH_EXIT_FAIL : SH_EXIT_OK;
+}
+
+int sh_cmd_bench(int argc, char **argv)
+{
+    if (argc < 2) {
+        sh_flags_help(&table, stderr);
+        return SH_EXIT_USAGE;
+    }
+    bench_opts o = {.b = {B_COUNT, SHOAL_FLOAT32, SHOAL_SUM, 0}, .min_nbytes = 8, .max_nbytes = 64u << 20,
+                    .factor = 2, .iters = 20, .warmup = 5, .do_check = 1};
+    int code = sh_flags_parse(&table, argc, argv, 1, &o, NULL);
+    if (code) return code == SH_FLAGS_HELP ? SH_EXIT_OK : code;
+    if (!o.collective) return sh_cli_usage_error("bench", "name the collective: allreduce, broadcast, ...");
+    if (o.min_nbytes > o.max_nbytes) return sh_cli_usage_error("bench", "-b is larger than -e");
+    shoal_comm_opts co;
+    shoal_comm_opts_default(&co);
+    bench_job j = {0};
+    shoal_result rc = shoal_comm_create(&co, &j.c);
+    if (rc != SHOAL_OK) return sh_cli_fail(rc);
+    j.rank = shoal_comm_rank(j.c);
+    j.world = shoal_comm_world(j.c);
+    j.es = shoal_dtype_nbytes(o.b.dt);
+    if (o.b.root >= j.world) {
+        shoal_comm_destroy(j.c);
+        return sh_cli_usage_error("bench", "-r %d: the job has only %d ranks", o.b.root, j.world);
+    }
+    size_t max_elems = o.max_nbytes / j.es + (size_t)j.world;
+    if (sh_alloc_aligned(max_elems * j.es + 64, (void **)&j.send) != SHOAL_OK ||
+        sh_alloc_aligned(max_elems * j.es + 64, (void **)&j.recv) != SHOAL_OK)
+        code = sh_cli_fail(SHOAL_ERR_NOMEM);
+    else
+        code = run_sizes(&o, &j);
+    shoal_comm_destroy(j.c);
+    sh_free_aligned(j.send);
+    sh_free_aligned(j.recv);
+    return code;
 }

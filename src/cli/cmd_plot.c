@@ -4,12 +4,14 @@
  * Not here: reading the files (src/io/tb_read.c, plot_data.c), drawing (src/io/svg_plot.c).
  * Proved by tests/cli/test_plot.c. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/err.h"
 #include "cli/cli.h"
+#include "cli/flags.h"
 #include "io/plot_data.h"
 #include "io/svg_plot.h"
 #include "io/tb_read.h"
@@ -20,25 +22,9 @@ static const char usage_text[] =
     "       shoal plot --bench OUTPUT... [-o FILE.svg]\n"
     "\n"
     "Draw an SVG chart (a browser or an image viewer opens it) with axes, ticks, a legend\n"
-    "and units.\n"
-    "\n"
-    "  RUN...             runs' --logdir directories (or event files), or saved shoal train\n"
-    "                     --json outputs (RUN.json: one point per evaluation): the loss and\n"
-    "                     the accuracy, train and test, of every run side by side\n"
-    "  --x AXIS           step (default), epoch, or time (seconds of wall time since the\n"
-    "                     run's first record)\n"
-    "  --tag TAG          draw these TensorBoard tags instead, one panel each (repeat):\n"
-    "                     train/images_per_s, comm/wait_ms, comm/busbw_gb_s, ...\n"
-    "  --smooth A         exponential moving average of each curve, A in [0, 1) (0: raw)\n"
-    "  --timeline TRACE   stacked bars per step and rank: data, forward, backward, waiting\n"
-    "                     for communication, optimizer (a trace of shoal train --timeline)\n"
-    "  --steps A:B        with --timeline: steps A..B-1 only\n"
-    "  --bench OUTPUT...  bus bandwidth against message size, one curve per file: shoal\n"
-    "                     bench output (--json or its table), the peers' JSON lines with\n"
-    "                     size and busbw_gb_s, or an nccl-tests table\n"
-    "  -o FILE.svg        the chart (default plot.svg)\n"
-    "  --title TEXT       a title above the chart\n"
-    "  --help             this text\n";
+    "and units. RUN... are runs' --logdir directories (or event files), or saved shoal\n"
+    "train --json outputs (RUN.json: one point per evaluation): the loss and the accuracy,\n"
+    "train and test, of every run side by side.\n";
 
 #define MAX_INPUTS 32
 #define MAX_TAGS 8
@@ -237,77 +223,107 @@ static int parse_steps(const char *v, int64_t *lo, int64_t *hi)
     return 1;
 }
 
+typedef struct {
+    const char *out, *timeline, *title, *tags[MAX_TAGS];
+    char *inputs[MAX_INPUTS];
+    int ninputs, ntags, bench, steps_given;
+    x_axis xa;
+    double smooth_a;
+    int64_t lo, hi;
+} plot_opts;
+
+static int set_x(void *dst, const sh_flag *f, const char *spelled, const char *v, const char *cmd)
+{
+    plot_opts *o = dst;
+    if (!strcmp(v, "step")) o->xa = X_STEP;
+    else if (!strcmp(v, "epoch")) o->xa = X_EPOCH;
+    else if (!strcmp(v, "time")) o->xa = X_TIME;
+    else return sh_cli_usage_error(cmd, "%s \"%s\": use step, epoch or time", spelled, v);
+    return 0;
+}
+
+static int add_tag(void *dst, const sh_flag *f, const char *spelled, const char *v, const char *cmd)
+{
+    plot_opts *o = dst;
+    if (o->ntags == MAX_TAGS) return sh_cli_usage_error(cmd, "at most %d --tag panels", MAX_TAGS);
+    o->tags[o->ntags++] = v;
+    return 0;
+}
+
+static int set_smooth(void *dst, const sh_flag *f, const char *spelled, const char *v, const char *cmd)
+{
+    plot_opts *o = dst;
+    char *end = NULL;
+    o->smooth_a = strtod(v, &end);
+    if (!end || *end || !(o->smooth_a >= 0 && o->smooth_a < 1))
+        return sh_cli_usage_error(cmd, "%s \"%s\": expected a number in [0, 1)", spelled, v);
+    return 0;
+}
+
+static int set_steps(void *dst, const sh_flag *f, const char *spelled, const char *v, const char *cmd)
+{
+    plot_opts *o = dst;
+    if (!parse_steps(v, &o->lo, &o->hi))
+        return sh_cli_usage_error(cmd, "%s \"%s\": expected A:B with 0 <= A < B, or A:", spelled, v);
+    o->steps_given = 1;
+    return 0;
+}
+
+static int add_input(void *dst, const char *arg, const char *cmd)
+{
+    plot_opts *o = dst;
+    if (o->ninputs == MAX_INPUTS) return sh_cli_usage_error(cmd, "at most %d inputs", MAX_INPUTS);
+    o->inputs[o->ninputs++] = (char *)arg;
+    return 0;
+}
+
+#define AT(field) offsetof(plot_opts, field)
+
+static const sh_flag flags[] = {
+    {"x", 0, "AXIS", SH_FLAG_CALL, 0, 0, 0, "Runs",
+     "step (default), epoch, or time (seconds of wall time since the run's first record)",
+     "step, epoch or time", NULL, set_x},
+    {"tag", 0, "TAG", SH_FLAG_CALL, 0, 0, 0, "Runs",
+     "draw these TensorBoard tags instead, one panel each (repeat): train/images_per_s, comm/wait_ms, "
+     "comm/busbw_gb_s, ...", "a TensorBoard tag", NULL, add_tag},
+    {"smooth", 0, "A", SH_FLAG_CALL, 0, 0, 0, "Runs",
+     "exponential moving average of each curve, A in [0, 1) (0: raw)", "a value in [0, 1)", NULL, set_smooth},
+    {"timeline", 0, "TRACE", SH_FLAG_STR, AT(timeline), 0, 0, "A timeline",
+     "stacked bars per step and rank: data, forward, backward, waiting for communication, optimizer "
+     "(a trace of shoal train --timeline)", "a trace file", NULL, NULL},
+    {"steps", 0, "A:B", SH_FLAG_CALL, 0, 0, 0, "A timeline", "with --timeline: steps A..B-1 only",
+     "A:B with 0 <= A < B, or A:", NULL, set_steps},
+    {"bench", 0, NULL, SH_FLAG_SWITCH, AT(bench), 0, 0, "Benchmarks",
+     "the inputs are benchmark outputs: bus bandwidth against message size, one curve per file: shoal "
+     "bench output (--json or its table), the peers' JSON lines with size and busbw_gb_s, or an "
+     "nccl-tests table", NULL, NULL, NULL},
+    {"output", 'o', "FILE.svg", SH_FLAG_STR, AT(out), 0, 0, "The chart", "the chart (default plot.svg)",
+     "a file name", NULL, NULL},
+    {"title", 0, "TEXT", SH_FLAG_STR, AT(title), 0, 0, "The chart", "a title above the chart", NULL, NULL,
+     NULL},
+};
+
+static const sh_flag_table table = {
+    .cmd = "plot", .usage = usage_text, .flags = flags, .nflags = sizeof flags / sizeof flags[0],
+    .positional = add_input,
+};
+
 int sh_cmd_plot(int argc, char **argv)
 {
-    const char *out = "plot.svg", *timeline = NULL, *title = NULL, *tags[MAX_TAGS];
-    char *inputs[MAX_INPUTS];
-    int ninputs = 0, ntags = 0, bench = 0;
-    x_axis xa = X_STEP;
-    double smooth_a = 0;
-    int64_t lo = 0, hi = -1;
-    int steps_given = 0;
-    sh_cli_args a = {"plot", argc, argv, 1, 0};
-    for (; a.i < argc; a.i++) {
-        const char *arg = argv[a.i], *v = NULL, *tag = NULL;
-        int got;
-        if (sh_cli_help(&a, usage_text)) return SH_EXIT_OK;
-        if (!strcmp(arg, "--bench")) {
-            bench = 1;
-            continue;
-        }
-        if ((got = sh_cli_take_value(argc, argv, &a.i, "-o", &v)) != 0 ||
-            (got = sh_cli_take_value(argc, argv, &a.i, "--output", &v)) != 0) {
-            if (got < 0) return sh_cli_usage_error("plot", "-o needs a file name");
-            out = v;
-            continue;
-        }
-        if (sh_cli_flag_str(&a, "--timeline", "a trace file", &timeline) ||
-            sh_cli_flag_str(&a, "--title", "a value", &title)) {
-            if (a.bad) return SH_EXIT_USAGE;
-            continue;
-        }
-        if (sh_cli_flag_str(&a, "--tag", "a TensorBoard tag", &tag)) {
-            if (a.bad) return SH_EXIT_USAGE;
-            if (ntags == MAX_TAGS) return sh_cli_usage_error("plot", "at most %d --tag panels", MAX_TAGS);
-            tags[ntags++] = tag;
-            continue;
-        }
-        if ((got = sh_cli_take_value(argc, argv, &a.i, "--x", &v)) != 0) {
-            if (got < 0) return sh_cli_usage_error("plot", "--x needs step, epoch or time");
-            if (!strcmp(v, "step")) xa = X_STEP;
-            else if (!strcmp(v, "epoch")) xa = X_EPOCH;
-            else if (!strcmp(v, "time")) xa = X_TIME;
-            else return sh_cli_usage_error("plot", "--x \"%s\": use step, epoch or time", v);
-            continue;
-        }
-        if ((got = sh_cli_take_value(argc, argv, &a.i, "--smooth", &v)) != 0) {
-            char *end = NULL;
-            if (got < 0) return sh_cli_usage_error("plot", "--smooth needs a value in [0, 1)");
-            smooth_a = strtod(v, &end);
-            if (!end || *end || !(smooth_a >= 0 && smooth_a < 1))
-                return sh_cli_usage_error("plot", "--smooth \"%s\": expected a number in [0, 1)", v);
-            continue;
-        }
-        if ((got = sh_cli_take_value(argc, argv, &a.i, "--steps", &v)) != 0) {
-            if (got < 0 || !parse_steps(v, &lo, &hi))
-                return sh_cli_usage_error("plot", "--steps \"%s\": expected A:B with 0 <= A < B, or A:", v ? v : "");
-            steps_given = 1;
-            continue;
-        }
-        if (arg[0] == '-' && arg[1]) return sh_cli_usage_error("plot", "unknown option \"%s\"", arg);
-        if (ninputs == MAX_INPUTS) return sh_cli_usage_error("plot", "at most %d inputs", MAX_INPUTS);
-        inputs[ninputs++] = argv[a.i];
+    plot_opts o = {.out = "plot.svg", .xa = X_STEP, .lo = 0, .hi = -1};
+    int rc = sh_flags_parse(&table, argc, argv, 1, &o, NULL);
+    if (rc) return rc == SH_FLAGS_HELP ? SH_EXIT_OK : rc;
+    if (!sh_svg_path_ok(o.out))
+        return sh_cli_usage_error("plot", "-o %s: charts are written as SVG; name the file *.svg", o.out);
+    if (o.timeline) {
+        if (o.ninputs || o.bench)
+            return sh_cli_usage_error("plot", "--timeline draws one trace; give no runs or --bench");
+        return plot_timeline(o.timeline, o.lo, o.hi, o.out, o.title);
     }
-    if (!sh_svg_path_ok(out))
-        return sh_cli_usage_error("plot", "-o %s: charts are written as SVG; name the file *.svg", out);
-    if (timeline) {
-        if (ninputs || bench) return sh_cli_usage_error("plot", "--timeline draws one trace; give no runs or --bench");
-        return plot_timeline(timeline, lo, hi, out, title);
-    }
-    if (steps_given) return sh_cli_usage_error("plot", "--steps goes with --timeline");
-    if (!ninputs)
-        return sh_cli_usage_error("plot", bench ? "--bench needs benchmark output files"
-                                                : "give runs' --logdir directories, --timeline TRACE or --bench FILES");
-    if (bench) return plot_bench(inputs, ninputs, out, title);
-    return plot_runs(inputs, ninputs, tags, ntags, xa, smooth_a, out, title);
+    if (o.steps_given) return sh_cli_usage_error("plot", "--steps goes with --timeline");
+    if (!o.ninputs)
+        return sh_cli_usage_error("plot", o.bench ? "--bench needs benchmark output files"
+                                                  : "give runs' --logdir directories, --timeline TRACE or --bench FILES");
+    if (o.bench) return plot_bench(o.inputs, o.ninputs, o.out, o.title);
+    return plot_runs(o.inputs, o.ninputs, o.tags, o.ntags, o.xa, o.smooth_a, o.out, o.title);
 }

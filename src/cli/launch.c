@@ -136,64 +136,83 @@ static const char *sig_name(int sig)
     return b;
 }
 
-int sh_launch_run(const sh_launch_opts *o, char *const argv[])
-{
-    int n = o->nranks;
-    const char *tag = o->tag ? o->tag : "launch";
-    int nnodes = o->nnodes > 1 ? o->nnodes : 1, base = nnodes > 1 ? o->node_rank * n : 0;
-
+/* One launcher's state: the job's rendezvous, its ranks and what the watch loop knows. */
+typedef struct {
+    const sh_launch_opts *o;
+    char *const *argv;
+    const char *tag;
+    int n, nnodes, base;        /* ranks here; machines; this machine's first rank */
     char port[16], key[65], nstr[16], wstr[16], master[256];
-    if (nnodes > 1) { /* every node must agree on the master, its port and the key */
+    int bind_cores;
+    int note_pipe[2];           /* ranks -> launcher: "dropped R" lines (shoal_job_note_dropped) */
+    rank_proc *rp;
+    struct pollfd *pf;
+    int *who;                   /* per pf entry: -1 signals, -2 notes, else 2 * rank + stream */
+    int failed, left, stopping, orphans_killed;
+    uint64_t kill_at, orphans_at;
+} launcher;
+
+/* Node 0's address, the port and the job key every rank meets at. 0, or the exit code. */
+static int rendezvous(launcher *l)
+{
+    const sh_launch_opts *o = l->o;
+    if (l->nnodes > 1) { /* every node must agree on the master, its port and the key */
         const char *m = o->master_addr                       ? o->master_addr
                         : sh_env_is_set("SHOAL_MASTER_ADDR") ? sh_env_str("SHOAL_MASTER_ADDR")
                                                              : NULL;
         if (!m || !*m) {
             fprintf(stderr, "shoal %s: --nnodes %d needs node 0's address: give --master-addr ADDR "
-                    "(or set SHOAL_MASTER_ADDR) on every node\n", tag, nnodes);
+                    "(or set SHOAL_MASTER_ADDR) on every node\n", l->tag, l->nnodes);
             return 2;
         }
-        if (o->node_rank < 0 || o->node_rank >= nnodes) {
-            fprintf(stderr, "shoal %s: --node-rank %d is outside 0..%d (--nnodes %d)\n", tag, o->node_rank,
-                    nnodes - 1, nnodes);
+        if (o->node_rank < 0 || o->node_rank >= l->nnodes) {
+            fprintf(stderr, "shoal %s: --node-rank %d is outside 0..%d (--nnodes %d)\n", l->tag, o->node_rank,
+                    l->nnodes - 1, l->nnodes);
             return 2;
         }
         if (!sh_env_is_set("SHOAL_JOB_KEY")) {
             fprintf(stderr, "shoal %s: --nnodes %d needs the same SHOAL_JOB_KEY on every node: set it to 64 hex "
                     "digits (e.g. SHOAL_JOB_KEY=$(openssl rand -hex 32)) and pass it to each node's launcher\n",
-                    tag, nnodes);
+                    l->tag, l->nnodes);
             return 2;
         }
-        snprintf(master, sizeof master, "%s", m);
+        snprintf(l->master, sizeof l->master, "%s", m);
     } else {
-        snprintf(master, sizeof master, "127.0.0.1");
+        snprintf(l->master, sizeof l->master, "127.0.0.1");
     }
     long user_port = 0; /* the user's choice passes through; else a free port */
     if (sh_env_is_set("SHOAL_MASTER_PORT") && sh_env_long("SHOAL_MASTER_PORT", &user_port) != SHOAL_OK) {
-        fprintf(stderr, "shoal %s: %s\n", tag, shoal_last_error_message());
+        fprintf(stderr, "shoal %s: %s\n", l->tag, shoal_last_error_message());
         return 2;
     }
-    snprintf(port, sizeof port, "%d", user_port ? (int)user_port : nnodes > 1 ? 29500 : free_port());
+    snprintf(l->port, sizeof l->port, "%d", user_port ? (int)user_port : l->nnodes > 1 ? 29500 : free_port());
     const char *env_key = sh_env_is_set("SHOAL_JOB_KEY") ? sh_env_str("SHOAL_JOB_KEY") : NULL;
     if (env_key) {
-        snprintf(key, sizeof key, "%.64s", env_key);
+        snprintf(l->key, sizeof l->key, "%.64s", env_key);
     } else {
         unsigned char rnd[32];
         if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) { /* never a guessable key */
-            fprintf(stderr, "shoal %s: getrandom failed (%s): set SHOAL_JOB_KEY to 64 hex digits yourself\n", tag,
-                    strerror(errno));
+            fprintf(stderr, "shoal %s: getrandom failed (%s): set SHOAL_JOB_KEY to 64 hex digits yourself\n",
+                    l->tag, strerror(errno));
             return 1;
         }
-        for (int i = 0; i < 32; i++) sprintf(key + 2 * i, "%02x", rnd[i]);
+        for (int i = 0; i < 32; i++) sprintf(l->key + 2 * i, "%02x", rnd[i]);
     }
-    snprintf(nstr, sizeof nstr, "%d", n);
-    snprintf(wstr, sizeof wstr, "%d", n * nnodes);
+    snprintf(l->nstr, sizeof l->nstr, "%d", l->n);
+    snprintf(l->wstr, sizeof l->wstr, "%d", l->n * l->nnodes);
+    return 0;
+}
+
+/* Pipes, signal forwarding and the binding rule, before any rank starts. 0, or the exit code. */
+static int prepare(launcher *l)
+{
+    const sh_launch_opts *o = l->o;
     if (o->output_dir && mkdir(o->output_dir, 0755) < 0 && errno != EEXIST) {
-        fprintf(stderr, "shoal %s: cannot create --output-dir %s: %s\n", tag, o->output_dir, strerror(errno));
+        fprintf(stderr, "shoal %s: cannot create --output-dir %s: %s\n", l->tag, o->output_dir, strerror(errno));
         return 1;
     }
-    int note_pipe[2]; /* ranks -> launcher: "dropped R" lines (shoal_job_note_dropped) */
-    if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0 || pipe2(note_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
-        fprintf(stderr, "shoal %s: pipe: %s\n", tag, strerror(errno));
+    if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0 || pipe2(l->note_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+        fprintf(stderr, "shoal %s: pipe: %s\n", l->tag, strerror(errno));
         return 1;
     }
     struct sigaction sa = {0};
@@ -202,272 +221,330 @@ int sh_launch_run(const sh_launch_opts *o, char *const argv[])
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
-
     const char *bind = sh_env_str("SHOAL_BIND");
     if (bind && strcmp(bind, "core") && strcmp(bind, "none")) {
-        fprintf(stderr, "shoal %s: SHOAL_BIND=%s: use core or none\n", tag, bind);
+        fprintf(stderr, "shoal %s: SHOAL_BIND=%s: use core or none\n", l->tag, bind);
         return 2;
     }
-    int bind_cores = !bind || !strcmp(bind, "core");
-    rank_proc *rp = calloc((size_t)n, sizeof *rp);
-    if (!rp) return 1;
-    fflush(NULL);
-    for (int k = 0; k < n; k++) {
-        int p_out[2] = {-1, -1}, p_err[2] = {-1, -1};
-        int fout = -1, ferr = -1;
-        if (o->output_dir) {
-            char path[4096];
-            snprintf(path, sizeof path, "%s/rank-%d.out", o->output_dir, k);
-            fout = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-            snprintf(path, sizeof path, "%s/rank-%d.err", o->output_dir, k);
-            ferr = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-            if (fout < 0 || ferr < 0) {
-                fprintf(stderr, "shoal %s: cannot write %s: %s\n", tag, path, strerror(errno));
-                return 1;
-            }
-        } else if (pipe2(p_out, O_CLOEXEC) < 0 || pipe2(p_err, O_CLOEXEC) < 0) {
-            fprintf(stderr, "shoal %s: pipe: %s\n", tag, strerror(errno));
-            return 1;
-        }
-        int exec_st[2]; /* the child's execvp errno, or end of file once it ran */
-        if (pipe2(exec_st, O_CLOEXEC) < 0) {
-            fprintf(stderr, "shoal %s: pipe: %s\n", tag, strerror(errno));
-            return 1;
-        }
-        pid_t pid = fork();
-        if (pid == 0) {
-            close(exec_st[0]);
-            setpgid(0, 0);
-            if (bind_cores) { /* rank k gets its share of the cores, as mpirun binds */
-                long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-                if (ncpu > 0) {
-                    long per = ncpu / n > 0 ? ncpu / n : 1, first = (long)k * per % ncpu;
-                    cpu_set_t set;
-                    CPU_ZERO(&set);
-                    for (long c = 0; c < per; c++) CPU_SET((int)((first + c) % ncpu), &set);
-                    sched_setaffinity(0, sizeof set, &set);
-                }
-            }
-            signal(SIGINT, SIG_DFL);
-            signal(SIGTERM, SIG_DFL);
-            signal(SIGHUP, SIG_DFL);
-            char v[16];
-            snprintf(v, sizeof v, "%d", base + k);
-            setenv("SHOAL_RANK", v, 1);
-            snprintf(v, sizeof v, "%d", k);
-            setenv("SHOAL_LOCAL_RANK", v, 1);
-            setenv("SHOAL_WORLD_SIZE", wstr, 1);
-            setenv("SHOAL_LOCAL_SIZE", nstr, 1);
-            setenv("SHOAL_MASTER_ADDR", master, 1);
-            setenv("SHOAL_MASTER_PORT", port, 1);
-            setenv("SHOAL_JOB_KEY", key, 1);
-            int note_fd = dup(note_pipe[1]); /* without O_CLOEXEC: the rank keeps it */
-            if (note_fd >= 0) {
-                snprintf(v, sizeof v, "%d", note_fd);
-                setenv("SHOAL_LAUNCH_FD", v, 1);
-            }
-            /* launched by mpirun ourselves? our ranks are ours, not MPI's */
-            unsetenv("OMPI_COMM_WORLD_RANK");
-            unsetenv("OMPI_COMM_WORLD_SIZE");
-            unsetenv("PMI_RANK");
-            unsetenv("PMI_SIZE");
-            unsetenv("SLURM_PROCID");
-            unsetenv("SLURM_NTASKS");
-            dup2(o->output_dir ? fout : p_out[1], 1);
-            dup2(o->output_dir ? ferr : p_err[1], 2);
-            execvp(argv[0], argv);
-            int e = errno;
-            if (write(exec_st[1], &e, sizeof e) < 0) { /* the parent reports it */
-            }
-            _exit(127);
-        }
-        close(exec_st[1]);
-        int exec_errno = 0;
-        ssize_t got;
-        while ((got = read(exec_st[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {
-        }
-        close(exec_st[0]);
-        if (pid > 0 && got == (ssize_t)sizeof exec_errno) { /* one line, not one per rank */
-            fprintf(stderr, "shoal %s: cannot run \"%s\": %s (check the name, or give its path)\n", tag, argv[0],
-                    exec_errno == ENOENT && !strchr(argv[0], '/') ? "not found in PATH" : strerror(exec_errno));
-            waitpid(pid, NULL, 0);
-            for (int j = 0; j < k; j++) kill(-rp[j].pid, SIGKILL);
-            for (int j = 0; j < k; j++) waitpid(rp[j].pid, NULL, 0);
-            for (int j = 0; j <= k; j++) {
-                for (int t = 0; t < 2; t++) {
-                    if (j < k && rp[j].fd[t] >= 0) close(rp[j].fd[t]);
-                    free(rp[j].buf[t]);
-                }
-            }
-            int fds[4] = {p_out[0], p_out[1], p_err[0], p_err[1]};
-            for (int t = 0; t < 4; t++)
-                if (fds[t] >= 0) close(fds[t]);
-            if (fout >= 0) close(fout);
-            if (ferr >= 0) close(ferr);
-            free(rp);
-            close(sig_pipe[0]);
-            close(sig_pipe[1]);
-            close(note_pipe[0]);
-            close(note_pipe[1]);
-            return 127;
-        }
-        if (pid < 0) {
-            fprintf(stderr, "shoal %s: fork: %s\n", tag, strerror(errno));
-            for (int j = 0; j < k; j++) kill(-rp[j].pid, SIGKILL);
-            return 1;
-        }
-        setpgid(pid, pid);
-        rp[k].pid = pid;
-        if (o->output_dir) {
-            close(fout);
-            close(ferr);
-            rp[k].fd[0] = rp[k].fd[1] = -1;
-        } else {
-            close(p_out[1]);
-            close(p_err[1]);
-            rp[k].fd[0] = p_out[0];
-            rp[k].fd[1] = p_err[0];
-            rp[k].buf[0] = malloc(LINE_MAX_NBYTES + 1);
-            rp[k].buf[1] = malloc(LINE_MAX_NBYTES + 1);
-        }
-    }
+    l->bind_cores = !bind || !strcmp(bind, "core");
+    l->rp = calloc((size_t)l->n, sizeof *l->rp);
+    l->pf = calloc((size_t)(2 * l->n + 2), sizeof *l->pf);
+    l->who = calloc((size_t)(2 * l->n + 2), sizeof *l->who);
+    return l->rp && l->pf && l->who ? 0 : 1;
+}
 
-    int failed = -1, left = n, stopping = 0, orphans_killed = 0;
-    uint64_t kill_at = 0, orphans_at = 0;
-    struct pollfd *pf = calloc((size_t)(2 * n + 2), sizeof *pf);
-    int *who = calloc((size_t)(2 * n + 2), sizeof *who);
-    for (;;) {
-        int np = 0;
-        pf[np].fd = sig_pipe[0];
-        pf[np].events = POLLIN;
-        who[np++] = -1;
-        pf[np].fd = note_pipe[0];
-        pf[np].events = POLLIN;
-        who[np++] = -2;
-        for (int k = 0; k < n; k++)
-            for (int s = 0; s < 2; s++)
-                if (rp[k].fd[s] >= 0) {
-                    pf[np].fd = rp[k].fd[s];
-                    pf[np].events = POLLIN;
-                    who[np++] = k * 2 + s;
-                }
-        if (left == 0 && np == 2) break;
-        if (left == 0) { /* every rank is gone but something they started still holds a pipe */
-            uint64_t now = sh_now_ns();
-            if (!orphans_at) {
-                orphans_at = now + 300000000ull; /* let it finish writing, then end the groups */
-            } else if (now > orphans_at && !orphans_killed) {
-                for (int k = 0; k < n; k++) kill(-rp[k].pid, SIGKILL);
-                orphans_killed = 1;
-                orphans_at = now + 1000000000ull;
-            } else if (now > orphans_at) { /* escaped its group (setsid): stop reading it */
-                for (int k = 0; k < n; k++)
-                    for (int s = 0; s < 2; s++)
-                        if (rp[k].fd[s] >= 0) {
-                            close(rp[k].fd[s]);
-                            rp[k].fd[s] = -1;
-                        }
-                break;
-            }
-        }
-        poll(pf, (nfds_t)np, 50);
-        for (int i = 0; i < np; i++) {
-            if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-            if (who[i] == -2) {
-                read_notes(note_pipe[0], rp, n, base);
-            } else if (who[i] < 0) {
-                unsigned char s;
-                while (read(sig_pipe[0], &s, 1) == 1) {
-                    for (int k = 0; k < n; k++)
-                        if (!rp[k].exited) kill(-rp[k].pid, s);
-                    if (!stopping && (s == SIGINT || s == SIGTERM)) {
-                        stopping = 1;
-                        kill_at = sh_now_ns() + (uint64_t)(o->grace_ms > 0 ? o->grace_ms : 10000) * 1000000ull;
-                    }
-                }
-            } else {
-                drain(&rp[who[i] / 2], base + who[i] / 2, who[i] % 2);
-            }
-        }
-        int st;
-        pid_t p;
-        while ((p = waitpid(-1, &st, WNOHANG)) > 0) {
-            for (int k = 0; k < n; k++) {
-                if (rp[k].pid != p || rp[k].exited) continue;
-                rp[k].exited = 1;
-                rp[k].status = st;
-                left--;
-                int bad = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-                read_notes(note_pipe[0], rp, n, base); /* a drop told just before a death counts */
-                if (bad && failed < 0 && !rp[k].killed_by_us && !rp[k].dropped && !stopping) {
-                    failed = k;
-                    stopping = 1;
-                    for (int j = 0; j < n; j++) { /* exited ranks too: what they started dies with them */
-                        kill(-rp[j].pid, SIGTERM);
-                        kill(-rp[j].pid, SIGCONT); /* a frozen rank acts on it only once continued */
-                        if (!rp[j].exited) rp[j].killed_by_us = 1;
-                    }
-                    kill_at = sh_now_ns() + (uint64_t)(o->grace_ms > 0 ? o->grace_ms : 3000) * 1000000ull;
-                }
-            }
-        }
-        if (!stopping && failed < 0 && left > 0) { /* only dropped ranks left: they hold nothing */
-            int held = 0, undropped = 0;
-            for (int k = 0; k < n; k++) {
-                held += !rp[k].exited;
-                undropped += !rp[k].exited && !rp[k].dropped;
-            }
-            if (held && !undropped) {
-                for (int k = 0; k < n; k++) {
-                    if (rp[k].exited || rp[k].killed_by_us) continue;
-                    fprintf(stderr, "shoal %s: rank %d was dropped by the job and still runs after every other "
-                            "rank ended; killed it\n", tag, base + k);
-                    kill(-rp[k].pid, SIGKILL);
-                    rp[k].killed_by_us = 1;
-                }
-            }
-        }
-        if (kill_at && sh_now_ns() > kill_at) {
-            for (int k = 0; k < n; k++) {
-                kill(-rp[k].pid, SIGKILL);
-                if (!rp[k].exited) rp[k].killed_by_us = 1;
-            }
-            kill_at = 0;
+/* In the child: rank k's CPUs, signals, variables and output, then the command. Never returns. */
+static void exec_rank(const launcher *l, int k, int out_fd, int err_fd, int status_fd)
+{
+    setpgid(0, 0);
+    if (l->bind_cores) { /* rank k gets its share of the cores, as mpirun binds */
+        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        if (ncpu > 0) {
+            long per = ncpu / l->n > 0 ? ncpu / l->n : 1, first = (long)k * per % ncpu;
+            cpu_set_t set;
+            CPU_ZERO(&set);
+            for (long c = 0; c < per; c++) CPU_SET((int)((first + c) % ncpu), &set);
+            sched_setaffinity(0, sizeof set, &set);
         }
     }
-    int code = 0;
-    if (failed >= 0) {
-        /* drain the failed rank's last words first */
-        int st = rp[failed].status;
-        char how[96];
-        if (WIFSIGNALED(st)) {
-            snprintf(how, sizeof how, "was killed by %s", sig_name(WTERMSIG(st)));
-            code = 128 + WTERMSIG(st);
-        } else {
-            snprintf(how, sizeof how, "exited with code %d", WEXITSTATUS(st));
-            code = WEXITSTATUS(st);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
+    char v[16];
+    snprintf(v, sizeof v, "%d", l->base + k);
+    setenv("SHOAL_RANK", v, 1);
+    snprintf(v, sizeof v, "%d", k);
+    setenv("SHOAL_LOCAL_RANK", v, 1);
+    setenv("SHOAL_WORLD_SIZE", l->wstr, 1);
+    setenv("SHOAL_LOCAL_SIZE", l->nstr, 1);
+    setenv("SHOAL_MASTER_ADDR", l->master, 1);
+    setenv("SHOAL_MASTER_PORT", l->port, 1);
+    setenv("SHOAL_JOB_KEY", l->key, 1);
+    int note_fd = dup(l->note_pipe[1]); /* without O_CLOEXEC: the rank keeps it */
+    if (note_fd >= 0) {
+        snprintf(v, sizeof v, "%d", note_fd);
+        setenv("SHOAL_LAUNCH_FD", v, 1);
+    }
+    /* launched by mpirun ourselves? our ranks are ours, not MPI's */
+    const char *mpi_vars[] = {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
+                              "SLURM_PROCID", "SLURM_NTASKS"};
+    for (size_t i = 0; i < sizeof mpi_vars / sizeof mpi_vars[0]; i++) unsetenv(mpi_vars[i]);
+    dup2(out_fd, 1);
+    dup2(err_fd, 2);
+    execvp(l->argv[0], l->argv);
+    int e = errno;
+    if (write(status_fd, &e, sizeof e) < 0) { /* the parent reports it */
+    }
+    _exit(127);
+}
+
+static void close_fds(const int *fds, int n)
+{
+    for (int t = 0; t < n; t++)
+        if (fds[t] >= 0) close(fds[t]);
+}
+
+/* The command could not run as rank k: one line, not one per rank; the ranks started
+ * before it are killed. */
+static void abandon_start(launcher *l, int k, pid_t pid, int exec_errno)
+{
+    fprintf(stderr, "shoal %s: cannot run \"%s\": %s (check the name, or give its path)\n", l->tag, l->argv[0],
+            exec_errno == ENOENT && !strchr(l->argv[0], '/') ? "not found in PATH" : strerror(exec_errno));
+    waitpid(pid, NULL, 0);
+    for (int j = 0; j < k; j++) kill(-l->rp[j].pid, SIGKILL);
+    for (int j = 0; j < k; j++) waitpid(l->rp[j].pid, NULL, 0);
+}
+
+/* Start rank k with its output on pipes (or in --output-dir files). 0, or the exit code. */
+static int start_rank(launcher *l, int k)
+{
+    int p_out[2] = {-1, -1}, p_err[2] = {-1, -1};
+    int fout = -1, ferr = -1;
+    const char *dir = l->o->output_dir;
+    if (dir) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/rank-%d.out", dir, k);
+        fout = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        snprintf(path, sizeof path, "%s/rank-%d.err", dir, k);
+        ferr = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fout < 0 || ferr < 0) {
+            fprintf(stderr, "shoal %s: cannot write %s: %s\n", l->tag, path, strerror(errno));
+            return 1;
         }
-        fprintf(stderr, "shoal %s: rank %d %s%s%s%s; stopped the other ranks%s\n", tag, base + failed, how,
-                rp[failed].last_err[0] ? " (its last error line: \"" : "", rp[failed].last_err,
-                rp[failed].last_err[0] ? "\")" : "", nnodes > 1 ? " on this node" : "");
-    } else {
-        for (int k = 0; k < n; k++) {
-            int st = rp[k].status;
+    } else if (pipe2(p_out, O_CLOEXEC) < 0 || pipe2(p_err, O_CLOEXEC) < 0) {
+        fprintf(stderr, "shoal %s: pipe: %s\n", l->tag, strerror(errno));
+        return 1;
+    }
+    int exec_st[2]; /* the child's execvp errno, or end of file once it ran */
+    if (pipe2(exec_st, O_CLOEXEC) < 0) {
+        fprintf(stderr, "shoal %s: pipe: %s\n", l->tag, strerror(errno));
+        return 1;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(exec_st[0]);
+        exec_rank(l, k, dir ? fout : p_out[1], dir ? ferr : p_err[1], exec_st[1]);
+    }
+    close(exec_st[1]);
+    int exec_errno = 0;
+    ssize_t got;
+    while ((got = read(exec_st[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {
+    }
+    close(exec_st[0]);
+    int fds[6] = {p_out[0], p_out[1], p_err[0], p_err[1], fout, ferr};
+    if (pid > 0 && got == (ssize_t)sizeof exec_errno) {
+        abandon_start(l, k, pid, exec_errno);
+        close_fds(fds, 6);
+        return 127;
+    }
+    if (pid < 0) {
+        fprintf(stderr, "shoal %s: fork: %s\n", l->tag, strerror(errno));
+        for (int j = 0; j < k; j++) kill(-l->rp[j].pid, SIGKILL);
+        close_fds(fds, 6);
+        return 1;
+    }
+    setpgid(pid, pid);
+    rank_proc *r = &l->rp[k];
+    r->pid = pid;
+    close_fds(fds + 4, 2);
+    close_fds((int[]){p_out[1], p_err[1]}, 2);
+    r->fd[0] = p_out[0];
+    r->fd[1] = p_err[0];
+    if (!dir) {
+        r->buf[0] = malloc(LINE_MAX_NBYTES + 1);
+        r->buf[1] = malloc(LINE_MAX_NBYTES + 1);
+    }
+    return 0;
+}
+
+/* The descriptors to wait on: signals, notes, and every open output pipe. */
+static int poll_set(launcher *l)
+{
+    int np = 0;
+    l->pf[np] = (struct pollfd){.fd = sig_pipe[0], .events = POLLIN};
+    l->who[np++] = -1;
+    l->pf[np] = (struct pollfd){.fd = l->note_pipe[0], .events = POLLIN};
+    l->who[np++] = -2;
+    for (int k = 0; k < l->n; k++)
+        for (int s = 0; s < 2; s++)
+            if (l->rp[k].fd[s] >= 0) {
+                l->pf[np] = (struct pollfd){.fd = l->rp[k].fd[s], .events = POLLIN};
+                l->who[np++] = k * 2 + s;
+            }
+    return np;
+}
+
+/* Every rank is gone but something they started still holds a pipe: let it finish writing,
+ * then end the groups; what escaped its group (setsid) is no longer read. 1: stop watching. */
+static int end_orphans(launcher *l)
+{
+    uint64_t now = sh_now_ns();
+    if (!l->orphans_at) {
+        l->orphans_at = now + 300000000ull;
+    } else if (now > l->orphans_at && !l->orphans_killed) {
+        for (int k = 0; k < l->n; k++) kill(-l->rp[k].pid, SIGKILL);
+        l->orphans_killed = 1;
+        l->orphans_at = now + 1000000000ull;
+    } else if (now > l->orphans_at) {
+        for (int k = 0; k < l->n; k++)
+            for (int s = 0; s < 2; s++)
+                if (l->rp[k].fd[s] >= 0) {
+                    close(l->rp[k].fd[s]);
+                    l->rp[k].fd[s] = -1;
+                }
+        return 1;
+    }
+    return 0;
+}
+
+/* Signals to the launcher go to every rank; SIGINT and SIGTERM start the grace period. */
+static void forward_signals(launcher *l)
+{
+    unsigned char s;
+    while (read(sig_pipe[0], &s, 1) == 1) {
+        for (int k = 0; k < l->n; k++)
+            if (!l->rp[k].exited) kill(-l->rp[k].pid, s);
+        if (!l->stopping && (s == SIGINT || s == SIGTERM)) {
+            l->stopping = 1;
+            l->kill_at = sh_now_ns() + (uint64_t)(l->o->grace_ms > 0 ? l->o->grace_ms : 10000) * 1000000ull;
+        }
+    }
+}
+
+/* Collect the ranks that ended; the first to fail (not dropped, not killed by us) stops the
+ * others. */
+static void reap(launcher *l)
+{
+    int st;
+    pid_t p;
+    while ((p = waitpid(-1, &st, WNOHANG)) > 0) {
+        for (int k = 0; k < l->n; k++) {
+            rank_proc *r = &l->rp[k];
+            if (r->pid != p || r->exited) continue;
+            r->exited = 1;
+            r->status = st;
+            l->left--;
+            int bad = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+            read_notes(l->note_pipe[0], l->rp, l->n, l->base); /* a drop told just before a death counts */
+            if (!bad || l->failed >= 0 || r->killed_by_us || r->dropped || l->stopping) continue;
+            l->failed = k;
+            l->stopping = 1;
+            for (int j = 0; j < l->n; j++) { /* exited ranks too: what they started dies with them */
+                kill(-l->rp[j].pid, SIGTERM);
+                kill(-l->rp[j].pid, SIGCONT); /* a frozen rank acts on it only once continued */
+                if (!l->rp[j].exited) l->rp[j].killed_by_us = 1;
+            }
+            l->kill_at = sh_now_ns() + (uint64_t)(l->o->grace_ms > 0 ? l->o->grace_ms : 3000) * 1000000ull;
+        }
+    }
+}
+
+/* Only ranks the job dropped are left: they hold nothing, so they are killed. */
+static void end_dropped(launcher *l)
+{
+    int held = 0, undropped = 0;
+    for (int k = 0; k < l->n; k++) {
+        held += !l->rp[k].exited;
+        undropped += !l->rp[k].exited && !l->rp[k].dropped;
+    }
+    if (!held || undropped) return;
+    for (int k = 0; k < l->n; k++) {
+        if (l->rp[k].exited || l->rp[k].killed_by_us) continue;
+        fprintf(stderr, "shoal %s: rank %d was dropped by the job and still runs after every other rank ended; "
+                "killed it\n", l->tag, l->base + k);
+        kill(-l->rp[k].pid, SIGKILL);
+        l->rp[k].killed_by_us = 1;
+    }
+}
+
+/* Relay output and signals until every rank has ended and its pipes are drained. */
+static void watch(launcher *l)
+{
+    l->failed = -1;
+    l->left = l->n;
+    for (;;) {
+        int np = poll_set(l);
+        if (l->left == 0 && np == 2) break;
+        if (l->left == 0 && end_orphans(l)) break;
+        poll(l->pf, (nfds_t)np, 50);
+        for (int i = 0; i < np; i++) {
+            if (!(l->pf[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            if (l->who[i] == -2) read_notes(l->note_pipe[0], l->rp, l->n, l->base);
+            else if (l->who[i] < 0) forward_signals(l);
+            else drain(&l->rp[l->who[i] / 2], l->base + l->who[i] / 2, l->who[i] % 2);
+        }
+        reap(l);
+        if (!l->stopping && l->failed < 0 && l->left > 0) end_dropped(l);
+        if (l->kill_at && sh_now_ns() > l->kill_at) {
+            for (int k = 0; k < l->n; k++) {
+                kill(-l->rp[k].pid, SIGKILL);
+                if (!l->rp[k].exited) l->rp[k].killed_by_us = 1;
+            }
+            l->kill_at = 0;
+        }
+    }
+}
+
+/* The launcher's exit code: the failed rank's (named with its last error line), else the
+ * first non-zero code of a rank the job did not drop. */
+static int exit_code(const launcher *l)
+{
+    int code = 0;
+    if (l->failed < 0) {
+        for (int k = 0; k < l->n; k++) {
+            int st = l->rp[k].status;
             int c = WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
-            if (rp[k].dropped) continue; /* the job went on without it */
+            if (l->rp[k].dropped) continue; /* the job went on without it */
             if (c && !code) code = c;
         }
+        return code;
     }
-    for (int k = 0; k < n; k++) {
-        free(rp[k].buf[0]);
-        free(rp[k].buf[1]);
+    const rank_proc *r = &l->rp[l->failed];
+    int st = r->status;
+    char how[96];
+    if (WIFSIGNALED(st)) {
+        snprintf(how, sizeof how, "was killed by %s", sig_name(WTERMSIG(st)));
+        code = 128 + WTERMSIG(st);
+    } else {
+        snprintf(how, sizeof how, "exited with code %d", WEXITSTATUS(st));
+        code = WEXITSTATUS(st);
     }
-    free(rp);
-    free(pf);
-    free(who);
-    close(sig_pipe[0]);
-    close(sig_pipe[1]);
-    close(note_pipe[0]);
-    close(note_pipe[1]);
+    fprintf(stderr, "shoal %s: rank %d %s%s%s%s; stopped the other ranks%s\n", l->tag, l->base + l->failed, how,
+            r->last_err[0] ? " (its last error line: \"" : "", r->last_err, r->last_err[0] ? "\")" : "",
+            l->nnodes > 1 ? " on this node" : "");
+    return code;
+}
+
+static void cleanup(launcher *l)
+{
+    for (int k = 0; l->rp && k < l->n; k++) {
+        for (int s = 0; s < 2; s++) {
+            if (l->rp[k].fd[s] >= 0 && l->rp[k].pid) close(l->rp[k].fd[s]);
+            free(l->rp[k].buf[s]);
+        }
+    }
+    free(l->rp);
+    free(l->pf);
+    free(l->who);
+    int fds[4] = {sig_pipe[0], sig_pipe[1], l->note_pipe[0], l->note_pipe[1]};
+    close_fds(fds, 4);
+    sig_pipe[0] = sig_pipe[1] = -1;
+}
+
+int sh_launch_run(const sh_launch_opts *o, char *const argv[])
+{
+    launcher l = {.o = o, .argv = argv, .tag = o->tag ? o->tag : "launch", .n = o->nranks,
+                  .nnodes = o->nnodes > 1 ? o->nnodes : 1, .note_pipe = {-1, -1}};
+    l.base = l.nnodes > 1 ? o->node_rank * l.n : 0;
+    int code = rendezvous(&l);
+    if (code) return code;
+    code = prepare(&l);
+    fflush(NULL);
+    for (int k = 0; k < l.n && !code; k++) code = start_rank(&l, k);
+    if (!code) {
+        watch(&l);
+        code = exit_code(&l);
+    }
+    cleanup(&l);
     return code;
 }

@@ -7,8 +7,8 @@
  *   section  name[32] (NUL-padded) | u64 nbytes | u32 crc32c(data) | data  44 + nbytes
  *   trailer  u32 crc32c over the header and every section's 44-byte head
  * The trailer makes the table trustworthy before any data is read; each section's own CRC
- * covers its data. Saving writes path.tmp.<pid>, fsyncs it, renames it over path and fsyncs
- * the directory: a crash at any point leaves the old file or the new one, never a mix. */
+ * covers its data. Saving writes a random path.tmp.XXXXXX (base/atomic_file.c), renamed over
+ * path when complete: a crash at any point leaves the old file or the new one, never a mix. */
 #include "io/checkpoint.h"
 
 #include <errno.h>
@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/atomic_file.h"
 #include "base/err.h"
 #include "base/util.h"
 
@@ -47,22 +48,6 @@ static uint32_t get32(const uint8_t *b)
 static uint64_t get64(const uint8_t *b)
 {
     return (uint64_t)get32(b) | (uint64_t)get32(b + 4) << 32;
-}
-
-static shoal_result write_all(int fd, const char *path, const void *buf, size_t nbytes)
-{
-    const uint8_t *p = buf;
-    while (nbytes > 0) {
-        size_t chunk = nbytes > (1u << 30) ? (1u << 30) : nbytes;
-        ssize_t n = write(fd, p, chunk);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0)
-            return SH_FAIL(SHOAL_ERR_IO, "checkpoint %s: write failed: %s (disk full?)", path,
-                           n < 0 ? strerror(errno) : "no progress");
-        p += n;
-        nbytes -= (size_t)n;
-    }
-    return SHOAL_OK;
 }
 
 /* Read exactly nbytes at offset; *got says how many arrived when the file is shorter. */
@@ -107,78 +92,33 @@ static shoal_result check_sections(const sh_ckpt_section *secs, int nsecs)
     return SHOAL_OK;
 }
 
-/* fsync the directory holding path, so that the rename itself survives a power cut. */
-static shoal_result sync_dir(const char *path)
-{
-    char dir[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (!slash) snprintf(dir, sizeof dir, ".");
-    else if (slash == dir) dir[1] = 0;
-    else *slash = 0;
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return SH_FAIL(SHOAL_ERR_IO, "checkpoint %s: cannot open directory %s to sync it: %s",
-                       path, dir, strerror(errno));
-    int ok = fsync(fd) == 0 || errno == EINVAL; /* some filesystems cannot sync directories */
-    int err = errno;
-    close(fd);
-    if (!ok)
-        return SH_FAIL(SHOAL_ERR_IO, "checkpoint %s: fsync of directory %s failed: %s", path,
-                       dir, strerror(err));
-    return SHOAL_OK;
-}
-
 shoal_result sh_ckpt_save(const char *path, const sh_ckpt_section *secs, int nsecs)
 {
     shoal_result rc = SHOAL_OK;
-    char tmp[PATH_MAX];
-    int fd = -1;
+    sh_atomic_file f;
     if (!path || !*path) return SH_FAIL(SHOAL_ERR_INVALID, "checkpoint: empty path");
     SH_TRY(check_sections(secs, nsecs));
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp)
-        return SH_FAIL(SHOAL_ERR_INVALID, "checkpoint: path %s is too long", path);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return SH_FAIL(SHOAL_ERR_IO, "checkpoint: cannot create %s: %s; does the directory exist "
-                       "and is it writable?", tmp, strerror(errno));
+    SH_TRY(sh_atomic_open(&f, path, "checkpoint"));
     uint8_t head[CKPT_HEADER_NBYTES], sh[CKPT_SECHEAD_NBYTES], trailer[CKPT_TRAILER_NBYTES];
     memcpy(head, CKPT_MAGIC, CKPT_MAGIC_NBYTES);
     put32(head + 8, CKPT_VERSION);
     put32(head + 12, (uint32_t)nsecs);
     uint32_t table_crc = sh_crc32c(0, head, sizeof head);
-    SH_TRY_GOTO(write_all(fd, tmp, head, sizeof head), rc, fail);
+    SH_TRY_GOTO(sh_atomic_write(&f, head, sizeof head), rc, fail);
     for (int i = 0; i < nsecs; i++) {
         memset(sh, 0, sizeof sh);
         memcpy(sh, secs[i].name, strlen(secs[i].name));
         put64(sh + CKPT_NAME_NBYTES, secs[i].nbytes);
         put32(sh + CKPT_NAME_NBYTES + 8, sh_crc32c(0, secs[i].data, secs[i].nbytes));
         table_crc = sh_crc32c(table_crc, sh, sizeof sh);
-        SH_TRY_GOTO(write_all(fd, tmp, sh, sizeof sh), rc, fail);
-        SH_TRY_GOTO(write_all(fd, tmp, secs[i].data, secs[i].nbytes), rc, fail);
+        SH_TRY_GOTO(sh_atomic_write(&f, sh, sizeof sh), rc, fail);
+        SH_TRY_GOTO(sh_atomic_write(&f, secs[i].data, secs[i].nbytes), rc, fail);
     }
     put32(trailer, table_crc);
-    SH_TRY_GOTO(write_all(fd, tmp, trailer, sizeof trailer), rc, fail);
-    if (fsync(fd) != 0) {
-        rc = SH_FAIL(SHOAL_ERR_IO, "checkpoint: fsync of %s failed: %s", tmp, strerror(errno));
-        goto fail;
-    }
-    int cerr = close(fd);
-    fd = -1;
-    if (cerr != 0) {
-        rc = SH_FAIL(SHOAL_ERR_IO, "checkpoint: closing %s failed: %s", tmp, strerror(errno));
-        goto fail;
-    }
-    if (rename(tmp, path) != 0) {
-        rc = SH_FAIL(SHOAL_ERR_IO, "checkpoint: rename %s -> %s failed: %s", tmp, path,
-                     strerror(errno));
-        goto fail;
-    }
-    SH_TRY(sync_dir(path));
-    return SHOAL_OK;
+    SH_TRY_GOTO(sh_atomic_write(&f, trailer, sizeof trailer), rc, fail);
+    return sh_atomic_commit(&f);
 fail:
-    if (fd >= 0) close(fd);
-    unlink(tmp);
+    sh_atomic_abort(&f);
     return rc;
 }
 

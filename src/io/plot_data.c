@@ -54,14 +54,19 @@ static int cmp_i64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
-
-static size_t find_i64(const int64_t *v, size_t n, int64_t x)
+static int cmp_int(const void *a, const void *b)
 {
-    for (size_t i = 0; i < n; i++)
-        if (v[i] == x) return i;
-    return n;
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
 }
+
+/* (step, pid) pairs, by step then pid. */
+static int cmp_pair(const void *a, const void *b)
+{
+    int c = cmp_i64(a, b);
+    return c ? c : cmp_i64((const int64_t *)a + 1, (const int64_t *)b + 1);
+}
+
 
 void sh_breakdown_fini(sh_breakdown *b)
 {
@@ -88,15 +93,17 @@ shoal_result sh_breakdown_read(const char *path, int64_t step_lo, int64_t step_h
                      "train --timeline", path);
         goto done;
     }
-    /* the steps and ranks that have a step event in the window */
+    /* the (step, rank) pairs that have a step event in the window, then the distinct steps
+     * and ranks; the grid is bounded by what the file holds (16 cells a pair), so a crafted
+     * trace cannot claim steps x ranks cells it does not have */
+    int64_t *pairs = calloc(2 * ev->n + 2, sizeof *pairs);
     int64_t *steps = calloc(ev->n + 1, sizeof *steps);
     int *ranks = calloc(ev->n + 1, sizeof *ranks);
-    size_t nsteps = 0, nranks = 0;
-    if (!steps || !ranks) {
-        free(steps);
-        free(ranks);
+    double *ms = NULL;
+    size_t npairs = 0, nsteps = 0, nranks = 0;
+    if (!pairs || !steps || !ranks) {
         rc = SH_FAIL(SHOAL_ERR_NOMEM, "out of memory reading %s", path);
-        goto done;
+        goto fail;
     }
     for (size_t i = 0; i < ev->n; i++) {
         const sh_json *e = &ev->items[i];
@@ -105,26 +112,37 @@ shoal_result sh_breakdown_read(const char *path, int64_t step_lo, int64_t step_h
         int64_t s, pid; /* an event without them, or with others, is not a step of a rank */
         if (!event_step_pid(e, &s, &pid)) continue;
         if (s < step_lo || (step_hi >= 0 && s >= step_hi)) continue;
-        if (find_i64(steps, nsteps, s) == nsteps) steps[nsteps++] = s;
-        int seen = 0;
-        for (size_t r = 0; r < nranks && !seen; r++) seen = ranks[r] == pid;
-        if (!seen) ranks[nranks++] = (int)pid;
+        pairs[2 * npairs] = s;
+        pairs[2 * npairs + 1] = pid;
+        npairs++;
     }
+    qsort(pairs, npairs, 2 * sizeof *pairs, cmp_pair);
+    size_t ndistinct = 0;
+    for (size_t i = 0; i < npairs; i++) {
+        if (i == 0 || pairs[2 * i] != pairs[2 * i - 2]) steps[nsteps++] = pairs[2 * i];
+        if (i == 0 || cmp_pair(&pairs[2 * i], &pairs[2 * i - 2])) ndistinct++;
+        ranks[nranks++] = (int)pairs[2 * i + 1];
+    }
+    qsort(ranks, nranks, sizeof *ranks, cmp_int);
+    size_t nr = 0;
+    for (size_t i = 0; i < nranks; i++)
+        if (i == 0 || ranks[i] != ranks[nr - 1]) ranks[nr++] = ranks[i];
+    nranks = nr;
     if (!nsteps) {
-        free(steps);
-        free(ranks);
         rc = SH_FAIL(SHOAL_ERR_FORMAT, "--timeline %s: no step events%s; record steps with shoal train --timeline "
                      "(and --timeline-steps covering them)", path, step_lo > 0 || step_hi >= 0 ? " in the window" : "");
-        goto done;
+        goto fail;
     }
-    qsort(steps, nsteps, sizeof *steps, cmp_i64);
-    qsort(ranks, nranks, sizeof *ranks, cmp_int);
-    double *ms = malloc(nsteps * nranks * SH_STAGES * sizeof *ms);
+    if ((double)nsteps * (double)nranks > 16.0 * (double)ndistinct + 4096.0) {
+        rc = SH_FAIL(SHOAL_ERR_FORMAT, "--timeline %s: %zu step events spread over %zu steps and %zu ranks; "
+                     "a shoal trace has every rank at (nearly) every step: give a file written by shoal "
+                     "train --timeline, or narrow it with --steps A:B", path, ndistinct, nsteps, nranks);
+        goto fail;
+    }
+    ms = malloc(nsteps * nranks * SH_STAGES * sizeof *ms);
     if (!ms) {
-        free(steps);
-        free(ranks);
         rc = SH_FAIL(SHOAL_ERR_NOMEM, "out of memory reading %s", path);
-        goto done;
+        goto fail;
     }
     for (size_t i = 0; i < nsteps * nranks * SH_STAGES; i++) ms[i] = NAN;
     for (size_t i = 0; i < ev->n; i++) {
@@ -135,14 +153,16 @@ shoal_result sh_breakdown_read(const char *path, int64_t step_lo, int64_t step_h
         if (k < 0) continue;
         int64_t s, pid;
         if (!event_step_pid(e, &s, &pid)) continue;
-        size_t si = find_i64(steps, nsteps, s), ri = nranks;
-        for (size_t r = 0; r < nranks; r++)
-            if (ranks[r] == pid) ri = r;
-        if (si == nsteps || ri == nranks) continue;
+        const int64_t *sp = bsearch(&s, steps, nsteps, sizeof *steps, cmp_i64);
+        int p32 = (int)pid;
+        const int *rp = bsearch(&p32, ranks, nranks, sizeof *ranks, cmp_int);
+        if (!sp || !rp) continue;
+        size_t si = (size_t)(sp - steps), ri = (size_t)(rp - ranks);
         double *slot = &ms[(si * nranks + ri) * SH_STAGES + (size_t)k];
         double d = sh_json_num(e, "dur", 0) * 1e-3; /* µs -> ms */
         *slot = isnan(*slot) ? d : *slot + d;
     }
+    free(pairs);
     out->nsteps = (int)nsteps;
     out->nranks = (int)nranks;
     out->step = steps;
@@ -151,6 +171,12 @@ shoal_result sh_breakdown_read(const char *path, int64_t step_lo, int64_t step_h
 done:
     sh_json_free(doc);
     return rc;
+fail:
+    free(pairs);
+    free(steps);
+    free(ranks);
+    free(ms);
+    goto done;
 }
 
 void sh_bench_curve_fini(sh_bench_curve *c)
@@ -216,29 +242,19 @@ static const char *base_name(const char *path)
     return s ? s + 1 : path;
 }
 
-shoal_result sh_bench_curve_read(const char *path, sh_bench_curve *out)
+/* The lines of text without launcher prefixes, into *clean; those that can belong to a JSON
+ * document (a log line on stderr mixed into the output must not spoil it) into *json_part.
+ * Every line is copied with a '\n' after it, the last one too when the file ends without
+ * one (scripts/fuzz.sh found the byte past the end written): + 2, not + 1. */
+static shoal_result split_lines(char *text, const char *path, char **clean, char **json_part)
 {
-    memset(out, 0, sizeof *out);
-    char *text = slurp(path);
-    if (!text) return SH_FAIL(SHOAL_ERR_IO, "--bench %s: cannot read: %s", path, strerror(errno));
-    snprintf(out->label, sizeof out->label, "%s", base_name(path));
-    shoal_result rc = SHOAL_OK;
-    char err[160] = "";
-    /* a whole shoal bench --json object (possibly with [rank 0] prefixes: strip them first) */
-    /* every line is copied with a '\n' after it, the last one too when the file ends
-     * without one (scripts/fuzz.sh found the byte past the end written): + 2, not + 1 */
     size_t text_len = strlen(text);
-    char *clean = malloc(text_len + 2);
-    if (!clean) {
-        free(text);
-        return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory reading %s", path);
-    }
-    /* clean: the lines without launcher prefixes; json_part: only those that can belong to
-     * a JSON document (a log line on stderr mixed into the output must not spoil it) */
-    char *json_part = malloc(text_len + 2);
-    if (!json_part) {
-        free(clean);
-        free(text);
+    *clean = malloc(text_len + 2);
+    *json_part = malloc(text_len + 2);
+    if (!*clean || !*json_part) {
+        free(*clean);
+        free(*json_part);
+        *clean = *json_part = NULL;
         return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory reading %s", path);
     }
     size_t cn = 0, jn = 0;
@@ -247,18 +263,71 @@ shoal_result sh_bench_curve_read(const char *path, sh_bench_curve *out)
         if (nl) *nl = 0;
         char *l = skip_rank_prefix(line);
         size_t len = strlen(l);
-        memcpy(clean + cn, l, len);
+        memcpy(*clean + cn, l, len);
         cn += len;
-        clean[cn++] = '\n';
+        (*clean)[cn++] = '\n';
         if (strchr("{}[]", l[0]) && l[0]) {
-            memcpy(json_part + jn, l, len);
+            memcpy(*json_part + jn, l, len);
             jn += len;
-            json_part[jn++] = '\n';
+            (*json_part)[jn++] = '\n';
         }
         line = nl ? nl + 1 : NULL;
     }
-    clean[cn] = 0;
-    json_part[jn] = 0;
+    (*clean)[cn] = 0;
+    (*json_part)[jn] = 0;
+    return SHOAL_OK;
+}
+
+/* A table's header line ("# size ... busbw ..."): where its columns are. */
+static void header_columns(char *line, int *size_col, int *bw_col)
+{
+    int col = 0, sc = -1, bc = -1;
+    for (char *tok = strtok(line + 1, " \t"); tok; tok = strtok(NULL, " \t"), col++) {
+        if (!strcmp(tok, "size") && sc < 0) sc = col;
+        if (!strcmp(tok, "busbw") && bc < 0) bc = col;
+    }
+    if (sc >= 0 && bc >= 0) *size_col = sc, *bw_col = bc;
+}
+
+/* Line by line: JSON rows, or a table under a header naming its columns. */
+static shoal_result rows_from_lines(char *clean, const char *path, sh_bench_curve *out)
+{
+    shoal_result rc = SHOAL_OK;
+    char err[160] = "";
+    int size_col = -1, bw_col = -1, lineno = 0;
+    for (char *line = clean; line && *line && rc == SHOAL_OK;) {
+        char *nl = strchr(line, '\n');
+        if (nl) *nl = 0;
+        lineno++;
+        if (line[0] == '{') {
+            sh_json *row = sh_json_parse(line, err, sizeof err);
+            if (!row) rc = SH_FAIL(SHOAL_ERR_FORMAT, "--bench %s:%d: not a JSON row (%s)", path, lineno, err);
+            else rc = add_row(out, sh_json_num(row, "size", NAN), sh_json_num(row, "busbw_gb_s", NAN));
+            sh_json_free(row);
+        } else if (line[0] == '#') {
+            header_columns(line, &size_col, &bw_col);
+        } else if (size_col >= 0 && isdigit((unsigned char)line[0])) {
+            double v[64];
+            int col = 0;
+            for (char *tok = strtok(line, " \t"); tok && col < 64; tok = strtok(NULL, " \t")) v[col++] = strtod(tok, NULL);
+            if (col > bw_col && col > size_col) rc = add_row(out, v[size_col], v[bw_col]);
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    return rc;
+}
+
+shoal_result sh_bench_curve_read(const char *path, sh_bench_curve *out)
+{
+    memset(out, 0, sizeof *out);
+    char *text = slurp(path);
+    if (!text) return SH_FAIL(SHOAL_ERR_IO, "--bench %s: cannot read: %s", path, strerror(errno));
+    snprintf(out->label, sizeof out->label, "%s", base_name(path));
+    char *clean = NULL, *json_part = NULL, err[160] = "";
+    shoal_result rc = split_lines(text, path, &clean, &json_part);
+    free(text);
+    if (rc != SHOAL_OK) return rc;
+    /* a whole shoal bench --json object (possibly with [rank 0] prefixes, stripped above) */
     sh_json *doc = json_part[0] == '{' ? sh_json_parse(json_part, err, sizeof err) : NULL;
     free(json_part);
     const sh_json *rows = doc ? sh_json_get(doc, "rows") : NULL;
@@ -270,36 +339,10 @@ shoal_result sh_bench_curve_read(const char *path, sh_bench_curve *out)
             rc = add_row(out, sh_json_num(&rows->items[i], "size", NAN),
                          sh_json_num(&rows->items[i], "busbw_gb_s", NAN));
     } else {
-        /* line by line: JSON rows, or a table under a header naming its columns */
-        int size_col = -1, bw_col = -1, lineno = 0;
-        for (char *line = clean; line && *line && rc == SHOAL_OK;) {
-            char *nl = strchr(line, '\n');
-            if (nl) *nl = 0;
-            lineno++;
-            if (line[0] == '{') {
-                sh_json *row = sh_json_parse(line, err, sizeof err);
-                if (!row) rc = SH_FAIL(SHOAL_ERR_FORMAT, "--bench %s:%d: not a JSON row (%s)", path, lineno, err);
-                else rc = add_row(out, sh_json_num(row, "size", NAN), sh_json_num(row, "busbw_gb_s", NAN));
-                sh_json_free(row);
-            } else if (line[0] == '#') {
-                int col = 0, sc = -1, bc = -1;
-                for (char *tok = strtok(line + 1, " \t"); tok; tok = strtok(NULL, " \t"), col++) {
-                    if (!strcmp(tok, "size") && sc < 0) sc = col;
-                    if (!strcmp(tok, "busbw") && bc < 0) bc = col;
-                }
-                if (sc >= 0 && bc >= 0) size_col = sc, bw_col = bc;
-            } else if (size_col >= 0 && isdigit((unsigned char)line[0])) {
-                double v[64];
-                int col = 0;
-                for (char *tok = strtok(line, " \t"); tok && col < 64; tok = strtok(NULL, " \t")) v[col++] = strtod(tok, NULL);
-                if (col > bw_col && col > size_col) rc = add_row(out, v[size_col], v[bw_col]);
-            }
-            line = nl ? nl + 1 : NULL;
-        }
+        rc = rows_from_lines(clean, path, out);
     }
     sh_json_free(doc);
     free(clean);
-    free(text);
     if (rc == SHOAL_OK && out->n == 0)
         rc = SH_FAIL(SHOAL_ERR_FORMAT, "--bench %s: no benchmark rows found; give the output of shoal bench (--json or "
                      "its table), JSON lines with \"size\" and \"busbw_gb_s\", or an nccl-tests table", path);
@@ -325,12 +368,16 @@ shoal_result sh_train_json_read(const char *path, sh_tb_run *out)
     }
     /* else the last line that is a JSON object with a history: the report of shoal train
      * --json, perhaps behind a launcher's "[rank 0] " */
+    char bad[240] = ""; /* the last object line that did not parse, and why */
+    int lineno = 0;
     for (char *line = doc || rc != SHOAL_OK ? NULL : text; line && *line;) {
         char *nl = strchr(line, '\n');
         if (nl) *nl = 0;
         char *l = skip_rank_prefix(line);
+        lineno++;
         if (l[0] == '{') {
             sh_json *v = sh_json_parse(l, err, sizeof err);
+            if (!v) snprintf(bad, sizeof bad, "; its line %d does not parse (%.160s): cut short?", lineno, err);
             if (v && sh_json_get(v, "history")) {
                 sh_json_free(doc);
                 doc = v;
@@ -347,8 +394,8 @@ shoal_result sh_train_json_read(const char *path, sh_tb_run *out)
     free(text);
     const sh_json *h = doc ? sh_json_get(doc, "history") : NULL;
     if (rc == SHOAL_OK && (!h || h->kind != SH_JSON_ARR))
-        rc = SH_FAIL(SHOAL_ERR_FORMAT, "%s: no shoal train --json report with a \"history\" in it; give that output "
-                     "or the run's --logdir", path);
+        rc = SH_FAIL(SHOAL_ERR_FORMAT, "%s: no shoal train --json report with a \"history\" in it%s; give that "
+                     "output or the run's --logdir", path, bad);
     for (size_t i = 0; rc == SHOAL_OK && i < h->n; i++) {
         const sh_json *e = &h->items[i];
         int64_t step;

@@ -32,14 +32,38 @@ int sh_svg_path_ok(const char *path)
     return n > 4 && !strcasecmp(path + n - 4, ".svg");
 }
 
-static void put_text(FILE *f, const char *s)
+/* Length of the well-formed UTF-8 sequence at s that XML 1.0 allows (no surrogates, no
+ * U+FFFE / U+FFFF, no overlong forms), or 0. */
+static int utf8_ok(const unsigned char *s)
 {
-    for (; *s; s++) {
+    if (s[0] < 0x80) return 1;
+    int n = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 && s[0] < 0xe0 ? 2 : 0;
+    if (!n || s[0] > 0xf4) return 0;
+    unsigned cp = s[0] & (0x7f >> n);
+    for (int i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80) return 0;
+        cp = (cp << 6) | (s[i] & 0x3f);
+    }
+    static const unsigned lowest[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < lowest[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) || cp == 0xfffe || cp == 0xffff)
+        return 0;
+    return n;
+}
+
+/* Text as XML character data: markup escaped; control bytes and bytes that are not UTF-8
+ * (a crafted tag) become U+FFFD, so the file stays well-formed. */
+static void put_text(FILE *f, const char *text)
+{
+    const unsigned char *s = (const unsigned char *)text;
+    while (*s) {
+        int n = utf8_ok(s);
         if (*s == '&') fputs("&amp;", f);
         else if (*s == '<') fputs("&lt;", f);
         else if (*s == '>') fputs("&gt;", f);
         else if (*s == '"') fputs("&quot;", f);
-        else fputc(*s, f);
+        else if (!n || (*s < 0x20 && *s != '\t' && *s != '\n')) fputs("\xef\xbf\xbd", f);
+        else fwrite(s, 1, (size_t)n, f);
+        s += n ? n : 1;
     }
 }
 

@@ -72,21 +72,80 @@ static int next_field(const uint8_t *b, size_t n, size_t *pos, pb_field *f)
     return -1;
 }
 
+/* FNV-1a of a tag as stored (cut to fit sh_tb_series.tag). */
+static uint64_t tag_hash(const char *tag, size_t len)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < len; i++) h = (h ^ (uint8_t)tag[i]) * 1099511628211ull;
+    return h;
+}
+
+/* The length of a tag as a series holds it: up to a NUL byte, cut to fit sh_tb_series.tag. */
+static size_t stored_len(const char *tag, size_t tag_len)
+{
+    size_t cap = sizeof(((sh_tb_series *)0)->tag) - 1;
+    return strnlen(tag, tag_len < cap ? tag_len : cap);
+}
+
+/* The index slot of tag: its series or the empty slot where it would go. */
+static size_t find_slot(const sh_tb_run *r, const char *tag, size_t len)
+{
+    size_t mask = r->nslots - 1, i = (size_t)tag_hash(tag, len) & mask;
+    while (r->slots[i] >= 0) {
+        const char *t = r->series[r->slots[i]].tag;
+        if (strlen(t) == len && !memcmp(t, tag, len)) break;
+        i = (i + 1) & mask;
+    }
+    return i;
+}
+
+static shoal_result grow_index(sh_tb_run *r)
+{
+    size_t n = r->nslots ? 2 * r->nslots : 64;
+    int *slots = malloc(n * sizeof *slots);
+    if (!slots) return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory reading TensorBoard scalars");
+    for (size_t i = 0; i < n; i++) slots[i] = -1;
+    free(r->slots);
+    r->slots = slots;
+    r->nslots = n;
+    for (int k = 0; k < r->nseries; k++) {
+        const char *t = r->series[k].tag;
+        r->slots[find_slot(r, t, strlen(t))] = k;
+    }
+    return SHOAL_OK;
+}
+
+/* The series of tag, made on first use; the index keeps many tags linear, not quadratic. */
+static shoal_result series_of(sh_tb_run *r, const char *tag, size_t tag_len, sh_tb_series **out)
+{
+    size_t len = stored_len(tag, tag_len);
+    if ((size_t)r->nseries * 2 >= r->nslots) SH_TRY(grow_index(r));
+    size_t i = find_slot(r, tag, len);
+    if (r->slots[i] >= 0) {
+        *out = &r->series[r->slots[i]];
+        return SHOAL_OK;
+    }
+    if (r->nseries == r->series_cap) {
+        int cap = r->series_cap ? 2 * r->series_cap : 16;
+        sh_tb_series *grown = realloc(r->series, (size_t)cap * sizeof *grown);
+        if (!grown) return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory reading TensorBoard scalars");
+        r->series = grown;
+        r->series_cap = cap;
+    }
+    sh_tb_series *s = &r->series[r->nseries];
+    memset(s, 0, sizeof *s);
+    memcpy(s->tag, tag, len);
+    r->slots[i] = r->nseries++;
+    *out = s;
+    return SHOAL_OK;
+}
+
 static shoal_result add_point(sh_tb_run *r, const char *tag, size_t tag_len, int64_t step, double wall, double value)
 {
     sh_tb_series *s = NULL;
-    for (int i = 0; i < r->nseries && !s; i++)
-        if (strlen(r->series[i].tag) == tag_len && !memcmp(r->series[i].tag, tag, tag_len)) s = &r->series[i];
-    if (!s) {
-        sh_tb_series *grown = realloc(r->series, (size_t)(r->nseries + 1) * sizeof *grown);
-        if (!grown) return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory reading TensorBoard scalars");
-        r->series = grown;
-        s = &r->series[r->nseries++];
-        memset(s, 0, sizeof *s);
-        memcpy(s->tag, tag, tag_len < sizeof s->tag - 1 ? tag_len : sizeof s->tag - 1);
-    }
+    SH_TRY(series_of(r, tag, tag_len, &s));
     if (s->n == s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 64;
+        size_t cap = s->cap ? 2 * s->cap : 4;
         int64_t *st = realloc(s->step, cap * sizeof *st);
         if (st) s->step = st;
         double *wt = realloc(s->wall_time, cap * sizeof *wt);
@@ -236,6 +295,7 @@ void sh_tb_run_fini(sh_tb_run *r)
         free(r->series[i].value);
     }
     free(r->series);
+    free(r->slots);
     memset(r, 0, sizeof *r);
 }
 
@@ -246,7 +306,7 @@ shoal_result sh_tb_run_add(sh_tb_run *r, const char *tag, int64_t step, double w
 
 const sh_tb_series *sh_tb_run_find(const sh_tb_run *r, const char *tag)
 {
-    for (int i = 0; i < r->nseries; i++)
-        if (!strcmp(r->series[i].tag, tag)) return &r->series[i];
-    return NULL;
+    if (!r->nslots) return NULL;
+    size_t i = find_slot(r, tag, stored_len(tag, strlen(tag)));
+    return r->slots[i] >= 0 ? &r->series[r->slots[i]] : NULL;
 }

@@ -20,7 +20,9 @@ typedef struct {
 
 typedef struct {
     sh_tb_series *series;
-    int nseries;
+    int nseries, series_cap;
+    int *slots;             /* open-addressing index of series by tag: -1 empty */
+    size_t nslots;          /* a power of two, at least twice nseries */
     double first_wall_time; /* the earliest record: wall time 0 of the run */
 } sh_tb_run;
 

@@ -14,6 +14,7 @@
 
 #include "base/err.h"
 #include "base/log.h"
+#include "nn/caffe/caffe.h"
 
 /* Syntax, as Darknet's read_cfg reads it: every whitespace character of a line is removed
  * (so "layers = -1, -4" is "layers=-1,-4"); then a line is blank, a comment ('#' or ';'
@@ -134,6 +135,9 @@ void sh_cfg_destroy(sh_cfg *cfg)
     free(cfg);
 }
 
+/* Keys one section may hold: Darknet's largest sections read a few dozen. */
+#define SH_CFG_KEYS_MAX 512
+
 static cfg_kv *find_kv(const sh_cfg_section *s, const char *key)
 {
     for (int i = 0; i < s->nkv; i++)
@@ -195,6 +199,9 @@ static shoal_result add_kv(sh_cfg *cfg, const char *line_text, int line)
         return SH_FAIL(SHOAL_ERR_FORMAT,
                        "%s:%d: [%s] %.*s has an empty value; give it a value or remove the line",
                        cfg->path, line, s->name, (int)klen, line_text);
+    if (s->nkv >= SH_CFG_KEYS_MAX) /* bounds the checks below, which look at every key */
+        return SH_FAIL(SHOAL_ERR_FORMAT, "%s:%d: [%s] has more than %d keys; no layer reads that "
+                       "many: is this a model file?", cfg->path, line, s->name, SH_CFG_KEYS_MAX);
     for (int i = 0; i < s->nkv; i++)
         if (strlen(s->kv[i].key) == klen && memcmp(s->kv[i].key, line_text, klen) == 0)
             return SH_FAIL(SHOAL_ERR_FORMAT,
@@ -304,6 +311,7 @@ shoal_result sh_cfg_load(const char *path, sh_cfg **out)
     char *text = NULL;
     *out = NULL;
     if (!path) return SH_FAIL(SHOAL_ERR_INVALID, "sh_cfg_load: path is NULL");
+    if (sh_caffe_is_prototxt(path)) return sh_caffe_cfg_load(path, out); /* Caffe's model */
     f = fopen(path, "rb");
     if (!f)
         return SH_FAIL(SHOAL_ERR_IO, "cannot open model file %s: %s; check the path", path,
@@ -713,4 +721,46 @@ void sh_cfg_each_defaulted(const sh_cfg *cfg, void (*fn)(void *ctx, const char *
         for (int j = 0; j < s->nknown; j++)
             if (s->known[j].defaulted) fn(ctx, s->name, s->line, s->known[j].key);
     }
+}
+
+/* --- building in memory ------------------------------------------------------------------ */
+
+shoal_result sh_cfg_create(const char *path, sh_cfg **out)
+{
+    *out = NULL;
+    sh_cfg *cfg = calloc(1, sizeof *cfg);
+    if (!cfg) return SH_FAIL(SHOAL_ERR_NOMEM, "cfg: out of memory for %s", path);
+    shoal_result rc = dup_str(path, strlen(path), &cfg->path);
+    if (rc != SHOAL_OK) {
+        free(cfg);
+        return rc;
+    }
+    *out = cfg;
+    return SHOAL_OK;
+}
+
+shoal_result sh_cfg_add_section(sh_cfg *cfg, const char *name, int line, sh_cfg_section **out)
+{
+    SH_TRY(add_section(cfg, name, strlen(name), line));
+    *out = cfg->sec[cfg->nsec - 1];
+    return SHOAL_OK;
+}
+
+shoal_result sh_cfg_add_key(sh_cfg_section *s, const char *key, const char *value, int line)
+{
+    if (find_kv(s, key))
+        return SH_FAIL(SHOAL_ERR_INTERNAL, "%s:%d: [%s] key %s set twice while translating the model",
+                       s->cfg->path, line, s->name, key);
+    SH_TRY(grow((void **)&s->kv, &s->cap_kv, s->nkv + 1, sizeof *s->kv, "key list"));
+    cfg_kv *kv = &s->kv[s->nkv];
+    memset(kv, 0, sizeof *kv);
+    kv->line = line;
+    SH_TRY(dup_str(key, strlen(key), &kv->key));
+    shoal_result rc = dup_str(value, strlen(value), &kv->val);
+    if (rc != SHOAL_OK) {
+        free(kv->key);
+        return rc;
+    }
+    s->nkv++;
+    return SHOAL_OK;
 }

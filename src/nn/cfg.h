@@ -60,4 +60,11 @@ shoal_result sh_cfg_fail_at(const sh_cfg_section *s, const char *key, shoal_resu
 void sh_cfg_each_defaulted(const sh_cfg *cfg, void (*fn)(void *ctx, const char *section,
                                                            int line, const char *key), void *ctx);
 
+/* Building a cfg in memory from another format (a Caffe .prototxt: caffe/caffe_net.c): an
+ * empty cfg named path (messages say path:line), then sections and key=value pairs that carry
+ * the lines of the source they came from. A duplicate key is SHOAL_ERR_INTERNAL. */
+shoal_result sh_cfg_create(const char *path, sh_cfg **out);
+shoal_result sh_cfg_add_section(sh_cfg *cfg, const char *name, int line, sh_cfg_section **out);
+shoal_result sh_cfg_add_key(sh_cfg_section *s, const char *key, const char *value, int line);
+
 #endif

@@ -18,7 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "base/atomic_file.h"
 #include "base/err.h"
 #include "base/util.h"
 #include "nn/layer.h"
@@ -205,13 +207,17 @@ shoal_result sh_darknet_weights_save(const sh_net *n, const char *path, uint64_t
 {
     sh_dn_blob b[SH_DN_MAX_BLOBS];
     SH_TRY(sh_darknet_weights_check(n)); /* refuse before creating the file */
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
-        return SH_FAIL(SHOAL_ERR_INVALID, "darknet weights: path too long: %s", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f)
-        return SH_FAIL(SHOAL_ERR_IO, "darknet weights %s: cannot create: %s", tmp,
-                       strerror(errno));
+    sh_atomic_file af;
+    SH_TRY(sh_atomic_open(&af, path, "darknet weights"));
+    int dupfd = dup(af.fd);
+    FILE *f = dupfd >= 0 ? fdopen(dupfd, "wb") : NULL;
+    if (!f) {
+        if (dupfd >= 0) close(dupfd);
+        shoal_result rc = SH_FAIL(SHOAL_ERR_IO, "darknet weights %s: cannot write: %s", path,
+                                  strerror(errno));
+        sh_atomic_abort(&af);
+        return rc;
+    }
     int32_t head[3] = {DN_MAJOR, DN_MINOR, DN_REVISION};
     int ok = fwrite(head, sizeof head, 1, f) == 1 && fwrite(&seen, sizeof seen, 1, f) == 1;
     for (int i = 0; ok && i < sh_net_nlayers(n); i++) {
@@ -229,11 +235,11 @@ shoal_result sh_darknet_weights_save(const sh_net *n, const char *path, uint64_t
         }
     }
     if (fclose(f) != 0) ok = 0;
-    if (!ok || rename(tmp, path) != 0) {
+    if (!ok) {
         shoal_result rc = SH_FAIL(SHOAL_ERR_IO, "darknet weights %s: write failed: %s", path,
                                   strerror(errno));
-        remove(tmp);
+        sh_atomic_abort(&af);
         return rc;
     }
-    return SHOAL_OK;
+    return sh_atomic_commit(&af);
 }

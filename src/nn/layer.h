@@ -51,8 +51,40 @@ typedef struct {
     int tp_role;      /* SH_TP_* (net.h) of this layer: a column or row share sizes the fused update */
 } sh_parse_ctx;
 
+/* What a layer can do (sh_layer_ops.caps; sh_layer.caps for one layer), so that the net asks
+ * its layers instead of knowing them. A layer that sets none is plain: it cannot be split,
+ * packed or deferred, and is neither the output nor the loss. */
+enum {
+    /* tensor parallelism (net_tensor.c): a column share (its outputs or filters split) */
+    SH_LAYER_SPLIT_COLUMN = 1 << 0,
+    /* a row share reading any contiguous range of its inputs */
+    SH_LAYER_SPLIT_ROW = 1 << 1,
+    /* its shares go by channels: a column share keeps whole filters; a row share reads a
+     * share of its input channels, so it follows only a column share by channels */
+    SH_LAYER_SPLIT_CHANNELS = 1 << 2,
+    /* acts on each channel alone: it runs on a column share by channels as on the whole */
+    SH_LAYER_PER_CHANNEL = 1 << 3,
+    /* hybrid parallelism: a gather share (outputs split, the output whole; SH_TP_GATHER) */
+    SH_LAYER_GATHER = 1 << 4,
+    /* its share applies the net's update hook itself as its gradients are made
+     * (sh_net_set_update); set by parse for the layers that do */
+    SH_LAYER_FUSES_UPDATE = 1 << 5,
+    /* W (K, I) at w_off may be packed by the net for its products (sh_net_keep_packed) */
+    SH_LAYER_PACKED_WEIGHTS = 1 << 6,
+    /* dW = dY^T X from its input (N, I) and delta (N, K): sufficient factors
+     * (sh_net_layer_factors) */
+    SH_LAYER_FACTORS = 1 << 7,
+    /* its output is the class probabilities the cross-entropy loss reads ([softmax]) */
+    SH_LAYER_SOFTMAX = 1 << 8,
+    /* marks the loss after the softmax, in place on it ([cost]) */
+    SH_LAYER_LOSS = 1 << 9,
+};
+
 typedef struct {
     const char *cfg_name;   /* "convolutional": the [section] name */
+    /* SH_LAYER_* bits every layer of this kind has; parse may clear what its options rule
+     * out and set what they add (sh_layer.caps). Deferred weight gradients: the weights hook. */
+    unsigned caps;
     const char *short_name; /* "conv": for sh_net_layer_name */
     /* Read keys through cfg.h getters; set src/nsrc (default: the previous layer), out
      * shape, parameter/stat/workspace/keep counts and flops. Do not allocate (a file read at
@@ -86,6 +118,7 @@ typedef struct {
 
 struct sh_layer {
     const sh_layer_ops *ops;
+    unsigned caps;          /* SH_LAYER_* bits: ops->caps as this layer's parse left them */
     int index, line;
     char name[32];          /* "conv 0" */
     /* inputs: layer indices, -1 = the network input */
@@ -103,6 +136,7 @@ struct sh_layer {
     int groups;                     /* conv: channel groups (groups=), 1 = ordinary */
     float probability, scale;       /* dropout */
     float temperature;              /* softmax */
+    float alpha, beta, kappa;       /* lrn: s = kappa + alpha sum x^2, y = x s^-beta */
     int tree_groups;                /* softmax tree=: groups of the WordTree, 0: no tree */
     int *tree_group_size;           /* [tree_groups]: consecutive outputs per group */
     int alias_input;                /* [cost]: out/delta are src[0]'s */
@@ -196,7 +230,7 @@ struct sh_exec {
     size_t ready_count;
     int grad_row0;       /* the block's first row, for the layer's split over the block */
     /* Hybrid parallelism (sh_net_set_update): a layer whose gradients are final as it
-     * computes them (sh_dense_fuses_update) steps parameters [offset, offset + count) of the
+     * computes them (SH_LAYER_FUSES_UPDATE) steps parameters [offset, offset + count) of the
      * net's block with g, a block of rows at a time, instead of writing its gradients whole;
      * NULL: gradients are written. */
     void (*update)(void *ctx, size_t offset, const float *g, size_t count);
@@ -209,6 +243,9 @@ static inline void sh_exec_offer(sh_exec *x, const sh_layer *l, size_t count)
     if (x->ready) x->ready(x->ready_ctx, x->ready_layer, l->param_off + x->ready_count, count);
     x->ready_count += count;
 }
+
+/* 1 when layer l has every capability in caps (SH_LAYER_* bits). */
+static inline int sh_layer_can(const sh_layer *l, unsigned caps) { return (l->caps & caps) == caps; }
 
 /* A layer whose weight gradients may be deferred (x->defer_weights): it has the weights hook
  * and no batch norm or tensor-parallel share (their gradients need more than dY and X). */
@@ -260,6 +297,7 @@ extern const sh_layer_ops sh_conv_ops, sh_dense_ops, sh_maxpool_ops, sh_avgpool_
     sh_crop_ops, sh_rnn_ops, sh_gru_ops, sh_lstm_ops, sh_crnn_ops;
 /* Darknet's autoencoder layers, and the restricted Boltzmann machine (layer_rbm.c). */
 extern const sh_layer_ops sh_deconv_ops, sh_upsample_ops, sh_local_ops, sh_rbm_ops;
+extern const sh_layer_ops sh_lrn_ops; /* [normalization] (layer_lrn.c) */
 /* Not in the table: [gru] with form=darknet (layer_gru.c's parse hands the layer over). */
 extern const sh_layer_ops sh_gru_darknet_ops;
 
@@ -279,24 +317,21 @@ void sh_col2im(const float *col, size_t ld_col, int c, int h, int w, int size, i
 /* Thread count from which small conv layers cache their columns (layer_conv.c); tests lower
  * it to 2 to exercise that path. */
 extern int sh_conv_cache_min_threads;
-/* Rows from which a [connected] layer packs its own weights for the packed kernels
- * (layer_dense.c; 64 by default, tests set it past a batch to take OpenBLAS's path). */
+/* [connected]'s knobs and rules (dense_rules.c). Rows from which a layer packs its own
+ * weights for the packed kernels (64 by default; tests set it past a batch to take
+ * OpenBLAS's path). */
 extern int sh_dense_self_pack_min_rows;
 /* 1 when a whole [connected] layer of this many weights packs them itself for a pass of rows
  * run in products of product_rows: from sh_dense_self_pack_min_rows rows, up to 1M weights;
  * under the newer rules (L2 of 2 MiB a core or more, AMD's AVX-512 CPUs), above L2 / 8 bytes
- * of weights only for products of at most 32 rows (layer_dense.c pick_rules). */
+ * of weights only for products of at most 32 rows. */
 int sh_dense_self_packs(size_t weights, int rows, int product_rows);
 /* Rows per product [lo, hi] from which a whole [connected] layer of 64 outputs or more runs
- * forward and dX on gemm_small.c's turned-around products (layer_dense.c; tests move them,
- * before building a net: its scratch is sized for hi rows). {-1, -1}: by the machine
- * (layer_dense.c pick_rules: the older rules forward 4-96 and dX 12-48; the newer forward
- * 4-128 while rows x inputs floats fit in L2, dX at 16-128 on AMD's AVX-512 CPUs, none on
- * the others (from 2 MiB of L2)). */
+ * forward and dX on gemm_small.c's turned-around products (tests move them before building
+ * a net: its scratch is sized for hi rows). {-1, -1}: by the machine (the older rules forward
+ * 4-96 and dX 12-48; the newer forward 4-128 while rows x inputs floats fit in L2, dX at
+ * 16-128 on AMD's AVX-512 CPUs, none on the others). */
 extern int sh_dense_small_fwd_rows[2], sh_dense_small_dx_rows[2];
-/* 1 when a [connected] layer applies the update hook itself (x->update) as its weight
- * gradient is made: a share (gather, column or row) without batch norm (layer_dense.c). */
-int sh_dense_fuses_update(const sh_layer *l);
 /* 1 (default): 3x3 stride-1 pad-1 convolutions run forward and the input gradient through
  * Winograd F(2x2, 3x3) (conv_winograd.c); 0: through im2col + sgemm (tests compare both). */
 extern int sh_conv_winograd;

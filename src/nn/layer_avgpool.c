@@ -54,6 +54,7 @@ static void avgpool_backward(sh_layer *l, sh_exec *x)
 const sh_layer_ops sh_avgpool_ops = {
     .cfg_name = "avgpool",
     .short_name = "avgpool",
+    .caps = SH_LAYER_PER_CHANNEL,
     .parse = avgpool_parse,
     .forward = avgpool_forward,
     .backward = avgpool_backward,

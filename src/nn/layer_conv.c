@@ -1,22 +1,7 @@
-/* layer_conv.c — [convolutional]: filters, size, stride, pad/padding, batch_normalize,
- * activation, with Darknet's defaults (size 1, stride 1, pad 0, activation logistic).
- * Forward: im2col (skipped for 1x1 stride-1 kernels) then sgemm (F, C*S*S) x (C*S*S, OH*OW),
- * small images unrolled `group` at a time so the product has enough columns; bias and
- * activation fused into the copy out. Backward: dW += dY col^T, dcol = W^T dY, col2im into
- * the input's delta. Backward recomputes the columns (they stay in L2) and sums per-chunk
- * partial gradients (sh_exec_partials); from SH_CONV_CACHE_MIN_THREADS threads, layers whose
- * whole-batch columns fit CACHE_FLOATS keep them from forward and split dW by filters.
- * 3x3 stride-1 pad-1 layers run forward and the input gradient through Winograd F(2x2, 3x3)
- * (conv_winograd.c; 2.25x fewer multiplies) and keep im2col for the weight gradient.
- * groups=G splits the channels into G independent convolutions (ResNeXt), one product each.
- * Weights: normal * sqrt(2 / (S*S*C/G)) as Darknet (He). Parameters: weights (F, C/G, S, S),
- * biases (F) [BN shift], then scales (F) with batch_normalize.
- * Tensor-parallel shares (tp_role): a column share keeps filters [r F/T, (r+1) F/T) and sums
- * its input's gradient over the ranks after backward; a row share reads channels
- * [r C/T, (r+1) C/T) of its input (the column share's output), keeps those channels of every
- * filter and sums its (N, F, OH, OW) output over the ranks before the bias and activation.
- * Not here: batch norm's arithmetic (layer_batchnorm.c), the GEMM (gemm.c), which layers are
- * split (src/train/mp/tensor.c).
+/* layer_conv.c — [convolutional]: filters, size, stride, pad/padding, groups, batch_normalize,
+ * activation, Darknet's defaults; forward and backward through im2col + sgemm, a column cache
+ * or Winograd 3x3; tensor-parallel column and row shares.
+ * Not here: batch norm (layer_batchnorm.c), the GEMM (gemm.c), which layers are split.
  * Proved by tests/nn/test_layer_conv.c and tests/train/test_tensor.c (shares). */
 #include <math.h>
 #include <string.h>
@@ -107,6 +92,7 @@ static shoal_result conv_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ct
                               "groups=%d must divide both the %d input channels and filters=%d",
                               groups, in->c, l->filters);
     l->groups = groups;
+    if (groups > 1) l->caps &= ~(unsigned)(SH_LAYER_SPLIT_COLUMN | SH_LAYER_SPLIT_CHANNELS);
     int oh = (in->h + 2 * l->pad - l->size) / l->stride + 1;
     int ow = (in->w + 2 * l->pad - l->size) / l->stride + 1;
     if (in->h + 2 * l->pad < l->size || in->w + 2 * l->pad < l->size || oh < 1 || ow < 1)
@@ -163,9 +149,12 @@ static shoal_result conv_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ct
     return SHOAL_OK;
 }
 
-/* A tensor-parallel share draws the whole layer's weights (F, C, S, S) in the whole layer's
- * order and keeps its filters (column share) or its channels of every filter (row share):
- * the same values as one process. */
+/* Tensor-parallel shares (tp_role): a column share keeps filters [r F/T, (r+1) F/T) and sums
+ * its input's gradient over the ranks after backward; a row share reads channels
+ * [r C/T, (r+1) C/T) of its input (the column share's output), keeps those channels of every
+ * filter and sums its (N, F, OH, OW) output over the ranks before the bias and activation.
+ * A share draws the whole layer's weights (F, C, S, S) in the whole layer's order and keeps
+ * its own: the same values as one process. */
 static void conv_init_share(sh_layer *l, float *params, sh_rng *rng)
 {
     size_t kk = (size_t)l->size * l->size, f = (size_t)l->filters, c = (size_t)l->in_shape.c;
@@ -184,6 +173,8 @@ static void conv_init_share(sh_layer *l, float *params, sh_rng *rng)
     for (size_t i = 0; i < l->b_count; i++) params[l->b_off + i] = 0.0f;
 }
 
+/* Weights: normal * sqrt(2 / (S*S*C/G)) as Darknet (He). Parameters: weights (F, C/G, S, S),
+ * biases (F) [BN shift], then scales (F) with batch_normalize. */
 static void conv_init(sh_layer *l, float *params, float *stats, sh_rng *rng)
 {
     if (l->tp_role != SH_TP_NONE) { /* no batch norm in a split pair */
@@ -446,6 +437,15 @@ static void conv_finish_images(sh_layer *l, sh_exec *x, int tid, int n0, int n1)
             sh_act_bias_forward(l->act, l->out + (size_t)n * l->outputs + (size_t)f * ohw, ohw, b[f]);
 }
 
+/* Forward: im2col (skipped for 1x1 stride-1 kernels) then sgemm (F, C*S*S) x (C*S*S, OH*OW),
+ * small images unrolled `group` at a time so the product has enough columns; bias and
+ * activation fused into the copy out. Backward: dW += dY col^T, dcol = W^T dY, col2im into
+ * the input's delta; it recomputes the columns (they stay in L2) and sums per-chunk partial
+ * gradients (sh_exec_partials); from SH_CONV_CACHE_MIN_THREADS threads, layers whose
+ * whole-batch columns fit CACHE_FLOATS keep them from forward and split dW by filters.
+ * 3x3 stride-1 pad-1 layers run forward and the input gradient through Winograd F(2x2, 3x3)
+ * (conv_winograd.c: 2.25x fewer multiplies), keeping im2col for the weight gradient.
+ * groups=G splits the channels into G independent convolutions (ResNeXt), one product each. */
 static void conv_forward(sh_layer *l, sh_exec *x)
 {
     if (l->groups > 1)
@@ -647,6 +647,7 @@ static int conv_darknet_blobs(const sh_layer *l, sh_dn_blob *b, int max)
 const sh_layer_ops sh_conv_ops = {
     .cfg_name = "convolutional",
     .short_name = "conv",
+    .caps = SH_LAYER_SPLIT_COLUMN | SH_LAYER_SPLIT_CHANNELS, /* groups=1 only (parse) */
     .parse = conv_parse,
     .init = conv_init,
     .forward = conv_forward,

@@ -1,7 +1,6 @@
 /* layer_maxpool.c — [maxpool]: stride (default 1), size (default stride), padding (default
- * size-1), all as Darknet: OH = (H + padding - size) / stride + 1, windows start at
- * -padding/2, positions outside the image are skipped. Forward remembers each output's
- * argmax (as an int index into the input image) for backward.
+ * size-1) as Darknet: OH = (H + padding - size) / stride + 1, windows from -padding/2, outside
+ * positions skipped; ceil=1 rounds OH up as Caffe does; forward keeps each argmax for backward.
  * Not here: global average pooling (layer_avgpool.c).
  * Proved by tests/nn/test_layer_pool.c. */
 #include <string.h>
@@ -9,15 +8,30 @@
 #include "base/err.h"
 #include "nn/layer.h"
 
+/* Caffe's size with ceil=1: ceil((in + 2 pad - size) / stride) + 1, less a last window that
+ * would start in the padding (pad: each side's, the windows' offset). */
+static int ceil_pooled(int in, int size, int stride, int pad)
+{
+    int out = (in + 2 * pad - size + stride - 1) / stride + 1;
+    if (pad > 0 && (out - 1) * stride >= in + pad) out--;
+    return out;
+}
+
 static shoal_result maxpool_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx *ctx)
 {
     (void)ctx;
     SH_TRY(sh_cfg_int(s, "stride", 1, 1, 1024, &l->stride));
     SH_TRY(sh_cfg_int(s, "size", l->stride, 1, 1024, &l->size));
     SH_TRY(sh_cfg_int(s, "padding", l->size - 1, 0, 1024, &l->pad));
+    int ceil_mode = 0; /* shoal's key for Caffe's pooled size (caffe/caffe_layers.c) */
+    SH_TRY(sh_cfg_int(s, "ceil", 0, 0, 1, &ceil_mode));
     const sh_shape *in = &l->in_shape;
     int oh = (in->h + l->pad - l->size) / l->stride + 1;
     int ow = (in->w + l->pad - l->size) / l->stride + 1;
+    if (ceil_mode) {
+        oh = ceil_pooled(in->h, l->size, l->stride, l->pad / 2);
+        ow = ceil_pooled(in->w, l->size, l->stride, l->pad / 2);
+    }
     if (in->h + l->pad < l->size || in->w + l->pad < l->size)
         return sh_cfg_fail_at(s, "size", SHOAL_ERR_FORMAT,
                               "size=%d with padding %d does not fit the %dx%dx%d input (C x H x "
@@ -157,6 +171,7 @@ static void maxpool_backward(sh_layer *l, sh_exec *x)
 const sh_layer_ops sh_maxpool_ops = {
     .cfg_name = "maxpool",
     .short_name = "maxpool",
+    .caps = SH_LAYER_PER_CHANNEL,
     .parse = maxpool_parse,
     .forward = maxpool_forward,
     .backward = maxpool_backward,

@@ -1,11 +1,7 @@
-/* layer_softmax.c — [softmax] (groups=1, temperature, tree=FILE: Darknet's hierarchical
- * softmax, one softmax per WordTree group, forward only) and [cost]. The loss of a network is
- * the cross-entropy of its softmax (net.c's sh_net_loss writes dL/d(logits / T) into the
- * softmax's delta), so a [cost] after [softmax] — whose Darknet default type is sse — is
- * read as that cross-entropy and adds no computation: its buffers are the softmax's. After
- * any other layer [cost] type=sse|L1|smooth (scale=) is a regression against targets, its
- * buffers again its source's.
- * Not here: the loss values, the labels and targets (net.c, net_unlabelled.c).
+/* layer_softmax.c — [softmax] (groups=1, temperature, tree=FILE: Darknet's WordTree softmax,
+ * forward only) and [cost]: after [softmax] read as its cross-entropy, adding no computation;
+ * after another layer type=sse|L1|smooth (scale=), a regression against targets.
+ * Not here: the losses, labels and targets (net.c's sh_net_loss, net_unlabelled.c).
  * Proved by tests/nn/test_layer_misc.c (softmax + cross-entropy gradient). */
 #include <errno.h>
 #include <math.h>
@@ -204,12 +200,16 @@ static void softmax_backward(sh_layer *l, sh_exec *x)
 const sh_layer_ops sh_softmax_ops = {
     .cfg_name = "softmax",
     .short_name = "softmax",
+    .caps = SH_LAYER_SOFTMAX,
     .parse = softmax_parse,
     .forward = softmax_forward,
     .backward = softmax_backward,
     .fini = softmax_fini,
 };
 
+/* The loss of a network is the cross-entropy of its softmax, so a [cost] after [softmax]
+ * (whose Darknet default type is sse) is read as that cross-entropy: its buffers are the
+ * softmax's. */
 /* Darknet's cost types (cost_layer.c get_cost_type) that shoal computes after a layer other
  * than [softmax]; "L1" is Darknet's spelling, "l1" accepted too. */
 static int regression_type(const char *type)
@@ -230,7 +230,7 @@ static shoal_result cost_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ct
     const sh_layer *prev = &ctx->layers[ctx->index - 1];
     l->out_shape = l->in_shape;
     l->alias_input = 1;
-    if (prev->ops != &sh_softmax_ops) { /* a regression of the layer before against targets */
+    if (!sh_layer_can(prev, SH_LAYER_SOFTMAX)) { /* a regression of the layer before against targets */
         int kind = regression_type(type);
         if (kind < 0)
             return sh_cfg_fail_at(s, "type", SHOAL_ERR_FORMAT, "type=%s is not supported after [%s]; use sse, "
@@ -259,6 +259,7 @@ static void cost_noop(sh_layer *l, sh_exec *x)
 const sh_layer_ops sh_cost_ops = {
     .cfg_name = "cost",
     .short_name = "cost",
+    .caps = SH_LAYER_LOSS,
     .parse = cost_parse,
     .forward = cost_noop,
     .backward = cost_noop,

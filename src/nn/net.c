@@ -1,23 +1,8 @@
-/* net.c — a network from a parsed cfg: the layer list, its three contiguous blocks
- * (parameters, gradients, statistics), one arena for activations, deltas and kept values,
- * per-thread workspaces and partial-gradient blocks, and the forward / loss / backward
- * passes. Every buffer is allocated here (or in sh_net_set_threads); a step allocates
- * nothing.
- * Threads: each parallel section splits the images of the batch into fixed shares (or the
- * channels, for batch norm), in chunks with fixed boundaries handed to whichever thread is
- * free. Layers that sum weight gradients over images write each chunk's sum into its own
- * slot (a partial block; 2 slots per thread) and the slots are summed in slot order after the
- * layer's backward, so results are bitwise deterministic for a given thread count.
- * Deltas: a layer's delta is overwritten by its only consumer, or zeroed before backward
- * and accumulated into when several layers (shortcut, route) consume it.
- * Parts and shares: a net may run only layers [lo, hi) (a pipeline stage: the others are
- * parsed but hold nothing) or hold a tensor-parallel share of split [connected] pairs; in
- * both, weights are drawn in the whole net's order, so they equal one process's.
- * Not here: the layers' math (layer_*.c), [net] keys (net_config.c), the optimizer, where a
- * net may be cut or split and the part and share constructors (net_part.c), the accessors
- * (net_query.c).
- * Proved by tests/nn/test_net.c, tests/nn/test_layer_*.c, tests/train/test_pipeline.c and
- * tests/train/test_tensor.c (parts and shares). */
+/* net.c — a network from a parsed cfg: its layers, the three blocks (parameters, gradients,
+ * statistics), one arena for outputs, deltas and kept values, per-thread scratch, and the
+ * forward / loss / backward passes; every buffer is allocated here, a step allocates nothing.
+ * Not here: the layers (layer_*.c), cuts (net_cut.c), stages (net_part.c), shares (net_tensor.c).
+ * Proved by tests/nn/test_net.c, tests/nn/test_layer_*.c and tests/train/test_pipeline.c. */
 #include "nn/net.h"
 
 #include <math.h>
@@ -33,84 +18,6 @@
 #include "nn/gemm.h"
 #include "nn/layer.h"
 #include "nn/net_internal.h"
-
-/* ---- parallel helpers used by the layers ---- */
-
-typedef struct {
-    sh_layer *l;
-    sh_exec *x;
-    sh_image_fn fn;
-    int count;
-} split_job;
-
-static void split_run(void *arg, int tid, int nthreads)
-{
-    split_job *j = arg;
-    int lo, hi;
-    sh_pool_share(j->count, tid, nthreads, &lo, &hi);
-    j->fn(j->l, j->x, tid, lo, hi);
-}
-
-void sh_exec_split(sh_layer *l, sh_exec *x, int count, sh_image_fn fn)
-{
-    split_job j = {l, x, fn, count};
-    if (x->nthreads == 1) {
-        fn(l, x, 0, 0, count);
-        return;
-    }
-    sh_pool_run(x->pool, split_run, &j);
-}
-
-typedef struct {
-    sh_layer *l;
-    sh_exec *x;
-    sh_image_fn fn;
-    int chunk, nchunks;
-} chunk_job;
-
-static void chunk_run(void *arg, int tid, int nthreads)
-{
-    (void)nthreads;
-    chunk_job *j = arg;
-    for (;;) {
-        int c = __atomic_fetch_add(&j->x->next_chunk, 1, __ATOMIC_RELAXED);
-        if (c >= j->nchunks) return;
-        int lo = c * j->chunk, hi = lo + j->chunk < j->x->nimg ? lo + j->chunk : j->x->nimg;
-        j->fn(j->l, j->x, tid, lo, hi);
-    }
-}
-
-void sh_exec_chunks(sh_layer *l, sh_exec *x, int chunk, sh_image_fn fn)
-{
-    if (chunk < 1) chunk = 1;
-    int nchunks = (x->nimg + chunk - 1) / chunk;
-    if (x->nthreads == 1 || nchunks <= 1) {
-        for (int c = 0; c < nchunks; c++) {
-            int lo = c * chunk, hi = lo + chunk < x->nimg ? lo + chunk : x->nimg;
-            fn(l, x, 0, lo, hi);
-        }
-        return;
-    }
-    chunk_job j = {l, x, fn, chunk, nchunks};
-    x->next_chunk = 0;
-    sh_pool_run(x->pool, chunk_run, &j);
-}
-
-void sh_exec_partials(sh_layer *l, sh_exec *x, sh_image_fn fn)
-{
-    int chunk = (x->nimg + x->nslots - 1) / x->nslots;
-    x->used_partials = 1;
-    x->slot_images = chunk;
-    x->nslots_used = (x->nimg + chunk - 1) / chunk;
-    sh_exec_chunks(l, x, chunk, fn);
-}
-
-/* Four chunks per thread: enough to even out a core shared with another process. */
-void sh_exec_images(sh_layer *l, sh_exec *x, sh_image_fn fn)
-{
-    int parts = x->nthreads == 1 ? 1 : 4 * x->nthreads;
-    sh_exec_chunks(l, x, (x->nimg + parts - 1) / parts, fn);
-}
 
 /* ---- building ---- */
 
@@ -145,6 +52,7 @@ static shoal_result parse_layers(sh_net *n)
         int idx = n->nlayers;
         sh_layer *l = &n->layers[idx];
         l->ops = ops;
+        l->caps = ops->caps;
         l->index = idx;
         l->line = sh_cfg_section_line(s);
         snprintf(l->name, sizeof l->name, "%s %d", ops->short_name, idx);
@@ -178,10 +86,10 @@ static shoal_result parse_layers(sh_net *n)
         return SH_FAIL(SHOAL_ERR_FORMAT, "%s: no layers after [net]; add layer sections",
                        sh_cfg_path(cfg));
     int last = n->nlayers - 1;
-    if (n->layers[last].ops == &sh_cost_ops) last--;
+    if (sh_layer_can(&n->layers[last], SH_LAYER_LOSS)) last--;
     /* A net without a final softmax (jnet-conv, vgg-conv: feature extractors) runs forward
      * and `shoal time`; training and testing ask for one (sh_net_check_trainable). */
-    n->has_softmax = last >= 0 && n->layers[last].ops == &sh_softmax_ops;
+    n->has_softmax = last >= 0 && sh_layer_can(&n->layers[last], SH_LAYER_SOFTMAX);
     if (last < 0) last = 0;
     n->softmax = last;
     n->nclasses = (int)n->layers[last].outputs;
@@ -190,7 +98,9 @@ static shoal_result parse_layers(sh_net *n)
     return SHOAL_OK;
 }
 
-/* Offsets into the three blocks and the decay ranges. */
+/* A net may run only layers [lo, hi) (a pipeline stage): the others are parsed but hold
+ * nothing. A part, like a tensor-parallel share, draws its weights in the whole net's order,
+ * so they equal one process's (sh_net_build). */
 static int in_part(const sh_net *n, int i) { return i >= n->lo && i < n->hi; }
 
 /* Offsets into the three blocks and the decay ranges. Only the part's layers take room;
@@ -239,7 +149,9 @@ static shoal_result lay_out_blocks(sh_net *n)
     return SHOAL_OK;
 }
 
-/* Outputs, deltas and kept values in one arena; [cost] borrows its input's buffers. */
+/* Outputs, deltas and kept values in one arena; [cost] borrows its input's buffers. A layer's
+ * delta is overwritten by its only consumer, or zeroed before backward and added into when
+ * several layers (shortcut, route) consume it. */
 static shoal_result lay_out_arena(sh_net *n)
 {
     size_t total = 0, nb = (size_t)n->batch;
@@ -311,6 +223,10 @@ static shoal_result lay_out_arena(sh_net *n)
     return SHOAL_OK;
 }
 
+/* Each parallel section shares the images of the batch (or the channels, for batch norm) in
+ * chunks with fixed boundaries (exec.c). Layers that sum weight gradients over images write
+ * each chunk's sum into its own slot (a partial block) and the slots are summed in slot order
+ * after the layer's backward (reduce_run): bitwise deterministic for a given thread count. */
 static shoal_result alloc_threads(sh_net *n, int nthreads)
 {
     sh_pool *pool = NULL;
@@ -511,6 +427,13 @@ void sh_net_set_threads(sh_net *n, int nthreads)
                  shoal_last_error(), n->nthreads);
 }
 
+void sh_net_share_blocks(sh_net *dst, sh_net *src, size_t param_off, size_t stats_off)
+{
+    sh_net_use_blocks(dst, src->params + param_off, src->grads + param_off, 0);
+    if (dst->nstats) sh_net_use_stats(dst, src->stats + stats_off);
+    sh_net_set_threads(dst, src->nthreads);
+}
+
 /* ---- passes ---- */
 
 void sh_net_fill_exec(sh_net *n)
@@ -613,12 +536,14 @@ float sh_net_loss(sh_net *n, const int32_t *labels)
     return (float)(loss / n->nimg);
 }
 
-int sh_net_correct(const sh_net *n, const int32_t *labels)
+int sh_net_correct(const sh_net *n, const int32_t *labels) { return sh_net_correct_rows(n, labels, 0, n->nimg); }
+
+int sh_net_correct_rows(const sh_net *n, const int32_t *labels, int lo, int hi)
 {
     const float *out = sh_net_output(n);
     int k = n->nclasses, correct = 0;
     if (!sh_net_has_labels(n)) return 0;
-    for (int i = 0; i < n->nimg; i++) {
+    for (int i = lo; i < hi; i++) {
         const float *p = out + (size_t)i * k;
         int best = 0;
         for (int j = 1; j < k; j++)

@@ -3,6 +3,14 @@
  * Not here: the optimizer (optim.h), data (src/data), communication (src/comm): backward
  * only tells a callback when each layer's gradients are final.
  * Proved by tests/nn/test_net.c and tests/nn/test_layer_*.c. */
+
+/* Three groups, in this order; src/train uses the first and the last, the middle one serves
+ * model parallelism (src/train/mp):
+ *   Building a net:    the [net] section, create, load, destroy, the cfg a net came from.
+ *   Parts and shares:  a net's layers [lo, hi), layers split across ranks, links across a
+ *                      cut, deferred weight gradients, packed weights.
+ *   The net:           its blocks, threads and state, a step (forward, loss, backward, the
+ *                      strategy's hooks), its layers' figures. */
 #ifndef SH_NET_H
 #define SH_NET_H
 
@@ -11,6 +19,8 @@
 #include "nn/cfg.h"
 #include "nn/optim.h"
 #include "shoal/result.h"
+
+/* ==== Building a net ==== */
 
 /* What the [net] section says (parsed by net_config.c). */
 typedef struct {
@@ -25,6 +35,9 @@ typedef struct {
 
 /* Parse the [net] (or [network]) section; unknown keys are errors (sh_cfg_check_unused). */
 shoal_result sh_net_config_parse(sh_cfg_section *s, sh_net_config *out);
+/* The [net] section's batch of the cfg at cfg_path, without building the net (a job sizes its
+ * ranks' batches with it). Errors as sh_cfg_load's and sh_net_config_parse's. */
+shoal_result sh_net_cfg_batch(const char *cfg_path, int *batch);
 
 typedef struct sh_net sh_net;
 
@@ -39,6 +52,16 @@ shoal_result sh_net_create_steps(sh_cfg *cfg, int batch, int time_steps, uint64_
 /* sh_net_create, and the net owns cfg from then on (on error cfg is destroyed): a caller
  * that read the [net] section first (the batch, say) builds the net without parsing again. */
 shoal_result sh_net_create_owning(sh_cfg *cfg, int batch, uint64_t seed, sh_net **out);
+/* sh_cfg_load + sh_net_create_owning. */
+shoal_result sh_net_load(const char *cfg_path, int batch, uint64_t seed, sh_net **out);
+void sh_net_destroy(sh_net *n);
+/* The cfg line of layer i's section, for messages. */
+int sh_net_layer_line(const sh_net *n, int i);
+/* The .cfg the net was built from. */
+const char *sh_net_cfg_path(const sh_net *n);
+
+/* ==== Parts and shares: what model parallelism builds on (src/train/mp) ==== */
+
 /* sh_net_create for a part of the net, layers [lo, hi) (hi < 0: to the end): a pipeline
  * stage. Every layer is parsed (shapes, costs and stage= keys of all of them are
  * queryable), but only the part's layers get parameters, gradients, statistics and
@@ -65,7 +88,7 @@ shoal_result sh_net_create_tensor(sh_cfg *cfg, int batch, uint64_t seed, int ran
  * ranks (the others' columns are zero here) and its input's gradient. */
 shoal_result sh_net_create_part_tensor(sh_cfg *cfg, int batch, uint64_t seed, int lo, int hi, int rank, int ranks,
                                        const unsigned char *roles, sh_net **out);
-/* Hybrid parallelism over `ranks` ranks (net_hybrid.c): *cut = the first [connected] layer;
+/* Hybrid parallelism over `ranks` ranks (net_tensor.c): *cut = the first [connected] layer;
  * layers before it run data-parallel, the rest (a chain: each reads the layer before it)
  * model-parallel with every [connected] split by outputs (roles[i] = SH_TP_GATHER, else 0;
  * roles has nlayers entries). SHOAL_ERR_INVALID with one line naming the layer and what to do
@@ -167,7 +190,7 @@ shoal_result sh_net_keep_packed(sh_net *n, size_t max_bytes);
 /* Which packed copies (SH_PACK_* bits) pay for a pipeline stage's micro-batches of this many
  * rows, kept by each update: under the older rules (Intel under 2 MiB of L2 a core, or unknown)
  * none at 24-48 rows (the few-row products as fast), both otherwise; under the newer (from 2
- * MiB, AMD's AVX-512 CPUs) W alone (dX) from 16 rows, both below (layer_dense.c, as measured). */
+ * MiB, AMD's AVX-512 CPUs) W alone (dX) from 16 rows, both below (dense_rules.c, as measured). */
 int sh_dense_stage_packs(int rows);
 void sh_net_share_packed(sh_net *dst, const sh_net *src);
 enum { SH_PACK_FORWARD = 1, SH_PACK_BACKWARD = 2 };
@@ -181,15 +204,13 @@ void sh_net_use_packed(sh_net *n, int which);
  * while those rows are in cache (the pack alone reads the weights again from memory); the
  * others are left stale, for the caller to pack (sh_net_pack_weights) before they are used. */
 void sh_net_update_packed(sh_net *n, sh_optim *o, const float *grads, int which);
-/* The cfg line of layer i's section, for messages. */
-int sh_net_layer_line(const sh_net *n, int i);
-/* The .cfg the net was built from. */
-const char *sh_net_cfg_path(const sh_net *n);
-/* Kernel threads the net uses (sh_net_set_threads). */
-int sh_net_threads(const sh_net *n);
-/* sh_cfg_load + sh_net_create_owning. */
-shoal_result sh_net_load(const char *cfg_path, int batch, uint64_t seed, sh_net **out);
-void sh_net_destroy(sh_net *n);
+/* dst computes on src's blocks (src outlives dst): its parameters and gradients at
+ * [param_off, + its count) of src's, its statistics at stats_off of src's, with src's kernel
+ * threads. For copies of one part that take turns (a pipeline stage's micro-batches in
+ * flight) and for the parts of a whole net (hybrid's two halves). */
+void sh_net_share_blocks(sh_net *dst, sh_net *src, size_t param_off, size_t stats_off);
+
+/* ==== The net: its blocks, a step, its layers' figures ==== */
 
 const sh_net_config *sh_net_get_config(const sh_net *n);
 int sh_net_batch(const sh_net *n);        /* N of every buffer: time_steps x streams rows */
@@ -231,6 +252,8 @@ uint64_t sh_net_cfg_hash(const sh_net *n);
 /* Kernel threads for this network's layers (1 = single-threaded, deterministic per count).
  * A new net has 1; how many a rank should use is sh_cpus_threads_per_rank (base/cpus.h). */
 void sh_net_set_threads(sh_net *n, int nthreads);
+/* Kernel threads the net uses (sh_net_set_threads). */
+int sh_net_threads(const sh_net *n);
 
 /* The three blocks. Parameters and gradients have the same layout; a layer's slice is
  * [offset, offset + count). Statistics (batch-norm running mean/variance) are state that
@@ -286,6 +309,8 @@ float sh_net_loss(sh_net *n, const int32_t *labels);
 void sh_net_loss_sum(sh_net *n);
 /* How many of the last forward's argmax predictions equal labels. */
 int sh_net_correct(const sh_net *n, const int32_t *labels);
+/* The same for rows [lo, hi) of the last forward's output, labels indexed by row. */
+int sh_net_correct_rows(const sh_net *n, const int32_t *labels, int lo, int hi);
 
 /* Called by backward when layer i's gradients (slice offset, count of the gradient block)
  * are final; layers are visited last to first. */

@@ -1,6 +1,7 @@
 /* net_api.c — the public network API (shoal/net.h): argument checks and a handle with a
  * magic value around the internal net (nn/net.h).
- * Not here: the network itself (net.c), the thread rule (base/cpus.c).
+ * Not here: the network itself (net.c), the thread rule (base/cpus.c), weight files
+ * (src/train/net_weights.c).
  * Proved by tests/train/test_api.c. */
 #include "shoal/net.h"
 
@@ -8,13 +9,16 @@
 
 #include "base/cpus.h"
 #include "base/err.h"
-#include "nn/net.h"
+#include "nn/cfg.h"
+#include "nn/darknet_weights.h"
+#include "nn/net_api.h"
 
 #define NET_MAGIC 0x5e7a11e7u /* a destroyed handle has 0 here */
 
 struct shoal_net {
     uint32_t magic;
     sh_net *net;
+    sh_cfg *cfg;        /* a net built with time_steps borrows its cfg: freed after it */
     int trained_nimg;   /* images of the last forward with training = 1; 0: none since */
 };
 
@@ -24,6 +28,7 @@ void shoal_net_opts_default(shoal_net_opts *o)
     o->batch = 0;
     o->seed = 1;
     o->threads = 0;
+    o->time_steps = 0;
 }
 
 static int alive(const shoal_net *n) { return n && n->magic == NET_MAGIC; }
@@ -35,13 +40,20 @@ shoal_result shoal_net_load(const char *cfg_path, const shoal_net_opts *o, shoal
     shoal_net_opts d;
     shoal_net_opts_default(&d);
     if (!o) o = &d;
-    if (o->batch < 0 || o->threads < 0)
-        return SH_FAIL(SHOAL_ERR_INVALID, "shoal_net_load: batch %d and threads %d must be >= 0", o->batch,
-                       o->threads);
+    if (o->batch < 0 || o->threads < 0 || o->time_steps < 0)
+        return SH_FAIL(SHOAL_ERR_INVALID, "shoal_net_load: batch %d, threads %d and time_steps %d must be >= 0",
+                       o->batch, o->threads, o->time_steps);
     shoal_net *n = calloc(1, sizeof *n);
     if (!n) return SH_FAIL(SHOAL_ERR_NOMEM, "shoal_net_load: out of memory");
-    shoal_result rc = sh_net_load(cfg_path, o->batch, o->seed, &n->net);
+    shoal_result rc = SHOAL_OK;
+    if (o->time_steps) {
+        rc = sh_cfg_load(cfg_path, &n->cfg);
+        if (rc == SHOAL_OK) rc = sh_net_create_steps(n->cfg, o->batch, o->time_steps, o->seed, &n->net);
+    } else {
+        rc = sh_net_load(cfg_path, o->batch, o->seed, &n->net);
+    }
     if (rc != SHOAL_OK) {
+        sh_cfg_destroy(n->cfg);
         free(n);
         return rc;
     }
@@ -56,6 +68,7 @@ void shoal_net_destroy(shoal_net *n)
     if (!alive(n)) return;
     n->magic = 0;
     sh_net_destroy(n->net);
+    sh_cfg_destroy(n->cfg);
     free(n);
 }
 
@@ -96,9 +109,13 @@ shoal_result shoal_net_forward(shoal_net *n, const float *x, int nimg, int train
 shoal_result shoal_net_backward(shoal_net *n, const int32_t *labels, float *loss)
 {
     if (!alive(n)) return SH_FAIL(SHOAL_ERR_INVALID, "shoal_net_backward: NULL or destroyed net");
-    if (!labels) return SH_FAIL(SHOAL_ERR_INVALID, "shoal_net_backward: labels is NULL");
     if (!n->trained_nimg)
         return SH_FAIL(SHOAL_ERR_INVALID, "shoal_net_backward: no forward with training = 1 before it");
+    if (!labels) { /* from the sum of the outputs: no labels, no softmax needed */
+        sh_net_loss_sum(n->net);
+        SH_TRY(sh_net_backward(n->net, NULL, NULL));
+        return SHOAL_OK;
+    }
     SH_TRY(sh_net_check_trainable(n->net));
     int k = sh_net_nclasses(n->net);
     for (int i = 0; i < n->trained_nimg; i++)
@@ -122,3 +139,24 @@ float *shoal_net_grads(shoal_net *n, size_t *count)
     if (count) *count = alive(n) ? sh_net_nparams(n->net) : 0;
     return alive(n) ? sh_net_grads(n->net) : NULL;
 }
+
+sh_net *sh_net_api_inner(const shoal_net *n) { return alive(n) ? n->net : NULL; }
+
+int shoal_net_nlayers(const shoal_net *n) { return alive(n) ? sh_net_nlayers(n->net) : 0; }
+
+shoal_result shoal_net_layer_times(const shoal_net *n, int i, const char **name, double *forward_ms,
+                                   double *backward_ms)
+{
+    if (!alive(n)) return SH_FAIL(SHOAL_ERR_INVALID, "shoal_net_layer_times: NULL or destroyed net");
+    if (i < 0 || i >= sh_net_nlayers(n->net))
+        return SH_FAIL(SHOAL_ERR_INVALID, "shoal_net_layer_times: layer %d; the net has 0..%d", i,
+                       sh_net_nlayers(n->net) - 1);
+    double f = 0, b = 0;
+    sh_net_layer_times(n->net, i, &f, &b);
+    if (name) *name = sh_net_layer_name(n->net, i);
+    if (forward_ms) *forward_ms = f;
+    if (backward_ms) *backward_ms = b;
+    return SHOAL_OK;
+}
+
+int64_t shoal_net_darknet_init_draws(const shoal_net *n) { return alive(n) ? sh_darknet_init_draws(n->net) : -1; }

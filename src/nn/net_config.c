@@ -211,3 +211,15 @@ shoal_result sh_net_config_parse(sh_cfg_section *s, sh_net_config *out)
     *out = c;
     return SHOAL_OK;
 }
+
+shoal_result sh_net_cfg_batch(const char *cfg_path, int *batch)
+{
+    sh_cfg *cfg = NULL;
+    sh_net_config nc;
+    *batch = 0;
+    SH_TRY(sh_cfg_load(cfg_path, &cfg)); /* it refuses a file that does not start with [net] */
+    shoal_result rc = sh_net_config_parse(sh_cfg_section_at(cfg, 0), &nc);
+    if (rc == SHOAL_OK) *batch = nc.batch;
+    sh_cfg_destroy(cfg);
+    return rc;
+}

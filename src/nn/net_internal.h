@@ -1,5 +1,6 @@
-/* net_internal.h — what net.c and net_part.c share: the network record (struct sh_net) and
- * the one builder every sh_net_create* calls.
+/* net_internal.h — what the net's files share (net.c, net_cut.c, net_part.c, net_tensor.c,
+ * net_query.c): the network record (struct sh_net) and the one builder every sh_net_create*
+ * calls.
  * Not here: the public net API (net.h), the layer record (layer.h).
  * Proved by tests/nn/test_net.c, tests/train/test_pipeline.c and tests/train/test_tensor.c. */
 #ifndef SH_NET_INTERNAL_H
@@ -92,7 +93,7 @@ shoal_result sh_net_backward_pretrain(sh_net *n, sh_grad_ready_fn ready, void *c
 /* Point the exec record at the net's blocks, pool and last pass (net.c). */
 void sh_net_fill_exec(sh_net *n);
 
-/* Set the part [lo, hi) (hi < 0: to the end) once the layers are parsed (net_part.c):
+/* Set the part [lo, hi) (hi < 0: to the end) once the layers are parsed (net_cut.c):
  * SHOAL_ERR_INVALID naming the layer when the net cannot be cut before lo. */
 shoal_result sh_net_check_part(sh_net *n, int lo, int hi);
 

@@ -1,12 +1,7 @@
-/* net_part.c — the parts and shares of a net: a pipeline stage (layers [lo, hi), where a
- * net may be cut, and its links: earlier outputs crossing a cut that the part holds or sends)
- * and a tensor-parallel rank's share of split [connected] / [convolutional] pairs (which
- * pairs may be split, the sum hook over the ranks); a hybrid rank's part with its shares,
- * the rows of the whole batch a part's dropout draws for, a stage's deferred weight
- * gradients, and its packed weights for micro-batch products.
- * Not here: building the blocks and the passes (net.c), the stages' and ranks' traffic
- * (src/train/mp/pipeline.c, mp/tensor.c).
- * Proved by tests/train/test_pipeline.c, test_pipeline_links.c and tests/train/test_tensor.c. */
+/* net_part.c — a pipeline stage's part of a net beyond its passes: the constructor, deferred
+ * weight gradients (zero-bubble's W), packed weights for micro-batch products.
+ * Not here: where a net may be cut (net_cut.c), building (net.c), stages (src/train/mp/).
+ * Proved by tests/train/test_pipeline.c and tests/nn/test_layer_dense.c (packed weights). */
 #include <string.h>
 
 #include "base/err.h"
@@ -14,173 +9,9 @@
 #include "nn/gemm_packed.h"
 #include "nn/net_internal.h"
 
-/* The part may start anywhere sh_net_can_cut allows: what its layers read from before
- * layer lo-1 it holds as links (sh_net_part_holds), filled by the caller. */
-shoal_result sh_net_check_part(sh_net *n, int lo, int hi)
-{
-    if (hi < 0) hi = n->nlayers;
-    if (lo < 0 || lo >= hi || hi > n->nlayers)
-        return SH_FAIL(SHOAL_ERR_INVALID, "%s: layers [%d, %d) are not a part of its %d layers",
-                       sh_cfg_path(n->cfg), lo, hi, n->nlayers);
-    /* Only the part's own start: what a cut at hi leaves unread is the next part's check
-     * (and a plan-only part, layers [0, 1), may end anywhere). */
-    if (lo > 0 && !sh_net_can_cut(n, lo))
-        return SH_FAIL(SHOAL_ERR_INVALID, "%s:%d: the net cannot be cut before layer %d (%s): it "
-                       "works in place on the layer before it; move the cut (stage=) elsewhere",
-                       sh_cfg_path(n->cfg), n->layers[lo].line, lo, n->layers[lo].name);
-    n->lo = lo;
-    n->hi = hi;
-    n->part_in_count = lo == 0 ? sh_shape_count(&n->input) : n->layers[lo - 1].outputs;
-    return SHOAL_OK;
-}
-
-int sh_net_cut_ok(const sh_net *n, int c)
-{
-    if (c <= 0 || c >= n->nlayers) return 0;
-    if (n->layers[c].alias_input) return 0;
-    for (int i = c; i < n->nlayers; i++)
-        for (int k = 0; k < n->layers[i].nsrc; k++)
-            if (n->layers[i].src[k] < c - 1) return 0;
-    return 1;
-}
-
-int sh_net_can_cut(const sh_net *n, int c)
-{
-    return c > 0 && c < n->nlayers && !n->layers[c].alias_input;
-}
-
-int sh_net_crosses(const sh_net *n, int s, int c)
-{
-    if (s < 0 || s >= c) return 0;
-    for (int i = c; i < n->nlayers; i++)
-        for (int k = 0; k < n->layers[i].nsrc; k++)
-            if (n->layers[i].src[k] == s) return 1;
-    return 0;
-}
-
-int sh_net_cut_links(const sh_net *n, int c, int *layers)
-{
-    int count = 0;
-    for (int s = 0; s < c - 1; s++)
-        if (sh_net_crosses(n, s, c)) {
-            if (layers) layers[count] = s;
-            count++;
-        }
-    return count;
-}
-
-int sh_net_part_holds(const sh_net *n, int s)
-{
-    return s < n->lo - 1 && sh_net_crosses(n, s, n->lo);
-}
-
-int sh_net_part_sends(const sh_net *n, int s)
-{
-    if (n->hi >= n->nlayers || s < 0 || s >= n->hi) return 0;
-    return s == n->hi - 1 || sh_net_crosses(n, s, n->hi);
-}
-
-size_t sh_net_layer_outputs(const sh_net *n, int s) { return n->layers[s].outputs; }
-
-float *sh_net_link_output(sh_net *n, int s)
-{
-    SH_ASSERT(s >= 0 && (sh_net_part_holds(n, s) || (s >= n->lo && s < n->hi)));
-    return n->layers[s].out;
-}
-
-float *sh_net_link_delta(sh_net *n, int s)
-{
-    if (s == n->lo - 1) return n->input_delta;
-    SH_ASSERT(s >= 0 && (sh_net_part_holds(n, s) || (s >= n->lo && s < n->hi)));
-    return n->layers[s].delta;
-}
-
 shoal_result sh_net_create_part(sh_cfg *cfg, int batch, uint64_t seed, int lo, int hi, sh_net **out)
 {
     return sh_net_build(cfg, batch, 0, seed, lo, hi, 0, 1, NULL, out);
-}
-
-shoal_result sh_net_create_tensor(sh_cfg *cfg, int batch, uint64_t seed, int rank, int ranks,
-                                  const unsigned char *roles, sh_net **out)
-{
-    return sh_net_build(cfg, batch, 0, seed, 0, -1, rank, ranks, roles, out);
-}
-
-shoal_result sh_net_create_part_tensor(sh_cfg *cfg, int batch, uint64_t seed, int lo, int hi, int rank, int ranks,
-                                       const unsigned char *roles, sh_net **out)
-{
-    return sh_net_build(cfg, batch, 0, seed, lo, hi, rank, ranks, roles, out);
-}
-
-void sh_net_set_rows(sh_net *n, int total, int group, int stride, int offset)
-{
-    n->exec.rows_total = total;
-    n->exec.rows_group = group;
-    n->exec.rows_stride = stride;
-    n->exec.rows_offset = offset;
-}
-
-/* A layer that may start a pair: [connected] or a plain [convolutional] (groups=1; the
- * row layer's weights then hold whole filters' channel slices), no batch norm, its outputs
- * (units: connected outputs, filters) divisible by the ranks. */
-static int tp_column_ok(const sh_layer *a, int ranks)
-{
-    if (a->batch_normalize || a->out_shape.c % ranks) return 0;
-    return a->ops == &sh_dense_ops || (a->ops == &sh_conv_ops && a->groups == 1);
-}
-
-/* Pooling acts per channel: it runs on a convolutional column share as on the whole. */
-static int tp_passes_share(const sh_layer *l)
-{
-    return l->ops == &sh_maxpool_ops || l->ops == &sh_avgpool_ops;
-}
-
-int sh_net_tp_pair_end(const sh_net *n, int i, int ranks)
-{
-    if (i < 0 || i + 1 >= n->nlayers || !tp_column_ok(&n->layers[i], ranks)) return -1;
-    const sh_layer *a = &n->layers[i];
-    int j = i + 1;
-    if (a->ops == &sh_conv_ops)
-        while (j < n->nlayers && tp_passes_share(&n->layers[j]) && n->layers[j].nsrc == 1 &&
-               n->layers[j].src[0] == j - 1)
-            j++;
-    if (j >= n->nlayers) return -1;
-    const sh_layer *b = &n->layers[j];
-    if (b->batch_normalize || b->nsrc != 1 || b->src[0] != j - 1) return -1;
-    /* a connected row share reads a contiguous range of its inputs: a channel share of
-     * (C, H, W) is one; a convolutional row share reads channels, which a connected column
-     * share's outputs are not meant to be */
-    if (b->ops != &sh_dense_ops && !(b->ops == &sh_conv_ops && b->groups == 1 && a->ops == &sh_conv_ops)) return -1;
-    /* the pair is a chain: nothing later reads a's input, a, or what lies between */
-    for (int k = i + 1; k <= j + 1 && k < n->nlayers; k++)
-        if (!sh_net_cut_ok(n, k)) return -1;
-    return j;
-}
-
-void sh_net_set_sum(sh_net *n, shoal_result (*sum)(void *ctx, float *buf, size_t count), void *ctx)
-{
-    n->sum = sum;
-    n->sum_ctx = ctx;
-}
-
-void sh_net_set_update(sh_net *n, void (*update)(void *ctx, size_t offset, const float *g, size_t count), void *ctx)
-{
-    n->update = update;
-    n->update_ctx = ctx;
-}
-
-int sh_net_layer_fuses_update(const sh_net *n, int i)
-{
-    return n->update && i >= n->lo && i < n->hi && sh_dense_fuses_update(&n->layers[i]);
-}
-
-void sh_net_step_unfused(const sh_net *n, sh_optim *o, float *params, const float *grads, size_t base)
-{
-    for (int i = n->lo; i < n->hi; i++) { /* the part's: the others' offsets are scratch's */
-        size_t off, count;
-        sh_net_layer_params(n, i, &off, &count);
-        if (count && !sh_net_layer_fuses_update(n, i)) sh_optim_apply(o, params, grads + base + off, base + off, count);
-    }
 }
 
 void sh_net_defer_weights(sh_net *n, int on) { n->exec.defer_weights = on; }
@@ -216,7 +47,7 @@ void sh_net_layer_weight_grads(sh_net *n, int i, const float *x, const float *dy
 static int packable(const sh_net *n, int i)
 {
     const sh_layer *l = &n->layers[i];
-    return i >= n->lo && i < n->hi && l->ops == &sh_dense_ops && l->tp_role == SH_TP_NONE;
+    return i >= n->lo && i < n->hi && sh_layer_can(l, SH_LAYER_PACKED_WEIGHTS);
 }
 
 shoal_result sh_net_keep_packed(sh_net *n, size_t max_bytes)

@@ -1,7 +1,7 @@
 /* net_query.c — what a built net tells and lends: its sizes and blocks (and taking the
  * caller's blocks instead), each layer's name, shape, slices, factors and times, the dropout
  * stream, the part's input and output buffers, the thread count.
- * Not here: building the net and its passes (net.c), parts and shares (net_part.c).
+ * Not here: building and the passes (net.c), parts (net_cut.c, net_part.c), shares (net_tensor.c).
  * Proved by tests/nn/test_net.c and tests/train/test_pipeline.c. */
 #include <stdlib.h>
 #include <string.h>
@@ -108,7 +108,7 @@ void sh_net_layer_weights(const sh_net *n, int i, size_t *w_off, size_t *rows, s
 int sh_net_layer_factors(const sh_net *n, int i, const float **x, const float **dy, int *inputs, int *outputs)
 {
     const sh_layer *l = &n->layers[i];
-    if (l->ops != &sh_dense_ops) return 0;
+    if (!sh_layer_can(l, SH_LAYER_FACTORS)) return 0;
     *x = l->in[0];
     *dy = l->delta;
     *inputs = (int)l->inputs;

@@ -1,6 +1,7 @@
-/* eval.c — accuracy and mean loss over a dataset, batch by batch, in inference mode.
- * Not here: the loader's order (src/data), training (step.c).
- * Proved by tests/train/test_trainer.c. */
+/* eval.c — accuracy and mean loss over a dataset, batch by batch, in inference mode, through
+ * the net or a strategy's pass.
+ * Not here: the loader's order (src/data), training (step.c), summing over ranks (trainer.c).
+ * Proved by tests/train/test_trainer.c; the pass by test_pipeline.c and test_hybrid.c. */
 #include "train/eval.h"
 
 #include "base/err.h"
@@ -19,6 +20,25 @@ shoal_result sh_eval_sums(sh_net *net, sh_loader *loader, float *x, int32_t *y, 
         SH_TRY(sh_net_forward(net, x, n, 0));
         *loss_sum += (double)sh_net_loss(net, y) * n;
         *ncorrect += sh_net_correct(net, y);
+        *nimages += n;
+    }
+    return SHOAL_OK;
+}
+
+shoal_result sh_eval_sums_pass(sh_strategy *s, sh_loader *loader, float *x, int32_t *y, int64_t *nimages,
+                               int64_t *ncorrect, double *loss_sum)
+{
+    SH_TRY(sh_loader_seek(loader, 0, 0));
+    int64_t nsteps = sh_loader_steps_per_epoch(loader);
+    *nimages = *ncorrect = 0;
+    *loss_sum = 0;
+    for (int64_t k = 0; k < nsteps; k++) {
+        int n = 0, hits = 0;
+        float loss = 0;
+        SH_TRY(sh_loader_next(loader, x, y, &n));
+        SH_TRY(s->ops->pass(s, x, y, n, 0, &loss, &hits));
+        *loss_sum += (double)loss * n;
+        *ncorrect += hits;
         *nimages += n;
     }
     return SHOAL_OK;

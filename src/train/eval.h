@@ -1,6 +1,7 @@
-/* eval.h — accuracy and mean loss of a network over a whole dataset, in inference mode.
+/* eval.h — accuracy and mean loss of a network over a whole dataset, in inference mode,
+ * through the net or through a strategy's pass.
  * Not here: training (step.c), where the dataset comes from (src/data).
- * Proved by tests/train/test_trainer.c. */
+ * Proved by tests/train/test_trainer.c; the pass by test_pipeline.c and test_hybrid.c. */
 #ifndef SH_EVAL_H
 #define SH_EVAL_H
 
@@ -8,6 +9,7 @@
 #include "data/data.h"
 #include "nn/net.h"
 #include "shoal/result.h"
+#include "train/strategy.h"
 
 /* Forward every image the loader yields in one epoch (it must not shuffle nor drop the last
  * batch), nimg <= the net's batch at a time, through x (N, C, H, W) and y (N) buffers the
@@ -19,5 +21,9 @@ shoal_result sh_eval_run(sh_net *net, sh_loader *loader, float *x, int32_t *y,
  * predictions, summed per-image loss. */
 shoal_result sh_eval_sums(sh_net *net, sh_loader *loader, float *x, int32_t *y, int64_t *nimages,
                           int64_t *ncorrect, double *loss_sum);
+/* sh_eval_sums through s's pass (a pipeline: the batch goes through its stages), called for
+ * every batch, empty ones included (strategy.h). */
+shoal_result sh_eval_sums_pass(sh_strategy *s, sh_loader *loader, float *x, int32_t *y, int64_t *nimages,
+                               int64_t *ncorrect, double *loss_sum);
 
 #endif

@@ -1,10 +1,8 @@
-/* job.c — one process's part of a training job: alone, or a rank that joins the job's
- * communicator, takes its role from the layout (data-parallel rank, parameter server,
- * worker), builds the net once (at the batch the scaling gives it) and trains or serves.
- * Not here: flags, signals, printing (src/cli/cmd_train.c); the trainer (trainer.c); the
- * strategies (dp/allreduce.c, ps/worker.c, ps/server.c).
- * Proved by tests/cli/test_train_dp.c, tests/cli/test_train_ps.c, tests/train/test_api.c,
- * tests/cli/test_train_pipeline_tp.c (layouts composed, and ranks started with different ones). */
+/* job.c — one process's part of a training job: alone, or a rank of the job's communicator
+ * in the role its layout gives it (data-parallel rank, parameter server or worker, pipeline
+ * stage, tensor-parallel rank, hybrid rank); every role that trains runs one way, a row of hooks.
+ * Not here: flags (src/cli/cmd_train.c), the trainer (trainer.c), the strategies (dp/, ps/, mp/).
+ * Proved by tests/cli/test_train_dp.c, test_train_ps.c, test_train_pipeline_tp.c, tests/train/test_api.c. */
 #include "train/job.h"
 
 #include <stdint.h>
@@ -17,6 +15,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "shoal/comm.h"
+#include "train/mp/mp.h"
 #include "train/timeline.h"
 #include "train/snapshot.h"
 
@@ -111,37 +110,27 @@ static shoal_result plan_role(const sh_job_opts *o, int rank, int world, sh_job_
     return SH_FAIL(SHOAL_ERR_INVALID, "job: unknown layout %d", (int)o->layout);
 }
 
-/* The net at this rank's batch, built once: the cfg is parsed here, its [net] batch read
- * (the global batch under strong scaling) and the same parse builds the net. */
-static shoal_result build_net(const sh_job_opts *o, int world, int *batch_out, sh_net **out)
+/* The batch train.batch or the cfg's gives each replica: under --scaling strong the global
+ * batch, split across the replicas; 0 where none is given and nothing splits it (the
+ * strategy reads the cfg's). replicas 0: the role does not scale. */
+static shoal_result replica_batch(const sh_job_opts *o, int replicas, int *batch)
 {
-    *out = NULL;
-    sh_cfg *cfg = NULL;
-    SH_TRY(sh_cfg_load(o->train.cfg_path, &cfg));
-    int batch = o->train.batch;
-    const sh_cfg_section *first = sh_cfg_nsections(cfg) > 0 ? sh_cfg_section_at(cfg, 0) : NULL;
-    /* no [net] first: sh_net_create says so with the line */
-    if (!batch && first && (!strcmp(sh_cfg_section_name(first), "net") ||
-                            !strcmp(sh_cfg_section_name(first), "network"))) {
-        sh_net_config nc;
-        shoal_result rc = sh_net_config_parse(sh_cfg_section_at(cfg, 0), &nc);
-        if (rc != SHOAL_OK) {
-            sh_cfg_destroy(cfg);
-            return rc;
-        }
-        batch = nc.batch > 0 ? nc.batch : 1;
-    }
-    if (o->layout == SH_LAYOUT_DATA_PARALLEL && o->strong_scaling) {
-        if (batch % world) {
-            sh_cfg_destroy(cfg);
-            return SH_FAIL(SHOAL_ERR_INVALID, "--scaling strong: the global batch %d does not split into %d "
-                           "equal shares; choose a batch divisible by the rank count (--batch)", batch, world);
-        }
-        batch /= world;
-    }
-    *batch_out = batch;
-    SH_TRY(sh_net_create_owning(cfg, batch, o->train.seed, out));
+    *batch = o->train.batch;
+    if (!o->strong_scaling || replicas < 2) return SHOAL_OK;
+    if (!*batch) SH_TRY(sh_net_cfg_batch(o->train.cfg_path, batch));
+    if (*batch % replicas)
+        return SH_FAIL(SHOAL_ERR_INVALID, "--scaling strong: the global batch %d does not split into %d equal "
+                       "shares, one per replica; choose a batch divisible by %d (--batch)", *batch, replicas,
+                       replicas);
+    *batch /= replicas;
     return SHOAL_OK;
+}
+
+/* The whole net at batch images (0: the cfg's), for a role that trains or serves all of it. */
+static shoal_result whole_net(const sh_job_opts *o, int *batch, sh_net **out)
+{
+    if (!*batch) SH_TRY(sh_net_cfg_batch(o->train.cfg_path, batch));
+    return sh_net_load(o->train.cfg_path, *batch, o->train.seed, out);
 }
 
 static shoal_result train_alone(const sh_job_opts *o, sh_job_report *r);
@@ -181,49 +170,6 @@ static shoal_result train_alone(const sh_job_opts *o, sh_job_report *r)
     return rc;
 }
 
-/* Train with strategy st (borrowed) on net (taken). */
-static shoal_result train_with(const sh_train_opts *wo, sh_net *net, sh_strategy *st, sh_job_report *r)
-{
-    sh_train_opts o = *wo;
-    o.strategy = st;
-    sh_trainer *t = NULL;
-    shoal_result rc = sh_trainer_create_with_net(&o, net, &t);
-    if (rc == SHOAL_OK) rc = sh_trainer_run(t, &r->train);
-    sh_trainer_destroy(t);
-    return rc;
-}
-
-static shoal_result run_dp_rank(const sh_job_opts *o, shoal_comm *c, sh_job_report *r)
-{
-    int world = shoal_comm_world(c);
-    sh_train_opts wo = o->train;
-    wo.local_ranks = shoal_comm_local_world(c);
-    sh_net *net = NULL;
-    SH_TRY(build_net(o, world, &wo.batch, &net));
-    if (!o->strong_scaling && o->lr_linear) wo.lr_scale = (double)world;
-    /* Every rank keeps save_path: a checkpoint is a collective step (the ranks that split the
-     * optimizer's update first make its state whole), and only rank 0 writes the file. */
-    wo.job_logs = wo.logdir != NULL; /* every rank helps with the job-wide figures */
-    if (r->rank != 0) wo.logdir = NULL;
-    sh_dp_opts dopts = {o->bucket_mb, wo.batch};
-    sh_strategy *st = NULL;
-    shoal_result rc = sh_strategy_allreduce_create(c, &dopts, &st);
-    if (rc != SHOAL_OK) {
-        sh_net_destroy(net);
-        return rc;
-    }
-    sh_strategy_allreduce_compress(st, &o->codec, o->sfb, o->train.cfg_path);
-    rc = train_with(&wo, net, st, r);
-    if (rc == SHOAL_OK) {
-        sh_strategy_allreduce_profile(st, &r->dp_profile);
-        r->has_dp_profile = o->train.profile;
-        r->has_comm_stats = r->dp_profile.compressed;
-    }
-    r->reporter = rc == SHOAL_OK && r->rank == 0;
-    sh_strategy_destroy(st);
-    return rc;
-}
-
 /* What servers and workers agree on, from the model (its size, optimizer and schedule). */
 static sh_ps_config ps_config(const sh_job_opts *o, sh_net *net)
 {
@@ -250,8 +196,8 @@ static sh_ps_config ps_config(const sh_job_opts *o, sh_net *net)
 static shoal_result run_ps_server(const sh_job_opts *o, shoal_comm *c, sh_job_report *r)
 {
     sh_net *model = NULL;
-    int batch = 0;
-    SH_TRY(build_net(o, shoal_comm_world(c), &batch, &model));
+    int batch = o->train.batch;
+    SH_TRY(whole_net(o, &batch, &model));
     long log_ms = 5000;
     shoal_result rc = sh_env_long("SHOAL_PS_LOG_MS", &log_ms);
     /* --weights: the servers' shards start from the file (workers pull them) */
@@ -280,61 +226,97 @@ static shoal_result run_ps_server(const sh_job_opts *o, shoal_comm *c, sh_job_re
     return rc;
 }
 
-/* A strategy that compresses (comm_stats set): its figures into the report. */
-static void report_comm_stats(sh_strategy *st, shoal_result rc, sh_job_report *r)
+/* ---- the roles that train: each a row of hooks, run by run_trainer_role ---- */
+
+typedef struct {
+    sh_job_role role;
+    /* Replicas of the model the job's ranks form: under --scaling strong they split the global
+     * batch, under --lr-scaling linear they multiply the learning rate. 0: no scaling. */
+    int (*replicas)(const sh_job_opts *o, int world);
+    /* The strategy and the net at batch images a replica (0: the cfg's), compression set up. */
+    shoal_result (*create)(const sh_job_opts *o, shoal_comm *c, int batch, sh_strategy **st, sh_net **net);
+    void (*describe)(const sh_strategy *s, FILE *out); /* the layout lines rank 0 prints; NULL: none */
+    /* 1: ranks reach checkpoints on their own (parameter-server workers): only the lead
+     * writes the model, the others only their own state. 0: every rank takes part. */
+    int solo_checkpoints;
+    /* After training that went well: the role's figures into r; *reports (preset: job rank 0)
+     * says whether this rank's report is the job's. NULL: nothing to add. */
+    shoal_result (*finish)(const sh_job_opts *o, shoal_comm *c, sh_strategy *st, sh_job_report *r, int *reports);
+} trainer_role;
+
+static int all_ranks(const sh_job_opts *o, int world) { (void)o; return world; }
+static int no_scaling(const sh_job_opts *o, int world) { (void)o, (void)world; return 0; }
+static int tensor_width(const sh_job_opts *o) { return o->tensor_ranks > 1 ? o->tensor_ranks : 1; }
+static int pipe_replicas(const sh_job_opts *o, int world) { return world / (o->stages * tensor_width(o)); }
+static int tp_replicas(const sh_job_opts *o, int world) { return world / o->tensor_ranks; }
+
+static shoal_result dp_create(const sh_job_opts *o, shoal_comm *c, int batch, sh_strategy **st, sh_net **net)
 {
-    if (rc != SHOAL_OK || !st->comm_stats) return;
-    sh_dp_profile *pr = &r->dp_profile;
-    st->comm_stats(st, &pr->wire_nbytes, &pr->dense_nbytes, &pr->residual_norm);
-    pr->compressed = 1;
-    r->has_comm_stats = 1;
+    SH_TRY(whole_net(o, &batch, net));
+    sh_dp_opts dopts = {o->bucket_mb, batch};
+    SH_TRY(sh_strategy_allreduce_create(c, &dopts, st));
+    sh_strategy_allreduce_compress(*st, &o->codec, o->sfb, o->train.cfg_path);
+    return SHOAL_OK;
 }
 
-static shoal_result run_ps_worker(const sh_job_opts *o, shoal_comm *c, sh_job_report *r)
+static shoal_result dp_finish(const sh_job_opts *o, shoal_comm *c, sh_strategy *st, sh_job_report *r, int *reports)
 {
-    sh_train_opts wo = o->train;
-    wo.local_ranks = shoal_comm_local_world(c);
-    sh_net *net = NULL;
-    SH_TRY(build_net(o, shoal_comm_world(c), &wo.batch, &net));
-    sh_ps_config cfg = ps_config(o, net);
+    (void)c, (void)reports;
+    sh_strategy_allreduce_profile(st, &r->dp_profile);
+    r->has_dp_profile = o->train.profile;
+    r->has_comm_stats = r->dp_profile.compressed;
+    return SHOAL_OK;
+}
+
+static shoal_result ps_create(const sh_job_opts *o, shoal_comm *c, int batch, sh_strategy **st, sh_net **net)
+{
+    SH_TRY(whole_net(o, &batch, net));
+    sh_ps_config cfg = ps_config(o, *net);
     cfg.ranges = NULL; /* workers do not apply the optimizer */
     cfg.nranges = 0;
-    sh_strategy *st = NULL;
-    shoal_result rc = sh_strategy_ps_create(c, &cfg, &o->worker, &st);
-    if (rc != SHOAL_OK) {
-        sh_net_destroy(net);
-        return rc;
-    }
-    wo.job_logs = wo.logdir != NULL;
-    /* Worker 0 reports and writes the checkpoint. A worker whose compressed pushes keep
-     * error-feedback residuals writes them beside it at the same steps (PATH.worker<k>), on
-     * its own: workers never wait for each other, and the servers may drop one. */
-    if (st->rank != 0) {
-        if (!st->rank_state_get) wo.save_path = NULL;
-        wo.logdir = NULL;
-    }
-    rc = train_with(&wo, net, st, r);
-    report_comm_stats(st, rc, r);
-    int lead = 0; /* the lowest worker the servers did not drop reports */
-    if (rc == SHOAL_OK) rc = sh_strategy_ps_close(st, &lead);
-    r->reporter = rc == SHOAL_OK && lead;
-    sh_strategy_destroy(st);
-    return rc;
+    return sh_strategy_ps_create(c, &cfg, &o->worker, st);
+}
+
+/* Say goodbye to the servers: the lowest worker they did not drop reports. */
+static shoal_result ps_finish(const sh_job_opts *o, shoal_comm *c, sh_strategy *st, sh_job_report *r, int *reports)
+{
+    (void)o, (void)c, (void)r;
+    return sh_strategy_ps_close(st, reports);
+}
+
+/* --compress under a model-parallel layout: the codec of its data-parallel group (set before
+ * attach), or one line where the layout has no such group. */
+static void layout_compress(const sh_job_opts *o, shoal_comm *c, sh_strategy *st, int replicas, const char *flag)
+{
+    sh_mp_compress(st, &o->codec);
+    if (o->codec.codec != SHOAL_CODEC_NONE && replicas < 2 && shoal_comm_rank(c) == 0)
+        SH_LOG_W("train", "--compress: %s with one replica has no data-parallel group to compress; add ranks "
+                 "(-n) for replicas", flag);
+}
+
+static shoal_result pipe_create(const sh_job_opts *o, shoal_comm *c, int batch, sh_strategy **st, sh_net **net)
+{
+    sh_pipe_opts po = {o->train.cfg_path, o->stages, o->micro_batches ? o->micro_batches : o->stages, batch,
+                       o->train.seed};
+    SH_TRY(sh_strategy_pipeline_tp_create(c, &po, tensor_width(o), st, net));
+    layout_compress(o, c, *st, pipe_replicas(o, shoal_comm_world(c)), "--pipeline");
+    return SHOAL_OK;
 }
 
 /* Replica 0's stages' profiles, gathered to every rank (each rank's 8 figures). */
-static shoal_result gather_pipe_profile(shoal_comm *c, sh_strategy *st, int stages, int T, sh_job_report *r)
+static shoal_result pipe_finish(const sh_job_opts *o, shoal_comm *c, sh_strategy *st, sh_job_report *r, int *reports)
 {
+    (void)reports;
+    if (!o->train.profile) return SHOAL_OK;
     enum { NF = 8 };
-    int world = shoal_comm_world(c);
-    double mine[NF], *all = NULL;
+    int world = shoal_comm_world(c), T = tensor_width(o);
+    double *all = NULL;
     sh_pipe_profile p;
     sh_strategy_pipeline_profile(st, &p);
-    double v[NF] = {p.lo, p.hi, p.forward, p.backward, p.bubble, p.comm, p.step, p.stage};
-    memcpy(mine, v, sizeof mine);
+    double mine[NF] = {p.lo, p.hi, p.forward, p.backward, p.bubble, p.comm, p.step, p.stage};
     SH_TRY(sh_calloc((size_t)world * NF, sizeof *all, (void **)&all));
     shoal_result rc = shoal_allgather(c, mine, all, NF, SHOAL_FLOAT64);
-    int n = stages < SH_JOB_MAX_PROFILED_STAGES ? stages : SH_JOB_MAX_PROFILED_STAGES;
+    int n = o->stages < SH_JOB_MAX_PROFILED_STAGES ? o->stages : SH_JOB_MAX_PROFILED_STAGES;
     for (int k = 0; rc == SHOAL_OK && k < n; k++) { /* rank k T is replica 0's stage k */
         const double *a = all + (size_t)k * T * NF;
         sh_pipe_profile *q = &r->pipe_profile[k];
@@ -356,120 +338,87 @@ static shoal_result gather_pipe_profile(shoal_comm *c, sh_strategy *st, int stag
     return rc;
 }
 
-/* --compress under a model-parallel layout: the codec of its data-parallel group (set before
- * attach), or one line where the layout has no such group. */
-static void layout_compress(const sh_job_opts *o, sh_strategy *st, int replicas, const char *flag, int rank)
+static shoal_result tp_create(const sh_job_opts *o, shoal_comm *c, int batch, sh_strategy **st, sh_net **net)
 {
-    st->codec = o->codec;
-    if (o->codec.codec != SHOAL_CODEC_NONE && replicas < 2 && rank == 0)
-        SH_LOG_W("train", "--compress: %s with one replica has no data-parallel group to compress; add ranks "
-                 "(-n) for replicas", flag);
-}
-
-
-static shoal_result run_pipe_stage(const sh_job_opts *o, shoal_comm *c, sh_job_report *r)
-{
-    int T = o->tensor_ranks > 1 ? o->tensor_ranks : 1; /* --tensor-parallel T splits each stage */
-    int world = shoal_comm_world(c), replicas = world / (o->stages * T);
-    sh_train_opts wo = o->train;
-    wo.local_ranks = shoal_comm_local_world(c);
-    sh_pipe_opts po = {o->train.cfg_path, o->stages, o->micro_batches ? o->micro_batches : o->stages,
-                       o->train.batch, o->train.seed};
-    if (o->strong_scaling && replicas > 1) {
-        int batch = po.batch;
-        if (!batch) { /* the cfg's: read by the plan, so ask it through a one-replica view */
-            sh_net *probe = NULL;
-            SH_TRY(sh_net_load(o->train.cfg_path, 1, o->train.seed, &probe));
-            batch = sh_net_get_config(probe)->batch;
-            sh_net_destroy(probe);
-        }
-        if (batch % replicas)
-            return SH_FAIL(SHOAL_ERR_INVALID, "--scaling strong: the global batch %d does not split into %d "
-                           "replicas; choose a batch divisible by %d (--batch)", batch, replicas, replicas);
-        po.batch = batch / replicas;
-    }
-    if (!o->strong_scaling && o->lr_linear) wo.lr_scale = (double)replicas;
-    sh_strategy *st = NULL;
-    sh_net *net = NULL;
-    SH_TRY(sh_strategy_pipeline_tp_create(c, &po, T, &st, &net));
-    layout_compress(o, st, replicas, "--pipeline", r->rank);
-    if (r->rank == 0 && o->layout_out) {
-        sh_strategy_pipeline_describe(st, o->layout_out);
-        fflush(o->layout_out);
-    }
-    wo.job_logs = wo.logdir != NULL; /* every rank helps with the job-wide figures */
-    if (r->rank != 0) wo.logdir = NULL;
-    wo.batch = st->batch;
-    shoal_result rc = train_with(&wo, net, st, r);
-    report_comm_stats(st, rc, r);
-    if (rc == SHOAL_OK && o->train.profile) rc = gather_pipe_profile(c, st, o->stages, T, r);
-    r->reporter = rc == SHOAL_OK && r->rank == 0;
-    sh_strategy_destroy(st);
-    return rc;
-}
-
-static shoal_result run_tp_rank(const sh_job_opts *o, shoal_comm *c, sh_job_report *r)
-{
-    sh_train_opts wo = o->train;
-    wo.local_ranks = shoal_comm_local_world(c);
-    int replicas = shoal_comm_world(c) / o->tensor_ranks;
-    sh_tp_opts to = {o->train.cfg_path, o->tensor_ranks, o->train.batch, o->train.seed};
-    if (o->strong_scaling && replicas > 1) {
-        int batch = to.batch;
-        if (!batch) {
-            sh_net *probe = NULL;
-            SH_TRY(sh_net_load(o->train.cfg_path, 1, o->train.seed, &probe));
-            batch = sh_net_get_config(probe)->batch;
-            sh_net_destroy(probe);
-        }
-        if (batch % replicas)
-            return SH_FAIL(SHOAL_ERR_INVALID, "--scaling strong: the global batch %d does not split into %d "
-                           "replicas; choose a batch divisible by %d (--batch)", batch, replicas, replicas);
-        to.batch = batch / replicas;
-        wo.batch = to.batch;
-    }
-    if (!o->strong_scaling && o->lr_linear) wo.lr_scale = (double)replicas;
-    sh_strategy *st = NULL;
-    sh_net *net = NULL;
-    SH_TRY(sh_strategy_tensor_create(c, &to, &st, &net));
-    layout_compress(o, st, replicas, "--tensor-parallel", r->rank);
-    if (r->rank == 0 && o->layout_out) {
-        sh_strategy_tensor_describe(st, o->layout_out);
-        fflush(o->layout_out);
-    }
-    wo.job_logs = wo.logdir != NULL; /* every rank helps with the job-wide figures */
-    if (r->rank != 0) wo.logdir = NULL;
-    shoal_result rc = train_with(&wo, net, st, r);
-    report_comm_stats(st, rc, r);
-    r->reporter = rc == SHOAL_OK && r->rank == 0;
-    sh_strategy_destroy(st);
-    return rc;
+    sh_tp_opts to = {o->train.cfg_path, o->tensor_ranks, batch, o->train.seed};
+    SH_TRY(sh_strategy_tensor_create(c, &to, st, net));
+    layout_compress(o, c, *st, tp_replicas(o, shoal_comm_world(c)), "--tensor-parallel");
+    return SHOAL_OK;
 }
 
 /* Hybrid: the batch (train.batch or the cfg's) is the global one whatever the scaling. */
-static shoal_result run_hybrid_rank(const sh_job_opts *o, shoal_comm *c, sh_job_report *r)
+static shoal_result hybrid_create(const sh_job_opts *o, shoal_comm *c, int batch, sh_strategy **st, sh_net **net)
+{
+    sh_hybrid_opts ho = {o->train.cfg_path, o->hybrid, batch, o->train.seed};
+    SH_TRY(sh_strategy_hybrid_create(c, &ho, st, net));
+    sh_mp_compress(*st, &o->codec); /* the convolutional part's sums */
+    return SHOAL_OK;
+}
+
+static shoal_result hybrid_finish(const sh_job_opts *o, shoal_comm *c, sh_strategy *st, sh_job_report *r,
+                                  int *reports)
+{
+    (void)o, (void)c, (void)reports;
+    sh_strategy_hybrid_profile(st, &r->hybrid_profile);
+    r->has_hybrid_profile = 1;
+    return SHOAL_OK;
+}
+
+static const trainer_role trainer_roles[] = {
+    {SH_ROLE_DP_RANK, all_ranks, dp_create, NULL, 0, dp_finish},
+    {SH_ROLE_PS_WORKER, no_scaling, ps_create, NULL, 1, ps_finish},
+    {SH_ROLE_PIPE_STAGE, pipe_replicas, pipe_create, sh_strategy_pipeline_describe, 0, pipe_finish},
+    {SH_ROLE_TP_RANK, tp_replicas, tp_create, sh_strategy_tensor_describe, 0, NULL},
+    {SH_ROLE_HYBRID_RANK, no_scaling, hybrid_create, sh_strategy_hybrid_describe, 0, hybrid_finish},
+};
+
+/* A compressing strategy's figures (comm_stats) into the report. */
+static void report_comm_stats(const sh_strategy *st, sh_job_report *r)
+{
+    sh_dp_profile *pr = &r->dp_profile;
+    if (!st->ops->comm_stats || !st->ops->comm_stats(st, &pr->wire_nbytes, &pr->dense_nbytes, &pr->residual_norm))
+        return;
+    pr->compressed = 1;
+    r->has_comm_stats = 1;
+}
+
+/* Every training role, one way: the replica's batch, the learning rate's scaling, the strategy
+ * and its net, the layout lines, who logs and saves, training, the role's figures. */
+static shoal_result run_trainer_role(const trainer_role *tr, const sh_job_opts *o, shoal_comm *c, sh_job_report *r)
 {
     sh_train_opts wo = o->train;
     wo.local_ranks = shoal_comm_local_world(c);
-    sh_hybrid_opts ho = {o->train.cfg_path, o->hybrid, o->train.batch, o->train.seed};
+    int replicas = tr->replicas(o, shoal_comm_world(c)), batch = 0;
+    SH_TRY(replica_batch(o, replicas, &batch));
+    if (replicas > 0 && !o->strong_scaling && o->lr_linear) wo.lr_scale = (double)replicas;
     sh_strategy *st = NULL;
     sh_net *net = NULL;
-    SH_TRY(sh_strategy_hybrid_create(c, &ho, &st, &net));
-    st->codec = o->codec; /* the convolutional part's sums */
-    if (r->rank == 0 && o->layout_out) {
-        sh_strategy_hybrid_describe(st, o->layout_out);
+    shoal_result rc = tr->create(o, c, batch, &st, &net);
+    if (rc != SHOAL_OK) {
+        sh_net_destroy(net);
+        sh_strategy_destroy(st);
+        return rc;
+    }
+    if (r->rank == 0 && o->layout_out && tr->describe) {
+        tr->describe(st, o->layout_out);
         fflush(o->layout_out);
     }
-    wo.job_logs = wo.logdir != NULL; /* every rank helps with the job-wide figures */
-    if (r->rank != 0) wo.logdir = NULL;
-    wo.batch = st->batch;
-    shoal_result rc = train_with(&wo, net, st, r);
-    report_comm_stats(st, rc, r);
-    if (rc == SHOAL_OK) {
-        sh_strategy_hybrid_profile(st, &r->hybrid_profile);
-        r->has_hybrid_profile = 1;
+    /* Every rank helps with the job-wide figures; the lead alone writes TensorBoard. Where
+     * ranks save on their own, the others keep only their own state (PATH.worker<k>). */
+    wo.job_logs = wo.logdir != NULL;
+    if (st->job_rank != 0) {
+        wo.logdir = NULL;
+        if (tr->solo_checkpoints && !sh_strategy_rank_state_count(st)) wo.save_path = NULL;
     }
-    r->reporter = rc == SHOAL_OK && r->rank == 0;
+    wo.strategy = st;
+    sh_trainer *t = NULL;
+    rc = sh_trainer_create_with_net(&wo, net, &t); /* takes net */
+    if (rc == SHOAL_OK) rc = sh_trainer_run(t, &r->train);
+    sh_trainer_destroy(t);
+    int reports = r->rank == 0;
+    if (rc == SHOAL_OK) report_comm_stats(st, r);
+    if (rc == SHOAL_OK && tr->finish) rc = tr->finish(o, c, st, r, &reports);
+    r->reporter = rc == SHOAL_OK && reports;
     sh_strategy_destroy(st);
     return rc;
 }
@@ -542,15 +491,9 @@ static shoal_result same_job_layout(const sh_job_opts *o, shoal_comm *c)
 
 static shoal_result run_role(const sh_job_opts *o, shoal_comm *c, sh_job_report *r)
 {
-    switch (r->role) {
-    case SH_ROLE_DP_RANK: return run_dp_rank(o, c, r);
-    case SH_ROLE_PS_SERVER: return run_ps_server(o, c, r);
-    case SH_ROLE_PS_WORKER: return run_ps_worker(o, c, r);
-    case SH_ROLE_PIPE_STAGE: return run_pipe_stage(o, c, r);
-    case SH_ROLE_TP_RANK: return run_tp_rank(o, c, r);
-    case SH_ROLE_HYBRID_RANK: return run_hybrid_rank(o, c, r);
-    case SH_ROLE_ALONE: break;
-    }
+    if (r->role == SH_ROLE_PS_SERVER) return run_ps_server(o, c, r);
+    for (size_t i = 0; i < sizeof trainer_roles / sizeof trainer_roles[0]; i++)
+        if (trainer_roles[i].role == r->role) return run_trainer_role(&trainer_roles[i], o, c, r);
     return SH_FAIL(SHOAL_ERR_INTERNAL, "job: role %d has no runner", (int)r->role);
 }
 

@@ -1,11 +1,8 @@
 /* job.h — a training job as a library: where this process stands (alone, or one rank of a
- * job its launcher started), the layout that gives each rank a role (data-parallel rank,
- * parameter server, parameter-server worker), its strategy, batch and learning-rate
- * scaling, and the net built once and handed to the trainer.
- * Not here: flags, signals and printing (src/cli/cmd_train.c), starting the ranks (the
- * launcher), one step (step.c), the strategies themselves (strategy_*.c, ps/server.c).
- * Proved by tests/cli/test_train_dp.c, tests/cli/test_train_ps.c and
- * tests/train/test_api.c (through shoal_train_run). */
+ * job its launcher started), the layout that gives each rank its role, the batch and
+ * learning-rate scaling, and the report.
+ * Not here: flags, signals and printing (src/cli/cmd_train.c), the roles (job.c), the strategies.
+ * Proved by tests/cli/test_train_dp.c, test_train_ps.c and tests/train/test_api.c. */
 #ifndef SH_JOB_H
 #define SH_JOB_H
 
@@ -19,9 +16,8 @@
 #include "train/ps/worker.h"
 #include "train/trainer.h"
 
-/* How the ranks divide the work. A model-parallel layout (pipeline stages, tensor shards)
- * is one more value here, one more role below, and its case in job.c's plan_role and
- * run_role: the CLI and the public API do not change. */
+/* How the ranks divide the work. A new layout is one more value here, one more role below,
+ * its case in job.c's plan_role and its row in job.c's trainer_roles. */
 typedef enum {
     SH_LAYOUT_DATA_PARALLEL = 0, /* every rank a replica; gradients averaged (allreduce) */
     SH_LAYOUT_PARAM_SERVER,      /* the first nservers ranks serve, the others are workers */
@@ -112,7 +108,8 @@ shoal_result sh_job_run(const sh_job_opts *o, sh_job_report *r);
  * SHOAL_ERR_INVALID with one line otherwise. */
 shoal_result sh_job_check_compress(const sh_job_opts *o);
 
-/* "alone", "data-parallel rank", "server", "worker" */
+/* "alone", "data-parallel rank", "server", "worker", "pipeline stage", "tensor-parallel rank",
+ * "hybrid rank" */
 const char *sh_job_role_name(sh_job_role role);
 
 #endif

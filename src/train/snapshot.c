@@ -1,13 +1,8 @@
-/* snapshot.c — the checkpoint of a training run: meta, params, stats, optim and (recurrent
- * nets) every rank's rnn_state sections, every rank's residuals (rankstate) or, for
- * parameter-server workers, each one's own file beside it (PATH.worker<k>),
- * and the checks that refuse a checkpoint of another model before anything is overwritten;
- * where ranks hold parts of the model, the whole model from the parts for checkpoints and
- * Darknet's .weights, and each rank's part of a file's whole model (--resume, --weights).
- * Not here: the file formats (src/io/checkpoint.c, src/nn/darknet_weights.c), when to save
- * (trainer.c), which part a rank holds (the strategies' sh_model_part).
- * Proved by tests/train/test_snapshot.c; the residuals by tests/cli/test_train_compress.c;
- * the parts by tests/train/test_pipeline.c, test_tensor.c and test_hybrid.c. */
+/* snapshot.c — a run's checkpoint (meta, params, stats, optim, every rank's rnn_state), each
+ * rank's own state beside it (PATH.worker<k>), the whole model from the parts and back, and
+ * the checks that refuse another model's checkpoint before anything is overwritten.
+ * Not here: the file formats (src/io/checkpoint.c, nn/darknet_weights.c), when to save (trainer.c).
+ * Proved by tests/train/test_snapshot.c, test_pipeline.c (parts), tests/cli/test_train_compress.c. */
 #include "train/snapshot.h"
 
 #include <stdio.h>
@@ -20,6 +15,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "io/checkpoint.h"
+#include "nn/caffe/caffe.h"
 #include "nn/darknet_weights.h"
 #include "train/trainer_internal.h"
 
@@ -43,9 +39,10 @@ enum {
     META_WORLD,
     META_NSTATE,          /* recurrent state floats per rank; section "rnn_state" holds
                              world of them (0 in checkpoints of feed-forward nets) */
-    META_RANK_STATE,      /* floats of per-rank state (error-feedback residuals) a rank */
-    META_RANK_FILES,      /* floats of per-rank state each rank keeps in a file of its own,
-                             PATH.worker<rank> (parameter-server workers); 0: none */
+    META_RANK_STATE,      /* unused: older checkpoints held the ranks' residuals inside
+                             ("rankstate"); they are not read */
+    META_RANK_FILES,      /* floats of per-rank state (error-feedback residuals) each rank
+                             keeps in a file of its own, PATH.worker<rank>; 0: none */
     META_COUNT_V1 = 16,   /* version 1's section: slots up to META_WORLD */
     META_COUNT = 32       /* the rest are spare, zero */
 };
@@ -197,20 +194,16 @@ static shoal_result save_blocks(sh_trainer *t, const char *path, float *params, 
     meta[META_NOPTIM] = noptim;
     meta[META_WORLD] = (uint64_t)t->strategy->world;
     meta[META_NSTATE] = t->nstate;
-    meta[META_RANK_STATE] = t->rank_state ? t->rank_state_count : 0;
     meta[META_RANK_FILES] = t->rank_file_count;
 
     /* Empty blocks (no batch norm, plain SGD) are left out rather than written as 0 bytes;
      * meta's counts say which sections to expect. */
-    sh_ckpt_section secs[6];
+    sh_ckpt_section secs[5];
     int n = 0;
     secs[n++] = (sh_ckpt_section){"meta", meta, sizeof meta};
     if (t->nstate)
         secs[n++] = (sh_ckpt_section){"rnn_state", t->state_all,
                                       t->nstate * (size_t)t->strategy->world * sizeof(float)};
-    if (meta[META_RANK_STATE])
-        secs[n++] = (sh_ckpt_section){"rankstate", t->rank_state,
-                                      t->rank_state_count * (size_t)t->rank_state_world * sizeof(float)};
     secs[n++] = (sh_ckpt_section){"params", params, nparams * sizeof(float)};
     if (nstats) secs[n++] = (sh_ckpt_section){"stats", stats, nstats * sizeof(float)};
     if (noptim) secs[n++] = (sh_ckpt_section){"optim", optim, noptim * sizeof(float)};
@@ -257,24 +250,37 @@ static shoal_result whole_net_create(sh_trainer *t, sh_net **out)
     return SHOAL_OK;
 }
 
-shoal_result sh_snapshot_save_darknet(sh_trainer *t, const char *path, uint64_t seen)
+/* Darknet's .weights, or Caffe's .caffemodel when caffe. */
+static shoal_result save_foreign(sh_net *n, const char *path, uint64_t seen, int caffe)
+{
+    return caffe ? sh_caffe_weights_save(n, path) : sh_darknet_weights_save(n, path, seen);
+}
+
+static shoal_result save_whole_as(sh_trainer *t, const char *path, uint64_t seen, int caffe)
 {
     sh_strategy *s = t->strategy;
-    if (!s->part) return s->rank == 0 ? sh_darknet_weights_save(t->net, path, seen) : SHOAL_OK;
+    if (!s->part) return s->rank == 0 ? save_foreign(t->net, path, seen, caffe) : SHOAL_OK;
     whole_blocks w;
     sh_net *whole = NULL;
-    int writes = s->leads(s);
+    int writes = sh_strategy_leads(s);
     shoal_result rc = gather_whole(t, &w, 0);
     if (rc == SHOAL_OK && writes) rc = whole_net_create(t, &whole);
     if (rc == SHOAL_OK && writes) {
         memcpy(sh_net_params(whole), w.params, w.nparams * sizeof(float));
         if (w.nstats) memcpy(sh_net_stats(whole, NULL), w.stats, w.nstats * sizeof(float));
-        rc = sh_darknet_weights_save(whole, path, seen);
+        rc = save_foreign(whole, path, seen, caffe);
     }
     sh_net_destroy(whole);
     whole_free(&w);
     return rc;
 }
+
+shoal_result sh_snapshot_save_darknet(sh_trainer *t, const char *path, uint64_t seen)
+{
+    return save_whole_as(t, path, seen, 0);
+}
+
+shoal_result sh_snapshot_save_caffe(sh_trainer *t, const char *path) { return save_whole_as(t, path, 0, 1); }
 
 shoal_result sh_snapshot_load_start_weights(sh_trainer *t, const char *path)
 {
@@ -394,7 +400,7 @@ shoal_result sh_snapshot_restore(sh_trainer *t, const char *path, const sh_snaps
                        "checkpoint %s holds the recurrent state of %" PRIu64 " rank(s) x %" PRIu64
                        " values, this run needs %d x %zu; resume with the same -n and --batch",
                        path, meta[META_WORLD], meta[META_NSTATE], t->strategy->world, t->nstate);
-    sh_ckpt_section secs[5];
+    sh_ckpt_section secs[4];
     int n = 0;
     secs[n++] = (sh_ckpt_section){"params", t->params, t->nparams * sizeof(float)};
     if (nstats) secs[n++] = (sh_ckpt_section){"stats", stats, nstats * sizeof(float)};
@@ -402,21 +408,6 @@ shoal_result sh_snapshot_restore(sh_trainer *t, const char *path, const sh_snaps
     if (t->nstate)
         secs[n++] = (sh_ckpt_section){"rnn_state", t->state_all,
                                       t->nstate * (size_t)t->strategy->world * sizeof(float)};
-    /* every rank's residuals; the strategy takes this rank's after attach */
-    uint64_t per = meta[META_RANK_STATE], world = meta[META_WORLD];
-    /* a rank's residuals are at most a value per parameter and lowrank's Qs (fewer again) */
-    if (per && (!world || world > 1u << 20 || per > 2 * (uint64_t)t->nparams + 1024))
-        return SH_FAIL(SHOAL_ERR_FORMAT, "checkpoint %s: %" PRIu64 " residual values for each of %" PRIu64
-                       " ranks do not fit a model of %zu parameters; the file is damaged",
-                       path, per, world, t->nparams);
-    if (per) {
-        free(t->rank_state);
-        t->rank_state = malloc((size_t)(per * world) * sizeof(float));
-        if (!t->rank_state) return SH_FAIL(SHOAL_ERR_NOMEM, "checkpoint %s: out of memory for the residuals", path);
-        t->rank_state_count = (size_t)per;
-        t->rank_state_world = (int)world;
-        secs[n++] = (sh_ckpt_section){"rankstate", t->rank_state, (size_t)(per * world) * sizeof(float)};
-    }
     SH_TRY(sh_ckpt_load(path, secs, n));
     if (t->nstate)
         memcpy(sh_net_state(t->net, NULL), t->state_all + (size_t)t->strategy->rank * t->nstate,
@@ -438,27 +429,22 @@ static void rank_file_path(const char *path, int rank, char *out, size_t cap)
     snprintf(out, cap, "%s.worker%d", path, rank);
 }
 
-/* The rank files' numbering: the job's rank and size under a model-parallel layout (each
- * rank of a replica keeps its own state), else the strategy's. */
-static int file_rank(const sh_strategy *s) { return s->file_world > 0 ? s->file_rank : s->rank; }
-static int file_world(const sh_strategy *s) { return s->file_world > 0 ? s->file_world : s->world; }
-
 shoal_result sh_snapshot_save_rank_file(sh_trainer *t, const char *path)
 {
     sh_strategy *s = t->strategy;
-    size_t count = s->rank_state_count(s);
+    size_t count = sh_strategy_rank_state_count(s);
     t->rank_file_count = count;
     if (!count) return SHOAL_OK;
     char file[4096];
-    rank_file_path(path, file_rank(s), file, sizeof file);
+    rank_file_path(path, s->job_rank, file, sizeof file);
     float *mine = NULL;
     SH_TRY(sh_calloc(count, sizeof(float), (void **)&mine));
-    s->rank_state_get(s, mine);
+    s->ops->rank_state_get(s, mine);
     uint64_t meta[RANK_SLOTS] = {0};
     meta[RANK_VERSION] = 1;
     meta[RANK_CFG_HASH] = sh_net_cfg_hash(t->net);
-    meta[RANK_WORLD] = (uint64_t)file_world(s);
-    meta[RANK_RANK] = (uint64_t)file_rank(s);
+    meta[RANK_WORLD] = (uint64_t)s->job_world;
+    meta[RANK_RANK] = (uint64_t)s->job_rank;
     meta[RANK_COUNT] = count;
     meta[RANK_STEPS_DONE] = (uint64_t)t->steps_done;
     sh_ckpt_section secs[2] = {{"rankmeta", meta, sizeof meta}, {"rankstate", mine, count * sizeof(float)}};
@@ -474,12 +460,13 @@ static shoal_result read_rank_file(sh_trainer *t, const char *path, const uint64
 {
     sh_strategy *s = t->strategy;
     char file[4096];
-    int me = file_rank(s), all = file_world(s);
+    int me = s->job_rank, all = s->job_world;
+    const char *who = sh_strategy_rank_noun(s);
     rank_file_path(path, me, file, sizeof file);
     *fits = 0;
     if (access(file, F_OK) != 0) {
-        SH_LOG_W("train", "worker %d: %s is missing: this worker's error-feedback residuals start from zero",
-                 me, file);
+        SH_LOG_W("train", "%s %d: %s is missing: this %s's error-feedback residuals start from zero", who, me, file,
+                 who);
         return SHOAL_OK;
     }
     uint64_t meta[RANK_SLOTS];
@@ -488,10 +475,10 @@ static shoal_result read_rank_file(sh_trainer *t, const char *path, const uint64
     if (meta[RANK_VERSION] != 1 || meta[RANK_CFG_HASH] != ck[META_CFG_HASH] ||
         meta[RANK_WORLD] != (uint64_t)all || meta[RANK_RANK] != (uint64_t)me ||
         meta[RANK_COUNT] != count || meta[RANK_STEPS_DONE] != ck[META_STEPS_DONE]) {
-        SH_LOG_W("train", "worker %d: %s holds worker %" PRIu64 " of %" PRIu64 "'s %" PRIu64 " residual values at "
-                 "step %" PRIu64 ", the checkpoint is worker %d of %d's %zu at step %" PRIu64 ": this worker's "
-                 "error-feedback residuals start from zero", me, file, meta[RANK_RANK], meta[RANK_WORLD],
-                 meta[RANK_COUNT], meta[RANK_STEPS_DONE], me, all, count, ck[META_STEPS_DONE]);
+        SH_LOG_W("train", "%s %d: %s holds %s %" PRIu64 " of %" PRIu64 "'s %" PRIu64 " residual values at "
+                 "step %" PRIu64 ", the checkpoint is %s %d of %d's %zu at step %" PRIu64 ": this %s's "
+                 "error-feedback residuals start from zero", who, me, file, who, meta[RANK_RANK], meta[RANK_WORLD],
+                 meta[RANK_COUNT], meta[RANK_STEPS_DONE], who, me, all, count, ck[META_STEPS_DONE], who);
         return SHOAL_OK;
     }
     SH_TRY(sh_ckpt_load(file, secs, 2));
@@ -503,33 +490,34 @@ shoal_result sh_snapshot_restore_rank_file(sh_trainer *t, const char *path, cons
 {
     const uint64_t *ck = m->v;
     sh_strategy *s = t->strategy;
-    size_t count = s->rank_state_count(s);
+    size_t count = sh_strategy_rank_state_count(s);
     uint64_t per = ck[META_RANK_FILES], world = ck[META_WORLD];
+    const char *who = sh_strategy_rank_noun(s);
     if (!count) return SHOAL_OK;
-    /* What concerns every rank alike, rank 0 says once. */
-    /* Under a model-parallel layout the ranks keep different amounts (a stage, a share):
-     * per is the lead's, and each rank's own file says whether it fits. */
-    int parts = s->file_world > 0;
-    if (!per || world != (uint64_t)s->world || (!parts && per != count)) {
-        s->rank_state_set(s, NULL);
+    /* What concerns every rank alike, rank 0 says once. Where ranks hold parts of the model
+     * they keep different amounts (a stage, a share): per is the lead's, and each rank's own
+     * file says whether it fits. */
+    if (!per || world != (uint64_t)s->world || (!s->part && per != count)) {
+        s->ops->rank_state_set(s, NULL);
         if (s->rank != 0) return SHOAL_OK;
         if (!per)
-            SH_LOG_W("train", "the checkpoint holds no error-feedback residuals of the workers (saved without "
-                     "--compress 1bit or topk, or by a shoal that did not keep them); they start from zero");
+            SH_LOG_W("train", "the checkpoint holds no error-feedback residuals of the %ss (saved without a "
+                     "--compress that keeps them, or by a shoal that kept them inside it); they start from zero",
+                     who);
         else if (world != (uint64_t)s->world)
-            SH_LOG_W("train", "the checkpoint's error-feedback residuals are for %" PRIu64 " workers, this run "
-                     "has %d: they start from zero", world, s->world);
+            SH_LOG_W("train", "the checkpoint's error-feedback residuals are for %" PRIu64 " %ss, this run "
+                     "has %d: they start from zero", world, who, s->world);
         else
-            SH_LOG_W("train", "the checkpoint's error-feedback residuals (%" PRIu64 " values a worker) do not fit "
+            SH_LOG_W("train", "the checkpoint's error-feedback residuals (%" PRIu64 " values a %s) do not fit "
                      "this run's compression (%zu): they start from zero; resume with the same --compress",
-                     per, count);
+                     per, who, count);
         return SHOAL_OK;
     }
     float *mine = NULL;
     int fits = 0;
     SH_TRY(sh_calloc(count, sizeof(float), (void **)&mine));
     shoal_result rc = read_rank_file(t, path, ck, mine, count, &fits);
-    if (rc == SHOAL_OK) s->rank_state_set(s, fits ? mine : NULL);
+    if (rc == SHOAL_OK) s->ops->rank_state_set(s, fits ? mine : NULL);
     free(mine);
     return rc;
 }
@@ -537,6 +525,7 @@ shoal_result sh_snapshot_restore_rank_file(sh_trainer *t, const char *path, cons
 shoal_result sh_snapshot_load_weights(sh_net *net, const char *path)
 {
     if (sh_darknet_weights_is_path(path)) return sh_darknet_weights_load(net, path, NULL);
+    if (sh_caffe_is_model_path(path)) return sh_caffe_weights_load(net, path);
     uint64_t meta[META_COUNT];
     SH_TRY(read_meta(path, meta));
     SH_TRY(check_model(path, meta, net));

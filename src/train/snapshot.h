@@ -1,12 +1,8 @@
-/* snapshot.h — what a training checkpoint holds and how it is restored: sections "meta"
- * (format version, cfg hash, step, loader position, seed, dropout RNG, sizes), "params",
- * "stats" (batch-norm running values), "optim" (momentum, moments), for recurrent nets
- * "rnn_state" (every rank's carried hidden state), and "rankstate" (every rank's own state,
- * rank after rank: the error-feedback residuals of --compress). A strategy whose ranks need
- * not meet at a checkpoint (parameter-server workers) keeps each rank's state in a file of
- * its own instead, PATH.worker<rank> ("rankmeta": rank, ranks, step; "rankstate").
+/* snapshot.h — what a training checkpoint holds and how it is restored: "meta", "params",
+ * "stats", "optim", "rnn_state" (every rank's), and each rank's own state (the residuals of
+ * --compress) in a file beside it, PATH.worker<rank> ("rankmeta", "rankstate").
  * Not here: the file format, atomic writing and checksums (src/io/checkpoint.c).
- * Proved by tests/train/test_snapshot.c. */
+ * Proved by tests/train/test_snapshot.c and tests/cli/test_train_compress.c (the rank files). */
 #ifndef SH_SNAPSHOT_H
 #define SH_SNAPSHOT_H
 
@@ -43,9 +39,9 @@ shoal_result sh_snapshot_save_weights(sh_net *net, const char *path);
  * sh_snapshot_read_meta, so that training continues bit for bit. A checkpoint of another
  * model (cfg hash, parameter count) or batch size is refused, naming both. */
 shoal_result sh_snapshot_restore(sh_trainer *t, const char *path, const sh_snapshot_meta *m);
-/* For a strategy with rank_state_get: this rank's state to PATH.worker<rank> (atomic,
- * checksummed) and its size for the checkpoint's meta, which rank 0 writes after. Every
- * rank, no communication. */
+/* The strategy's per-rank state (strategy.h, rank_state_count) to PATH.worker<job_rank>
+ * (atomic, checksummed; nothing when it keeps none) and its size for the checkpoint's meta,
+ * which the writer writes after. Every rank, no communication. */
 shoal_result sh_snapshot_save_rank_file(sh_trainer *t, const char *path);
 /* After attach, on resume from path (whose meta is m): the strategy gets this rank's state
  * from PATH.worker<rank> when the checkpoint's run had as many ranks, the same state size,
@@ -58,12 +54,15 @@ shoal_result sh_snapshot_restore_rank_file(sh_trainer *t, const char *path, cons
  * every rank (collective, like sh_snapshot_save_whole) and the lead writes it: the file is
  * the one a process holding the same whole model writes. seen: images trained on. */
 shoal_result sh_snapshot_save_darknet(sh_trainer *t, const char *path, uint64_t seen);
+/* The same as Caffe's .caffemodel (nn/caffe/caffe.h), for a model read from a .prototxt. */
+shoal_result sh_snapshot_save_caffe(sh_trainer *t, const char *path);
 /* `train --weights`: sh_snapshot_load_weights into the trainer's net, or, where its ranks
  * hold parts of the model, into the whole model built from the cfg, of which this rank keeps
  * its part (every rank reads the file; no communication). */
 shoal_result sh_snapshot_load_start_weights(sh_trainer *t, const char *path);
 /* Only the weights and statistics, for `shoal test`, `time` and `train --weights` (any batch
- * size). A path ending in ".weights" is read as Darknet's format (nn/darknet_weights.h). */
+ * size). A path ending in ".weights" is read as Darknet's format (nn/darknet_weights.h), one in
+ * ".caffemodel" as Caffe's (nn/caffe/caffe.h). */
 shoal_result sh_snapshot_load_weights(sh_net *net, const char *path);
 
 #endif

@@ -1,8 +1,7 @@
 /* step.c — one training step, top to bottom: the page to read first.
- * Not here: what the strategy does with gradients (strategy_*.c), the layers (src/nn),
- * epochs, logging and checkpoints (trainer.c).
- * Proved by tests/train/test_trainer.c (loss falls, runs are bitwise repeatable); its
- * timeline events by tests/cli/test_timeline.c. */
+ * Not here: what the strategy does with gradients (strategy.h; dp/, ps/, mp/), the layers
+ * (src/nn), epochs, logging and checkpoints (trainer.c).
+ * Proved by tests/train/test_trainer.c (loss falls, runs repeat bit for bit), tests/cli/test_timeline.c. */
 #include "base/err.h"
 #include "base/trace.h"
 #include "base/util.h"

@@ -1,8 +1,8 @@
-/* strategy.h — how a training step shares its work with other ranks: a small table of
- * hooks (attach, begin, grad_ready, finish) that the step calls in a fixed order.
- * Not here: the step itself (step.c); the single-process strategy is strategy_local.c,
- * data-parallel and parameter-server strategies plug into the same table.
- * Proved by tests/train/test_trainer.c (local); other strategies by their own tests. */
+/* strategy.h — the contract between a training run and the six ways it shares work with
+ * other ranks: local (strategy.c), allreduce (dp/), the parameter-server worker (ps/),
+ * pipeline, tensor and hybrid (mp/). Every hook sits in one table, NULL where absent.
+ * Not here: the step (step.c), the run loop and its save/stop agreement (trainer.c, agree.c).
+ * Proved by tests/train/test_trainer.c (local) and each strategy's own test. */
 #ifndef SH_STRATEGY_H
 #define SH_STRATEGY_H
 
@@ -26,121 +26,106 @@ typedef struct {
 } sh_step_comm;
 
 typedef struct {
-    const char *name; /* "local", "allreduce", ... for logs */
+    const char *name;      /* "local", "allreduce", ... for logs */
+    const char *rank_noun; /* what messages call one of its ranks ("worker"); NULL: "rank" */
+
+    /* ---- Required: the step (step.c) calls them in this order ---- */
     /* Once, after the network is built or restored from a checkpoint: e.g. make every rank
      * start from rank 0's parameters. */
     shoal_result (*attach)(sh_strategy *s, sh_net *net);
-    /* Before step `step` (0-based, counted over the whole training) reads its batch and
-     * runs forward: a parameter-server worker pulls fresh weights here. */
+    /* Before step `step` (0-based, over the whole training) reads its batch: a
+     * parameter-server worker pulls fresh weights here. */
     shoal_result (*begin)(sh_strategy *s, int64_t step);
-    /* Backward's sh_grad_ready_fn: ctx is the sh_strategy. Layer `layer`'s gradients, slice
-     * [offset, offset + count) of the gradient block, are final. Cannot fail here: a
-     * strategy records its error and returns it from finish. */
-    void (*grad_ready)(void *ctx, int layer, size_t offset, size_t count);
     /* After backward: returns when the gradient block holds the gradients the optimizer
-     * must apply (averaged over ranks for data parallelism). */
+     * must apply (averaged over ranks for data parallelism), or the update is applied. */
     shoal_result (*finish)(sh_strategy *s);
     void (*destroy)(sh_strategy *s); /* NULL strategy is never passed */
-    /* Optional (NULL: evaluation is not split): v[i] = sum of v[i] over the ranks, so each
-     * rank evaluates its shard of the test set and the counts are combined. */
-    shoal_result (*sum)(sh_strategy *s, double *v, int n);
-    /* Optional (NULL: the step runs the net itself): forward, loss and (training = 1)
-     * backward of this rank's batch x (n, C, H, W) with labels y (n) through the strategy,
-     * leaving the gradients for finish: a pipeline runs its stage of every micro-batch.
-     * *loss: the batch's mean loss; *correct: its argmax hits. Evaluation uses it too. */
+
+    /* ---- Optional: NULL says what absence means ---- */
+    /* Backward's sh_grad_ready_fn (ctx: the strategy): layer `layer`'s gradients, slice
+     * [offset, offset + count) of the gradient block, are final. Cannot fail: a strategy
+     * records its error and returns it from finish. NULL: nothing starts during backward. */
+    void (*grad_ready)(void *ctx, int layer, size_t offset, size_t count);
+    /* Forward, loss and (training = 1) backward of this rank's batch x (n, C, H, W), labels
+     * y (n), leaving the gradients for finish; *loss the batch's mean, *correct its argmax
+     * hits. Evaluation calls it for every test batch on every rank, n = 0 included (the test
+     * set left this rank nothing: a pass collective over ranks reading different shards
+     * still takes part). NULL: the step runs the net itself. */
     shoal_result (*pass)(sh_strategy *s, const float *x, const int32_t *y, int n, int training,
                          float *loss, int *correct);
+    /* v[i] = sum of v[i] over the ranks (collective): each rank evaluates its shard of the
+     * test set, and the ranks agree on saving and stopping (agree.c). NULL: neither. */
+    shoal_result (*sum)(sh_strategy *s, double *v, int n);
+    /* 1 while this rank prints progress and reports. NULL: rank 0 leads. Set by a strategy
+     * that decides it (a parameter-server worker leads once the servers dropped every lower
+     * one); every rank then keeps a progress line, the lead's shows. */
+    int (*leads)(const sh_strategy *s);
+    /* Before a checkpoint, on every rank (collective): make the state the checkpoint writes
+     * whole (a split update keeps each block's optimizer state on the rank that steps it).
+     * NULL: nothing to do. */
+    shoal_result (*sync_state)(sh_strategy *s);
+
+    /* Deferred exchange (agree.c). can_defer: 1 when finish may leave the step's last
+     * exchanges in flight once the run loop sets may_defer, each completed (its update
+     * applied) by the next forward before the layer it holds (sh_net_set_before_forward).
+     * drain completes them all; the run loop calls it before anything else reads weights or
+     * gradients. sum_start is sum without waiting, queued behind those exchanges; the caller
+     * shoal_waits *req before reading v. NULL can_defer: finish always ends the exchange. */
+    int (*can_defer)(const sh_strategy *s);
+    shoal_result (*drain)(sh_strategy *s);
+    shoal_result (*sum_start)(sh_strategy *s, double *v, int n, shoal_request **req);
+
+    /* Per-rank state a checkpoint keeps (error-feedback residuals): each rank writes its own
+     * to a file beside the checkpoint, with no communication (snapshot.c), so ranks that
+     * never meet (parameter-server workers) keep it too. count: floats this rank keeps (0:
+     * none this run). get copies them out; set, after attach on resume, copies them in as
+     * saved, or starts them from zero when in is NULL. NULL count: none ever. */
+    size_t (*rank_state_count)(const sh_strategy *s);
+    void (*rank_state_get)(sh_strategy *s, float *out);
+    void (*rank_state_set)(sh_strategy *s, const float *in);
+
+    /* Figures after a step, for TensorBoard and the report. NULL: none of that kind.
+     * step_comm: what the last step's communication did. comm_stats: 1 when compressed
+     * this run, with the bytes this rank sent per step by the algorithms' count, what
+     * float32 would have sent and the error-feedback residuals' norm; 0 otherwise.
+     * grad_sq_part: this rank's share of the averaged gradient's squared norm, the shares
+     * summing to the whole over the ranks, kept while grad_sq_wanted (NULL: rank 0's
+     * gradient block holds the whole averaged gradient). */
+    void (*step_comm)(const sh_strategy *s, sh_step_comm *out);
+    int (*comm_stats)(const sh_strategy *s, double *wire_nbytes, double *dense_nbytes, double *residual_norm);
+    double (*grad_sq_part)(const sh_strategy *s);
 } sh_strategy_ops;
 
 struct sh_strategy {
     const sh_strategy_ops *ops;
-    int rank, world; /* this rank's part of every global batch; rank 0 logs and saves */
-    int applies_update; /* 1: the strategy updates the parameters itself (parameter servers
-                           apply the optimizer); the step then skips the local optimizer */
-    void *impl;      /* the strategy's own state */
-    int batch;       /* > 0: images per step this rank takes (a pipeline's net is built for a
-                        micro-batch); 0: the net's batch */
-    /* Set by the trainer before attach, for a strategy that applies the update itself:
-     * the trainer's optimizer and schedule (borrowed). */
+    void *impl;                 /* the strategy's own state */
+    /* Set by its create. */
+    int rank, world;            /* this rank's part of every global batch; rank 0 saves */
+    int job_rank, job_world;    /* how the job names this rank: fault drills (before_step)
+                                   and its own checkpoint file; a layout whose `rank` is a
+                                   replica gives the job's, a parameter-server worker its
+                                   index among the workers */
+    int batch;                  /* > 0: images per step this rank takes (a pipeline's net is
+                                   built for a micro-batch); 0: the net's batch */
+    /* Where ranks each hold a part of the model (model parallelism); NULL: every rank holds
+     * the whole. Checkpoints hold the whole model whatever the layout (snapshot.c): the parts
+     * are summed into it (sum_floats) and the lead writes it; on resume every rank reads the
+     * file and keeps its part. Such a strategy always has other ranks, whatever world says. */
+    const struct sh_model_part *part;
+    /* Set by attach: 1 when the strategy updates the parameters itself (servers, an update
+     * riding on the exchange, shares stepping in backward); the step then skips its own. */
+    int applies_update;
+    /* Set by the trainer before attach: its optimizer and schedule (borrowed), and whether
+     * this job logs the gradient norm (grad_sq_part). */
     sh_optim *opt;
     const sh_lr_policy *lr;
-    /* A strategy that steps inside backward (update hooks on the kernel threads: their
-     * summed ns) and in finish adds its time here; --profile counts it as the optimizer's,
-     * not backward's or the wait's (trainer.c). */
-    uint64_t update_in_backward_ns, update_in_finish_ns;
-    /* Optional (NULL: nothing to do), called on every rank before a checkpoint is written:
-     * make rank 0's optimizer state whole (a strategy that splits the update keeps each
-     * block's state current only on the rank that updates it). */
-    shoal_result (*sync_state)(sh_strategy *s);
-    /* Optional (NULL: rank 0 leads): 1 while this rank is the one that prints progress and
-     * reports; a parameter-server worker leads once the servers dropped every lower one. */
-    int (*leads)(const sh_strategy *s);
-    /* Optional (NULL: no communication): what the last step's communication did. */
-    void (*step_comm)(const sh_strategy *s, sh_step_comm *out);
-    /* Optional (NULL: none): state each rank keeps for itself that a checkpoint must hold
-     * per rank (error-feedback residuals). rank_state_gather is called on every rank before
-     * a checkpoint (collective): rank 0 gets *all, world x *count floats (malloc'd, the
-     * caller frees), the others NULL. rank_state_restore after attach, on resume: all holds
-     * saved_world x count floats as saved (count 0: the checkpoint has none); a rank takes
-     * its own when world and count match, else starts from zero and says so once. */
-    shoal_result (*rank_state_gather)(sh_strategy *s, float **all, size_t *count);
-    void (*rank_state_restore)(sh_strategy *s, const float *all, size_t count, int saved_world);
-    /* Optional, instead of the two above (set these or those): per-rank state for a strategy
-     * whose ranks need not meet at a checkpoint (parameter-server workers run at their own
-     * pace, and the servers may drop one, so a gather could wait on a rank that never comes).
-     * Each rank writes its own state to a file beside the checkpoint, PATH.worker<rank>, with
-     * no communication (snapshot.c). rank_state_count: floats this rank keeps (0: none).
-     * rank_state_get copies them into out; rank_state_set, after attach on resume, copies
-     * them from in as this rank saved them, or starts them from zero when in is NULL (the
-     * caller says why). */
-    size_t (*rank_state_count)(const sh_strategy *s);
-    void (*rank_state_get)(sh_strategy *s, float *out);
-    void (*rank_state_set)(sh_strategy *s, const float *in);
-    /* Optional (NULL: nothing to report): after a step, the bytes this rank sent by the
-     * algorithms' count, what float32 would have sent, the error-feedback residuals' norm. */
-    void (*comm_stats)(const sh_strategy *s, double *wire_nbytes, double *dense_nbytes, double *residual_norm);
-    /* Optional (NULL: rank 0's gradient block holds the whole averaged gradient after a
-     * step): this rank's share of the averaged gradient's squared norm, the shares summing
-     * to the whole over the ranks (a strategy that updates in blocks leaves each rank only
-     * its block reduced). Kept only while grad_sq_wanted, which the trainer sets on every
-     * rank of a job that logs to TensorBoard. */
-    double (*grad_sq_part)(const sh_strategy *s);
     int grad_sq_wanted;
-    /* Set by a strategy whose ranks each hold a part of the model (pipeline stages); NULL:
-     * every rank holds the whole. Checkpoints hold the whole model whatever the layout
-     * (snapshot.c): the parts are summed into it (sum_floats) and the lead writes it; on
-     * resume every rank reads the file and keeps its part. */
-    const struct sh_model_part *part;
-    /* The rank the trainer's before_step hook is told (fault drills name it): the job's
-     * rank where it differs from `rank` (a pipeline stage's, whose `rank` is its replica);
-     * valid when has_drill_rank. */
-    int has_drill_rank, drill_rank;
-    /* Optional (NULL: finish always ends the step's communication). Set by the trainer's
-     * run loop only (direct sh_train_step callers keep finish complete): may_defer lets
-     * finish return with the step's last gradient exchanges still in flight, each completed
-     * (update applied) by the next forward before the layer whose parameters it holds
-     * (sh_net_set_before_forward), so that forward overlaps the tail of the exchange.
-     * drain completes them all: the trainer calls it before anything else reads the weights
-     * or gradients (evaluation, checkpoints, TensorBoard, the divergence scan, the end).
-     * sum_start is ops->sum without waiting, for the stop/save agreement after such a step
-     * (queued behind the exchanges; the caller shoal_waits *req before reading v). */
+    /* Set by the run loop only (agree.c; direct sh_train_step callers keep it 0): finish
+     * may leave exchanges in flight (can_defer). */
     int may_defer;
-    shoal_result (*drain)(sh_strategy *s);
-    shoal_result (*sum_start)(sh_strategy *s, double *v, int n, shoal_request **req);
-    int many_ranks; /* 1: other ranks run this same training although world is 1 (pipeline
-                       stages, tensor shares): stop and save requests are agreed (sum) */
-    int pass_takes_empty; /* 1: evaluation calls pass on every rank for every test batch, also
-                             with n = 0 (the test set's last batch left this rank nothing):
-                             a pass that is collective over ranks holding shares (hybrid) */
-    /* Model-parallel layouts: codec (job.c sets it before attach) compresses the gradients
-     * their data-parallel group exchanges (pipeline and tensor replicas, a hybrid's
-     * convolutional part). With it, gx is the exchange (dp/compress.h, owned), gx_lr the
-     * step's rate when the exchange applies the update, and file_rank of file_world (the
-     * job's rank and size) number the files that keep each rank's residuals. */
-    shoal_codec_opts codec;
-    struct sh_gradx *gx;
-    float gx_lr;
-    int file_rank, file_world;
+    /* A strategy that steps inside backward (update hooks on the kernel threads: their
+     * summed ns) and in finish adds its time here; --profile counts it as the optimizer's. */
+    uint64_t update_in_backward_ns, update_in_finish_ns;
 };
 
 typedef struct sh_model_part {
@@ -157,6 +142,21 @@ typedef struct sh_model_part {
     void (*put)(sh_strategy *s, const float *mine, float *whole);
     void (*take)(sh_strategy *s, const float *whole, float *mine);
 } sh_model_part;
+
+/* ---- What the trainer asks (strategy.c) ---- */
+/* 1 while this rank prints and reports (leads, or rank 0). */
+int sh_strategy_leads(const sh_strategy *s);
+/* 1 on the rank that writes the checkpoint file: the lead where ranks hold parts of the
+ * model, else rank 0. */
+int sh_strategy_writes(const sh_strategy *s);
+/* 1 when each rank evaluates its shard of the test set and the ranks sum the figures. */
+int sh_strategy_splits_eval(const sh_strategy *s);
+/* 1 when other ranks run this training and can sum: they agree on saving and stopping. */
+int sh_strategy_agrees(const sh_strategy *s);
+/* Floats of per-rank state this rank keeps for checkpoints (0: none). */
+size_t sh_strategy_rank_state_count(const sh_strategy *s);
+/* "rank", or the strategy's rank_noun. */
+const char *sh_strategy_rank_noun(const sh_strategy *s);
 
 /* The single-process strategy: every hook does nothing. */
 shoal_result sh_strategy_local_create(sh_strategy **out);

@@ -1,9 +1,9 @@
 /* timeline.c — the Chrome trace of a run: clock alignment against rank 0, each rank's
  * events as JSON in rank 0's clock, gathered by rank 0 into one file.
  * Not here: recording (base/trace.c and the recording points), flags (cmd_train.c).
- * Proved by tests/cli/test_timeline.c.
- *
- * Clock alignment (NTP's idea, Cristian's algorithm): rank r sends rank 0 a ping at t0 of
+ * Proved by tests/cli/test_timeline.c. */
+
+/* Clock alignment (NTP's idea, Cristian's algorithm): rank r sends rank 0 a ping at t0 of
  * its clock, rank 0 answers with T of its clock, r reads t1 (both legs are broadcasts, see
  * align_clocks). If the answer took half the
  * round trip, T happened at (t0 + t1) / 2 of r's clock, so offset = T - (t0 + t1) / 2 and

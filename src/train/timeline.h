@@ -1,9 +1,7 @@
-/* timeline.h — `shoal train --timeline FILE.json`: every rank records what it does (the
- * recorder in base/trace.h), clocks are aligned to rank 0's, and rank 0 writes one Chrome
- * trace (the JSON trace-event format chrome://tracing and Perfetto open) with a process per
- * rank and a track per activity.
- * Not here: the recording points (step.c, net.c, dp/allreduce.c, ps/client.c,
- * ps/server.c, trainer.c); the recorder itself (base/trace.c).
+/* timeline.h — `shoal train --timeline FILE.json`: every rank records what it does, clocks
+ * are aligned to rank 0's, and rank 0 writes one Chrome trace (chrome://tracing, Perfetto).
+ * Not here: the recording points (step.c, net.c, dp/allreduce.c, ps/, trainer.c); the
+ * recorder itself (base/trace.c).
  * Proved by tests/cli/test_timeline.c. */
 #ifndef SH_TIMELINE_H
 #define SH_TIMELINE_H

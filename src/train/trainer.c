@@ -1,7 +1,7 @@
-/* trainer.c — a training run: builds the net, data, optimizer and strategy, then runs
- * epochs of steps with evaluation, log lines, periodic checkpoints and stop/save requests.
- * Not here: one step (step.c), evaluation (eval.c), checkpoint content (snapshot.c), flags
- * (src/cli/cmd_train.c).
+/* trainer.c — a training run: builds the data, optimizer and strategy around the net, then
+ * runs epochs of steps with evaluation, log lines, TensorBoard and periodic checkpoints.
+ * Not here: one step (step.c), the save/stop agreement (agree.c), evaluation (eval.c),
+ * checkpoint content (snapshot.c), flags (src/cli/cmd_train.c).
  * Proved by tests/train/test_trainer.c, test_snapshot.c and tests/cli/test_train_cli.c. */
 #include "train/trainer.h"
 
@@ -19,6 +19,7 @@
 #include "base/util.h"
 #include "io/progress.h"
 #include "nn/darknet_weights.h"
+#include "train/agree.h"
 #include "train/eval.h"
 #include "train/snapshot.h"
 #include "train/trainer_internal.h"
@@ -79,6 +80,77 @@ shoal_result sh_trainer_create(const sh_train_opts *o, sh_trainer **out)
     return sh_trainer_create_with_net(o, NULL, out);
 }
 
+/* The training and test sets, their loaders and the batch buffers. */
+static shoal_result open_data(sh_trainer *t)
+{
+    const sh_train_opts *o = &t->opts;
+    sh_strategy *s = t->strategy;
+    struct stat st;
+    t->text = o->data_dir && stat(o->data_dir, &st) == 0 && S_ISREG(st.st_mode);
+    if (t->text) { /* a file: character-level text, as `darknet rnn train` reads it */
+        SH_TRY(sh_text_load(o->data_dir, 1, &t->train_set));
+        SH_TRY(sh_text_load(o->data_dir, 0, &t->test_set));
+    } else {
+        SH_TRY(sh_dataset_open_dir(o->data_dir, 1, &t->train_set));
+        SH_TRY(sh_dataset_open_dir(o->data_dir, 0, &t->test_set));
+    }
+    SH_TRY(check_dataset_fits(t->train_set, t->net, o->cfg_path, t->labelled));
+    SH_TRY(check_dataset_fits(t->test_set, t->net, o->cfg_path, t->labelled));
+    SH_TRY(sh_trainer_open_targets(t));
+    if (!t->text && t->train_set->count < t->global_batch)
+        return SH_FAIL(SHOAL_ERR_INVALID,
+                       "dataset %s has %d training images, fewer than one batch of %d; use a "
+                       "smaller --batch",
+                       t->train_set->name, t->train_set->count, t->global_batch);
+    sh_loader_opts lo = {.global_batch = t->global_batch, .rank = s->rank, .world = s->world,
+                         .seed = o->seed, .shuffle = 1, .drop_last = 1, .time_steps = sh_net_time_steps(t->net),
+                         .targets = t->train_target, .target_out = t->target};
+    SH_TRY(sh_loader_create(t->train_set, &lo, &t->loader));
+    /* The test set in dataset order, keeping its tail: every rank alone, or where the
+     * strategy sums, each rank its shard. */
+    int split = sh_strategy_splits_eval(s);
+    sh_loader_opts to = {.global_batch = t->batch * (split ? s->world : 1), .rank = split ? s->rank : 0,
+                         .world = split ? s->world : 1, .seed = 0, .shuffle = 0, .drop_last = 0,
+                         .time_steps = sh_net_time_steps(t->net), .targets = t->test_target,
+                         .target_out = t->target};
+    SH_TRY(sh_loader_create(t->test_set, &to, &t->test_loader));
+    SH_TRY(sh_alloc_aligned((size_t)t->batch * (size_t)sh_net_input_count(t->net) * sizeof(float), (void **)&t->x));
+    SH_TRY(sh_alloc_aligned((size_t)t->batch * sizeof(int32_t), (void **)&t->y));
+    (void)sh_net_state(t->net, &t->nstate);
+    if (t->nstate) {
+        size_t all = t->nstate * (size_t)s->world;
+        SH_TRY(sh_calloc(t->nstate, sizeof(float), (void **)&t->state_keep));
+        SH_TRY(sh_calloc(all, sizeof(float), (void **)&t->state_all));
+        SH_TRY(sh_calloc(all, sizeof(double), (void **)&t->state_sum));
+    }
+    return SHOAL_OK;
+}
+
+/* Where the run starts (the seed's weights, --weights or a checkpoint), TensorBoard, and the
+ * strategy attached to the net with the state it keeps per rank. */
+static shoal_result start_state(sh_trainer *t)
+{
+    const sh_train_opts *o = &t->opts;
+    sh_strategy *s = t->strategy;
+    /* A run that is to end with a Darknet file is refused now, not after its last step. */
+    if (o->save_darknet_path) SH_TRY(sh_darknet_weights_check(t->net));
+    if (o->weights_path && !o->resume_path) SH_TRY(sh_snapshot_load_start_weights(t, o->weights_path));
+    if (o->resume_path) SH_TRY(sh_snapshot_restore(t, o->resume_path, &t->resume_meta));
+    if (o->logdir && s->rank == 0) {
+        SH_TRY(sh_tb_open(o->logdir, &t->tb));
+        sh_tb_set_autoflush(t->tb, 0); /* log_step flushes once per step */
+    }
+    s->opt = t->opt;
+    s->lr = &t->lr;
+    s->grad_sq_wanted = o->logdir != NULL || o->job_logs;
+    SH_TRY(s->ops->attach(s, t->net));
+    if (o->resume_path) SH_TRY(sh_snapshot_restore_rank_file(t, o->resume_path, &t->resume_meta));
+    t->params = sh_net_params(t->net); /* the strategy may have moved them (shared weights) */
+    t->grads = sh_net_grads(t->net);
+    t->steps_planned = plan_steps(o, t->cfg, sh_loader_steps_per_epoch(t->loader));
+    return SHOAL_OK;
+}
+
 shoal_result sh_trainer_create_with_net(const sh_train_opts *o, sh_net *net, sh_trainer **out)
 {
     shoal_result rc = SHOAL_OK;
@@ -135,75 +207,8 @@ shoal_result sh_trainer_create_with_net(const sh_train_opts *o, sh_net *net, sh_
     int nranges = 0;
     const sh_param_range *ranges = sh_net_param_ranges(t->net, &nranges);
     SH_TRY_GOTO(sh_optim_create(&t->cfg->optim, t->nparams, ranges, nranges, &t->opt), rc, fail);
-
-    struct stat st;
-    t->text = t->opts.data_dir && stat(t->opts.data_dir, &st) == 0 && S_ISREG(st.st_mode);
-    if (t->text) { /* a file: character-level text, as `darknet rnn train` reads it */
-        SH_TRY_GOTO(sh_text_load(t->opts.data_dir, 1, &t->train_set), rc, fail);
-        SH_TRY_GOTO(sh_text_load(t->opts.data_dir, 0, &t->test_set), rc, fail);
-    } else {
-        SH_TRY_GOTO(sh_dataset_open_dir(t->opts.data_dir, 1, &t->train_set), rc, fail);
-        SH_TRY_GOTO(sh_dataset_open_dir(t->opts.data_dir, 0, &t->test_set), rc, fail);
-    }
-    SH_TRY_GOTO(check_dataset_fits(t->train_set, t->net, o->cfg_path, t->labelled), rc, fail);
-    SH_TRY_GOTO(check_dataset_fits(t->test_set, t->net, o->cfg_path, t->labelled), rc, fail);
-    SH_TRY_GOTO(sh_trainer_open_targets(t), rc, fail);
-    if (!t->text && t->train_set->count < t->global_batch) {
-        rc = SH_FAIL(SHOAL_ERR_INVALID,
-                     "dataset %s has %d training images, fewer than one batch of %d; use a "
-                     "smaller --batch",
-                     t->train_set->name, t->train_set->count, t->global_batch);
-        goto fail;
-    }
-    sh_loader_opts lo = {.global_batch = t->global_batch, .rank = t->strategy->rank,
-                         .world = t->strategy->world, .seed = t->opts.seed, .shuffle = 1,
-                         .drop_last = 1, .time_steps = sh_net_time_steps(t->net),
-                         .targets = t->train_target, .target_out = t->target};
-    SH_TRY_GOTO(sh_loader_create(t->train_set, &lo, &t->loader), rc, fail);
-    /* Every rank evaluates the whole test set alone: no shard, no shuffle, keep the tail. */
-    /* With a strategy that can sum across ranks, each rank tests its shard of the test set. */
-    int split_eval = t->strategy->ops->sum && t->strategy->world > 1;
-    sh_loader_opts to = {.global_batch = t->batch * (split_eval ? t->strategy->world : 1),
-                         .rank = split_eval ? t->strategy->rank : 0,
-                         .world = split_eval ? t->strategy->world : 1, .seed = 0,
-                         .shuffle = 0, .drop_last = 0, .time_steps = sh_net_time_steps(t->net),
-                         .targets = t->test_target, .target_out = t->target};
-    SH_TRY_GOTO(sh_loader_create(t->test_set, &to, &t->test_loader), rc, fail);
-
-    SH_TRY_GOTO(sh_alloc_aligned((size_t)t->batch * (size_t)sh_net_input_count(t->net) *
-                                     sizeof(float), (void **)&t->x), rc, fail);
-    SH_TRY_GOTO(sh_alloc_aligned((size_t)t->batch * sizeof(int32_t), (void **)&t->y), rc, fail);
-    (void)sh_net_state(t->net, &t->nstate);
-    if (t->nstate) {
-        size_t all = t->nstate * (size_t)t->strategy->world;
-        SH_TRY_GOTO(sh_calloc(t->nstate, sizeof(float), (void **)&t->state_keep), rc, fail);
-        SH_TRY_GOTO(sh_calloc(all, sizeof(float), (void **)&t->state_all), rc, fail);
-        SH_TRY_GOTO(sh_calloc(all, sizeof(double), (void **)&t->state_sum), rc, fail);
-    }
-
-    /* A run that is to end with a Darknet file is refused now, not after its last step. */
-    if (o->save_darknet_path) SH_TRY_GOTO(sh_darknet_weights_check(t->net), rc, fail);
-    if (o->weights_path && !o->resume_path)
-        SH_TRY_GOTO(sh_snapshot_load_start_weights(t, o->weights_path), rc, fail);
-    if (o->resume_path) SH_TRY_GOTO(sh_snapshot_restore(t, o->resume_path, &t->resume_meta), rc, fail);
-    if (o->logdir && t->strategy->rank == 0) {
-        SH_TRY_GOTO(sh_tb_open(o->logdir, &t->tb), rc, fail);
-        sh_tb_set_autoflush(t->tb, 0); /* log_step flushes once per step */
-    }
-    t->strategy->opt = t->opt;
-    t->strategy->lr = &t->lr;
-    t->strategy->grad_sq_wanted = o->logdir != NULL || o->job_logs;
-    SH_TRY_GOTO(t->strategy->ops->attach(t->strategy, t->net), rc, fail);
-    if (o->resume_path && t->strategy->rank_state_restore)
-        t->strategy->rank_state_restore(t->strategy, t->rank_state, t->rank_state_count, t->rank_state_world);
-    if (o->resume_path && t->strategy->rank_state_set)
-        SH_TRY_GOTO(sh_snapshot_restore_rank_file(t, o->resume_path, &t->resume_meta), rc, fail);
-    free(t->rank_state); /* kept only for the restore */
-    t->rank_state = NULL;
-    t->rank_state_count = 0;
-    t->params = sh_net_params(t->net); /* the strategy may have moved them (shared weights) */
-    t->grads = sh_net_grads(t->net);
-    t->steps_planned = plan_steps(&t->opts, t->cfg, sh_loader_steps_per_epoch(t->loader));
+    SH_TRY_GOTO(open_data(t), rc, fail);
+    SH_TRY_GOTO(start_state(t), rc, fail);
     *out = t;
     return SHOAL_OK;
 fail:
@@ -230,7 +235,6 @@ void sh_trainer_destroy(sh_trainer *t)
     sh_optim_destroy(t->opt);
     sh_net_destroy(t->net);
     if (t->owns_strategy) sh_strategy_destroy(t->strategy);
-    free(t->rank_state);
     free(t);
 }
 
@@ -245,7 +249,7 @@ static shoal_result gather_state(sh_trainer *t)
     if (!t->nstate) return SHOAL_OK;
     const float *st = sh_net_state(t->net, NULL);
     int world = t->strategy->world, rank = t->strategy->rank;
-    if (world == 1 || !t->strategy->ops->sum) {
+    if (!sh_strategy_splits_eval(t->strategy)) {
         memcpy(t->state_all + (size_t)rank * t->nstate, st, t->nstate * sizeof(float));
         return SHOAL_OK;
     }
@@ -259,31 +263,17 @@ static shoal_result gather_state(sh_trainer *t)
 
 shoal_result sh_trainer_save(sh_trainer *t, const char *path)
 {
-    if (t->strategy->sync_state) SH_TRY(t->strategy->sync_state(t->strategy));
-    if (t->strategy->part) { /* parts of the model: all take part, the lead writes */
-        if (t->strategy->rank_state_get) SH_TRY(sh_snapshot_save_rank_file(t, path)); /* --compress */
-        return sh_snapshot_save_whole(t, path, t->strategy->leads(t->strategy));
-    }
+    sh_strategy *s = t->strategy;
+    if (s->ops->sync_state) SH_TRY(s->ops->sync_state(s));
+    /* each rank's own file first: the checkpoint then names its size */
+    SH_TRY(sh_snapshot_save_rank_file(t, path));
+    if (s->part) return sh_snapshot_save_whole(t, path, sh_strategy_leads(s)); /* all take part */
     SH_TRY(gather_state(t));
-    /* each rank's own file first: the checkpoint rank 0 writes then names its size */
-    if (t->strategy->rank_state_get) SH_TRY(sh_snapshot_save_rank_file(t, path));
-    if (t->strategy->rank_state_gather) {
-        SH_TRY(t->strategy->rank_state_gather(t->strategy, &t->rank_state, &t->rank_state_count));
-        t->rank_state_world = t->strategy->world;
-    }
-    shoal_result rc = t->strategy->rank == 0 ? sh_snapshot_save(t, path) : SHOAL_OK;
-    free(t->rank_state);
-    t->rank_state = NULL;
-    t->rank_state_count = 0;
-    return rc;
+    return s->rank == 0 ? sh_snapshot_save(t, path) : SHOAL_OK;
 }
 
 /* Lines go only from the lead (rank 0 unless the strategy says) and never under --quiet. */
-static int may_print(const sh_trainer *t)
-{
-    const sh_strategy *s = t->strategy;
-    return !t->opts.quiet && (s->leads ? s->leads(s) : s->rank == 0);
-}
+static int may_print(const sh_trainer *t) { return !t->opts.quiet && sh_strategy_leads(t->strategy); }
 
 static shoal_result save_to(sh_trainer *t, sh_progress *prog, const char *path,
                             sh_train_report *r, const char *why)
@@ -292,32 +282,10 @@ static shoal_result save_to(sh_trainer *t, sh_progress *prog, const char *path,
     SH_TRY(sh_trainer_save(t, path));
     if (t0) sh_trace_span(SH_TRACK_CKPT, "checkpoint", t0, sh_now_ns(), "steps_done", t->steps_done, NULL, 0);
     snprintf(r->saved_path, sizeof r->saved_path, "%s", path);
-    int wrote = t->strategy->part ? t->strategy->leads(t->strategy) : t->strategy->rank == 0;
-    if (may_print(t) && wrote) { /* rank 0 wrote it, even when another leads */
+    if (may_print(t) && sh_strategy_writes(t->strategy)) { /* the writer's line, even when another leads */
         if (prog) sh_progress_clear(prog);
         fprintf(t->opts.out, "saved %s at step %" PRId64 " (%s)\n", path, t->steps_done, why);
         fflush(t->opts.out);
-    }
-    return SHOAL_OK;
-}
-
-/* sh_eval_sums through the strategy's pass (a pipeline: the batch goes through its stages). */
-static shoal_result eval_through_strategy(sh_trainer *t, int64_t *nimg, int64_t *ncorrect, double *loss_sum)
-{
-    sh_strategy *s = t->strategy;
-    SH_TRY(sh_loader_seek(t->test_loader, 0, 0));
-    int64_t nsteps = sh_loader_steps_per_epoch(t->test_loader);
-    *nimg = *ncorrect = 0;
-    *loss_sum = 0;
-    for (int64_t k = 0; k < nsteps; k++) {
-        int n = 0, hits = 0;
-        float loss = 0;
-        SH_TRY(sh_loader_next(t->test_loader, t->x, t->y, &n));
-        if (n <= 0 && !s->pass_takes_empty) continue;
-        SH_TRY(s->ops->pass(s, t->x, t->y, n, 0, &loss, &hits));
-        *loss_sum += (double)loss * n;
-        *ncorrect += hits;
-        *nimg += n;
     }
     return SHOAL_OK;
 }
@@ -336,14 +304,14 @@ static shoal_result evaluate(sh_trainer *t, sh_train_report *r)
         memcpy(t->state_keep, state, t->nstate * sizeof(float));
         sh_net_reset_state(t->net);
     }
-    shoal_result rc = t->strategy->ops->pass ? eval_through_strategy(t, &nimg, &ncorrect, &loss_sum)
-                                             : sh_eval_sums(t->net, t->test_loader, t->x, t->y, &nimg, &ncorrect,
-                                                            &loss_sum);
+    shoal_result rc = t->strategy->ops->pass
+                          ? sh_eval_sums_pass(t->strategy, t->test_loader, t->x, t->y, &nimg, &ncorrect, &loss_sum)
+                          : sh_eval_sums(t->net, t->test_loader, t->x, t->y, &nimg, &ncorrect, &loss_sum);
     if (t->nstate) memcpy(state, t->state_keep, t->nstate * sizeof(float));
     sh_trace_set_step(step);
     SH_TRY(rc);
     if (t0) sh_trace_span(SH_TRACK_EVAL, "evaluation", t0, sh_now_ns(), "images", nimg, NULL, 0);
-    if (t->strategy->ops->sum && t->strategy->world > 1) {
+    if (sh_strategy_splits_eval(t->strategy)) {
         double v[3] = {(double)nimg, (double)ncorrect, loss_sum};
         SH_TRY(t->strategy->ops->sum(t->strategy, v, 3));
         nimg = (int64_t)v[0];
@@ -407,6 +375,7 @@ static shoal_result log_histograms(sh_trainer *t)
 static shoal_result log_step(sh_trainer *t, int64_t step, float loss, double acc, double step_s)
 {
     sh_tb *tb = t->tb;
+    const sh_strategy *s = t->strategy;
     int64_t at = t->steps_done;
     SH_TRY(sh_tb_scalar(tb, "train/loss", at, loss));
     if (acc >= 0) SH_TRY(sh_tb_scalar(tb, "train/accuracy", at, (float)acc)); /* < 0: no labels */
@@ -415,13 +384,13 @@ static shoal_result log_step(sh_trainer *t, int64_t step, float loss, double acc
     SH_TRY(sh_tb_scalar(tb, "train/epoch", at, (float)((double)at / (double)sh_loader_steps_per_epoch(t->loader))));
     /* images of every rank: each takes the same step time (they wait for each other) */
     SH_TRY(sh_tb_scalar(tb, "train/images_per_s", at,
-                        step_s > 0 ? (float)((double)t->last_n * t->strategy->world / step_s) : 0));
+                        step_s > 0 ? (float)((double)t->last_n * s->world / step_s) : 0));
     static const char *part[5] = {"time/data_ms", "time/forward_ms", "time/backward_ms",
                                   "comm/wait_ms", "time/optimizer_ms"};
     for (int i = 0; i < 5; i++) SH_TRY(sh_tb_scalar(tb, part[i], at, (float)(t->last_ns[i] * 1e-6)));
-    if (t->strategy->step_comm) {
+    if (s->ops->step_comm) {
         sh_step_comm sc;
-        t->strategy->step_comm(t->strategy, &sc);
+        s->ops->step_comm(s, &sc);
         double wait_s = t->last_ns[3] * 1e-9;
         double hidden = sc.comm_s > 0 ? 1.0 - wait_s / sc.comm_s : 0;
         SH_TRY(sh_tb_scalar(tb, "comm/time_ms", at, (float)(sc.comm_s * 1e3)));
@@ -435,11 +404,23 @@ static shoal_result log_step(sh_trainer *t, int64_t step, float loss, double acc
     return SHOAL_OK;
 }
 
+/* Compressed gradients' figures after a step (TensorBoard, rank 0). */
+static shoal_result log_compression(sh_trainer *t)
+{
+    const sh_strategy *s = t->strategy;
+    double wire, dense, res;
+    if (!s->ops->comm_stats || !s->ops->comm_stats(s, &wire, &dense, &res)) return SHOAL_OK;
+    SH_TRY(sh_tb_scalar(t->tb, "comm/bytes_sent_per_step", t->steps_done, (float)wire));
+    SH_TRY(sh_tb_scalar(t->tb, "comm/compression_ratio", t->steps_done, wire > 0 ? (float)(dense / wire) : 1.0f));
+    SH_TRY(sh_tb_scalar(t->tb, "comm/residual_norm", t->steps_done, (float)res));
+    return SHOAL_OK;
+}
+
 static shoal_result open_progress(sh_trainer *t, int64_t per_epoch, sh_progress **out)
 {
     *out = NULL;
-    /* A strategy whose lead can move keeps a progress line on every rank; the lead's shows. */
-    if (t->opts.quiet || (!t->strategy->leads && !may_print(t))) return SHOAL_OK;
+    /* A strategy that decides who leads keeps a progress line on every rank; the lead's shows. */
+    if (t->opts.quiet || (!t->strategy->ops->leads && !may_print(t))) return SHOAL_OK;
     sh_progress_opts po;
     sh_progress_opts_default(&po);
     po.epochs = (t->steps_planned + per_epoch - 1) / per_epoch;
@@ -455,179 +436,142 @@ static shoal_result open_progress(sh_trainer *t, int64_t per_epoch, sh_progress 
     return SHOAL_OK;
 }
 
-shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
+/* One run's state between its steps (sh_trainer_run). */
+typedef struct {
+    sh_train_report *r;
+    sh_progress *prog;
+    int64_t per_epoch, first, last, warmup;
+    uint64_t start_ns, steady_ns;
+    int64_t steady_steps;
+    double epoch_loss_sum;
+    int64_t epoch_loss_n;
+    int evaluated_at_end;
+    sh_agree agree;
+} run_state;
+
+/* The run's first line: what is trained on what, and where TensorBoard writes. */
+static void print_start(const sh_trainer *t, const run_state *rs)
 {
-    shoal_result rc = SHOAL_OK;
-    sh_train_report rep, *r = r_out ? r_out : &rep;
-    memset(r, 0, sizeof *r);
-    r->test_accuracy = -1;
-    r->test_loss = -1;
     FILE *out = t->opts.out;
-    int64_t per_epoch = sh_loader_steps_per_epoch(t->loader);
-    int64_t first = t->steps_done, last = t->steps_planned;
-    int64_t nsteps = last > first ? last - first : 0;
-    int64_t warmup = nsteps / 10 < WARMUP_STEPS_MAX ? nsteps / 10 : WARMUP_STEPS_MAX;
-    uint64_t start_ns = sh_now_ns(), steady_ns = 0;
-    t->run_start_ns = start_ns;
-    int64_t steady_steps = 0;
-    double epoch_loss_sum = 0;
-    int64_t epoch_loss_n = 0;
-    int evaluated_at_end = 0;
-    sh_progress *prog = NULL;
+    if (t->text)
+        fprintf(out,
+                "train %s: %d training and %d held-out characters of %s, %d streams x %d "
+                "time steps, %" PRId64 " steps per epoch, steps %" PRId64 "..%" PRId64
+                ", %zu parameters\n",
+                t->opts.cfg_path, t->train_set->count, t->test_set->count, t->opts.data_dir,
+                t->global_batch / sh_net_time_steps(t->net), sh_net_time_steps(t->net),
+                rs->per_epoch, rs->first + 1, rs->last, t->nparams);
+    else
+        fprintf(out,
+                "train %s: %d training and %d test images from %s, batch %d, %" PRId64
+                " steps per epoch, steps %" PRId64 "..%" PRId64 ", %zu parameters\n",
+                t->opts.cfg_path, t->train_set->count, t->test_set->count, t->opts.data_dir,
+                t->global_batch, rs->per_epoch, rs->first + 1, rs->last,
+                t->strategy->part ? t->strategy->part->nparams_whole : t->nparams);
+    if (t->tb) fprintf(out, "TensorBoard events: %s\n", sh_tb_path(t->tb));
+}
 
-    if (may_print(t)) {
+/* An epoch ended: evaluation (with eval_each_epoch) and the epoch's line. */
+static shoal_result end_epoch(sh_trainer *t, run_state *rs)
+{
+    sh_train_report *r = rs->r;
+    char extra[160] = "";
+    if (t->opts.eval_each_epoch) {
+        SH_TRY(evaluate(t, r));
+        rs->evaluated_at_end = t->steps_done == rs->last;
+        double secs = (double)(sh_now_ns() - rs->start_ns) * 1e-9;
         if (t->text)
-            fprintf(out,
-                    "train %s: %d training and %d held-out characters of %s, %d streams x %d "
-                    "time steps, %" PRId64 " steps per epoch, steps %" PRId64 "..%" PRId64
-                    ", %zu parameters\n",
-                    t->opts.cfg_path, t->train_set->count, t->test_set->count, t->opts.data_dir,
-                    t->global_batch / sh_net_time_steps(t->net), sh_net_time_steps(t->net),
-                    per_epoch, first + 1, last, t->nparams);
+            snprintf(extra, sizeof extra, "train %.4f bits/char, test %.4f bits/char, test accuracy %.2f%% (%.1f s)",
+                     r->train_loss / M_LN2, r->test_loss / M_LN2, 100 * r->test_accuracy, secs);
+        else if (!t->labelled)
+            snprintf(extra, sizeof extra, "train loss %.4f, test loss %.4f (%.1f s)", r->train_loss, r->test_loss,
+                     secs);
         else
-            fprintf(out,
-                    "train %s: %d training and %d test images from %s, batch %d, %" PRId64
-                    " steps per epoch, steps %" PRId64 "..%" PRId64 ", %zu parameters\n",
-                    t->opts.cfg_path, t->train_set->count, t->test_set->count, t->opts.data_dir,
-                    t->global_batch, per_epoch, first + 1, last,
-                    t->strategy->part ? t->strategy->part->nparams_whole : t->nparams);
-        if (t->tb) fprintf(out, "TensorBoard events: %s\n", sh_tb_path(t->tb));
+            snprintf(extra, sizeof extra, "train loss %.4f, test accuracy %.2f%%, test loss %.4f (%.1f s)",
+                     r->train_loss, 100 * r->test_accuracy, r->test_loss, secs);
     }
-    SH_TRY(open_progress(t, per_epoch, &prog));
-    /* Data parallelism may leave a step's last exchanges in flight for the next forward
-     * (strategy.h, may_defer); the agreement on saving and stopping then travels behind
-     * them and is read one step later. */
-    sh_strategy *st = t->strategy;
-    st->may_defer = st->drain && st->sum_start && st->ops->sum && st->world > 1;
-    shoal_request *agree_req = NULL;
-    double agree_buf[3] = {0, 0, 0};
+    if (rs->prog && may_print(t)) sh_progress_epoch_end(rs->prog, extra[0] ? extra : NULL);
+    rs->epoch_loss_sum = 0;
+    rs->epoch_loss_n = 0;
+    return SHOAL_OK;
+}
 
-    for (int64_t step = first; step < last; step++) {
-        float loss = 0;
-        if (t->opts.before_step)
-            t->opts.before_step(t->opts.hook_ctx, t->strategy->has_drill_rank ? t->strategy->drill_rank
-                                                                               : t->strategy->rank, step);
-        sh_trace_set_step(step); /* --timeline-steps: recording follows the step */
-        uint64_t t0 = sh_now_ns();
-        SH_TRY_GOTO(sh_train_step(t, step, &loss), rc, done);
-        uint64_t t1 = sh_now_ns();
-        int scan = t->steps_done % DIVERGENCE_SCAN_STEPS == 0 || t->steps_done == last;
-        int64_t now_done = step + 1;
-        /* quiet (the same on every rank): nothing but the next step reads the weights or
-         * gradients after this one (TensorBoard jobs are never quiet: grad_sq_wanted) */
-        int quiet = st->may_defer && !st->grad_sq_wanted && !scan && now_done % per_epoch != 0 && now_done != last &&
-                    !(t->opts.save_path && t->opts.save_every_steps > 0 && now_done % t->opts.save_every_steps == 0);
-        if (!quiet && st->drain) SH_TRY_GOTO(st->drain(st), rc, done);
-        SH_TRY_GOTO(check_diverged(t, loss, scan), rc, done);
-        t->steps_done = step + 1;
-        if (step - first >= warmup) {
-            steady_ns += t1 - t0;
-            steady_steps++;
-        }
-        epoch_loss_sum += loss;
-        epoch_loss_n++;
-        r->train_loss = epoch_loss_sum / (double)epoch_loss_n;
-        /* The batch's training accuracy from the forward pass the step already did. */
-        int hits = t->strategy->ops->pass ? t->last_correct : sh_net_correct(t->net, t->y);
-        double acc = t->labelled ? (double)hits / (double)t->last_n : -1; /* -1: the line shows none */
-        if (prog && may_print(t))
-            sh_progress_step(prog, step / per_epoch, step % per_epoch,
-                             t->text ? loss / M_LN2 : loss, acc);
-        if (t->tb) SH_TRY_GOTO(log_step(t, step, loss, acc, (double)(t1 - t0) * 1e-9), rc, done);
-        if (t->tb && t->strategy->comm_stats) {
-            double wire, dense, res;
-            t->strategy->comm_stats(t->strategy, &wire, &dense, &res);
-            SH_TRY_GOTO(sh_tb_scalar(t->tb, "comm/bytes_sent_per_step", t->steps_done, (float)wire), rc, done);
-            SH_TRY_GOTO(sh_tb_scalar(t->tb, "comm/compression_ratio", t->steps_done,
-                                     wire > 0 ? (float)(dense / wire) : 1.0f), rc, done);
-            SH_TRY_GOTO(sh_tb_scalar(t->tb, "comm/residual_norm", t->steps_done, (float)res), rc, done);
-        }
-        if (t->steps_done % per_epoch == 0) {
-            char extra[160] = "";
-            if (t->opts.eval_each_epoch) {
-                SH_TRY_GOTO(evaluate(t, r), rc, done);
-                evaluated_at_end = t->steps_done == last;
-                if (t->text)
-                    snprintf(extra, sizeof extra,
-                             "train %.4f bits/char, test %.4f bits/char, test accuracy %.2f%% "
-                             "(%.1f s)", r->train_loss / M_LN2, r->test_loss / M_LN2,
-                             100 * r->test_accuracy, (double)(sh_now_ns() - start_ns) * 1e-9);
-                else if (!t->labelled)
-                    snprintf(extra, sizeof extra, "train loss %.4f, test loss %.4f (%.1f s)", r->train_loss,
-                             r->test_loss, (double)(sh_now_ns() - start_ns) * 1e-9);
-                else
-                    snprintf(extra, sizeof extra,
-                             "train loss %.4f, test accuracy %.2f%%, test loss %.4f (%.1f s)",
-                             r->train_loss, 100 * r->test_accuracy, r->test_loss,
-                             (double)(sh_now_ns() - start_ns) * 1e-9);
-            }
-            if (prog && may_print(t)) sh_progress_epoch_end(prog, extra[0] ? extra : NULL);
-            epoch_loss_sum = 0;
-            epoch_loss_n = 0;
-        }
-        if (t->opts.save_path && t->opts.save_every_steps > 0 &&
-            t->steps_done % t->opts.save_every_steps == 0 && t->steps_done != last)
-            SH_TRY_GOTO(save_to(t, prog, t->opts.save_path, r, "--save-every"), rc, done);
-        int want_save = t->opts.save_requested && *t->opts.save_requested;
-        int want_stop = t->opts.stop_requested && *t->opts.stop_requested;
-        double grad_sq = t->strategy->grad_sq_wanted && t->strategy->grad_sq_part
-                             ? t->strategy->grad_sq_part(t->strategy) : -1;
-        int out_of_time = t->opts.time_limit_s > 0 &&
-                          (double)(sh_now_ns() - start_ns) * 1e-9 >= t->opts.time_limit_s;
-        if (t->strategy->ops->sum && (t->strategy->world > 1 || t->strategy->many_ranks)) {
-            /* Ranks see a signal (or the clock) at slightly different moments: they agree
-             * after every step (a 24-byte allreduce), so all save and stop at the same step. */
-            double f[4] = {want_save, want_stop, out_of_time, grad_sq}, prev[3] = {0, 0, 0};
-            if (agree_req) { /* the last step's, sent without waiting */
-                shoal_result ar = shoal_wait(agree_req);
-                agree_req = NULL;
-                SH_TRY_GOTO(ar, rc, done);
-                memcpy(prev, agree_buf, sizeof prev);
-            }
-            if (quiet) { /* this rank's requests go out now and are acted on after the next step */
-                if (want_save && t->opts.save_requested) *t->opts.save_requested = 0;
-                memcpy(agree_buf, f, sizeof agree_buf);
-                SH_TRY_GOTO(st->sum_start(st, agree_buf, 3, &agree_req), rc, done);
-                memcpy(f, prev, sizeof prev);
-                if (f[0] > 0 || f[1] > 0 || f[2] > 0) SH_TRY_GOTO(st->drain(st), rc, done);
-            } else {
-                SH_TRY_GOTO(t->strategy->ops->sum(t->strategy, f, grad_sq >= 0 ? 4 : 3), rc, done);
-            }
-            want_save = f[0] > 0 || prev[0] > 0;
-            want_stop = f[1] > 0 || prev[1] > 0;
-            out_of_time = f[2] > 0 || prev[2] > 0;
-            grad_sq = f[3];
-        }
-        if (t->tb) { /* the averaged gradient's norm, its shares summed over the ranks above */
-            if (grad_sq < 0) grad_sq = sh_sum_squares(t->grads, t->nparams);
-            SH_TRY_GOTO(sh_tb_scalar(t->tb, "train/gradient_norm", t->steps_done, (float)sqrt(grad_sq)), rc, done);
-        }
-        if (want_save) {
-            if (t->opts.save_requested && !quiet) *t->opts.save_requested = 0;
-            SH_TRY_GOTO(save_to(t, prog, t->opts.save_path ? t->opts.save_path
-                                                           : t->default_save_path,
-                                r, "SIGHUP"), rc, done);
-        }
-        if (want_stop) {
-            r->stopped = 1;
-            break;
-        }
-        if (out_of_time) break; /* as if the planned steps were done: evaluate, save */
+static int save_every_at(const sh_trainer *t, int64_t done)
+{
+    return t->opts.save_path && t->opts.save_every_steps > 0 && done % t->opts.save_every_steps == 0;
+}
+
+/* What a finished step leaves: the figures, the lines and TensorBoard, the epoch's end, a
+ * periodic checkpoint. */
+static shoal_result after_step(sh_trainer *t, run_state *rs, int64_t step, float loss, uint64_t step_ns)
+{
+    sh_train_report *r = rs->r;
+    if (step - rs->first >= rs->warmup) {
+        rs->steady_ns += step_ns;
+        rs->steady_steps++;
     }
-    if (agree_req) { /* stopped on the last step's agreement: this one's is not needed */
-        rc = shoal_wait(agree_req);
-        agree_req = NULL;
-        if (rc != SHOAL_OK) goto done;
+    rs->epoch_loss_sum += loss;
+    rs->epoch_loss_n++;
+    r->train_loss = rs->epoch_loss_sum / (double)rs->epoch_loss_n;
+    /* The batch's training accuracy from the forward pass the step already did. */
+    int hits = t->strategy->ops->pass ? t->last_correct : sh_net_correct(t->net, t->y);
+    double acc = t->labelled ? (double)hits / (double)t->last_n : -1; /* -1: the line shows none */
+    if (rs->prog && may_print(t))
+        sh_progress_step(rs->prog, step / rs->per_epoch, step % rs->per_epoch, t->text ? loss / M_LN2 : loss, acc);
+    if (t->tb) SH_TRY(log_step(t, step, loss, acc, (double)step_ns * 1e-9));
+    if (t->tb) SH_TRY(log_compression(t));
+    if (t->steps_done % rs->per_epoch == 0) SH_TRY(end_epoch(t, rs));
+    if (save_every_at(t, t->steps_done) && t->steps_done != rs->last)
+        SH_TRY(save_to(t, rs->prog, t->opts.save_path, r, "--save-every"));
+    return SHOAL_OK;
+}
+
+/* One step of the run and what follows it. *ends: the run ends after it (a stop request or
+ * the time limit, agreed by the ranks). */
+static shoal_result run_step(sh_trainer *t, run_state *rs, int64_t step, int *ends)
+{
+    sh_strategy *s = t->strategy;
+    float loss = 0;
+    if (t->opts.before_step) t->opts.before_step(t->opts.hook_ctx, s->job_rank, step);
+    sh_trace_set_step(step); /* --timeline-steps: recording follows the step */
+    uint64_t t0 = sh_now_ns();
+    SH_TRY(sh_train_step(t, step, &loss));
+    uint64_t t1 = sh_now_ns();
+    int scan = t->steps_done % DIVERGENCE_SCAN_STEPS == 0 || t->steps_done == rs->last;
+    int64_t done = step + 1;
+    /* rests (the same on every rank): nothing but the next step reads the weights or
+     * gradients after this one (TensorBoard jobs never rest: grad_sq_wanted) */
+    int rests = !s->grad_sq_wanted && !scan && done % rs->per_epoch != 0 && done != rs->last && !save_every_at(t, done);
+    SH_TRY(sh_agree_settle(&rs->agree, rests));
+    SH_TRY(check_diverged(t, loss, scan));
+    t->steps_done = done;
+    SH_TRY(after_step(t, rs, step, loss, t1 - t0));
+    sh_agree_votes v = {
+        .save = t->opts.save_requested && *t->opts.save_requested,
+        .stop = t->opts.stop_requested && *t->opts.stop_requested,
+        .out_of_time = t->opts.time_limit_s > 0 && (double)(sh_now_ns() - rs->start_ns) * 1e-9 >= t->opts.time_limit_s,
+        .grad_sq = s->grad_sq_wanted && s->ops->grad_sq_part ? s->ops->grad_sq_part(s) : -1,
+    };
+    SH_TRY(sh_agree_vote(&rs->agree, &v, t->opts.save_requested));
+    if (t->tb) { /* the averaged gradient's norm, its shares summed over the ranks */
+        double sq = v.grad_sq >= 0 ? v.grad_sq : sh_sum_squares(t->grads, t->nparams);
+        SH_TRY(sh_tb_scalar(t->tb, "train/gradient_norm", t->steps_done, (float)sqrt(sq)));
     }
-    st->may_defer = 0;
-    if (st->drain) SH_TRY_GOTO(st->drain(st), rc, done);
-    sh_progress_destroy(prog);
-    prog = NULL;
+    if (v.save)
+        SH_TRY(save_to(t, rs->prog, t->opts.save_path ? t->opts.save_path : t->default_save_path, rs->r, "SIGHUP"));
+    rs->r->stopped = v.stop;
+    *ends = v.stop || v.out_of_time; /* out of time: as if the planned steps were done */
+    return SHOAL_OK;
+}
+
+/* After the last step: the final checkpoint (and evaluation), Darknet's weights. */
+static shoal_result end_run(sh_trainer *t, run_state *rs)
+{
+    sh_train_report *r = rs->r;
     if (r->stopped) {
-        SH_TRY(save_to(t, NULL, t->opts.save_path ? t->opts.save_path : t->default_save_path, r,
-                       "stop requested"));
+        SH_TRY(save_to(t, NULL, t->opts.save_path ? t->opts.save_path : t->default_save_path, r, "stop requested"));
     } else {
-        if (!evaluated_at_end) SH_TRY(evaluate(t, r));
+        if (!rs->evaluated_at_end) SH_TRY(evaluate(t, r));
         if (t->opts.save_path) SH_TRY(save_to(t, NULL, t->opts.save_path, r, "end of training"));
     }
     if (t->opts.save_darknet_path) {
@@ -635,49 +579,80 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
          * gathered into the whole first (collective: every rank calls it). */
         SH_TRY(sh_snapshot_save_darknet(t, t->opts.save_darknet_path,
                                         (uint64_t)t->steps_done * (uint64_t)t->global_batch));
-        int wrote = t->strategy->part ? t->strategy->leads(t->strategy) : t->strategy->rank == 0;
-        if (may_print(t) && wrote) {
-            fprintf(t->opts.out, "saved %s (Darknet weights) at step %" PRId64 "\n",
-                    t->opts.save_darknet_path, t->steps_done);
+        if (may_print(t) && sh_strategy_writes(t->strategy)) {
+            fprintf(t->opts.out, "saved %s (Darknet weights) at step %" PRId64 "\n", t->opts.save_darknet_path,
+                    t->steps_done);
             fflush(t->opts.out);
         }
     }
-    r->seconds = (double)(sh_now_ns() - start_ns) * 1e-9;
+    if (t->opts.save_caffe_path) { /* the same for Caffe's .caffemodel */
+        SH_TRY(sh_snapshot_save_caffe(t, t->opts.save_caffe_path));
+        if (may_print(t) && sh_strategy_writes(t->strategy)) {
+            fprintf(t->opts.out, "saved %s (Caffe weights) at step %" PRId64 "\n", t->opts.save_caffe_path,
+                    t->steps_done);
+            fflush(t->opts.out);
+        }
+    }
+    return SHOAL_OK;
+}
+
+static void fill_report(const sh_trainer *t, const run_state *rs)
+{
+    sh_train_report *r = rs->r;
+    const sh_strategy *s = t->strategy;
+    r->seconds = (double)(sh_now_ns() - rs->start_ns) * 1e-9;
     r->steps = t->steps_done;
-    r->steps_this_run = t->steps_done - first;
-    r->epochs = (double)t->steps_done / (double)per_epoch;
-    r->images_per_s =
-        steady_ns ? (double)steady_steps * t->global_batch / ((double)steady_ns * 1e-9) : 0;
+    r->steps_this_run = t->steps_done - rs->first;
+    r->epochs = (double)t->steps_done / (double)rs->per_epoch;
+    r->images_per_s = rs->steady_ns ? (double)rs->steady_steps * t->global_batch / ((double)rs->steady_ns * 1e-9) : 0;
     r->peak_rss_nbytes = sh_peak_rss_nbytes();
     r->threads = t->threads;
     r->text = t->text;
     r->train_bpc = r->train_loss / M_LN2;
     r->test_bpc = r->test_loss / M_LN2;
-    if (t->opts.profile && r->steps_this_run > 0) {
-        double k = 1e-9 / (double)r->steps_this_run;
-        r->profile.data = t->prof_ns[0] * k;
-        r->profile.forward = t->prof_ns[1] * k;
-        r->profile.backward = t->prof_ns[2] * k;
-        r->profile.comm_wait = t->prof_ns[3] * k;
-        r->profile.optimizer = t->prof_ns[4] * k;
-        /* a strategy's own steps inside backward (its threads' summed time) and in finish */
-        double in_bwd = (double)__atomic_load_n(&st->update_in_backward_ns, __ATOMIC_RELAXED) / t->threads * k;
-        double in_fin = (double)st->update_in_finish_ns * k;
-        r->profile.backward -= in_bwd;
-        r->profile.comm_wait -= in_fin;
-        r->profile.optimizer += in_bwd + in_fin;
-    }
-done:
-    if (rc != SHOAL_OK && (agree_req || st->drain)) {
-        /* the exchanges still in flight end (or fail) before the caller frees the weights
-         * they update; the error above is the one to report */
-        char msg[2048];
-        snprintf(msg, sizeof msg, "%s", shoal_last_error_message());
-        if (agree_req) shoal_wait(agree_req);
-        if (st->drain) st->drain(st);
-        SH_FAIL(rc, "%s", msg);
-    }
-    st->may_defer = 0;
-    sh_progress_destroy(prog);
+    if (!t->opts.profile || r->steps_this_run <= 0) return;
+    double k = 1e-9 / (double)r->steps_this_run;
+    r->profile.data = t->prof_ns[0] * k;
+    r->profile.forward = t->prof_ns[1] * k;
+    r->profile.backward = t->prof_ns[2] * k;
+    r->profile.comm_wait = t->prof_ns[3] * k;
+    r->profile.optimizer = t->prof_ns[4] * k;
+    /* a strategy's own steps inside backward (its threads' summed time) and in finish */
+    double in_bwd = (double)__atomic_load_n(&s->update_in_backward_ns, __ATOMIC_RELAXED) / t->threads * k;
+    double in_fin = (double)s->update_in_finish_ns * k;
+    r->profile.backward -= in_bwd;
+    r->profile.comm_wait -= in_fin;
+    r->profile.optimizer += in_bwd + in_fin;
+}
+
+shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
+{
+    sh_train_report rep;
+    run_state rs;
+    memset(&rs, 0, sizeof rs);
+    rs.r = r_out ? r_out : &rep;
+    memset(rs.r, 0, sizeof *rs.r);
+    rs.r->test_accuracy = -1;
+    rs.r->test_loss = -1;
+    rs.per_epoch = sh_loader_steps_per_epoch(t->loader);
+    rs.first = t->steps_done;
+    rs.last = t->steps_planned;
+    int64_t nsteps = rs.last > rs.first ? rs.last - rs.first : 0;
+    rs.warmup = nsteps / 10 < WARMUP_STEPS_MAX ? nsteps / 10 : WARMUP_STEPS_MAX;
+    rs.start_ns = t->run_start_ns = sh_now_ns();
+    if (may_print(t)) print_start(t, &rs);
+    SH_TRY(open_progress(t, rs.per_epoch, &rs.prog));
+    /* Data parallelism may leave a step's last exchanges in flight for the next forward; the
+     * agreement on saving and stopping then travels behind them (agree.c). */
+    sh_agree_begin(&rs.agree, t->strategy);
+    shoal_result rc = SHOAL_OK;
+    int ends = 0;
+    for (int64_t step = rs.first; step < rs.last && !ends && rc == SHOAL_OK; step++)
+        rc = run_step(t, &rs, step, &ends);
+    if (rc == SHOAL_OK) rc = sh_agree_end(&rs.agree);
+    else sh_agree_abandon(&rs.agree, rc);
+    sh_progress_destroy(rs.prog);
+    if (rc == SHOAL_OK) rc = end_run(t, &rs);
+    if (rc == SHOAL_OK) fill_report(t, &rs);
     return rc;
 }

@@ -1,8 +1,7 @@
-/* trainer.h — single-process training from a .cfg: build the net, the loader, the optimizer
- * and a strategy; run steps and epochs; evaluate; save and resume checkpoints; stop or save
- * on request (signals).
- * Not here: flags and exit codes (src/cli/cmd_train.c), one step (step.c), evaluation
- * (eval.c), the checkpoint layout (snapshot.c).
+/* trainer.h — training from a .cfg: build the loaders, the optimizer and a strategy around
+ * the net; run steps and epochs; evaluate; save and resume checkpoints; stop or save on request.
+ * Not here: flags and exit codes (src/cli/cmd_train.c), one step (step.c), the agreement
+ * (agree.c), evaluation (eval.c), the checkpoint layout (snapshot.c).
  * Proved by tests/train/test_trainer.c, test_snapshot.c and tests/cli/test_train_cli.c. */
 #ifndef SH_TRAINER_H
 #define SH_TRAINER_H
@@ -34,6 +33,7 @@ typedef struct {
     const char *save_darknet_path; /* rank 0 writes Darknet's .weights here at the end */
     const char *target;         /* a regression's targets: "input" (the input itself) or a data
                                    set's directory (as data_dir); NULL for nets with labels */
+    const char *save_caffe_path;   /* rank 0 writes Caffe's .caffemodel here at the end */
     int64_t save_every_steps;   /* 0: only at the end */
     const char *logdir;         /* TensorBoard event files; NULL: none */
     int job_logs;               /* some rank of this job writes logdir (rank 0): the others

@@ -1,5 +1,5 @@
 /* trainer_internal.h — the trainer's state, shared by trainer.c, step.c and snapshot.c.
- * Not here: the public surface (trainer.h).
+ * Not here: the public surface (trainer.h), a run's loop state (trainer.c).
  * Proved by tests/train/test_trainer.c. */
 #ifndef SH_TRAINER_INTERNAL_H
 #define SH_TRAINER_INTERNAL_H
@@ -41,13 +41,8 @@ struct sh_trainer {
     float *state_all;           /* (world, nstate) every rank's state, for checkpoints */
     double *state_sum;          /* (world, nstate) the gather's buffer (a sum of zeros and one
                                    rank's values is exact) */
-    /* Per-rank state of the checkpoint (error-feedback residuals), every rank's, between
-     * restore and attach; and on rank 0 what the strategy gathered for the next save. */
-    float *rank_state;
-    size_t rank_state_count;    /* floats per rank */
-    int rank_state_world;       /* ranks it holds */
-    size_t rank_file_count;     /* floats this rank wrote to its own file at the last save
-                                   (strategies with rank_state_get; snapshot.c) */
+    size_t rank_file_count;     /* floats of per-rank state this rank wrote to its own file
+                                   at the last save (snapshot.c) */
     char default_save_path[1024];
     /* A regression's targets (targets.c): a second data set's, read row for row with x into
      * target (N, K); NULL when the input itself is the target, or there is none. */

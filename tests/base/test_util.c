@@ -3,6 +3,7 @@
  * distributions of the generator, checked allocation refusing impossible sizes, the
  * monotonic clock and the peak-RSS reading.
  * Not here: what the modules do with these (checkpoint CRCs are in tests/io). */
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -280,6 +281,20 @@ static void peak_rss_grows_when_memory_is_touched(void)
           later, before);
 }
 
+static void edit_distance_counts_edits_and_swaps_without_case(void)
+{
+    CHECK(sh_edit_distance("epochs", "epochs") == 0, "same");
+    CHECK(sh_edit_distance("epoch", "epochs") == 1, "one insertion");
+    CHECK(sh_edit_distance("EPOCHS", "epochs") == 0, "case");
+    CHECK(sh_edit_distance("micro-bacthes", "micro-batches") == 1, "a swap of neighbours is one edit");
+    CHECK(sh_edit_distance("", "ps") == 2, "from nothing");
+    CHECK(sh_edit_distance("pipeline", "tensor") == 7, "%d", sh_edit_distance("pipeline", "tensor"));
+    char longer[80];
+    memset(longer, 'a', sizeof longer - 1);
+    longer[sizeof longer - 1] = 0;
+    CHECK(sh_edit_distance(longer, "a") == INT_MAX, "past 63 characters");
+}
+
 int main(void)
 {
     check_begin("test_util", 60);
@@ -294,5 +309,6 @@ int main(void)
     RUN(alloc_aligned_is_aligned_and_zeroed);
     RUN(monotonic_clock_never_goes_backwards);
     RUN(peak_rss_grows_when_memory_is_touched);
+    RUN(edit_distance_counts_edits_and_swaps_without_case);
     return check_end();
 }

@@ -109,6 +109,10 @@ static void train_json_output_is_a_run(void)
     CHECK(k == 3 && npts[0] == 3 && npts[1] == 3 && npts[2] == 3, "%d curves: %d %d %d points", k, npts[0], npts[1],
           npts[2]);
     CHECK(strstr(svg, ">test/accuracy<") && strstr(svg, ">epoch<"), "labels");
+    /* the report cut short: the message says where it stops parsing */
+    sh("head -c 300 r.json > cut.json", NULL);
+    rc = plot("cut.json -o c.svg");
+    CHECK(rc == 1 && strstr(out, "does not parse (line 1, column") && strstr(out, "cut short"), "%s", out);
 }
 
 static void timeline_draws_a_bar_per_step_and_rank(void)
@@ -188,6 +192,20 @@ static void bad_input_is_refused_in_one_line(void)
     CHECK(plot("--timeline notjson.json -o x.svg") == 1 && strstr(out, "not JSON") && one_line(), "%s", out);
     tiny_write_file(dir, "empty.json", "{\"traceEvents\": []}");
     CHECK(plot("--timeline empty.json -o x.svg") == 1 && strstr(out, "no step events") && one_line(), "%s", out);
+    /* a crafted trace: each step event at its own step and rank claims steps x ranks cells */
+    size_t cap = 4000 * 96 + 64, len = 0;
+    char *sparse = malloc(cap);
+    if (sparse) {
+        len += (size_t)snprintf(sparse + len, cap - len, "{\"traceEvents\": [");
+        for (int i = 0; i < 4000; i++)
+            len += (size_t)snprintf(sparse + len, cap - len, "%s{\"ph\":\"X\",\"cat\":\"step\",\"name\":\"step\","
+                                    "\"pid\":%d,\"dur\":1,\"args\":{\"step\":%d}}", i ? "," : "", i, i);
+        snprintf(sparse + len, cap - len, "]}");
+        tiny_write_file(dir, "sparse.json", sparse);
+        free(sparse);
+        CHECK(plot("--timeline sparse.json -o x.svg") == 1 && strstr(out, "spread over 4000 steps and 4000 ranks") &&
+              one_line(), "%s", out);
+    }
     tiny_write_file(dir, "rows.txt", "nothing to see\n");
     CHECK(plot("--bench rows.txt -o x.svg") == 1 && strstr(out, "no benchmark rows") && one_line(), "%s", out);
     CHECK(plot("runA -o x.png") == 2 && strstr(out, "SVG") && one_line(), "%s", out);

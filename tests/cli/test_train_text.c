@@ -159,6 +159,10 @@ static void generate_samples_repeatably(void)
     CHECK(run_shoal("generate model.cfg --weights gen.ckpt --seed 'the cat' --length 120 "
                     "--sample-seed 9 --temperature 0.5", c, sizeof c) == 0 && strcmp(a, c) != 0,
           "another sample seed gave the same text");
+    /* a temperature near 0 picks the likeliest byte, never a NUL from weights that underflowed */
+    rc = run_shoal("generate model.cfg --weights gen.ckpt --seed 'the cat' --length 50 --temperature 1e-3", c,
+                   sizeof c);
+    CHECK(rc == 0 && strlen(c) == 7 + 50 + 1, "--temperature 1e-3: exit %d, %zu bytes before a NUL", rc, strlen(c));
     /* Darknet's sampler: its default seed (two newlines) echoed, repeatable; a net Darknet
      * would build otherwise (a [gru]) is refused in one line */
     write_file("lstm.cfg", lstm_cfg, strlen(lstm_cfg));
@@ -204,6 +208,8 @@ static void errors_are_clear(void)
     CHECK(rc == 2 && strstr(out, "--weights"), "no weights: %d %s", rc, out);
     rc = run_shoal("generate model.cfg --weights gen.ckpt --temperature 0", out, sizeof out);
     CHECK(rc == 2 && strstr(out, "--temperature"), "temperature 0: %d %s", rc, out);
+    rc = run_shoal("generate model.cfg --weights gen.ckpt --temperature 1e9", out, sizeof out);
+    CHECK(rc == 2 && strstr(out, "at most 1e6"), "temperature 1e9 names the limit: %d %s", rc, out);
     rc = run_shoal("generate image.cfg --weights gen.ckpt", out, sizeof out);
     CHECK(rc == 1 && strstr(out, "256"), "image model: %d %s", rc, out);
     rc = run_shoal("generate model.cfg --weights gen.ckpt --sampler torch", out, sizeof out);

@@ -112,6 +112,35 @@ static void long_titles_shrink_to_fit(void)
     CHECK(size >= 9 && size < 18 && 0.62 * size * (double)strlen(lng) <= 560, "long title at %d px", size);
 }
 
+/* Whether buf is UTF-8 that XML 1.0 accepts as character data (no C0 controls but tab,
+ * newline and carriage return). */
+static int xml_clean(const unsigned char *b)
+{
+    while (*b) {
+        if (*b < 0x20 && *b != '\t' && *b != '\n' && *b != '\r') return 0;
+        int n = *b < 0x80 ? 1 : (*b & 0xe0) == 0xc0 ? 2 : (*b & 0xf0) == 0xe0 ? 3 : (*b & 0xf8) == 0xf0 ? 4 : 0;
+        if (!n || (n == 2 && *b < 0xc2)) return 0;
+        for (int i = 1; i < n; i++)
+            if ((b[i] & 0xc0) != 0x80) return 0;
+        b += n;
+    }
+    return 1;
+}
+
+static void crafted_names_keep_the_file_well_formed(void)
+{
+    double x[2] = {1, 2}, y[2] = {1, 2};
+    const char *name = "loss\x01\x1b[31m\xff\xfe half \xc3 \xed\xa0\x80 \xc0\xaf ok \xc2\xb5s";
+    sh_plot_series se = {name, x, y, 2};
+    sh_plot_panel p = {"tag\x02<b>", "x", "y", &se, 1, 0, 0};
+    snprintf(path, sizeof path, "%s/c.svg", dir);
+    CHECK_OK(sh_svg_line_chart(path, "title\x7f\x08", &p, 1));
+    load();
+    CHECK(svg[0] && xml_clean((const unsigned char *)svg), "the SVG is clean UTF-8 XML text");
+    CHECK(strstr(svg, "ok \xc2\xb5s") != NULL, "valid UTF-8 is kept");
+    CHECK(strstr(svg, "tag\xef\xbf\xbd&lt;b&gt;") != NULL, "a control byte becomes U+FFFD, markup is escaped");
+}
+
 static void stacked_bars_stack_in_proportion(void)
 {
     const char *groups[2] = {"0", "1"}, *bars[2] = {"r0", "r1"}, *parts[3] = {"a", "b", "c"};
@@ -164,6 +193,7 @@ int main(void)
     RUN(line_chart_places_points_and_ticks);
     RUN(byte_axis_uses_binary_units);
     RUN(long_titles_shrink_to_fit);
+    RUN(crafted_names_keep_the_file_well_formed);
     RUN(stacked_bars_stack_in_proportion);
     RUN(bad_paths_and_empty_panels_are_refused);
     char cmd[128];

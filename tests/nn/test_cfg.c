@@ -145,6 +145,16 @@ static void syntax_errors_name_path_line_and_fix(void)
     sh_cfg *bom = parse_ok("\xEF\xBB\xBF[net]\nbatch=1\n");
     CHECK(bom && sh_cfg_nsections(bom) == 1, "BOM skipped");
     sh_cfg_destroy(bom);
+    /* a crafted section of 200k keys is refused at the cap, not checked in quadratic time */
+    size_t cap = 200000 * 16 + 32, len = 0;
+    char *many = malloc(cap);
+    if (many) {
+        len += (size_t)snprintf(many, cap, "[net]\n");
+        for (int i = 0; i < 200000; i++) len += (size_t)snprintf(many + len, cap - len, "k%d=1\n", i);
+        m = parse_err(many);
+        CHECK_HAS(m, "t.cfg:514: [net] has more than 512 keys");
+        free(many);
+    }
     /* the same key in two sections is fine */
     sh_cfg *c = parse_ok("[network]\nbatch=1\n[maxpool]\nsize=2\n[maxpool]\nsize=2\n");
     CHECK(c && sh_cfg_nsections(c) == 3, "three sections");

@@ -1,5 +1,5 @@
-/* test_layer_dense.c — proves src/nn/layer_dense.c and src/nn/activation.c: forward equals
- * a plain loop, backward equals finite differences through every activation, Darknet's
+/* test_layer_dense.c — proves src/nn/layer_dense.c, dense_gemm.c, dense_rules.c and
+ * activation.c: forward equals a plain loop, backward equals finite differences through every activation, Darknet's
  * defaults (activation logistic), unsupported activations are refused with file:line, and
  * deferred weight gradients (a pipeline stage's) equal backward's, a batch norm layer's not
  * deferred; the same again through the layer's own packed weights, whose Y, dX and dW equal
@@ -202,7 +202,7 @@ static int amd_avx512(long l2)
     fclose(f);
     return amd && avx512 && l2 > 0;
 }
-/* The rule set layer_dense.c's pick_rules takes: the newer one where L2 is 2 MiB or more or
+/* The rule set dense_rules.c takes: the newer one where L2 is 2 MiB or more or
  * on an AMD CPU with AVX-512, the older one elsewhere. */
 static int takes_newer_rules(long l2) { return l2 >= (2L << 20) || amd_avx512(l2); }
 /* The rows per product whose dX runs on gemm_small.c by the machine: 12-48 (the older set),
@@ -270,7 +270,7 @@ static void dx_window_case(int pinned)
     }
     sh_dense_small_dx_rows[0] = sh_dense_small_dx_rows[1] = -1; /* the machine's again */
 }
-/* The forward's window and a layer's own packing by the machine (layer_dense.c pick_rules):
+/* The forward's window and a layer's own packing by the machine (dense_rules.c):
  * the older set forward at 4-96 rows and packing up to 1M weights; the newer (takes_newer_rules)
  * forward at 4-128 rows while rows x inputs floats fit in L2, packing up to L2 / 8 bytes of
  * weights. One thread (a product is the whole pass), own packing off (main). */
@@ -328,7 +328,7 @@ static void the_forward_window_and_own_packing_follow_the_machine(void)
               "want %d", l2, 8 << i, sh_dense_stage_packs(8 << i), want[i]);
 }
 /* A whole layer too large to pack its weights (1030 x 1024, past 1M) computes dW over 64 rows
- * on the packed kernel under the newer rules (layer_dense.c pick_rules): X packed in its
+ * on the packed kernel under the newer rules (dense_rules.c): X packed in its
  * cache (64-byte aligned), dW the bits of sh_packed_gemm_tn; under the older no cache
  * (OpenBLAS's product). Within 1e-4 of double loops either way. (Here OpenBLAS's bits are the same: both
  * sum the 64 rows in order.) */

@@ -2,7 +2,8 @@
  * parameter layout, decay ranges, errors with path:line and "did you mean"), gradients
  * overwritten not accumulated, ready() called last layer first with each layer's slice,
  * bitwise determinism for a seed and thread count, 1 and 2 threads agreeing, partial
- * batches, and a training step that allocates nothing. */
+ * batches, a net on another's blocks, hits by rows, and a training step that allocates
+ * nothing. */
 #include <stdio.h>
 
 #include "nn_check.h"
@@ -286,6 +287,43 @@ static void partial_batch_matches_the_same_images_in_a_full_batch(void)
     tn_free(&t);
 }
 
+/* A net on another's blocks computes with its weights, statistics and threads; hits count
+ * by rows. */
+static void shared_blocks_and_hits_by_rows(void)
+{
+    test_net a, b;
+    if (!tn_build(&a, mixed, 6, 1)) return;
+    if (!tn_build(&b, mixed, 6, 2)) {
+        tn_free(&a);
+        return;
+    }
+    sh_net_set_threads(a.net, 2);
+    size_t na = 0, nb = 0;
+    sh_net_share_blocks(b.net, a.net, 0, 0);
+    CHECK(sh_net_params(b.net) == sh_net_params(a.net) && sh_net_grads(b.net) == sh_net_grads(a.net), "blocks");
+    CHECK(sh_net_stats(b.net, &nb) == sh_net_stats(a.net, &na) && na == nb && na > 0, "statistics");
+    CHECK(sh_net_threads(b.net) == 2, "threads %d", sh_net_threads(b.net));
+    float x[6 * 128];
+    tn_random(x, 6 * 128, 5, -1, 1);
+    CHECK_OK(sh_net_forward(a.net, x, 6, 0));
+    float out[6 * 5];
+    memcpy(out, sh_net_output(a.net), sizeof out);
+    CHECK_OK(sh_net_forward(b.net, x, 6, 0));
+    CHECK(memcmp(out, sh_net_output(b.net), sizeof out) == 0, "the same outputs from the same weights");
+    int32_t labels[6];
+    for (int i = 0; i < 6; i++) { /* rows 0-2 right, 3-5 wrong */
+        int best = 0;
+        for (int j = 1; j < 5; j++)
+            if (out[i * 5 + j] > out[i * 5 + best]) best = j;
+        labels[i] = i < 3 ? best : (best + 1) % 5;
+    }
+    CHECK(sh_net_correct_rows(b.net, labels, 0, 3) == 3 && sh_net_correct_rows(b.net, labels, 3, 6) == 0,
+          "rows 0-2 hit, 3-5 miss");
+    CHECK(sh_net_correct_rows(b.net, labels, 1, 4) == 2 && sh_net_correct(b.net, labels) == 3, "and together");
+    tn_free(&b); /* first: it computes on a's blocks */
+    tn_free(&a);
+}
+
 static void training_step_allocates_nothing(void)
 {
     test_net t;
@@ -348,6 +386,7 @@ int main(void)
     RUN(same_seed_and_threads_give_bitwise_identical_params);
     RUN(one_and_two_threads_agree_within_rounding);
     RUN(partial_batch_matches_the_same_images_in_a_full_batch);
+    RUN(shared_blocks_and_hits_by_rows);
     RUN(training_step_allocates_nothing);
     RUN(load_reads_a_file_and_reports_its_path);
     return check_end();

@@ -1,7 +1,9 @@
 /* test_net_config.c — proves src/nn/net_config.c: the [net] section's keys and Darknet's
- * defaults, each learning-rate policy and optimizer, inputs= for vector models, and the
- * errors for bad or contradictory values; and that every example model builds into a network
- * with the parameter count it states. */
+ * defaults, each learning-rate policy and optimizer, inputs= for vector models, the errors
+ * for bad or contradictory values, the batch read from a file alone; and that every example
+ * model builds into a network with the parameter count it states. */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/err.h"
@@ -267,9 +269,37 @@ static void misspelt_layer_key_fails_with_did_you_mean(void)
     sh_cfg_destroy(cfg);
 }
 
+/* The [net] batch from a file, its layers never built (a broken layer is no error here). */
+static void batch_is_read_from_the_file_alone(void)
+{
+    char path[] = "/tmp/test_net_config_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0, "temp file");
+    if (fd < 0) return;
+    FILE *f = fdopen(fd, "w");
+    fputs("[net]\nbatch=24\nwidth=8\nheight=8\nchannels=1\n\n[convolutional]\nfilter=4\n", f);
+    fclose(f);
+    int batch = -1;
+    CHECK_OK(sh_net_cfg_batch(path, &batch));
+    CHECK(batch == 24, "batch %d", batch);
+    f = fopen(path, "w");
+    fputs("[convolutional]\nfilters=4\n", f);
+    fclose(f);
+    CHECK_RC(sh_net_cfg_batch(path, &batch), SHOAL_ERR_FORMAT);
+    CHECK_HAS(shoal_last_error_message(), "must start with [net]");
+    f = fopen(path, "w");
+    fputs("[net]\nbatch=2\nwidth=8\nheight=8\nchannels=1\nbtach=3\n", f);
+    fclose(f);
+    CHECK_RC(sh_net_cfg_batch(path, &batch), SHOAL_ERR_FORMAT);
+    CHECK_HAS(shoal_last_error_message(), "btach");
+    remove(path);
+    CHECK(sh_net_cfg_batch(path, &batch) != SHOAL_OK && batch == 0, "a missing file is an error");
+}
+
 int main(void)
 {
     check_begin("test_net_config", 20);
+    RUN(batch_is_read_from_the_file_alone);
     RUN(missing_keys_get_darknet_defaults);
     RUN(reads_every_key_it_knows);
     RUN(inputs_alone_makes_a_vector_input);

@@ -1,5 +1,5 @@
 /* test_hybrid.c — proves hybrid parallelism (src/train/mp/hybrid.c, the gather shares
- * of src/nn/layer_dense.c, the cut of src/nn/net_hybrid.c and dropout's rows) with the real
+ * of src/nn/layer_dense.c, the cut of src/nn/net_tensor.c and dropout's rows) with the real
  * trainer and real processes: every scheme (broadcast, vertical, horizontal) on 2, 3 and 4
  * ranks matches one process with the same global batch after 50 steps (SGD with momentum and
  * decay, and Adam; dropout in both parts; a connected layer whose outputs the ranks do not

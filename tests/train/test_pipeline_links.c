@@ -1,5 +1,5 @@
 /* test_pipeline_links.c — proves that routes and shortcuts may cross a pipeline stage
- * boundary (src/train/mp/pipeline.c's links, src/nn/net_part.c's held and sent outputs):
+ * boundary (src/train/mp/pipeline.c's links, src/nn/net_cut.c's held and sent outputs):
  * with the cut forced by stage= keys across [shortcut] from= and [route] layers= (a stage's
  * input read again further on, a stage's own output sent on as well as read by its layers, an
  * output passed through a middle stage, a stage whose first layer does not read its input),

@@ -1,4 +1,4 @@
-/* test_trainer.c — proves src/train/trainer.c, step.c, eval.c and strategy_local.c: training
+/* test_trainer.c — proves src/train/trainer.c, step.c, eval.c and strategy.c: training
  * a tiny model learns, same seed and threads repeat bit for bit, stop and save requests,
  * planned step counts, and clear refusals of data that does not fit the model. */
 #include <string.h>

@@ -1,15 +1,19 @@
-/* dp/allreduce.c — synchronous data parallelism: rank 0's weights are broadcast at
- * attach (after checking that every rank has the same model and batch); the gradient block
- * is cut into buckets of whole layers from the last layer backwards, and as soon as
- * backward has finished a bucket its non-blocking allreduce (average) starts, so
- * communication overlaps the backward pass of the earlier layers. On one host finish waits
- * for all. Across hosts (P3, ByteScheduler) the buckets of two ranks are cut into chunks,
- * backward starts the first SHOAL_DP_AHEAD_KB of them (a connected layer's chunks as its
- * rows are done, in blocks of SHOAL_DP_GRAD_ROWS: sh_net_set_grad_rows), finish starts the rest with the
- * first layers' first and returns: the next forward waits before each layer only for the
- * chunks holding its weights, and drain (the trainer, before anything else reads them) for
- * all. Not here: the step (step.c), the lagged stop/save agreement (trainer.c), the
- * collectives (src/comm). Proved by tests/train/test_dp.c and test_dp_overlap.c. */
+/* dp/allreduce.c — synchronous data parallelism: rank 0's weights for every rank, gradients
+ * averaged in buckets whose allreduces overlap backward (and across hosts the next forward).
+ * Not here: the step (step.c), the save/stop agreement behind a deferred exchange (agree.c),
+ * compressed gradients (dp/compress.c), the collectives (src/comm).
+ * Proved by tests/train/test_dp.c and test_dp_overlap.c. */
+
+/* At attach every rank checks it has the same model and batch, then takes rank 0's weights
+ * (broadcast, or one copy in a host's shared window). The gradient block is cut into buckets
+ * of whole layers from the last layer backwards; as soon as backward has finished a bucket
+ * its non-blocking allreduce (average) starts, with the update riding on it (each rank steps
+ * its block). On one host finish waits for all. Across hosts (P3, ByteScheduler) the buckets
+ * of two ranks are cut into chunks, backward starts the first SHOAL_DP_AHEAD_KB of them (a
+ * connected layer's chunks as its rows are done, in blocks of SHOAL_DP_GRAD_ROWS:
+ * sh_net_set_grad_rows), finish starts the rest with the first layers' first and returns:
+ * the next forward waits before each layer only for the chunks holding its weights, and
+ * drain (the run loop, before anything else reads them) for all. */
 #include "train/dp/allreduce.h"
 
 #include <stdint.h>
@@ -147,46 +151,10 @@ static shoal_result share_weights(dp_state *d, sh_net *net, int *done)
 
 static shoal_result before_forward(void *ctx, int layer);
 
-static shoal_result attach(sh_strategy *s, sh_net *net)
+/* Groups of whole layers of up to cap floats, last layer first. */
+static shoal_result group_layers(dp_state *d, sh_net *net, size_t cap)
 {
-    dp_state *d = s->impl;
-    SH_TRY(check_same(d, net));
-    size_t nparams = sh_net_nparams(net);
-    d->nparams = nparams;
-    /* The update rides on the allreduce: each bucket's optimizer step runs as soon as its
-     * gradients are reduced, and where the allreduce splits the work each rank updates only
-     * its block (ZeRO stage 1: the optimizer's work and memory traffic are divided). */
-    long shard = 1;
-    SH_TRY(sh_env_long("SHOAL_DP_SHARD", &shard));
-    d->shard = shard && s->opt != NULL && !compresses(d); /* compressed: every rank steps all */
-    s->applies_update = d->shard;
-    int shared = 0;
-    SH_TRY(share_weights(d, net, &shared));
-    d->prof.shared_weights = shared;
-    d->grads = sh_net_grads(net);
-    d->params = sh_net_params(net);
-    /* Rank 0's weights and batch-norm statistics for everyone. */
-    if (!shared) SH_TRY(shoal_broadcast(d->c, d->params, d->params, nparams, SHOAL_FLOAT32, 0));
-    size_t nstats = 0;
-    float *stats = sh_net_stats(net, &nstats);
-    if (nstats) SH_TRY(shoal_broadcast(d->c, stats, stats, nstats, SHOAL_FLOAT32, 0));
-    if (compresses(d)) {
-        sh_gradx_opts go = {d->codec, d->sfb, d->model, 0};
-        SH_TRY(sh_gradx_create(d->c, net, &go, &d->gx));
-        s->applies_update = s->opt != NULL && sh_gradx_applies_update(d->gx); /* momentum correction */
-        char spec[48];
-        SH_LOG_I("train", "data parallel over %d ranks: %zu parameters, gradients compressed with %s%s",
-                 shoal_comm_world(d->c), nparams, shoal_codec_format(&d->codec, spec, sizeof spec),
-                 d->sfb ? " and sufficient factors" : "");
-        d->prof.compressed = 1;
-        s->drain = NULL;
-        s->sum_start = NULL;
-        return SHOAL_OK;
-    }
-    /* Groups of whole layers, last layer first. */
     int nl = sh_net_nlayers(net);
-    size_t cap = (size_t)((d->o.bucket_mb > 0 ? d->o.bucket_mb : 1.0) * 1024 * 1024 / sizeof(float));
-    if (cap == 0) cap = 1;
     d->group_of_layer = calloc((size_t)nl, sizeof(int));
     d->g = calloc((size_t)nl + 1, sizeof(group));
     if (!d->group_of_layer || !d->g) return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
@@ -207,31 +175,16 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
         d->g[cur].count += cnt;
         d->group_of_layer[i] = cur;
     }
-    /* Overlap with the next forward (the trainer's run loop allows it: may_defer) where the
-     * update rides on the allreduce, each rank has its own weights and the ranks span hosts
-     * (on one host the exchange is short and the overlap measured no gain). With two ranks every
-     * element's reduction is the one sum a + b whatever the cut, so large groups are cut into
-     * chunks and the next forward's first layers need not queue behind the last ones. */
-    long overlap = 1, chunk_kb = 256, ahead_kb = 1280, grad_rows = 32;
-    SH_TRY(sh_env_long("SHOAL_DP_OVERLAP", &overlap));
-    SH_TRY(sh_env_long("SHOAL_DP_GRAD_ROWS", &grad_rows));
-    SH_TRY(sh_env_long("SHOAL_DP_CHUNK_KB", &chunk_kb));
-    SH_TRY(sh_env_long("SHOAL_DP_AHEAD_KB", &ahead_kb));
-    int across = 0; /* 1: the ranks are on more than one host */
-    for (int r = 1; r < shoal_comm_world(d->c); r++) {
-        const char *h0 = shoal_comm_host(d->c, 0), *h = shoal_comm_host(d->c, r);
-        across |= h0 && h && strcmp(h0, h) != 0;
-    }
-    d->defers = (overlap == 2 || (overlap == 1 && across)) && d->shard && !shared;
-    size_t chunk = d->defers && shoal_comm_world(d->c) == 2 && chunk_kb > 0 ? (size_t)chunk_kb * 256 : 0;
-    /* Each request costs a round of messages: a group is cut into at most 8 chunks of at
-     * least SHOAL_DP_CHUNK_KB; backward may start at least half of the gradients (the wire
-     * must stay busy through a long backward) */
-    d->ahead = (size_t)ahead_kb * 256;
-    if (d->ahead < nparams / 2) d->ahead = nparams / 2;
+    return SHOAL_OK;
+}
+
+/* Each group's buckets: the whole group, or with chunk > 0 chunks of it. Each request costs a
+ * round of messages: a group is cut into at most 8 chunks of at least chunk floats. */
+static shoal_result cut_buckets(dp_state *d, sh_net *net, size_t chunk)
+{
+    int nl = sh_net_nlayers(net), nb = 0;
     size_t *cut = calloc((size_t)d->ng + 1, sizeof(size_t));
     if (!cut) return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
-    int nb = 0;
     for (int k = 0; k < d->ng; k++) {
         cut[k] = chunk && chunk < (d->g[k].count + 7) / 8 ? (d->g[k].count + 7) / 8 : chunk;
         nb += cut[k] ? (int)((d->g[k].count + cut[k] - 1) / cut[k]) : 1;
@@ -264,20 +217,82 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
         d->b[i].d = d;
         d->b[i].lead = 1;
     }
+    return SHOAL_OK;
+}
+
+/* The float32 exchange: its buckets, and whether a step's tail overlaps the next forward. */
+static shoal_result plan_exchange(sh_strategy *s, sh_net *net, int shared)
+{
+    dp_state *d = s->impl;
+    size_t cap = (size_t)((d->o.bucket_mb > 0 ? d->o.bucket_mb : 1.0) * 1024 * 1024 / sizeof(float));
+    if (cap == 0) cap = 1;
+    SH_TRY(group_layers(d, net, cap));
+    /* Overlap with the next forward (the trainer's run loop allows it: may_defer) where the
+     * update rides on the allreduce, each rank has its own weights and the ranks span hosts
+     * (on one host the exchange is short and the overlap measured no gain). With two ranks every
+     * element's reduction is the one sum a + b whatever the cut, so large groups are cut into
+     * chunks and the next forward's first layers need not queue behind the last ones. */
+    long overlap = 1, chunk_kb = 256, ahead_kb = 1280, grad_rows = 32;
+    SH_TRY(sh_env_long("SHOAL_DP_OVERLAP", &overlap));
+    SH_TRY(sh_env_long("SHOAL_DP_GRAD_ROWS", &grad_rows));
+    SH_TRY(sh_env_long("SHOAL_DP_CHUNK_KB", &chunk_kb));
+    SH_TRY(sh_env_long("SHOAL_DP_AHEAD_KB", &ahead_kb));
+    int across = 0; /* 1: the ranks are on more than one host */
+    for (int r = 1; r < shoal_comm_world(d->c); r++) {
+        const char *h0 = shoal_comm_host(d->c, 0), *h = shoal_comm_host(d->c, r);
+        across |= h0 && h && strcmp(h0, h) != 0;
+    }
+    d->defers = (overlap == 2 || (overlap == 1 && across)) && d->shard && !shared;
+    size_t chunk = d->defers && shoal_comm_world(d->c) == 2 && chunk_kb > 0 ? (size_t)chunk_kb * 256 : 0;
+    /* backward may start at least half of the gradients (the wire must stay busy through a
+     * long backward) */
+    d->ahead = (size_t)ahead_kb * 256;
+    if (d->ahead < d->nparams / 2) d->ahead = d->nparams / 2;
+    SH_TRY(cut_buckets(d, net, chunk));
     /* With chunks, backward offers a connected layer's weight gradient in blocks of rows as
      * it computes them (the same bits), and a chunk starts once its rows are done: the wire
      * need not idle through a large layer's whole backward. */
     if (chunk && grad_rows > 0) sh_net_set_grad_rows(net, (int)grad_rows);
-    if (d->defers) {
-        sh_net_set_before_forward(net, before_forward, s);
-    } else { /* every step ends complete, as it always did */
-        s->drain = NULL;
-        s->sum_start = NULL;
-    }
+    if (d->defers) sh_net_set_before_forward(net, before_forward, s); /* else every step ends complete */
     SH_LOG_I("train", "data parallel over %d ranks: %zu parameters in %d buckets of up to %.1f MB%s%s",
-             shoal_comm_world(d->c), nparams, d->nb, (double)cap * 4 / 1e6,
+             shoal_comm_world(d->c), d->nparams, d->nb, (double)cap * 4 / 1e6,
              shared ? ", one copy of the weights in shared memory" : "",
              d->defers ? ", the tail overlapping the next forward" : "");
+    return SHOAL_OK;
+}
+
+static shoal_result attach(sh_strategy *s, sh_net *net)
+{
+    dp_state *d = s->impl;
+    SH_TRY(check_same(d, net));
+    size_t nparams = sh_net_nparams(net);
+    d->nparams = nparams;
+    /* The update rides on the allreduce: each bucket's optimizer step runs as soon as its
+     * gradients are reduced, and where the allreduce splits the work each rank updates only
+     * its block (ZeRO stage 1: the optimizer's work and memory traffic are divided). */
+    long shard = 1;
+    SH_TRY(sh_env_long("SHOAL_DP_SHARD", &shard));
+    d->shard = shard && s->opt != NULL && !compresses(d); /* compressed: every rank steps all */
+    s->applies_update = d->shard;
+    int shared = 0;
+    SH_TRY(share_weights(d, net, &shared));
+    d->prof.shared_weights = shared;
+    d->grads = sh_net_grads(net);
+    d->params = sh_net_params(net);
+    /* Rank 0's weights and batch-norm statistics for everyone. */
+    if (!shared) SH_TRY(shoal_broadcast(d->c, d->params, d->params, nparams, SHOAL_FLOAT32, 0));
+    size_t nstats = 0;
+    float *stats = sh_net_stats(net, &nstats);
+    if (nstats) SH_TRY(shoal_broadcast(d->c, stats, stats, nstats, SHOAL_FLOAT32, 0));
+    if (!compresses(d)) return plan_exchange(s, net, shared);
+    sh_gradx_opts go = {d->codec, d->sfb, d->model, 0};
+    SH_TRY(sh_gradx_create(d->c, net, &go, &d->gx));
+    s->applies_update = s->opt != NULL && sh_gradx_applies_update(d->gx); /* momentum correction */
+    char spec[48];
+    SH_LOG_I("train", "data parallel over %d ranks: %zu parameters, gradients compressed with %s%s",
+             shoal_comm_world(d->c), nparams, shoal_codec_format(&d->codec, spec, sizeof spec),
+             d->sfb ? " and sufficient factors" : "");
+    d->prof.compressed = 1;
     return SHOAL_OK;
 }
 
@@ -636,56 +651,63 @@ static void step_comm(const sh_strategy *s, sh_step_comm *out)
     *out = d->last;
 }
 
-/* Every rank's residuals into one block on rank 0 (rank order), for the checkpoint. */
-static shoal_result rank_state_gather(sh_strategy *s, float **all, size_t *count)
-{
-    dp_state *d = s->impl;
-    *all = NULL;
-    *count = d->gx ? sh_gradx_state_count(d->gx) : 0;
-    if (!*count) return SHOAL_OK;
-    float *mine = malloc(*count * sizeof(float)), *every = malloc(*count * sizeof(float) * (size_t)s->world);
-    shoal_result rc = mine && every ? SHOAL_OK : SH_FAIL(SHOAL_ERR_NOMEM, "out of memory for the residuals");
-    if (rc == SHOAL_OK) {
-        sh_gradx_state_get(d->gx, mine);
-        rc = shoal_allgather(d->c, mine, every, *count, SHOAL_FLOAT32);
-    }
-    free(mine);
-    if (rc == SHOAL_OK && s->rank == 0) *all = every;
-    else free(every);
-    return rc;
-}
-
-static void rank_state_restore(sh_strategy *s, const float *all, size_t count, int saved_world)
-{
-    dp_state *d = s->impl;
-    size_t mine = d->gx ? sh_gradx_state_count(d->gx) : 0;
-    if (!mine) return;
-    if (count == mine && saved_world == s->world && all) {
-        sh_gradx_state_set(d->gx, all + (size_t)s->rank * count);
-        return;
-    }
-    sh_gradx_state_reset(d->gx);
-    if (s->rank != 0) return;
-    if (!count)
-        SH_LOG_W("train", "the checkpoint holds no error-feedback residuals (saved without --compress "
-                 "or with fp16/bf16); they start from zero");
-    else if (saved_world != s->world)
-        SH_LOG_W("train", "the checkpoint's error-feedback residuals are for %d ranks, this run has %d: they "
-                 "start from zero", saved_world, s->world);
-    else
-        SH_LOG_W("train", "the checkpoint's error-feedback residuals (%zu values a rank) do not fit this "
-                 "run's compression (%zu): they start from zero; resume with the same --compress", count, mine);
-}
-
-static void comm_stats(const sh_strategy *s, double *wire, double *dense, double *residual)
+/* The compressed exchange's residuals (and velocities): each rank's own, in its own file
+ * beside the checkpoint (snapshot.c). */
+static size_t rank_state_count(const sh_strategy *s)
 {
     const dp_state *d = s->impl;
+    return d->gx ? sh_gradx_state_count(d->gx) : 0;
+}
+
+static void rank_state_get(sh_strategy *s, float *out)
+{
+    dp_state *d = s->impl;
+    sh_gradx_state_get(d->gx, out);
+}
+
+static void rank_state_set(sh_strategy *s, const float *in)
+{
+    dp_state *d = s->impl;
+    if (in) sh_gradx_state_set(d->gx, in);
+    else sh_gradx_state_reset(d->gx);
+}
+
+/* Only the float32 exchange across hosts (SHOAL_DP_OVERLAP) leaves a step's tail in flight. */
+static int can_defer(const sh_strategy *s)
+{
+    const dp_state *d = s->impl;
+    return d->defers;
+}
+
+static int comm_stats(const sh_strategy *s, double *wire, double *dense, double *residual)
+{
+    const dp_state *d = s->impl;
+    if (!d->gx) return 0;
     *wire = d->prof.wire_nbytes;
     *dense = d->prof.dense_nbytes;
     *residual = d->prof.residual_norm;
+    return 1;
 }
 
-static const sh_strategy_ops dp_ops = {"allreduce", attach, begin, grad_ready, finish, destroy, sum, NULL};
+static const sh_strategy_ops dp_ops = {
+    .name = "allreduce",
+    .attach = attach,
+    .begin = begin,
+    .finish = finish,
+    .destroy = destroy,
+    .grad_ready = grad_ready,
+    .sum = sum,
+    .sync_state = sync_state,
+    .can_defer = can_defer,
+    .drain = drain,
+    .sum_start = sum_start,
+    .rank_state_count = rank_state_count,
+    .rank_state_get = rank_state_get,
+    .rank_state_set = rank_state_set,
+    .step_comm = step_comm,
+    .comm_stats = comm_stats,
+    .grad_sq_part = grad_sq_part,
+};
 
 shoal_result sh_strategy_allreduce_create(shoal_comm *c, const sh_dp_opts *o, sh_strategy **out)
 {
@@ -700,14 +722,9 @@ shoal_result sh_strategy_allreduce_create(shoal_comm *c, const sh_dp_opts *o, sh
     d->c = c;
     d->o = *o;
     s->ops = &dp_ops;
-    s->rank = shoal_comm_rank(c);
-    s->world = shoal_comm_world(c);
+    s->rank = s->job_rank = shoal_comm_rank(c);
+    s->world = s->job_world = shoal_comm_world(c);
     s->impl = d;
-    s->sync_state = sync_state;
-    s->step_comm = step_comm;
-    s->drain = drain;
-    s->sum_start = sum_start;
-    s->grad_sq_part = grad_sq_part;
     shoal_codec_opts_default(&d->codec);
     d->s = s;
     *out = s;
@@ -720,10 +737,6 @@ void sh_strategy_allreduce_compress(sh_strategy *s, const shoal_codec_opts *code
     d->codec = *codec;
     d->sfb = sfb;
     d->model = model;
-    int on = compresses(d);
-    s->rank_state_gather = on ? rank_state_gather : NULL;
-    s->rank_state_restore = on ? rank_state_restore : NULL;
-    s->comm_stats = on ? comm_stats : NULL;
 }
 
 void sh_strategy_allreduce_profile(const sh_strategy *s, sh_dp_profile *out)

@@ -1,7 +1,12 @@
-/* dp/compress.c — a net's gradients through shoal_allreduce_compressed, layer by layer
- * (last first, as backward finishes them): each layer's weights are a rows x cols matrix
- * (outputs x inputs per output) for the codecs that care (1bit's groups are its rows,
- * lowrank approximates it), its biases and scales one more buffer.
+/* dp/compress.c — a net's gradients through shoal_allreduce_compressed, layer by layer as
+ * backward finishes them, on a thread of its own; sufficient factors for connected layers;
+ * topk's momentum correction; the per-rank state a checkpoint keeps.
+ * Not here: the codecs (src/comm/compress/), when the exchange runs (dp/allreduce.c, mp/mp.c).
+ * Proved by tests/train/test_compress_train.c and tests/cli/test_train_compress.c. */
+
+/* Each layer's weights are a rows x cols matrix (outputs x inputs per output) for the codecs
+ * that care (1bit's groups are its rows, lowrank approximates it), its biases and scales one
+ * more buffer.
  * Sufficient-factor broadcasting (Xie et al., "Distributed machine learning via sufficient
  * factor broadcasting", 2015; Poseidon): a connected layer's weight gradient is dY^T X over
  * the batch, so where N (I + K) < I K each rank sends its dY (N, K) and X (N, I) instead
@@ -11,10 +16,8 @@
  * momentum m sends, in place of each rank's gradient g, its local velocity
  * u = m u + g + decay w, so that what top-k holds back keeps its momentum; the exchanged
  * mean is then applied as w -= lr * mean with no further momentum. At topk:1 this is the
- * uncompressed momentum SGD, up to rounding. Without it the optimizer's momentum acts on
- * the sparse, delayed updates, which costs LeNet 1.7 points of accuracy at topk:0.01.
- * Not here: the codecs (src/comm/compress/), the strategy's hooks (dp/allreduce.c).
- * Proved by tests/train/test_compress_train.c and tests/cli/test_train_compress.c. */
+ * uncompressed momentum SGD, up to rounding; without it the optimizer's momentum acts on the
+ * sparse, delayed updates (LeNet loses accuracy at topk:0.01: bench/README.md). */
 #include "train/dp/compress.h"
 
 #include <math.h>
@@ -27,7 +30,6 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "nn/gemm.h"
-#include "train/strategy.h"
 
 typedef struct {
     int layer;
@@ -394,53 +396,4 @@ void sh_gradx_state_reset(sh_gradx *g)
         shoal_compressor_reset(g->u[i].z);
         if (g->u[i].vel) memset(g->u[i].vel, 0, g->u[i].count * sizeof(float));
     }
-}
-
-/* ---- a model-parallel layout's data-parallel group ---- */
-
-static size_t group_state_count(const sh_strategy *s) { return s->gx ? sh_gradx_state_count(s->gx) : 0; }
-static void group_state_get(sh_strategy *s, float *out) { sh_gradx_state_get(s->gx, out); }
-
-static void group_state_set(sh_strategy *s, const float *in)
-{
-    if (in) sh_gradx_state_set(s->gx, in);
-    else sh_gradx_state_reset(s->gx);
-}
-
-static void group_comm_stats(const sh_strategy *s, double *wire, double *dense, double *residual)
-{
-    sh_gradx_stats st;
-    sh_gradx_get_stats(s->gx, &st);
-    *wire = st.wire_nbytes;
-    *dense = st.dense_nbytes;
-    *residual = st.residual_norm;
-}
-
-shoal_result sh_gradx_group_attach(sh_strategy *s, shoal_comm *group, sh_net *net, int sum, int job_rank,
-                                   int job_world)
-{
-    if (s->codec.codec == SHOAL_CODEC_NONE || !group) return SHOAL_OK;
-    sh_gradx_opts o = {s->codec, 0, NULL, sum};
-    SH_TRY(sh_gradx_create(group, net, &o, &s->gx));
-    s->file_rank = job_rank;
-    s->file_world = job_world;
-    s->rank_state_count = group_state_count;
-    s->rank_state_get = group_state_get;
-    s->rank_state_set = group_state_set;
-    s->comm_stats = group_comm_stats;
-    s->applies_update = s->opt != NULL && sh_gradx_applies_update(s->gx);
-    return SHOAL_OK;
-}
-
-void sh_gradx_group_begin(sh_strategy *s, int64_t step)
-{
-    if (s->gx && s->applies_update) s->gx_lr = sh_lr_at(s->lr, step);
-}
-
-shoal_result sh_gradx_group_finish(sh_strategy *s, sh_net *net)
-{
-    float *grads = sh_net_grads(net);
-    SH_TRY(sh_gradx_reduce(s->gx, grads));
-    if (s->applies_update) sh_gradx_apply(s->gx, s->opt, sh_net_params(net), grads, sh_net_nparams(net), s->gx_lr);
-    return SHOAL_OK;
 }

@@ -1,9 +1,7 @@
-/* dp/compress.h — the compressed exchange of a net's gradients: one compressor per layer's
- * weights and one per its biases (shoal_allreduce_compressed), or, with sufficient-factor
- * broadcasting, a connected layer's per-image factors instead of its weight gradient; and
- * the error-feedback state a checkpoint keeps per rank.
- * Not here: the codecs and the collective (src/comm/compress/), when the exchange runs
- * (dp/allreduce.c).
+/* dp/compress.h — the compressed exchange of a net's gradients (a compressor per layer's
+ * weights and biases, or a connected layer's sufficient factors) and the error-feedback
+ * state a checkpoint keeps per rank.
+ * Not here: the codecs and the collective (src/comm/compress/), when it runs (dp/allreduce.c, mp/mp.c).
  * Proved by tests/train/test_compress_train.c. */
 #ifndef SH_GRAD_COMPRESS_H
 #define SH_GRAD_COMPRESS_H
@@ -28,7 +26,6 @@ typedef struct {
 } sh_gradx_stats;
 
 typedef struct sh_gradx sh_gradx;
-typedef struct sh_strategy sh_strategy;
 
 /* Plan the exchange for net on c. Errors: SHOAL_ERR_INVALID with one line for --sfb on a
  * model with no connected layer; SHOAL_ERR_NOMEM. Collective: no (the plan is a function of
@@ -62,18 +59,5 @@ size_t sh_gradx_state_count(const sh_gradx *g);
 void sh_gradx_state_get(sh_gradx *g, float *out);
 void sh_gradx_state_set(sh_gradx *g, const float *in);
 void sh_gradx_state_reset(sh_gradx *g);
-
-/* A model-parallel layout's data-parallel group, compressed with s->codec (nothing when it
- * is none or group is NULL). attach: the exchange over group of net's gradients (every
- * layer of net), summed (sum = 1) or averaged; the per-rank state goes to the rank files
- * (numbered job_rank of job_world) and the figures to comm_stats; with momentum correction
- * the strategy applies the update. begin: the step's rate. finish: the exchange of net's
- * gradient block, whose first parameters are those of attach's net (a hybrid exchanges its
- * convolutional part and steps the whole), and the update where the exchange applies it.
- * Collective over group: attach and finish. */
-shoal_result sh_gradx_group_attach(sh_strategy *s, shoal_comm *group, sh_net *net, int sum, int job_rank,
-                                   int job_world);
-void sh_gradx_group_begin(sh_strategy *s, int64_t step);
-shoal_result sh_gradx_group_finish(sh_strategy *s, sh_net *net);
 
 #endif

@@ -1,6 +1,10 @@
-/* mp/hybrid.c — hybrid parallelism over N ranks (Krizhevsky 2014, "One weird trick for
- * parallelizing convolutional neural networks", section 3).
- * Vocabulary: B the global batch, b = B/N a rank's share, I the activities per image where
+/* mp/hybrid.c — hybrid parallelism over N ranks (Krizhevsky 2014, "One weird trick", section 3):
+ * the convolutional part data-parallel, the connected part split by outputs, three schemes.
+ * Not here: the cut and the split layers (src/nn/net_tensor.c, dense_share.c), the layers'
+ * slices of the whole model (mp/tensor_plan.c), the shared frame (mp/mp.c), the step.
+ * Proved by tests/train/test_hybrid.c and tests/cli/test_train_hybrid.c. */
+
+/* Vocabulary: B the global batch, b = B/N a rank's share, I the activities per image where
  * the net is cut (the output of the layer before the first [connected]). The convolutional
  * part (layers [0, cut)) runs data-parallel: each rank its b images, the gradients summed
  * over the ranks (allreduce) after backward. The connected part (layers [cut, L)) runs
@@ -22,16 +26,13 @@
  * batch normalization every scheme trains what one process trains with batch B.
  * The update: each rank owns its shares whole, their gradients final as backward makes them,
  * so under broadcast (one pass over the batch) the shares step themselves as each block of
- * rows of dW is made, in cache (sh_net_set_update; layer_dense.c), and finish steps the rest:
- * the convolutional part once summed. Chunks (the gradients summed over them), --compress,
- * and a job that logs the gradient norm (it reads the whole gradient) keep the trainer's step.
- * Bytes a rank sends per step: activities (N-1) b I x 4 (broadcast, horizontal; vertical
- * b I x 4 from each root, a chain's forwarding aside), their gradients the same, each
- * [connected] layer's output 2 (N-1)/N x images x K x 4 and its input gradient likewise,
- * the convolutional gradients 2 (N-1)/N x their count x 4.
- * Not here: the cut and the split layers (src/nn/net_hybrid.c, layer_dense.c), the layers'
- * figures and slices of the whole model (mp/tensor_plan.c's sh_tp_plan_init), the step.
- * Proved by tests/train/test_hybrid.c and tests/cli/test_train_hybrid.c. */
+ * rows of dW is made, in cache (sh_mp_fuse), and finish steps the rest: the convolutional
+ * part once summed. Chunks (the gradients summed over them), --compress, and a job that logs
+ * the gradient norm (it reads the whole gradient) keep the trainer's step.
+ * Cost, bytes a rank sends per step: activities (N-1) b I x 4 (broadcast, horizontal;
+ * vertical b I x 4 from each root, a chain's forwarding aside), their gradients the same,
+ * each [connected] layer's output 2 (N-1)/N x images x K x 4 and its input gradient
+ * likewise, the convolutional gradients 2 (N-1)/N x their count x 4. */
 #include "train/mp/hybrid.h"
 
 #include <stdlib.h>
@@ -39,11 +40,12 @@
 
 #include "base/err.h"
 #include "base/util.h"
-#include "train/dp/compress.h"
+#include "train/mp/mp.h"
 #include "train/mp/tensor_plan.h"
 
 typedef struct {
-    shoal_comm *c;            /* the job's (borrowed): the convolutional gradients, figures */
+    sh_mp mp;                 /* first: the job's communicator (the convolutional gradients,
+                                 figures), the part, the exchange */
     shoal_comm *fc;           /* owned: the connected part's sums and the activities' moves */
     shoal_comm *act;          /* owned: activities in flight while a chunk computes */
     sh_hybrid_scheme scheme;
@@ -66,8 +68,6 @@ typedef struct {
     double last_sent, last_comm_ns;
     double sum_sent, sum_act, sum_comm_ns;    /* over the training steps */
     int64_t steps;
-    sh_model_part part;
-    int fuse;                 /* the shares step themselves (the strategy's optimizer) */
 } hy_state;
 
 shoal_result sh_hybrid_scheme_parse(const char *s, sh_hybrid_scheme *out)
@@ -140,21 +140,6 @@ static shoal_result hy_sum(void *ctx, float *buf, size_t count)
 
 /* ---- one pass ---- */
 
-/* Argmax hits of rows [lo, hi) of the connected part's last output; labels by the same rows. */
-static int hits_in(const sh_net *n, const int32_t *labels, int lo, int hi)
-{
-    const float *out = sh_net_output(n);
-    int k = sh_net_nclasses(n), hits = 0;
-    for (int i = lo; i < hi; i++) {
-        const float *q = out + (size_t)i * k;
-        int best = 0;
-        for (int j = 1; j < k; j++)
-            if (q[j] > q[best]) best = j;
-        hits += best == labels[i];
-    }
-    return hits;
-}
-
 static shoal_result wait_req(hy_state *p, shoal_request **req)
 {
     if (!*req) return SHOAL_OK;
@@ -209,7 +194,7 @@ static shoal_result train_pass(hy_state *p, const float *x, const int32_t *y, in
         sh_net_rng_set(p->fcn, mid);
         SH_TRY(sh_net_forward(p->fcn, p->acts, p->B, 1));
         loss_sum = sh_net_loss(p->fcn, p->labels);
-        hits = hits_in(p->fcn, p->labels, p->rank * b, (p->rank + 1) * b);
+        hits = sh_net_correct_rows(p->fcn, p->labels, p->rank * b, (p->rank + 1) * b);
         SH_TRY(sh_net_backward(p->fcn, NULL, NULL));
         sh_net_rng_get(p->fcn, end);
     } else {
@@ -240,8 +225,8 @@ static shoal_result train_pass(hy_state *p, const float *x, const int32_t *y, in
             rc = run_chunk(p, buf[q % 2], lab, b, q, mid, &chunk_loss);
             if (rc != SHOAL_OK) break;
             loss_sum += chunk_loss;
-            if (vertical && q == p->rank) hits += hits_in(p->fcn, lab, 0, b);
-            if (!vertical) hits += hits_in(p->fcn, lab, p->rank * s, (p->rank + 1) * s);
+            if (vertical && q == p->rank) hits += sh_net_correct_rows(p->fcn, lab, 0, b);
+            if (!vertical) hits += sh_net_correct_rows(p->fcn, lab, p->rank * s, (p->rank + 1) * s);
         }
 #undef START
         if (req) (void)wait_req(p, &req); /* an error above: the transfer still ends */
@@ -286,7 +271,7 @@ static shoal_result eval_pass(hy_state *p, const float *x, const int32_t *y, int
         if (rc != SHOAL_OK) break;
         const int32_t *lab = p->labels + (size_t)j * p->b;
         loss_sum += (double)sh_net_loss(p->fcn, lab) * nj;
-        if (j == p->rank) hits = hits_in(p->fcn, lab, 0, nj);
+        if (j == p->rank) hits = sh_net_correct_rows(p->fcn, lab, 0, nj);
     }
     if (all != counts) free(all);
     SH_TRY(rc);
@@ -306,16 +291,6 @@ static shoal_result hy_pass(sh_strategy *s, const float *x, const int32_t *y, in
 
 /* ---- the strategy hooks ---- */
 
-/* The shares' update hook (ctx: the strategy): offsets in the connected part's block. */
-static void hy_update(void *ctx, size_t offset, const float *g, size_t count)
-{
-    sh_strategy *s = ctx;
-    hy_state *p = s->impl;
-    uint64_t t0 = sh_now_ns();
-    sh_optim_apply(s->opt, sh_net_params(p->whole), g, p->conv_nparams + offset, count);
-    __atomic_fetch_add(&s->update_in_backward_ns, sh_now_ns() - t0, __ATOMIC_RELAXED); /* the kernel threads call it */
-}
-
 /* After the convolutional gradients' sum: the parameters the shares did not step. */
 static void step_rest(sh_strategy *s)
 {
@@ -329,35 +304,17 @@ static shoal_result hy_attach(sh_strategy *s, sh_net *net)
 {
     hy_state *p = s->impl;
     SH_ASSERT(net == p->whole);
-    float *params = sh_net_params(net), *grads = sh_net_grads(net);
-    sh_net_use_blocks(p->conv, params, grads, 0);
-    sh_net_use_blocks(p->fcn, params + p->conv_nparams, grads + p->conv_nparams, 0);
-    sh_net_use_stats(p->conv, sh_net_stats(net, NULL)); /* the convolutional layers' come first */
-    sh_net_set_threads(p->conv, sh_net_threads(net));
-    sh_net_set_threads(p->fcn, sh_net_threads(net));
+    size_t conv_nstats = 0;
+    (void)sh_net_stats(p->conv, &conv_nstats);
+    sh_net_share_blocks(p->conv, net, 0, 0); /* the convolutional layers' blocks come first */
+    sh_net_share_blocks(p->fcn, net, p->conv_nparams, conv_nstats);
     sh_net_set_sum(p->fcn, hy_sum, p);
     sh_net_rng_get(net, p->rng); /* restored from a checkpoint, or the seed's */
     /* --compress: the convolutional part's gradients are summed compressed */
-    SH_TRY(sh_gradx_group_attach(s, p->N > 1 && p->conv_nparams ? p->c : NULL, p->conv, 1, p->rank, p->N));
-    p->fuse = p->scheme == SH_HYBRID_BROADCAST && s->opt && s->lr && !s->gx && !s->grad_sq_wanted;
-    if (p->fuse) {
-        s->applies_update = 1;
-        sh_net_set_update(p->fcn, hy_update, s);
-    }
+    SH_TRY(sh_mp_attach_group(s, p->N > 1 && p->conv_nparams ? p->mp.c : NULL, p->conv, 1));
+    /* the shares' offsets are in the connected part's block, after the convolutional part */
+    sh_mp_fuse(s, p->scheme == SH_HYBRID_BROADCAST, p->fcn, p->whole, p->conv_nparams);
     return SHOAL_OK;
-}
-
-static shoal_result hy_begin(sh_strategy *s, int64_t step)
-{
-    hy_state *p = s->impl;
-    sh_gradx_group_begin(s, step);
-    if (p->fuse) sh_optim_begin(s->opt, sh_lr_at(s->lr, step));
-    return SHOAL_OK;
-}
-
-static void hy_grad_ready(void *ctx, int layer, size_t offset, size_t count)
-{
-    (void)ctx, (void)layer, (void)offset, (void)count;
 }
 
 /* The convolutional gradients: each rank's covers its images of the batch's mean loss, so
@@ -369,17 +326,17 @@ static shoal_result hy_finish(sh_strategy *s)
     if (p->conv_nparams) {
         float *g = sh_net_grads(p->whole);
         double sent = 2.0 * (p->N - 1) / p->N * fl(p->conv_nparams);
-        if (s->gx) {
-            SH_TRY(sh_gradx_group_finish(s, p->whole));
+        if (p->mp.gx) {
+            SH_TRY(sh_mp_finish_group(s, p->whole));
             sh_gradx_stats st;
-            sh_gradx_get_stats(s->gx, &st);
+            sh_gradx_get_stats(p->mp.gx, &st);
             sent = st.wire_nbytes;
         } else {
-            SH_TRY(shoal_allreduce(p->c, g, g, p->conv_nparams, SHOAL_FLOAT32, SHOAL_SUM));
+            SH_TRY(shoal_allreduce(p->mp.c, g, g, p->conv_nparams, SHOAL_FLOAT32, SHOAL_SUM));
         }
         note(p, sent, 0, t0);
     }
-    if (p->fuse) {
+    if (p->mp.fuse) {
         uint64_t t1 = sh_now_ns();
         step_rest(s);
         s->update_in_finish_ns += sh_now_ns() - t1;
@@ -397,7 +354,7 @@ static shoal_result hy_finish(sh_strategy *s)
 static shoal_result hy_sum_figures(sh_strategy *s, double *v, int n)
 {
     hy_state *p = s->impl;
-    return shoal_allreduce(p->c, v, v, (size_t)n, SHOAL_FLOAT64, SHOAL_SUM);
+    return shoal_allreduce(p->mp.c, v, v, (size_t)n, SHOAL_FLOAT64, SHOAL_SUM);
 }
 
 /* The gradient norm's shares: every rank holds the summed convolutional gradients (rank 0
@@ -443,48 +400,37 @@ static void hy_put(sh_strategy *s, const float *mine, float *whole) { move_share
 
 static void hy_take(sh_strategy *s, const float *whole, float *mine) { move_share(s->impl, mine, (float *)whole, 0); }
 
-static shoal_result hy_sum_model(sh_strategy *s, float *v, size_t n)
+static void hy_fini(void *impl)
 {
-    hy_state *p = s->impl;
-    return shoal_allreduce(p->c, v, v, n, SHOAL_FLOAT32, SHOAL_SUM);
-}
-
-static int hy_leads(const sh_strategy *s)
-{
-    const hy_state *p = s->impl;
-    return p->rank == 0;
-}
-
-static void hy_destroy(sh_strategy *s)
-{
-    hy_state *p = s->impl;
-    sh_gradx_destroy(s->gx);
-    if (p) {
-        sh_net_destroy(p->conv);
-        sh_net_destroy(p->fcn);
-        shoal_comm_destroy(p->act);
-        shoal_comm_destroy(p->fc);
-        sh_cfg_destroy(p->cfg);
-        sh_free_aligned(p->acts);
-        sh_free_aligned(p->acc);
-        free(p->labels);
-        free(p->chunk_labels);
-        free(p->ypad);
-        sh_tp_plan_fini(&p->plan);
-        free(p);
-    }
-    free(s);
+    hy_state *p = impl;
+    sh_net_destroy(p->conv);
+    sh_net_destroy(p->fcn);
+    shoal_comm_destroy(p->act);
+    shoal_comm_destroy(p->fc);
+    sh_cfg_destroy(p->cfg);
+    sh_free_aligned(p->acts);
+    sh_free_aligned(p->acc);
+    free(p->labels);
+    free(p->chunk_labels);
+    free(p->ypad);
+    sh_tp_plan_fini(&p->plan);
 }
 
 static const sh_strategy_ops hy_ops = {
     .name = "hybrid",
     .attach = hy_attach,
-    .begin = hy_begin,
-    .grad_ready = hy_grad_ready,
+    .begin = sh_mp_begin,
     .finish = hy_finish,
-    .destroy = hy_destroy,
-    .sum = hy_sum_figures,
+    .destroy = sh_mp_destroy,
     .pass = hy_pass,
+    .sum = hy_sum_figures,
+    .leads = sh_mp_leads, /* checkpoints of the parts: rank 0 writes */
+    .rank_state_count = sh_mp_rank_state_count,
+    .rank_state_get = sh_mp_rank_state_get,
+    .rank_state_set = sh_mp_rank_state_set,
+    .step_comm = hy_step_comm,
+    .comm_stats = sh_mp_comm_stats,
+    .grad_sq_part = hy_grad_sq,
 };
 
 /* ---- building ---- */
@@ -497,7 +443,7 @@ static shoal_result plan(hy_state *p, const sh_hybrid_opts *o)
     p->nlayers = sh_net_nlayers(pl);
     p->B = o->batch ? o->batch : sh_net_get_config(pl)->batch;
     shoal_result rc = sh_tp_plan_init(&p->plan, pl, p->N); /* the layers' figures: no pairs */
-    p->part.nparams_whole = p->plan.nparams_whole;
+    p->mp.part.nparams_whole = p->plan.nparams_whole;
     if (rc == SHOAL_OK) rc = sh_net_hybrid_plan(pl, p->N, &p->cut, p->plan.roles);
     if (rc == SHOAL_OK && (p->B < p->N || p->B % p->N))
         rc = SH_FAIL(SHOAL_ERR_INVALID, "--hybrid: the global batch %d does not split into %d equal shares; "
@@ -521,11 +467,8 @@ shoal_result sh_strategy_hybrid_create(shoal_comm *c, const sh_hybrid_opts *o, s
     if (world < 2)
         return SH_FAIL(SHOAL_ERR_INVALID, "--hybrid needs ranks to split the connected layers across: add -n N, "
                        "or run under shoal launch, mpirun or srun");
-    SH_TRY_GOTO(sh_calloc(1, sizeof *s, (void **)&s), rc, fail);
-    SH_TRY_GOTO(sh_calloc(1, sizeof *p, (void **)&p), rc, fail);
-    s->ops = &hy_ops;
-    s->impl = p;
-    p->c = c;
+    SH_TRY(sh_mp_create(c, &hy_ops, sizeof *p, hy_fini, &s));
+    p = s->impl;
     p->N = world;
     p->rank = rank;
     p->scheme = o->scheme;
@@ -556,24 +499,15 @@ shoal_result sh_strategy_hybrid_create(shoal_comm *c, const sh_hybrid_opts *o, s
     s->rank = rank;
     s->world = p->N;
     s->batch = p->b;
-    s->step_comm = hy_step_comm;
-    s->grad_sq_part = hy_grad_sq;
-    s->leads = hy_leads; /* checkpoints of the parts: rank 0 writes */
-    s->pass_takes_empty = 1; /* evaluation's collectives go on when the last batch leaves us none */
-    (void)sh_net_stats(p->whole, &p->part.nstats_whole); /* the convolutional layers' only */
-    p->part.contributes = rank == 0;
-    p->part.carries_scalars = rank == 0;
-    p->part.sum_floats = hy_sum_model;
-    p->part.put = hy_put;
-    p->part.take = hy_take;
-    s->part = &p->part;
+    (void)sh_net_stats(p->whole, &p->mp.part.nstats_whole); /* the convolutional layers' only */
+    p->mp.part.put = hy_put;
+    p->mp.part.take = hy_take;
     *net_out = p->whole;
     *out = s;
     return SHOAL_OK;
 fail:
-    if (p) sh_net_destroy(p->whole); /* not handed out */
-    if (s) hy_destroy(s);
-    else free(p);
+    sh_net_destroy(p->whole); /* not handed out */
+    sh_strategy_destroy(s);
     return rc;
 }
 

@@ -1,12 +1,7 @@
-/* mp/hybrid.h — hybrid parallelism (Krizhevsky, "One weird trick for parallelizing
- * convolutional neural networks", 2014): the layers before the first [connected] run
- * data-parallel on every rank's share of the batch, the connected layers model-parallel
- * (each rank a 1/N share of every [connected] layer's outputs, over the whole batch), and one
- * of three schemes moves the convolutional activities between the two: broadcast, vertical,
- * horizontal. Checkpoints hold the whole model (sh_strategy.part): they resume under any
- * layout.
- * Not here: where the net is cut and the split layers (src/nn/net_hybrid.c, layer_dense.c),
- * the job's layout (job.c).
+/* mp/hybrid.h — hybrid parallelism (Krizhevsky 2014, "One weird trick"): the layers before
+ * the first [connected] data-parallel, the connected ones split by outputs across the ranks,
+ * one of three schemes moving the activities between them (see mp/hybrid.c).
+ * Not here: the cut and the split layers (src/nn/net_tensor.c, dense_share.c), the layout (job.c).
  * Proved by tests/train/test_hybrid.c. */
 #ifndef SH_STRATEGY_HYBRID_H
 #define SH_STRATEGY_HYBRID_H

@@ -1,27 +1,25 @@
-/* mp/pipeline.c — pipeline parallelism: a stage's layout, its strategy hooks (the
- * update, the replicas' average, the checkpoint's shares) and its building.
- * Vocabulary: S stages, M micro-batches of mb = batch / M images, R = world / S replicas.
+/* mp/pipeline.c — pipeline parallelism: a stage's layout, its strategy hooks (the update, the
+ * replicas' average, the checkpoint's shares) and its building.
+ * Not here: the schedule (mp/pipeline_pass.c), the cut and layout lines (mp/pipeline_plan.c),
+ * a net's parts (src/nn/net_part.c), the frame the layouts share (mp/mp.c).
+ * Proved by tests/train/test_pipeline*.c and tests/cli/test_train_pipeline*.c. */
+
+/* Vocabulary: S stages, M micro-batches of mb = batch / M images, R = world / S replicas.
  * Rank g is stage g % S of replica g / S, so a replica's stages are neighbouring ranks.
  * With R > 1 the ranks holding one stage average its gradient after each pass (allreduce on
  * their split communicator).
  * With T > 1 (--tensor-parallel T) each stage runs on T ranks: rank g is tensor rank g % T of
  * stage (g / T) % S of replica g / (S T). The stage's pairs ([connected], [convolutional])
- * are split among its T ranks as tensor parallelism splits them, chosen by mp/tensor_plan.c's cost
- * rule among the pairs inside the stage (never across a cut), their sums on the stage's own
- * communicator (sh_net_set_sum); at a cut every one of the T ranks holds the whole
+ * are split among its T ranks as tensor parallelism splits them, chosen by mp/tensor_plan.c's
+ * cost rule among the pairs inside the stage (never across a cut), their sums on the stage's
+ * own communicator (sh_net_set_sum); at a cut every one of the T ranks holds the whole
  * activation, so tensor rank t of a stage talks to tensor rank t of its neighbours, and the
- * replicas average per (stage, t). Split layers never defer their
- * weight gradients (their factors are shares): they are summed in `acc`.
+ * replicas average per (stage, t). Split layers never defer their weight gradients (their
+ * factors are shares): they are summed in `acc`.
  * Micro-batches multiply by packed weights (sh_net_keep_packed; which copies by the machine:
  * sh_dense_stage_packs, SHOAL_PIPE_PACK); the stage then applies the optimizer step itself
  * (pipe_finish), packing each 16 rows of W as it updates them, but for the first stage's
- * backward copies, packed while its first backward waits for the stage after.
- * Not here: the schedule and its traffic (mp/pipeline_pass.c), where the net is cut and the
- * layout lines (mp/pipeline_plan.c), cutting a net into parts (src/nn/net_part.c), the step
- * (step.c), the layout (job.c).
- * Proved by tests/train/test_pipeline.c, test_pipeline_links.c and
- * tests/cli/test_train_pipeline.c (split stages: tests/train/test_pipeline_tp.c,
- * tests/cli/test_train_pipeline_tp.c). */
+ * backward copies, packed while its first backward waits for the stage after. */
 #include "train/mp/pipeline.h"
 
 #include <stdlib.h>
@@ -30,9 +28,8 @@
 #include "base/env.h"
 #include "base/err.h"
 #include "base/util.h"
-#include "train/dp/compress.h"
-#include "train/mp/tensor_plan.h"
 #include "train/mp/pipeline_internal.h"
+#include "train/mp/tensor_plan.h"
 
 /* The stage multiplies by packed weights (gemm_packed.c): packed as its own update writes
  * them, at any micro-batch size (measured on balanced.cfg: +8% images/s at 128 rows, +14% at
@@ -54,10 +51,8 @@ static shoal_result pipe_attach(sh_strategy *s, sh_net *net)
 {
     pipe_state *p = s->impl;
     SH_ASSERT(net == p->inst[0]);
-    for (int j = 1; j < p->K; j++) {
-        sh_net_use_blocks(p->inst[j], sh_net_params(net), sh_net_grads(net), 0);
-        sh_net_use_stats(p->inst[j], sh_net_stats(net, NULL)); /* batch norm's running values */
-        sh_net_set_threads(p->inst[j], sh_net_threads(net));
+    for (int j = 1; j < p->K; j++) { /* the instances take turns on the first's blocks */
+        sh_net_share_blocks(p->inst[j], net, 0, 0);
         sh_net_share_packed(p->inst[j], net);
     }
     for (int j = 0; j < p->K && p->packs; j++) sh_net_use_packed(p->inst[j], p->packs);
@@ -65,7 +60,7 @@ static shoal_result pipe_attach(sh_strategy *s, sh_net *net)
     sh_net_rng_get(net, p->rng); /* restored from a checkpoint, or the seed's */
     memcpy(p->rng0, p->rng, sizeof p->rng0);
     /* --compress: the replicas of this stage exchange its gradients compressed */
-    SH_TRY(sh_gradx_group_attach(s, p->group, net, 0, shoal_comm_rank(p->c), p->R * p->S * p->T));
+    SH_TRY(sh_mp_attach_group(s, p->group, net, 0));
     /* Packed copies: the update refreshes them as it writes the weights (pipe_finish) */
     p->updates = p->packs && s->opt && !s->applies_update;
     if (p->updates) s->applies_update = 1;
@@ -87,7 +82,7 @@ static shoal_result pipe_sync_state(sh_strategy *s)
     uint64_t mine[5] = {memcmp(p->rng, p->rng0, sizeof p->rng) != 0, p->rng[0], p->rng[1], p->rng[2], p->rng[3]};
     uint64_t *all = NULL;
     SH_TRY(sh_calloc((size_t)world * 5, sizeof *all, (void **)&all));
-    shoal_result rc = shoal_allgather(p->c, mine, all, 5, SHOAL_INT64);
+    shoal_result rc = shoal_allgather(p->mp.c, mine, all, 5, SHOAL_INT64);
     int pick = -1;
     for (int k = 0; rc == SHOAL_OK && k < p->S; k++) /* replica 0's stage k: rank k T */
         if (all[5 * k * p->T]) pick = k * p->T;
@@ -100,13 +95,7 @@ static shoal_result pipe_begin(sh_strategy *s, int64_t step)
 {
     pipe_state *p = s->impl;
     p->step = step;
-    sh_gradx_group_begin(s, step);
-    return SHOAL_OK;
-}
-
-static void pipe_grad_ready(void *ctx, int layer, size_t offset, size_t count)
-{
-    (void)ctx, (void)layer, (void)offset, (void)count;
+    return sh_mp_begin(s, step);
 }
 
 static shoal_result pipe_finish(sh_strategy *s)
@@ -115,7 +104,7 @@ static shoal_result pipe_finish(sh_strategy *s)
     float *g = sh_net_grads(p->inst[0]);
     if (p->group) {
         uint64_t t0 = sh_now_ns();
-        if (s->gx) SH_TRY(sh_gradx_group_finish(s, p->inst[0]));
+        if (p->mp.gx) SH_TRY(sh_mp_finish_group(s, p->inst[0]));
         else SH_TRY(shoal_allreduce(p->group, g, g, p->nparams, SHOAL_FLOAT32, SHOAL_AVG));
         p->ns[3] += (double)(sh_now_ns() - t0);
     }
@@ -149,15 +138,9 @@ static double pipe_grad_sq(const sh_strategy *s)
 static shoal_result pipe_sum(sh_strategy *s, double *v, int n)
 {
     pipe_state *p = s->impl;
-    SH_TRY(shoal_allreduce(p->c, v, v, (size_t)n, SHOAL_FLOAT64, SHOAL_SUM));
+    SH_TRY(shoal_allreduce(p->mp.c, v, v, (size_t)n, SHOAL_FLOAT64, SHOAL_SUM));
     for (int i = 0; i < n; i++) v[i] /= p->S * p->T;
     return SHOAL_OK;
-}
-
-static shoal_result pipe_sum_floats(sh_strategy *s, float *v, size_t n)
-{
-    pipe_state *p = s->impl;
-    return shoal_allreduce(p->c, v, v, n, SHOAL_FLOAT32, SHOAL_SUM);
 }
 
 /* A stage split across T ranks: each rank's shares into the whole model, and back. */
@@ -177,13 +160,13 @@ static void pipe_take(sh_strategy *s, const float *whole, float *mine)
 /* Every stage's counts (allgather over the job; rank k T < S T is replica 0's stage k). */
 static shoal_result place_part(pipe_state *p)
 {
-    int world = shoal_comm_world(p->c);
+    int world = shoal_comm_world(p->mp.c);
     size_t nstats = 0;
     (void)sh_net_stats(p->inst[0], &nstats);
     int64_t mine[2] = {(int64_t)p->nparams, (int64_t)nstats}, *all = NULL;
     SH_TRY(sh_calloc((size_t)world * 2, sizeof *all, (void **)&all));
-    shoal_result rc = shoal_allgather(p->c, mine, all, 2, SHOAL_INT64);
-    sh_model_part *m = &p->part;
+    shoal_result rc = shoal_allgather(p->mp.c, mine, all, 2, SHOAL_INT64);
+    sh_model_part *m = &p->mp.part;
     /* stage k's whole counts: its plan's; its statistics (never split) from its rank t = 0 */
     for (int k = 0; rc == SHOAL_OK && k < p->S; k++) {
         if (k < p->stage) {
@@ -196,7 +179,6 @@ static shoal_result place_part(pipe_state *p)
     free(all);
     m->contributes = p->replica == 0 && p->t == 0;
     m->carries_scalars = p->replica == 0 && p->stage == 0 && p->t == 0;
-    m->sum_floats = pipe_sum_floats;
     if (p->T > 1) {
         m->put = pipe_put;
         m->take = pipe_take;
@@ -204,68 +186,63 @@ static shoal_result place_part(pipe_state *p)
     return rc;
 }
 
-static int pipe_leads(const sh_strategy *s)
+static void pipe_fini(void *impl)
 {
-    const pipe_state *p = s->impl;
-    return shoal_comm_rank(p->c) == 0;
-}
-
-static void pipe_destroy(sh_strategy *s)
-{
-    pipe_state *p = s->impl;
-    sh_gradx_destroy(s->gx); /* its thread uses the group */
-    if (p) {
-        for (int j = 0; j < p->K; j++) {
-            if (p->act_req) (void)sh_pipe_wait_req(&p->act_req[j]);
-            if (p->grad_req) (void)sh_pipe_wait_req(&p->grad_req[j]);
-            if (j > 0 && p->inst) sh_net_destroy(p->inst[j]);
-            if (p->in_buf) sh_free_aligned(p->in_buf[j]);
-        }
-        if (p->link_act_req) (void)sh_pipe_wait_links(p->link_act_req, p->K * p->nlink_out);
-        if (p->link_grad_req) (void)sh_pipe_wait_links(p->link_grad_req, p->K * p->nlink_in);
-        free(p->link_act_req);
-        free(p->link_grad_req);
-        free(p->link_in);
-        free(p->link_out);
-        free(p->inst);
-        free(p->in_buf);
-        free(p->act_req);
-        free(p->grad_req);
-        sh_free_aligned(p->acc);
-        free(p->sum_off);
-        free(p->sum_count);
-        for (int d = 0; d < p->ndefer; d++) {
-            sh_free_aligned(p->defer_x[d]);
-            sh_free_aligned(p->defer_dy[d]);
-        }
-        free(p->defer_layer);
-        free(p->defer_x);
-        free(p->defer_dy);
-        free(p->cuts);
-        free(p->stage_nparams);
-        shoal_comm_destroy(p->group);
-        shoal_comm_destroy(p->tp);
-        sh_tp_plan_fini(&p->plan);
-        free(p->pairs);
-        for (int k = 0; k < 2; k++) {
-            shoal_comm_destroy(p->act[k]);
-            shoal_comm_destroy(p->grad[k]);
-        }
-        sh_cfg_destroy(p->cfg);
-        free(p);
+    pipe_state *p = impl;
+    for (int j = 0; j < p->K; j++) {
+        if (p->act_req) (void)sh_pipe_wait_req(&p->act_req[j]);
+        if (p->grad_req) (void)sh_pipe_wait_req(&p->grad_req[j]);
+        if (j > 0 && p->inst) sh_net_destroy(p->inst[j]);
+        if (p->in_buf) sh_free_aligned(p->in_buf[j]);
     }
-    free(s);
+    if (p->link_act_req) (void)sh_pipe_wait_links(p->link_act_req, p->K * p->nlink_out);
+    if (p->link_grad_req) (void)sh_pipe_wait_links(p->link_grad_req, p->K * p->nlink_in);
+    free(p->link_act_req);
+    free(p->link_grad_req);
+    free(p->link_in);
+    free(p->link_out);
+    free(p->inst);
+    free(p->in_buf);
+    free(p->act_req);
+    free(p->grad_req);
+    sh_free_aligned(p->acc);
+    free(p->sum_off);
+    free(p->sum_count);
+    for (int d = 0; d < p->ndefer; d++) {
+        sh_free_aligned(p->defer_x[d]);
+        sh_free_aligned(p->defer_dy[d]);
+    }
+    free(p->defer_layer);
+    free(p->defer_x);
+    free(p->defer_dy);
+    free(p->cuts);
+    free(p->stage_nparams);
+    shoal_comm_destroy(p->group);
+    shoal_comm_destroy(p->tp);
+    sh_tp_plan_fini(&p->plan);
+    free(p->pairs);
+    for (int k = 0; k < 2; k++) {
+        shoal_comm_destroy(p->act[k]);
+        shoal_comm_destroy(p->grad[k]);
+    }
+    sh_cfg_destroy(p->cfg);
 }
 
 static const sh_strategy_ops pipe_ops = {
     .name = "pipeline",
     .attach = pipe_attach,
     .begin = pipe_begin,
-    .grad_ready = pipe_grad_ready,
     .finish = pipe_finish,
-    .destroy = pipe_destroy,
-    .sum = pipe_sum,
+    .destroy = sh_mp_destroy,
     .pass = sh_pipe_pass,
+    .sum = pipe_sum,
+    .leads = sh_mp_leads,
+    .sync_state = pipe_sync_state,
+    .rank_state_count = sh_mp_rank_state_count,
+    .rank_state_get = sh_mp_rank_state_get,
+    .rank_state_set = sh_mp_rank_state_set,
+    .comm_stats = sh_mp_comm_stats,
+    .grad_sq_part = pipe_grad_sq,
 };
 
 /* ---- building ---- */
@@ -398,13 +375,8 @@ shoal_result sh_strategy_pipeline_tp_create(shoal_comm *c, const sh_pipe_opts *o
                        o->stages, T, world, o->stages, T, o->stages * T);
     if (o->micro_batches < 1)
         return SH_FAIL(SHOAL_ERR_INVALID, "--micro-batches %d: give at least 1", o->micro_batches);
-    SH_TRY_GOTO(sh_calloc(1, sizeof *s, (void **)&s), rc, fail);
-    SH_TRY_GOTO(sh_calloc(1, sizeof *p, (void **)&p), rc, fail);
-    s->ops = &pipe_ops;
-    s->impl = p;
-    s->leads = pipe_leads;
-    s->sync_state = pipe_sync_state;
-    p->c = c;
+    SH_TRY(sh_mp_create(c, &pipe_ops, sizeof *p, pipe_fini, &s));
+    p = s->impl;
     p->S = o->stages;
     p->M = o->micro_batches;
     p->T = T;
@@ -426,9 +398,6 @@ shoal_result sh_strategy_pipeline_tp_create(shoal_comm *c, const sh_pipe_opts *o
     p->mb = p->batch / p->M;
     s->rank = p->replica;
     s->world = p->R;
-    s->many_ranks = 1;
-    s->has_drill_rank = 1; /* --debug-die-rank names a rank of the job, not a replica */
-    s->drill_rank = rank;
     s->batch = p->batch;
     /* Collective: R is the same on every rank, so all split or none does. */
     if (p->R > 1) SH_TRY_GOTO(shoal_comm_split(c, p->stage * T + p->t, p->replica, &p->group), rc, fail);
@@ -488,14 +457,11 @@ shoal_result sh_strategy_pipeline_tp_create(shoal_comm *c, const sh_pipe_opts *o
             SH_TRY_GOTO(sh_alloc_aligned(((size_t)p->mb * p->in_count + 16) * sizeof(float),
                                          (void **)&p->in_buf[j]), rc, fail);
     SH_TRY_GOTO(place_part(p), rc, fail);
-    s->part = &p->part;
-    s->grad_sq_part = pipe_grad_sq;
     *net_out = p->inst[0];
     *out = s;
     return SHOAL_OK;
 fail:
-    if (p && p->inst && p->inst[0]) sh_net_destroy(p->inst[0]); /* not handed out */
-    if (s) pipe_destroy(s);
-    else free(p);
+    if (p->inst && p->inst[0]) sh_net_destroy(p->inst[0]); /* not handed out */
+    sh_strategy_destroy(s);
     return rc;
 }

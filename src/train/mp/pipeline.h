@@ -1,10 +1,7 @@
-/* mp/pipeline.h — pipeline parallelism: the layers cut into S contiguous stages, one
- * per rank of a replica; each batch split into M micro-batches run one-forward-one-backward
- * (1F1B); activations and their gradients sent between neighbouring stages; with more
- * ranks than stages, replicas of the pipeline average each stage's gradients; with
- * --tensor-parallel T each stage runs on T ranks, its [connected] pairs split among them.
- * Not here: the step (step.c), the net's parts (src/nn/net.c sh_net_create_part), the job's
- * layout (job.c).
+/* mp/pipeline.h — pipeline parallelism: the layers cut into S stages, each batch into M
+ * micro-batches run 1F1B; replicas when there are more ranks than stages; with
+ * --tensor-parallel T each stage split across T ranks (see mp/pipeline.c).
+ * Not here: the step (step.c), a net's parts (src/nn/net_part.c), the layout (job.c).
  * Proved by tests/train/test_pipeline.c and tests/cli/test_train_pipeline.c. */
 #ifndef SH_STRATEGY_PIPELINE_H
 #define SH_STRATEGY_PIPELINE_H

@@ -6,11 +6,12 @@
 #ifndef SH_PIPELINE_INTERNAL_H
 #define SH_PIPELINE_INTERNAL_H
 
+#include "train/mp/mp.h"
 #include "train/mp/pipeline.h"
 #include "train/mp/tensor_plan.h"
 
 typedef struct {
-    shoal_comm *c;           /* the job's (borrowed) */
+    sh_mp mp;                /* first: the job's communicator, the part, the exchange */
     shoal_comm *group;       /* this stage's ranks in every replica (owned); NULL: R = 1 */
     int S, M, R, stage, replica, mb, batch;
     int T, t;                /* tensor ranks per stage, and this rank's (T = 1: none) */
@@ -60,7 +61,6 @@ typedef struct {
     int64_t step;            /* the step begun (its learning rate) */
     int stale;               /* SH_PACK_* bits: packed copies that predate the weights */
     int pack_forward, pack_backward; /* the copies still to be packed in this pass */
-    sh_model_part part;      /* where this stage's blocks sit in the whole model's */
     int64_t passes;
 } pipe_state;
 

@@ -1,6 +1,10 @@
 /* mp/pipeline_pass.c — one pass of a pipeline stage: the 1F1B schedule (PipeDream-Flush,
  * Narayanan et al. 2021; Megatron-LM's "one forward one backward") and its traffic.
- * Vocabulary: S stages, M micro-batches of mb = batch / M images.
+ * Not here: the layout, the update and the replicas' average (mp/pipeline.c), where the net
+ * is cut (mp/pipeline_plan.c), cutting a net into parts (src/nn/net_part.c).
+ * Proved by tests/train/test_pipeline.c, test_pipeline_links.c and tests/cli/test_train_pipeline.c. */
+
+/* Vocabulary: S stages, M micro-batches of mb = batch / M images.
  * Stage s first runs min(S-s-1, M) forwards (warm-up), then alternates one forward and one
  * backward, then runs the backwards left (cool-down): at most S-s micro-batches are in
  * flight, each in its own instance of the stage's part of the net (its activations kept
@@ -20,11 +24,7 @@
  * order, and its gradient comes back the same way, each stage adding its own layers' part.
  * Cost per step and stage: M sends of mb x (stage output + links at its end) floats forward
  * and of mb x (stage input + links at its start) floats backward; idle (bubble) share
- * (S-1) / (M+S-1) with balanced stages.
- * Not here: the layout, the update and the replicas' average (mp/pipeline.c), where the
- * net is cut (mp/pipeline_plan.c), cutting a net into parts (src/nn/net_part.c).
- * Proved by tests/train/test_pipeline.c, test_pipeline_links.c and
- * tests/cli/test_train_pipeline.c. */
+ * (S-1) / (M+S-1) with balanced stages. */
 #include <string.h>
 
 #include "base/err.h"
@@ -241,6 +241,11 @@ shoal_result sh_pipe_pass(sh_strategy *s, const float *x, const int32_t *y, int 
                           float *loss, int *correct)
 {
     pipe_state *p = s->impl;
+    if (n <= 0) { /* evaluation left this replica nothing: every stage of it sees the same n */
+        *loss = 0;
+        *correct = 0;
+        return SHOAL_OK;
+    }
     uint64_t t0 = sh_now_ns();
     p->acc_ns = training ? p->ns : p->eval_ns;
     if ((p->packs & SH_PACK_FORWARD) && (p->stale & SH_PACK_FORWARD) && !training) {

@@ -1,9 +1,8 @@
 /* mp/pipeline_plan.c — where a pipeline cuts the net (stage= keys, or stages balanced by the
- * layers' estimated cost plus what crosses each cut) and what a stage reports: the
- * start-up layout lines and the --profile figures.
- * Not here: the schedule and the traffic (mp/pipeline.c), the parts (src/nn/net_part.c).
- * Proved by tests/train/test_pipeline.c, test_pipeline_links.c and
- * tests/cli/test_train_pipeline.c. */
+ * layers' estimated cost plus what crosses each cut) and what a stage reports: the start-up
+ * layout lines and the --profile figures.
+ * Not here: the schedule and its traffic (mp/pipeline_pass.c), the stage's hooks (mp/pipeline.c).
+ * Proved by tests/train/test_pipeline.c, test_pipeline_links.c and tests/cli/test_train_pipeline.c. */
 #include <float.h>
 #include <stdio.h>
 #include <stdlib.h>

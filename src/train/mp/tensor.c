@@ -1,5 +1,10 @@
-/* mp/tensor.c — tensor parallelism over T ranks (Megatron-LM, Shoeybi et al. 2019).
- * A pair A, B: rank r keeps outputs [r K/T, (r+1) K/T) of A (rows of W_A: the column split
+/* mp/tensor.c — tensor parallelism over T ranks (Megatron-LM, Shoeybi et al. 2019): pairs of
+ * layers split by columns then rows, one allreduce each way, replicas averaging the shares.
+ * Not here: the split layers' math (src/nn/dense_share.c, layer_conv.c, net_tensor.c), choosing
+ * the pairs and placing the shares (mp/tensor_plan.c), the shared frame (mp/mp.c), the step.
+ * Proved by tests/train/test_tensor.c and tests/cli/test_train_tensor.c. */
+
+/* A pair A, B: rank r keeps outputs [r K/T, (r+1) K/T) of A (rows of W_A: the column split
  * of Y = X W_A^T; a [convolutional] A keeps those filters) and the same inputs of B (columns
  * of W_B, the row split; a [convolutional] B keeps those channels of every filter, a
  * [connected] B after a convolutional A those channels' inputs, a contiguous range of its
@@ -8,20 +13,16 @@
  * and activation; backward, A's input gradient is a partial sum, summed by one allreduce.
  * Every other layer, and B's bias, is whole on every rank and gets the same gradient there,
  * so no other communication is needed.
- * Which pairs: mp/tensor_plan.c's cost rule (F multiply-adds against B allreduced bytes per image,
- * a dynamic programme over the chain); the start-up line says which pairs were split, at
- * what cost, and why the others were not.
+ * Which pairs: mp/tensor_plan.c's cost rule (F multiply-adds against B allreduced bytes per
+ * image, a dynamic programme over the chain); the start-up line says which pairs were split,
+ * at what cost, and why the others were not.
  * The update: with one replica every gradient is final on its rank as backward makes it (a
  * share's from its own products, a whole layer's the same on every rank), so the [connected]
- * shares step each block of rows of dW while it is in cache (sh_net_set_update; layer_dense.c),
- * dW never written whole, and finish steps the rest. Replicas (the shares' sum comes first),
- * --compress and a job that logs the gradient norm (it reads the whole gradient) keep the
- * trainer's step.
+ * shares step each block of rows of dW while it is in cache (sh_mp_fuse), dW never written
+ * whole, and finish steps the rest. Replicas (the shares' sum comes first), --compress and a
+ * job that logs the gradient norm (it reads the whole gradient) keep the trainer's step.
  * Checkpoints hold the whole model: each rank puts its shares in place (sh_tp_plan_move),
- * rank 0 the layers every rank holds whole.
- * Not here: the split layers' math (layer_dense.c, layer_conv.c), the net's shares (net.c,
- * net_part.c), choosing the pairs and placing the shares (mp/tensor_plan.c), the step.
- * Proved by tests/train/test_tensor.c. */
+ * rank 0 the layers every rank holds whole. */
 #include "train/mp/tensor.h"
 
 #include <stdlib.h>
@@ -29,11 +30,11 @@
 
 #include "base/err.h"
 #include "base/util.h"
-#include "train/dp/compress.h"
+#include "train/mp/mp.h"
 #include "train/mp/tensor_plan.h"
 
 typedef struct {
-    shoal_comm *c;           /* the job's (borrowed) */
+    sh_mp mp;                /* first: the job's communicator, the part, the exchange */
     shoal_comm *tp, *dp;     /* this replica's T ranks, and this share's ranks in every
                                 replica (owned; NULL with one replica: c is the tp group) */
     int T, R, replica;
@@ -41,24 +42,12 @@ typedef struct {
     sh_tp_plan plan;         /* the pairs, and each layer's slice of the whole model */
     int rank;
     sh_net *net;             /* this rank's share (the trainer's), for its layers' slices */
-    sh_model_part part;      /* checkpoints: the whole model from the shares */
-    int fuse;                /* the shares step themselves (the strategy's optimizer) */
 } tp_state;
 
 static shoal_result tp_sum_floats(void *ctx, float *buf, size_t count)
 {
     tp_state *p = ctx;
-    return shoal_allreduce(p->tp ? p->tp : p->c, buf, buf, count, SHOAL_FLOAT32, SHOAL_SUM);
-}
-
-/* The shares' update hook (ctx: the strategy); the kernel threads call it on disjoint rows. */
-static void tp_update(void *ctx, size_t offset, const float *g, size_t count)
-{
-    sh_strategy *s = ctx;
-    tp_state *p = s->impl;
-    uint64_t t0 = sh_now_ns();
-    sh_optim_apply(s->opt, sh_net_params(p->net), g, offset, count);
-    __atomic_fetch_add(&s->update_in_backward_ns, sh_now_ns() - t0, __ATOMIC_RELAXED);
+    return shoal_allreduce(p->tp ? p->tp : p->mp.c, buf, buf, count, SHOAL_FLOAT32, SHOAL_SUM);
 }
 
 static shoal_result tp_attach(sh_strategy *s, sh_net *net)
@@ -70,12 +59,8 @@ static shoal_result tp_attach(sh_strategy *s, sh_net *net)
     int b = sh_net_batch(net);
     if (p->R > 1 && sh_net_time_steps(net) <= 1) sh_net_set_rows(net, p->R * b, b, p->R * b, p->replica * b);
     /* --compress: the replicas of this share exchange its gradients compressed */
-    SH_TRY(sh_gradx_group_attach(s, p->dp, net, 0, p->replica * p->T + p->rank, p->R * p->T));
-    p->fuse = p->R == 1 && s->opt && s->lr && !s->gx && !s->grad_sq_wanted;
-    if (p->fuse) {
-        s->applies_update = 1;
-        sh_net_set_update(net, tp_update, s);
-    }
+    SH_TRY(sh_mp_attach_group(s, p->dp, net, 0));
+    sh_mp_fuse(s, p->R == 1, net, p->net, 0);
     return SHOAL_OK;
 }
 
@@ -96,37 +81,18 @@ static void tp_take(sh_strategy *s, const float *whole, float *mine)
     move_share(s->impl, mine, (float *)whole, 0);
 }
 
-static shoal_result tp_sum_model(sh_strategy *s, float *v, size_t n)
-{
-    tp_state *p = s->impl;
-    return shoal_allreduce(p->c, v, v, n, SHOAL_FLOAT32, SHOAL_SUM);
-}
-
-static shoal_result tp_begin(sh_strategy *s, int64_t step)
-{
-    tp_state *p = s->impl;
-    sh_gradx_group_begin(s, step);
-    if (p->fuse) sh_optim_begin(s->opt, sh_lr_at(s->lr, step));
-    return SHOAL_OK;
-}
-
-static void tp_grad_ready(void *ctx, int layer, size_t offset, size_t count)
-{
-    (void)ctx, (void)layer, (void)offset, (void)count;
-}
-
 /* One replica: the parameters the shares did not step. Replicas average each share's
  * gradients (the shares' ranks alone hold them alike). */
 static shoal_result tp_finish(sh_strategy *s)
 {
     tp_state *p = s->impl;
-    if (p->fuse) {
+    if (p->mp.fuse) {
         uint64_t t0 = sh_now_ns();
         sh_net_step_unfused(p->net, s->opt, sh_net_params(p->net), sh_net_grads(p->net), 0);
         s->update_in_finish_ns += sh_now_ns() - t0;
     }
     if (!p->dp) return SHOAL_OK;
-    if (s->gx) return sh_gradx_group_finish(s, p->net);
+    if (p->mp.gx) return sh_mp_finish_group(s, p->net);
     float *g = sh_net_grads(p->net);
     return shoal_allreduce(p->dp, g, g, sh_net_nparams(p->net), SHOAL_FLOAT32, SHOAL_AVG);
 }
@@ -135,39 +101,32 @@ static shoal_result tp_finish(sh_strategy *s)
 static shoal_result tp_sum(sh_strategy *s, double *v, int n)
 {
     tp_state *p = s->impl;
-    SH_TRY(shoal_allreduce(p->c, v, v, (size_t)n, SHOAL_FLOAT64, SHOAL_SUM));
+    SH_TRY(shoal_allreduce(p->mp.c, v, v, (size_t)n, SHOAL_FLOAT64, SHOAL_SUM));
     for (int i = 0; i < n; i++) v[i] /= p->T;
     return SHOAL_OK;
 }
 
-static int tp_leads(const sh_strategy *s)
+static void tp_fini(void *impl)
 {
-    const tp_state *p = s->impl;
-    return shoal_comm_rank(p->c) == 0;
-}
-
-static void tp_destroy(sh_strategy *s)
-{
-    tp_state *p = s->impl;
-    sh_gradx_destroy(s->gx); /* its thread uses the replicas' communicator */
-    if (p) {
-        shoal_comm_destroy(p->tp);
-        shoal_comm_destroy(p->dp);
-        sh_cfg_destroy(p->cfg);
-        sh_tp_plan_fini(&p->plan);
-        free(p);
-    }
-    free(s);
+    tp_state *p = impl;
+    shoal_comm_destroy(p->tp);
+    shoal_comm_destroy(p->dp);
+    sh_cfg_destroy(p->cfg);
+    sh_tp_plan_fini(&p->plan);
 }
 
 static const sh_strategy_ops tp_ops = {
     .name = "tensor",
     .attach = tp_attach,
-    .begin = tp_begin,
-    .grad_ready = tp_grad_ready,
+    .begin = sh_mp_begin,
     .finish = tp_finish,
-    .destroy = tp_destroy,
+    .destroy = sh_mp_destroy,
     .sum = tp_sum,
+    .leads = sh_mp_leads,
+    .rank_state_count = sh_mp_rank_state_count,
+    .rank_state_get = sh_mp_rank_state_get,
+    .rank_state_set = sh_mp_rank_state_set,
+    .comm_stats = sh_mp_comm_stats,
 };
 
 static shoal_result plan_pairs(tp_state *p, uint64_t seed, int *batch)
@@ -181,7 +140,7 @@ static shoal_result plan_pairs(tp_state *p, uint64_t seed, int *batch)
     shoal_result rc = sh_tp_plan_init(&p->plan, plan, p->T);
     if (rc == SHOAL_OK) rc = sh_tp_plan_choose(&p->plan, plan, 0, p->plan.nlayers, &npairs);
     if (rc == SHOAL_OK) rc = sh_tp_plan_refuse(&p->plan, plan, layout, 1);
-    p->part.nparams_whole = p->plan.nparams_whole;
+    p->mp.part.nparams_whole = p->plan.nparams_whole;
     sh_net_destroy(plan);
     return rc;
 }
@@ -198,20 +157,13 @@ shoal_result sh_strategy_tensor_create(shoal_comm *c, const sh_tp_opts *o, sh_st
         return SH_FAIL(SHOAL_ERR_INVALID, "--tensor-parallel %d does not divide the %d ranks into replicas of "
                        "%d; run -n with a multiple of %d (replicas x T)", o->ranks, world, o->ranks,
                        o->ranks < 2 ? 2 : o->ranks);
-    SH_TRY_GOTO(sh_calloc(1, sizeof *s, (void **)&s), rc, fail);
-    SH_TRY_GOTO(sh_calloc(1, sizeof *p, (void **)&p), rc, fail);
-    s->ops = &tp_ops;
-    s->impl = p;
-    s->leads = tp_leads;
+    SH_TRY(sh_mp_create(c, &tp_ops, sizeof *p, tp_fini, &s));
+    p = s->impl;
     p->T = o->ranks;
     p->R = world / o->ranks;
     p->replica = rank / p->T;
     s->rank = p->replica; /* a replica's ranks all train on its whole share of the batch */
     s->world = p->R;
-    s->many_ranks = 1;
-    s->has_drill_rank = 1;
-    s->drill_rank = rank;
-    p->c = c;
     int batch = o->batch;
     if (p->R > 1) { /* collective: R is the same on every rank */
         SH_TRY_GOTO(shoal_comm_split(c, p->replica, rank % p->T, &p->tp), rc, fail);
@@ -223,18 +175,13 @@ shoal_result sh_strategy_tensor_create(shoal_comm *c, const sh_tp_opts *o, sh_st
     p->rank = rank % p->T;
     p->net = *net_out;
     /* statistics (batch norm outside the pairs) are whole on every rank: rank 0's go */
-    (void)sh_net_stats(p->net, &p->part.nstats_whole);
-    p->part.contributes = rank == 0;
-    p->part.carries_scalars = rank == 0;
-    p->part.sum_floats = tp_sum_model;
-    p->part.put = tp_put;
-    p->part.take = tp_take;
-    s->part = &p->part;
+    (void)sh_net_stats(p->net, &p->mp.part.nstats_whole);
+    p->mp.part.put = tp_put;
+    p->mp.part.take = tp_take;
     *out = s;
     return SHOAL_OK;
 fail:
-    if (s) tp_destroy(s);
-    else free(p);
+    sh_strategy_destroy(s);
     return rc;
 }
 

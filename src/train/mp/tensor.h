@@ -1,11 +1,7 @@
-/* mp/tensor.h — tensor parallelism: pairs of [connected] or [convolutional] layers
- * (chosen by mp/tensor_plan.c's cost rule) split across T ranks as Megatron-LM (the first by
- * output columns, the second by input rows), one allreduce of the pair's output forward and
- * one of its input's gradient backward; every other layer runs whole on every rank. A replica's T ranks train on its whole batch; with more ranks
- * than T, replicas (N/T) average each share's gradients. Checkpoints hold the whole model
- * (sh_strategy.part), so they resume under any layout.
- * Not here: the split layers (src/nn/layer_dense.c, layer_conv.c, net.c
- * sh_net_create_tensor), the job's layout (job.c).
+/* mp/tensor.h — tensor parallelism: pairs of [connected] or [convolutional] layers split across
+ * T ranks as Megatron-LM (see mp/tensor.c); replicas when there are more ranks than T.
+ * Checkpoints hold the whole model (sh_strategy.part): they resume under any layout.
+ * Not here: the split layers (src/nn/dense_share.c, layer_conv.c, net_tensor.c), the layout (job.c).
  * Proved by tests/train/test_tensor.c. */
 #ifndef SH_STRATEGY_TENSOR_H
 #define SH_STRATEGY_TENSOR_H

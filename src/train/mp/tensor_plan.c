@@ -1,8 +1,7 @@
-/* mp/tensor_plan.c — the tensor-parallel planner: the candidate pairs of a net or of a pipeline
+/* mp/tensor_plan.c — the tensor-parallel planner: the candidate pairs of a net or a pipeline
  * stage, the cost rule and the dynamic programme that choose among them, the layout lines,
  * and the shares' place in the whole model (checkpoints, --weights, --save-darknet).
- * Not here: which pairs may be split at all (sh_net_tp_pair_end), the split math
- * (layer_dense.c, layer_conv.c), the traffic (mp/tensor.c, mp/pipeline.c).
+ * Not here: which pairs may be split at all (sh_net_tp_pair_end, src/nn/net_tensor.c), the traffic (mp/tensor.c, pipeline.c).
  * Proved by tests/train/test_tensor.c and tests/train/test_pipeline_tp.c. */
 #include "train/mp/tensor_plan.h"
 

@@ -1,9 +1,8 @@
-/* mp/tensor_plan.h — which layer pairs tensor parallelism over T ranks splits (the one planner of
- * --tensor-parallel and of --pipeline S --tensor-parallel T's stages), the layout lines that
+/* mp/tensor_plan.h — which layer pairs tensor parallelism over T ranks splits (for
+ * --tensor-parallel and each stage of --pipeline S --tensor-parallel T), the layout lines that
  * explain the choice, and each rank's shares placed in the whole model's blocks.
- * Not here: the split layers' math (src/nn/layer_dense.c, layer_conv.c), which pairs may be
- * split at all (sh_net_tp_pair_end, src/nn/net_part.c), the traffic (mp/tensor.c,
- * mp/pipeline.c). Proved by tests/train/test_tensor.c and test_pipeline_tp.c. */
+ * Not here: the split math (src/nn/dense_share.c, layer_conv.c), the traffic (mp/tensor.c, pipeline.c).
+ * Proved by tests/train/test_tensor.c and test_pipeline_tp.c. */
 #ifndef SH_TP_PLAN_H
 #define SH_TP_PLAN_H
 

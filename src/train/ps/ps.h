@@ -1,12 +1,12 @@
-/* ps/ps.h — the parameter server (DistBelief, Project Adam, MXNet's KVStore): the first S
- * ranks of a communicator hold the parameter vector in contiguous shards balanced by bytes
- * and apply the optimizer; the other ranks are workers that pull parameters and push
- * gradients. Consistency: sync (bulk-synchronous: a round's gradients are averaged and
- * applied once), async (Downpour: every push is applied at once, pulls never wait) and
- * ssp (stale-synchronous: a worker that has pushed c clocks is served only when every live
- * worker has pushed c - s).
- * Not here: the training step around pull/push (strategy), the network (src/nn).
+/* ps/ps.h — the parameter server (DistBelief, Project Adam, MXNet's KVStore): the first S ranks
+ * hold the parameters in shards and apply the optimizer, the others pull and push; sync, async
+ * (Downpour) and ssp (stale-synchronous) consistency.
+ * Not here: the training step around pull/push (ps/worker.c), the network (src/nn).
  * Proved by tests/train/test_ps.c. */
+
+/* Shards are contiguous and balanced by bytes. sync: a round's gradients are averaged and
+ * applied once; async: every push is applied at once, pulls never wait; ssp: a worker that
+ * has pushed c clocks is served only when every live worker has pushed c - s. */
 #ifndef SH_PS_H
 #define SH_PS_H
 

@@ -488,6 +488,99 @@ static void log_clocks(sh_ps_server *s)
     fflush(s->cfg.clock_log);
 }
 
+/* A push from worker w (rank peer) of n bytes under header h: checked against this shard,
+ * its codec and the worker's clock (refused, with the reason, when it does not fit), decoded
+ * and applied. An error is the server's own (decoding, saving after an update). */
+static shoal_result handle_push(sh_ps_server *s, int w, int peer, const ps_hdr *h, size_t n)
+{
+    int32_t words[2];
+    sh_ps_codec_words(&s->cfg, words);
+    if (h->pad[0] != words[0] || h->pad[1] != words[1]) {
+        char why[200], mine[48];
+        snprintf(why, sizeof why, "push compressed with codec %d (parameter %d) but this server decodes %s; "
+                 "start every rank with the same --compress", (int)h->pad[0], (int)h->pad[1],
+                 shoal_codec_format(&s->cfg.codec, mine, sizeof mine));
+        refuse(s, peer, why);
+        return SHOAL_OK;
+    }
+    size_t want_n = sizeof *h + (s->dec ? shoal_compressor_payload_nbytes(s->dec) : h->count * sizeof(float));
+    if (h->offset != s->lo || h->count != s->count || n != want_n) {
+        char why[160];
+        snprintf(why, sizeof why, "push for [%llu, +%llu) with %zu bytes; this server holds [%zu, +%zu)",
+                 (unsigned long long)h->offset, (unsigned long long)h->count, n, s->lo, s->count);
+        refuse(s, peer, why);
+        return SHOAL_OK;
+    }
+    if (h->clock != s->clock[w]) {
+        refuse(s, peer, "push with a stale clock");
+        return SHOAL_OK;
+    }
+    s->st.pushes++;
+    s->st.pushed_mb += (double)(n - sizeof *h) / 1e6;
+    int64_t before = s->updates;
+    uint64_t t0 = sh_trace_on() ? sh_now_ns() : 0;
+    const float *g = (const float *)(s->buf + sizeof *h); /* buf is malloc-aligned */
+    if (s->dec) {
+        SH_TRY(shoal_compressor_decode(s->dec, s->buf + sizeof *h, n - sizeof *h, s->grad_in));
+        g = s->grad_in;
+    }
+    apply_push(s, w, g);
+    if (t0) sh_trace_span(SH_TRACK_SERVE, "push", t0, sh_now_ns(), "worker", w, "clock", s->clock[w] - 1);
+    return s->updates != before ? after_update(s) : SHOAL_OK;
+}
+
+/* One message of n bytes from rank peer, in s->buf: a worker's pull, push or goodbye, each
+ * checked first (what does not fit is refused, with the reason); then whatever it released. */
+static shoal_result handle(sh_ps_server *s, int peer, size_t n)
+{
+    int w = peer - s->cfg.nservers;
+    if (w < 0 || w >= s->nworkers) {
+        refuse(s, peer, "not a worker rank");
+        return SHOAL_OK;
+    }
+    ps_hdr h;
+    if (n < sizeof h) {
+        refuse(s, peer, "shorter than a header");
+        return SHOAL_OK;
+    }
+    memcpy(&h, s->buf, sizeof h);
+    if (h.magic != PS_MAGIC) {
+        refuse(s, peer, "bad magic");
+        return SHOAL_OK;
+    }
+    if (!s->alive[w] || s->bye[w]) {
+        refuse(s, peer, s->bye[w] ? "the worker already said goodbye" : "stale message from a dropped worker");
+        return SHOAL_OK;
+    }
+    s->last_seen_ns[w] = sh_now_ns();
+    switch (h.kind) {
+    case PS_PULL:
+        if (h.clock != s->clock[w]) {
+            refuse(s, peer, "pull for a clock the server does not have for it");
+            break;
+        }
+        s->pending[w] = 1;
+        serve_pulls(s);
+        if (s->pending[w]) { /* it has to wait */
+            s->st.deferred_pulls++;
+            s->held_ns[w] = sh_now_ns();
+        }
+        break;
+    case PS_PUSH:
+        SH_TRY(handle_push(s, w, peer, &h, n));
+        break;
+    case PS_BYE:
+        s->bye[w] = 1;
+        s->done_owed[w] = 1;
+        break;
+    default:
+        refuse(s, peer, "unknown message kind");
+    }
+    serve_pulls(s);
+    answer_byes(s);
+    return SHOAL_OK;
+}
+
 shoal_result sh_ps_server_run(sh_ps_server *s)
 {
     double cpu0 = cpu_seconds();
@@ -529,90 +622,8 @@ shoal_result sh_ps_server_run(sh_ps_server *s)
             rc = r;
             break;
         }
-        int w = peer - s->cfg.nservers;
-        if (w < 0 || w >= s->nworkers) {
-            refuse(s, peer, "not a worker rank");
-            continue;
-        }
-        ps_hdr h;
-        if (n < sizeof h) {
-            refuse(s, peer, "shorter than a header");
-            continue;
-        }
-        memcpy(&h, s->buf, sizeof h);
-        if (h.magic != PS_MAGIC) {
-            refuse(s, peer, "bad magic");
-            continue;
-        }
-        if (!s->alive[w] || s->bye[w]) {
-            refuse(s, peer, s->bye[w] ? "the worker already said goodbye" : "stale message from a dropped worker");
-            continue;
-        }
-        s->last_seen_ns[w] = sh_now_ns();
-        switch (h.kind) {
-        case PS_PULL:
-            if (h.clock != s->clock[w]) {
-                refuse(s, peer, "pull for a clock the server does not have for it");
-                break;
-            }
-            s->pending[w] = 1;
-            serve_pulls(s);
-            if (s->pending[w]) { /* it has to wait */
-                s->st.deferred_pulls++;
-                s->held_ns[w] = sh_now_ns();
-            }
-            break;
-        case PS_PUSH: { /* a block: C11 has no declaration right after a label */
-            int32_t words[2];
-            sh_ps_codec_words(&s->cfg, words);
-            if (h.pad[0] != words[0] || h.pad[1] != words[1]) {
-                char why[200], mine[48];
-                snprintf(why, sizeof why, "push compressed with codec %d (parameter %d) but this server decodes %s; "
-                         "start every rank with the same --compress", (int)h.pad[0], (int)h.pad[1],
-                         shoal_codec_format(&s->cfg.codec, mine, sizeof mine));
-                refuse(s, peer, why);
-                break;
-            }
-            size_t want_n = sizeof h + (s->dec ? shoal_compressor_payload_nbytes(s->dec) : h.count * sizeof(float));
-            if (h.offset != s->lo || h.count != s->count || n != want_n) {
-                char why[160];
-                snprintf(why, sizeof why, "push for [%llu, +%llu) with %zu bytes; this server holds [%zu, +%zu)",
-                         (unsigned long long)h.offset, (unsigned long long)h.count, n, s->lo, s->count);
-                refuse(s, peer, why);
-                break;
-            }
-            if (h.clock != s->clock[w]) {
-                refuse(s, peer, "push with a stale clock");
-                break;
-            }
-            s->st.pushes++;
-            s->st.pushed_mb += (double)(n - sizeof h) / 1e6;
-            {
-                int64_t before = s->updates;
-                uint64_t t0 = sh_trace_on() ? sh_now_ns() : 0;
-                const float *g = (const float *)(s->buf + sizeof h); /* buf is malloc-aligned */
-                if (s->dec) {
-                    rc = shoal_compressor_decode(s->dec, s->buf + sizeof h, n - sizeof h, s->grad_in);
-                    if (rc != SHOAL_OK) break;
-                    g = s->grad_in;
-                }
-                apply_push(s, w, g);
-                if (t0) sh_trace_span(SH_TRACK_SERVE, "push", t0, sh_now_ns(), "worker", w,
-                                      "clock", s->clock[w] - 1);
-                if (s->updates != before) rc = after_update(s);
-            }
-            break;
-        }
-        case PS_BYE:
-            s->bye[w] = 1;
-            s->done_owed[w] = 1;
-            break;
-        default:
-            refuse(s, peer, "unknown message kind");
-        }
+        rc = handle(s, peer, n);
         if (rc != SHOAL_OK) break;
-        serve_pulls(s);
-        answer_byes(s);
     }
     if (s->cfg.clock_log) log_clocks(s);
     if (rc == SHOAL_OK && s->cfg.save_path) rc = traced_save(s);

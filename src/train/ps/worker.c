@@ -1,10 +1,8 @@
-/* ps/worker.c — a parameter-server worker as a training strategy: pull the parameters
- * before a step (every step for sync and ssp, every --pull-every steps for async), push the
- * gradients after backward (averaged over --push-every steps for async); the servers apply
- * the optimizer, so the step skips its own.
+/* ps/worker.c — a parameter-server worker as a training strategy: pull the parameters before
+ * a step (every --pull-every steps for async), push the gradients after backward (averaged over
+ * --push-every steps for async); the servers apply the optimizer, so the step skips its own.
  * Not here: the servers and the protocol (ps/server.c, ps/client.c).
- * Proved by tests/train/test_ps.c (the client) and tests/train/test_strategy_ps.c; compressed
- * pushes and their residuals in checkpoints by tests/cli/test_train_compress.c. */
+ * Proved by tests/train/test_strategy_ps.c; compressed pushes by tests/cli/test_train_compress.c. */
 #include "train/ps/worker.h"
 
 #include <stdlib.h>
@@ -21,6 +19,7 @@ typedef struct {
     int pull_every, push_every, nacc;
     int64_t steps;          /* steps finished (pushes are fewer with push_every > 1) */
     int closed; /* said goodbye through sh_strategy_ps_close */
+    int compressed;         /* pushes go through a codec (--compress) */
     shoal_result failed;
     sh_step_comm last;      /* the last step's pull and push */
 } ps_state;
@@ -50,11 +49,6 @@ static shoal_result begin(sh_strategy *s, int64_t step)
         p->last.nbytes += (double)p->nparams * sizeof(float);
     }
     return SHOAL_OK;
-}
-
-static void grad_ready(void *ctx, int layer, size_t offset, size_t count)
-{
-    (void)ctx, (void)layer, (void)offset, (void)count;
 }
 
 static shoal_result push(ps_state *p, const float *g)
@@ -105,15 +99,17 @@ static void step_comm(const sh_strategy *s, sh_step_comm *out)
 
 /* Compressed pushes: bytes sent per step against what float32 pushes would send (with
  * --push-every a step sends a share of a push), and this worker's residuals. */
-static void comm_stats(const sh_strategy *s, double *wire, double *dense, double *residual)
+static int comm_stats(const sh_strategy *s, double *wire, double *dense, double *residual)
 {
     const ps_state *p = s->impl;
+    if (!p->compressed) return 0;
     double pushed = 0;
     sh_ps_client_push_stats(p->cl, &pushed, residual);
     int64_t pushes = sh_ps_client_clock(p->cl);
     double per_step = p->steps > 0 ? (double)pushes / (double)p->steps : 1;
     *wire = p->steps > 0 ? pushed / (double)p->steps : 0;
     *dense = (double)p->nparams * sizeof(float) * per_step;
+    return 1;
 }
 
 /* The residuals of this worker's compressed pushes: each worker keeps them in a file of
@@ -136,14 +132,27 @@ static void rank_state_set(sh_strategy *s, const float *in)
     sh_ps_client_state_set(p->cl, in);
 }
 
-static const sh_strategy_ops ps_ops = {"ps", attach, begin, grad_ready, finish, destroy, NULL, NULL};
-
 /* The lead prints progress: it moves to the next worker when the servers drop a frozen one. */
 static int leads(const sh_strategy *s)
 {
     const ps_state *p = s->impl;
     return sh_ps_client_lead(p->cl) == s->rank;
 }
+
+static const sh_strategy_ops ps_ops = {
+    .name = "ps",
+    .rank_noun = "worker",
+    .attach = attach,
+    .begin = begin,
+    .finish = finish,
+    .destroy = destroy,
+    .leads = leads,
+    .rank_state_count = rank_state_count,
+    .rank_state_get = rank_state_get,
+    .rank_state_set = rank_state_set,
+    .step_comm = step_comm,
+    .comm_stats = comm_stats,
+};
 
 shoal_result sh_strategy_ps_close(sh_strategy *s, int *is_lead)
 {
@@ -176,19 +185,12 @@ shoal_result sh_strategy_ps_create(shoal_comm *c, const sh_ps_config *cfg, const
     p->pull_every = async && o->pull_every > 1 ? o->pull_every : 1;
     p->push_every = async && o->push_every > 1 ? o->push_every : 1;
     s->ops = &ps_ops;
-    s->rank = shoal_comm_rank(c) - cfg->nservers;
-    s->world = shoal_comm_world(c) - cfg->nservers;
+    s->rank = s->job_rank = shoal_comm_rank(c) - cfg->nservers;
+    s->world = s->job_world = shoal_comm_world(c) - cfg->nservers;
     s->applies_update = 1;
-    s->leads = leads;
-    s->step_comm = step_comm;
-    if (cfg->codec.codec != SHOAL_CODEC_NONE) s->comm_stats = comm_stats;
     p->nparams = cfg->nparams;
+    p->compressed = cfg->codec.codec != SHOAL_CODEC_NONE;
     s->impl = p;
-    if (sh_ps_client_state_count(p->cl)) {
-        s->rank_state_count = rank_state_count;
-        s->rank_state_get = rank_state_get;
-        s->rank_state_set = rank_state_set;
-    }
     *out = s;
     return SHOAL_OK;
 }

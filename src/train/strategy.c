@@ -1,6 +1,6 @@
-/* strategy_local.c — the single-process strategy: one rank, gradients stay where backward
- * wrote them, so every hook is a no-op.
- * Not here: the step (step.c); strategies that talk to other ranks.
+/* strategy.c — what the trainer asks a strategy (strategy.h's queries), and the
+ * single-process strategy: one rank, gradients stay where backward wrote them.
+ * Not here: strategies that talk to other ranks (dp/, ps/, mp/); the step (step.c).
  * Proved by tests/train/test_trainer.c. */
 #include "train/strategy.h"
 
@@ -8,6 +8,21 @@
 
 #include "base/err.h"
 #include "base/util.h"
+
+int sh_strategy_leads(const sh_strategy *s) { return s->ops->leads ? s->ops->leads(s) : s->rank == 0; }
+
+int sh_strategy_writes(const sh_strategy *s) { return s->part ? sh_strategy_leads(s) : s->rank == 0; }
+
+int sh_strategy_splits_eval(const sh_strategy *s) { return s->ops->sum && s->world > 1; }
+
+int sh_strategy_agrees(const sh_strategy *s) { return s->ops->sum && (s->world > 1 || s->part); }
+
+size_t sh_strategy_rank_state_count(const sh_strategy *s)
+{
+    return s->ops->rank_state_count ? s->ops->rank_state_count(s) : 0;
+}
+
+const char *sh_strategy_rank_noun(const sh_strategy *s) { return s->ops->rank_noun ? s->ops->rank_noun : "rank"; }
 
 static shoal_result local_attach(sh_strategy *s, sh_net *net)
 {
@@ -19,11 +34,6 @@ static shoal_result local_begin(sh_strategy *s, int64_t step)
 {
     (void)s, (void)step;
     return SHOAL_OK;
-}
-
-static void local_grad_ready(void *ctx, int layer, size_t offset, size_t count)
-{
-    (void)ctx, (void)layer, (void)offset, (void)count;
 }
 
 static shoal_result local_finish(sh_strategy *s)
@@ -38,7 +48,6 @@ static const sh_strategy_ops local_ops = {
     .name = "local",
     .attach = local_attach,
     .begin = local_begin,
-    .grad_ready = local_grad_ready,
     .finish = local_finish,
     .destroy = local_destroy,
 };
@@ -49,8 +58,7 @@ shoal_result sh_strategy_local_create(sh_strategy **out)
     sh_strategy *s = NULL;
     SH_TRY(sh_calloc(1, sizeof *s, (void **)&s));
     s->ops = &local_ops;
-    s->rank = 0;
-    s->world = 1;
+    s->world = s->job_world = 1;
     *out = s;
     return SHOAL_OK;
 }
