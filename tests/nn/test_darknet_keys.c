@@ -59,6 +59,7 @@ static const section_keys sections[] = {
     {"gru", "", {"output=4", "batch_normalize=0", "form=darknet\ntanh=0"}},
     {"lstm", "", {"output=4", "batch_normalize=0"}},
     {"crnn", "", {"output_filters=2", "hidden_filters=2", "activation=logistic", "batch_normalize=0", "shortcut=0"}},
+    {"normalization", "", {"alpha=0.0001", "beta=0.75", "kappa=1", "size=5"}},
 };
 
 static int builds(const char *text, char *why, size_t why_nbytes)

@@ -28,6 +28,7 @@ typedef struct {
 
 static const opt_case cases[] = {
     {"data", "some/dir", T_STR, AT(data_dir), 0, NULL},
+    {"target", "input", T_STR, AT(target), 0, NULL},
     {"batch", "32", T_INT, AT(batch), 32, "0"},
     {"seed", "7", T_U64, AT(seed), 7, "-1"},
     {"threads", "2", T_INT, AT(threads), 2, "2000"},
