@@ -302,6 +302,9 @@ static int print_result(const train_cli *t, const shoal_train_report *r)
         printf("test %.4f bits/char (accuracy %.2f%%) after %" PRId64 " steps (%.2f epochs) in "
                "%.1f s, %.0f chars/s, peak RSS %.1f MB\n", r->test_bpc, 100 * r->test_accuracy, r->steps, r->epochs,
                r->seconds, r->images_per_s, r->peak_rss_mb);
+    } else if (!t->o.quiet && !r->stopped && r->test_accuracy < 0) { /* no labels: a regression */
+        printf("test loss %.4f after %" PRId64 " steps (%.2f epochs) in %.1f s, %.0f images/s, peak RSS %.1f MB\n",
+               r->test_loss, r->steps, r->epochs, r->seconds, r->images_per_s, r->peak_rss_mb);
     } else if (!t->o.quiet && !r->stopped) {
         printf("test accuracy %.2f%%, test loss %.4f after %" PRId64 " steps (%.2f epochs) in "
                "%.1f s, %.0f images/s, peak RSS %.1f MB\n", 100 * r->test_accuracy, r->test_loss, r->steps,

@@ -97,6 +97,11 @@ typedef struct {
     int time_steps;      /* text: rows per stream per step (T); 0: 1 */
     int threads;         /* streamed: decoding threads (0: 1) */
     int prefetch;        /* streamed: steps decoded ahead of the one being read (0: 2) */
+    /* Regression targets (NULL: none): image i's target is item i of `targets` (as many items
+     * as the dataset, images only), written scaled to [0,1] into target_out (borrowed; local
+     * batch x its C*H*W floats) by every sh_loader_next, row for row with x. */
+    const sh_dataset *targets;
+    float *target_out;
 } sh_loader_opts;
 
 typedef struct sh_loader sh_loader;

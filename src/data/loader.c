@@ -12,7 +12,8 @@
  * Position (epoch, step) is always the next step to be read, so a checkpoint of it resumes
  * exactly: after the last step of an epoch the loader is at (epoch + 1, 0). Because order_e
  * depends on (seed, e) only, a resumed run and an unbroken run read the same images, on every
- * rank and any world size. */
+ * rank and any world size. Regression targets, when given, are read row for row with the
+ * images, from the same indices of a second dataset. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,6 +81,11 @@ shoal_result sh_loader_create(const sh_dataset *d, const sh_loader_opts *o, sh_l
                        "loader: global batch %d is smaller than the world size %d; every rank "
                        "needs at least one image per step: raise --batch",
                        o->global_batch, o->world);
+    if (o->targets && (d->text || o->targets->text || o->targets->count != d->count || !o->target_out))
+        return SH_FAIL(SHOAL_ERR_INVALID,
+                       "loader: the targets %s hold %d %s but %s holds %d %s; give one target image per image",
+                       o->targets->name, o->targets->count, o->targets->text ? "characters" : "images", d->name,
+                       d->count, d->text ? "characters" : "images");
     if (o->drop_last && o->global_batch > d->count)
         return SH_FAIL(SHOAL_ERR_INVALID,
                        "loader: global batch %d is larger than the %d images of %s, so an "
@@ -201,6 +207,12 @@ shoal_result sh_loader_next(sh_loader *l, float *x, int32_t *y, int *n)
          * AVX-512); a 256-entry table would be exact too but gathers one lane at a time. */
         for (size_t p = 0; p < npix; p++) dst[p] = (float)src[p] / 255.f;
         y[i - lo] = d->labels[idx];
+        if (!l->o.targets) continue;
+        const sh_dataset *t = l->o.targets;
+        size_t tpix = (size_t)t->c * t->h * t->w;
+        const uint8_t *tsrc = t->pixels + (size_t)idx * tpix;
+        float *tdst = l->o.target_out + (size_t)(i - lo) * tpix;
+        for (size_t p = 0; p < tpix; p++) tdst[p] = (float)tsrc[p] / 255.f;
     }
     *n = (int)(hi - lo);
     if (++l->step == l->steps_per_epoch) l->epoch++, l->step = 0;

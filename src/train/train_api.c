@@ -150,6 +150,7 @@ static shoal_result to_job(const shoal_train_opts *o, sh_job_opts *j)
     t->strict_data = o->strict_data;
     t->data_threads = o->data_threads;
     t->data_prefetch = o->data_prefetch;
+    t->target = set_or_null(o->target);
     t->epochs = o->epochs;
     t->max_steps = o->max_steps;
     t->batch = o->batch;
@@ -186,6 +187,14 @@ static shoal_result to_job(const shoal_train_opts *o, sh_job_opts *j)
     j->tensor_ranks = o->tensor_ranks;
     j->layout_out = o->quiet ? NULL : t->out;
     return SHOAL_OK;
+}
+
+/* train_api.h: the same mapping for shoal_pretrain_run, and the requests' reset after it. */
+shoal_result sh_train_api_job(const shoal_train_opts *o, sh_job_opts *j) { return to_job(o, j); }
+void sh_train_api_forget_requests(void)
+{
+    stop_flag = 0;
+    save_flag = 0;
 }
 
 shoal_result shoal_train_opts_check(const shoal_train_opts *o)

@@ -163,6 +163,12 @@ static const opt_row rows[] = {
      K_INT, AT(data_threads), 1, 256, NULL},
     {{"data-prefetch", "N", "Data and model", "steps of pictures decoded ahead of training (default 2)"},
      K_INT, AT(data_prefetch), 1, 64, NULL},
+    {{"target", "input|DIR", "Data and model",
+      "a net ending in [cost] type=sse, L1 or smooth (a regression, no softmax) learns to reproduce its input "
+      "(input: an autoencoder) or the images of a second dataset, item for item with --data's (DIR, as --data); "
+      "its lines and --json give losses and no accuracy. After shoal pretrain --save FILE, --weights FILE "
+      "fine-tunes the pretrained [rbm] layers (sigmoid layers here)"},
+     K_STR, AT(target), 0, 0, NULL},
     {{"batch", "N", "Data and model",
       "images per step (default: the cfg's batch); recurrent nets: streams, each time_steps rows"},
      K_INT, AT(batch), 1, 1 << 20, NULL},

@@ -36,6 +36,8 @@ typedef struct {
     const char *weights_path;   /* start from these weights (a checkpoint, or Darknet's
                                    FILE.weights) instead of the seed's; NULL: the seed's */
     const char *save_darknet_path; /* rank 0 writes Darknet's .weights here at the end */
+    const char *target;         /* a regression's targets: "input" (the input itself) or a data
+                                   set's directory (as data_dir); NULL for nets with labels */
     const char *save_caffe_path;   /* rank 0 writes Caffe's .caffemodel here at the end */
     int64_t save_every_steps;   /* 0: only at the end */
     const char *logdir;         /* TensorBoard event files; NULL: none */
