@@ -80,6 +80,6 @@ def test_weights_from_a_file(tmp_path, suffix):
 
 def test_a_layer_pytorch_lacks_is_named(tmp_path):
     cfg = tmp_path / "reorg.cfg"
-    cfg.write_text("[net]\nbatch=1\nwidth=4\nheight=4\nchannels=2\n[reorg]\nstride=2\n[connected]\noutput=3\n[softmax]\n")
+    cfg.write_text("[net]\nbatch=1\nwidth=4\nheight=4\nchannels=4\n[reorg]\nstride=2\n[connected]\noutput=3\n[softmax]\n")
     with pytest.raises(NotImplementedError, match=r"layer 0 \(\[reorg\]"):
         shoal.to_torch(str(cfg))
