@@ -83,7 +83,12 @@ typedef struct {
                                    or "lowrank:R": the gradients the ranks exchange */
     int sfb;                    /* "sfb": connected layers send sufficient factors */
     const char *solver_path;    /* "solver": with a Caffe MODEL.prototxt, its solver.prototxt;
-                                   NULL: none (docs/caffe.md) */
+                                   NULL: none (docs/caffe.md). The value "lbfgs" sets lbfgs
+                                   instead (a file of that name: "./lbfgs") */
+    int lbfgs;                  /* "solver lbfgs": full-batch L-BFGS with a strong-Wolfe line
+                                   search instead of the cfg's optimizer; across ranks rank 0
+                                   coordinates (DistBelief's Sandblaster) */
+    int lbfgs_history;          /* "history": with lbfgs, the (s, y) pairs kept; 0: 10 */
     const char *save_caffe_path; /* "save-caffe": Caffe's .caffemodel at the end (Caffe models) */
     /* Called on every training rank before each step (counted from 0 over the whole run) with
      * hook_ctx and the rank among the trainers; and on every parameter server after each

@@ -122,6 +122,14 @@ static shoal_result set_hybrid(shoal_train_opts *o, const opt_row *row, const ch
     return set_str(o, &o->hybrid, v);
 }
 
+/* "lbfgs" chooses the batch solver; any other value is a Caffe solver.prototxt. */
+static shoal_result set_solver(shoal_train_opts *o, const opt_row *row, const char *v)
+{
+    if (strcmp(v, "lbfgs")) return set_str(o, &o->solver_path, v);
+    o->lbfgs = 1;
+    return SHOAL_OK;
+}
+
 static shoal_result set_timeline_steps(shoal_train_opts *o, const opt_row *row, const char *v)
 {
     int64_t lo, hi;
@@ -180,11 +188,20 @@ static const opt_row rows[] = {
       "write Darknet's .weights at the end (darknet reads it): the whole model under every layout (the "
       "ranks' parts gathered); a model Darknet cannot hold is refused before training"},
      K_STR, AT(save_darknet_path), 0, 0, NULL},
-    {{"solver", "FILE", "Data and model",
-      "with a Caffe MODEL.prototxt: its solver.prototxt (base_lr, lr_policy, momentum, weight_decay, max_iter, "
-      "snapshot); CFG may also be the solver itself, naming its net; --weights then takes Caffe's "
-      "FILE.caffemodel (docs/caffe.md)"},
-     K_STR, AT(solver_path), 0, 0, NULL},
+    {{"solver", "lbfgs|FILE", "Data and model",
+      "lbfgs: train by full-batch L-BFGS instead of the cfg's optimizer: each step is one iteration over the "
+      "whole training set (--max-steps N: N iterations), a strong-Wolfe line search (PyTorch's LBFGS), the "
+      "cfg's learning_rate as the first trial step (set 1) and its decay as an L2 term; with -n N every rank "
+      "sums its shard and rank 0 keeps the history and chooses every step (Sandblaster), the same iterates as "
+      "one rank; exact and free of tuning, but every step reads the whole set. Any other value: with a Caffe "
+      "MODEL.prototxt, its solver.prototxt (base_lr, lr_policy, momentum, weight_decay, max_iter, snapshot); CFG "
+      "may also be the solver itself, naming its net; --weights then takes Caffe's FILE.caffemodel "
+      "(docs/caffe.md; a file named lbfgs: ./lbfgs)"},
+     K_CALL, 0, 0, 0, set_solver},
+    {{"history", "M", "Data and model",
+      "with --solver lbfgs: the (s, y) pairs kept (default 10); rank 0 holds 2 M + 8 copies of the parameters "
+      "in double"},
+     K_INT, AT(lbfgs_history), 1, 100000, NULL},
     {{"save-caffe", "FILE", "Checkpoints", "write Caffe's FILE.caffemodel at the end (Caffe models only)"},
      K_STR, AT(save_caffe_path), 0, 0, NULL},
     {{"quiet", NULL, "Output and logs", "no progress lines"}, K_SWITCH, AT(quiet), 0, 0, NULL},
