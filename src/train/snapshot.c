@@ -376,7 +376,12 @@ shoal_result sh_snapshot_restore(sh_trainer *t, const char *path, const sh_snaps
                        "checkpoint %s holds %" PRIu64 " optimizer values but this optimizer "
                        "has %zu; resume with the same optimizer settings in the .cfg",
                        path, meta[META_NOPTIM], noptim);
-    if (meta[META_GLOBAL_BATCH] != (uint64_t)t->global_batch)
+    if (meta[META_SOLVER_NBYTES] && !t->strategy->ops->ckpt_set)
+        return SH_FAIL(SHOAL_ERR_INVALID,
+                       "checkpoint %s was trained by L-BFGS (each step the whole set); continue with --solver "
+                       "lbfgs, or start this optimizer from its weights with --weights %s", path, path);
+    /* a full-batch step reads the whole set whatever the batch: there is no data order to keep */
+    if (meta[META_GLOBAL_BATCH] != (uint64_t)t->global_batch && !t->strategy->full_batch)
         return SH_FAIL(SHOAL_ERR_INVALID,
                        "checkpoint %s was trained with batch %" PRIu64 ", this run uses %d; "
                        "resume with --batch %" PRIu64 " to continue the same data order",
@@ -402,8 +407,8 @@ shoal_result sh_snapshot_restore(sh_trainer *t, const char *path, const sh_snaps
     uint64_t rng[4];
     for (int i = 0; i < 4; i++) rng[i] = meta[META_RNG0 + i];
     sh_net_rng_set(t->net, rng);
-    SH_TRY(sh_loader_seek(t->loader, (int64_t)meta[META_LOADER_EPOCH],
-                          (int64_t)meta[META_LOADER_STEP]));
+    if (!t->strategy->full_batch) /* a full-batch step reads the set its own way */
+        SH_TRY(sh_loader_seek(t->loader, (int64_t)meta[META_LOADER_EPOCH], (int64_t)meta[META_LOADER_STEP]));
     t->steps_done = (int64_t)meta[META_STEPS_DONE];
     return SHOAL_OK;
 }

@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/err.h"
 #include "nn/cfg.h"
@@ -143,6 +144,10 @@ static shoal_result check_lbfgs(const shoal_train_opts *o, const sh_job_opts *j)
     if (o->strong_scaling || o->lr_linear)
         return SH_FAIL(SHOAL_ERR_INVALID, "--solver lbfgs: every step is the whole training set whatever the ranks, "
                        "so --%s does not apply; leave it out", o->strong_scaling ? "scaling strong" : "lr-scaling linear");
+    struct stat st;
+    if (o->data_dir && stat(o->data_dir, &st) == 0 && S_ISREG(st.st_mode))
+        return SH_FAIL(SHOAL_ERR_INVALID, "--solver lbfgs needs a feed-forward net on images, not text (%s): a "
+                       "character-level net carries its state from batch to batch; use SGD", o->data_dir);
     return SHOAL_OK;
 }
 

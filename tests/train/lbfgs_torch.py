@@ -13,7 +13,11 @@ double precision, from the weights of a Darknet .weights file.
       ITERS iterations from FILE.weights on DATA_DIR's training set; OUT gets, per
       iteration, one line: the loss at the new weights, then the weights (W row-major, b)
 
-Used by tests/cli/test_train_lbfgs.c and bench/lbfgs/run.sh.
+  lbfgs_torch.py rosen N ITERS HISTORY LR OUT
+      the extended Rosenbrock function of N variables from (-1.2, 1, -1.2, ...): per
+      iteration one line: the line search's evaluations, f, then x
+
+Used by tests/train/test_lbfgs.c, tests/cli/test_train_lbfgs.c and bench/lbfgs/run.sh.
 """
 import gzip
 import os
@@ -106,11 +110,40 @@ def run(data, weights, iters, out, history=10, lr=1.0, decay=0.0):
             f.write("%.17g %s\n" % (loss, " ".join("%.17g" % v for v in vec)))
 
 
+def rosen(n, iters, history, lr, out):
+    import torch
+
+    torch.set_default_dtype(torch.float64)
+    x = torch.tensor([-1.2 if i % 2 == 0 else 1.0 for i in range(n)], requires_grad=True)
+    opt = torch.optim.LBFGS([x], lr=lr, max_iter=1, history_size=history, tolerance_grad=1e-7,
+                            tolerance_change=1e-9, line_search_fn="strong_wolfe")
+
+    def f():
+        return sum(100 * (x[i + 1] - x[i] ** 2) ** 2 + (1 - x[i]) ** 2 for i in range(0, n, 2))
+
+    def closure():
+        opt.zero_grad()
+        loss = f()
+        loss.backward()
+        return loss
+
+    with open(out, "w") as fo:
+        for _ in range(iters):
+            before = opt.state[x].get("func_evals", 0) if x in opt.state else 0
+            opt.step(closure)
+            evals = opt.state[x]["func_evals"] - before - 1  # the step's own first evaluation
+            with torch.no_grad():
+                fx = float(f())
+            fo.write("%d %.17g %s\n" % (evals, fx, " ".join("%.17g" % v for v in x.detach().numpy())))
+
+
 def main(argv):
     if len(argv) >= 6 and argv[1] == "subset":
         subset(argv[2], argv[3], int(argv[4]), int(argv[5]))
     elif len(argv) == 6 and argv[1] == "init":
         init(argv[2], int(argv[3]), int(argv[4]), int(argv[5]))
+    elif len(argv) == 7 and argv[1] == "rosen":
+        rosen(int(argv[2]), int(argv[3]), int(argv[4]), float(argv[5]), argv[6])
     elif len(argv) in (6, 9) and argv[1] == "run":
         extra = (int(argv[6]), float(argv[7]), float(argv[8])) if len(argv) == 9 else ()
         run(argv[2], argv[3], int(argv[4]), argv[5], *extra)
