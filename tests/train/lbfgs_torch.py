@@ -75,7 +75,8 @@ def init(path, inputs, classes, seed):
 def run(data, weights, iters, out, history=10, lr=1.0, decay=0.0):
     import torch
 
-    torch.set_default_dtype(torch.float64)
+    dtype = np.float32 if os.environ.get("LBFGS_TORCH_DTYPE") == "float32" else np.float64
+    torch.set_default_dtype(torch.float32 if dtype == np.float32 else torch.float64)
     x, y, _, _ = read_split(data, "train")
     classes = int(y.max()) + 1
     raw = open(weights, "rb").read()
@@ -84,9 +85,9 @@ def run(data, weights, iters, out, history=10, lr=1.0, decay=0.0):
     if len(vals) != classes * (inputs + 1):
         raise SystemExit("lbfgs_torch.py: %s holds %d values, softmax regression on %d inputs and %d classes "
                          "has %d" % (weights, len(vals), inputs, classes, classes * (inputs + 1)))
-    b = torch.tensor(vals[:classes].astype(np.float64), requires_grad=True)
-    W = torch.tensor(vals[classes:].astype(np.float64).reshape(classes, inputs), requires_grad=True)
-    X = torch.tensor(x.astype(np.float64) / 255.0)
+    b = torch.tensor(vals[:classes].astype(dtype), requires_grad=True)
+    W = torch.tensor(vals[classes:].astype(dtype).reshape(classes, inputs), requires_grad=True)
+    X = torch.tensor(x.astype(dtype) / dtype(255.0))
     Y = torch.tensor(y)
     opt = torch.optim.LBFGS([W, b], lr=lr, max_iter=1, history_size=history, tolerance_grad=1e-7,
                             tolerance_change=1e-9, line_search_fn="strong_wolfe")
