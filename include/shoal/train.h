@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include "shoal/result.h"
 
 #ifdef __cplusplus
@@ -82,6 +83,10 @@ typedef struct {
     const char *compress;       /* "compress": "none" (NULL), "fp16", "bf16", "1bit", "topk:F"
                                    or "lowrank:R": the gradients the ranks exchange */
     int sfb;                    /* "sfb": connected layers send sufficient factors */
+    int parallel_auto;          /* "parallel auto": the layout (data parallel with or without a
+                                   codec or --sfb, pipeline, tensor, both, hybrid) chosen at
+                                   start-up from predictions on the probed links and this
+                                   machine's layer times; none of the layout options is set */
     const char *solver_path;    /* "solver": with a Caffe MODEL.prototxt, its solver.prototxt;
                                    NULL: none (docs/caffe.md). The value "lbfgs" sets lbfgs
                                    instead (a file of that name: "./lbfgs") */
@@ -276,6 +281,28 @@ void shoal_test_opts_default(shoal_test_opts *o);
  * SHOAL_ERR_IO, SHOAL_ERR_FORMAT (cfg, dataset, or weights of another model: the message
  * says which). */
 shoal_result shoal_test_run(const shoal_test_opts *o, shoal_test_report *r);
+
+/* `shoal plan`: the images/s every layout would reach on a cluster of `hosts` hosts like this
+ * machine, ranks_per_host ranks each, joined by `link`, predicted from this machine's layer
+ * times (measured now) and the link's rate (docs/plan.md); the layouts weighed are those
+ * `shoal train --parallel auto` weighs. */
+typedef struct {
+    const char *cfg_path;       /* the model (required) */
+    int hosts, ranks_per_host;  /* >= 1 */
+    const char *link;           /* across hosts: "1gbit", "10gbit", or "2.5gbit", "800mbit",
+                                   "300MB/s"; NULL: "10gbit" */
+    double latency_us;          /* a message's latency across hosts; < 0: 50 */
+    int batch;                  /* images a replica takes per step; 0: the cfg's */
+    int threads;                /* kernel threads a rank; 0: this host's CPUs shared by its ranks */
+    int cores;                  /* cores a host; 0: this machine's (SHOAL_PLAN_CORES) */
+    int json;                   /* 1: one JSON object instead of the table */
+} shoal_plan_opts;
+
+/* hosts 1, ranks_per_host 1, link NULL, latency_us -1, the rest 0 / NULL. */
+void shoal_plan_opts_default(shoal_plan_opts *o);
+/* Measure, predict and print the table (or the JSON object) to out. Blocks while it times the
+ * layers (seconds). Errors: SHOAL_ERR_INVALID (counts, the link), the cfg's. */
+shoal_result shoal_plan_print(const shoal_plan_opts *o, FILE *out);
 
 #ifdef __cplusplus
 }

@@ -19,6 +19,7 @@ static const subcommand subcommands[] = {
     {"test", sh_cmd_test, "measure a trained network's accuracy on the test set"},
     {"generate", sh_cmd_generate, "sample text from a trained character-level model"},
     {"time", sh_cmd_time, "time forward and backward passes (per layer on request)"},
+    {"plan", sh_cmd_plan, "predict every layout's images/s on H hosts x R ranks, without training"},
     {"launch", sh_cmd_launch, "start N local ranks of a command: shoal launch -n 4 -- CMD"},
     {"bench", sh_cmd_bench, "benchmark a collective, nccl-tests style"},
     {"plot", sh_cmd_plot, "draw runs' curves, a timeline's step breakdown or busbw vs size (SVG)"},

@@ -16,6 +16,7 @@
 #include "base/util.h"
 #include "shoal/comm.h"
 #include "train/mp/mp.h"
+#include "train/plan/auto.h"
 #include "train/solver/sandblaster.h"
 #include "train/timeline.h"
 #include "train/snapshot.h"
@@ -138,6 +139,8 @@ static shoal_result train_alone(const sh_job_opts *o, sh_job_report *r);
 
 static shoal_result run_alone(const sh_job_opts *o, sh_job_report *r)
 {
+    if (o->parallel_auto && o->layout_out)
+        fprintf(o->layout_out, "--parallel auto: one process, nothing to divide; training alone\n");
     if (o->layout == SH_LAYOUT_TENSOR && o->tensor_ranks > 1)
         return SH_FAIL(SHOAL_ERR_INVALID, "--tensor-parallel %d needs %d ranks: add -n %d, or run under "
                        "shoal launch, mpirun or srun", o->tensor_ranks, o->tensor_ranks, o->tensor_ranks);
@@ -529,7 +532,14 @@ shoal_result sh_job_run(const sh_job_opts *o, sh_job_report *r)
     SH_TRY(shoal_comm_create(NULL, &c));
     r->rank = shoal_comm_rank(c);
     r->world = shoal_comm_world(c);
-    shoal_result rc = same_job_layout(o, c);
+    sh_job_opts chosen;
+    shoal_result rc = SHOAL_OK;
+    if (o->parallel_auto) { /* the layout, chosen from the planner's predictions */
+        chosen = *o;
+        rc = sh_plan_auto(c, &chosen);
+        o = &chosen;
+    }
+    if (rc == SHOAL_OK) rc = same_job_layout(o, c);
     if (rc == SHOAL_OK) rc = plan_role(o, r->rank, r->world, &r->role);
     sh_timeline *tl = NULL;
     if (rc == SHOAL_OK && o->timeline_path)

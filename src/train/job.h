@@ -68,6 +68,8 @@ typedef struct {
     /* hybrid (--hybrid): how the activities move; train.batch (or the cfg's) is the global
      * batch, shared by the ranks */
     sh_hybrid_scheme hybrid;
+    /* --parallel auto: the layout above is chosen at start-up (plan/auto.c) */
+    int parallel_auto;
     /* --solver lbfgs: the batch solver (solver/sandblaster.h) instead of the cfg's optimizer,
      * data-parallel ranks only; lbfgs_history pairs (0: 10) */
     int lbfgs;

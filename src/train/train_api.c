@@ -151,6 +151,20 @@ static shoal_result check_lbfgs(const shoal_train_opts *o, const sh_job_opts *j)
     return SHOAL_OK;
 }
 
+/* --parallel auto chooses the layout: no layout option may be set beside it. */
+static shoal_result check_auto(const shoal_train_opts *o)
+{
+    if (!o->parallel_auto) return SHOAL_OK;
+    const char *set = o->layout == SHOAL_TRAIN_PARAM_SERVER ? "--ps" : o->pipeline_stages ? "--pipeline"
+                    : o->micro_batches ? "--micro-batches" : o->tensor_ranks ? "--tensor-parallel"
+                    : set_or_null(o->hybrid) ? "--hybrid" : set_or_null(o->compress) ? "--compress"
+                    : o->sfb ? "--sfb" : o->lbfgs ? "--solver lbfgs" : o->strong_scaling ? "--scaling strong" : NULL;
+    if (set)
+        return SH_FAIL(SHOAL_ERR_INVALID, "--parallel auto chooses the layout itself; leave out %s (or leave out "
+                       "--parallel auto to choose yourself)", set);
+    return SHOAL_OK;
+}
+
 /* Everything opts_check says, and the job's options from them on success. */
 static shoal_result to_job(const shoal_train_opts *o, sh_job_opts *j)
 {
@@ -164,6 +178,7 @@ static shoal_result to_job(const shoal_train_opts *o, sh_job_opts *j)
                        "global batch stays the cfg's, and so does the learning rate");
     if (o->sfb) SH_TRY(check_sfb(o->cfg_path));
     SH_TRY(sh_caffe_job_check(o->cfg_path, set_or_null(o->solver_path), set_or_null(o->save_caffe_path)));
+    SH_TRY(check_auto(o));
     SH_TRY(resolve_layout(o, &j->layout));
     j->sfb = o->sfb;
     SH_TRY(check_lbfgs(o, j));
@@ -212,6 +227,7 @@ static shoal_result to_job(const shoal_train_opts *o, sh_job_opts *j)
     j->stages = o->pipeline_stages;
     j->micro_batches = o->micro_batches;
     j->tensor_ranks = o->tensor_ranks;
+    j->parallel_auto = o->parallel_auto;
     j->lbfgs = o->lbfgs;
     j->lbfgs_history = o->lbfgs_history;
     j->layout_out = o->quiet ? NULL : t->out;

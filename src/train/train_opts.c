@@ -122,6 +122,14 @@ static shoal_result set_hybrid(shoal_train_opts *o, const opt_row *row, const ch
     return set_str(o, &o->hybrid, v);
 }
 
+static shoal_result set_parallel(shoal_train_opts *o, const opt_row *row, const char *v)
+{
+    if (!strcmp(v, "auto")) o->parallel_auto = 1;
+    else if (!strcmp(v, "none")) o->parallel_auto = 0;
+    else return SH_FAIL(SHOAL_ERR_INVALID, "--parallel \"%s\": use auto (or none: the layout flags decide)", v);
+    return SHOAL_OK;
+}
+
 /* "lbfgs" chooses the batch solver; any other value is a Caffe solver.prototxt. */
 static shoal_result set_solver(shoal_train_opts *o, const opt_row *row, const char *v)
 {
@@ -246,6 +254,13 @@ static const opt_row rows[] = {
       "gradients travel in buckets of X MB (default 1), last layers first, each allreduce starting while "
       "backward goes on"},
      K_CALL, 0, 0, 0, set_bucket_mb},
+    {{"parallel", "auto", "Scaling",
+      "with ranks: choose the layout for you: every rank probes the links (allreduces within a host and "
+      "across hosts) and times the model's layers on its share of the cores, rank 0 predicts the images/s of "
+      "data parallelism (plain, fp16, 1bit, topk:0.01, --sfb), pipelines, tensor parallelism, both, and the "
+      "hybrid schemes, prints the table and trains with the fastest; `shoal plan` prints the same without "
+      "training (docs/plan.md). The prediction is a model: a close second may win in practice"},
+     K_CALL, 0, 0, 0, set_parallel},
     {{"pipeline", "S", "Model parallelism",
       "pipeline parallelism: the layers cut into S stages (balanced by estimated cost, or by stage=K keys "
       "in the cfg), one rank each; -n N with N a multiple of S runs N/S replicas of the pipeline"},

@@ -52,6 +52,7 @@ static const opt_case cases[] = {
     {"scaling", "strong", T_INT, AT(strong_scaling), 1, "big"},
     {"lr-scaling", "linear", T_INT, AT(lr_linear), 1, "fast"},
     {"bucket-mb", "2.5", T_DBL, AT(bucket_mb), 2.5, "0"},
+    {"parallel", "auto", T_INT, AT(parallel_auto), 1, "manual"},
     {"pipeline", "2", T_INT, AT(pipeline_stages), 2, "0"},
     {"micro-batches", "4", T_INT, AT(micro_batches), 4, "-4"},
     {"tensor-parallel", "2", T_INT, AT(tensor_ranks), 2, "two"},
@@ -268,6 +269,12 @@ static void check_refuses_options_that_do_not_fit(void)
     refuse_set((const char *const[]){"scaling", "strong", "lr-scaling", "linear", NULL}, "is for weak scaling");
     refuse_set((const char *const[]){"pipeline", "2", "sfb", NULL, NULL}, "--sfb needs plain data parallelism");
     refuse_set((const char *const[]){"ps", NULL, "compress", "lowrank:2", NULL}, "lowrank needs data parallelism");
+    refuse_set((const char *const[]){"parallel", "auto", "pipeline", "2", NULL}, "leave out --pipeline");
+    refuse_set((const char *const[]){"parallel", "auto", "ps", NULL, NULL}, "--parallel auto chooses the layout");
+    refuse_set((const char *const[]){"parallel", "auto", "compress", "fp16", NULL}, "leave out --compress");
+    refuse_set((const char *const[]){"parallel", "auto", "sfb", NULL, NULL}, "leave out --sfb");
+    refuse_set((const char *const[]){"parallel", "auto", "hybrid", "vertical", NULL}, "leave out --hybrid");
+    refuse_set((const char *const[]){"parallel", "auto", "solver", "lbfgs", NULL}, "leave out --solver lbfgs");
     refuse_set((const char *const[]){"history", "5", NULL}, "--history goes with --solver lbfgs");
     refuse_set((const char *const[]){"solver", "lbfgs", "ps", NULL, NULL}, "--solver lbfgs with --ps");
     refuse_set((const char *const[]){"solver", "lbfgs", "ps", NULL, "consistency", "async", NULL},
