@@ -98,6 +98,7 @@ void sh_lbfgs_destroy(sh_lbfgs *L)
 }
 
 const double *sh_lbfgs_direction(const sh_lbfgs *L) { return L->d; }
+const double *sh_lbfgs_gradient(const sh_lbfgs *L) { return L->g; }
 int64_t sh_lbfgs_iterations(const sh_lbfgs *L) { return L->n_iter; }
 int64_t sh_lbfgs_evaluations(const sh_lbfgs *L) { return L->func_evals; }
 

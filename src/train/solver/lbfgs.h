@@ -58,6 +58,8 @@ void sh_lbfgs_destroy(sh_lbfgs *L); /* NULL is fine */
  * The direction stays readable (sh_lbfgs_direction) until the next call. Allocates nothing. */
 shoal_result sh_lbfgs_iterate(sh_lbfgs *L, const sh_lbfgs_fn *fn, sh_lbfgs_result *r);
 const double *sh_lbfgs_direction(const sh_lbfgs *L);
+/* The gradient at the caller's x (zeros before the first evaluation). */
+const double *sh_lbfgs_gradient(const sh_lbfgs *L);
 int64_t sh_lbfgs_iterations(const sh_lbfgs *L);  /* PyTorch's state['n_iter'] */
 int64_t sh_lbfgs_evaluations(const sh_lbfgs *L); /* PyTorch's state['func_evals'] */
 

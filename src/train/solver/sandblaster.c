@@ -7,8 +7,9 @@
  * rank's only in the order of double additions: the iterates do not depend on N.
  * Rank 0 coordinates: it keeps the history (solver/lbfgs.c), and before every action it
  * broadcasts a command of four doubles {op, t, f, hits}: DIRECTION (d follows, n doubles),
- * EVAL (every rank sets its weights to float(x + t d), or float(x), and sums its shard), MOVE
- * (x += t d everywhere, the iteration's end: f and hits there ride along), STAY, FAIL. Every
+ * EVAL (every rank sets its weights to float(x + t d), or float(x) when the third word is 0,
+ * and sums its shard), MOVE (x += t d everywhere, the iteration's end: f and hits there ride
+ * along), STAY (x stays: f and hits), FAIL. Every
  * rank keeps x in double and moves it with the same t and d, so x stays the same bits
  * everywhere. The objective: mean cross-entropy + decay / 2 |w|^2 over the decayed weights.
  * Cost per evaluation: a pass over the shard and a reduce of n + 2 doubles; per iteration a
@@ -380,6 +381,17 @@ static void destroy(sh_strategy *s)
     free(s);
 }
 
+/* The gradient norm's shares: rank 0 holds the objective's whole gradient. */
+static double grad_sq_part(const sh_strategy *s)
+{
+    const sb_state *b = s->impl;
+    if (!b->L) return 0;
+    const double *g = sh_lbfgs_gradient(b->L);
+    double sq = 0;
+    for (size_t i = 0; i < b->n; i++) sq += g[i] * g[i];
+    return sq;
+}
+
 static const sh_strategy_ops lbfgs_ops = {
     .name = "lbfgs",
     .attach = attach,
@@ -391,6 +403,7 @@ static const sh_strategy_ops lbfgs_ops = {
     .ckpt_nbytes = ckpt_nbytes,
     .ckpt_get = ckpt_get,
     .ckpt_set = ckpt_set,
+    .grad_sq_part = grad_sq_part,
 };
 
 shoal_result sh_strategy_lbfgs_create(shoal_comm *c, const sh_lbfgs_opts *o, sh_strategy **out)
