@@ -95,6 +95,13 @@ typedef struct {
                                    coordinates (DistBelief's Sandblaster) */
     int lbfgs_history;          /* "history": with lbfgs, the (s, y) pairs kept; 0: 10 */
     const char *save_caffe_path; /* "save-caffe": Caffe's .caffemodel at the end (Caffe models) */
+    const char *test_data;      /* "test-data": the held-out pictures (a folder of class
+                                   folders or a list file); NULL: DIR/val (docs/data.md) */
+    int strict_data;            /* "strict-data": a picture that cannot be read stops the run
+                                   (default: skipped with one warning, counted) */
+    int data_threads;           /* "data-threads": picture decoders per rank; 0: one per two
+                                   kernel threads */
+    int data_prefetch;          /* "data-prefetch": steps decoded ahead; 0: 2 */
     /* Called on every training rank before each step (counted from 0 over the whole run) with
      * hook_ctx and the rank among the trainers; and on every parameter server after each
      * round of updates. From the training thread; NULL: none. Fault drills and progress. */
@@ -219,6 +226,10 @@ typedef struct {
     } server;
     int nhistory;               /* evaluations in history[]; later ones are not kept */
     shoal_train_eval history[SHOAL_TRAIN_HISTORY_MAX];
+    /* Pictures decoded while training (image folders, list files, synthetic data): */
+    int streamed;               /* 1: the data was decoded by the streaming loader */
+    double data_wait_s;         /* seconds the trainer waited for decoded pictures */
+    int64_t bad_files;          /* picture files skipped (unreadable, damaged, not pictures) */
 } shoal_train_report;
 
 /* Run this process's part of the training job to the end: alone, or (under a launcher)
@@ -259,6 +270,8 @@ typedef struct {
                                    held-out tail, as training held it out); NULL: SHOAL_DATA_DIR */
     int batch;                  /* images per forward; 0: the cfg's batch */
     int threads;                /* kernel threads; 0: the rule of shoal_train_opts.threads */
+    const char *test_data;      /* pictures: the held-out folder of class folders or list file;
+                                   NULL: DIR/val of data_dir (docs/data.md) */
 } shoal_test_opts;
 
 typedef struct {

@@ -37,7 +37,11 @@ static const sh_flag flags[] = {
      NULL, NULL, NULL},
     {"data", 0, "DIR|FILE.txt", SH_FLAG_STR, AT(o.data_dir), 0, 0, "Options",
      "dataset directory (default $SHOAL_DATA_DIR or /usr/share/datasets/fashion-mnist); a text file: "
-     "bits/char on its held-out tail (as shoal train held it out)", NULL, NULL, NULL},
+     "bits/char on its held-out tail (as shoal train held it out); pictures: DIR/val labelled by DIR's "
+     "class folders, or a list file's pictures, cut as the cfg's [net] says (docs/data.md)", NULL, NULL, NULL},
+    {"test-data", 0, "P", SH_FLAG_STR, AT(o.test_data), 0, 0, "Options",
+     "pictures: the held-out folder of class folders or list file (default DIR/val; docs/data.md)", NULL,
+     NULL, NULL},
     {"batch", 0, "N", SH_FLAG_INT, AT(o.batch), 1, 1 << 20, "Options",
      "images per forward pass (default: the cfg's batch)", NULL, NULL, NULL},
     {"threads", 0, "N", SH_FLAG_INT, AT(o.threads), 1, 1024, "Options",

@@ -20,6 +20,19 @@
 #include "nn/optim.h"
 #include "shoal/result.h"
 
+/* How pictures (image folders, list files, synthetic data) become inputs: Darknet's [net]
+ * keys min_crop, max_crop, aspect, angle, flip, hue, saturation, exposure, and shoal's
+ * test_resize, mean, std; unset keys resolved to their defaults (net_config.c). */
+typedef struct {
+    int min_crop, max_crop;     /* training: shorter side drawn in [min, max] (default: the
+                                   larger of width and height; max_crop: min_crop) */
+    int test_resize;            /* testing: shorter side before the centre crop (the same) */
+    int flip;                   /* training: mirrored half the time (default 1, Darknet's) */
+    float aspect, angle;        /* training: stretch in [1/aspect, aspect]; +-angle degrees */
+    float hue, saturation, exposure; /* training: colour jitter (default 0, 1, 1: none) */
+    float mean[3], std[3];      /* per channel on [0, 1]: (v - mean) / std (default 0, 1) */
+} sh_net_pictures;
+
 /* ==== Building a net ==== */
 
 /* What the [net] section says (parsed by net_config.c). */
@@ -31,6 +44,7 @@ typedef struct {
     int max_batches;
     sh_lr_policy lr;
     sh_optim_config optim;
+    sh_net_pictures pictures;
 } sh_net_config;
 
 /* Parse the [net] (or [network]) section; unknown keys are errors (sh_cfg_check_unused). */

@@ -7,7 +7,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "base/cpus.h"
 #include "base/env.h"
@@ -17,19 +16,11 @@
 #include "shoal/comm.h"
 #include "train/eval.h"
 #include "train/snapshot.h"
+#include "train/trainer.h"
 
 void shoal_test_opts_default(shoal_test_opts *o)
 {
     if (o) memset(o, 0, sizeof *o);
-}
-
-/* A file is text (its held-out tail, as shoal train --data FILE.txt holds it out); a
- * directory a dataset's test split. */
-static shoal_result open_test_data(const char *path, sh_dataset **d, int *text)
-{
-    struct stat st;
-    *text = path && stat(path, &st) == 0 && S_ISREG(st.st_mode);
-    return *text ? sh_text_load(path, 0, d) : sh_dataset_open_dir(path, 0, d);
 }
 
 shoal_result shoal_test_run(const shoal_test_opts *o, shoal_test_report *r)
@@ -55,7 +46,10 @@ shoal_result shoal_test_run(const shoal_test_opts *o, shoal_test_report *r)
     SH_TRY_GOTO(sh_net_check_trainable(net), rc, done);
     sh_net_set_threads(net, r->threads);
     SH_TRY_GOTO(sh_snapshot_load_weights(net, o->weights_path), rc, done);
-    SH_TRY_GOTO(open_test_data(dir, &d, &r->text), rc, done);
+    sh_data_opts dopt; /* as shoal train reads --data: its held-out part */
+    sh_train_data_opts(net, dir, o->test_data, 1, 0, &dopt);
+    SH_TRY_GOTO(sh_data_open_test(&dopt, &d), rc, done);
+    r->text = d->text;
     if (d->c * d->h * d->w != sh_net_input_count(net)) {
         rc = SH_FAIL(SHOAL_ERR_INVALID, "dataset %s has %dx%dx%d images but %s expects %d values per image; use "
                      "the dataset the model was trained on", d->name, d->c, d->h, d->w, o->cfg_path,

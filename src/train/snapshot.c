@@ -43,6 +43,8 @@ enum {
                              ("rankstate"); they are not read */
     META_RANK_FILES,      /* floats of per-rank state (error-feedback residuals) each rank
                              keeps in a file of its own, PATH.worker<rank>; 0: none */
+    META_DATA_HASH,       /* the training pictures' names and labels (the loader's position
+                             means nothing on other files); 0: data without a fingerprint */
     META_SOLVER_NBYTES,   /* bytes of the "solver" section (an L-BFGS iterate and history);
                              0: none */
     META_COUNT_V1 = 16,   /* version 1's section: slots up to META_WORLD */
@@ -197,6 +199,7 @@ static shoal_result save_blocks(sh_trainer *t, const char *path, float *params, 
     meta[META_WORLD] = (uint64_t)t->strategy->world;
     meta[META_NSTATE] = t->nstate;
     meta[META_RANK_FILES] = t->rank_file_count;
+    meta[META_DATA_HASH] = t->train_set->fingerprint;
     sh_strategy *s = t->strategy;
     size_t nsolver = s->ops->ckpt_nbytes ? s->ops->ckpt_nbytes(s) : 0;
     void *solver = NULL;
@@ -354,6 +357,11 @@ shoal_result sh_snapshot_restore(sh_trainer *t, const char *path, const sh_snaps
     const uint64_t *meta = m->v;
     const sh_model_part *part = t->strategy->part;
     SH_TRY(check_model_part(path, meta, t->net, part));
+    if (meta[META_DATA_HASH] && t->train_set->fingerprint && meta[META_DATA_HASH] != t->train_set->fingerprint)
+        return SH_FAIL(SHOAL_ERR_INVALID,
+                       "checkpoint %s was trained on other pictures than %s (files or labels differ); "
+                       "its place in the data order would mean other images: resume on the same folder "
+                       "or list, or start from its weights with --weights", path, t->train_set->name);
     if (part && meta[META_GLOBAL_BATCH] != (uint64_t)t->global_batch)
         return SH_FAIL(SHOAL_ERR_INVALID,
                        "checkpoint %s was trained with batch %" PRIu64 ", this run uses %d; "
@@ -544,5 +552,24 @@ shoal_result sh_snapshot_load_weights(sh_net *net, const char *path)
     secs[n++] = (sh_ckpt_section){"params", sh_net_params(net), sh_net_nparams(net) * sizeof(float)};
     if (nstats) secs[n++] = (sh_ckpt_section){"stats", stats, nstats * sizeof(float)};
     SH_TRY(sh_ckpt_load(path, secs, n));
+    return SHOAL_OK;
+}
+
+shoal_result sh_snapshot_save_weights(sh_net *net, const char *path)
+{
+    uint64_t meta[META_COUNT] = {0};
+    size_t nstats = 0;
+    float *stats = sh_net_stats(net, &nstats);
+    meta[META_VERSION] = SH_SNAPSHOT_VERSION;
+    meta[META_CFG_HASH] = sh_net_cfg_hash(net);
+    meta[META_NPARAMS] = sh_net_nparams(net);
+    meta[META_NSTATS] = nstats;
+    meta[META_WORLD] = 1;
+    sh_ckpt_section secs[3];
+    int n = 0;
+    secs[n++] = (sh_ckpt_section){"meta", meta, sizeof meta};
+    secs[n++] = (sh_ckpt_section){"params", sh_net_params(net), sh_net_nparams(net) * sizeof(float)};
+    if (nstats) secs[n++] = (sh_ckpt_section){"stats", stats, nstats * sizeof(float)};
+    SH_TRY(sh_ckpt_save(path, secs, n));
     return SHOAL_OK;
 }

@@ -63,5 +63,9 @@ shoal_result sh_snapshot_load_start_weights(sh_trainer *t, const char *path);
  * size). A path ending in ".weights" is read as Darknet's format (nn/darknet_weights.h), one in
  * ".caffemodel" as Caffe's (nn/caffe/caffe.h). */
 shoal_result sh_snapshot_load_weights(sh_net *net, const char *path);
+/* A checkpoint of the weights and statistics alone (no optimizer, loader or step; resuming
+ * training from it starts afresh), for a net outside any training run (shoal_net_save_weights).
+ * sh_snapshot_load_weights reads it. */
+shoal_result sh_snapshot_save_weights(sh_net *net, const char *path);
 
 #endif

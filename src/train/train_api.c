@@ -10,7 +10,6 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "base/err.h"
 #include "nn/cfg.h"
@@ -144,10 +143,6 @@ static shoal_result check_lbfgs(const shoal_train_opts *o, const sh_job_opts *j)
     if (o->strong_scaling || o->lr_linear)
         return SH_FAIL(SHOAL_ERR_INVALID, "--solver lbfgs: every step is the whole training set whatever the ranks, "
                        "so --%s does not apply; leave it out", o->strong_scaling ? "scaling strong" : "lr-scaling linear");
-    struct stat st;
-    if (o->data_dir && stat(o->data_dir, &st) == 0 && S_ISREG(st.st_mode))
-        return SH_FAIL(SHOAL_ERR_INVALID, "--solver lbfgs needs a feed-forward net on images, not text (%s): a "
-                       "character-level net carries its state from batch to batch; use SGD", o->data_dir);
     return SHOAL_OK;
 }
 
@@ -193,6 +188,10 @@ static shoal_result to_job(const shoal_train_opts *o, sh_job_opts *j)
     sh_train_opts *t = &j->train;
     t->cfg_path = o->cfg_path;
     t->data_dir = o->data_dir;
+    t->test_data = set_or_null(o->test_data);
+    t->strict_data = o->strict_data;
+    t->data_threads = o->data_threads;
+    t->data_prefetch = o->data_prefetch;
     t->epochs = o->epochs;
     t->max_steps = o->max_steps;
     t->batch = o->batch;
@@ -306,6 +305,9 @@ static void fill_report(const sh_job_opts *j, const sh_job_report *jr, int profi
     r->text = t->text;
     r->train_bpc = t->train_bpc;
     r->test_bpc = t->test_bpc;
+    r->streamed = t->streamed;
+    r->data_wait_s = t->data_wait_s;
+    r->bad_files = t->bad_files;
     fill_profiles(j, jr, profile, r);
     const sh_ps_stats *st = &jr->server_stats;
     r->has_server = jr->has_server_stats;

@@ -64,6 +64,32 @@ static shoal_result check_dataset_fits(const sh_dataset *d, const sh_net *net, c
     return SHOAL_OK;
 }
 
+void sh_train_data_opts(const sh_net *net, const char *path, const char *test_path, uint64_t seed, int strict,
+                        sh_data_opts *d)
+{
+    const sh_net_config *cfg = sh_net_get_config(net);
+    const sh_net_pictures *p = &cfg->pictures;
+    memset(d, 0, sizeof *d);
+    d->path = path;
+    d->test_path = test_path;
+    d->nclasses = sh_net_nclasses(net);
+    d->seed = seed;
+    d->strict = strict;
+    sh_image_opts *im = &d->image;
+    sh_image_opts_default(im, cfg->channels, cfg->height, cfg->width);
+    im->min_crop = p->min_crop;
+    im->max_crop = p->max_crop;
+    im->test_resize = p->test_resize;
+    im->flip = p->flip;
+    im->aspect = p->aspect;
+    im->angle = p->angle;
+    im->hue = p->hue;
+    im->saturation = p->saturation;
+    im->exposure = p->exposure;
+    memcpy(im->mean, p->mean, sizeof im->mean);
+    memcpy(im->std, p->std, sizeof im->std);
+}
+
 static int64_t plan_steps(const sh_train_opts *o, const sh_net_config *cfg, int64_t per_epoch)
 {
     int64_t planned;
@@ -85,15 +111,14 @@ static shoal_result open_data(sh_trainer *t)
 {
     const sh_train_opts *o = &t->opts;
     sh_strategy *s = t->strategy;
-    struct stat st;
-    t->text = o->data_dir && stat(o->data_dir, &st) == 0 && S_ISREG(st.st_mode);
-    if (t->text) { /* a file: character-level text, as `darknet rnn train` reads it */
-        SH_TRY(sh_text_load(o->data_dir, 1, &t->train_set));
-        SH_TRY(sh_text_load(o->data_dir, 0, &t->test_set));
-    } else {
-        SH_TRY(sh_dataset_open_dir(o->data_dir, 1, &t->train_set));
-        SH_TRY(sh_dataset_open_dir(o->data_dir, 0, &t->test_set));
-    }
+    sh_data_opts dopt; /* what --data names: a dataset, pictures, text, synthetic (data/open.c) */
+    sh_train_data_opts(t->net, o->data_dir, o->test_data, o->seed, o->strict_data, &dopt);
+    SH_TRY(sh_data_open(&dopt, &t->train_set, &t->test_set));
+    t->text = t->train_set->text;
+    if (s->full_batch && (t->text || t->train_set->source))
+        return SH_FAIL(SHOAL_ERR_INVALID, "%s: a full-batch step (--solver lbfgs) reads a training set held in "
+                       "memory (IDX or CIFAR-10 images), not %s; use SGD", t->train_set->name,
+                       t->text ? "text" : "pictures decoded as they are read");
     if (s->full_batch) t->global_batch = t->train_set->count; /* a step is the whole set */
     SH_TRY(check_dataset_fits(t->train_set, t->net, o->cfg_path));
     SH_TRY(check_dataset_fits(t->test_set, t->net, o->cfg_path));
@@ -102,15 +127,17 @@ static shoal_result open_data(sh_trainer *t)
                        "dataset %s has %d training images, fewer than one batch of %d; use a "
                        "smaller --batch",
                        t->train_set->name, t->train_set->count, t->global_batch);
+    int dthreads = o->data_threads > 0 ? o->data_threads : (t->threads + 1) / 2; /* picture decoders */
     sh_loader_opts lo = {.global_batch = t->global_batch, .rank = s->rank, .world = s->world,
-                         .seed = o->seed, .shuffle = 1, .drop_last = 1, .time_steps = sh_net_time_steps(t->net)};
+                         .seed = o->seed, .shuffle = 1, .drop_last = 1, .time_steps = sh_net_time_steps(t->net),
+                         .threads = dthreads, .prefetch = o->data_prefetch};
     SH_TRY(sh_loader_create(t->train_set, &lo, &t->loader));
     /* The test set in dataset order, keeping its tail: every rank alone, or where the
      * strategy sums, each rank its shard. */
     int split = sh_strategy_splits_eval(s);
     sh_loader_opts to = {.global_batch = t->batch * (split ? s->world : 1), .rank = split ? s->rank : 0,
                          .world = split ? s->world : 1, .seed = 0, .shuffle = 0, .drop_last = 0,
-                         .time_steps = sh_net_time_steps(t->net)};
+                         .time_steps = sh_net_time_steps(t->net), .threads = dthreads, .prefetch = o->data_prefetch};
     SH_TRY(sh_loader_create(t->test_set, &to, &t->test_loader));
     SH_TRY(sh_alloc_aligned((size_t)t->batch * (size_t)sh_net_input_count(t->net) * sizeof(float), (void **)&t->x));
     SH_TRY(sh_alloc_aligned((size_t)t->batch * sizeof(int32_t), (void **)&t->y));
@@ -601,6 +628,9 @@ static void fill_report(const sh_trainer *t, const run_state *rs)
     r->peak_rss_nbytes = sh_peak_rss_nbytes();
     r->threads = t->threads;
     r->text = t->text;
+    r->streamed = t->train_set->source != NULL;
+    r->data_wait_s = sh_loader_wait_s(t->loader);
+    r->bad_files = sh_dataset_bad_files(t->train_set) + sh_dataset_bad_files(t->test_set);
     r->train_bpc = r->train_loss / M_LN2;
     r->test_bpc = r->test_loss / M_LN2;
     if (!t->opts.profile || r->steps_this_run <= 0) return;

@@ -195,7 +195,9 @@ static void what_lbfgs_cannot_do_is_refused_in_one_line(void)
     } bad[] = {
         {"mlp.cfg --data . --solver lbfgs --max-steps 1", "[dropout] (layer 1) makes the loss random", 1},
         {"bn.cfg --data . --solver lbfgs --max-steps 1", "batch_normalize", 1},
-        {"lbfgs.cfg --data lbfgs.cfg --solver lbfgs --max-steps 1", "feed-forward net on images, not text", 2},
+        {"lbfgs.cfg --data lbfgs.cfg --solver lbfgs --max-steps 1", "held in memory (IDX or CIFAR-10 images), not text",
+         1},
+        {"lbfgs.cfg --data synthetic --solver lbfgs --max-steps 1", "not pictures decoded as they are read", 1},
         {"lbfgs.cfg --data . --solver lbfgs -n 2 --ps --max-steps 1", "--solver lbfgs with --ps", 2},
         {"lbfgs.cfg --data . --solver lbfgs -n 2 --ps --consistency async --max-steps 1", "asynchronous", 2},
         {"lbfgs.cfg --data . --solver lbfgs -n 2 --compress fp16 --max-steps 1", "--solver lbfgs with --compress", 2},
