@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include "shoal/result.h"
 
 #ifdef __cplusplus
@@ -86,8 +87,17 @@ typedef struct {
     const char *compress;       /* "compress": "none" (NULL), "fp16", "bf16", "1bit", "topk:F"
                                    or "lowrank:R": the gradients the ranks exchange */
     int sfb;                    /* "sfb": connected layers send sufficient factors */
+    int parallel_auto;          /* "parallel auto": the layout (data parallel with or without a
+                                   codec or --sfb, pipeline, tensor, both, hybrid) chosen at
+                                   start-up from predictions on the probed links and this
+                                   machine's layer times; none of the layout options is set */
     const char *solver_path;    /* "solver": with a Caffe MODEL.prototxt, its solver.prototxt;
-                                   NULL: none (docs/caffe.md) */
+                                   NULL: none (docs/caffe.md). The value "lbfgs" sets lbfgs
+                                   instead (a file of that name: "./lbfgs") */
+    int lbfgs;                  /* "solver lbfgs": full-batch L-BFGS with a strong-Wolfe line
+                                   search instead of the cfg's optimizer; across ranks rank 0
+                                   coordinates (DistBelief's Sandblaster) */
+    int lbfgs_history;          /* "history": with lbfgs, the (s, y) pairs kept; 0: 10 */
     const char *save_caffe_path; /* "save-caffe": Caffe's .caffemodel at the end (Caffe models) */
     const char *test_data;      /* "test-data": the held-out pictures (a folder of class
                                    folders or a list file); NULL: DIR/val (docs/data.md) */
@@ -358,6 +368,28 @@ void shoal_sample_opts_default(shoal_sample_opts *o);
  * grid name other than .png or .svg, images of other than 1 or 3 channels), SHOAL_ERR_IO,
  * SHOAL_ERR_FORMAT (cfg, weights, dataset). */
 shoal_result shoal_sample_run(const shoal_sample_opts *o, shoal_sample_report *r);
+
+/* `shoal plan`: the images/s every layout would reach on a cluster of `hosts` hosts like this
+ * machine, ranks_per_host ranks each, joined by `link`, predicted from this machine's layer
+ * times (measured now) and the link's rate (docs/plan.md); the layouts weighed are those
+ * `shoal train --parallel auto` weighs. */
+typedef struct {
+    const char *cfg_path;       /* the model (required) */
+    int hosts, ranks_per_host;  /* >= 1 */
+    const char *link;           /* across hosts: "1gbit", "10gbit", or "2.5gbit", "800mbit",
+                                   "300MB/s"; NULL: "10gbit" */
+    double latency_us;          /* a message's latency across hosts; < 0: 50 */
+    int batch;                  /* images a replica takes per step; 0: the cfg's */
+    int threads;                /* kernel threads a rank; 0: this host's CPUs shared by its ranks */
+    int cores;                  /* cores a host; 0: this machine's (SHOAL_PLAN_CORES) */
+    int json;                   /* 1: one JSON object instead of the table */
+} shoal_plan_opts;
+
+/* hosts 1, ranks_per_host 1, link NULL, latency_us -1, the rest 0 / NULL. */
+void shoal_plan_opts_default(shoal_plan_opts *o);
+/* Measure, predict and print the table (or the JSON object) to out. Blocks while it times the
+ * layers (seconds). Errors: SHOAL_ERR_INVALID (counts, the link), the cfg's. */
+shoal_result shoal_plan_print(const shoal_plan_opts *o, FILE *out);
 
 #ifdef __cplusplus
 }

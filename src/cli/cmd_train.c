@@ -192,7 +192,7 @@ static int relaunch(int argc, char **argv, int nranks, const train_cli *t)
 static int check_ranks(const train_cli *t, int in_job)
 {
     const shoal_train_opts *o = &t->o;
-    int ps = o->layout == SHOAL_TRAIN_PARAM_SERVER, n = t->nranks;
+    int ps = o->layout == SHOAL_TRAIN_PARAM_SERVER, n = t->nranks * (t->nnodes > 1 ? t->nnodes : 1); /* the job's */
     long long stages = o->pipeline_stages, tensor = o->tensor_ranks;
     if ((t->nnodes > 1 || t->node_rank > 0 || t->master_addr) && (n == 0 || in_job))
         return sh_cli_usage_error("train", "--nnodes, --node-rank and --master-addr go with -n N (ranks on "
@@ -205,8 +205,8 @@ static int check_ranks(const train_cli *t, int in_job)
                                   "--node-rank K --master-addr ADDR -- shoal train CFG --ps --servers S (the job's first "
                                   "S ranks serve)", t->nnodes);
     if (in_job) return SH_EXIT_OK; /* the job's ranks are given: the job checks them */
-    char got[32] = "no -n"; /* what the line says was given */
-    if (n) snprintf(got, sizeof got, "-n %d", n);
+    char got[48] = "no -n"; /* what the line says was given */
+    if (n) snprintf(got, sizeof got, t->nnodes > 1 ? "-n %d x --nnodes %d" : "-n %d", t->nranks, t->nnodes);
     if (tensor > 1 && stages && (n == 0 || n % (stages * tensor)))
         return sh_cli_usage_error("train", "--pipeline %lld --tensor-parallel %lld runs on -n %lld ranks or a multiple "
                                   "(replicas x S x T; got %s)", stages, tensor, stages * tensor, got);

@@ -21,6 +21,7 @@ static const subcommand subcommands[] = {
     {"pretrain", sh_cmd_pretrain, "pretrain a deep belief net's [rbm] layers, layer by layer, without labels"},
     {"sample", sh_cmd_sample, "images from an RBM / DBN (Gibbs sampling) or an autoencoder's reconstructions"},
     {"time", sh_cmd_time, "time forward and backward passes (per layer on request)"},
+    {"plan", sh_cmd_plan, "predict every layout's images/s on H hosts x R ranks, without training"},
     {"launch", sh_cmd_launch, "start N local ranks of a command: shoal launch -n 4 -- CMD"},
     {"bench", sh_cmd_bench, "benchmark a collective, nccl-tests style"},
     {"plot", sh_cmd_plot, "draw runs' curves, a timeline's step breakdown or busbw vs size (SVG)"},

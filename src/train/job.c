@@ -16,6 +16,8 @@
 #include "base/util.h"
 #include "shoal/comm.h"
 #include "train/mp/mp.h"
+#include "train/plan/auto.h"
+#include "train/solver/sandblaster.h"
 #include "train/timeline.h"
 #include "train/snapshot.h"
 
@@ -137,6 +139,8 @@ static shoal_result train_alone(const sh_job_opts *o, sh_job_report *r);
 
 static shoal_result run_alone(const sh_job_opts *o, sh_job_report *r)
 {
+    if (o->parallel_auto && o->layout_out)
+        fprintf(o->layout_out, "--parallel auto: one process, nothing to divide; training alone\n");
     if (o->layout == SH_LAYOUT_TENSOR && o->tensor_ranks > 1)
         return SH_FAIL(SHOAL_ERR_INVALID, "--tensor-parallel %d needs %d ranks: add -n %d, or run under "
                        "shoal launch, mpirun or srun", o->tensor_ranks, o->tensor_ranks, o->tensor_ranks);
@@ -155,6 +159,15 @@ static shoal_result run_alone(const sh_job_opts *o, sh_job_report *r)
     return rc;
 }
 
+/* --solver lbfgs's options from the job's. */
+static sh_lbfgs_opts lbfgs_opts(const sh_job_opts *o)
+{
+    sh_lbfgs_opts lo;
+    sh_lbfgs_opts_default(&lo);
+    if (o->lbfgs_history > 0) lo.history = o->lbfgs_history;
+    return lo;
+}
+
 static shoal_result train_alone(const sh_job_opts *o, sh_job_report *r)
 {
     if (o->layout == SH_LAYOUT_PARAM_SERVER)
@@ -162,10 +175,16 @@ static shoal_result train_alone(const sh_job_opts *o, sh_job_report *r)
                        "mpirun or srun");
     if (o->codec.codec != SHOAL_CODEC_NONE || o->sfb)
         SH_LOG_W("train", "--compress/--sfb: one process has no gradients to send; training uncompressed");
+    sh_train_opts to = o->train;
+    sh_strategy *st = NULL;
+    sh_lbfgs_opts lo = lbfgs_opts(o);
+    shoal_result rc = o->lbfgs ? sh_strategy_lbfgs_create(NULL, &lo, &st) : SHOAL_OK;
+    to.strategy = st; /* NULL: the trainer's single-process strategy */
     sh_trainer *t = NULL;
-    shoal_result rc = sh_trainer_create(&o->train, &t);
+    if (rc == SHOAL_OK) rc = sh_trainer_create(&to, &t);
     if (rc == SHOAL_OK) rc = sh_trainer_run(t, &r->train);
     sh_trainer_destroy(t);
+    sh_strategy_destroy(st);
     r->reporter = rc == SHOAL_OK;
     return rc;
 }
@@ -253,6 +272,10 @@ static int tp_replicas(const sh_job_opts *o, int world) { return world / o->tens
 static shoal_result dp_create(const sh_job_opts *o, shoal_comm *c, int batch, sh_strategy **st, sh_net **net)
 {
     SH_TRY(whole_net(o, &batch, net));
+    if (o->lbfgs) { /* the ranks sum their shards for rank 0's L-BFGS (solver/sandblaster.c) */
+        sh_lbfgs_opts lo = lbfgs_opts(o);
+        return sh_strategy_lbfgs_create(c, &lo, st);
+    }
     sh_dp_opts dopts = {o->bucket_mb, batch};
     SH_TRY(sh_strategy_allreduce_create(c, &dopts, st));
     sh_strategy_allreduce_compress(*st, &o->codec, o->sfb, o->train.cfg_path);
@@ -262,6 +285,7 @@ static shoal_result dp_create(const sh_job_opts *o, shoal_comm *c, int batch, sh
 static shoal_result dp_finish(const sh_job_opts *o, shoal_comm *c, sh_strategy *st, sh_job_report *r, int *reports)
 {
     (void)c, (void)reports;
+    if (o->lbfgs) return SHOAL_OK;
     sh_strategy_allreduce_profile(st, &r->dp_profile);
     r->has_dp_profile = o->train.profile;
     r->has_comm_stats = r->dp_profile.compressed;
@@ -508,7 +532,14 @@ shoal_result sh_job_run(const sh_job_opts *o, sh_job_report *r)
     SH_TRY(shoal_comm_create(NULL, &c));
     r->rank = shoal_comm_rank(c);
     r->world = shoal_comm_world(c);
-    shoal_result rc = same_job_layout(o, c);
+    sh_job_opts chosen;
+    shoal_result rc = SHOAL_OK;
+    if (o->parallel_auto) { /* the layout, chosen from the planner's predictions */
+        chosen = *o;
+        rc = sh_plan_auto(c, &chosen);
+        o = &chosen;
+    }
+    if (rc == SHOAL_OK) rc = same_job_layout(o, c);
     if (rc == SHOAL_OK) rc = plan_role(o, r->rank, r->world, &r->role);
     sh_timeline *tl = NULL;
     if (rc == SHOAL_OK && o->timeline_path)

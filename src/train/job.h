@@ -68,6 +68,12 @@ typedef struct {
     /* hybrid (--hybrid): how the activities move; train.batch (or the cfg's) is the global
      * batch, shared by the ranks */
     sh_hybrid_scheme hybrid;
+    /* --parallel auto: the layout above is chosen at start-up (plan/auto.c) */
+    int parallel_auto;
+    /* --solver lbfgs: the batch solver (solver/sandblaster.h) instead of the cfg's optimizer,
+     * data-parallel ranks only; lbfgs_history pairs (0: 10) */
+    int lbfgs;
+    int lbfgs_history;
     /* Servers' round hook (sh_ps_config.after_round) with train.hook_ctx: fault drills. */
     void (*after_server_round)(void *hook_ctx, int server, int64_t rounds);
 } sh_job_opts;

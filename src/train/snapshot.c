@@ -45,6 +45,8 @@ enum {
                              keeps in a file of its own, PATH.worker<rank>; 0: none */
     META_DATA_HASH,       /* the training pictures' names and labels (the loader's position
                              means nothing on other files); 0: data without a fingerprint */
+    META_SOLVER_NBYTES,   /* bytes of the "solver" section (an L-BFGS iterate and history);
+                             0: none */
     META_COUNT_V1 = 16,   /* version 1's section: slots up to META_WORLD */
     META_COUNT = 32       /* the rest are spare, zero */
 };
@@ -198,10 +200,16 @@ static shoal_result save_blocks(sh_trainer *t, const char *path, float *params, 
     meta[META_NSTATE] = t->nstate;
     meta[META_RANK_FILES] = t->rank_file_count;
     meta[META_DATA_HASH] = t->train_set->fingerprint;
+    sh_strategy *s = t->strategy;
+    size_t nsolver = s->ops->ckpt_nbytes ? s->ops->ckpt_nbytes(s) : 0;
+    void *solver = NULL;
+    if (nsolver) SH_TRY(sh_calloc(nsolver, 1, &solver));
+    if (nsolver) s->ops->ckpt_get(s, solver);
+    meta[META_SOLVER_NBYTES] = nsolver;
 
     /* Empty blocks (no batch norm, plain SGD) are left out rather than written as 0 bytes;
      * meta's counts say which sections to expect. */
-    sh_ckpt_section secs[5];
+    sh_ckpt_section secs[6];
     int n = 0;
     secs[n++] = (sh_ckpt_section){"meta", meta, sizeof meta};
     if (t->nstate)
@@ -210,8 +218,10 @@ static shoal_result save_blocks(sh_trainer *t, const char *path, float *params, 
     secs[n++] = (sh_ckpt_section){"params", params, nparams * sizeof(float)};
     if (nstats) secs[n++] = (sh_ckpt_section){"stats", stats, nstats * sizeof(float)};
     if (noptim) secs[n++] = (sh_ckpt_section){"optim", optim, noptim * sizeof(float)};
-    SH_TRY(sh_ckpt_save(path, secs, n));
-    return SHOAL_OK;
+    if (nsolver) secs[n++] = (sh_ckpt_section){"solver", solver, nsolver};
+    shoal_result rc = sh_ckpt_save(path, secs, n);
+    free(solver);
+    return rc;
 }
 
 shoal_result sh_snapshot_save(sh_trainer *t, const char *path)
@@ -397,7 +407,12 @@ shoal_result sh_snapshot_restore(sh_trainer *t, const char *path, const sh_snaps
                        "checkpoint %s holds %" PRIu64 " optimizer values but this optimizer "
                        "has %zu; resume with the same optimizer settings in the .cfg",
                        path, meta[META_NOPTIM], noptim);
-    if (meta[META_GLOBAL_BATCH] != (uint64_t)t->global_batch)
+    if (meta[META_SOLVER_NBYTES] && !t->strategy->ops->ckpt_set)
+        return SH_FAIL(SHOAL_ERR_INVALID,
+                       "checkpoint %s was trained by L-BFGS (each step the whole set); continue with --solver "
+                       "lbfgs, or start this optimizer from its weights with --weights %s", path, path);
+    /* a full-batch step reads the whole set whatever the batch: there is no data order to keep */
+    if (meta[META_GLOBAL_BATCH] != (uint64_t)t->global_batch && !t->strategy->full_batch)
         return SH_FAIL(SHOAL_ERR_INVALID,
                        "checkpoint %s was trained with batch %" PRIu64 ", this run uses %d; "
                        "resume with --batch %" PRIu64 " to continue the same data order",
@@ -423,8 +438,8 @@ shoal_result sh_snapshot_restore(sh_trainer *t, const char *path, const sh_snaps
     uint64_t rng[4];
     for (int i = 0; i < 4; i++) rng[i] = meta[META_RNG0 + i];
     sh_net_rng_set(t->net, rng);
-    SH_TRY(sh_loader_seek(t->loader, (int64_t)meta[META_LOADER_EPOCH],
-                          (int64_t)meta[META_LOADER_STEP]));
+    if (!t->strategy->full_batch) /* a full-batch step reads the set its own way */
+        SH_TRY(sh_loader_seek(t->loader, (int64_t)meta[META_LOADER_EPOCH], (int64_t)meta[META_LOADER_STEP]));
     t->steps_done = (int64_t)meta[META_STEPS_DONE];
     return SHOAL_OK;
 }
@@ -527,6 +542,22 @@ shoal_result sh_snapshot_restore_rank_file(sh_trainer *t, const char *path, cons
     shoal_result rc = read_rank_file(t, path, ck, mine, count, &fits);
     if (rc == SHOAL_OK) s->ops->rank_state_set(s, fits ? mine : NULL);
     free(mine);
+    return rc;
+}
+
+shoal_result sh_snapshot_restore_solver(sh_trainer *t, const char *path, const sh_snapshot_meta *m)
+{
+    sh_strategy *s = t->strategy;
+    size_t nbytes = (size_t)m->v[META_SOLVER_NBYTES];
+    if (!s->ops->ckpt_set) return SHOAL_OK;
+    if (!nbytes) return s->ops->ckpt_set(s, NULL, 0);
+    void *buf = NULL;
+    SH_TRY(sh_calloc(nbytes, 1, &buf));
+    sh_ckpt_section sec = {"solver", buf, nbytes};
+    shoal_result rc = sh_ckpt_load(path, &sec, 1);
+    if (rc == SHOAL_OK) rc = s->ops->ckpt_set(s, buf, nbytes);
+    if (rc != SHOAL_OK) sh_err_prefix("checkpoint %s: ", path);
+    free(buf);
     return rc;
 }
 

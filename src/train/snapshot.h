@@ -1,5 +1,5 @@
 /* snapshot.h — what a training checkpoint holds and how it is restored: "meta", "params",
- * "stats", "optim", "rnn_state" (every rank's), and each rank's own state (the residuals of
+ * "stats", "optim", "rnn_state" (every rank's), "solver" (a batch method's), and each rank's own state (the residuals of
  * --compress) in a file beside it, PATH.worker<rank> ("rankmeta", "rankstate").
  * Not here: the file format, atomic writing and checksums (src/io/checkpoint.c).
  * Proved by tests/train/test_snapshot.c and tests/cli/test_train_compress.c (the rank files). */
@@ -50,6 +50,10 @@ shoal_result sh_snapshot_save_rank_file(sh_trainer *t, const char *path);
  * once (by rank 0 when it concerns every rank, else by the rank whose file is missing or
  * from another step). A damaged file is refused (SHOAL_ERR_FORMAT). */
 shoal_result sh_snapshot_restore_rank_file(sh_trainer *t, const char *path, const sh_snapshot_meta *m);
+/* After attach, on resume from path (whose meta is m): the strategy's "solver" section (an
+ * L-BFGS iterate and history, strategy.h ckpt_set) back on every rank; a checkpoint without
+ * one gives it NULL. Nothing for a strategy that keeps none. */
+shoal_result sh_snapshot_restore_solver(sh_trainer *t, const char *path, const sh_snapshot_meta *m);
 /* Darknet's .weights of the trainer's model (nn/darknet_weights.h), written by rank 0. For a
  * strategy whose ranks hold parts of the model the parts are summed into the whole model on
  * every rank (collective, like sh_snapshot_save_whole) and the lead writes it: the file is

@@ -120,6 +120,46 @@ static shoal_result check_sfb(const char *cfg_path)
                    "to send; leave out --sfb (or use --compress)", cfg_path);
 }
 
+/* --solver lbfgs (and --history) with the rest: what a full-batch line search cannot share. */
+static shoal_result check_lbfgs(const shoal_train_opts *o, const sh_job_opts *j)
+{
+    if (!o->lbfgs) {
+        if (o->lbfgs_history) return SH_FAIL(SHOAL_ERR_INVALID, "--history goes with --solver lbfgs");
+        return SHOAL_OK;
+    }
+    if (o->lbfgs_history < 0) return SH_FAIL(SHOAL_ERR_INVALID, "--history %d: must be >= 1", o->lbfgs_history);
+    if (j->layout == SH_LAYOUT_PARAM_SERVER)
+        return SH_FAIL(SHOAL_ERR_INVALID, "--solver lbfgs with --ps: the line search needs every rank's loss and "
+                       "gradient at the same weights (%s servers apply stale pushes); leave out --ps: rank 0 "
+                       "coordinates the ranks", j->consistency == SH_PS_SYNC ? "the" : "asynchronous");
+    if (j->layout != SH_LAYOUT_DATA_PARALLEL)
+        return SH_FAIL(SHOAL_ERR_INVALID, "--solver lbfgs runs on data-parallel ranks (each its shard of the whole "
+                       "set); leave out --%s", j->layout == SH_LAYOUT_PIPELINE ? "pipeline"
+                       : j->layout == SH_LAYOUT_TENSOR ? "tensor-parallel" : "hybrid");
+    if (j->codec.codec != SHOAL_CODEC_NONE || o->sfb)
+        return SH_FAIL(SHOAL_ERR_INVALID, "--solver lbfgs with --%s: the line search compares losses and slopes "
+                       "that compressed gradients would blur; leave it out (L-BFGS sends one gradient per "
+                       "evaluation)", o->sfb ? "sfb" : "compress");
+    if (o->strong_scaling || o->lr_linear)
+        return SH_FAIL(SHOAL_ERR_INVALID, "--solver lbfgs: every step is the whole training set whatever the ranks, "
+                       "so --%s does not apply; leave it out", o->strong_scaling ? "scaling strong" : "lr-scaling linear");
+    return SHOAL_OK;
+}
+
+/* --parallel auto chooses the layout: no layout option may be set beside it. */
+static shoal_result check_auto(const shoal_train_opts *o)
+{
+    if (!o->parallel_auto) return SHOAL_OK;
+    const char *set = o->layout == SHOAL_TRAIN_PARAM_SERVER ? "--ps" : o->pipeline_stages ? "--pipeline"
+                    : o->micro_batches ? "--micro-batches" : o->tensor_ranks ? "--tensor-parallel"
+                    : set_or_null(o->hybrid) ? "--hybrid" : set_or_null(o->compress) ? "--compress"
+                    : o->sfb ? "--sfb" : o->lbfgs ? "--solver lbfgs" : o->strong_scaling ? "--scaling strong" : NULL;
+    if (set)
+        return SH_FAIL(SHOAL_ERR_INVALID, "--parallel auto chooses the layout itself; leave out %s (or leave out "
+                       "--parallel auto to choose yourself)", set);
+    return SHOAL_OK;
+}
+
 /* Everything opts_check says, and the job's options from them on success. */
 static shoal_result to_job(const shoal_train_opts *o, sh_job_opts *j)
 {
@@ -133,8 +173,10 @@ static shoal_result to_job(const shoal_train_opts *o, sh_job_opts *j)
                        "global batch stays the cfg's, and so does the learning rate");
     if (o->sfb) SH_TRY(check_sfb(o->cfg_path));
     SH_TRY(sh_caffe_job_check(o->cfg_path, set_or_null(o->solver_path), set_or_null(o->save_caffe_path)));
+    SH_TRY(check_auto(o));
     SH_TRY(resolve_layout(o, &j->layout));
     j->sfb = o->sfb;
+    SH_TRY(check_lbfgs(o, j));
     SH_TRY(sh_job_check_compress(j));
     if (o->micro_batches && !o->pipeline_stages)
         return SH_FAIL(SHOAL_ERR_INVALID, "--micro-batches goes with --pipeline S");
@@ -185,6 +227,9 @@ static shoal_result to_job(const shoal_train_opts *o, sh_job_opts *j)
     j->stages = o->pipeline_stages;
     j->micro_batches = o->micro_batches;
     j->tensor_ranks = o->tensor_ranks;
+    j->parallel_auto = o->parallel_auto;
+    j->lbfgs = o->lbfgs;
+    j->lbfgs_history = o->lbfgs_history;
     j->layout_out = o->quiet ? NULL : t->out;
     return SHOAL_OK;
 }

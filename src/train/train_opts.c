@@ -122,6 +122,22 @@ static shoal_result set_hybrid(shoal_train_opts *o, const opt_row *row, const ch
     return set_str(o, &o->hybrid, v);
 }
 
+static shoal_result set_parallel(shoal_train_opts *o, const opt_row *row, const char *v)
+{
+    if (!strcmp(v, "auto")) o->parallel_auto = 1;
+    else if (!strcmp(v, "none")) o->parallel_auto = 0;
+    else return SH_FAIL(SHOAL_ERR_INVALID, "--parallel \"%s\": use auto (or none: the layout flags decide)", v);
+    return SHOAL_OK;
+}
+
+/* "lbfgs" chooses the batch solver; any other value is a Caffe solver.prototxt. */
+static shoal_result set_solver(shoal_train_opts *o, const opt_row *row, const char *v)
+{
+    if (strcmp(v, "lbfgs")) return set_str(o, &o->solver_path, v);
+    o->lbfgs = 1;
+    return SHOAL_OK;
+}
+
 static shoal_result set_timeline_steps(shoal_train_opts *o, const opt_row *row, const char *v)
 {
     int64_t lo, hi;
@@ -202,11 +218,20 @@ static const opt_row rows[] = {
       "write Darknet's .weights at the end (darknet reads it): the whole model under every layout (the "
       "ranks' parts gathered); a model Darknet cannot hold is refused before training"},
      K_STR, AT(save_darknet_path), 0, 0, NULL},
-    {{"solver", "FILE", "Data and model",
-      "with a Caffe MODEL.prototxt: its solver.prototxt (base_lr, lr_policy, momentum, weight_decay, max_iter, "
-      "snapshot); CFG may also be the solver itself, naming its net; --weights then takes Caffe's "
-      "FILE.caffemodel (docs/caffe.md)"},
-     K_STR, AT(solver_path), 0, 0, NULL},
+    {{"solver", "lbfgs|FILE", "Data and model",
+      "lbfgs: train by full-batch L-BFGS instead of the cfg's optimizer: each step is one iteration over the "
+      "whole training set (--max-steps N: N iterations), a strong-Wolfe line search (PyTorch's LBFGS), the "
+      "cfg's learning_rate as the first trial step (set 1) and its decay as an L2 term; with -n N every rank "
+      "sums its shard and rank 0 keeps the history and chooses every step (Sandblaster), the same iterates as "
+      "one rank; exact and free of tuning, but every step reads the whole set. Any other value: with a Caffe "
+      "MODEL.prototxt, its solver.prototxt (base_lr, lr_policy, momentum, weight_decay, max_iter, snapshot); CFG "
+      "may also be the solver itself, naming its net; --weights then takes Caffe's FILE.caffemodel "
+      "(docs/caffe.md; a file named lbfgs: ./lbfgs)"},
+     K_CALL, 0, 0, 0, set_solver},
+    {{"history", "M", "Data and model",
+      "with --solver lbfgs: the (s, y) pairs kept (default 10); rank 0 holds 2 M + 8 copies of the parameters "
+      "in double"},
+     K_INT, AT(lbfgs_history), 1, 100000, NULL},
     {{"save-caffe", "FILE", "Checkpoints", "write Caffe's FILE.caffemodel at the end (Caffe models only)"},
      K_STR, AT(save_caffe_path), 0, 0, NULL},
     {{"quiet", NULL, "Output and logs", "no progress lines"}, K_SWITCH, AT(quiet), 0, 0, NULL},
@@ -251,6 +276,13 @@ static const opt_row rows[] = {
       "gradients travel in buckets of X MB (default 1), last layers first, each allreduce starting while "
       "backward goes on"},
      K_CALL, 0, 0, 0, set_bucket_mb},
+    {{"parallel", "auto", "Scaling",
+      "with ranks: choose the layout for you: every rank probes the links (allreduces within a host and "
+      "across hosts) and times the model's layers on its share of the cores, rank 0 predicts the images/s of "
+      "data parallelism (plain, fp16, 1bit, topk:0.01, --sfb), pipelines, tensor parallelism, both, and the "
+      "hybrid schemes, prints the table and trains with the fastest; `shoal plan` prints the same without "
+      "training (docs/plan.md). The prediction is a model: a close second may win in practice"},
+     K_CALL, 0, 0, 0, set_parallel},
     {{"pipeline", "S", "Model parallelism",
       "pipeline parallelism: the layers cut into S stages (balanced by estimated cost, or by stage=K keys "
       "in the cfg), one rank each; -n N with N a multiple of S runs N/S replicas of the pipeline"},

@@ -115,6 +115,11 @@ static shoal_result open_data(sh_trainer *t)
     sh_train_data_opts(t->net, o->data_dir, o->test_data, o->seed, o->strict_data, &dopt);
     SH_TRY(sh_data_open(&dopt, &t->train_set, &t->test_set));
     t->text = t->train_set->text;
+    if (s->full_batch && (t->text || t->train_set->source))
+        return SH_FAIL(SHOAL_ERR_INVALID, "%s: a full-batch step (--solver lbfgs) reads a training set held in "
+                       "memory (IDX or CIFAR-10 images), not %s; use SGD", t->train_set->name,
+                       t->text ? "text" : "pictures decoded as they are read");
+    if (s->full_batch) t->global_batch = t->train_set->count; /* a step is the whole set */
     SH_TRY(check_dataset_fits(t->train_set, t->net, o->cfg_path, t->labelled));
     SH_TRY(check_dataset_fits(t->test_set, t->net, o->cfg_path, t->labelled));
     SH_TRY(sh_trainer_open_targets(t));
@@ -166,8 +171,10 @@ static shoal_result start_state(sh_trainer *t)
     s->opt = t->opt;
     s->lr = &t->lr;
     s->grad_sq_wanted = o->logdir != NULL || o->job_logs;
+    s->train_set = t->train_set;
     SH_TRY(s->ops->attach(s, t->net));
     if (o->resume_path) SH_TRY(sh_snapshot_restore_rank_file(t, o->resume_path, &t->resume_meta));
+    if (o->resume_path) SH_TRY(sh_snapshot_restore_solver(t, o->resume_path, &t->resume_meta));
     t->params = sh_net_params(t->net); /* the strategy may have moved them (shared weights) */
     t->grads = sh_net_grads(t->net);
     t->steps_planned = plan_steps(o, t->cfg, sh_loader_steps_per_epoch(t->loader));
@@ -537,7 +544,7 @@ static shoal_result after_step(sh_trainer *t, run_state *rs, int64_t step, float
     rs->epoch_loss_n++;
     r->train_loss = rs->epoch_loss_sum / (double)rs->epoch_loss_n;
     /* The batch's training accuracy from the forward pass the step already did. */
-    int hits = t->strategy->ops->pass ? t->last_correct : sh_net_correct(t->net, t->y);
+    int hits = t->strategy->ops->pass || t->strategy->ops->step ? t->last_correct : sh_net_correct(t->net, t->y);
     double acc = t->labelled ? (double)hits / (double)t->last_n : -1; /* -1: the line shows none */
     if (rs->prog && may_print(t))
         sh_progress_step(rs->prog, step / rs->per_epoch, step % rs->per_epoch, t->text ? loss / M_LN2 : loss, acc);

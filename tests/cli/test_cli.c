@@ -36,14 +36,14 @@ static void help_lists_subcommands_and_exits_zero(void)
     char out[8192];
     int rc = run_shoal("--help", out, sizeof out);
     CHECK(rc == 0, "exit %d", rc);
-    const char *subs[] = {"train", "test", "time", "launch", "bench", "env"};
+    const char *subs[] = {"train", "test", "time", "plan", "launch", "bench", "env"};
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
         CHECK(strstr(out, subs[i]) != NULL, "help lacks %s", subs[i]);
 }
 
 static void every_subcommand_has_help(void)
 {
-    const char *subs[] = {"train", "test", "time", "launch", "bench", "env"};
+    const char *subs[] = {"train", "test", "time", "plan", "launch", "bench", "env"};
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
         char out[16384], args[64];
         snprintf(args, sizeof args, "%s --help", subs[i]);
