@@ -51,8 +51,10 @@ typedef struct {
     const char *save_path;      /* "save": checkpoint at the end (and every save_every_steps) */
     int64_t save_every_steps;   /* "save-every"; 0: only at the end */
     const char *resume_path;    /* "resume": continue exactly where that checkpoint stopped */
-    const char *logdir;         /* "logdir": TensorBoard event files; NULL: none */
-    int quiet;                  /* "quiet": 1: no progress lines */
+    const char *logdir;         /* "logdir": the folder TensorBoard reads; the run writes its
+                                   events in a folder of its own there, logdir/run_name; NULL: none */
+    int quiet;                  /* "quiet": 1: no progress lines (shoal train still prints the
+                                   result's one line) */
     shoal_train_layout layout;  /* "ps" (a switch) sets SHOAL_TRAIN_PARAM_SERVER */
     int strong_scaling;         /* "scaling" strong|weak: 1 splits the batch across the ranks */
     int lr_linear;              /* "lr-scaling" none|linear: weak scaling, learning rate x ranks */
@@ -85,6 +87,8 @@ typedef struct {
     const char *solver_path;    /* "solver": with a Caffe MODEL.prototxt, its solver.prototxt;
                                    NULL: none (docs/caffe.md) */
     const char *save_caffe_path; /* "save-caffe": Caffe's .caffemodel at the end (Caffe models) */
+    const char *run_name;       /* "run-name": with logdir, this run's folder there; an existing
+                                   one is continued; NULL: CFGNAME-YYYYmmdd-HHMMSS, a new one */
     /* Called on every training rank before each step (counted from 0 over the whole run) with
      * hook_ctx and the rank among the trainers; and on every parameter server after each
      * round of updates. From the training thread; NULL: none. Fault drills and progress. */
@@ -218,13 +222,17 @@ typedef struct {
  * (one job per process at a time).
  * Errors: SHOAL_ERR_INVALID (NULL o, no cfg_path, options that do not fit:
  * shoal_train_opts_check; a dataset that does not fit the model; a layout that needs ranks
- * run alone), SHOAL_ERR_IO, SHOAL_ERR_FORMAT (cfg, dataset or checkpoint), SHOAL_ERR_PEER
+ * run alone), SHOAL_ERR_IO (an output file that cannot be written is found before the first
+ * step; one that fails at the end is written to the current directory or /tmp instead, the
+ * message says where, and r holds the run's result: is_result, test_accuracy),
+ * SHOAL_ERR_FORMAT (cfg, dataset or checkpoint), SHOAL_ERR_PEER
  * and SHOAL_ERR_TIMEOUT (another rank died or hung; the message names it). */
 shoal_result shoal_train_run(const shoal_train_opts *o, shoal_train_report *r);
 
 /* Ask the running job to stop after its current step, save a checkpoint (to save_path, or
- * CFGNAME.ckpt in the current directory) and return with report.stopped = 1; or to save and
- * go on. Async-signal-safe (a SIGINT handler calls it); a request made before the run
+ * else CFGNAME.ckpt in the current directory, or CFGNAME-K.ckpt when that exists: a file
+ * nobody named is never replaced; report.saved_path names it) and return with
+ * report.stopped = 1; or to save and go on. Async-signal-safe (a SIGINT handler calls it); a request made before the run
  * starts is seen after its first step; shoal_train_run forgets both when it returns. */
 void shoal_train_request_stop(void);
 void shoal_train_request_save(void);

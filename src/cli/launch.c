@@ -35,6 +35,7 @@ typedef struct {
     int exited, status;
     int killed_by_us;
     int dropped;            /* the job said it goes on without this rank */
+    int plain;              /* its stdout is the job's result (a note "plain R"): no tag */
 } rank_proc;
 
 static int sig_pipe[2] = {-1, -1};
@@ -77,7 +78,7 @@ static int names_rank(const char *line, size_t n, int k)
 static void emit(rank_proc *r, int k, int stream, const char *line, size_t n)
 {
     FILE *f = stream ? stderr : stdout;
-    if (names_rank(line, n, k))
+    if (names_rank(line, n, k) || (!stream && r->plain)) /* a JSON document, a table: as written */
         fprintf(f, "%.*s\n", (int)n, line);
     else
         fprintf(f, "[rank %d] %.*s\n", k, (int)n, line);
@@ -114,7 +115,9 @@ static int drain(rank_proc *r, int k, int stream)
     return 1;
 }
 
-/* Lines "dropped R" from the ranks (each write is one whole line: shorter than PIPE_BUF). */
+/* Lines "dropped R" and "plain R" from the ranks (each write is one whole line: shorter than
+ * PIPE_BUF). A rank notes "plain" before it writes its result, and the notes are read before
+ * its output in the same wake-up (poll_set puts them first). */
 static void read_notes(int fd, rank_proc *rp, int n, int base)
 {
     char buf[512];
@@ -124,6 +127,10 @@ static void read_notes(int fd, rank_proc *rp, int n, int base)
         for (char *p = buf; (p = strstr(p, "dropped ")); p++) {
             int r = atoi(p + 8) - base; /* the job's rank; this node holds base .. base+n-1 */
             if (r >= 0 && r < n) rp[r].dropped = 1;
+        }
+        for (char *p = buf; (p = strstr(p, "plain ")); p++) {
+            int r = atoi(p + 6) - base;
+            if (r >= 0 && r < n) rp[r].plain = 1;
         }
     }
 }

@@ -43,7 +43,8 @@ struct sh_trainer {
                                    rank's values is exact) */
     size_t rank_file_count;     /* floats of per-rank state this rank wrote to its own file
                                    at the last save (snapshot.c) */
-    char default_save_path[1024];
+    char default_save_path[1024]; /* CFGNAME.ckpt: the stem of a save nobody named */
+    char unnamed_path[1024];    /* where this run's unnamed saves go, once chosen (run_files.c) */
 };
 
 #endif
