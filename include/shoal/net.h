@@ -77,8 +77,9 @@ int shoal_net_nlayers(const shoal_net *n);
  * timing. SHOAL_ERR_INVALID for a NULL or destroyed net, or i out of 0 .. nlayers-1. */
 shoal_result shoal_net_layer_times(const shoal_net *n, int i, const char **name, double *forward_ms,
                                    double *backward_ms);
-/* Read weights and statistics from path: a shoal checkpoint (shoal train --save), or
- * Darknet's .weights when the path ends so. The file must be of this cfg (SHOAL_ERR_FORMAT
+/* Read weights and statistics from path: a shoal checkpoint (shoal train --save), Darknet's
+ * .weights or Caffe's .caffemodel (a net from a .prototxt), told by the file's first bytes
+ * whatever its name. The file must be of this cfg (SHOAL_ERR_FORMAT
  * naming both sizes otherwise); SHOAL_ERR_IO or SHOAL_ERR_FORMAT, naming the file, when it
  * cannot be read. Blocks on file I/O; path borrowed. (Implemented in
  * src/train/net_weights.c: checkpoints are the training job's format.) */

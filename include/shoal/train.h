@@ -69,7 +69,7 @@ typedef struct {
     double time_limit_s;        /* "time-limit": > 0 ends after the step that passes this many
                                    seconds (evaluated and saved as at the planned end) */
     const char *weights_path;   /* "weights": start from these weights (a checkpoint, or
-                                   Darknet's FILE.weights); NULL: the seed's */
+                                   Darknet's .weights, told by content); NULL: the seed's */
     const char *save_darknet_path; /* "save-darknet": Darknet's .weights of the whole model at
                                    the end */
     int64_t histogram_every_steps; /* "log-histograms": with logdir, histograms every N steps */
@@ -251,8 +251,8 @@ shoal_result shoal_train_report_json(const shoal_train_report *r, char *buf, siz
 /* `shoal test`: trained weights measured on a test set. */
 typedef struct {
     const char *cfg_path;       /* the model (required) */
-    const char *weights_path;   /* a checkpoint of the same cfg, or Darknet's FILE.weights
-                                   (required) */
+    const char *weights_path;   /* a checkpoint of the same cfg, or Darknet's or Caffe's
+                                   weights, told by content (required) */
     const char *data_dir;       /* a dataset directory (its test split), or a text file (its
                                    held-out tail, as training held it out); NULL: SHOAL_DATA_DIR */
     int batch;                  /* images per forward; 0: the cfg's batch */

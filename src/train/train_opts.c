@@ -157,7 +157,7 @@ static const opt_row rows[] = {
       "this host)"},
      K_INT, AT(threads), 1, 1024, NULL},
     {{"weights", "FILE", "Data and model",
-      "start from these weights: a shoal checkpoint, or Darknet's FILE.weights (a name ending in .weights) "
+      "start from these weights: a shoal checkpoint, Darknet's .weights or Caffe's .caffemodel (told by the file's content, not its name) "
       "for the same cfg; under --pipeline, --tensor-parallel, --hybrid each rank takes its part of the whole "
       "model in FILE"},
      K_STR, AT(weights_path), 0, 0, NULL},

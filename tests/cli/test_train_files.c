@@ -3,8 +3,9 @@
  * never replaces a file nobody named, says how to resume and exits 130 (SIGTERM: 143); a second
  * Ctrl-C during a save leaves no temporary; every output path is checked before the first step;
  * a final checkpoint whose folder vanished goes to the current directory with the result still
- * printed; a file-size limit fails the save without a temporary; --quiet keeps the result line;
- * the progress line counts to --max-steps. */
+ * printed; a file-size limit fails the save without a temporary; weights files are read as their
+ * content says, whatever their name; --quiet keeps the result line; the progress line counts
+ * to --max-steps. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -218,6 +219,34 @@ static void a_file_size_limit_fails_the_save_without_a_temporary(void)
     CHECK(temporaries(dir) == 0 && temporaries("/tmp") <= tmp_before, "temporaries left: %s", tail(out));
 }
 
+/* A file's first bytes say what it holds, not its name: a checkpoint named .weights and
+ * Darknet's weights named .ckpt are read as what they are by train --weights, test and time;
+ * --resume of Darknet's weights points at --weights; a file of neither is named as such. */
+static void weights_formats_are_told_by_content(void)
+{
+    int rc = train("mlp.cfg --data . --threads 1 --max-steps 30 --save shoal.weights --save-darknet darknet.ckpt");
+    CHECK(rc == 0, "exit %d: %s", rc, tail(out));
+    const char *cmds[] = {"test mlp.cfg --data . --threads 1 --weights shoal.weights",
+                          "test mlp.cfg --data . --threads 1 --weights darknet.ckpt",
+                          "time mlp.cfg --iterations 1 --threads 1 --weights darknet.ckpt",
+                          "train mlp.cfg --data . --threads 1 --max-steps 2 --weights darknet.ckpt --quiet",
+                          "train mlp.cfg --data . --threads 1 --max-steps 2 --weights shoal.weights --quiet"};
+    char acc[2][64] = {"", ""};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "cd %s && %s %s 2>&1", dir, sh_test_shoal_bin(), cmds[i]);
+        rc = sh_test_run(cmd, out, sizeof out);
+        CHECK(rc == 0, "%s: exit %d: %s", cmds[i], rc, tail(out));
+        if (i < 2 && strstr(out, "test accuracy ")) snprintf(acc[i], sizeof acc[i], "%.20s", strstr(out, "accuracy "));
+    }
+    CHECK(acc[0][0] && !strcmp(acc[0], acc[1]), "the same weights in two formats: \"%s\" and \"%s\"", acc[0], acc[1]);
+    rc = train("mlp.cfg --data . --threads 1 --max-steps 40 --resume darknet.ckpt");
+    CHECK(rc == 1 && strstr(out, "Darknet's weights") && strstr(out, "--weights darknet.ckpt"), "%s", tail(out));
+    CHECK(tiny_write_file(dir, "junk.ckpt", "\xff\xff\xff\xff not weights at all") == 0, "write junk.ckpt");
+    rc = train("mlp.cfg --data . --threads 1 --max-steps 2 --weights junk.ckpt");
+    CHECK(rc == 1 && strstr(out, "neither a shoal checkpoint"), "%s", tail(out));
+}
+
 static void quiet_keeps_the_result_line_only(void)
 {
     int rc = train("mlp.cfg --data . --threads 1 --epochs 2 --quiet");
@@ -244,6 +273,7 @@ int main(void)
     RUN(outputs_are_checked_before_the_first_step);
     RUN(a_final_save_that_fails_goes_to_the_current_directory);
     RUN(a_file_size_limit_fails_the_save_without_a_temporary);
+    RUN(weights_formats_are_told_by_content);
     RUN(quiet_keeps_the_result_line_only);
     RUN(progress_counts_to_max_steps);
     tiny_remove_dir(dir);
