@@ -2,12 +2,13 @@
 # deps.sh — install, with apt-get, whatever shoal needs that this Debian machine lacks.
 #   scripts/deps.sh          build + test needs (compiler, OpenBLAS, zlib, MPI, iproute2, data;
 #                            python3-protobuf: Google's decoder checks the TensorBoard files;
-#                            protobuf-c: .caffemodel weights, protoc: the tests' Caffe files)
+#                            protobuf-c: .caffemodel weights, protoc: the tests' Caffe files;
+#                            qemu-user: the portable build run on emulated older CPUs)
 #   scripts/deps.sh --bench  also the peers the benchmarks compare against (PyTorch, Darknet, hyperfine, fortunes: English text)
 set -eu
 need=(build-essential libopenblas-dev zlib1g-dev openmpi-bin libopenmpi-dev mpich libmpich-dev
       iproute2 dataset-fashion-mnist procps slurmd slurmctld slurm-client munge python3-protobuf
-      libprotobuf-c-dev protobuf-c-compiler protobuf-compiler)
+      libprotobuf-c-dev protobuf-c-compiler protobuf-compiler qemu-user)
 if [ "${1:-}" = "--bench" ]; then need+=(python3-torch darknet hyperfine fortunes); fi
 missing=()
 for p in "${need[@]}"; do
