@@ -48,9 +48,19 @@ static void default_save_path(const char *cfg_path, char *out, size_t out_nbytes
     snprintf(out, out_nbytes, "%.*s.ckpt", (int)len, base);
 }
 
+/* A character-level model: bytes in (256 one-hot inputs) and out, or a recurrent one. */
+static int reads_text(const sh_net *net)
+{
+    return (sh_net_input_count(net) == 256 && sh_net_nclasses(net) == 256) || sh_net_time_steps(net) > 1;
+}
+
 static shoal_result check_dataset_fits(const sh_dataset *d, const sh_net *net, const char *cfg)
 {
     int count = d->c * d->h * d->w;
+    if (!d->text && reads_text(net) && count != sh_net_input_count(net))
+        return SH_FAIL(SHOAL_ERR_INVALID, "%s is a character-level model (%d inputs, a byte one-hot) but the data is "
+                       "%s's %dx%dx%d images; give --data FILE.txt, a text file to learn from", cfg,
+                       sh_net_input_count(net), d->name, d->c, d->h, d->w);
     if (count != sh_net_input_count(net))
         return SH_FAIL(SHOAL_ERR_INVALID,
                        "dataset %s has %dx%dx%d images (%d values) but %s expects %d values "
