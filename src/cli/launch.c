@@ -75,10 +75,12 @@ static int names_rank(const char *line, size_t n, int k)
     return 0;
 }
 
-static void emit(rank_proc *r, int k, int stream, const char *line, size_t n)
+static void emit(rank_proc *r, int k, int stream, const char *line, size_t n, int whole)
 {
     FILE *f = stream ? stderr : stdout;
-    if (names_rank(line, n, k) || (!stream && r->plain)) /* a JSON document, a table: as written */
+    if (!stream && r->plain) /* a JSON document, a table: as written, a long line not cut */
+        fprintf(f, "%.*s%s", (int)n, line, whole ? "\n" : "");
+    else if (names_rank(line, n, k))
         fprintf(f, "%.*s\n", (int)n, line);
     else
         fprintf(f, "[rank %d] %.*s\n", k, (int)n, line);
@@ -97,7 +99,7 @@ static int drain(rank_proc *r, int k, int stream)
     ssize_t n = read(r->fd[stream], tmp, sizeof tmp);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) return 1;
     if (n <= 0) {
-        if (r->len[stream]) emit(r, k, stream, r->buf[stream], r->len[stream]);
+        if (r->len[stream]) emit(r, k, stream, r->buf[stream], r->len[stream], 1);
         r->len[stream] = 0;
         close(r->fd[stream]);
         r->fd[stream] = -1;
@@ -106,7 +108,7 @@ static int drain(rank_proc *r, int k, int stream)
     for (ssize_t i = 0; i < n; i++) {
         char ch = tmp[i];
         if (ch == '\n' || r->len[stream] == LINE_MAX_NBYTES) {
-            emit(r, k, stream, r->buf[stream], r->len[stream]);
+            emit(r, k, stream, r->buf[stream], r->len[stream], ch == '\n');
             r->len[stream] = 0;
             if (ch == '\n') continue;
         }

@@ -150,7 +150,7 @@ static void pipeline_timeline_bars_hold_the_micro_batches(void)
 static void benchmark_outputs_give_one_curve_each(void)
 {
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s launch -n 2 %s bench allreduce -b 8 -e 4K -f 4 -n 3 -w 1 --json --plot own.svg "
+    snprintf(cmd, sizeof cmd, "%s launch -n 2 %s bench allreduce -b 8 -e 4K -f 4 --iters 3 -w 1 --json --plot own.svg "
                               ">shoal.out", sh_test_shoal_bin(), sh_test_shoal_bin());
     int rc = sh("%s", cmd);
     CHECK(rc == 0, "bench: %s", out);

@@ -2,7 +2,7 @@
  * relaunch, src/train/job.c): a killed rank stops the job within the deadline with a
  * message naming it, the last checkpoint is intact and the job resumes from it on another
  * number of ranks; SIGINT stops every rank at one step and rank 0 saves, SIGHUP saves and
- * the job goes on; only rank 0 prints; bad scaling options are clear usage errors; ranks
+ * the job goes on; only rank 0 prints; --json is one document json.load reads; bad scaling options are clear usage errors; ranks
  * started with different SHOAL_DP_* settings stop at start-up, naming the variable. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +33,21 @@ static void trains_and_only_rank0_prints(void)
     CHECK(strstr(out, "[rank 0] test accuracy") != NULL, "%s", out);
     CHECK(!strstr(out, "[rank 1] test accuracy") && !strstr(out, "[rank 2] test accuracy"), "%s", out);
     CHECK(strstr(out, "waiting for allreduce") != NULL, "--profile line missing: %s", out);
+}
+
+/* --json of a job is one document on stdout that Python's json.load reads: the reporting rank's
+ * (rank 0, or with --ps worker 0) passes the launcher untagged, the other lines go to stderr. */
+static void json_of_ranks_is_one_document(void)
+{
+    const char *layouts[] = {"-n 2", "-n 2 --ps"};
+    for (int i = 0; i < 2; i++) {
+        char cmd[4096];
+        snprintf(cmd, sizeof cmd, "cd %s && %s train other.cfg --data . %s --max-steps 6 --threads 1 --json "
+                 "2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"steps\"])'", dir,
+                 sh_test_shoal_bin(), layouts[i]);
+        int rc = sh_test_run(cmd, out, sizeof out);
+        CHECK(rc == 0 && !strcmp(out, "6\n"), "%s --json: exit %d: %s", layouts[i], rc, out);
+    }
 }
 
 static void killed_rank_stops_all_and_checkpoint_resumes(void)
@@ -248,6 +263,7 @@ int main(void)
         return check_end();
     }
     RUN(trains_and_only_rank0_prints);
+    RUN(json_of_ranks_is_one_document);
     RUN(ranks_without_threads_share_the_cpus);
     RUN(killed_rank_stops_all_and_checkpoint_resumes);
     RUN(sigint_stops_every_rank_at_one_step);
