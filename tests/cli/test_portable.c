@@ -1,11 +1,13 @@
-/* test_portable.c — proves the Makefile's portable build and base/hot.h's kernels chosen at run
+/* test_portable.c — proves the Makefile's builds that travel: base/hot.h's kernels chosen at run
  * time on the real binary ($SHOAL_BIN), under qemu-x86_64 with older CPUs: on a Nehalem
  * (x86-64-v2: SSE4.2, no AVX) it runs and picks its plain kernels, on a Haswell (AVX2, FMA)
- * its v3 clones, and both train to what this CPU trains to. A -march=native build dies there
- * with SIGILL. Skipped where qemu-x86_64 (qemu-user) is missing or the build is NATIVE=1. */
+ * its v3 clones, and both train to what this CPU trains to (a -march=native build dies there
+ * with SIGILL; skipped where qemu-x86_64 (qemu-user) is missing or the build is NATIVE=1); and
+ * libshoal.so's SONAME: a program linked with -lshoal records libshoal.so.0 and runs. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "lib/run.h"
@@ -41,24 +43,46 @@ static void runs_on_older_cpus_with_their_kernels(void)
     }
 }
 
+/* libshoal.so -> libshoal.so.0 -> libshoal.so.0.1.0; a program records the SONAME. */
+static void library_has_a_soname(void)
+{
+    char lib[1024], cmd[4096], root[1024];
+    if (!getcwd(root, sizeof root)) snprintf(root, sizeof root, ".");
+    snprintf(lib, sizeof lib, "%s", sh_test_shoal_bin());
+    char *slash = strrchr(lib, '/');
+    if (slash) *slash = 0;
+    else snprintf(lib, sizeof lib, ".");
+    snprintf(cmd, sizeof cmd, "readelf -d %s/libshoal.so | grep SONAME", lib);
+    int rc = sh_test_run(cmd, out, sizeof out);
+    CHECK(rc == 0 && strstr(out, "[libshoal.so.0]"), "SONAME: %s", out);
+    snprintf(cmd, sizeof cmd, "cd %s && printf '#include <shoal/comm.h>\\n#include <stdio.h>\\nint main(void) { "
+             "puts(shoal_dtype_name(SHOAL_FLOAT32)); return 0; }\\n' > so.c && cc -I%s/include so.c -L%s -lshoal "
+             "-o so && readelf -d so | grep -c 'NEEDED.*libshoal.so.0]' && LD_LIBRARY_PATH=%s ./so", dir, root, lib, lib);
+    rc = sh_test_run(cmd, out, sizeof out);
+    CHECK(rc == 0 && !strcmp(out, "1\nfloat32\n"), "a program on libshoal.so.0: exit %d: %s", rc, out);
+}
+
 int main(void)
 {
     check_begin("test_portable", 240);
-    if (system("command -v qemu-x86_64 >/dev/null 2>&1") != 0) {
-        printf("test_portable: skipped: qemu-x86_64 is missing (apt-get install qemu-user; scripts/deps.sh)\n");
-        return check_end();
-    }
-    char cmd[1024], v[4096];
-    snprintf(cmd, sizeof cmd, "%s --version", sh_test_shoal_bin());
-    if (sh_test_run(cmd, v, sizeof v) != 0 || strstr(v, "-march=native")) {
-        printf("test_portable: skipped: a NATIVE=1 build runs only on CPUs like this one\n");
+    if (check_under_san()) { /* qemu under ASan's shadow memory, and a program without it: not here */
+        printf("test_portable: skipped under sanitizers\n");
         return check_end();
     }
     if (tiny_make_dir(dir, sizeof dir)) {
         CHECK(0, "could not write the tiny dataset");
         return check_end();
     }
-    RUN(runs_on_older_cpus_with_their_kernels);
+    RUN(library_has_a_soname);
+    char cmd[1024], v[4096];
+    snprintf(cmd, sizeof cmd, "%s --version", sh_test_shoal_bin());
+    if (system("command -v qemu-x86_64 >/dev/null 2>&1") != 0)
+        printf("test_portable: skipped older CPUs: qemu-x86_64 is missing (apt-get install qemu-user; "
+               "scripts/deps.sh)\n");
+    else if (sh_test_run(cmd, v, sizeof v) != 0 || strstr(v, "-march=native"))
+        printf("test_portable: skipped older CPUs: a NATIVE=1 build runs only on CPUs like this one\n");
+    else
+        RUN(runs_on_older_cpus_with_their_kernels);
     tiny_remove_dir(dir);
     return check_end();
 }
