@@ -64,7 +64,9 @@ static const char *const darknet_augmentation[] = {
 
 /* Darknet keys that shoal reads nowhere and that do not change the model's shape or
  * arithmetic in a way shoal could honour: input handling, GPU/memory switches, per-layer
- * loading flags. They are listed once per file at info level, never silently accepted. */
+ * loading flags, what Darknet's CPU code reads and then leaves alone ([cost] ratio, noobj,
+ * thresh; [softmax] spatial; [convolutional] dot), and [net] seen= (writing.cfg's; Darknet
+ * itself reads it nowhere). Each is a warning once per file, never silently accepted. */
 static const char *const darknet_ignored[] = {
     /* [net] input handling */
     "center", "letter_box", "resize", "random", "track", "augment_speed", "contrastive",
@@ -79,9 +81,11 @@ static const char *const darknet_ignored[] = {
     "truth", "onlyforward", "stopbackward", "dontsave", "dontload", "numload",
     "dontloadscales", "smooth", "flipped", "train_only_bn", "stream", "wait_stream",
     "antialiasing", "learning_rate",
+    /* read by Darknet's parser, used only on its GPU or nowhere */
+    "seen", "dot", "spatial", "ratio", "noobj", "thresh",
 };
 
-/* 2: augmentation (said at warn level), 1: another key Darknet has (info), 0: unknown. */
+/* 2: augmentation (said in one line), 1: another key Darknet has, 0: unknown. */
 static int is_darknet_ignored(const char *key)
 {
     for (size_t i = 0; i < sizeof darknet_augmentation / sizeof darknet_augmentation[0]; i++)
@@ -704,7 +708,7 @@ static void log_ignored(sh_cfg_section *s, const cfg_kv *kv, int augments, char 
     if (augments) /* said together, once per section, by sh_cfg_check_unused */
         snprintf(aug + len, aug_nbytes - len, "%s%s=%s", len ? ", " : "", kv->key, kv->val);
     else
-        SH_LOG_I("nn", "%s:%d: [%s] ignoring Darknet key \"%s\" (shoal does not use it; listed "
+        SH_LOG_W("nn", "%s:%d: [%s] ignoring Darknet key \"%s\" (shoal does not use it; said "
                        "once per file)",
                  cfg->path, kv->line, s->name, kv->key);
 }
