@@ -51,7 +51,7 @@ rm -f $out/libshoal-fuzz.a && ar rcs $out/libshoal-fuzz.a "${objs[@]}"
 for t in "${targets[@]}"; do
     [ -f tests/fuzz/fuzz_$t.c ] || { echo "fuzz.sh: no target tests/fuzz/fuzz_$t.c" >&2; exit 2; }
     $CLANG $flags -fsanitize=fuzzer tests/fuzz/fuzz_$t.c $out/libshoal-fuzz.a \
-        -lz -ldl -lm -lrt -lprotobuf-c -o $out/fuzz_$t || { echo "fuzz.sh: building fuzz_$t failed" >&2; exit 2; }
+        -lcrypto -ljpeg -lpng -lz -ldl -lm -lrt -lprotobuf-c -o $out/fuzz_$t || { echo "fuzz.sh: building fuzz_$t failed" >&2; exit 2; }
 done
 
 # Per-target flags: CIFAR-10 inputs of two whole records (2 x 3073 bytes) pass libFuzzer's

@@ -4,7 +4,7 @@
  * Not here: collectives (bench/comm/, shoal bench).
  * Build and run:
  *   make BUILD=build-x && cc -O2 -pthread -Iinclude -Isrc bench/store/store_bench.c \
- *       build-x/libshoal.a -lcrypto -lz -ldl -lm -lrt -o /tmp/store_bench
+ *       build-x/libshoal.a -lcrypto -ljpeg -lpng -lz -ldl -lm -lrt -o /tmp/store_bench
  *   /tmp/store_bench 5000 0 plain; /tmp/store_bench 5000 200 stalled */
 #include <arpa/inet.h>
 #include <netinet/in.h>

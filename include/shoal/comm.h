@@ -93,6 +93,13 @@ int shoal_comm_nhosts(const shoal_comm *c);
 const char *shoal_comm_host(const shoal_comm *c, int rank);  /* host name of a rank */
 /* 1 once an operation failed with a peer, timeout or mismatch: destroy it. */
 int shoal_comm_is_broken(const shoal_comm *c);
+/* Give up on the communicator from another thread (a Ctrl-C watcher): every link to the
+ * other ranks is aborted with `why`, so the call in progress on it (blocking, or on its own
+ * thread) returns SHOAL_ERR_PEER within milliseconds, and so do the other ranks' calls, naming
+ * this rank and why. Afterwards every call fails: destroy it. Thread-safe against the one
+ * thread calling on c; c must stay alive until abort returns. Not with the MPI transport
+ * (SHOAL_ERR_UNSUPPORTED: MPI has no abort another thread may call). */
+shoal_result shoal_comm_abort(shoal_comm *c, const char *why);
 
 /* Split into sub-communicators as MPI_Comm_split: ranks with the same color form one,
  * ordered by key then old rank. color < 0: this rank joins none (*out = NULL). Collective. */

@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include "shoal/result.h"
 
 #ifdef __cplusplus
@@ -42,6 +43,10 @@ typedef struct {
     const char *cfg_path;       /* the model (required) */
     const char *data_dir;       /* "data": a dataset directory (IDX or CIFAR-10), or a text file
                                    (character-level); NULL: SHOAL_DATA_DIR */
+    const char *target;         /* "target": a regression's targets (a net ending in [cost]
+                                   type=sse, L1 or smooth): "input" (the input itself: an
+                                   autoencoder) or a dataset directory whose images are, item
+                                   for item, the data's targets; NULL for nets with labels */
     int epochs;                 /* "epochs"; 0: the cfg's max_batches steps, or 1 epoch */
     int64_t max_steps;          /* "max-steps": > 0 stops once this many steps are done in total */
     int batch;                  /* "batch": images per step; 0: the cfg's */
@@ -51,8 +56,10 @@ typedef struct {
     const char *save_path;      /* "save": checkpoint at the end (and every save_every_steps) */
     int64_t save_every_steps;   /* "save-every"; 0: only at the end */
     const char *resume_path;    /* "resume": continue exactly where that checkpoint stopped */
-    const char *logdir;         /* "logdir": TensorBoard event files; NULL: none */
-    int quiet;                  /* "quiet": 1: no progress lines */
+    const char *logdir;         /* "logdir": the folder TensorBoard reads; the run writes its
+                                   events in a folder of its own there, logdir/run_name; NULL: none */
+    int quiet;                  /* "quiet": 1: no progress lines (shoal train still prints the
+                                   result's one line) */
     shoal_train_layout layout;  /* "ps" (a switch) sets SHOAL_TRAIN_PARAM_SERVER */
     int strong_scaling;         /* "scaling" strong|weak: 1 splits the batch across the ranks */
     int lr_linear;              /* "lr-scaling" none|linear: weak scaling, learning rate x ranks */
@@ -67,7 +74,7 @@ typedef struct {
     double time_limit_s;        /* "time-limit": > 0 ends after the step that passes this many
                                    seconds (evaluated and saved as at the planned end) */
     const char *weights_path;   /* "weights": start from these weights (a checkpoint, or
-                                   Darknet's FILE.weights); NULL: the seed's */
+                                   Darknet's .weights, told by content); NULL: the seed's */
     const char *save_darknet_path; /* "save-darknet": Darknet's .weights of the whole model at
                                    the end */
     int64_t histogram_every_steps; /* "log-histograms": with logdir, histograms every N steps */
@@ -82,9 +89,27 @@ typedef struct {
     const char *compress;       /* "compress": "none" (NULL), "fp16", "bf16", "1bit", "topk:F"
                                    or "lowrank:R": the gradients the ranks exchange */
     int sfb;                    /* "sfb": connected layers send sufficient factors */
+    int parallel_auto;          /* "parallel auto": the layout (data parallel with or without a
+                                   codec or --sfb, pipeline, tensor, both, hybrid) chosen at
+                                   start-up from predictions on the probed links and this
+                                   machine's layer times; none of the layout options is set */
     const char *solver_path;    /* "solver": with a Caffe MODEL.prototxt, its solver.prototxt;
-                                   NULL: none (docs/caffe.md) */
+                                   NULL: none (docs/caffe.md). The value "lbfgs" sets lbfgs
+                                   instead (a file of that name: "./lbfgs") */
+    int lbfgs;                  /* "solver lbfgs": full-batch L-BFGS with a strong-Wolfe line
+                                   search instead of the cfg's optimizer; across ranks rank 0
+                                   coordinates (DistBelief's Sandblaster) */
+    int lbfgs_history;          /* "history": with lbfgs, the (s, y) pairs kept; 0: 10 */
     const char *save_caffe_path; /* "save-caffe": Caffe's .caffemodel at the end (Caffe models) */
+    const char *run_name;       /* "run-name": with logdir, this run's folder there; an existing
+                                   one is continued; NULL: CFGNAME-YYYYmmdd-HHMMSS, a new one */
+    const char *test_data;      /* "test-data": the held-out pictures (a folder of class
+                                   folders or a list file); NULL: DIR/val (docs/data.md) */
+    int strict_data;            /* "strict-data": a picture that cannot be read stops the run
+                                   (default: skipped with one warning, counted) */
+    int data_threads;           /* "data-threads": picture decoders per rank; 0: one per two
+                                   kernel threads */
+    int data_prefetch;          /* "data-prefetch": steps decoded ahead; 0: 2 */
     /* Called on every training rank before each step (counted from 0 over the whole run) with
      * hook_ctx and the rank among the trainers; and on every parameter server after each
      * round of updates. From the training thread; NULL: none. Fault drills and progress. */
@@ -209,6 +234,10 @@ typedef struct {
     } server;
     int nhistory;               /* evaluations in history[]; later ones are not kept */
     shoal_train_eval history[SHOAL_TRAIN_HISTORY_MAX];
+    /* Pictures decoded while training (image folders, list files, synthetic data): */
+    int streamed;               /* 1: the data was decoded by the streaming loader */
+    double data_wait_s;         /* seconds the trainer waited for decoded pictures */
+    int64_t bad_files;          /* picture files skipped (unreadable, damaged, not pictures) */
 } shoal_train_report;
 
 /* Run this process's part of the training job to the end: alone, or (under a launcher)
@@ -218,13 +247,17 @@ typedef struct {
  * (one job per process at a time).
  * Errors: SHOAL_ERR_INVALID (NULL o, no cfg_path, options that do not fit:
  * shoal_train_opts_check; a dataset that does not fit the model; a layout that needs ranks
- * run alone), SHOAL_ERR_IO, SHOAL_ERR_FORMAT (cfg, dataset or checkpoint), SHOAL_ERR_PEER
+ * run alone), SHOAL_ERR_IO (an output file that cannot be written is found before the first
+ * step; one that fails at the end is written to the current directory or /tmp instead, the
+ * message says where, and r holds the run's result: is_result, test_accuracy),
+ * SHOAL_ERR_FORMAT (cfg, dataset or checkpoint), SHOAL_ERR_PEER
  * and SHOAL_ERR_TIMEOUT (another rank died or hung; the message names it). */
 shoal_result shoal_train_run(const shoal_train_opts *o, shoal_train_report *r);
 
 /* Ask the running job to stop after its current step, save a checkpoint (to save_path, or
- * CFGNAME.ckpt in the current directory) and return with report.stopped = 1; or to save and
- * go on. Async-signal-safe (a SIGINT handler calls it); a request made before the run
+ * else CFGNAME.ckpt in the current directory, or CFGNAME-K.ckpt when that exists: a file
+ * nobody named is never replaced; report.saved_path names it) and return with
+ * report.stopped = 1; or to save and go on. Async-signal-safe (a SIGINT handler calls it); a request made before the run
  * starts is seen after its first step; shoal_train_run forgets both when it returns. */
 void shoal_train_request_stop(void);
 void shoal_train_request_save(void);
@@ -243,16 +276,19 @@ shoal_result shoal_train_report_json(const shoal_train_report *r, char *buf, siz
 /* `shoal test`: trained weights measured on a test set. */
 typedef struct {
     const char *cfg_path;       /* the model (required) */
-    const char *weights_path;   /* a checkpoint of the same cfg, or Darknet's FILE.weights
-                                   (required) */
+    const char *weights_path;   /* a checkpoint of the same cfg, or Darknet's or Caffe's
+                                   weights, told by content (required) */
     const char *data_dir;       /* a dataset directory (its test split), or a text file (its
                                    held-out tail, as training held it out); NULL: SHOAL_DATA_DIR */
     int batch;                  /* images per forward; 0: the cfg's batch */
     int threads;                /* kernel threads; 0: the rule of shoal_train_opts.threads */
+    const char *test_data;      /* pictures: the held-out folder of class folders or list file;
+                                   NULL: DIR/val of data_dir (docs/data.md) */
+    const char *target;         /* a regression's targets, as shoal_train_opts.target */
 } shoal_test_opts;
 
 typedef struct {
-    double accuracy;            /* fraction in [0, 1] */
+    double accuracy;            /* fraction in [0, 1]; -1 for a regression (no labels) */
     double loss;                /* mean cross-entropy per image (nats) */
     int text;                   /* 1: a text file; images are characters */
     double bpc;                 /* text: loss / ln 2 */
@@ -271,6 +307,97 @@ void shoal_test_opts_default(shoal_test_opts *o);
  * SHOAL_ERR_IO, SHOAL_ERR_FORMAT (cfg, dataset, or weights of another model: the message
  * says which). */
 shoal_result shoal_test_run(const shoal_test_opts *o, shoal_test_report *r);
+
+/* `shoal pretrain`: a deep belief net's [rbm] layers pretrained greedily, bottom up, each by
+ * contrastive divergence on the hidden activations of the layers below it, without labels.
+ * One [rbm]'s run. Losses: minus the pseudo-likelihood (binary visible units), or the
+ * squared reconstruction error (Gaussian ones). */
+typedef struct {
+    int layer;                  /* the [rbm]'s index in the net */
+    int resumed;                /* 1: continued from resume_path */
+    double train_loss, test_loss, images_per_s, seconds;
+    int64_t steps;
+} shoal_pretrain_stage;
+
+#define SHOAL_PRETRAIN_MAX_RBMS 64
+
+typedef struct {
+    int rank, world;            /* this process in the job (0 of 1 alone) */
+    int nstages;                /* [rbm] layers in the net */
+    int first, last;            /* the stages this run trained (a resume starts later) */
+    int stopped;                /* 1: shoal_train_request_stop ended it in stage `last` (its
+                                   checkpoint saved; no weights written) */
+    double seconds;
+    char saved_path[1024];      /* the pretrained weights written, "" when none */
+    shoal_pretrain_stage stages[SHOAL_PRETRAIN_MAX_RBMS];
+} shoal_pretrain_report;
+
+/* Pretrain every [rbm] of o->cfg_path in order, alone or data parallel under a launcher (CD's
+ * gradients averaged by the training's allreduce). Of o it reads cfg_path, data_dir, epochs
+ * and max_steps (per [rbm]), batch, threads, seed, save_path (the [rbm] being trained's
+ * checkpoint every save_every_steps and at its end, then, at the very end, the whole net's
+ * weights, which shoal_train_run's weights_path fine-tunes), resume_path (a checkpoint of
+ * one [rbm]: that one and the ones above it run), logdir (a run directory per [rbm]), quiet,
+ * json, bucket_mb, before_step and hook_ctx; before_stage (may be NULL) is called with
+ * hook_ctx before each [rbm] (its stage, from 0, and layer). Only data parallelism: other
+ * layouts, targets and weights are SHOAL_ERR_INVALID. Blocks; r may be NULL. Errors as
+ * shoal_train_run's, and SHOAL_ERR_INVALID for a net without [rbm]. */
+shoal_result shoal_pretrain_run(const shoal_train_opts *o, void (*before_stage)(void *hook_ctx, int stage, int layer),
+                                shoal_pretrain_report *r);
+
+/* `shoal sample`: what a trained model makes, as an image grid (PNG, or SVG by the name). */
+typedef struct {
+    const char *cfg_path;       /* the model (required) */
+    const char *weights_path;   /* its weights (required) */
+    const char *out_path;       /* the grid: a name ending in .png or .svg (required) */
+    const char *data_dir;       /* test images: a DBN's chains start from them (NULL: random
+                                   units); an autoencoder's inputs (NULL: SHOAL_DATA_DIR) */
+    int samples;                /* images; 0: 64 */
+    int gibbs_steps;            /* a DBN's Gibbs steps per chain; 0: 1000 */
+    int layer;                  /* the [rbm] to draw from; < 0: the top one */
+    uint64_t seed;              /* the draws and the test images picked */
+    int threads;                /* kernel threads; 0: the rule of shoal_train_opts.threads */
+} shoal_sample_opts;
+
+typedef struct {
+    int reconstructions;        /* 1: an autoencoder's test images and reconstructions (a row
+                                   of each in turn), 0: a deep belief net's samples */
+    int images;                 /* tiles written */
+} shoal_sample_report;
+
+/* samples 64, gibbs_steps 1000, layer -1, seed 1, the rest 0 / NULL. */
+void shoal_sample_opts_default(shoal_sample_opts *o);
+
+/* A net whose first layers are [rbm] (a deep belief net): Gibbs sampling in its top [rbm] (or
+ * layer's), then one pass down through the [rbm]s below, each hidden layer turned into its
+ * visible means (Hinton, Osindero & Teh 2006). A regression whose output has its input's
+ * shape (an autoencoder): test images, each row of them followed by its reconstructions.
+ * Blocks; one process. Errors: SHOAL_ERR_INVALID (missing paths, a net that is neither, a
+ * grid name other than .png or .svg, images of other than 1 or 3 channels), SHOAL_ERR_IO,
+ * SHOAL_ERR_FORMAT (cfg, weights, dataset). */
+shoal_result shoal_sample_run(const shoal_sample_opts *o, shoal_sample_report *r);
+
+/* `shoal plan`: the images/s every layout would reach on a cluster of `hosts` hosts like this
+ * machine, ranks_per_host ranks each, joined by `link`, predicted from this machine's layer
+ * times (measured now) and the link's rate (docs/plan.md); the layouts weighed are those
+ * `shoal train --parallel auto` weighs. */
+typedef struct {
+    const char *cfg_path;       /* the model (required) */
+    int hosts, ranks_per_host;  /* >= 1 */
+    const char *link;           /* across hosts: "1gbit", "10gbit", or "2.5gbit", "800mbit",
+                                   "300MB/s"; NULL: "10gbit" */
+    double latency_us;          /* a message's latency across hosts; < 0: 50 */
+    int batch;                  /* images a replica takes per step; 0: the cfg's */
+    int threads;                /* kernel threads a rank; 0: this host's CPUs shared by its ranks */
+    int cores;                  /* cores a host; 0: this machine's (SHOAL_PLAN_CORES) */
+    int json;                   /* 1: one JSON object instead of the table */
+} shoal_plan_opts;
+
+/* hosts 1, ranks_per_host 1, link NULL, latency_us -1, the rest 0 / NULL. */
+void shoal_plan_opts_default(shoal_plan_opts *o);
+/* Measure, predict and print the table (or the JSON object) to out. Blocks while it times the
+ * layers (seconds). Errors: SHOAL_ERR_INVALID (counts, the link), the cfg's. */
+shoal_result shoal_plan_print(const shoal_plan_opts *o, FILE *out);
 
 #ifdef __cplusplus
 }

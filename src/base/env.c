@@ -99,6 +99,15 @@ static const env_var table[] = {
      "log level (error, warn, info, debug) and optional subsystems: info,comm,train"},
     {"SHOAL_PS_LOG_MS", "5000", 0, 86400000,
      "shoal train --ps: each server logs every worker's clock this often, in ms (0: at the end only)"},
+    {"SHOAL_PLAN_SHM_MBS", "0", 0, 1000000000,
+     "shoal plan, --parallel auto: shared memory's allreduce bandwidth in MB/s (0: measured)"},
+    {"SHOAL_PLAN_NET_MBS", "0", 0, 1000000000,
+     "--parallel auto: a host's network link in MB/s (0: probed by allreduces at start-up)"},
+    {"SHOAL_PLAN_CORES", "0", 0, 1 << 16,
+     "shoal plan, --parallel auto: cores a host has (0: this machine's); an emulated cluster on one machine "
+     "shares its cores among the hosts"},
+    {"SHOAL_PLAN_NET_US", "0", 0, 10000000,
+     "shoal plan, --parallel auto: a network message's latency in us (0: probed, or 50 for shoal plan)"},
     /* launchers that start ranks for us */
     {"OMPI_COMM_WORLD_RANK", NULL, 0, 1 << 20, "Open MPI: rank"},
     {"OMPI_COMM_WORLD_SIZE", NULL, 1, 1 << 20, "Open MPI: world size"},

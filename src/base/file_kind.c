@@ -3,6 +3,7 @@
 #include "base/file_kind.h"
 
 #include <stddef.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include "base/err.h"
@@ -24,4 +25,12 @@ shoal_result sh_file_check_regular(const char *path, const char *what, const cha
     const char *kind = sh_file_kind_words(path);
     if (!kind) return SHOAL_OK;
     return SH_FAIL(SHOAL_ERR_INVALID, "%s %s is %s, not a file; give %s", what, path, kind, hint);
+}
+
+shoal_result sh_file_check_data(const char *path, const char *what)
+{
+    const char *kind = sh_file_kind_words(path);
+    if (!kind || !strcmp(kind, "a directory")) return SHOAL_OK;
+    return SH_FAIL(SHOAL_ERR_INVALID, "%s %s is %s, not a dataset directory or a file; give the folder holding the "
+                   "dataset, a list file of pictures or a text file", what, path, kind);
 }

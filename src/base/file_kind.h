@@ -16,4 +16,8 @@ const char *sh_file_kind_words(const char *path);
  * path, so a FIFO cannot block. */
 shoal_result sh_file_check_regular(const char *path, const char *what, const char *hint);
 
+/* The same for data, which may also be a directory: "WHAT PATH is a FIFO (named pipe), not a
+ * dataset directory or a file; give ...". */
+shoal_result sh_file_check_data(const char *path, const char *what);
+
 #endif

@@ -410,3 +410,18 @@ const char *shoal_comm_host(const shoal_comm *c, int rank)
     return c->hostname[rank];
 }
 int shoal_comm_is_broken(const shoal_comm *c) { return check_comm(c) == SHOAL_OK ? c->broken : 1; }
+
+/* Only the links: c->broken belongs to the calling thread, which sets it when the call in
+ * progress fails on an aborted link (sh_comm_run_coll). */
+shoal_result shoal_comm_abort(shoal_comm *c, const char *why)
+{
+    SH_TRY(check_comm(c));
+    if (c->mpi || c->transport == SH_TRANSPORT_MPI)
+        return SH_FAIL(SHOAL_ERR_UNSUPPORTED, "shoal_comm_abort: not with the MPI transport");
+    if (!why) why = "aborted";
+    for (int p = 0; p < c->world; p++) {
+        if (c->coll[p]) c->coll[p]->ops->abort(c->coll[p], why);
+        if (c->p2p && c->p2p[p]) c->p2p[p]->ops->abort(c->p2p[p], why);
+    }
+    return SHOAL_OK;
+}

@@ -9,7 +9,8 @@
  * 512 KiB of rows at a time when m is large).
  * GCC/clang vector extensions (recurrent.h, reduce_kernels.h do the same); the AVX-512 copy
  * of the kernel is compiled with a target attribute and chosen at run time, the generic copy
- * is the same code for the build's own target.
+ * is the same code for the build's own target and, in a portable build, for AVX2 too (SH_HOT,
+ * base/hot.h), as the packing is.
  * A^T B (sh_packed_gemm_tn, the recurrent weight gradients: k = every row of a batch) runs
  * k in blocks of 256 so the panels stay in L1, and copies A 64 rows at a time into tiles
  * first (strided A: 0.80x OpenBLAS at an LSTM's 1024 x 256 x 2048; copied: 1.04x).
@@ -20,6 +21,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/hot.h"
 
 /* GCC keeps a + b * c unfused under -std=c11 (clang fuses within an expression by default);
  * the kernel's speed is its fused multiply-adds. */
@@ -64,8 +66,8 @@ static void transpose16(v16 r[NR])
 }
 #endif
 
-void sh_packed_pack(int trans_b, int k, int n, const float *b, int ldb, int p0, int p1,
-                    float *packed)
+SH_HOT void sh_packed_pack(int trans_b, int k, int n, const float *b, int ldb, int p0, int p1,
+                           float *packed)
 {
     for (int p = p0; p < p1; p++) {
         float *dst = packed + (size_t)p * k * NR;
@@ -183,8 +185,8 @@ enum { A_BLOCK_FLOATS = 128 * 1024 };
         }                                                                                   \
     } while (0)
 
-static void packed_generic(int m, int n0, int n1, int k, const float *a, int lda,
-                           const float *packed, int accumulate, float *c, int ldc)
+SH_HOT static void packed_generic(int m, int n0, int n1, int k, const float *a, int lda,
+                                  const float *packed, int accumulate, float *c, int ldc)
 {
     PACKED_BODY;
 }
@@ -238,8 +240,8 @@ enum { KC = 256, MC = 64 };
         }                                                                                   \
     } while (0)
 
-static void packed_t_generic(int m, int n0, int n1, int ktot, const float *a, int lda,
-                             const float *packed, int kp, int accum, float *c, int ldc)
+SH_HOT static void packed_t_generic(int m, int n0, int n1, int ktot, const float *a, int lda,
+                                    const float *packed, int kp, int accum, float *c, int ldc)
 {
     PACKED_BODY_T;
 }
@@ -317,7 +319,7 @@ void sh_packed_gemm_tn(int m, int n0, int n1, int k, const float *a, int lda,
     packed_t_generic(m, n0, n1, k, a, lda, packed, kp, accumulate, c, ldc);
 }
 
-void sh_packed_pack_rows(int k, int n, int k0, int k1, const float *b, int ldb, int p0, int p1,
+SH_HOT void sh_packed_pack_rows(int k, int n, int k0, int k1, const float *b, int ldb, int p0, int p1,
                          float *packed)
 {
     for (int p = p0; p < p1; p++) {

@@ -21,10 +21,20 @@ static void labels_file(const sh_dataset *d, char *out, size_t cap)
     snprintf(out, cap, "%.*slabels-idx1%s", (int)(at - d->name), d->name, at + strlen("images-idx3"));
 }
 
-shoal_result sh_eval_check_data(const sh_dataset *d, const sh_net *net, const char *cfg)
+/* A character-level model: bytes in (256 one-hot inputs) and out, or a recurrent one. */
+static int reads_text(const sh_net *net)
+{
+    return (sh_net_input_count(net) == 256 && sh_net_nclasses(net) == 256) || sh_net_time_steps(net) > 1;
+}
+
+shoal_result sh_eval_check_data(const sh_dataset *d, const sh_net *net, const char *cfg, int labelled)
 {
     const sh_net_config *nc = sh_net_get_config(net);
     int count = d->c * d->h * d->w;
+    if (!d->text && reads_text(net) && count != sh_net_input_count(net))
+        return SH_FAIL(SHOAL_ERR_INVALID, "%s is a character-level model (%d inputs, a byte one-hot) but the data is "
+                       "%s's %dx%dx%d images; give --data FILE.txt, a text file to learn from", cfg,
+                       sh_net_input_count(net), d->name, d->c, d->h, d->w);
     if (!d->text && nc->width > 0 && nc->height > 0 &&
         (d->h != nc->height || d->w != nc->width || (nc->channels > 0 && d->c != nc->channels)))
         return SH_FAIL(SHOAL_ERR_INVALID, "dataset %s holds %dx%d images (height x width, %d channel%s) but %s "
@@ -38,7 +48,10 @@ shoal_result sh_eval_check_data(const sh_dataset *d, const sh_net *net, const ch
                        "the dataset's",
                        d->name, d->c, d->h, d->w, count, cfg, sh_net_input_count(net));
     int k = sh_net_nclasses(net);
-    if (d->nclasses <= k) return SHOAL_OK;
+    if (!labelled || d->nclasses <= k) return SHOAL_OK;
+    if (!d->labels)
+        return SH_FAIL(SHOAL_ERR_INVALID, "dataset %s has %d classes but %s outputs %d; make the last layer's output "
+                       "%d", d->name, d->nclasses, cfg, k, d->nclasses);
     int i = 0;
     while (i < d->count - 1 && (d->labels[i] >= 0 && d->labels[i] < k)) i++;
     char file[300];

@@ -11,9 +11,10 @@
 #include "shoal/result.h"
 #include "train/strategy.h"
 
-/* SHOAL_OK when d's images have the net's shape and its labels are classes the net outputs;
- * else SHOAL_ERR_INVALID naming both shapes, or the labels file, the label and its image. */
-shoal_result sh_eval_check_data(const sh_dataset *d, const sh_net *net, const char *cfg);
+/* SHOAL_OK when d's images have the net's shape (text for a character-level net) and, when
+ * labelled, its labels are classes the net outputs; else SHOAL_ERR_INVALID naming both
+ * shapes, or the labels file, the label and its image. */
+shoal_result sh_eval_check_data(const sh_dataset *d, const sh_net *net, const char *cfg, int labelled);
 
 /* Forward every image the loader yields in one epoch (it must not shuffle nor drop the last
  * batch), nimg <= the net's batch at a time, through x (N, C, H, W) and y (N) buffers the

@@ -72,6 +72,15 @@ typedef struct {
      * ranks that differ stop at start-up naming the option and both ranks, and a parameter
      * server compares each worker's at its first contact. NULL: only the layout is compared. */
     const char *agreed;
+    /* --parallel auto: the layout above is chosen at start-up (plan/auto.c) */
+    int parallel_auto;
+    /* --solver lbfgs: the batch solver (solver/sandblaster.h) instead of the cfg's optimizer,
+     * data-parallel ranks only; lbfgs_history pairs (0: 10) */
+    int lbfgs;
+    int lbfgs_history;
+    /* --logdir: train.logdir is the folder TensorBoard reads, and the run writes its own
+     * folder in it, run_name or CFGNAME-YYYYmmdd-HHMMSS (chosen by rank 0; run_files.c). */
+    const char *run_name;
     /* Servers' round hook (sh_ps_config.after_round) with train.hook_ctx: fault drills. */
     void (*after_server_round)(void *hook_ctx, int server, int64_t rounds);
 } sh_job_opts;

@@ -6,6 +6,7 @@
  * Proved by tests/train/test_snapshot.c, test_pipeline.c (parts), tests/cli/test_train_compress.c. */
 #include "train/snapshot.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -46,6 +47,10 @@ enum {
                              ("rankstate"); they are not read */
     META_RANK_FILES,      /* floats of per-rank state (error-feedback residuals) each rank
                              keeps in a file of its own, PATH.worker<rank>; 0: none */
+    META_DATA_HASH,       /* the training pictures' names and labels (the loader's position
+                             means nothing on other files); 0: data without a fingerprint */
+    META_SOLVER_NBYTES,   /* bytes of the "solver" section (an L-BFGS iterate and history);
+                             0: none */
     META_COUNT_V1 = 16,   /* version 1's section: slots up to META_WORLD */
     META_COUNT = 32       /* the rest are spare, zero */
 };
@@ -233,10 +238,17 @@ static shoal_result save_blocks(sh_trainer *t, const char *path, float *params, 
     meta[META_WORLD] = (uint64_t)t->strategy->world;
     meta[META_NSTATE] = t->nstate;
     meta[META_RANK_FILES] = t->rank_file_count;
+    meta[META_DATA_HASH] = t->train_set->fingerprint;
+    sh_strategy *s = t->strategy;
+    size_t nsolver = s->ops->ckpt_nbytes ? s->ops->ckpt_nbytes(s) : 0;
+    void *solver = NULL;
+    if (nsolver) SH_TRY(sh_calloc(nsolver, 1, &solver));
+    if (nsolver) s->ops->ckpt_get(s, solver);
+    meta[META_SOLVER_NBYTES] = nsolver;
 
     /* Empty blocks (no batch norm, plain SGD) are left out rather than written as 0 bytes;
      * meta's counts say which sections to expect. */
-    sh_ckpt_section secs[5];
+    sh_ckpt_section secs[6];
     int n = 0;
     secs[n++] = (sh_ckpt_section){"meta", meta, sizeof meta};
     if (t->nstate)
@@ -245,8 +257,10 @@ static shoal_result save_blocks(sh_trainer *t, const char *path, float *params, 
     secs[n++] = (sh_ckpt_section){"params", params, nparams * sizeof(float)};
     if (nstats) secs[n++] = (sh_ckpt_section){"stats", stats, nstats * sizeof(float)};
     if (noptim) secs[n++] = (sh_ckpt_section){"optim", optim, noptim * sizeof(float)};
-    SH_TRY(sh_ckpt_save(path, secs, n));
-    return SHOAL_OK;
+    if (nsolver) secs[n++] = (sh_ckpt_section){"solver", solver, nsolver};
+    shoal_result rc = sh_ckpt_save(path, secs, n);
+    free(solver);
+    return rc;
 }
 
 shoal_result sh_snapshot_save(sh_trainer *t, const char *path)
@@ -337,9 +351,71 @@ shoal_result sh_snapshot_load_start_weights(sh_trainer *t, const char *path)
     return rc;
 }
 
+/* Darknet's header: int32 major, minor, revision, small numbers (0.2.0; a transposed file's
+ * major or minor past 1000); a protobuf's first byte is a field's tag, never 0, and its first
+ * four bytes read as an int32 are far larger. */
+#define DN_VERSION_MAX 1000000
+
+shoal_result sh_snapshot_format(const char *path, sh_weights_format *out)
+{
+    unsigned char head[12];
+    FILE *f = fopen(path, "rb");
+    if (!f) return SH_FAIL(SHOAL_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    size_t n = fread(head, 1, sizeof head, f);
+    fclose(f);
+    *out = SH_WEIGHTS_UNKNOWN;
+    if (n == 0) return SH_FAIL(SHOAL_ERR_FORMAT, "%s is empty; it holds no weights", path);
+    if (n >= 8 && !memcmp(head, "SHOALCKP", 8)) *out = SH_WEIGHTS_SHOAL;
+    else if (n == sizeof head) {
+        int32_t v[3];
+        memcpy(v, head, sizeof v); /* Darknet writes its host's order: little-endian */
+        int dn = 1;
+        for (int i = 0; i < 3; i++) dn &= v[i] >= 0 && v[i] < DN_VERSION_MAX;
+        if (dn) *out = SH_WEIGHTS_DARKNET;
+    }
+    /* a protobuf message: field 1..15 or 100 (NetParameter.layer), wire type 0 or 2 */
+    int wire = head[0] & 7, field = head[0] >> 3;
+    if (*out == SH_WEIGHTS_UNKNOWN && field > 0 && (wire == 0 || wire == 2)) *out = SH_WEIGHTS_CAFFE;
+    if (*out == SH_WEIGHTS_UNKNOWN)
+        return SH_FAIL(SHOAL_ERR_FORMAT, "%s is neither a shoal checkpoint (it starts with SHOALCKP), Darknet's "
+                       ".weights (a version header) nor Caffe's .caffemodel; check the file", path);
+    return SHOAL_OK;
+}
+
+const char *sh_snapshot_format_name(sh_weights_format f)
+{
+    static const char *const names[] = {"unknown", "a shoal checkpoint", "Darknet's weights", "Caffe's weights"};
+    return (unsigned)f < sizeof names / sizeof names[0] ? names[f] : "unknown";
+}
+
+uint64_t sh_snapshot_meta_cfg_hash(const sh_snapshot_meta *m) { return m->v[META_CFG_HASH]; }
+
+shoal_result sh_snapshot_save_weights(sh_net *net, const char *path)
+{
+    uint64_t meta[META_COUNT] = {0};
+    size_t nstats = 0;
+    float *stats = sh_net_stats(net, &nstats);
+    meta[META_VERSION] = SH_SNAPSHOT_VERSION;
+    meta[META_CFG_HASH] = sh_net_cfg_hash(net);
+    meta[META_NPARAMS] = sh_net_nparams(net);
+    meta[META_NSTATS] = nstats;
+    meta[META_WORLD] = 1;
+    sh_ckpt_section secs[3];
+    int n = 0;
+    secs[n++] = (sh_ckpt_section){"meta", meta, sizeof meta};
+    secs[n++] = (sh_ckpt_section){"params", sh_net_params(net), sh_net_nparams(net) * sizeof(float)};
+    if (nstats) secs[n++] = (sh_ckpt_section){"stats", stats, nstats * sizeof(float)};
+    return sh_ckpt_save(path, secs, n);
+}
+
 shoal_result sh_snapshot_read_meta(const char *path, sh_snapshot_meta *out)
 {
     _Static_assert(sizeof out->v / sizeof out->v[0] == META_COUNT, "meta slots");
+    sh_weights_format fmt;
+    SH_TRY(sh_snapshot_format(path, &fmt));
+    if (fmt != SH_WEIGHTS_SHOAL) /* weights without a run's state: a start, not a resume */
+        return SH_FAIL(SHOAL_ERR_FORMAT, "%s holds %s, not a shoal checkpoint to resume from; start from its "
+                       "weights with --weights %s", path, sh_snapshot_format_name(fmt), path);
     return read_meta(path, out->v);
 }
 
@@ -382,7 +458,15 @@ shoal_result sh_snapshot_restore(sh_trainer *t, const char *path, const sh_snaps
     const uint64_t *meta = m->v;
     const sh_model_part *part = t->strategy->part;
     SH_TRY(check_counts(path, meta));
+    if (!meta[META_GLOBAL_BATCH]) /* sh_snapshot_save_weights' */
+        return SH_FAIL(SHOAL_ERR_INVALID, "%s holds weights only (no training position); start from them with "
+                       "--weights %s, not --resume", path, path);
     SH_TRY(check_model_part(path, meta, t->net, part));
+    if (meta[META_DATA_HASH] && t->train_set->fingerprint && meta[META_DATA_HASH] != t->train_set->fingerprint)
+        return SH_FAIL(SHOAL_ERR_INVALID,
+                       "checkpoint %s was trained on other pictures than %s (files or labels differ); "
+                       "its place in the data order would mean other images: resume on the same folder "
+                       "or list, or start from its weights with --weights", path, t->train_set->name);
     if (part && meta[META_GLOBAL_BATCH] != (uint64_t)t->global_batch)
         return SH_FAIL(SHOAL_ERR_INVALID,
                        "checkpoint %s was trained with batch %" PRIu64 ", this run uses %d; "
@@ -406,7 +490,12 @@ shoal_result sh_snapshot_restore(sh_trainer *t, const char *path, const sh_snaps
                        "checkpoint %s holds %" PRIu64 " optimizer values but this optimizer "
                        "has %zu; resume with the same optimizer settings in the .cfg",
                        path, meta[META_NOPTIM], noptim);
-    if (meta[META_GLOBAL_BATCH] != (uint64_t)t->global_batch)
+    if (meta[META_SOLVER_NBYTES] && !t->strategy->ops->ckpt_set)
+        return SH_FAIL(SHOAL_ERR_INVALID,
+                       "checkpoint %s was trained by L-BFGS (each step the whole set); continue with --solver "
+                       "lbfgs, or start this optimizer from its weights with --weights %s", path, path);
+    /* a full-batch step reads the whole set whatever the batch: there is no data order to keep */
+    if (meta[META_GLOBAL_BATCH] != (uint64_t)t->global_batch && !t->strategy->full_batch)
         return SH_FAIL(SHOAL_ERR_INVALID,
                        "checkpoint %s was trained with batch %" PRIu64 ", this run uses %d; "
                        "resume with --batch %" PRIu64 " to continue the same data order",
@@ -433,8 +522,8 @@ shoal_result sh_snapshot_restore(sh_trainer *t, const char *path, const sh_snaps
     uint64_t rng[4];
     for (int i = 0; i < 4; i++) rng[i] = meta[META_RNG0 + i];
     sh_net_rng_set(t->net, rng);
-    SH_TRY(sh_loader_seek(t->loader, (int64_t)meta[META_LOADER_EPOCH],
-                          (int64_t)meta[META_LOADER_STEP]));
+    if (!t->strategy->full_batch) /* a full-batch step reads the set its own way */
+        SH_TRY(sh_loader_seek(t->loader, (int64_t)meta[META_LOADER_EPOCH], (int64_t)meta[META_LOADER_STEP]));
     t->steps_done = (int64_t)meta[META_STEPS_DONE];
     return SHOAL_OK;
 }
@@ -540,14 +629,35 @@ shoal_result sh_snapshot_restore_rank_file(sh_trainer *t, const char *path, cons
     return rc;
 }
 
+shoal_result sh_snapshot_restore_solver(sh_trainer *t, const char *path, const sh_snapshot_meta *m)
+{
+    sh_strategy *s = t->strategy;
+    size_t nbytes = (size_t)m->v[META_SOLVER_NBYTES];
+    if (!s->ops->ckpt_set) return SHOAL_OK;
+    if (!nbytes) return s->ops->ckpt_set(s, NULL, 0);
+    void *buf = NULL;
+    SH_TRY(sh_calloc(nbytes, 1, &buf));
+    sh_ckpt_section sec = {"solver", buf, nbytes};
+    shoal_result rc = sh_ckpt_load(path, &sec, 1);
+    if (rc == SHOAL_OK) rc = s->ops->ckpt_set(s, buf, nbytes);
+    if (rc != SHOAL_OK) sh_err_prefix("checkpoint %s: ", path);
+    free(buf);
+    return rc;
+}
+
 shoal_result sh_snapshot_load_weights(sh_net *net, const char *path)
 {
     SH_TRY(sh_file_check_regular(path, "weights", "a .weights file or a checkpoint"));
-    if (sh_darknet_weights_is_path(path)) {
+    sh_weights_format fmt; /* the content decides, whatever the name says */
+    SH_TRY(sh_snapshot_format(path, &fmt));
+    if (fmt == SH_WEIGHTS_DARKNET) {
         SH_TRY(sh_darknet_weights_load(net, path, NULL));
         return check_finite(net, path);
     }
-    if (sh_caffe_is_model_path(path)) {
+    if (fmt == SH_WEIGHTS_CAFFE) {
+        if (!sh_net_cfg_path(net) || !sh_caffe_is_prototxt(sh_net_cfg_path(net)))
+            return SH_FAIL(SHOAL_ERR_FORMAT, "%s holds Caffe's weights (a .caffemodel), which a Caffe model reads: "
+                           "give its .prototxt as the model", path);
         SH_TRY(sh_caffe_weights_load(net, path));
         return check_finite(net, path);
     }

@@ -1,5 +1,5 @@
 /* snapshot.h — what a training checkpoint holds and how it is restored: "meta", "params",
- * "stats", "optim", "rnn_state" (every rank's), and each rank's own state (the residuals of
+ * "stats", "optim", "rnn_state" (every rank's), "solver" (a batch method's), and each rank's own state (the residuals of
  * --compress) in a file beside it, PATH.worker<rank> ("rankmeta", "rankstate").
  * Not here: the file format, atomic writing and checksums (src/io/checkpoint.c).
  * Proved by tests/train/test_snapshot.c and tests/cli/test_train_compress.c (the rank files). */
@@ -30,6 +30,12 @@ typedef struct {
 shoal_result sh_snapshot_read_meta(const char *path, sh_snapshot_meta *out);
 /* The seed a checkpoint's run was started with: a resumed run shuffles with it. */
 uint64_t sh_snapshot_meta_seed(const sh_snapshot_meta *m);
+/* The cfg hash of the net it was saved from (sh_net_cfg_hash): which pretraining stage. */
+uint64_t sh_snapshot_meta_cfg_hash(const sh_snapshot_meta *m);
+/* A checkpoint holding only net's weights and statistics (no optimizer, no position): what
+ * sh_snapshot_load_weights reads (`train --weights`, test, time, sample; shoal_net_save_weights
+ * and shoal pretrain write it); atomic. */
+shoal_result sh_snapshot_save_weights(sh_net *net, const char *path);
 /* Restore the trainer's whole state from path, whose meta m was read by
  * sh_snapshot_read_meta, so that training continues bit for bit. A checkpoint of another
  * model (cfg hash, parameter count) or batch size is refused, naming both. */
@@ -44,6 +50,10 @@ shoal_result sh_snapshot_save_rank_file(sh_trainer *t, const char *path);
  * once (by rank 0 when it concerns every rank, else by the rank whose file is missing or
  * from another step). A damaged file is refused (SHOAL_ERR_FORMAT). */
 shoal_result sh_snapshot_restore_rank_file(sh_trainer *t, const char *path, const sh_snapshot_meta *m);
+/* After attach, on resume from path (whose meta is m): the strategy's "solver" section (an
+ * L-BFGS iterate and history, strategy.h ckpt_set) back on every rank; a checkpoint without
+ * one gives it NULL. Nothing for a strategy that keeps none. */
+shoal_result sh_snapshot_restore_solver(sh_trainer *t, const char *path, const sh_snapshot_meta *m);
 /* Darknet's .weights of the trainer's model (nn/darknet_weights.h), written by rank 0. For a
  * strategy whose ranks hold parts of the model the parts are summed into the whole model on
  * every rank (collective, like sh_snapshot_save_whole) and the lead writes it: the file is
@@ -55,9 +65,18 @@ shoal_result sh_snapshot_save_caffe(sh_trainer *t, const char *path);
  * hold parts of the model, into the whole model built from the cfg, of which this rank keeps
  * its part (every rank reads the file; no communication). */
 shoal_result sh_snapshot_load_start_weights(sh_trainer *t, const char *path);
-/* Only the weights and statistics, for `shoal test`, `time` and `train --weights` (any batch
- * size). A path ending in ".weights" is read as Darknet's format (nn/darknet_weights.h), one in
- * ".caffemodel" as Caffe's (nn/caffe/caffe.h). */
+/* What a weights file holds, told by its first bytes, never by its name. */
+typedef enum { SH_WEIGHTS_UNKNOWN, SH_WEIGHTS_SHOAL, SH_WEIGHTS_DARKNET, SH_WEIGHTS_CAFFE } sh_weights_format;
+/* The format of path: a shoal checkpoint (its magic), Darknet's .weights (a version header of
+ * three small int32), Caffe's .caffemodel (a protobuf field tag). Errors: SHOAL_ERR_IO (cannot
+ * open), SHOAL_ERR_FORMAT (empty, or none of these, naming the three). */
+shoal_result sh_snapshot_format(const char *path, sh_weights_format *out);
+/* "a shoal checkpoint", "Darknet's weights", "Caffe's weights" */
+const char *sh_snapshot_format_name(sh_weights_format f);
+/* Only the weights and statistics, for `shoal test`, `time`, `generate`, `train --weights` and
+ * shoal_net_load_weights (any batch size), read as the file's content says
+ * (sh_snapshot_format): a checkpoint, Darknet's format (nn/darknet_weights.h) or Caffe's
+ * (nn/caffe/caffe.h), whatever its name ends in. */
 shoal_result sh_snapshot_load_weights(sh_net *net, const char *path);
 
 #endif

@@ -1,5 +1,6 @@
 /* step.c — one training step, top to bottom: the page to read first.
- * Not here: what the strategy does with gradients (strategy.h; dp/, ps/, mp/), the layers
+ * Not here: what the strategy does with gradients (strategy.h; dp/, ps/, mp/), a batch
+ * method's step (solver/sandblaster.c), the layers
  * (src/nn), epochs, logging and checkpoints (trainer.c).
  * Proved by tests/train/test_trainer.c (loss falls, runs repeat bit for bit), tests/cli/test_timeline.c. */
 #include "base/err.h"
@@ -13,6 +14,8 @@ shoal_result sh_train_step(sh_trainer *t, int64_t step, float *loss)
 {
     sh_strategy *s = t->strategy;
     int n = 0;
+    if (s->ops->step) /* a batch method (L-BFGS): its own passes over the training set */
+        return s->ops->step(s, step, loss, &t->last_correct, &t->last_n);
     int timed = t->opts.profile || t->tb || sh_trace_on();
     uint64_t t0 = timed ? sh_now_ns() : 0, t1 = 0, t2 = 0, t3 = 0, t4 = 0;
     SH_TRY(s->ops->begin(s, step));                             /* e.g. pull fresh weights */

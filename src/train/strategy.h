@@ -1,6 +1,6 @@
-/* strategy.h — the contract between a training run and the six ways it shares work with
+/* strategy.h — the contract between a training run and the seven ways it shares work with
  * other ranks: local (strategy.c), allreduce (dp/), the parameter-server worker (ps/),
- * pipeline, tensor and hybrid (mp/). Every hook sits in one table, NULL where absent.
+ * pipeline, tensor and hybrid (mp/), and L-BFGS's ranks (solver/). Every hook sits in one table, NULL where absent.
  * Not here: the step (step.c), the run loop and its save/stop agreement (trainer.c, agree.c).
  * Proved by tests/train/test_trainer.c (local) and each strategy's own test. */
 #ifndef SH_STRATEGY_H
@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "data/data.h"
 #include "nn/net.h"
 #include "nn/optim.h"
 #include "shoal/comm.h"
@@ -94,6 +95,19 @@ typedef struct {
     void (*step_comm)(const sh_strategy *s, sh_step_comm *out);
     int (*comm_stats)(const sh_strategy *s, double *wire_nbytes, double *dense_nbytes, double *residual_norm);
     double (*grad_sq_part)(const sh_strategy *s);
+
+    /* A batch method (L-BFGS, solver/): the whole step instead of step.c's. It evaluates the
+     * loss and gradient over its own part of train_set as often as it needs and moves the
+     * parameters; *loss and *correct (argmax hits) are at the new parameters over *nimages
+     * images. Collective. NULL: step.c's forward, backward, finish and optimizer. */
+    shoal_result (*step)(sh_strategy *s, int64_t step, float *loss, int *correct, int *nimages);
+    /* State a checkpoint keeps in a "solver" section of its own (the L-BFGS iterate and
+     * history). nbytes and get on the rank that writes (0: nothing to keep); set on every
+     * rank after attach on resume, in NULL when the checkpoint has no such section (then the
+     * state starts afresh). NULL nbytes: none ever. */
+    size_t (*ckpt_nbytes)(const sh_strategy *s);
+    void (*ckpt_get)(sh_strategy *s, void *out);
+    shoal_result (*ckpt_set)(sh_strategy *s, const void *in, size_t nbytes);
 } sh_strategy_ops;
 
 struct sh_strategy {
@@ -107,6 +121,8 @@ struct sh_strategy {
                                    index among the workers */
     int batch;                  /* > 0: images per step this rank takes (a pipeline's net is
                                    built for a micro-batch); 0: the net's batch */
+    int full_batch;             /* 1: a step reads the whole training set (the step hook's
+                                   batch method): the global batch is the set's size */
     /* Where ranks each hold a part of the model (model parallelism); NULL: every rank holds
      * the whole. Checkpoints hold the whole model whatever the layout (snapshot.c): the parts
      * are summed into it (sum_floats) and the lead writes it; on resume every rank reads the
@@ -115,11 +131,12 @@ struct sh_strategy {
     /* Set by attach: 1 when the strategy updates the parameters itself (servers, an update
      * riding on the exchange, shares stepping in backward); the step then skips its own. */
     int applies_update;
-    /* Set by the trainer before attach: its optimizer and schedule (borrowed), and whether
-     * this job logs the gradient norm (grad_sq_part). */
+    /* Set by the trainer before attach: its optimizer and schedule (borrowed), whether this
+     * job logs the gradient norm (grad_sq_part), and the training set. */
     sh_optim *opt;
     const sh_lr_policy *lr;
     int grad_sq_wanted;
+    const sh_dataset *train_set; /* the training set (borrowed), for a step hook's own passes */
     /* Set by the run loop only (agree.c; direct sh_train_step callers keep it 0): finish
      * may leave exchanges in flight (can_defer). */
     int may_defer;

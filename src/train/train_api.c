@@ -28,16 +28,13 @@ static const char *set_or_null(const char *s) { return s && *s ? s : NULL; }
 
 /* Each path the run reads names a file (the data: a file or a directory), checked before
  * anything opens it, so that a FIFO or a directory is one line and never a wait in open(). */
-static shoal_result check_input_kinds(const char *cfg, const char *data, const char *resume, const char *weights)
+static shoal_result check_input_kinds(const shoal_train_opts *o)
 {
-    SH_TRY(sh_file_check_regular(cfg, "the model", "the model's .cfg file"));
-    SH_TRY(sh_file_check_regular(resume, "--resume", "the checkpoint file (.ckpt)"));
-    SH_TRY(sh_file_check_regular(weights, "--weights", "a .weights file or a checkpoint"));
-    const char *kind = sh_file_kind_words(data);
-    if (kind && strcmp(kind, "a directory"))
-        return SH_FAIL(SHOAL_ERR_INVALID, "--data %s is %s, not a dataset directory or a text file; give the "
-                       "directory holding the dataset's files", data, kind);
-    return SHOAL_OK;
+    SH_TRY(sh_file_check_regular(o->cfg_path, "the model", "the model's .cfg file"));
+    SH_TRY(sh_file_check_regular(set_or_null(o->resume_path), "--resume", "the checkpoint file (.ckpt)"));
+    SH_TRY(sh_file_check_regular(set_or_null(o->weights_path), "--weights", "a .weights file or a checkpoint"));
+    SH_TRY(sh_file_check_data(set_or_null(o->data_dir), "--data"));
+    return sh_file_check_data(set_or_null(o->test_data), "--test-data");
 }
 
 /* The layout the options name: "ps", or the model-parallel option that is set, or data
@@ -136,14 +133,53 @@ static shoal_result check_sfb(const char *cfg_path)
                    "to send; leave out --sfb (or use --compress)", cfg_path);
 }
 
+/* --solver lbfgs (and --history) with the rest: what a full-batch line search cannot share. */
+static shoal_result check_lbfgs(const shoal_train_opts *o, const sh_job_opts *j)
+{
+    if (!o->lbfgs) {
+        if (o->lbfgs_history) return SH_FAIL(SHOAL_ERR_INVALID, "--history goes with --solver lbfgs");
+        return SHOAL_OK;
+    }
+    if (o->lbfgs_history < 0) return SH_FAIL(SHOAL_ERR_INVALID, "--history %d: must be >= 1", o->lbfgs_history);
+    if (j->layout == SH_LAYOUT_PARAM_SERVER)
+        return SH_FAIL(SHOAL_ERR_INVALID, "--solver lbfgs with --ps: the line search needs every rank's loss and "
+                       "gradient at the same weights (%s servers apply stale pushes); leave out --ps: rank 0 "
+                       "coordinates the ranks", j->consistency == SH_PS_SYNC ? "the" : "asynchronous");
+    if (j->layout != SH_LAYOUT_DATA_PARALLEL)
+        return SH_FAIL(SHOAL_ERR_INVALID, "--solver lbfgs runs on data-parallel ranks (each its shard of the whole "
+                       "set); leave out --%s", j->layout == SH_LAYOUT_PIPELINE ? "pipeline"
+                       : j->layout == SH_LAYOUT_TENSOR ? "tensor-parallel" : "hybrid");
+    if (j->codec.codec != SHOAL_CODEC_NONE || o->sfb)
+        return SH_FAIL(SHOAL_ERR_INVALID, "--solver lbfgs with --%s: the line search compares losses and slopes "
+                       "that compressed gradients would blur; leave it out (L-BFGS sends one gradient per "
+                       "evaluation)", o->sfb ? "sfb" : "compress");
+    if (o->strong_scaling || o->lr_linear)
+        return SH_FAIL(SHOAL_ERR_INVALID, "--solver lbfgs: every step is the whole training set whatever the ranks, "
+                       "so --%s does not apply; leave it out", o->strong_scaling ? "scaling strong" : "lr-scaling linear");
+    return SHOAL_OK;
+}
+
+/* --parallel auto chooses the layout: no layout option may be set beside it. */
+static shoal_result check_auto(const shoal_train_opts *o)
+{
+    if (!o->parallel_auto) return SHOAL_OK;
+    const char *set = o->layout == SHOAL_TRAIN_PARAM_SERVER ? "--ps" : o->pipeline_stages ? "--pipeline"
+                    : o->micro_batches ? "--micro-batches" : o->tensor_ranks ? "--tensor-parallel"
+                    : set_or_null(o->hybrid) ? "--hybrid" : set_or_null(o->compress) ? "--compress"
+                    : o->sfb ? "--sfb" : o->lbfgs ? "--solver lbfgs" : o->strong_scaling ? "--scaling strong" : NULL;
+    if (set)
+        return SH_FAIL(SHOAL_ERR_INVALID, "--parallel auto chooses the layout itself; leave out %s (or leave out "
+                       "--parallel auto to choose yourself)", set);
+    return SHOAL_OK;
+}
+
 /* Everything opts_check says, and the job's options from them on success. */
 static shoal_result to_job(const shoal_train_opts *o, sh_job_opts *j)
 {
     sh_job_opts_default(j);
     if (!o) return SH_FAIL(SHOAL_ERR_INVALID, "shoal_train_run: o is NULL");
     if (!o->cfg_path) return SH_FAIL(SHOAL_ERR_INVALID, "shoal_train_run: no cfg_path (the model file)");
-    SH_TRY(check_input_kinds(o->cfg_path, set_or_null(o->data_dir), set_or_null(o->resume_path),
-                             set_or_null(o->weights_path)));
+    SH_TRY(check_input_kinds(o));
     SH_TRY(check_counts(o));
     SH_TRY(parse_values(o, j));
     if (o->strong_scaling && o->lr_linear)
@@ -151,8 +187,10 @@ static shoal_result to_job(const shoal_train_opts *o, sh_job_opts *j)
                        "global batch stays the cfg's, and so does the learning rate");
     if (o->sfb) SH_TRY(check_sfb(o->cfg_path));
     SH_TRY(sh_caffe_job_check(o->cfg_path, set_or_null(o->solver_path), set_or_null(o->save_caffe_path)));
+    SH_TRY(check_auto(o));
     SH_TRY(resolve_layout(o, &j->layout));
     j->sfb = o->sfb;
+    SH_TRY(check_lbfgs(o, j));
     SH_TRY(sh_job_check_compress(j));
     if (o->micro_batches && !o->pipeline_stages)
         return SH_FAIL(SHOAL_ERR_INVALID, "--micro-batches goes with --pipeline S");
@@ -161,9 +199,16 @@ static shoal_result to_job(const shoal_train_opts *o, sh_job_opts *j)
         return SH_FAIL(SHOAL_ERR_INVALID, "--timeline-steps needs --timeline FILE.json");
     if (o->histogram_every_steps && !o->logdir)
         return SH_FAIL(SHOAL_ERR_INVALID, "--log-histograms needs --logdir DIR");
+    if (set_or_null(o->run_name) && !set_or_null(o->logdir))
+        return SH_FAIL(SHOAL_ERR_INVALID, "--run-name names a run's folder under --logdir DIR; give --logdir too");
     sh_train_opts *t = &j->train;
     t->cfg_path = o->cfg_path;
     t->data_dir = o->data_dir;
+    t->test_data = set_or_null(o->test_data);
+    t->strict_data = o->strict_data;
+    t->data_threads = o->data_threads;
+    t->data_prefetch = o->data_prefetch;
+    t->target = set_or_null(o->target);
     t->epochs = o->epochs;
     t->max_steps = o->max_steps;
     t->batch = o->batch;
@@ -175,7 +220,8 @@ static shoal_result to_job(const shoal_train_opts *o, sh_job_opts *j)
     t->weights_path = o->weights_path;
     t->save_darknet_path = o->save_darknet_path;
     t->save_caffe_path = set_or_null(o->save_caffe_path);
-    t->logdir = o->logdir;
+    t->logdir = set_or_null(o->logdir);
+    j->run_name = set_or_null(o->run_name);
     t->histogram_every_steps = o->histogram_every_steps;
     t->quiet = o->quiet;
     t->profile = o->profile;
@@ -198,8 +244,19 @@ static shoal_result to_job(const shoal_train_opts *o, sh_job_opts *j)
     j->stages = o->pipeline_stages;
     j->micro_batches = o->micro_batches;
     j->tensor_ranks = o->tensor_ranks;
+    j->parallel_auto = o->parallel_auto;
+    j->lbfgs = o->lbfgs;
+    j->lbfgs_history = o->lbfgs_history;
     j->layout_out = o->quiet ? NULL : t->out;
     return SHOAL_OK;
+}
+
+/* train_api.h: the same mapping for shoal_pretrain_run, and the requests' reset after it. */
+shoal_result sh_train_api_job(const shoal_train_opts *o, sh_job_opts *j) { return to_job(o, j); }
+void sh_train_api_forget_requests(void)
+{
+    stop_flag = 0;
+    save_flag = 0;
 }
 
 shoal_result shoal_train_opts_check(const shoal_train_opts *o)
@@ -274,6 +331,9 @@ static void fill_report(const sh_job_opts *j, const sh_job_report *jr, int profi
     r->text = t->text;
     r->train_bpc = t->train_bpc;
     r->test_bpc = t->test_bpc;
+    r->streamed = t->streamed;
+    r->data_wait_s = t->data_wait_s;
+    r->bad_files = t->bad_files;
     fill_profiles(j, jr, profile, r);
     const sh_ps_stats *st = &jr->server_stats;
     r->has_server = jr->has_server_stats;
@@ -307,6 +367,8 @@ shoal_result shoal_train_run(const shoal_train_opts *o, shoal_train_report *r)
     memset(&jr, 0, sizeof jr);
     shoal_result rc = sh_job_run(&j, &jr);
     if (r) fill_report(&j, &jr, o->profile, r);
+    /* a final file written elsewhere than asked: the run's result stands, the call fails */
+    if (rc == SHOAL_OK && jr.train.save_error[0]) rc = SH_FAIL(SHOAL_ERR_IO, "%s", jr.train.save_error);
     stop_flag = 0;
     save_flag = 0;
     return rc;

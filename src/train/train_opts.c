@@ -137,6 +137,22 @@ static shoal_result set_hybrid(shoal_train_opts *o, const opt_row *row, const ch
     return set_str(o, &o->hybrid, v);
 }
 
+static shoal_result set_parallel(shoal_train_opts *o, const opt_row *row, const char *v)
+{
+    if (!strcmp(v, "auto")) o->parallel_auto = 1;
+    else if (!strcmp(v, "none")) o->parallel_auto = 0;
+    else return SH_FAIL(SHOAL_ERR_INVALID, "--parallel \"%s\": use auto (or none: the layout flags decide)", v);
+    return SHOAL_OK;
+}
+
+/* "lbfgs" chooses the batch solver; any other value is a Caffe solver.prototxt. */
+static shoal_result set_solver(shoal_train_opts *o, const opt_row *row, const char *v)
+{
+    if (strcmp(v, "lbfgs")) return set_str(o, &o->solver_path, v);
+    o->lbfgs = 1;
+    return SHOAL_OK;
+}
+
 static shoal_result set_timeline_steps(shoal_train_opts *o, const opt_row *row, const char *v)
 {
     int64_t lo, hi;
@@ -189,6 +205,15 @@ static void show_text(const char *v, char *b, size_t n)
     if (v) snprintf(b, n, "%s", v);
 }
 static void show_hybrid(const shoal_train_opts *o, char *b, size_t n) { show_text(o->hybrid, b, n); }
+static void show_parallel(const shoal_train_opts *o, char *b, size_t n) { show_text(o->parallel_auto ? "auto" : NULL, b, n); }
+static void show_solver(const shoal_train_opts *o, char *b, size_t n)
+{
+    show_text(o->lbfgs ? "lbfgs" : o->solver_path && *o->solver_path ? "a Caffe solver" : NULL, b, n);
+}
+static void show_target(const shoal_train_opts *o, char *b, size_t n)
+{
+    show_text(!o->target || !*o->target ? NULL : strcmp(o->target, "input") ? "a dataset" : "input", b, n);
+}
 static void show_timeline_steps(const shoal_train_opts *o, char *b, size_t n) { show_text(o->timeline_steps, b, n); }
 static void show_ps(const shoal_train_opts *o, char *b, size_t n)
 {
@@ -199,12 +224,34 @@ static void show_ps(const shoal_train_opts *o, char *b, size_t n)
 #define BIG (INT64_MAX / 2)
 
 static const opt_row rows[] = {
-    {{"data", "DIR|FILE.txt", "Data and model",
+    {{"data", "DIR|LIST|FILE.txt", "Data and model",
       "the dataset: a directory of IDX or CIFAR-10 files (default $SHOAL_DATA_DIR or "
-      "/usr/share/datasets/fashion-mnist), or any text file as characters, as darknet rnn train: each byte a "
-      "one-hot of 256 inputs, the next byte its label, one stream per batch row (the cfg's batch, times [net] "
-      "time_steps characters per step), the last tenth (at most 1 MiB) held out; losses in bits/char"},
+      "/usr/share/datasets/fashion-mnist); a folder of class folders of .jpg/.png pictures (DIR/cat/1.jpg; "
+      "classes sorted by name; DIR/val, or DIR/train beside DIR/val, holds the test pictures; the cfg's "
+      "[net] says how they are cut: min_crop, max_crop, aspect, angle, flip, hue, saturation, exposure, "
+      "test_resize, mean, std); a list of pictures when its first line is `PATH LABEL` with PATH ending "
+      ".jpg, .jpeg or .png (Caffe's list files); \"synthetic\": random pictures of the cfg's shape; any "
+      "other file: character-level text, as darknet rnn train: each byte a one-hot of 256 inputs, the next "
+      "byte its label, one stream per batch row, the last tenth (at most 1 MiB) held out; losses in "
+      "bits/char (docs/data.md)"},
      K_STR, AT(data_dir), 0, 0, NULL, A_OWN, NULL},
+    {{"test-data", "P", "Data and model", "the held-out pictures: a folder of class folders or a list file"},
+     K_STR, AT(test_data), 0, 0, NULL, A_OWN, NULL},
+    {{"strict-data", NULL, "Data and model",
+      "a picture file that cannot be read stops the run (default: it is skipped with one warning naming "
+      "it, and counted)"},
+     K_SWITCH, AT(strict_data), 0, 0, NULL, A_SAME, NULL},
+    {{"data-threads", "N", "Data and model",
+      "picture-decoding threads per rank (default: one per two kernel threads)"},
+     K_INT, AT(data_threads), 1, 256, NULL, A_OWN, NULL},
+    {{"data-prefetch", "N", "Data and model", "steps of pictures decoded ahead of training (default 2)"},
+     K_INT, AT(data_prefetch), 1, 64, NULL, A_OWN, NULL},
+    {{"target", "input|DIR", "Data and model",
+      "a net ending in [cost] type=sse, L1 or smooth (a regression, no softmax) learns to reproduce its input "
+      "(input: an autoencoder) or the images of a second dataset, item for item with --data's (DIR, as --data); "
+      "its lines and --json give losses and no accuracy. After shoal pretrain --save FILE, --weights FILE "
+      "fine-tunes the pretrained [rbm] layers (sigmoid layers here)"},
+     K_STR, AT(target), 0, 0, NULL, A_SAME, show_target},
     {{"batch", "N", "Data and model",
       "images per step (default: the cfg's batch); recurrent nets: streams, each time_steps rows"},
      K_INT, AT(batch), 1, 1 << 20, NULL, A_SAME, NULL},
@@ -215,7 +262,7 @@ static const opt_row rows[] = {
       "this host)"},
      K_INT, AT(threads), 1, 1024, NULL, A_OWN, NULL},
     {{"weights", "FILE", "Data and model",
-      "start from these weights: a shoal checkpoint, or Darknet's FILE.weights (a name ending in .weights) "
+      "start from these weights: a shoal checkpoint, Darknet's .weights or Caffe's .caffemodel (told by the file's content, not its name) "
       "for the same cfg; under --pipeline, --tensor-parallel, --hybrid each rank takes its part of the whole "
       "model in FILE"},
      K_STR, AT(weights_path), 0, 0, NULL, A_GIVEN, NULL},
@@ -238,14 +285,26 @@ static const opt_row rows[] = {
       "write Darknet's .weights at the end (darknet reads it): the whole model under every layout (the "
       "ranks' parts gathered); a model Darknet cannot hold is refused before training"},
      K_STR, AT(save_darknet_path), 0, 0, NULL, A_GIVEN, NULL},
-    {{"solver", "FILE", "Data and model",
-      "with a Caffe MODEL.prototxt: its solver.prototxt (base_lr, lr_policy, momentum, weight_decay, max_iter, "
-      "snapshot); CFG may also be the solver itself, naming its net; --weights then takes Caffe's "
-      "FILE.caffemodel (docs/caffe.md)"},
-     K_STR, AT(solver_path), 0, 0, NULL, A_GIVEN, NULL},
+    {{"solver", "lbfgs|FILE", "Data and model",
+      "lbfgs: train by full-batch L-BFGS instead of the cfg's optimizer: each step is one iteration over the "
+      "whole training set (--max-steps N: N iterations), a strong-Wolfe line search (PyTorch's LBFGS), the "
+      "cfg's learning_rate as the first trial step (set 1) and its decay as an L2 term; with -n N every rank "
+      "sums its shard and rank 0 keeps the history and chooses every step (Sandblaster), the same iterates as "
+      "one rank; exact and free of tuning, but every step reads the whole set. Any other value: with a Caffe "
+      "MODEL.prototxt, its solver.prototxt (base_lr, lr_policy, momentum, weight_decay, max_iter, snapshot); CFG "
+      "may also be the solver itself, naming its net; --weights then takes Caffe's FILE.caffemodel "
+      "(docs/caffe.md; a file named lbfgs: ./lbfgs)"},
+     K_CALL, 0, 0, 0, set_solver, A_SAME, show_solver},
+    {{"history", "M", "Data and model",
+      "with --solver lbfgs: the (s, y) pairs kept (default 10); rank 0 holds 2 M + 8 copies of the parameters "
+      "in double"},
+     K_INT, AT(lbfgs_history), 1, 100000, NULL, A_SAME, NULL},
     {{"save-caffe", "FILE", "Checkpoints", "write Caffe's FILE.caffemodel at the end (Caffe models only)"},
      K_STR, AT(save_caffe_path), 0, 0, NULL, A_GIVEN, NULL},
-    {{"quiet", NULL, "Output and logs", "no progress lines"}, K_SWITCH, AT(quiet), 0, 0, NULL, A_OWN, NULL},
+    {{"quiet", NULL, "Output and logs",
+      "no progress, epoch or start-up lines: only the result's one line (the test accuracy, or the stop and "
+      "where it saved) and errors; --json gives the result as a document"},
+     K_SWITCH, AT(quiet), 0, 0, NULL, A_OWN, NULL},
     {{"json", NULL, "Output and logs",
       "end with one JSON object on stdout (lines go to stderr): accuracy, loss, test_loss, images_per_s, "
       "epochs, steps, seconds, peak_rss_mb, stopped, threads (kernel threads per rank), history (every "
@@ -260,10 +319,14 @@ static const opt_row rows[] = {
       "--hybrid the bytes a rank sends per step"},
      K_SWITCH, AT(profile), 0, 0, NULL, A_SAME, NULL},
     {{"logdir", "DIR", "Output and logs",
-      "write TensorBoard event files to DIR (one run directory for all ranks): loss, accuracy, learning "
-      "rate, images/s, gradient norm, step parts, communication wait, share hidden behind backward, bytes "
-      "sent, bus bandwidth; with --ps the servers' clock spread"},
+      "write TensorBoard event files into a folder of this run's own in DIR, DIR/CFGNAME-YYYYmmdd-HHMMSS "
+      "(or --run-name), one for all ranks, so tensorboard --logdir DIR and shoal plot DIR show each run apart: "
+      "loss, accuracy, learning rate, images/s, gradient norm, step parts, communication wait, share hidden "
+      "behind backward, bytes sent, bus bandwidth; with --ps the servers' clock spread"},
      K_STR, AT(logdir), 0, 0, NULL, A_GIVEN, NULL},
+    {{"run-name", "NAME", "Output and logs",
+      "with --logdir: this run's folder, DIR/NAME; an existing one is continued (a resumed run's curves go on)"},
+     K_STR, AT(run_name), 0, 0, NULL, A_OWN, NULL},
     {{"log-histograms", "N", "Output and logs",
       "with --logdir: weight and gradient histograms of every layer every N steps"},
      K_I64, AT(histogram_every_steps), 1, BIG, NULL, A_SAME, NULL},
@@ -287,6 +350,13 @@ static const opt_row rows[] = {
       "gradients travel in buckets of X MB (default 1), last layers first, each allreduce starting while "
       "backward goes on"},
      K_CALL, 0, 0, 0, set_bucket_mb, A_SAME, show_bucket_mb},
+    {{"parallel", "auto", "Scaling",
+      "with ranks: choose the layout for you: every rank probes the links (allreduces within a host and "
+      "across hosts) and times the model's layers on its share of the cores, rank 0 predicts the images/s of "
+      "data parallelism (plain, fp16, 1bit, topk:0.01, --sfb), pipelines, tensor parallelism, both, and the "
+      "hybrid schemes, prints the table and trains with the fastest; `shoal plan` prints the same without "
+      "training (docs/plan.md). The prediction is a model: a close second may win in practice"},
+     K_CALL, 0, 0, 0, set_parallel, A_SAME, show_parallel},
     {{"pipeline", "S", "Model parallelism",
       "pipeline parallelism: the layers cut into S stages (balanced by estimated cost, or by stage=K keys "
       "in the cfg), one rank each; -n N with N a multiple of S runs N/S replicas of the pipeline"},

@@ -21,6 +21,7 @@
 #include "nn/darknet_weights.h"
 #include "train/agree.h"
 #include "train/eval.h"
+#include "train/run_files.h"
 #include "train/snapshot.h"
 #include "train/trainer_internal.h"
 
@@ -47,6 +48,32 @@ static void default_save_path(const char *cfg_path, char *out, size_t out_nbytes
     snprintf(out, out_nbytes, "%.*s.ckpt", (int)len, base);
 }
 
+void sh_train_data_opts(const sh_net *net, const char *path, const char *test_path, uint64_t seed, int strict,
+                        sh_data_opts *d)
+{
+    const sh_net_config *cfg = sh_net_get_config(net);
+    const sh_net_pictures *p = &cfg->pictures;
+    memset(d, 0, sizeof *d);
+    d->path = path;
+    d->test_path = test_path;
+    d->nclasses = sh_net_nclasses(net);
+    d->seed = seed;
+    d->strict = strict;
+    sh_image_opts *im = &d->image;
+    sh_image_opts_default(im, cfg->channels, cfg->height, cfg->width);
+    im->min_crop = p->min_crop;
+    im->max_crop = p->max_crop;
+    im->test_resize = p->test_resize;
+    im->flip = p->flip;
+    im->aspect = p->aspect;
+    im->angle = p->angle;
+    im->hue = p->hue;
+    im->saturation = p->saturation;
+    im->exposure = p->exposure;
+    memcpy(im->mean, p->mean, sizeof im->mean);
+    memcpy(im->std, p->std, sizeof im->std);
+}
+
 static int64_t plan_steps(const sh_train_opts *o, const sh_net_config *cfg, int64_t per_epoch)
 {
     int64_t planned;
@@ -68,31 +95,36 @@ static shoal_result open_data(sh_trainer *t)
 {
     const sh_train_opts *o = &t->opts;
     sh_strategy *s = t->strategy;
-    struct stat st;
-    t->text = o->data_dir && stat(o->data_dir, &st) == 0 && S_ISREG(st.st_mode);
-    if (t->text) { /* a file: character-level text, as `darknet rnn train` reads it */
-        SH_TRY(sh_text_load(o->data_dir, 1, &t->train_set));
-        SH_TRY(sh_text_load(o->data_dir, 0, &t->test_set));
-    } else {
-        SH_TRY(sh_dataset_open_dir(o->data_dir, 1, &t->train_set));
-        SH_TRY(sh_dataset_open_dir(o->data_dir, 0, &t->test_set));
-    }
-    SH_TRY(sh_eval_check_data(t->train_set, t->net, o->cfg_path));
-    SH_TRY(sh_eval_check_data(t->test_set, t->net, o->cfg_path));
+    sh_data_opts dopt; /* what --data names: a dataset, pictures, text, synthetic (data/open.c) */
+    sh_train_data_opts(t->net, o->data_dir, o->test_data, o->seed, o->strict_data, &dopt);
+    SH_TRY(sh_data_open(&dopt, &t->train_set, &t->test_set));
+    t->text = t->train_set->text;
+    if (s->full_batch && (t->text || t->train_set->source))
+        return SH_FAIL(SHOAL_ERR_INVALID, "%s: a full-batch step (--solver lbfgs) reads a training set held in "
+                       "memory (IDX or CIFAR-10 images), not %s; use SGD", t->train_set->name,
+                       t->text ? "text" : "pictures decoded as they are read");
+    if (s->full_batch) t->global_batch = t->train_set->count; /* a step is the whole set */
+    SH_TRY(sh_eval_check_data(t->train_set, t->net, o->cfg_path, t->labelled));
+    SH_TRY(sh_eval_check_data(t->test_set, t->net, o->cfg_path, t->labelled));
+    SH_TRY(sh_trainer_open_targets(t));
     if (!t->text && t->train_set->count < t->global_batch)
         return SH_FAIL(SHOAL_ERR_INVALID,
                        "dataset %s has %d training images, fewer than one batch of %d; use a "
                        "smaller --batch",
                        t->train_set->name, t->train_set->count, t->global_batch);
+    int dthreads = o->data_threads > 0 ? o->data_threads : (t->threads + 1) / 2; /* picture decoders */
     sh_loader_opts lo = {.global_batch = t->global_batch, .rank = s->rank, .world = s->world,
-                         .seed = o->seed, .shuffle = 1, .drop_last = 1, .time_steps = sh_net_time_steps(t->net)};
+                         .seed = o->seed, .shuffle = 1, .drop_last = 1, .time_steps = sh_net_time_steps(t->net),
+                         .threads = dthreads, .prefetch = o->data_prefetch,
+                         .targets = t->train_target, .target_out = t->target};
     SH_TRY(sh_loader_create(t->train_set, &lo, &t->loader));
     /* The test set in dataset order, keeping its tail: every rank alone, or where the
      * strategy sums, each rank its shard. */
     int split = sh_strategy_splits_eval(s);
     sh_loader_opts to = {.global_batch = t->batch * (split ? s->world : 1), .rank = split ? s->rank : 0,
                          .world = split ? s->world : 1, .seed = 0, .shuffle = 0, .drop_last = 0,
-                         .time_steps = sh_net_time_steps(t->net)};
+                         .time_steps = sh_net_time_steps(t->net), .threads = dthreads, .prefetch = o->data_prefetch,
+                         .targets = t->test_target, .target_out = t->target};
     SH_TRY(sh_loader_create(t->test_set, &to, &t->test_loader));
     SH_TRY(sh_alloc_aligned((size_t)t->batch * (size_t)sh_net_input_count(t->net) * sizeof(float), (void **)&t->x));
     SH_TRY(sh_alloc_aligned((size_t)t->batch * sizeof(int32_t), (void **)&t->y));
@@ -123,12 +155,15 @@ static shoal_result start_state(sh_trainer *t)
     s->opt = t->opt;
     s->lr = &t->lr;
     s->grad_sq_wanted = o->logdir != NULL || o->job_logs;
+    s->train_set = t->train_set;
     SH_TRY(s->ops->attach(s, t->net));
     if (o->resume_path) SH_TRY(sh_snapshot_restore_rank_file(t, o->resume_path, &t->resume_meta));
+    if (o->resume_path) SH_TRY(sh_snapshot_restore_solver(t, o->resume_path, &t->resume_meta));
     t->params = sh_net_params(t->net); /* the strategy may have moved them (shared weights) */
     t->grads = sh_net_grads(t->net);
     t->steps_planned = plan_steps(o, t->cfg, sh_loader_steps_per_epoch(t->loader));
-    return SHOAL_OK;
+    /* every file this rank writes can be written: said now, not after the last step */
+    return sh_run_files_check(t);
 }
 
 shoal_result sh_trainer_create_with_net(const sh_train_opts *o, sh_net *net, sh_trainer **out)
@@ -168,6 +203,7 @@ shoal_result sh_trainer_create_with_net(const sh_train_opts *o, sh_net *net, sh_
      * dropout state are all overwritten from the checkpoint, so the seed there is moot. */
     if (!t->net) SH_TRY_GOTO(sh_net_load(o->cfg_path, o->batch, t->opts.seed, &t->net), rc, fail);
     SH_TRY_GOTO(sh_net_check_trainable(t->net), rc, fail);
+    t->labelled = sh_net_has_labels(t->net);
     t->cfg = sh_net_get_config(t->net);
     t->lr = t->cfg->lr;
     if (o->lr_scale > 0) t->lr.base_lr = (float)(t->lr.base_lr * o->lr_scale);
@@ -208,6 +244,9 @@ void sh_trainer_destroy(sh_trainer *t)
     sh_loader_destroy(t->loader);
     sh_dataset_destroy(t->test_set);
     sh_dataset_destroy(t->train_set);
+    sh_dataset_destroy(t->test_target);
+    sh_dataset_destroy(t->train_target);
+    sh_free_aligned(t->target);
     sh_optim_destroy(t->opt);
     sh_net_destroy(t->net);
     if (t->owns_strategy) sh_strategy_destroy(t->strategy);
@@ -251,18 +290,50 @@ shoal_result sh_trainer_save(sh_trainer *t, const char *path)
 /* Lines go only from the lead (rank 0 unless the strategy says) and never under --quiet. */
 static int may_print(const sh_trainer *t) { return !t->opts.quiet && sh_strategy_leads(t->strategy); }
 
-static shoal_result save_to(sh_trainer *t, sh_progress *prog, const char *path,
-                            sh_train_report *r, const char *why)
+/* The writer's line for a file it wrote, even when another rank leads. */
+static void say_saved(const sh_trainer *t, sh_progress *prog, const char *path, const char *kind, const char *why)
+{
+    if (!may_print(t) || !sh_strategy_writes(t->strategy)) return;
+    if (prog) sh_progress_clear(prog);
+    fprintf(t->opts.out, "saved %s%s at step %" PRId64 "%s%s%s\n", path, kind, t->steps_done, why ? " (" : "",
+            why ? why : "", why ? ")" : "");
+    fflush(t->opts.out);
+}
+
+/* A checkpoint on the way (--save-every, SIGHUP): one that cannot be written is a warning, and
+ * training goes on; only errors that are not about the file end the run. */
+static shoal_result save_midway(sh_trainer *t, sh_progress *prog, const char *path, sh_train_report *r,
+                                const char *why)
 {
     uint64_t t0 = sh_trace_on() ? sh_now_ns() : 0;
-    SH_TRY(sh_trainer_save(t, path));
+    shoal_result rc = sh_trainer_save(t, path);
+    if (rc == SHOAL_ERR_IO || rc == SHOAL_ERR_INVALID) {
+        if (prog) sh_progress_clear(prog);
+        SH_LOG_W("train", "checkpoint at step %" PRId64 " (%s) not written: %s; training goes on, the next save "
+                 "tries again", t->steps_done, why, shoal_last_error_message());
+        return SHOAL_OK;
+    }
+    SH_TRY(rc);
     if (t0) sh_trace_span(SH_TRACK_CKPT, "checkpoint", t0, sh_now_ns(), "steps_done", t->steps_done, NULL, 0);
     snprintf(r->saved_path, sizeof r->saved_path, "%s", path);
-    if (may_print(t) && sh_strategy_writes(t->strategy)) { /* the writer's line, even when another leads */
-        if (prog) sh_progress_clear(prog);
-        fprintf(t->opts.out, "saved %s at step %" PRId64 " (%s)\n", path, t->steps_done, why);
-        fflush(t->opts.out);
-    }
+    say_saved(t, prog, path, "", why);
+    return SHOAL_OK;
+}
+
+/* A file at the end: where its path fails, a copy under a free name in the current directory
+ * or /tmp (run_files.c), recorded in the report for the run's last word. */
+static shoal_result save_final(sh_trainer *t, sh_run_file_kind kind, const char *path, sh_train_report *r,
+                               const char *why)
+{
+    static const char *const kinds[] = {"", " (Darknet weights)", " (Caffe weights)"};
+    char written[sizeof r->saved_path], fallback[sizeof r->save_error];
+    uint64_t t0 = sh_trace_on() && kind == SH_RUN_FILE_CKPT ? sh_now_ns() : 0;
+    SH_TRY(sh_run_files_save(t, kind, path, written, sizeof written, fallback, sizeof fallback));
+    if (t0) sh_trace_span(SH_TRACK_CKPT, "checkpoint", t0, sh_now_ns(), "steps_done", t->steps_done, NULL, 0);
+    if (fallback[0] && !r->save_error[0]) snprintf(r->save_error, sizeof r->save_error, "%s", fallback);
+    if (!written[0]) return SHOAL_OK;
+    if (kind == SH_RUN_FILE_CKPT) snprintf(r->saved_path, sizeof r->saved_path, "%s", written);
+    say_saved(t, NULL, written, kinds[kind], why);
     return SHOAL_OK;
 }
 
@@ -295,7 +366,7 @@ static shoal_result evaluate(sh_trainer *t, sh_train_report *r)
         loss_sum = v[2];
     }
     if (nimg == 0) return SH_FAIL(SHOAL_ERR_INVALID, "evaluation: the test set has no images");
-    r->test_accuracy = (double)ncorrect / (double)nimg;
+    r->test_accuracy = t->labelled ? (double)ncorrect / (double)nimg : -1; /* none without labels */
     r->test_loss = loss_sum / (double)nimg;
     if (r->nhistory < SH_HISTORY_MAX) {
         sh_epoch_point *h = &r->history[r->nhistory++];
@@ -307,7 +378,7 @@ static shoal_result evaluate(sh_trainer *t, sh_train_report *r)
         h->test_loss = r->test_loss;
     }
     if (!t->tb) return SHOAL_OK;
-    SH_TRY(sh_tb_scalar(t->tb, "test/accuracy", t->steps_done, (float)r->test_accuracy));
+    if (t->labelled) SH_TRY(sh_tb_scalar(t->tb, "test/accuracy", t->steps_done, (float)r->test_accuracy));
     SH_TRY(sh_tb_scalar(t->tb, "test/loss", t->steps_done, (float)r->test_loss));
     SH_TRY(sh_tb_flush(t->tb));
     return SHOAL_OK;
@@ -354,7 +425,7 @@ static shoal_result log_step(sh_trainer *t, int64_t step, float loss, double acc
     const sh_strategy *s = t->strategy;
     int64_t at = t->steps_done;
     SH_TRY(sh_tb_scalar(tb, "train/loss", at, loss));
-    SH_TRY(sh_tb_scalar(tb, "train/accuracy", at, (float)acc));
+    if (acc >= 0) SH_TRY(sh_tb_scalar(tb, "train/accuracy", at, (float)acc)); /* < 0: no labels */
     SH_TRY(sh_tb_scalar(tb, "train/learning_rate", at, sh_lr_at(&t->lr, step)));
     /* epochs done, so `shoal plot --x epoch` can place every point */
     SH_TRY(sh_tb_scalar(tb, "train/epoch", at, (float)((double)at / (double)sh_loader_steps_per_epoch(t->loader))));
@@ -401,6 +472,8 @@ static shoal_result open_progress(sh_trainer *t, int64_t per_epoch, sh_progress 
     sh_progress_opts_default(&po);
     po.epochs = (t->steps_planned + per_epoch - 1) / per_epoch;
     po.steps_per_epoch = per_epoch;
+    po.last_step = t->steps_planned; /* --max-steps may end the last epoch early */
+    po.time_limit_s = t->opts.time_limit_s;
     po.images_per_step = t->global_batch;
     po.log_every_steps = t->opts.log_every_steps;
     po.out = t->opts.out;
@@ -459,6 +532,9 @@ static shoal_result end_epoch(sh_trainer *t, run_state *rs)
         if (t->text)
             snprintf(extra, sizeof extra, "train %.4f bits/char, test %.4f bits/char, test accuracy %.2f%% (%.1f s)",
                      r->train_loss / M_LN2, r->test_loss / M_LN2, 100 * r->test_accuracy, secs);
+        else if (!t->labelled)
+            snprintf(extra, sizeof extra, "train loss %.4f, test loss %.4f (%.1f s)", r->train_loss, r->test_loss,
+                     secs);
         else
             snprintf(extra, sizeof extra, "train loss %.4f, test accuracy %.2f%%, test loss %.4f (%.1f s)",
                      r->train_loss, 100 * r->test_accuracy, r->test_loss, secs);
@@ -487,15 +563,15 @@ static shoal_result after_step(sh_trainer *t, run_state *rs, int64_t step, float
     rs->epoch_loss_n++;
     r->train_loss = rs->epoch_loss_sum / (double)rs->epoch_loss_n;
     /* The batch's training accuracy from the forward pass the step already did. */
-    int hits = t->strategy->ops->pass ? t->last_correct : sh_net_correct(t->net, t->y);
-    double acc = (double)hits / (double)t->last_n;
+    int hits = t->strategy->ops->pass || t->strategy->ops->step ? t->last_correct : sh_net_correct(t->net, t->y);
+    double acc = t->labelled ? (double)hits / (double)t->last_n : -1; /* -1: the line shows none */
     if (rs->prog && may_print(t))
         sh_progress_step(rs->prog, step / rs->per_epoch, step % rs->per_epoch, t->text ? loss / M_LN2 : loss, acc);
     if (t->tb) SH_TRY(log_step(t, step, loss, acc, (double)step_ns * 1e-9));
     if (t->tb) SH_TRY(log_compression(t));
     if (t->steps_done % rs->per_epoch == 0) SH_TRY(end_epoch(t, rs));
     if (save_every_at(t, t->steps_done) && t->steps_done != rs->last)
-        SH_TRY(save_to(t, rs->prog, t->opts.save_path, r, "--save-every"));
+        SH_TRY(save_midway(t, rs->prog, t->opts.save_path, r, "--save-every"));
     return SHOAL_OK;
 }
 
@@ -530,42 +606,31 @@ static shoal_result run_step(sh_trainer *t, run_state *rs, int64_t step, int *en
         double sq = v.grad_sq >= 0 ? v.grad_sq : sh_sum_squares(t->grads, t->nparams);
         SH_TRY(sh_tb_scalar(t->tb, "train/gradient_norm", t->steps_done, (float)sqrt(sq)));
     }
-    if (v.save)
-        SH_TRY(save_to(t, rs->prog, t->opts.save_path ? t->opts.save_path : t->default_save_path, rs->r, "SIGHUP"));
+    if (v.save) { /* a file nobody named never replaces one that exists (run_files.c) */
+        const char *path = t->opts.save_path;
+        if (!path) SH_TRY(sh_run_files_unnamed(t, &path));
+        SH_TRY(save_midway(t, rs->prog, path, rs->r, "SIGHUP"));
+    }
     rs->r->stopped = v.stop;
     *ends = v.stop || v.out_of_time; /* out of time: as if the planned steps were done */
     return SHOAL_OK;
 }
 
-/* After the last step: the final checkpoint (and evaluation), Darknet's weights. */
+/* After the last step: the final checkpoint (and evaluation), Darknet's and Caffe's weights. */
 static shoal_result end_run(sh_trainer *t, run_state *rs)
 {
     sh_train_report *r = rs->r;
     if (r->stopped) {
-        SH_TRY(save_to(t, NULL, t->opts.save_path ? t->opts.save_path : t->default_save_path, r, "stop requested"));
+        const char *path = t->opts.save_path;
+        if (!path) SH_TRY(sh_run_files_unnamed(t, &path));
+        SH_TRY(save_final(t, SH_RUN_FILE_CKPT, path, r, "stop requested"));
     } else {
         if (!rs->evaluated_at_end) SH_TRY(evaluate(t, r));
-        if (t->opts.save_path) SH_TRY(save_to(t, NULL, t->opts.save_path, r, "end of training"));
+        if (t->opts.save_path) SH_TRY(save_final(t, SH_RUN_FILE_CKPT, t->opts.save_path, r, "end of training"));
     }
-    if (t->opts.save_darknet_path) {
-        /* Darknet counts images seen: steps times the global batch. Parts of the model are
-         * gathered into the whole first (collective: every rank calls it). */
-        SH_TRY(sh_snapshot_save_darknet(t, t->opts.save_darknet_path,
-                                        (uint64_t)t->steps_done * (uint64_t)t->global_batch));
-        if (may_print(t) && sh_strategy_writes(t->strategy)) {
-            fprintf(t->opts.out, "saved %s (Darknet weights) at step %" PRId64 "\n", t->opts.save_darknet_path,
-                    t->steps_done);
-            fflush(t->opts.out);
-        }
-    }
-    if (t->opts.save_caffe_path) { /* the same for Caffe's .caffemodel */
-        SH_TRY(sh_snapshot_save_caffe(t, t->opts.save_caffe_path));
-        if (may_print(t) && sh_strategy_writes(t->strategy)) {
-            fprintf(t->opts.out, "saved %s (Caffe weights) at step %" PRId64 "\n", t->opts.save_caffe_path,
-                    t->steps_done);
-            fflush(t->opts.out);
-        }
-    }
+    /* The whole model, the parts gathered first where ranks hold parts (collective). */
+    if (t->opts.save_darknet_path) SH_TRY(save_final(t, SH_RUN_FILE_DARKNET, t->opts.save_darknet_path, r, NULL));
+    if (t->opts.save_caffe_path) SH_TRY(save_final(t, SH_RUN_FILE_CAFFE, t->opts.save_caffe_path, r, NULL));
     return SHOAL_OK;
 }
 
@@ -581,6 +646,9 @@ static void fill_report(const sh_trainer *t, const run_state *rs)
     r->peak_rss_nbytes = sh_peak_rss_nbytes();
     r->threads = t->threads;
     r->text = t->text;
+    r->streamed = t->train_set->source != NULL;
+    r->data_wait_s = sh_loader_wait_s(t->loader);
+    r->bad_files = sh_dataset_bad_files(t->train_set) + sh_dataset_bad_files(t->test_set);
     r->train_bpc = r->train_loss / M_LN2;
     r->test_bpc = r->test_loss / M_LN2;
     if (!t->opts.profile || r->steps_this_run <= 0) return;

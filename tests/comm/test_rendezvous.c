@@ -356,6 +356,7 @@ static void under_mpich_without_a_key_an_outsider_ends_the_job(void)
 
 static void under_mpich_a_process_outside_mpiexec_cannot_join(void)
 {
+    /* Refused at start: well before the 20 s store deadline (8 s leaves room for a loaded host). */
     const char *bin = sh_test_shoal_bin();
     char cmd[2048], out[4096];
     snprintf(cmd, sizeof cmd, "env -u SHOAL_JOB_KEY -u SHOAL_RANK -u SHOAL_WORLD_SIZE -u PMI_FD PMI_RANK=1 PMI_SIZE=2 "
@@ -364,7 +365,7 @@ static void under_mpich_a_process_outside_mpiexec_cannot_join(void)
     uint64_t t0 = sh_now_ns();
     int rc = sh_test_run(cmd, out, sizeof out);
     double s = (double)(sh_now_ns() - t0) * 1e-9;
-    CHECK(rc != 0 && has(out, "PMI_FD") && has(out, "SHOAL_JOB_KEY") && s < 3.0,
+    CHECK(rc != 0 && has(out, "PMI_FD") && has(out, "SHOAL_JOB_KEY") && s < 8.0,
           "an outsider with PMI_RANK/PMI_SIZE only: exit %d after %.1f s: %s", rc, s, out);
 }
 

@@ -30,6 +30,11 @@ typedef struct {
 
 static const opt_case cases[] = {
     {"data", "some/dir", T_STR, AT(data_dir), 0, NULL},
+    {"test-data", "val", T_STR, AT(test_data), 0, NULL},
+    {"strict-data", "1", T_SWITCH, AT(strict_data), 1, "2"},
+    {"data-threads", "3", T_INT, AT(data_threads), 3, "0"},
+    {"data-prefetch", "4", T_INT, AT(data_prefetch), 4, "0"},
+    {"target", "input", T_STR, AT(target), 0, NULL},
     {"batch", "32", T_INT, AT(batch), 32, "0"},
     {"seed", "7", T_U64, AT(seed), 7, "-1"},
     {"threads", "2", T_INT, AT(threads), 2, "2000"},
@@ -42,17 +47,20 @@ static const opt_case cases[] = {
     {"resume", "r.ckpt", T_STR, AT(resume_path), 0, NULL},
     {"save-darknet", "d.weights", T_STR, AT(save_darknet_path), 0, NULL},
     {"solver", "solver.prototxt", T_STR, AT(solver_path), 0, NULL},
+    {"history", "20", T_INT, AT(lbfgs_history), 20, "0"},
     {"save-caffe", "m.caffemodel", T_STR, AT(save_caffe_path), 0, NULL},
     {"quiet", "true", T_SWITCH, AT(quiet), 1, "maybe"},
     {"json", "1", T_SWITCH, AT(json), 1, "2"},
     {"profile", NULL, T_SWITCH, AT(profile), 1, "yes please"},
     {"logdir", "logs", T_STR, AT(logdir), 0, NULL},
+    {"run-name", "first", T_STR, AT(run_name), 0, NULL},
     {"log-histograms", "5", T_I64, AT(histogram_every_steps), 5, "0"},
     {"timeline", "t.json", T_STR, AT(timeline_path), 0, NULL},
     {"timeline-steps", "2:5", T_STR, AT(timeline_steps), 0, "5:3"},
     {"scaling", "strong", T_INT, AT(strong_scaling), 1, "big"},
     {"lr-scaling", "linear", T_INT, AT(lr_linear), 1, "fast"},
     {"bucket-mb", "2.5", T_DBL, AT(bucket_mb), 2.5, "0"},
+    {"parallel", "auto", T_INT, AT(parallel_auto), 1, "manual"},
     {"pipeline", "2", T_INT, AT(pipeline_stages), 2, "0"},
     {"micro-batches", "4", T_INT, AT(micro_batches), 4, "-4"},
     {"tensor-parallel", "2", T_INT, AT(tensor_ranks), 2, "two"},
@@ -212,6 +220,25 @@ static void strings_are_copies_until_fini(void)
     shoal_train_opts_fini(NULL);
 }
 
+/* --solver: "lbfgs" exactly chooses L-BFGS; any other value stays a Caffe solver file. */
+static void solver_lbfgs_chooses_lbfgs_and_other_values_name_a_caffe_solver(void)
+{
+    shoal_train_opts o;
+    shoal_train_opts_default(&o);
+    CHECK_OK(shoal_train_opts_set(&o, "solver", "lbfgs"));
+    CHECK(o.lbfgs == 1 && o.solver_path == NULL, "lbfgs: lbfgs %d solver_path %s", o.lbfgs,
+          o.solver_path ? o.solver_path : "NULL");
+    shoal_train_opts_fini(&o);
+    const char *files[] = {"./lbfgs", "lbfgs.prototxt", "LBFGS"};
+    for (size_t i = 0; i < 3; i++) {
+        shoal_train_opts_default(&o);
+        CHECK_OK(shoal_train_opts_set(&o, "solver", files[i]));
+        CHECK(o.lbfgs == 0 && o.solver_path && !strcmp(o.solver_path, files[i]), "%s: lbfgs %d solver_path %s",
+              files[i], o.lbfgs, o.solver_path ? o.solver_path : "NULL");
+        shoal_train_opts_fini(&o);
+    }
+}
+
 /* opts_check on o (cfg_path set to the tiny mlp) refuses with a message holding want. */
 static void refused(shoal_train_opts *o, const char *what, const char *want)
 {
@@ -247,9 +274,28 @@ static void check_refuses_options_that_do_not_fit(void)
     refuse_set((const char *const[]){"save-every", "2", NULL}, "--save-every needs --save");
     refuse_set((const char *const[]){"timeline-steps", "1:3", NULL}, "--timeline-steps needs --timeline");
     refuse_set((const char *const[]){"log-histograms", "3", NULL}, "--log-histograms needs --logdir");
+    refuse_set((const char *const[]){"run-name", "a", NULL}, "--run-name names a run's folder under --logdir");
     refuse_set((const char *const[]){"scaling", "strong", "lr-scaling", "linear", NULL}, "is for weak scaling");
     refuse_set((const char *const[]){"pipeline", "2", "sfb", NULL, NULL}, "--sfb needs plain data parallelism");
     refuse_set((const char *const[]){"ps", NULL, "compress", "lowrank:2", NULL}, "lowrank needs data parallelism");
+    refuse_set((const char *const[]){"parallel", "auto", "pipeline", "2", NULL}, "leave out --pipeline");
+    refuse_set((const char *const[]){"parallel", "auto", "ps", NULL, NULL}, "--parallel auto chooses the layout");
+    refuse_set((const char *const[]){"parallel", "auto", "compress", "fp16", NULL}, "leave out --compress");
+    refuse_set((const char *const[]){"parallel", "auto", "sfb", NULL, NULL}, "leave out --sfb");
+    refuse_set((const char *const[]){"parallel", "auto", "hybrid", "vertical", NULL}, "leave out --hybrid");
+    refuse_set((const char *const[]){"parallel", "auto", "solver", "lbfgs", NULL}, "leave out --solver lbfgs");
+    refuse_set((const char *const[]){"history", "5", NULL}, "--history goes with --solver lbfgs");
+    refuse_set((const char *const[]){"solver", "lbfgs", "ps", NULL, NULL}, "--solver lbfgs with --ps");
+    refuse_set((const char *const[]){"solver", "lbfgs", "ps", NULL, "consistency", "async", NULL},
+               "asynchronous servers apply stale pushes");
+    refuse_set((const char *const[]){"solver", "lbfgs", "pipeline", "2", NULL}, "leave out --pipeline");
+    refuse_set((const char *const[]){"solver", "lbfgs", "tensor-parallel", "2", NULL}, "leave out --tensor-parallel");
+    refuse_set((const char *const[]){"solver", "lbfgs", "hybrid", "broadcast", NULL}, "leave out --hybrid");
+    refuse_set((const char *const[]){"solver", "lbfgs", "compress", "fp16", NULL}, "--solver lbfgs with --compress");
+    refuse_set((const char *const[]){"solver", "lbfgs", "sfb", NULL, NULL}, "--solver lbfgs with --sfb");
+    refuse_set((const char *const[]){"solver", "lbfgs", "scaling", "strong", NULL}, "--scaling strong does not apply");
+    refuse_set((const char *const[]){"solver", "lbfgs", "lr-scaling", "linear", NULL},
+               "--lr-scaling linear does not apply");
     char noconn[600];
     snprintf(noconn, sizeof noconn, "%s/noconn.cfg", dir);
     o.cfg_path = noconn;
@@ -360,6 +406,7 @@ int main(void)
     RUN(switches_turn_on_and_off);
     RUN(names_take_dashes_or_underscores_and_unknown_ones_get_the_nearest);
     RUN(strings_are_copies_until_fini);
+    RUN(solver_lbfgs_chooses_lbfgs_and_other_values_name_a_caffe_solver);
     RUN(check_refuses_options_that_do_not_fit);
     RUN(every_option_says_whether_ranks_must_share_it);
     tiny_remove_dir(dir);

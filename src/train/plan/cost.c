@@ -1,0 +1,341 @@
+/* plan/cost.c — the planner's model of one step, layout by layout. Vocabulary: N = H x R
+ * ranks (H hosts of R), b a replica's images per step, a link costs alpha + bytes x beta
+ * (shared memory within a host, one network link per host across it), a layer's forward and
+ * backward a + b m seconds at m images (measured, plan/measure.c).
+ *   allreduce (coll/select.c): recursive doubling up to 16 KiB, log2 rounds of the whole
+ *     message; one host: each rank reduces its 1/N from the others' memory and copies the rest
+ *     back, 2 (N-1)/N bytes; one rank a host: the ring, 2 (N-1) steps of 1/N (two ranks at
+ *     64 KiB - 1 MiB: recursive doubling, one exchange); several: hierarchical, a reduce-scatter
+ *     and an allgather within the host around the ring across hosts of each host's share,
+ *     the host's link carrying 2 (H-1)/H bytes.
+ *   data parallel: buckets of 1 MiB, last layers first, each starting when backward has made
+ *     it and the one before is done; the step waits for the last, except across hosts,
+ *     where the tail overlaps the next forward; each rank steps 1/N of the weights. Codecs
+ *     send their wire bytes (allgathered payloads, or fp16's alltoall and allgather) and pay
+ *     their encoding and every rank's decoding; --sfb's connected layers allgather b (in + out)
+ *     values and rebuild dW from every rank's factors.
+ *   pipeline (S stages, M micro-batches of b/M, T tensor ranks a stage, D = N / (S T)
+ *     replicas; mp/pipeline_pass.c's 1F1B): (M + S - 1) slots of the slowest stage's forward,
+ *     backward and its transfers (the bubble is (S-1)/(M+S-1) of the pass), then the replicas'
+ *     allreduce of each stage's gradients and the stage's update. Tensor pairs compute 1/T
+ *     and allreduce the row layer's output forward and the column layer's input gradient
+ *     backward among the T ranks. S = 1 is plain tensor parallelism.
+ *   hybrid (mp/hybrid.c's head): layers before the first [connected] on b/N images a rank,
+ *     the connected part on all b with each [connected] 1/N of its outputs, its output and
+ *     input gradient allreduced; broadcast moves (N-1)/N of b x I activities each way at once,
+ *     vertical and horizontal in N chunks whose transfers hide behind the chunk before; then
+ *     the convolutional gradients' allreduce.
+ * Not here: measuring (plan/measure.c), which layouts exist (plan/choose.c), the cuts and
+ * pairs (mp/pipeline_plan.c, mp/tensor_plan.c: called as the strategies call them).
+ * Proved by tests/train/test_plan.c (hand-computed cases). */
+#include "train/plan/plan.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shoal/comm.h"
+#include "train/mp/hybrid.h"
+#include "train/mp/pipeline.h"
+#include "train/mp/tensor_plan.h"
+
+#define RD_MAX_NBYTES (16.0 * 1024)        /* select.c: recursive doubling up to here */
+#define PAIR_RD_MIN_NBYTES (64.0 * 1024)   /* select.c: two ranks across hosts, this range */
+#define PAIR_RD_MAX_NBYTES (1024.0 * 1024)
+#define BUCKET_NBYTES (1024.0 * 1024)      /* dp/allreduce.c: --bucket-mb's default */
+#define TOPK_FRACTION 0.01                 /* the topk the planner weighs */
+
+static double log2_ceil(int n)
+{
+    int k = 0;
+    while ((1 << k) < n) k++;
+    return k;
+}
+
+double sh_plan_allreduce_s(const sh_plan_cluster *c, double nbytes, int h, int r)
+{
+    int n = h * r;
+    if (n <= 1 || nbytes <= 0) return 0;
+    if (nbytes <= RD_MAX_NBYTES) /* rounds inside a host first, then across */
+        return log2_ceil(r) * (c->shm_alpha_s + nbytes * c->shm_s_per_byte) +
+               log2_ceil(h) * (c->net_alpha_s + nbytes * c->net_s_per_byte);
+    if (h == 1) return 2 * c->shm_alpha_s + 2.0 * (n - 1) / n * nbytes * c->shm_s_per_byte;
+    double across;
+    if (h == 2 && nbytes / r > PAIR_RD_MIN_NBYTES && nbytes / r <= PAIR_RD_MAX_NBYTES)
+        across = c->net_alpha_s + nbytes * c->net_s_per_byte; /* each host's share, one exchange */
+    else
+        across = 2.0 * (h - 1) * c->net_alpha_s + 2.0 * (h - 1) / h * nbytes * c->net_s_per_byte;
+    if (r == 1) return across;
+    double within = 2 * ((r - 1) * c->shm_alpha_s + (double)(r - 1) / r * nbytes * c->shm_s_per_byte);
+    return within + across;
+}
+
+double sh_plan_exchange_s(const sh_plan_cluster *c, double per_rank, int h, int r, int steps)
+{
+    int n = h * r;
+    if (n <= 1 || per_rank <= 0) return 0;
+    double to_others = (double)(n - r) / (n - 1), to_mates = (double)(r - 1) / (n - 1);
+    double net = r * per_rank * to_others * c->net_s_per_byte; /* the host's r ranks share its link */
+    double shm = per_rank * to_mates * c->shm_s_per_byte;
+    double alpha = h > 1 ? c->net_alpha_s : c->shm_alpha_s;
+    return (net > shm ? net : shm) + steps * alpha;
+}
+
+double sh_plan_p2p_s(const sh_plan_cluster *c, double nbytes, int same_host)
+{
+    return same_host ? c->shm_alpha_s + nbytes * c->shm_s_per_byte : c->net_alpha_s + nbytes * c->net_s_per_byte;
+}
+
+double sh_plan_cpu_share(const sh_plan_cluster *c, int threads)
+{
+    double want = (double)c->ranks_per_host * (threads > 0 ? threads : 1);
+    return c->cores > 0 && want > c->cores ? want / c->cores : 1.0;
+}
+
+double sh_plan_layer_s(const sh_plan_model *m, const sh_plan_cluster *c, int l, double images)
+{
+    const sh_plan_layer *y = &m->layer[l];
+    double s = y->fwd_a + y->fwd_b * images + y->bwd_a + y->bwd_b * images;
+    return (s > 0 ? s : 0) * sh_plan_cpu_share(c, m->threads);
+}
+
+static double layer_fwd_s(const sh_plan_model *m, const sh_plan_cluster *c, int l, double images)
+{
+    double s = m->layer[l].fwd_a + m->layer[l].fwd_b * images;
+    return (s > 0 ? s : 0) * sh_plan_cpu_share(c, m->threads);
+}
+
+/* Hosts and ranks a host of a group of n ranks g0 + k stride (k < n), R ranks a host. */
+static void group_spread(int g0, int stride, int n, int R, int *h, int *r)
+{
+    int hosts = 0, most = 0, last = -1, here = 0;
+    for (int k = 0; k < n; k++) {
+        int host = (g0 + k * stride) / R;
+        if (host != last) {
+            hosts++;
+            here = 0;
+            last = host;
+        }
+        if (++here > most) most = here;
+    }
+    *h = hosts;
+    *r = most;
+}
+
+/* ---- data parallelism ---- */
+
+/* Wire bytes a rank sends for count values under codec (the library's own count), and the
+ * encode + decode seconds. */
+static double codec_wire(int codec, size_t count, int n)
+{
+    shoal_codec_opts o;
+    shoal_codec_opts_default(&o);
+    o.codec = codec == SH_PLAN_FP16 ? SHOAL_CODEC_FP16 : codec == SH_PLAN_1BIT ? SHOAL_CODEC_1BIT : SHOAL_CODEC_TOPK;
+    o.topk_fraction = TOPK_FRACTION;
+    shoal_compressor *z = NULL;
+    if (shoal_compressor_create(&o, count, &z) != SHOAL_OK) return 4.0 * count;
+    double w = shoal_compressor_wire_nbytes(z, n);
+    shoal_compressor_destroy(z);
+    return w;
+}
+
+/* One exchange unit of data parallelism (a bucket when plain; a layer under a codec or
+ * --sfb): the seconds on the wire, and the seconds of cores it takes from backward (encoding
+ * and every rank's decoding, or rebuilding dW from every rank's factors: the exchange thread
+ * competes with the kernel threads for the cores). */
+static void dp_unit(const sh_plan_model *m, const sh_plan_cluster *c, const sh_plan_layout *L, int l, double nbytes,
+                    int H, int R, double *wire, double *cpu)
+{
+    int n = H * R;
+    const sh_plan_layer *y = l >= 0 ? &m->layer[l] : NULL;
+    double b = m->batch;
+    *cpu = 0;
+    if (y && L->sfb && y->connected && b * (double)(y->inputs + y->outputs) < (double)y->inputs * y->outputs) {
+        double payload = b * (double)(y->inputs + y->outputs) * 4; /* allgathered factors */
+        *cpu = (n - 1) * 0.5 * (y->bwd_a + y->bwd_b * b) * sh_plan_cpu_share(c, m->threads);
+        *wire = sh_plan_exchange_s(c, (n - 1) * payload, H, R, n - 1);
+        return;
+    }
+    if (L->codec < 0 || !y) {
+        *wire = sh_plan_allreduce_s(c, nbytes, H, R);
+        return;
+    }
+    size_t count = y->nparams;
+    double bytes = codec_wire(L->codec, count, n);
+    *cpu = (L->codec == SH_PLAN_FP16 ? 2.0 : n) * m->codec_s[L->codec] * (double)count;
+    *wire = sh_plan_exchange_s(c, bytes, H, R, L->codec == SH_PLAN_FP16 ? 2 * (n - 1) : n - 1);
+}
+
+static void predict_dp(const sh_plan_model *m, const sh_plan_cluster *c, sh_plan_layout *L)
+{
+    int H = c->hosts, R = c->ranks_per_host, n = H * R;
+    double F = 0, t = 0, comm_free = 0, bucket = 0;
+    for (int l = 0; l < m->nlayers; l++) F += layer_fwd_s(m, c, l, m->batch);
+    int per_layer = L->codec >= 0 || L->sfb;
+    for (int l = m->nlayers - 1; l >= 0; l--) { /* backward: last layer first */
+        t += sh_plan_layer_s(m, c, l, m->batch) - layer_fwd_s(m, c, l, m->batch);
+        double nbytes = 4.0 * (double)m->layer[l].nparams;
+        if (!nbytes && !(l == 0 && bucket > 0)) continue;
+        bucket += nbytes;
+        if (!per_layer && bucket < BUCKET_NBYTES && l > 0) continue;
+        double wire = 0, cpu = 0;
+        dp_unit(m, c, L, per_layer ? l : -1, bucket, H, R, &wire, &cpu);
+        t += cpu;
+        double start = t > comm_free ? t : comm_free;
+        comm_free = start + wire;
+        bucket = 0;
+    }
+    /* the plain exchange splits the update (each rank its block); codecs and factors give
+     * every rank the whole gradient, and every rank applies the whole update */
+    double Bk = t, opt = per_layer ? m->optim_s : m->optim_s / n;
+    double tail = H > 1 ? comm_free - Bk - F : comm_free - Bk; /* across hosts the next forward hides it */
+    L->compute_s = F + Bk + opt;
+    L->comm_s = tail > 0 ? tail : 0;
+    L->bubble_s = 0;
+    L->step_s = L->compute_s + L->comm_s;
+    L->images_per_step = (double)n * m->batch;
+}
+
+/* ---- pipeline (and tensor) parallelism ---- */
+
+/* Layer l's share on a tensor rank of T: split layers compute 1/T. */
+static double split_share(const sh_tp_plan *pl, int l, int T)
+{
+    return pl && pl->roles[l] ? 1.0 / T : 1.0;
+}
+
+/* A stage's seconds for one micro-batch of m images on a tensor rank: its layers, and the
+ * split pairs' two allreduces among the T ranks. */
+static double stage_s(const sh_plan_model *m, const sh_plan_cluster *c, const sh_tp_plan *pl, int lo, int hi,
+                      double images, int T, int th, int tr)
+{
+    double s = 0;
+    for (int l = lo; l < hi; l++) s += sh_plan_layer_s(m, c, l, images) * split_share(pl, l, T);
+    for (int k = 0; pl && k < pl->ncands; k++) {
+        const sh_tp_cand *cd = &pl->cands[k];
+        if (cd->why != SH_TP_CAND_SPLIT || cd->col < lo || cd->row >= hi) continue;
+        s += sh_plan_allreduce_s(c, 4.0 * images * (double)m->layer[cd->row].outputs, th, tr);
+        if (cd->col > 0) s += sh_plan_allreduce_s(c, 4.0 * images * (double)m->layer[cd->col].inputs, th, tr);
+    }
+    return s;
+}
+
+static void predict_pipe(const sh_plan_model *m, const sh_plan_cluster *c, sh_plan_layout *L)
+{
+    int H = c->hosts, R = c->ranks_per_host, n = H * R, S = L->S, M = L->M, T = L->T;
+    int D = n / (S * T);
+    int cuts[65];
+    if (S > 64 || sh_pipe_plan(m->net, S, cuts) != SHOAL_OK) {
+        snprintf(L->why, sizeof L->why, "the net does not cut into %d stages", S);
+        return;
+    }
+    sh_tp_plan pl;
+    int use_tp = T > 1;
+    if (use_tp) {
+        int npairs = 0, total = 0;
+        if (sh_tp_plan_init(&pl, m->net, T) != SHOAL_OK) {
+            sh_tp_plan_fini(&pl);
+            snprintf(L->why, sizeof L->why, "out of memory");
+            return;
+        }
+        for (int s = 0; s < S; s++) {
+            if (sh_tp_plan_choose(&pl, m->net, cuts[s], cuts[s + 1], &npairs) != SHOAL_OK) npairs = 0;
+            total += npairs;
+        }
+        if (!total) {
+            sh_tp_plan_fini(&pl);
+            snprintf(L->why, sizeof L->why, "no layer pair is worth splitting %d ways", T);
+            return;
+        }
+    }
+    int th, tr, dh, dr;
+    group_spread(0, 1, T, R, &th, &tr);
+    double micro = (double)m->batch / M, slot = 0, sync = 0, work = 0;
+    for (int s = 0; s < S; s++) {
+        double cs = stage_s(m, c, use_tp ? &pl : NULL, cuts[s], cuts[s + 1], micro, T, th, tr);
+        work += cs;
+        if (s + 1 < S) { /* activations forward, their gradient back, to the next stage */
+            int g = s * T, next = (s + 1) * T;
+            double bytes = 4.0 * micro * (double)m->layer[cuts[s + 1] - 1].outputs;
+            cs += 2 * sh_plan_p2p_s(c, bytes, g / R == next / R);
+        }
+        if (cs > slot) slot = cs;
+        double params = 0;
+        for (int l = cuts[s]; l < cuts[s + 1]; l++) params += (double)m->layer[l].nparams * split_share(use_tp ? &pl : NULL, l, T);
+        group_spread(s * T, S * T, D, R, &dh, &dr);
+        double ar = sh_plan_allreduce_s(c, 4.0 * params, dh, dr) + m->optim_s * params / (double)m->nparams;
+        if (ar > sync) sync = ar;
+    }
+    if (use_tp) sh_tp_plan_fini(&pl);
+    double pass = (M + S - 1) * slot;
+    L->bubble_s = pass - M * slot;
+    L->compute_s = M * work / S; /* a stage's average work: the rest of the pass waits */
+    L->step_s = pass + sync;
+    L->comm_s = L->step_s - L->compute_s - L->bubble_s;
+    if (L->comm_s < 0) L->comm_s = 0;
+    L->images_per_step = (double)D * m->batch;
+    L->ok = 1;
+}
+
+/* ---- hybrid ---- */
+
+static void predict_hybrid(const sh_plan_model *m, const sh_plan_cluster *c, sh_plan_layout *L)
+{
+    int H = c->hosts, R = c->ranks_per_host, n = H * R, cut = 0;
+    double B = m->batch;
+    unsigned char *roles = calloc((size_t)m->nlayers, 1);
+    if (!roles || sh_net_hybrid_plan(m->net, n, &cut, roles) != SHOAL_OK) {
+        free(roles);
+        snprintf(L->why, sizeof L->why, "no [connected] part to split after a data-parallel one");
+        return;
+    }
+    double conv = 0, fc = 0, sums = 0, conv_params = 0;
+    for (int l = 0; l < cut; l++) {
+        conv += sh_plan_layer_s(m, c, l, B / n);
+        conv_params += (double)m->layer[l].nparams;
+    }
+    int chunks = L->scheme == SH_HYBRID_BROADCAST ? 1 : n;
+    for (int l = cut; l < m->nlayers; l++) {
+        fc += sh_plan_layer_s(m, c, l, B) * (roles[l] ? 1.0 / n : 1.0);
+        if (!roles[l]) continue;
+        double out = 4.0 * B / chunks * (double)m->layer[l].outputs, in = 4.0 * B / chunks * (double)m->layer[l].inputs;
+        sums += chunks * (sh_plan_allreduce_s(c, out, H, R) + sh_plan_allreduce_s(c, in, H, R));
+    }
+    free(roles);
+    double I = (double)m->layer[cut - 1].outputs;
+    double acts = 2 * sh_plan_exchange_s(c, 4.0 * (n - 1) / n * B * I, H, R, n - 1); /* there and back */
+    double moved = L->scheme == SH_HYBRID_BROADCAST ? acts : (acts > fc ? acts - fc : 0) + acts / n; /* hidden */
+    double conv_sum = sh_plan_allreduce_s(c, 4.0 * conv_params, H, R);
+    L->compute_s = conv + fc + m->optim_s / n;
+    L->comm_s = moved + sums + conv_sum;
+    L->bubble_s = 0;
+    L->step_s = L->compute_s + L->comm_s;
+    L->images_per_step = B;
+    L->ok = 1;
+}
+
+void sh_plan_predict(const sh_plan_model *m, const sh_plan_cluster *c, sh_plan_layout *L)
+{
+    L->ok = 0;
+    L->why[0] = 0;
+    L->step_s = L->compute_s = L->comm_s = L->bubble_s = L->images_per_step = L->images_per_s = 0;
+    int n = c->hosts * c->ranks_per_host;
+    int units = m->batch / (m->time_steps > 0 ? m->time_steps : 1); /* what a batch is split in: images, streams */
+    switch (L->kind) {
+    case SH_PLAN_DP: predict_dp(m, c, L), L->ok = 1; break;
+    case SH_PLAN_PIPE:
+        if (n % (L->S * L->T)) snprintf(L->why, sizeof L->why, "%d ranks are no multiple of %d", n, L->S * L->T);
+        else if (units % L->M) snprintf(L->why, sizeof L->why, "%d micro-batches do not divide %d", L->M, units);
+        else predict_pipe(m, c, L);
+        break;
+    case SH_PLAN_HYBRID:
+        if (units % (L->scheme == SH_HYBRID_HORIZONTAL ? n * n : n))
+            snprintf(L->why, sizeof L->why, "the batch %d does not split %s", units,
+                     L->scheme == SH_HYBRID_HORIZONTAL ? "into N x N" : "across the ranks");
+        else predict_hybrid(m, c, L);
+        break;
+    }
+    if (L->ok && L->step_s > 0) L->images_per_s = L->images_per_step / L->step_s;
+    else L->ok = 0;
+}

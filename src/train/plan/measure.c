@@ -1,0 +1,333 @@
+/* plan/measure.c — what the planner's model is calibrated with, measured on this machine:
+ * every layer's forward and backward seconds at a replica's batch b and at b/8 (the engine's
+ * own per-layer timers, median of REPS passes after a warm-up, on the kernel threads a rank
+ * gets), fit as a + m x per-image; the optimizer's step; each codec's encoding and decoding;
+ * shared memory's bandwidth by memcpy (`shoal plan`) or, in a job, allreduces of two sizes
+ * within a host and across hosts fit to the model's own allreduce formulas.
+ * Not here: the model (plan/cost.c), the choice (plan/choose.c).
+ * Proved by tests/train/test_plan.c and tests/cli/test_plan_cli.c. */
+#include "train/plan/plan.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/cpus.h"
+#include "base/env.h"
+#include "base/err.h"
+#include "base/util.h"
+#include "nn/optim.h"
+
+#define REPS 3                 /* timed passes per batch size (the median counts) */
+#define SMALL_DIVISOR 8        /* the second batch size: b / 8 */
+#define SHM_ALPHA_S 5e-6       /* a shared-memory message's start (slots.c, eager.c: a few us) */
+/* Shared-memory allreduce moves bytes at about a third of one thread's memcpy: 3.9 GB/s busbw
+ * against 11 GB/s on the 2-core machine of bench/README.md ("Collective communication"). */
+#define SHM_OF_MEMCPY 0.35
+#define NET_ALPHA_S 50e-6      /* a TCP message's start across hosts when not probed */
+/* TCP's share of a link's rate: shoal's ring and hierarchical allreduce ran 0.115-0.119 GB/s
+ * across 1 gbit (0.125) on the emulated cluster (bench/README.md, "Across hosts"). */
+#define TCP_OF_LINK 0.93
+#define PROBE_SMALL 1024       /* floats: recursive doubling's range */
+#define PROBE_LARGE (1 << 20)  /* floats: the bandwidth's */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Per-layer forward and backward milliseconds at m images, median of REPS passes. */
+static shoal_result time_layers(sh_net *net, const float *x, const int32_t *y, int m, double *fwd, double *bwd)
+{
+    int L = sh_net_nlayers(net);
+    double *f = NULL, *b = NULL;
+    SH_TRY(sh_calloc((size_t)L * REPS, sizeof *f, (void **)&f));
+    shoal_result rc = sh_calloc((size_t)L * REPS, sizeof *b, (void **)&b);
+    for (int it = -1; rc == SHOAL_OK && it < REPS; it++) { /* -1: the warm-up */
+        rc = sh_net_forward(net, x, m, 1);
+        if (rc != SHOAL_OK) break;
+        if (sh_net_has_softmax(net)) (void)sh_net_loss(net, y);
+        else sh_net_loss_sum(net);
+        rc = sh_net_backward(net, NULL, NULL);
+        for (int l = 0; it >= 0 && l < L; l++) sh_net_layer_times(net, l, &f[l * REPS + it], &b[l * REPS + it]);
+    }
+    for (int l = 0; rc == SHOAL_OK && l < L; l++) {
+        qsort(f + l * REPS, REPS, sizeof *f, cmp_double);
+        qsort(b + l * REPS, REPS, sizeof *b, cmp_double);
+        fwd[l] = f[l * REPS + REPS / 2] * 1e-3;
+        bwd[l] = b[l * REPS + REPS / 2] * 1e-3;
+    }
+    free(f);
+    free(b);
+    return rc;
+}
+
+/* Seconds of one call of fn, median of REPS after a warm-up. */
+#define MEDIAN_S(out, stmt)                                                    \
+    do {                                                                       \
+        double t_[REPS];                                                       \
+        stmt;                                                                  \
+        for (int k_ = 0; k_ < REPS; k_++) {                                    \
+            uint64_t t0_ = sh_now_ns();                                        \
+            stmt;                                                              \
+            t_[k_] = (double)(sh_now_ns() - t0_) * 1e-9;                       \
+        }                                                                      \
+        qsort(t_, REPS, sizeof t_[0], cmp_double);                             \
+        (out) = t_[REPS / 2];                                                  \
+    } while (0)
+
+/* The optimizer's step over the net's parameters, and each codec's cost per value. */
+static shoal_result time_update(sh_plan_model *m)
+{
+    int nranges = 0;
+    const sh_param_range *ranges = sh_net_param_ranges(m->net, &nranges);
+    sh_optim *opt = NULL;
+    SH_TRY(sh_optim_create(&sh_net_get_config(m->net)->optim, m->nparams, ranges, nranges, &opt));
+    float *p = sh_net_params(m->net), *g = sh_net_grads(m->net);
+    MEDIAN_S(m->optim_s, sh_optim_step(opt, p, g, 0));
+    sh_optim_destroy(opt);
+    size_t count = m->nparams < (1u << 20) ? m->nparams : (1u << 20);
+    if (count < 1024) count = 1024;
+    float *src = NULL, *dst = NULL;
+    void *payload = NULL;
+    shoal_result rc = sh_calloc(count, sizeof *src, (void **)&src);
+    if (rc == SHOAL_OK) rc = sh_calloc(count, sizeof *dst, (void **)&dst);
+    sh_rng r;
+    sh_rng_seed(&r, 3);
+    for (size_t i = 0; src && i < count; i++) src[i] = sh_rng_float(&r) - 0.5f;
+    const shoal_codec kinds[SH_PLAN_NCODECS] = {SHOAL_CODEC_FP16, SHOAL_CODEC_1BIT, SHOAL_CODEC_TOPK};
+    for (int k = 0; rc == SHOAL_OK && k < SH_PLAN_NCODECS; k++) {
+        shoal_codec_opts o;
+        shoal_codec_opts_default(&o);
+        o.codec = kinds[k];
+        o.topk_fraction = 0.01;
+        shoal_compressor *z = NULL;
+        rc = shoal_compressor_create(&o, count, &z);
+        size_t nb = z ? shoal_compressor_payload_nbytes(z) : 0;
+        if (rc == SHOAL_OK) rc = sh_calloc(nb + 1, 1, &payload);
+        double enc = 0, dec = 0;
+        if (rc == SHOAL_OK) MEDIAN_S(enc, (void)shoal_compressor_encode(z, src, payload));
+        if (rc == SHOAL_OK) MEDIAN_S(dec, (void)shoal_compressor_decode(z, payload, nb, dst));
+        m->codec_s[k] = (enc + dec) / 2 / (double)count;
+        free(payload);
+        payload = NULL;
+        shoal_compressor_destroy(z);
+    }
+    free(src);
+    free(dst);
+    return rc;
+}
+
+shoal_result sh_plan_model_measure(const char *cfg_path, int batch, int threads, int ranks_per_host,
+                                   sh_plan_model *out)
+{
+    memset(out, 0, sizeof *out);
+    out->cfg_path = cfg_path;
+    if (!batch) SH_TRY(sh_net_cfg_batch(cfg_path, &batch));
+    out->batch = batch;
+    out->threads = threads > 0 ? threads : sh_cpus_threads_per_rank(0, ranks_per_host, NULL);
+    SH_TRY(sh_net_load(cfg_path, batch, 1, &out->net));
+    sh_net_set_threads(out->net, out->threads);
+    out->time_steps = sh_net_time_steps(out->net);
+    batch = out->batch = sh_net_batch(out->net); /* rows: a recurrent net's streams x time steps */
+    int L = out->nlayers = sh_net_nlayers(out->net);
+    out->nparams = sh_net_nparams(out->net);
+    size_t nx = (size_t)batch * (size_t)sh_net_input_count(out->net);
+    float *x = NULL;
+    int32_t *y = NULL;
+    double *t = NULL;
+    shoal_result rc = sh_calloc((size_t)L, sizeof *out->layer, (void **)&out->layer);
+    if (rc == SHOAL_OK) rc = sh_alloc_aligned(nx * sizeof *x, (void **)&x);
+    if (rc == SHOAL_OK) rc = sh_calloc((size_t)batch, sizeof *y, (void **)&y);
+    if (rc == SHOAL_OK) rc = sh_calloc(4 * (size_t)L, sizeof *t, (void **)&t);
+    sh_rng r;
+    sh_rng_seed(&r, 1);
+    for (size_t i = 0; x && i < nx; i++) x[i] = sh_rng_float(&r);
+    int K = sh_net_nclasses(out->net);
+    for (int i = 0; y && i < batch; i++) y[i] = K > 0 ? (int32_t)(sh_rng_u64(&r) % (uint64_t)K) : 0;
+    int T = out->time_steps, streams = batch / T;
+    int small = T * (streams / SMALL_DIVISOR > 0 ? streams / SMALL_DIVISOR : 1); /* whole sequences */
+    if (rc == SHOAL_OK) rc = time_layers(out->net, x, y, batch, t, t + L);
+    if (rc == SHOAL_OK && small < batch) rc = time_layers(out->net, x, y, small, t + 2 * L, t + 3 * L);
+    size_t in = (size_t)sh_net_input_count(out->net);
+    for (int l = 0; rc == SHOAL_OK && l < L; l++) {
+        sh_plan_layer *p = &out->layer[l];
+        double f1 = t[l], b1 = t[L + l], fs = small < batch ? t[2 * L + l] : 0, bs = small < batch ? t[3 * L + l] : 0;
+        double span = batch - small;
+        p->fwd_b = small < batch ? (f1 - fs) / span : f1 / batch;
+        p->bwd_b = small < batch ? (b1 - bs) / span : b1 / batch;
+        if (p->fwd_b < 0) p->fwd_b = 0; /* noise: keep the time at b, as a fixed cost */
+        if (p->bwd_b < 0) p->bwd_b = 0;
+        p->fwd_a = f1 - p->fwd_b * batch;
+        p->bwd_a = b1 - p->bwd_b * batch;
+        size_t off = 0;
+        int c, h, w;
+        sh_net_layer_params(out->net, l, &off, &p->nparams);
+        sh_net_layer_shape(out->net, l, &c, &h, &w);
+        p->outputs = (size_t)c * h * w;
+        p->inputs = l ? out->layer[l - 1].outputs : in;
+        p->connected = !strncmp(sh_net_layer_name(out->net, l), "connected", 9);
+    }
+    if (rc == SHOAL_OK) rc = time_update(out);
+    sh_free_aligned(x);
+    free(y);
+    free(t);
+    if (rc != SHOAL_OK) sh_plan_model_fini(out);
+    return rc;
+}
+
+void sh_plan_model_fini(sh_plan_model *m)
+{
+    sh_net_destroy(m->net);
+    free(m->layer);
+    memset(m, 0, sizeof *m);
+}
+
+/* ---- links ---- */
+
+/* "1gbit", "2.5gbit", "800mbit", "300MB/s", "1.2GB/s": bytes per second; 0 when unreadable. */
+static double parse_rate(const char *s)
+{
+    char *end = NULL;
+    double v = strtod(s, &end);
+    if (!end || end == s || !(v > 0)) return 0;
+    char unit[16];
+    size_t n = 0;
+    for (; *end && n + 1 < sizeof unit; end++) unit[n++] = (char)tolower((unsigned char)*end);
+    unit[n] = 0;
+    if (*end) return 0;
+    if (!strcmp(unit, "gbit")) return v * 1e9 / 8;
+    if (!strcmp(unit, "mbit")) return v * 1e6 / 8;
+    if (!strcmp(unit, "gb/s")) return v * 1e9;
+    if (!strcmp(unit, "mb/s")) return v * 1e6;
+    return 0;
+}
+
+/* One thread's memcpy of 64 MiB, bytes per second. */
+static double memcpy_rate(void)
+{
+    size_t n = 64u << 20;
+    char *a = malloc(n), *b = malloc(n);
+    if (!a || !b) {
+        free(a);
+        free(b);
+        return 5e9;
+    }
+    memset(a, 1, n);
+    memset(b, 2, n);
+    double s = 0;
+    MEDIAN_S(s, memcpy(b, a, n));
+    free(a);
+    free(b);
+    return s > 0 ? (double)n / s : 5e9;
+}
+
+/* SHOAL_PLAN_* in MB/s or us over what was measured (0 or unset: the measurement). */
+static void overrides(sh_plan_cluster *c)
+{
+    long v = 0;
+    if (sh_env_long("SHOAL_PLAN_SHM_MBS", &v) == SHOAL_OK && v > 0) {
+        c->shm_s_per_byte = 1.0 / ((double)v * 1e6);
+        snprintf(c->shm, sizeof c->shm, "SHOAL_PLAN_SHM_MBS=%ld", v);
+    }
+    if (sh_env_long("SHOAL_PLAN_NET_MBS", &v) == SHOAL_OK && v > 0) {
+        c->net_s_per_byte = 1.0 / ((double)v * 1e6);
+        snprintf(c->link, sizeof c->link, "SHOAL_PLAN_NET_MBS=%ld", v);
+    }
+    if (sh_env_long("SHOAL_PLAN_NET_US", &v) == SHOAL_OK && v > 0) c->net_alpha_s = (double)v * 1e-6;
+    if (sh_env_long("SHOAL_PLAN_CORES", &v) == SHOAL_OK && v > 0) c->cores = (int)v;
+}
+
+shoal_result sh_plan_cluster_for_link(int hosts, int ranks_per_host, const char *link, double latency_us,
+                                      sh_plan_cluster *out)
+{
+    memset(out, 0, sizeof *out);
+    out->hosts = hosts;
+    out->ranks_per_host = ranks_per_host;
+    out->cores = sh_cpus_available();
+    double rate = parse_rate(link);
+    if (!(rate > 0))
+        return SH_FAIL(SHOAL_ERR_INVALID, "--link \"%s\": give 1gbit, 10gbit or a rate such as 2.5gbit, 800mbit, "
+                       "300MB/s", link);
+    out->net_s_per_byte = 1.0 / (TCP_OF_LINK * rate);
+    out->net_alpha_s = latency_us >= 0 ? latency_us * 1e-6 : NET_ALPHA_S;
+    snprintf(out->link, sizeof out->link, "%s", link);
+    out->shm_alpha_s = SHM_ALPHA_S;
+    out->shm_s_per_byte = 1.0 / (SHM_OF_MEMCPY * memcpy_rate());
+    snprintf(out->shm, sizeof out->shm, "0.35 x this machine's memcpy");
+    overrides(out);
+    return SHOAL_OK;
+}
+
+/* Median seconds of an allreduce of count floats on c. */
+static shoal_result probe_allreduce(shoal_comm *c, float *buf, size_t count, double *s)
+{
+    double t[REPS];
+    SH_TRY(shoal_allreduce(c, buf, buf, count, SHOAL_FLOAT32, SHOAL_SUM));
+    for (int k = 0; k < REPS; k++) {
+        SH_TRY(shoal_barrier(c));
+        uint64_t t0 = sh_now_ns();
+        SH_TRY(shoal_allreduce(c, buf, buf, count, SHOAL_FLOAT32, SHOAL_SUM));
+        t[k] = (double)(sh_now_ns() - t0) * 1e-9;
+    }
+    qsort(t, REPS, sizeof t[0], cmp_double);
+    *s = t[REPS / 2];
+    return SHOAL_OK;
+}
+
+/* alpha and beta of a group of n ranks (one host: shared memory; leaders: across hosts) from
+ * a small and a large allreduce, inverting the model's formulas for them. */
+static shoal_result probe_group(shoal_comm *g, int across, float *buf, double *alpha, double *beta)
+{
+    int n = shoal_comm_world(g);
+    double ts, tl, L = 4.0 * PROBE_LARGE, S = 4.0 * PROBE_SMALL;
+    SH_TRY(probe_allreduce(g, buf, PROBE_SMALL, &ts));
+    SH_TRY(probe_allreduce(g, buf, PROBE_LARGE, &tl));
+    double share = across ? 2.0 * (n - 1) / n : 2.0 * (n - 1) / n;
+    double steps = across ? 2.0 * (n - 1) : 2;
+    double rounds = log2((double)n) > 1 ? ceil(log2((double)n)) : 1;
+    *beta = tl / (share * L);
+    *alpha = ts / rounds - S * *beta;
+    if (*alpha < 1e-6) *alpha = 1e-6;
+    double b = (tl - steps * *alpha) / (share * L);
+    if (b > 0) *beta = b;
+    return SHOAL_OK;
+}
+
+shoal_result sh_plan_cluster_probe(shoal_comm *comm, sh_plan_cluster *out)
+{
+    memset(out, 0, sizeof *out);
+    int rank = shoal_comm_rank(comm), local = shoal_comm_local_rank(comm);
+    out->hosts = shoal_comm_nhosts(comm);
+    out->ranks_per_host = shoal_comm_local_world(comm);
+    /* a launcher that pins its ranks leaves each its own CPUs: the host has them all */
+    int cores = sh_cpus_available() * out->ranks_per_host;
+    out->cores = cores < sh_cpus_online() ? cores : sh_cpus_online();
+    out->shm_alpha_s = SHM_ALPHA_S;
+    out->net_alpha_s = NET_ALPHA_S;
+    float *buf = NULL;
+    SH_TRY(sh_calloc(PROBE_LARGE, sizeof *buf, (void **)&buf));
+    shoal_comm *host = NULL, *leaders = NULL;
+    double v[4] = {out->shm_alpha_s, 0, out->net_alpha_s, 0};
+    shoal_result rc = shoal_comm_split(comm, rank - local, rank, &host);
+    if (rc == SHOAL_OK) rc = shoal_comm_split(comm, local == 0 ? 0 : 1, rank, &leaders);
+    if (rc == SHOAL_OK && out->ranks_per_host > 1) rc = probe_group(host, 0, buf, &v[0], &v[1]);
+    if (rc == SHOAL_OK && local == 0 && out->hosts > 1) rc = probe_group(leaders, 1, buf, &v[2], &v[3]);
+    if (rc == SHOAL_OK) rc = shoal_broadcast(comm, v, v, 4, SHOAL_FLOAT64, 0);
+    shoal_comm_destroy(leaders);
+    shoal_comm_destroy(host);
+    free(buf);
+    SH_TRY(rc);
+    out->shm_alpha_s = v[0];
+    out->shm_s_per_byte = v[1] > 0 ? v[1] : 1.0 / (SHM_OF_MEMCPY * 5e9);
+    out->net_alpha_s = v[2];
+    out->net_s_per_byte = v[3] > 0 ? v[3] : 1.0 / 125e6;
+    snprintf(out->shm, sizeof out->shm, out->ranks_per_host > 1 ? "probed" : "not used");
+    snprintf(out->link, sizeof out->link, out->hosts > 1 ? "probed" : "not used");
+    (void)rank;
+    overrides(out);
+    return SHOAL_OK;
+}
