@@ -417,9 +417,9 @@ static void duplicate_node_rank_is_named(void)
     const char *bin = sh_test_shoal_bin();
     snprintf(cmd, sizeof cmd,
              "export SHOAL_JOB_KEY=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \\n') SHOAL_MASTER_PORT=%d SHOAL_TIMEOUT=8000; "
-             "%s launch -n 1 --nnodes 2 --node-rank 0 --master-addr 127.0.0.1 -- %s bench allreduce -b 8 -e 8 -n 1 "
+             "%s launch -n 1 --nnodes 2 --node-rank 0 --master-addr 127.0.0.1 -- %s bench allreduce -b 8 -e 8 --iters 1 "
              "-w 0 >/dev/null 2>&1 & sleep 0.3; "
-             "%s launch -n 1 --nnodes 2 --node-rank 0 --master-addr 127.0.0.1 -- %s bench allreduce -b 8 -e 8 -n 1 "
+             "%s launch -n 1 --nnodes 2 --node-rank 0 --master-addr 127.0.0.1 -- %s bench allreduce -b 8 -e 8 --iters 1 "
              "-w 0 2>&1; a=$?; wait $!; echo \"exits $a $?\"",
              sh_test_free_ports(1), bin, bin, bin, bin);
     uint64_t t0 = sh_now_ns();
