@@ -143,6 +143,13 @@ static shoal_result to_job(const shoal_train_opts *o, sh_job_opts *j)
         return SH_FAIL(SHOAL_ERR_INVALID, "--timeline-steps needs --timeline FILE.json");
     if (o->histogram_every_steps && !o->logdir)
         return SH_FAIL(SHOAL_ERR_INVALID, "--log-histograms needs --logdir DIR");
+    if (o->elastic_min && j->layout != SH_LAYOUT_DATA_PARALLEL)
+        return SH_FAIL(SHOAL_ERR_INVALID, "--elastic is for data parallelism (with or without --compress/--sfb): "
+                       "%s cannot lose a rank (with --ps the servers already drop a lost worker); leave out one",
+                       j->layout == SH_LAYOUT_PARAM_SERVER ? "--ps" : "a model-parallel layout");
+    if (o->elastic_min && o->timeline_path)
+        return SH_FAIL(SHOAL_ERR_INVALID, "--timeline does not go with --elastic (a trace's ranks must stay the same); "
+                       "leave out one");
     sh_train_opts *t = &j->train;
     t->cfg_path = o->cfg_path;
     t->data_dir = o->data_dir;
@@ -168,6 +175,8 @@ static shoal_result to_job(const shoal_train_opts *o, sh_job_opts *j)
     t->before_step = o->before_step;
     t->hook_ctx = o->hook_ctx;
     j->strong_scaling = o->strong_scaling;
+    j->elastic_min = o->elastic_min;
+    j->elastic_max = o->elastic_max;
     j->lr_linear = o->lr_linear;
     if (o->bucket_mb > 0) j->bucket_mb = o->bucket_mb;
     j->nservers = o->nservers;
@@ -268,6 +277,13 @@ static void fill_report(const sh_job_opts *j, const sh_job_report *jr, int profi
     r->server.dropped_workers = st->dropped_workers;
     r->server.pushed_mb = st->pushed_mb;
     r->server.cpu_s = st->cpu_s;
+    const sh_elastic_report *e = &jr->elastic;
+    r->elastic = e->on;
+    r->nchanges = e->nchanges;
+    r->ranks_left = e->ranks_left;
+    r->ranks_joined = e->ranks_joined;
+    for (int i = 0; i < e->nchanges && i < SHOAL_TRAIN_CHANGES_MAX && i < SH_ELASTIC_CHANGES_MAX; i++)
+        r->changes[i] = e->changes[i];
     r->nhistory = t->nhistory < SHOAL_TRAIN_HISTORY_MAX ? t->nhistory : SHOAL_TRAIN_HISTORY_MAX;
     for (int i = 0; i < r->nhistory; i++) {
         const sh_epoch_point *h = &t->history[i];

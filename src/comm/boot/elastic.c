@@ -157,7 +157,7 @@ static shoal_result find_store(sh_elastic *e, sh_store **s, int *primary)
         if (seen) continue;
         if (sh_store_connect_once(host, port, e->key, FIND_STORE_MS, s) == SHOAL_OK) {
             *primary = i < 0;
-            if (i >= 0) SH_LOG_W("comm", "elastic: the job's store at %s:%d is lost; job rank %d's at %s:%d takes over",
+            if (i >= 0) SH_LOG_I("comm", "elastic: the job's store at %s:%d is lost; job rank %d's at %s:%d takes over",
                                  e->store_host, e->store_port, e->members[i].job_rank, host, port);
             return SHOAL_OK;
         }

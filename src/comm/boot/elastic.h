@@ -49,7 +49,8 @@ typedef struct {
 /* The first member to arrive names generation gen's members once for all ("e<gen>/closed"):
  * it waits until every member of the last generation that may still come has come (a
  * member whose store refuses connections, or whose process on this host is gone, is lost;
- * one that cannot be reached will not come), or settle_ms pass without a new arrival
+ * one that cannot be reached, or whose store takes a connection but does not answer (a
+ * frozen process), will not come), or settle_ms pass without a new arrival
  * (timeout_ms in all); joiners then fill up to max_world. Fewer than min_world, or too
  * few of the last generation to be sure the others are lost (a majority; half at the store
  * where it formed), closes it as stopped, with the reason every member will give. */

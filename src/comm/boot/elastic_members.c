@@ -23,7 +23,8 @@
 enum {
     RECORD_NBYTES = 1024,
     RECORD_WAIT_MS = 2000, /* an arrival writes its record right after taking its place */
-    PROBE_MS = 500,        /* a member's store answers a connection at once unless it is cut off */
+    PROBE_MS = 500,        /* a member's store takes a connection at once unless it is cut off */
+    PROBE_ANSWER_MS = 1000, /* ... and answers its handshake within this unless it is frozen */
     POLL_MS = 20,
     CLOSED_MAX_NBYTES = SH_STORE_MAX_VALUE_NBYTES
 };
@@ -83,7 +84,7 @@ static shoal_result read_record(sh_store *s, int64_t gen, const char *list, int 
 }
 
 /* What the decider knows of a member of the last generation. */
-typedef enum { M_AWAITED = 0, M_CAME, M_LOST, M_CUT } member_state;
+typedef enum { M_AWAITED = 0, M_CAME, M_LOST, M_CUT, M_SILENT } member_state;
 
 typedef struct {
     const sh_member *m;
@@ -93,7 +94,8 @@ typedef struct {
 
 /* Is a member that has not come still there? Its process on this host gone, or its store
  * refusing connections (the host answered, nobody listens): lost. No answer: cut off. A
- * store that answers, or accepts and then says nothing (a frozen process): awaited. */
+ * store that takes the connection and then says nothing: a frozen process (SIGSTOP), which
+ * will not come either. A store that answers: awaited (it is on its way). */
 static void *probe_one(void *arg)
 {
     probe_job *p = arg;
@@ -111,8 +113,9 @@ static void *probe_one(void *arg)
     if (rc != SHOAL_OK) return NULL;
     char who[200];
     snprintf(who, sizeof who, "job rank %d's store at %s:%d", m->job_rank, m->cand_host, m->cand_port);
-    (void)sh_auth_client(fd, p->o->key, "store", who, dl, NULL); /* a silent close, not a port scan */
-    close(fd);
+    rc = sh_auth_client(fd, p->o->key, "store", who, sh_sock_deadline(PROBE_ANSWER_MS), NULL);
+    if (rc == SHOAL_ERR_TIMEOUT) p->st = M_SILENT;
+    close(fd); /* after the handshake: a silent close, not a port scan */
     return NULL;
 }
 
@@ -220,7 +223,7 @@ static int add_joiners(sh_store *s, int64_t gen, const sh_decide_opts *o, sh_mem
 /* "job rank 2 on hostc (gone)", ... for every member that did not come. */
 static void name_left(const sh_decide_opts *o, const member_state *st, char *buf, size_t cap)
 {
-    static const char *const why[] = {"did not come", "", "gone", "unreachable"};
+    static const char *const why[] = {"did not come", "", "gone", "unreachable", "not answering"};
     size_t len = 0;
     buf[0] = 0;
     int shown = 0;

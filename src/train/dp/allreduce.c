@@ -272,7 +272,8 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
      * its block (ZeRO stage 1: the optimizer's work and memory traffic are divided). */
     long shard = 1;
     SH_TRY(sh_env_long("SHOAL_DP_SHARD", &shard));
-    d->shard = shard && s->opt != NULL && !compresses(d); /* compressed: every rank steps all */
+    /* compressed, or elastic (any rank that remains must hold every moment): every rank steps all */
+    d->shard = shard && s->opt != NULL && !compresses(d) && !d->o.elastic;
     s->applies_update = d->shard;
     int shared = 0;
     SH_TRY(share_weights(d, net, &shared));

@@ -11,6 +11,9 @@
 typedef struct {
     double bucket_mb;  /* gradient bucket size; 0: 1 MiB (bench/dp/buckets.sh) */
     int batch;         /* this rank's batch, checked equal on every rank at attach */
+    int elastic;       /* 1: every rank keeps the whole model and optimizer state, updated
+                          by itself (no split update, no shared window, no exchange left in
+                          flight), so that any rank that remains holds all of it */
 } sh_dp_opts;
 
 /* Time spent per step, summed since the start (for --profile). */
