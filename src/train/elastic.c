@@ -142,7 +142,7 @@ static int name_ranks(char *buf, size_t cap, const int *ranks, int n)
 /* The change's one line, on the new lead's output. */
 static void print_change(const sh_trainer *t, const shoal_train_change *ch)
 {
-    if (t->opts.quiet || shoal_comm_rank(((const elastic_job *)t->opts.elastic_ctx)->c) != 0) return;
+    if (shoal_comm_rank(((const elastic_job *)t->opts.elastic_ctx)->c) != 0) return; /* also under --quiet: not progress */
     char who[400] = "";
     int len = 0;
     if (ch->nleft) len += name_ranks(who, sizeof who, ch->left, ch->nleft), len += snprintf(who + len, sizeof who - (size_t)len, " left");
@@ -210,6 +210,10 @@ static shoal_result run_generation(elastic_job *ej, sh_job_report *r, const shoa
     wo.train_set = ej->train_set;
     wo.test_set = ej->test_set;
     wo.quiet_start = ej->runs > 0 || g->generation > 0;
+    if (wo.time_limit_s > 0) { /* the job's limit, not each run's */
+        double left = wo.time_limit_s - (double)(sh_now_ns() - ej->start_ns) * 1e-9;
+        wo.time_limit_s = left > 1e-3 ? left : 1e-3;
+    }
     if (ej->runs > 0 || g->generation > 0) { /* the state comes from the job, not from files */
         wo.resume_path = NULL;
         wo.weights_path = NULL;
