@@ -228,6 +228,7 @@ typedef struct {
     int elastic;                /* 1: the job was elastic */
     int nchanges;               /* changes in all; changes[] keeps the first of them */
     int ranks_left, ranks_joined;
+    double keep_ms;             /* per step: copying the state a change restores (memory) */
     shoal_train_change changes[SHOAL_TRAIN_CHANGES_MAX];
     int nhistory;               /* evaluations in history[]; later ones are not kept */
     shoal_train_eval history[SHOAL_TRAIN_HISTORY_MAX];
@@ -257,7 +258,8 @@ void shoal_train_request_save(void);
  * sfb_layers, bytes_sent_per_step, dense_bytes_per_step, compression_ratio, residual_norm;
  * hybrid: hybrid, bytes_sent_per_step, activity_bytes_per_step, comm_ms, fused_update_ms,
  * rest_update_ms; a profiled pipeline: pipeline (per stage); elastic: elastic (changes,
- * ranks_left, ranks_joined, world, and each change); history (every evaluation).
+ * ranks_left, ranks_joined, world, keep_ms, and each change in log); history (every
+ * evaluation).
  * Writes at most nbytes bytes with the NUL into buf; does not block; thread-safe.
  * Errors: SHOAL_ERR_INVALID (NULL r or buf; buf too small: the message says how many bytes
  * the document needs, never more than SHOAL_TRAIN_REPORT_JSON_NBYTES). */

@@ -33,8 +33,10 @@ typedef struct {
     uint64_t rng[4];
     int valid;
     uint64_t kept_ns;
+    uint64_t stalled_ns;       /* training last went on: the last kept step, or the run's end */
     int runs;
     uint64_t start_ns;
+    uint64_t keep_ns, keeps;   /* time spent copying, and how often */
 } elastic_job;
 
 enum { META_STEPS, META_EPOCH, META_IMAGE, META_RNG, META_NBLOCK = META_RNG + 4, NMETA };
@@ -62,6 +64,7 @@ static shoal_result ensure_block(elastic_job *ej, size_t n)
 static void keep_state(void *ctx, sh_trainer *t)
 {
     elastic_job *ej = ctx;
+    uint64_t t0 = sh_now_ns();
     float *stats, *optim;
     size_t ns, no, n = block_count(t, &stats, &ns, &optim, &no);
     if (ensure_block(ej, n) != SHOAL_OK) {
@@ -77,6 +80,8 @@ static void keep_state(void *ctx, sh_trainer *t)
     sh_net_rng_get(t->net, ej->rng);
     ej->valid = 1;
     ej->kept_ns = sh_now_ns();
+    ej->keep_ns += ej->kept_ns - t0;
+    ej->keeps++;
 }
 
 /* The trainer's vote: rank 0 asks the store (at most every 200 ms) whether ranks wait to
@@ -222,7 +227,7 @@ static shoal_result run_generation(elastic_job *ej, sh_job_report *r, const shoa
     rc = sh_trainer_create_with_net(&wo, net, &t); /* takes net */
     if (rc == SHOAL_OK && g->generation > 0 && g->progress >= 0) rc = spread_state(ej, t, g->progress_rank);
     if (rc == SHOAL_OK && ch) {
-        ch->pause_s = ej->kept_ns ? (double)(sh_now_ns() - ej->kept_ns) * 1e-9 : 0;
+        ch->pause_s = (double)(sh_now_ns() - ej->stalled_ns) * 1e-9;
         print_change(t, ch);
     }
     if (rc == SHOAL_OK && t->tb) {
@@ -300,6 +305,7 @@ shoal_result sh_elastic_run(const sh_job_opts *o, shoal_comm **cp, sh_job_report
         int failed = rc != SHOAL_OK;
         if (failed) SH_LOG_I("train", "elastic: %s; regrouping", shoal_last_error_message());
         int64_t done = ej.valid ? ej.steps : -1;
+        ej.stalled_ns = ej.valid && ej.kept_ns ? ej.kept_ns : sh_now_ns(); /* no step yet: from now */
         rc = shoal_comm_regroup(cp, done, &g);
         ej.c = *cp;
         if (rc != SHOAL_OK) {
@@ -313,6 +319,7 @@ shoal_result sh_elastic_run(const sh_job_opts *o, shoal_comm **cp, sh_job_report
         ch = record_change(r, &g, done, failed);
     }
     r->reporter = rc == SHOAL_OK && r->rank == 0;
+    r->elastic.keep_ms = ej.keeps ? (double)ej.keep_ns * 1e-6 / (double)ej.keeps : 0;
     free(ej.block);
     sh_dataset_destroy(ej.test_set);
     sh_dataset_destroy(ej.train_set);

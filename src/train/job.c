@@ -253,8 +253,9 @@ static int tp_replicas(const sh_job_opts *o, int world) { return world / o->tens
 shoal_result sh_job_dp_create(const sh_job_opts *o, shoal_comm *c, int batch, sh_strategy **st, sh_net **net)
 {
     SH_TRY(whole_net(o, &batch, net));
-    sh_dp_opts dopts = {o->bucket_mb, batch, o->elastic_min > 0};
+    sh_dp_opts dopts = {o->bucket_mb, batch};
     SH_TRY(sh_strategy_allreduce_create(c, &dopts, st));
+    if (o->elastic_min > 0) sh_strategy_allreduce_elastic(*st);
     sh_strategy_allreduce_compress(*st, &o->codec, o->sfb, o->train.cfg_path);
     return SHOAL_OK;
 }

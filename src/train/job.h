@@ -42,6 +42,7 @@ typedef enum {
 typedef struct {
     int on;
     int nchanges, ranks_left, ranks_joined;
+    double keep_ms;             /* per step, copying the state a change restores */
     shoal_train_change changes[SH_ELASTIC_CHANGES_MAX];
 } sh_elastic_report;
 

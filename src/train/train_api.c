@@ -282,6 +282,7 @@ static void fill_report(const sh_job_opts *j, const sh_job_report *jr, int profi
     r->nchanges = e->nchanges;
     r->ranks_left = e->ranks_left;
     r->ranks_joined = e->ranks_joined;
+    r->keep_ms = e->keep_ms;
     for (int i = 0; i < e->nchanges && i < SHOAL_TRAIN_CHANGES_MAX && i < SH_ELASTIC_CHANGES_MAX; i++)
         r->changes[i] = e->changes[i];
     r->nhistory = t->nhistory < SHOAL_TRAIN_HISTORY_MAX ? t->nhistory : SHOAL_TRAIN_HISTORY_MAX;

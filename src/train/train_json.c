@@ -69,8 +69,8 @@ shoal_result shoal_train_report_json(const shoal_train_report *r, char *buf, siz
             r->images_per_s);
     put_parts(&t, r);
     if (r->elastic) {
-        put(&t, ",\"elastic\":{\"changes\":%d,\"ranks_left\":%d,\"ranks_joined\":%d,\"world\":%d,\"log\":[",
-            r->nchanges, r->ranks_left, r->ranks_joined, r->world);
+        put(&t, ",\"elastic\":{\"changes\":%d,\"ranks_left\":%d,\"ranks_joined\":%d,\"world\":%d,"
+            "\"keep_ms\":%.4f,\"log\":[", r->nchanges, r->ranks_left, r->ranks_joined, r->world, r->keep_ms);
         for (int i = 0; i < r->nchanges && i < SHOAL_TRAIN_CHANGES_MAX; i++) {
             const shoal_train_change *c = &r->changes[i];
             put(&t, "%s{\"step\":%" PRId64 ",\"world\":%d,\"pause_s\":%.3f,\"steps_redone\":%d,\"left\":[",

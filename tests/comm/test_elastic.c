@@ -148,7 +148,7 @@ static void frozen_rank_proc(int i, void *arg)
     rc = shoal_comm_regroup(&c, 0, &g);
     CHECK(rc == SHOAL_OK, "rank %d: regroup: %s", i, shoal_last_error_message());
     if (rc != SHOAL_OK) return;
-    /* the timeout (1.5 s), the frozen store's silence (1 s) and the rebuild */
+    /* the timeout (1.5 s), the frozen store's silence (0.5 s) and the rebuild */
     CHECK(since(t0) < 4.5, "rank %d: the regroup after a freeze took %.2f s", i, since(t0));
     CHECK(g.world == 2 && g.nleft == 1 && g.left[0] == 1, "rank %d: %d ranks, %d left", i, g.world, g.nleft);
     CHECK(sum_ranks(c) == 2, "rank %d: the sum after the regroup", i);
@@ -259,7 +259,7 @@ static void decide_case(int primary, int second, const char *want)
     int idx = -1;
     if (s) CHECK_OK(sh_elastic_arrive(s, 1, &old[0], &idx));
     if (s && second) CHECK_OK(sh_elastic_arrive(s, 1, &old[1], &idx));
-    sh_decide_opts d = {old, 3, &old[0], primary, 1, 3, 200, 5000, "k"};
+    sh_decide_opts d = {old, 3, &old[0], primary, 1, 3, 200, 5000, "k", NULL};
     if (s) CHECK_OK(sh_elastic_decide(s, 1, &d));
     sh_member *list = NULL;
     int n = 0, p = 0;
@@ -282,8 +282,8 @@ static void decide_case(int primary, int second, const char *want)
 
 static void a_member_cut_off_from_the_others_is_not_a_majority(void)
 {
-    decide_case(0, 0, "not a majority of the 3 before");
-    decide_case(1, 0, "not a majority of the 3 before");
+    decide_case(0, 0, "only 1 of the 3 ranks before still reach each other (at a member's store): not a majority");
+    decide_case(1, 0, "only 1 of the 3 ranks before still reach each other (at the job's store): not a majority");
     decide_case(0, 1, NULL);
 }
 

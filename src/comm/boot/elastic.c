@@ -24,7 +24,7 @@
 #include "comm/transport/transport.h"
 
 enum {
-    FIND_STORE_MS = 1000, /* a store answers at once; one that does not is frozen or cut off */
+    FIND_STORE_MS = 700,  /* a store answers at once; one that does not is frozen or cut off */
     JOINERS_EVERY_MS = 200
 };
 
@@ -38,6 +38,7 @@ struct sh_elastic {
     int store_port;
     char key[640];
     sh_store_server *servers[2]; /* this process's own store; rank 0's, the job's first */
+    shoal_result *tried;      /* [nmembers]: what the last search for the store found of each */
     shoal_regroup last;
     uint64_t joiners_at_ns;
     int joiners;
@@ -60,6 +61,7 @@ void sh_elastic_free(sh_elastic *e)
 {
     if (!e) return;
     free(e->members);
+    free(e->tried);
     sh_store_server_stop(e->servers[0]);
     sh_store_server_stop(e->servers[1]);
     free(e);
@@ -147,6 +149,8 @@ static shoal_result find_store(sh_elastic *e, sh_store **s, int *primary)
     *s = NULL;
     char tried[600] = "";
     size_t len = 0;
+    free(e->tried);
+    e->tried = calloc((size_t)e->nmembers + 1, sizeof *e->tried); /* SHOAL_OK: not tried, or answered */
     for (int i = -1; i < e->nmembers; i++) {
         const char *host = i < 0 ? e->store_host : e->members[i].cand_host;
         int port = i < 0 ? e->store_port : e->members[i].cand_port;
@@ -155,7 +159,10 @@ static shoal_result find_store(sh_elastic *e, sh_store **s, int *primary)
             seen = !strcmp(host, q < 0 ? e->store_host : e->members[q].cand_host) &&
                    port == (q < 0 ? e->store_port : e->members[q].cand_port);
         if (seen) continue;
-        if (sh_store_connect_once(host, port, e->key, FIND_STORE_MS, s) == SHOAL_OK) {
+        shoal_result rc = sh_store_connect_once(host, port, e->key, FIND_STORE_MS, s);
+        for (int k = 0; e->tried && rc != SHOAL_OK && k < e->nmembers; k++) /* whose store it is */
+            if (!strcmp(host, e->members[k].cand_host) && port == e->members[k].cand_port) e->tried[k] = rc;
+        if (rc == SHOAL_OK) {
             *primary = i < 0;
             if (i >= 0) SH_LOG_I("comm", "elastic: the job's store at %s:%d is lost; job rank %d's at %s:%d takes over",
                                  e->store_host, e->store_port, e->members[i].job_rank, host, port);
@@ -277,7 +284,7 @@ static shoal_result regroup(sh_elastic *e, const settings *st, shoal_comm **out)
         shoal_result rc = sh_elastic_arrive(s, gen, &e->me, &index);
         if (rc == SHOAL_OK && !e->me.joiner && index == 0) {
             sh_decide_opts d = {e->members, e->nmembers, &e->me, primary, e->min_world, e->max_world,
-                                e->settle_ms, e->timeout_ms, e->key};
+                                e->settle_ms, e->timeout_ms, e->key, e->tried};
             rc = sh_elastic_decide(s, gen, &d);
         }
         sh_member *list = NULL;

@@ -44,6 +44,10 @@ typedef struct {
     int min_world, max_world;
     int settle_ms, timeout_ms;
     const char *key;          /* the job key (a member's store proves it's alive) */
+    /* What looking for the store found already, per member (NULL: nothing): 0 not tried or it
+     * answered, else the result of trying its store (SHOAL_ERR_PEER: refused, lost; others: no
+     * answer), so that it is not probed again. */
+    const shoal_result *tried;
 } sh_decide_opts;
 
 /* The first member to arrive names generation gen's members once for all ("e<gen>/closed"):

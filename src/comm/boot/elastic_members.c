@@ -24,7 +24,7 @@ enum {
     RECORD_NBYTES = 1024,
     RECORD_WAIT_MS = 2000, /* an arrival writes its record right after taking its place */
     PROBE_MS = 500,        /* a member's store takes a connection at once unless it is cut off */
-    PROBE_ANSWER_MS = 1000, /* ... and answers its handshake within this unless it is frozen */
+    PROBE_ANSWER_MS = 500, /* ... and answers its handshake within this unless it is frozen */
     POLL_MS = 20,
     CLOSED_MAX_NBYTES = SH_STORE_MAX_VALUE_NBYTES
 };
@@ -127,6 +127,10 @@ static void probe_awaited(const sh_decide_opts *o, member_state *st)
     char *started = calloc((size_t)o->nold, 1);
     for (int k = 0; jobs && th && started && k < o->nold; k++) {
         if (st[k] != M_AWAITED) continue;
+        if (o->tried && o->tried[k] != SHOAL_OK) { /* its store failed the search for one: no second look */
+            st[k] = o->tried[k] == SHOAL_ERR_PEER ? M_LOST : o->tried[k] == SHOAL_ERR_TIMEOUT ? M_SILENT : M_CUT;
+            continue;
+        }
         jobs[k] = (probe_job){&o->old[k], o, M_AWAITED};
         started[k] = pthread_create(&th[k], NULL, probe_one, &jobs[k]) == 0;
         if (!started[k]) probe_one(&jobs[k]);
@@ -256,10 +260,10 @@ static shoal_result close_generation(sh_store *s, int64_t gen, const sh_decide_o
     if (!v) return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
     size_t len = 0;
     if (!quorum)
-        len = (size_t)snprintf(v, CLOSED_MAX_NBYTES, "stop %s left; the %d rank%s that still reach each other (at "
-                               "%s) are not a majority of the %d before, so they cannot tell a lost rank from a "
-                               "cut link: stopping, lest two halves train on", left, k_came, k_came == 1 ? "" : "s",
-                               o->primary ? "the job's store" : "a member's store", base);
+        len = (size_t)snprintf(v, CLOSED_MAX_NBYTES, "stop %s left; only %d of the %d ranks before still reach each "
+                               "other (at %s): not a majority, so they cannot tell lost ranks from a cut link; "
+                               "stopping, lest two halves of the job train on", left, k_came, base,
+                               o->primary ? "the job's store" : "a member's store");
     else if (n < o->min_world)
         len = (size_t)snprintf(v, CLOSED_MAX_NBYTES, "stop %s left; %d rank%s remain%s, fewer than the job's minimum "
                                "of %d: stopping", left, n, n == 1 ? "" : "s", n == 1 ? "s" : "", o->min_world);
