@@ -518,8 +518,9 @@ shoal_result sh_job_run(const sh_job_opts *o, sh_job_report *r)
     shoal_result rc = joined ? SHOAL_OK : same_job_layout(o, c); /* a rank that joined later: the job checked */
     if (rc == SHOAL_OK) rc = plan_role(o, r->rank, r->world, &r->role);
     if (o->elastic_min > 0) { /* data parallelism that regroups (train_api.c checked the layout) */
+        int job_rank = shoal_comm_job_rank(c, r->rank); /* errors name it, as the launcher's lines do */
         if (rc == SHOAL_OK) rc = sh_elastic_run(o, &c, r);
-        if (rc != SHOAL_OK) sh_err_prefix_rank(r->rank);
+        if (rc != SHOAL_OK) sh_err_prefix_rank(job_rank);
         shoal_comm_destroy(c);
         return rc;
     }
