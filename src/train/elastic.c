@@ -292,6 +292,14 @@ shoal_result sh_elastic_run(const sh_job_opts *o, shoal_comm **cp, sh_job_report
     r->elastic.on = 1;
     shoal_regroup g;
     shoal_result rc = shoal_comm_last_regroup(ej.c, &g);
+    for (int n = o->elastic_min; rc == SHOAL_OK && o->strong_scaling && n <= ej.max_world; n++) {
+        int batch = 0; /* every world the job may have must split the global batch: said now, not then */
+        if (sh_job_replica_batch(o, n, &batch) != SHOAL_OK) {
+            char why[600];
+            snprintf(why, sizeof why, "%s", shoal_last_error_message()); /* SH_FAIL writes where it reads */
+            rc = SH_FAIL(SHOAL_ERR_INVALID, "--elastic %d:%d with %s", o->elastic_min, ej.max_world, why);
+        }
+    }
     if (rc == SHOAL_OK) rc = open_sets(&ej);
     shoal_train_change *ch = NULL;
     while (rc == SHOAL_OK) {

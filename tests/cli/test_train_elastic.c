@@ -4,7 +4,8 @@
  * it and the step, counted in --json and TensorBoard, losing at most the step in flight;
  * so when the rank lost is rank 0 (its store with it); a frozen rank is left after the
  * timeout; a rank started later with the job's variables joins; below MIN every rank stops
- * naming who is gone; without --elastic a lost rank still stops the job.
+ * naming who is gone; strong scaling's batch must split for every world MIN..MAX; without
+ * --elastic a lost rank still stops the job.
  * Not here: the regroup on its own (tests/comm/test_elastic.c), the random drill and the
  * accuracy comparison (bench/faults/elastic.sh). */
 #include <signal.h>
@@ -100,6 +101,17 @@ static void below_min_every_rank_stops_naming_who_is_gone(void)
     CHECK(strstr(out, "shoal: rank 0: ") && strstr(out, "shoal: rank 1: "), "both survivors say it: %s", out);
 }
 
+/* Under --scaling strong every world the job may have, MIN..MAX, must split the global batch:
+ * said at start-up, not at the change that would need it. */
+static void strong_scaling_needs_a_batch_every_world_splits(void)
+{
+    int rc = run("", "mlp.cfg --data . -n 2 --elastic 2:3 --scaling strong --batch 40 --max-steps 5 --threads 1");
+    CHECK(rc != 0 && strstr(out, "--elastic 2:3 with --scaling strong: the global batch 40 does not split into 3 equal "
+                            "shares"), "exit %d: %s", rc, out);
+    rc = run("", "mlp.cfg --data . -n 2 --elastic 2:3 --scaling strong --batch 48 --max-steps 5 --threads 1");
+    CHECK(rc == 0, "48 splits into 2 and 3: exit %d: %s", rc, out);
+}
+
 /* Without --elastic nothing changed: the launcher stops every rank, naming the lost one. */
 static void without_elastic_a_lost_rank_stops_the_job(void)
 {
@@ -169,6 +181,7 @@ int main(void)
     RUN(the_job_goes_on_when_rank_0_and_its_store_are_lost);
     RUN(a_frozen_rank_is_left_after_the_timeout);
     RUN(below_min_every_rank_stops_naming_who_is_gone);
+    RUN(strong_scaling_needs_a_batch_every_world_splits);
     RUN(without_elastic_a_lost_rank_stops_the_job);
     RUN(a_rank_started_later_joins);
     tiny_remove_dir(dir);
