@@ -141,7 +141,7 @@ def run_once(a, run, fault, duration):
     while len(pids) < 3 and time.time() - job.t0 < 60:
         time.sleep(0.05)
         pids = job.rank_pids()
-    hit_at = None
+    hit_at, missed = None, None
     # the job as started forms first (its ranks' rendezvous): faults come once it trains, when
     # rank 0 prints its first line, at `after` (a fraction of the unbroken run's training time)
     started = None
@@ -149,6 +149,10 @@ def run_once(a, run, fault, duration):
         if re.search(r"^(\[rank 0\] )?train ", open(job.logs[0]).read(), re.M):
             started = time.time()
         time.sleep(0.02)
+    if fault and len(pids) != 3:
+        missed = "found %d ranks" % len(pids)
+    elif fault and not started:
+        missed = "no start line"
     if fault and len(pids) == 3 and started:
         kind, rank, after = fault
         while time.time() < started + after and all(p.poll() is None for p in job.procs):
@@ -161,8 +165,8 @@ def run_once(a, run, fault, duration):
                 os.kill(pids[rank], signal.SIGSTOP)
             else:
                 link("h%d" % rank, False)
-        except OSError:
-            hit_at = None  # it had ended: too late
+        except OSError as e:
+            hit_at, missed = None, "the rank had ended (%s)" % e
     deadline = time.time() + (duration or 600) * 3 + 2 * a.timeout_ms / 1000 + 30
     # Across hosts a hit host's own launcher is not the job's: a stopped rank's waits for it
     # (the drill ends it), a killed or cut-off one's ends by itself, soon after the others.
@@ -188,7 +192,7 @@ def run_once(a, run, fault, duration):
     reps = [report_of(t) for t in texts]
     rep = next((r for r in reps if r), None)
     return {"run": run, "fault": fault[0] if fault else "none", "rank": fault[1] if fault else -1,
-            "hit_s": hit_at, "seconds": time.time() - job.t0, "codes": codes, "hung": hung, "report": rep}
+            "hit_s": hit_at, "missed": missed, "seconds": time.time() - job.t0, "codes": codes, "hung": hung, "report": rep}
 
 
 def judge(a, res):
@@ -206,7 +210,7 @@ def judge(a, res):
         return "FAIL (%.4f of %d epochs)" % (rep.get("epochs", 0), a.epochs)
     el = rep.get("elastic", {})
     if res["fault"] != "none" and el.get("changes", 0) == 0:
-        return "late"
+        return "late (%s)" % (res["missed"] or "after the last step")
     limit = a.timeout_ms / 1000 + 2
     for ch in el.get("log", []):
         if ch.get("steps_redone", 0) > 1:
@@ -244,11 +248,11 @@ def main():
         log = (rep.get("elastic") or {}).get("log") or [{}]
         ch = log[0]
         acc = rep.get("accuracy", float("nan"))
-        rows.append((kind, verdict, ch.get("pause_s"), ch.get("steps_redone"), acc))
+        rows.append((kind, verdict.split(" ")[0], ch.get("pause_s"), ch.get("steps_redone"), acc))
         print("run %3d: %-4s rank %d at %5.1f s: %-6s pause %s, redone %s, accuracy %.2f%% (unbroken %.2f%%)%s" % (
             run, kind, rank, res["hit_s"] or 0, verdict.split(" ")[0],
             "%.2f s" % ch["pause_s"] if "pause_s" in ch else "-", ch.get("steps_redone", "-"), 100 * acc,
-            100 * brep["accuracy"], "" if verdict in ("ok", "late") else "  " + verdict), flush=True)
+            100 * brep["accuracy"], "" if verdict == "ok" else "  " + verdict), flush=True)
     print()
     print("| fault | runs | ok | late | failed | hangs | median pause s | max pause s | max redone | "
           "median accuracy - unbroken (points) |")
