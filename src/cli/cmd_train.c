@@ -44,6 +44,8 @@ typedef struct {
     int64_t die_step;       /* < 0: never */
     int delay_rank;         /* < 0: none */
     int delay_ms;
+    int freeze_rank;        /* < 0: none; it stops itself (SIGSTOP) before that step */
+    int64_t freeze_step;
 } debug_hooks;
 
 typedef struct {
@@ -78,6 +80,7 @@ static void debug_before_step(void *ctx, int rank, int64_t step)
 {
     const debug_hooks *h = ctx;
     if (!h->ps && rank == h->die_rank && step == h->die_step) raise(SIGKILL);
+    if (!h->ps && rank == h->freeze_rank && step == h->freeze_step) raise(SIGSTOP);
     if (h->ps && rank == h->delay_rank && h->delay_ms > 0) { /* this worker plays the straggler */
         struct timespec ts = {h->delay_ms / 1000, (long)(h->delay_ms % 1000) * 1000000L};
         nanosleep(&ts, NULL);
@@ -134,6 +137,10 @@ static const sh_flag debug_rows[] = {
      NULL, NULL, NULL},
     {"debug-die-step", 0, "S", SH_FLAG_I64, AT(dbg.die_step), 0, BIG, "Fault drills", "the step (or rounds)", NULL,
      NULL, NULL},
+    {"debug-freeze-rank", 0, "R", SH_FLAG_INT, AT(dbg.freeze_rank), 0, 1 << 20, "Fault drills",
+     "rank R stops itself (SIGSTOP) before step --debug-freeze-step, as a hung process would", NULL, NULL, NULL},
+    {"debug-freeze-step", 0, "S", SH_FLAG_I64, AT(dbg.freeze_step), 0, BIG, "Fault drills", "the step", NULL, NULL,
+     NULL},
 };
 
 #define MAX_ROWS 96
@@ -363,7 +370,7 @@ static int print_result(const train_cli *t, const shoal_train_report *r, int arg
 static int run_job(train_cli *t, int argc, char **argv)
 {
     t->dbg.ps = t->o.layout == SHOAL_TRAIN_PARAM_SERVER;
-    if (t->dbg.die_rank >= 0 || t->dbg.delay_rank >= 0) {
+    if (t->dbg.die_rank >= 0 || t->dbg.delay_rank >= 0 || t->dbg.freeze_rank >= 0) {
         t->o.before_step = debug_before_step;
         t->o.hook_ctx = &t->dbg;
         if (t->dbg.ps) t->o.after_server_round = debug_after_server_round;
@@ -405,7 +412,7 @@ int sh_cmd_train(int argc, char **argv)
 {
     static train_cli t;
     shoal_train_opts_default(&t.o);
-    t.dbg = (debug_hooks){.die_rank = -1, .die_step = -1, .delay_rank = -1};
+    t.dbg = (debug_hooks){.die_rank = -1, .die_step = -1, .delay_rank = -1, .freeze_rank = -1, .freeze_step = -1};
     build_table();
     int code = sh_flags_parse(&table, argc, argv, 1, &t, NULL);
     if (!code && !t.cfg) code = sh_cli_usage_error("train", "missing the model file CFG");

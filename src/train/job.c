@@ -116,7 +116,7 @@ static shoal_result plan_role(const sh_job_opts *o, int rank, int world, sh_job_
 /* The batch train.batch or the cfg's gives each replica: under --scaling strong the global
  * batch, split across the replicas; 0 where none is given and nothing splits it (the
  * strategy reads the cfg's). replicas 0: the role does not scale. */
-static shoal_result replica_batch(const sh_job_opts *o, int replicas, int *batch)
+shoal_result sh_job_replica_batch(const sh_job_opts *o, int replicas, int *batch)
 {
     *batch = o->train.batch;
     if (!o->strong_scaling || replicas < 2) return SHOAL_OK;
@@ -295,7 +295,7 @@ static int tensor_width(const sh_job_opts *o) { return o->tensor_ranks > 1 ? o->
 static int pipe_replicas(const sh_job_opts *o, int world) { return world / (o->stages * tensor_width(o)); }
 static int tp_replicas(const sh_job_opts *o, int world) { return world / o->tensor_ranks; }
 
-static shoal_result dp_create(const sh_job_opts *o, shoal_comm *c, int batch, sh_strategy **st, sh_net **net)
+shoal_result sh_job_dp_create(const sh_job_opts *o, shoal_comm *c, int batch, sh_strategy **st, sh_net **net)
 {
     SH_TRY(whole_net(o, &batch, net));
     if (o->lbfgs) { /* the ranks sum their shards for rank 0's L-BFGS (solver/sandblaster.c) */
@@ -304,11 +304,12 @@ static shoal_result dp_create(const sh_job_opts *o, shoal_comm *c, int batch, sh
     }
     sh_dp_opts dopts = {o->bucket_mb, batch};
     SH_TRY(sh_strategy_allreduce_create(c, &dopts, st));
+    if (o->elastic_min > 0) sh_strategy_allreduce_elastic(*st);
     sh_strategy_allreduce_compress(*st, &o->codec, o->sfb, o->train.cfg_path);
     return SHOAL_OK;
 }
 
-static shoal_result dp_finish(const sh_job_opts *o, shoal_comm *c, sh_strategy *st, sh_job_report *r, int *reports)
+shoal_result sh_job_dp_finish(const sh_job_opts *o, shoal_comm *c, sh_strategy *st, sh_job_report *r, int *reports)
 {
     (void)c, (void)reports;
     if (o->lbfgs) return SHOAL_OK;
@@ -415,7 +416,7 @@ static shoal_result hybrid_finish(const sh_job_opts *o, shoal_comm *c, sh_strate
 }
 
 static const trainer_role trainer_roles[] = {
-    {SH_ROLE_DP_RANK, all_ranks, dp_create, NULL, 0, dp_finish},
+    {SH_ROLE_DP_RANK, all_ranks, sh_job_dp_create, NULL, 0, sh_job_dp_finish},
     {SH_ROLE_PS_WORKER, no_scaling, ps_create, NULL, 1, ps_finish},
     {SH_ROLE_PIPE_STAGE, pipe_replicas, pipe_create, sh_strategy_pipeline_describe, 0, pipe_finish},
     {SH_ROLE_TP_RANK, tp_replicas, tp_create, sh_strategy_tensor_describe, 0, NULL},
@@ -439,7 +440,7 @@ static shoal_result run_trainer_role(const trainer_role *tr, const sh_job_opts *
     sh_train_opts wo = o->train;
     wo.local_ranks = shoal_comm_local_world(c);
     int replicas = tr->replicas(o, shoal_comm_world(c)), batch = 0;
-    SH_TRY(replica_batch(o, replicas, &batch));
+    SH_TRY(sh_job_replica_batch(o, replicas, &batch));
     if (replicas > 0 && !o->strong_scaling && o->lr_linear) wo.lr_scale = (double)replicas;
     sh_strategy *st = NULL;
     sh_net *net = NULL;
@@ -555,19 +556,32 @@ shoal_result sh_job_run(const sh_job_opts *o_in, sh_job_report *r)
     if (o_in->train.strategy) return SH_FAIL(SHOAL_ERR_INVALID, "job: the job chooses the strategy; leave it NULL");
     if (!sh_job_is_launched()) return run_alone(o_in, r);
     shoal_comm *c = NULL;
-    SH_TRY(shoal_comm_create(NULL, &c));
+    shoal_comm_opts co;
+    shoal_comm_opts_default(&co);
+    co.elastic_min = o_in->elastic_min;
+    co.elastic_max = o_in->elastic_max;
+    SH_TRY(shoal_comm_create(&co, &c));
     r->rank = shoal_comm_rank(c);
     r->world = shoal_comm_world(c);
     sh_job_opts jo = *o_in; /* the same, with the run's own folder under --logdir */
     const sh_job_opts *o = &jo;
     char logdir[4096];
+    shoal_regroup g = {0};
+    int joined = o->elastic_min > 0 && shoal_comm_last_regroup(c, &g) == SHOAL_OK && g.generation > 0;
     shoal_result rc = SHOAL_OK;
     if (o->parallel_auto) rc = sh_plan_auto(c, &jo); /* the layout, chosen from the planner's predictions */
-    if (rc == SHOAL_OK) rc = same_job_layout(o, c);
+    if (rc == SHOAL_OK && !joined) rc = same_job_layout(o, c); /* a rank that joined later: the job checked */
     if (rc == SHOAL_OK) rc = plan_role(o, r->rank, r->world, &r->role);
-    if (rc == SHOAL_OK && o->train.logdir) {
+    if (rc == SHOAL_OK && o->train.logdir && !joined) {
         rc = run_logdir(o_in, c, logdir, sizeof logdir);
         jo.train.logdir = logdir;
+    }
+    if (o->elastic_min > 0) { /* data parallelism that regroups (train_api.c checked the layout) */
+        int job_rank = shoal_comm_job_rank(c, r->rank); /* errors name it, as the launcher's lines do */
+        if (rc == SHOAL_OK) rc = sh_elastic_run(o, &c, r);
+        if (rc != SHOAL_OK) sh_err_prefix_rank(job_rank);
+        shoal_comm_destroy(c);
+        return rc;
     }
     sh_timeline *tl = NULL;
     if (rc == SHOAL_OK && o->timeline_path)

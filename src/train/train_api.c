@@ -153,7 +153,8 @@ static shoal_result check_auto(const shoal_train_opts *o)
     const char *set = o->layout == SHOAL_TRAIN_PARAM_SERVER ? "--ps" : o->pipeline_stages ? "--pipeline"
                     : o->micro_batches ? "--micro-batches" : o->tensor_ranks ? "--tensor-parallel"
                     : set_or_null(o->hybrid) ? "--hybrid" : set_or_null(o->compress) ? "--compress"
-                    : o->sfb ? "--sfb" : o->lbfgs ? "--solver lbfgs" : o->strong_scaling ? "--scaling strong" : NULL;
+                    : o->sfb ? "--sfb" : o->lbfgs ? "--solver lbfgs" : o->strong_scaling ? "--scaling strong"
+                    : o->elastic_min ? "--elastic" : NULL;
     if (set)
         return SH_FAIL(SHOAL_ERR_INVALID, "--parallel auto chooses the layout itself; leave out %s (or leave out "
                        "--parallel auto to choose yourself)", set);
@@ -187,6 +188,13 @@ static shoal_result to_job(const shoal_train_opts *o, sh_job_opts *j)
         return SH_FAIL(SHOAL_ERR_INVALID, "--log-histograms needs --logdir DIR");
     if (set_or_null(o->run_name) && !set_or_null(o->logdir))
         return SH_FAIL(SHOAL_ERR_INVALID, "--run-name names a run's folder under --logdir DIR; give --logdir too");
+    if (o->elastic_min && j->layout != SH_LAYOUT_DATA_PARALLEL)
+        return SH_FAIL(SHOAL_ERR_INVALID, "--elastic is for data parallelism (with or without --compress/--sfb): "
+                       "%s cannot lose a rank (with --ps the servers already drop a lost worker); leave out one",
+                       j->layout == SH_LAYOUT_PARAM_SERVER ? "--ps" : "a model-parallel layout");
+    if (o->elastic_min && o->timeline_path)
+        return SH_FAIL(SHOAL_ERR_INVALID, "--timeline does not go with --elastic (a trace's ranks must stay the same); "
+                       "leave out one");
     sh_train_opts *t = &j->train;
     t->cfg_path = o->cfg_path;
     t->data_dir = o->data_dir;
@@ -218,6 +226,8 @@ static shoal_result to_job(const shoal_train_opts *o, sh_job_opts *j)
     t->before_step = o->before_step;
     t->hook_ctx = o->hook_ctx;
     j->strong_scaling = o->strong_scaling;
+    j->elastic_min = o->elastic_min;
+    j->elastic_max = o->elastic_max;
     j->lr_linear = o->lr_linear;
     if (o->bucket_mb > 0) j->bucket_mb = o->bucket_mb;
     j->nservers = o->nservers;
@@ -332,6 +342,14 @@ static void fill_report(const sh_job_opts *j, const sh_job_report *jr, int profi
     r->server.dropped_workers = st->dropped_workers;
     r->server.pushed_mb = st->pushed_mb;
     r->server.cpu_s = st->cpu_s;
+    const sh_elastic_report *e = &jr->elastic;
+    r->elastic = e->on;
+    r->nchanges = e->nchanges;
+    r->ranks_left = e->ranks_left;
+    r->ranks_joined = e->ranks_joined;
+    r->keep_ms = e->keep_ms;
+    for (int i = 0; i < e->nchanges && i < SHOAL_TRAIN_CHANGES_MAX && i < SH_ELASTIC_CHANGES_MAX; i++)
+        r->changes[i] = e->changes[i];
     r->nhistory = t->nhistory < SHOAL_TRAIN_HISTORY_MAX ? t->nhistory : SHOAL_TRAIN_HISTORY_MAX;
     for (int i = 0; i < r->nhistory; i++) {
         const sh_epoch_point *h = &t->history[i];

@@ -71,6 +71,21 @@ shoal_result shoal_train_report_json(const shoal_train_report *r, char *buf, siz
         put(&t, ",\"data_wait_s\":%.4f,\"data_wait_share\":%.5f,\"bad_files\":%" PRId64, r->data_wait_s,
             r->seconds > 0 ? r->data_wait_s / r->seconds : 0.0, r->bad_files);
     put_parts(&t, r);
+    if (r->elastic) {
+        put(&t, ",\"elastic\":{\"changes\":%d,\"ranks_left\":%d,\"ranks_joined\":%d,\"world\":%d,"
+            "\"keep_ms\":%.4f,\"log\":[", r->nchanges, r->ranks_left, r->ranks_joined, r->world, r->keep_ms);
+        for (int i = 0; i < r->nchanges && i < SHOAL_TRAIN_CHANGES_MAX; i++) {
+            const shoal_train_change *c = &r->changes[i];
+            put(&t, "%s{\"step\":%" PRId64 ",\"world\":%d,\"pause_s\":%.3f,\"steps_redone\":%d,\"left\":[",
+                i ? "," : "", c->step, c->world, c->pause_s, c->steps_redone);
+            for (int k = 0; k < c->nleft && k < SHOAL_TRAIN_CHANGE_RANKS; k++) put(&t, "%s%d", k ? "," : "", c->left[k]);
+            put(&t, "],\"joined\":[");
+            for (int k = 0; k < c->njoined && k < SHOAL_TRAIN_CHANGE_RANKS; k++)
+                put(&t, "%s%d", k ? "," : "", c->joined[k]);
+            put(&t, "]}");
+        }
+        put(&t, "]}");
+    }
     put(&t, ",\"history\":[");
     for (int i = 0; i < r->nhistory && i < SHOAL_TRAIN_HISTORY_MAX; i++) {
         const shoal_train_eval *h = &r->history[i];

@@ -75,6 +75,26 @@ static shoal_result set_lr_scaling(shoal_train_opts *o, const opt_row *row, cons
     return SHOAL_OK;
 }
 
+/* "MIN" or "MIN:MAX", 1 <= MIN <= MAX. */
+static shoal_result set_elastic(shoal_train_opts *o, const opt_row *row, const char *v)
+{
+    char *end = NULL;
+    errno = 0;
+    long lo = strtol(v, &end, 10), hi = 0;
+    int ok = !errno && end != v && lo >= 1 && lo <= 4096;
+    if (ok && *end == ':') {
+        const char *m = end + 1;
+        hi = strtol(m, &end, 10);
+        ok = !errno && end != m && hi >= lo && hi <= 4096;
+    }
+    if (!ok || *end)
+        return SH_FAIL(SHOAL_ERR_INVALID, "--elastic \"%s\": expected MIN or MIN:MAX ranks, 1 <= MIN <= MAX <= 4096 "
+                       "(e.g. 2 or 2:4)", v);
+    o->elastic_min = (int)lo;
+    o->elastic_max = (int)hi;
+    return SHOAL_OK;
+}
+
 static shoal_result set_bucket_mb(shoal_train_opts *o, const opt_row *row, const char *v)
 {
     char *end = NULL;
@@ -279,6 +299,14 @@ static const opt_row rows[] = {
       "weak scaling: none (default) or linear (learning rate x ranks; pair it with burn_in in the cfg for a "
       "warm-up)"},
      K_CALL, 0, 0, 0, set_lr_scaling},
+    {{"elastic", "MIN[:MAX]", "Scaling",
+      "data parallelism that keeps training when ranks are lost: the others notice (a killed rank at once, a "
+      "frozen or cut-off one after SHOAL_TIMEOUT), agree on who is left, go on from the last step they all "
+      "completed (kept in memory) with the data and the batch (or with --lr-scaling linear the learning "
+      "rate) of the new number of ranks, while at least MIN remain; ranks started later with the same job "
+      "variables join at a step's end, up to MAX (default: the ranks the job started with). Each change is "
+      "one line, counted in --json and TensorBoard"},
+     K_CALL, 0, 0, 0, set_elastic},
     {{"bucket-mb", "X", "Scaling",
       "gradients travel in buckets of X MB (default 1), last layers first, each allreduce starting while "
       "backward goes on"},

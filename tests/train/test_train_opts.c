@@ -57,6 +57,7 @@ static const opt_case cases[] = {
     {"timeline-steps", "2:5", T_STR, AT(timeline_steps), 0, "5:3"},
     {"scaling", "strong", T_INT, AT(strong_scaling), 1, "big"},
     {"lr-scaling", "linear", T_INT, AT(lr_linear), 1, "fast"},
+    {"elastic", "2", T_INT, AT(elastic_min), 2, "3:2"},
     {"bucket-mb", "2.5", T_DBL, AT(bucket_mb), 2.5, "0"},
     {"parallel", "auto", T_INT, AT(parallel_auto), 1, "manual"},
     {"pipeline", "2", T_INT, AT(pipeline_stages), 2, "0"},
@@ -258,6 +259,29 @@ static void refuse_set(const char *const *kv, const char *want)
     shoal_train_opts_fini(&o);
 }
 
+/* MIN, or MIN:MAX with MIN <= MAX; anything else names the option and the text. */
+static void elastic_takes_min_and_max(void)
+{
+    static const struct {
+        const char *text;
+        int min, max; /* -1: refused */
+    } v[] = {{"2", 2, 0}, {"2:4", 2, 4}, {"3:3", 3, 3}, {"1", 1, 0}, {"0", -1, -1}, {"2:", -1, -1}, {":3", -1, -1},
+             {"4:2", -1, -1}, {"2:4x", -1, -1}, {"5000", -1, -1}, {"-1", -1, -1}};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        shoal_train_opts o;
+        shoal_train_opts_default(&o);
+        shoal_result rc = shoal_train_opts_set(&o, "elastic", v[i].text);
+        if (v[i].min < 0) {
+            CHECK(rc == SHOAL_ERR_INVALID && strstr(shoal_last_error_message(), "--elastic") &&
+                  o.elastic_min == 0 && o.elastic_max == 0, "--elastic %s was taken", v[i].text);
+        } else {
+            CHECK(rc == SHOAL_OK && o.elastic_min == v[i].min && o.elastic_max == v[i].max,
+                  "--elastic %s: %d:%d (%s)", v[i].text, o.elastic_min, o.elastic_max, shoal_last_error_message());
+        }
+        shoal_train_opts_fini(&o);
+    }
+}
+
 static void check_refuses_options_that_do_not_fit(void)
 {
     shoal_train_opts o;
@@ -294,6 +318,9 @@ static void check_refuses_options_that_do_not_fit(void)
     refuse_set((const char *const[]){"solver", "lbfgs", "scaling", "strong", NULL}, "--scaling strong does not apply");
     refuse_set((const char *const[]){"solver", "lbfgs", "lr-scaling", "linear", NULL},
                "--lr-scaling linear does not apply");
+    refuse_set((const char *const[]){"elastic", "2", "ps", NULL, NULL}, "--elastic is for data parallelism");
+    refuse_set((const char *const[]){"elastic", "2", "pipeline", "2", NULL}, "--elastic is for data parallelism");
+    refuse_set((const char *const[]){"elastic", "2", "timeline", "t.json", NULL}, "--timeline does not go with --elastic");
     char noconn[600];
     snprintf(noconn, sizeof noconn, "%s/noconn.cfg", dir);
     o.cfg_path = noconn;
@@ -352,6 +379,7 @@ int main(void)
     RUN(names_take_dashes_or_underscores_and_unknown_ones_get_the_nearest);
     RUN(strings_are_copies_until_fini);
     RUN(solver_lbfgs_chooses_lbfgs_and_other_values_name_a_caffe_solver);
+    RUN(elastic_takes_min_and_max);
     RUN(check_refuses_options_that_do_not_fit);
     tiny_remove_dir(dir);
     return check_end();

@@ -225,7 +225,7 @@ static void pause_ms(int ms, uint64_t deadline_ns, unsigned *seed)
     nanosleep(&ts, NULL);
 }
 
-shoal_result sh_sock_connect(const char *host, int port, uint64_t deadline_ns, int *fd_out)
+static shoal_result connect_until(const char *host, int port, uint64_t deadline_ns, int once, int *fd_out)
 {
     *fd_out = -1;
     net_addr a;
@@ -273,6 +273,11 @@ shoal_result sh_sock_connect(const char *host, int port, uint64_t deadline_ns, i
         }
         last_err = errno;
         close(fd);
+        if (once && last_err == ECONNREFUSED) /* the host answered: nobody listens there */
+            return SH_FAIL(SHOAL_ERR_PEER, "nobody listens at %s:%d (%s)", host, port, strerror(last_err));
+        if (once) /* no route, no answer: cut off, or the host is down */
+            return SH_FAIL(last_err == ETIMEDOUT ? SHOAL_ERR_TIMEOUT : SHOAL_ERR_IO, "cannot reach %s:%d (%s)", host,
+                           port, strerror(last_err));
         if (ms_left(deadline_ns) == 0)
             return SH_FAIL(SHOAL_ERR_TIMEOUT, "cannot connect to %s:%d (%s) before the deadline",
                            host, port, strerror(last_err));
@@ -283,6 +288,16 @@ shoal_result sh_sock_connect(const char *host, int port, uint64_t deadline_ns, i
             refused_ms = refused_ms < 500 ? 2 * refused_ms : 500;
         }
     }
+}
+
+shoal_result sh_sock_connect(const char *host, int port, uint64_t deadline_ns, int *fd_out)
+{
+    return connect_until(host, port, deadline_ns, 0, fd_out);
+}
+
+shoal_result sh_sock_connect_once(const char *host, int port, uint64_t deadline_ns, int *fd_out)
+{
+    return connect_until(host, port, deadline_ns, 1, fd_out);
 }
 
 shoal_result sh_sock_listen(const char *addr, int port, int *fd_out, int *port_out)

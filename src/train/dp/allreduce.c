@@ -87,6 +87,7 @@ struct dp_state {
     const char *model;
     size_t nparams;
     float lr;              /* this step's rate, for an update the exchange applies */
+    int elastic;           /* every rank holds and steps everything (sh_strategy_allreduce_elastic) */
 };
 
 static int compresses(const dp_state *d) { return d->codec.codec != SHOAL_CODEC_NONE || d->sfb; }
@@ -272,7 +273,8 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
      * its block (ZeRO stage 1: the optimizer's work and memory traffic are divided). */
     long shard = 1;
     SH_TRY(sh_env_long("SHOAL_DP_SHARD", &shard));
-    d->shard = shard && s->opt != NULL && !compresses(d); /* compressed: every rank steps all */
+    /* compressed, or elastic (any rank that remains must hold every moment): every rank steps all */
+    d->shard = shard && s->opt != NULL && !compresses(d) && !d->elastic;
     s->applies_update = d->shard;
     int shared = 0;
     SH_TRY(share_weights(d, net, &shared));
@@ -737,6 +739,12 @@ void sh_strategy_allreduce_compress(sh_strategy *s, const shoal_codec_opts *code
     d->codec = *codec;
     d->sfb = sfb;
     d->model = model;
+}
+
+void sh_strategy_allreduce_elastic(sh_strategy *s)
+{
+    dp_state *d = s->impl;
+    d->elastic = 1;
 }
 
 void sh_strategy_allreduce_profile(const sh_strategy *s, sh_dp_profile *out)

@@ -46,5 +46,9 @@ void sh_strategy_allreduce_profile(const sh_strategy *s, sh_dp_profile *out);
  * optimizer then runs on every rank over every parameter. model (the .cfg, for messages)
  * is borrowed. */
 void sh_strategy_allreduce_compress(sh_strategy *s, const shoal_codec_opts *codec, int sfb, const char *model);
+/* Before attach, for an elastic job (src/train/elastic.c): every rank keeps the whole model
+ * and optimizer state and updates all of it (no split update, no shared window, no exchange
+ * left in flight), so that any rank that remains holds all of it. */
+void sh_strategy_allreduce_elastic(sh_strategy *s);
 
 #endif
