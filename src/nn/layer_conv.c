@@ -647,7 +647,7 @@ static int conv_darknet_blobs(const sh_layer *l, sh_dn_blob *b, int max)
 const sh_layer_ops sh_conv_ops = {
     .cfg_name = "convolutional",
     .short_name = "conv",
-    .caps = SH_LAYER_SPLIT_COLUMN | SH_LAYER_SPLIT_CHANNELS, /* groups=1 only (parse) */
+    .caps = SH_LAYER_SPLIT_COLUMN | SH_LAYER_SPLIT_CHANNELS | SH_LAYER_ACTIVATION, /* splits: groups=1 only (parse) */
     .parse = conv_parse,
     .init = conv_init,
     .forward = conv_forward,

@@ -204,6 +204,7 @@ static void crnn_backward(sh_layer *l, sh_exec *x)
 const sh_layer_ops sh_crnn_ops = {
     .cfg_name = "crnn",
     .short_name = "crnn",
+    .caps = SH_LAYER_ACTIVATION,
     .parse = crnn_parse,
     .init = crnn_init,
     .forward = crnn_forward,

@@ -25,6 +25,7 @@ static shoal_result gru_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx
     SH_TRY(sh_cfg_str(s, "form", "pytorch", &form));
     if (strcmp(form, "darknet") == 0) { /* Darknet's equations: another layer */
         l->ops = &sh_gru_darknet_ops;
+        l->caps = sh_gru_darknet_ops.caps;
         return sh_gru_darknet_ops.parse(l, s, ctx);
     }
     if (strcmp(form, "pytorch") != 0)

@@ -379,6 +379,8 @@ static int gru_dn_darknet_blobs(const sh_layer *l, sh_dn_blob *b, int max)
 const sh_layer_ops sh_gru_darknet_ops = {
     .cfg_name = "gru",
     .short_name = "gru",
+    .form = "darknet",
+    .caps = SH_LAYER_ACTIVATION,
     .parse = gru_dn_parse,
     .init = gru_dn_init,
     .forward = gru_dn_forward,

@@ -495,6 +495,7 @@ static int rnn_darknet_blobs(const sh_layer *l, sh_dn_blob *b, int max)
 const sh_layer_ops sh_rnn_ops = {
     .cfg_name = "rnn",
     .short_name = "rnn",
+    .caps = SH_LAYER_ACTIVATION,
     .parse = rnn_parse,
     .init = rnn_init,
     .forward = rnn_forward,

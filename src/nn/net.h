@@ -121,6 +121,9 @@ void sh_net_set_rows(sh_net *n, int total, int group, int stride, int offset);
  * after a convolutional i, without batch norm; each of i+1..j reads only the layer before
  * it, and nothing after reads i's input or the layers before j. */
 int sh_net_tp_pair_end(const sh_net *n, int i, int ranks);
+/* 1 when layer i's tensor shares go by channels (whole filters: [convolutional]), 0 when by
+ * output columns and input rows ([connected]). */
+int sh_net_tp_by_channels(const sh_net *n, int i);
 /* The tensor-parallel sum: buf[0..count) = its sum over the ranks; forward and backward
  * return its error. Borrowed ctx. */
 void sh_net_set_sum(sh_net *n, shoal_result (*sum)(void *ctx, float *buf, size_t count), void *ctx);

@@ -62,7 +62,7 @@ static shoal_result gibbs(const shoal_sample_opts *o, sh_net *net, float *images
     sh_net_rbm_layers(net, rbms);
     if (top < 0) top = rbms[nrbm - 1];
     for (int i = 0; i <= top; i++)
-        if (i >= sh_net_nlayers(net) || sh_net_layer(net, i)->ops != &sh_rbm_ops)
+        if (i >= sh_net_nlayers(net) || i >= nrbm || rbms[i] != i) /* rbms ascend: 0..top all [rbm] */
             return SH_FAIL(SHOAL_ERR_INVALID, "%s:%d: layer %d (%s) is not an [rbm]: shoal sample draws from [rbm] "
                            "layers stacked on the input, up to --layer %d", o->cfg_path, sh_net_layer_line(net, i), i,
                            sh_net_layer_name(net, i), top);

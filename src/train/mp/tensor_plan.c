@@ -83,8 +83,8 @@ shoal_result sh_tp_plan_choose(sh_tp_plan *pl, const sh_net *plan, int lo, int h
         memset(c, 0, sizeof *c);
         c->col = i;
         c->row = j;
-        c->col_conv = strncmp(sh_net_layer_name(plan, i), "conv", 4) == 0;
-        c->row_conv = strncmp(sh_net_layer_name(plan, j), "conv", 4) == 0;
+        c->col_conv = sh_net_tp_by_channels(plan, i);
+        c->row_conv = sh_net_tp_by_channels(plan, j);
         for (int k = i; k <= j; k++) c->macs += sh_net_layer_flops(plan, k);
         /* the net's first layer's input gradient is not computed: nothing to sum; a later
          * stage's first layer's is (it goes back to the stage before) */
