@@ -23,9 +23,8 @@
 #endif
 #define GROUP_MIN_COLUMNS ((size_t)SH_CONV_MIN_COLUMNS)
 /* Threads from which small layers use the column cache rather than per-chunk partial
- * gradients: on 2 cores the partials measured ~10% faster (the cache streams the columns
- * through memory), but they cost (2T - 1) copies of the gradients, which many threads make
- * too much. */
+ * gradients: with few threads the partials win (the cache streams the columns through
+ * memory), but they cost (2T - 1) copies of the gradients, which many threads make too much. */
 #ifndef SH_CONV_CACHE_MIN_THREADS
 #define SH_CONV_CACHE_MIN_THREADS 4
 #endif

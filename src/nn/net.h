@@ -207,7 +207,7 @@ shoal_result sh_net_keep_packed(sh_net *n, size_t max_bytes);
 /* Which packed copies (SH_PACK_* bits) pay for a pipeline stage's micro-batches of this many
  * rows, kept by each update: under the older rules (Intel under 2 MiB of L2 a core, or unknown)
  * none at 24-48 rows (the few-row products as fast), both otherwise; under the newer (from 2
- * MiB, AMD's AVX-512 CPUs) W alone (dX) from 16 rows, both below (dense_rules.c, as measured). */
+ * MiB, AMD's AVX-512 CPUs) W alone (dX) from 16 rows, both below (dense_rules.c). */
 int sh_dense_stage_packs(int rows);
 void sh_net_share_packed(sh_net *dst, const sh_net *src);
 enum { SH_PACK_FORWARD = 1, SH_PACK_BACKWARD = 2 };

@@ -22,10 +22,10 @@
 
 /* ---- the table ----
  * Each threshold below is where one algorithm overtakes the next in bench/comm/algo_sweep.c
- * (every algorithm side by side per size in one run, socketpair and shared-memory links);
- * its figures are in bench/README.md. With more ranks than cores every algorithm waits for
- * the scheduler, which flatters the binomial tree; the tree is not chosen for allreduce, since
- * with a core per rank its root handles log2(n) whole messages.
+ * (every algorithm side by side per size in one run, socketpair and shared-memory links).
+ * With more ranks than cores every algorithm waits for the scheduler, which flatters the
+ * binomial tree; the tree is not chosen for allreduce, since with a core per rank its root
+ * handles log2(n) whole messages.
  * Hierarchical allreduce (hier.c) takes over above RD_MAX_NBYTES when hosts hold several
  * ranks: it sends the links between hosts 1/m of what the flat ring does. */
 
