@@ -1,12 +1,14 @@
 # shoal — one Makefile for the library, the command line, the tests and the benchmarks.
 #
-#   make                  build/shoal, build/libshoal.a, build/libshoal.so
+#   make                  build/shoal, build/libshoal.a, build/libshoal.so (-> .so.0 -> .so.0.1.0),
+#                         portable: x86-64-v2, the hot kernels chosen at run time by the CPU
+#   make NATIVE=1         the same for this machine's CPU only (-march=native)
 #   make test             build and run every test binary; ends with "all tests: N passed, N failed"
 #   make test-san         the unit tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make test SAN=address (or thread, undefined): the same suite with one sanitizer
 #   make MPI=1            add the MPI transport (Open MPI or MPICH, found through mpicc;
 #                         MPICC=mpicc.mpich or mpicc.openmpi picks one)
-#   make install PREFIX=/usr/local
+#   make install PREFIX=/usr/local   binary, libraries, headers, pkg-config, examples, man page, Python module
 #   make python           the Python module only: build/python/shoal (PYTHONPATH=build/python)
 #   make BUILD=build-x    build somewhere else (each developer or helper may use its own)
 #
@@ -19,7 +21,21 @@ SAN     ?=
 MPI     ?= 0
 MPICC   ?= mpicc
 WERROR  ?= 0
-OPT     ?= -O3 -march=native
+NATIVE  ?= 0
+VERSION := 0.1.0
+SOVERSION := 0
+# Portable by default: a binary built on a login node runs on older compute nodes. The x86-64
+# baseline is v2 (SSE4.2, 2009 on); the kernels that need wider vectors are compiled for v3 and v4
+# too and chosen by the CPU at run time (src/base/hot.h, and the dispatch of gemm_packed.c and
+# reduce.c). NATIVE=1 compiles everything for this machine's CPU.
+ifeq ($(NATIVE),1)
+ARCH    := -march=native
+else ifneq ($(findstring x86_64,$(shell $(CC) -dumpmachine 2>/dev/null)),)
+ARCH    := -march=x86-64-v2 -mtune=generic
+else
+ARCH    :=
+endif
+OPT     ?= -O3 $(ARCH)
 
 ifeq ($(SAN),)
 BUILD   ?= build
@@ -31,10 +47,11 @@ SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-r
 else
 SANFLAGS := -fsanitize=$(SAN) -fno-omit-frame-pointer
 endif
-OPT     := -O1 -g -march=native
+OPT     := -O1 -g $(ARCH)
 endif
 
-WARN    := -Wall -Wextra -Wshadow -Wundef -Wno-unused-parameter
+# -Wno-psabi: GCC's note on 32-byte vector arguments in a build without AVX (no ABI crosses a library boundary)
+WARN    := -Wall -Wextra -Wshadow -Wundef -Wno-unused-parameter -Wno-psabi
 ifeq ($(WERROR),1)
 WARN    += -Werror
 endif
@@ -42,6 +59,7 @@ endif
 CFLAGS_ALL := -std=c11 -D_GNU_SOURCE -fPIC -pthread $(OPT) -g $(WARN) $(SANFLAGS) \
               -Iinclude -Isrc $(CFLAGS)
 LDLIBS_ALL := -pthread -lcrypto -ljpeg -lpng -lz -ldl -lm -lrt $(LDLIBS)
+FLAGS_STAMP := $(BUILD)/.flags
 
 # MPI: found through mpicc's own flags; feature macros are always defined, 0 or 1.
 ifeq ($(MPI),1)
@@ -102,7 +120,7 @@ $(CAFFE_PB).c $(CAFFE_PB).h: src/nn/caffe/caffe.proto
 	@command -v protoc-c >/dev/null || { echo "protoc-c not found: install protobuf-c-compiler and libprotobuf-c-dev (scripts/deps.sh)"; exit 1; }
 	@mkdir -p $(GEN_DIR)
 	protoc-c --proto_path=src --c_out=$(GEN_DIR) src/nn/caffe/caffe.proto
-$(BUILD)/obj/$(CAFFE_PB).o: $(CAFFE_PB).c
+$(BUILD)/obj/$(CAFFE_PB).o: $(CAFFE_PB).c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -w -c $< -o $@
 $(BUILD)/obj/src/nn/caffe/caffe_model.o: $(CAFFE_PB).h
@@ -110,10 +128,28 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_LIB_OBJ := $(TEST_LIB:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all test test-san tests bench install clean run mpi-bins python
+# The version, the commit and the flags, baked into `shoal --version` (src/cli/cmd_version.c):
+# rewritten only when they change, so a new commit rebuilds one file. "unknown" outside git.
+GIT_COMMIT := $(shell git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)
+VERSION_H := $(GEN_DIR)/version.h
+$(VERSION_H): FORCE
+	@mkdir -p $(dir $@)
+	@printf '#define SHOAL_VERSION "%s"\n#define SHOAL_GIT_COMMIT "%s"\n#define SHOAL_BUILD_OPT "%s"\n' \
+	  '$(VERSION)' '$(GIT_COMMIT)' '$(strip $(OPT))' > $@.tmp
+	@cmp -s $@.tmp $@ && rm -f $@.tmp || mv $@.tmp $@
+$(BUILD)/obj/src/cli/cmd_version.o: $(VERSION_H)
+
+.PHONY: all test test-san tests bench install clean run mpi-bins python FORCE
 all: $(BUILD)/shoal $(BUILD)/libshoal.a $(BUILD)/libshoal.so $(if $(PY_MOD),python)
 
-$(BUILD)/obj/%.o: %.c
+# Objects depend on the flags too (FLAGS_STAMP): `make NATIVE=1` after `make` rebuilds them.
+# FLAGS_TEXT is fixed here, before any target adds its own (the Python module's).
+FLAGS_TEXT := $(CC) $(CFLAGS_ALL)
+$(FLAGS_STAMP): FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(FLAGS_TEXT)' | cmp -s - $@ || echo '$(FLAGS_TEXT)' > $@
+
+$(BUILD)/obj/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
 
@@ -121,8 +157,11 @@ $(BUILD)/libshoal.a: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
+# libshoal.so -> libshoal.so.0 (the SONAME programs record) -> libshoal.so.0.1.0
 $(BUILD)/libshoal.so: $(LIB_OBJ)
-	$(CC) -shared -o $@ $^ $(SANFLAGS) $(LDLIBS_ALL)
+	$(CC) -shared -Wl,-soname,libshoal.so.$(SOVERSION) -o $@.$(VERSION) $^ $(SANFLAGS) $(LDLIBS_ALL)
+	ln -sf libshoal.so.$(VERSION) $@.$(SOVERSION)
+	ln -sf libshoal.so.$(SOVERSION) $@
 
 $(BUILD)/shoal: $(CLI_OBJ) $(BUILD)/libshoal.a
 	$(CC) -o $@ $(CLI_OBJ) $(BUILD)/libshoal.a $(SANFLAGS) $(LDLIBS_ALL)
@@ -194,14 +233,22 @@ run: all
 bench: all
 	@echo "benchmarks live in bench/; see bench/README.md"
 
+# The model files and the C example go to share/shoal/examples; docs/shoal.1 is the man page.
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/shoal \
-	           $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	           $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/share/shoal/examples/caffe \
+	           $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 755 $(BUILD)/shoal $(DESTDIR)$(PREFIX)/bin/shoal
 	install -m 644 $(BUILD)/libshoal.a $(DESTDIR)$(PREFIX)/lib/libshoal.a
-	install -m 755 $(BUILD)/libshoal.so $(DESTDIR)$(PREFIX)/lib/libshoal.so
+	install -m 755 $(BUILD)/libshoal.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libshoal.so.$(VERSION)
+	ln -sf libshoal.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libshoal.so.$(SOVERSION)
+	ln -sf libshoal.so.$(SOVERSION) $(DESTDIR)$(PREFIX)/lib/libshoal.so
 	install -m 644 include/shoal/*.h $(DESTDIR)$(PREFIX)/include/shoal/
-	sed -e 's|@PREFIX@|$(PREFIX)|g' scripts/shoal.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/shoal.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' scripts/shoal.pc.in \
+	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/shoal.pc
+	install -m 644 examples/*.cfg examples/*.c $(DESTDIR)$(PREFIX)/share/shoal/examples/
+	install -m 644 examples/caffe/* $(DESTDIR)$(PREFIX)/share/shoal/examples/caffe/
+	install -m 644 docs/shoal.1 $(DESTDIR)$(PREFIX)/share/man/man1/shoal.1
 ifneq ($(PY_MOD),)
 	install -d $(DESTDIR)$(PY_SITE)/shoal
 	install -m 755 $(PY_MOD) $(DESTDIR)$(PY_SITE)/shoal/

@@ -51,7 +51,7 @@ port() { echo $((30000 + RANDOM % 20000)); }
 busbw() { # which ranks size -> busbw GB/s of the out-of-place allreduce
     local iters=$(( $3 <= 1048576 ? 300 : 20 ))
     SHOAL_MASTER_PORT=$(port) "${BIN[$1]}" launch -n "$2" "${BIN[$1]}" bench allreduce -b "$3" -e "$3" \
-        -n "$iters" -w $((iters / 10 + 1)) -c 0 --json 2>/dev/null | sed -n 's/^\[rank 0\] //p' |
+        --iters "$iters" -w $((iters / 10 + 1)) -c 0 --json 2>/dev/null | sed 's/^\[rank 0\] //' |
         $PY -c 'import json,sys
 print(json.loads(sys.stdin.read())["rows"][-1]["busbw_gb_s"])' 2>/dev/null || echo nan
 }

@@ -55,7 +55,7 @@ shoal_rows() { # coll n max -> json rows (out-of-place) on stdout
         [ "$1" -gt "$max" ] && continue
         [ "$2" -gt "$max" ] && set -- "$1" "$max" "$3"
         SHOAL_MASTER_PORT=$(port) "$SHOAL" launch -n "$n" "$SHOAL" bench "$coll" -b "$1" -e "$2" -f "$FACTOR" \
-            -n "$3" -w $(( $3 / 10 + 1 )) -c 0 --json 2>/dev/null | sed -n 's/^\[rank 0\] //p' |
+            --iters "$3" -w $(( $3 / 10 + 1 )) -c 0 --json 2>/dev/null | sed 's/^\[rank 0\] //' |
             $PY -c 'import json,sys
 d=json.loads(sys.stdin.read())
 for r in d["rows"]: print(json.dumps({"size": r["size"], "time_us": r["time_us"], "busbw_gb_s": r["busbw_gb_s"]}))'

@@ -38,7 +38,7 @@ for ((i = 1; i <= ROUNDS; i++)); do
         SHOAL_RANK=$r SHOAL_WORLD_SIZE=4 SHOAL_LOCAL_RANK=$((r % 2)) SHOAL_LOCAL_SIZE=2 \
             SHOAL_MASTER_ADDR="$($LAB addr h0)" SHOAL_MASTER_PORT=$port SHOAL_JOB_KEY=$key SHOAL_TIMEOUT=15000 \
             SHOAL_TCP_CONGESTION=$CC $LAB exec h$((r / 2)) "$SHOAL" bench allreduce -b "$SIZE" -e "$SIZE" \
-            -n "$ITERS" -w 2 -c 1 >"$OUT/rank$r.log" 2>&1 &
+            --iters "$ITERS" -w 2 -c 1 >"$OUT/rank$r.log" 2>&1 &
         pids+=($!)
     done
     t0=$(date +%s.%N)

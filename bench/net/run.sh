@@ -88,12 +88,12 @@ shoal_rows() { # coll hosts rph min max
         p=$(port); key=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
         for ((k = 1; k < h; k++)); do
             SHOAL_SECURE=$sec SHOAL_JOB_KEY=$key SHOAL_MASTER_PORT=$p $LAB exec h$k "$bin" launch -n "$r" --nnodes "$h" --node-rank $k \
-                --master-addr "$m" -- "$bin" bench "$coll" -b "$1" -e "$2" -f "$FACTOR" -n "$3" -w $(( $3 / 10 + 1 )) \
+                --master-addr "$m" -- "$bin" bench "$coll" -b "$1" -e "$2" -f "$FACTOR" --iters "$3" -w $(( $3 / 10 + 1 )) \
                 -c 0 >/dev/null 2>&1 &
         done
         SHOAL_SECURE=$sec SHOAL_JOB_KEY=$key SHOAL_MASTER_PORT=$p $LAB exec h0 "$bin" launch -n "$r" --nnodes "$h" --node-rank 0 \
-            --master-addr "$m" -- "$bin" bench "$coll" -b "$1" -e "$2" -f "$FACTOR" -n "$3" -w $(( $3 / 10 + 1 )) \
-            -c 0 --json 2>/dev/null | sed -n 's/^\[rank 0\] //p' |
+            --master-addr "$m" -- "$bin" bench "$coll" -b "$1" -e "$2" -f "$FACTOR" --iters "$3" -w $(( $3 / 10 + 1 )) \
+            -c 0 --json 2>/dev/null | sed 's/^\[rank 0\] //' |
             $PY -c 'import json,sys
 d=json.loads(sys.stdin.read())
 for r in d["rows"]: print(json.dumps({"size": r["size"], "time_us": r["time_us"], "algbw_gb_s": r["algbw_gb_s"]}))' ||

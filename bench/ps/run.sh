@@ -25,7 +25,7 @@ SHOAL="$BUILD/shoal"
 if [ -n "$MAX_STEPS" ]; then LENGTH=(--max-steps "$MAX_STEPS"); SPAN="$MAX_STEPS steps"
 else LENGTH=(--epochs "$EPOCHS"); SPAN="$EPOCHS epochs"; fi
 
-field() { sed -n 's/^\[rank [0-9]*\] {/{/p' "$1" | head -1 | $PY -c 'import json,sys; print(json.loads(sys.stdin.read())[sys.argv[1]])' "$2" 2>/dev/null || echo "?"; }
+field() { sed -n 's/^\(\[rank [0-9]*\] \)\{0,1\}{/{/p' "$1" | head -1 | $PY -c 'import json,sys; print(json.loads(sys.stdin.read())[sys.argv[1]])' "$2" 2>/dev/null || echo "?"; }
 server_line() { grep -o 'server 0 (.*' "$1" | head -1 || true; }
 
 IPS=?

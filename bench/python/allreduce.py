@@ -101,7 +101,7 @@ def c_rows(shoal_bin, lo, hi, scale):
     for nbytes in sizes(lo, hi):
         n = iters_for(nbytes, scale)
         r = run_json([shoal_bin, "launch", "-n", "2", shoal_bin, "bench", "allreduce", "-b", str(nbytes), "-e",
-                      str(nbytes), "-n", str(n), "-w", str(max(2, n // 10)), "-c", "0", "--json"])
+                      str(nbytes), "--iters", str(n), "-w", str(max(2, n // 10)), "-c", "0", "--json"])
         out.append({"size": nbytes, "time_us": r["rows"][0]["time_us"]})
     return out
 

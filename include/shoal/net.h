@@ -108,9 +108,9 @@ float *shoal_net_stats(shoal_net *n, size_t *count);
 float *shoal_net_state(shoal_net *n, size_t *count);
 void shoal_net_reset_state(shoal_net *n);
 /* Read weights and statistics from path: a shoal checkpoint (shoal train --save, or
- * shoal_net_save_weights), or Darknet's .weights when the path ends so. The file must be
- * of this cfg (SHOAL_ERR_FORMAT naming both sizes otherwise); SHOAL_ERR_IO when it cannot
- * be read. Blocks on file I/O. (Implemented in src/train/net_weights.c: checkpoints are
+ * shoal_net_save_weights), Darknet's .weights or Caffe's .caffemodel (a net from a
+ * .prototxt), told by the file's first bytes whatever its name. The file must be of this cfg
+ * (SHOAL_ERR_FORMAT naming both sizes otherwise); SHOAL_ERR_IO when it cannot be read. Blocks on file I/O. (Implemented in src/train/net_weights.c: checkpoints are
  * the training job's format.) */
 shoal_result shoal_net_load_weights(shoal_net *n, const char *path);
 /* Write the weights and statistics to path, atomically: Darknet's .weights when the path

@@ -56,8 +56,10 @@ typedef struct {
     const char *save_path;      /* "save": checkpoint at the end (and every save_every_steps) */
     int64_t save_every_steps;   /* "save-every"; 0: only at the end */
     const char *resume_path;    /* "resume": continue exactly where that checkpoint stopped */
-    const char *logdir;         /* "logdir": TensorBoard event files; NULL: none */
-    int quiet;                  /* "quiet": 1: no progress lines */
+    const char *logdir;         /* "logdir": the folder TensorBoard reads; the run writes its
+                                   events in a folder of its own there, logdir/run_name; NULL: none */
+    int quiet;                  /* "quiet": 1: no progress lines (shoal train still prints the
+                                   result's one line) */
     shoal_train_layout layout;  /* "ps" (a switch) sets SHOAL_TRAIN_PARAM_SERVER */
     int strong_scaling;         /* "scaling" strong|weak: 1 splits the batch across the ranks */
     int lr_linear;              /* "lr-scaling" none|linear: weak scaling, learning rate x ranks */
@@ -72,7 +74,7 @@ typedef struct {
     double time_limit_s;        /* "time-limit": > 0 ends after the step that passes this many
                                    seconds (evaluated and saved as at the planned end) */
     const char *weights_path;   /* "weights": start from these weights (a checkpoint, or
-                                   Darknet's FILE.weights); NULL: the seed's */
+                                   Darknet's .weights, told by content); NULL: the seed's */
     const char *save_darknet_path; /* "save-darknet": Darknet's .weights of the whole model at
                                    the end */
     int64_t histogram_every_steps; /* "log-histograms": with logdir, histograms every N steps */
@@ -99,6 +101,8 @@ typedef struct {
                                    coordinates (DistBelief's Sandblaster) */
     int lbfgs_history;          /* "history": with lbfgs, the (s, y) pairs kept; 0: 10 */
     const char *save_caffe_path; /* "save-caffe": Caffe's .caffemodel at the end (Caffe models) */
+    const char *run_name;       /* "run-name": with logdir, this run's folder there; an existing
+                                   one is continued; NULL: CFGNAME-YYYYmmdd-HHMMSS, a new one */
     const char *test_data;      /* "test-data": the held-out pictures (a folder of class
                                    folders or a list file); NULL: DIR/val (docs/data.md) */
     int strict_data;            /* "strict-data": a picture that cannot be read stops the run
@@ -243,13 +247,17 @@ typedef struct {
  * (one job per process at a time).
  * Errors: SHOAL_ERR_INVALID (NULL o, no cfg_path, options that do not fit:
  * shoal_train_opts_check; a dataset that does not fit the model; a layout that needs ranks
- * run alone), SHOAL_ERR_IO, SHOAL_ERR_FORMAT (cfg, dataset or checkpoint), SHOAL_ERR_PEER
+ * run alone), SHOAL_ERR_IO (an output file that cannot be written is found before the first
+ * step; one that fails at the end is written to the current directory or /tmp instead, the
+ * message says where, and r holds the run's result: is_result, test_accuracy),
+ * SHOAL_ERR_FORMAT (cfg, dataset or checkpoint), SHOAL_ERR_PEER
  * and SHOAL_ERR_TIMEOUT (another rank died or hung; the message names it). */
 shoal_result shoal_train_run(const shoal_train_opts *o, shoal_train_report *r);
 
 /* Ask the running job to stop after its current step, save a checkpoint (to save_path, or
- * CFGNAME.ckpt in the current directory) and return with report.stopped = 1; or to save and
- * go on. Async-signal-safe (a SIGINT handler calls it); a request made before the run
+ * else CFGNAME.ckpt in the current directory, or CFGNAME-K.ckpt when that exists: a file
+ * nobody named is never replaced; report.saved_path names it) and return with
+ * report.stopped = 1; or to save and go on. Async-signal-safe (a SIGINT handler calls it); a request made before the run
  * starts is seen after its first step; shoal_train_run forgets both when it returns. */
 void shoal_train_request_stop(void);
 void shoal_train_request_save(void);
@@ -268,8 +276,8 @@ shoal_result shoal_train_report_json(const shoal_train_report *r, char *buf, siz
 /* `shoal test`: trained weights measured on a test set. */
 typedef struct {
     const char *cfg_path;       /* the model (required) */
-    const char *weights_path;   /* a checkpoint of the same cfg, or Darknet's FILE.weights
-                                   (required) */
+    const char *weights_path;   /* a checkpoint of the same cfg, or Darknet's or Caffe's
+                                   weights, told by content (required) */
     const char *data_dir;       /* a dataset directory (its test split), or a text file (its
                                    held-out tail, as training held it out); NULL: SHOAL_DATA_DIR */
     int batch;                  /* images per forward; 0: the cfg's batch */

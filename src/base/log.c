@@ -40,6 +40,8 @@ void sh_log_set_rank(int rank, const char *host)
     snprintf(log_host, sizeof log_host, "%s", host ? host : "");
 }
 
+int sh_log_rank(void) { return log_rank; }
+
 static int subsys_on(const char *subsys)
 {
     if (!log_subsys[0] || !subsys) return 1;

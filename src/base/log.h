@@ -9,6 +9,8 @@ typedef enum { SH_LOG_ERROR = 0, SH_LOG_WARN, SH_LOG_INFO, SH_LOG_DEBUG } sh_log
 
 /* Set who this process is, for the prefix; rank < 0 leaves the rank out. */
 void sh_log_set_rank(int rank, const char *host);
+/* The rank set above; -1 before (alone, or not yet known). For what one rank says for all. */
+int sh_log_rank(void);
 /* 1 when a line at this level for this subsystem would be printed. */
 int sh_log_enabled(sh_log_level level, const char *subsys);
 void sh_log(sh_log_level level, const char *subsys, const char *fmt, ...)

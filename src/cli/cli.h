@@ -23,6 +23,7 @@ int sh_cmd_launch(int argc, char **argv);
 int sh_cmd_bench(int argc, char **argv);
 int sh_cmd_env(int argc, char **argv);
 int sh_cmd_plot(int argc, char **argv);
+int sh_cmd_version(int argc, char **argv);
 int sh_cmd_pretrain(int argc, char **argv);
 int sh_cmd_sample(int argc, char **argv);
 int sh_cmd_plan(int argc, char **argv);
@@ -36,6 +37,11 @@ int sh_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((for
 /* Kernel threads for a one-process subcommand (test, time): --threads if given, else the
  * rule of sh_cpus_threads_per_rank with the ranks on this host the launcher names (args.c). */
 int sh_cli_threads(int requested);
+
+/* This rank's stdout is the job's result (a JSON document, a table): under shoal launch the
+ * launcher passes it on as written, without "[rank k] " (launch.c); elsewhere nothing. Call
+ * before the rank writes anything to stdout (lines already there may pass untagged too). */
+void sh_cli_stdout_is_result(void);
 
 /* A whole decimal integer in [min, max]: 1 and *out set, else 0 (*out untouched). */
 int sh_cli_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);

@@ -1,8 +1,9 @@
 /* cmd_bench.c — `shoal bench COLLECTIVE`: nccl-tests' measurement and columns for shoal's
  * collectives (size, count, type, redop, root; time, algbw, busbw, #wrong out of place and
- * in place; the average bus bandwidth line), or the same rows as JSON. Run under
- * `shoal launch -n N`, mpirun or srun.
- * Not here: the collectives (src/comm/).
+ * in place; the average bus bandwidth line), or the same rows as JSON. -n N starts N ranks
+ * here (as shoal train -n N); under `shoal launch`, mpirun or srun the job's ranks run it. Rank
+ * 0's table or JSON is the job's stdout, without the launcher's "[rank k] ".
+ * Not here: the collectives (src/comm/), starting ranks (launch.c).
  * Proved by tests/cli/test_bench_cli.c. */
 #include <limits.h>
 #include <stddef.h>
@@ -10,11 +11,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/err.h"
 #include "base/util.h"
 #include "cli/cli.h"
 #include "cli/flags.h"
+#include "cli/launch.h"
 #include "comm/reduce.h"
 #include "io/svg_plot.h"
 #include "shoal/comm.h"
@@ -25,13 +28,14 @@ static const char *const kind_names[B_COUNT] = {"allreduce", "broadcast", "reduc
 
 static const char usage_text[] =
     "usage: shoal bench allreduce|broadcast|reduce|allgather|reduce_scatter|alltoall|sendrecv\n"
-    "                   [-b MIN] [-e MAX] [-f FACTOR] [-d DTYPE] [-o OP] [-r ROOT]\n"
-    "                   [-n ITERS] [-w WARMUP] [-c 0|1] [--json] [--plot FILE.svg]\n\n"
-    "Times a collective over every rank of the job (start it with `shoal launch -n N`,\n"
-    "mpirun or srun) for sizes MIN, MIN*FACTOR, ... MAX bytes, as nccl-tests does: time is\n"
-    "the mean over ITERS of the slowest rank; algbw = size / time; busbw = algbw x the\n"
-    "collective's bus factor (allreduce 2(n-1)/n; reduce_scatter, allgather, alltoall\n"
-    "(n-1)/n; others 1); #wrong counts wrong elements.\n";
+    "                   [-n RANKS] [-b MIN] [-e MAX] [-f FACTOR] [-d DTYPE] [-o OP] [-r ROOT]\n"
+    "                   [--iters ITERS] [-w WARMUP] [-c 0|1] [--json] [--plot FILE.svg]\n\n"
+    "Times a collective over every rank of the job (-n N starts N ranks here; or start it\n"
+    "with shoal launch, mpirun or srun) for sizes MIN, MIN*FACTOR, ... MAX bytes, as\n"
+    "nccl-tests does: time is the mean over ITERS of the slowest rank; algbw = size / time;\n"
+    "busbw = algbw x the collective's bus factor (allreduce 2(n-1)/n; reduce_scatter,\n"
+    "allgather, alltoall (n-1)/n; others 1); #wrong counts wrong elements. nccl-tests' -n\n"
+    "(iterations) is --iters here: -n is the ranks, as in shoal train and shoal launch.\n";
 
 /* --plot: busbw by size, out-of-place [0] and in-place [1], kept by rank 0. */
 typedef struct {
@@ -220,6 +224,7 @@ static long check(shoal_comm *c, const bench_cfg *b, const void *send, const voi
 
 typedef struct {
     bench_cfg b;
+    int nranks;                 /* -n: ranks to start here; 0: the job's */
     const char *collective;
     size_t min_nbytes, max_nbytes;
     double factor;
@@ -282,6 +287,9 @@ static int set_collective(void *dst, const char *arg, const char *cmd)
 #define AT(field) offsetof(bench_opts, field)
 
 static const sh_flag flags[] = {
+    {"nranks", 'n', "RANKS", SH_FLAG_INT, AT(nranks), 1, 4096, "Ranks",
+     "start RANKS ranks on this machine (as shoal train -n); under shoal launch, mpirun or srun the job's ranks "
+     "run it", NULL, "takes a rank count from 1 to 4096", NULL},
     {"minbytes", 'b', "MIN", SH_FLAG_CALL, AT(min_nbytes), 0, 0, "Sizes",
      "the smallest message in bytes, suffixes K, M, G (default 8)", "a value", NULL, set_size},
     {"maxbytes", 'e', "MAX", SH_FLAG_CALL, AT(max_nbytes), 0, 0, "Sizes", "the largest (default 64M)", "a value",
@@ -294,8 +302,8 @@ static const sh_flag flags[] = {
      NULL, set_op},
     {"root", 'r', "ROOT", SH_FLAG_INT, AT(b.root), 0, INT_MAX, "The collective",
      "the root rank of broadcast and reduce (default 0)", NULL, "takes a rank", NULL},
-    {"iters", 'n', "ITERS", SH_FLAG_INT, AT(iters), 1, INT_MAX, "Measuring", "timed calls per size (default 20)",
-     NULL, "takes a count >= 1", NULL},
+    {"iters", 0, "ITERS", SH_FLAG_INT, AT(iters), 1, INT_MAX, "Measuring",
+     "timed calls per size (default 20; nccl-tests' -n)", NULL, "takes a count >= 1", NULL},
     {"warmup_iters", 'w', "WARMUP", SH_FLAG_INT, AT(warmup), 0, INT_MAX, "Measuring",
      "untimed calls before them (default 5)", NULL, "takes a count >= 0", NULL},
     {"check", 'c', "0|1", SH_FLAG_INT, AT(do_check), 0, 1, "Measuring",
@@ -435,7 +443,10 @@ static int run_sizes(const bench_opts *o, const bench_job *j)
     long total_wrong = 0;
     plot_points pts = {0};
     shoal_result rc = SHOAL_OK;
-    if (j->rank == 0) print_header(o, j);
+    if (j->rank == 0) {
+        sh_cli_stdout_is_result(); /* the table or document as written, also under shoal launch */
+        print_header(o, j);
+    }
     for (size_t nbytes = o->min_nbytes;;) {
         bench_row row;
         rc = measure(o, j, nbytes, &row);
@@ -470,6 +481,34 @@ static int run_sizes(const bench_opts *o, const bench_job *j)
     return total_wrong ? SH_EXIT_FAIL : SH_EXIT_OK;
 }
 
+/* -n N outside a job: N ranks of this same command without -n, through the launcher. */
+static int relaunch(int argc, char **argv, int nranks)
+{
+    char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    char **args = calloc((size_t)argc + 2, sizeof *args);
+    if (len <= 0 || !args) {
+        free(args);
+        fprintf(stderr, "shoal bench: cannot find its own executable to start the ranks\n");
+        return SH_EXIT_FAIL;
+    }
+    self[len] = 0;
+    int k = 0;
+    args[k++] = self;
+    args[k++] = "bench";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-n") || !strcmp(argv[i], "--nranks")) {
+            i++;
+            continue;
+        }
+        if (strncmp(argv[i], "-n=", 3) && strncmp(argv[i], "--nranks=", 9)) args[k++] = argv[i];
+    }
+    sh_launch_opts lo = {.nranks = nranks, .grace_ms = 5000, .tag = "bench"};
+    int code = sh_launch_run(&lo, args);
+    free(args);
+    return code;
+}
+
 int sh_cmd_bench(int argc, char **argv)
 {
     if (argc < 2) {
@@ -482,6 +521,13 @@ int sh_cmd_bench(int argc, char **argv)
     if (code) return code == SH_FLAGS_HELP ? SH_EXIT_OK : code;
     if (!o.collective) return sh_cli_usage_error("bench", "name the collective: allreduce, broadcast, ...");
     if (o.min_nbytes > o.max_nbytes) return sh_cli_usage_error("bench", "-b is larger than -e");
+    shoal_job_env e;
+    int in_job = shoal_job_env_read(&e) == SHOAL_OK && e.world > 1;
+    if (o.nranks && !in_job) return relaunch(argc, argv, o.nranks);
+    if (o.nranks && o.nranks != e.world)
+        return sh_cli_usage_error("bench", "-n %d asks for %d ranks but the job has %d; -n is the ranks (as in shoal "
+                                  "train), the timed calls per size are --iters (nccl-tests' -n)", o.nranks, o.nranks,
+                                  e.world);
     shoal_comm_opts co;
     shoal_comm_opts_default(&co);
     bench_job j = {0};

@@ -26,9 +26,9 @@ static const char usage_text[] =
     "usage: shoal generate CFG --weights FILE [options]\n"
     "\n"
     "Sample text from a character-level model trained by shoal train CFG --data FILE.txt\n"
-    "(256 one-hot inputs, 256 outputs; examples/char-lstm.cfg): the seed is fed one byte at a\n"
-    "time, then each byte drawn from the net's output is printed and fed back, the recurrent\n"
-    "state carried from byte to byte.\n";
+    "(256 one-hot inputs, 256 outputs; examples/char-lstm.cfg): the text of --prime is fed one\n"
+    "byte at a time, then each byte drawn from the net's output is printed and fed back, the\n"
+    "recurrent state carried from byte to byte. --sample-seed seeds the draws.\n";
 
 /* A byte drawn from p (NBYTES probabilities) sharpened by temperature: p^(1/T), renormalised,
  * computed as exp((log p - log max p) / T) so that a low T cannot underflow every weight. */
@@ -184,8 +184,11 @@ static int set_temperature(void *dst, const sh_flag *f, const char *spelled, con
 static const sh_flag flags[] = {
     {"weights", 0, "FILE", SH_FLAG_STR, AT(weights), 0, 0, "Options",
      "the weights (a checkpoint of the same CFG, or Darknet's FILE.weights; required)", NULL, NULL, NULL},
-    {"seed", 0, "TEXT", SH_FLAG_STR, AT(seed), 0, 0, "Options", "text to start from (default: a newline)", NULL,
+    {"prime", 0, "TEXT", SH_FLAG_STR, AT(seed), 0, 0, "Options", "text to start from (default: a newline)", NULL,
      NULL, NULL},
+    {"seed", 0, "TEXT", SH_FLAG_STR, AT(seed), 0, 0, "Options",
+     "the same as --prime, as darknet rnn generate calls it (-seed); the random seed is --sample-seed", NULL, NULL,
+     NULL},
     {"length", 0, "N", SH_FLAG_I64, AT(length), 0, 1LL << 40, "Options",
      "bytes to generate after the seed (default 1000)", NULL, NULL, NULL},
     {"temperature", 0, "T", SH_FLAG_CALL, 0, 0, 0, "Options",
@@ -195,7 +198,7 @@ static const sh_flag flags[] = {
      "seed of the random draws (default 1: the same text every time)", NULL, NULL, NULL},
     {"sampler", 0, "S", SH_FLAG_STR, AT(sampler), 0, 0, "Options",
      "shoal (default) or darknet: draw exactly as darknet rnn generate -srand N does (its rand(), cut-off "
-     "and order; the seed then defaults to darknet's two newlines) for the same text from the same .weights "
+     "and order; --prime then defaults to darknet's two newlines) for the same text from the same .weights "
      "file", "shoal or darknet", NULL, NULL},
     {"threads", 0, "N", SH_FLAG_INT, AT(threads), 1, 1024, "Options", "kernel threads (default 1)", NULL, NULL,
      NULL},

@@ -3,11 +3,13 @@
  * drawn as SVG.
  * Not here: reading the files (src/io/tb_read.c, plot_data.c), drawing (src/io/svg_plot.c).
  * Proved by tests/cli/test_plot.c. */
+#include <dirent.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/err.h"
 #include "cli/cli.h"
@@ -22,7 +24,8 @@ static const char usage_text[] =
     "       shoal plot --bench OUTPUT... [-o FILE.svg]\n"
     "\n"
     "Draw an SVG chart (a browser or an image viewer opens it) with axes, ticks, a legend\n"
-    "and units. RUN... are runs' --logdir directories (or event files), or saved shoal\n"
+    "and units. RUN... are runs' --logdir directories (each run's folder in it is a run of\n"
+    "its own, as TensorBoard shows them), a run's folder or event file, or saved shoal\n"
     "train --json outputs (RUN.json: one point per evaluation): the loss and the accuracy,\n"
     "train and test, of every run side by side.\n";
 
@@ -86,8 +89,76 @@ static const char *unit_label(const char *tag)
     return tag;
 }
 
-static int plot_runs(char **runs, int nruns, const char **tags, int ntags, x_axis xa, double smooth_a,
-                     const char *out, const char *title)
+/* 1 when dir holds event files itself. */
+static int holds_events(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int found = 0;
+    for (struct dirent *e; d && !found && (e = readdir(d));) found = !strncmp(e->d_name, "events.out.tfevents.", 20);
+    if (d) closedir(d);
+    return found;
+}
+
+static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The runs RUN... name: a --logdir holding runs' folders (and no events of its own) stands for
+ * each of them, in name order, labelled by their folder (one alone keeps RUN's name). paths[]
+ * and labels[] are malloc'd; *n of them. */
+static shoal_result expand_runs(char **inputs, int ninputs, char **paths, char **labels, int *n)
+{
+    *n = 0;
+    for (int i = 0; i < ninputs; i++) {
+        char base[256];
+        const char *name = run_name(inputs[i], base, sizeof base);
+        struct stat st;
+        char *found[MAX_INPUTS];
+        int nfound = 0;
+        DIR *d = stat(inputs[i], &st) == 0 && S_ISDIR(st.st_mode) && !holds_events(inputs[i]) ? opendir(inputs[i]) : NULL;
+        for (struct dirent *e; d && (e = readdir(d));) {
+            char sub[4096];
+            snprintf(sub, sizeof sub, "%s/%s", inputs[i], e->d_name);
+            if (e->d_name[0] == '.' || stat(sub, &st) || !S_ISDIR(st.st_mode) || !holds_events(sub)) continue;
+            if (nfound == MAX_INPUTS || !(found[nfound] = strdup(e->d_name))) break;
+            nfound++;
+        }
+        if (d) closedir(d);
+        qsort(found, (size_t)nfound, sizeof found[0], by_name);
+        for (int k = 0; k < (nfound ? nfound : 1); k++) {
+            char sub[4096];
+            snprintf(sub, sizeof sub, "%s/%s", inputs[i], nfound ? found[k] : "");
+            if (*n < MAX_INPUTS) {
+                paths[*n] = strdup(nfound ? sub : inputs[i]);
+                labels[*n] = strdup(nfound > 1 ? found[k] : name);
+                (*n)++;
+            }
+            if (nfound) free(found[k]);
+        }
+    }
+    for (int i = 0; i < *n; i++)
+        if (!paths[i] || !labels[i]) return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
+    return SHOAL_OK;
+}
+
+/* "train/loss, test/loss, ..." of every run, at most nbytes. */
+static void list_tags(const sh_tb_run *rr, int nruns, char *buf, size_t nbytes)
+{
+    size_t len = 0;
+    buf[0] = 0;
+    for (int r = 0; r < nruns; r++)
+        for (int k = 0; k < rr[r].nseries; k++) {
+            const char *tag = rr[r].series[k].tag;
+            char quoted[300];
+            snprintf(quoted, sizeof quoted, "%s%s", len ? ", " : "", tag);
+            int dup = 0; /* several runs share their tags */
+            for (int q = 0; q < r && !dup; q++) dup = sh_tb_run_find(&rr[q], tag) != NULL;
+            if (dup || len + strlen(quoted) + 1 >= nbytes) continue;
+            memcpy(buf + len, quoted, strlen(quoted) + 1);
+            len += strlen(quoted);
+        }
+}
+
+static int plot_runs(char **runs, char **names, int nruns, const char **tags, int ntags, x_axis xa,
+                     double smooth_a, const char *out, const char *title)
 {
     static const char *const default_panels[2][2] = {{"train/loss", "test/loss"}, {"train/accuracy", "test/accuracy"}};
     sh_tb_run rr[MAX_INPUTS];
@@ -127,16 +198,23 @@ static int plot_runs(char **runs, int nruns, const char **tags, int ntags, x_axi
                 rc = x_values(&rr[r], s, xa, runs[r], x);
                 memcpy(y, s->value, s->n * sizeof *y);
                 if (smooth_a > 0 && s->n > 2) smooth(y, s->n, smooth_a);
-                char nb_[256];
-                if (nruns > 1) snprintf(labels[ns], sizeof labels[ns], "%.96s: %.96s", run_name(runs[r], nb_, sizeof nb_), want[k]);
+                if (nruns > 1) snprintf(labels[ns], sizeof labels[ns], "%.96s: %.96s", names[r], want[k]);
                 else snprintf(labels[ns], sizeof labels[ns], "%.190s", want[k]);
                 series[ns] = (sh_plot_series){labels[ns], x, y, s->n};
                 ns++;
                 panels[p].nseries++;
             }
-        if (rc == SHOAL_OK && !panels[p].nseries)
-            rc = SH_FAIL(SHOAL_ERR_FORMAT, "no run has %s%s%s; the runs' tags: see shoal plot --help (--tag)",
-                         want[0], nwant > 1 ? " or " : "", nwant > 1 ? want[1] : "");
+        if (rc == SHOAL_OK && !panels[p].nseries) {
+            char have[2048];
+            list_tags(rr, nruns, have, sizeof have);
+            rc = SH_FAIL(SHOAL_ERR_FORMAT, "no run has %s%s%s; %s: %s", want[0], nwant > 1 ? " or " : "",
+                         nwant > 1 ? want[1] : "", ntags ? "give --tag one of the runs' tags" : "the runs' tags",
+                         have[0] ? have : "(none)");
+        }
+    }
+    if (npanels == 1 && title) { /* one panel: --title is its title, not a second one above it */
+        panels[0].title = title;
+        title = NULL;
     }
     if (rc == SHOAL_OK) rc = sh_svg_line_chart(out, title, panels, npanels);
     if (rc == SHOAL_OK) {
@@ -197,16 +275,17 @@ static int plot_bench(char **files, int n, const char *out, const char *title)
         rc = sh_bench_curve_read(files[i], &cv[i]);
         se[i] = (sh_plot_series){cv[i].label, cv[i].nbytes, cv[i].busbw_gb_s, cv[i].n};
     }
-    sh_plot_panel p = {"bus bandwidth against message size", "message size", "busbw (GB/s)", se, n, 1, 1};
+    /* --title replaces the default title: one title on the chart */
+    sh_plot_panel p = {title ? title : "bus bandwidth against message size", "message size", "busbw (GB/s)", se, n, 1, 1};
     char ptitle[200];
     if (rc == SHOAL_OK && cv[0].generic) { /* x/y rows: their own axes, linear */
         p.xlabel = cv[0].xlabel[0] ? cv[0].xlabel : "x";
         p.ylabel = cv[0].ylabel[0] ? cv[0].ylabel : "y";
         snprintf(ptitle, sizeof ptitle, "%s against %s", p.ylabel, p.xlabel);
-        p.title = ptitle;
+        p.title = title ? title : ptitle;
         p.x_bytes_log2 = 0;
     }
-    if (rc == SHOAL_OK) rc = sh_svg_line_chart(out, title, &p, 1);
+    if (rc == SHOAL_OK) rc = sh_svg_line_chart(out, NULL, &p, 1);
     if (rc == SHOAL_OK) printf("wrote %s: %d curve%s\n", out, n, n > 1 ? "s" : "");
     for (int i = 0; i < n; i++) sh_bench_curve_fini(&cv[i]);
     return rc == SHOAL_OK ? SH_EXIT_OK : sh_cli_fail(rc);
@@ -308,7 +387,8 @@ static const sh_flag flags[] = {
      "draw any measure (bench/scaling)", NULL, NULL, NULL},
     {"output", 'o', "FILE.svg", SH_FLAG_STR, AT(out), 0, 0, "The chart", "the chart (default plot.svg)",
      "a file name", NULL, NULL},
-    {"title", 0, "TEXT", SH_FLAG_STR, AT(title), 0, 0, "The chart", "a title above the chart", NULL, NULL,
+    {"title", 0, "TEXT", SH_FLAG_STR, AT(title), 0, 0, "The chart",
+     "the chart's title instead of the default one (over several panels: one title above them)", NULL, NULL,
      NULL},
 };
 
@@ -334,5 +414,14 @@ int sh_cmd_plot(int argc, char **argv)
         return sh_cli_usage_error("plot", o.bench ? "--bench needs benchmark output files"
                                                   : "give runs' --logdir directories, --timeline TRACE or --bench FILES");
     if (o.bench) return plot_bench(o.inputs, o.ninputs, o.out, o.title);
-    return plot_runs(o.inputs, o.ninputs, o.tags, o.ntags, o.xa, o.smooth_a, o.out, o.title);
+    char *paths[MAX_INPUTS] = {NULL}, *names[MAX_INPUTS] = {NULL};
+    int nruns = 0;
+    shoal_result erc = expand_runs(o.inputs, o.ninputs, paths, names, &nruns);
+    rc = erc == SHOAL_OK ? plot_runs(paths, names, nruns, o.tags, o.ntags, o.xa, o.smooth_a, o.out, o.title)
+                         : sh_cli_fail(erc);
+    for (int i = 0; i < nruns; i++) {
+        free(paths[i]);
+        free(names[i]);
+    }
+    return rc;
 }

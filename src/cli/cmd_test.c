@@ -14,7 +14,8 @@ static const char usage_text[] =
     "usage: shoal test CFG --weights FILE [options]\n"
     "\n"
     "Measure the accuracy and mean loss of the weights in FILE (a checkpoint written by\n"
-    "shoal train --save, or Darknet's FILE.weights) on the test split of a dataset.\n";
+    "shoal train --save, Darknet's .weights or Caffe's .caffemodel, told by its content)\n"
+    "on the test split of a dataset.\n";
 
 typedef struct {
     shoal_test_opts o;
@@ -33,7 +34,7 @@ static int set_cfg(void *dst, const char *arg, const char *cmd)
 
 static const sh_flag flags[] = {
     {"weights", 0, "FILE", SH_FLAG_STR, AT(o.weights_path), 0, 0, "Options",
-     "the checkpoint, or Darknet's weights when FILE ends in .weights (required; must come from the same CFG)",
+     "a checkpoint, Darknet's or Caffe's weights, whatever its name (required; must come from the same CFG)",
      NULL, NULL, NULL},
     {"data", 0, "DIR|FILE.txt", SH_FLAG_STR, AT(o.data_dir), 0, 0, "Options",
      "dataset directory (default $SHOAL_DATA_DIR or /usr/share/datasets/fashion-mnist); a text file: "

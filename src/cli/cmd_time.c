@@ -140,7 +140,7 @@ static const sh_flag flags[] = {
     {"per-layer", 0, NULL, SH_FLAG_SWITCH, AT(per_layer), 0, 0, "Options",
      "also print each layer's forward and backward milliseconds", NULL, NULL, NULL},
     {"weights", 0, "FILE", SH_FLAG_STR, AT(weights), 0, 0, "Options",
-     "load these weights first (a shoal checkpoint, or Darknet's FILE.weights); default: the seed's random "
+     "load these weights first (a shoal checkpoint or Darknet's weights, told by content); default: the seed's random "
      "weights", "a file", NULL, NULL},
     {"threads", 0, "N", SH_FLAG_INT, AT(threads), 1, 1024, "Options",
      "kernel threads (default $SHOAL_THREADS, else this process's CPUs shared by the ranks on this host)",

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/atomic_file.h"
 #include "cli/cli.h"
 #include "cli/flags.h"
 #include "cli/launch.h"
@@ -27,8 +28,12 @@ static const char usage_text[] =
     "test accuracy after every epoch (docs/data.md).\n";
 
 static const char tail_text[] =
-    "Signals: SIGINT (Ctrl-C) stops after the current step, saves a checkpoint (to --save\n"
-    "or CFGNAME.ckpt in the current directory) and exits 0; SIGHUP saves and continues.\n"
+    "Signals: SIGINT (Ctrl-C) or SIGTERM stops after the current step, saves a checkpoint\n"
+    "(to --save, else CFGNAME.ckpt in the current directory, or CFGNAME-1.ckpt, -2, ... when\n"
+    "that exists: a file you did not name is never replaced), prints how to resume and exits\n"
+    "130 (SIGTERM: 143); a second one ends at once, leaving no partial file. SIGHUP saves and\n"
+    "continues. Every output file is checked before the first step; one that cannot be\n"
+    "written at the end goes to the current directory or /tmp instead (said, exit 1).\n"
     "Same seed and threads give bitwise identical weights; --resume continues bit for bit.\n";
 
 /* The --debug-* flags: fault drills installed as the job's hooks, so that no library
@@ -51,8 +56,14 @@ typedef struct {
 
 static volatile sig_atomic_t stop_signal; /* the signal that asked to stop, for the last line */
 
-static void on_sigint(int sig)
+/* The first SIGINT or SIGTERM asks the job to stop after its step and save; a second one ends
+ * the process at once, removing the temporaries of a save in progress. */
+static void on_stop(int sig)
 {
+    if (stop_signal) {
+        sh_atomic_unlink_pending();
+        _exit(128 + sig);
+    }
     stop_signal = sig;
     shoal_train_request_stop();
 }
@@ -280,10 +291,37 @@ static void print_profile(const shoal_train_report *r)
     print_compression(r);
 }
 
-/* The job's result, on its reporting rank: the JSON object or the last line. */
-static int print_result(const train_cli *t, const shoal_train_report *r)
+/* The command that continues a stopped run: this one with --resume PATH instead of any
+ * earlier --resume, words quoted for the shell where they need it. */
+static void print_resume(FILE *f, int argc, char **argv, const char *path)
+{
+    fprintf(f, "to resume: shoal");
+    for (int i = 0; i <= argc; i++) {
+        const char *a = i < argc ? argv[i] : "--resume";
+        if (i < argc && (!strcmp(a, "--resume") || !strncmp(a, "--resume=", 9))) {
+            i += !strcmp(a, "--resume");
+            continue;
+        }
+        const char *words[2] = {a, i == argc ? path : NULL};
+        for (int w = 0; w < 2 && words[w]; w++) {
+            const char *x = words[w];
+            if (*x && !x[strcspn(x, " \t\n'\"\\$`*?[]{}()<>|&;#~!")]) fprintf(f, " %s", x);
+            else {
+                fputs(" '", f);
+                for (; *x; x++) x[0] == '\'' ? fputs("'\\''", f) : fputc(*x, f);
+                fputc('\'', f);
+            }
+        }
+    }
+    fputc('\n', f);
+}
+
+/* The job's result, on its reporting rank: the JSON object or the last line (also under
+ * --quiet). A stopped run says where it saved and how to resume. Returns the exit code. */
+static int print_result(const train_cli *t, const shoal_train_report *r, int argc, char **argv)
 {
     static char json[SHOAL_TRAIN_REPORT_JSON_NBYTES];
+    int sig = stop_signal ? (int)stop_signal : SIGINT;
     if (t->o.profile) print_profile(r);
     if (t->o.profile && r->streamed)
         fprintf(stderr, "data: waited %.3f s for decoded pictures (%.1f%% of %.1f s), %" PRId64 " bad files "
@@ -292,29 +330,37 @@ static int print_result(const train_cli *t, const shoal_train_report *r)
     else if (r->bad_files > 0 && !t->o.quiet)
         fprintf(stderr, "data: %" PRId64 " picture files could not be read and were skipped (named in the "
                 "warnings above)\n", r->bad_files);
-    if (r->stopped)
-        fprintf(stderr, "stopped by %s; saved %s\n", stop_signal == SIGTERM ? "SIGTERM" : "SIGINT", r->saved_path);
+    if (r->stopped && r->saved_path[0]) {
+        fprintf(stderr, "stopped by %s; saved %s after step %" PRId64 "\n", sig == SIGTERM ? "SIGTERM" : "SIGINT",
+                r->saved_path, r->steps);
+        print_resume(stderr, argc, argv, r->saved_path);
+    } else if (r->stopped) {
+        fprintf(stderr, "stopped by %s after step %" PRId64 "; no checkpoint could be written\n",
+                sig == SIGTERM ? "SIGTERM" : "SIGINT", r->steps);
+    }
     if (t->o.json) {
         shoal_result rc = shoal_train_report_json(r, json, sizeof json);
         if (rc != SHOAL_OK) return sh_cli_fail(rc);
+        sh_cli_stdout_is_result(); /* one document on stdout, also under shoal launch */
         printf("%s\n", json);
-    } else if (!t->o.quiet && !r->stopped && r->text) {
+    } else if (!r->stopped && r->text) {
         printf("test %.4f bits/char (accuracy %.2f%%) after %" PRId64 " steps (%.2f epochs) in "
                "%.1f s, %.0f chars/s, peak RSS %.1f MB\n", r->test_bpc, 100 * r->test_accuracy, r->steps, r->epochs,
                r->seconds, r->images_per_s, r->peak_rss_mb);
-    } else if (!t->o.quiet && !r->stopped && r->test_accuracy < 0) { /* no labels: a regression */
+    } else if (!r->stopped && r->test_accuracy < 0) { /* no labels: a regression */
         printf("test loss %.4f after %" PRId64 " steps (%.2f epochs) in %.1f s, %.0f images/s, peak RSS %.1f MB\n",
                r->test_loss, r->steps, r->epochs, r->seconds, r->images_per_s, r->peak_rss_mb);
-    } else if (!t->o.quiet && !r->stopped) {
+    } else if (!r->stopped) {
         printf("test accuracy %.2f%%, test loss %.4f after %" PRId64 " steps (%.2f epochs) in "
                "%.1f s, %.0f images/s, peak RSS %.1f MB\n", 100 * r->test_accuracy, r->test_loss, r->steps,
                r->epochs, r->seconds, r->images_per_s, r->peak_rss_mb);
     }
-    return SH_EXIT_OK;
+    fflush(stdout);
+    return r->stopped ? 128 + sig : SH_EXIT_OK;
 }
 
 /* This process's part of the job, with the signals and the drills installed. */
-static int run_job(train_cli *t)
+static int run_job(train_cli *t, int argc, char **argv)
 {
     t->dbg.ps = t->o.layout == SHOAL_TRAIN_PARAM_SERVER;
     if (t->dbg.die_rank >= 0 || t->dbg.delay_rank >= 0) {
@@ -322,23 +368,37 @@ static int run_job(train_cli *t)
         t->o.hook_ctx = &t->dbg;
         if (t->dbg.ps) t->o.after_server_round = debug_after_server_round;
     }
-    /* A second Ctrl-C while the last step finishes kills at once (SA_RESETHAND). */
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sigemptyset(&sa.sa_mask);
-    sa.sa_handler = on_sigint;
-    sa.sa_flags = SA_RESETHAND | SA_RESTART;
+    sa.sa_handler = on_stop;
+    sa.sa_flags = SA_RESTART;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sa.sa_handler = on_sighup;
-    sa.sa_flags = SA_RESTART;
     sigaction(SIGHUP, &sa, NULL);
+    /* A file-size limit (ulimit -f) fails the write (EFBIG) and the temporary is removed,
+     * instead of killing the process with the temporary left behind. */
+    signal(SIGXFSZ, SIG_IGN);
 
     static shoal_train_report r; /* large: not on the stack */
     shoal_result rc = shoal_train_run(&t->o, &r);
     if (r.has_server && !t->o.quiet) print_server_stats(&r); /* also when the job failed */
+    /* the result stands also when a final file went elsewhere (rc then says where) */
+    int code = r.is_result ? print_result(t, &r, argc, argv) : SH_EXIT_OK;
     if (rc != SHOAL_OK) return sh_cli_fail(rc);
-    return r.is_result ? print_result(t, &r) : SH_EXIT_OK;
+    return code;
+}
+
+/* A stopped run ends as the signal would have ended it (exit status 128 + signal), so the
+ * shell and scripts see the interruption; ranks under shoal launch report the same. */
+static int end_as_signalled(int code)
+{
+    if (code <= 128 || code > 128 + 64) return code;
+    fflush(NULL);
+    signal(code - 128, SIG_DFL);
+    raise(code - 128);
+    return code;
 }
 
 int sh_cmd_train(int argc, char **argv)
@@ -359,7 +419,7 @@ int sh_cmd_train(int argc, char **argv)
         int servers = t.o.layout == SHOAL_TRAIN_PARAM_SERVER ? t.o.nservers : 0;
         code = relaunch(argc, argv, t.nranks + servers, &t);
     } else if (!code) {
-        code = run_job(&t);
+        code = end_as_signalled(run_job(&t, argc, argv));
     }
     shoal_train_opts_fini(&t.o);
     return code == SH_FLAGS_HELP ? SH_EXIT_OK : code;

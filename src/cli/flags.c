@@ -76,7 +76,8 @@ static int unknown(const sh_flag_table *t, const char *a)
     char name[64];
     size_t n = strcspn(a, "=");
     snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name - 1 ? n : sizeof name - 1), a);
-    const sh_flag *near = a[1] == '-' ? sh_flags_nearest(t, name + 2) : NULL;
+    /* "--epoch" and "-epochs" (one dash, Darknet's habit) both get the nearest long name */
+    const sh_flag *near = a[1] == '-' ? sh_flags_nearest(t, name + 2) : n > 2 ? sh_flags_nearest(t, name + 1) : NULL;
     char hint[96] = "";
     if (near) snprintf(hint, sizeof hint, " (did you mean \"--%s\"?)", near->name);
     if (t->bare_unknown) return sh_cli_usage_error(t->cmd, "unknown option %s%s", a, hint);

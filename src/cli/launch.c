@@ -35,6 +35,7 @@ typedef struct {
     int exited, status;
     int killed_by_us;
     int dropped;            /* the job said it goes on without this rank */
+    int plain;              /* its stdout is the job's result (a note "plain R"): no tag */
 } rank_proc;
 
 static int sig_pipe[2] = {-1, -1};
@@ -74,10 +75,12 @@ static int names_rank(const char *line, size_t n, int k)
     return 0;
 }
 
-static void emit(rank_proc *r, int k, int stream, const char *line, size_t n)
+static void emit(rank_proc *r, int k, int stream, const char *line, size_t n, int whole)
 {
     FILE *f = stream ? stderr : stdout;
-    if (names_rank(line, n, k))
+    if (!stream && r->plain) /* a JSON document, a table: as written, a long line not cut */
+        fprintf(f, "%.*s%s", (int)n, line, whole ? "\n" : "");
+    else if (names_rank(line, n, k))
         fprintf(f, "%.*s\n", (int)n, line);
     else
         fprintf(f, "[rank %d] %.*s\n", k, (int)n, line);
@@ -96,7 +99,7 @@ static int drain(rank_proc *r, int k, int stream)
     ssize_t n = read(r->fd[stream], tmp, sizeof tmp);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) return 1;
     if (n <= 0) {
-        if (r->len[stream]) emit(r, k, stream, r->buf[stream], r->len[stream]);
+        if (r->len[stream]) emit(r, k, stream, r->buf[stream], r->len[stream], 1);
         r->len[stream] = 0;
         close(r->fd[stream]);
         r->fd[stream] = -1;
@@ -105,7 +108,7 @@ static int drain(rank_proc *r, int k, int stream)
     for (ssize_t i = 0; i < n; i++) {
         char ch = tmp[i];
         if (ch == '\n' || r->len[stream] == LINE_MAX_NBYTES) {
-            emit(r, k, stream, r->buf[stream], r->len[stream]);
+            emit(r, k, stream, r->buf[stream], r->len[stream], ch == '\n');
             r->len[stream] = 0;
             if (ch == '\n') continue;
         }
@@ -114,7 +117,9 @@ static int drain(rank_proc *r, int k, int stream)
     return 1;
 }
 
-/* Lines "dropped R" from the ranks (each write is one whole line: shorter than PIPE_BUF). */
+/* Lines "dropped R" and "plain R" from the ranks (each write is one whole line: shorter than
+ * PIPE_BUF). A rank notes "plain" before it writes its result, and the notes are read before
+ * its output in the same wake-up (poll_set puts them first). */
 static void read_notes(int fd, rank_proc *rp, int n, int base)
 {
     char buf[512];
@@ -124,6 +129,10 @@ static void read_notes(int fd, rank_proc *rp, int n, int base)
         for (char *p = buf; (p = strstr(p, "dropped ")); p++) {
             int r = atoi(p + 8) - base; /* the job's rank; this node holds base .. base+n-1 */
             if (r >= 0 && r < n) rp[r].dropped = 1;
+        }
+        for (char *p = buf; (p = strstr(p, "plain ")); p++) {
+            int r = atoi(p + 6) - base;
+            if (r >= 0 && r < n) rp[r].plain = 1;
         }
     }
 }

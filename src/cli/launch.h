@@ -1,5 +1,6 @@
 /* launch.h — start N local ranks of a command with the rendezvous variables set, relay
- * their output line by line with a "[rank k] " prefix (or into per-rank files), forward
+ * their output line by line with a "[rank k] " prefix (or into per-rank files; a rank that
+ * notes its stdout is the job's result, sh_cli_stdout_is_result, has it passed as written), forward
  * SIGINT/SIGTERM/SIGHUP, and when one rank fails stop the others and report it; a rank the
  * job dropped (shoal_job_note_dropped) is killed once every other rank has ended.
  * Not here: flags (cmd_launch.c); the ranks' own rendezvous (src/comm/boot/).

@@ -1,4 +1,5 @@
-/* main.c — `shoal SUBCOMMAND [options]`: finds the subcommand and runs it.
+/* main.c — `shoal SUBCOMMAND [options]`: finds the subcommand and runs it; a mistyped one is
+ * named with the nearest; `shoal --version` is `shoal version`.
  * Not here: the subcommands (cmd_*.c).
  * Proved by tests/cli/test_cli.c. */
 #include <stdarg.h>
@@ -6,6 +7,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/util.h"
 #include "cli/cli.h"
 
 typedef struct {
@@ -26,6 +28,7 @@ static const subcommand subcommands[] = {
     {"bench", sh_cmd_bench, "benchmark a collective, nccl-tests style"},
     {"plot", sh_cmd_plot, "draw runs' curves, a timeline's step breakdown or busbw vs size (SVG)"},
     {"env", sh_cmd_env, "list every environment variable shoal reads"},
+    {"version", sh_cmd_version, "the version, its commit, the BLAS in use and the CPU's vector sets (--version)"},
 };
 #define NSUB (sizeof subcommands / sizeof subcommands[0])
 
@@ -64,9 +67,21 @@ int main(int argc, char **argv)
         usage(stdout);
         return SH_EXIT_OK;
     }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) return sh_cmd_version(argc - 1, argv + 1);
     for (size_t i = 0; i < NSUB; i++)
         if (!strcmp(argv[1], subcommands[i].name)) return subcommands[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "shoal: unknown subcommand \"%s\"\n", argv[1]);
-    usage(stderr);
+    /* one line naming the nearest, as a mistyped flag gets: the list is one --help away */
+    const subcommand *near = NULL;
+    int best = 0;
+    for (size_t i = 0; i < NSUB; i++) {
+        int d = sh_edit_distance(argv[1], subcommands[i].name);
+        if (!near || d < best) near = &subcommands[i], best = d;
+    }
+    if (near && best <= 2 + (int)strlen(argv[1]) / 4)
+        fprintf(stderr, "shoal: unknown subcommand \"%s\" (did you mean \"%s\"?); see 'shoal --help'\n", argv[1],
+                near->name);
+    else
+        fprintf(stderr, "shoal: unknown subcommand \"%s\"; see 'shoal --help' for train, test, generate, time, "
+                "launch, bench, plot, env, version\n", argv[1]);
     return SH_EXIT_USAGE;
 }

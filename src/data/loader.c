@@ -86,7 +86,7 @@ shoal_result sh_loader_create(const sh_dataset *d, const sh_loader_opts *o, sh_l
                        "loader: the targets %s hold %d %s but %s holds %d %s; give one target image per image",
                        o->targets->name, o->targets->count, o->targets->text ? "characters" : "images", d->name,
                        d->count, d->text ? "characters" : "images");
-    if (o->drop_last && o->global_batch > d->count)
+    if (o->drop_last && o->global_batch > d->count && !d->text) /* text: streams of characters, below */
         return SH_FAIL(SHOAL_ERR_INVALID,
                        "loader: global batch %d is larger than the %d images of %s, so an "
                        "epoch with drop_last has no step; lower --batch",
@@ -107,9 +107,9 @@ shoal_result sh_loader_create(const sh_dataset *d, const sh_loader_opts *o, sh_l
         l->segment = d->count / l->streams;
         l->steps_per_epoch = l->segment > 1 ? (l->segment - 1) / t : 0;
         if (l->steps_per_epoch < 1) {
-            rc = SH_FAIL(SHOAL_ERR_INVALID, "loader: %s has %d bytes, too few for %lld streams of "
-                         "%lld steps plus one; lower --batch or time_steps, or use more text",
-                         d->name, d->count, (long long)l->streams, (long long)t);
+            rc = SH_FAIL(SHOAL_ERR_INVALID, "%s: %d characters are too few for %lld sequences (streams) of "
+                         "%lld + 1 characters each, a step's; lower --batch (sequences a step) or time_steps, or "
+                         "give a longer text", d->name, d->count, (long long)l->streams, (long long)t);
             goto done;
         }
         *out = l;

@@ -26,6 +26,7 @@ struct sh_progress {
     int64_t steps_done;       /* since create */
     uint64_t last_draw_ns;
     int line_open;            /* a live line is on screen without its newline */
+    uint64_t created_ns;      /* for the time limit */
     sh_progress_view last;
 };
 
@@ -101,6 +102,7 @@ shoal_result sh_progress_create(const sh_progress_opts *o, sh_progress **out)
     int fd = fileno(p->o.out);
     p->is_tty = o->is_tty >= 0 ? o->is_tty : fd >= 0 && isatty(fd);
     p->nsamples = 0;
+    p->created_ns = sh_now_ns();
     *out = p;
     return SHOAL_OK;
 }
@@ -134,10 +136,13 @@ void sh_progress_step_at(sh_progress *p, uint64_t now_ns, int64_t epoch, int64_t
     p->steps_done++;
     push_sample(p, now_ns);
     sh_progress_view *v = &p->last;
+    int64_t per = p->o.steps_per_epoch;
+    int64_t last = p->o.last_step > 0 ? p->o.last_step : p->o.epochs > 0 && per > 0 ? p->o.epochs * per : 0;
     v->epoch = epoch + 1;
     v->epochs = p->o.epochs;
     v->step = step + 1;
-    v->steps = p->o.steps_per_epoch;
+    v->steps = per;
+    if (last > 0 && per > 0 && epoch == (last - 1) / per) v->steps = last - epoch * per; /* it ends early */
     v->loss = loss;
     v->acc = isnan(acc) ? -1 : acc;
     v->img_per_s = 0;
@@ -152,14 +157,18 @@ void sh_progress_step_at(sh_progress *p, uint64_t now_ns, int64_t epoch, int64_t
             double s_per_step = dt_s / (double)dsteps;
             if (p->o.images_per_step > 0)
                 v->img_per_s = (double)p->o.images_per_step / s_per_step;
-            if (p->o.epochs > 0 && p->o.steps_per_epoch > 0) {
-                int64_t left = (p->o.epochs - 1 - epoch) * p->o.steps_per_epoch +
-                               (p->o.steps_per_epoch - 1 - step);
+            if (last > 0 && per > 0) {
+                int64_t left = last - (epoch * per + step + 1);
                 v->eta_s = left > 0 ? (double)left * s_per_step : 0;
             }
         }
     }
-    int last_of_epoch = p->o.steps_per_epoch > 0 && step + 1 == p->o.steps_per_epoch;
+    if (p->o.time_limit_s > 0) { /* the run ends at the limit if not before */
+        double left_s = p->o.time_limit_s - (double)(now_ns - p->created_ns) * 1e-9;
+        if (left_s < 0) left_s = 0;
+        if (v->eta_s < 0 || left_s < v->eta_s) v->eta_s = left_s;
+    }
+    int last_of_epoch = v->steps > 0 && step + 1 == v->steps;
     if (p->is_tty) {
         if (last_of_epoch || now_ns - p->last_draw_ns >= (uint64_t)(p->o.min_redraw_s * 1e9) ||
             !p->line_open) {

@@ -32,6 +32,10 @@ size_t sh_progress_format_duration(double seconds, char *buf, size_t nbytes);
 typedef struct {
     int64_t epochs;          /* total epochs of the run, for "epoch 2/5" and the ETA */
     int64_t steps_per_epoch;
+    int64_t last_step;       /* steps done (over all epochs) when the run ends, as --max-steps
+                                says: the last epoch's line counts to it; 0: epochs x steps */
+    double time_limit_s;     /* the run ends this many seconds after create at the latest
+                                (--time-limit): the ETA never passes it; 0: none */
     int64_t images_per_step; /* the global batch, for img/s */
     int log_every_steps;     /* plain output: one line every this many steps; <= 0: 100 */
     FILE *out;               /* NULL: stderr. Borrowed until destroy. */

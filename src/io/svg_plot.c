@@ -77,13 +77,15 @@ static void text(FILE *f, double x, double y, const char *anchor, int size, cons
 
 /* A title centred at x in a picture `width` wide: a long one gets a smaller font, down to
  * 9 px, so that it fits with a margin (bold glyphs average about 0.62 em). */
-static void title_text(FILE *f, double x, double width, int size, const char *s)
+static void title_text_at(FILE *f, double x, double y, double width, int size, const char *s)
 {
     double room = width - 16, need = 0.62 * size * (double)strlen(s);
     if (need > room) size = (int)(size * room / need);
     if (size < 9) size = 9;
-    text(f, x, 24, "middle", size, "font-weight=\"bold\"", s);
+    text(f, x, y, "middle", size, "font-weight=\"bold\"", s);
 }
+
+static void title_text(FILE *f, double x, double width, int size, const char *s) { title_text_at(f, x, 24, width, size, s); }
 
 /* A step of 1, 2 or 5 times a power of ten giving about `target` intervals over range. */
 static double nice_step(double range, int target)
@@ -271,7 +273,7 @@ static void draw_panel(FILE *f, const sh_plot_panel *p, double ox, double oy)
     double xstep, ystep;
     fit_axis(&ax, xlo, xhi, 0, &xstep);
     fit_axis(&ay, ylo, yhi, 1, &ystep);
-    text(f, ox + PANEL_W / 2.0, oy + 36, "middle", 16, "font-weight=\"bold\"", p->title ? p->title : "");
+    title_text_at(f, ox + PANEL_W / 2.0, oy + 36, PANEL_W, 16, p->title ? p->title : ""); /* a long one shrinks */
     draw_axes(f, &ax, &ay, xstep, ystep, p->x_bytes_log2, p->xlabel, p->ylabel, ox, oy);
     for (int s = 0; s < p->nseries; s++) {
         const sh_plot_series *se = &p->series[s];

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/hot.h"
 
 static const char *const names[] = {"linear", "relu", "leaky", "logistic", "tanh", "ramp"};
 
@@ -27,7 +28,7 @@ shoal_result sh_act_parse(sh_cfg_section *s, const char *def, sh_act *out)
                           "tanh or ramp", v);
 }
 
-void sh_act_forward(sh_act a, float *x, size_t count)
+SH_HOT void sh_act_forward(sh_act a, float *x, size_t count)
 {
     switch (a) {
     case SH_ACT_LINEAR: break;
@@ -49,7 +50,7 @@ void sh_act_forward(sh_act a, float *x, size_t count)
     }
 }
 
-void sh_act_bias_forward(sh_act a, float *x, size_t count, float bias)
+SH_HOT void sh_act_bias_forward(sh_act a, float *x, size_t count, float bias)
 {
     switch (a) {
     case SH_ACT_LINEAR:
@@ -74,7 +75,7 @@ void sh_act_bias_forward(sh_act a, float *x, size_t count, float bias)
     }
 }
 
-void sh_act_backward(sh_act a, const float *y, float *delta, size_t count)
+SH_HOT void sh_act_backward(sh_act a, const float *y, float *delta, size_t count)
 {
     switch (a) {
     case SH_ACT_LINEAR: break;
@@ -96,7 +97,7 @@ void sh_act_backward(sh_act a, const float *y, float *delta, size_t count)
     }
 }
 
-void sh_act_bias_copy(sh_act a, float *restrict dst, const float *restrict src, size_t count,
+SH_HOT void sh_act_bias_copy(sh_act a, float *restrict dst, const float *restrict src, size_t count,
                       float bias)
 {
     switch (a) {

@@ -8,6 +8,8 @@
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,16 +52,24 @@ struct sh_cfg {
     int nignored, cap_ignored;
 };
 
+/* Darknet's data augmentation in [net] that no reader of the data in use applied (a reader
+ * that applies one reads the key, so it never gets here): the images are trained on as they
+ * are, which changes what a Darknet user expects of the run, so each is said once per file
+ * at the default level (warn). The one list of them: a data reader that learns a key takes
+ * it from here. */
+static const char *const darknet_augmentation[] = {
+    "hue", "saturation", "exposure", "angle", "aspect", "jitter", "max_crop", "min_crop",
+    "max_ratio", "min_ratio", "flip", "mosaic", "blur", "gaussian_noise", "mixup", "cutmix",
+};
+
 /* Darknet keys that shoal reads nowhere and that do not change the model's shape or
- * arithmetic in a way shoal could honour: data augmentation, GPU/memory switches, per-layer
+ * arithmetic in a way shoal could honour: input handling, GPU/memory switches, per-layer
  * loading flags, what Darknet's CPU code reads and then leaves alone ([cost] ratio, noobj,
  * thresh; [softmax] spatial; [convolutional] dot), and [net] seen= (writing.cfg's; Darknet
  * itself reads it nowhere). Each is a warning once per file, never silently accepted. */
 static const char *const darknet_ignored[] = {
-    /* [net] augmentation and input handling */
-    "hue", "saturation", "exposure", "angle", "aspect", "jitter", "max_crop", "min_crop",
-    "max_ratio", "min_ratio", "center", "flip", "mosaic", "blur", "gaussian_noise", "mixup",
-    "cutmix", "letter_box", "resize", "random", "track", "augment_speed", "contrastive",
+    /* [net] input handling */
+    "center", "letter_box", "resize", "random", "track", "augment_speed", "contrastive",
     "unsupervised", "label_smooth_eps", "adversarial_lr", "attention",
     /* [net] run-time switches */
     "notruth", "clip", "sequential_subdivisions", "try_fix_nan",
@@ -75,8 +85,11 @@ static const char *const darknet_ignored[] = {
     "seen", "dot", "spatial", "ratio", "noobj", "thresh",
 };
 
+/* 2: augmentation (said in one line), 1: another key Darknet has, 0: unknown. */
 static int is_darknet_ignored(const char *key)
 {
+    for (size_t i = 0; i < sizeof darknet_augmentation / sizeof darknet_augmentation[0]; i++)
+        if (strcmp(darknet_augmentation[i], key) == 0) return 2;
     for (size_t i = 0; i < sizeof darknet_ignored / sizeof darknet_ignored[0]; i++)
         if (strcmp(darknet_ignored[i], key) == 0) return 1;
     return 0;
@@ -662,7 +675,24 @@ static const char *closest_known(const sh_cfg_section *s, const char *key)
     return best_d <= limit ? best : NULL;
 }
 
-static void log_ignored(sh_cfg_section *s, const cfg_kv *kv)
+/* 1 when this file's line was warned about already in this process (a job reads its cfg more
+ * than once: the whole model, then a rank's part): one warning a file. */
+static int said_before(const char *path, int line)
+{
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static uint64_t said[16];
+    static int nsaid;
+    uint64_t h = 1469598103934665603ull ^ (uint64_t)line; /* FNV-1a of path and line */
+    for (const char *p = path; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    int found = 0;
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < nsaid && !found; i++) found = said[i] == h;
+    if (!found && nsaid < 16) said[nsaid++] = h;
+    pthread_mutex_unlock(&mu);
+    return found;
+}
+
+static void log_ignored(sh_cfg_section *s, const cfg_kv *kv, int augments, char *aug, size_t aug_nbytes)
 {
     sh_cfg *cfg = s->cfg;
     for (int i = 0; i < cfg->nignored; i++)
@@ -674,18 +704,26 @@ static void log_ignored(sh_cfg_section *s, const cfg_kv *kv)
         cfg->ignored_logged[cfg->nignored++] = copy;
     else
         sh_err_clear();  /* only costs a repeated log line */
-    SH_LOG_W("nn", "%s:%d: [%s] ignoring Darknet key \"%s\" (shoal does not use it; said "
-                   "once per file)",
-             cfg->path, kv->line, s->name, kv->key);
+    size_t len = strlen(aug);
+    if (augments) /* said together, once per section, by sh_cfg_check_unused */
+        snprintf(aug + len, aug_nbytes - len, "%s%s=%s", len ? ", " : "", kv->key, kv->val);
+    else
+        SH_LOG_W("nn", "%s:%d: [%s] ignoring Darknet key \"%s\" (shoal does not use it; said "
+                       "once per file)",
+                 cfg->path, kv->line, s->name, kv->key);
 }
 
 shoal_result sh_cfg_check_unused(sh_cfg_section *s)
 {
+    char aug[512] = "";
+    int aug_line = 0;
     for (int i = 0; i < s->nkv; i++) {
         cfg_kv *kv = &s->kv[i];
         if (kv->used) continue;
-        if (is_darknet_ignored(kv->key)) {
-            log_ignored(s, kv);
+        int ignored = is_darknet_ignored(kv->key);
+        if (ignored == 2 && !aug_line) aug_line = kv->line;
+        if (ignored) {
+            log_ignored(s, kv, ignored == 2, aug, sizeof aug);
             continue;
         }
         const char *near = closest_known(s, kv->key);
@@ -710,6 +748,9 @@ shoal_result sh_cfg_check_unused(sh_cfg_section *s)
                        "%s:%d: [%s] unknown key \"%s\"; this section takes no keys, remove it",
                        s->cfg->path, kv->line, s->name, kv->key);
     }
+    if (aug[0] && sh_log_rank() <= 0 && !said_before(s->cfg->path, aug_line)) /* rank 0 says it for the job */
+        SH_LOG_W("nn", "%s:%d: [%s] %s: Darknet's data augmentation, which shoal does not apply to this data; "
+                 "it trains on the images as they are", s->cfg->path, aug_line, s->name, aug);
     return SHOAL_OK;
 }
 

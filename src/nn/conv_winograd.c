@@ -6,6 +6,7 @@
 
 #include <string.h>
 
+#include "base/hot.h"
 #include "nn/gemm.h"
 
 /* Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks" (2015): each 4x4 input
@@ -102,7 +103,7 @@ enum { TX = 16 };
 /* V[xi][tx] (rows xs floats apart) = (B^T d B)[xi] for the tw tiles of one tile row, from 4
  * padded input rows (readable up to 2 * round16(tw) + 2 floats); writes up to round16(tw).
  * B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]. */
-static void transform_input_row(const float *restrict p0, const float *restrict p1,
+SH_HOT static void transform_input_row(const float *restrict p0, const float *restrict p1,
                                 const float *restrict p2, const float *restrict p3, int tw,
                                 float *restrict v, size_t xs)
 {
@@ -131,7 +132,7 @@ static void transform_input_row(const float *restrict p0, const float *restrict 
 
 /* Two output rows (2 * tw floats each, 2 * round16(tw) written) of one tile row from
  * M[xi][tx] (rows xs floats apart, read up to round16(tw)): A^T m A with A^T = [1 1 1 0; 0 1 -1 -1]. */
-static void transform_output_row(const float *restrict m, size_t xs, int tw,
+SH_HOT static void transform_output_row(const float *restrict m, size_t xs, int tw,
                                  float *restrict y0, float *restrict y1)
 {
     for (int t0 = 0; t0 < tw; t0 += TX) {

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "base/env.h"
+#include "base/hot.h"
 #include "base/log.h"
 
 /* CBLAS enum values (cblas.h), spelled out so no header is needed at build time. */
@@ -124,7 +125,7 @@ static void scale_c(int m, int n, float beta, float *c, int ldc)
     }
 }
 
-void sh_gemm_portable(int trans_a, int trans_b, int m, int n, int k, float alpha,
+SH_HOT void sh_gemm_portable(int trans_a, int trans_b, int m, int n, int k, float alpha,
                       const float *a, int lda, const float *b, int ldb, float beta, float *c,
                       int ldc)
 {

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/hot.h"
 
 /* Algorithm: a tile is MR rows of C by one or two panels (16 or 32 columns); its MR x 2 vector
  * accumulators stay in registers while k runs in order, each step loading the panels' row (one
@@ -16,7 +17,8 @@
  * (taken 512 KiB of rows at a time when m is large).
  * GCC/clang vector extensions (recurrent.h, reduce_kernels.h do the same); the AVX-512 copy of
  * the kernel is compiled with a target attribute and chosen at run time, the generic copy is the
- * same code for the build's own target.
+ * same code for the build's own target and, in a portable build, for AVX2 too (SH_HOT,
+ * base/hot.h), as the packing is.
  * A^T B (sh_packed_gemm_tn: k = every row of a batch) runs k in blocks of 256 so the panels stay
  * in L1, and copies A 64 rows at a time into tiles first (strided A reads lose to OpenBLAS). */
 
@@ -63,8 +65,8 @@ static void transpose16(v16 r[NR])
 }
 #endif
 
-void sh_packed_pack(int trans_b, int k, int n, const float *b, int ldb, int p0, int p1,
-                    float *packed)
+SH_HOT void sh_packed_pack(int trans_b, int k, int n, const float *b, int ldb, int p0, int p1,
+                           float *packed)
 {
     for (int p = p0; p < p1; p++) {
         float *dst = packed + (size_t)p * k * NR;
@@ -182,8 +184,8 @@ enum { A_BLOCK_FLOATS = 128 * 1024 };
         }                                                                                   \
     } while (0)
 
-static void packed_generic(int m, int n0, int n1, int k, const float *a, int lda,
-                           const float *packed, int accumulate, float *c, int ldc)
+SH_HOT static void packed_generic(int m, int n0, int n1, int k, const float *a, int lda,
+                                  const float *packed, int accumulate, float *c, int ldc)
 {
     PACKED_BODY;
 }
@@ -237,8 +239,8 @@ enum { KC = 256, MC = 64 };
         }                                                                                   \
     } while (0)
 
-static void packed_t_generic(int m, int n0, int n1, int ktot, const float *a, int lda,
-                             const float *packed, int kp, int accum, float *c, int ldc)
+SH_HOT static void packed_t_generic(int m, int n0, int n1, int ktot, const float *a, int lda,
+                                    const float *packed, int kp, int accum, float *c, int ldc)
 {
     PACKED_BODY_T;
 }
@@ -316,7 +318,7 @@ void sh_packed_gemm_tn(int m, int n0, int n1, int k, const float *a, int lda,
     packed_t_generic(m, n0, n1, k, a, lda, packed, kp, accumulate, c, ldc);
 }
 
-void sh_packed_pack_rows(int k, int n, int k0, int k1, const float *b, int ldb, int p0, int p1,
+SH_HOT void sh_packed_pack_rows(int k, int n, int k0, int k1, const float *b, int ldb, int p0, int p1,
                          float *packed)
 {
     for (int p = p0; p < p1; p++) {

@@ -5,7 +5,7 @@
  * Not here: the product itself (layer_conv.c calls sh_gemm).
  * Proved by tests/nn/test_layer_conv.c (against a direct convolution loop). */
 #include <string.h>
-#ifdef __AVX__
+#if defined(__AVX__) || defined(__SSE2__)
 #include <immintrin.h>
 #endif
 
@@ -34,6 +34,13 @@ static inline void copy_short(float *restrict d, const float *restrict s, int n)
     if (n >= 4) {
         _mm_storeu_ps(d, _mm_loadu_ps(s));
         _mm_storeu_ps(d + n - 4, _mm_loadu_ps(s + n - 4));
+        return;
+    }
+#elif defined(__SSE2__) /* a portable build: 4-float moves, the last overlapping */
+    if (n >= 4) {
+        int i = 0;
+        for (; i + 4 <= n; i += 4) _mm_storeu_ps(d + i, _mm_loadu_ps(s + i));
+        if (i < n) _mm_storeu_ps(d + n - 4, _mm_loadu_ps(s + n - 4));
         return;
     }
 #endif

@@ -5,6 +5,7 @@
  * and through time (recurrent.c: sh_rnn_gated_*).
  * Proved by tests/nn/test_layer_rnn.c (finite differences; PyTorch's nn.GRU when present). */
 #include "base/err.h"
+#include "base/hot.h"
 #include "nn/gru.h"
 
 /* Over the T time steps of each batch, h of every stream carried to the next batch, gradients
@@ -170,7 +171,7 @@ static inline void cell_backward(int w, const float *restrict ka, const float *r
 }
 
 /* Step t, streams [b0, b1), gate blocks [k0, k1): the recurrent part, then the cells. */
-static void gru_step_forward(sh_layer *l, sh_exec *x, const sh_rnn_part *p)
+SH_HOT static void gru_step_forward(sh_layer *l, sh_exec *x, const sh_rnn_part *p)
 {
     gru_view v = view(l, x);
     int t = p->t, k0 = p->k0, k1 = p->k1, j0 = k0 * SH_RNN_BLOCK, j1 = k1 * SH_RNN_BLOCK;
@@ -197,7 +198,7 @@ static void gru_step_forward(sh_layer *l, sh_exec *x, const sh_rnn_part *p)
 
 /* Step t, streams [b0, b1), gate blocks [k0, k1): the gates' gradients from dL/dh (from
  * above and from step t+1). */
-static void gru_step_backward(sh_layer *l, sh_exec *x, const sh_rnn_part *p)
+SH_HOT static void gru_step_backward(sh_layer *l, sh_exec *x, const sh_rnn_part *p)
 {
     gru_view v = view(l, x);
     int t = p->t, k0 = p->k0, k1 = p->k1;

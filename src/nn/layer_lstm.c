@@ -5,6 +5,7 @@
  * and through time (recurrent.c: sh_rnn_gated_*), the text data (src/data/text.c).
  * Proved by tests/nn/test_layer_rnn.c (finite differences; PyTorch's nn.LSTM when present). */
 #include "base/err.h"
+#include "base/hot.h"
 #include "nn/recurrent.h"
 
 /*   i = σ(Wxi x + bxi + Whi h + bhi)   f = σ(Wxf x + .. + Whf h + ..)
@@ -163,7 +164,7 @@ static inline void cell_backward(int w, const float *restrict ka, const float *r
 
 /* Step t, streams [b0, b1), gate blocks [k0, k1): the input part of the gates, the recurrent
  * part, then the cell. */
-static void lstm_step_forward(sh_layer *l, sh_exec *x, const sh_rnn_part *p)
+SH_HOT static void lstm_step_forward(sh_layer *l, sh_exec *x, const sh_rnn_part *p)
 {
     lstm_view v = view(l, x);
     int t = p->t, k0 = p->k0, k1 = p->k1, j0 = k0 * SH_RNN_BLOCK, j1 = k1 * SH_RNN_BLOCK;
@@ -191,7 +192,7 @@ static void lstm_step_forward(sh_layer *l, sh_exec *x, const sh_rnn_part *p)
 
 /* Step t, streams [b0, b1), gate blocks [k0, k1): gradients of the gates' pre-activations
  * from dL/dh (from above and from step t+1) and dL/dc (from step t+1). */
-static void lstm_step_backward(sh_layer *l, sh_exec *x, const sh_rnn_part *p)
+SH_HOT static void lstm_step_backward(sh_layer *l, sh_exec *x, const sh_rnn_part *p)
 {
     lstm_view v = view(l, x);
     int t = p->t, k0 = p->k0, k1 = p->k1;

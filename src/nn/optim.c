@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "base/hot.h"
 #include "base/util.h"
 
 /* The update rules, with g' = g + decay * w on decayed ranges (L2 regularisation as
@@ -38,7 +39,8 @@ struct sh_optim {
     float lr, lr_t, inv_c2;
 };
 
-/* The loops are kept plain (restrict, one pass, no branches) so that -O3 vectorises them.
+/* The loops are kept plain (restrict, one pass, no branches) so that -O3 vectorises them, at
+ * the CPU's width in a portable build too (SH_HOT, base/hot.h).
  * sqrtf is the exception: with errno semantics (the build's default) GCC will not vectorise
  * it, so Adagrad and Adam work in blocks: a vector loop for the moments, a square root over
  * the block with SIMD instructions where the target has them, a vector loop for the update.
@@ -62,7 +64,7 @@ static void sqrt_block(float *x, size_t n)
     for (; i < n; i++) x[i] = sqrtf(x[i]);
 }
 
-static void sgd_segment(float *restrict w, const float *restrict g, float *restrict v, size_t n,
+SH_HOT static void sgd_segment(float *restrict w, const float *restrict g, float *restrict v, size_t n,
                         float lr, float momentum, float decay)
 {
     for (size_t i = 0; i < n; i++) {
@@ -73,7 +75,7 @@ static void sgd_segment(float *restrict w, const float *restrict g, float *restr
     }
 }
 
-static void adagrad_block(float *restrict w, const float *restrict g, float *restrict h,
+SH_HOT static void adagrad_block(float *restrict w, const float *restrict g, float *restrict h,
                           float *restrict tmp, size_t n, float lr, float decay, float eps)
 {
     for (size_t i = 0; i < n; i++) {
@@ -99,7 +101,7 @@ static void adagrad_segment(float *w, const float *g, float *h, size_t n, float 
 }
 
 /* lr_t = lr / (1 - b1^t) and inv_c2 = 1 / (1 - b2^t) fold the bias corrections. */
-static void adam_block(float *restrict w, const float *restrict g, float *restrict m,
+SH_HOT static void adam_block(float *restrict w, const float *restrict g, float *restrict m,
                        float *restrict v, float *restrict tmp, size_t n, float lr_t, float b1,
                        float b2, float inv_c2, float decay, float eps)
 {

@@ -18,6 +18,7 @@
 #include "train/mp/mp.h"
 #include "train/plan/auto.h"
 #include "train/solver/sandblaster.h"
+#include "train/run_files.h"
 #include "train/timeline.h"
 #include "train/snapshot.h"
 
@@ -137,8 +138,29 @@ static shoal_result whole_net(const sh_job_opts *o, int *batch, sh_net **out)
 
 static shoal_result train_alone(const sh_job_opts *o, sh_job_report *r);
 
-static shoal_result run_alone(const sh_job_opts *o, sh_job_report *r)
+/* --logdir: this run's folder in it (run_files.c), chosen by rank 0 and told to the others (c
+ * NULL: alone). A rank 0 that fails still sends: the others learn it from the empty name. */
+static shoal_result run_logdir(const sh_job_opts *o, shoal_comm *c, char *dir, size_t nbytes)
 {
+    memset(dir, 0, nbytes);
+    shoal_result rc = SHOAL_OK;
+    if (!c || shoal_comm_rank(c) == 0)
+        rc = sh_run_files_run_dir(o->train.logdir, o->run_name, o->train.cfg_path, o->train.resume_path != NULL,
+                                  dir, nbytes);
+    if (rc != SHOAL_OK) memset(dir, 0, nbytes);
+    if (!c) return rc;
+    shoal_result b = shoal_broadcast(c, dir, dir, nbytes, SHOAL_UINT8, 0);
+    if (rc != SHOAL_OK) return rc;
+    SH_TRY(b);
+    if (!dir[0]) return SH_FAIL(SHOAL_ERR_IO, "--logdir %s: rank 0 could not make this run's folder", o->train.logdir);
+    return SHOAL_OK;
+}
+
+static shoal_result run_alone(const sh_job_opts *o_in, sh_job_report *r)
+{
+    sh_job_opts jo = *o_in; /* the same, with the run's own folder under --logdir */
+    const sh_job_opts *o = &jo;
+    char logdir[4096];
     if (o->parallel_auto && o->layout_out)
         fprintf(o->layout_out, "--parallel auto: one process, nothing to divide; training alone\n");
     if (o->layout == SH_LAYOUT_TENSOR && o->tensor_ranks > 1)
@@ -150,6 +172,10 @@ static shoal_result run_alone(const sh_job_opts *o, sh_job_report *r)
     if (o->layout == SH_LAYOUT_PIPELINE && o->stages * (o->tensor_ranks > 1 ? o->tensor_ranks : 1) > 1)
         return SH_FAIL(SHOAL_ERR_INVALID, "--pipeline %d needs %d ranks or a multiple: add -n %d, or run "
                        "under shoal launch, mpirun or srun", o->stages, o->stages, o->stages);
+    if (o->train.logdir) {
+        SH_TRY(run_logdir(o_in, NULL, logdir, sizeof logdir));
+        jo.train.logdir = logdir;
+    }
     sh_timeline *tl = NULL;
     if (o->timeline_path) SH_TRY(sh_timeline_start(NULL, o->timeline_path, o->timeline_lo, o->timeline_hi,
                                                    "alone", &tl));
@@ -521,26 +547,28 @@ static shoal_result run_role(const sh_job_opts *o, shoal_comm *c, sh_job_report 
     return SH_FAIL(SHOAL_ERR_INTERNAL, "job: role %d has no runner", (int)r->role);
 }
 
-shoal_result sh_job_run(const sh_job_opts *o, sh_job_report *r)
+shoal_result sh_job_run(const sh_job_opts *o_in, sh_job_report *r)
 {
     memset(r, 0, sizeof *r);
     r->world = 1;
     r->role = SH_ROLE_ALONE;
-    if (o->train.strategy) return SH_FAIL(SHOAL_ERR_INVALID, "job: the job chooses the strategy; leave it NULL");
-    if (!sh_job_is_launched()) return run_alone(o, r);
+    if (o_in->train.strategy) return SH_FAIL(SHOAL_ERR_INVALID, "job: the job chooses the strategy; leave it NULL");
+    if (!sh_job_is_launched()) return run_alone(o_in, r);
     shoal_comm *c = NULL;
     SH_TRY(shoal_comm_create(NULL, &c));
     r->rank = shoal_comm_rank(c);
     r->world = shoal_comm_world(c);
-    sh_job_opts chosen;
+    sh_job_opts jo = *o_in; /* the same, with the run's own folder under --logdir */
+    const sh_job_opts *o = &jo;
+    char logdir[4096];
     shoal_result rc = SHOAL_OK;
-    if (o->parallel_auto) { /* the layout, chosen from the planner's predictions */
-        chosen = *o;
-        rc = sh_plan_auto(c, &chosen);
-        o = &chosen;
-    }
+    if (o->parallel_auto) rc = sh_plan_auto(c, &jo); /* the layout, chosen from the planner's predictions */
     if (rc == SHOAL_OK) rc = same_job_layout(o, c);
     if (rc == SHOAL_OK) rc = plan_role(o, r->rank, r->world, &r->role);
+    if (rc == SHOAL_OK && o->train.logdir) {
+        rc = run_logdir(o_in, c, logdir, sizeof logdir);
+        jo.train.logdir = logdir;
+    }
     sh_timeline *tl = NULL;
     if (rc == SHOAL_OK && o->timeline_path)
         rc = sh_timeline_start(c, o->timeline_path, o->timeline_lo, o->timeline_hi, sh_job_role_name(r->role), &tl);

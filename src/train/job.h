@@ -74,6 +74,9 @@ typedef struct {
      * data-parallel ranks only; lbfgs_history pairs (0: 10) */
     int lbfgs;
     int lbfgs_history;
+    /* --logdir: train.logdir is the folder TensorBoard reads, and the run writes its own
+     * folder in it, run_name or CFGNAME-YYYYmmdd-HHMMSS (chosen by rank 0; run_files.c). */
+    const char *run_name;
     /* Servers' round hook (sh_ps_config.after_round) with train.hook_ctx: fault drills. */
     void (*after_server_round)(void *hook_ctx, int server, int64_t rounds);
 } sh_job_opts;

@@ -5,6 +5,7 @@
  * Proved by tests/train/test_snapshot.c, test_pipeline.c (parts), tests/cli/test_train_compress.c. */
 #include "train/snapshot.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -312,6 +313,43 @@ shoal_result sh_snapshot_load_start_weights(sh_trainer *t, const char *path)
     return rc;
 }
 
+/* Darknet's header: int32 major, minor, revision, small numbers (0.2.0; a transposed file's
+ * major or minor past 1000); a protobuf's first byte is a field's tag, never 0, and its first
+ * four bytes read as an int32 are far larger. */
+#define DN_VERSION_MAX 1000000
+
+shoal_result sh_snapshot_format(const char *path, sh_weights_format *out)
+{
+    unsigned char head[12];
+    FILE *f = fopen(path, "rb");
+    if (!f) return SH_FAIL(SHOAL_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    size_t n = fread(head, 1, sizeof head, f);
+    fclose(f);
+    *out = SH_WEIGHTS_UNKNOWN;
+    if (n == 0) return SH_FAIL(SHOAL_ERR_FORMAT, "%s is empty; it holds no weights", path);
+    if (n >= 8 && !memcmp(head, "SHOALCKP", 8)) *out = SH_WEIGHTS_SHOAL;
+    else if (n == sizeof head) {
+        int32_t v[3];
+        memcpy(v, head, sizeof v); /* Darknet writes its host's order: little-endian */
+        int dn = 1;
+        for (int i = 0; i < 3; i++) dn &= v[i] >= 0 && v[i] < DN_VERSION_MAX;
+        if (dn) *out = SH_WEIGHTS_DARKNET;
+    }
+    /* a protobuf message: field 1..15 or 100 (NetParameter.layer), wire type 0 or 2 */
+    int wire = head[0] & 7, field = head[0] >> 3;
+    if (*out == SH_WEIGHTS_UNKNOWN && field > 0 && (wire == 0 || wire == 2)) *out = SH_WEIGHTS_CAFFE;
+    if (*out == SH_WEIGHTS_UNKNOWN)
+        return SH_FAIL(SHOAL_ERR_FORMAT, "%s is neither a shoal checkpoint (it starts with SHOALCKP), Darknet's "
+                       ".weights (a version header) nor Caffe's .caffemodel; check the file", path);
+    return SHOAL_OK;
+}
+
+const char *sh_snapshot_format_name(sh_weights_format f)
+{
+    static const char *const names[] = {"unknown", "a shoal checkpoint", "Darknet's weights", "Caffe's weights"};
+    return (unsigned)f < sizeof names / sizeof names[0] ? names[f] : "unknown";
+}
+
 uint64_t sh_snapshot_meta_cfg_hash(const sh_snapshot_meta *m) { return m->v[META_CFG_HASH]; }
 
 shoal_result sh_snapshot_save_weights(sh_net *net, const char *path)
@@ -335,6 +373,11 @@ shoal_result sh_snapshot_save_weights(sh_net *net, const char *path)
 shoal_result sh_snapshot_read_meta(const char *path, sh_snapshot_meta *out)
 {
     _Static_assert(sizeof out->v / sizeof out->v[0] == META_COUNT, "meta slots");
+    sh_weights_format fmt;
+    SH_TRY(sh_snapshot_format(path, &fmt));
+    if (fmt != SH_WEIGHTS_SHOAL) /* weights without a run's state: a start, not a resume */
+        return SH_FAIL(SHOAL_ERR_FORMAT, "%s holds %s, not a shoal checkpoint to resume from; start from its "
+                       "weights with --weights %s", path, sh_snapshot_format_name(fmt), path);
     return read_meta(path, out->v);
 }
 
@@ -563,8 +606,15 @@ shoal_result sh_snapshot_restore_solver(sh_trainer *t, const char *path, const s
 
 shoal_result sh_snapshot_load_weights(sh_net *net, const char *path)
 {
-    if (sh_darknet_weights_is_path(path)) return sh_darknet_weights_load(net, path, NULL);
-    if (sh_caffe_is_model_path(path)) return sh_caffe_weights_load(net, path);
+    sh_weights_format fmt; /* the content decides, whatever the name says */
+    SH_TRY(sh_snapshot_format(path, &fmt));
+    if (fmt == SH_WEIGHTS_DARKNET) return sh_darknet_weights_load(net, path, NULL);
+    if (fmt == SH_WEIGHTS_CAFFE) {
+        if (!sh_net_cfg_path(net) || !sh_caffe_is_prototxt(sh_net_cfg_path(net)))
+            return SH_FAIL(SHOAL_ERR_FORMAT, "%s holds Caffe's weights (a .caffemodel), which a Caffe model reads: "
+                           "give its .prototxt as the model", path);
+        return sh_caffe_weights_load(net, path);
+    }
     uint64_t meta[META_COUNT];
     SH_TRY(read_meta(path, meta));
     SH_TRY(check_model(path, meta, net));

@@ -65,9 +65,18 @@ shoal_result sh_snapshot_save_caffe(sh_trainer *t, const char *path);
  * hold parts of the model, into the whole model built from the cfg, of which this rank keeps
  * its part (every rank reads the file; no communication). */
 shoal_result sh_snapshot_load_start_weights(sh_trainer *t, const char *path);
-/* Only the weights and statistics, for `shoal test`, `time` and `train --weights` (any batch
- * size). A path ending in ".weights" is read as Darknet's format (nn/darknet_weights.h), one in
- * ".caffemodel" as Caffe's (nn/caffe/caffe.h). */
+/* What a weights file holds, told by its first bytes, never by its name. */
+typedef enum { SH_WEIGHTS_UNKNOWN, SH_WEIGHTS_SHOAL, SH_WEIGHTS_DARKNET, SH_WEIGHTS_CAFFE } sh_weights_format;
+/* The format of path: a shoal checkpoint (its magic), Darknet's .weights (a version header of
+ * three small int32), Caffe's .caffemodel (a protobuf field tag). Errors: SHOAL_ERR_IO (cannot
+ * open), SHOAL_ERR_FORMAT (empty, or none of these, naming the three). */
+shoal_result sh_snapshot_format(const char *path, sh_weights_format *out);
+/* "a shoal checkpoint", "Darknet's weights", "Caffe's weights" */
+const char *sh_snapshot_format_name(sh_weights_format f);
+/* Only the weights and statistics, for `shoal test`, `time`, `generate`, `train --weights` and
+ * shoal_net_load_weights (any batch size), read as the file's content says
+ * (sh_snapshot_format): a checkpoint, Darknet's format (nn/darknet_weights.h) or Caffe's
+ * (nn/caffe/caffe.h), whatever its name ends in. */
 shoal_result sh_snapshot_load_weights(sh_net *net, const char *path);
 
 #endif

@@ -185,6 +185,8 @@ static shoal_result to_job(const shoal_train_opts *o, sh_job_opts *j)
         return SH_FAIL(SHOAL_ERR_INVALID, "--timeline-steps needs --timeline FILE.json");
     if (o->histogram_every_steps && !o->logdir)
         return SH_FAIL(SHOAL_ERR_INVALID, "--log-histograms needs --logdir DIR");
+    if (set_or_null(o->run_name) && !set_or_null(o->logdir))
+        return SH_FAIL(SHOAL_ERR_INVALID, "--run-name names a run's folder under --logdir DIR; give --logdir too");
     sh_train_opts *t = &j->train;
     t->cfg_path = o->cfg_path;
     t->data_dir = o->data_dir;
@@ -204,7 +206,8 @@ static shoal_result to_job(const shoal_train_opts *o, sh_job_opts *j)
     t->weights_path = o->weights_path;
     t->save_darknet_path = o->save_darknet_path;
     t->save_caffe_path = set_or_null(o->save_caffe_path);
-    t->logdir = o->logdir;
+    t->logdir = set_or_null(o->logdir);
+    j->run_name = set_or_null(o->run_name);
     t->histogram_every_steps = o->histogram_every_steps;
     t->quiet = o->quiet;
     t->profile = o->profile;
@@ -347,6 +350,8 @@ shoal_result shoal_train_run(const shoal_train_opts *o, shoal_train_report *r)
     memset(&jr, 0, sizeof jr);
     shoal_result rc = sh_job_run(&j, &jr);
     if (r) fill_report(&j, &jr, o->profile, r);
+    /* a final file written elsewhere than asked: the run's result stands, the call fails */
+    if (rc == SHOAL_OK && jr.train.save_error[0]) rc = SH_FAIL(SHOAL_ERR_IO, "%s", jr.train.save_error);
     stop_flag = 0;
     save_flag = 0;
     return rc;

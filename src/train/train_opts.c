@@ -195,7 +195,7 @@ static const opt_row rows[] = {
       "this host)"},
      K_INT, AT(threads), 1, 1024, NULL},
     {{"weights", "FILE", "Data and model",
-      "start from these weights: a shoal checkpoint, or Darknet's FILE.weights (a name ending in .weights) "
+      "start from these weights: a shoal checkpoint, Darknet's .weights or Caffe's .caffemodel (told by the file's content, not its name) "
       "for the same cfg; under --pipeline, --tensor-parallel, --hybrid each rank takes its part of the whole "
       "model in FILE"},
      K_STR, AT(weights_path), 0, 0, NULL},
@@ -234,7 +234,10 @@ static const opt_row rows[] = {
      K_INT, AT(lbfgs_history), 1, 100000, NULL},
     {{"save-caffe", "FILE", "Checkpoints", "write Caffe's FILE.caffemodel at the end (Caffe models only)"},
      K_STR, AT(save_caffe_path), 0, 0, NULL},
-    {{"quiet", NULL, "Output and logs", "no progress lines"}, K_SWITCH, AT(quiet), 0, 0, NULL},
+    {{"quiet", NULL, "Output and logs",
+      "no progress, epoch or start-up lines: only the result's one line (the test accuracy, or the stop and "
+      "where it saved) and errors; --json gives the result as a document"},
+     K_SWITCH, AT(quiet), 0, 0, NULL},
     {{"json", NULL, "Output and logs",
       "end with one JSON object on stdout (lines go to stderr): accuracy, loss, test_loss, images_per_s, "
       "epochs, steps, seconds, peak_rss_mb, stopped, threads (kernel threads per rank), history (every "
@@ -249,10 +252,14 @@ static const opt_row rows[] = {
       "--hybrid the bytes a rank sends per step"},
      K_SWITCH, AT(profile), 0, 0, NULL},
     {{"logdir", "DIR", "Output and logs",
-      "write TensorBoard event files to DIR (one run directory for all ranks): loss, accuracy, learning "
-      "rate, images/s, gradient norm, step parts, communication wait, share hidden behind backward, bytes "
-      "sent, bus bandwidth; with --ps the servers' clock spread"},
+      "write TensorBoard event files into a folder of this run's own in DIR, DIR/CFGNAME-YYYYmmdd-HHMMSS "
+      "(or --run-name), one for all ranks, so tensorboard --logdir DIR and shoal plot DIR show each run apart: "
+      "loss, accuracy, learning rate, images/s, gradient norm, step parts, communication wait, share hidden "
+      "behind backward, bytes sent, bus bandwidth; with --ps the servers' clock spread"},
      K_STR, AT(logdir), 0, 0, NULL},
+    {{"run-name", "NAME", "Output and logs",
+      "with --logdir: this run's folder, DIR/NAME; an existing one is continued (a resumed run's curves go on)"},
+     K_STR, AT(run_name), 0, 0, NULL},
     {{"log-histograms", "N", "Output and logs",
       "with --logdir: weight and gradient histograms of every layer every N steps"},
      K_I64, AT(histogram_every_steps), 1, BIG, NULL},

@@ -21,6 +21,7 @@
 #include "nn/darknet_weights.h"
 #include "train/agree.h"
 #include "train/eval.h"
+#include "train/run_files.h"
 #include "train/snapshot.h"
 #include "train/trainer_internal.h"
 
@@ -47,9 +48,19 @@ static void default_save_path(const char *cfg_path, char *out, size_t out_nbytes
     snprintf(out, out_nbytes, "%.*s.ckpt", (int)len, base);
 }
 
+/* A character-level model: bytes in (256 one-hot inputs) and out, or a recurrent one. */
+static int reads_text(const sh_net *net)
+{
+    return (sh_net_input_count(net) == 256 && sh_net_nclasses(net) == 256) || sh_net_time_steps(net) > 1;
+}
+
 static shoal_result check_dataset_fits(const sh_dataset *d, const sh_net *net, const char *cfg, int labelled)
 {
     int count = d->c * d->h * d->w;
+    if (!d->text && reads_text(net) && count != sh_net_input_count(net))
+        return SH_FAIL(SHOAL_ERR_INVALID, "%s is a character-level model (%d inputs, a byte one-hot) but the data is "
+                       "%s's %dx%dx%d images; give --data FILE.txt, a text file to learn from", cfg,
+                       sh_net_input_count(net), d->name, d->c, d->h, d->w);
     if (count != sh_net_input_count(net))
         return SH_FAIL(SHOAL_ERR_INVALID,
                        "dataset %s has %dx%dx%d images (%d values) but %s expects %d values "
@@ -178,7 +189,8 @@ static shoal_result start_state(sh_trainer *t)
     t->params = sh_net_params(t->net); /* the strategy may have moved them (shared weights) */
     t->grads = sh_net_grads(t->net);
     t->steps_planned = plan_steps(o, t->cfg, sh_loader_steps_per_epoch(t->loader));
-    return SHOAL_OK;
+    /* every file this rank writes can be written: said now, not after the last step */
+    return sh_run_files_check(t);
 }
 
 shoal_result sh_trainer_create_with_net(const sh_train_opts *o, sh_net *net, sh_trainer **out)
@@ -305,18 +317,50 @@ shoal_result sh_trainer_save(sh_trainer *t, const char *path)
 /* Lines go only from the lead (rank 0 unless the strategy says) and never under --quiet. */
 static int may_print(const sh_trainer *t) { return !t->opts.quiet && sh_strategy_leads(t->strategy); }
 
-static shoal_result save_to(sh_trainer *t, sh_progress *prog, const char *path,
-                            sh_train_report *r, const char *why)
+/* The writer's line for a file it wrote, even when another rank leads. */
+static void say_saved(const sh_trainer *t, sh_progress *prog, const char *path, const char *kind, const char *why)
+{
+    if (!may_print(t) || !sh_strategy_writes(t->strategy)) return;
+    if (prog) sh_progress_clear(prog);
+    fprintf(t->opts.out, "saved %s%s at step %" PRId64 "%s%s%s\n", path, kind, t->steps_done, why ? " (" : "",
+            why ? why : "", why ? ")" : "");
+    fflush(t->opts.out);
+}
+
+/* A checkpoint on the way (--save-every, SIGHUP): one that cannot be written is a warning, and
+ * training goes on; only errors that are not about the file end the run. */
+static shoal_result save_midway(sh_trainer *t, sh_progress *prog, const char *path, sh_train_report *r,
+                                const char *why)
 {
     uint64_t t0 = sh_trace_on() ? sh_now_ns() : 0;
-    SH_TRY(sh_trainer_save(t, path));
+    shoal_result rc = sh_trainer_save(t, path);
+    if (rc == SHOAL_ERR_IO || rc == SHOAL_ERR_INVALID) {
+        if (prog) sh_progress_clear(prog);
+        SH_LOG_W("train", "checkpoint at step %" PRId64 " (%s) not written: %s; training goes on, the next save "
+                 "tries again", t->steps_done, why, shoal_last_error_message());
+        return SHOAL_OK;
+    }
+    SH_TRY(rc);
     if (t0) sh_trace_span(SH_TRACK_CKPT, "checkpoint", t0, sh_now_ns(), "steps_done", t->steps_done, NULL, 0);
     snprintf(r->saved_path, sizeof r->saved_path, "%s", path);
-    if (may_print(t) && sh_strategy_writes(t->strategy)) { /* the writer's line, even when another leads */
-        if (prog) sh_progress_clear(prog);
-        fprintf(t->opts.out, "saved %s at step %" PRId64 " (%s)\n", path, t->steps_done, why);
-        fflush(t->opts.out);
-    }
+    say_saved(t, prog, path, "", why);
+    return SHOAL_OK;
+}
+
+/* A file at the end: where its path fails, a copy under a free name in the current directory
+ * or /tmp (run_files.c), recorded in the report for the run's last word. */
+static shoal_result save_final(sh_trainer *t, sh_run_file_kind kind, const char *path, sh_train_report *r,
+                               const char *why)
+{
+    static const char *const kinds[] = {"", " (Darknet weights)", " (Caffe weights)"};
+    char written[sizeof r->saved_path], fallback[sizeof r->save_error];
+    uint64_t t0 = sh_trace_on() && kind == SH_RUN_FILE_CKPT ? sh_now_ns() : 0;
+    SH_TRY(sh_run_files_save(t, kind, path, written, sizeof written, fallback, sizeof fallback));
+    if (t0) sh_trace_span(SH_TRACK_CKPT, "checkpoint", t0, sh_now_ns(), "steps_done", t->steps_done, NULL, 0);
+    if (fallback[0] && !r->save_error[0]) snprintf(r->save_error, sizeof r->save_error, "%s", fallback);
+    if (!written[0]) return SHOAL_OK;
+    if (kind == SH_RUN_FILE_CKPT) snprintf(r->saved_path, sizeof r->saved_path, "%s", written);
+    say_saved(t, NULL, written, kinds[kind], why);
     return SHOAL_OK;
 }
 
@@ -455,6 +499,8 @@ static shoal_result open_progress(sh_trainer *t, int64_t per_epoch, sh_progress 
     sh_progress_opts_default(&po);
     po.epochs = (t->steps_planned + per_epoch - 1) / per_epoch;
     po.steps_per_epoch = per_epoch;
+    po.last_step = t->steps_planned; /* --max-steps may end the last epoch early */
+    po.time_limit_s = t->opts.time_limit_s;
     po.images_per_step = t->global_batch;
     po.log_every_steps = t->opts.log_every_steps;
     po.out = t->opts.out;
@@ -552,7 +598,7 @@ static shoal_result after_step(sh_trainer *t, run_state *rs, int64_t step, float
     if (t->tb) SH_TRY(log_compression(t));
     if (t->steps_done % rs->per_epoch == 0) SH_TRY(end_epoch(t, rs));
     if (save_every_at(t, t->steps_done) && t->steps_done != rs->last)
-        SH_TRY(save_to(t, rs->prog, t->opts.save_path, r, "--save-every"));
+        SH_TRY(save_midway(t, rs->prog, t->opts.save_path, r, "--save-every"));
     return SHOAL_OK;
 }
 
@@ -587,42 +633,31 @@ static shoal_result run_step(sh_trainer *t, run_state *rs, int64_t step, int *en
         double sq = v.grad_sq >= 0 ? v.grad_sq : sh_sum_squares(t->grads, t->nparams);
         SH_TRY(sh_tb_scalar(t->tb, "train/gradient_norm", t->steps_done, (float)sqrt(sq)));
     }
-    if (v.save)
-        SH_TRY(save_to(t, rs->prog, t->opts.save_path ? t->opts.save_path : t->default_save_path, rs->r, "SIGHUP"));
+    if (v.save) { /* a file nobody named never replaces one that exists (run_files.c) */
+        const char *path = t->opts.save_path;
+        if (!path) SH_TRY(sh_run_files_unnamed(t, &path));
+        SH_TRY(save_midway(t, rs->prog, path, rs->r, "SIGHUP"));
+    }
     rs->r->stopped = v.stop;
     *ends = v.stop || v.out_of_time; /* out of time: as if the planned steps were done */
     return SHOAL_OK;
 }
 
-/* After the last step: the final checkpoint (and evaluation), Darknet's weights. */
+/* After the last step: the final checkpoint (and evaluation), Darknet's and Caffe's weights. */
 static shoal_result end_run(sh_trainer *t, run_state *rs)
 {
     sh_train_report *r = rs->r;
     if (r->stopped) {
-        SH_TRY(save_to(t, NULL, t->opts.save_path ? t->opts.save_path : t->default_save_path, r, "stop requested"));
+        const char *path = t->opts.save_path;
+        if (!path) SH_TRY(sh_run_files_unnamed(t, &path));
+        SH_TRY(save_final(t, SH_RUN_FILE_CKPT, path, r, "stop requested"));
     } else {
         if (!rs->evaluated_at_end) SH_TRY(evaluate(t, r));
-        if (t->opts.save_path) SH_TRY(save_to(t, NULL, t->opts.save_path, r, "end of training"));
+        if (t->opts.save_path) SH_TRY(save_final(t, SH_RUN_FILE_CKPT, t->opts.save_path, r, "end of training"));
     }
-    if (t->opts.save_darknet_path) {
-        /* Darknet counts images seen: steps times the global batch. Parts of the model are
-         * gathered into the whole first (collective: every rank calls it). */
-        SH_TRY(sh_snapshot_save_darknet(t, t->opts.save_darknet_path,
-                                        (uint64_t)t->steps_done * (uint64_t)t->global_batch));
-        if (may_print(t) && sh_strategy_writes(t->strategy)) {
-            fprintf(t->opts.out, "saved %s (Darknet weights) at step %" PRId64 "\n", t->opts.save_darknet_path,
-                    t->steps_done);
-            fflush(t->opts.out);
-        }
-    }
-    if (t->opts.save_caffe_path) { /* the same for Caffe's .caffemodel */
-        SH_TRY(sh_snapshot_save_caffe(t, t->opts.save_caffe_path));
-        if (may_print(t) && sh_strategy_writes(t->strategy)) {
-            fprintf(t->opts.out, "saved %s (Caffe weights) at step %" PRId64 "\n", t->opts.save_caffe_path,
-                    t->steps_done);
-            fflush(t->opts.out);
-        }
-    }
+    /* The whole model, the parts gathered first where ranks hold parts (collective). */
+    if (t->opts.save_darknet_path) SH_TRY(save_final(t, SH_RUN_FILE_DARKNET, t->opts.save_darknet_path, r, NULL));
+    if (t->opts.save_caffe_path) SH_TRY(save_final(t, SH_RUN_FILE_CAFFE, t->opts.save_caffe_path, r, NULL));
     return SHOAL_OK;
 }
 

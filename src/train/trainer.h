@@ -107,6 +107,8 @@ typedef struct {
                                    losses (nats) are also given in bits per character: */
     double train_bpc, test_bpc; /* loss / ln 2 */
     char saved_path[1024];      /* the last checkpoint written, "" when none */
+    char save_error[2048];      /* a final file that could not be written where asked, and
+                                   where it went instead (run_files.c); "" when none */
     int streamed;               /* pictures or synthetic data, decoded while training: */
     double data_wait_s;         /* time the steps waited for decoded images */
     int64_t bad_files;          /* picture files skipped as unreadable (this rank's finds) */
@@ -145,7 +147,8 @@ shoal_result sh_trainer_save(sh_trainer *t, const char *path);
 sh_net *sh_trainer_net(sh_trainer *t);
 int64_t sh_trainer_steps_done(const sh_trainer *t);
 int64_t sh_trainer_steps_planned(const sh_trainer *t);
-/* Path a stop without --save writes to: "<cfg basename without .cfg>.ckpt" in cwd. */
+/* The stem of the path a stop without --save writes to: "<cfg basename without .cfg>.ckpt"
+ * in cwd, or a numbered form of it when that file exists (run_files.c). */
 const char *sh_trainer_default_save_path(const sh_trainer *t);
 
 #endif

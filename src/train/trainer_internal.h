@@ -43,7 +43,8 @@ struct sh_trainer {
                                    rank's values is exact) */
     size_t rank_file_count;     /* floats of per-rank state this rank wrote to its own file
                                    at the last save (snapshot.c) */
-    char default_save_path[1024];
+    char default_save_path[1024]; /* CFGNAME.ckpt: the stem of a save nobody named */
+    char unnamed_path[1024];    /* where this run's unnamed saves go, once chosen (run_files.c) */
     /* A regression's targets (targets.c): a second data set's, read row for row with x into
      * target (N, K); NULL when the input itself is the target, or there is none. */
     sh_dataset *train_target, *test_target;

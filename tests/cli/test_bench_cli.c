@@ -1,7 +1,8 @@
 /* test_bench_cli.c — proves `shoal bench`'s figures (src/cli/cmd_bench.c) under `shoal launch`
  * with real ranks: the size sequence and counts, the type/redop/root columns, algbw = size /
  * time and busbw = algbw x nccl-tests' bus factor per collective, the average line, that
- * only rank 0 prints, and that the text rows carry the same columns.
+ * only rank 0 prints, and that the text rows carry the same columns; rank 0's table and JSON
+ * come untagged (json.load reads the document) and -n N starts its own ranks.
  * Not here: launch itself and usage errors (test_launch.c). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,7 +62,7 @@ static void json_rows_follow_nccl_tests(void)
         {"alltoall", 2.0 / 3, 0, 0, 1},       {"sendrecv", 1, 0, 0, 0},
     };
     for (size_t c = 0; c < sizeof cs / sizeof cs[0]; c++) {
-        int rc = run("%s -b 4K -e 4M -f 32 -n 3 -w 1 -c 1 -d int32 -o max -r 2 --json%s", cs[c].name, "");
+        int rc = run("%s -b 4K -e 4M -f 32 --iters 3 -w 1 -c 1 -d int32 -o max -r 2 --json%s", cs[c].name, "");
         CHECK(rc == 0, "%s: exit %d: %s", cs[c].name, rc, out);
         CHECK(strstr(out, "[rank 1]") == NULL && strstr(out, "[rank 2]") == NULL, "%s: other ranks printed: %s",
               cs[c].name, out);
@@ -113,14 +114,13 @@ static void json_rows_follow_nccl_tests(void)
 /* The text table: nccl-tests' header and 13 columns per row, the average over both placements. */
 static void text_rows_have_nccl_tests_columns(void)
 {
-    int rc = run("%s -b 8 -e 64K -f 8 -n 2 -w 1 -c 1%s", "allreduce", "");
+    int rc = run("%s -b 8 -e 64K -f 8 --iters 2 -w 1 -c 1%s", "allreduce", "");
     CHECK(rc == 0, "exit %d: %s", rc, out);
     CHECK(strstr(out, "out-of-place") && strstr(out, "in-place") && strstr(out, "#wrong"), "header: %s", out);
     int rows = 0;
     double sum = 0, avg = -1;
     for (char *l = strtok(out, "\n"); l; l = strtok(NULL, "\n")) {
-        if (strncmp(l, "[rank 0] ", 9)) continue;
-        l += 9;
+        if (!strncmp(l, "[rank ", 6)) continue; /* rank 0's table comes untagged; any other line is not it */
         if (sscanf(l, "# Avg bus bandwidth : %lf", &avg) == 1) continue;
         size_t size, count;
         char type[16], redop[16];
@@ -143,9 +143,29 @@ static void text_rows_have_nccl_tests_columns(void)
     if (rows) CHECK_NEAR(avg, sum / (2 * rows), 0.006);
 }
 
+/* Under shoal launch rank 0's stdout is the job's: the table without "[rank 0] ", the --json
+ * document one that Python's json.load reads; -n 3 starts its own 3 ranks, as train -n does. */
+static void output_is_clean_and_n_starts_ranks(void)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s launch -n 3 %s bench allreduce -b 8 -e 1K -f 4 --iters 2 -w 1 --json 2>/dev/null | "
+             "python3 -c 'import json,sys; d=json.load(sys.stdin); print(\"rows\", len(d[\"rows\"]), d[\"ranks\"])'",
+             bin(), bin());
+    int rc = sh_test_run(cmd, out, sizeof out);
+    CHECK(rc == 0 && !strcmp(out, "rows 5 3\n"), "json.load of --json under shoal launch: exit %d: %s", rc, out);
+    snprintf(cmd, sizeof cmd, "%s bench allreduce -n 3 -b 8 -e 1K -f 4 --iters 2 -w 1 2>/dev/null", bin());
+    rc = sh_test_run(cmd, out, sizeof out);
+    CHECK(rc == 0 && !strncmp(out, "# shoal bench allreduce: 3 ranks", 32) && !strstr(out, "[rank"),
+          "-n 3: a clean table of 3 ranks: exit %d: %s", rc, out);
+    snprintf(cmd, sizeof cmd, "%s launch -n 2 %s bench allreduce -n 3 --iters 2 2>&1", bin(), bin());
+    rc = sh_test_run(cmd, out, sizeof out);
+    CHECK(rc == 2 && strstr(out, "--iters"), "-n that is not the job's ranks points at --iters: %s", out);
+}
+
 int main(void)
 {
     check_begin("test_bench_cli", 240);
+    RUN(output_is_clean_and_n_starts_ranks);
     RUN(json_rows_follow_nccl_tests);
     RUN(text_rows_have_nccl_tests_columns);
     return check_end();

@@ -6,7 +6,8 @@
  * rows of x and y with their own axes
  * give one curve each; bad input (a missing run, a directory without event files, a
  * damaged event file, a non-JSON trace, a file without benchmark rows, .png, unknown
- * flags or tags) is refused with one line naming it. */
+ * flags or tags) is refused with one line naming it; runs sharing a --logdir are drawn apart,
+ * --title replaces the default title, an unknown --tag lists the tags there are. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,7 +151,7 @@ static void pipeline_timeline_bars_hold_the_micro_batches(void)
 static void benchmark_outputs_give_one_curve_each(void)
 {
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s launch -n 2 %s bench allreduce -b 8 -e 4K -f 4 -n 3 -w 1 --json --plot own.svg "
+    snprintf(cmd, sizeof cmd, "%s launch -n 2 %s bench allreduce -b 8 -e 4K -f 4 --iters 3 -w 1 --json --plot own.svg "
                               ">shoal.out", sh_test_shoal_bin(), sh_test_shoal_bin());
     int rc = sh("%s", cmd);
     CHECK(rc == 0, "bench: %s", out);
@@ -197,14 +198,47 @@ static int one_line(void)
     return nl && nl == strrchr(out, '\n');
 }
 
+/* Two runs with one --logdir write a folder each (TensorBoard's layout) and plot draws them
+ * apart; a resumed run with its --run-name goes on in its folder; --title replaces a one-panel
+ * chart's title instead of adding a second; an unknown --tag lists the tags there are. */
+static void runs_sharing_a_logdir_are_drawn_apart(void)
+{
+    char cmd[2048];
+    const char *b = sh_test_shoal_bin();
+    snprintf(cmd, sizeof cmd, "%s train mlp.cfg --data . --max-steps 5 --threads 1 --quiet --logdir shared && "
+             "%s train mlp.cfg --data . --max-steps 7 --threads 1 --quiet --logdir shared --run-name second "
+             "--save second.ckpt && %s train mlp.cfg --data . --max-steps 10 --threads 1 --quiet --logdir shared "
+             "--run-name second --resume second.ckpt && ls shared", b, b, b);
+    int rc = sh("%s", cmd);
+    CHECK(rc == 0 && strstr(out, "second\n") && strstr(out, "mlp-") && !strstr(out, "events.out"),
+          "one folder per run: %s", out);
+    CHECK(!strstr(out, "already has events"), "a resumed run's folder is continued without a warning: %s", out);
+    rc = plot("shared -o s.svg");
+    CHECK(rc == 0 && load("s.svg"), "exit %d: %s", rc, out);
+    int npts[8] = {0}, k = polyline_points(npts, 8);
+    /* loss: the first run's train (5 points) and test, "second"'s train (10: 7 then 3 more) and test */
+    CHECK(k == 8 && npts[0] == 5 && npts[2] == 10, "%d curves: %d and %d points", k, npts[0], npts[2]);
+    CHECK(strstr(svg, ">second: train/loss<") && strstr(svg, ">mlp-"), "legend names the runs' folders");
+    rc = plot("shared --tag train/loss --title 'Two runs' -o t.svg");
+    CHECK(rc == 0 && load("t.svg") && count(">Two runs<") == 1 && count(">train/loss<") == 1, /* the y label */
+          "--title must replace the panel's title: exit %d: %s", rc, out);
+    rc = plot("--bench shoal.out --title 'Mine' -o bt.svg");
+    CHECK(rc == 0 && load("bt.svg") && count(">Mine<") == 1 && !strstr(svg, ">bus bandwidth against message size<"),
+          "--bench --title: exit %d: %s", rc, out);
+    rc = plot("shared --tag train/los -o x.svg");
+    CHECK(rc == 1 && strstr(out, "train/los;") && strstr(out, "train/loss, ") && strstr(out, "train/accuracy"),
+          "an unknown --tag lists the runs' tags: %s", out);
+}
+
 static void bad_input_is_refused_in_one_line(void)
 {
     CHECK(plot("nosuchrun -o x.svg") == 1 && strstr(out, "nosuchrun") && one_line(), "%s", out);
     sh("mkdir -p emptyrun", NULL);
     CHECK(plot("emptyrun -o x.svg") == 1 && strstr(out, "holds no events.out.tfevents") && one_line(), "%s", out);
     /* damage one byte inside the first record's data of runA's file */
-    sh("cp -r runA bad && f=$(ls bad/events.out.tfevents.*) && printf 'X' | dd of=$f bs=1 seek=14 conv=notrunc", NULL);
-    CHECK(plot("bad -o x.svg") == 1 && strstr(out, "CRC") && strstr(out, "bad/events.out") && one_line(), "%s", out);
+    sh("cp -r runA bad && f=$(ls bad/*/events.out.tfevents.*) && printf 'X' | dd of=$f bs=1 seek=14 conv=notrunc", NULL);
+    CHECK(plot("bad -o x.svg") == 1 && strstr(out, "CRC") && strstr(out, "bad/") && strstr(out, "/events.out") &&
+              one_line(), "%s", out);
     tiny_write_file(dir, "notjson.json", "this is not a trace\n");
     CHECK(plot("--timeline notjson.json -o x.svg") == 1 && strstr(out, "not JSON") && one_line(), "%s", out);
     tiny_write_file(dir, "empty.json", "{\"traceEvents\": []}");
@@ -249,6 +283,7 @@ int main(void)
     RUN(benchmark_outputs_give_one_curve_each);
     RUN(xy_rows_draw_their_own_axes);
     RUN(bad_input_is_refused_in_one_line);
+    RUN(runs_sharing_a_logdir_are_drawn_apart);
     tiny_remove_dir(dir); /* rm -rf: the run directories go too */
     return check_end();
 }

@@ -2,7 +2,7 @@
  * relaunch, src/train/job.c): a killed rank stops the job within the deadline with a
  * message naming it, the last checkpoint is intact and the job resumes from it on another
  * number of ranks; SIGINT stops every rank at one step and rank 0 saves, SIGHUP saves and
- * the job goes on; only rank 0 prints; bad scaling options are clear usage errors; ranks
+ * the job goes on; only rank 0 prints; --json is one document json.load reads; bad scaling options are clear usage errors; ranks
  * started with different SHOAL_DP_* settings stop at start-up, naming the variable. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +35,21 @@ static void trains_and_only_rank0_prints(void)
     CHECK(strstr(out, "waiting for allreduce") != NULL, "--profile line missing: %s", out);
 }
 
+/* --json of a job is one document on stdout that Python's json.load reads: the reporting rank's
+ * (rank 0, or with --ps worker 0) passes the launcher untagged, the other lines go to stderr. */
+static void json_of_ranks_is_one_document(void)
+{
+    const char *layouts[] = {"-n 2", "-n 2 --ps"};
+    for (int i = 0; i < 2; i++) {
+        char cmd[4096];
+        snprintf(cmd, sizeof cmd, "cd %s && %s train other.cfg --data . %s --max-steps 6 --threads 1 --json "
+                 "2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"steps\"])'", dir,
+                 sh_test_shoal_bin(), layouts[i]);
+        int rc = sh_test_run(cmd, out, sizeof out);
+        CHECK(rc == 0 && !strcmp(out, "6\n"), "%s --json: exit %d: %s", layouts[i], rc, out);
+    }
+}
+
 static void killed_rank_stops_all_and_checkpoint_resumes(void)
 {
     uint64_t t0 = sh_now_ns();
@@ -61,8 +76,8 @@ static void killed_rank_stops_all_and_checkpoint_resumes(void)
     CHECK(strstr(out, "steps 11..20") != NULL, "did not continue from step 10: %s", out);
 }
 
-/* Ctrl-C on the launcher reaches every rank; they agree on the step, rank 0 saves, all exit
- * 0, and the checkpoint resumes. */
+/* Ctrl-C on the launcher reaches every rank; they agree on the step, rank 0 saves, the job
+ * exits 130 (as SIGINT ends a process), and the checkpoint resumes. */
 static void sigint_stops_every_rank_at_one_step(void)
 {
     char log[512], ck[512];
@@ -83,7 +98,7 @@ static void sigint_stops_every_rank_at_one_step(void)
     size_t n = f ? fread(out, 1, sizeof out - 1, f) : 0;
     if (f) fclose(f);
     out[n] = 0;
-    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "launcher status %d: %s", st, out);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 130, "launcher status %d: %s", st, out);
     CHECK(strstr(out, "[rank 0] stopped by SIGINT; saved") != NULL, "%s", out);
     CHECK(access(ck, R_OK) == 0, "no checkpoint %s", ck);
     int rc = run("", "other.cfg --data . -n 2 --threads 1 --resume int.ckpt --max-steps 2000 --quiet");
@@ -129,7 +144,7 @@ static void sighup_saves_and_goes_on(void)
             n += strlen(line);
         }
     if (f) fclose(f);
-    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "launcher status %d: %s", st, out);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 130, "launcher status %d: %s", st, out);
     const char *h = strstr(out, "[rank 0] saved hup.ckpt at step "), *e = strstr(out, "(stop requested)");
     long hup_step = h ? atol(h + strlen("[rank 0] saved hup.ckpt at step ")) : -1, stop_step = -1;
     if (e) {
@@ -250,6 +265,7 @@ int main(void)
         return check_end();
     }
     RUN(trains_and_only_rank0_prints);
+    RUN(json_of_ranks_is_one_document);
     RUN(ranks_without_threads_share_the_cpus);
     RUN(killed_rank_stops_all_and_checkpoint_resumes);
     RUN(sigint_stops_every_rank_at_one_step);

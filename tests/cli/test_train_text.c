@@ -2,10 +2,10 @@
  * ($SHOAL_BIN): src/data/text.c and the loader's text streams, `shoal test` on text, the recurrent state in
  * checkpoints (src/train/snapshot.c: a resumed run ends bit for bit where the straight one
  * does, alone and on 2 ranks), 2 ranks of B streams agreeing with 1 rank of 2B, bits per
- * character in --json, src/cli/cmd_generate.c (repeatable samples, the seed echoed, either
+ * character in --json, src/cli/cmd_generate.c (repeatable samples, --prime (alias --seed) echoed, either
  * sampler; Darknet's own text: tests/nn/test_darknet_weights.c) and the
- * errors: an empty or too-short text, a held-out tail too short for the batch, a
- * non-character model, bad flags; a seed of any bytes (not UTF-8) is fed as it is. */
+ * errors: an empty or too-short text (in characters and sequences), a held-out tail too short
+ * for the batch, a non-character model, a character model without --data FILE.txt, bad flags; a seed of any bytes (not UTF-8) is fed as it is. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -150,12 +150,12 @@ static void generate_samples_repeatably(void)
     char a[8192], b[8192], c[8192];
     CHECK(run_shoal("train model.cfg --data text.txt --threads 1 --max-steps 40 --save gen.ckpt "
                     "--quiet", a, sizeof a) == 0, "train: %s", a);
-    int rc = run_shoal("generate model.cfg --weights gen.ckpt --seed 'the cat' --length 120", a, sizeof a);
+    int rc = run_shoal("generate model.cfg --weights gen.ckpt --prime 'the cat' --length 120", a, sizeof a);
     CHECK(rc == 0, "generate: exit %d: %s", rc, a);
     CHECK(strncmp(a, "the cat", 7) == 0, "the seed is not echoed first: %s", a);
     CHECK(strlen(a) == 7 + 120 + 1, "%zu bytes, want seed + 120 + newline: %s", strlen(a), a);
     CHECK(run_shoal("generate model.cfg --weights gen.ckpt --seed 'the cat' --length 120", b,
-                    sizeof b) == 0 && strcmp(a, b) == 0, "two runs differ:\n%s\n%s", a, b);
+                    sizeof b) == 0 && strcmp(a, b) == 0, "--seed (Darknet's word for --prime) differs:\n%s\n%s", a, b);
     CHECK(run_shoal("generate model.cfg --weights gen.ckpt --seed 'the cat' --length 120 "
                     "--sample-seed 9 --temperature 0.5", c, sizeof c) == 0 && strcmp(a, c) != 0,
           "another sample seed gave the same text");
@@ -199,8 +199,17 @@ static void errors_are_clear(void)
     for (int i = 0; i < 300; i++) text300[i] = (char)('a' + i % 26);
     write_file("tail.txt", text300, sizeof text300);
     rc = run_shoal("train model.cfg --data tail.txt --max-steps 1", out, sizeof out);
-    CHECK(rc == 1 && strstr(out, "tail.txt (held-out tail) has 30 bytes") &&
+    CHECK(rc == 1 && strstr(out, "tail.txt (held-out tail): 30 characters are too few for 4 sequences") &&
               strchr(out, '\n') == out + strlen(out) - 1, "short tail: %d %s", rc, out);
+    /* a training text shorter than one step's sequences speaks of characters, not images */
+    write_file("step.txt", text300, 200);
+    rc = run_shoal("train model.cfg --data step.txt --max-steps 1 --batch 32", out, sizeof out);
+    CHECK(rc == 1 && strstr(out, "characters are too few for 32 sequences") && !strstr(out, "images"),
+          "text shorter than a step: %d %s", rc, out);
+    /* a character model without --data is told to give a text */
+    rc = run_shoal("train model.cfg --max-steps 1", out, sizeof out);
+    CHECK(rc == 1 && strstr(out, "character-level model") && strstr(out, "--data FILE.txt"), "no --data: %d %s", rc,
+          out);
     write_file("image.cfg", "[net]\nwidth=4\nheight=4\nchannels=1\n[connected]\noutput=3\n[softmax]\n", 64);
     rc = run_shoal("train image.cfg --data text.txt --max-steps 1", out, sizeof out);
     CHECK(rc == 1 && strstr(out, "256"), "image model on text: %d %s", rc, out);

@@ -42,7 +42,7 @@ static void bench_and_train_under(const launcher *l)
         return;
     }
     char cmd[4096], args[1024];
-    snprintf(args, sizeof args, "bench allreduce -b 8 -e 256K -f 16 -n 2 -w 1 -c 1");
+    snprintf(args, sizeof args, "bench allreduce -b 8 -e 256K -f 16 --iters 2 -w 1 -c 1");
     snprintf(cmd, sizeof cmd, l->fmt, sh_test_free_ports(1), sh_test_shoal_bin(), args);
     char nokey[4200];
     snprintf(nokey, sizeof nokey, "env -u SHOAL_JOB_KEY %s", cmd);
@@ -88,7 +88,7 @@ static void t_slurm(void)
         run(cmd);
         return;
     }
-    const char *argv[2] = {"bench allreduce -b 8 -e 256K -f 16 -n 2 -w 1 -c 1", NULL};
+    const char *argv[2] = {"bench allreduce -b 8 -e 256K -f 16 --iters 2 -w 1 -c 1", NULL};
     char train[1024];
     snprintf(train, sizeof train, "train %s/other.cfg --data %s --max-steps 12 --threads 1 --scaling strong --batch 48",
              dir, dir);

@@ -57,13 +57,13 @@ static void flavour(const char *name, const char *launch_fmt)
 static void t_openmpi(void)
 {
     flavour("openmpi", "mpirun.openmpi --allow-run-as-root --oversubscribe -np 3 -x SHOAL_MASTER_ADDR=127.0.0.1 "
-                       "-x SHOAL_MASTER_PORT=%d -x %s=%s %s bench %s -b 8 -e 1M -f 32 -n 2 -w 1 -c 1");
+                       "-x SHOAL_MASTER_PORT=%d -x %s=%s %s bench %s -b 8 -e 1M -f 32 --iters 2 -w 1 -c 1");
 }
 
 static void t_mpich(void)
 {
     flavour("mpich", "mpiexec.mpich -n 3 -genv SHOAL_MASTER_ADDR 127.0.0.1 -genv SHOAL_MASTER_PORT %d "
-                     "-genv %s %s %s bench %s -b 8 -e 1M -f 32 -n 2 -w 1 -c 1");
+                     "-genv %s %s %s bench %s -b 8 -e 1M -f 32 --iters 2 -w 1 -c 1");
 }
 
 /* A mismatch some ranks see reaches the others at once over MPI links: on 4 ranks rank 0
@@ -96,16 +96,16 @@ static void t_mismatch_openmpi(void)
     /* -x is per application context */
     mismatch("openmpi", "mpirun.openmpi --allow-run-as-root --oversubscribe --mca orte_abort_on_non_zero_status 0 "
                         "-np 1 -x SHOAL_MASTER_ADDR=127.0.0.1 -x SHOAL_MASTER_PORT=%d -x SHOAL_TRANSPORT=mpi "
-                        "-x SHOAL_TIMEOUT=30000 %s bench allreduce -b 16 -e 16 -n 2 -w 1 -c 1 : "
+                        "-x SHOAL_TIMEOUT=30000 %s bench allreduce -b 16 -e 16 --iters 2 -w 1 -c 1 : "
                         "-np 3 -x SHOAL_MASTER_ADDR=127.0.0.1 -x SHOAL_MASTER_PORT=%d -x SHOAL_TRANSPORT=mpi "
-                        "-x SHOAL_TIMEOUT=30000 %s bench allreduce -b 8 -e 8 -n 2 -w 1 -c 1");
+                        "-x SHOAL_TIMEOUT=30000 %s bench allreduce -b 8 -e 8 --iters 2 -w 1 -c 1");
 }
 
 static void t_mismatch_mpich(void)
 {
     mismatch("mpich", "mpiexec.mpich -genv SHOAL_MASTER_ADDR 127.0.0.1 -genv SHOAL_MASTER_PORT %d "
-                      "-genv SHOAL_TRANSPORT mpi -genv SHOAL_TIMEOUT 30000 -n 1 %s bench allreduce -b 16 -e 16 -n 2 "
-                      "-w 1 -c 1 : -n 3 -env SHOAL_MASTER_PORT %d %s bench allreduce -b 8 -e 8 -n 2 -w 1 -c 1");
+                      "-genv SHOAL_TRANSPORT mpi -genv SHOAL_TIMEOUT 30000 -n 1 %s bench allreduce -b 16 -e 16 --iters 2 "
+                      "-w 1 -c 1 : -n 3 -env SHOAL_MASTER_PORT %d %s bench allreduce -b 8 -e 8 --iters 2 -w 1 -c 1");
 }
 
 static void t_without_mpi(void)

@@ -147,7 +147,7 @@ static void start_bench(proc *ps, int timeout_ms, const char *size, const char *
         snprintf(env[r][8], 96, "SHOAL_TCP_CONGESTION=%s", cc ? cc : "system");
         char *e[] = {env[r][0], env[r][1], env[r][2], env[r][3], env[r][4], env[r][5], env[r][6], env[r][7], env[r][8],
                      lab_env, NULL};
-        char *argv[] = {(char *)shoal_bin, "bench", "allreduce", "-b", (char *)size, "-e", (char *)size, "-n", (char *)iters, "-w", "2",
+        char *argv[] = {(char *)shoal_bin, "bench", "allreduce", "-b", (char *)size, "-e", (char *)size, "--iters", (char *)iters, "-w", "2",
                         "-c", (char *)check, NULL};
         char log[32];
         snprintf(log, sizeof log, "rank%d.log", r);
@@ -273,9 +273,9 @@ static void killed_host_stops_the_launcher(void)
     proc nodes[2];
     char *const argv_of[2][32] = {
         {(char *)shoal_bin, "launch", "-n", "2", "--nnodes", "2", "--node-rank", "0", "--master-addr", "10.77.0.1",
-         "--", (char *)shoal_bin, "bench", "allreduce", "-b", "4M", "-e", "4M", "-n", "1000000", "-c", "0", NULL},
+         "--", (char *)shoal_bin, "bench", "allreduce", "-b", "4M", "-e", "4M", "--iters", "1000000", "-c", "0", NULL},
         {(char *)shoal_bin, "launch", "-n", "2", "--nnodes", "2", "--node-rank", "1", "--master-addr", "10.77.0.1",
-         "--", (char *)shoal_bin, "bench", "allreduce", "-b", "4M", "-e", "4M", "-n", "1000000", "-c", "0", NULL}};
+         "--", (char *)shoal_bin, "bench", "allreduce", "-b", "4M", "-e", "4M", "--iters", "1000000", "-c", "0", NULL}};
     start_nodes(nodes, argv_of, TIMEOUT_MS);
     sleep(2);
     CHECK(wait_all(nodes, 2, sh_now_ns(), 0) == 2, "a node ended before the fault: %s", log_of(&nodes[0]));

@@ -108,7 +108,7 @@ static void up_gives_hosts_with_addresses(void)
 
 static void shoal_bench(int ranks_per_host)
 {
-    int rc = run(LAB " run %d -- env SHOAL_TIMEOUT=20000 %s bench allreduce -b 4M -e 4M -n 5 -w 1 -c 1",
+    int rc = run(LAB " run %d -- env SHOAL_TIMEOUT=20000 %s bench allreduce -b 4M -e 4M --iters 5 -w 1 -c 1",
                  ranks_per_host, shoal_bin);
     CHECK(rc == 0, "%d ranks per host: exit %d: %s", ranks_per_host, rc, out);
     char want[64];
@@ -164,7 +164,7 @@ static void open_mpi_runs_across_hosts_through_the_agent(void)
     char bin[4096];
     if (!realpath(shoal_bin, bin)) snprintf(bin, sizeof bin, "%s", shoal_bin);
     rc = run(LAB " mpirun --host h0:2,h1:2 -np 4 -x SHOAL_MASTER_ADDR=10.77.0.1 -x SHOAL_JOB_KEY=%064d "
-             "%s bench allreduce -b 4M -e 4M -n 3 -w 1 -c 1", (int)getpid(), bin);
+             "%s bench allreduce -b 4M -e 4M --iters 3 -w 1 -c 1", (int)getpid(), bin);
     bench_row b;
     CHECK(rc == 0 && strstr(out, "4 ranks, 2 hosts") && parse_row(out, &b) && b.wrong[0] == 0 && b.wrong[1] == 0,
           "shoal under mpirun: exit %d: %s", rc, out);

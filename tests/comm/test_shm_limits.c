@@ -69,7 +69,7 @@ static void bench_case(const limit_case *lc)
     const char *bin = sh_test_shoal_bin();
     char cmd[1024];
     snprintf(cmd, sizeof cmd,
-             "SHOAL_BIND=none SHOAL_TIMEOUT=60000 %s launch -n %d -- %s bench allreduce -b 8 -e 4M -f 32 -n 2 -w 1 -c 1",
+             "SHOAL_BIND=none SHOAL_TIMEOUT=60000 %s launch -n %d -- %s bench allreduce -b 8 -e 4M -f 32 --iters 2 -w 1 -c 1",
              bin, lc->ranks, bin);
     int rc = in_small_shm(lc->mib, cmd);
     int rows = 0;

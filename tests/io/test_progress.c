@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "base/err.h"
+#include "base/util.h"
 #include "check.h"
 #include "io/progress.h"
 
@@ -123,6 +124,53 @@ static void rate_follows_a_slowdown_through_the_window(void)
     free(text);
 }
 
+/* --max-steps ends the last epoch early and --time-limit ends the run: the line counts to
+ * where the run stops, not to the epoch's end. */
+static void counts_to_where_the_run_stops(void)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    sh_progress_opts o;
+    sh_progress_opts_default(&o);
+    o.epochs = 2, o.steps_per_epoch = 25, o.last_step = 30, o.images_per_step = 10, o.log_every_steps = 5;
+    o.out = f, o.is_tty = 0;
+    sh_progress *p = NULL;
+    CHECK_OK(sh_progress_create(&o, &p));
+    if (!p) return;
+    uint64_t t = 0; /* 100 ms a step: 10 steps left are 1 s */
+    for (int s = 0; s < 30; s++) {
+        t += 100000000ull;
+        sh_progress_step_at(p, t, s / 25, s % 25, 0.5, NAN);
+    }
+    sh_progress_destroy(p);
+    fclose(f);
+    CHECK(strstr(text, "epoch 1/2  step 20/25  loss 0.5000  100 img/s  ETA 1s\n") != NULL, "first epoch:\n%s", text);
+    CHECK(strstr(text, "epoch 2/2  step 5/5  loss 0.5000  100 img/s  ETA 0s\n") != NULL, "last epoch:\n%s", text);
+    CHECK(strstr(text, "epoch 1/2  step 5/25  loss 0.5000  100 img/s  ETA 3s") != NULL && !strstr(text, "/2  step 5/25  loss 0.5000  100 img/s  ETA 0s"),
+          "the last epoch counts to step 30:\n%s", text);
+    free(text);
+
+    text = NULL;
+    f = open_memstream(&text, &len);
+    sh_progress_opts_default(&o);
+    o.epochs = 1, o.steps_per_epoch = 1000, o.images_per_step = 10, o.log_every_steps = 10;
+    o.time_limit_s = 3, o.out = f, o.is_tty = 0;
+    p = NULL;
+    CHECK_OK(sh_progress_create(&o, &p));
+    if (!p) return;
+    t = sh_now_ns(); /* the limit counts from create */
+    for (int s = 0; s < 10; s++) {
+        t += 100000000ull;
+        sh_progress_step_at(p, t, 0, s, 0.5, NAN);
+    }
+    sh_progress_destroy(p);
+    fclose(f);
+    CHECK(strstr(text, "step 10/1000  loss 0.5000  100 img/s  ETA 2s\n") != NULL,
+          "ETA by the time limit (1 s of 3 gone), not by 990 steps:\n%s", text);
+    free(text);
+}
+
 static void live_line_rewrites_in_place_and_ends_with_newline(void)
 {
     char *text = NULL;
@@ -195,6 +243,7 @@ int main(void)
     RUN(durations_read_like_a_person_writes_them);
     RUN(plain_output_prints_every_k_steps_and_epoch_end);
     RUN(rate_follows_a_slowdown_through_the_window);
+    RUN(counts_to_where_the_run_stops);
     RUN(live_line_rewrites_in_place_and_ends_with_newline);
     RUN(terminal_is_detected_and_gets_the_live_line);
     return check_end();

@@ -241,6 +241,22 @@ int tbr_read_dir(const char *dir, tbr_event **out, int *nfiles, char *err, size_
     while ((de = readdir(d)) && nn < 64)
         if (!strncmp(de->d_name, "events.out.tfevents.", 20)) names[nn++] = strdup(de->d_name);
     closedir(d);
+    if (nn == 0) { /* a --logdir: the one run's folder in it */
+        char run[1024] = "";
+        int nruns = 0;
+        d = opendir(dir);
+        while (d && (de = readdir(d)))
+            if (de->d_name[0] != '.' && de->d_type == DT_DIR) {
+                snprintf(run, sizeof run, "%s/%s", dir, de->d_name);
+                nruns++;
+            }
+        if (d) closedir(d);
+        if (nruns == 1) return tbr_read_dir(run, out, nfiles, err, err_nbytes);
+        if (nruns > 1) {
+            snprintf(err, err_nbytes, "%s holds %d runs' folders; name one", dir, nruns);
+            return -1;
+        }
+    }
     qsort(names, (size_t)nn, sizeof names[0], by_name);
     int count = 0, rc = 0;
     for (int i = 0; i < nn; i++) {

@@ -31,7 +31,9 @@ uint32_t tbr_crc32c(const void *data, size_t nbytes);
  * array (*out, the caller frees). Returns the count, or -1 with the reason in err. */
 int tbr_read_file(const char *path, tbr_event **out, char *err, size_t err_nbytes);
 /* The same for every events.out.tfevents.* file of dir, appended in name order; *nfiles
- * says how many files there were. */
+ * says how many files there were. A --logdir holding one run's folder and no events of its
+ * own (shoal train's layout: DIR/<run-name>) is read through that folder; with several it is
+ * an error. */
 int tbr_read_dir(const char *dir, tbr_event **out, int *nfiles, char *err, size_t err_nbytes);
 
 /* The scalar `tag` at steps lo..hi of two log directories: 1 when every step is in both

@@ -297,15 +297,28 @@ static int count_of(const char *hay, const char *needle)
 static void ignored_keys_are_warned_once_per_file(void)
 {
     static char log[8192];
-    const char *text = "[net]\nhue=.1\njitter=.2\n[maxpool]\nhue=.3\n[maxpool]\njitter=.1\n";
+    const char *text = "[net]\nletter_box=1\nrandom=1\n[maxpool]\nletter_box=0\n[maxpool]\nrandom=0\n";
     capture_ignored_log(text, log, sizeof log);
-    CHECK(count_of(log, "ignoring Darknet key \"hue\"") == 1, "hue once: %s", log);
-    CHECK(count_of(log, "ignoring Darknet key \"jitter\"") == 1, "jitter once: %s", log);
-    CHECK_HAS(log, "t.cfg:2: [net] ignoring Darknet key \"hue\"");
+    CHECK(count_of(log, "ignoring Darknet key \"letter_box\"") == 1, "letter_box once: %s", log);
+    CHECK(count_of(log, "ignoring Darknet key \"random\"") == 1, "random once: %s", log);
+    CHECK_HAS(log, "t.cfg:2: [net] ignoring Darknet key \"letter_box\"");
     CHECK_HAS(log, "warn");
     /* a second file lists them again */
     capture_ignored_log(text, log, sizeof log);
-    CHECK(count_of(log, "ignoring Darknet key \"hue\"") == 1, "new file, listed again: %s", log);
+    CHECK(count_of(log, "ignoring Darknet key \"letter_box\"") == 1, "new file, listed again: %s", log);
+}
+
+/* Darknet's augmentation has an effect a Darknet user counts on: said at warn level, in one
+ * line naming the keys, once per file in a process (a job reads its cfg more than once). */
+static void augmentation_keys_are_said_once_at_warn(void)
+{
+    static char log[8192];
+    const char *text = "[net]\nhue=.1\njitter=.2\n[maxpool]\n";
+    capture_ignored_log(text, log, sizeof log);
+    CHECK(count_of(log, "hue=.1, jitter=.2: Darknet's data augmentation") == 1 && strstr(log, "warn"),
+          "one warning naming both: %s", log);
+    capture_ignored_log(text, log, sizeof log);
+    CHECK(!strstr(log, "augmentation"), "said again for the same file: %s", log);
 }
 
 static void hash_ignores_comments_whitespace_and_key_order(void)
@@ -420,6 +433,7 @@ int main(void)
     RUN(unknown_key_suggests_closest_known_key);
     RUN(darknet_augmentation_keys_are_ignored_not_errors);
     RUN(ignored_keys_are_warned_once_per_file);
+    RUN(augmentation_keys_are_said_once_at_warn);
     RUN(hash_ignores_comments_whitespace_and_key_order);
     RUN(load_reads_a_file_and_reports_missing_ones);
     RUN(every_example_and_darknet_model_file_parses);

@@ -51,6 +51,7 @@ static const opt_case cases[] = {
     {"json", "1", T_SWITCH, AT(json), 1, "2"},
     {"profile", NULL, T_SWITCH, AT(profile), 1, "yes please"},
     {"logdir", "logs", T_STR, AT(logdir), 0, NULL},
+    {"run-name", "first", T_STR, AT(run_name), 0, NULL},
     {"log-histograms", "5", T_I64, AT(histogram_every_steps), 5, "0"},
     {"timeline", "t.json", T_STR, AT(timeline_path), 0, NULL},
     {"timeline-steps", "2:5", T_STR, AT(timeline_steps), 0, "5:3"},
@@ -271,6 +272,7 @@ static void check_refuses_options_that_do_not_fit(void)
     refuse_set((const char *const[]){"save-every", "2", NULL}, "--save-every needs --save");
     refuse_set((const char *const[]){"timeline-steps", "1:3", NULL}, "--timeline-steps needs --timeline");
     refuse_set((const char *const[]){"log-histograms", "3", NULL}, "--log-histograms needs --logdir");
+    refuse_set((const char *const[]){"run-name", "a", NULL}, "--run-name names a run's folder under --logdir");
     refuse_set((const char *const[]){"scaling", "strong", "lr-scaling", "linear", NULL}, "is for weak scaling");
     refuse_set((const char *const[]){"pipeline", "2", "sfb", NULL, NULL}, "--sfb needs plain data parallelism");
     refuse_set((const char *const[]){"ps", NULL, "compress", "lowrank:2", NULL}, "lowrank needs data parallelism");
