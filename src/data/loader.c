@@ -2,9 +2,16 @@
  * alone; each global step is split into contiguous rank shards; in-memory datasets copied
  * here, streamed ones (pictures, synthetic) through stream.c's threads.
  * Not here: reading files (idx.c, cifar.c, source.c), the model.
- * Proved by tests/data/test_loader.c and test_stream.c.
- *
- * Vocabulary: B = global batch, world ranks, epoch e has order_e (a permutation of the
+ * Proved by tests/data/test_loader.c and test_stream.c. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "base/util.h"
+#include "data/data.h"
+#include "data/stream.h"
+
+/* Vocabulary: B = global batch, world ranks, epoch e has order_e (a permutation of the
  * images); global step k of epoch e covers order_e[k*B, min((k+1)*B, count)) — its size b is B
  * except possibly for the last step when drop_last = 0 — and rank r reads the part
  * [r*b/world, (r+1)*b/world) (with drop_last = 0 a last step shorter than world leaves
@@ -16,13 +23,6 @@
  * images, from the same indices of a second dataset. An elastic job whose world changed
  * mid-epoch goes on from an image of order_e (sh_loader_seek_image): that epoch's steps start
  * there (skip), the next from 0. */
-#include <stdlib.h>
-#include <string.h>
-
-#include "base/err.h"
-#include "base/util.h"
-#include "data/data.h"
-#include "data/stream.h"
 
 struct sh_loader {
     const sh_dataset *d;       /* borrowed; must outlive the loader */

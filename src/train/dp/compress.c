@@ -17,7 +17,7 @@
  * u = m u + g + decay w, so that what top-k holds back keeps its momentum; the exchanged
  * mean is then applied as w -= lr * mean with no further momentum. At topk:1 this is the
  * uncompressed momentum SGD, up to rounding; without it the optimizer's momentum acts on the
- * sparse, delayed updates (LeNet loses accuracy at topk:0.01: bench/README.md). */
+ * sparse, delayed updates, and accuracy suffers at high sparsity. */
 #include "train/dp/compress.h"
 
 #include <math.h>

@@ -32,10 +32,9 @@
 #include "train/mp/tensor_plan.h"
 
 /* The stage multiplies by packed weights (gemm_packed.c): packed as its own update writes
- * them, at any micro-batch size (measured on balanced.cfg: +8% images/s at 128 rows, +14% at
- * 64). Where another applies the update (--compress with momentum) the pass packs them, which
- * pays only on micro-batches of fewer rows than this (at 1024 x 1024: 2x the speed at 32
- * rows, break-even at 64 with two micro-batches). */
+ * them, at any micro-batch size. Where another applies the update (--compress with momentum)
+ * the pass packs them, which pays only on micro-batches of fewer rows than this
+ * (bench/mp/pipe_ab.sh measures both). */
 #define PIPE_PACK_ROWS 64
 
 /* ---- the strategy hooks ---- */
@@ -111,9 +110,9 @@ static shoal_result pipe_finish(sh_strategy *s)
     if (p->updates) { /* the step's own update (applies_update), the copies packed with it */
         /* but for the first stage's backward ones: its update is on every step's critical
          * path, and its first backward waits for the stage after (idle), where the pass packs
-         * them (backward_one; on balanced.cfg, M=8: its update 2.3 against 2.7 ms, nothing
-         * added to its pass). A later stage's forward ones packed before its first wait for
-         * the activations took longer than that wait and lost (6550 against 7270 images/s). */
+         * them (backward_one) at no cost to its pass. A later stage's forward ones are packed
+         * by the update: packing them before its first wait for the activations takes longer
+         * than that wait. */
         int lazy = p->S > 1 && p->stage == 0 ? SH_PACK_BACKWARD : 0;
         sh_optim_begin(s->opt, sh_lr_at(s->lr, p->step));
         sh_net_update_packed(p->inst[0], s->opt, g, p->packs & ~lazy);
@@ -444,8 +443,8 @@ shoal_result sh_strategy_pipeline_tp_create(shoal_comm *c, const sh_pipe_opts *o
     /* OpenBLAS would re-pack each weight matrix for every one of the M products; keep them
      * packed instead (while the copies take at most 64 MiB), the copies the machine's rule
      * says pay at this micro-batch size (sh_dense_stage_packs: none, W for dX, or W and W^T;
-     * an update that packs both costs 3x a plain one, balanced.cfg, M=4: 3.0 against ~1 ms a
-     * stage and step). SHOAL_PIPE_PACK: 2 that rule, 1 both, 3 W alone, 0 none. */
+     * an update that packs both costs several plain ones). SHOAL_PIPE_PACK: 2 that rule,
+     * 1 both, 3 W alone, 0 none. */
     long pack = 2;
     SH_TRY_GOTO(sh_env_long("SHOAL_PIPE_PACK", &pack), rc, fail);
     int both = SH_PACK_FORWARD | SH_PACK_BACKWARD;
