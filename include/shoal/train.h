@@ -82,6 +82,11 @@ typedef struct {
     const char *compress;       /* "compress": "none" (NULL), "fp16", "bf16", "1bit", "topk:F"
                                    or "lowrank:R": the gradients the ranks exchange */
     int sfb;                    /* "sfb": connected layers send sufficient factors */
+    int hogwild;                /* "hogwild": one host; the ranks update one shared copy of the
+                                   weights, each its own gradient, without locks or waiting */
+    double quorum;              /* "quorum": F in (0, 1]: a synchronous step (data parallel, or
+                                   --ps sync) goes on once ceil(F ranks) gradients are in, the
+                                   late ones added to the next; 0: every rank's */
     const char *solver_path;    /* "solver": with a Caffe MODEL.prototxt, its solver.prototxt;
                                    NULL: none (docs/caffe.md) */
     const char *save_caffe_path; /* "save-caffe": Caffe's .caffemodel at the end (Caffe models) */
@@ -206,7 +211,25 @@ typedef struct {
         int64_t pushes, pulls, deferred_pulls, refused, max_spread;
         int dropped_workers;
         double pushed_mb, cpu_s;
+        int64_t late_pushes;    /* --quorum: pushes that came after their round closed */
     } server;
+    /* --hogwild, on rank 0: the updates every rank applied to the shared weights, and how
+     * many other ranks' updates landed between a rank reading the weights (its forward) and
+     * writing its own (mean over updates, largest). */
+    int has_hogwild;
+    struct {
+        int64_t updates;
+        double staleness_mean;
+        int64_t staleness_max;
+    } hogwild;
+    /* --quorum (data parallel), on rank 0: the steps taken, the gradients in time for their
+     * step and those added to a later one, and the images every rank computed per second. */
+    int has_quorum;
+    struct {
+        double fraction;
+        int ranks;              /* ceil(F N): gradients a step waits for */
+        int64_t updates, fresh, late;
+    } quorum;
     int nhistory;               /* evaluations in history[]; later ones are not kept */
     shoal_train_eval history[SHOAL_TRAIN_HISTORY_MAX];
 } shoal_train_report;

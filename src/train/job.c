@@ -5,6 +5,7 @@
  * Proved by tests/cli/test_train_dp.c, test_train_ps.c, test_train_pipeline_tp.c, tests/train/test_api.c. */
 #include "train/job.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,9 +49,6 @@ shoal_result sh_job_check_compress(const sh_job_opts *o)
                        o->layout == SH_LAYOUT_PIPELINE ? "pipeline"
                        : o->layout == SH_LAYOUT_TENSOR ? "tensor-parallel" : "hybrid");
     if (o->layout != SH_LAYOUT_PARAM_SERVER) return SHOAL_OK;
-    if (o->sfb)
-        return SH_FAIL(SHOAL_ERR_INVALID, "--sfb needs data parallelism (every rank rebuilds the gradient from "
-                       "the others' factors); leave out --ps or --sfb");
     if (o->codec.codec == SHOAL_CODEC_LOWRANK)
         return SH_FAIL(SHOAL_ERR_INVALID, "--compress lowrank needs data parallelism (PowerSGD sums its factors "
                        "over the ranks); with --ps use fp16, bf16, 1bit or topk:F");
@@ -183,6 +181,7 @@ static sh_ps_config ps_config(const sh_job_opts *o, sh_net *net)
     c.optim = sh_net_get_config(net)->optim;
     c.lr = sh_net_get_config(net)->lr;
     c.codec = o->codec;
+    c.quorum = o->quorum;
     c.save_path = o->train.save_path;
     c.save_every = o->train.save_every_steps;
     c.resume_path = o->train.resume_path;
@@ -253,15 +252,35 @@ static int tp_replicas(const sh_job_opts *o, int world) { return world / o->tens
 static shoal_result dp_create(const sh_job_opts *o, shoal_comm *c, int batch, sh_strategy **st, sh_net **net)
 {
     SH_TRY(whole_net(o, &batch, net));
+    if (o->hogwild) return sh_strategy_hogwild_create(c, batch, st);
+    if (o->quorum > 0) return sh_strategy_quorum_create(c, batch, o->quorum, st);
     sh_dp_opts dopts = {o->bucket_mb, batch};
     SH_TRY(sh_strategy_allreduce_create(c, &dopts, st));
     sh_strategy_allreduce_compress(*st, &o->codec, o->sfb, o->train.cfg_path);
     return SHOAL_OK;
 }
 
+/* Every rank's figures; under a quorum images/s from the work every rank did (ranks step at
+ * different rates: rank 0 counted its own steps x every rank's batch). */
+static void straggler_figures(const sh_job_opts *o, sh_strategy *st, sh_job_report *r)
+{
+    if (o->hogwild) {
+        sh_strategy_hogwild_stats(st, &r->hogwild);
+        r->has_hogwild = 1;
+        return;
+    }
+    sh_strategy_quorum_stats(st, &r->quorum);
+    r->has_quorum = 1;
+    if (r->quorum.images_per_s > 0) r->train.images_per_s = r->quorum.images_per_s;
+}
+
 static shoal_result dp_finish(const sh_job_opts *o, shoal_comm *c, sh_strategy *st, sh_job_report *r, int *reports)
 {
     (void)c, (void)reports;
+    if (o->hogwild || o->quorum > 0) {
+        straggler_figures(o, st, r);
+        return SHOAL_OK;
+    }
     sh_strategy_allreduce_profile(st, &r->dp_profile);
     r->has_dp_profile = o->train.profile;
     r->has_comm_stats = r->dp_profile.compressed;
@@ -429,9 +448,12 @@ static void layout_words(const int64_t *v, char *buf, size_t nbytes)
     static const char *const names[] = {"data parallel", "--ps", "--pipeline", "--tensor-parallel", "--hybrid"};
     int n = snprintf(buf, nbytes, "%s", v[0] >= 0 && v[0] <= SH_LAYOUT_HYBRID ? names[v[0]] : "?");
     if (v[0] == SH_LAYOUT_PIPELINE) n += snprintf(buf + n, nbytes - (size_t)n, " %lld", (long long)v[1]);
-    if (v[2] > 1 && (v[0] == SH_LAYOUT_PIPELINE || v[0] == SH_LAYOUT_TENSOR))
-        snprintf(buf + n, nbytes - (size_t)n, "%s %lld", v[0] == SH_LAYOUT_PIPELINE ? " --tensor-parallel" : "",
-                 (long long)v[2]);
+    if (v[0] == SH_LAYOUT_PARAM_SERVER && v[1]) n += snprintf(buf + n, nbytes - (size_t)n, " --pipeline %lld", (long long)v[1]);
+    if (v[2] > 1 && v[0] != SH_LAYOUT_DATA_PARALLEL && v[0] != SH_LAYOUT_HYBRID)
+        n += snprintf(buf + n, nbytes - (size_t)n, "%s %lld", v[0] == SH_LAYOUT_TENSOR ? "" : " --tensor-parallel",
+                      (long long)v[2]);
+    if (v[3]) n += snprintf(buf + n, nbytes - (size_t)n, " --hogwild");
+    if (v[4]) snprintf(buf + n, nbytes - (size_t)n, " --quorum %g", (double)v[4] / 1e6);
 }
 
 /* The settings every rank must share besides the layout flags: each changes which collectives a
@@ -439,7 +461,7 @@ static void layout_words(const int64_t *v, char *buf, size_t nbytes)
  * deferred weight products), so a rank started with another value would wait on the others. */
 static const char *const same_knobs[] = {"SHOAL_DP_SHARD",    "SHOAL_DP_WINDOW",   "SHOAL_DP_OVERLAP", "SHOAL_DP_CHUNK_KB",
                                          "SHOAL_DP_AHEAD_KB", "SHOAL_DP_GRAD_ROWS", "SHOAL_PIPE_DEFER"};
-enum { NLAYOUT = 3, NKNOBS = sizeof same_knobs / sizeof same_knobs[0], NV = NLAYOUT + NKNOBS };
+enum { NLAYOUT = 5, NKNOBS = sizeof same_knobs / sizeof same_knobs[0], NV = NLAYOUT + NKNOBS };
 #define KNOB_BAD INT64_MIN /* a value sh_env_long refused: this rank stops with its own error */
 
 /* A knob's value in words, for the check below. */
@@ -455,7 +477,8 @@ static void knob_words(int64_t v, char *buf, size_t nbytes)
 static shoal_result same_job_layout(const sh_job_opts *o, shoal_comm *c)
 {
     int world = shoal_comm_world(c);
-    int64_t mine[NV] = {o->layout, o->layout == SH_LAYOUT_PIPELINE ? o->stages : 0, o->tensor_ranks > 1 ? o->tensor_ranks : 1};
+    int64_t mine[NV] = {o->layout, o->layout == SH_LAYOUT_PIPELINE || o->layout == SH_LAYOUT_PARAM_SERVER ? o->stages : 0,
+                        o->tensor_ranks > 1 ? o->tensor_ranks : 1, o->hogwild, (int64_t)llround(o->quorum * 1e6)};
     shoal_result own = SHOAL_OK;
     for (int k = 0; k < NKNOBS; k++) {
         long v = 0;
@@ -469,7 +492,7 @@ static shoal_result same_job_layout(const sh_job_opts *o, shoal_comm *c)
     if (rc == SHOAL_OK && own != SHOAL_OK) rc = own; /* its message names the variable */
     for (int r = 1; rc == SHOAL_OK && r < world; r++)
         if (memcmp(all + NV * r, all, NLAYOUT * sizeof *all)) {
-            char theirs[96], lead[96];
+            char theirs[160], lead[160];
             layout_words(all + NV * r, theirs, sizeof theirs);
             layout_words(all, lead, sizeof lead);
             rc = SH_FAIL(SHOAL_ERR_MISMATCH, "rank %d was started with %s but rank 0 with %s; start every rank "

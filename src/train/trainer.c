@@ -145,6 +145,7 @@ static shoal_result start_state(sh_trainer *t)
     t->params = sh_net_params(t->net); /* the strategy may have moved them (shared weights) */
     t->grads = sh_net_grads(t->net);
     t->steps_planned = plan_steps(o, t->cfg, sh_loader_steps_per_epoch(t->loader));
+    s->steps_planned = t->steps_planned;
     return SHOAL_OK;
 }
 
@@ -391,6 +392,11 @@ static shoal_result log_step(sh_trainer *t, int64_t step, float loss, double acc
         SH_TRY(sh_tb_scalar(tb, "comm/bytes_sent", at, (float)sc.sent_nbytes));
         if (sc.busbw_gb_s > 0) SH_TRY(sh_tb_scalar(tb, "comm/busbw_gb_s", at, (float)sc.busbw_gb_s));
     }
+    if (s->ops->figures) {
+        sh_figure fig[8];
+        int n = s->ops->figures(s, fig, 8);
+        for (int i = 0; i < n; i++) SH_TRY(sh_tb_scalar(tb, fig[i].tag, at, (float)fig[i].value));
+    }
     if (t->opts.histogram_every_steps > 0 && at % t->opts.histogram_every_steps == 0)
         SH_TRY(log_histograms(t));
     SH_TRY(sh_tb_flush(tb));
@@ -486,9 +492,13 @@ static shoal_result end_epoch(sh_trainer *t, run_state *rs)
     return SHOAL_OK;
 }
 
-static int save_every_at(const sh_trainer *t, int64_t done)
+/* 1 when steps (from, to] pass a multiple of every: one step passes its own count; a rank
+ * that skips to the job's step (strategy.h's job_steps) passes the multiples it skipped. */
+static int passes(int64_t from, int64_t to, int64_t every) { return every > 0 && to / every > from / every; }
+
+static int save_every_at(const sh_trainer *t, int64_t from, int64_t done)
 {
-    return t->opts.save_path && t->opts.save_every_steps > 0 && done % t->opts.save_every_steps == 0;
+    return t->opts.save_path && passes(from, done, t->opts.save_every_steps);
 }
 
 /* What a finished step leaves: the figures, the lines and TensorBoard, the epoch's end, a
@@ -510,8 +520,8 @@ static shoal_result after_step(sh_trainer *t, run_state *rs, int64_t step, float
         sh_progress_step(rs->prog, step / rs->per_epoch, step % rs->per_epoch, t->text ? loss / M_LN2 : loss, acc);
     if (t->tb) SH_TRY(log_step(t, step, loss, acc, (double)step_ns * 1e-9));
     if (t->tb) SH_TRY(log_compression(t));
-    if (t->steps_done % rs->per_epoch == 0) SH_TRY(end_epoch(t, rs));
-    if (save_every_at(t, t->steps_done) && t->steps_done != rs->last)
+    if (passes(step, t->steps_done, rs->per_epoch)) SH_TRY(end_epoch(t, rs));
+    if (save_every_at(t, step, t->steps_done) && t->steps_done != rs->last)
         SH_TRY(save_to(t, rs->prog, t->opts.save_path, r, "--save-every"));
     return SHOAL_OK;
 }
@@ -529,9 +539,11 @@ static shoal_result run_step(sh_trainer *t, run_state *rs, int64_t step, int *en
     uint64_t t1 = sh_now_ns();
     int scan = t->steps_done % DIVERGENCE_SCAN_STEPS == 0 || t->steps_done == rs->last;
     int64_t done = step + 1;
+    if (s->job_steps > done) done = s->job_steps < rs->last ? s->job_steps : rs->last; /* it was late */
     /* rests (the same on every rank): nothing but the next step reads the weights or
      * gradients after this one (TensorBoard jobs never rest: grad_sq_wanted) */
-    int rests = !s->grad_sq_wanted && !scan && done % rs->per_epoch != 0 && done != rs->last && !save_every_at(t, done);
+    int rests = !s->grad_sq_wanted && !scan && !passes(step, done, rs->per_epoch) && done != rs->last &&
+                !save_every_at(t, step, done);
     SH_TRY(sh_agree_settle(&rs->agree, rests));
     SH_TRY(check_diverged(t, loss, scan));
     t->steps_done = done;
@@ -637,10 +649,11 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
     sh_agree_begin(&rs.agree, t->strategy);
     shoal_result rc = SHOAL_OK;
     int ends = 0;
-    for (int64_t step = rs.first; step < rs.last && !ends && rc == SHOAL_OK; step++)
+    for (int64_t step = rs.first; step < rs.last && !ends && rc == SHOAL_OK; step = t->steps_done)
         rc = run_step(t, &rs, step, &ends);
     if (rc == SHOAL_OK) rc = sh_agree_end(&rs.agree);
     else sh_agree_abandon(&rs.agree, rc);
+    if (rc == SHOAL_OK && t->strategy->ops->end) rc = t->strategy->ops->end(t->strategy);
     sh_progress_destroy(rs.prog);
     if (rc == SHOAL_OK) rc = end_run(t, &rs);
     if (rc == SHOAL_OK) fill_report(t, &rs);

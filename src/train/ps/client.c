@@ -20,6 +20,7 @@ struct sh_ps_client {
     shoal_comm *c;
     sh_ps_config cfg;
     int64_t clock;
+    int64_t rounds;         /* the fewest rounds of updates a server reported at the last pull */
     int lead;               /* the lowest worker not dropped, as last heard */
     unsigned char *buf;
     size_t buf_nbytes;
@@ -113,7 +114,7 @@ static shoal_result recv_answer(sh_ps_client *w, const char *what, ps_hdr *h, si
 shoal_result sh_ps_client_pull(sh_ps_client *w, float *params)
 {
     uint64_t t0 = sh_trace_on() ? sh_now_ns() : 0;
-    int64_t holds = 0;
+    int64_t holds = 0, rounds = INT64_MAX;
     for (int k = 0; k < w->cfg.nservers; k++) {
         ps_hdr h = {PS_MAGIC, PS_PULL, w->clock, 0, 0, 0, {0, 0, 0}};
         SH_TRY(send_hdr(w, k, &h, NULL, 0));
@@ -134,7 +135,10 @@ shoal_result sh_ps_client_pull(sh_ps_client *w, float *params)
             n != sizeof h + cnt * sizeof(float))
             return SH_FAIL(SHOAL_ERR_PEER, "worker: parameter server %d sent a reply that does not fit its shard", peer);
         memcpy(params + lo, w->buf + sizeof h, cnt * sizeof(float));
+        int64_t r = (int64_t)((uint64_t)(uint32_t)h.pad[0] | (uint64_t)(uint32_t)h.pad[1] << 32);
+        if (r < rounds) rounds = r;
     }
+    w->rounds = rounds;
     /* A pull the consistency bound held lasts until the slowest worker caught up: the
      * servers' rows show the hold itself (SH_TRACK_STALE). */
     if (t0) sh_trace_span(SH_TRACK_PULL, "pull", t0, sh_now_ns(), "clock", w->clock, "holds", holds);
@@ -171,6 +175,8 @@ shoal_result sh_ps_client_push(sh_ps_client *w, const float *grads)
 }
 
 int64_t sh_ps_client_clock(const sh_ps_client *w) { return w->clock; }
+
+int64_t sh_ps_client_rounds(const sh_ps_client *w) { return w->rounds; }
 
 void sh_ps_client_push_stats(const sh_ps_client *w, double *pushed_nbytes, double *residual_norm)
 {

@@ -5,6 +5,7 @@
  * Proved by tests/train/test_ps.c. */
 #include "train/ps/ps.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,9 @@ struct sh_ps_server {
     uint64_t *last_seen_ns;
     uint64_t *held_ns;      /* [w]: when its pull was held by the consistency bound, or 0 */
     int round_pushes;       /* sync: pushes accumulated for the current round */
+    int round_fresh;        /* quorum: of them, from workers that pulled this round's weights */
+    int64_t *pulled_at;     /* quorum, [w]: the rounds done when its last pull was answered */
+    int *pushed_since;      /* quorum, [w]: it pushed since that pull */
     int64_t updates;        /* optimizer steps taken */
     unsigned char *buf;     /* messages land here (pushes are applied from it in place) */
     size_t buf_nbytes;
@@ -165,6 +169,8 @@ shoal_result sh_ps_server_create(shoal_comm *c, const sh_ps_config *cfg, const f
     s->done_owed = calloc((size_t)s->nworkers, sizeof *s->done_owed);
     s->last_seen_ns = calloc((size_t)s->nworkers, sizeof *s->last_seen_ns);
     s->held_ns = calloc((size_t)s->nworkers, sizeof *s->held_ns);
+    s->pulled_at = calloc((size_t)s->nworkers, sizeof *s->pulled_at);
+    s->pushed_since = calloc((size_t)s->nworkers, sizeof *s->pushed_since);
     s->buf_nbytes = sizeof(ps_hdr) + n * sizeof(float);
     shoal_result crc = SHOAL_OK;
     if (cfg->codec.codec != SHOAL_CODEC_NONE) {
@@ -190,7 +196,8 @@ shoal_result sh_ps_server_create(shoal_comm *c, const sh_ps_config *cfg, const f
     shoal_result rc = crc;
     if (rc == SHOAL_OK && s->dec && !s->grad_in) rc = SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
     if (rc == SHOAL_OK && (!s->params || !s->acc || !s->grad || !s->clock || !s->alive || !s->bye || !s->pending ||
-                           !s->held_ns || !s->done_owed || !s->last_seen_ns || !s->buf || !s->line || !rr))
+                           !s->held_ns || !s->done_owed || !s->last_seen_ns || !s->buf || !s->line || !rr ||
+                           !s->pulled_at || !s->pushed_since))
         rc = SH_FAIL(SHOAL_ERR_NOMEM, "out of memory for a shard of %zu parameters", s->count);
     if (rc == SHOAL_OK) rc = sh_optim_create(&cfg->optim, s->count, rr, nr, &s->opt);
     free(rr);
@@ -215,6 +222,8 @@ shoal_result sh_ps_server_create(shoal_comm *c, const sh_ps_config *cfg, const f
     *out = s;
     return SHOAL_OK;
 }
+
+static int quorum(const sh_ps_server *s) { return s->cfg.quorum > 0 && s->cfg.consistency == SH_PS_SYNC; }
 
 static int64_t min_live_clock(const sh_ps_server *s, int64_t *max_out)
 {
@@ -315,14 +324,18 @@ static void serve_pulls(sh_ps_server *s)
         if (!s->pending[w] || !s->alive[w]) continue;
         int64_t cw = s->clock[w];
         int ok = s->cfg.consistency == SH_PS_ASYNC ||
-                 (s->cfg.consistency == SH_PS_SYNC && (mn == INT64_MAX || mn >= cw)) ||
+                 (s->cfg.consistency == SH_PS_SYNC && !quorum(s) && (mn == INT64_MAX || mn >= cw)) ||
+                 (s->cfg.consistency == SH_PS_SYNC && quorum(s) && (!s->pushed_since[w] || s->updates > s->pulled_at[w])) ||
                  (s->cfg.consistency == SH_PS_SSP && (mn == INT64_MAX || mn >= cw - s->cfg.staleness));
         if (!ok) continue;
         if (s->cfg.consistency == SH_PS_SSP && mn != INT64_MAX && mn < cw - s->cfg.staleness)
             s->st.ssp_violations++;
         if (mn != INT64_MAX && mx - mn > s->st.max_spread) s->st.max_spread = mx - mn;
-        ps_hdr h = {PS_MAGIC, PS_PARAMS, cw, s->lo, s->count, lead_worker(s), {0, 0, 0}};
+        ps_hdr h = {PS_MAGIC, PS_PARAMS, cw, s->lo, s->count, lead_worker(s),
+                    {(int32_t)(uint32_t)s->updates, (int32_t)(uint32_t)((uint64_t)s->updates >> 32), 0}};
         send_to(s, w, &h, s->params, s->count * sizeof(float));
+        s->pulled_at[w] = s->updates;
+        s->pushed_since[w] = 0;
         if (s->held_ns[w] && sh_trace_on())
             sh_trace_span(SH_TRACK_STALE, "pull held", s->held_ns[w], sh_now_ns(), "worker", w,
                           "clock", cw);
@@ -338,19 +351,32 @@ static float lr_now(const sh_ps_server *s)
     return sh_lr_at(&s->cfg.lr, step);
 }
 
+/* Sync with a quorum: the fresh pushes (their worker pulled this round's weights) a round
+ * waits for, ceil(quorum x live workers); a late push counts in the round's mean only. */
+static int round_full(sh_ps_server *s, int live)
+{
+    if (!quorum(s)) return s->round_pushes >= live;
+    int need = (int)ceil(s->cfg.quorum * live - 1e-9);
+    return s->round_fresh >= (need < 1 ? 1 : need);
+}
+
 static void apply_push(sh_ps_server *s, int w, const float *g)
 {
     if (s->cfg.consistency == SH_PS_SYNC) {
         for (size_t i = 0; i < s->count; i++) s->acc[i] += g[i];
         s->round_pushes++;
+        if (quorum(s) && s->pulled_at[w] == s->updates) s->round_fresh++;
+        else if (quorum(s)) s->st.late_pushes++;
+        s->pushed_since[w] = 1;
         int live = 0;
         for (int v = 0; v < s->nworkers; v++) live += s->alive[v] && !s->bye[v];
-        if (s->round_pushes >= live) {
+        if (round_full(s, live)) {
             float inv = 1.0f / (float)s->round_pushes;
             for (size_t i = 0; i < s->count; i++) s->grad[i] = s->acc[i] * inv;
             sh_optim_step(s->opt, s->params, s->grad, lr_now(s));
             memset(s->acc, 0, s->count * sizeof(float));
             s->round_pushes = 0;
+            s->round_fresh = 0;
             s->updates++;
         }
     } else {
@@ -378,6 +404,7 @@ static shoal_result log_clocks_tb(sh_ps_server *s, int64_t rounds)
 {
     int64_t mx, mn = min_live_clock(s, &mx);
     if (mn != INT64_MAX) SH_TRY(sh_tb_scalar(s->cfg.tb, "ps/clock_spread", rounds, (float)(mx - mn)));
+    if (quorum(s)) SH_TRY(sh_tb_scalar(s->cfg.tb, "ps/late_pushes", rounds, (float)s->st.late_pushes));
     for (int w = 0; w < s->nworkers; w++) {
         if (!s->alive[w]) continue;
         char tag[32];
@@ -663,6 +690,8 @@ void sh_ps_server_destroy(sh_ps_server *s)
     free(s->bye);
     free(s->pending);
     free(s->held_ns);
+    free(s->pulled_at);
+    free(s->pushed_since);
     free(s->done_owed);
     free(s->last_seen_ns);
     free(s->buf);

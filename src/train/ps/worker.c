@@ -20,6 +20,7 @@ typedef struct {
     int64_t steps;          /* steps finished (pushes are fewer with push_every > 1) */
     int closed; /* said goodbye through sh_strategy_ps_close */
     int compressed;         /* pushes go through a codec (--compress) */
+    int quorum;             /* sync rounds close without every worker: a late one skips ahead */
     shoal_result failed;
     sh_step_comm last;      /* the last step's pull and push */
 } ps_state;
@@ -68,6 +69,7 @@ static shoal_result finish(sh_strategy *s)
 {
     ps_state *p = s->impl;
     p->steps++;
+    if (p->quorum) s->job_steps = sh_ps_client_rounds(p->cl);
     if (p->push_every <= 1) return push(p, p->grads);
     for (size_t i = 0; i < p->nparams; i++) p->acc[i] += p->grads[i];
     if (++p->nacc < p->push_every) return SHOAL_OK;
@@ -190,6 +192,7 @@ shoal_result sh_strategy_ps_create(shoal_comm *c, const sh_ps_config *cfg, const
     s->applies_update = 1;
     p->nparams = cfg->nparams;
     p->compressed = cfg->codec.codec != SHOAL_CODEC_NONE;
+    p->quorum = cfg->quorum > 0 && cfg->consistency == SH_PS_SYNC;
     s->impl = p;
     *out = s;
     return SHOAL_OK;
