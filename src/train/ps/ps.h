@@ -55,6 +55,13 @@ typedef struct {
     /* TensorBoard (borrowed; NULL: none): after each whole round, ps/clock_spread (fastest
      * minus slowest live worker) and ps/clock/w<N> (each worker's clock), at step = rounds. */
     sh_tb *tb;
+    /* Each worker's range of the vector, [worker_lo[w], + worker_count[w]) for worker w (rank
+     * nservers + w): the part of the model its replica gives it (a pipeline stage, tensor
+     * shares; ps/layout.c). The ranges of one part are equal, different parts do not overlap,
+     * and each element is the part of as many workers as there are replicas. NULL: every
+     * worker holds the whole vector. A worker pushes and pulls its range, and only to the
+     * servers whose shards it meets. */
+    const size_t *worker_lo, *worker_count;
     /* Pushes travel compressed with this codec (NONE, fp16, bf16, 1bit, topk; a worker
      * keeps the error feedback of its pushes, a server decodes); pulls stay float32. Every
      * rank must hold the same codec: a server refuses a push made with another. */

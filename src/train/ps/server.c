@@ -32,6 +32,13 @@ struct sh_ps_server {
     float *grad_in;
     sh_optim *opt;
     int nworkers;
+    int novl;               /* workers whose ranges meet this shard (the others never come) */
+    size_t *wa, *wn;        /* [w]: its range within the shard, from lo; wn 0: not here */
+    int *seg;               /* [w]: its segment: workers with the same range (a part's replicas) */
+    int nseg;
+    size_t *seg_a, *seg_n;  /* [seg]: its range within the shard */
+    int *seg_cover;         /* [seg]: workers holding it */
+    int *seg_pushes;        /* [seg]: sync: pushes in the current round */
     int64_t *clock;         /* [w]: pushes applied or accumulated from worker w */
     int *alive, *bye, *pending;
     int *done_owed;         /* [w]: said goodbye, not yet answered with DONE */
@@ -135,6 +142,44 @@ static shoal_result server_load(sh_ps_server *s)
     return SHOAL_OK;
 }
 
+/* Each worker's range within this shard and the segments they make (plain: one, every
+ * worker's). Workers that never meet the shard count as gone from the start. */
+static shoal_result place_workers(sh_ps_server *s, const sh_ps_config *cfg)
+{
+    size_t nw = (size_t)s->nworkers;
+    s->wa = calloc(nw, sizeof *s->wa);
+    s->wn = calloc(nw, sizeof *s->wn);
+    s->seg = calloc(nw, sizeof *s->seg);
+    s->seg_cover = calloc(nw, sizeof *s->seg_cover);
+    s->seg_pushes = calloc(nw, sizeof *s->seg_pushes);
+    s->seg_a = calloc(nw, sizeof *s->seg_a);
+    s->seg_n = calloc(nw, sizeof *s->seg_n);
+    if (!s->wa || !s->wn || !s->seg || !s->seg_cover || !s->seg_pushes || !s->seg_a || !s->seg_n)
+        return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
+    for (int w = 0; w < s->nworkers; w++) {
+        size_t a = s->lo, b = s->lo + s->count;
+        if (cfg->worker_lo) {
+            size_t lo = cfg->worker_lo[w], hi = lo + cfg->worker_count[w];
+            a = lo > a ? lo : a;
+            b = hi < b ? hi : b;
+        }
+        s->seg[w] = -1;
+        if (cfg->worker_lo && b <= a) continue; /* never here */
+        s->wa[w] = a - s->lo;
+        s->wn[w] = b - a;
+        for (int k = 0; k < w && s->seg[w] < 0; k++)
+            if (s->seg[k] >= 0 && s->wa[k] == s->wa[w] && s->wn[k] == s->wn[w]) s->seg[w] = s->seg[k];
+        if (s->seg[w] < 0) {
+            s->seg_a[s->nseg] = s->wa[w];
+            s->seg_n[s->nseg] = s->wn[w];
+            s->seg[w] = s->nseg++;
+        }
+        s->seg_cover[s->seg[w]]++;
+        s->novl++;
+    }
+    return SHOAL_OK;
+}
+
 shoal_result sh_ps_server_create(shoal_comm *c, const sh_ps_config *cfg, const float *init_params,
                                  sh_ps_server **out)
 {
@@ -161,7 +206,7 @@ shoal_result sh_ps_server_create(shoal_comm *c, const sh_ps_config *cfg, const f
     s->reply = malloc(sizeof(ps_hdr) + n * sizeof(float)); /* 32 bytes: floats stay aligned */
     s->params = s->reply ? (float *)(s->reply + sizeof(ps_hdr)) : NULL;
     s->acc = calloc(n, sizeof(float));
-    s->grad = malloc(n * sizeof(float));
+    s->grad = calloc(n, sizeof(float)); /* what no worker's range covers stays 0 */
     s->clock = calloc((size_t)s->nworkers, sizeof *s->clock);
     s->alive = calloc((size_t)s->nworkers, sizeof *s->alive);
     s->bye = calloc((size_t)s->nworkers, sizeof *s->bye);
@@ -199,6 +244,7 @@ shoal_result sh_ps_server_create(shoal_comm *c, const sh_ps_config *cfg, const f
                            !s->held_ns || !s->done_owed || !s->last_seen_ns || !s->buf || !s->line || !rr ||
                            !s->pulled_at || !s->pushed_since))
         rc = SH_FAIL(SHOAL_ERR_NOMEM, "out of memory for a shard of %zu parameters", s->count);
+    if (rc == SHOAL_OK) rc = place_workers(s, cfg);
     if (rc == SHOAL_OK) rc = sh_optim_create(&cfg->optim, s->count, rr, nr, &s->opt);
     free(rr);
     if (rc != SHOAL_OK) {
@@ -218,6 +264,7 @@ shoal_result sh_ps_server_create(shoal_comm *c, const sh_ps_config *cfg, const f
         s->alive[w] = 1;
         s->pending[w] = 0;
         s->last_seen_ns[w] = now;
+        s->bye[w] = s->seg[w] < 0; /* never here: as if it had said goodbye */
     }
     *out = s;
     return SHOAL_OK;
@@ -331,9 +378,9 @@ static void serve_pulls(sh_ps_server *s)
         if (s->cfg.consistency == SH_PS_SSP && mn != INT64_MAX && mn < cw - s->cfg.staleness)
             s->st.ssp_violations++;
         if (mn != INT64_MAX && mx - mn > s->st.max_spread) s->st.max_spread = mx - mn;
-        ps_hdr h = {PS_MAGIC, PS_PARAMS, cw, s->lo, s->count, lead_worker(s),
+        ps_hdr h = {PS_MAGIC, PS_PARAMS, cw, s->lo + s->wa[w], s->wn[w], lead_worker(s),
                     {(int32_t)(uint32_t)s->updates, (int32_t)(uint32_t)((uint64_t)s->updates >> 32), 0}};
-        send_to(s, w, &h, s->params, s->count * sizeof(float));
+        send_to(s, w, &h, s->params + s->wa[w], s->wn[w] * sizeof(float));
         s->pulled_at[w] = s->updates;
         s->pushed_since[w] = 0;
         if (s->held_ns[w] && sh_trace_on())
@@ -347,7 +394,7 @@ static void serve_pulls(sh_ps_server *s)
 
 static float lr_now(const sh_ps_server *s)
 {
-    int64_t step = s->cfg.consistency == SH_PS_SYNC ? s->updates : s->updates / s->nworkers;
+    int64_t step = s->cfg.consistency == SH_PS_SYNC || !s->novl ? s->updates : s->updates / s->novl;
     return sh_lr_at(&s->cfg.lr, step);
 }
 
@@ -360,10 +407,13 @@ static int round_full(sh_ps_server *s, int live)
     return s->round_fresh >= (need < 1 ? 1 : need);
 }
 
+/* g: the push of worker w, its range of the shard. */
 static void apply_push(sh_ps_server *s, int w, const float *g)
 {
+    size_t a = s->wa[w], n = s->wn[w];
     if (s->cfg.consistency == SH_PS_SYNC) {
-        for (size_t i = 0; i < s->count; i++) s->acc[i] += g[i];
+        for (size_t i = 0; i < n; i++) s->acc[a + i] += g[i];
+        s->seg_pushes[s->seg[w]]++;
         s->round_pushes++;
         if (quorum(s) && s->pulled_at[w] == s->updates) s->round_fresh++;
         else if (quorum(s)) s->st.late_pushes++;
@@ -371,8 +421,11 @@ static void apply_push(sh_ps_server *s, int w, const float *g)
         int live = 0;
         for (int v = 0; v < s->nworkers; v++) live += s->alive[v] && !s->bye[v];
         if (round_full(s, live)) {
-            float inv = 1.0f / (float)s->round_pushes;
-            for (size_t i = 0; i < s->count; i++) s->grad[i] = s->acc[i] * inv;
+            for (int k = 0; k < s->nseg; k++) { /* each segment's mean over its pushes */
+                float inv = 1.0f / (float)(s->seg_pushes[k] ? s->seg_pushes[k] : 1);
+                for (size_t i = s->seg_a[k]; i < s->seg_a[k] + s->seg_n[k]; i++) s->grad[i] = s->acc[i] * inv;
+                s->seg_pushes[k] = 0;
+            }
             sh_optim_step(s->opt, s->params, s->grad, lr_now(s));
             memset(s->acc, 0, s->count * sizeof(float));
             s->round_pushes = 0;
@@ -380,10 +433,12 @@ static void apply_push(sh_ps_server *s, int w, const float *g)
             s->updates++;
         }
     } else {
-        /* Every push at once, scaled so that one push from each worker weighs one step. */
-        float inv = 1.0f / (float)s->nworkers;
-        for (size_t i = 0; i < s->count; i++) s->grad[i] = g[i] * inv;
-        sh_optim_step(s->opt, s->params, s->grad, lr_now(s));
+        /* Every push at once, scaled so that one push from each worker holding its range
+         * weighs one step. */
+        float inv = 1.0f / (float)s->seg_cover[s->seg[w]];
+        for (size_t i = 0; i < n; i++) s->grad[a + i] = g[i] * inv;
+        sh_optim_begin(s->opt, lr_now(s));
+        sh_optim_apply(s->opt, s->params, s->grad + a, a, n);
         s->updates++;
     }
     s->clock[w]++;
@@ -417,7 +472,7 @@ static shoal_result log_clocks_tb(sh_ps_server *s, int64_t rounds)
 /* After each update: a checkpoint every save_every whole rounds, and the round hook. */
 static shoal_result after_update(sh_ps_server *s)
 {
-    int64_t per_round = s->cfg.consistency == SH_PS_SYNC ? 1 : s->nworkers;
+    int64_t per_round = s->cfg.consistency == SH_PS_SYNC || !s->novl ? 1 : s->novl;
     if (s->updates % per_round) return SHOAL_OK;
     int64_t rounds = s->updates / per_round;
     sh_trace_set_step(rounds); /* the timeline's step window counts the servers' rounds */
@@ -490,6 +545,7 @@ size_t sh_ps_server_clock_line(const sh_ps_server *s, char *buf, size_t nbytes)
     size_t pos = 0;
     append(buf, nbytes, &pos, "ps server %d: clocks", s->k);
     for (int w = 0; w < s->nworkers; w++) {
+        if (s->seg[w] < 0) continue; /* its range never meets this shard */
         append(buf, nbytes, &pos, " w%d=%lld%s", w, (long long)s->clock[w],
                !s->alive[w] ? " (dropped)" : s->bye[w] ? " (done)" : "");
         if (!s->alive[w] || (s->bye[w] && any_live)) continue;
@@ -531,10 +587,10 @@ static shoal_result handle_push(sh_ps_server *s, int w, int peer, const ps_hdr *
         return SHOAL_OK;
     }
     size_t want_n = sizeof *h + (s->dec ? shoal_compressor_payload_nbytes(s->dec) : h->count * sizeof(float));
-    if (h->offset != s->lo || h->count != s->count || n != want_n) {
-        char why[160];
-        snprintf(why, sizeof why, "push for [%llu, +%llu) with %zu bytes; this server holds [%zu, +%zu)",
-                 (unsigned long long)h->offset, (unsigned long long)h->count, n, s->lo, s->count);
+    if (h->offset != s->lo + s->wa[w] || h->count != s->wn[w] || n != want_n) {
+        char why[200];
+        snprintf(why, sizeof why, "push for [%llu, +%llu) with %zu bytes; this server holds [%zu, +%zu) of it",
+                 (unsigned long long)h->offset, (unsigned long long)h->count, n, s->lo + s->wa[w], s->wn[w]);
         refuse(s, peer, why);
         return SHOAL_OK;
     }
@@ -692,6 +748,13 @@ void sh_ps_server_destroy(sh_ps_server *s)
     free(s->held_ns);
     free(s->pulled_at);
     free(s->pushed_since);
+    free(s->wa);
+    free(s->wn);
+    free(s->seg);
+    free(s->seg_cover);
+    free(s->seg_a);
+    free(s->seg_n);
+    free(s->seg_pushes);
     free(s->done_owed);
     free(s->last_seen_ns);
     free(s->buf);
