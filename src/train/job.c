@@ -16,7 +16,9 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "shoal/comm.h"
+#include "nn/cfg.h"
 #include "train/mp/mp.h"
+#include "train/ps/layout.h"
 #include "train/timeline.h"
 #include "train/snapshot.h"
 
@@ -168,18 +170,17 @@ static shoal_result train_alone(const sh_job_opts *o, sh_job_report *r)
     return rc;
 }
 
-/* What servers and workers agree on, from the model (its size, optimizer and schedule). */
-static sh_ps_config ps_config(const sh_job_opts *o, sh_net *net)
+/* What servers and workers agree on, from the model's [net] section (optimizer and schedule)
+ * and, on a plain parameter server, its size and decay ranges. */
+static sh_ps_config ps_config(const sh_job_opts *o, const sh_net_config *nc)
 {
     sh_ps_config c;
     memset(&c, 0, sizeof c);
     c.nservers = o->nservers;
     c.consistency = o->consistency;
     c.staleness = o->staleness;
-    c.nparams = sh_net_nparams(net);
-    c.ranges = sh_net_param_ranges(net, &c.nranges);
-    c.optim = sh_net_get_config(net)->optim;
-    c.lr = sh_net_get_config(net)->lr;
+    c.optim = nc->optim;
+    c.lr = nc->lr;
     c.codec = o->codec;
     c.quorum = o->quorum;
     c.save_path = o->train.save_path;
@@ -190,32 +191,29 @@ static sh_ps_config ps_config(const sh_job_opts *o, sh_net *net)
     return c;
 }
 
-/* A server starts from --weights, else from the weights every rank would draw from the
- * seed; the net is built for them (one thread, no pool) and freed before serving. */
-static shoal_result run_ps_server(const sh_job_opts *o, shoal_comm *c, sh_job_report *r)
+static int over_layout(const sh_job_opts *o) { return o->stages > 0 || o->tensor_ranks > 1; }
+
+/* A server of cfg's vector from init (copied: the caller may free it once this returns),
+ * its clock lines and server 0's TensorBoard file set up. */
+static shoal_result server_open(const sh_job_opts *o, shoal_comm *c, sh_ps_config *cfg, const float *init,
+                                sh_ps_server **srv, sh_tb **tb, int rank)
 {
-    sh_net *model = NULL;
-    int batch = o->train.batch;
-    SH_TRY(whole_net(o, &batch, &model));
     long log_ms = 5000;
-    shoal_result rc = sh_env_long("SHOAL_PS_LOG_MS", &log_ms);
-    /* --weights: the servers' shards start from the file (workers pull them) */
-    if (rc == SHOAL_OK && o->train.weights_path && !o->train.resume_path)
-        rc = sh_snapshot_load_weights(model, o->train.weights_path);
-    sh_ps_config cfg = ps_config(o, model);
-    cfg.clock_log = o->server_log; /* each worker's clock and the spread */
-    cfg.clock_log_ms = (int)log_ms;
-    cfg.on_drop = shoal_job_note_dropped; /* the launcher stops waiting for that rank */
+    SH_TRY(sh_env_long("SHOAL_PS_LOG_MS", &log_ms));
+    cfg->clock_log = o->server_log; /* each worker's clock and the spread */
+    cfg->clock_log_ms = (int)log_ms;
+    cfg->on_drop = shoal_job_note_dropped; /* the launcher stops waiting for that rank */
     /* Server 0 writes the workers' clocks into the run's TensorBoard directory, beside
      * worker 0's event file: TensorBoard shows one run with both. */
-    sh_tb *tb = NULL;
-    if (rc == SHOAL_OK && o->train.logdir && r->rank == 0) rc = sh_tb_open(o->train.logdir, &tb);
-    if (tb) sh_tb_set_autoflush(tb, 0);
-    cfg.tb = tb;
-    sh_ps_server *s = NULL;
-    if (rc == SHOAL_OK) rc = sh_ps_server_create(c, &cfg, sh_net_params(model), &s);
-    sh_net_destroy(model);
-    if (rc == SHOAL_OK) rc = sh_ps_server_run(s);
+    if (o->train.logdir && rank == 0) SH_TRY(sh_tb_open(o->train.logdir, tb));
+    if (*tb) sh_tb_set_autoflush(*tb, 0);
+    cfg->tb = *tb;
+    return sh_ps_server_create(c, cfg, init, srv);
+}
+
+static shoal_result server_serve(sh_ps_server *s, sh_tb *tb, sh_job_report *r)
+{
+    shoal_result rc = s ? sh_ps_server_run(s) : SHOAL_OK;
     if (s) {
         sh_ps_server_stats(s, &r->server_stats);
         r->has_server_stats = 1;
@@ -223,6 +221,68 @@ static shoal_result run_ps_server(const sh_job_opts *o, shoal_comm *c, sh_job_re
     }
     sh_tb_close(tb);
     return rc;
+}
+
+/* A server of model-parallel replicas' parts: the workers' communicator split off (the
+ * servers take no part in it), the vector's layout and first weights from the workers. */
+static shoal_result run_ps_layout_server(const sh_job_opts *o, shoal_comm *c, sh_job_report *r)
+{
+    shoal_comm *servers = NULL;
+    SH_TRY(shoal_comm_split(c, 1, r->rank, &servers)); /* collective: the workers split theirs */
+    shoal_comm_destroy(servers);
+    sh_ps_layout l;
+    SH_TRY(sh_ps_layout_agree(c, o->nservers, -1, NULL, &l));
+    sh_cfg *cfgf = NULL;
+    sh_net_config nc;
+    float *vec = NULL;
+    sh_ps_server *s = NULL;
+    sh_tb *tb = NULL;
+    shoal_result rc = sh_calloc(l.nparams ? l.nparams : 1, sizeof *vec, (void **)&vec);
+    if (rc == SHOAL_OK) rc = sh_ps_layout_start(c, &l, 0, NULL, vec);
+    if (rc == SHOAL_OK) rc = sh_cfg_load(o->train.cfg_path, &cfgf);
+    if (rc == SHOAL_OK) rc = sh_net_config_parse(sh_cfg_section_at(cfgf, 0), &nc);
+    sh_ps_config cfg;
+    if (rc == SHOAL_OK) {
+        cfg = ps_config(o, &nc);
+        cfg.nparams = l.nparams;
+        cfg.ranges = l.ranges;
+        cfg.nranges = l.nranges;
+        cfg.worker_lo = l.worker_lo;
+        cfg.worker_count = l.worker_count;
+        rc = server_open(o, c, &cfg, vec, &s, &tb, r->rank);
+    }
+    free(vec);
+    sh_cfg_destroy(cfgf);
+    if (rc == SHOAL_OK) rc = server_serve(s, tb, r);
+    else sh_tb_close(tb);
+    sh_ps_layout_fini(&l);
+    return rc;
+}
+
+/* A server starts from --weights, else from the weights every rank would draw from the
+ * seed; the net is built for them (one thread, no pool) and freed before serving. */
+static shoal_result run_ps_server(const sh_job_opts *o, shoal_comm *c, sh_job_report *r)
+{
+    if (over_layout(o)) return run_ps_layout_server(o, c, r);
+    sh_net *model = NULL;
+    int batch = o->train.batch;
+    SH_TRY(whole_net(o, &batch, &model));
+    shoal_result rc = SHOAL_OK;
+    /* --weights: the servers' shards start from the file (workers pull them) */
+    if (o->train.weights_path && !o->train.resume_path) rc = sh_snapshot_load_weights(model, o->train.weights_path);
+    sh_ps_config cfg = ps_config(o, sh_net_get_config(model));
+    cfg.nparams = sh_net_nparams(model);
+    cfg.ranges = sh_net_param_ranges(model, &cfg.nranges);
+    sh_ps_server *s = NULL;
+    sh_tb *tb = NULL;
+    if (rc == SHOAL_OK) rc = server_open(o, c, &cfg, sh_net_params(model), &s, &tb, r->rank);
+    sh_net_destroy(model);
+    if (rc != SHOAL_OK) {
+        sh_ps_server_destroy(s);
+        sh_tb_close(tb);
+        return rc;
+    }
+    return server_serve(s, tb, r);
 }
 
 /* ---- the roles that train: each a row of hooks, run by run_trainer_role ---- */
@@ -287,20 +347,53 @@ static shoal_result dp_finish(const sh_job_opts *o, shoal_comm *c, sh_strategy *
     return SHOAL_OK;
 }
 
+/* A worker whose replica is model-parallel (DistBelief): the layout on the workers'
+ * communicator, its part's place in the servers' vector, the servers that hold it. */
+static shoal_result ps_layout_create(const sh_job_opts *o, shoal_comm *c, int batch, sh_strategy **st, sh_net **net)
+{
+    shoal_comm *wc = NULL;
+    SH_TRY(shoal_comm_split(c, 0, shoal_comm_rank(c), &wc)); /* collective: the servers split theirs */
+    int T = tensor_width(o), parts = (o->stages ? o->stages : 1) * T, g = shoal_comm_rank(wc);
+    shoal_result rc;
+    if (o->stages) {
+        sh_pipe_opts po = {o->train.cfg_path, o->stages, o->micro_batches ? o->micro_batches : o->stages, batch,
+                           o->train.seed};
+        rc = sh_strategy_pipeline_tp_create(wc, &po, T, st, net);
+    } else {
+        sh_tp_opts to = {o->train.cfg_path, o->tensor_ranks, batch, o->train.seed};
+        rc = sh_strategy_tensor_create(wc, &to, st, net);
+    }
+    if (rc != SHOAL_OK) {
+        shoal_comm_destroy(wc);
+        return rc;
+    }
+    sh_ps_layout l;
+    rc = sh_ps_layout_agree(c, o->nservers, g % parts, *net, &l); /* rank g holds part g % parts */
+    if (rc != SHOAL_OK) {
+        shoal_comm_destroy(wc);
+        return rc;
+    }
+    sh_ps_config cfg = ps_config(o, sh_net_get_config(*net));
+    return sh_mp_servers_create(*st, c, wc, &cfg, &l, g < parts); /* takes wc and l */
+}
+
 static shoal_result ps_create(const sh_job_opts *o, shoal_comm *c, int batch, sh_strategy **st, sh_net **net)
 {
+    if (over_layout(o)) return ps_layout_create(o, c, batch, st, net);
     SH_TRY(whole_net(o, &batch, net));
-    sh_ps_config cfg = ps_config(o, *net);
-    cfg.ranges = NULL; /* workers do not apply the optimizer */
-    cfg.nranges = 0;
+    sh_ps_config cfg = ps_config(o, sh_net_get_config(*net));
+    cfg.nparams = sh_net_nparams(*net); /* workers do not apply the optimizer: no decay ranges */
     return sh_strategy_ps_create(c, &cfg, &o->worker, st);
 }
 
-/* Say goodbye to the servers: the lowest worker they did not drop reports. */
+/* Say goodbye to the servers: the lowest worker they did not drop reports (over model-parallel
+ * replicas the workers' rank 0). */
 static shoal_result ps_finish(const sh_job_opts *o, shoal_comm *c, sh_strategy *st, sh_job_report *r, int *reports)
 {
-    (void)o, (void)c, (void)r;
-    return sh_strategy_ps_close(st, reports);
+    (void)c, (void)r;
+    if (!over_layout(o)) return sh_strategy_ps_close(st, reports);
+    *reports = st->job_rank == 0;
+    return sh_mp_servers_close(st);
 }
 
 /* --compress under a model-parallel layout: the codec of its data-parallel group (set before
@@ -383,9 +476,16 @@ static shoal_result hybrid_finish(const sh_job_opts *o, shoal_comm *c, sh_strate
     return SHOAL_OK;
 }
 
+/* Over model-parallel replicas: the layout's lines. */
+static void ps_describe(const sh_strategy *s, FILE *out)
+{
+    if (!strcmp(s->ops->name, "tensor")) sh_strategy_tensor_describe(s, out);
+    else if (!strcmp(s->ops->name, "pipeline")) sh_strategy_pipeline_describe(s, out);
+}
+
 static const trainer_role trainer_roles[] = {
     {SH_ROLE_DP_RANK, all_ranks, dp_create, NULL, 0, dp_finish},
-    {SH_ROLE_PS_WORKER, no_scaling, ps_create, NULL, 1, ps_finish},
+    {SH_ROLE_PS_WORKER, no_scaling, ps_create, ps_describe, 1, ps_finish},
     {SH_ROLE_PIPE_STAGE, pipe_replicas, pipe_create, sh_strategy_pipeline_describe, 0, pipe_finish},
     {SH_ROLE_TP_RANK, tp_replicas, tp_create, sh_strategy_tensor_describe, 0, NULL},
     {SH_ROLE_HYBRID_RANK, no_scaling, hybrid_create, sh_strategy_hybrid_describe, 0, hybrid_finish},
@@ -418,7 +518,7 @@ static shoal_result run_trainer_role(const trainer_role *tr, const sh_job_opts *
         sh_strategy_destroy(st);
         return rc;
     }
-    if (r->rank == 0 && o->layout_out && tr->describe) {
+    if (st->job_rank == 0 && o->layout_out && tr->describe) {
         tr->describe(st, o->layout_out);
         fflush(o->layout_out);
     }
@@ -427,7 +527,8 @@ static shoal_result run_trainer_role(const trainer_role *tr, const sh_job_opts *
     wo.job_logs = wo.logdir != NULL;
     if (st->job_rank != 0) {
         wo.logdir = NULL;
-        if (tr->solo_checkpoints && !sh_strategy_rank_state_count(st)) wo.save_path = NULL;
+        /* (ranks that hold parts of the model all take part in writing it) */
+        if (tr->solo_checkpoints && !st->part && !sh_strategy_rank_state_count(st)) wo.save_path = NULL;
     }
     wo.strategy = st;
     sh_trainer *t = NULL;

@@ -27,6 +27,7 @@ struct sh_ps_server {
     int k;                  /* this server's index */
     size_t lo, count;       /* its shard */
     unsigned char *reply;   /* a PARAMS header, then the shard: replies go out without a copy */
+    unsigned char *reply_base; /* its allocation */
     float *params, *acc, *grad; /* params: inside reply */
     shoal_compressor *dec;  /* compressed pushes: decodes them into grad_in, else NULL */
     float *grad_in;
@@ -203,7 +204,10 @@ shoal_result sh_ps_server_create(shoal_comm *c, const sh_ps_config *cfg, const f
     sh_ps_shard(cfg->nparams, cfg->nservers, rank, &s->lo, &s->count);
     s->nworkers = world - cfg->nservers;
     size_t n = s->count ? s->count : 1;
-    s->reply = malloc(sizeof(ps_hdr) + n * sizeof(float)); /* 32 bytes: floats stay aligned */
+    /* the header just before the shard, which starts on 64 bytes as the workers' parameter
+     * blocks do: the optimizer's loops then split into the same vector and scalar parts */
+    if (posix_memalign((void **)&s->reply_base, 64, 64 + n * sizeof(float)) != 0) s->reply_base = NULL;
+    s->reply = s->reply_base ? s->reply_base + 64 - sizeof(ps_hdr) : NULL;
     s->params = s->reply ? (float *)(s->reply + sizeof(ps_hdr)) : NULL;
     s->acc = calloc(n, sizeof(float));
     s->grad = calloc(n, sizeof(float)); /* what no worker's range covers stays 0 */
@@ -736,7 +740,7 @@ void sh_ps_server_destroy(sh_ps_server *s)
     for (int i = 0; i < s->ninflight; i++) shoal_wait(s->inflight[i]);
     free(s->inflight);
     sh_optim_destroy(s->opt);
-    free(s->reply);
+    free(s->reply_base);
     free(s->acc);
     free(s->grad);
     free(s->grad_in);
