@@ -264,6 +264,11 @@ static shoal_result run_ps_layout_server(const sh_job_opts *o, shoal_comm *c, sh
 static shoal_result run_ps_server(const sh_job_opts *o, shoal_comm *c, sh_job_report *r)
 {
     if (over_layout(o)) return run_ps_layout_server(o, c, r);
+    if (o->sfb) { /* the workers' communicator for their factors: the servers take no part */
+        shoal_comm *servers = NULL;
+        SH_TRY(shoal_comm_split(c, 1, r->rank, &servers));
+        shoal_comm_destroy(servers);
+    }
     sh_net *model = NULL;
     int batch = o->train.batch;
     SH_TRY(whole_net(o, &batch, &model));
@@ -273,9 +278,23 @@ static shoal_result run_ps_server(const sh_job_opts *o, shoal_comm *c, sh_job_re
     sh_ps_config cfg = ps_config(o, sh_net_get_config(model));
     cfg.nparams = sh_net_nparams(model);
     cfg.ranges = sh_net_param_ranges(model, &cfg.nranges);
+    const float *init = sh_net_params(model);
+    sh_ps_pieces pieces = {0};
+    float *packed = NULL;
+    if (rc == SHOAL_OK && o->sfb) { /* --sfb: all but the factors' layers */
+        rc = sh_ps_pieces_sfb(model, &pieces);
+        if (rc == SHOAL_OK) rc = sh_calloc(pieces.total + 1, sizeof *packed, (void **)&packed);
+        if (rc == SHOAL_OK) sh_ps_pieces_gather(&pieces, init, packed);
+        cfg.nparams = pieces.total;
+        cfg.ranges = pieces.ranges;
+        cfg.nranges = pieces.nranges;
+        init = packed;
+    }
     sh_ps_server *s = NULL;
     sh_tb *tb = NULL;
-    if (rc == SHOAL_OK) rc = server_open(o, c, &cfg, sh_net_params(model), &s, &tb, r->rank);
+    if (rc == SHOAL_OK) rc = server_open(o, c, &cfg, init, &s, &tb, r->rank);
+    free(packed);
+    sh_ps_pieces_fini(&pieces);
     sh_net_destroy(model);
     if (rc != SHOAL_OK) {
         sh_ps_server_destroy(s);
@@ -383,7 +402,20 @@ static shoal_result ps_create(const sh_job_opts *o, shoal_comm *c, int batch, sh
     SH_TRY(whole_net(o, &batch, net));
     sh_ps_config cfg = ps_config(o, sh_net_get_config(*net));
     cfg.nparams = sh_net_nparams(*net); /* workers do not apply the optimizer: no decay ranges */
-    return sh_strategy_ps_create(c, &cfg, &o->worker, st);
+    if (!o->sfb) return sh_strategy_ps_create(c, &cfg, &o->worker, st);
+    shoal_comm *wc = NULL; /* --sfb: the workers' own, for their factors */
+    sh_ps_pieces pieces;
+    SH_TRY(shoal_comm_split(c, 0, shoal_comm_rank(c), &wc));
+    shoal_result rc = sh_ps_pieces_sfb(*net, &pieces);
+    cfg.nparams = pieces.total;
+    sh_ps_pieces_fini(&pieces);
+    if (rc == SHOAL_OK) rc = sh_strategy_ps_create(c, &cfg, &o->worker, st);
+    if (rc != SHOAL_OK) {
+        shoal_comm_destroy(wc);
+        return rc;
+    }
+    sh_strategy_ps_sfb(*st, wc); /* takes wc */
+    return SHOAL_OK;
 }
 
 /* Say goodbye to the servers: the lowest worker they did not drop reports (over model-parallel

@@ -162,6 +162,9 @@ static shoal_result check_stragglers(const shoal_train_opts *o, const sh_job_opt
             return SH_FAIL(SHOAL_ERR_INVALID, "--ps with %s pushes and pulls every step (a replica's parts move "
                            "together); leave out --push-every/--pull-every", mp);
     }
+    if (j->layout == SH_LAYOUT_PARAM_SERVER && o->sfb && o->quorum > 0)
+        return SH_FAIL(SHOAL_ERR_INVALID, "--ps --sfb: every worker takes part in every step's exchange of factors, "
+                       "so no step can go on without one; leave out --quorum or --sfb");
     if (j->layout == SH_LAYOUT_PARAM_SERVER && o->sfb && j->consistency != SH_PS_SYNC)
         return SH_FAIL(SHOAL_ERR_INVALID, "--ps --sfb: the workers exchange sufficient factors with each other every "
                        "step, which is synchronous; use --consistency sync");

@@ -282,7 +282,7 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
     float *stats = sh_net_stats(net, &nstats);
     if (nstats) SH_TRY(shoal_broadcast(d->c, stats, stats, nstats, SHOAL_FLOAT32, 0));
     if (!compresses(d)) return plan_exchange(s, net, shared);
-    sh_gradx_opts go = {d->codec, d->sfb, d->model, 0};
+    sh_gradx_opts go = {d->codec, d->sfb, d->model, 0, 0};
     SH_TRY(sh_gradx_create(d->c, net, &go, &d->gx));
     s->applies_update = s->opt != NULL && sh_gradx_applies_update(d->gx); /* momentum correction */
     char spec[48];

@@ -167,7 +167,7 @@ shoal_result sh_mp_attach_group(sh_strategy *s, shoal_comm *group, sh_net *net, 
 {
     sh_mp *mp = sh_mp_of(s);
     if (mp->codec.codec == SHOAL_CODEC_NONE || !group) return SHOAL_OK;
-    sh_gradx_opts o = {mp->codec, 0, NULL, sum};
+    sh_gradx_opts o = {mp->codec, 0, NULL, sum, 0};
     SH_TRY(sh_gradx_create(group, net, &o, &mp->gx));
     s->applies_update = s->opt != NULL && sh_gradx_applies_update(mp->gx);
     return SHOAL_OK;

@@ -1,7 +1,8 @@
 /* ps/layout.c — the servers' vector over model-parallel replicas (DistBelief, Project Adam):
  * each part of a replica (a pipeline stage, a stage's or a layer pair's tensor shares) is a
  * range of the vector, part after part; every replica's worker of that part pushes and pulls
- * that range, so the servers average a part over the replicas that hold it.
+ * that range, so the servers average a part over the replicas that hold it. And under --sfb
+ * (Poseidon) the pieces of a net the servers keep while factors travel between workers.
  * Not here: the shards and messages (ps/server.c, client.c), the parts themselves (mp/).
  * Proved by tests/cli/test_train_ps_layouts.c. */
 
@@ -19,6 +20,7 @@
 
 #include "base/err.h"
 #include "base/util.h"
+#include "train/dp/compress.h"
 
 enum { NHEAD = 3 }; /* part, parameters, ranges */
 
@@ -119,4 +121,58 @@ void sh_ps_layout_fini(sh_ps_layout *l)
     free(l->worker_count);
     free(l->ranges);
     memset(l, 0, sizeof *l);
+}
+
+shoal_result sh_ps_pieces_sfb(sh_net *net, sh_ps_pieces *out)
+{
+    memset(out, 0, sizeof *out);
+    int nl = sh_net_nlayers(net), nranges = 0;
+    size_t at = 0, nparams = sh_net_nparams(net);
+    SH_TRY(sh_calloc((size_t)nl + 1, sizeof *out->off, (void **)&out->off));
+    shoal_result rc = sh_calloc((size_t)nl + 1, sizeof *out->count, (void **)&out->count);
+    for (int i = 0; rc == SHOAL_OK && i < nl; i++) { /* layers' blocks come in layer order */
+        size_t w_off, wn;
+        if (!sh_gradx_sends_factors(net, i, &w_off, &wn) || !wn || w_off < at) continue;
+        if (w_off > at) {
+            out->off[out->n] = at;
+            out->count[out->n++] = w_off - at;
+        }
+        at = w_off + wn;
+    }
+    if (rc == SHOAL_OK && nparams > at) {
+        out->off[out->n] = at;
+        out->count[out->n++] = nparams - at;
+    }
+    for (int k = 0; k < out->n; k++) out->total += out->count[k];
+    const sh_param_range *r = sh_net_param_ranges(net, &nranges);
+    if (rc == SHOAL_OK)
+        rc = sh_calloc((size_t)(nranges * out->n) + 1, sizeof *out->ranges, (void **)&out->ranges);
+    size_t base = 0;
+    for (int k = 0; rc == SHOAL_OK && k < out->n; base += out->count[k], k++)
+        for (int i = 0; i < nranges; i++) { /* each range's part in each piece, moved to its packed place */
+            size_t a = r[i].offset > out->off[k] ? r[i].offset : out->off[k];
+            size_t b = r[i].offset + r[i].count < out->off[k] + out->count[k] ? r[i].offset + r[i].count
+                                                                               : out->off[k] + out->count[k];
+            if (b > a) out->ranges[out->nranges++] = (sh_param_range){base + a - out->off[k], b - a, r[i].decay};
+        }
+    if (rc != SHOAL_OK) sh_ps_pieces_fini(out);
+    return rc;
+}
+
+void sh_ps_pieces_gather(const sh_ps_pieces *p, const float *block, float *packed)
+{
+    for (int k = 0; k < p->n; packed += p->count[k], k++) memcpy(packed, block + p->off[k], p->count[k] * sizeof *packed);
+}
+
+void sh_ps_pieces_scatter(const sh_ps_pieces *p, const float *packed, float *block)
+{
+    for (int k = 0; k < p->n; packed += p->count[k], k++) memcpy(block + p->off[k], packed, p->count[k] * sizeof *packed);
+}
+
+void sh_ps_pieces_fini(sh_ps_pieces *p)
+{
+    free(p->off);
+    free(p->count);
+    free(p->ranges);
+    memset(p, 0, sizeof *p);
 }

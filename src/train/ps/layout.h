@@ -1,7 +1,8 @@
-/* ps/layout.h — the servers' vector when the workers' replicas are model-parallel (DistBelief:
- * --ps with --pipeline or --tensor-parallel): see ps/layout.c.
+/* ps/layout.h — the servers' vector when it is not a worker's whole parameter block: the parts
+ * of model-parallel replicas (DistBelief: --ps with --pipeline or --tensor-parallel), or what
+ * sufficient factors leave to the servers (Poseidon: --ps --sfb): see ps/layout.c.
  * Not here: the servers and clients (ps/server.c, client.c), the parts (mp/).
- * Proved by tests/cli/test_train_ps_layouts.c. */
+ * Proved by tests/cli/test_train_ps_layouts.c (and --sfb there). */
 #ifndef SH_PS_LAYOUT_H
 #define SH_PS_LAYOUT_H
 
@@ -31,5 +32,21 @@ shoal_result sh_ps_layout_agree(shoal_comm *c, int nservers, int part, sh_net *n
  * contributes = 1, mine its parameters). Collective over c. */
 shoal_result sh_ps_layout_start(shoal_comm *c, const sh_ps_layout *l, int contributes, const float *mine, float *vec);
 void sh_ps_layout_fini(sh_ps_layout *l);
+
+/* --ps --sfb (Poseidon): the pieces of a whole net's parameter block that the servers hold,
+ * packed one after the other: everything but the weights of the connected layers that send
+ * sufficient factors among the workers (dp/compress.h's rule, the same on every rank). */
+typedef struct {
+    size_t *off, *count;         /* [n]: pieces of the net's block, in order */
+    int n;
+    size_t total;                /* floats packed */
+    sh_param_range *ranges;      /* the net's decay ranges in packed places */
+    int nranges;
+} sh_ps_pieces;
+
+shoal_result sh_ps_pieces_sfb(sh_net *net, sh_ps_pieces *out);
+void sh_ps_pieces_gather(const sh_ps_pieces *p, const float *block, float *packed);
+void sh_ps_pieces_scatter(const sh_ps_pieces *p, const float *packed, float *block);
+void sh_ps_pieces_fini(sh_ps_pieces *p);
 
 #endif
