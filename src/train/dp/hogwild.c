@@ -2,7 +2,7 @@
  * Project Adam's multi-threaded workers): one copy of the weights in a shared window, every
  * rank applying its own gradient there as soon as backward made it, never waiting.
  * Not here: the window (src/comm/transport/window.c), the optimizer (src/nn/optim.c).
- * Proved by tests/train/test_hogwild.c and tests/cli/test_train_stragglers.c. */
+ * Proved by tests/train/test_stragglers.c and tests/cli/test_train_stragglers.c. */
 
 /* The window's common block holds a control area (the update counter, then one cache line
  * per rank for its figures) and, from HW_PARAMS_AT on, the weights; each rank's block holds
@@ -17,6 +17,7 @@
  * last step lets every update land before the final evaluation. */
 #include "train/dp/hogwild.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,10 +57,12 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
     size_t nparams = sh_net_nparams(net), at = ctl_nbytes(world);
     shoal_window *w = NULL;
     shoal_result rc = shoal_window_create(h->c, at + nparams * sizeof(float) + 64, nparams * sizeof(float) + 64, &w);
-    if (rc == SHOAL_ERR_UNSUPPORTED)
+    if (rc == SHOAL_ERR_UNSUPPORTED) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", shoal_last_error_message());
         return SH_FAIL(SHOAL_ERR_INVALID, "--hogwild needs every rank on one host, sharing one copy of the weights "
-                       "(%s); across hosts use data parallelism, or --ps --consistency async",
-                       shoal_last_error_message());
+                       "(%s); across hosts use data parallelism, or --ps --consistency async", why);
+    }
     if (rc != SHOAL_OK) {
         sh_err_prefix("--hogwild: the shared weights: ");
         return rc;

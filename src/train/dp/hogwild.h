@@ -1,6 +1,6 @@
 /* dp/hogwild.h — lock-free data parallelism on one host (Hogwild!, Project Adam's workers):
  * see dp/hogwild.c.
- * Not here: the window (shoal/comm.h). Proved by tests/train/test_hogwild.c. */
+ * Not here: the window (shoal/comm.h). Proved by tests/train/test_stragglers.c. */
 #ifndef SH_STRATEGY_HOGWILD_H
 #define SH_STRATEGY_HOGWILD_H
 

@@ -3,7 +3,7 @@
  * late gradient is added to a later step, and a late rank skips to the step the others reached.
  * Not here: the window (src/comm/transport/window.c), the optimizer (src/nn/optim.c), the
  * parameter server's quorum (ps/server.c).
- * Proved by tests/train/test_quorum.c and tests/cli/test_train_stragglers.c. */
+ * Proved by tests/train/test_stragglers.c and tests/cli/test_train_stragglers.c. */
 
 /* Vocabulary. The weights W live once, in the window's common block, with the optimizer's
  * state S (shared: whichever rank updates steps the one momentum) and a scratch U; each rank's
@@ -218,10 +218,12 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
     shoal_window *w = NULL;
     shoal_result rc = shoal_window_create(h->c, at + (2 * h->npad + spad + 16) * sizeof(float),
                                           (3 * h->npad + 16) * sizeof(float), &w);
-    if (rc == SHOAL_ERR_UNSUPPORTED)
+    if (rc == SHOAL_ERR_UNSUPPORTED) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", shoal_last_error_message());
         return SH_FAIL(SHOAL_ERR_INVALID, "--quorum with data parallelism needs every rank on one host (the "
-                       "gradients meet in shared memory: %s); across hosts use --ps --consistency sync --quorum F",
-                       shoal_last_error_message());
+                       "gradients meet in shared memory: %s); across hosts use --ps --consistency sync --quorum F", why);
+    }
     if (rc != SHOAL_OK) {
         sh_err_prefix("--quorum: the shared weights: ");
         return rc;
