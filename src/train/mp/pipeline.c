@@ -97,7 +97,7 @@ static shoal_result pipe_sync_state(sh_strategy *s)
  * the passes run the same kernels on the same copies as without servers. */
 static void pack_pulled(pipe_state *p)
 {
-    if (!p->mp.srv || !p->packs) return;
+    if (!p->mp.srv || !p->packs || !p->pulled_packs) return;
     int lazy = p->S > 1 && p->stage == 0 ? SH_PACK_BACKWARD : 0;
     sh_net_pack_weights(p->inst[0], p->packs & ~lazy);
     p->stale = lazy;
@@ -123,7 +123,10 @@ static shoal_result pipe_finish(sh_strategy *s)
 {
     pipe_state *p = s->impl;
     float *g = sh_net_grads(p->inst[0]);
-    if (p->mp.srv) return sh_mp_servers_push(s); /* the servers average the replicas and step */
+    if (p->mp.srv) { /* the servers average the replicas and step */
+        p->pulled_packs = 1;
+        return sh_mp_servers_push(s);
+    }
     if (p->group) {
         uint64_t t0 = sh_now_ns();
         if (p->mp.gx) SH_TRY(sh_mp_finish_group(s, p->inst[0]));
