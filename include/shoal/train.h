@@ -257,7 +257,9 @@ void shoal_train_request_save(void);
  * stopped, threads; on text train_bpc, test_bpc, chars_per_s; compressed: compress, sfb,
  * sfb_layers, bytes_sent_per_step, dense_bytes_per_step, compression_ratio, residual_norm;
  * hybrid: hybrid, bytes_sent_per_step, activity_bytes_per_step, comm_ms, fused_update_ms,
- * rest_update_ms; a profiled pipeline: pipeline (per stage); history (every evaluation).
+ * rest_update_ms; a profiled pipeline: pipeline (per stage); --hogwild: hogwild (updates,
+ * staleness_mean, staleness_max); --quorum: quorum (fraction, ranks, updates, fresh, late);
+ * history (every evaluation).
  * Writes at most nbytes bytes with the NUL into buf; does not block; thread-safe.
  * Errors: SHOAL_ERR_INVALID (NULL r or buf; buf too small: the message says how many bytes
  * the document needs, never more than SHOAL_TRAIN_REPORT_JSON_NBYTES). */

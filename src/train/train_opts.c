@@ -205,7 +205,9 @@ static const opt_row rows[] = {
       "evaluation: step, epoch, seconds, train_loss, test_accuracy, test_loss; `shoal plot FILE.json` draws "
       "it); on text also train_bpc, test_bpc, chars_per_s; compressed: compress, sfb, sfb_layers, "
       "bytes_sent_per_step, dense_bytes_per_step, compression_ratio, residual_norm; --hybrid: hybrid, "
-      "bytes_sent_per_step, activity_bytes_per_step, comm_ms; --pipeline with --profile: pipeline, per stage"},
+      "bytes_sent_per_step, activity_bytes_per_step, comm_ms; --pipeline with --profile: pipeline, per stage; "
+      "--hogwild: hogwild (updates, staleness_mean, staleness_max); --quorum: quorum (fraction, ranks, updates, "
+      "fresh, late)"},
      K_SWITCH, AT(json), 0, 0, NULL},
     {{"profile", NULL, "Output and logs",
       "per-step times: data, forward, backward, waiting for the allreduce, optimizer, and the share of "
@@ -273,7 +275,8 @@ static const opt_row rows[] = {
      K_CALL, 0, 0, 0, set_compress},
     {{"sfb", NULL, "Gradient compression",
       "with ranks: connected layers send their sufficient factors (per-image inputs and output gradients) "
-      "where batch x (in + out) < in x out; the other layers use --compress (data parallel)"},
+      "where batch x (in + out) < in x out; the other layers use --compress (data parallel), or go through the "
+      "servers (--ps --consistency sync: Poseidon; the factors travel between workers, fewer bytes to the servers)"},
      K_SWITCH, AT(sfb), 0, 0, NULL},
     {{"hogwild", NULL, "Stragglers and lock-free updates",
       "with -n N on one host (Hogwild!, Project Adam): the ranks share one copy of the weights in shared "
@@ -291,7 +294,9 @@ static const opt_row rows[] = {
      K_CALL, 0, 0, 0, set_quorum},
     {{"ps", NULL, "Parameter servers",
       "parameter-server training: the first S ranks serve (in addition to the N workers of -n), the others "
-      "are workers"},
+      "are workers; with --pipeline and/or --tensor-parallel each worker holds a part of a replica and pushes and "
+      "pulls that part (DistBelief): sync equals the layout alone, the replicas' allreduce becomes a push and a "
+      "pull"},
      K_SWITCH, 0, 0, 0, NULL},
     {{"servers", "S", "Parameter servers", "parameter servers (default 1)"}, K_INT, AT(nservers), 1, 1024, NULL},
     {{"consistency", "M", "Parameter servers", "sync (bulk-synchronous, default), async (Downpour) or ssp"},
