@@ -131,16 +131,15 @@ static void quorum_half_leaves_the_straggler_behind(void)
     for (int k = 0; k < 2; k++) {
         char args[512];
         snprintf(args, sizeof args, "mlp.cfg --data . %s %s --json", layouts[k], drill);
-        double t0 = now_s();
         int rc = run(args);
-        double sync_s = now_s() - t0;
+        double sync_s = json("seconds"); /* rank 0's (worker 0's) training, start-up left out */
         CHECK(rc == 0, "%s: exit %d: %s", layouts[k], rc, out);
         snprintf(args, sizeof args, "mlp.cfg --data . %s --quorum 0.5 %s --json", layouts[k], drill);
-        t0 = now_s();
         rc = run(args);
-        double quorum_s = now_s() - t0;
+        double quorum_s = json("seconds");
         CHECK(rc == 0, "%s: exit %d: %s", layouts[k], rc, out);
-        CHECK(quorum_s < 0.6 * sync_s, "%s: --quorum 0.5 took %.2f s, synchronous %.2f s", layouts[k], quorum_s, sync_s);
+        CHECK(sync_s > 0.9 && quorum_s < 0.5 * sync_s, "%s: --quorum 0.5 trained %.2f s, synchronous %.2f s (40 "
+              "steps of 25 ms at least)", layouts[k], quorum_s, sync_s);
         CHECK(json("steps") == 40 && json("accuracy") > 0.9, "%s: %s", layouts[k], out);
         if (k == 0) CHECK(json("late") >= 1 && json("ranks") == 1, "the sleeper's gradients came late: %s", out);
         else CHECK(strstr(out, "late pushes added to the next round"), "%s", out);
