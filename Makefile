@@ -7,6 +7,7 @@
 #   make MPI=1            add the MPI transport (Open MPI or MPICH, found through mpicc;
 #                         MPICC=mpicc.mpich or mpicc.openmpi picks one)
 #   make install PREFIX=/usr/local
+#   make python           the Python module only: build/python/shoal (PYTHONPATH=build/python)
 #   make BUILD=build-x    build somewhere else (each developer or helper may use its own)
 #
 # Sources are found by wildcard: a new src/<module>/**/*.c joins the library and a new
@@ -40,7 +41,7 @@ endif
 
 CFLAGS_ALL := -std=c11 -D_GNU_SOURCE -fPIC -pthread $(OPT) -g $(WARN) $(SANFLAGS) \
               -Iinclude -Isrc $(CFLAGS)
-LDLIBS_ALL := -pthread -lz -ldl -lm -lrt $(LDLIBS)
+LDLIBS_ALL := -pthread -lcrypto -ljpeg -lpng -lz -ldl -lm -lrt $(LDLIBS)
 
 # MPI: found through mpicc's own flags; feature macros are always defined, 0 or 1.
 ifeq ($(MPI),1)
@@ -66,6 +67,26 @@ CLI_SRC  := $(sort $(wildcard src/cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/*/test_*.c))
 TEST_LIB := $(sort $(wildcard tests/lib/*.c))
 
+# ---- the Python module: python/_shoal*.c against Debian's python3 (python3-dev), linked
+# with libshoal.a (its objects are -fPIC), beside the package's .py files in
+# $(BUILD)/python/shoal; tests/python/ runs through $(BUILD)/tests/python/test_python.
+# Not under a sanitizer (the interpreter is not built with one).
+PYTHON  ?= /usr/bin/python3
+ifeq ($(SAN),)
+PY_INC  := $(shell $(PYTHON)-config --includes 2>/dev/null)
+PY_EXT  := $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))' 2>/dev/null)
+endif
+ifneq ($(and $(PY_INC),$(PY_EXT)),)
+PY_SRC  := $(sort $(wildcard python/*.c))
+PY_OBJ  := $(PY_SRC:%.c=$(BUILD)/obj/%.o)
+PY_PKG  := $(patsubst python/%,$(BUILD)/python/%,$(sort $(wildcard python/shoal/*.py)))
+PY_MOD  := $(BUILD)/python/shoal/_shoal$(PY_EXT)
+PY_TEST := $(BUILD)/tests/python/test_python
+PY_SITE ?= $(PREFIX)/lib/python3/dist-packages
+else ifeq ($(SAN),)
+$(info Python: $(PYTHON)-config not found, the Python module is not built; install python3-dev)
+endif
+
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 
 # Caffe's .caffemodel (src/nn/caffe/caffe_model.c): the messages of src/nn/caffe/caffe.proto
@@ -89,8 +110,8 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_LIB_OBJ := $(TEST_LIB:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all test test-san tests bench install clean run mpi-bins
-all: $(BUILD)/shoal $(BUILD)/libshoal.a $(BUILD)/libshoal.so
+.PHONY: all test test-san tests bench install clean run mpi-bins python
+all: $(BUILD)/shoal $(BUILD)/libshoal.a $(BUILD)/libshoal.so $(if $(PY_MOD),python)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -112,7 +133,30 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libshoal.a $(TEST_LIB_OBJ) tests/check.h $(
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Itests -o $@ $< $(TEST_LIB_OBJ) $(BUILD)/libshoal.a $(LDLIBS_ALL)
 
-tests: $(TEST_BIN) $(BUILD)/shoal
+
+# The Python module's rules (its variables are above `all`).
+ifneq ($(PY_MOD),)
+# shoal._shoal.train_run binds shoal_train_opts_set / _fini / shoal_train_report_json once train.h has them.
+PY_TRAIN_API := $(if $(and $(shell grep -l shoal_train_opts_set include/shoal/train.h),$(shell grep -l shoal_train_opts_fini include/shoal/train.h),$(shell grep -l shoal_train_report_json include/shoal/train.h)),1,0)
+$(PY_OBJ): CFLAGS_ALL += $(PY_INC) -DSH_PY_TRAIN_API=$(PY_TRAIN_API)
+
+$(PY_MOD): $(PY_OBJ) $(BUILD)/libshoal.a
+	@mkdir -p $(dir $@)
+	$(CC) -shared -o $@ $(PY_OBJ) $(BUILD)/libshoal.a $(LDLIBS_ALL)
+
+$(BUILD)/python/shoal/%.py: python/shoal/%.py
+	@mkdir -p $(dir $@)
+	cp $< $@
+
+python: $(PY_MOD) $(PY_PKG)
+
+$(PY_TEST): tests/python/test_python.sh
+	@mkdir -p $(dir $@)
+	sed -e 's|@ROOT@|$(CURDIR)|g' -e 's|@BUILD@|$(abspath $(BUILD))|g' -e 's|@PYTHON@|$(PYTHON)|g' $< > $@
+	chmod +x $@
+endif
+
+tests: $(TEST_BIN) $(BUILD)/shoal $(if $(PY_MOD),python $(PY_TEST))
 
 # tests/fuzz/test_fuzz_<name>.c includes its target fuzz_<name>.c and the smoke driver
 # driver.c (seed corpus + ~2 s of mutations, no clang); rebuild them when those change.
@@ -158,8 +202,13 @@ install: all
 	install -m 755 $(BUILD)/libshoal.so $(DESTDIR)$(PREFIX)/lib/libshoal.so
 	install -m 644 include/shoal/*.h $(DESTDIR)$(PREFIX)/include/shoal/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' scripts/shoal.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/shoal.pc
+ifneq ($(PY_MOD),)
+	install -d $(DESTDIR)$(PY_SITE)/shoal
+	install -m 755 $(PY_MOD) $(DESTDIR)$(PY_SITE)/shoal/
+	install -m 644 $(PY_PKG) $(DESTDIR)$(PY_SITE)/shoal/
+endif
 
 clean:
 	rm -rf build build-*
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(PY_OBJ:.o=.d)

@@ -15,7 +15,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 make -s -j2 BUILD="$BUILD" "$BUILD/libshoal.a" >&2
 cc -std=c11 -D_GNU_SOURCE -O3 -march=native -Iinclude -Isrc bench/nn_step.c "$BUILD/libshoal.a" \
-   -o "$tmp/nn_step" -pthread -lz -ldl -lm -lrt -lprotobuf-c
+   -o "$tmp/nn_step" -pthread -lcrypto -ljpeg -lpng -lz -ldl -lm -lrt -lprotobuf-c
 cc -O3 -march=native bench/gemm_peak.c -o "$tmp/gemm_peak" -ldl
 median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 for rep in $(seq "$REPS"); do

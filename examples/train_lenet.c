@@ -2,7 +2,7 @@
  * the model to show its shapes, then trains it (alone, or as one rank under shoal launch,
  * mpirun or srun) with any option of shoal train given as NAME=VALUE, and prints the result.
  * Not here: anything of shoal's internals; build it with
- *   cc -Iinclude examples/train_lenet.c build/libshoal.a -pthread -lz -ldl -lm -lrt -lprotobuf-c
+ *   cc -Iinclude examples/train_lenet.c build/libshoal.a -pthread -lcrypto -ljpeg -lpng -lz -ldl -lm -lrt -lprotobuf-c
  * Proved by tests/train/test_api.c, which builds it that way and runs it on a tiny dataset.
  *
  * usage: train_lenet [CFG [DATA_DIR [STEPS [NAME=VALUE...]]]]

@@ -30,7 +30,7 @@ flags="-std=c11 -D_GNU_SOURCE -DSHOAL_HAVE_MPI=0 -g -O1 -fno-omit-frame-pointer 
 mkdir -p "$out/obj" "$out/runs"
 
 # The library once, instrumented for coverage (fuzzer-no-link), as an archive: a target that
-# includes a source file itself (fuzz_store.c includes store.c) takes that file's symbols first.
+# includes a source file itself (fuzz_store.c includes store_server.c) takes that file's symbols first.
 echo "fuzz.sh: building the library with $CLANG into $out"
 objs=()
 fail=0
@@ -51,7 +51,7 @@ rm -f $out/libshoal-fuzz.a && ar rcs $out/libshoal-fuzz.a "${objs[@]}"
 for t in "${targets[@]}"; do
     [ -f tests/fuzz/fuzz_$t.c ] || { echo "fuzz.sh: no target tests/fuzz/fuzz_$t.c" >&2; exit 2; }
     $CLANG $flags -fsanitize=fuzzer tests/fuzz/fuzz_$t.c $out/libshoal-fuzz.a \
-        -lz -ldl -lm -lrt -lprotobuf-c -o $out/fuzz_$t || { echo "fuzz.sh: building fuzz_$t failed" >&2; exit 2; }
+        -lcrypto -ljpeg -lpng -lz -ldl -lm -lrt -lprotobuf-c -o $out/fuzz_$t || { echo "fuzz.sh: building fuzz_$t failed" >&2; exit 2; }
 done
 
 # Per-target flags: CIFAR-10 inputs of two whole records (2 x 3073 bytes) pass libFuzzer's

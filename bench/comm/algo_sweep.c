@@ -7,7 +7,7 @@
  *
  *   make BUILD=build-algo build-algo/libshoal.a
  *   cc -O2 -D_GNU_SOURCE -Iinclude -Isrc -Itests bench/comm/algo_sweep.c tests/lib/ranks.c \
- *      build-algo/libshoal.a -pthread -lz -ldl -lm -lrt -o build-algo/algo_sweep
+ *      build-algo/libshoal.a -pthread -lcrypto -ljpeg -lpng -lz -ldl -lm -lrt -o build-algo/algo_sweep
  *   ./build-algo/algo_sweep [ranks=4] [links=socketpair|shm] [coll=allreduce|broadcast|allgather|reduce_scatter|
  *                             broadcast_chunks|reduce_chunks]
  *                            [max_nbytes=67108864] [chunk_nbytes=0] [ranks_per_host=0]

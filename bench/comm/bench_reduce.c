@@ -6,7 +6,7 @@
  * Build and run:
  *   make BUILD=build WERROR=1 build/libshoal.a
  *   cc -O3 -march=native -Iinclude -Isrc bench/comm/bench_reduce.c build/libshoal.a \
- *      -pthread -lm -ldl -lz -lrt -o /tmp/bench_reduce && /tmp/bench_reduce [reps]
+ *      -pthread -lcrypto -lm -ldl -lz -lrt -o /tmp/bench_reduce && /tmp/bench_reduce [reps]
  * GB/s counts the bytes of one buffer per call (the message size), as NCCL's algbw. */
 #include <stdio.h>
 #include <stdlib.h>

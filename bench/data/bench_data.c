@@ -2,7 +2,7 @@
  * with the sharding loader, saving and loading checkpoints (with fsync), writing TensorBoard
  * scalars. Medians of several runs; not a test.
  *   make BUILD=build-data && cc -O3 -march=native -Iinclude -Isrc bench/data/bench_data.c \
- *     build-data/libshoal.a -lz -lm -ldl -pthread -o /tmp/bench_data && /tmp/bench_data [DIR] */
+ *     build-data/libshoal.a -ljpeg -lpng -lz -lm -ldl -pthread -o /tmp/bench_data && /tmp/bench_data [DIR] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

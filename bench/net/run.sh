@@ -26,6 +26,9 @@
 #   broadcast:                 limit algbw = L
 # "link %" = algbw / limit. A flat ring over R ranks per host reaches at most
 # (hR)/(2(hR-1)) x L: two thirds of the limit at 2 hosts x 2 ranks.
+# SECURE="0 1" runs shoal twice, plain and with SHOAL_SECURE=1 (sealed links, impl
+# "shoal-secure"; "secure %" = its algbw / plain shoal's: the mode's cost), SECURE=1 sealed
+# only (default 0: plain only).
 # BASE=path/to/an/older/shoal runs that binary too, beside this tree's (column "base",
 # "x base" = shoal / base): a before and after in one sitting.
 # Results: bench/out/net/rows.jsonl and table.txt; SUMMARY_ONLY=1 prints the table again.
@@ -45,9 +48,10 @@ COLL_MIN=${COLL_MIN:-65536}
 SMALL_ITERS=${SMALL_ITERS:-200}
 LARGE_ITERS=${LARGE_ITERS:-8}
 BUILD=${BUILD:-build}
+SECURE=${SECURE:-0}
 . bench/peers.sh # PY, and the peers' BLAS kernels (OPENBLAS_CORETYPE)
 OUT=${OUT:-bench/out/net}
-export NETLAB_NAME=bnet
+export NETLAB_NAME=${NETLAB_NAME:-bnet}
 LAB=scripts/netlab.sh
 mkdir -p "$OUT"
 
@@ -71,9 +75,10 @@ port() { echo $((30000 + RANDOM % 20000)); }
 tag() { # impl coll rate hosts rph
     sed "s/^/{\"impl\": \"$1\", \"coll\": \"$2\", \"rate\": \"$3\", \"hosts\": $4, \"rph\": $5, \"row\": /; s/\$/}/"; }
 
-# shoal: one launcher per host, as on machines; rank 0's JSON rows. BIN: another binary.
+# shoal: one launcher per host, as on machines; rank 0's JSON rows. BIN: another binary,
+# SEC: SHOAL_SECURE (0 plain, 1 sealed).
 shoal_rows() { # coll hosts rph min max
-    local coll=$1 h=$2 r=$3 lo=$4 hi=$5 last_small=$4 first_large=$4 p m key k bin=${BIN:-$SHOAL}
+    local coll=$1 h=$2 r=$3 lo=$4 hi=$5 last_small=$4 first_large=$4 p m key k bin=${BIN:-$SHOAL} sec=${SEC:-0}
     while [ "$first_large" -le "$SPLIT" ]; do last_small=$first_large; first_large=$((first_large * FACTOR)); done
     m=$($LAB addr h0)
     for range in "$lo $last_small $SMALL_ITERS" "$first_large $hi $LARGE_ITERS"; do
@@ -82,11 +87,11 @@ shoal_rows() { # coll hosts rph min max
         [ "$2" -gt "$hi" ] && set -- "$1" "$hi" "$3"
         p=$(port); key=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
         for ((k = 1; k < h; k++)); do
-            SHOAL_JOB_KEY=$key SHOAL_MASTER_PORT=$p $LAB exec h$k "$bin" launch -n "$r" --nnodes "$h" --node-rank $k \
+            SHOAL_SECURE=$sec SHOAL_JOB_KEY=$key SHOAL_MASTER_PORT=$p $LAB exec h$k "$bin" launch -n "$r" --nnodes "$h" --node-rank $k \
                 --master-addr "$m" -- "$bin" bench "$coll" -b "$1" -e "$2" -f "$FACTOR" -n "$3" -w $(( $3 / 10 + 1 )) \
                 -c 0 >/dev/null 2>&1 &
         done
-        SHOAL_JOB_KEY=$key SHOAL_MASTER_PORT=$p $LAB exec h0 "$bin" launch -n "$r" --nnodes "$h" --node-rank 0 \
+        SHOAL_SECURE=$sec SHOAL_JOB_KEY=$key SHOAL_MASTER_PORT=$p $LAB exec h0 "$bin" launch -n "$r" --nnodes "$h" --node-rank 0 \
             --master-addr "$m" -- "$bin" bench "$coll" -b "$1" -e "$2" -f "$FACTOR" -n "$3" -w $(( $3 / 10 + 1 )) \
             -c 0 --json 2>/dev/null | sed -n 's/^\[rank 0\] //p' |
             $PY -c 'import json,sys
@@ -126,15 +131,22 @@ for rate in $RATES; do
                 # with BASE, the two shoal binaries take turns at going first (the first run after
                 # the lab comes up or after the peers' runs was seen slower, whichever binary it was)
                 for impl in $( [ -z "$BASE" ] && echo shoal || { [ $((rep % 2)) = 1 ] && echo shoal base || echo base shoal; }); do
-                    BIN=$( [ "$impl" = base ] && echo "$BASE" || echo "$SHOAL") shoal_rows allreduce "$h" "$r" "$MIN" "$MAX" |
-                        tag "$impl" allreduce "$rate" "$h" "$r" >>"$OUT/rows.jsonl"
+                    for sec in $SECURE; do # sealed and plain alternate first too
+                        name=$impl; [ "$sec" = 1 ] && name=$impl-secure
+                        [ "$impl" = base ] && [ "$sec" = 1 ] && continue
+                        SEC=$sec BIN=$( [ "$impl" = base ] && echo "$BASE" || echo "$SHOAL") shoal_rows allreduce "$h" "$r" "$MIN" "$MAX" |
+                            tag "$name" allreduce "$rate" "$h" "$r" >>"$OUT/rows.jsonl"
+                    done
                 done
                 [ -n "$OMPI" ] && ompi_rows allreduce "$h" "$r" "$MIN" "$MAX" | tag openmpi allreduce "$rate" "$h" "$r" >>"$OUT/rows.jsonl"
                 [ "$HAVE_TORCH" = 1 ] && gloo_rows "$h" "$r" "$MIN" "$MAX" | tag gloo allreduce "$rate" "$h" "$r" >>"$OUT/rows.jsonl"
                 case " $COLL_RATES " in *" $rate "*) ;; *) continue ;; esac
                 case " $COLL_HOSTS " in *" $h "*) ;; *) continue ;; esac
                 for coll in $COLLS; do
-                    shoal_rows "$coll" "$h" "$r" "$COLL_MIN" "$MAX" | tag shoal "$coll" "$rate" "$h" "$r" >>"$OUT/rows.jsonl"
+                    for sec in $SECURE; do
+                        name=shoal; [ "$sec" = 1 ] && name=shoal-secure
+                        SEC=$sec shoal_rows "$coll" "$h" "$r" "$COLL_MIN" "$MAX" | tag $name "$coll" "$rate" "$h" "$r" >>"$OUT/rows.jsonl"
+                    done
                     [ -n "$OMPI" ] && ompi_rows "$coll" "$h" "$r" "$COLL_MIN" "$MAX" | tag openmpi "$coll" "$rate" "$h" "$r" >>"$OUT/rows.jsonl"
                 done
             done
@@ -167,21 +179,31 @@ keys = sorted({(r["coll"], r["rate"], r["hosts"], r["rph"]) for r in rows},
               key=lambda k: (k[0] != "allreduce", k[0], ["1gbit", "10gbit", "none"].index(k[1]) if k[1] in ["1gbit", "10gbit", "none"] else 9, k[2], k[3]))
 for coll, rate, h, rph in keys:
     k = (coll, rate, h, rph)
-    impls = [i for i in ["shoal", "base", "openmpi", "gloo"] if any((i,) + k == kk[:5] for kk in med)]
-    sizes = sorted({kk[5] for kk in med if kk[:5] == ("shoal",) + k})
+    impls = [i for i in ["shoal", "shoal-secure", "base", "openmpi", "gloo"] if any((i,) + k == kk[:5] for kk in med)]
+    first = impls[0] if impls else "shoal"
+    sizes = sorted({kk[5] for kk in med if kk[:5] == (first,) + k})
     if not sizes: continue
     lim = limit(coll, rate, h)
     print(f"\n{coll} float32, rate {rate}, {h} hosts x {rph} ranks: algbw GB/s (median of {reps})"
           + (f"; link limit {lim:.3f} GB/s" if lim else "") + "; x peer = shoal / peer")
+    peers = [i for i in impls[1:] if i != "shoal-secure"]
+    both = "shoal" in impls and "shoal-secure" in impls
     print(f"{'size':>10} " + " ".join(f"{i:>8}" for i in impls) + (f" {'link %':>7}" if lim else "") + (f" {'base %':>7}" if lim and "base" in impls else "")
-          + (" " + " ".join(f"{'x ' + i:>10}" for i in impls[1:]) if len(impls) > 1 else ""))
+          + (f" {'secure %':>8}" if both else "")
+          + (" " + " ".join(f"{'x ' + i:>10}" for i in peers) if peers else ""))
     for s in sizes:
         b = {i: get(i, k, s, "algbw_gb_s") for i in impls}
         line = f"{s:>10} " + " ".join(fmt(b[i]) for i in impls)
-        if lim: line += f" {100 * b['shoal'] / lim:7.0f}"
+        if lim: line += f" {100 * b[first] / lim:7.0f}"
         if lim and "base" in impls: line += f" {100 * b['base'] / lim:7.0f}"
-        line += "".join(f" {fmt(b['shoal'] / b[i] if b[i] > 0 else float('nan'), 10, 2)}" for i in impls[1:])
+        if both: line += f" {100 * b['shoal-secure'] / b['shoal'] if b['shoal'] > 0 else float('nan'):8.0f}"
+        line += "".join(f" {fmt(b[first] / b[i] if b[i] > 0 else float('nan'), 10, 2)}" for i in peers)
         print(line)
+    if both:  # the mode's cost where it matters: the sizes that fill the link (1 MiB and up)
+        big = [s for s in sizes if s >= 1 << 20] or sizes
+        mean = lambda i: statistics.mean(get(i, k, s, "algbw_gb_s") for s in big)
+        print(f"from {big[0]} B: mean algbw shoal {mean('shoal'):.3f}, shoal-secure {mean('shoal-secure'):.3f} GB/s "
+              f"(sealed {100 * mean('shoal-secure') / mean('shoal'):.1f}% of plain)")
     s0 = sizes[0]
     print(f"latency at {s0} B (us): " + ", ".join(f"{i} {get(i, k, s0, 'time_us'):.1f}" for i in impls))
 PY

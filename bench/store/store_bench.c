@@ -4,7 +4,7 @@
  * Not here: collectives (bench/comm/, shoal bench).
  * Build and run:
  *   make BUILD=build-x && cc -O2 -pthread -Iinclude -Isrc bench/store/store_bench.c \
- *       build-x/libshoal.a -lz -ldl -lm -lrt -o /tmp/store_bench
+ *       build-x/libshoal.a -lcrypto -ljpeg -lpng -lz -ldl -lm -lrt -o /tmp/store_bench
  *   /tmp/store_bench 5000 0 plain; /tmp/store_bench 5000 200 stalled */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -24,7 +24,7 @@ int main(int argc, char **argv)
     }
     int n = atoi(argv[1]), nstall = atoi(argv[2]), nclients = 4;
     sh_store_server *srv = NULL;
-    if (sh_store_server_start("127.0.0.1", 0, "k", &srv) != SHOAL_OK) return 1;
+    if (sh_store_server_start("127.0.0.1", 0, "k", 0, 0, &srv) != SHOAL_OK) return 1;
     int port = sh_store_server_port(srv);
     int *st = malloc(sizeof(int) * (size_t)(nstall + 1));
     for (int i = 0; i < nstall; i++) {

@@ -93,6 +93,13 @@ int shoal_comm_nhosts(const shoal_comm *c);
 const char *shoal_comm_host(const shoal_comm *c, int rank);  /* host name of a rank */
 /* 1 once an operation failed with a peer, timeout or mismatch: destroy it. */
 int shoal_comm_is_broken(const shoal_comm *c);
+/* Give up on the communicator from another thread (a Ctrl-C watcher): every link to the
+ * other ranks is aborted with `why`, so the call in progress on it (blocking, or on its own
+ * thread) returns SHOAL_ERR_PEER within milliseconds, and so do the other ranks' calls, naming
+ * this rank and why. Afterwards every call fails: destroy it. Thread-safe against the one
+ * thread calling on c; c must stay alive until abort returns. Not with the MPI transport
+ * (SHOAL_ERR_UNSUPPORTED: MPI has no abort another thread may call). */
+shoal_result shoal_comm_abort(shoal_comm *c, const char *why);
 
 /* Split into sub-communicators as MPI_Comm_split: ranks with the same color form one,
  * ordered by key then old rank. color < 0: this rank joins none (*out = NULL). Collective. */
@@ -151,6 +158,15 @@ shoal_result shoal_recv(shoal_comm *c, void *buf, size_t count, shoal_dtype dt, 
  * SHOAL_ERR_TIMEOUT when nothing came, without breaking the communicator. */
 shoal_result shoal_recv_any(shoal_comm *c, void *buf, size_t max_count, shoal_dtype dt, int tag,
                             int timeout_ms, int *peer, size_t *count);
+
+/* Whether rank `peer` is still there as far as shoal knows, without blocking: SHOAL_OK, or
+ * SHOAL_ERR_PEER naming it once one of its links has ended (its socket closed or reset, or
+ * its process on this host gone): it exited, was killed, or destroyed its communicator.
+ * Operations on a peer whose link ended fail at once by themselves; this lets a rank that
+ * waits on many (shoal_recv_any: a parameter server) learn that one of them is gone
+ * instead of waiting out a timeout. A frozen peer (SIGSTOP) looks alive: only the
+ * timeout finds it. Thread-safe. */
+shoal_result shoal_peer_check(shoal_comm *c, int peer);
 
 /* Non-blocking variants: start returns at once with *req; the buffers are borrowed until
  * shoal_wait returns. Collectives on one communicator complete in the order started;

@@ -50,7 +50,8 @@ shoal_result shoal_net_output_shape(const shoal_net *n, int *batch, int *k);
  * statistics and dropout and keeps what backward needs; 0 is inference. *probs (may be
  * NULL) points at the softmax output (the last layer's when the net has no final softmax),
  * (nimg, K) floats owned by the net, valid until the
- * next forward. x is borrowed for the call. Allocates nothing.
+ * next forward. x is borrowed for the call, and with training = 1 until the backward after
+ * it (which reads the first layers' input again): keep it alive and unchanged. Allocates nothing.
  * Errors: SHOAL_ERR_INVALID (NULL net or x, nimg out of range). */
 shoal_result shoal_net_forward(shoal_net *n, const float *x, int nimg, int training, const float **probs);
 /* Backward from the last forward (which must have had training = 1): the mean
@@ -70,19 +71,57 @@ shoal_result shoal_net_backward(shoal_net *n, const int32_t *labels, float *loss
 float *shoal_net_params(shoal_net *n, size_t *count);
 float *shoal_net_grads(shoal_net *n, size_t *count);
 
+/* ---- layers, statistics and weight files (the Python module: shoal.Net, to_torch) ---- */
+
+/* What a layer is, as it parsed its cfg section: enough to rebuild it elsewhere. Strings are
+ * static; fields a layer does not have are 0 (NULL for strings). */
+typedef struct {
+    const char *type;        /* the cfg section: "convolutional", "connected", "maxpool", ... */
+    const char *form;        /* "darknet" for [gru] form=darknet; NULL otherwise */
+    const char *activation;  /* "linear", "relu", "leaky", "logistic", "tanh", "ramp"; NULL: none */
+    int line;                /* of the section in the cfg */
+    int c, h, w;             /* output per image */
+    int in_c, in_h, in_w;    /* the first input per image */
+    int nsrc, src[8];        /* input layers; -1: the network's input */
+    int filters, size, stride, pad, groups; /* pad: pixels (conv: each side; maxpool: total);
+                                               groups: conv's; softmax's WordTree groups (0: none) */
+    int batch_normalize;
+    int hidden, steps;       /* recurrent: state width, time steps a batch */
+    float probability, temperature; /* dropout; softmax */
+    /* slices in floats: of the parameter (and gradient) block, and of the statistics block */
+    size_t params_offset, params_count;
+    size_t weights_offset, weights_count;
+    size_t biases_offset, biases_count;
+    size_t scales_offset, scales_count;   /* batch norm's gammas */
+    size_t stats_offset, stats_count;     /* batch norm's rolling means, then variances */
+} shoal_layer_info;
+
 /* Layers of the net (one per cfg section after [net]); 0 for a NULL or destroyed net. */
 int shoal_net_nlayers(const shoal_net *n);
+/* Layer i into *out. SHOAL_ERR_INVALID for a NULL or destroyed net, i out of range. */
+shoal_result shoal_net_layer(const shoal_net *n, int i, shoal_layer_info *out);
+/* The statistics block (batch norm's rolling values), *count floats (may be NULL); NULL when
+ * the net has none. Owned by the net, saved with its weights. */
+float *shoal_net_stats(shoal_net *n, size_t *count);
+/* The recurrent state carried from one forward to the next (hidden and cell values of every
+ * stream), *count floats; NULL for feed-forward nets. shoal_net_reset_state zeroes it. */
+float *shoal_net_state(shoal_net *n, size_t *count);
+void shoal_net_reset_state(shoal_net *n);
+/* Read weights and statistics from path: a shoal checkpoint (shoal train --save, or
+ * shoal_net_save_weights), or Darknet's .weights when the path ends so. The file must be
+ * of this cfg (SHOAL_ERR_FORMAT naming both sizes otherwise); SHOAL_ERR_IO when it cannot
+ * be read. Blocks on file I/O. (Implemented in src/train/net_weights.c: checkpoints are
+ * the training job's format.) */
+shoal_result shoal_net_load_weights(shoal_net *n, const char *path);
+/* Write the weights and statistics to path, atomically: Darknet's .weights when the path
+ * ends so (SHOAL_ERR_INVALID for a layer Darknet has no layout for), else a shoal checkpoint
+ * that shoal test --weights, shoal train --weights and shoal_net_load_weights read. */
+shoal_result shoal_net_save_weights(const shoal_net *n, const char *path);
 /* Layer i's name ("conv 0", "connected 3": type and index; owned by the net) and the
  * milliseconds the last forward and backward spent in it (any out pointer may be NULL), for
  * timing. SHOAL_ERR_INVALID for a NULL or destroyed net, or i out of 0 .. nlayers-1. */
 shoal_result shoal_net_layer_times(const shoal_net *n, int i, const char **name, double *forward_ms,
                                    double *backward_ms);
-/* Read weights and statistics from path: a shoal checkpoint (shoal train --save), or
- * Darknet's .weights when the path ends so. The file must be of this cfg (SHOAL_ERR_FORMAT
- * naming both sizes otherwise); SHOAL_ERR_IO or SHOAL_ERR_FORMAT, naming the file, when it
- * cannot be read. Blocks on file I/O; path borrowed. (Implemented in
- * src/train/net_weights.c: checkpoints are the training job's format.) */
-shoal_result shoal_net_load_weights(shoal_net *n, const char *path);
 /* rand() calls Darknet makes while it builds this net before reading weights (its connected
  * layers' uniform start): what `darknet rnn generate -srand N` spends before sampling, so a
  * program can draw as it does. -1 when Darknet starts a layer otherwise ([convolutional]) or

@@ -42,6 +42,10 @@ typedef struct {
     const char *cfg_path;       /* the model (required) */
     const char *data_dir;       /* "data": a dataset directory (IDX or CIFAR-10), or a text file
                                    (character-level); NULL: SHOAL_DATA_DIR */
+    const char *target;         /* "target": a regression's targets (a net ending in [cost]
+                                   type=sse, L1 or smooth): "input" (the input itself: an
+                                   autoencoder) or a dataset directory whose images are, item
+                                   for item, the data's targets; NULL for nets with labels */
     int epochs;                 /* "epochs"; 0: the cfg's max_batches steps, or 1 epoch */
     int64_t max_steps;          /* "max-steps": > 0 stops once this many steps are done in total */
     int batch;                  /* "batch": images per step; 0: the cfg's */
@@ -90,6 +94,13 @@ typedef struct {
     const char *solver_path;    /* "solver": with a Caffe MODEL.prototxt, its solver.prototxt;
                                    NULL: none (docs/caffe.md) */
     const char *save_caffe_path; /* "save-caffe": Caffe's .caffemodel at the end (Caffe models) */
+    const char *test_data;      /* "test-data": the held-out pictures (a folder of class
+                                   folders or a list file); NULL: DIR/val (docs/data.md) */
+    int strict_data;            /* "strict-data": a picture that cannot be read stops the run
+                                   (default: skipped with one warning, counted) */
+    int data_threads;           /* "data-threads": picture decoders per rank; 0: one per two
+                                   kernel threads */
+    int data_prefetch;          /* "data-prefetch": steps decoded ahead; 0: 2 */
     /* Called on every training rank before each step (counted from 0 over the whole run) with
      * hook_ctx and the rank among the trainers; and on every parameter server after each
      * round of updates. From the training thread; NULL: none. Fault drills and progress. */
@@ -232,6 +243,10 @@ typedef struct {
     } quorum;
     int nhistory;               /* evaluations in history[]; later ones are not kept */
     shoal_train_eval history[SHOAL_TRAIN_HISTORY_MAX];
+    /* Pictures decoded while training (image folders, list files, synthetic data): */
+    int streamed;               /* 1: the data was decoded by the streaming loader */
+    double data_wait_s;         /* seconds the trainer waited for decoded pictures */
+    int64_t bad_files;          /* picture files skipped (unreadable, damaged, not pictures) */
 } shoal_train_report;
 
 /* Run this process's part of the training job to the end: alone, or (under a launcher)
@@ -274,10 +289,13 @@ typedef struct {
                                    held-out tail, as training held it out); NULL: SHOAL_DATA_DIR */
     int batch;                  /* images per forward; 0: the cfg's batch */
     int threads;                /* kernel threads; 0: the rule of shoal_train_opts.threads */
+    const char *test_data;      /* pictures: the held-out folder of class folders or list file;
+                                   NULL: DIR/val of data_dir (docs/data.md) */
+    const char *target;         /* a regression's targets, as shoal_train_opts.target */
 } shoal_test_opts;
 
 typedef struct {
-    double accuracy;            /* fraction in [0, 1] */
+    double accuracy;            /* fraction in [0, 1]; -1 for a regression (no labels) */
     double loss;                /* mean cross-entropy per image (nats) */
     int text;                   /* 1: a text file; images are characters */
     double bpc;                 /* text: loss / ln 2 */
@@ -296,6 +314,75 @@ void shoal_test_opts_default(shoal_test_opts *o);
  * SHOAL_ERR_IO, SHOAL_ERR_FORMAT (cfg, dataset, or weights of another model: the message
  * says which). */
 shoal_result shoal_test_run(const shoal_test_opts *o, shoal_test_report *r);
+
+/* `shoal pretrain`: a deep belief net's [rbm] layers pretrained greedily, bottom up, each by
+ * contrastive divergence on the hidden activations of the layers below it, without labels.
+ * One [rbm]'s run. Losses: minus the pseudo-likelihood (binary visible units), or the
+ * squared reconstruction error (Gaussian ones). */
+typedef struct {
+    int layer;                  /* the [rbm]'s index in the net */
+    int resumed;                /* 1: continued from resume_path */
+    double train_loss, test_loss, images_per_s, seconds;
+    int64_t steps;
+} shoal_pretrain_stage;
+
+#define SHOAL_PRETRAIN_MAX_RBMS 64
+
+typedef struct {
+    int rank, world;            /* this process in the job (0 of 1 alone) */
+    int nstages;                /* [rbm] layers in the net */
+    int first, last;            /* the stages this run trained (a resume starts later) */
+    int stopped;                /* 1: shoal_train_request_stop ended it in stage `last` (its
+                                   checkpoint saved; no weights written) */
+    double seconds;
+    char saved_path[1024];      /* the pretrained weights written, "" when none */
+    shoal_pretrain_stage stages[SHOAL_PRETRAIN_MAX_RBMS];
+} shoal_pretrain_report;
+
+/* Pretrain every [rbm] of o->cfg_path in order, alone or data parallel under a launcher (CD's
+ * gradients averaged by the training's allreduce). Of o it reads cfg_path, data_dir, epochs
+ * and max_steps (per [rbm]), batch, threads, seed, save_path (the [rbm] being trained's
+ * checkpoint every save_every_steps and at its end, then, at the very end, the whole net's
+ * weights, which shoal_train_run's weights_path fine-tunes), resume_path (a checkpoint of
+ * one [rbm]: that one and the ones above it run), logdir (a run directory per [rbm]), quiet,
+ * json, bucket_mb, before_step and hook_ctx; before_stage (may be NULL) is called with
+ * hook_ctx before each [rbm] (its stage, from 0, and layer). Only data parallelism: other
+ * layouts, targets and weights are SHOAL_ERR_INVALID. Blocks; r may be NULL. Errors as
+ * shoal_train_run's, and SHOAL_ERR_INVALID for a net without [rbm]. */
+shoal_result shoal_pretrain_run(const shoal_train_opts *o, void (*before_stage)(void *hook_ctx, int stage, int layer),
+                                shoal_pretrain_report *r);
+
+/* `shoal sample`: what a trained model makes, as an image grid (PNG, or SVG by the name). */
+typedef struct {
+    const char *cfg_path;       /* the model (required) */
+    const char *weights_path;   /* its weights (required) */
+    const char *out_path;       /* the grid: a name ending in .png or .svg (required) */
+    const char *data_dir;       /* test images: a DBN's chains start from them (NULL: random
+                                   units); an autoencoder's inputs (NULL: SHOAL_DATA_DIR) */
+    int samples;                /* images; 0: 64 */
+    int gibbs_steps;            /* a DBN's Gibbs steps per chain; 0: 1000 */
+    int layer;                  /* the [rbm] to draw from; < 0: the top one */
+    uint64_t seed;              /* the draws and the test images picked */
+    int threads;                /* kernel threads; 0: the rule of shoal_train_opts.threads */
+} shoal_sample_opts;
+
+typedef struct {
+    int reconstructions;        /* 1: an autoencoder's test images and reconstructions (a row
+                                   of each in turn), 0: a deep belief net's samples */
+    int images;                 /* tiles written */
+} shoal_sample_report;
+
+/* samples 64, gibbs_steps 1000, layer -1, seed 1, the rest 0 / NULL. */
+void shoal_sample_opts_default(shoal_sample_opts *o);
+
+/* A net whose first layers are [rbm] (a deep belief net): Gibbs sampling in its top [rbm] (or
+ * layer's), then one pass down through the [rbm]s below, each hidden layer turned into its
+ * visible means (Hinton, Osindero & Teh 2006). A regression whose output has its input's
+ * shape (an autoencoder): test images, each row of them followed by its reconstructions.
+ * Blocks; one process. Errors: SHOAL_ERR_INVALID (missing paths, a net that is neither, a
+ * grid name other than .png or .svg, images of other than 1 or 3 channels), SHOAL_ERR_IO,
+ * SHOAL_ERR_FORMAT (cfg, weights, dataset). */
+shoal_result shoal_sample_run(const shoal_sample_opts *o, shoal_sample_report *r);
 
 #ifdef __cplusplus
 }

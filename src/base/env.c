@@ -43,6 +43,9 @@ static const env_var table[] = {
      "send buffer of each TCP connection in KiB (the kernel doubles it; 0: the kernel's "
      "autotuning); raise it where rate x round trip passes it (100 Gbit/s x 20 us = 250 KiB)"},
     {"SHOAL_BIND_ALL", "0", 0, 1, "1: listen on every address instead of one interface"},
+    {"SHOAL_SECURE", "0", 0, 1,
+     "1: every TCP link between ranks is encrypted and authenticated (AES-256-GCM, keys per "
+     "connection from the job key); every rank must have the same value"},
     {"SHOAL_PORT_RANGE", NULL, NOT_INT,
      "LO-HI: the TCP ports ranks listen on for each other, one each (default: any free port)"},
     {"SHOAL_CHUNK_BYTES", "0", 0, 1L << 30,
@@ -106,6 +109,8 @@ static const env_var table[] = {
     {"OMPI_MCA_orte_precondition_transports", NULL, NOT_INT,
      "Open MPI: random per-job value (part of the default job key)"},
     {"PMI_RANK", NULL, 0, 1 << 20, "MPICH/Hydra (PMI): rank"},
+    {"PMI_FD", NULL, 0, 1 << 20,
+     "MPICH/Hydra (PMI): this process's connection to mpiexec; without SHOAL_JOB_KEY a rank must hold it"},
     {"PMI_SIZE", NULL, 1, 1 << 20, "MPICH/Hydra (PMI): world size"},
     {"MPI_LOCALRANKID", NULL, 0, 1 << 20, "MPICH/Hydra: rank on this host"},
     {"MPI_LOCALNRANKS", NULL, 1, 1 << 20, "MPICH/Hydra: ranks on this host"},
@@ -119,6 +124,8 @@ static const env_var table[] = {
     /* tests */
     {"SHOAL_TEST_SAN", "0", 0, 1, "tests: 1 when running under sanitizers (skip the slow parts)"},
     {"SHOAL_BIN", NULL, NOT_INT, "tests: path of the shoal binary under test"},
+    {"SHOAL_TEST_SEAL_FLIP", NULL, NOT_INT,
+     "tests: RANK:RECORD, the sealed links of that rank flip a byte of that record on the wire"},
     {"SHOAL_TEST_CMA_FAIL", NULL, NOT_INT,
      "tests: the rank it names fails to read its peers' memory, as a kernel that forbids it would"},
 };

@@ -23,6 +23,8 @@ int sh_cmd_launch(int argc, char **argv);
 int sh_cmd_bench(int argc, char **argv);
 int sh_cmd_env(int argc, char **argv);
 int sh_cmd_plot(int argc, char **argv);
+int sh_cmd_pretrain(int argc, char **argv);
+int sh_cmd_sample(int argc, char **argv);
 
 /* Print "shoal: <last error message>" to stderr (and, with SHOAL_LOG=debug, the source
  * locations) and return SH_EXIT_FAIL. */

@@ -198,6 +198,14 @@ static int plot_bench(char **files, int n, const char *out, const char *title)
         se[i] = (sh_plot_series){cv[i].label, cv[i].nbytes, cv[i].busbw_gb_s, cv[i].n};
     }
     sh_plot_panel p = {"bus bandwidth against message size", "message size", "busbw (GB/s)", se, n, 1, 1};
+    char ptitle[200];
+    if (rc == SHOAL_OK && cv[0].generic) { /* x/y rows: their own axes, linear */
+        p.xlabel = cv[0].xlabel[0] ? cv[0].xlabel : "x";
+        p.ylabel = cv[0].ylabel[0] ? cv[0].ylabel : "y";
+        snprintf(ptitle, sizeof ptitle, "%s against %s", p.ylabel, p.xlabel);
+        p.title = ptitle;
+        p.x_bytes_log2 = 0;
+    }
     if (rc == SHOAL_OK) rc = sh_svg_line_chart(out, title, &p, 1);
     if (rc == SHOAL_OK) printf("wrote %s: %d curve%s\n", out, n, n > 1 ? "s" : "");
     for (int i = 0; i < n; i++) sh_bench_curve_fini(&cv[i]);
@@ -296,7 +304,8 @@ static const sh_flag flags[] = {
     {"bench", 0, NULL, SH_FLAG_SWITCH, AT(bench), 0, 0, "Benchmarks",
      "the inputs are benchmark outputs: bus bandwidth against message size, one curve per file: shoal "
      "bench output (--json or its table), the peers' JSON lines with size and busbw_gb_s, or an "
-     "nccl-tests table", NULL, NULL, NULL},
+     "nccl-tests table; JSON lines with x and y (x_label, y_label, label name the axes and the curve) "
+     "draw any measure (bench/scaling)", NULL, NULL, NULL},
     {"output", 'o', "FILE.svg", SH_FLAG_STR, AT(out), 0, 0, "The chart", "the chart (default plot.svg)",
      "a file name", NULL, NULL},
     {"title", 0, "TEXT", SH_FLAG_STR, AT(title), 0, 0, "The chart", "a title above the chart", NULL, NULL,

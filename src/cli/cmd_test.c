@@ -1,6 +1,6 @@
 /* cmd_test.c — `shoal test CFG --weights FILE`: accuracy and loss of trained weights on a
- * dataset's test split (or a text's held-out tail, in bits/char), as a line or one JSON
- * object, through shoal_test_run (shoal/train.h).
+ * dataset's test split (or a text's held-out tail, in bits/char; a regression's loss against
+ * its --target), as a line or one JSON object, through shoal_test_run (shoal/train.h).
  * Not here: the evaluation (src/train/eval_api.c), parsing (flags.c).
  * Proved by tests/cli/test_train_cli.c. */
 #include <stddef.h>
@@ -37,7 +37,14 @@ static const sh_flag flags[] = {
      NULL, NULL, NULL},
     {"data", 0, "DIR|FILE.txt", SH_FLAG_STR, AT(o.data_dir), 0, 0, "Options",
      "dataset directory (default $SHOAL_DATA_DIR or /usr/share/datasets/fashion-mnist); a text file: "
-     "bits/char on its held-out tail (as shoal train held it out)", NULL, NULL, NULL},
+     "bits/char on its held-out tail (as shoal train held it out); pictures: DIR/val labelled by DIR's "
+     "class folders, or a list file's pictures, cut as the cfg's [net] says (docs/data.md)", NULL, NULL, NULL},
+    {"test-data", 0, "P", SH_FLAG_STR, AT(o.test_data), 0, 0, "Options",
+     "pictures: the held-out folder of class folders or list file (default DIR/val; docs/data.md)", NULL,
+     NULL, NULL},
+    {"target", 0, "input|DIR", SH_FLAG_STR, AT(o.target), 0, 0, "Options",
+     "a regression (a net ending in [cost] type=sse, L1 or smooth): its targets as shoal train took them, the "
+     "input itself or a second dataset; prints the test loss", NULL, NULL, NULL},
     {"batch", 0, "N", SH_FLAG_INT, AT(o.batch), 1, 1 << 20, "Options",
      "images per forward pass (default: the cfg's batch)", NULL, NULL, NULL},
     {"threads", 0, "N", SH_FLAG_INT, AT(o.threads), 1, 1024, "Options",
@@ -63,7 +70,11 @@ int sh_cmd_test(int argc, char **argv)
     shoal_test_report r;
     shoal_result rc = shoal_test_run(&t.o, &r);
     if (rc != SHOAL_OK) return sh_cli_fail(rc);
-    if (t.json && r.text)
+    if (t.json && r.accuracy < 0)
+        printf("{\"accuracy\":-1,\"loss\":%.6f,\"images\":%lld}\n", r.loss, (long long)r.count);
+    else if (r.accuracy < 0)
+        printf("test loss %.4f (%lld images of %s)\n", r.loss, (long long)r.count, r.dataset);
+    else if (t.json && r.text)
         printf("{\"accuracy\":%.6f,\"loss\":%.6f,\"bpc\":%.6f,\"chars\":%lld}\n", r.accuracy, r.loss, r.bpc,
                (long long)r.count);
     else if (t.json)

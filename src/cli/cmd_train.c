@@ -22,9 +22,9 @@
 static const char usage_text[] =
     "usage: shoal train CFG [options]\n"
     "\n"
-    "Train the network described by CFG (a Darknet-style .cfg) on an IDX or CIFAR-10\n"
-    "dataset, or on any text file as characters, printing the test accuracy after every\n"
-    "epoch.\n";
+    "Train the network described by CFG (a Darknet-style .cfg, or Caffe's .prototxt) on your\n"
+    "own pictures, an IDX or CIFAR-10 dataset, or any text file as characters, printing the\n"
+    "test accuracy after every epoch (docs/data.md).\n";
 
 static const char tail_text[] =
     "Signals: SIGINT (Ctrl-C) stops after the current step, saves a checkpoint (to --save\n"
@@ -303,6 +303,13 @@ static int print_result(const train_cli *t, const shoal_train_report *r)
     static char json[SHOAL_TRAIN_REPORT_JSON_NBYTES];
     if (t->o.profile) print_profile(r);
     if (t->o.profile || !t->o.quiet) print_stragglers(r);
+    if (t->o.profile && r->streamed)
+        fprintf(stderr, "data: waited %.3f s for decoded pictures (%.1f%% of %.1f s), %" PRId64 " bad files "
+                "skipped\n", r->data_wait_s, r->seconds > 0 ? 100 * r->data_wait_s / r->seconds : 0.0, r->seconds,
+                r->bad_files);
+    else if (r->bad_files > 0 && !t->o.quiet)
+        fprintf(stderr, "data: %" PRId64 " picture files could not be read and were skipped (named in the "
+                "warnings above)\n", r->bad_files);
     if (r->stopped)
         fprintf(stderr, "stopped by %s; saved %s\n", stop_signal == SIGTERM ? "SIGTERM" : "SIGINT", r->saved_path);
     if (t->o.json) {
@@ -313,6 +320,9 @@ static int print_result(const train_cli *t, const shoal_train_report *r)
         printf("test %.4f bits/char (accuracy %.2f%%) after %" PRId64 " steps (%.2f epochs) in "
                "%.1f s, %.0f chars/s, peak RSS %.1f MB\n", r->test_bpc, 100 * r->test_accuracy, r->steps, r->epochs,
                r->seconds, r->images_per_s, r->peak_rss_mb);
+    } else if (!t->o.quiet && !r->stopped && r->test_accuracy < 0) { /* no labels: a regression */
+        printf("test loss %.4f after %" PRId64 " steps (%.2f epochs) in %.1f s, %.0f images/s, peak RSS %.1f MB\n",
+               r->test_loss, r->steps, r->epochs, r->seconds, r->images_per_s, r->peak_rss_mb);
     } else if (!t->o.quiet && !r->stopped) {
         printf("test accuracy %.2f%%, test loss %.4f after %" PRId64 " steps (%.2f epochs) in "
                "%.1f s, %.0f images/s, peak RSS %.1f MB\n", 100 * r->test_accuracy, r->test_loss, r->steps,

@@ -18,6 +18,8 @@ static const subcommand subcommands[] = {
     {"train", sh_cmd_train, "train a network from a .cfg model file"},
     {"test", sh_cmd_test, "measure a trained network's accuracy on the test set"},
     {"generate", sh_cmd_generate, "sample text from a trained character-level model"},
+    {"pretrain", sh_cmd_pretrain, "pretrain a deep belief net's [rbm] layers, layer by layer, without labels"},
+    {"sample", sh_cmd_sample, "images from an RBM / DBN (Gibbs sampling) or an autoencoder's reconstructions"},
     {"time", sh_cmd_time, "time forward and backward passes (per layer on request)"},
     {"launch", sh_cmd_launch, "start N local ranks of a command: shoal launch -n 4 -- CMD"},
     {"bench", sh_cmd_bench, "benchmark a collective, nccl-tests style"},

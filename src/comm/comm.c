@@ -1,9 +1,8 @@
 /* comm.c — the public communicator API: creation from the environment, argument checks,
- * running one collective (counted, and breaking the communicator when it fails on a peer),
  * blocking calls (inline when nothing is queued), point-to-point glue, split, destroy.
- * Not here: how a collective runs (coll/select.c and the algorithms in coll/), the thread
- * and requests of non-blocking calls (engine.c), links (transport/), tagged messages
- * (p2p.c), the environment (boot/).
+ * Not here: how a collective runs, is counted and breaks the communicator (coll/select.c
+ * and the algorithms in coll/), the thread and requests of non-blocking calls (engine.c),
+ * links (transport/), tagged messages (p2p.c), the environment (boot/).
  * Proved by tests/comm/test_comm.c and tests/comm/test_comm_faults.c. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +12,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "comm/boot/boot.h"
+#include "comm/boot/interrupt.h"
 #include "comm/boot/store.h"
 #include "comm/coll/algo.h"
 #include "comm/coll/select.h"
@@ -21,29 +21,6 @@
 #include "comm/p2p.h"
 #include "comm/reduce.h"
 #include "comm/transport/transport.h"
-
-/* ---- running one collective ---- */
-
-static void break_comm(shoal_comm *c, const char *why)
-{
-    if (c->broken) return;
-    c->broken = 1;
-    snprintf(c->broken_msg, sizeof c->broken_msg, "%s", why);
-    for (int p = 0; p < c->world; p++)
-        if (c->coll[p]) c->coll[p]->ops->abort(c->coll[p], why);
-}
-
-shoal_result sh_comm_run_coll(shoal_comm *c, const sh_coll *op)
-{
-    if (c->broken) return SH_FAIL(SHOAL_ERR_BROKEN, "communicator is broken: %s", c->broken_msg);
-    shoal_result rc = sh_select_run(c, op);
-    c->coll_seq++;
-    if (rc == SHOAL_ERR_PEER || rc == SHOAL_ERR_TIMEOUT || rc == SHOAL_ERR_MISMATCH) {
-        break_comm(c, shoal_last_error_message()); /* "communicator is broken: " + this, then the rank */
-        sh_err_prefix_rank(c->rank);
-    }
-    return rc;
-}
 
 /* ---- argument checks ---- */
 
@@ -113,7 +90,7 @@ static shoal_result coll_blocking(shoal_comm *c, const sh_coll *op)
         SH_TRY(coll_start(c, op, &r));
         return shoal_wait(r);
     }
-    return sh_comm_run_coll(c, op);
+    return sh_select_run(c, op);
 }
 
 static shoal_result coll_start(shoal_comm *c, const sh_coll *op, shoal_request **req)
@@ -214,6 +191,7 @@ static shoal_result check_p2p(shoal_comm *c, const void *buf, size_t count, shoa
 {
     SH_TRY(check_comm(c));
     if (c->broken) return SH_FAIL(SHOAL_ERR_BROKEN, "communicator is broken: %s", c->broken_msg);
+    SH_TRY(sh_comm_check_stopped(c));
     if ((unsigned)dt >= SHOAL_DTYPE_COUNT) return SH_FAIL(SHOAL_ERR_INVALID, "%s: invalid data type %d", name, (int)dt);
     if (!(any_peer_ok && peer < 0) && (peer < 0 || peer >= c->world || peer == c->rank))
         return SH_FAIL(SHOAL_ERR_INVALID, "%s: peer %d is not another rank of this communicator (0..%d, not %d)",
@@ -288,6 +266,16 @@ shoal_result shoal_recv_any(shoal_comm *c, void *buf, size_t max_count, shoal_dt
 }
 
 
+shoal_result shoal_peer_check(shoal_comm *c, int peer)
+{
+    SH_TRY(check_comm(c));
+    if (peer < 0 || peer >= c->world || peer == c->rank)
+        return SH_FAIL(SHOAL_ERR_INVALID, "peer_check: %d is not another rank of this communicator (0..%d, not %d)",
+                       peer, c->world - 1, c->rank);
+    SH_TRY(sh_p2p_peer_lost(c, peer));
+    return sh_comm_peer_lost(c, peer);
+}
+
 /* ---- creation ---- */
 
 void shoal_comm_opts_default(shoal_comm_opts *o)
@@ -302,14 +290,16 @@ shoal_result shoal_comm_create(const shoal_comm_opts *o, shoal_comm **out)
     if (!out) return SH_FAIL(SHOAL_ERR_INVALID, "shoal_comm_create: out is NULL");
     *out = NULL;
     shoal_comm *c = NULL;
-    SH_TRY(sh_boot_world(o, &c));
-    shoal_result rc = sh_transport_connect_all(c);
+    sh_interrupt_watch(1); /* SIGINT / SIGTERM end the wait (interrupt.h) */
+    shoal_result rc = sh_boot_world(o, &c);
+    if (rc == SHOAL_OK) rc = sh_transport_connect_all(c);
     if (rc == SHOAL_OK) rc = sh_store_barrier(c->store, "w/ready", c->world, c->timeout_ms);
-    if (rc != SHOAL_OK) {
+    if (rc != SHOAL_OK && c) {
         sh_err_prefix_rank(c->rank);
         shoal_comm_destroy(c);
-        return rc;
     }
+    sh_interrupt_watch(0);
+    if (rc != SHOAL_OK) return rc;
     SH_LOG_I("comm", "rank %d of %d on %s: %d hosts, %d ranks here", c->rank, c->world,
              c->hostname[c->rank], c->nhosts, c->local_world);
     *out = c;
@@ -376,6 +366,7 @@ shoal_result shoal_comm_split(shoal_comm *c, int color, int key, shoal_comm **ou
     child->algo = c->algo;
     child->timeout_ms = c->timeout_ms;
     child->spin_us = c->spin_us;
+    child->secure = c->secure;
     child->chunk_nbytes = c->chunk_nbytes;
     child->store = c->store;
     child->parent = c;
@@ -419,3 +410,18 @@ const char *shoal_comm_host(const shoal_comm *c, int rank)
     return c->hostname[rank];
 }
 int shoal_comm_is_broken(const shoal_comm *c) { return check_comm(c) == SHOAL_OK ? c->broken : 1; }
+
+/* Only the links: c->broken belongs to the calling thread, which sets it when the call in
+ * progress fails on an aborted link (sh_comm_run_coll). */
+shoal_result shoal_comm_abort(shoal_comm *c, const char *why)
+{
+    SH_TRY(check_comm(c));
+    if (c->mpi || c->transport == SH_TRANSPORT_MPI)
+        return SH_FAIL(SHOAL_ERR_UNSUPPORTED, "shoal_comm_abort: not with the MPI transport");
+    if (!why) why = "aborted";
+    for (int p = 0; p < c->world; p++) {
+        if (c->coll[p]) c->coll[p]->ops->abort(c->coll[p], why);
+        if (c->p2p && c->p2p[p]) c->p2p[p]->ops->abort(c->p2p[p], why);
+    }
+    return SHOAL_OK;
+}

@@ -1,7 +1,10 @@
 /* comm_base.c — allocating a communicator's common fields, host indexing, peer names,
- * staging memory.
+ * staging memory, breaking it (and a job its store stopped), whether a peer is gone.
  * Not here: creating one from the environment (comm.c), links (transport/).
  * Proved by tests/comm/test_link.c and every test that makes a communicator. */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +14,7 @@
 #include "base/err.h"
 #include "base/util.h"
 #include "comm/boot/sock.h"
+#include "comm/boot/store.h"
 #include "comm/comm_internal.h"
 #include "comm/transport/shm.h"
 
@@ -117,5 +121,43 @@ shoal_result sh_comm_scratch(shoal_comm *c, size_t nbytes, void **out)
         c->scratch_nbytes = nbytes;
     }
     *out = c->scratch;
+    return SHOAL_OK;
+}
+
+void sh_comm_break(shoal_comm *c, const char *why, int also_p2p)
+{
+    if (c->broken) return;
+    c->broken = 1;
+    snprintf(c->broken_msg, sizeof c->broken_msg, "%s", why);
+    for (int p = 0; p < c->world; p++) {
+        if (c->coll[p]) c->coll[p]->ops->abort(c->coll[p], why);
+        if (also_p2p && c->p2p[p]) c->p2p[p]->ops->abort(c->p2p[p], why);
+    }
+}
+
+shoal_result sh_comm_check_stopped(shoal_comm *c)
+{
+    const shoal_comm *root = c;
+    while (root->parent) root = root->parent;
+    const char *why = sh_store_server_stopped(root->store_server);
+    if (!why) return SHOAL_OK;
+    sh_comm_break(c, why, 1);
+    return SH_FAIL(SHOAL_ERR_MISMATCH, "the job was stopped: %s", why);
+}
+
+shoal_result sh_comm_peer_lost(const shoal_comm *c, int peer)
+{
+    char pb[128];
+    sh_comm_peer_name((void *)c, peer, pb, sizeof pb);
+    if (c->shm && c->shm->pid_of && c->shm->pid_of[peer] > 0 && kill(c->shm->pid_of[peer], 0) < 0 && errno == ESRCH)
+        return SH_FAIL(SHOAL_ERR_PEER, "%s is gone: its process (pid %d) has exited", pb, c->shm->pid_of[peer]);
+    sh_link *links[2] = {c->coll[peer], c->p2p[peer]};
+    for (int i = 0; i < 2; i++) {
+        if (!links[i] || links[i]->fd < 0) continue;
+        struct pollfd p = {links[i]->fd, POLLRDHUP, 0};
+        if (poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+            return SH_FAIL(SHOAL_ERR_PEER, "%s is gone: it closed its connection to this rank (it exited, was killed "
+                           "or destroyed its communicator)", pb);
+    }
     return SHOAL_OK;
 }

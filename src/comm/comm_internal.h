@@ -77,6 +77,7 @@ struct shoal_comm {
     sh_algo_kind algo;  /* forced by SHOAL_ALGO / opts, or AUTO */
     int timeout_ms;
     int spin_us;
+    int secure;          /* SHOAL_SECURE: TCP links are sealed (transport/seal.c) */
     size_t chunk_nbytes; /* 0: chosen by message size */
     uint64_t coll_seq;   /* collectives started on this communicator */
     const char *last_path; /* the path the selector took for the last collective (select.c),
@@ -109,6 +110,17 @@ void sh_comm_free(shoal_comm *c);
 void sh_comm_index_hosts(shoal_comm *c);
 /* An sh_xfer_ctx for this communicator and operation name. */
 void sh_comm_xfer_ctx(shoal_comm *c, const char *what, sh_xfer_ctx *x);
+/* Mark c broken for why and abort its collective links (and its point-to-point ones with
+ * also_p2p), so the peers stop at once too. Once only. */
+void sh_comm_break(shoal_comm *c, const char *why, int also_p2p);
+/* SHOAL_OK, or SHOAL_ERR_MISMATCH (after breaking c and all its links) when the job's
+ * store stopped the job (a rank claimed twice: boot/store.h); rank 0 asks before each
+ * operation, the other ranks then see their links to it end. */
+shoal_result sh_comm_check_stopped(shoal_comm *c);
+/* SHOAL_ERR_PEER naming peer when its links say it is gone: a socket the other side closed
+ * or reset, a process on this host that no longer exists; else SHOAL_OK. Never blocks,
+ * reads nothing from the links. */
+shoal_result sh_comm_peer_lost(const shoal_comm *c, int peer);
 /* "rank 3 (hostb)" */
 const char *sh_comm_peer_name(void *comm, int peer, char *buf, size_t cap);
 /* Staging of at least nbytes, kept for the communicator's life (grows, never shrinks). */

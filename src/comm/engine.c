@@ -2,7 +2,7 @@
  * there in start order (a blocking call made while some are queued runs after them), and
  * shoal_wait / shoal_test for collective and point-to-point requests. Across hosts the
  * thread asks for real-time priority 1 (SHOAL_COMM_RT), so compute threads do not delay it.
- * Not here: running one collective (comm.c's sh_comm_run_coll, coll/select.c), tagged
+ * Not here: running one collective (coll/select.c's sh_select_run), tagged
  * messages (p2p.c), argument checks (comm.c).
  * Proved by tests/comm/test_comm.c (non-blocking cases) and tests/comm/test_comm_faults.c. */
 #include "comm/engine.h"
@@ -16,6 +16,7 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "comm/coll/select.h"
 
 /* ---- requests and the engine ---- */
 
@@ -75,7 +76,7 @@ static void *engine_main(void *arg)
         r->started_ns = sh_now_ns();
         c->last_path = NULL;
         c->last_apply_lead = 1;
-        shoal_result rc = e->stopping ? SH_FAIL(SHOAL_ERR_BROKEN, "communicator destroyed") : sh_comm_run_coll(c, &r->op);
+        shoal_result rc = e->stopping ? SH_FAIL(SHOAL_ERR_BROKEN, "communicator destroyed") : sh_select_run(c, &r->op);
         uint64_t end_ns = sh_now_ns();
         pthread_mutex_lock(&e->mu);
         r->finished_ns = end_ns;

@@ -19,9 +19,4 @@ shoal_result sh_engine_p2p_request(shoal_comm *c, sh_p2p_op *op, shoal_request *
 /* Finish what is queued (failing it with SHOAL_ERR_BROKEN) and join the thread. */
 void sh_engine_stop(shoal_comm *c);
 
-/* One collective as the engine and blocking calls run it (comm.c): refuses on a broken
- * communicator, counts the collective, and breaks the communicator when a peer failed,
- * timed out or disagreed. */
-shoal_result sh_comm_run_coll(shoal_comm *c, const sh_coll *op);
-
 #endif

@@ -66,6 +66,7 @@ typedef struct {
     sh_p2p_op *into;      /* the posted receive this frame lands in, or NULL */
     size_t done;
     int dead;
+    char why[600];        /* dead: what ended the link, naming the peer */
     int oom;              /* a frame could not be moved out of a receive that gave up */
 } inbound;
 
@@ -249,6 +250,7 @@ static void fail_peer(struct sh_p2p *s, shoal_comm *c, int peer, const char *why
     sh_comm_peer_name(c, peer, pb, sizeof pb);
     snprintf(m, sizeof m, "point-to-point with %s: %s", pb, why);
     s->in[peer].dead = 1;
+    snprintf(s->in[peer].why, sizeof s->in[peer].why, "%s is gone: %s", pb, why);
     sh_p2p_op *freed = s->in[peer].into; /* its half frame is dropped; the receive waits on */
     if (freed) {
         freed->filling = 0;
@@ -633,4 +635,15 @@ void sh_p2p_destroy(shoal_comm *c)
     pthread_cond_destroy(&s->done);
     free(s);
     c->p2p_state = NULL;
+}
+
+shoal_result sh_p2p_peer_lost(shoal_comm *c, int peer)
+{
+    struct sh_p2p *s = c->p2p_state;
+    if (!s) return SHOAL_OK;
+    char why[600] = "";
+    pthread_mutex_lock(&s->mu);
+    if (s->in[peer].dead) snprintf(why, sizeof why, "%s", s->in[peer].why);
+    pthread_mutex_unlock(&s->mu);
+    return why[0] ? SH_FAIL(SHOAL_ERR_PEER, "%s", why) : SHOAL_OK;
 }

@@ -22,5 +22,8 @@ shoal_result sh_p2p_recv_start(shoal_comm *c, void *buf, size_t nbytes, shoal_dt
 shoal_result sh_p2p_wait(sh_p2p_op *op, int *peer, size_t *nbytes);
 shoal_result sh_p2p_test(sh_p2p_op *op, int *done);
 void sh_p2p_destroy(shoal_comm *c);
+/* SHOAL_ERR_PEER (naming the peer and what ended its link) once this plane saw the link to
+ * peer end; else SHOAL_OK. Never blocks; any thread. */
+shoal_result sh_p2p_peer_lost(shoal_comm *c, int peer);
 
 #endif

@@ -1,6 +1,7 @@
-/* dataset_dir.c — find a dataset in a directory (IDX train-/t10k- files, or CIFAR-10 binary
- * batches, also under cifar-10-batches-bin/), and the dataset's allocation and release.
- * Not here: parsing the files (idx.c, cifar.c). Proved by tests/data/test_cifar.c. */
+/* dataset_dir.c — find a dataset in a directory: IDX train-/t10k- files, or CIFAR-10 binary
+ * batches, also under cifar-10-batches-bin/.
+ * Not here: parsing the files (idx.c, cifar.c), the dataset object (dataset.c).
+ * Proved by tests/data/test_cifar.c and test_idx.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,48 +14,6 @@
 
 #define PATH_NBYTES 4096
 #define CIFAR_TRAIN_BATCHES 5
-
-shoal_result sh_dataset_alloc(int count, int c, int h, int w, const char *name, sh_dataset **out)
-{
-    shoal_result rc = SHOAL_OK;
-    sh_dataset *d = NULL;
-    *out = NULL;
-    SH_TRY_GOTO(sh_calloc(1, sizeof *d, (void **)&d), rc, done);
-    d->count = count;
-    d->c = c;
-    d->h = h;
-    d->w = w;
-    snprintf(d->name, sizeof d->name, "%s", name);
-    SH_TRY_GOTO(sh_calloc((size_t)count, (size_t)c * h * w, (void **)&d->pixels), rc, done);
-    SH_TRY_GOTO(sh_calloc((size_t)count, sizeof *d->labels, (void **)&d->labels), rc, done);
-    *out = d;
-    d = NULL;
-done:
-    sh_dataset_destroy(d);
-    return rc;
-}
-
-void sh_dataset_count_classes(sh_dataset *d)
-{
-    int32_t maxy = -1;
-    for (int i = 0; i < d->count; i++)
-        if (d->labels[i] > maxy) maxy = d->labels[i];
-    d->nclasses = maxy + 1;
-}
-
-int sh_dataset_file_exists(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-void sh_dataset_destroy(sh_dataset *d)
-{
-    if (!d) return;
-    free(d->pixels);
-    free(d->labels);
-    free(d);
-}
 
 /* The first of dir/stem, dir/stem.gz, dir/<stem with ".idx" for "-idx"> that exists. */
 static int find_idx(const char *dir, const char *stem, char *path)
@@ -113,6 +72,25 @@ static shoal_result try_cifar(const char *dir, int train, sh_dataset **out, int 
     return SHOAL_OK;
 }
 
+int sh_dataset_dir_has_files(const char *dir)
+{
+    char path[PATH_NBYTES], sub[PATH_NBYTES];
+    if (find_idx(dir, "train-images-idx3-ubyte", path) || find_idx(dir, "train-labels-idx1-ubyte", path) ||
+        find_idx(dir, "t10k-images-idx3-ubyte", path) || find_idx(dir, "t10k-labels-idx1-ubyte", path))
+        return 1;
+    snprintf(sub, sizeof sub, "%s/cifar-10-batches-bin", dir);
+    const char *const dirs[] = {dir, sub};
+    for (int k = 0; k < 2; k++) {
+        snprintf(path, sizeof path, "%s/test_batch.bin", dirs[k]);
+        if (sh_dataset_file_exists(path)) return 1;
+        for (int b = 1; b <= CIFAR_TRAIN_BATCHES; b++) {
+            snprintf(path, sizeof path, "%s/data_batch_%d.bin", dirs[k], b);
+            if (sh_dataset_file_exists(path)) return 1;
+        }
+    }
+    return 0;
+}
+
 shoal_result sh_dataset_open_dir(const char *dir, int train, sh_dataset **out)
 {
     *out = NULL;
@@ -136,7 +114,8 @@ shoal_result sh_dataset_open_dir(const char *dir, int train, sh_dataset **out)
     return SH_FAIL(SHOAL_ERR_IO,
                    "no %s dataset in %s: looked for %s-images-idx3-ubyte[.gz] with "
                    "%s-labels-idx1-ubyte[.gz] (MNIST/Fashion-MNIST), and %s in it or in its "
-                   "cifar-10-batches-bin/ (CIFAR-10 binary); pass --data DIR pointing at one",
+                   "cifar-10-batches-bin/ (CIFAR-10 binary), and class folders of pictures; pass "
+                   "--data DIR pointing at one",
                    train ? "training" : "test", dir, split, split,
                    train ? "data_batch_1..5.bin" : "test_batch.bin");
 }

@@ -12,5 +12,7 @@ shoal_result sh_dataset_alloc(int count, int c, int h, int w, const char *name, 
 void sh_dataset_count_classes(sh_dataset *d);
 /* 1 when path names an existing regular file. */
 int sh_dataset_file_exists(const char *path);
+/* 1 when dir holds IDX or CIFAR-10 files (dataset_dir.c): then it is read as before. */
+int sh_dataset_dir_has_files(const char *dir);
 
 #endif

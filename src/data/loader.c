@@ -1,6 +1,8 @@
-/* loader.c — batches from an in-memory dataset: each epoch's order is a Fisher-Yates
- * permutation from (seed, epoch) alone; each global step is split into contiguous rank shards.
- * Not here: reading files (idx.c, cifar.c), the model. Proved by tests/data/test_loader.c.
+/* loader.c — batches: each epoch's order is a Fisher-Yates permutation from (seed, epoch)
+ * alone; each global step is split into contiguous rank shards; in-memory datasets copied
+ * here, streamed ones (pictures, synthetic) through stream.c's threads.
+ * Not here: reading files (idx.c, cifar.c, source.c), the model.
+ * Proved by tests/data/test_loader.c and test_stream.c.
  *
  * Vocabulary: B = global batch, world ranks, epoch e has order_e (a permutation of the
  * images); global step k of epoch e covers order_e[k*B, min((k+1)*B, count)) — its size b is B
@@ -10,13 +12,15 @@
  * Position (epoch, step) is always the next step to be read, so a checkpoint of it resumes
  * exactly: after the last step of an epoch the loader is at (epoch + 1, 0). Because order_e
  * depends on (seed, e) only, a resumed run and an unbroken run read the same images, on every
- * rank and any world size. */
+ * rank and any world size. Regression targets, when given, are read row for row with the
+ * images, from the same indices of a second dataset. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/err.h"
 #include "base/util.h"
 #include "data/data.h"
+#include "data/stream.h"
 
 struct sh_loader {
     const sh_dataset *d;       /* borrowed; must outlive the loader */
@@ -26,6 +30,7 @@ struct sh_loader {
     int64_t epoch, step;       /* the next step to read */
     int64_t order_epoch;       /* the epoch order[] was built for; -1: none yet */
     int32_t *order;            /* (count) image indices in this epoch's order */
+    sh_stream *stream;         /* streamed datasets: the decoding threads and their slots */
 };
 
 /* Mix (seed, epoch) into one seed; sh_rng_seed's splitmix64 spreads it over the state. The odd
@@ -35,20 +40,29 @@ static uint64_t epoch_seed(uint64_t seed, int64_t epoch)
     return seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(epoch + 1));
 }
 
+void sh_loader_make_order(int32_t *order, int count, uint64_t seed, int64_t epoch, int shuffle)
+{
+    for (int i = 0; i < count; i++) order[i] = i;
+    if (!shuffle) return;
+    sh_rng rng;
+    sh_rng_seed(&rng, epoch_seed(seed, epoch));
+    for (int i = count - 1; i > 0; i--) {
+        int j = (int)sh_rng_below(&rng, (uint64_t)i + 1);
+        int32_t t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+}
+
+uint64_t sh_loader_sample_seed(uint64_t seed, int64_t epoch, int64_t i)
+{
+    /* another odd constant (splitmix64's first multiplier) keeps places apart from epochs */
+    return epoch_seed(seed, epoch) ^ (0xBF58476D1CE4E5B9ull * (uint64_t)(i + 1));
+}
+
 static void build_order(sh_loader *l, int64_t epoch)
 {
-    int n = l->d->count;
-    for (int i = 0; i < n; i++) l->order[i] = i;
-    if (l->o.shuffle) {
-        sh_rng rng;
-        sh_rng_seed(&rng, epoch_seed(l->o.seed, epoch));
-        for (int i = n - 1; i > 0; i--) {
-            int j = (int)sh_rng_below(&rng, (uint64_t)i + 1);
-            int32_t t = l->order[i];
-            l->order[i] = l->order[j];
-            l->order[j] = t;
-        }
-    }
+    sh_loader_make_order(l->order, l->d->count, l->o.seed, epoch, l->o.shuffle);
     l->order_epoch = epoch;
 }
 
@@ -67,6 +81,11 @@ shoal_result sh_loader_create(const sh_dataset *d, const sh_loader_opts *o, sh_l
                        "loader: global batch %d is smaller than the world size %d; every rank "
                        "needs at least one image per step: raise --batch",
                        o->global_batch, o->world);
+    if (o->targets && (d->text || o->targets->text || o->targets->count != d->count || !o->target_out))
+        return SH_FAIL(SHOAL_ERR_INVALID,
+                       "loader: the targets %s hold %d %s but %s holds %d %s; give one target image per image",
+                       o->targets->name, o->targets->count, o->targets->text ? "characters" : "images", d->name,
+                       d->count, d->text ? "characters" : "images");
     if (o->drop_last && o->global_batch > d->count)
         return SH_FAIL(SHOAL_ERR_INVALID,
                        "loader: global batch %d is larger than the %d images of %s, so an "
@@ -97,10 +116,11 @@ shoal_result sh_loader_create(const sh_dataset *d, const sh_loader_opts *o, sh_l
         l = NULL;
         goto done;
     }
-    SH_TRY_GOTO(sh_calloc((size_t)d->count, sizeof *l->order, (void **)&l->order), rc, done);
     l->steps_per_epoch = o->drop_last ? d->count / o->global_batch
                                       : (d->count + o->global_batch - 1) / o->global_batch;
     l->order_epoch = -1;
+    if (d->source) SH_TRY_GOTO(sh_stream_create(d, &l->o, l->steps_per_epoch, &l->stream), rc, done);
+    else SH_TRY_GOTO(sh_calloc((size_t)d->count, sizeof *l->order, (void **)&l->order), rc, done);
     *out = l;
     l = NULL;
 done:
@@ -111,6 +131,7 @@ done:
 void sh_loader_destroy(sh_loader *l)
 {
     if (!l) return;
+    sh_stream_destroy(l->stream);
     free(l->order);
     free(l);
 }
@@ -136,8 +157,11 @@ shoal_result sh_loader_seek(sh_loader *l, int64_t epoch, int64_t step)
     if (step == l->steps_per_epoch) epoch++, step = 0;
     l->epoch = epoch;
     l->step = step;
+    if (l->stream) sh_stream_seek(l->stream, epoch, step);
     return SHOAL_OK;
 }
+
+double sh_loader_wait_s(const sh_loader *l) { return l->stream ? sh_stream_wait_s(l->stream) : 0; }
 
 /* Text: rows (t, b) for this rank's streams b, one-hot of the byte at the stream's position
  * step*T + t, labelled with the byte after it. */
@@ -164,6 +188,11 @@ shoal_result sh_loader_next(sh_loader *l, float *x, int32_t *y, int *n)
         next_text(l, x, y, n);
         return SHOAL_OK;
     }
+    if (l->stream) { /* the stream keeps its own position in step with this one */
+        shoal_result rc = sh_stream_next(l->stream, x, y, n);
+        if (++l->step == l->steps_per_epoch) l->epoch++, l->step = 0;
+        return rc;
+    }
     if (l->order_epoch != l->epoch) build_order(l, l->epoch);
     int64_t B = l->o.global_batch, world = l->o.world, r = l->o.rank;
     int64_t start = l->step * B;
@@ -178,6 +207,12 @@ shoal_result sh_loader_next(sh_loader *l, float *x, int32_t *y, int *n)
          * AVX-512); a 256-entry table would be exact too but gathers one lane at a time. */
         for (size_t p = 0; p < npix; p++) dst[p] = (float)src[p] / 255.f;
         y[i - lo] = d->labels[idx];
+        if (!l->o.targets) continue;
+        const sh_dataset *t = l->o.targets;
+        size_t tpix = (size_t)t->c * t->h * t->w;
+        const uint8_t *tsrc = t->pixels + (size_t)idx * tpix;
+        float *tdst = l->o.target_out + (size_t)(i - lo) * tpix;
+        for (size_t p = 0; p < tpix; p++) tdst[p] = (float)tsrc[p] / 255.f;
     }
     *n = (int)(hi - lo);
     if (++l->step == l->steps_per_epoch) l->epoch++, l->step = 0;

@@ -200,6 +200,17 @@ static shoal_result add_row(sh_bench_curve *c, double nbytes, double busbw)
     return SHOAL_OK;
 }
 
+/* A row of any measure: {"x": .., "y": .., "x_label": .., "y_label": .., "label": ..}. */
+static shoal_result add_xy_row(sh_bench_curve *c, const sh_json *row)
+{
+    const char *xl = sh_json_str(row, "x_label"), *yl = sh_json_str(row, "y_label"), *l = sh_json_str(row, "label");
+    c->generic = 1;
+    if (xl) snprintf(c->xlabel, sizeof c->xlabel, "%s", xl);
+    if (yl) snprintf(c->ylabel, sizeof c->ylabel, "%s", yl);
+    if (l) snprintf(c->label, sizeof c->label, "%s", l);
+    return add_row(c, sh_json_num(row, "x", NAN), sh_json_num(row, "y", NAN));
+}
+
 static char *slurp(const char *path)
 {
     FILE *f = fopen(path, "rb");
@@ -302,6 +313,7 @@ static shoal_result rows_from_lines(char *clean, const char *path, sh_bench_curv
         if (line[0] == '{') {
             sh_json *row = sh_json_parse(line, err, sizeof err);
             if (!row) rc = SH_FAIL(SHOAL_ERR_FORMAT, "--bench %s:%d: not a JSON row (%s)", path, lineno, err);
+            else if (sh_json_get(row, "x")) rc = add_xy_row(out, row);
             else rc = add_row(out, sh_json_num(row, "size", NAN), sh_json_num(row, "busbw_gb_s", NAN));
             sh_json_free(row);
         } else if (line[0] == '#') {

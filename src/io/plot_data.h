@@ -36,10 +36,13 @@ typedef struct {
     size_t n;
     double *nbytes;     /* message size (B), ascending as read */
     double *busbw_gb_s; /* out-of-place where the output has both */
+    int generic;        /* rows of "x" and "y" (any measure): the axes are xlabel, ylabel */
+    char xlabel[80], ylabel[80];
 } sh_bench_curve;
 
 /* Read one benchmark output: a `shoal bench --json` object, JSON lines with "size" and
- * "busbw_gb_s" (bench/comm's peers), or a table with a header naming size and busbw
+ * "busbw_gb_s" (bench/comm's peers) or with "x" and "y" (any measure; "x_label",
+ * "y_label" and "label" name the axes and the curve: bench/scaling), or a table with a header naming size and busbw
  * columns (shoal bench, nccl-tests); "[rank N] " prefixes of `shoal launch` are skipped.
  * Errors: SHOAL_ERR_IO, SHOAL_ERR_FORMAT (no row found; a malformed JSON line, with its
  * line number). Free with sh_bench_curve_fini. */

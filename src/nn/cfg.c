@@ -52,7 +52,9 @@ struct sh_cfg {
 
 /* Darknet keys that shoal reads nowhere and that do not change the model's shape or
  * arithmetic in a way shoal could honour: data augmentation, GPU/memory switches, per-layer
- * loading flags. They are listed once per file at info level, never silently accepted. */
+ * loading flags, what Darknet's CPU code reads and then leaves alone ([cost] ratio, noobj,
+ * thresh; [softmax] spatial; [convolutional] dot), and [net] seen= (writing.cfg's; Darknet
+ * itself reads it nowhere). Each is a warning once per file, never silently accepted. */
 static const char *const darknet_ignored[] = {
     /* [net] augmentation and input handling */
     "hue", "saturation", "exposure", "angle", "aspect", "jitter", "max_crop", "min_crop",
@@ -69,6 +71,8 @@ static const char *const darknet_ignored[] = {
     "truth", "onlyforward", "stopbackward", "dontsave", "dontload", "numload",
     "dontloadscales", "smooth", "flipped", "train_only_bn", "stream", "wait_stream",
     "antialiasing", "learning_rate",
+    /* read by Darknet's parser, used only on its GPU or nowhere */
+    "seen", "dot", "spatial", "ratio", "noobj", "thresh",
 };
 
 static int is_darknet_ignored(const char *key)
@@ -670,7 +674,7 @@ static void log_ignored(sh_cfg_section *s, const cfg_kv *kv)
         cfg->ignored_logged[cfg->nignored++] = copy;
     else
         sh_err_clear();  /* only costs a repeated log line */
-    SH_LOG_I("nn", "%s:%d: [%s] ignoring Darknet key \"%s\" (shoal does not use it; listed "
+    SH_LOG_W("nn", "%s:%d: [%s] ignoring Darknet key \"%s\" (shoal does not use it; said "
                    "once per file)",
              cfg->path, kv->line, s->name, kv->key);
 }

@@ -48,7 +48,7 @@ int sh_cfg_key_line(const sh_cfg_section *s, const char *key);
 /* After a section's parser ran: a key that no getter asked for is an error naming it, with
  * "did you mean" the closest known key when one is close — unless it is one of Darknet's
  * keys that shoal does not use (augmentation: hue, saturation, exposure, angle, jitter, ...),
- * which is listed once as ignored (info log) instead. */
+ * which is a warning, once per file and key, instead. */
 shoal_result sh_cfg_check_unused(sh_cfg_section *s);
 
 /* Fail with "path:line: [section] " + message, line taken from key (or the section when

@@ -21,6 +21,21 @@
 typedef struct sh_layer sh_layer;
 typedef struct sh_exec sh_exec;
 
+/* [cost]'s loss: cross-entropy of the [softmax] before it, or a regression against targets
+ * (net_unlabelled.c): Darknet's sse (1/2 sum of squares), L1, smooth (Huber, delta 1). */
+enum { SH_COST_XENT = 0, SH_COST_SSE, SH_COST_L1, SH_COST_SMOOTH };
+
+/* [rbm]'s pretraining (layer_rbm.c): CD-k or persistent CD with SGD of its own. */
+typedef struct {
+    int cd_k;             /* Gibbs steps per update */
+    int persistent;       /* 1: the negative chain carries over from batch to batch (PCD) */
+    int gaussian;         /* 1: Gaussian visible units of unit variance, 0: Bernoulli */
+    int sample_visible;   /* 1: the chain samples the visible units, 0: takes their means */
+    float learning_rate, momentum, decay;
+    float sparsity;       /* target mean activation of a hidden unit; 0: no sparsity term */
+    float sparsity_cost;  /* weight of the sparsity term's gradient */
+} sh_rbm_opts;
+
 /* What a layer parser may look at: the layers before it (their output shapes) and the
  * network input shape. */
 typedef struct {
@@ -127,6 +142,9 @@ struct sh_layer {
     int alias_input;                /* [cost]: out/delta are src[0]'s */
     int reverse, extra;             /* reorg */
     int flip;                       /* crop */
+    int cost;                       /* [cost]: SH_COST_* */
+    sh_rbm_opts rbm;                /* [rbm] */
+    int pretraining;                /* [rbm]: 1 in the net that pretrains it (sh_net_create_pretrain) */
     int steps, hidden;              /* recurrent: T (rows are (T, streams)), state width */
     int ngates;                     /* gated recurrent ([gru], [lstm]): gates per unit */
     const struct sh_rnn_loop *rnn_loop; /* recurrent: the time loop a split runs (recurrent.h) */
@@ -277,6 +295,8 @@ sh_layer *sh_net_layer(sh_net *n, int i);
 extern const sh_layer_ops sh_conv_ops, sh_dense_ops, sh_maxpool_ops, sh_avgpool_ops,
     sh_dropout_ops, sh_softmax_ops, sh_cost_ops, sh_shortcut_ops, sh_route_ops, sh_reorg_ops,
     sh_crop_ops, sh_rnn_ops, sh_gru_ops, sh_lstm_ops, sh_crnn_ops;
+/* Darknet's autoencoder layers, and the restricted Boltzmann machine (layer_rbm.c). */
+extern const sh_layer_ops sh_deconv_ops, sh_upsample_ops, sh_local_ops, sh_rbm_ops;
 extern const sh_layer_ops sh_lrn_ops; /* [normalization] (layer_lrn.c) */
 /* Not in the table: [gru] with form=darknet (layer_gru.c's parse hands the layer over). */
 extern const sh_layer_ops sh_gru_darknet_ops;

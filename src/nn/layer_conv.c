@@ -79,6 +79,12 @@ static shoal_result conv_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ct
     SH_TRY(sh_cfg_int(s, "groups", 1, 1, 1 << 16, &groups));
     SH_TRY(sh_cfg_int(s, "batch_normalize", 0, 0, 1, &l->batch_normalize));
     SH_TRY(sh_act_parse(s, "logistic", &l->act));
+    int binary = 0, xnor = 0; /* Darknet's binarised (XNOR-Net) weights and inputs */
+    SH_TRY(sh_cfg_int(s, "binary", 0, 0, 1, &binary));
+    SH_TRY(sh_cfg_int(s, "xnor", 0, 0, 1, &xnor));
+    if (binary || xnor)
+        return sh_cfg_fail_at(s, binary ? "binary" : "xnor", SHOAL_ERR_FORMAT, "%s=1 (binarised weights) is not "
+                              "supported by shoal; remove it", binary ? "binary" : "xnor");
     l->pad = pad_flag ? l->size / 2 : padding; /* Darknet: pad=1 overrides padding */
     const sh_shape *in = &l->in_shape;
     if (in->c % groups != 0 || l->filters % groups != 0)

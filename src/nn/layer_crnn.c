@@ -21,9 +21,16 @@
 static shoal_result crnn_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx *ctx)
 {
     int k = 1, h = 1;
-    SH_TRY(sh_cfg_int(s, "output", 1, 1, 1 << 16, &k));
-    SH_TRY(sh_cfg_int(s, "hidden", 1, 1, 1 << 16, &h));
+    /* Darknet spells them output_filters and hidden_filters */
+    int dn_out = sh_cfg_has(s, "output_filters"), dn_hid = sh_cfg_has(s, "hidden_filters");
+    if ((dn_out && sh_cfg_has(s, "output")) || (dn_hid && sh_cfg_has(s, "hidden")))
+        return sh_cfg_fail_at(s, dn_out && sh_cfg_has(s, "output") ? "output" : "hidden", SHOAL_ERR_FORMAT,
+                              "give either output= and hidden= or Darknet's output_filters= and hidden_filters=, "
+                              "not both spellings of one");
+    SH_TRY(sh_cfg_int(s, dn_out ? "output_filters" : "output", 1, 1, 1 << 16, &k));
+    SH_TRY(sh_cfg_int(s, dn_hid ? "hidden_filters" : "hidden", 1, 1, 1 << 16, &h));
     SH_TRY(sh_act_parse(s, "logistic", &l->act));
+    SH_TRY(sh_rnn_parse_shortcut(s));
     SH_TRY(sh_rnn_parse_common(l, s, ctx, 0));
     size_t c = (size_t)l->in_shape.c, hw = (size_t)l->in_shape.h * (size_t)l->in_shape.w;
     size_t rows = (size_t)ctx->batch, streams = rows / (size_t)l->steps;

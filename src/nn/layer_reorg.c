@@ -33,6 +33,12 @@ static shoal_result reorg_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_c
                                   in->h, in->w);
         l->out_shape = (sh_shape){in->c / (st * st), in->h * st, in->w * st};
     } else {
+        /* Darknet runs reorg_cpu backward here, which divides the channels by stride^2 */
+        if (in->c % (st * st) != 0)
+            return sh_cfg_fail_at(s, "stride", SHOAL_ERR_FORMAT,
+                                  "stride=%d needs channels divisible by %d (Darknet's reorg moves "
+                                  "them in groups of stride^2), but the input is %dx%dx%d (C x H x W)",
+                                  st, st * st, in->c, in->h, in->w);
         if (in->h % st != 0 || in->w % st != 0)
             return sh_cfg_fail_at(s, "stride", SHOAL_ERR_FORMAT,
                                   "stride=%d must divide the input's height and width, but the "

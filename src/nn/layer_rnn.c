@@ -35,6 +35,7 @@ static shoal_result rnn_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx
     SH_TRY(sh_cfg_int(s, "output", 1, 1, 1 << 16, &k));
     SH_TRY(sh_cfg_int(s, "hidden", k, 1, 1 << 16, &h));
     SH_TRY(sh_act_parse(s, "logistic", &l->act));
+    SH_TRY(sh_rnn_parse_shortcut(s));
     SH_TRY(sh_rnn_parse_common(l, s, ctx, 1));
     size_t in = l->inputs, rows = (size_t)ctx->batch, streams = rows / (size_t)l->steps;
     size_t hh = (size_t)h, kk = (size_t)k, bn = (size_t)l->batch_normalize;

@@ -18,6 +18,13 @@ static shoal_result shortcut_parse(sh_layer *l, sh_cfg_section *s, const sh_pars
                               "from= is missing; name the layer to add (from=-3: three back)");
     SH_TRY(sh_cfg_int(s, "from", 0, -(1 << 20), 1 << 20, &from));
     SH_TRY(sh_act_parse(s, "linear", &l->act));
+    float alpha = 1, beta = 1; /* Darknet: out = alpha * out + beta * from */
+    SH_TRY(sh_cfg_float(s, "alpha", 1.0f, -1e6f, 1e6f, &alpha));
+    SH_TRY(sh_cfg_float(s, "beta", 1.0f, -1e6f, 1e6f, &beta));
+    if (alpha != 1.0f || beta != 1.0f)
+        return sh_cfg_fail_at(s, alpha != 1.0f ? "alpha" : "beta", SHOAL_ERR_FORMAT, "%s=%g is not supported: "
+                              "shoal's shortcut adds the two layers as they are; remove it",
+                              alpha != 1.0f ? "alpha" : "beta", (double)(alpha != 1.0f ? alpha : beta));
     if (ctx->index == 0)
         return sh_cfg_fail_at(s, NULL, SHOAL_ERR_FORMAT,
                               "[shortcut] cannot be the first layer: it adds the previous layer");

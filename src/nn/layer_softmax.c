@@ -1,6 +1,7 @@
 /* layer_softmax.c — [softmax] (groups=1, temperature, tree=FILE: Darknet's WordTree softmax,
- * forward only) and [cost], read as the softmax's cross-entropy: it adds no computation.
- * Not here: the loss value and the labels (net.c's sh_net_loss writes dL/d(logits / T)).
+ * forward only) and [cost]: after [softmax] read as its cross-entropy, adding no computation;
+ * after another layer type=sse|L1|smooth (scale=), a regression against targets.
+ * Not here: the losses, labels and targets (net.c's sh_net_loss, net_unlabelled.c).
  * Proved by tests/nn/test_layer_misc.c (softmax + cross-entropy gradient). */
 #include <errno.h>
 #include <math.h>
@@ -85,6 +86,11 @@ static shoal_result softmax_parse(sh_layer *l, sh_cfg_section *s, const sh_parse
                               "groups=%d is not supported; shoal's softmax covers all %zu "
                               "inputs (groups=1)", groups, l->inputs);
     SH_TRY(sh_cfg_float(s, "temperature", 1.0f, 1e-3f, 1e3f, &l->temperature));
+    int noloss = 0;
+    SH_TRY(sh_cfg_int(s, "noloss", 0, 0, 1, &noloss));
+    if (noloss)
+        return sh_cfg_fail_at(s, "noloss", SHOAL_ERR_FORMAT, "noloss=1 (a softmax without a loss) is not "
+                              "supported: shoal's loss is this softmax's cross-entropy; remove it");
     l->out_shape = (sh_shape){(int)l->inputs, 1, 1};
     l->flops = (double)l->inputs;
     return SHOAL_OK;
@@ -204,22 +210,43 @@ const sh_layer_ops sh_softmax_ops = {
 /* The loss of a network is the cross-entropy of its softmax, so a [cost] after [softmax]
  * (whose Darknet default type is sse) is read as that cross-entropy: its buffers are the
  * softmax's. */
+/* Darknet's cost types (cost_layer.c get_cost_type) that shoal computes after a layer other
+ * than [softmax]; "L1" is Darknet's spelling, "l1" accepted too. */
+static int regression_type(const char *type)
+{
+    if (!strcmp(type, "sse")) return SH_COST_SSE;
+    if (!strcmp(type, "L1") || !strcmp(type, "l1")) return SH_COST_L1;
+    if (!strcmp(type, "smooth")) return SH_COST_SMOOTH;
+    return -1;
+}
+
 static shoal_result cost_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx *ctx)
 {
     const char *type = NULL;
     SH_TRY(sh_cfg_str(s, "type", "sse", &type));
+    SH_TRY(sh_cfg_float(s, "scale", 1.0f, 0.0f, 1e6f, &l->scale));
+    if (ctx->index == 0)
+        return sh_cfg_fail_at(s, NULL, SHOAL_ERR_FORMAT, "[cost] needs a layer before it to compare");
+    const sh_layer *prev = &ctx->layers[ctx->index - 1];
+    l->out_shape = l->in_shape;
+    l->alias_input = 1;
+    if (!sh_layer_can(prev, SH_LAYER_SOFTMAX)) { /* a regression of the layer before against targets */
+        int kind = regression_type(type);
+        if (kind < 0)
+            return sh_cfg_fail_at(s, "type", SHOAL_ERR_FORMAT, "type=%s is not supported after [%s]; use sse, "
+                                  "L1 or smooth (a regression against targets)", type, prev->ops->cfg_name);
+        l->cost = kind;
+        return SHOAL_OK;
+    }
     /* masked: Darknet's cost for a WordTree softmax (darknet9000); shoal only runs it forward */
-    int tree = ctx->index > 0 && ctx->layers[ctx->index - 1].tree_groups > 0;
+    int tree = prev->tree_groups > 0;
     if (strcmp(type, "sse") != 0 && !(tree && strcmp(type, "masked") == 0))
         return sh_cfg_fail_at(s, "type", SHOAL_ERR_FORMAT,
                               "type=%s is not supported: shoal trains with the cross-entropy of "
                               "the softmax before [cost]; remove type= (or use type=sse)", type);
-    if (ctx->index == 0 || !sh_layer_can(&ctx->layers[ctx->index - 1], SH_LAYER_SOFTMAX))
-        return sh_cfg_fail_at(s, NULL, SHOAL_ERR_FORMAT,
-                              "[cost] must follow [softmax] (shoal's loss is softmax "
-                              "cross-entropy); add a [softmax] section before it");
-    l->out_shape = l->in_shape;
-    l->alias_input = 1;
+    if (l->scale != 1.0f)
+        return sh_cfg_fail_at(s, "scale", SHOAL_ERR_FORMAT, "scale=%g after [softmax] is not supported: the "
+                              "loss there is the softmax's cross-entropy; remove scale=", (double)l->scale);
     return SHOAL_OK;
 }
 

@@ -12,7 +12,7 @@ static const sh_layer_ops *const table[] = {
     &sh_conv_ops, &sh_dense_ops, &sh_maxpool_ops, &sh_avgpool_ops, &sh_dropout_ops,
     &sh_softmax_ops, &sh_cost_ops, &sh_shortcut_ops, &sh_route_ops, &sh_reorg_ops,
     &sh_crop_ops, &sh_rnn_ops, &sh_gru_ops, &sh_lstm_ops, &sh_crnn_ops,
-    &sh_lrn_ops,
+    &sh_lrn_ops, &sh_deconv_ops, &sh_upsample_ops, &sh_local_ops, &sh_rbm_ops,
 };
 enum { NTABLE = sizeof table / sizeof table[0] };
 
@@ -20,7 +20,8 @@ enum { NTABLE = sizeof table / sizeof table[0] };
 static const struct {
     const char *alias, *name;
 } aliases[] = {{"conv", "convolutional"}, {"conn", "connected"}, {"max", "maxpool"},
-               {"avg", "avgpool"}, {"soft", "softmax"}, {"lrn", "normalization"}};
+               {"avg", "avgpool"}, {"soft", "softmax"}, {"lrn", "normalization"},
+               {"deconv", "deconvolutional"}};
 
 const sh_layer_ops *sh_layer_find(const char *cfg_name)
 {
@@ -52,7 +53,7 @@ static int edit_distance(const char *a, const char *b)
 /* Darknet's other section names (parser.c string_to_layer_type): a file using one gets "not
  * supported" rather than a guess at a misspelling. */
 static const char *const darknet_only[] = {
-    "local", "upsample", "deconvolutional", "deconv", "batchnorm",
+    "batchnorm",
     "activation", "logistic", "l2norm", "region", "detection", "yolo", "iseg", "xnor"};
 
 int sh_layer_is_darknet_only(const char *cfg_name)

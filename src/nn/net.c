@@ -93,6 +93,8 @@ static shoal_result parse_layers(sh_net *n)
     if (last < 0) last = 0;
     n->softmax = last;
     n->nclasses = (int)n->layers[last].outputs;
+    /* a [cost] after another layer: a regression against targets (net_unlabelled.c) */
+    n->cost_layer = n->layers[n->nlayers - 1].cost != SH_COST_XENT ? n->nlayers - 1 : -1;
     return SHOAL_OK;
 }
 
@@ -289,6 +291,7 @@ shoal_result sh_net_build(sh_cfg *cfg, int batch, int time_steps, uint64_t seed,
     *out = NULL;
     SH_TRY(sh_calloc(1, sizeof *n, (void **)&n));
     n->cfg = cfg;
+    n->pretrain = -1;
     n->tp_rank = tp_rank;
     n->tp_ranks = tp_ranks;
     n->tp_roles = tp_roles;
@@ -476,6 +479,8 @@ shoal_result sh_net_forward(sh_net *n, const float *x, int nimg, int training)
             l->accum[k] = n->part_in_consumers > 1 || n->part_in_sent;
         }
         if (n->before_forward && l->param_count) SH_TRY(n->before_forward(n->before_forward_ctx, i));
+        /* pretraining an [rbm]: the layers below it are a fixed feature extractor */
+        if (n->pretrain >= 0) n->exec.training = i == n->pretrain && training;
         uint64_t t0 = sh_now_ns();
         l->ops->forward(l, &n->exec);
         uint64_t t1 = sh_now_ns();
@@ -507,6 +512,7 @@ void sh_net_loss_sum(sh_net *n)
 float sh_net_loss(sh_net *n, const int32_t *labels)
 {
     sh_layer *sm = &n->layers[n->softmax];
+    if (n->pretrain >= 0 || n->cost_layer >= 0) return sh_net_loss_unlabelled(n); /* no labels */
     if (!n->has_softmax) {
         SH_LOG_E("nn", "loss: the network does not end with [softmax]; no cross-entropy");
         return NAN;
@@ -536,6 +542,7 @@ int sh_net_correct_rows(const sh_net *n, const int32_t *labels, int lo, int hi)
 {
     const float *out = sh_net_output(n);
     int k = n->nclasses, correct = 0;
+    if (!sh_net_has_labels(n)) return 0;
     for (int i = lo; i < hi; i++) {
         const float *p = out + (size_t)i * k;
         int best = 0;
@@ -575,6 +582,7 @@ shoal_result sh_net_backward(sh_net *n, sh_grad_ready_fn ready, void *ctx)
     if (!n->training)
         return SH_FAIL(SHOAL_ERR_INVALID, "backward: the last forward was inference "
                        "(training=0); forward with training=1 before backward");
+    if (n->pretrain >= 0) return sh_net_backward_pretrain(n, ready, ctx);
     sh_net_fill_exec(n);
     for (int i = 0; i < n->hi; i++) /* the part's layers and its links */
         if (n->zero_before_backward[i])

@@ -20,6 +20,19 @@
 #include "nn/optim.h"
 #include "shoal/result.h"
 
+/* How pictures (image folders, list files, synthetic data) become inputs: Darknet's [net]
+ * keys min_crop, max_crop, aspect, angle, flip, hue, saturation, exposure, and shoal's
+ * test_resize, mean, std; unset keys resolved to their defaults (net_config.c). */
+typedef struct {
+    int min_crop, max_crop;     /* training: shorter side drawn in [min, max] (default: the
+                                   larger of width and height; max_crop: min_crop) */
+    int test_resize;            /* testing: shorter side before the centre crop (the same) */
+    int flip;                   /* training: mirrored half the time (default 1, Darknet's) */
+    float aspect, angle;        /* training: stretch in [1/aspect, aspect]; +-angle degrees */
+    float hue, saturation, exposure; /* training: colour jitter (default 0, 1, 1: none) */
+    float mean[3], std[3];      /* per channel on [0, 1]: (v - mean) / std (default 0, 1) */
+} sh_net_pictures;
+
 /* ==== Building a net ==== */
 
 /* What the [net] section says (parsed by net_config.c). */
@@ -31,6 +44,7 @@ typedef struct {
     int max_batches;
     sh_lr_policy lr;
     sh_optim_config optim;
+    sh_net_pictures pictures;
 } sh_net_config;
 
 /* Parse the [net] (or [network]) section; unknown keys are errors (sh_cfg_check_unused). */
@@ -221,8 +235,32 @@ int sh_net_nclasses(const sh_net *n);     /* K of the output (the last layer's o
  * apply. Nets without one (feature extractors) run forward and sh_net_loss_sum. */
 int sh_net_has_softmax(const sh_net *n);
 /* SHOAL_OK, or SHOAL_ERR_FORMAT naming path:line of the last layer when the net cannot be
- * trained or tested with cross-entropy (no final softmax). */
+ * trained or tested: no final softmax, nor a regression's [cost], nor an [rbm] pretraining. */
 shoal_result sh_net_check_trainable(const sh_net *n);
+
+/* Nets that learn without labels (net_unlabelled.c). 1 when sh_net_loss reads labels (the net
+ * ends with [softmax]); 0 for a regression and a pretraining net, whose sh_net_correct is 0. */
+int sh_net_has_labels(const sh_net *n);
+/* 1 when the net ends in [cost] type=sse, L1 or smooth after a layer other than [softmax]: its
+ * loss compares the output (nimg, K) with targets. */
+int sh_net_is_regression(const sh_net *n);
+/* A regression's targets: target (nimg, K), borrowed and kept filled by the caller for every
+ * pass, or NULL for the input itself (an autoencoder; SHOAL_ERR_INVALID naming the layer when
+ * the output's count differs from the input's). sh_net_loss then ignores its labels. */
+shoal_result sh_net_set_target(sh_net *n, const float *target);
+/* The [rbm] layers in order into layers (nlayers entries; NULL: count only); how many. */
+int sh_net_rbm_layers(const sh_net *n, int *layers);
+/* The net that pretrains [rbm] layer `layer` (greedy, layer-wise: src/train/pretrain.c): the
+ * part [0, layer] of the cfg's net (parameters of the whole net's from the seed), whose
+ * layers below run forward in inference whatever the pass, whose loss is the [rbm]'s
+ * (sh_rbm_loss: minus the pseudo-likelihood, or the reconstruction error) and whose backward
+ * is CD-k on the [rbm] alone (zero gradients below); its [net] rate, momentum and decay are
+ * the [rbm]'s, at a constant rate, and only the [rbm]'s weights decay. Its cfg hash is the
+ * cfg's mixed with the layer, so a checkpoint of one pretraining stage resumes only that one.
+ * SHOAL_ERR_INVALID when layer is not an [rbm]. The cfg stays the caller's. */
+shoal_result sh_net_create_pretrain(sh_cfg *cfg, int batch, uint64_t seed, int layer, sh_net **out);
+/* The [rbm] a pretraining net trains; -1 for any other net. */
+int sh_net_pretraining(const sh_net *n);
 uint64_t sh_net_cfg_hash(const sh_net *n);
 
 /* Kernel threads for this network's layers (1 = single-threaded, deterministic per count).

@@ -1,17 +1,20 @@
 /* net_api.c — the public network API (shoal/net.h): argument checks and a handle with a
- * magic value around the internal net (nn/net.h).
+ * magic value around the internal net (nn/net.h); what each layer is (shoal_net_layer).
  * Not here: the network itself (net.c), the thread rule (base/cpus.c), weight files
  * (src/train/net_weights.c).
- * Proved by tests/train/test_api.c. */
+ * Proved by tests/train/test_api.c and tests/python/test_net.py. */
 #include "shoal/net.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/cpus.h"
 #include "base/err.h"
 #include "nn/cfg.h"
 #include "nn/darknet_weights.h"
+#include "nn/net.h"
 #include "nn/net_api.h"
+#include "nn/net_internal.h"
 
 #define NET_MAGIC 0x5e7a11e7u /* a destroyed handle has 0 here */
 
@@ -143,6 +146,73 @@ float *shoal_net_grads(shoal_net *n, size_t *count)
 sh_net *sh_net_api_inner(const shoal_net *n) { return alive(n) ? n->net : NULL; }
 
 int shoal_net_nlayers(const shoal_net *n) { return alive(n) ? sh_net_nlayers(n->net) : 0; }
+
+shoal_result shoal_net_layer(const shoal_net *n, int i, shoal_layer_info *out)
+{
+    if (!alive(n) || !out) return SH_FAIL(SHOAL_ERR_INVALID, "shoal_net_layer: NULL or destroyed net, or out NULL");
+    if (i < 0 || i >= n->net->nlayers)
+        return SH_FAIL(SHOAL_ERR_INVALID, "shoal_net_layer: layer %d; the net has 0..%d", i, n->net->nlayers - 1);
+    const sh_layer *l = &n->net->layers[i];
+    memset(out, 0, sizeof *out);
+    out->type = l->ops->cfg_name;
+    out->form = l->ops == &sh_gru_darknet_ops ? "darknet" : NULL;
+    /* Layers that apply an activation read the key; the others leave 0 (linear) there. */
+    const sh_layer_ops *const with_act[] = {&sh_conv_ops, &sh_dense_ops, &sh_shortcut_ops, &sh_rnn_ops,
+                                            &sh_crnn_ops, &sh_gru_darknet_ops};
+    for (size_t k = 0; k < sizeof with_act / sizeof with_act[0]; k++)
+        if (l->ops == with_act[k]) out->activation = sh_act_name(l->act);
+    out->line = l->line;
+    out->c = l->out_shape.c;
+    out->h = l->out_shape.h;
+    out->w = l->out_shape.w;
+    out->in_c = l->in_shape.c;
+    out->in_h = l->in_shape.h;
+    out->in_w = l->in_shape.w;
+    out->nsrc = l->nsrc < 8 ? l->nsrc : 8;
+    for (int k = 0; k < out->nsrc; k++) out->src[k] = l->src[k];
+    out->filters = l->filters;
+    out->size = l->size;
+    out->stride = l->stride;
+    out->pad = l->pad;
+    out->groups = l->ops == &sh_softmax_ops ? l->tree_groups : l->groups; /* softmax: WordTree groups */
+    out->batch_normalize = l->batch_normalize;
+    out->hidden = l->hidden;
+    out->steps = l->steps;
+    out->probability = l->probability;
+    out->temperature = l->temperature;
+    out->params_offset = l->param_off;
+    out->params_count = l->param_count;
+    out->weights_offset = l->w_off;
+    out->weights_count = l->w_count;
+    out->biases_offset = l->b_off;
+    out->biases_count = l->b_count;
+    out->scales_offset = l->s_off;
+    out->scales_count = l->s_count;
+    out->stats_offset = l->stat_off;
+    out->stats_count = l->stat_count;
+    return SHOAL_OK;
+}
+
+float *shoal_net_stats(shoal_net *n, size_t *count)
+{
+    size_t k = 0;
+    float *s = alive(n) ? sh_net_stats(n->net, &k) : NULL;
+    if (count) *count = k;
+    return k ? s : NULL;
+}
+
+float *shoal_net_state(shoal_net *n, size_t *count)
+{
+    size_t k = 0;
+    float *s = alive(n) ? sh_net_state(n->net, &k) : NULL;
+    if (count) *count = k;
+    return k ? s : NULL;
+}
+
+void shoal_net_reset_state(shoal_net *n)
+{
+    if (alive(n)) sh_net_reset_state(n->net);
+}
 
 shoal_result shoal_net_layer_times(const shoal_net *n, int i, const char **name, double *forward_ms,
                                    double *backward_ms)

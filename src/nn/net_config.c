@@ -1,5 +1,6 @@
 /* net_config.c — the [net] section: batch, input shape, optimizer and learning-rate policy,
- * with Darknet's defaults (parser.c, parse_net_options) and shoal's optimizer= key.
+ * how pictures become inputs, with Darknet's defaults (parser.c, parse_net_options) and
+ * shoal's optimizer=, test_resize=, mean= and std= keys.
  * Not here: the syntax (cfg.c), the layers (net.c, layer_*.c), what the rate does (optim.c).
  * Proved by tests/nn/test_net_config.c. */
 #include <limits.h>
@@ -55,6 +56,46 @@ static shoal_result parse_input(sh_cfg_section *s, sh_net_config *c)
                               "inputs=%d but width*height*channels = %lld; remove inputs or make "
                               "them agree",
                               inputs, count);
+    return SHOAL_OK;
+}
+
+/* mean= / std=: one value for every channel, or one per channel. */
+static shoal_result parse_channel_list(sh_cfg_section *s, const char *key, float def, int channels, float *out)
+{
+    int n = 0;
+    for (int i = 0; i < 3; i++) out[i] = def;
+    if (!sh_cfg_has(s, key)) return SHOAL_OK;
+    float v[3];
+    SH_TRY(sh_cfg_float_list(s, key, v, 3, &n));
+    if (n != 1 && n != channels)
+        return sh_cfg_fail_at(s, key, SHOAL_ERR_FORMAT, "%s has %d values; give one, or one per channel (%d)",
+                              key, n, channels);
+    for (int i = 0; i < 3; i++) out[i] = v[n == 1 ? 0 : i < n ? i : 0];
+    return SHOAL_OK;
+}
+
+static shoal_result parse_pictures(sh_cfg_section *s, sh_net_config *c)
+{
+    sh_net_pictures *p = &c->pictures;
+    int side = c->width > c->height ? c->width : c->height;
+    SH_TRY(sh_cfg_int(s, "min_crop", side, 1, MAX_DIM, &p->min_crop));
+    SH_TRY(sh_cfg_int(s, "max_crop", p->min_crop, 1, MAX_DIM, &p->max_crop));
+    if (p->max_crop < p->min_crop)
+        return sh_cfg_fail_at(s, "max_crop", SHOAL_ERR_FORMAT, "max_crop=%d is below min_crop=%d; the shorter "
+                              "side is drawn between them", p->max_crop, p->min_crop);
+    SH_TRY(sh_cfg_int(s, "test_resize", side, 1, MAX_DIM, &p->test_resize));
+    SH_TRY(sh_cfg_int(s, "flip", 1, 0, 1, &p->flip));
+    SH_TRY(sh_cfg_float(s, "aspect", 1, 0.01f, 100, &p->aspect));
+    SH_TRY(sh_cfg_float(s, "angle", 0, 0, 180, &p->angle));
+    SH_TRY(sh_cfg_float(s, "hue", 0, 0, 0.5f, &p->hue));
+    SH_TRY(sh_cfg_float(s, "saturation", 1, 0.01f, 100, &p->saturation));
+    SH_TRY(sh_cfg_float(s, "exposure", 1, 0.01f, 100, &p->exposure));
+    int ch = c->channels < 3 ? c->channels : 3;
+    SH_TRY(parse_channel_list(s, "mean", 0, ch, p->mean));
+    SH_TRY(parse_channel_list(s, "std", 1, ch, p->std));
+    for (int i = 0; i < 3; i++)
+        if (!(p->std[i] > 0))
+            return sh_cfg_fail_at(s, "std", SHOAL_ERR_FORMAT, "std %g: each must be > 0", (double)p->std[i]);
     return SHOAL_OK;
 }
 
@@ -205,6 +246,7 @@ shoal_result sh_net_config_parse(sh_cfg_section *s, sh_net_config *out)
                               c.batch, c.subdivisions);
     SH_TRY(sh_cfg_int(s, "time_steps", 1, 1, 1 << 16, &c.time_steps));
     SH_TRY(parse_input(s, &c));
+    SH_TRY(parse_pictures(s, &c));
     SH_TRY(parse_policy(s, &c));
     SH_TRY(parse_optimizer(s, &c));
     SH_TRY(sh_cfg_check_unused(s));

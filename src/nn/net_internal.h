@@ -20,6 +20,11 @@ struct sh_net {
     int layer_capacity;       /* entries of layers (one per section after [net]) */
     sh_layer *layers;
     int softmax;              /* index of the layer whose output is the network's */
+    int cost_layer;           /* a regression's [cost] (the last layer, after another than
+                                 [softmax]); -1: none (net_unlabelled.c) */
+    const float *target;      /* its targets (nimg, K), borrowed; NULL: the input itself */
+    int has_target;           /* sh_net_set_target was called */
+    int pretrain;             /* the [rbm] layer this net pretrains (the part's last); -1: none */
     int has_softmax;          /* ... and it is a [softmax]: cross-entropy can train it */
     int nclasses;
     /* The part this net runs (a pipeline stage): layers [lo, hi). Layers outside it are
@@ -79,6 +84,11 @@ struct sh_net {
  * time_steps > 0 overrides [net] time_steps. Every sh_net_create* is one call of this. */
 shoal_result sh_net_build(sh_cfg *cfg, int batch, int time_steps, uint64_t seed, int lo, int hi,
                           int tp_rank, int tp_ranks, const unsigned char *tp_roles, sh_net **out);
+
+/* The unlabelled losses (net_unlabelled.c): a regression's against its targets, or the
+ * pretrained [rbm]'s; backward of a pretraining net (only its [rbm]'s CD gradient). */
+float sh_net_loss_unlabelled(sh_net *n);
+shoal_result sh_net_backward_pretrain(sh_net *n, sh_grad_ready_fn ready, void *ctx);
 
 /* Point the exec record at the net's blocks, pool and last pass (net.c). */
 void sh_net_fill_exec(sh_net *n);

@@ -38,13 +38,18 @@ shoal_result sh_net_check_trainable(const sh_net *n)
                        "hierarchical softmax forward (`shoal time`) but cannot train or test it "
                        "(its loss needs the WordTree's labels); remove tree= to train a plain "
                        "softmax", sh_cfg_path(n->cfg), l->line);
-    if (n->has_softmax) return SHOAL_OK;
+    if (n->has_softmax || n->cost_layer >= 0 || n->pretrain >= 0) return SHOAL_OK;
     return SH_FAIL(SHOAL_ERR_FORMAT, "%s:%d: the network ends with [%s]; shoal trains and tests "
-                   "with softmax cross-entropy: end it with [softmax] (optionally then [cost]); "
-                   "`shoal time` runs it as it is", sh_cfg_path(n->cfg), l->line,
-                   l->ops->cfg_name);
+                   "with softmax cross-entropy (end it with [softmax], optionally then [cost]) or "
+                   "against targets (end it with [cost] type=sse, L1 or smooth); `shoal time` runs "
+                   "it as it is", sh_cfg_path(n->cfg), l->line, l->ops->cfg_name);
 }
-uint64_t sh_net_cfg_hash(const sh_net *n) { return sh_cfg_hash(n->cfg); }
+/* a pretraining net's differs by its [rbm]'s index (net_unlabelled.c) */
+uint64_t sh_net_cfg_hash(const sh_net *n)
+{
+    uint64_t h = sh_cfg_hash(n->cfg);
+    return n->pretrain < 0 ? h : h ^ (0x9e3779b97f4a7c15ull * (uint64_t)(n->pretrain + 1));
+}
 size_t sh_net_nparams(const sh_net *n) { return n->nparams; }
 float *sh_net_params(sh_net *n) { return n->params; }
 float *sh_net_grads(sh_net *n) { return n->grads; }

@@ -14,6 +14,16 @@ int sh_rnn_rows_min_streams = 8;
 #define BN_EPS 1e-5f        /* layer_batchnorm.c's, Darknet's .00001 */
 #define BN_MOMENTUM 0.01f   /* Darknet: rolling = .99 rolling + .01 batch */
 
+shoal_result sh_rnn_parse_shortcut(sh_cfg_section *s)
+{
+    int shortcut = 0;
+    SH_TRY(sh_cfg_int(s, "shortcut", 0, 0, 1, &shortcut));
+    if (shortcut)
+        return sh_cfg_fail_at(s, "shortcut", SHOAL_ERR_FORMAT, "shortcut=1 (Darknet adds each step's state "
+                              "into the next one's) is not supported by shoal; remove it");
+    return SHOAL_OK;
+}
+
 shoal_result sh_rnn_parse_common(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx *ctx,
                                  int allow_bn)
 {

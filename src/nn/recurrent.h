@@ -38,6 +38,9 @@ static inline int sh_rnn_gate_col(int h, int ngates, int q, int j)
 
 /* Common keys and checks: time steps from [net], batch_normalize (into l->batch_normalize;
  * refused unless allow_bn), rows a whole number of sequences. Sets l->steps. */
+/* Darknet's shortcut= of [rnn] and [crnn] (the state carried across each step as well):
+ * 0 is read, 1 refused naming the key. */
+shoal_result sh_rnn_parse_shortcut(sh_cfg_section *s);
 shoal_result sh_rnn_parse_common(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx *ctx,
                                  int allow_bn);
 

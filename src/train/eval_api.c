@@ -1,5 +1,6 @@
 /* eval_api.c — shoal_test_run (shoal/train.h): accuracy and loss of trained weights on a
- * test split or a text's held-out tail, what `shoal test` prints.
+ * test split or a text's held-out tail (a regression's loss against its targets), what
+ * `shoal test` prints.
  * Not here: the evaluation loop (eval.c), the checkpoint layout (snapshot.c).
  * Proved by tests/train/test_api.c and tests/cli/test_train_cli.c (shoal test). */
 #include "shoal/train.h"
@@ -7,7 +8,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "base/cpus.h"
 #include "base/env.h"
@@ -17,19 +17,27 @@
 #include "shoal/comm.h"
 #include "train/eval.h"
 #include "train/snapshot.h"
+#include "train/trainer.h"
 
 void shoal_test_opts_default(shoal_test_opts *o)
 {
     if (o) memset(o, 0, sizeof *o);
 }
 
-/* A file is text (its held-out tail, as shoal train --data FILE.txt holds it out); a
- * directory a dataset's test split. */
-static shoal_result open_test_data(const char *path, sh_dataset **d, int *text)
+/* A regression's targets: the input itself, or DIR's test images into *buf for the loader. */
+static shoal_result regression_targets(sh_net *net, const shoal_test_opts *o, sh_dataset **td, float **buf)
 {
-    struct stat st;
-    *text = path && stat(path, &st) == 0 && S_ISREG(st.st_mode);
-    return *text ? sh_text_load(path, 0, d) : sh_dataset_open_dir(path, 0, d);
+    if (!o->target || !*o->target)
+        return SH_FAIL(SHOAL_ERR_INVALID, "%s ends in a regression [cost]: give its targets as in training, "
+                       "--target input or --target DIR", o->cfg_path);
+    if (!strcmp(o->target, "input")) return sh_net_set_target(net, NULL);
+    SH_TRY(sh_dataset_open_dir(o->target, 0, td));
+    if ((*td)->c * (*td)->h * (*td)->w != sh_net_nclasses(net))
+        return SH_FAIL(SHOAL_ERR_INVALID, "--target: %s has %dx%dx%d images but %s outputs %d values per image",
+                       (*td)->name, (*td)->c, (*td)->h, (*td)->w, o->cfg_path, sh_net_nclasses(net));
+    SH_TRY(sh_alloc_aligned((size_t)sh_net_batch(net) * (size_t)sh_net_nclasses(net) * sizeof(float),
+                            (void **)buf));
+    return sh_net_set_target(net, *buf);
 }
 
 shoal_result shoal_test_run(const shoal_test_opts *o, shoal_test_report *r)
@@ -43,8 +51,9 @@ shoal_result shoal_test_run(const shoal_test_opts *o, shoal_test_report *r)
                        o->threads);
     shoal_result rc = SHOAL_OK;
     sh_net *net = NULL;
-    sh_dataset *d = NULL;
+    sh_dataset *d = NULL, *td = NULL;
     sh_loader *l = NULL;
+    float *tbuf = NULL; /* (N, K): a regression's targets from a dataset */
     float *x = NULL;  /* (N, C, H, W) */
     int32_t *y = NULL; /* (N) */
     shoal_job_env e;
@@ -55,7 +64,16 @@ shoal_result shoal_test_run(const shoal_test_opts *o, shoal_test_report *r)
     SH_TRY_GOTO(sh_net_check_trainable(net), rc, done);
     sh_net_set_threads(net, r->threads);
     SH_TRY_GOTO(sh_snapshot_load_weights(net, o->weights_path), rc, done);
-    SH_TRY_GOTO(open_test_data(dir, &d, &r->text), rc, done);
+    int regression = sh_net_is_regression(net);
+    if (regression) SH_TRY_GOTO(regression_targets(net, o, &td, &tbuf), rc, done);
+    else if (o->target && *o->target) {
+        rc = SH_FAIL(SHOAL_ERR_INVALID, "--target: %s learns from labels; leave out --target", o->cfg_path);
+        goto done;
+    }
+    sh_data_opts dopt; /* as shoal train reads --data: its held-out part */
+    sh_train_data_opts(net, dir, o->test_data, 1, 0, &dopt);
+    SH_TRY_GOTO(sh_data_open_test(&dopt, &d), rc, done);
+    r->text = d->text;
     if (d->c * d->h * d->w != sh_net_input_count(net)) {
         rc = SH_FAIL(SHOAL_ERR_INVALID, "dataset %s has %dx%dx%d images but %s expects %d values per image; use "
                      "the dataset the model was trained on", d->name, d->c, d->h, d->w, o->cfg_path,
@@ -64,12 +82,13 @@ shoal_result shoal_test_run(const shoal_test_opts *o, shoal_test_report *r)
     }
     int n = sh_net_batch(net);
     sh_loader_opts lo = {.global_batch = n, .rank = 0, .world = 1, .shuffle = 0, .drop_last = 0,
-                         .time_steps = sh_net_time_steps(net)};
+                         .time_steps = sh_net_time_steps(net), .targets = td, .target_out = tbuf};
     SH_TRY_GOTO(sh_loader_create(d, &lo, &l), rc, done);
     SH_TRY_GOTO(sh_alloc_aligned((size_t)n * (size_t)sh_net_input_count(net) * sizeof(float), (void **)&x), rc,
                 done);
     SH_TRY_GOTO(sh_alloc_aligned((size_t)n * sizeof(int32_t), (void **)&y), rc, done);
     SH_TRY_GOTO(sh_eval_run(net, l, x, y, &r->accuracy, &r->loss), rc, done);
+    if (regression) r->accuracy = -1; /* no labels */
     r->bpc = r->loss / M_LN2;
     r->count = d->count;
     snprintf(r->dataset, sizeof r->dataset, "%s", d->name);
@@ -78,6 +97,8 @@ done:
     sh_free_aligned(x);
     sh_loader_destroy(l);
     sh_dataset_destroy(d);
+    sh_dataset_destroy(td);
+    sh_free_aligned(tbuf);
     sh_net_destroy(net);
     return rc;
 }

@@ -30,6 +30,12 @@ typedef struct {
 shoal_result sh_snapshot_read_meta(const char *path, sh_snapshot_meta *out);
 /* The seed a checkpoint's run was started with: a resumed run shuffles with it. */
 uint64_t sh_snapshot_meta_seed(const sh_snapshot_meta *m);
+/* The cfg hash of the net it was saved from (sh_net_cfg_hash): which pretraining stage. */
+uint64_t sh_snapshot_meta_cfg_hash(const sh_snapshot_meta *m);
+/* A checkpoint holding only net's weights and statistics (no optimizer, no position): what
+ * sh_snapshot_load_weights reads (`train --weights`, test, time, sample; shoal_net_save_weights
+ * and shoal pretrain write it); atomic. */
+shoal_result sh_snapshot_save_weights(sh_net *net, const char *path);
 /* Restore the trainer's whole state from path, whose meta m was read by
  * sh_snapshot_read_meta, so that training continues bit for bit. A checkpoint of another
  * model (cfg hash, parameter count) or batch size is refused, naming both. */

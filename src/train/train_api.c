@@ -202,6 +202,11 @@ static shoal_result to_job(const shoal_train_opts *o, sh_job_opts *j)
     sh_train_opts *t = &j->train;
     t->cfg_path = o->cfg_path;
     t->data_dir = o->data_dir;
+    t->test_data = set_or_null(o->test_data);
+    t->strict_data = o->strict_data;
+    t->data_threads = o->data_threads;
+    t->data_prefetch = o->data_prefetch;
+    t->target = set_or_null(o->target);
     t->epochs = o->epochs;
     t->max_steps = o->max_steps;
     t->batch = o->batch;
@@ -238,6 +243,14 @@ static shoal_result to_job(const shoal_train_opts *o, sh_job_opts *j)
     j->tensor_ranks = o->tensor_ranks;
     j->layout_out = o->quiet ? NULL : t->out;
     return SHOAL_OK;
+}
+
+/* train_api.h: the same mapping for shoal_pretrain_run, and the requests' reset after it. */
+shoal_result sh_train_api_job(const shoal_train_opts *o, sh_job_opts *j) { return to_job(o, j); }
+void sh_train_api_forget_requests(void)
+{
+    stop_flag = 0;
+    save_flag = 0;
 }
 
 shoal_result shoal_train_opts_check(const shoal_train_opts *o)
@@ -312,6 +325,9 @@ static void fill_report(const sh_job_opts *j, const sh_job_report *jr, int profi
     r->text = t->text;
     r->train_bpc = t->train_bpc;
     r->test_bpc = t->test_bpc;
+    r->streamed = t->streamed;
+    r->data_wait_s = t->data_wait_s;
+    r->bad_files = t->bad_files;
     fill_profiles(j, jr, profile, r);
     const sh_ps_stats *st = &jr->server_stats;
     r->has_server = jr->has_server_stats;

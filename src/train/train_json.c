@@ -74,6 +74,9 @@ shoal_result shoal_train_report_json(const shoal_train_report *r, char *buf, siz
     if (r->text) /* character-level text: an image is a character */
         put(&t, ",\"train_bpc\":%.6f,\"test_bpc\":%.6f,\"chars_per_s\":%.1f", r->train_bpc, r->test_bpc,
             r->images_per_s);
+    if (r->streamed)
+        put(&t, ",\"data_wait_s\":%.4f,\"data_wait_share\":%.5f,\"bad_files\":%" PRId64, r->data_wait_s,
+            r->seconds > 0 ? r->data_wait_s / r->seconds : 0.0, r->bad_files);
     put_parts(&t, r);
     put(&t, ",\"history\":[");
     for (int i = 0; i < r->nhistory && i < SHOAL_TRAIN_HISTORY_MAX; i++) {

@@ -152,12 +152,34 @@ static shoal_result set_ps(shoal_train_opts *o, int on)
 #define BIG (INT64_MAX / 2)
 
 static const opt_row rows[] = {
-    {{"data", "DIR|FILE.txt", "Data and model",
+    {{"data", "DIR|LIST|FILE.txt", "Data and model",
       "the dataset: a directory of IDX or CIFAR-10 files (default $SHOAL_DATA_DIR or "
-      "/usr/share/datasets/fashion-mnist), or any text file as characters, as darknet rnn train: each byte a "
-      "one-hot of 256 inputs, the next byte its label, one stream per batch row (the cfg's batch, times [net] "
-      "time_steps characters per step), the last tenth (at most 1 MiB) held out; losses in bits/char"},
+      "/usr/share/datasets/fashion-mnist); a folder of class folders of .jpg/.png pictures (DIR/cat/1.jpg; "
+      "classes sorted by name; DIR/val, or DIR/train beside DIR/val, holds the test pictures; the cfg's "
+      "[net] says how they are cut: min_crop, max_crop, aspect, angle, flip, hue, saturation, exposure, "
+      "test_resize, mean, std); a list of pictures when its first line is `PATH LABEL` with PATH ending "
+      ".jpg, .jpeg or .png (Caffe's list files); \"synthetic\": random pictures of the cfg's shape; any "
+      "other file: character-level text, as darknet rnn train: each byte a one-hot of 256 inputs, the next "
+      "byte its label, one stream per batch row, the last tenth (at most 1 MiB) held out; losses in "
+      "bits/char (docs/data.md)"},
      K_STR, AT(data_dir), 0, 0, NULL},
+    {{"test-data", "P", "Data and model", "the held-out pictures: a folder of class folders or a list file"},
+     K_STR, AT(test_data), 0, 0, NULL},
+    {{"strict-data", NULL, "Data and model",
+      "a picture file that cannot be read stops the run (default: it is skipped with one warning naming "
+      "it, and counted)"},
+     K_SWITCH, AT(strict_data), 0, 0, NULL},
+    {{"data-threads", "N", "Data and model",
+      "picture-decoding threads per rank (default: one per two kernel threads)"},
+     K_INT, AT(data_threads), 1, 256, NULL},
+    {{"data-prefetch", "N", "Data and model", "steps of pictures decoded ahead of training (default 2)"},
+     K_INT, AT(data_prefetch), 1, 64, NULL},
+    {{"target", "input|DIR", "Data and model",
+      "a net ending in [cost] type=sse, L1 or smooth (a regression, no softmax) learns to reproduce its input "
+      "(input: an autoencoder) or the images of a second dataset, item for item with --data's (DIR, as --data); "
+      "its lines and --json give losses and no accuracy. After shoal pretrain --save FILE, --weights FILE "
+      "fine-tunes the pretrained [rbm] layers (sigmoid layers here)"},
+     K_STR, AT(target), 0, 0, NULL},
     {{"batch", "N", "Data and model",
       "images per step (default: the cfg's batch); recurrent nets: streams, each time_steps rows"},
      K_INT, AT(batch), 1, 1 << 20, NULL},

@@ -47,7 +47,7 @@ static void default_save_path(const char *cfg_path, char *out, size_t out_nbytes
     snprintf(out, out_nbytes, "%.*s.ckpt", (int)len, base);
 }
 
-static shoal_result check_dataset_fits(const sh_dataset *d, const sh_net *net, const char *cfg)
+static shoal_result check_dataset_fits(const sh_dataset *d, const sh_net *net, const char *cfg, int labelled)
 {
     int count = d->c * d->h * d->w;
     if (count != sh_net_input_count(net))
@@ -56,12 +56,38 @@ static shoal_result check_dataset_fits(const sh_dataset *d, const sh_net *net, c
                        "per image; set width, height and channels in its [net] section to "
                        "the dataset's",
                        d->name, d->c, d->h, d->w, count, cfg, sh_net_input_count(net));
-    if (d->nclasses > sh_net_nclasses(net))
+    if (labelled && d->nclasses > sh_net_nclasses(net))
         return SH_FAIL(SHOAL_ERR_INVALID,
                        "dataset %s has %d classes but %s outputs %d; make the last layer's "
                        "output %d",
                        d->name, d->nclasses, cfg, sh_net_nclasses(net), d->nclasses);
     return SHOAL_OK;
+}
+
+void sh_train_data_opts(const sh_net *net, const char *path, const char *test_path, uint64_t seed, int strict,
+                        sh_data_opts *d)
+{
+    const sh_net_config *cfg = sh_net_get_config(net);
+    const sh_net_pictures *p = &cfg->pictures;
+    memset(d, 0, sizeof *d);
+    d->path = path;
+    d->test_path = test_path;
+    d->nclasses = sh_net_nclasses(net);
+    d->seed = seed;
+    d->strict = strict;
+    sh_image_opts *im = &d->image;
+    sh_image_opts_default(im, cfg->channels, cfg->height, cfg->width);
+    im->min_crop = p->min_crop;
+    im->max_crop = p->max_crop;
+    im->test_resize = p->test_resize;
+    im->flip = p->flip;
+    im->aspect = p->aspect;
+    im->angle = p->angle;
+    im->hue = p->hue;
+    im->saturation = p->saturation;
+    im->exposure = p->exposure;
+    memcpy(im->mean, p->mean, sizeof im->mean);
+    memcpy(im->std, p->std, sizeof im->std);
 }
 
 static int64_t plan_steps(const sh_train_opts *o, const sh_net_config *cfg, int64_t per_epoch)
@@ -85,31 +111,31 @@ static shoal_result open_data(sh_trainer *t)
 {
     const sh_train_opts *o = &t->opts;
     sh_strategy *s = t->strategy;
-    struct stat st;
-    t->text = o->data_dir && stat(o->data_dir, &st) == 0 && S_ISREG(st.st_mode);
-    if (t->text) { /* a file: character-level text, as `darknet rnn train` reads it */
-        SH_TRY(sh_text_load(o->data_dir, 1, &t->train_set));
-        SH_TRY(sh_text_load(o->data_dir, 0, &t->test_set));
-    } else {
-        SH_TRY(sh_dataset_open_dir(o->data_dir, 1, &t->train_set));
-        SH_TRY(sh_dataset_open_dir(o->data_dir, 0, &t->test_set));
-    }
-    SH_TRY(check_dataset_fits(t->train_set, t->net, o->cfg_path));
-    SH_TRY(check_dataset_fits(t->test_set, t->net, o->cfg_path));
+    sh_data_opts dopt; /* what --data names: a dataset, pictures, text, synthetic (data/open.c) */
+    sh_train_data_opts(t->net, o->data_dir, o->test_data, o->seed, o->strict_data, &dopt);
+    SH_TRY(sh_data_open(&dopt, &t->train_set, &t->test_set));
+    t->text = t->train_set->text;
+    SH_TRY(check_dataset_fits(t->train_set, t->net, o->cfg_path, t->labelled));
+    SH_TRY(check_dataset_fits(t->test_set, t->net, o->cfg_path, t->labelled));
+    SH_TRY(sh_trainer_open_targets(t));
     if (!t->text && t->train_set->count < t->global_batch)
         return SH_FAIL(SHOAL_ERR_INVALID,
                        "dataset %s has %d training images, fewer than one batch of %d; use a "
                        "smaller --batch",
                        t->train_set->name, t->train_set->count, t->global_batch);
+    int dthreads = o->data_threads > 0 ? o->data_threads : (t->threads + 1) / 2; /* picture decoders */
     sh_loader_opts lo = {.global_batch = t->global_batch, .rank = s->rank, .world = s->world,
-                         .seed = o->seed, .shuffle = 1, .drop_last = 1, .time_steps = sh_net_time_steps(t->net)};
+                         .seed = o->seed, .shuffle = 1, .drop_last = 1, .time_steps = sh_net_time_steps(t->net),
+                         .threads = dthreads, .prefetch = o->data_prefetch,
+                         .targets = t->train_target, .target_out = t->target};
     SH_TRY(sh_loader_create(t->train_set, &lo, &t->loader));
     /* The test set in dataset order, keeping its tail: every rank alone, or where the
      * strategy sums, each rank its shard. */
     int split = sh_strategy_splits_eval(s);
     sh_loader_opts to = {.global_batch = t->batch * (split ? s->world : 1), .rank = split ? s->rank : 0,
                          .world = split ? s->world : 1, .seed = 0, .shuffle = 0, .drop_last = 0,
-                         .time_steps = sh_net_time_steps(t->net)};
+                         .time_steps = sh_net_time_steps(t->net), .threads = dthreads, .prefetch = o->data_prefetch,
+                         .targets = t->test_target, .target_out = t->target};
     SH_TRY(sh_loader_create(t->test_set, &to, &t->test_loader));
     SH_TRY(sh_alloc_aligned((size_t)t->batch * (size_t)sh_net_input_count(t->net) * sizeof(float), (void **)&t->x));
     SH_TRY(sh_alloc_aligned((size_t)t->batch * sizeof(int32_t), (void **)&t->y));
@@ -186,6 +212,7 @@ shoal_result sh_trainer_create_with_net(const sh_train_opts *o, sh_net *net, sh_
      * dropout state are all overwritten from the checkpoint, so the seed there is moot. */
     if (!t->net) SH_TRY_GOTO(sh_net_load(o->cfg_path, o->batch, t->opts.seed, &t->net), rc, fail);
     SH_TRY_GOTO(sh_net_check_trainable(t->net), rc, fail);
+    t->labelled = sh_net_has_labels(t->net);
     t->cfg = sh_net_get_config(t->net);
     t->lr = t->cfg->lr;
     if (o->lr_scale > 0) t->lr.base_lr = (float)(t->lr.base_lr * o->lr_scale);
@@ -226,6 +253,9 @@ void sh_trainer_destroy(sh_trainer *t)
     sh_loader_destroy(t->loader);
     sh_dataset_destroy(t->test_set);
     sh_dataset_destroy(t->train_set);
+    sh_dataset_destroy(t->test_target);
+    sh_dataset_destroy(t->train_target);
+    sh_free_aligned(t->target);
     sh_optim_destroy(t->opt);
     sh_net_destroy(t->net);
     if (t->owns_strategy) sh_strategy_destroy(t->strategy);
@@ -313,7 +343,7 @@ static shoal_result evaluate(sh_trainer *t, sh_train_report *r)
         loss_sum = v[2];
     }
     if (nimg == 0) return SH_FAIL(SHOAL_ERR_INVALID, "evaluation: the test set has no images");
-    r->test_accuracy = (double)ncorrect / (double)nimg;
+    r->test_accuracy = t->labelled ? (double)ncorrect / (double)nimg : -1; /* none without labels */
     r->test_loss = loss_sum / (double)nimg;
     if (r->nhistory < SH_HISTORY_MAX) {
         sh_epoch_point *h = &r->history[r->nhistory++];
@@ -325,7 +355,7 @@ static shoal_result evaluate(sh_trainer *t, sh_train_report *r)
         h->test_loss = r->test_loss;
     }
     if (!t->tb) return SHOAL_OK;
-    SH_TRY(sh_tb_scalar(t->tb, "test/accuracy", t->steps_done, (float)r->test_accuracy));
+    if (t->labelled) SH_TRY(sh_tb_scalar(t->tb, "test/accuracy", t->steps_done, (float)r->test_accuracy));
     SH_TRY(sh_tb_scalar(t->tb, "test/loss", t->steps_done, (float)r->test_loss));
     SH_TRY(sh_tb_flush(t->tb));
     return SHOAL_OK;
@@ -372,7 +402,7 @@ static shoal_result log_step(sh_trainer *t, int64_t step, float loss, double acc
     const sh_strategy *s = t->strategy;
     int64_t at = t->steps_done;
     SH_TRY(sh_tb_scalar(tb, "train/loss", at, loss));
-    SH_TRY(sh_tb_scalar(tb, "train/accuracy", at, (float)acc));
+    if (acc >= 0) SH_TRY(sh_tb_scalar(tb, "train/accuracy", at, (float)acc)); /* < 0: no labels */
     SH_TRY(sh_tb_scalar(tb, "train/learning_rate", at, sh_lr_at(&t->lr, step)));
     /* epochs done, so `shoal plot --x epoch` can place every point */
     SH_TRY(sh_tb_scalar(tb, "train/epoch", at, (float)((double)at / (double)sh_loader_steps_per_epoch(t->loader))));
@@ -482,6 +512,9 @@ static shoal_result end_epoch(sh_trainer *t, run_state *rs)
         if (t->text)
             snprintf(extra, sizeof extra, "train %.4f bits/char, test %.4f bits/char, test accuracy %.2f%% (%.1f s)",
                      r->train_loss / M_LN2, r->test_loss / M_LN2, 100 * r->test_accuracy, secs);
+        else if (!t->labelled)
+            snprintf(extra, sizeof extra, "train loss %.4f, test loss %.4f (%.1f s)", r->train_loss, r->test_loss,
+                     secs);
         else
             snprintf(extra, sizeof extra, "train loss %.4f, test accuracy %.2f%%, test loss %.4f (%.1f s)",
                      r->train_loss, 100 * r->test_accuracy, r->test_loss, secs);
@@ -515,7 +548,7 @@ static shoal_result after_step(sh_trainer *t, run_state *rs, int64_t step, float
     r->train_loss = rs->epoch_loss_sum / (double)rs->epoch_loss_n;
     /* The batch's training accuracy from the forward pass the step already did. */
     int hits = t->strategy->ops->pass ? t->last_correct : sh_net_correct(t->net, t->y);
-    double acc = (double)hits / (double)t->last_n;
+    double acc = t->labelled ? (double)hits / (double)t->last_n : -1; /* -1: the line shows none */
     if (rs->prog && may_print(t))
         sh_progress_step(rs->prog, step / rs->per_epoch, step % rs->per_epoch, t->text ? loss / M_LN2 : loss, acc);
     if (t->tb) SH_TRY(log_step(t, step, loss, acc, (double)step_ns * 1e-9));
@@ -610,6 +643,9 @@ static void fill_report(const sh_trainer *t, const run_state *rs)
     r->peak_rss_nbytes = sh_peak_rss_nbytes();
     r->threads = t->threads;
     r->text = t->text;
+    r->streamed = t->train_set->source != NULL;
+    r->data_wait_s = sh_loader_wait_s(t->loader);
+    r->bad_files = sh_dataset_bad_files(t->train_set) + sh_dataset_bad_files(t->test_set);
     r->train_bpc = r->train_loss / M_LN2;
     r->test_bpc = r->test_loss / M_LN2;
     if (!t->opts.profile || r->steps_this_run <= 0) return;

@@ -20,6 +20,11 @@
 typedef struct {
     const char *cfg_path;
     const char *data_dir;       /* NULL: SHOAL_DATA_DIR */
+    /* pictures (src/data/open.c): the held-out set, bad files, the decoding threads */
+    const char *test_data;      /* --test-data: a folder or list file; NULL: data_dir/val */
+    int strict_data;            /* 1: a bad picture file stops the run; 0: skipped, counted */
+    int data_threads;           /* decoding threads a rank; 0: one per two kernel threads */
+    int data_prefetch;          /* steps decoded ahead; 0: 2 */
     int epochs;                 /* 0: the cfg's max_batches steps, or 1 epoch without it */
     int64_t max_steps;          /* > 0: stop once this many steps are done in total */
     int batch;                  /* images per step; 0: the cfg's batch */
@@ -31,6 +36,8 @@ typedef struct {
     const char *weights_path;   /* start from these weights (a checkpoint, or Darknet's
                                    FILE.weights) instead of the seed's; NULL: the seed's */
     const char *save_darknet_path; /* rank 0 writes Darknet's .weights here at the end */
+    const char *target;         /* a regression's targets: "input" (the input itself) or a data
+                                   set's directory (as data_dir); NULL for nets with labels */
     const char *save_caffe_path;   /* rank 0 writes Caffe's .caffemodel here at the end */
     int64_t save_every_steps;   /* 0: only at the end */
     const char *logdir;         /* TensorBoard event files; NULL: none */
@@ -100,6 +107,9 @@ typedef struct {
                                    losses (nats) are also given in bits per character: */
     double train_bpc, test_bpc; /* loss / ln 2 */
     char saved_path[1024];      /* the last checkpoint written, "" when none */
+    int streamed;               /* pictures or synthetic data, decoded while training: */
+    double data_wait_s;         /* time the steps waited for decoded images */
+    int64_t bad_files;          /* picture files skipped as unreadable (this rank's finds) */
     int nhistory;               /* evaluations in history[] */
     sh_epoch_point history[SH_HISTORY_MAX];
 } sh_train_report;
@@ -122,6 +132,11 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r);
 /* One step (step.c): next batch, forward, loss, backward through the strategy, optimizer
  * update at the step's learning rate. Allocates nothing. *loss is the batch's mean loss. */
 shoal_result sh_train_step(sh_trainer *t, int64_t step, float *loss);
+
+/* What --data (and --test-data) name, shaped as net's input: the cfg's [net] says how
+ * pictures are cut (sh_net_pictures into sh_image_opts). */
+void sh_train_data_opts(const sh_net *net, const char *path, const char *test_path, uint64_t seed, int strict,
+                        sh_data_opts *d);
 
 /* Write a checkpoint of the current state (rank 0 only; others return SHOAL_OK). */
 shoal_result sh_trainer_save(sh_trainer *t, const char *path);

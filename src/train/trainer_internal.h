@@ -44,6 +44,14 @@ struct sh_trainer {
     size_t rank_file_count;     /* floats of per-rank state this rank wrote to its own file
                                    at the last save (snapshot.c) */
     char default_save_path[1024];
+    /* A regression's targets (targets.c): a second data set's, read row for row with x into
+     * target (N, K); NULL when the input itself is the target, or there is none. */
+    sh_dataset *train_target, *test_target;
+    float *target;
+    int labelled;               /* the net learns from labels: accuracy is measured */
 };
+
+/* The targets of a net without labels, from opts.target (targets.c): before the loaders. */
+shoal_result sh_trainer_open_targets(sh_trainer *t);
 
 #endif

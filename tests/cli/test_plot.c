@@ -2,7 +2,8 @@
  * `shoal bench --plot` end to end: two real runs' --logdir give a chart whose polylines hold
  * one point per logged step, against steps, epochs or wall time, named in the legend; a
  * saved train --json report gives one point per evaluation; a -n 2 timeline gives stacked bars for every step and rank; benchmark outputs in three
- * formats (shoal bench --json under launch, the peers' JSON lines, an nccl-tests table)
+ * formats (shoal bench --json under launch, the peers' JSON lines, an nccl-tests table) and
+ * rows of x and y with their own axes
  * give one curve each; bad input (a missing run, a directory without event files, a
  * damaged event file, a non-JSON trace, a file without benchmark rows, .png, unknown
  * flags or tags) is refused with one line naming it. */
@@ -174,6 +175,22 @@ static void benchmark_outputs_give_one_curve_each(void)
           "legend or byte ticks");
 }
 
+/* Rows of any measure (bench/scaling): x and y, the axes named by the rows. */
+static void xy_rows_draw_their_own_axes(void)
+{
+    tiny_write_file(dir, "s.jsonl", "{\"x\": 1, \"y\": 10, \"x_label\": \"batch\", \"y_label\": \"images/s\", "
+                                     "\"label\": \"shoal alexnet\"}\n{\"x\": 2, \"y\": 18}\n{\"x\": 4, \"y\": 30}\n");
+    tiny_write_file(dir, "t.jsonl", "{\"x\": 1, \"y\": 8, \"label\": \"torch alexnet\"}\n{\"x\": 4, \"y\": 20}\n");
+    int rc = plot("--bench s.jsonl t.jsonl -o xy.svg");
+    CHECK(rc == 0 && load("xy.svg"), "exit %d: %s", rc, out);
+    int npts[4] = {0};
+    polyline_points(npts, 4);
+    CHECK(count("points=\"") == 2 && npts[0] == 3 && npts[1] == 2, "curves %d: %d %d points", count("points=\""),
+          npts[0], npts[1]);
+    CHECK(strstr(svg, ">images/s against batch<") && strstr(svg, ">shoal alexnet<") && strstr(svg, ">torch alexnet<") &&
+          !strstr(svg, "KiB<"), "axes, legend, linear ticks");
+}
+
 static int one_line(void)
 {
     const char *nl = strchr(out, '\n');
@@ -230,6 +247,7 @@ int main(void)
     RUN(timeline_draws_a_bar_per_step_and_rank);
     RUN(pipeline_timeline_bars_hold_the_micro_batches);
     RUN(benchmark_outputs_give_one_curve_each);
+    RUN(xy_rows_draw_their_own_axes);
     RUN(bad_input_is_refused_in_one_line);
     tiny_remove_dir(dir); /* rm -rf: the run directories go too */
     return check_end();

@@ -1,9 +1,10 @@
 /* test_store.c — rank 0's rendezvous store with real processes and sockets: set/get/add/
  * barrier across processes, gets that wait and time out, the job key, and strangers (port
  * scans, garbage, 1 GB length prefixes, half frames, stalled handshakes) that must not
- * disturb the job.
  * Not here: the rendezvous built on it (test_boot.c), the TCP mesh (test_transport_tcp.c).
- * Proves src/comm/boot/store.c and the handshake in src/comm/boot/sock.c. */
+ * disturb the job: a flooding address never pushes out another's handshake, and under a
+ * flood a stalled handshake goes within a second.
+ * Proves src/comm/boot/store_server.c, store_client.c and the handshake in src/comm/boot/sock.c. */
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -14,6 +15,9 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include "../check.h"
 #include "base/err.h"
@@ -46,7 +50,7 @@ static int server_start(server_proc *sp)
         if (lf >= 0) dup2(lf, 2);
         sh_store_server *s = NULL;
         int port = -1;
-        if (sh_store_server_start("127.0.0.1", 0, KEY, &s) == SHOAL_OK) port = sh_store_server_port(s);
+        if (sh_store_server_start("127.0.0.1", 0, KEY, 0, 0, &s) == SHOAL_OK) port = sh_store_server_port(s);
         if (write(pp[1], &port, sizeof port) != sizeof port) _exit(2);
         char b;
         while (read(ctl[0], &b, 1) > 0) {
@@ -334,15 +338,6 @@ static void strangers_are_dropped_and_logged_while_the_job_goes_on(void)
     server_proc sp;
     CHECK(server_start(&sp) == 0, "cannot start the store");
     if (sp.port <= 0) return;
-    int nstall = 270; /* more than the 256 the server keeps half-open; few enough that the
-                         * evictions stay among the refusals the server logs one by one */
-    int *stalled = malloc(sizeof(int) * (size_t)nstall);
-    /* Slowloris: connections that never finish the handshake, some after a few bytes. */
-    for (int i = 0; i < nstall; i++) {
-        stalled[i] = raw_connect(sp.port);
-        if (i % 2 && stalled[i] >= 0 && write(stalled[i], "SHOAL1C", 7) != 7) {
-        }
-    }
     /* A port scan: connect and close. */
     int fd = raw_connect(sp.port);
     CHECK(fd >= 0, "cannot connect");
@@ -355,8 +350,8 @@ static void strangers_are_dropped_and_logged_while_the_job_goes_on(void)
     }
     /* Members of the job gone wrong: a 1 GB length prefix, and half a frame then silence. */
     int huge = raw_connect(sp.port), half = raw_connect(sp.port);
-    CHECK_OK(sh_auth_client(huge, KEY, "store", "store", sh_sock_deadline(5000)));
-    CHECK_OK(sh_auth_client(half, KEY, "store", "store", sh_sock_deadline(5000)));
+    CHECK_OK(sh_auth_client(huge, KEY, "store", "store", sh_sock_deadline(5000), NULL));
+    CHECK_OK(sh_auth_client(half, KEY, "store", "store", sh_sock_deadline(5000), NULL));
     uint32_t len = 1u << 30;
     CHECK(write(huge, &len, 4) == 4, "write");
     len = 100;
@@ -366,6 +361,19 @@ static void strangers_are_dropped_and_logged_while_the_job_goes_on(void)
     CHECK(write(half, frame, sizeof frame) == (ssize_t)sizeof frame, "write");
     CHECK(closed_by_server(huge, 5000), "the store kept a connection that announced 1 GB");
     CHECK(closed_by_server(garbage, 5000), "the store kept a connection that sent garbage");
+    /* Slowloris: connections that never finish the handshake, some after a few bytes; more
+     * than the 128 the server keeps half-open from one address. (Last, so that the lines
+     * above are among the first the server logs one by one.) */
+    int nstall = 140;
+    int *stalled = malloc(sizeof(int) * (size_t)nstall);
+    for (int i = 0; i < nstall; i++) {
+        stalled[i] = raw_connect(sp.port);
+        if (i % 2 && stalled[i] >= 0 && write(stalled[i], "SHOAL1C", 7) != 7) {
+        }
+    }
+    /* They age past the store's 100 ms of grace: from now the oldest of them go first. */
+    struct timespec aged = {0, 150 * 1000000L};
+    nanosleep(&aged, NULL);
     /* The job, while every stalled connection is still open: it must not wait for them. */
     RUN_PROCS(4, NULL, four_ranks, &sp.port); /* the job */
     /* And one more client after all that. */
@@ -385,8 +393,82 @@ static void strangers_are_dropped_and_logged_while_the_job_goes_on(void)
     CHECK(log && strstr(log, "a request of 1073741824 bytes"), "1 GB frame not logged: %.300s", log ? log : "");
     CHECK(log && strstr(log, "bad greeting"), "garbage not logged");
     CHECK(log && strstr(log, "port scan"), "connect-and-close not logged");
-    CHECK(log && strstr(log, "too many connections in the handshake"), "slowloris eviction not logged");
+    CHECK(log && strstr(log, "too many handshakes at once"), "slowloris eviction not logged");
     free(log);
+}
+
+/* A raw connection from a chosen local address (127.0.0.x) to the store. */
+static int raw_connect_from(int port, uint32_t from)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in me = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(from)};
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(0x7f000001)};
+    if (fd >= 0 && (bind(fd, (struct sockaddr *)&me, sizeof me) < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) < 0)) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* The client's half of the handshake by hand (sock.c's protocol), so a test can hold it
+ * back: answer the hello already read; then 1 if the store's reply arrives within 3 s. */
+static int answer_and_hear_back(int fd, const unsigned char hello[SH_AUTH_HELLO_NBYTES])
+{
+    unsigned char msg[SH_AUTH_CLIENT_NBYTES] = {0}, in[1 + 32 + 32 + SH_AUTH_CTX_NBYTES] = {0}, reply[32];
+    memcpy(msg, "SHOAL1C", 8);
+    for (int i = 0; i < 32; i++) msg[8 + i] = (unsigned char)(i * 7 + 1);
+    memcpy(msg + 40, "store", 5);
+    in[0] = 'C';
+    memcpy(in + 1, hello + 8, 32);
+    memcpy(in + 33, msg + 8, 32);
+    memcpy(in + 65, msg + 40, SH_AUTH_CTX_NBYTES);
+    HMAC(EVP_sha256(), KEY, (int)strlen(KEY), in, sizeof in, msg + 40 + SH_AUTH_CTX_NBYTES, NULL);
+    if (sh_sock_write_all(fd, msg, sizeof msg, sh_sock_deadline(3000)) != SHOAL_OK) return 0;
+    return sh_sock_read_all(fd, reply, sizeof reply, sh_sock_deadline(3000)) == SHOAL_OK;
+}
+
+static void a_flooding_address_does_not_push_out_another_addresss_handshake(void)
+{
+    server_proc sp;
+    CHECK(server_start(&sp) == 0, "cannot start the store");
+    if (sp.port <= 0) return;
+    /* a rank at 127.0.0.2, slow to answer */
+    int rank = raw_connect_from(sp.port, 0x7f000002);
+    unsigned char hello[SH_AUTH_HELLO_NBYTES];
+    CHECK(rank >= 0 && sh_sock_read_all(rank, hello, sizeof hello, sh_sock_deadline(3000)) == SHOAL_OK, "no hello");
+    /* meanwhile 127.0.0.1 floods the store with silent handshakes, more than it keeps */
+    enum { NJUNK = 400 };
+    int junk[NJUNK];
+    for (int i = 0; i < NJUNK; i++) junk[i] = raw_connect_from(sp.port, 0x7f000001);
+    struct timespec ts = {0, 300 * 1000000L};
+    nanosleep(&ts, NULL);
+    CHECK(rank >= 0 && answer_and_hear_back(rank, hello), "the flood from another address pushed the rank's handshake out");
+    for (int i = 0; i < NJUNK; i++)
+        if (junk[i] >= 0) close(junk[i]);
+    if (rank >= 0) close(rank);
+    free(server_stop(&sp));
+}
+
+static void under_a_flood_stalled_handshakes_go_within_a_second(void)
+{
+    server_proc sp;
+    CHECK(server_start(&sp) == 0, "cannot start the store");
+    if (sp.port <= 0) return;
+    enum { NBUSY = 40 }; /* more handshakes at once than a job makes */
+    int busy[NBUSY];
+    for (int i = 0; i < NBUSY; i++) busy[i] = raw_connect(sp.port);
+    struct timespec ts = {0, 100 * 1000000L};
+    nanosleep(&ts, NULL);
+    int late = raw_connect(sp.port);
+    uint64_t t0 = sh_now_ns();
+    CHECK(late >= 0 && closed_by_server(late, 4000), "a stalled handshake stayed 4 s while the store was busy");
+    double s = (double)(sh_now_ns() - t0) * 1e-9;
+    CHECK(s < 2.0, "the stalled handshake went after %.1f s, want about 1", s);
+    for (int i = 0; i < NBUSY; i++)
+        if (busy[i] >= 0) close(busy[i]);
+    if (late >= 0) close(late);
+    free(server_stop(&sp));
 }
 
 static int count_lines_with(const char *log, const char *what)
@@ -539,6 +621,8 @@ int main(void)
     RUN(connecting_to_nothing_times_out_naming_the_address);
     RUN(strangers_are_dropped_and_logged_while_the_job_goes_on);
     RUN(a_port_scan_cannot_flood_the_log);
+    RUN(a_flooding_address_does_not_push_out_another_addresss_handshake);
+    RUN(under_a_flood_stalled_handshakes_go_within_a_second);
     RUN(stopping_the_store_ends_waiting_gets);
     RUN(one_client_is_safe_from_many_threads);
     RUN(a_waiting_get_does_not_hold_up_other_threads);

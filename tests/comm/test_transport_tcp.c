@@ -332,7 +332,7 @@ static void attacker_main(const tcp_case *tc)
         if (fd >= 0) {
             char ctx[SH_AUTH_CTX_NBYTES];
             snprintf(ctx, sizeof ctx, "w tcp %d->%d plane 0", tc->world - 1, r);
-            CHECK(sh_auth_client(fd, "wrong", ctx, "rank", sh_sock_deadline(3000)) != SHOAL_OK,
+            CHECK(sh_auth_client(fd, "wrong", ctx, "rank", sh_sock_deadline(3000), NULL) != SHOAL_OK,
                   "rank %d accepted the wrong key", r);
             close(fd);
         }
@@ -344,7 +344,7 @@ static void attacker_main(const tcp_case *tc)
             char ctx[SH_AUTH_CTX_NBYTES];
             snprintf(ctx, sizeof ctx, lies[k], r);
             /* The listener checks the context after the MAC: it hangs up on us. */
-            shoal_result arc = sh_auth_client(fd, KEY, ctx, "rank", sh_sock_deadline(3000));
+            shoal_result arc = sh_auth_client(fd, KEY, ctx, "rank", sh_sock_deadline(3000), NULL);
             CHECK(arc != SHOAL_OK, "rank %d accepted \"%s\"", r, ctx);
             close(fd);
         }

@@ -1,6 +1,9 @@
 /* test_loader.c — proves src/data/loader.c and src/data/synthetic.c: rank shards of a global
  * step are disjoint and together equal the world-1 batch, epochs cover every image once, orders
- * depend on (seed, epoch) alone, seek resumes exactly, pixels are scaled to [0,1]. */
+ * depend on (seed, epoch) alone, seek resumes exactly, pixels are scaled to [0,1]; a regression's
+ * targets come row for row with their images, on every rank, and a target set of another
+ * count is refused. */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -289,6 +292,53 @@ done:
     sh_dataset_destroy(a), sh_dataset_destroy(b);
 }
 
+/* Targets of 3 values per image: image i's is (i & 255, 255 - (i & 255), 7). */
+static void targets_follow_their_images(void)
+{
+    enum { COUNT = 50, B = 12 };
+    sh_dataset *d = indexed_dataset(COUNT), *t = NULL;
+    CHECK_OK(sh_synthetic_create(COUNT, 3, 1, 1, 2, 9, &t));
+    if (!d || !t) goto done;
+    for (int i = 0; i < COUNT; i++) {
+        t->pixels[i * 3 + 0] = (uint8_t)(i & 255);
+        t->pixels[i * 3 + 1] = (uint8_t)(255 - (i & 255));
+        t->pixels[i * 3 + 2] = 7;
+    }
+    for (int world = 1; world <= 3; world++)
+        for (int rank = 0; rank < world; rank++) {
+            float x[B * 4], tgt[B * 3];
+            int32_t y[B];
+            sh_loader_opts o = {.global_batch = B, .rank = rank, .world = world, .seed = 5, .shuffle = 1,
+                                .drop_last = 1, .targets = t, .target_out = tgt};
+            sh_loader *l = NULL;
+            CHECK_OK(sh_loader_create(d, &o, &l));
+            for (int step = 0; l && step < 9; step++) {
+                int n = 0;
+                CHECK_OK(sh_loader_next(l, x, y, &n));
+                for (int i = 0; i < n; i++) {
+                    int idx = image_index(x + i * 4);
+                    CHECK(tgt[i * 3] * 255.f + 0.5f >= (float)(idx & 255) && tgt[i * 3] * 255.f - 0.5f <= (float)(idx & 255) &&
+                          fabsf(tgt[i * 3 + 1] - (255 - (idx & 255)) / 255.f) < 1e-6f && fabsf(tgt[i * 3 + 2] - 7 / 255.f) < 1e-6f,
+                          "world %d rank %d step %d row %d: image %d, target %g %g %g", world, rank, step, i, idx,
+                          tgt[i * 3] * 255, tgt[i * 3 + 1] * 255, tgt[i * 3 + 2] * 255);
+                }
+            }
+            sh_loader_destroy(l);
+        }
+    sh_dataset *fewer = NULL;
+    CHECK_OK(sh_synthetic_create(COUNT - 1, 3, 1, 1, 2, 9, &fewer));
+    float tgt[B * 3];
+    sh_loader_opts o = {.global_batch = B, .world = 1, .targets = fewer, .target_out = tgt};
+    sh_loader *l = NULL;
+    CHECK_RC(sh_loader_create(d, &o, &l), SHOAL_ERR_INVALID);
+    CHECK(strstr(shoal_last_error(), "hold 49 images but") && strstr(shoal_last_error(), "holds 50 images"), "error: %s",
+          shoal_last_error());
+    sh_dataset_destroy(fewer);
+done:
+    sh_dataset_destroy(d);
+    sh_dataset_destroy(t);
+}
+
 static void bad_options_are_refused(void)
 {
     sh_dataset *d = indexed_dataset(10);
@@ -317,6 +367,7 @@ int main(void)
     RUN(resume_on_another_world_size_reads_the_same_images);
     RUN(pixels_are_scaled_to_unit_range);
     RUN(synthetic_is_deterministic_and_learnable);
+    RUN(targets_follow_their_images);
     RUN(bad_options_are_refused);
     return check_end();
 }

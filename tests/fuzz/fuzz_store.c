@@ -1,4 +1,4 @@
-/* fuzz_store.c — libFuzzer target: the store server's request handling (src/comm/boot/store.c)
+/* fuzz_store.c — libFuzzer target: the store server's request handling (src/comm/boot/store_server.c)
  * fed bytes as clients' connections would send them, through its per-connection handler
  * (on_readable/on_writable) over socket pairs, without the server thread.
  * Input: a sequence of segments, each  conn u8 | length u16 (little-endian) | bytes.
@@ -6,9 +6,9 @@
  * (C_AUTH: a stranger's greeting); conn % 4 picks one. After each segment the server reads
  * what it can and the client side drains the replies; at the end every waiting get times
  * out, as the poll loop's deadline would make it.
- * The target includes store.c itself to reach its static handler.
+ * The target includes store_server.c itself to reach its static handler.
  * Driven by scripts/fuzz.sh (clang) and tests/fuzz/test_fuzz_store.c. */
-#include "comm/boot/store.c"
+#include "comm/boot/store_server.c"
 
 #include <stdint.h>
 
@@ -37,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         cn->fd = sv[0];
         cn->st = i == FUZZ_NCONNS - 1 ? C_AUTH : C_READY;
         snprintf(cn->who, sizeof cn->who, "fuzz client %d", i);
-        if (cn->st == C_AUTH) sh_auth_server_hello(cn->hello);
+        if (cn->st == C_AUTH && sh_auth_server_hello(cn->hello) != SHOAL_OK) abort();
         s->conns[s->nconns++] = cn;
         client[i] = sv[1];
     }
@@ -64,7 +64,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         conn *c = s->conns[k];
         if (c->fd >= 0 && c->st == C_WAITING) {
             c->st = C_READY;
-            reply(c, ST_TIMEOUT, NULL, 0);
+            reply(c, SH_STORE_ST_TIMEOUT, NULL, 0);
             on_writable(c);
         }
         close(client[k]);

@@ -250,3 +250,29 @@ put("plot", "bench-table", bytes([2]) + b"#  size  count  type  redop  time  alg
     b"   1024   256  float  sum  10.0  0.10  0.15\n   4096  1024  float  sum  12.0  0.34  0.51\n")
 put("plot", "train-json", bytes([3]) + b'[rank 0] {"history": [{"step": 10, "seconds": 1.5, "epoch": 0.5, '
     b'"train_loss": 2.1, "test_loss": 2.0, "test_accuracy": 0.3}, {"step": 20, "seconds": 3}]}\n')
+
+# ---- image: flags | a picture file (PIL writes them; without PIL this corpus is left as it is)
+try:
+    import io
+    import numpy as np
+    from PIL import Image
+except ImportError:
+    Image = None
+if Image is not None:
+    rng = np.random.default_rng(5)
+    a = rng.integers(0, 256, (12, 10, 3), dtype=np.uint8)
+
+    def pic(name, flags, im, **kw):
+        b = io.BytesIO()
+        im.save(b, **kw)
+        put("image", name, bytes([flags]) + b.getvalue())
+
+    pic("baseline.jpg", 0x00, Image.fromarray(a), format="JPEG", quality=80)
+    pic("progressive-shrink.jpg", 0x16, Image.fromarray(np.kron(a, np.ones((4, 4, 1), np.uint8))), format="JPEG",
+        quality=70, progressive=True)
+    pic("grey.jpg", 0x01, Image.fromarray(a[:, :, 0], "L"), format="JPEG")
+    pic("cmyk.jpg", 0x30, Image.fromarray(a).convert("CMYK"), format="JPEG")
+    pic("rgba.png", 0x10, Image.fromarray(np.concatenate([a, a[:, :, :1]], -1), "RGBA"), format="PNG")
+    pic("palette.png", 0x31, Image.fromarray(a).convert("P"), format="PNG", transparency=2)
+    pic("onebit.png", 0x00, Image.fromarray(a[:, :, 0] > 100), format="PNG")
+    pic("grey16.png", 0x11, Image.fromarray((a[:, :, 0].astype(np.uint16) * 257), "I;16"), format="PNG")

@@ -121,7 +121,7 @@ static void tn_gradcheck(const char *what, sh_net *n, float *x, int nimg, const 
 }
 
 /* Build from text, random input and labels, and run tn_gradcheck. */
-static void tn_gradcheck_cfg(const char *what, const char *text, int nimg, int per_layer,
+static inline void tn_gradcheck_cfg(const char *what, const char *text, int nimg, int per_layer,
                              double eps, double atol, double rtol)
 {
     test_net t;

@@ -341,8 +341,8 @@ static void refused_keys_name_file_line_and_key(void)
          "bad.cfg:8: [softmax] tree=/nonexistent/9k.tree: cannot open"},
         {"[net]\nbatch=1\nchannels=4\nheight=4\nwidth=4\n[crop]\ncrop_height=5\ncrop_width=2\n"
          "[softmax]\n", "bad.cfg:7: [crop] the 5x2 crop"},
-        {"[net]\nbatch=1\nchannels=4\nheight=4\nwidth=4\n[local]\nfilters=2\n[softmax]\n",
-         "bad.cfg:6: [local] is a Darknet layer shoal does not support; shoal's layers are "
+        {"[net]\nbatch=1\nchannels=4\nheight=4\nwidth=4\n[l2norm]\n[softmax]\n",
+         "bad.cfg:6: [l2norm] is a Darknet layer shoal does not support; shoal's layers are "
          "[convolutional], [connected]"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -1,7 +1,8 @@
 /* test_net_config.c — proves src/nn/net_config.c: the [net] section's keys and Darknet's
- * defaults, each learning-rate policy and optimizer, inputs= for vector models, the errors
- * for bad or contradictory values, the batch read from a file alone; and that every example
- * model builds into a network with the parameter count it states. */
+ * defaults, each learning-rate policy and optimizer, inputs= for vector models, the picture
+ * keys (crops, colour, mean/std) and their defaults, the errors for bad or contradictory
+ * values, the batch read from a file alone; and that every example model builds into a
+ * network with the parameter count it states. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,8 +49,9 @@ static void missing_keys_get_darknet_defaults(void)
     int n = 0;
     sh_cfg_each_defaulted(cfg, count_defaulted, &n);
     /* batch subdivisions time_steps learning_rate policy burn_in power max_batches momentum
-     * decay adam optimizer */
-    CHECK(n == 12, "defaulted keys: %d", n);
+     * decay adam optimizer; the pictures' min_crop max_crop test_resize flip aspect angle
+     * hue saturation exposure */
+    CHECK(n == 21, "defaulted keys: %d", n);
     CHECK(c.time_steps == 1, "time_steps %d", c.time_steps);
     sh_cfg_destroy(cfg);
 }
@@ -182,6 +184,33 @@ static void unknown_keys_fail_and_augmentation_keys_pass(void)
                     &c));
 }
 
+static void picture_keys_resolve_their_defaults_and_refuse_bad_values(void)
+{
+    sh_net_config c;
+    CHECK_OK(net_of("[net]\nwidth=32\nheight=24\nchannels=3\n", &c));
+    const sh_net_pictures *p = &c.pictures;
+    CHECK(p->min_crop == 32 && p->max_crop == 32 && p->test_resize == 32 && p->flip == 1, "defaults %d %d %d %d",
+          p->min_crop, p->max_crop, p->test_resize, p->flip);
+    CHECK(p->aspect == 1 && p->angle == 0 && p->hue == 0 && p->saturation == 1 && p->exposure == 1, "colour");
+    CHECK(p->mean[2] == 0 && p->std[2] == 1, "mean %g std %g", (double)p->mean[2], (double)p->std[2]);
+    CHECK_OK(net_of("[net]\nwidth=224\nheight=224\nchannels=3\nmin_crop=256\ntest_resize=256\nflip=0\n"
+                    "mean=0.485,0.456,0.406\nstd=0.229,0.224,0.225\n", &c));
+    CHECK(p->min_crop == 256 && p->max_crop == 256 && p->test_resize == 256 && p->flip == 0, "set %d %d %d %d",
+          p->min_crop, p->max_crop, p->test_resize, p->flip);
+    CHECK_NEAR(p->mean[1], 0.456f, 0);
+    CHECK_NEAR(p->std[2], 0.225f, 0);
+    CHECK_OK(net_of("[net]\nwidth=28\nheight=28\nchannels=1\nmean=0.5\nstd=0.25\nmax_crop=40\n", &c));
+    CHECK(p->min_crop == 28 && p->max_crop == 40, "max_crop alone: %d..%d", p->min_crop, p->max_crop);
+    CHECK_NEAR(p->mean[0], 0.5f, 0);
+    CHECK_NEAR(p->std[0], 0.25f, 0);
+    CHECK_RC(net_of("[net]\nwidth=32\nheight=32\nchannels=3\nmin_crop=64\nmax_crop=48\n", &c), SHOAL_ERR_FORMAT);
+    CHECK_HAS(shoal_last_error_message(), "n.cfg:6:");
+    CHECK_RC(net_of("[net]\nwidth=32\nheight=32\nchannels=3\nmean=0.1,0.2\n", &c), SHOAL_ERR_FORMAT);
+    CHECK_HAS(shoal_last_error_message(), "one per channel (3)");
+    CHECK_RC(net_of("[net]\nwidth=32\nheight=32\nchannels=3\nstd=0.2,0,0.2\n", &c), SHOAL_ERR_FORMAT);
+    CHECK_RC(net_of("[net]\nwidth=32\nheight=32\nchannels=3\nflip=2\n", &c), SHOAL_ERR_FORMAT);
+}
+
 /* The example models' [net] sections, and Darknet's own files when installed. */
 static void example_and_darknet_net_sections_parse(void)
 {
@@ -307,6 +336,7 @@ int main(void)
     RUN(bad_policies_are_refused_with_the_list);
     RUN(optimizers_from_adam_flag_or_optimizer_key);
     RUN(unknown_keys_fail_and_augmentation_keys_pass);
+    RUN(picture_keys_resolve_their_defaults_and_refuse_bad_values);
     RUN(example_and_darknet_net_sections_parse);
     RUN(example_models_build_with_expected_parameter_counts);
     RUN(misspelt_layer_key_fails_with_did_you_mean);

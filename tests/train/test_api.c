@@ -194,7 +194,7 @@ static void example_builds_against_the_public_headers_and_trains(void)
     snprintf(lib, sizeof lib, "%s/libshoal.a", exe);
     CHECK(access(lib, R_OK) == 0, "no %s", lib);
     snprintf(cmd, sizeof cmd, "cc -std=c11 -Wall -Wextra -Werror -I%s/include -o %s/train_lenet %s/examples/train_lenet.c "
-             "%s -pthread -lz -ldl -lm -lrt -lprotobuf-c 2>&1", root, dir, root, lib);
+             "%s -pthread -lcrypto -ljpeg -lpng -lz -ldl -lm -lrt -lprotobuf-c 2>&1", root, dir, root, lib);
     int rc = sh_run(cmd);
     CHECK(rc == 0, "the example does not build with only -Iinclude: %s", out);
     if (rc != 0) return;

@@ -28,6 +28,11 @@ typedef struct {
 
 static const opt_case cases[] = {
     {"data", "some/dir", T_STR, AT(data_dir), 0, NULL},
+    {"test-data", "val", T_STR, AT(test_data), 0, NULL},
+    {"strict-data", "1", T_SWITCH, AT(strict_data), 1, "2"},
+    {"data-threads", "3", T_INT, AT(data_threads), 3, "0"},
+    {"data-prefetch", "4", T_INT, AT(data_prefetch), 4, "0"},
+    {"target", "input", T_STR, AT(target), 0, NULL},
     {"batch", "32", T_INT, AT(batch), 32, "0"},
     {"seed", "7", T_U64, AT(seed), 7, "-1"},
     {"threads", "2", T_INT, AT(threads), 2, "2000"},

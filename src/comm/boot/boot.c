@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/env.h"
@@ -149,6 +151,12 @@ static shoal_result fill_options(const shoal_comm_opts *o, shoal_comm *c)
         return SH_FAIL(SHOAL_ERR_INVALID, "SHOAL_ALGO=%s: use auto, ring, rd, rhd, tree, hier or mpi",
                        a ? a : "");
     if (o && o->timeout_ms > 0) c->timeout_ms = o->timeout_ms;
+    long secure = 0;
+    SH_TRY(sh_env_long("SHOAL_SECURE", &secure));
+    c->secure = (int)secure;
+    if (c->secure && c->transport == SH_TRANSPORT_MPI)
+        return SH_FAIL(SHOAL_ERR_INVALID, "SHOAL_SECURE=1 seals shoal's own TCP links, but SHOAL_TRANSPORT=mpi "
+                       "sends through the MPI library in the clear: use SHOAL_TRANSPORT=auto or tcp");
     long chunk = 0;
     SH_TRY(sh_env_long("SHOAL_CHUNK_BYTES", &chunk));
     c->chunk_nbytes = o && o->chunk_nbytes ? o->chunk_nbytes : (size_t)chunk;
@@ -177,62 +185,71 @@ static shoal_result missing_ranks(shoal_comm *c, const sh_boot_env *e, int first
                    n ? "they" : "it");
 }
 
-shoal_result sh_boot_world(const shoal_comm_opts *o, shoal_comm **out)
+/* Rank r's record "hostid\nhostname\nsecure S": its host, and the settings every rank must
+ * share (a rank that differs stops every rank at once, naming it). */
+static shoal_result read_host(shoal_comm *c, int r, char *v, char *id, size_t cap)
 {
-    *out = NULL;
-    sh_boot_env e;
-    SH_TRY(sh_boot_read_env(o, &e));
-    shoal_comm *c = NULL;
-    SH_TRY(sh_comm_alloc(e.rank, e.world, &c));
-    shoal_result rc = fill_options(o, c);
-    if (rc != SHOAL_OK) goto fail;
-    char host[256];
-    gethostname(host, sizeof host - 1);
-    host[sizeof host - 1] = 0;
-    sh_log_set_rank(e.rank, host);
-    if (e.key_is_derived && e.rank == 0) /* once a job, at the default level: on a shared cluster it matters */
-        SH_LOG_W("comm", "no SHOAL_JOB_KEY: the job key is derived from the %s job's variables, which is not secret (another user on these hosts could join); give every rank a secret one, e.g. mpirun -x SHOAL_JOB_KEY=$(openssl rand -hex 32), or export it before srun", e.source);
-    if (e.rank == 0) {
-        long bind_all = 0;
-        rc = sh_env_long("SHOAL_BIND_ALL", &bind_all);
-        if (rc != SHOAL_OK) goto fail;
-        rc = sh_store_server_start(bind_all ? NULL : e.master_addr, e.master_port, e.job_key,
-                                   &c->store_server);
-        if (rc != SHOAL_OK) goto fail;
+    char *name = strchr(v, '\n'), *rest = NULL;
+    if (name) {
+        *name++ = 0;
+        rest = strchr(name, '\n');
+        if (rest) *rest++ = 0;
     }
-    /* One deadline for the whole rendezvous, connecting included. */
-    uint64_t dl = sh_now_ns() + (uint64_t)c->timeout_ms * 1000000ull;
-    rc = sh_store_connect(e.master_addr, e.master_port, e.job_key, c->timeout_ms, &c->store);
-    if (rc != SHOAL_OK) goto fail;
-    /* Publish "hostid\nhostname", then learn everyone's. */
-    char me[600], id[300], key[96];
-    sh_boot_host_id(id, sizeof id);
-    int n = snprintf(me, sizeof me, "%s\n%s", id, host);
-    snprintf(key, sizeof key, "w/host/%d", e.rank);
-    rc = sh_store_set(c->store, key, me, (size_t)n);
-    if (rc != SHOAL_OK) goto fail;
-    char (*ids)[300] = calloc((size_t)e.world, sizeof *ids);
-    if (!ids) {
-        rc = SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
-        goto fail;
+    snprintf(id, cap, "%.299s", v);
+    c->hostname[r] = strdup(name ? name : "?");
+    int secure = -1;
+    if (!rest || sscanf(rest, "secure %d", &secure) != 1 || secure != c->secure) {
+        char pb[128];
+        return SH_FAIL(SHOAL_ERR_MISMATCH, "%s runs with SHOAL_SECURE=%d but rank %d with %d: every rank "
+                       "must have the same (sealed links cannot talk to plain ones)",
+                       sh_comm_peer_name(c, r, pb, sizeof pb), secure, c->rank, c->secure);
     }
-    for (int r = 0; r < e.world && rc == SHOAL_OK; r++) {
-        char v[600];
+    return SHOAL_OK;
+}
+
+/* Rank 0: serve the store. When the port is taken, or the master address is another
+ * host's, the job may already have a rank 0: ask its store, so that the error names both
+ * (a duplicate --node-rank 0) instead of the port. */
+static shoal_result start_store(shoal_comm *c, const sh_boot_env *e, uint64_t id, const char *who)
+{
+    long bind_all = 0;
+    SH_TRY(sh_env_long("SHOAL_BIND_ALL", &bind_all));
+    shoal_result rc = sh_store_server_start(bind_all ? NULL : e->master_addr, e->master_port, e->job_key, e->world,
+                                            e->key_is_derived, &c->store_server);
+    if (rc != SHOAL_ERR_IO) return rc;
+    char first[1024];
+    snprintf(first, sizeof first, "%s", shoal_last_error_message());
+    sh_store *other = NULL;
+    shoal_result orc = sh_store_connect(e->master_addr, e->master_port, e->job_key, 2000, &other);
+    if (orc == SHOAL_OK) orc = sh_store_claim(other, 0, e->world, id, who);
+    char why[1024];
+    snprintf(why, sizeof why, "%s", shoal_last_error_message()); /* SH_FAIL writes where it reads */
+    sh_store_close(other);
+    if (orc == SHOAL_ERR_MISMATCH) return SH_FAIL(SHOAL_ERR_MISMATCH, "%s", why);
+    return SH_FAIL(rc, "%s", first);
+}
+
+/* Rank r's record "hostid\nhostname\nsecure S" for every r: hosts numbered by first appearance. */
+static shoal_result learn_hosts(shoal_comm *c, const sh_boot_env *e, uint64_t dl)
+{
+    char (*ids)[300] = calloc((size_t)e->world, sizeof *ids);
+    if (!ids) return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
+    shoal_result rc = SHOAL_OK;
+    for (int r = 0; r < e->world && rc == SHOAL_OK; r++) {
+        char v[600], key[96];
         size_t vn = 0;
         snprintf(key, sizeof key, "w/host/%d", r);
         uint64_t now = sh_now_ns();
         int left_ms = now < dl ? (int)((dl - now) / 1000000ull) + 1 : 1;
         rc = sh_store_get(c->store, key, v, sizeof v - 1, &vn, left_ms);
         if (rc == SHOAL_ERR_TIMEOUT) {
-            rc = missing_ranks(c, &e, r);
+            rc = missing_ranks(c, e, r);
             break;
         }
         if (rc != SHOAL_OK) break;
         v[vn < sizeof v ? vn : sizeof v - 1] = 0;
-        char *nl = strchr(v, '\n');
-        if (nl) *nl = 0;
-        snprintf(ids[r], sizeof ids[r], "%.299s", v);
-        c->hostname[r] = strdup(nl ? nl + 1 : "?");
+        rc = read_host(c, r, v, ids[r], sizeof ids[r]);
+        if (rc != SHOAL_OK) break;
         int h = -1;
         for (int q = 0; q < r; q++)
             if (!strcmp(ids[q], ids[r])) {
@@ -247,6 +264,66 @@ shoal_result sh_boot_world(const shoal_comm_opts *o, shoal_comm **out)
         c->host_of[r] = h;
     }
     free(ids);
+    return rc;
+}
+
+/* Under MPICH's Hydra every rank holds a connection to its mpiexec (PMI_FD, an open
+ * socket). Without SHOAL_JOB_KEY the key rests on the master's address and port, which a
+ * process outside the job can learn: it must at least hold that connection too. */
+static shoal_result check_pmi_connection(const sh_boot_env *e)
+{
+    if (!e->key_is_derived || strcmp(e->source, "mpich") != 0) return SHOAL_OK;
+    long fd = -1;
+    struct stat st;
+    if (!sh_env_is_set("PMI_FD") || sh_env_long("PMI_FD", &fd) != SHOAL_OK || fstat((int)fd, &st) != 0 ||
+        !S_ISSOCK(st.st_mode))
+        return SH_FAIL(SHOAL_ERR_INVALID, "PMI_RANK=%d and PMI_SIZE=%d are set but this process holds no connection to "
+                       "an mpiexec (PMI_FD): it was not started by MPICH's Hydra, and without SHOAL_JOB_KEY it may "
+                       "not join a job; give every rank the job's secret SHOAL_JOB_KEY", e->rank, e->world);
+    return SHOAL_OK;
+}
+
+shoal_result sh_boot_world(const shoal_comm_opts *o, shoal_comm **out)
+{
+    *out = NULL;
+    sh_boot_env e;
+    SH_TRY(sh_boot_read_env(o, &e));
+    SH_TRY(check_pmi_connection(&e));
+    shoal_comm *c = NULL;
+    SH_TRY(sh_comm_alloc(e.rank, e.world, &c));
+    shoal_result rc = fill_options(o, c);
+    if (rc != SHOAL_OK) goto fail;
+    if (c->secure && e.key_is_derived) { /* keys from a key others can work out hide nothing */
+        rc = SH_FAIL(SHOAL_ERR_INVALID, "SHOAL_SECURE=1 needs a secret SHOAL_JOB_KEY: the key derived from the %s "
+                     "job's variables is not secret; give every rank one (openssl rand -hex 32)", e.source);
+        goto fail;
+    }
+    char host[256], who[160]; /* "pid 123 on hostb": names this process in a refused claim */
+    gethostname(host, sizeof host - 1);
+    host[sizeof host - 1] = 0;
+    sh_log_set_rank(e.rank, host);
+    snprintf(who, sizeof who, "pid %d on %.100s", (int)getpid(), host);
+    uint64_t id = 0; /* this process's, so that its own reconnections are not a second claim */
+    while (id == 0)
+        if (getrandom(&id, sizeof id, 0) != (ssize_t)sizeof id) id = sh_now_ns() ^ ((uint64_t)getpid() << 32);
+    if (e.key_is_derived && e.rank == 0) /* once a job, at the default level: on a shared cluster it matters */
+        SH_LOG_W("comm", "no SHOAL_JOB_KEY: the job key is derived from the %s job's variables, which is not secret (another user on these hosts could join); give every rank a secret one, e.g. mpirun -x SHOAL_JOB_KEY=$(openssl rand -hex 32), or export it before srun", e.source);
+    if (e.rank == 0) {
+        rc = start_store(c, &e, id, who);
+        if (rc != SHOAL_OK) goto fail;
+    }
+    /* One deadline for the whole rendezvous, connecting included. */
+    uint64_t dl = sh_now_ns() + (uint64_t)c->timeout_ms * 1000000ull;
+    rc = sh_store_connect(e.master_addr, e.master_port, e.job_key, c->timeout_ms, &c->store);
+    if (rc == SHOAL_OK) rc = sh_store_claim(c->store, e.rank, e.world, id, who);
+    if (rc != SHOAL_OK) goto fail;
+    /* Publish "hostid\nhostname\nsecure S", then learn everyone's. */
+    char me[600], hid[300], key[96];
+    sh_boot_host_id(hid, sizeof hid);
+    int n = snprintf(me, sizeof me, "%s\n%s\nsecure %d", hid, host, c->secure);
+    snprintf(key, sizeof key, "w/host/%d", e.rank);
+    rc = sh_store_set(c->store, key, me, (size_t)n);
+    if (rc == SHOAL_OK) rc = learn_hosts(c, &e, dl);
     if (rc != SHOAL_OK) goto fail;
     sh_comm_index_hosts(c);
     *out = c;

@@ -1,5 +1,5 @@
 /* sock.c — TCP helpers with deadlines, interface choice and the job-key handshake.
- * Not here: the store protocol (store.c), the mesh of rank links (transport/tcp.c).
+ * Not here: the store protocol (store_server.c, store_client.c), the mesh of rank links (transport/tcp.c).
  * Proved by tests/comm/test_store.c, test_transport_tcp.c and test_comm_faults.c. */
 #include "comm/boot/sock.h"
 
@@ -15,16 +15,20 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
 #include "base/env.h"
 #include "base/err.h"
 #include "base/log.h"
-#include "base/sha256.h"
 #include "base/util.h"
+#include "comm/boot/interrupt.h"
 
 uint64_t sh_sock_deadline(int timeout_ms)
 {
@@ -39,26 +43,33 @@ static int ms_left(uint64_t deadline_ns)
     return ms > 1000000 ? 1000000 : (int)ms;
 }
 
+/* Wait for ev on fd, in slices of at most 250 ms: a signal's request to stop
+ * (interrupt.h) is seen within a quarter second. */
 static shoal_result wait_fd(int fd, short ev, uint64_t deadline_ns, const char *what)
 {
     for (;;) {
+        int sig = sh_interrupted();
+        if (sig) return SH_FAIL(SHOAL_ERR_INTERRUPTED, "stopped by %s while %s", sh_interrupt_name(sig), what);
         int left = ms_left(deadline_ns);
         if (left == 0) return SH_FAIL(SHOAL_ERR_TIMEOUT, "timed out %s", what);
         struct pollfd p = {fd, ev, 0};
-        int n = poll(&p, 1, left);
+        int n = poll(&p, 1, left < 250 ? left : 250);
         if (n > 0) return SHOAL_OK;
         if (n < 0 && errno != EINTR) return SH_FAIL(SHOAL_ERR_IO, "poll: %s", strerror(errno));
     }
 }
 
-shoal_result sh_sock_read_all(int fd, void *buf, size_t nbytes, uint64_t deadline_ns)
+/* sh_sock_read_all that also says how many bytes came before a failure. */
+static shoal_result read_counted(int fd, void *buf, size_t nbytes, uint64_t deadline_ns, size_t *got)
 {
     unsigned char *p = buf;
+    *got = 0;
     while (nbytes > 0) {
         ssize_t n = recv(fd, p, nbytes, MSG_DONTWAIT);
         if (n > 0) {
             p += n;
             nbytes -= (size_t)n;
+            *got += (size_t)n;
             continue;
         }
         if (n == 0) return SH_FAIL(SHOAL_ERR_PEER, "connection closed by the other side");
@@ -68,6 +79,12 @@ shoal_result sh_sock_read_all(int fd, void *buf, size_t nbytes, uint64_t deadlin
         SH_TRY(wait_fd(fd, POLLIN, deadline_ns, "waiting for data"));
     }
     return SHOAL_OK;
+}
+
+shoal_result sh_sock_read_all(int fd, void *buf, size_t nbytes, uint64_t deadline_ns)
+{
+    size_t got;
+    return read_counted(fd, buf, nbytes, deadline_ns, &got);
 }
 
 shoal_result sh_sock_write_all(int fd, const void *buf, size_t nbytes, uint64_t deadline_ns)
@@ -197,20 +214,48 @@ static void addr_str(const struct sockaddr_storage *ss, char *out, size_t cap)
     if (!inet_ntop(fam, a, out, (socklen_t)cap)) snprintf(out, cap, "?");
 }
 
+/* Sleep ms (or until the deadline), a little less or more at random so that many ranks
+ * retrying together spread out. */
+static void pause_ms(int ms, uint64_t deadline_ns, unsigned *seed)
+{
+    int left = ms_left(deadline_ns);
+    ms = ms * 3 / 4 + (int)(rand_r(seed) % (unsigned)(ms / 2 + 1));
+    if (ms > left) ms = left;
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
 shoal_result sh_sock_connect(const char *host, int port, uint64_t deadline_ns, int *fd_out)
 {
     *fd_out = -1;
     net_addr a;
     SH_TRY(resolve(host, port, &a));
     int last_err = 0;
+    /* An attempt whose SYN was dropped (a listener's queue full, under a flood) is answered
+     * only by the kernel's retransmissions, 1, 3, 7 s later: each attempt waits through at
+     * least one of them (2 s, then 4, then 8). A refusal (nobody listens yet) is retried
+     * after 10 ms, doubling to half a second. */
+    int window_ms = 2000, refused_ms = 10;
+    unsigned seed = (unsigned)(sh_now_ns() ^ ((uint64_t)getpid() << 16));
     for (;;) {
+        if (sh_interrupted())
+            return SH_FAIL(SHOAL_ERR_INTERRUPTED, "stopped by %s while connecting to %s:%d",
+                           sh_interrupt_name(sh_interrupted()), host, port);
         int fd = socket(a.ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0) return SH_FAIL(SHOAL_ERR_IO, "socket: %s", strerror(errno));
         int rc = connect(fd, (struct sockaddr *)&a.ss, a.len);
         if (rc < 0 && errno == EINPROGRESS) {
             struct pollfd p = {fd, POLLOUT, 0};
-            int left = ms_left(deadline_ns);
-            if (poll(&p, 1, left < 1000 ? left : 1000) == 1) {
+            uint64_t attempt_dl = sh_now_ns() + (uint64_t)window_ms * 1000000ull;
+            if (attempt_dl > deadline_ns) attempt_dl = deadline_ns;
+            int n = 0;
+            for (;;) { /* in slices, so that a signal's request is seen within a quarter second */
+                int left = ms_left(attempt_dl);
+                n = left ? poll(&p, 1, left < 250 ? left : 250) : 0;
+                if (n != 0 && !(n < 0 && errno == EINTR)) break;
+                if (!left || sh_interrupted()) break;
+            }
+            if (n == 1) {
                 int err = 0;
                 socklen_t len = sizeof err;
                 getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
@@ -231,8 +276,12 @@ shoal_result sh_sock_connect(const char *host, int port, uint64_t deadline_ns, i
         if (ms_left(deadline_ns) == 0)
             return SH_FAIL(SHOAL_ERR_TIMEOUT, "cannot connect to %s:%d (%s) before the deadline",
                            host, port, strerror(last_err));
-        struct timespec ts = {0, 20 * 1000000};
-        nanosleep(&ts, NULL);
+        if (last_err == ETIMEDOUT) {
+            window_ms = window_ms < 8000 ? 2 * window_ms : 8000;
+        } else {
+            pause_ms(refused_ms, deadline_ns, &seed);
+            refused_ms = refused_ms < 500 ? 2 * refused_ms : 500;
+        }
     }
 }
 
@@ -270,6 +319,9 @@ shoal_result sh_sock_listen(const char *addr, int port, int *fd_out, int *port_o
     if (fd < 0) return SH_FAIL(SHOAL_ERR_IO, "socket: %s", strerror(errno));
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    /* A short accept queue on purpose: under a flood the kernel drops the excess SYNs at no
+     * cost to us (a rank's is retransmitted; sh_sock_connect waits for that), while every
+     * connection queued is one the server must take and look at before a rank's. */
     if (bind(fd, (struct sockaddr *)&a.ss, a.len) < 0 || listen(fd, 128) < 0) {
         int e = errno;
         close(fd);
@@ -358,61 +410,82 @@ const char *sh_sock_peer_str(int fd, char *buf, size_t cap)
  * server -> client: "SHOAL1S\0" nonce_s[32]
  * client -> server: "SHOAL1C\0" nonce_c[32] ctx[96] mac_c[32]   mac_c = HMAC(key, "C" ns nc ctx)
  * server -> client: mac_s[32]                                  mac_s = HMAC(key, "S" nc ns ctx)
- * A server that sees a wrong magic or MAC closes without answering. */
+ * A server that sees a wrong MAC says "SHOAL1R\0" (refused) and closes; one that closes
+ * without a verdict was shedding a flood of strangers (the client may try again). HMAC, nonces and the
+ * comparison are libcrypto's. */
 
-static void mac(const char *key, char who, const unsigned char *n1, const unsigned char *n2,
-                const char *ctx, unsigned char out[32])
+/* HMAC-SHA256 (libcrypto) over who | n1 | n2 | ctx. */
+static shoal_result mac(const char *key, char who, const unsigned char *n1, const unsigned char *n2,
+                        const char *ctx, unsigned char out[32])
 {
     unsigned char msg[1 + 32 + 32 + SH_AUTH_CTX_NBYTES];
     msg[0] = (unsigned char)who;
     memcpy(msg + 1, n1, 32);
     memcpy(msg + 33, n2, 32);
     memcpy(msg + 65, ctx, SH_AUTH_CTX_NBYTES);
-    sh_hmac_sha256(key, strlen(key), msg, sizeof msg, out);
+    unsigned int n = 0;
+    if (!HMAC(EVP_sha256(), key, (int)strlen(key), msg, sizeof msg, out, &n) || n != 32)
+        return SH_FAIL(SHOAL_ERR_INTERNAL, "HMAC-SHA256 failed in libcrypto");
+    return SHOAL_OK;
 }
 
-static void nonce(unsigned char out[32])
+static shoal_result nonce(unsigned char out[32])
 {
-    if (getrandom(out, 32, 0) != 32) {
-        uint64_t t = sh_now_ns() ^ ((uint64_t)getpid() << 32);
-        for (int i = 0; i < 32; i++) out[i] = (unsigned char)(t >> (8 * (i % 8))) ^ (unsigned char)i;
-    }
+    if (RAND_bytes(out, 32) != 1) /* never a guessable nonce: the connection fails instead */
+        return SH_FAIL(SHOAL_ERR_IO, "libcrypto's RAND_bytes could not make a handshake nonce");
+    return SHOAL_OK;
 }
 
 shoal_result sh_auth_client(int fd, const char *key, const char *context, const char *peer,
-                            uint64_t deadline_ns)
+                            uint64_t deadline_ns, sh_auth_nonces *nonces)
 {
     unsigned char hello[40], ns[32], nc[32], m[32], ms[32];
     char ctx[SH_AUTH_CTX_NBYTES] = {0};
     snprintf(ctx, sizeof ctx, "%s", context);
-    SH_TRY(sh_sock_read_all(fd, hello, sizeof hello, deadline_ns));
+    shoal_result rc = sh_sock_read_all(fd, hello, sizeof hello, deadline_ns);
+    if (rc == SHOAL_ERR_PEER)
+        return SH_FAIL(SHOAL_ERR_IO, "%s closed the connection before its hello (busy shedding strangers?)", peer);
+    SH_TRY(rc);
     if (memcmp(hello, "SHOAL1S", 8) != 0)
         return SH_FAIL(SHOAL_ERR_PEER, "%s does not speak shoal's protocol (another program on "
                                        "that port?)", peer);
     memcpy(ns, hello + 8, 32);
-    nonce(nc);
-    mac(key, 'C', ns, nc, ctx, m);
+    SH_TRY(nonce(nc));
+    SH_TRY(mac(key, 'C', ns, nc, ctx, m));
     unsigned char msg[8 + 32 + SH_AUTH_CTX_NBYTES + 32];
     memcpy(msg, "SHOAL1C", 8);
     memcpy(msg + 8, nc, 32);
     memcpy(msg + 40, ctx, SH_AUTH_CTX_NBYTES);
     memcpy(msg + 40 + SH_AUTH_CTX_NBYTES, m, 32);
-    SH_TRY(sh_sock_write_all(fd, msg, sizeof msg, deadline_ns));
-    shoal_result rc = sh_sock_read_all(fd, ms, 32, deadline_ns);
-    if (rc == SHOAL_ERR_TIMEOUT) return rc;
-    if (rc != SHOAL_OK) /* a server that does not like our proof hangs up without a word */
+    rc = sh_sock_write_all(fd, msg, sizeof msg, deadline_ns);
+    size_t got = 0;
+    if (rc == SHOAL_OK) rc = read_counted(fd, ms, 32, deadline_ns, &got);
+    if (rc == SHOAL_ERR_TIMEOUT || rc == SHOAL_ERR_INTERRUPTED) return rc;
+    if (rc != SHOAL_OK && got >= 8 && memcmp(ms, "SHOAL1R", 8) == 0)
         return SH_FAIL(SHOAL_ERR_PEER, "job key rejected by %s: this process is not part of the "
                                        "job (SHOAL_JOB_KEY differs)", peer);
-    mac(key, 'S', nc, ns, ctx, m);
-    if (!sh_mem_equal_ct(m, ms, 32))
+    if (rc != SHOAL_OK)
+        return SH_FAIL(SHOAL_ERR_IO, "%s closed the connection during the handshake without a verdict "
+                                     "(busy shedding strangers?)", peer);
+    SH_TRY(mac(key, 'S', nc, ns, ctx, m));
+    if (CRYPTO_memcmp(m, ms, 32) != 0)
         return SH_FAIL(SHOAL_ERR_PEER, "%s does not hold this job's key (SHOAL_JOB_KEY differs)", peer);
+    if (nonces) {
+        memcpy(nonces->client, nc, 32);
+        memcpy(nonces->server, ns, 32);
+    }
     return SHOAL_OK;
 }
 
-void sh_auth_server_hello(unsigned char hello[SH_AUTH_HELLO_NBYTES])
+shoal_result sh_auth_server_hello(unsigned char hello[SH_AUTH_HELLO_NBYTES])
 {
     memcpy(hello, "SHOAL1S", 8);
-    nonce(hello + 8);
+    return nonce(hello + 8);
+}
+
+void sh_auth_refuse(int fd)
+{
+    (void)!send(fd, "SHOAL1R", 8, MSG_DONTWAIT | MSG_NOSIGNAL); /* best effort: it is closed next */
 }
 
 int sh_auth_client_greeting_ok(const unsigned char *msg, size_t nbytes)
@@ -423,7 +496,7 @@ int sh_auth_client_greeting_ok(const unsigned char *msg, size_t nbytes)
 shoal_result sh_auth_server_check(const char *key, const unsigned char hello[SH_AUTH_HELLO_NBYTES],
                                   const unsigned char msg[SH_AUTH_CLIENT_NBYTES],
                                   char ctx_out[SH_AUTH_CTX_NBYTES],
-                                  unsigned char reply[SH_AUTH_REPLY_NBYTES])
+                                  unsigned char reply[SH_AUTH_REPLY_NBYTES], sh_auth_nonces *nonces)
 {
     unsigned char m[32];
     if (!sh_auth_client_greeting_ok(msg, 8))
@@ -432,11 +505,15 @@ shoal_result sh_auth_server_check(const char *key, const unsigned char hello[SH_
     memcpy(ctx, msg + 40, SH_AUTH_CTX_NBYTES);
     ctx[SH_AUTH_CTX_NBYTES - 1] = 0;
     /* The MAC covers the context as sent (before we terminate it). */
-    mac(key, 'C', hello + 8, msg + 8, (const char *)msg + 40, m);
-    if (!sh_mem_equal_ct(m, msg + 40 + SH_AUTH_CTX_NBYTES, 32))
+    SH_TRY(mac(key, 'C', hello + 8, msg + 8, (const char *)msg + 40, m));
+    if (CRYPTO_memcmp(m, msg + 40 + SH_AUTH_CTX_NBYTES, 32) != 0)
         return SH_FAIL(SHOAL_ERR_PEER, "wrong job key");
-    mac(key, 'S', msg + 8, hello + 8, (const char *)msg + 40, reply);
+    SH_TRY(mac(key, 'S', msg + 8, hello + 8, (const char *)msg + 40, reply));
     if (ctx_out) memcpy(ctx_out, ctx, SH_AUTH_CTX_NBYTES);
+    if (nonces) {
+        memcpy(nonces->client, msg + 8, 32);
+        memcpy(nonces->server, hello + 8, 32);
+    }
     return SHOAL_OK;
 }
 
@@ -444,13 +521,17 @@ shoal_result sh_auth_server(int fd, const char *key, char ctx_out[SH_AUTH_CTX_NB
                             uint64_t deadline_ns)
 {
     unsigned char hello[SH_AUTH_HELLO_NBYTES], msg[SH_AUTH_CLIENT_NBYTES], reply[32];
-    sh_auth_server_hello(hello);
+    SH_TRY(sh_auth_server_hello(hello));
     SH_TRY(sh_sock_write_all(fd, hello, sizeof hello, deadline_ns));
     SH_TRY(sh_sock_read_all(fd, msg, 8, deadline_ns));
     if (!sh_auth_client_greeting_ok(msg, 8))
         return SH_FAIL(SHOAL_ERR_PEER, "not a shoal client (bad greeting)");
     SH_TRY(sh_sock_read_all(fd, msg + 8, sizeof msg - 8, deadline_ns));
-    SH_TRY(sh_auth_server_check(key, hello, msg, ctx_out, reply));
+    shoal_result rc = sh_auth_server_check(key, hello, msg, ctx_out, reply, NULL);
+    if (rc != SHOAL_OK) {
+        sh_auth_refuse(fd);
+        return rc;
+    }
     SH_TRY(sh_sock_write_all(fd, reply, sizeof reply, deadline_ns));
     return SHOAL_OK;
 }

@@ -1,12 +1,13 @@
-/* select.c — the one place that decides how a collective runs, in this order: an update
+/* select.c — the one place that decides how a collective runs (and counts it, and breaks the
+ * communicator when it fails on a peer), in this order: an update
  * of a shared window's common block (only the CMA path updates it once), the shared-memory
  * slots, eager recursive doubling, then, after the mismatch check, CMA inside a host, the
  * MPI library's collectives, a forced SHOAL_ALGO, and the measured table below, with a
  * fallback when the forced algorithm cannot run the call. Handles world 1, count 0, in
  * place and SHOAL_AVG's single division for the group algorithms.
  * Not here: the algorithms (ring.c, rd.c, rhd.c, tree.c, hier.c, misc.c, eager.c, slots.c,
- * cma.c) and their helpers (common.c), argument checks, queueing and breaking the
- * communicator (comm.c, engine.c), kernels (reduce.c).
+ * cma.c) and their helpers (common.c), argument checks and queueing (comm.c, engine.c),
+ * kernels (reduce.c).
  * Proved by tests/comm/test_algo.c (the table and fallbacks) and tests/comm/test_comm.c. */
 #include "comm/coll/select.h"
 
@@ -319,7 +320,8 @@ shoal_result sh_select_algo_run(shoal_comm *c, const sh_coll *op)
     return SHOAL_OK;
 }
 
-shoal_result sh_select_run(shoal_comm *c, const sh_coll *op)
+/* The path for one collective, the mismatch check included. */
+static shoal_result route(shoal_comm *c, const sh_coll *op)
 {
     shoal_result rc;
     if (sh_cma_window_apply(c, op)) { /* the only path that updates a shared copy once */
@@ -338,4 +340,18 @@ shoal_result sh_select_run(shoal_comm *c, const sh_coll *op)
     }
     rc = sh_match_check(c, op);
     return rc == SHOAL_OK ? sh_select_algo_run(c, op) : rc;
+}
+
+shoal_result sh_select_run(shoal_comm *c, const sh_coll *op)
+{
+    if (c->broken) return SH_FAIL(SHOAL_ERR_BROKEN, "communicator is broken: %s", c->broken_msg);
+    SH_TRY(sh_comm_check_stopped(c));
+    shoal_result rc = route(c, op);
+    c->coll_seq++;
+    if (rc == SHOAL_ERR_PEER || rc == SHOAL_ERR_TIMEOUT || rc == SHOAL_ERR_MISMATCH) {
+        /* the links are in an unknown state: tell the peers at once */
+        sh_comm_break(c, shoal_last_error_message(), 0); /* "communicator is broken: " + this, then the rank */
+        sh_err_prefix_rank(c->rank);
+    }
+    return rc;
 }

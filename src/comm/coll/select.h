@@ -1,6 +1,7 @@
 /* select.h — how one collective runs on a communicator: the single selector (select.c)
  * that owns every choice between paths and algorithms.
- * Not here: the algorithms (algo.h, eager.h, slots.h, cma.h), checks and queueing (comm.c).
+ * Not here: the algorithms (algo.h, eager.h, slots.h, cma.h), checks and queueing (comm.c,
+ * engine.c).
  * Proved by tests/comm/test_algo.c and tests/comm/test_comm.c. */
 #ifndef SH_COMM_SELECT_H
 #define SH_COMM_SELECT_H
@@ -8,8 +9,10 @@
 #include "comm/coll/algo.h"
 
 /* Run one collective, the mismatch check included, by the path chosen for it: window
- * update, slots, eager recursive doubling, CMA, MPI or the table. No argument checks, no
- * queueing; the caller counts the collective and breaks the communicator on failure. */
+ * update, slots, eager recursive doubling, CMA, MPI or the table; as the engine's thread
+ * and blocking calls run it. Refuses on a broken communicator (SHOAL_ERR_BROKEN), counts
+ * the collective, and breaks the communicator when a peer failed, timed out or disagreed.
+ * No argument checks, no queueing (comm.c, engine.c). */
 shoal_result sh_select_run(shoal_comm *c, const sh_coll *op);
 /* The same once the mismatch check has passed (tests and benchmarks call it directly on
  * communicators whose ranks are known to agree): CMA, MPI, forced or table algorithm,

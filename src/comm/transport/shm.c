@@ -1,29 +1,27 @@
 /* shm.c — shared-memory links: SPSC byte rings in one segment per host, made when the
- * communicator connects; the segment is unlinked as soon as every local rank mapped it.
- * Not here: the slots (shm_slots.c), windows (window.c), the CMA allreduce (coll/cma.c),
- * the tests' fork-harness hooks (shm_test.c), what the bytes mean (coll/, p2p.c), waiting
- * policy (xfer.c).
- * Proved by tests/comm/test_transport_shm.c and tests/comm/test_comm.c. */
+ * communicator connects, as large as /dev/shm allows (smaller rings when it is short, TCP
+ * between the host's ranks when not even the least fit: never SIGBUS).
+ * Not here: making and handing over segments (shm_seg.c), the slots (shm_slots.c),
+ * windows (window.c), the CMA allreduce (coll/cma.c), the tests' fork-harness hooks
+ * (shm_test.c), what the bytes mean (coll/, p2p.c), waiting policy (xfer.c).
+ * Proved by tests/comm/test_transport_shm.c, test_shm_limits.c and tests/comm/test_comm.c. */
 #include "comm/transport/shm.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/random.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/err.h"
+#include "base/log.h"
 #include "base/util.h"
 #include "comm/boot/store.h"
 #include "comm/transport/shm_seg.h"
 #include "comm/transport/transport.h"
-#include "comm/transport/window.h"
 #include "comm/transport/xfer.h"
 
 shoal_result sh_shm_link_gone(shm_link *s, const char *dir)
@@ -183,9 +181,11 @@ shoal_result sh_shm_make_links(shoal_comm *c, void *base, int nlocal, const int 
                 free(s);
                 return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
             }
-            s->out = ring_at(base, nlocal, me, i, plane);
-            s->in = ring_at(base, nlocal, i, me, plane);
-            s->out_size = s->in_size = plane ? P2P_RING_NBYTES : COLL_RING_NBYTES;
+            const seg_head *h = base;
+            SH_ASSERT(h->magic == SH_SHM_HEAD_MAGIC && (int)h->nlocal == nlocal);
+            s->out = ring_at(base, me, i, plane);
+            s->in = ring_at(base, i, me, plane);
+            s->out_size = s->in_size = plane ? h->p2p_nbytes : h->coll_nbytes;
             prefault(s->out, ring_stride(s->out_size));
             prefault(s->in, ring_stride(s->in_size));
             s->peer_pid = pids ? pids[i] : 0;
@@ -204,72 +204,58 @@ shoal_result sh_shm_make_links(shoal_comm *c, void *base, int nlocal, const int 
 }
 
 
-/* A named segment of nbytes for the local ranks under key: the leader creates it (mode
- * 0600) and posts its name, or "!" and why it could not, so the others fail at once instead
- * of at the deadline; the others open it. With reserve the memory is allocated now: a
- * /dev/shm too small for it fails here, not with SIGBUS at first touch. name (cap >= 96)
- * gets the name for segment_attached. */
-shoal_result sh_shm_segment_open(shoal_comm *c, const char *key, size_t nbytes, int leader, int reserve,
-                                 char *name, size_t cap, int *fd)
+/* The host's segment, mapped: the largest rings that /dev/shm holds (halving from
+ * COLL_RING_NBYTES to COLL_RING_MIN_NBYTES), one warning when they had to shrink. */
+static shoal_result map_segment(shoal_comm *c, const char *key, int nlocal, int leader, void **base,
+                                size_t *nbytes)
 {
-    *fd = -1;
-    shoal_result rc = SHOAL_OK;
-    char post[320];
-    if (!leader) {
-        size_t n = 0;
-        SH_TRY(sh_store_get(c->store, key, post, sizeof post, &n, c->timeout_ms));
-        post[sizeof post - 1] = 0;
-        if (post[0] == '!') return SH_FAIL(SHOAL_ERR_IO, "%s (on the rank that made it)", post + 1);
-        snprintf(name, cap, "%s", post);
-        *fd = shm_open(name, O_RDWR | O_CLOEXEC, 0600);
-        if (*fd < 0) return SH_FAIL(SHOAL_ERR_IO, "cannot open shared memory %s: %s", name, strerror(errno));
-        return SHOAL_OK;
+    size_t ring_nbytes[8], cand[8];
+    int ncand = 0;
+    for (size_t r = COLL_RING_NBYTES; r >= COLL_RING_MIN_NBYTES && ncand < 8; r /= 2) {
+        ring_nbytes[ncand] = r;
+        cand[ncand++] = segment_nbytes(nlocal, r);
     }
-    unsigned char rnd[8] = {0};
-    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) memset(rnd, 0x5a, sizeof rnd);
-    snprintf(name, cap, "/shoal-%d-%02x%02x%02x%02x%02x%02x%02x%02x", (int)getpid(), rnd[0], rnd[1], rnd[2],
-             rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
-    *fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    int e = 0;
-    if (*fd < 0) {
-        rc = SH_FAIL(SHOAL_ERR_IO, "cannot create shared memory %s: %s", name, strerror(errno));
-    } else if (ftruncate(*fd, (off_t)nbytes) < 0) {
-        rc = SH_FAIL(SHOAL_ERR_IO, "cannot size shared memory to %zu bytes: %s (is /dev/shm full?)", nbytes,
-                     strerror(errno));
-    } else if (reserve && (e = posix_fallocate(*fd, 0, (off_t)nbytes)) != 0) {
-        rc = SH_FAIL(SHOAL_ERR_IO, "cannot reserve %zu bytes of shared memory: %s (/dev/shm is full or "
-                     "smaller than that; `df -h /dev/shm` shows it)", nbytes, strerror(e));
+    int fd = -1, chosen = -1;
+    *base = MAP_FAILED;
+    shoal_result rc = sh_shm_segment_open(c, key, cand, ncand, leader, &chosen, &fd);
+    if (rc == SHOAL_OK) {
+        *nbytes = cand[chosen];
+        *base = mmap(NULL, *nbytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (*base == MAP_FAILED) rc = SH_FAIL(SHOAL_ERR_IO, "cannot map shared memory: %s", strerror(errno));
+        else if (leader) seg_head_init(*base, nlocal, ring_nbytes[chosen]); /* read by the others once all attached */
     }
-    if (rc == SHOAL_OK) return sh_store_set(c->store, key, name, strlen(name) + 1);
-    if (*fd >= 0) {
-        close(*fd);
-        *fd = -1;
-        shm_unlink(name);
+    rc = sh_shm_segment_attached(c, key, nlocal, rc);
+    if (fd >= 0) close(fd); /* the leader's stayed open until every rank had it */
+    if (rc != SHOAL_OK) {
+        if (*base != MAP_FAILED) munmap(*base, *nbytes);
+        *base = MAP_FAILED;
+        return rc;
     }
-    snprintf(post, sizeof post, "!%s", shoal_last_error_message());
-    (void)sh_store_set(c->store, key, post, strlen(post) + 1);
-    return rc;
+    if (leader && chosen > 0) {
+        char have[64];
+        sh_shm_size_text(have, sizeof have);
+        SH_LOG_W("comm", "shared memory on %s: /dev/shm is %s, too small for full rings: the %d ranks here use "
+                 "rings of %zu KiB instead of %d KiB (slower for large messages); give it room: docker run "
+                 "--shm-size=1g, or a larger tmpfs on /dev/shm", c->hostname[c->rank], have, nlocal,
+                 ring_nbytes[chosen] >> 10, COLL_RING_NBYTES >> 10);
+    }
+    return SHOAL_OK;
 }
 
-/* Every local rank has mapped the segment or given up (rc is this rank's result so far):
- * all arrive either way, so none waits out the deadline for one that gave up, and all fail
- * if any did. The leader then unlinks it, so nothing outlives the job. */
-shoal_result sh_shm_segment_attached(shoal_comm *c, const char *key, int nlocal, int leader, const char *name,
-                                     shoal_result rc)
+/* Each local rank's process id, to notice a dead peer. */
+static shoal_result learn_pids(shoal_comm *c, const int *local, int nlocal, int *pids)
 {
-    char bkey[200], fkey[200];
-    snprintf(bkey, sizeof bkey, "%s/attached", key);
-    snprintf(fkey, sizeof fkey, "%s/failed", key);
-    int64_t failed = 0;
-    if (rc != SHOAL_OK) (void)sh_store_add(c->store, fkey, 1, &failed); /* keeps this rank's message */
-    shoal_result brc = sh_store_barrier(c->store, bkey, nlocal, c->timeout_ms);
-    if (leader) shm_unlink(name);
-    if (rc != SHOAL_OK) return rc;
-    SH_TRY(brc);
-    SH_TRY(sh_store_add(c->store, fkey, 0, &failed));
-    if (failed)
-        return SH_FAIL(SHOAL_ERR_IO, "%lld other local rank(s) could not map the shared memory (see their "
-                       "messages)", (long long)failed);
+    char pkey[180];
+    int32_t me = (int32_t)getpid();
+    snprintf(pkey, sizeof pkey, "%s/pid/%d", c->prefix, c->rank);
+    SH_TRY(sh_store_set(c->store, pkey, &me, sizeof me));
+    for (int i = 0; i < nlocal; i++) {
+        int32_t v = 0;
+        size_t n = 0;
+        snprintf(pkey, sizeof pkey, "%s/pid/%d", c->prefix, local[i]);
+        SH_TRY(sh_store_get(c->store, pkey, &v, sizeof v, &n, c->timeout_ms));
+        pids[i] = v;
+    }
     return SHOAL_OK;
 }
 
@@ -286,33 +272,23 @@ shoal_result sh_shm_connect(shoal_comm *c, const unsigned char *want)
         return SHOAL_OK;
     }
     int leader = local[0] == c->rank;
-    size_t nbytes = segment_nbytes(nlocal);
-    char key[160], name[96], pkey[180];
+    char key[160];
     snprintf(key, sizeof key, "%s/shm/%d", c->prefix, c->host_of[c->rank]);
-    int fd = -1;
-    shoal_result rc = sh_shm_segment_open(c, key, nbytes, leader, 0, name, sizeof name, &fd);
     void *base = MAP_FAILED;
-    if (rc == SHOAL_OK) {
-        base = mmap(NULL, nbytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        if (base == MAP_FAILED) rc = SH_FAIL(SHOAL_ERR_IO, "cannot map shared memory: %s", strerror(errno));
+    size_t nbytes = 0;
+    shoal_result rc = map_segment(c, key, nlocal, leader, &base, &nbytes);
+    if (rc == SHOAL_ERR_NOMEM || rc == SHOAL_ERR_IO) {
+        /* Every local rank got the same answer (sh_shm_segment_attached): all of them take
+         * TCP instead (transport.c), and the first says so once. */
+        if (leader)
+            SH_LOG_W("comm", "shared memory between the %d ranks of %s failed (%s); they talk over TCP instead "
+                     "(slower)", nlocal, c->hostname[c->rank], shoal_last_error_message());
+        free(local);
+        return SHOAL_ERR_UNSUPPORTED; /* the message above is the reason */
     }
-    if (fd >= 0) close(fd);
-    rc = sh_shm_segment_attached(c, key, nlocal, leader, name, rc);
-    /* Learn the local ranks' pids (to notice a dead peer). */
     int *pids = calloc((size_t)nlocal, sizeof *pids);
     if (rc == SHOAL_OK && !pids) rc = SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
-    if (rc == SHOAL_OK) {
-        int32_t me = (int32_t)getpid();
-        snprintf(pkey, sizeof pkey, "%s/pid/%d", c->prefix, c->rank);
-        rc = sh_store_set(c->store, pkey, &me, sizeof me);
-        for (int i = 0; i < nlocal && rc == SHOAL_OK; i++) {
-            int32_t v = 0;
-            size_t n = 0;
-            snprintf(pkey, sizeof pkey, "%s/pid/%d", c->prefix, local[i]);
-            rc = sh_store_get(c->store, pkey, &v, sizeof v, &n, c->timeout_ms);
-            pids[i] = v;
-        }
-    }
+    if (rc == SHOAL_OK) rc = learn_pids(c, local, nlocal, pids);
     if (rc == SHOAL_OK) {
         struct sh_shm *s = calloc(1, sizeof *s);
         if (!s) rc = SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
@@ -352,7 +328,7 @@ const sh_transport_ops sh_shm_transport = {"shm", shm_can_reach, sh_shm_connect,
 void sh_shm_destroy(struct sh_shm *s)
 {
     if (!s) return;
-    sh_window_free_all(s);
+    SH_ASSERT(!s->windows && "transport.c frees the windows first");
     free(s->pid_of);
     munmap(s->base, s->nbytes);
     free(s);

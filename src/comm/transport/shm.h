@@ -1,9 +1,9 @@
 /* shm.h — the shared-memory transport as the rest of comm sees it: links between ranks of
  * one host through one segment per host (a single-producer single-consumer ring per
  * ordered pair and plane, shm.c), each rank's slots for small collectives (shm_slots.c),
- * and the hooks of the tests' fork harness (shm_test.c). Segments are mode 0600 and
- * unlinked as soon as every local rank has mapped them, so nothing is left in /dev/shm,
- * even when ranks are killed.
+ * and the hooks of the tests' fork harness (shm_test.c). Segments are mode 0600, reserved
+ * up front and never named in /dev/shm past their making (shm_seg.c), so nothing is left
+ * there, even when ranks are killed.
  * Not here: the segment's layout (shm_seg.h), windows (window.h), the collectives that use
  * the slots and the peers' memory (coll/slots.c, coll/cma.c), waiting (xfer.c).
  * Proved by tests/comm/test_transport_shm.c and tests/comm/test_comm.c. */
@@ -29,7 +29,7 @@ struct sh_shm {
 /* Collective over c's ranks: make c->coll[p] and c->p2p[p] for every p with want[p] (all
  * on this host). Rendezvous through c->store under c->prefix. */
 shoal_result sh_shm_connect(shoal_comm *c, const unsigned char *want);
-void sh_shm_destroy(struct sh_shm *s); /* NULL is fine; unmaps its windows too */
+void sh_shm_destroy(struct sh_shm *s); /* NULL is fine; its windows are freed first (window.h) */
 
 /* Slots: small collectives in one step when every rank is on this host. Each rank writes
  * its header and data into its own slot for the collective (sh_shm_slot_publish, ringing

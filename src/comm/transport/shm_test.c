@@ -19,11 +19,12 @@ int sh_shm_test_prepare(int world, void **state)
     test_state *t = malloc(sizeof *t);
     if (!t) return -1;
     t->world = world;
-    t->base = mmap(NULL, segment_nbytes(world), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    t->base = mmap(NULL, segment_nbytes(world, COLL_RING_NBYTES), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (t->base == MAP_FAILED) {
         free(t);
         return -1;
     }
+    seg_head_init(t->base, world, COLL_RING_NBYTES);
     *state = t;
     return 0;
 }
@@ -50,6 +51,6 @@ int sh_shm_test_attach(void *state, shoal_comm *c)
 void sh_shm_test_release(void *state)
 {
     test_state *t = state;
-    munmap(t->base, segment_nbytes(t->world));
+    munmap(t->base, segment_nbytes(t->world, COLL_RING_NBYTES));
     free(t);
 }

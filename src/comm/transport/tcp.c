@@ -4,8 +4,9 @@
  * naming the communicator, both ranks and the plane; strangers, garbage and stalled
  * handshakes are logged and dropped while the real ranks are served (handshakes are polled
  * side by side, so a stranger that stalls costs nobody any time).
+ * Under SHOAL_SECURE=1 each link is sealed (seal.c) with keys derived from its handshake.
  * Not here: the handshake's cryptography and socket helpers (boot/sock.c), byte moving
- * (link.c, xfer.c); which peers it serves is its row of transport.h's table, at the end.
+ * (link.c, seal.c, xfer.c); which peers it serves is its row of transport.h's table, at the end.
  * Proved by tests/comm/test_transport_tcp.c, tests/comm/test_comm.c, test_comm_faults.c. */
 #include "comm/transport/tcp.h"
 
@@ -22,18 +23,51 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "comm/boot/interrupt.h"
 #include "comm/boot/sock.h"
 #include "comm/boot/store.h"
+#include "comm/transport/seal.h"
+
+#include <openssl/crypto.h>
 
 enum {
     MAX_PENDING = 64,          /* handshakes in progress at once; the oldest goes beyond */
     AUTH_TIMEOUT_MS = 3000,    /* a real rank answers the hello in microseconds */
 };
 
-/* "w tcp 3->5 plane 1": what a connection is for; both sides MAC it. */
+/* "w tcp 3->5 plane 1" (" sealed" under SHOAL_SECURE): what a connection is for; both sides
+ * MAC it, and a sealed link's keys are derived with it. */
 static void context(const shoal_comm *c, int from, int to, int plane, char *out, size_t cap)
 {
-    snprintf(out, cap, "%.40s tcp %d->%d plane %d", c->prefix, from, to, plane);
+    snprintf(out, cap, "%.40s tcp %d->%d plane %d%s", c->prefix, from, to, plane, c->secure ? " sealed" : "");
+}
+
+/* The link over a connection whose handshake just ended: plain, or sealed with keys of its
+ * own; takes fd (closed on error). Tests: SHOAL_TEST_SEAL_FLIP=RANK:RECORD corrupts one
+ * record of RANK's collective links. */
+static shoal_result make_link(shoal_comm *c, int fd, int peer, int plane, const char *key, const char *ctx,
+                              const sh_auth_nonces *n, int is_client)
+{
+    sh_link **slot = plane ? &c->p2p[peer] : &c->coll[peer];
+    if (!c->secure) {
+        shoal_result rc = sh_link_fd_create(fd, peer, slot);
+        if (rc != SHOAL_OK) close(fd);
+        return rc;
+    }
+    sh_seal_keys k;
+    shoal_result rc = sh_seal_derive(key, n, ctx, is_client, &k);
+    if (rc != SHOAL_OK) {
+        close(fd);
+        return rc;
+    }
+    rc = sh_seal_link_create(fd, peer, &k, slot);
+    OPENSSL_cleanse(&k, sizeof k);
+    const char *flip = sh_env_str("SHOAL_TEST_SEAL_FLIP");
+    int frank = -1;
+    unsigned long long rec = 0;
+    if (rc == SHOAL_OK && flip && sscanf(flip, "%d:%llu", &frank, &rec) == 2 && frank == c->rank && !plane)
+        sh_seal_test_flip(*slot, rec);
+    return rc;
 }
 
 typedef struct {
@@ -76,17 +110,21 @@ static shoal_result on_pending(shoal_comm *c, const unsigned char *want, const c
     }
     char ctx[SH_AUTH_CTX_NBYTES], why[200];
     unsigned char reply[SH_AUTH_REPLY_NBYTES];
-    if (sh_auth_server_check(key, p->hello, p->in, ctx, reply) != SHOAL_OK) {
+    sh_auth_nonces nonces;
+    if (sh_auth_server_check(key, p->hello, p->in, ctx, reply, &nonces) != SHOAL_OK) {
         snprintf(why, sizeof why, "%s (a process outside the job?)", shoal_last_error_message());
+        sh_auth_refuse(p->fd);
         refuse(p, why);
         return SHOAL_OK;
     }
-    int from = -1, to = -1, plane = -1;
+    int from = -1, to = -1, plane = -1, end = 0;
     char pre[64];
-    if (sscanf(ctx, "%63s tcp %d->%d plane %d", pre, &from, &to, &plane) != 4 ||
+    if (sscanf(ctx, "%63s tcp %d->%d plane %d%n", pre, &from, &to, &plane, &end) != 4 ||
+        strcmp(ctx + end, c->secure ? " sealed" : "") != 0 ||
         strcmp(pre, c->prefix) != 0 || to != c->rank || from <= c->rank || from >= c->world ||
         !want[from] || plane < 0 || plane > 1 || (plane ? c->p2p[from] : c->coll[from])) {
         snprintf(why, sizeof why, "holds the key but is not expected here (\"%.80s\")", ctx);
+        sh_auth_refuse(p->fd);
         refuse(p, why);
         return SHOAL_OK;
     }
@@ -95,8 +133,7 @@ static shoal_result on_pending(shoal_comm *c, const unsigned char *want, const c
         refuse(p, "left before the end of the handshake");
         return SHOAL_OK;
     }
-    shoal_result rc = sh_link_fd_create(p->fd, from, plane ? &c->p2p[from] : &c->coll[from]);
-    if (rc != SHOAL_OK) close(p->fd);
+    shoal_result rc = make_link(c, p->fd, from, plane, key, ctx, &nonces, 0);
     p->fd = -1;
     (*need_in)--;
     return rc;
@@ -124,8 +161,9 @@ static void accept_one(int lfd, pending *pend, uint64_t dl)
     sh_sock_peer_str(fd, p->who, sizeof p->who);
     uint64_t adl = sh_sock_deadline(AUTH_TIMEOUT_MS);
     p->deadline_ns = adl < dl ? adl : dl;
-    sh_auth_server_hello(p->hello);
-    if (send(fd, p->hello, sizeof p->hello, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof p->hello)
+    if (sh_auth_server_hello(p->hello) != SHOAL_OK)
+        refuse(p, shoal_last_error_message());
+    else if (send(fd, p->hello, sizeof p->hello, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof p->hello)
         refuse(p, "could not send the hello");
     else
         sh_sock_tune(fd);
@@ -140,6 +178,11 @@ static shoal_result accept_higher(shoal_comm *c, const unsigned char *want, cons
     shoal_result rc = SHOAL_OK;
     while (rc == SHOAL_OK && need_in > 0) {
         uint64_t now = sh_now_ns();
+        if (sh_interrupted()) {
+            rc = SH_FAIL(SHOAL_ERR_INTERRUPTED, "tcp: stopped by %s while waiting for ranks to connect",
+                         sh_interrupt_name(sh_interrupted()));
+            break;
+        }
         if (now >= dl) {
             char missing[256] = "";
             size_t len = 0;
@@ -199,17 +242,19 @@ static shoal_result connect_lower(shoal_comm *c, int p, const char *key, uint64_
         char peer[256];
         snprintf(peer, sizeof peer, "%s at %s:%d", sh_comm_peer_name(c, p, pb, sizeof pb), v, pport);
         /* A flood of strangers can push this handshake out of the peer's pending set before
-         * it completes (the peer keeps the newest): try again until the deadline. */
+         * it completes (the peer keeps the newest; SHOAL_ERR_IO): try again until the
+         * deadline. A refusal (SHOAL_ERR_PEER) is final. */
         for (;;) {
             rc = sh_sock_connect(v, pport, dl, &fd);
             if (rc == SHOAL_OK) {
                 char ctx[SH_AUTH_CTX_NBYTES];
+                sh_auth_nonces nonces;
                 context(c, c->rank, p, plane, ctx, sizeof ctx);
-                rc = sh_auth_client(fd, key, ctx, peer, dl);
-                if (rc == SHOAL_OK) rc = sh_link_fd_create(fd, p, plane ? &c->p2p[p] : &c->coll[p]);
-                if (rc != SHOAL_OK) close(fd);
+                rc = sh_auth_client(fd, key, ctx, peer, dl, &nonces);
+                if (rc == SHOAL_OK) rc = make_link(c, fd, p, plane, key, ctx, &nonces, 1);
+                else close(fd);
             }
-            if (rc != SHOAL_ERR_PEER || sh_now_ns() + 100000000ull >= dl) break;
+            if (rc != SHOAL_ERR_IO || sh_now_ns() + 100000000ull >= dl) break;
             struct timespec ts = {0, 50000000L};
             nanosleep(&ts, NULL);
         }

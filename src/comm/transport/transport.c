@@ -9,9 +9,10 @@
 #include <stdlib.h>
 
 #include "base/err.h"
+#include "comm/transport/window.h"
 
 static const sh_transport_ops *const table[] = {&sh_mpi_transport, &sh_shm_transport, &sh_tcp_transport};
-enum { NTRANSPORTS = sizeof table / sizeof table[0] };
+enum { NTRANSPORTS = sizeof table / sizeof table[0], TCP = NTRANSPORTS - 1 };
 
 shoal_result sh_transport_connect_all(shoal_comm *c)
 {
@@ -32,14 +33,23 @@ shoal_result sh_transport_connect_all(shoal_comm *c)
         want[(size_t)t * (size_t)c->world + (size_t)p] = 1;
         any[t] = 1;
     }
-    for (int t = 0; t < NTRANSPORTS && rc == SHOAL_OK; t++)
-        if (any[t]) rc = table[t]->connect(c, want + (size_t)t * (size_t)c->world);
+    for (int t = 0; t < NTRANSPORTS && rc == SHOAL_OK; t++) {
+        if (!any[t]) continue;
+        unsigned char *mine = want + (size_t)t * (size_t)c->world, *tcp = want + (size_t)TCP * (size_t)c->world;
+        rc = table[t]->connect(c, mine);
+        if (rc == SHOAL_ERR_UNSUPPORTED && t < TCP) { /* e.g. /dev/shm too small: TCP takes these peers */
+            for (int p = 0; p < c->world; p++)
+                if (mine[p] && !c->coll[p]) tcp[p] = any[TCP] = 1;
+            rc = SHOAL_OK;
+        }
+    }
     free(want);
     return rc;
 }
 
 void sh_transport_destroy_all(shoal_comm *c)
 {
+    if (c->shm) sh_window_free_all(c->shm); /* windows live in the host's shared memory */
     for (int t = NTRANSPORTS - 1; t >= 0; t--)
         if (table[t]->destroy) table[t]->destroy(c);
 }

@@ -19,15 +19,15 @@
 
 /* ---- windows: memory every rank of a one-host communicator maps ----
  * One segment per window: the common block, then each rank's block, every part on a
- * 2 MiB boundary so it can live on huge pages. The leader reserves the memory when it
- * makes the segment; each rank then asks for huge pages on its own block (the leader on
+ * 2 MiB boundary so it can live on huge pages (on 4 KiB pages where /dev/shm is too small
+ * for that). The leader reserves the memory when it makes the segment (shm_seg.c); each rank then asks for huge pages on its own block (the leader on
  * the common one too): MADV_COLLAPSE, which works on shared memory even where the
  * system's shmem_enabled says never. 4 KiB pages would cost the GEMMs reading weights
  * there TLB misses. */
 
-enum { HUGE_NBYTES = 2 << 20 };
+enum { HUGE_NBYTES = 2 << 20, PAGE_NBYTES = 4096 };
 
-static size_t huge_round(size_t n) { return (n + HUGE_NBYTES - 1) / HUGE_NBYTES * HUGE_NBYTES; }
+static size_t round_up(size_t n, size_t unit) { return (n + unit - 1) / unit * unit; }
 
 static void *map_aligned(int fd, size_t nbytes)
 {
@@ -72,30 +72,38 @@ shoal_result shoal_window_create(shoal_comm *c, size_t common_nbytes, size_t eac
     w->id = s->nwindows++;
     w->common_nbytes = common_nbytes;
     w->each_nbytes = each_nbytes;
-    w->common_span = huge_round(common_nbytes);
-    w->each_span = huge_round(each_nbytes);
-    w->nbytes = w->common_span + (size_t)c->world * w->each_span;
-    if (w->nbytes == 0) w->nbytes = HUGE_NBYTES;
-    int leader = c->rank == 0;
-    char key[160], name[96];
+    /* Two layouts: every part on its own 2 MiB (huge pages), or, where /dev/shm cannot
+     * hold that, on 4 KiB pages. */
+    size_t cand[2];
+    for (int k = 0; k < 2; k++) {
+        size_t unit = k ? PAGE_NBYTES : HUGE_NBYTES;
+        cand[k] = round_up(common_nbytes, unit) + (size_t)c->world * round_up(each_nbytes, unit);
+        if (cand[k] == 0) cand[k] = unit;
+    }
+    int leader = c->rank == 0, chosen = -1;
+    char key[160];
     snprintf(key, sizeof key, "%s/window/%d", c->prefix, w->id);
     int fd = -1;
-    shoal_result rc = sh_shm_segment_open(c, key, w->nbytes, leader, 1, name, sizeof name, &fd);
+    shoal_result rc = sh_shm_segment_open(c, key, cand, 2, leader, &chosen, &fd);
     void *base = MAP_FAILED;
     if (rc == SHOAL_OK) {
+        size_t unit = chosen ? PAGE_NBYTES : HUGE_NBYTES;
+        w->common_span = round_up(common_nbytes, unit);
+        w->each_span = round_up(each_nbytes, unit);
+        w->nbytes = cand[chosen];
         base = map_aligned(fd, w->nbytes);
         if (base == MAP_FAILED) rc = SH_FAIL(SHOAL_ERR_IO, "cannot map %zu bytes of shared memory: %s", w->nbytes,
                                              strerror(errno));
     }
-    if (fd >= 0) close(fd);
     if (rc == SHOAL_OK) {
         w->base = base;
-        if (leader) want_huge_pages(w->base, w->common_span);
-        want_huge_pages(w->base + w->common_span + (size_t)c->rank * w->each_span, w->each_span);
+        if (chosen == 0 && leader) want_huge_pages(w->base, w->common_span);
+        if (chosen == 0) want_huge_pages(w->base + w->common_span + (size_t)c->rank * w->each_span, w->each_span);
     }
-    rc = sh_shm_segment_attached(c, key, c->world, leader, name, rc);
+    rc = sh_shm_segment_attached(c, key, c->world, rc);
+    if (fd >= 0) close(fd); /* the leader's stayed open until every rank had it */
     if (rc != SHOAL_OK) {
-        sh_err_prefix("shared window of %zu bytes: ", w->nbytes);
+        sh_err_prefix("shared window of %zu bytes: ", cand[1]);
         if (base != MAP_FAILED) munmap(base, w->nbytes);
         free(w);
         /* the memory is what failed: the caller may go on without a window */

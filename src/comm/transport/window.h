@@ -12,7 +12,7 @@ struct shoal_window {
     unsigned char *base;  /* this process's mapping, 2 MiB aligned */
     size_t nbytes;
     size_t common_nbytes, each_nbytes; /* as asked */
-    size_t common_span, each_span;     /* rounded up to 2 MiB: the layout */
+    size_t common_span, each_span;     /* rounded up to 2 MiB (4 KiB when /dev/shm is small): the layout */
     int id;               /* the same on every rank: windows are made in the same order */
     struct shoal_window *next;
 };

@@ -1,15 +1,14 @@
-/* store.c — rank 0's rendezvous store (as torch.distributed's TCPStore): one server thread
- * polls every connection at once, each with its own buffers, size cap and deadlines, so a
- * stranger that stalls, floods or sends garbage is dropped without slowing anyone else.
+/* store_server.c — rank 0's rendezvous store (as torch.distributed's TCPStore): one server
+ * thread polls every connection at once, each with its own buffers, size cap and deadlines,
+ * so a stranger that stalls, floods or sends garbage is dropped without slowing anyone else.
  * Connections prove the job key first (sock.c's handshake, run here as a state machine).
- * Not here: the handshake's cryptography (sock.c), key naming (callers).
- * Proved by tests/comm/test_store.c. */
-#include "comm/boot/store.h"
-
+ * Not here: the client (store_client.c), the handshake's cryptography (sock.c), key naming.
+ * Proved by tests/comm/test_store.c and tests/fuzz/fuzz_store.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,19 +19,19 @@
 #include "base/err.h"
 #include "base/log.h"
 #include "base/util.h"
+#include "comm/boot/interrupt.h"
 #include "comm/boot/sock.h"
+#include "comm/boot/store_wire.h"
 
-/* Wire format, little-endian as the hosts are (all ranks run the same build):
- *   request: len u32 | op u8 | timeout_ms u32 | keylen u16 | key | value   (len counts from op)
- *   reply:   len u32 | status u8 | value                                   (len counts from status) */
-enum { OP_SET = 1, OP_GET = 2, OP_ADD = 3 };
-enum { ST_OK = 0, ST_TIMEOUT = 1, ST_BAD = 2 };
 enum {
-    MAX_KEY = 512,
-    MAX_FRAME = SH_STORE_MAX_VALUE_NBYTES + MAX_KEY + 16, /* the largest request we read */
     MAX_CONNS = 4096,         /* every connection, job's and strangers' */
     MAX_PENDING_AUTH = 256,   /* still in the handshake; the oldest is dropped beyond this */
+    MAX_PENDING_PER_SOURCE = 128, /* ... and from one address beyond this, that address's oldest */
+    MIN_AGE_MS = 100,         /* a handshake this young is never pushed out */
     AUTH_TIMEOUT_MS = 5000,   /* a real rank answers the hello in microseconds */
+    BUSY_PENDING = 32,        /* from this many handshakes at once, new ones get a shorter deadline */
+    BUSY_AUTH_TIMEOUT_MS = 1000,
+    ACCEPT_ROUND = 128,       /* connections taken from the queue between two looks at the others */
     FRAME_TIMEOUT_MS = 30000, /* a request once begun must arrive whole within this */
     SEND_TIMEOUT_MS = 30000,  /* a reply must drain within this (the client stopped reading) */
     NBUCKETS = 1024,
@@ -64,12 +63,23 @@ typedef struct {
     size_t in_nbytes, in_cap;
     unsigned char *out;
     size_t out_nbytes, out_off, out_cap;
-    char wait_key[MAX_KEY]; /* C_WAITING: the key a get waits for, until wait_ns */
+    char wait_key[SH_STORE_MAX_KEY]; /* C_WAITING: the key a get waits for, until wait_ns */
     uint64_t wait_ns;
 } conn;
 
+/* A rank's claim: the process that holds it. */
+typedef struct {
+    uint64_t id; /* 0: not claimed */
+    char who[SH_STORE_CLAIM_WHO_NBYTES];
+} claim;
+
 struct sh_store_server {
     int listen_fd, port;
+    int world, strict;    /* claims: the job's size; a late duplicate stops the job too */
+    claim *claims;        /* [world] */
+    int nclaimed;
+    char stopped_msg[640];
+    _Atomic(const char *) stopped; /* stopped_msg once the job is stopped; read by rank 0's comm */
     int wake[2];
     char *key;
     pthread_t thread;
@@ -156,9 +166,59 @@ static void wake_waiters(sh_store_server *s, const kv *it)
         conn *w = s->conns[i];
         if (w->fd >= 0 && w->st == C_WAITING && strcmp(w->wait_key, it->key) == 0) {
             w->st = C_READY;
-            reply(w, ST_OK, it->val, it->nbytes);
+            reply(w, SH_STORE_ST_OK, it->val, it->nbytes);
         }
     }
+}
+
+/* Stop the job: every waiting get and every later request gets the reason. */
+static void stop_job(sh_store_server *s, const char *why)
+{
+    if (atomic_load(&s->stopped)) return;
+    snprintf(s->stopped_msg, sizeof s->stopped_msg, "%s", why);
+    atomic_store(&s->stopped, s->stopped_msg);
+    SH_LOG_E("comm", "store: the job is stopped: %s", why);
+    for (int i = 0; i < s->nconns; i++) {
+        conn *w = s->conns[i];
+        if (w->fd >= 0 && w->st == C_WAITING) {
+            w->st = C_READY;
+            reply(w, SH_STORE_ST_STOPPED, s->stopped_msg, strlen(s->stopped_msg));
+        }
+    }
+}
+
+/* A rank's claim: its number, the job's size, the process. Refused when either cannot be;
+ * then the job stops too, unless every rank had come and the key is secret. */
+static void serve_claim(sh_store_server *s, conn *cn, const unsigned char *v, size_t vlen)
+{
+    int32_t rank, world;
+    uint64_t id;
+    memcpy(&rank, v, 4);
+    memcpy(&world, v + 4, 4);
+    memcpy(&id, v + 8, 8);
+    char who[SH_STORE_CLAIM_WHO_NBYTES], why[600];
+    size_t wn = vlen - SH_STORE_CLAIM_HDR_NBYTES < sizeof who - 1 ? vlen - SH_STORE_CLAIM_HDR_NBYTES : sizeof who - 1;
+    memcpy(who, v + SH_STORE_CLAIM_HDR_NBYTES, wn);
+    who[wn] = 0;
+    if (world != s->world || rank < 0 || rank >= s->world) {
+        snprintf(why, sizeof why, "rank %d (%s) was started for a job of %d ranks, but rank 0 (%s) for %d: every "
+                 "rank must be started with the same world size (shoal launch -n, --nnodes; SHOAL_WORLD_SIZE)",
+                 rank, who, world, s->claims[0].id ? s->claims[0].who : "the store's", s->world);
+    } else if (s->claims[rank].id && s->claims[rank].id != id) {
+        snprintf(why, sizeof why, "rank %d was claimed twice: by %s and by %s; each rank must be started once "
+                 "(a duplicate --node-rank, or a process outside the job?)", rank, s->claims[rank].who, who);
+    } else {
+        if (!s->claims[rank].id) {
+            s->claims[rank].id = id;
+            snprintf(s->claims[rank].who, sizeof s->claims[rank].who, "%s", who);
+            s->nclaimed++;
+        }
+        reply(cn, SH_STORE_ST_OK, NULL, 0);
+        return;
+    }
+    reply(cn, SH_STORE_ST_REFUSED, why, strlen(why));
+    if (s->nclaimed < s->world || s->strict) stop_job(s, why);
+    else SH_LOG_W("comm", "store: refused a claim: %s", why);
 }
 
 /* One whole request f[0..n). Returns -1 when it is malformed (the caller drops). */
@@ -170,25 +230,35 @@ static int serve(sh_store_server *s, conn *cn, const unsigned char *f, size_t n)
     uint16_t klen;
     memcpy(&tmo, f + 1, 4);
     memcpy(&klen, f + 5, 2);
-    if (klen == 0 || klen >= MAX_KEY || (size_t)7 + klen > n) return -1;
-    char key[MAX_KEY];
+    if (klen == 0 || klen >= SH_STORE_MAX_KEY || (size_t)7 + klen > n) return -1;
+    char key[SH_STORE_MAX_KEY];
     memcpy(key, f + 7, klen);
     key[klen] = 0;
     if (strlen(key) != klen) return -1;
     const unsigned char *val = f + 7 + klen;
     size_t vlen = n - 7 - klen;
     s->last_request_ns = sh_now_ns();
-    if (op == OP_SET || op == OP_ADD) {
-        if (op == OP_ADD && vlen != 8) return -1;
+    const char *stopped = atomic_load(&s->stopped);
+    if (stopped) {
+        reply(cn, SH_STORE_ST_STOPPED, stopped, strlen(stopped));
+        return 0;
+    }
+    if (op == SH_STORE_OP_CLAIM) {
+        if (vlen < SH_STORE_CLAIM_HDR_NBYTES || s->world <= 0) return -1;
+        serve_claim(s, cn, val, vlen);
+        return 0;
+    }
+    if (op == SH_STORE_OP_SET || op == SH_STORE_OP_ADD) {
+        if (op == SH_STORE_OP_ADD && vlen != 8) return -1;
         kv *it = find_or_add(s, key);
         if (!it) {
-            reply(cn, ST_BAD, NULL, 0);
+            reply(cn, SH_STORE_ST_BAD, NULL, 0);
             return 0;
         }
-        if (op == OP_SET) {
+        if (op == SH_STORE_OP_SET) {
             void *copy = malloc(vlen ? vlen : 1);
             if (!copy) {
-                reply(cn, ST_BAD, NULL, 0);
+                reply(cn, SH_STORE_ST_BAD, NULL, 0);
                 return 0;
             }
             memcpy(copy, val, vlen);
@@ -202,7 +272,7 @@ static int serve(sh_store_server *s, conn *cn, const unsigned char *f, size_t n)
             if (!it->val || it->nbytes != 8) {
                 void *v8 = malloc(8);
                 if (!v8) {
-                    reply(cn, ST_BAD, NULL, 0);
+                    reply(cn, SH_STORE_ST_BAD, NULL, 0);
                     return 0;
                 }
                 free(it->val);
@@ -212,16 +282,16 @@ static int serve(sh_store_server *s, conn *cn, const unsigned char *f, size_t n)
             cur = (int64_t)((uint64_t)cur + (uint64_t)d); /* wraps, never traps */
             memcpy(it->val, &cur, 8);
         }
-        reply(cn, ST_OK, op == OP_ADD ? it->val : NULL, op == OP_ADD ? 8 : 0);
+        reply(cn, SH_STORE_ST_OK, op == SH_STORE_OP_ADD ? it->val : NULL, op == SH_STORE_OP_ADD ? 8 : 0);
         wake_waiters(s, it);
         return 0;
     }
-    if (op == OP_GET) {
+    if (op == SH_STORE_OP_GET) {
         kv *it = find(s, key);
         if (it) {
-            reply(cn, ST_OK, it->val, it->nbytes);
+            reply(cn, SH_STORE_ST_OK, it->val, it->nbytes);
         } else if (tmo == 0) {
-            reply(cn, ST_TIMEOUT, NULL, 0);
+            reply(cn, SH_STORE_ST_TIMEOUT, NULL, 0);
         } else {
             cn->st = C_WAITING;
             memcpy(cn->wait_key, key, (size_t)klen + 1);
@@ -281,9 +351,9 @@ static void on_readable(sh_store_server *s, conn *cn)
         if (cn->st != C_AUTH && cn->in_nbytes == 4) {
             uint32_t len;
             memcpy(&len, cn->in, 4);
-            if (len < 7 || len > MAX_FRAME) {
+            if (len < 7 || len > SH_STORE_MAX_FRAME) {
                 char why[96];
-                snprintf(why, sizeof why, "a request of %u bytes (allowed 7..%d)", len, MAX_FRAME);
+                snprintf(why, sizeof why, "a request of %u bytes (allowed 7..%d)", len, SH_STORE_MAX_FRAME);
                 drop(cn, why);
                 return;
             }
@@ -295,8 +365,9 @@ static void on_readable(sh_store_server *s, conn *cn)
         cn->deadline_ns = 0;
         if (cn->st == C_AUTH) {
             unsigned char r[SH_AUTH_REPLY_NBYTES];
-            if (sh_auth_server_check(s->key, cn->hello, cn->in, NULL, r) != SHOAL_OK) {
+            if (sh_auth_server_check(s->key, cn->hello, cn->in, NULL, r, NULL) != SHOAL_OK) {
                 char why[160];
+                sh_auth_refuse(cn->fd);
                 snprintf(why, sizeof why, "refused: %s (a process outside the job?)",
                          shoal_last_error_message());
                 drop(cn, why);
@@ -353,9 +424,54 @@ static void conn_free(conn *cn)
     free(cn);
 }
 
+/* The address part of "a.b.c.d:port" / "[v6]:port". */
+static size_t source_len(const char *who)
+{
+    const char *colon = strrchr(who, ':');
+    return colon ? (size_t)(colon - who) : strlen(who);
+}
+
+/* Make room for one more handshake from who: beyond MAX_PENDING_PER_SOURCE from its address
+ * that address's oldest goes (so a flooding host never pushes out another host's ranks),
+ * beyond MAX_PENDING_AUTH the oldest of all. The one to go first gets a last look: a rank
+ * whose answer already waits in its socket is served, not dropped. A handshake younger
+ * than MIN_AGE_MS is never pushed out (a rank on a busy machine may take a moment to
+ * answer): then the newcomer goes instead (its client tries again). conns[] is in accept
+ * order, so the first match is the oldest. Returns the number pending, or -1 when the
+ * newcomer must go. */
+static int shed(sh_store_server *s, const char *who)
+{
+    size_t n = source_len(who);
+    uint64_t young = sh_now_ns() - MIN_AGE_MS * 1000000ull;
+    for (;;) {
+        int pending = 0, same = 0, oldest = -1, oldest_same = -1;
+        for (int i = 0; i < s->nconns; i++) {
+            conn *cn = s->conns[i];
+            if (cn->fd < 0 || cn->st != C_AUTH) continue;
+            pending++;
+            if (oldest < 0) oldest = i;
+            if (source_len(cn->who) == n && !memcmp(cn->who, who, n)) {
+                same++;
+                if (oldest_same < 0) oldest_same = i;
+            }
+        }
+        int victim = same >= MAX_PENDING_PER_SOURCE ? oldest_same : pending >= MAX_PENDING_AUTH ? oldest : -1;
+        if (victim < 0) return pending;
+        conn *cn = s->conns[victim];
+        on_readable(s, cn); /* its last look: a whole answer makes it a rank, junk is dropped */
+        if (cn->fd >= 0 && cn->out_off < cn->out_nbytes) on_writable(cn);
+        if (cn->fd < 0 || cn->st != C_AUTH) continue; /* room made */
+        if (cn->since_ns > young) return -1;
+        drop(cn, victim == oldest_same ? "too many handshakes at once from its address; this is the oldest"
+                                       : "too many connections in the handshake; this is the oldest");
+    }
+}
+
+/* Take the connections the queue holds (ACCEPT_ROUND at a time, then the others are looked
+ * at), so that a flood does not fill it; each gets the hello at once. */
 static void accept_new(sh_store_server *s)
 {
-    for (int k = 0; k < 64; k++) {
+    for (int k = 0; k < ACCEPT_ROUND; k++) {
         int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE) {
@@ -364,14 +480,15 @@ static void accept_new(sh_store_server *s)
             }
             return;
         }
-        /* Too many half-open strangers: drop the oldest; a real rank finishes in microseconds. */
-        int pending = 0, oldest = -1;
-        for (int i = 0; i < s->nconns; i++)
-            if (s->conns[i]->fd >= 0 && s->conns[i]->st == C_AUTH) {
-                pending++;
-                if (oldest < 0 || s->conns[i]->since_ns < s->conns[oldest]->since_ns) oldest = i;
-            }
-        if (pending >= MAX_PENDING_AUTH) drop(s->conns[oldest], "too many connections in the handshake; this is the oldest");
+        char who[64];
+        sh_sock_peer_str(fd, who, sizeof who);
+        int pending = shed(s, who);
+        if (pending < 0) { /* a burst of strangers younger than any rank needs: this one waits its turn */
+            if (sh_sock_log_refusal())
+                SH_LOG_W("comm", "store: too many handshakes at once; refused %s for now", who);
+            close(fd);
+            continue;
+        }
         conn *cn = NULL;
         if (s->nconns < MAX_CONNS) {
             if (s->nconns == s->conns_cap) {
@@ -384,8 +501,6 @@ static void accept_new(sh_store_server *s)
             }
             if (s->nconns < s->conns_cap) cn = calloc(1, sizeof *cn);
         }
-        char who[64];
-        sh_sock_peer_str(fd, who, sizeof who);
         if (!cn) {
             if (sh_sock_log_refusal())
                 SH_LOG_W("comm", "store: too many connections (%d); refused %s", s->nconns, who);
@@ -397,10 +512,11 @@ static void accept_new(sh_store_server *s)
         cn->st = C_AUTH;
         memcpy(cn->who, who, sizeof who);
         cn->since_ns = sh_now_ns();
-        cn->deadline_ns = sh_sock_deadline(AUTH_TIMEOUT_MS);
-        sh_auth_server_hello(cn->hello);
+        /* Under a flood a stalled stranger holds its place for less time. */
+        cn->deadline_ns = sh_sock_deadline(pending >= BUSY_PENDING ? BUSY_AUTH_TIMEOUT_MS : AUTH_TIMEOUT_MS);
         s->conns[s->nconns++] = cn;
-        if (queue(cn, cn->hello, sizeof cn->hello) != 0) drop(cn, "out of memory");
+        if (sh_auth_server_hello(cn->hello) != SHOAL_OK) drop(cn, shoal_last_error_message());
+        else if (queue(cn, cn->hello, sizeof cn->hello) != 0) drop(cn, "out of memory");
         else on_writable(cn);
     }
 }
@@ -408,7 +524,7 @@ static void accept_new(sh_store_server *s)
 /* Stopping: 1 once no rank of the job is still talking to us. */
 static int drained(const sh_store_server *s, uint64_t stop_ns, uint64_t now)
 {
-    if (now >= stop_ns + DRAIN_MAX_MS * 1000000ull) return 1;
+    if (now >= stop_ns + DRAIN_MAX_MS * 1000000ull || sh_interrupted()) return 1; /* a signal: go now */
     if (now >= s->last_request_ns + DRAIN_IDLE_MS * 1000000ull &&
         now >= stop_ns + DRAIN_IDLE_MS * 1000000ull)
         return 1;
@@ -431,7 +547,7 @@ static void *serve_main(void *arg)
             if (cn->fd < 0) continue;
             if (cn->st == C_WAITING && now >= cn->wait_ns) {
                 cn->st = C_READY;
-                reply(cn, ST_TIMEOUT, NULL, 0);
+                reply(cn, SH_STORE_ST_TIMEOUT, NULL, 0);
             }
             if (cn->deadline_ns && now >= cn->deadline_ns) {
                 drop(cn, cn->st == C_AUTH ? "refused: no handshake within the deadline (a stalled stranger?)"
@@ -487,7 +603,7 @@ static void *serve_main(void *arg)
     return NULL;
 }
 
-shoal_result sh_store_server_start(const char *addr, int port, const char *key,
+shoal_result sh_store_server_start(const char *addr, int port, const char *key, int world, int strict,
                                    sh_store_server **out)
 {
     *out = NULL;
@@ -496,9 +612,13 @@ shoal_result sh_store_server_start(const char *addr, int port, const char *key,
     s->wake[0] = s->wake[1] = -1;
     s->key = strdup(key);
     s->pfds = malloc(sizeof *s->pfds * 2);
-    if (!s->key || !s->pfds) {
+    s->world = world > 0 ? world : 0;
+    s->strict = strict;
+    s->claims = calloc((size_t)(s->world > 0 ? s->world : 1), sizeof *s->claims);
+    if (!s->key || !s->pfds || !s->claims) {
         free(s->key);
         free(s->pfds);
+        free(s->claims);
         free(s);
         return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory for the store");
     }
@@ -506,6 +626,7 @@ shoal_result sh_store_server_start(const char *addr, int port, const char *key,
     if (rc != SHOAL_OK) {
         free(s->key);
         free(s->pfds);
+        free(s->claims);
         free(s);
         sh_err_prefix("rank 0's rendezvous store: ");
         return rc;
@@ -517,6 +638,7 @@ shoal_result sh_store_server_start(const char *addr, int port, const char *key,
         if (s->wake[1] >= 0) close(s->wake[1]);
         free(s->key);
         free(s->pfds);
+        free(s->claims);
         free(s);
         return SH_FAIL(SHOAL_ERR_IO, "cannot start rank 0's store thread: %s", strerror(e));
     }
@@ -525,6 +647,8 @@ shoal_result sh_store_server_start(const char *addr, int port, const char *key,
 }
 
 int sh_store_server_port(const sh_store_server *s) { return s->port; }
+
+const char *sh_store_server_stopped(const sh_store_server *s) { return s ? atomic_load(&s->stopped) : NULL; }
 
 void sh_store_server_stop(sh_store_server *s)
 {
@@ -545,234 +669,7 @@ void sh_store_server_stop(sh_store_server *s)
             free(i->val);
             free(i);
         }
+    free(s->claims);
     free(s->key);
     free(s);
-}
-
-/* ---- client ----
- * A small pool of connections, one per request in flight: a thread whose get waits for a
- * key never holds up another thread's request (two threads splitting communicators at
- * once would otherwise wait on each other across ranks). A connection that fails half-way
- * is closed (its stream is out of step) and the next request opens a fresh one. */
-
-enum { POOL = 8, RECONNECT_TIMEOUT_MS = 3000 };
-
-struct sh_store {
-    pthread_mutex_t mu;
-    pthread_cond_t idle;  /* a connection became free */
-    int fd[POOL];         /* -1: not open */
-    unsigned char busy[POOL];
-    char where[300];
-    char host[256];
-    int port;
-    char *key;
-};
-
-/* Connect and prove the key. */
-static shoal_result open_conn(const char *addr, int port, const char *key, int timeout_ms, int *fd_out)
-{
-    *fd_out = -1;
-    uint64_t dl = sh_sock_deadline(timeout_ms);
-    int fd = -1;
-    shoal_result rc = sh_sock_connect(addr, port, dl, &fd);
-    if (rc != SHOAL_OK) {
-        sh_err_prefix("rank 0's rendezvous store at %s:%d (SHOAL_MASTER_ADDR/SHOAL_MASTER_PORT): ",
-                      addr, port);
-        return rc;
-    }
-    char peer[400];
-    snprintf(peer, sizeof peer, "rank 0's store at %s:%d", addr, port);
-    rc = sh_auth_client(fd, key, "store", peer, dl);
-    if (rc != SHOAL_OK) {
-        close(fd);
-        if (rc == SHOAL_ERR_TIMEOUT)
-            sh_err_prefix("%s accepted the connection but did not answer the handshake: ", peer);
-        return rc;
-    }
-    *fd_out = fd;
-    return SHOAL_OK;
-}
-
-shoal_result sh_store_connect(const char *addr, int port, const char *key, int timeout_ms,
-                              sh_store **out)
-{
-    *out = NULL;
-    int fd = -1;
-    SH_TRY(open_conn(addr, port, key, timeout_ms, &fd));
-    sh_store *s = calloc(1, sizeof *s);
-    if (s) s->key = strdup(key);
-    if (!s || !s->key) {
-        close(fd);
-        free(s);
-        return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
-    }
-    for (int i = 0; i < POOL; i++) s->fd[i] = -1;
-    s->fd[0] = fd;
-    pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->idle, NULL);
-    snprintf(s->where, sizeof s->where, "%s:%d", addr, port);
-    snprintf(s->host, sizeof s->host, "%s", addr);
-    s->port = port;
-    *out = s;
-    return SHOAL_OK;
-}
-
-void sh_store_close(sh_store *s)
-{
-    if (!s) return;
-    for (int i = 0; i < POOL; i++)
-        if (s->fd[i] >= 0) close(s->fd[i]);
-    pthread_mutex_destroy(&s->mu);
-    pthread_cond_destroy(&s->idle);
-    free(s->key);
-    free(s);
-}
-
-const char *sh_store_job_key(const sh_store *s) { return s->key; }
-const char *sh_store_host(const sh_store *s) { return s->host; }
-
-/* A connection for one request: an idle open one, else a new one, else wait for one. */
-static shoal_result acquire(sh_store *s, int *slot)
-{
-    pthread_mutex_lock(&s->mu);
-    for (;;) {
-        int open_idle = -1, empty = -1;
-        for (int i = 0; i < POOL; i++) {
-            if (s->busy[i]) continue;
-            if (s->fd[i] >= 0 && open_idle < 0) open_idle = i;
-            if (s->fd[i] < 0 && empty < 0) empty = i;
-        }
-        int i = open_idle >= 0 ? open_idle : empty;
-        if (i >= 0) {
-            s->busy[i] = 1;
-            pthread_mutex_unlock(&s->mu);
-            *slot = i;
-            if (s->fd[i] >= 0) return SHOAL_OK;
-            int fd = -1;
-            shoal_result rc = open_conn(s->host, s->port, s->key, RECONNECT_TIMEOUT_MS, &fd);
-            pthread_mutex_lock(&s->mu);
-            s->fd[i] = fd;
-            if (rc != SHOAL_OK) {
-                s->busy[i] = 0;
-                pthread_cond_signal(&s->idle);
-            }
-            pthread_mutex_unlock(&s->mu);
-            if (rc != SHOAL_OK)
-                return SH_FAIL(SHOAL_ERR_PEER, "rank 0's store at %s cannot be reached any more "
-                               "(did rank 0 end or die?): %s", s->where, shoal_last_error_message());
-            return SHOAL_OK;
-        }
-        pthread_cond_wait(&s->idle, &s->mu);
-    }
-}
-
-static void release(sh_store *s, int slot, int failed)
-{
-    pthread_mutex_lock(&s->mu);
-    if (failed && s->fd[slot] >= 0) {
-        close(s->fd[slot]);
-        s->fd[slot] = -1;
-    }
-    s->busy[slot] = 0;
-    pthread_cond_signal(&s->idle);
-    pthread_mutex_unlock(&s->mu);
-}
-
-static shoal_result request(sh_store *s, int op, const char *key, const void *val, size_t vlen,
-                            int timeout_ms, void *out, size_t cap, size_t *out_nbytes)
-{
-    size_t klen = strlen(key);
-    if (klen == 0 || klen >= MAX_KEY || vlen > SH_STORE_MAX_VALUE_NBYTES)
-        return SH_FAIL(SHOAL_ERR_INVALID, "store: key \"%.40s\" (%zu bytes) or its value (%zu bytes) "
-                       "is empty or too long (limits %d and %d bytes)", key, klen, vlen, MAX_KEY - 1,
-                       SH_STORE_MAX_VALUE_NBYTES);
-    uint32_t len = (uint32_t)(7 + klen + vlen), tmo = (uint32_t)(timeout_ms > 0 ? timeout_ms : 0);
-    uint16_t kl = (uint16_t)klen;
-    unsigned char hdr[11];
-    memcpy(hdr, &len, 4);
-    hdr[4] = (unsigned char)op;
-    memcpy(hdr + 5, &tmo, 4);
-    memcpy(hdr + 9, &kl, 2);
-    int slot = -1;
-    SH_TRY(acquire(s, &slot));
-    int fd = s->fd[slot];
-    uint64_t dl = sh_sock_deadline((timeout_ms > 0 ? timeout_ms : 0) + 10000);
-    shoal_result rc;
-    unsigned char one[1024]; /* small requests leave in one segment */
-    if (sizeof hdr + klen + vlen <= sizeof one) {
-        memcpy(one, hdr, sizeof hdr);
-        memcpy(one + sizeof hdr, key, klen);
-        if (vlen) memcpy(one + sizeof hdr + klen, val, vlen);
-        rc = sh_sock_write_all(fd, one, sizeof hdr + klen + vlen, dl);
-    } else {
-        rc = sh_sock_write_all(fd, hdr, sizeof hdr, dl);
-        if (rc == SHOAL_OK) rc = sh_sock_write_all(fd, key, klen, dl);
-        if (rc == SHOAL_OK && vlen) rc = sh_sock_write_all(fd, val, vlen, dl);
-    }
-    uint32_t rlen = 0;
-    unsigned char st = ST_BAD;
-    if (rc == SHOAL_OK) rc = sh_sock_read_all(fd, &rlen, 4, dl);
-    if (rc == SHOAL_OK && (rlen < 1 || rlen > SH_STORE_MAX_VALUE_NBYTES + 1))
-        rc = SH_FAIL(SHOAL_ERR_PEER, "bad reply from the store");
-    if (rc == SHOAL_OK) rc = sh_sock_read_all(fd, &st, 1, dl);
-    size_t vn = rlen - 1, got = 0;
-    while (rc == SHOAL_OK && got < vn) {
-        unsigned char tmp[4096];
-        size_t take = vn - got < sizeof tmp ? vn - got : sizeof tmp;
-        rc = sh_sock_read_all(fd, tmp, take, dl);
-        if (rc == SHOAL_OK && out && got < cap)
-            memcpy((unsigned char *)out + got, tmp, got + take <= cap ? take : cap - got);
-        got += take;
-    }
-    release(s, slot, rc != SHOAL_OK);
-    if (rc != SHOAL_OK) {
-        sh_err_prefix("rank 0's store at %s: ", s->where);
-        return rc;
-    }
-    if (out_nbytes) *out_nbytes = vn;
-    if (st == ST_TIMEOUT)
-        return SH_FAIL(SHOAL_ERR_TIMEOUT, "key \"%s\" did not appear in rank 0's store within %d ms",
-                       key, timeout_ms);
-    if (st != ST_OK) return SH_FAIL(SHOAL_ERR_PEER, "rank 0's store refused the request");
-    return SHOAL_OK;
-}
-
-shoal_result sh_store_set(sh_store *s, const char *key, const void *val, size_t nbytes)
-{
-    return request(s, OP_SET, key, val, nbytes, 0, NULL, 0, NULL);
-}
-
-shoal_result sh_store_get(sh_store *s, const char *key, void *val, size_t cap, size_t *nbytes,
-                          int timeout_ms)
-{
-    return request(s, OP_GET, key, NULL, 0, timeout_ms, val, cap, nbytes);
-}
-
-shoal_result sh_store_add(sh_store *s, const char *key, int64_t delta, int64_t *after)
-{
-    int64_t v = 0;
-    size_t n = 0;
-    SH_TRY(request(s, OP_ADD, key, &delta, 8, 0, &v, sizeof v, &n));
-    if (after) *after = v;
-    return SHOAL_OK;
-}
-
-shoal_result sh_store_barrier(sh_store *s, const char *key, int nranks, int timeout_ms)
-{
-    char k[MAX_KEY], done[MAX_KEY];
-    snprintf(k, sizeof k, "%s/count", key);
-    snprintf(done, sizeof done, "%s/done", key);
-    int64_t after = 0;
-    SH_TRY(sh_store_add(s, k, 1, &after));
-    if (after == nranks) SH_TRY(sh_store_set(s, done, "1", 1));
-    char b[4];
-    size_t n;
-    shoal_result rc = sh_store_get(s, done, b, sizeof b, &n, timeout_ms);
-    if (rc == SHOAL_ERR_TIMEOUT) {
-        int64_t now = 0;
-        sh_store_add(s, k, 0, &now);
-        return SH_FAIL(SHOAL_ERR_TIMEOUT, "barrier \"%s\": only %lld of %d ranks arrived within %d ms",
-                       key, (long long)now, nranks, timeout_ms);
-    }
-    return rc;
 }

@@ -1,0 +1,193 @@
+/* ref_check.h — helpers shared by the tests of the unlabelled nets' layers against their
+ * references (tests/nn/unlabelled_ref.py: PyTorch, scikit-learn) and against Darknet: write
+ * a case (int32 header, float32 arrays), run the reference, read its floats back, compare;
+ * Darknet's layer table and .weights size for a cfg (`darknet partial`).
+ * Static functions only; included by tests/nn/test_layer_deconv.c, test_layer_upsample.c,
+ * test_layer_local.c, test_cost.c and test_layer_rbm.c. */
+#ifndef SH_REF_CHECK_H
+#define SH_REF_CHECK_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/util.h"
+#include "check.h"
+#include "lib/run.h"
+#include "nn/cfg.h"
+#include "nn/darknet_weights.h"
+#include "nn/layer.h"
+#include "nn/net.h"
+
+#define REF_PY "/usr/bin/python3 tests/nn/unlabelled_ref.py"
+#define REF_DARKNET "/usr/bin/darknet"
+
+static char ref_dir[256];
+
+static inline void ref_begin(void)
+{
+    snprintf(ref_dir, sizeof ref_dir, "/tmp/shoal-ref-XXXXXX");
+    if (!mkdtemp(ref_dir)) ref_dir[0] = 0;
+}
+
+static inline void ref_end(void)
+{
+    char cmd[512], out[64];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", ref_dir);
+    if (ref_dir[0]) (void)sh_test_run(cmd, out, sizeof out);
+}
+
+/* 1 when /usr/bin/python3 imports every module named (space-separated). */
+static inline int ref_have_python(const char *modules)
+{
+    char cmd[256], out[64];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 -c 'import %s' 2>/dev/null && echo yes", modules);
+    return sh_test_run(cmd, out, sizeof out) == 0 && strncmp(out, "yes", 3) == 0;
+}
+
+static inline int ref_have_darknet(void) { return access(REF_DARKNET, X_OK) == 0; }
+
+static inline void ref_random(float *x, size_t count, uint64_t seed, float lo, float hi)
+{
+    sh_rng r;
+    sh_rng_seed(&r, seed);
+    for (size_t i = 0; i < count; i++) x[i] = lo + (hi - lo) * sh_rng_float(&r);
+}
+
+/* A case file being written: the header first, then arrays. */
+typedef struct {
+    FILE *f;
+    char path[512];
+} ref_case;
+
+static inline int ref_open(ref_case *c, const char *name, const int *words, int nwords)
+{
+    snprintf(c->path, sizeof c->path, "%s/%s.in", ref_dir, name);
+    c->f = fopen(c->path, "wb");
+    if (c->f) fwrite(words, sizeof *words, (size_t)nwords, c->f);
+    return c->f != NULL;
+}
+
+static inline void ref_put(ref_case *c, const float *v, size_t count)
+{
+    if (c->f) fwrite(v, sizeof *v, count, c->f);
+}
+
+/* Close, run `unlabelled_ref.py kind`, and return its floats (malloc'd, count in *n), or NULL
+ * with a failed check naming the output. */
+static inline float *ref_run(ref_case *c, const char *kind, size_t *n)
+{
+    char out_path[600], cmd[2048], msg[4096];
+    fclose(c->f);
+    c->f = NULL;
+    snprintf(out_path, sizeof out_path, "%s.out", c->path);
+    snprintf(cmd, sizeof cmd, REF_PY " %s %s %s 2>&1", kind, c->path, out_path);
+    int rc = sh_test_run(cmd, msg, sizeof msg);
+    CHECK(rc == 0, "unlabelled_ref.py %s: %s", kind, msg);
+    *n = 0;
+    FILE *f = rc == 0 ? fopen(out_path, "rb") : NULL;
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long nbytes = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    float *v = malloc((size_t)nbytes + 4);
+    *n = v ? fread(v, sizeof *v, (size_t)nbytes / sizeof *v, f) : 0;
+    fclose(f);
+    return v;
+}
+
+/* The largest |a - b| / (1 + |b|) over count values, and check it is within tol. */
+static inline double ref_compare(const char *what, const float *a, const float *b, size_t count, double tol)
+{
+    double worst = 0;
+    size_t at = 0;
+    for (size_t i = 0; i < count; i++) {
+        double d = fabs((double)a[i] - b[i]) / (1.0 + fabs((double)b[i]));
+        if (d > worst || d != d) worst = d, at = i;
+    }
+    CHECK(worst <= tol, "%s: element %zu: shoal %.7g, reference %.7g (relative %.3g > %.1g)", what, at,
+          count ? a[at] : 0.0, count ? b[at] : 0.0, worst, tol);
+    return worst;
+}
+
+/* A net from cfg text at this batch (it owns the cfg); NULL with a failed check. */
+static inline sh_net *ref_net(const char *text, int batch, uint64_t seed)
+{
+    sh_cfg *cfg = NULL;
+    sh_net *n = NULL;
+    shoal_result rc = sh_cfg_parse(text, "ref.cfg", &cfg);
+    if (rc == SHOAL_OK) rc = sh_net_create_owning(cfg, batch, seed, &n);
+    CHECK(rc == SHOAL_OK, "building the net: %s", shoal_last_error());
+    return rc == SHOAL_OK ? n : NULL;
+}
+
+/* Darknet builds text's net (batch=1) and writes its weights: each layer's "C x H x W" after
+ * "->" in its table must be shoal's output shape (a "%5d" or "%4d x" row), and the file as
+ * many bytes as shoal's .weights for the same net. */
+static inline void ref_darknet_agrees(const char *name, const char *text)
+{
+    if (!ref_have_darknet()) return;
+    char cfg_path[512], table[600], cmd[2048], out[256];
+    snprintf(cfg_path, sizeof cfg_path, "%s/%s.cfg", ref_dir, name);
+    snprintf(table, sizeof table, "%s/%s.table", ref_dir, name);
+    FILE *f = fopen(cfg_path, "w");
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "%s partial %s '' /dev/stdout 1000000 2>%s | wc -c", REF_DARKNET, cfg_path, table);
+    int rc = sh_test_run(cmd, out, sizeof out);
+    long long dn_bytes = atoll(out);
+    CHECK(rc == 0 && dn_bytes > 16, "%s: darknet partial: exit %d, %s", name, rc, out);
+    sh_net *n = ref_net(text, 1, 1);
+    if (!n) return;
+    CHECK((long long)sh_darknet_weights_nbytes(n) == dn_bytes, "%s: shoal's .weights would be %llu bytes, "
+          "Darknet wrote %lld", name, (unsigned long long)sh_darknet_weights_nbytes(n), dn_bytes);
+    f = fopen(table, "r");
+    char line[1024];
+    int rows = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        int idx, at = 0;
+        if (sscanf(line, " %d %n", &idx, &at) != 1 || at == 0 || idx >= sh_net_nlayers(n)) continue;
+        rows++;
+        const char *arrow = strrchr(line, '>');
+        int dw, dh, dc, c, h, w;
+        sh_net_layer_shape(n, idx, &c, &h, &w);
+        if (arrow && sscanf(arrow + 1, " %d x %d x %d", &dw, &dh, &dc) == 3)
+            CHECK(dw == w && dh == h && dc == c, "%s: layer %d: shoal %dx%dx%d (C x H x W), Darknet: %s", name,
+                  idx, c, h, w, line + at);
+    }
+    if (f) fclose(f);
+    CHECK(rows == sh_net_nlayers(n), "%s: Darknet printed %d layers, shoal has %d", name, rows, sh_net_nlayers(n));
+    sh_net_destroy(n);
+}
+
+/* Save text's net with random parameters as .weights, load it into a net built with another
+ * seed, save again: the two files are the same bytes and the parameters equal. */
+static inline void ref_weights_round_trip(const char *name, const char *text)
+{
+    sh_net *a = ref_net(text, 1, 1), *b = ref_net(text, 1, 2);
+    if (!a || !b) {
+        sh_net_destroy(a);
+        sh_net_destroy(b);
+        return;
+    }
+    ref_random(sh_net_params(a), sh_net_nparams(a), 5, -1, 1);
+    char p1[512], p2[512];
+    snprintf(p1, sizeof p1, "%s/%s-a.weights", ref_dir, name);
+    snprintf(p2, sizeof p2, "%s/%s-b.weights", ref_dir, name);
+    CHECK_OK(sh_darknet_weights_save(a, p1, 7));
+    CHECK_OK(sh_darknet_weights_load(b, p1, NULL));
+    CHECK(memcmp(sh_net_params(a), sh_net_params(b), sh_net_nparams(a) * sizeof(float)) == 0,
+          "%s: parameters differ after a .weights round trip", name);
+    CHECK_OK(sh_darknet_weights_save(b, p2, 7));
+    char cmd[1200], out[64];
+    snprintf(cmd, sizeof cmd, "cmp -s %s %s && echo same", p1, p2);
+    CHECK(sh_test_run(cmd, out, sizeof out) == 0 && !strncmp(out, "same", 4), "%s: the re-saved file differs", name);
+    sh_net_destroy(a);
+    sh_net_destroy(b);
+}
+
+#endif
