@@ -339,13 +339,14 @@ static shoal_result dp_create(const sh_job_opts *o, shoal_comm *c, int batch, sh
     return SHOAL_OK;
 }
 
-/* Every rank's figures; under a quorum images/s from the work every rank did (ranks step at
- * different rates: rank 0 counted its own steps x every rank's batch). */
+/* Every rank's figures, and images/s from the work every rank did (these ranks step at their
+ * own rates: rank 0 counted its own steps x every rank's batch). */
 static void straggler_figures(const sh_job_opts *o, sh_strategy *st, sh_job_report *r)
 {
     if (o->hogwild) {
         sh_strategy_hogwild_stats(st, &r->hogwild);
         r->has_hogwild = 1;
+        if (r->hogwild.images_per_s > 0) r->train.images_per_s = r->hogwild.images_per_s;
         return;
     }
     sh_strategy_quorum_stats(st, &r->quorum);

@@ -31,6 +31,7 @@ enum { HW_LINE = 64 };
 
 typedef struct {
     int64_t updates, staleness_sum, staleness_max;
+    uint64_t first_ns, last_ns; /* its first and last update (one clock for the host) */
 } hw_rank_line;
 
 typedef struct {
@@ -101,6 +102,8 @@ static shoal_result finish(sh_strategy *s)
     int64_t stale = (int64_t)(c - h->read_at);
     h->last_staleness = stale;
     me->updates++;
+    if (!me->first_ns) me->first_ns = t0;
+    me->last_ns = t0;
     me->staleness_sum += stale;
     if (stale > me->staleness_max) me->staleness_max = stale;
     return SHOAL_OK;
@@ -191,6 +194,8 @@ void sh_strategy_hogwild_stats(const sh_strategy *s, sh_hogwild_stats *out)
     for (int r = 0; h->ctl && r < s->world; r++) {
         const hw_rank_line *l = line_of(h, r);
         out->updates += l->updates;
+        if (l->updates > 1 && l->last_ns > l->first_ns) /* each rank's rate between its first and last update */
+            out->images_per_s += (double)(l->updates - 1) * h->batch / ((double)(l->last_ns - l->first_ns) * 1e-9);
         out->staleness_sum += (double)l->staleness_sum;
         if (l->staleness_max > out->staleness_max) out->staleness_max = l->staleness_max;
     }

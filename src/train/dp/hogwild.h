@@ -14,6 +14,7 @@ typedef struct {
     int64_t updates;          /* every rank's updates to the shared weights */
     double staleness_sum;     /* other ranks' updates between a rank's read and its write */
     int64_t staleness_max;
+    double images_per_s;      /* every rank's, between its first and last update */
 } sh_hogwild_stats;
 
 /* The strategy over c (every rank on one host): at attach the weights move into a window
