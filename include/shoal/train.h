@@ -97,6 +97,11 @@ typedef struct {
                                    codec or --sfb, pipeline, tensor, both, hybrid) chosen at
                                    start-up from predictions on the probed links and this
                                    machine's layer times; none of the layout options is set */
+    int hogwild;                /* "hogwild": one host; the ranks update one shared copy of the
+                                   weights, each its own gradient, without locks or waiting */
+    double quorum;              /* "quorum": F in (0, 1]: a synchronous step (data parallel, or
+                                   --ps sync) goes on once ceil(F ranks) gradients are in, the
+                                   late ones added to the next; 0: every rank's */
     const char *solver_path;    /* "solver": with a Caffe MODEL.prototxt, its solver.prototxt;
                                    NULL: none (docs/caffe.md). The value "lbfgs" sets lbfgs
                                    instead (a file of that name: "./lbfgs") */
@@ -248,6 +253,7 @@ typedef struct {
         int64_t pushes, pulls, deferred_pulls, refused, max_spread;
         int dropped_workers;
         double pushed_mb, cpu_s;
+        int64_t late_pushes;    /* --quorum: pushes that came after their round closed */
     } server;
     /* "elastic": every change of the job's ranks (one line each on the lead's output too) */
     int elastic;                /* 1: the job was elastic */
@@ -255,6 +261,23 @@ typedef struct {
     int ranks_left, ranks_joined;
     double keep_ms;             /* per step: copying the state a change restores (memory) */
     shoal_train_change changes[SHOAL_TRAIN_CHANGES_MAX];
+    /* --hogwild, on rank 0: the updates every rank applied to the shared weights, and how
+     * many other ranks' updates landed between a rank reading the weights (its forward) and
+     * writing its own (mean over updates, largest). */
+    int has_hogwild;
+    struct {
+        int64_t updates;
+        double staleness_mean;
+        int64_t staleness_max;
+    } hogwild;
+    /* --quorum (data parallel), on rank 0: the steps taken, the gradients in time for their
+     * step and those added to a later one, and the images every rank computed per second. */
+    int has_quorum;
+    struct {
+        double fraction;
+        int ranks;              /* ceil(F N): gradients a step waits for */
+        int64_t updates, fresh, late;
+    } quorum;
     int nhistory;               /* evaluations in history[]; later ones are not kept */
     shoal_train_eval history[SHOAL_TRAIN_HISTORY_MAX];
     /* Pictures decoded while training (image folders, list files, synthetic data): */
@@ -291,8 +314,9 @@ void shoal_train_request_save(void);
  * sfb_layers, bytes_sent_per_step, dense_bytes_per_step, compression_ratio, residual_norm;
  * hybrid: hybrid, bytes_sent_per_step, activity_bytes_per_step, comm_ms, fused_update_ms,
  * rest_update_ms; a profiled pipeline: pipeline (per stage); elastic: elastic (changes,
- * ranks_left, ranks_joined, world, keep_ms, and each change in log); history (every
- * evaluation).
+ * ranks_left, ranks_joined, world, keep_ms, and each change in log); --hogwild: hogwild
+ * (updates, staleness_mean, staleness_max); --quorum: quorum (fraction, ranks, updates, fresh,
+ * late); history (every evaluation).
  * Writes at most nbytes bytes with the NUL into buf; does not block; thread-safe.
  * Errors: SHOAL_ERR_INVALID (NULL r or buf; buf too small: the message says how many bytes
  * the document needs, never more than SHOAL_TRAIN_REPORT_JSON_NBYTES). */

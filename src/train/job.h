@@ -10,6 +10,8 @@
 
 #include "train/ps/ps.h"
 #include "train/dp/allreduce.h"
+#include "train/dp/hogwild.h"
+#include "train/dp/quorum.h"
 #include "train/mp/hybrid.h"
 #include "train/mp/pipeline.h"
 #include "train/mp/tensor.h"
@@ -61,6 +63,11 @@ typedef struct {
      * and sfb 0 is the float32 exchange */
     shoal_codec_opts codec;
     int sfb;
+    /* --hogwild: data-parallel ranks of one host update one shared copy without waiting */
+    int hogwild;
+    /* --quorum F in (0, 1] (0: off): data parallel or parameter-server sync steps go on with
+     * ceil(F ranks) gradients, the late added to the next step */
+    double quorum;
     /* parameter servers */
     int nservers;               /* >= 1, fewer than the ranks */
     sh_ps_consistency consistency;
@@ -116,6 +123,10 @@ typedef struct {
     int has_server_stats;       /* on a server */
     sh_ps_stats server_stats;
     sh_elastic_report elastic;  /* an elastic job's changes of ranks */
+    int has_hogwild;            /* --hogwild, every rank: the job's figures */
+    sh_hogwild_stats hogwild;
+    int has_quorum;             /* --quorum with data parallelism, every rank */
+    sh_quorum_stats quorum;
 } sh_job_report;
 
 /* 1 when the launcher's environment says this process is one rank of a multi-rank job. */

@@ -42,6 +42,13 @@ static void put_parts(out_text *t, const shoal_train_report *r)
             "\"comm_ms\":%.3f,\"fused_update_ms\":%.6g,\"rest_update_ms\":%.6g",
             r->hybrid.scheme, r->hybrid.bytes_sent_per_step, r->hybrid.activity_bytes_per_step, r->hybrid.comm_ms,
             r->hybrid.fused_update_ms, r->hybrid.rest_update_ms);
+    if (r->has_hogwild)
+        put(t, ",\"hogwild\":{\"updates\":%" PRId64 ",\"staleness_mean\":%.4f,\"staleness_max\":%" PRId64 "}",
+            r->hogwild.updates, r->hogwild.staleness_mean, r->hogwild.staleness_max);
+    if (r->has_quorum)
+        put(t, ",\"quorum\":{\"fraction\":%.4f,\"ranks\":%d,\"updates\":%" PRId64 ",\"fresh\":%" PRId64
+            ",\"late\":%" PRId64 "}", r->quorum.fraction, r->quorum.ranks, r->quorum.updates, r->quorum.fresh,
+            r->quorum.late);
     if (r->has_stages) {
         put(t, ",\"pipeline\":[");
         for (int k = 0; k < r->nstages && k < SHOAL_TRAIN_STAGES_MAX; k++) {

@@ -194,6 +194,7 @@ static shoal_result start_state(sh_trainer *t)
     t->params = sh_net_params(t->net); /* the strategy may have moved them (shared weights) */
     t->grads = sh_net_grads(t->net);
     t->steps_planned = plan_steps(o, t->cfg, sh_loader_steps_per_epoch(t->loader));
+    s->steps_planned = t->steps_planned;
     /* every file this rank writes can be written: said now, not after the last step */
     return sh_run_files_check(t);
 }
@@ -486,6 +487,11 @@ static shoal_result log_step(sh_trainer *t, int64_t step, float loss, double acc
         SH_TRY(sh_tb_scalar(tb, "comm/bytes_sent", at, (float)sc.sent_nbytes));
         if (sc.busbw_gb_s > 0) SH_TRY(sh_tb_scalar(tb, "comm/busbw_gb_s", at, (float)sc.busbw_gb_s));
     }
+    if (s->ops->figures) {
+        sh_figure fig[8];
+        int n = s->ops->figures(s, fig, 8);
+        for (int i = 0; i < n; i++) SH_TRY(sh_tb_scalar(tb, fig[i].tag, at, (float)fig[i].value));
+    }
     if (t->opts.histogram_every_steps > 0 && at % t->opts.histogram_every_steps == 0)
         SH_TRY(log_histograms(t));
     SH_TRY(sh_tb_flush(tb));
@@ -586,9 +592,22 @@ static shoal_result end_epoch(sh_trainer *t, run_state *rs)
     return SHOAL_OK;
 }
 
-static int save_every_at(const sh_trainer *t, int64_t done)
+/* 1 when steps (from, to] pass a multiple of every: one step passes its own count; a rank
+ * that skips to the job's step (strategy.h's job_steps) passes the multiples it skipped. */
+static int passes(int64_t from, int64_t to, int64_t every) { return every > 0 && to / every > from / every; }
+
+/* The step (from, to] ended an epoch: where the loader now stands (an elastic job's epoch may
+ * start mid-order), or for a rank that skips to the job's step (a quorum's late rank, whose
+ * loader reads on in its own order) an epoch's multiple of steps passed. */
+static int epoch_ended(const sh_trainer *t, const run_state *rs, int64_t from, int64_t to)
 {
-    return t->opts.save_path && t->opts.save_every_steps > 0 && done % t->opts.save_every_steps == 0;
+    if (t->strategy->job_steps) return passes(from, to, rs->per_epoch);
+    return sh_loader_step(t->loader) == 0;
+}
+
+static int save_every_at(const sh_trainer *t, int64_t from, int64_t done)
+{
+    return t->opts.save_path && passes(from, done, t->opts.save_every_steps);
 }
 
 /* What a finished step leaves: the figures, the lines and TensorBoard, the epoch's end, a
@@ -607,16 +626,19 @@ static shoal_result after_step(sh_trainer *t, run_state *rs, int64_t step, float
     int hits = t->strategy->ops->pass || t->strategy->ops->step ? t->last_correct : sh_net_correct(t->net, t->y);
     double acc = t->labelled ? (double)hits / (double)t->last_n : -1; /* -1: the line shows none */
     /* The step just done in its epoch, from where the loader now stands (an epoch's steps
-     * start mid-order when an elastic job changed its world there). */
-    int ended = sh_loader_step(t->loader) == 0;
-    int64_t ep = sh_loader_epoch(t->loader) - ended;
-    int64_t in_ep = ended ? rs->per_epoch - 1
-                          : (t->text ? sh_loader_image(t->loader) : sh_loader_image(t->loader) / t->global_batch) - 1;
+     * start mid-order when an elastic job changed its world there), or from the job's step. */
+    int ended = epoch_ended(t, rs, step, t->steps_done);
+    int64_t ep = step / rs->per_epoch, in_ep = step % rs->per_epoch;
+    if (!t->strategy->job_steps) {
+        ep = sh_loader_epoch(t->loader) - ended;
+        in_ep = ended ? rs->per_epoch - 1
+                      : (t->text ? sh_loader_image(t->loader) : sh_loader_image(t->loader) / t->global_batch) - 1;
+    }
     if (rs->prog && may_print(t)) sh_progress_step(rs->prog, ep, in_ep, t->text ? loss / M_LN2 : loss, acc);
     if (t->tb) SH_TRY(log_step(t, step, loss, acc, (double)step_ns * 1e-9));
     if (t->tb) SH_TRY(log_compression(t));
     if (ended) SH_TRY(end_epoch(t, rs));
-    if (save_every_at(t, t->steps_done) && t->steps_done != rs->last)
+    if (save_every_at(t, step, t->steps_done) && t->steps_done != rs->last)
         SH_TRY(save_midway(t, rs->prog, t->opts.save_path, r, "--save-every"));
     return SHOAL_OK;
 }
@@ -634,10 +656,11 @@ static shoal_result run_step(sh_trainer *t, run_state *rs, int64_t step, int *en
     uint64_t t1 = sh_now_ns();
     int scan = t->steps_done % DIVERGENCE_SCAN_STEPS == 0 || t->steps_done == rs->last;
     int64_t done = step + 1;
+    if (s->job_steps > done) done = s->job_steps < rs->last ? s->job_steps : rs->last; /* it was late */
     /* rests (the same on every rank): nothing but the next step reads the weights or
      * gradients after this one (TensorBoard jobs never rest: grad_sq_wanted) */
-    int rests = !s->grad_sq_wanted && !scan && sh_loader_step(t->loader) != 0 && done != rs->last &&
-                !save_every_at(t, done);
+    int rests = !s->grad_sq_wanted && !scan && !epoch_ended(t, rs, step, done) && done != rs->last &&
+                !save_every_at(t, step, done);
     SH_TRY(sh_agree_settle(&rs->agree, rests));
     SH_TRY(check_diverged(t, loss, scan));
     t->steps_done = done;
@@ -738,10 +761,11 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
     sh_agree_begin(&rs.agree, t->strategy);
     shoal_result rc = SHOAL_OK;
     int ends = 0;
-    for (int64_t step = rs.first; step < rs.last && !ends && rc == SHOAL_OK; step++)
+    for (int64_t step = rs.first; step < rs.last && !ends && rc == SHOAL_OK; step = t->steps_done)
         rc = run_step(t, &rs, step, &ends);
     if (rc == SHOAL_OK) rc = sh_agree_end(&rs.agree);
     else sh_agree_abandon(&rs.agree, rc);
+    if (rc == SHOAL_OK && t->strategy->ops->end) rc = t->strategy->ops->end(t->strategy);
     sh_progress_destroy(rs.prog);
     if (rc == SHOAL_OK && !rs.r->regroup) rc = end_run(t, &rs);
     if (rc == SHOAL_OK) fill_report(t, &rs);

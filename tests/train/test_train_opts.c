@@ -66,6 +66,8 @@ static const opt_case cases[] = {
     {"hybrid", "vertical", T_STR, AT(hybrid), 0, "diagonal"},
     {"compress", "topk:0.01", T_STR, AT(compress), 0, "gzip"},
     {"sfb", "on", T_SWITCH, AT(sfb), 1, "sometimes"},
+    {"hogwild", "true", T_SWITCH, AT(hogwild), 1, "racy"},
+    {"quorum", "0.75", T_DBL, AT(quorum), 0.75, "1.5"},
     {"ps", "true", T_LAYOUT, AT(layout), SHOAL_TRAIN_PARAM_SERVER, "perhaps"},
     {"servers", "2", T_INT, AT(nservers), 2, "0"},
     {"consistency", "ssp", T_STR, AT(consistency), 0, "eventual"},
@@ -290,8 +292,20 @@ static void check_refuses_options_that_do_not_fit(void)
     CHECK_RC(shoal_train_opts_check(NULL), SHOAL_ERR_INVALID);
     refuse_set((const char *const[]){"hybrid", "broadcast", "ps", NULL, NULL}, "--hybrid is its own layout");
     refuse_set((const char *const[]){"hybrid", "vertical", "pipeline", "2", NULL}, "leave out --pipeline");
-    refuse_set((const char *const[]){"pipeline", "2", "ps", NULL, NULL}, "--pipeline and --ps are different");
-    refuse_set((const char *const[]){"tensor-parallel", "2", "ps", NULL, NULL}, "--tensor-parallel is not combined");
+    refuse_set((const char *const[]){"tensor-parallel", "1", "ps", NULL, NULL}, "--ps --tensor-parallel 1 splits nothing");
+    refuse_set((const char *const[]){"hogwild", NULL, "ps", NULL, NULL}, "--hogwild shares one copy");
+    refuse_set((const char *const[]){"hogwild", NULL, "pipeline", "2", NULL}, "--hogwild needs whole-model replicas");
+    refuse_set((const char *const[]){"hogwild", NULL, "compress", "fp16", NULL}, "--hogwild sends no gradients");
+    refuse_set((const char *const[]){"hogwild", NULL, "quorum", "0.5", NULL}, "there is no quorum");
+    refuse_set((const char *const[]){"quorum", "0.5", "ps", NULL, "consistency", "async", NULL},
+               "--quorum is for synchronous training");
+    refuse_set((const char *const[]){"quorum", "0.5", "tensor-parallel", "2", NULL}, "--quorum goes with data parallelism");
+    refuse_set((const char *const[]){"quorum", "0.5", "compress", "1bit", NULL}, "--quorum adds float32 gradients");
+    refuse_set((const char *const[]){"ps", NULL, "pipeline", "2", "compress", "fp16", NULL}, "pushes float32 shards");
+    refuse_set((const char *const[]){"ps", NULL, "tensor-parallel", "2", "push-every", "2", NULL},
+               "pushes and pulls every step");
+    refuse_set((const char *const[]){"ps", NULL, "sfb", NULL, "consistency", "ssp", NULL}, "use --consistency sync");
+    refuse_set((const char *const[]){"ps", NULL, "pipeline", "2", "sfb", NULL, NULL}, "leave out --compress/--sfb");
     refuse_set((const char *const[]){"micro-batches", "2", NULL}, "--micro-batches goes with --pipeline");
     refuse_set((const char *const[]){"save-every", "2", NULL}, "--save-every needs --save");
     refuse_set((const char *const[]){"timeline-steps", "1:3", NULL}, "--timeline-steps needs --timeline");
@@ -360,6 +374,23 @@ static void check_refuses_options_that_do_not_fit(void)
     CHECK_OK(shoal_train_opts_set(&o, "micro-batches", "4"));
     CHECK_OK(shoal_train_opts_set(&o, "tensor-parallel", "2"));
     CHECK_OK(shoal_train_opts_check(&o));
+    CHECK_OK(shoal_train_opts_set(&o, "ps", NULL)); /* servers over pipeline x tensor replicas */
+    CHECK_OK(shoal_train_opts_check(&o));
+    shoal_train_opts_fini(&o);
+    shoal_train_opts_default(&o);
+    o.cfg_path = mlp;
+    const char *const fine[][6] = {{"ps", NULL, "sfb", NULL, NULL, NULL},
+                                   {"ps", NULL, "quorum", "0.5", NULL, NULL},
+                                   {"ps", NULL, "tensor-parallel", "2", "consistency", "async"},
+                                   {"quorum", "1", NULL, NULL, NULL, NULL},
+                                   {"hogwild", NULL, NULL, NULL, NULL, NULL}};
+    for (size_t i = 0; i < sizeof fine / sizeof fine[0]; i++) {
+        for (int k = 0; k < 6 && fine[i][k]; k += 2) CHECK_OK(shoal_train_opts_set(&o, fine[i][k], fine[i][k + 1]));
+        CHECK(shoal_train_opts_check(&o) == SHOAL_OK, "%s %s: %s", fine[i][0], fine[i][2] ? fine[i][2] : "",
+              shoal_last_error_message());
+        shoal_train_opts_fini(&o);
+        o.cfg_path = mlp;
+    }
     shoal_train_opts_fini(&o);
 }
 

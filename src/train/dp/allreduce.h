@@ -36,6 +36,10 @@ typedef struct {
     int64_t early_chunks;
 } sh_dp_profile;
 
+/* Every rank of c trains the same model (cfg hash, parameter count) with the same batch:
+ * SHOAL_ERR_MISMATCH naming the first rank that differs and in what. Collective. */
+shoal_result sh_dp_check_same(shoal_comm *c, sh_net *net, int batch);
+
 /* A data-parallel strategy over c: every rank starts from rank 0's weights; gradients are
  * averaged in buckets (last layers first) whose non-blocking allreduces start as soon as
  * backward has produced them. c is borrowed. */

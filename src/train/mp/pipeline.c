@@ -58,10 +58,12 @@ static shoal_result pipe_attach(sh_strategy *s, sh_net *net)
     p->stale = SH_PACK_FORWARD | SH_PACK_BACKWARD; /* the weights may come from a checkpoint */
     sh_net_rng_get(net, p->rng); /* restored from a checkpoint, or the seed's */
     memcpy(p->rng0, p->rng, sizeof p->rng0);
+    /* --ps: the servers hold the stage and step it; each pull is packed as the update packs */
+    if (p->mp.srv) SH_TRY(sh_mp_servers_attach(s, net));
     /* --compress: the replicas of this stage exchange its gradients compressed */
-    SH_TRY(sh_mp_attach_group(s, p->group, net, 0));
+    else SH_TRY(sh_mp_attach_group(s, p->group, net, 0));
     /* Packed copies: the update refreshes them as it writes the weights (pipe_finish) */
-    p->updates = p->packs && s->opt && !s->applies_update;
+    p->updates = p->packs && s->opt && (!s->applies_update || p->mp.srv);
     if (p->updates) s->applies_update = 1;
     else if (p->mb >= PIPE_PACK_ROWS) { /* a pack per pass would cost more than it saves */
         p->packs = 0;
@@ -90,17 +92,40 @@ static shoal_result pipe_sync_state(sh_strategy *s)
     return rc;
 }
 
+/* --ps: the pulled weights packed as the stage's own update packs them (pipe_finish), so that
+ * the passes run the same kernels on the same copies as without servers. */
+static void pack_pulled(pipe_state *p)
+{
+    if (!p->mp.srv || !p->packs || !p->pulled_packs) return;
+    int lazy = p->S > 1 && p->stage == 0 ? SH_PACK_BACKWARD : 0;
+    sh_net_pack_weights(p->inst[0], p->packs & ~lazy);
+    p->stale = lazy;
+}
+
 static shoal_result pipe_begin(sh_strategy *s, int64_t step)
 {
     pipe_state *p = s->impl;
     p->step = step;
-    return sh_mp_begin(s, step);
+    SH_TRY(sh_mp_begin(s, step));
+    if (step > 0) pack_pulled(p);
+    return SHOAL_OK;
+}
+
+static shoal_result pipe_end(sh_strategy *s)
+{
+    SH_TRY(sh_mp_end(s));
+    pack_pulled(s->impl);
+    return SHOAL_OK;
 }
 
 static shoal_result pipe_finish(sh_strategy *s)
 {
     pipe_state *p = s->impl;
     float *g = sh_net_grads(p->inst[0]);
+    if (p->mp.srv) { /* the servers average the replicas and step */
+        p->pulled_packs = 1;
+        return sh_mp_servers_push(s);
+    }
     if (p->group) {
         uint64_t t0 = sh_now_ns();
         if (p->mp.gx) SH_TRY(sh_mp_finish_group(s, p->inst[0]));
@@ -242,6 +267,7 @@ static const sh_strategy_ops pipe_ops = {
     .rank_state_set = sh_mp_rank_state_set,
     .comm_stats = sh_mp_comm_stats,
     .grad_sq_part = pipe_grad_sq,
+    .end = pipe_end,
 };
 
 /* ---- building ---- */
