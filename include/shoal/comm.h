@@ -52,6 +52,10 @@ typedef struct {
     const char *algo;         /* NULL or "auto"; "ring", "rd", "rhd", "tree", "hier", "mpi" */
     int timeout_ms;           /* 0: SHOAL_TIMEOUT */
     size_t chunk_nbytes;      /* 0: chosen by message size; tests make it small */
+    int elastic_min;          /* > 0: an elastic job (shoal_comm_regroup below) that goes on
+                                 while at least this many ranks remain; 0: not elastic */
+    int elastic_max;          /* elastic: at most this many ranks (late ones join up to it);
+                                 0: the world size */
 } shoal_comm_opts;
 
 /* Fill with "from the environment / automatic" values (all of the above at 0/-1/NULL). */
@@ -167,6 +171,50 @@ shoal_result shoal_recv_any(shoal_comm *c, void *buf, size_t max_count, shoal_dt
  * instead of waiting out a timeout. A frozen peer (SIGSTOP) looks alive: only the
  * timeout finds it. Thread-safe. */
 shoal_result shoal_peer_check(shoal_comm *c, int peer);
+
+/* ---- elastic jobs (src/comm/boot/elastic.c; docs/comm.md "Elastic jobs") ----
+ * A communicator created with elastic_min > 0 can be rebuilt among the ranks that remain
+ * after one is lost, and grown by ranks started later with the same job. Every rank of
+ * such a job runs a small store of its own besides rank 0's, so that the job's address
+ * book outlives rank 0. A process started with the job's variables once the job runs (a
+ * restarted rank) is not a second claim of its rank: shoal_comm_create waits until the job
+ * takes it in at its next regroup and returns its place there (shoal_comm_last_regroup). */
+#define SHOAL_REGROUP_LIST_MAX 64 /* job ranks listed per regroup; the counts say how many */
+typedef struct {
+    int64_t generation;       /* 0: the job as started; one more per regroup */
+    int rank, world;          /* this process in the new communicator */
+    int nleft, njoined;       /* processes that left (lost) and joined at this regroup */
+    int left[SHOAL_REGROUP_LIST_MAX];   /* their job ranks (shoal_comm_job_rank), the first */
+    int joined[SHOAL_REGROUP_LIST_MAX]; /* SHOAL_REGROUP_LIST_MAX of them */
+    int64_t progress;         /* the largest progress a member brought (a step count) */
+    int progress_rank;        /* the lowest rank of the new communicator that brought it */
+    int joiner;               /* 1: this process joined at this regroup */
+} shoal_regroup;
+/* Rebuild an elastic communicator among the ranks that are still there, with any ranks
+ * waiting to join (up to elastic_max): each caller passes its communicator (broken by a lost
+ * peer, or whole: a planned regroup to take joiners in, shoal_comm_joiners) and its progress
+ * (e.g. the last step it completed, -1: none); the old communicator is destroyed and *c is
+ * the new one, ranks renumbered 0..world-1 in the order of their job ranks, fresh links.
+ * The members agree through the job's store (rank 0's, or when it is unreachable the first
+ * member's store that answers): the first to arrive waits until every member came (a member
+ * whose process on this host is gone is not waited for), or SHOAL_ELASTIC_SETTLE_MS passed
+ * without a new one, then names the members once for all; the new communicator's ready
+ * barrier confirms it (a member lost meanwhile: the next generation is tried). Collective
+ * over the members; blocks up to about twice SHOAL_TIMEOUT. out may be NULL.
+ * Errors (*c is then NULL): SHOAL_ERR_PEER when fewer than elastic_min ranks remain, or
+ * when those this rank can reach are not a majority of the last generation (then the
+ * others may go on: a rank cut off by the network cannot tell whether it or they are lost),
+ * naming who left; SHOAL_ERR_TIMEOUT; SHOAL_ERR_INVALID (not elastic). */
+shoal_result shoal_comm_regroup(shoal_comm **c, int64_t progress, shoal_regroup *out);
+/* The regroup that made c (generation 0: the job as started, nothing left or joined).
+ * SHOAL_ERR_INVALID when c is not elastic. */
+shoal_result shoal_comm_last_regroup(const shoal_comm *c, shoal_regroup *out);
+/* Processes waiting to join the job (0: none, also when c is not elastic). Asks the
+ * store at most every 200 ms (cached between), never blocks for long. */
+int shoal_comm_joiners(shoal_comm *c);
+/* The job rank of rank `rank` of c: its number as the launcher started it. It differs from
+ * rank in a split communicator and after an elastic regroup. -1 for a bad rank. */
+int shoal_comm_job_rank(const shoal_comm *c, int rank);
 
 /* Non-blocking variants: start returns at once with *req; the buffers are borrowed until
  * shoal_wait returns. Collectives on one communicator complete in the order started;

@@ -62,6 +62,10 @@ typedef struct {
                                    result's one line) */
     shoal_train_layout layout;  /* "ps" (a switch) sets SHOAL_TRAIN_PARAM_SERVER */
     int strong_scaling;         /* "scaling" strong|weak: 1 splits the batch across the ranks */
+    int elastic_min;            /* "elastic" MIN[:MAX]: data parallelism goes on while at least
+                                   MIN ranks remain, and takes in ranks started later up to
+                                   elastic_max (0: the job's ranks); 0: not elastic */
+    int elastic_max;
     int lr_linear;              /* "lr-scaling" none|linear: weak scaling, learning rate x ranks */
     double bucket_mb;           /* "bucket-mb": data parallel, gradient buckets in MB; 0: 1 */
     int nservers;               /* "servers": parameter servers (default 1) */
@@ -93,6 +97,11 @@ typedef struct {
                                    codec or --sfb, pipeline, tensor, both, hybrid) chosen at
                                    start-up from predictions on the probed links and this
                                    machine's layer times; none of the layout options is set */
+    int hogwild;                /* "hogwild": one host; the ranks update one shared copy of the
+                                   weights, each its own gradient, without locks or waiting */
+    double quorum;              /* "quorum": F in (0, 1]: a synchronous step (data parallel, or
+                                   --ps sync) goes on once ceil(F ranks) gradients are in, the
+                                   late ones added to the next; 0: every rank's */
     const char *solver_path;    /* "solver": with a Caffe MODEL.prototxt, its solver.prototxt;
                                    NULL: none (docs/caffe.md). The value "lbfgs" sets lbfgs
                                    instead (a file of that name: "./lbfgs") */
@@ -171,6 +180,19 @@ typedef struct {
 
 #define SHOAL_TRAIN_HISTORY_MAX 256 /* evaluations kept in a report */
 #define SHOAL_TRAIN_STAGES_MAX 64   /* pipeline stages profiled in a report */
+#define SHOAL_TRAIN_CHANGES_MAX 64  /* changes of an elastic job's ranks kept in a report */
+#define SHOAL_TRAIN_CHANGE_RANKS 8  /* job ranks listed per change (the counts say how many) */
+
+/* An elastic job's change of ranks: after step `step` (the last one every rank that remained
+ * had completed; the job went on from it) nleft ranks left and njoined joined, leaving world
+ * ranks; training paused pause_s seconds (from this rank's last step before the change to
+ * the first after) and steps_redone of this rank's steps were done again. */
+typedef struct {
+    int64_t step;
+    int world, nleft, njoined, steps_redone;
+    int left[SHOAL_TRAIN_CHANGE_RANKS], joined[SHOAL_TRAIN_CHANGE_RANKS];
+    double pause_s;
+} shoal_train_change;
 /* Bytes that always hold shoal_train_report_json's document of a report with finite numbers. */
 #define SHOAL_TRAIN_REPORT_JSON_NBYTES 131072
 
@@ -231,7 +253,31 @@ typedef struct {
         int64_t pushes, pulls, deferred_pulls, refused, max_spread;
         int dropped_workers;
         double pushed_mb, cpu_s;
+        int64_t late_pushes;    /* --quorum: pushes that came after their round closed */
     } server;
+    /* "elastic": every change of the job's ranks (one line each on the lead's output too) */
+    int elastic;                /* 1: the job was elastic */
+    int nchanges;               /* changes in all; changes[] keeps the first of them */
+    int ranks_left, ranks_joined;
+    double keep_ms;             /* per step: copying the state a change restores (memory) */
+    shoal_train_change changes[SHOAL_TRAIN_CHANGES_MAX];
+    /* --hogwild, on rank 0: the updates every rank applied to the shared weights, and how
+     * many other ranks' updates landed between a rank reading the weights (its forward) and
+     * writing its own (mean over updates, largest). */
+    int has_hogwild;
+    struct {
+        int64_t updates;
+        double staleness_mean;
+        int64_t staleness_max;
+    } hogwild;
+    /* --quorum (data parallel), on rank 0: the steps taken, the gradients in time for their
+     * step and those added to a later one, and the images every rank computed per second. */
+    int has_quorum;
+    struct {
+        double fraction;
+        int ranks;              /* ceil(F N): gradients a step waits for */
+        int64_t updates, fresh, late;
+    } quorum;
     int nhistory;               /* evaluations in history[]; later ones are not kept */
     shoal_train_eval history[SHOAL_TRAIN_HISTORY_MAX];
     /* Pictures decoded while training (image folders, list files, synthetic data): */
@@ -267,7 +313,10 @@ void shoal_train_request_save(void);
  * stopped, threads; on text train_bpc, test_bpc, chars_per_s; compressed: compress, sfb,
  * sfb_layers, bytes_sent_per_step, dense_bytes_per_step, compression_ratio, residual_norm;
  * hybrid: hybrid, bytes_sent_per_step, activity_bytes_per_step, comm_ms, fused_update_ms,
- * rest_update_ms; a profiled pipeline: pipeline (per stage); history (every evaluation).
+ * rest_update_ms; a profiled pipeline: pipeline (per stage); elastic: elastic (changes,
+ * ranks_left, ranks_joined, world, keep_ms, and each change in log); --hogwild: hogwild
+ * (updates, staleness_mean, staleness_max); --quorum: quorum (fraction, ranks, updates, fresh,
+ * late); history (every evaluation).
  * Writes at most nbytes bytes with the NUL into buf; does not block; thread-safe.
  * Errors: SHOAL_ERR_INVALID (NULL r or buf; buf too small: the message says how many bytes
  * the document needs, never more than SHOAL_TRAIN_REPORT_JSON_NBYTES). */

@@ -26,7 +26,8 @@ static const env_var table[] = {
     {"SHOAL_JOB_KEY", NULL, NOT_INT,
      "secret every connection of the job proves it holds (set by shoal launch)"},
     {"SHOAL_LAUNCH_FD", NULL, 0, 1 << 20,
-     "set by shoal launch: a pipe on which a rank tells the launcher that the job dropped a rank"},
+     "set by shoal launch: a pipe on which a rank tells the launcher that the job dropped a rank "
+     "or is elastic"},
     {"SHOAL_HOST_ID", NULL, NOT_INT,
      "override this process's host identity (ranks with the same id share memory)"},
     /* communication */
@@ -34,6 +35,9 @@ static const env_var table[] = {
     {"SHOAL_ALGO", "auto", NOT_INT,
      "auto, ring, rd (recursive doubling), rhd (halving-doubling), tree, hier or mpi"},
     {"SHOAL_TIMEOUT", "60000", 1, 86400000, "deadline of every blocking operation, in ms"},
+    {"SHOAL_ELASTIC_SETTLE_MS", "1000", 0, 600000,
+     "elastic jobs: how long the regroup waits for a rank that is neither back nor surely lost "
+     "after the last one came, in ms"},
     {"SHOAL_SOCKET_IFNAME", NULL, NOT_INT,
      "network interface to bind and connect on (default: the route to the master)"},
     {"SHOAL_TCP_CONGESTION", NULL, NOT_INT,

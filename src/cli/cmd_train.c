@@ -39,11 +39,13 @@ static const char tail_text[] =
 /* The --debug-* flags: fault drills installed as the job's hooks, so that no library
  * strategy kills or stalls its own process. */
 typedef struct {
-    int ps;                 /* --ps: die_* name a server and its rounds, delay_* a worker */
+    int ps;                 /* --ps: die_* name a server and its rounds, delay_rank a worker */
     int die_rank;           /* < 0: none */
     int64_t die_step;       /* < 0: never */
     int delay_rank;         /* < 0: none */
     int delay_ms;
+    int freeze_rank;        /* < 0: none; it stops itself (SIGSTOP) before that step */
+    int64_t freeze_step;
 } debug_hooks;
 
 typedef struct {
@@ -78,7 +80,8 @@ static void debug_before_step(void *ctx, int rank, int64_t step)
 {
     const debug_hooks *h = ctx;
     if (!h->ps && rank == h->die_rank && step == h->die_step) raise(SIGKILL);
-    if (h->ps && rank == h->delay_rank && h->delay_ms > 0) { /* this worker plays the straggler */
+    if (!h->ps && rank == h->freeze_rank && step == h->freeze_step) raise(SIGSTOP);
+    if (rank == h->delay_rank && h->delay_ms > 0) { /* this rank (worker) plays the straggler */
         struct timespec ts = {h->delay_ms / 1000, (long)(h->delay_ms % 1000) * 1000000L};
         nanosleep(&ts, NULL);
     }
@@ -126,7 +129,7 @@ static const sh_flag rank_rows[] = {
 
 static const sh_flag debug_rows[] = {
     {"debug-delay-rank", 0, "R", SH_FLAG_INT, AT(dbg.delay_rank), 0, 1 << 20, "Fault drills",
-     "with --ps: worker R sleeps --debug-delay-ms every step", NULL, NULL, NULL},
+     "rank R (with --ps: worker R) sleeps --debug-delay-ms before every step: a straggler", NULL, NULL, NULL},
     {"debug-delay-ms", 0, "D", SH_FLAG_INT, AT(dbg.delay_ms), 0, 3600000, "Fault drills",
      "milliseconds the straggler sleeps", NULL, NULL, NULL},
     {"debug-die-rank", 0, "R", SH_FLAG_INT, AT(dbg.die_rank), 0, 1 << 20, "Fault drills",
@@ -134,6 +137,10 @@ static const sh_flag debug_rows[] = {
      NULL, NULL, NULL},
     {"debug-die-step", 0, "S", SH_FLAG_I64, AT(dbg.die_step), 0, BIG, "Fault drills", "the step (or rounds)", NULL,
      NULL, NULL},
+    {"debug-freeze-rank", 0, "R", SH_FLAG_INT, AT(dbg.freeze_rank), 0, 1 << 20, "Fault drills",
+     "rank R stops itself (SIGSTOP) before step --debug-freeze-step, as a hung process would", NULL, NULL, NULL},
+    {"debug-freeze-step", 0, "S", SH_FLAG_I64, AT(dbg.freeze_step), 0, BIG, "Fault drills", "the step", NULL, NULL,
+     NULL},
 };
 
 #define MAX_ROWS 96
@@ -241,14 +248,18 @@ static int check_ranks(const train_cli *t, int in_job)
 
 static void print_server_stats(const shoal_train_report *r)
 {
+    char late[96];
+    snprintf(late, sizeof late, ", %lld late pushes added to the next round (--quorum)",
+             (long long)r->server.late_pushes);
     fprintf(stderr,
             "server %d (%s): %lld pushes, %lld pulls (%lld waited), %.1f MB pushed, "
             "CPU %.2f s (%.2f ms per MB), largest clock spread %lld, %d workers dropped, "
-            "%lld messages refused\n",
+            "%lld messages refused%s\n",
             r->rank, r->server.consistency, (long long)r->server.pushes, (long long)r->server.pulls,
             (long long)r->server.deferred_pulls, r->server.pushed_mb, r->server.cpu_s,
             r->server.pushed_mb > 0 ? r->server.cpu_s * 1e3 / r->server.pushed_mb : 0.0,
-            (long long)r->server.max_spread, r->server.dropped_workers, (long long)r->server.refused);
+            (long long)r->server.max_spread, r->server.dropped_workers, (long long)r->server.refused,
+            r->server.late_pushes ? late : "");
 }
 
 /* Compressed gradients (data parallel or parameter-server pushes): the bytes and residual. */
@@ -291,6 +302,19 @@ static void print_profile(const shoal_train_report *r)
     print_compression(r);
 }
 
+/* --hogwild's staleness, --quorum's late gradients: the job's, from rank 0. */
+static void print_stragglers(const shoal_train_report *r)
+{
+    if (r->has_hogwild)
+        fprintf(stderr, "hogwild: %lld updates to the shared weights; staleness (other ranks' updates between a "
+                "rank's read and its write) %.2f on average, %lld at most\n", (long long)r->hogwild.updates,
+                r->hogwild.staleness_mean, (long long)r->hogwild.staleness_max);
+    if (r->has_quorum)
+        fprintf(stderr, "quorum %g (%d of %d ranks): %lld steps; %lld gradients in time, %lld late (added to a later "
+                "step)\n", r->quorum.fraction, r->quorum.ranks, r->world, (long long)r->quorum.updates,
+                (long long)r->quorum.fresh, (long long)r->quorum.late);
+}
+
 /* The command that continues a stopped run: this one with --resume PATH instead of any
  * earlier --resume, words quoted for the shell where they need it. */
 static void print_resume(FILE *f, int argc, char **argv, const char *path)
@@ -323,6 +347,7 @@ static int print_result(const train_cli *t, const shoal_train_report *r, int arg
     static char json[SHOAL_TRAIN_REPORT_JSON_NBYTES];
     int sig = stop_signal ? (int)stop_signal : SIGINT;
     if (t->o.profile) print_profile(r);
+    if (t->o.profile || !t->o.quiet) print_stragglers(r);
     if (t->o.profile && r->streamed)
         fprintf(stderr, "data: waited %.3f s for decoded pictures (%.1f%% of %.1f s), %" PRId64 " bad files "
                 "skipped\n", r->data_wait_s, r->seconds > 0 ? 100 * r->data_wait_s / r->seconds : 0.0, r->seconds,
@@ -363,7 +388,7 @@ static int print_result(const train_cli *t, const shoal_train_report *r, int arg
 static int run_job(train_cli *t, int argc, char **argv)
 {
     t->dbg.ps = t->o.layout == SHOAL_TRAIN_PARAM_SERVER;
-    if (t->dbg.die_rank >= 0 || t->dbg.delay_rank >= 0) {
+    if (t->dbg.die_rank >= 0 || t->dbg.delay_rank >= 0 || t->dbg.freeze_rank >= 0) {
         t->o.before_step = debug_before_step;
         t->o.hook_ctx = &t->dbg;
         if (t->dbg.ps) t->o.after_server_round = debug_after_server_round;
@@ -405,7 +430,7 @@ int sh_cmd_train(int argc, char **argv)
 {
     static train_cli t;
     shoal_train_opts_default(&t.o);
-    t.dbg = (debug_hooks){.die_rank = -1, .die_step = -1, .delay_rank = -1};
+    t.dbg = (debug_hooks){.die_rank = -1, .die_step = -1, .delay_rank = -1, .freeze_rank = -1, .freeze_step = -1};
     build_table();
     int code = sh_flags_parse(&table, argc, argv, 1, &t, NULL);
     if (!code && !t.cfg) code = sh_cli_usage_error("train", "missing the model file CFG");

@@ -39,6 +39,7 @@ typedef struct {
     int killed_by_us;
     int dropped;            /* the job said it goes on without this rank */
     int plain;              /* its stdout is the job's result (a note "plain R"): no tag */
+    int lost;               /* it failed while the job was elastic: the others go on */
 } rank_proc;
 
 static int sig_pipe[2] = {-1, -1};
@@ -120,15 +121,16 @@ static int drain(rank_proc *r, int k, int stream)
     return 1;
 }
 
-/* Lines "dropped R" and "plain R" from the ranks (each write is one whole line: shorter than
- * PIPE_BUF). A rank notes "plain" before it writes its result, and the notes are read before
- * its output in the same wake-up (poll_set puts them first). */
-static void read_notes(int fd, rank_proc *rp, int n, int base)
+/* Lines "dropped R", "plain R" and "elastic" from the ranks (each write is one whole line:
+ * shorter than PIPE_BUF). A rank notes "plain" before it writes its result, and the notes are
+ * read before its output in the same wake-up (poll_set puts them first). */
+static void read_notes(int fd, rank_proc *rp, int n, int base, int *elastic)
 {
     char buf[512];
     ssize_t got;
     while ((got = read(fd, buf, sizeof buf - 1)) > 0) {
         buf[got] = 0;
+        if (strstr(buf, "elastic\n")) *elastic = 1;
         for (char *p = buf; (p = strstr(p, "dropped ")); p++) {
             int r = atoi(p + 8) - base; /* the job's rank; this node holds base .. base+n-1 */
             if (r >= 0 && r < n) rp[r].dropped = 1;
@@ -163,6 +165,7 @@ typedef struct {
     struct pollfd *pf;
     int *who;                   /* per pf entry: -1 signals, -2 notes, else 2 * rank + stream */
     int failed, left, stopping, orphans_killed;
+    int elastic;                /* a rank said the job is elastic: a rank that ends does not stop the others */
     uint64_t kill_at, orphans_at;
 } launcher;
 
@@ -443,8 +446,17 @@ static void reap(launcher *l)
             r->status = st;
             l->left--;
             int bad = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-            read_notes(l->note_pipe[0], l->rp, l->n, l->base); /* a drop told just before a death counts */
+            read_notes(l->note_pipe[0], l->rp, l->n, l->base, &l->elastic); /* a drop told just before a death counts */
             if (!bad || l->failed >= 0 || r->killed_by_us || r->dropped || l->stopping) continue;
+            if (l->elastic) { /* the others regroup without it */
+                char how[96];
+                if (WIFSIGNALED(st)) snprintf(how, sizeof how, "was killed by %s", sig_name(WTERMSIG(st)));
+                else snprintf(how, sizeof how, "exited with code %d", WEXITSTATUS(st));
+                r->lost = 1;
+                fprintf(stderr, "shoal %s: rank %d %s%s%s%s (an elastic job: the other ranks were not stopped)\n", l->tag, l->base + k,
+                        how, r->last_err[0] ? " (its last error line: \"" : "", r->last_err, r->last_err[0] ? "\")" : "");
+                continue;
+            }
             l->failed = k;
             l->stopping = 1;
             for (int j = 0; j < l->n; j++) { /* exited ranks too: what they started dies with them */
@@ -484,7 +496,7 @@ static void watch(launcher *l)
         poll(l->pf, (nfds_t)np, 50);
         for (int i = 0; i < np; i++) {
             if (!(l->pf[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-            if (l->who[i] == -2) read_notes(l->note_pipe[0], l->rp, l->n, l->base);
+            if (l->who[i] == -2) read_notes(l->note_pipe[0], l->rp, l->n, l->base, &l->elastic);
             else if (l->who[i] < 0) forward_signals(l);
             else drain(&l->rp[l->who[i] / 2], l->base + l->who[i] / 2, l->who[i] % 2);
         }
@@ -504,15 +516,17 @@ static void watch(launcher *l)
  * first non-zero code of a rank the job did not drop. */
 static int exit_code(const launcher *l)
 {
-    int code = 0;
+    int code = 0, lost_code = 0, kept = 0;
     if (l->failed < 0) {
         for (int k = 0; k < l->n; k++) {
             int st = l->rp[k].status;
             int c = WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
-            if (l->rp[k].dropped) continue; /* the job went on without it */
+            if (l->rp[k].lost && c && !lost_code) lost_code = c;
+            if (l->rp[k].dropped || l->rp[k].lost) continue; /* the job went on without it */
+            kept++;
             if (c && !code) code = c;
         }
-        return code;
+        return kept ? code : lost_code; /* an elastic job that lost every rank here failed */
     }
     const rank_proc *r = &l->rp[l->failed];
     int st = r->status;

@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "comm/boot/boot.h"
+#include "comm/boot/elastic.h"
 #include "comm/boot/interrupt.h"
 #include "comm/boot/store.h"
 #include "comm/coll/algo.h"
@@ -290,10 +291,20 @@ shoal_result shoal_comm_create(const shoal_comm_opts *o, shoal_comm **out)
     if (!out) return SH_FAIL(SHOAL_ERR_INVALID, "shoal_comm_create: out is NULL");
     *out = NULL;
     shoal_comm *c = NULL;
+    int elastic = o && o->elastic_min > 0, joining = 0;
     sh_interrupt_watch(1); /* SIGINT / SIGTERM end the wait (interrupt.h) */
-    shoal_result rc = sh_boot_world(o, &c);
+    shoal_result rc = sh_boot_world_or_join(o, &c, &joining);
+    if (rc == SHOAL_OK && joining) { /* an elastic job that runs: taken in at its next regroup */
+        rc = sh_elastic_join(o, c, &c);
+        sh_interrupt_watch(0);
+        if (rc != SHOAL_OK) return rc;
+        *out = c;
+        return SHOAL_OK;
+    }
+    if (rc == SHOAL_OK && elastic) rc = sh_elastic_begin(c, o);
     if (rc == SHOAL_OK) rc = sh_transport_connect_all(c);
     if (rc == SHOAL_OK) rc = sh_store_barrier_named(c->store, "w/ready", c->rank, c->world, c->timeout_ms);
+    if (rc == SHOAL_OK && elastic) rc = sh_elastic_started(c);
     if (rc != SHOAL_OK && c) {
         sh_err_prefix_rank(c->rank);
         shoal_comm_destroy(c);
@@ -391,7 +402,9 @@ void shoal_comm_destroy(shoal_comm *c)
     if (!c->parent) {
         sh_store_close(c->store);
         sh_store_server_stop(c->store_server);
+        sh_elastic_free(c->elastic);
     }
+    c->elastic = NULL;
     c->store = NULL;
     c->store_server = NULL;
     sh_comm_free(c);

@@ -91,6 +91,9 @@ struct shoal_comm {
     shoal_comm *parent;
     struct sh_store *store;     /* client of rank 0's store (bootstrap, split) */
     struct sh_store_server *store_server; /* rank 0 of the world only */
+    struct sh_elastic *elastic; /* an elastic job's generation, members and own store
+                                   (boot/elastic.c); NULL when not elastic */
+    uint64_t proc_id;           /* random, this process's: its claim and elastic records */
     struct sh_shm *shm;         /* this host's shared segment (transport/shm.c), or NULL */
     struct sh_engine *engine;   /* non-blocking work (engine.c) */
     _Atomic int app_waiting;    /* threads blocked in shoal_wait on this communicator */

@@ -1,18 +1,18 @@
 /* augment.c — a decoded picture into one network input: the sample's plan (Darknet's
  * random_augment_image geometry and random_distort_image colour, or resize and centre crop),
  * separable antialiased resampling or per-pixel bilinear under rotation, mean/std.
- * Not here: decoding (image_*.c), the random stream (source.c). Proved by tests/data/test_augment.c.
- *
- * Geometry (training, after Darknet): aspect a = rand_scale(aspect); shorter side r drawn in
- * [min_crop, max_crop]; scale s = r / min(H, W a); the crop's centre moved by dx, dy drawn
- * within the scaled picture's margin; rotation by theta. Output pixel centre (X, Y) reads the
- * source at R(theta) ((X - w/2 + dx) a / s, (Y - h/2 + dy) / s) + (W/2, H/2). */
+ * Not here: decoding (image_*.c), the random stream (source.c). Proved by tests/data/test_augment.c. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/err.h"
 #include "data/augment.h"
+
+/* Geometry (training, after Darknet): aspect a = rand_scale(aspect); shorter side r drawn in
+ * [min_crop, max_crop]; scale s = r / min(H, W a); the crop's centre moved by dx, dy drawn
+ * within the scaled picture's margin; rotation by theta. Output pixel centre (X, Y) reads the
+ * source at R(theta) ((X - w/2 + dx) a / s, (Y - h/2 + dy) / s) + (W/2, H/2). */
 
 #define PI 3.14159265358979323846
 

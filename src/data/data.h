@@ -133,5 +133,12 @@ double sh_loader_wait_s(const sh_loader *l);
 int64_t sh_loader_epoch(const sh_loader *l);
 int64_t sh_loader_step(const sh_loader *l);
 shoal_result sh_loader_seek(sh_loader *l, int64_t epoch, int64_t step);
+/* Images of the current epoch's order read so far (text: steps), and a seek to an image:
+ * the epoch goes on from there at this loader's batch and world (an elastic job after a
+ * change of world; text cannot). */
+int64_t sh_loader_image(const sh_loader *l);
+shoal_result sh_loader_seek_image(sh_loader *l, int64_t epoch, int64_t image);
+/* Steps from here to the end of epoch `epochs` (counted from 0; 0 when past it). */
+int64_t sh_loader_steps_left(const sh_loader *l, int64_t epochs);
 
 #endif

@@ -2,18 +2,7 @@
  * alone; each global step is split into contiguous rank shards; in-memory datasets copied
  * here, streamed ones (pictures, synthetic) through stream.c's threads.
  * Not here: reading files (idx.c, cifar.c, source.c), the model.
- * Proved by tests/data/test_loader.c and test_stream.c.
- *
- * Vocabulary: B = global batch, world ranks, epoch e has order_e (a permutation of the
- * images); global step k of epoch e covers order_e[k*B, min((k+1)*B, count)) — its size b is B
- * except possibly for the last step when drop_last = 0 — and rank r reads the part
- * [r*b/world, (r+1)*b/world) (with drop_last = 0 a last step shorter than world leaves
- * some ranks n = 0 images; trainers that need every rank busy use drop_last = 1).
- * Position (epoch, step) is always the next step to be read, so a checkpoint of it resumes
- * exactly: after the last step of an epoch the loader is at (epoch + 1, 0). Because order_e
- * depends on (seed, e) only, a resumed run and an unbroken run read the same images, on every
- * rank and any world size. Regression targets, when given, are read row for row with the
- * images, from the same indices of a second dataset. */
+ * Proved by tests/data/test_loader.c and test_stream.c. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,12 +11,26 @@
 #include "data/data.h"
 #include "data/stream.h"
 
+/* Vocabulary: B = global batch, world ranks, epoch e has order_e (a permutation of the
+ * images); global step k of epoch e covers order_e[k*B, min((k+1)*B, count)) — its size b is B
+ * except possibly for the last step when drop_last = 0 — and rank r reads the part
+ * [r*b/world, (r+1)*b/world) (with drop_last = 0 a last step shorter than world leaves
+ * some ranks n = 0 images; trainers that need every rank busy use drop_last = 1).
+ * Position (epoch, step) is always the next step to be read, so a checkpoint of it resumes
+ * exactly: after the last step of an epoch the loader is at (epoch + 1, 0). Because order_e
+ * depends on (seed, e) only, a resumed run and an unbroken run read the same images, on every
+ * rank and any world size. Regression targets, when given, are read row for row with the
+ * images, from the same indices of a second dataset. An elastic job whose world changed
+ * mid-epoch goes on from an image of order_e (sh_loader_seek_image): that epoch's steps start
+ * there (skip), the next from 0. */
+
 struct sh_loader {
     const sh_dataset *d;       /* borrowed; must outlive the loader */
     sh_loader_opts o;
     int64_t streams, segment;  /* text: S streams of segment bytes each */
     int64_t steps_per_epoch;
     int64_t epoch, step;       /* the next step to read */
+    int64_t skip;              /* images of this epoch's order read before its step 0 */
     int64_t order_epoch;       /* the epoch order[] was built for; -1: none yet */
     int32_t *order;            /* (count) image indices in this epoch's order */
     sh_stream *stream;         /* streamed datasets: the decoding threads and their slots */
@@ -147,6 +150,55 @@ int64_t sh_loader_steps_per_epoch(const sh_loader *l) { return l->steps_per_epoc
 int64_t sh_loader_epoch(const sh_loader *l) { return l->epoch; }
 int64_t sh_loader_step(const sh_loader *l) { return l->step; }
 
+/* Steps of the current epoch: all of them, or those left after skip. */
+static int64_t epoch_steps(const sh_loader *l)
+{
+    if (!l->skip) return l->steps_per_epoch;
+    int64_t left = l->d->count - l->skip, B = l->o.global_batch;
+    return l->o.drop_last ? left / B : (left + B - 1) / B;
+}
+
+/* After a step: the next one, or the next epoch's first. */
+static void advance(sh_loader *l)
+{
+    if (++l->step < epoch_steps(l)) return;
+    l->epoch++;
+    l->step = 0;
+    l->skip = 0;
+}
+
+int64_t sh_loader_image(const sh_loader *l)
+{
+    return l->d->text ? l->step : l->skip + l->step * l->o.global_batch;
+}
+
+int64_t sh_loader_steps_left(const sh_loader *l, int64_t epochs)
+{
+    int64_t left = epoch_steps(l) - l->step;
+    if (epochs > l->epoch + 1) left += (epochs - l->epoch - 1) * l->steps_per_epoch;
+    return epochs > l->epoch ? left : 0;
+}
+
+shoal_result sh_loader_seek_image(sh_loader *l, int64_t epoch, int64_t image)
+{
+    if (l->d->text)
+        return SH_FAIL(SHOAL_ERR_INVALID, "loader: a text's streams cannot move to another world size mid-epoch");
+    if (l->stream)
+        return SH_FAIL(SHOAL_ERR_INVALID, "loader: %s is decoded as it is read and cannot move to another world size "
+                       "mid-epoch; --elastic trains on datasets held in memory (IDX, CIFAR-10)", l->d->name);
+    if (epoch < 0 || image < 0 || image > l->d->count)
+        return SH_FAIL(SHOAL_ERR_INVALID, "loader: cannot seek to epoch %lld image %lld of %d", (long long)epoch,
+                       (long long)image, l->d->count);
+    l->epoch = epoch;
+    l->step = 0;
+    l->skip = image;
+    if (epoch_steps(l) < 1) { /* too few left for a step: the next epoch */
+        l->epoch++;
+        l->skip = 0;
+    }
+    return SHOAL_OK;
+}
+
 shoal_result sh_loader_seek(sh_loader *l, int64_t epoch, int64_t step)
 {
     if (epoch < 0 || step < 0 || step > l->steps_per_epoch)
@@ -158,6 +210,7 @@ shoal_result sh_loader_seek(sh_loader *l, int64_t epoch, int64_t step)
     l->epoch = epoch;
     l->step = step;
     if (l->stream) sh_stream_seek(l->stream, epoch, step);
+    l->skip = 0;
     return SHOAL_OK;
 }
 
@@ -178,7 +231,7 @@ static void next_text(sh_loader *l, float *x, int32_t *y, int *n)
             y[row] = bytes[pos + 1];
         }
     *n = (int)(t_steps * nb);
-    if (++l->step == l->steps_per_epoch) l->epoch++, l->step = 0;
+    advance(l);
 }
 
 shoal_result sh_loader_next(sh_loader *l, float *x, int32_t *y, int *n)
@@ -195,7 +248,7 @@ shoal_result sh_loader_next(sh_loader *l, float *x, int32_t *y, int *n)
     }
     if (l->order_epoch != l->epoch) build_order(l, l->epoch);
     int64_t B = l->o.global_batch, world = l->o.world, r = l->o.rank;
-    int64_t start = l->step * B;
+    int64_t start = l->skip + l->step * B;
     int64_t b = d->count - start < B ? d->count - start : B;
     int64_t lo = start + r * b / world, hi = start + (r + 1) * b / world;
     size_t npix = (size_t)d->c * d->h * d->w;
@@ -215,6 +268,6 @@ shoal_result sh_loader_next(sh_loader *l, float *x, int32_t *y, int *n)
         for (size_t p = 0; p < tpix; p++) tdst[p] = (float)tsrc[p] / 255.f;
     }
     *n = (int)(hi - lo);
-    if (++l->step == l->steps_per_epoch) l->epoch++, l->step = 0;
+    advance(l);
     return SHOAL_OK;
 }

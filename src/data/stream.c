@@ -1,13 +1,7 @@
-/* stream.c — streamed batches: a ring of slots, each one step's shard of this rank; decoding
- * threads claim images one at a time from the oldest slot still filling and assign the next
- * step to a free slot, so at most `prefetch` steps are decoded ahead and memory stays that
- * many batches whatever the data set's size.
- * Not here: the order and shards (loader.c), one image (source.c). Proved by tests/data/test_stream.c.
- *
- * Vocabulary: a slot is FREE, FILLING (its items handed out one by one), READY (all done) or
- * READING (being copied out by next). The assign cursor (pe, ps) is the next step to give a
- * slot; the read position (ce, cs) the step next returns, always held by slot `head`. A seek
- * waits for images in flight, frees every slot and moves both. */
+/* stream.c — streamed batches: a ring of slots, each one step's shard of this rank, filled by
+ * decoding threads at most `prefetch` steps ahead, so memory stays that many batches whatever
+ * the data set's size.
+ * Not here: the order and shards (loader.c), one image (source.c). Proved by tests/data/test_stream.c. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +11,12 @@
 #include "base/util.h"
 #include "data/source.h"
 #include "data/stream.h"
+
+/* Vocabulary: a slot is FREE, FILLING (its items handed out one by one), READY (all done) or
+ * READING (being copied out by next). Decoding threads claim images one at a time from the
+ * oldest slot still filling and assign the next step to a free slot. The assign cursor (pe, ps)
+ * is the next step to give a slot; the read position (ce, cs) the step next returns, always
+ * held by slot `head`. A seek waits for images in flight, frees every slot and moves both. */
 
 enum { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_READING };
 

@@ -1,14 +1,6 @@
 /* checkpoint.c — named sections in one file, written atomically and checked by CRC-32C.
  * Not here: what goes in a checkpoint (strategies and the CLI choose the sections).
- * Proved by tests/io/test_checkpoint.c.
- *
- * Format (all integers little-endian):
- *   header   "SHOALCKP" | u32 version | u32 nsections                       16 bytes
- *   section  name[32] (NUL-padded) | u64 nbytes | u32 crc32c(data) | data  44 + nbytes
- *   trailer  u32 crc32c over the header and every section's 44-byte head
- * The trailer makes the table trustworthy before any data is read; each section's own CRC
- * covers its data. Saving writes a random path.tmp.XXXXXX (base/atomic_file.c), renamed over
- * path when complete: a crash at any point leaves the old file or the new one, never a mix. */
+ * Proved by tests/io/test_checkpoint.c. */
 #include "io/checkpoint.h"
 
 #include <errno.h>
@@ -24,6 +16,14 @@
 #include "base/atomic_file.h"
 #include "base/err.h"
 #include "base/util.h"
+
+/* Format (all integers little-endian):
+ *   header   "SHOALCKP" | u32 version | u32 nsections                       16 bytes
+ *   section  name[32] (NUL-padded) | u64 nbytes | u32 crc32c(data) | data  44 + nbytes
+ *   trailer  u32 crc32c over the header and every section's 44-byte head
+ * The trailer makes the table trustworthy before any data is read; each section's own CRC
+ * covers its data. Saving writes a random path.tmp.XXXXXX (base/atomic_file.c), renamed over
+ * path when complete: a crash at any point leaves the old file or the new one, never a mix. */
 
 #define CKPT_MAGIC "SHOALCKP"
 #define CKPT_MAGIC_NBYTES 8

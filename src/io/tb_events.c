@@ -1,14 +1,6 @@
 /* tb_events.c — TensorBoard event files (scalars and histograms): TFRecord framing around
  * Event protobufs that are encoded by hand (no protobuf library). Not here: choosing what to
- * log (the trainer, the parameter servers). Proved by tests/io/test_tb_events.c.
- *
- * TFRecord: u64 length (LE) | u32 masked_crc(length bytes) | data | u32 masked_crc(data).
- * Event (tensorflow/core/util/event.proto): 1 wall_time double, 2 step int64,
- * 3 file_version string, 5 summary Summary; Summary: 1 value repeated Value;
- * Value: 1 tag string, 2 simple_value float, 5 histo HistogramProto;
- * HistogramProto (tensorflow/core/framework/summary.proto): 1 min, 2 max, 3 num, 4 sum,
- * 5 sum_squares (doubles), 6 bucket_limit and 7 bucket (packed repeated doubles): bucket i
- * counts the values in (bucket_limit[i-1], bucket_limit[i]], the first from min. */
+ * log (the trainer, the parameter servers). Proved by tests/io/test_tb_events.c. */
 #include <math.h>
 #include "io/tb_events.h"
 
@@ -24,6 +16,14 @@
 
 #include "base/err.h"
 #include "base/util.h"
+
+/* TFRecord: u64 length (LE) | u32 masked_crc(length bytes) | data | u32 masked_crc(data).
+ * Event (tensorflow/core/util/event.proto): 1 wall_time double, 2 step int64,
+ * 3 file_version string, 5 summary Summary; Summary: 1 value repeated Value;
+ * Value: 1 tag string, 2 simple_value float, 5 histo HistogramProto;
+ * HistogramProto (tensorflow/core/framework/summary.proto): 1 min, 2 max, 3 num, 4 sum,
+ * 5 sum_squares (doubles), 6 bucket_limit and 7 bucket (packed repeated doubles): bucket i
+ * counts the values in (bucket_limit[i-1], bucket_limit[i]], the first from min. */
 
 /* Protobuf wire types. */
 #define WIRE_VARINT 0

@@ -1,10 +1,5 @@
-/* conv_winograd.c — 3x3 stride-1 pad-1 convolutions by Winograd's F(2x2, 3x3) (Lavin and
- * Gray, "Fast Algorithms for Convolutional Neural Networks", 2015): each 4x4 input tile d
- * (2x2 outputs) becomes V = B^T d B, each 3x3 kernel g becomes U = G g G^T, the 16
- * element-wise products summed over input channels are 16 sgemms M[xi] = U[xi] V[xi], and
- * the outputs are A^T M A: 16 multiplies per 2x2 outputs and channel pair instead of 36.
- * Tiles are taken a block of tile rows at a time (rows of several images side by side when
- * the images are small) so each sgemm has a few hundred columns and the block stays in cache.
+/* conv_winograd.c — 3x3 stride-1 pad-1 convolutions by Winograd's F(2x2, 3x3): 16 multiplies
+ * per 2x2 outputs and channel pair instead of 36.
  * Not here: the weight gradient, bias, activation, batch norm (layer_conv.c).
  * Proved by tests/nn/test_layer_conv.c (against the im2col path and a direct loop). */
 #include "nn/conv_winograd.h"
@@ -13,6 +8,13 @@
 
 #include "base/hot.h"
 #include "nn/gemm.h"
+
+/* Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks" (2015): each 4x4 input
+ * tile d (2x2 outputs) becomes V = B^T d B, each 3x3 kernel g becomes U = G g G^T, the 16
+ * element-wise products summed over input channels are 16 sgemms M[xi] = U[xi] V[xi], and the
+ * outputs are A^T M A. Tiles are taken a block of tile rows at a time (rows of several images
+ * side by side when the images are small) so each sgemm has a few hundred columns and the block
+ * stays in cache. */
 
 /* Tiles per block: at least TILES_MIN (sgemm needs the columns), else as many as keep the
  * block's V and M (16 * (in + out) floats a tile) within BLOCK_FLOATS. */

@@ -1,15 +1,6 @@
 /* darknet_weights.c — Darknet's .weights format (parser.c's load_weights_upto and
- * save_weights_upto): int32 major, minor, revision; images seen (uint64 when
- * major*10 + minor >= 2, else int32); then, layer by layer, the arrays each layer lists
- * through sh_layer_ops.darknet_blobs in Darknet's order — convolutional: biases, [scales,
- * rolling mean, rolling variance], weights; connected: biases, weights, [scales, rolling
- * mean, rolling variance]; [rnn], [lstm], [gru] form=darknet: their connected sublayers in
- * turn, as connected ones. Layers without parameters write nothing. Files with major or
- * minor above 1000 hold connected weights transposed, as Darknet reads them. A sublayer's
- * arrays may be scattered through a fused gate matrix (an [lstm]'s): they pass through a
- * contiguous buffer. A layer whose equations differ from Darknet's ([gru] in PyTorch's
- * form) names why in sh_layer_ops.darknet_refusal, and files with it are refused before
- * anything is read or written.
+ * save_weights_upto): a header, then each layer's arrays in Darknet's order, as the layer lists
+ * them (sh_layer_ops.darknet_blobs); layers Darknet's equations would not fit are refused.
  * Not here: each layer's list of arrays (layer_*.c), shoal's checkpoints (snapshot.c).
  * Proved by tests/nn/test_darknet_weights.c (round trip, and against Darknet itself). */
 #include "nn/darknet_weights.h"
@@ -25,6 +16,16 @@
 #include "base/util.h"
 #include "nn/layer.h"
 #include "nn/recurrent.h"
+
+/* Header: int32 major, minor, revision; images seen (uint64 when major*10 + minor >= 2, else
+ * int32). Then, layer by layer: convolutional: biases, [scales, rolling mean, rolling variance],
+ * weights; connected: biases, weights, [scales, rolling mean, rolling variance]; [rnn], [lstm],
+ * [gru] form=darknet: their connected sublayers in turn, as connected ones. Layers without
+ * parameters write nothing. Files with major or minor above 1000 hold connected weights
+ * transposed, as Darknet reads them. A sublayer's arrays may be scattered through a fused gate
+ * matrix (an [lstm]'s): they pass through a contiguous buffer. A layer whose equations differ
+ * from Darknet's ([gru] in PyTorch's form) names why in sh_layer_ops.darknet_refusal, and files
+ * with it are refused before anything is read or written. */
 
 /* Darknet's own header when it saves (parser.c save_weights_upto). */
 #define DN_MAJOR 0

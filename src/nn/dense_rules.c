@@ -1,7 +1,6 @@
 /* dense_rules.c — which path a [connected] layer's products take, by the machine: the few-row
  * windows, a layer's own packing, a pipeline stage's packed copies; picked once per process.
- * Not here: the products (dense_gemm.c), the measurements (bench/dense_paths.c and
- * bench/README.md, the [connected] rules sections).
+ * Not here: the products (dense_gemm.c), the measurements (bench/dense_paths.c).
  * Proved by tests/nn/test_layer_dense.c (each rule against the CPU's L2 and maker). */
 #include <pthread.h>
 #include <stdint.h>
@@ -13,7 +12,7 @@ int sh_dense_self_pack_min_rows = 64; /* layer.h */
 /* layer.h; -1: the machine's */
 int sh_dense_small_fwd_rows[2] = {-1, -1}, sh_dense_small_dx_rows[2] = {-1, -1};
 
-/* Two rule sets, each chosen where it won (bench/README.md).
+/* Two rule sets, each chosen where it won (bench/dense_paths.c).
  * The older set (Intel CPUs under 2 MiB of L2 a core, and wherever L2 is unknown; chosen on
  * 1 MiB Cooper Lake and Skylake-class VMs): forward on gemm_small.c at 4-96 rows, dX at
  * 12-48, a layer's own packing for any product up to SH_DENSE_SELF_PACK_MAX weights.

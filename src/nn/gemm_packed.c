@@ -1,19 +1,6 @@
 /* gemm_packed.c — a small sgemm for a constant right-hand operand packed once into panels of
- * 16 columns (SH_PACKED_NR), for the per-step recurrent products (m = streams, a few dozen
- * rows; k and n a few hundred to a few thousand).
- * Algorithm: a tile is MR rows of C by one or two panels (16 or 32 columns); its MR x 2
- * vector accumulators stay in registers while k runs in order, each step loading the panels'
- * row (one vector each) and broadcasting one value of A per row: 16 fused multiply-adds per
- * 10 loads. Panels are the outer loop and row blocks the inner one, so a pair of panels
- * (2 x k x 64 bytes) is read from L1/L2 by every row block while A stays in L2 (taken
- * 512 KiB of rows at a time when m is large).
- * GCC/clang vector extensions (recurrent.h, reduce_kernels.h do the same); the AVX-512 copy
- * of the kernel is compiled with a target attribute and chosen at run time, the generic copy
- * is the same code for the build's own target and, in a portable build, for AVX2 too (SH_HOT,
- * base/hot.h), as the packing is.
- * A^T B (sh_packed_gemm_tn, the recurrent weight gradients: k = every row of a batch) runs
- * k in blocks of 256 so the panels stay in L1, and copies A 64 rows at a time into tiles
- * first (strided A: 0.80x OpenBLAS at an LSTM's 1024 x 256 x 2048; copied: 1.04x).
+ * 16 columns (SH_PACKED_NR), for the per-step recurrent products (m = streams, a few dozen rows;
+ * k and n a few hundred to a few thousand), and A^T B for their weight gradients.
  * Not here: general products (gemm.c); who packs when (the recurrent layers).
  * Proved by tests/nn/test_gemm_packed.c. */
 #include "nn/gemm_packed.h"
@@ -22,6 +9,18 @@
 
 #include "base/err.h"
 #include "base/hot.h"
+
+/* Algorithm: a tile is MR rows of C by one or two panels (16 or 32 columns); its MR x 2 vector
+ * accumulators stay in registers while k runs in order, each step loading the panels' row (one
+ * vector each) and broadcasting one value of A per row. Panels are the outer loop and row blocks
+ * the inner one, so a pair of panels is read from L1/L2 by every row block while A stays in L2
+ * (taken 512 KiB of rows at a time when m is large).
+ * GCC/clang vector extensions (recurrent.h, reduce_kernels.h do the same); the AVX-512 copy of
+ * the kernel is compiled with a target attribute and chosen at run time, the generic copy is the
+ * same code for the build's own target and, in a portable build, for AVX2 too (SH_HOT,
+ * base/hot.h), as the packing is.
+ * A^T B (sh_packed_gemm_tn: k = every row of a batch) runs k in blocks of 256 so the panels stay
+ * in L1, and copies A 64 rows at a time into tiles first (strided A reads lose to OpenBLAS). */
 
 /* GCC keeps a + b * c unfused under -std=c11 (clang fuses within an expression by default);
  * the kernel's speed is its fused multiply-adds. */

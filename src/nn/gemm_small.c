@@ -1,13 +1,6 @@
-/* gemm_small.c — Y = X W^T and dX = dY W for a few rows X, dY and a large W (a connected
- * layer's share under hybrid parallelism: 64 images by 2048 x 6272 weights). OpenBLAS packs
- * all of W (51 MB) on every call and runs such products at 100-150 GFLOPS on one core here;
- * turned around, C^T = W A^T packs only A (m x k, a few hundred KB) and streams W once
- * through the packed kernel as its left operand: 170-185 GFLOPS (one AVX-512 core, 64 rows by
- * 2048 x 6272 and 2048 x 4096: 11.7 -> 9.4 ms forward, 10.8 -> 9.5 ms input gradient). The
- * weight gradient dW = dY^T X stays OpenBLAS's: turned around it was no faster. Whole layers
- * use it too where a pass has few rows (layer_dense.c's rule, bench/README.md 2026-11-25).
- * Since 2026-11-25 13:20 a hybrid share's input gradient is OpenBLAS's again: measured then,
- * 2048 x 6272 at 64 rows, sh_small_gemm_nn 35 ms against OpenBLAS's 18 (at 128 rows 55 / 29).
+/* gemm_small.c — Y = X W^T and dX = dY W for a few rows X, dY and a large W, turned around:
+ * C^T = W A^T packs only A and streams W once through the packed kernel, where OpenBLAS would
+ * pack all of W on every call. The weight gradient stays OpenBLAS's. Who takes it: dense_rules.c.
  * Not here: the kernels and the packing (gemm_packed.c); who calls it (layer_dense.c).
  * Proved by tests/nn/test_gemm_small.c. */
 #include "nn/gemm_small.h"

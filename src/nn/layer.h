@@ -78,6 +78,8 @@ enum {
     SH_LAYER_SOFTMAX = 1 << 8,
     /* marks the loss after the softmax, in place on it ([cost]) */
     SH_LAYER_LOSS = 1 << 9,
+    /* reads the activation= key and applies it to its output (shoal_layer_info.activation) */
+    SH_LAYER_ACTIVATION = 1 << 10,
 };
 
 typedef struct {
@@ -86,6 +88,7 @@ typedef struct {
      * out and set what they add (sh_layer.caps). Deferred weight gradients: the weights hook. */
     unsigned caps;
     const char *short_name; /* "conv": for sh_net_layer_name */
+    const char *form;       /* "darknet": the form= this table stands for (NULL: the section's only one) */
     /* Read keys through cfg.h getters; set src/nsrc (default: the previous layer), out
      * shape, parameter/stat/workspace/keep counts and flops. Do not allocate (a file read at
      * parse time, [softmax] tree=, is the one exception; fini frees it). */

@@ -23,9 +23,8 @@
 #endif
 #define GROUP_MIN_COLUMNS ((size_t)SH_CONV_MIN_COLUMNS)
 /* Threads from which small layers use the column cache rather than per-chunk partial
- * gradients: on 2 cores the partials measured ~10% faster (the cache streams the columns
- * through memory), but they cost (2T - 1) copies of the gradients, which many threads make
- * too much. */
+ * gradients: with few threads the partials win (the cache streams the columns through
+ * memory), but they cost (2T - 1) copies of the gradients, which many threads make too much. */
 #ifndef SH_CONV_CACHE_MIN_THREADS
 #define SH_CONV_CACHE_MIN_THREADS 4
 #endif
@@ -647,7 +646,7 @@ static int conv_darknet_blobs(const sh_layer *l, sh_dn_blob *b, int max)
 const sh_layer_ops sh_conv_ops = {
     .cfg_name = "convolutional",
     .short_name = "conv",
-    .caps = SH_LAYER_SPLIT_COLUMN | SH_LAYER_SPLIT_CHANNELS, /* groups=1 only (parse) */
+    .caps = SH_LAYER_SPLIT_COLUMN | SH_LAYER_SPLIT_CHANNELS | SH_LAYER_ACTIVATION, /* splits: groups=1 only (parse) */
     .parse = conv_parse,
     .init = conv_init,
     .forward = conv_forward,

@@ -1,20 +1,21 @@
 /* layer_crnn.c — [crnn]: output (K filters, default 1), hidden (H filters, default 1),
- * activation (Darknet default logistic). Darknet's convolutional recurrent layer
- * (crnn_layer.c): [rnn] with its three connected sublayers replaced by 3x3, stride-1, pad-1
- * convolutions over the image, each with a bias per filter and the activation:
- *   s' = act(conv_in(x) + bin) + act(conv_self(s) + bself)      y = act(conv_out(s') + bout)
- * over the T time steps of each batch, s (H, height, width) of every stream carried to the
- * next batch, gradients through time truncated at the batch's first step.
- * Weights: Win (H, C*9), Wself (H, H*9), Wout (K, H*9) as Darknet's convolutions, then bin (H),
- * bself (H), bout (K); uniform(±sqrt(2/(9*channels))) as Darknet.
- * Each image goes through im2col and one product; the layer runs on the calling thread (its
- * weight gradients are summed over images and steps in one fixed order), so results do not
- * depend on the thread count. batch_normalize=1 is refused.
+ * activation (Darknet default logistic). Darknet's convolutional recurrent layer (crnn_layer.c):
+ * [rnn] with 3x3, stride-1, pad-1 convolutions for its three connected sublayers.
  * Not here: the dense recurrent layers (layer_rnn.c), im2col (im2col.c).
  * Proved by tests/nn/test_layer_rnn.c (finite differences, state carried). */
 #include "base/err.h"
 #include "nn/gemm.h"
 #include "nn/recurrent.h"
+
+/* Each sublayer has a bias per filter and the activation:
+ *   s' = act(conv_in(x) + bin) + act(conv_self(s) + bself)      y = act(conv_out(s') + bout)
+ * over the T time steps of each batch, s (H, height, width) of every stream carried to the next
+ * batch, gradients through time truncated at the batch's first step.
+ * Weights: Win (H, C*9), Wself (H, H*9), Wout (K, H*9) as Darknet's convolutions, then bin (H),
+ * bself (H), bout (K); uniform(±sqrt(2/(9*channels))) as Darknet.
+ * Each image goes through im2col and one product; the layer runs on the calling thread (its
+ * weight gradients are summed over images and steps in one fixed order), so results do not
+ * depend on the thread count. batch_normalize=1 is refused. */
 
 #define KS 3 /* Darknet's make_crnn_layer: size 3, stride 1, padding 1 */
 
@@ -204,6 +205,7 @@ static void crnn_backward(sh_layer *l, sh_exec *x)
 const sh_layer_ops sh_crnn_ops = {
     .cfg_name = "crnn",
     .short_name = "crnn",
+    .caps = SH_LAYER_ACTIVATION,
     .parse = crnn_parse,
     .init = crnn_init,
     .forward = crnn_forward,

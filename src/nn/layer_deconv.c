@@ -1,19 +1,19 @@
 /* layer_deconv.c — [deconvolutional] ([deconv]): Darknet's transposed convolution, filters,
  * size, stride, pad=1 (padding size/2) or padding=P, batch_normalize, activation (default
- * logistic). Output side (in - 1) * stride + size - 2 * padding, as Darknet and PyTorch's
- * ConvTranspose2d. Weights (C, F, S, S) as Darknet (and PyTorch) store them: forward is
- * col = W^T x (F*S*S, H*W) per image, then col2im onto the (F, OH, OW) output; backward is
- * dcol = im2col(dY), dW += x dcol^T (partial slots per chunk of images), dX = W dcol.
- * Weights start as Darknet's: 0.02 * normal, times OH*OW / (H*W).
+ * logistic); output side (in - 1) * stride + size - 2 * padding, as Darknet and ConvTranspose2d.
  * Not here: batch norm's arithmetic (layer_batchnorm.c), im2col / col2im (im2col.c).
- * Proved by tests/nn/test_layer_deconv.c (PyTorch's ConvTranspose2d, finite differences,
- * Darknet's shapes and .weights sizes). */
+ * Proved by tests/nn/test_layer_deconv.c (PyTorch, finite differences, Darknet's shapes). */
 #include <math.h>
 #include <string.h>
 
 #include "base/err.h"
 #include "nn/gemm.h"
 #include "nn/layer.h"
+
+/* Weights (C, F, S, S) as Darknet (and PyTorch) store them: forward is col = W^T x
+ * (F*S*S, H*W) per image, then col2im onto the (F, OH, OW) output; backward is
+ * dcol = im2col(dY), dW += x dcol^T (partial slots per chunk of images), dX = W dcol.
+ * Weights start as Darknet's: 0.02 * normal, times OH*OW / (H*W). */
 
 static shoal_result deconv_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx *ctx)
 {

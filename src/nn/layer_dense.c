@@ -193,7 +193,8 @@ static int dense_darknet_blobs(const sh_layer *l, sh_dn_blob *b, int max)
 const sh_layer_ops sh_dense_ops = {
     .cfg_name = "connected",
     .short_name = "connected",
-    .caps = SH_LAYER_SPLIT_COLUMN | SH_LAYER_SPLIT_ROW | SH_LAYER_GATHER | SH_LAYER_PACKED_WEIGHTS | SH_LAYER_FACTORS,
+    .caps = SH_LAYER_SPLIT_COLUMN | SH_LAYER_SPLIT_ROW | SH_LAYER_GATHER | SH_LAYER_PACKED_WEIGHTS | SH_LAYER_FACTORS |
+            SH_LAYER_ACTIVATION,
     .parse = dense_parse,
     .init = dense_init,
     .forward = dense_forward,

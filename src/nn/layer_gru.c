@@ -1,22 +1,22 @@
-/* layer_gru.c — [gru]: output (H, default 1). Gated recurrent units over the T time steps
- * of each batch, h of every stream carried to the next batch, gradients through time
- * truncated at the batch's first step:
- *   r = σ(Wxr x + bxr + Whr h + bhr)    z = σ(Wxz x + bxz + Whz h + bhz)
- *   n = tanh(Wxn x + bxn + r (Whn h + bhn))      h' = (1 - z) n + z h
- * Darknet's gru_layer.c has the same weights (an input and a state product per gate, each
- * with a bias) but multiplies r into h before Whn, uses σ for n (its CPU GRU has no backward
- * pass at all); shoal applies r after the product, as PyTorch's nn.GRU and cuDNN do, so that
- * the three recurrent products of a step are one (B, H) x (H, 3H) product.
- * This is form=pytorch, the default; form=darknet hands the layer to layer_gru_darknet.c.
- * Weights: Wx (3H, I), Wh (3H, H), bx (3H), bh (3H); gate rows in blocks of 16 units
- * (recurrent.h: sh_rnn_gate_col, gates r, z, n). Initialised uniform(±1/sqrt(H)) as PyTorch.
- * Also the two forms' shared input part (gru.h: sh_gru_begin, sh_gru_input_part).
- * Not here: the layout helpers and fast σ/tanh (recurrent.h), the order of the passes
- * forward and through time (recurrent.c: sh_rnn_gated_*).
+/* layer_gru.c — [gru]: output (H, default 1), form=pytorch (the default; form=darknet hands
+ * the layer to layer_gru_darknet.c): gated recurrent units as PyTorch's nn.GRU, and the two
+ * forms' shared input part (gru.h: sh_gru_begin, sh_gru_input_part).
+ * Not here: the layout helpers and fast σ/tanh (recurrent.h), the order of the passes forward
+ * and through time (recurrent.c: sh_rnn_gated_*).
  * Proved by tests/nn/test_layer_rnn.c (finite differences; PyTorch's nn.GRU when present). */
 #include "base/err.h"
 #include "base/hot.h"
 #include "nn/gru.h"
+
+/* Over the T time steps of each batch, h of every stream carried to the next batch, gradients
+ * through time truncated at the batch's first step:
+ *   r = σ(Wxr x + bxr + Whr h + bhr)    z = σ(Wxz x + bxz + Whz h + bhz)
+ *   n = tanh(Wxn x + bxn + r (Whn h + bhn))      h' = (1 - z) n + z h
+ * Darknet's gru_layer.c has the same weights but multiplies r into h before Whn and uses σ for
+ * n; applying r after the product, as PyTorch and cuDNN do, makes the three recurrent products
+ * of a step one (B, H) x (H, 3H) product.
+ * Weights: Wx (3H, I), Wh (3H, H), bx (3H), bh (3H); gate rows in blocks of 16 units
+ * (recurrent.h: sh_rnn_gate_col, gates r, z, n). Initialised uniform(±1/sqrt(H)) as PyTorch. */
 
 #define NG 3 /* gates r, z, n */
 
@@ -26,6 +26,7 @@ static shoal_result gru_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx
     SH_TRY(sh_cfg_str(s, "form", "pytorch", &form));
     if (strcmp(form, "darknet") == 0) { /* Darknet's equations: another layer */
         l->ops = &sh_gru_darknet_ops;
+        l->caps = sh_gru_darknet_ops.caps;
         return sh_gru_darknet_ops.parse(l, s, ctx);
     }
     if (strcmp(form, "pytorch") != 0)

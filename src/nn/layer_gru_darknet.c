@@ -1,19 +1,19 @@
 /* layer_gru_darknet.c — [gru] with form=darknet: Darknet's gru_layer.c, so that its .weights
- * files load and give Darknet's outputs. Per time step, with σ the logistic:
+ * files load and give Darknet's outputs; backward through time as the other recurrent layers.
+ * Not here: PyTorch's form and the form key (layer_gru.c), the helpers shared by the recurrent
+ * layers (recurrent.h), the .weights file (darknet_weights.c).
+ * Proved by tests/nn/test_layer_rnn.c and tests/nn/test_darknet_gru.c (against Darknet). */
+#include "base/err.h"
+#include "nn/gru.h"
+
+/* Per time step, with σ the logistic:
  *   z = σ(Uz x + buz + Wz h + bwz)     r = σ(Ur x + bur + Wr h + bwr)
  *   n = act(Uh x + buh + Wh (r h) + bwh)   (act: σ, or tanh with tanh=1)   h' = z h + (1 - z) n
  * The reset gate multiplies h before the candidate's state product, so a step takes two
- * products, h [Wr; Wz]^T then (r h) Wh^T, the second waiting for every unit's r. Backward
- * through time as the other recurrent layers (Darknet's CPU [gru] has none).
+ * products, h [Wr; Wz]^T then (r h) Wh^T, the second waiting for every unit's r.
  * Weights: Wx (3H, I) = [Ur; Uz; Uh], Wh (3H, H) = [Wr; Wz; Wh], bx (3H), bh (3H), gate-major
- * (r, z, n; each gate's H rows contiguous), as six connected layers. Started as Darknet
- * starts connected layers: weights uniform(±sqrt(2 / fan-in)), biases 0.
- * Not here: PyTorch's form and the form key (layer_gru.c), the helpers shared by the
- * recurrent layers (recurrent.h), the .weights file (darknet_weights.c).
- * Proved by tests/nn/test_layer_rnn.c (finite differences, threads, state) and
- * tests/nn/test_darknet_gru.c (against Darknet). */
-#include "base/err.h"
-#include "nn/gru.h"
+ * (r, z, n; each gate's H rows contiguous), as six connected layers. Started as Darknet starts
+ * connected layers: weights uniform(±sqrt(2 / fan-in)), biases 0. */
 
 #define NG 3 /* gates r, z, n */
 
@@ -379,6 +379,8 @@ static int gru_dn_darknet_blobs(const sh_layer *l, sh_dn_blob *b, int max)
 const sh_layer_ops sh_gru_darknet_ops = {
     .cfg_name = "gru",
     .short_name = "gru",
+    .form = "darknet",
+    .caps = SH_LAYER_ACTIVATION,
     .parse = gru_dn_parse,
     .init = gru_dn_init,
     .forward = gru_dn_forward,

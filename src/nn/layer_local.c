@@ -1,23 +1,23 @@
-/* layer_local.c — [local]: Darknet's locally connected layer, a convolution whose filters
- * differ at each of the L = OH*OW output locations: filters (F), size, stride, pad (pixels of
- * padding, as Darknet's im2col takes it), activation (default logistic). Output side as
- * Darknet's local_out_height: (in - size) / stride + 1 without padding, (in - 1) / stride + 1
- * with it, so the padding must be what that side needs (refused otherwise).
- * Parameters as Darknet lays them out: weights (L, F, C*S*S), location by location, then one
- * bias per output (F, OH, OW); its .weights file holds the biases first.
- * Per image: the columns of im2col turned to (L, C*S*S) rows, each location's F outputs a
- * product of its filters with its row; backward the same turned around, summed per chunk
- * of images into partial slots, and the columns' gradient folded back by col2im.
- * Weights start uniform(-1, 1) * sqrt(2 / (C*S*S)) everywhere (Darknet draws only the first
- * location's and leaves the others 0).
+/* layer_local.c — [local]: Darknet's locally connected layer, a convolution whose filters differ
+ * at each of the L = OH*OW output locations: filters (F), size, stride, pad, activation (default
+ * logistic); output side as Darknet's local_out_height.
  * Not here: im2col / col2im (im2col.c).
- * Proved by tests/nn/test_layer_local.c (a plain loop, finite differences, Darknet's
- * classifier on the same weights). */
+ * Proved by tests/nn/test_layer_local.c (a plain loop, finite differences, Darknet's classifier). */
 #include <math.h>
 #include <string.h>
 
 #include "base/err.h"
 #include "nn/layer.h"
+
+/* Output side: (in - size) / stride + 1 without padding, (in - 1) / stride + 1 with it, so the
+ * padding must be what that side needs (refused otherwise).
+ * Parameters as Darknet lays them out: weights (L, F, C*S*S), location by location, then one
+ * bias per output (F, OH, OW); its .weights file holds the biases first.
+ * Per image: the columns of im2col turned to (L, C*S*S) rows, each location's F outputs a product
+ * of its filters with its row; backward the same turned around, summed per chunk of images into
+ * partial slots, and the columns' gradient folded back by col2im.
+ * Weights start uniform(-1, 1) * sqrt(2 / (C*S*S)) everywhere (Darknet draws only the first
+ * location's and leaves the others 0). */
 
 /* Darknet's local_out_height / width */
 static int local_side(int in, int size, int stride, int pad)

@@ -1,22 +1,22 @@
-/* layer_lstm.c — [lstm]: output (H, default 1). Long short-term memory over the T time
- * steps of each batch, the state (h, c) of every stream carried to the next batch as Darknet
- * carries it, gradients through time truncated at the batch's first step.
- *   i = σ(Wxi x + bxi + Whi h + bhi)   f = σ(Wxf x + .. + Whf h + ..)
- *   g = tanh(Wxg x + .. + Whg h + ..)  o = σ(Wxo x + .. + Who h + ..)
- *   c' = f c + i g                     h' = o tanh(c')
- * the equations of Darknet's lstm_layer.c and of PyTorch's nn.LSTM (two biases per gate).
- * Weights: Wx (4H, I) then Wh (4H, H), then bx (4H), bh (4H); gate rows in blocks of 16
- * units (recurrent.h: sh_rnn_gate_col, gates i, f, g, o). Initialised uniform(±1/sqrt(H)) as
- * PyTorch. Cost per batch: per step a (B, I) x (I, 4H) product for the input part and a
- * (B, H) x (H, 4H) one for the recurrent part, Wx and Wh packed once per pass
- * (gemm_packed.c); the threads share the time loop by streams or by gate blocks
- * (recurrent.h: sh_rnn_run_loop).
- * Not here: the layout helpers and fast σ/tanh (recurrent.h), the order of the passes
- * forward and through time (recurrent.c: sh_rnn_gated_*), the text data (src/data/text.c).
+/* layer_lstm.c — [lstm]: output (H, default 1). Long short-term memory over the T time steps of
+ * each batch, the state (h, c) of every stream carried to the next batch as Darknet carries it,
+ * gradients through time truncated at the batch's first step.
+ * Not here: the layout helpers and fast σ/tanh (recurrent.h), the order of the passes forward
+ * and through time (recurrent.c: sh_rnn_gated_*), the text data (src/data/text.c).
  * Proved by tests/nn/test_layer_rnn.c (finite differences; PyTorch's nn.LSTM when present). */
 #include "base/err.h"
 #include "base/hot.h"
 #include "nn/recurrent.h"
+
+/*   i = σ(Wxi x + bxi + Whi h + bhi)   f = σ(Wxf x + .. + Whf h + ..)
+ *   g = tanh(Wxg x + .. + Whg h + ..)  o = σ(Wxo x + .. + Who h + ..)
+ *   c' = f c + i g                     h' = o tanh(c')
+ * the equations of Darknet's lstm_layer.c and of PyTorch's nn.LSTM (two biases per gate).
+ * Weights: Wx (4H, I) then Wh (4H, H), then bx (4H), bh (4H); gate rows in blocks of 16 units
+ * (recurrent.h: sh_rnn_gate_col, gates i, f, g, o). Initialised uniform(±1/sqrt(H)) as PyTorch.
+ * Per step a (B, I) x (I, 4H) product for the input part and a (B, H) x (H, 4H) one for the
+ * recurrent part, Wx and Wh packed once per pass (gemm_packed.c); the threads share the time
+ * loop by streams or by gate blocks (recurrent.h: sh_rnn_run_loop). */
 
 /* Fused multiply-adds in the cells' polynomials (σ, tanh; gemm_packed.c says why GCC needs
  * telling): the elementwise work of a step is a tenth of it. */

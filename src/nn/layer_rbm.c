@@ -1,17 +1,7 @@
 /* layer_rbm.c — [rbm]: a restricted Boltzmann machine of output= hidden units over the layer
- * before (its visible units): visible=binary|gaussian, cd=K Gibbs steps, persistent=1 (PCD),
- * sample_visible=1, and its pretraining's own learning_rate, momentum, decay, sparsity and
- * sparsity_cost. In a net it is a [connected] layer with logistic units (forward and backward
- * are [connected]'s), whose slice also holds the visible biases c, after W and b: they take no
- * gradient there. In the net that pretrains it (l->pretraining) forward keeps a = v W^T + b
- * per row and the CD-k chain's rows in the layer's keep buffer, and backward is CD-k.
- * Per row kept: a (K), the chain's hidden sample (K), h_k (K), v_k (I). The persistent chain
- * is the layer's state (batch, K): carried from batch to batch and saved in checkpoints. A
- * training pass's few-row products run turned around on gemm_packed.c's kernels, W read as it
- * is stored and the rows packed (OpenBLAS would pack all of W at every product), and CD's
- * weight gradient is one product over 2N rows, [h_k | -h_0]^T [v_k ; v_0] / N, its operands
- * in the layer's cache.
- * Weights start normal(0, 0.01), biases 0 (Hinton's guide; scikit-learn's BernoulliRBM).
+ * before (visible=binary|gaussian, cd=K, persistent=1, sample_visible=1, its own learning rate,
+ * momentum, decay and sparsity): a [connected] logistic layer in a net, CD-k in the net that
+ * pretrains it.
  * Not here: choosing which RBM trains and what runs below it (net_unlabelled.c), the stack
  * (src/train/pretrain.c).
  * Proved by tests/nn/test_layer_rbm.c. */
@@ -24,6 +14,16 @@
 #include "nn/gemm.h"
 #include "nn/gemm_packed.h"
 #include "nn/rbm.h"
+
+/* In a net forward and backward are [connected]'s; the slice also holds the visible biases c,
+ * after W and b: they take no gradient there. In the net that pretrains it (l->pretraining)
+ * forward keeps a = v W^T + b per row and the CD-k chain's rows in the layer's keep buffer, and
+ * backward is CD-k. Per row kept: a (K), the chain's hidden sample (K), h_k (K), v_k (I). The
+ * persistent chain is the layer's state (batch, K): carried from batch to batch and saved in
+ * checkpoints. A training pass's few-row products run turned around on gemm_packed.c's kernels,
+ * W read as it is stored and the rows packed, and CD's weight gradient is one product over 2N
+ * rows, [h_k | -h_0]^T [v_k ; v_0] / N, its operands in the layer's cache.
+ * Weights start normal(0, 0.01), biases 0 (Hinton's guide; scikit-learn's BernoulliRBM). */
 
 static shoal_result rbm_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx *ctx)
 {

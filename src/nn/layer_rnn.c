@@ -1,7 +1,13 @@
 /* layer_rnn.c — [rnn]: output (K, default 1), hidden (H, default K), activation (Darknet
- * default logistic), batch_normalize (0). Darknet's plain recurrent layer (rnn_layer.c):
- * three connected layers, input (I -> H), self (H -> H) and output (H -> K), each with a
- * bias and the activation:
+ * default logistic), batch_normalize (0). Darknet's plain recurrent layer (rnn_layer.c): three
+ * connected sublayers, input (I -> H), self (H -> H) and output (H -> K).
+ * Not here: the gated layers (layer_gru.c, layer_lstm.c), shared helpers (recurrent.h).
+ * Proved by tests/nn/test_layer_rnn.c (finite differences, with and without batch norm) and
+ * tests/nn/test_rnn_torch.c (Darknet's equations in torch). */
+#include "base/err.h"
+#include "nn/recurrent.h"
+
+/* Each sublayer has a bias and the activation:
  *   s' = act(Win x + bin) + act(Wself s + bself)        y = act(Wout s' + bout)
  * over the T time steps of each batch, s of every stream carried to the next batch, gradients
  * through time truncated at the batch's first step. With batch_normalize=1 each sublayer
@@ -9,19 +15,12 @@
  * connected layers inside it do (recurrent.c: sh_rnn_bn_forward), and the bias becomes the
  * normalisation's shift. Darknet as Debian ships it has no `hidden` (H is always K); earlier
  * Darknet read it, and so does shoal.
- * Parameters: Win (H, I), Wself (H, H), Wout (K, H); bin (H), bself (H), bout (K); with
- * batch norm the scales gin (H), gself (H), gout (K) and the statistics rolling means (H, H,
- * K) then rolling variances (H, H, K). Weights uniform(±sqrt(2/fan-in)) as Darknet's
- * connected layers. The products run on their weights packed once per pass (gemm_packed.c),
- * all three per time step (the input part and the outputs too, not once over all rows) so
- * that each step's activations work on rows still in cache; the threads share the time loop
- * by streams, or by blocks of 16 units with batch norm or few streams (sh_rnn_run_loop).
- * The outputs once over all rows after the loop measured slower at 2 threads (bench/README).
- * Not here: the gated layers (layer_gru.c, layer_lstm.c), shared helpers (recurrent.h).
- * Proved by tests/nn/test_layer_rnn.c (finite differences, with and without batch norm) and
- * tests/nn/test_rnn_torch.c (Darknet's equations in torch). */
-#include "base/err.h"
-#include "nn/recurrent.h"
+ * Parameters: Win (H, I), Wself (H, H), Wout (K, H); bin (H), bself (H), bout (K); with batch
+ * norm the scales gin (H), gself (H), gout (K) and the statistics rolling means (H, H, K) then
+ * rolling variances (H, H, K). Weights uniform(±sqrt(2/fan-in)) as Darknet's connected layers.
+ * The products run on their weights packed once per pass (gemm_packed.c), all three per time
+ * step so that each step's activations work on rows still in cache; the threads share the time
+ * loop by streams, or by blocks of 16 units with batch norm or few streams (sh_rnn_run_loop). */
 
 /* Fused multiply-adds in the cells' polynomials (σ, tanh; gemm_packed.c says why GCC needs
  * telling): the elementwise work of a step is a tenth of it. */
@@ -495,6 +494,7 @@ static int rnn_darknet_blobs(const sh_layer *l, sh_dn_blob *b, int max)
 const sh_layer_ops sh_rnn_ops = {
     .cfg_name = "rnn",
     .short_name = "rnn",
+    .caps = SH_LAYER_ACTIVATION,
     .parse = rnn_parse,
     .init = rnn_init,
     .forward = rnn_forward,

@@ -151,6 +151,7 @@ static void shortcut_backward(sh_layer *l, sh_exec *x)
 const sh_layer_ops sh_shortcut_ops = {
     .cfg_name = "shortcut",
     .short_name = "shortcut",
+    .caps = SH_LAYER_ACTIVATION,
     .parse = shortcut_parse,
     .forward = shortcut_forward,
     .backward = shortcut_backward,

@@ -121,6 +121,9 @@ void sh_net_set_rows(sh_net *n, int total, int group, int stride, int offset);
  * after a convolutional i, without batch norm; each of i+1..j reads only the layer before
  * it, and nothing after reads i's input or the layers before j. */
 int sh_net_tp_pair_end(const sh_net *n, int i, int ranks);
+/* 1 when layer i's tensor shares go by channels (whole filters: [convolutional]), 0 when by
+ * output columns and input rows ([connected]). */
+int sh_net_tp_by_channels(const sh_net *n, int i);
 /* The tensor-parallel sum: buf[0..count) = its sum over the ranks; forward and backward
  * return its error. Borrowed ctx. */
 void sh_net_set_sum(sh_net *n, shoal_result (*sum)(void *ctx, float *buf, size_t count), void *ctx);
@@ -204,7 +207,7 @@ shoal_result sh_net_keep_packed(sh_net *n, size_t max_bytes);
 /* Which packed copies (SH_PACK_* bits) pay for a pipeline stage's micro-batches of this many
  * rows, kept by each update: under the older rules (Intel under 2 MiB of L2 a core, or unknown)
  * none at 24-48 rows (the few-row products as fast), both otherwise; under the newer (from 2
- * MiB, AMD's AVX-512 CPUs) W alone (dX) from 16 rows, both below (dense_rules.c, as measured). */
+ * MiB, AMD's AVX-512 CPUs) W alone (dX) from 16 rows, both below (dense_rules.c). */
 int sh_dense_stage_packs(int rows);
 void sh_net_share_packed(sh_net *dst, const sh_net *src);
 enum { SH_PACK_FORWARD = 1, SH_PACK_BACKWARD = 2 };

@@ -155,12 +155,9 @@ shoal_result shoal_net_layer(const shoal_net *n, int i, shoal_layer_info *out)
     const sh_layer *l = &n->net->layers[i];
     memset(out, 0, sizeof *out);
     out->type = l->ops->cfg_name;
-    out->form = l->ops == &sh_gru_darknet_ops ? "darknet" : NULL;
+    out->form = l->ops->form;
     /* Layers that apply an activation read the key; the others leave 0 (linear) there. */
-    const sh_layer_ops *const with_act[] = {&sh_conv_ops, &sh_dense_ops, &sh_shortcut_ops, &sh_rnn_ops,
-                                            &sh_crnn_ops, &sh_gru_darknet_ops};
-    for (size_t k = 0; k < sizeof with_act / sizeof with_act[0]; k++)
-        if (l->ops == with_act[k]) out->activation = sh_act_name(l->act);
+    if (sh_layer_can(l, SH_LAYER_ACTIVATION)) out->activation = sh_act_name(l->act);
     out->line = l->line;
     out->c = l->out_shape.c;
     out->h = l->out_shape.h;
@@ -174,7 +171,7 @@ shoal_result shoal_net_layer(const shoal_net *n, int i, shoal_layer_info *out)
     out->size = l->size;
     out->stride = l->stride;
     out->pad = l->pad;
-    out->groups = l->ops == &sh_softmax_ops ? l->tree_groups : l->groups; /* softmax: WordTree groups */
+    out->groups = sh_layer_can(l, SH_LAYER_SOFTMAX) ? l->tree_groups : l->groups; /* softmax: WordTree groups */
     out->batch_normalize = l->batch_normalize;
     out->hidden = l->hidden;
     out->steps = l->steps;

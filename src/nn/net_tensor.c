@@ -70,6 +70,8 @@ int sh_net_tp_pair_end(const sh_net *n, int i, int ranks)
     return j;
 }
 
+int sh_net_tp_by_channels(const sh_net *n, int i) { return sh_layer_can(&n->layers[i], SH_LAYER_SPLIT_CHANNELS); }
+
 void sh_net_set_sum(sh_net *n, shoal_result (*sum)(void *ctx, float *buf, size_t count), void *ctx)
 {
     n->sum = sum;

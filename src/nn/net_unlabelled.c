@@ -1,11 +1,6 @@
 /* net_unlabelled.c — the nets that learn without labels: a regression (the net ends in [cost]
  * type=sse|L1|smooth after a layer other than [softmax]) against targets, the input itself or
- * the caller's; and the net that pretrains one [rbm] (layers [0, rbm], those below it run as
- * a fixed feature extractor, its own update CD-k with the [rbm]'s learning rate, momentum
- * and decay). Losses are means over the batch of per-image sums, as the cross-entropy's.
- * Regression losses per output d = y - t: sse 1/2 d^2 (gradient d: Darknet's delta, which
- * Darknet prints as d^2), L1 |d| (sign d), smooth 1/2 d^2 below |d| = 1 and |d| - 1/2 above
- * (Huber; Darknet's CPU smooth_l1 steps the other way past 1), all times scale=.
+ * the caller's; and the net that pretrains one [rbm] (layers [0, rbm], CD-k on the last).
  * Not here: the [rbm]'s arithmetic (layer_rbm.c), the stack's order (src/train/pretrain.c).
  * Proved by tests/nn/test_cost.c and tests/nn/test_layer_rbm.c. */
 #include <math.h>
@@ -16,6 +11,13 @@
 #include "base/util.h"
 #include "nn/net_internal.h"
 #include "nn/rbm.h"
+
+/* The pretraining net runs the layers below the [rbm] as a fixed feature extractor, its own
+ * update CD-k with the [rbm]'s learning rate, momentum and decay. Losses are means over the
+ * batch of per-image sums, as the cross-entropy's. Regression losses per output d = y - t:
+ * sse 1/2 d^2 (gradient d: Darknet's delta, which Darknet prints as d^2), L1 |d| (sign d),
+ * smooth 1/2 d^2 below |d| = 1 and |d| - 1/2 above (Huber; Darknet's CPU smooth_l1 steps the
+ * other way past 1), all times scale=. */
 
 int sh_net_has_labels(const sh_net *n) { return n->has_softmax && n->pretrain < 0 && n->cost_layer < 0; }
 int sh_net_is_regression(const sh_net *n) { return n->cost_layer >= 0 && n->pretrain < 0; }

@@ -33,6 +33,7 @@ struct sh_optim {
     size_t count;        /* parameters */
     float *state;        /* aligned; state_count floats */
     size_t state_count;
+    int foreign_state;   /* state is the caller's (sh_optim_use_state): not freed here */
     segment *seg;
     int nseg;
     /* this step's rates, set by sh_optim_begin */
@@ -177,7 +178,7 @@ done:
 void sh_optim_destroy(sh_optim *o)
 {
     if (!o) return;
-    sh_free_aligned(o->state);
+    if (!o->foreign_state) sh_free_aligned(o->state);
     free(o->seg);
     free(o);
 }
@@ -264,6 +265,13 @@ void sh_optim_state_zero(sh_optim *o, size_t lo, size_t n)
 {
     size_t per = o->cfg.kind == SH_OPTIM_ADAM ? 2 : 1;
     for (size_t k = 0; k < per; k++) memset(o->state + k * o->count + lo, 0, n * sizeof(float));
+}
+
+void sh_optim_use_state(sh_optim *o, float *state)
+{
+    if (!o->foreign_state) sh_free_aligned(o->state);
+    o->state = state;
+    o->foreign_state = 1;
 }
 
 float *sh_optim_state(sh_optim *o, size_t *count)

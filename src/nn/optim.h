@@ -74,6 +74,10 @@ void sh_optim_state_zero(sh_optim *o, size_t lo, size_t n);
 /* How many floats at the start of the state block are per-parameter moments (the rest, if
  * any, is Adam's step count). */
 size_t sh_optim_moments(const sh_optim *o);
+/* Keep the state in the caller's block from now on (sh_optim_state's count floats, aligned,
+ * alive as long as o; o does not free it): ranks that take turns stepping one copy of the
+ * weights share it in a window. What the block holds is the state; nothing is copied. */
+void sh_optim_use_state(sh_optim *o, float *state);
 /* The state block (for checkpoints): pointer and length in floats; t (Adam's step count)
  * is part of it. */
 float *sh_optim_state(sh_optim *o, size_t *count);

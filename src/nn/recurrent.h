@@ -1,12 +1,8 @@
-/* recurrent.h — what the recurrent layers ([rnn], [gru], [lstm]) share: the row layout of a
- * batch of sequences, the gate layout of fused weights, the common keys, fast logistic and
- * tanh, how the threads share a pass's time loop, where weights packed once per pass live.
- * Vocabulary: T time steps, B streams (independent sequences), rows r = t*B + b (time-major,
- * as Darknet lays out time_steps x batch); H hidden units; a gate block is SH_RNN_BLOCK units
- * whose gates sit side by side in one row of the fused gate matrix, so a thread that owns a
- * block computes all of its gates with one product and updates those units alone.
- * Not here: each layer's equations (layer_rnn.c, layer_gru.c, layer_lstm.c); the order of
- * a gated layer's passes is here (sh_rnn_gated_forward, sh_rnn_gated_backward).
+/* recurrent.h — what the recurrent layers ([rnn], [gru], [lstm]) share: the row layout of a batch
+ * of sequences, the gate layout of fused weights, the common keys, fast logistic and tanh, how
+ * the threads share a pass's time loop, weights packed once per pass, the order of a gated
+ * layer's passes (sh_rnn_gated_forward, sh_rnn_gated_backward).
+ * Not here: each layer's equations (layer_rnn.c, layer_gru.c, layer_lstm.c).
  * Proved by tests/nn/test_layer_rnn.c. */
 #ifndef SH_RECURRENT_H
 #define SH_RECURRENT_H
@@ -17,6 +13,11 @@
 
 #include "nn/gemm_packed.h"
 #include "nn/layer.h"
+
+/* Vocabulary: T time steps, B streams (independent sequences), rows r = t*B + b (time-major, as
+ * Darknet lays out time_steps x batch); H hidden units; a gate block is SH_RNN_BLOCK units whose
+ * gates sit side by side in one row of the fused gate matrix, so a thread that owns a block
+ * computes all of its gates with one product and updates those units alone. */
 
 #define SH_RNN_BLOCK 16 /* units per gate block: one AVX-512 vector of each gate */
 _Static_assert(SH_RNN_BLOCK == SH_PACKED_NR, "a gate block's units are one packed panel");
@@ -97,8 +98,8 @@ typedef struct sh_rnn_loop {
 void sh_rnn_run_loop(sh_layer *l, sh_exec *x, sh_rnn_loop *lp);
 
 extern double sh_rnn_split_min_macs; /* 2^21 by default; tests lower it to 0 */
-/* 8 by default: at 4 streams a thread [lstm] ran 8% slower by streams than by columns, at 8
- * faster (bench/README.md); tests set 1, or INT_MAX for the column split. */
+/* 8 by default: from this many streams a thread the time loop splits by streams, below it by
+ * gate blocks (columns), where each wins; tests set 1, or INT_MAX for the column split. */
 extern int sh_rnn_rows_min_streams;
 
 /* A weight matrix W (n, h) packed for sh_packed_gemm (gemm_packed.h) once per pass instead

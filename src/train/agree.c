@@ -60,7 +60,7 @@ shoal_result sh_agree_vote(sh_agree *a, sh_agree_votes *v, volatile sig_atomic_t
         if (v->save && save_requested) *save_requested = 0;
         return SHOAL_OK;
     }
-    double f[4] = {v->save, v->stop, v->out_of_time, v->grad_sq}, prev[3] = {0, 0, 0};
+    double f[5] = {v->save, v->stop, v->out_of_time, v->regroup, v->grad_sq}, prev[4] = {0, 0, 0, 0};
     if (a->req) { /* the last step's, sent without waiting */
         shoal_result rc = shoal_wait(a->req);
         a->req = NULL;
@@ -70,16 +70,17 @@ shoal_result sh_agree_vote(sh_agree *a, sh_agree_votes *v, volatile sig_atomic_t
     if (a->quiet) { /* this rank's requests go out now and are acted on after the next step */
         if (v->save && save_requested) *save_requested = 0;
         memcpy(a->sent, f, sizeof a->sent);
-        SH_TRY(s->ops->sum_start(s, a->sent, 3, &a->req));
+        SH_TRY(s->ops->sum_start(s, a->sent, 4, &a->req));
         memcpy(f, prev, sizeof prev);
-        if (f[0] > 0 || f[1] > 0 || f[2] > 0) SH_TRY(s->ops->drain(s));
+        if (f[0] > 0 || f[1] > 0 || f[2] > 0 || f[3] > 0) SH_TRY(s->ops->drain(s));
     } else {
-        SH_TRY(s->ops->sum(s, f, v->grad_sq >= 0 ? 4 : 3));
+        SH_TRY(s->ops->sum(s, f, v->grad_sq >= 0 ? 5 : 4));
     }
     v->save = f[0] > 0 || prev[0] > 0;
     v->stop = f[1] > 0 || prev[1] > 0;
     v->out_of_time = f[2] > 0 || prev[2] > 0;
-    v->grad_sq = f[3];
+    v->regroup = f[3] > 0 || prev[3] > 0;
+    v->grad_sq = f[4];
     if (v->save && save_requested && !a->quiet) *save_requested = 0;
     return SHOAL_OK;
 }

@@ -13,6 +13,7 @@
 /* One step's requests: this rank's before sh_agree_vote, the job's after. */
 typedef struct {
     int save, stop, out_of_time;
+    int regroup;        /* an elastic job: ranks wait to join (this rank's wish, the job's) */
     double grad_sq;     /* in: this rank's share of the gradient's squared norm (< 0: none);
                            out: the sum over the ranks when every rank had one, else as in */
 } sh_agree_votes;
@@ -23,7 +24,7 @@ typedef struct {
     int drains;         /* the strategy can leave exchanges in flight: drain ends them */
     int quiet;          /* this step: its exchanges may stay in flight (sh_agree_settle) */
     shoal_request *req; /* a quiet step's requests, summing behind its exchanges */
-    double sent[3];     /* their buffer */
+    double sent[4];     /* their buffer */
 } sh_agree;
 
 /* Before the first step: the strategy may defer (s->may_defer) where it can, sums and has

@@ -5,6 +5,7 @@
  * Proved by tests/cli/test_train_dp.c, test_train_ps.c, test_train_pipeline_tp.c, tests/train/test_api.c. */
 #include "train/job.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,10 +16,12 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "shoal/comm.h"
+#include "nn/cfg.h"
 #include "train/mp/mp.h"
 #include "train/plan/auto.h"
 #include "train/solver/sandblaster.h"
 #include "train/run_files.h"
+#include "train/ps/layout.h"
 #include "train/timeline.h"
 #include "train/snapshot.h"
 
@@ -51,9 +54,6 @@ shoal_result sh_job_check_compress(const sh_job_opts *o)
                        o->layout == SH_LAYOUT_PIPELINE ? "pipeline"
                        : o->layout == SH_LAYOUT_TENSOR ? "tensor-parallel" : "hybrid");
     if (o->layout != SH_LAYOUT_PARAM_SERVER) return SHOAL_OK;
-    if (o->sfb)
-        return SH_FAIL(SHOAL_ERR_INVALID, "--sfb needs data parallelism (every rank rebuilds the gradient from "
-                       "the others' factors); leave out --ps or --sfb");
     if (o->codec.codec == SHOAL_CODEC_LOWRANK)
         return SH_FAIL(SHOAL_ERR_INVALID, "--compress lowrank needs data parallelism (PowerSGD sums its factors "
                        "over the ranks); with --ps use fp16, bf16, 1bit or topk:F");
@@ -116,7 +116,7 @@ static shoal_result plan_role(const sh_job_opts *o, int rank, int world, sh_job_
 /* The batch train.batch or the cfg's gives each replica: under --scaling strong the global
  * batch, split across the replicas; 0 where none is given and nothing splits it (the
  * strategy reads the cfg's). replicas 0: the role does not scale. */
-static shoal_result replica_batch(const sh_job_opts *o, int replicas, int *batch)
+shoal_result sh_job_replica_batch(const sh_job_opts *o, int replicas, int *batch)
 {
     *batch = o->train.batch;
     if (!o->strong_scaling || replicas < 2) return SHOAL_OK;
@@ -215,19 +215,19 @@ static shoal_result train_alone(const sh_job_opts *o, sh_job_report *r)
     return rc;
 }
 
-/* What servers and workers agree on, from the model (its size, optimizer and schedule). */
-static sh_ps_config ps_config(const sh_job_opts *o, sh_net *net)
+/* What servers and workers agree on, from the model's [net] section (optimizer and schedule)
+ * and, on a plain parameter server, its size and decay ranges. */
+static sh_ps_config ps_config(const sh_job_opts *o, const sh_net_config *nc)
 {
     sh_ps_config c;
     memset(&c, 0, sizeof c);
     c.nservers = o->nservers;
     c.consistency = o->consistency;
     c.staleness = o->staleness;
-    c.nparams = sh_net_nparams(net);
-    c.ranges = sh_net_param_ranges(net, &c.nranges);
-    c.optim = sh_net_get_config(net)->optim;
-    c.lr = sh_net_get_config(net)->lr;
+    c.optim = nc->optim;
+    c.lr = nc->lr;
     c.codec = o->codec;
+    c.quorum = o->quorum;
     c.save_path = o->train.save_path;
     c.save_every = o->train.save_every_steps;
     c.resume_path = o->train.resume_path;
@@ -237,32 +237,29 @@ static sh_ps_config ps_config(const sh_job_opts *o, sh_net *net)
     return c;
 }
 
-/* A server starts from --weights, else from the weights every rank would draw from the
- * seed; the net is built for them (one thread, no pool) and freed before serving. */
-static shoal_result run_ps_server(const sh_job_opts *o, shoal_comm *c, sh_job_report *r)
+static int over_layout(const sh_job_opts *o) { return o->stages > 0 || o->tensor_ranks > 1; }
+
+/* A server of cfg's vector from init (copied: the caller may free it once this returns),
+ * its clock lines and server 0's TensorBoard file set up. */
+static shoal_result server_open(const sh_job_opts *o, shoal_comm *c, sh_ps_config *cfg, const float *init,
+                                sh_ps_server **srv, sh_tb **tb, int rank)
 {
-    sh_net *model = NULL;
-    int batch = o->train.batch;
-    SH_TRY(whole_net(o, &batch, &model));
     long log_ms = 5000;
-    shoal_result rc = sh_env_long("SHOAL_PS_LOG_MS", &log_ms);
-    /* --weights: the servers' shards start from the file (workers pull them) */
-    if (rc == SHOAL_OK && o->train.weights_path && !o->train.resume_path)
-        rc = sh_snapshot_load_weights(model, o->train.weights_path);
-    sh_ps_config cfg = ps_config(o, model);
-    cfg.clock_log = o->server_log; /* each worker's clock and the spread */
-    cfg.clock_log_ms = (int)log_ms;
-    cfg.on_drop = shoal_job_note_dropped; /* the launcher stops waiting for that rank */
+    SH_TRY(sh_env_long("SHOAL_PS_LOG_MS", &log_ms));
+    cfg->clock_log = o->server_log; /* each worker's clock and the spread */
+    cfg->clock_log_ms = (int)log_ms;
+    cfg->on_drop = shoal_job_note_dropped; /* the launcher stops waiting for that rank */
     /* Server 0 writes the workers' clocks into the run's TensorBoard directory, beside
      * worker 0's event file: TensorBoard shows one run with both. */
-    sh_tb *tb = NULL;
-    if (rc == SHOAL_OK && o->train.logdir && r->rank == 0) rc = sh_tb_open(o->train.logdir, &tb);
-    if (tb) sh_tb_set_autoflush(tb, 0);
-    cfg.tb = tb;
-    sh_ps_server *s = NULL;
-    if (rc == SHOAL_OK) rc = sh_ps_server_create(c, &cfg, sh_net_params(model), &s);
-    sh_net_destroy(model);
-    if (rc == SHOAL_OK) rc = sh_ps_server_run(s);
+    if (o->train.logdir && rank == 0) SH_TRY(sh_tb_open(o->train.logdir, tb));
+    if (*tb) sh_tb_set_autoflush(*tb, 0);
+    cfg->tb = *tb;
+    return sh_ps_server_create(c, cfg, init, srv);
+}
+
+static shoal_result server_serve(sh_ps_server *s, sh_tb *tb, sh_job_report *r)
+{
+    shoal_result rc = s ? sh_ps_server_run(s) : SHOAL_OK;
     if (s) {
         sh_ps_server_stats(s, &r->server_stats);
         r->has_server_stats = 1;
@@ -270,6 +267,87 @@ static shoal_result run_ps_server(const sh_job_opts *o, shoal_comm *c, sh_job_re
     }
     sh_tb_close(tb);
     return rc;
+}
+
+/* A server of model-parallel replicas' parts: the workers' communicator split off (the
+ * servers take no part in it), the vector's layout and first weights from the workers. */
+static shoal_result run_ps_layout_server(const sh_job_opts *o, shoal_comm *c, sh_job_report *r)
+{
+    shoal_comm *servers = NULL;
+    SH_TRY(shoal_comm_split(c, 1, r->rank, &servers)); /* collective: the workers split theirs */
+    shoal_comm_destroy(servers);
+    sh_ps_layout l;
+    SH_TRY(sh_ps_layout_agree(c, o->nservers, -1, NULL, &l));
+    sh_cfg *cfgf = NULL;
+    sh_net_config nc;
+    float *vec = NULL;
+    sh_ps_server *s = NULL;
+    sh_tb *tb = NULL;
+    shoal_result rc = sh_calloc(l.nparams ? l.nparams : 1, sizeof *vec, (void **)&vec);
+    if (rc == SHOAL_OK) rc = sh_ps_layout_start(c, &l, 0, NULL, vec);
+    if (rc == SHOAL_OK) rc = sh_cfg_load(o->train.cfg_path, &cfgf);
+    if (rc == SHOAL_OK) rc = sh_net_config_parse(sh_cfg_section_at(cfgf, 0), &nc);
+    sh_ps_config cfg;
+    if (rc == SHOAL_OK) {
+        cfg = ps_config(o, &nc);
+        cfg.nparams = l.nparams;
+        cfg.ranges = l.ranges;
+        cfg.nranges = l.nranges;
+        cfg.worker_lo = l.worker_lo;
+        cfg.worker_count = l.worker_count;
+        rc = server_open(o, c, &cfg, vec, &s, &tb, r->rank);
+    }
+    free(vec);
+    sh_cfg_destroy(cfgf);
+    if (rc == SHOAL_OK) rc = server_serve(s, tb, r);
+    else sh_tb_close(tb);
+    sh_ps_layout_fini(&l);
+    return rc;
+}
+
+/* A server starts from --weights, else from the weights every rank would draw from the
+ * seed; the net is built for them (one thread, no pool) and freed before serving. */
+static shoal_result run_ps_server(const sh_job_opts *o, shoal_comm *c, sh_job_report *r)
+{
+    if (over_layout(o)) return run_ps_layout_server(o, c, r);
+    if (o->sfb) { /* the workers' communicator for their factors: the servers take no part */
+        shoal_comm *servers = NULL;
+        SH_TRY(shoal_comm_split(c, 1, r->rank, &servers));
+        shoal_comm_destroy(servers);
+    }
+    sh_net *model = NULL;
+    int batch = o->train.batch;
+    SH_TRY(whole_net(o, &batch, &model));
+    shoal_result rc = SHOAL_OK;
+    /* --weights: the servers' shards start from the file (workers pull them) */
+    if (o->train.weights_path && !o->train.resume_path) rc = sh_snapshot_load_weights(model, o->train.weights_path);
+    sh_ps_config cfg = ps_config(o, sh_net_get_config(model));
+    cfg.nparams = sh_net_nparams(model);
+    cfg.ranges = sh_net_param_ranges(model, &cfg.nranges);
+    const float *init = sh_net_params(model);
+    sh_ps_pieces pieces = {0};
+    float *packed = NULL;
+    if (rc == SHOAL_OK && o->sfb) { /* --sfb: all but the factors' layers */
+        rc = sh_ps_pieces_sfb(model, &pieces);
+        if (rc == SHOAL_OK) rc = sh_calloc(pieces.total + 1, sizeof *packed, (void **)&packed);
+        if (rc == SHOAL_OK) sh_ps_pieces_gather(&pieces, init, packed);
+        cfg.nparams = pieces.total;
+        cfg.ranges = pieces.ranges;
+        cfg.nranges = pieces.nranges;
+        init = packed;
+    }
+    sh_ps_server *s = NULL;
+    sh_tb *tb = NULL;
+    if (rc == SHOAL_OK) rc = server_open(o, c, &cfg, init, &s, &tb, r->rank);
+    free(packed);
+    sh_ps_pieces_fini(&pieces);
+    sh_net_destroy(model);
+    if (rc != SHOAL_OK) {
+        sh_ps_server_destroy(s);
+        sh_tb_close(tb);
+        return rc;
+    }
+    return server_serve(s, tb, r);
 }
 
 /* ---- the roles that train: each a row of hooks, run by run_trainer_role ---- */
@@ -296,43 +374,111 @@ static int tensor_width(const sh_job_opts *o) { return o->tensor_ranks > 1 ? o->
 static int pipe_replicas(const sh_job_opts *o, int world) { return world / (o->stages * tensor_width(o)); }
 static int tp_replicas(const sh_job_opts *o, int world) { return world / o->tensor_ranks; }
 
-static shoal_result dp_create(const sh_job_opts *o, shoal_comm *c, int batch, sh_strategy **st, sh_net **net)
+shoal_result sh_job_dp_create(const sh_job_opts *o, shoal_comm *c, int batch, sh_strategy **st, sh_net **net)
 {
     SH_TRY(whole_net(o, &batch, net));
     if (o->lbfgs) { /* the ranks sum their shards for rank 0's L-BFGS (solver/sandblaster.c) */
         sh_lbfgs_opts lo = lbfgs_opts(o);
         return sh_strategy_lbfgs_create(c, &lo, st);
     }
+    if (o->hogwild) return sh_strategy_hogwild_create(c, batch, st);
+    if (o->quorum > 0) return sh_strategy_quorum_create(c, batch, o->quorum, st);
     sh_dp_opts dopts = {o->bucket_mb, batch};
     SH_TRY(sh_strategy_allreduce_create(c, &dopts, st));
+    if (o->elastic_min > 0) sh_strategy_allreduce_elastic(*st);
     sh_strategy_allreduce_compress(*st, &o->codec, o->sfb, o->train.cfg_path);
     return SHOAL_OK;
 }
 
-static shoal_result dp_finish(const sh_job_opts *o, shoal_comm *c, sh_strategy *st, sh_job_report *r, int *reports)
+/* Every rank's figures, and images/s from the work every rank did (these ranks step at their
+ * own rates: rank 0 counted its own steps x every rank's batch). */
+static void straggler_figures(const sh_job_opts *o, sh_strategy *st, sh_job_report *r)
+{
+    if (o->hogwild) {
+        sh_strategy_hogwild_stats(st, &r->hogwild);
+        r->has_hogwild = 1;
+        if (r->hogwild.images_per_s > 0) r->train.images_per_s = r->hogwild.images_per_s;
+        return;
+    }
+    sh_strategy_quorum_stats(st, &r->quorum);
+    r->has_quorum = 1;
+    if (r->quorum.images_per_s > 0) r->train.images_per_s = r->quorum.images_per_s;
+}
+
+shoal_result sh_job_dp_finish(const sh_job_opts *o, shoal_comm *c, sh_strategy *st, sh_job_report *r, int *reports)
 {
     (void)c, (void)reports;
     if (o->lbfgs) return SHOAL_OK;
+    if (o->hogwild || o->quorum > 0) {
+        straggler_figures(o, st, r);
+        return SHOAL_OK;
+    }
     sh_strategy_allreduce_profile(st, &r->dp_profile);
     r->has_dp_profile = o->train.profile;
     r->has_comm_stats = r->dp_profile.compressed;
     return SHOAL_OK;
 }
 
-static shoal_result ps_create(const sh_job_opts *o, shoal_comm *c, int batch, sh_strategy **st, sh_net **net)
+/* A worker whose replica is model-parallel (DistBelief): the layout on the workers'
+ * communicator, its part's place in the servers' vector, the servers that hold it. */
+static shoal_result ps_layout_create(const sh_job_opts *o, shoal_comm *c, int batch, sh_strategy **st, sh_net **net)
 {
-    SH_TRY(whole_net(o, &batch, net));
-    sh_ps_config cfg = ps_config(o, *net);
-    cfg.ranges = NULL; /* workers do not apply the optimizer */
-    cfg.nranges = 0;
-    return sh_strategy_ps_create(c, &cfg, &o->worker, st);
+    shoal_comm *wc = NULL;
+    SH_TRY(shoal_comm_split(c, 0, shoal_comm_rank(c), &wc)); /* collective: the servers split theirs */
+    int T = tensor_width(o), parts = (o->stages ? o->stages : 1) * T, g = shoal_comm_rank(wc);
+    shoal_result rc;
+    if (o->stages) {
+        sh_pipe_opts po = {o->train.cfg_path, o->stages, o->micro_batches ? o->micro_batches : o->stages, batch,
+                           o->train.seed};
+        rc = sh_strategy_pipeline_tp_create(wc, &po, T, st, net);
+    } else {
+        sh_tp_opts to = {o->train.cfg_path, o->tensor_ranks, batch, o->train.seed};
+        rc = sh_strategy_tensor_create(wc, &to, st, net);
+    }
+    if (rc != SHOAL_OK) {
+        shoal_comm_destroy(wc);
+        return rc;
+    }
+    sh_ps_layout l;
+    rc = sh_ps_layout_agree(c, o->nservers, g % parts, *net, &l); /* rank g holds part g % parts */
+    if (rc != SHOAL_OK) {
+        shoal_comm_destroy(wc);
+        return rc;
+    }
+    sh_ps_config cfg = ps_config(o, sh_net_get_config(*net));
+    return sh_mp_servers_create(*st, c, wc, &cfg, &l, g < parts); /* takes wc and l */
 }
 
-/* Say goodbye to the servers: the lowest worker they did not drop reports. */
+static shoal_result ps_create(const sh_job_opts *o, shoal_comm *c, int batch, sh_strategy **st, sh_net **net)
+{
+    if (over_layout(o)) return ps_layout_create(o, c, batch, st, net);
+    SH_TRY(whole_net(o, &batch, net));
+    sh_ps_config cfg = ps_config(o, sh_net_get_config(*net));
+    cfg.nparams = sh_net_nparams(*net); /* workers do not apply the optimizer: no decay ranges */
+    if (!o->sfb) return sh_strategy_ps_create(c, &cfg, &o->worker, st);
+    shoal_comm *wc = NULL; /* --sfb: the workers' own, for their factors */
+    sh_ps_pieces pieces;
+    SH_TRY(shoal_comm_split(c, 0, shoal_comm_rank(c), &wc));
+    shoal_result rc = sh_ps_pieces_sfb(*net, &pieces);
+    cfg.nparams = pieces.total;
+    sh_ps_pieces_fini(&pieces);
+    if (rc == SHOAL_OK) rc = sh_strategy_ps_create(c, &cfg, &o->worker, st);
+    if (rc != SHOAL_OK) {
+        shoal_comm_destroy(wc);
+        return rc;
+    }
+    sh_strategy_ps_sfb(*st, wc); /* takes wc */
+    return SHOAL_OK;
+}
+
+/* Say goodbye to the servers: the lowest worker they did not drop reports (over model-parallel
+ * replicas the workers' rank 0). */
 static shoal_result ps_finish(const sh_job_opts *o, shoal_comm *c, sh_strategy *st, sh_job_report *r, int *reports)
 {
-    (void)o, (void)c, (void)r;
-    return sh_strategy_ps_close(st, reports);
+    (void)c, (void)r;
+    if (!over_layout(o)) return sh_strategy_ps_close(st, reports);
+    *reports = st->job_rank == 0;
+    return sh_mp_servers_close(st);
 }
 
 /* --compress under a model-parallel layout: the codec of its data-parallel group (set before
@@ -415,9 +561,16 @@ static shoal_result hybrid_finish(const sh_job_opts *o, shoal_comm *c, sh_strate
     return SHOAL_OK;
 }
 
+/* Over model-parallel replicas: the layout's lines. */
+static void ps_describe(const sh_strategy *s, FILE *out)
+{
+    if (!strcmp(s->ops->name, "tensor")) sh_strategy_tensor_describe(s, out);
+    else if (!strcmp(s->ops->name, "pipeline")) sh_strategy_pipeline_describe(s, out);
+}
+
 static const trainer_role trainer_roles[] = {
-    {SH_ROLE_DP_RANK, all_ranks, dp_create, NULL, 0, dp_finish},
-    {SH_ROLE_PS_WORKER, no_scaling, ps_create, NULL, 1, ps_finish},
+    {SH_ROLE_DP_RANK, all_ranks, sh_job_dp_create, NULL, 0, sh_job_dp_finish},
+    {SH_ROLE_PS_WORKER, no_scaling, ps_create, ps_describe, 1, ps_finish},
     {SH_ROLE_PIPE_STAGE, pipe_replicas, pipe_create, sh_strategy_pipeline_describe, 0, pipe_finish},
     {SH_ROLE_TP_RANK, tp_replicas, tp_create, sh_strategy_tensor_describe, 0, NULL},
     {SH_ROLE_HYBRID_RANK, no_scaling, hybrid_create, sh_strategy_hybrid_describe, 0, hybrid_finish},
@@ -440,7 +593,7 @@ static shoal_result run_trainer_role(const trainer_role *tr, const sh_job_opts *
     sh_train_opts wo = o->train;
     wo.local_ranks = shoal_comm_local_world(c);
     int replicas = tr->replicas(o, shoal_comm_world(c)), batch = 0;
-    SH_TRY(replica_batch(o, replicas, &batch));
+    SH_TRY(sh_job_replica_batch(o, replicas, &batch));
     if (replicas > 0 && !o->strong_scaling && o->lr_linear) wo.lr_scale = (double)replicas;
     sh_strategy *st = NULL;
     sh_net *net = NULL;
@@ -450,7 +603,7 @@ static shoal_result run_trainer_role(const trainer_role *tr, const sh_job_opts *
         sh_strategy_destroy(st);
         return rc;
     }
-    if (r->rank == 0 && o->layout_out && tr->describe) {
+    if (st->job_rank == 0 && o->layout_out && tr->describe) {
         tr->describe(st, o->layout_out);
         fflush(o->layout_out);
     }
@@ -459,7 +612,8 @@ static shoal_result run_trainer_role(const trainer_role *tr, const sh_job_opts *
     wo.job_logs = wo.logdir != NULL;
     if (st->job_rank != 0) {
         wo.logdir = NULL;
-        if (tr->solo_checkpoints && !sh_strategy_rank_state_count(st)) wo.save_path = NULL;
+        /* (ranks that hold parts of the model all take part in writing it) */
+        if (tr->solo_checkpoints && !st->part && !sh_strategy_rank_state_count(st)) wo.save_path = NULL;
     }
     wo.strategy = st;
     sh_trainer *t = NULL;
@@ -480,9 +634,12 @@ static void layout_words(const int64_t *v, char *buf, size_t nbytes)
     static const char *const names[] = {"data parallel", "--ps", "--pipeline", "--tensor-parallel", "--hybrid"};
     int n = snprintf(buf, nbytes, "%s", v[0] >= 0 && v[0] <= SH_LAYOUT_HYBRID ? names[v[0]] : "?");
     if (v[0] == SH_LAYOUT_PIPELINE) n += snprintf(buf + n, nbytes - (size_t)n, " %lld", (long long)v[1]);
-    if (v[2] > 1 && (v[0] == SH_LAYOUT_PIPELINE || v[0] == SH_LAYOUT_TENSOR))
-        snprintf(buf + n, nbytes - (size_t)n, "%s %lld", v[0] == SH_LAYOUT_PIPELINE ? " --tensor-parallel" : "",
-                 (long long)v[2]);
+    if (v[0] == SH_LAYOUT_PARAM_SERVER && v[1]) n += snprintf(buf + n, nbytes - (size_t)n, " --pipeline %lld", (long long)v[1]);
+    if (v[2] > 1 && v[0] != SH_LAYOUT_DATA_PARALLEL && v[0] != SH_LAYOUT_HYBRID)
+        n += snprintf(buf + n, nbytes - (size_t)n, "%s %lld", v[0] == SH_LAYOUT_TENSOR ? "" : " --tensor-parallel",
+                      (long long)v[2]);
+    if (v[3]) n += snprintf(buf + n, nbytes - (size_t)n, " --hogwild");
+    if (v[4]) snprintf(buf + n, nbytes - (size_t)n, " --quorum %g", (double)v[4] / 1e6);
 }
 
 /* The settings every rank must share besides the layout flags: each changes which collectives a
@@ -490,7 +647,7 @@ static void layout_words(const int64_t *v, char *buf, size_t nbytes)
  * deferred weight products), so a rank started with another value would wait on the others. */
 static const char *const same_knobs[] = {"SHOAL_DP_SHARD",    "SHOAL_DP_WINDOW",   "SHOAL_DP_OVERLAP", "SHOAL_DP_CHUNK_KB",
                                          "SHOAL_DP_AHEAD_KB", "SHOAL_DP_GRAD_ROWS", "SHOAL_PIPE_DEFER"};
-enum { NLAYOUT = 3, NKNOBS = sizeof same_knobs / sizeof same_knobs[0], NV = NLAYOUT + NKNOBS };
+enum { NLAYOUT = 5, NKNOBS = sizeof same_knobs / sizeof same_knobs[0], NV = NLAYOUT + NKNOBS };
 #define KNOB_BAD INT64_MIN /* a value sh_env_long refused: this rank stops with its own error */
 
 /* A knob's value in words, for the check below. */
@@ -506,7 +663,8 @@ static void knob_words(int64_t v, char *buf, size_t nbytes)
 static shoal_result same_job_layout(const sh_job_opts *o, shoal_comm *c)
 {
     int world = shoal_comm_world(c);
-    int64_t mine[NV] = {o->layout, o->layout == SH_LAYOUT_PIPELINE ? o->stages : 0, o->tensor_ranks > 1 ? o->tensor_ranks : 1};
+    int64_t mine[NV] = {o->layout, o->layout == SH_LAYOUT_PIPELINE || o->layout == SH_LAYOUT_PARAM_SERVER ? o->stages : 0,
+                        o->tensor_ranks > 1 ? o->tensor_ranks : 1, o->hogwild, (int64_t)llround(o->quorum * 1e6)};
     shoal_result own = SHOAL_OK;
     for (int k = 0; k < NKNOBS; k++) {
         long v = 0;
@@ -520,7 +678,7 @@ static shoal_result same_job_layout(const sh_job_opts *o, shoal_comm *c)
     if (rc == SHOAL_OK && own != SHOAL_OK) rc = own; /* its message names the variable */
     for (int r = 1; rc == SHOAL_OK && r < world; r++)
         if (memcmp(all + NV * r, all, NLAYOUT * sizeof *all)) {
-            char theirs[96], lead[96];
+            char theirs[160], lead[160];
             layout_words(all + NV * r, theirs, sizeof theirs);
             layout_words(all, lead, sizeof lead);
             rc = SH_FAIL(SHOAL_ERR_MISMATCH, "rank %d was started with %s but rank 0 with %s; start every rank "
@@ -638,20 +796,33 @@ shoal_result sh_job_run(const sh_job_opts *o_in, sh_job_report *r)
     if (o_in->train.strategy) return SH_FAIL(SHOAL_ERR_INVALID, "job: the job chooses the strategy; leave it NULL");
     if (!sh_job_is_launched()) return run_alone(o_in, r);
     shoal_comm *c = NULL;
-    SH_TRY(shoal_comm_create(NULL, &c));
+    shoal_comm_opts co;
+    shoal_comm_opts_default(&co);
+    co.elastic_min = o_in->elastic_min;
+    co.elastic_max = o_in->elastic_max;
+    SH_TRY(shoal_comm_create(&co, &c));
     r->rank = shoal_comm_rank(c);
     r->world = shoal_comm_world(c);
     sh_job_opts jo = *o_in; /* the same, with the run's own folder under --logdir */
     const sh_job_opts *o = &jo;
     char logdir[4096];
+    shoal_regroup g = {0};
+    int joined = o->elastic_min > 0 && shoal_comm_last_regroup(c, &g) == SHOAL_OK && g.generation > 0;
     shoal_result rc = SHOAL_OK;
     if (o->parallel_auto) rc = sh_plan_auto(c, &jo); /* the layout, chosen from the planner's predictions */
-    if (rc == SHOAL_OK) rc = same_job_layout(o, c);
-    if (rc == SHOAL_OK) rc = same_options(o, c);
+    if (rc == SHOAL_OK && !joined) rc = same_job_layout(o, c); /* a rank that joined later: the job checked */
+    if (rc == SHOAL_OK && !joined) rc = same_options(o, c);
     if (rc == SHOAL_OK) rc = plan_role(o, r->rank, r->world, &r->role);
-    if (rc == SHOAL_OK && o->train.logdir) {
+    if (rc == SHOAL_OK && o->train.logdir && !joined) {
         rc = run_logdir(o_in, c, logdir, sizeof logdir);
         jo.train.logdir = logdir;
+    }
+    if (o->elastic_min > 0) { /* data parallelism that regroups (train_api.c checked the layout) */
+        int job_rank = shoal_comm_job_rank(c, r->rank); /* errors name it, as the launcher's lines do */
+        if (rc == SHOAL_OK) rc = sh_elastic_run(o, &c, r);
+        if (rc != SHOAL_OK) sh_err_prefix_rank(job_rank);
+        shoal_comm_destroy(c);
+        return rc;
     }
     sh_timeline *tl = NULL;
     if (rc == SHOAL_OK && o->timeline_path)

@@ -10,11 +10,14 @@
 
 #include "train/ps/ps.h"
 #include "train/dp/allreduce.h"
+#include "train/dp/hogwild.h"
+#include "train/dp/quorum.h"
 #include "train/mp/hybrid.h"
 #include "train/mp/pipeline.h"
 #include "train/mp/tensor.h"
 #include "train/ps/worker.h"
 #include "train/trainer.h"
+#include "shoal/train.h"
 
 /* How the ranks divide the work. A new layout is one more value here, one more role below,
  * its case in job.c's plan_role and its row in job.c's trainer_roles. */
@@ -36,6 +39,15 @@ typedef enum {
     SH_ROLE_HYBRID_RANK, /* a share of the batch and of every connected layer */
 } sh_job_role;
 
+/* An elastic job's changes of ranks, as the public report has them (shoal/train.h). */
+#define SH_ELASTIC_CHANGES_MAX SHOAL_TRAIN_CHANGES_MAX
+typedef struct {
+    int on;
+    int nchanges, ranks_left, ranks_joined;
+    double keep_ms;             /* per step, copying the state a change restores */
+    shoal_train_change changes[SH_ELASTIC_CHANGES_MAX];
+} sh_elastic_report;
+
 typedef struct {
     sh_train_opts train;        /* model, data, steps, checkpoints, hooks; train.strategy
                                    must be NULL (the job chooses it) */
@@ -44,11 +56,18 @@ typedef struct {
     int strong_scaling;         /* 1: train.batch (or the cfg's) is the global batch, split
                                    across the ranks; 0: every rank trains on it (weak) */
     int lr_linear;              /* weak scaling: learning rate x ranks */
+    int elastic_min, elastic_max; /* data parallel: goes on with at least min ranks, takes in
+                                   up to max (0: the job's); 0: not elastic (elastic.h) */
     double bucket_mb;           /* gradient buckets; 0: 1 MB */
     /* gradient compression (data parallel; parameter-server workers' pushes): codec NONE
      * and sfb 0 is the float32 exchange */
     shoal_codec_opts codec;
     int sfb;
+    /* --hogwild: data-parallel ranks of one host update one shared copy without waiting */
+    int hogwild;
+    /* --quorum F in (0, 1] (0: off): data parallel or parameter-server sync steps go on with
+     * ceil(F ranks) gradients, the late added to the next step */
+    double quorum;
     /* parameter servers */
     int nservers;               /* >= 1, fewer than the ranks */
     sh_ps_consistency consistency;
@@ -107,6 +126,11 @@ typedef struct {
     sh_hybrid_profile hybrid_profile;
     int has_server_stats;       /* on a server */
     sh_ps_stats server_stats;
+    sh_elastic_report elastic;  /* an elastic job's changes of ranks */
+    int has_hogwild;            /* --hogwild, every rank: the job's figures */
+    sh_hogwild_stats hogwild;
+    int has_quorum;             /* --quorum with data parallelism, every rank */
+    sh_quorum_stats quorum;
 } sh_job_report;
 
 /* 1 when the launcher's environment says this process is one rank of a multi-rank job. */
@@ -116,6 +140,16 @@ int sh_job_is_launched(void);
  * communicator, take the layout's role and train (or serve) to the end. Blocks. Errors
  * name the rank ("rank 2: ...") and what to do; r is filled as far as the run got. */
 shoal_result sh_job_run(const sh_job_opts *o, sh_job_report *r);
+
+/* For the elastic run (elastic.c), job.c's data-parallel row: the strategy and the net at
+ * batch images a replica, compression set up (elastic when o->elastic_min > 0); the figures
+ * after training; the batch a replica gets of train.batch (or the cfg's) under --scaling. */
+shoal_result sh_job_dp_create(const sh_job_opts *o, shoal_comm *c, int batch, sh_strategy **st, sh_net **net);
+shoal_result sh_job_dp_finish(const sh_job_opts *o, shoal_comm *c, sh_strategy *st, sh_job_report *r, int *reports);
+shoal_result sh_job_replica_batch(const sh_job_opts *o, int replicas, int *batch);
+/* An elastic data-parallel job (elastic.c): trains on *c, and after a lost rank or for ranks
+ * waiting to join regroups (*c replaced) and goes on from the last step all kept. */
+shoal_result sh_elastic_run(const sh_job_opts *o, shoal_comm **c, sh_job_report *r);
 
 /* The compression options fit the layout: --sfb and lowrank need data parallelism.
  * SHOAL_ERR_INVALID with one line otherwise. */

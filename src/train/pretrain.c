@@ -1,12 +1,8 @@
-/* pretrain.c — greedy layer-wise pretraining of a net's [rbm] layers: for each [rbm] bottom up,
- * the pretraining net of src/nn (layers [0, rbm], CD-k on the last) starts from the weights
- * the stages before left, trains for the given epochs through the ordinary trainer (alone, or
- * with the data-parallel allreduce strategy on the job's communicator: CD's gradients are
- * averaged exactly as backprop's), and hands its weights on. Resume: the checkpoint's cfg hash
- * names its stage; the stages below it are in its weights already.
+/* pretrain.c — greedy layer-wise pretraining of a net's [rbm] layers, bottom up, each through the
+ * ordinary trainer (alone or data-parallel), its weights handed to the next; resumable (the
+ * checkpoint's cfg hash names its stage).
  * Not here: CD-k (src/nn/layer_rbm.c), the step and checkpoints (trainer.c, snapshot.c), flags
- * (src/cli/cmd_pretrain.c).
- * Proved by tests/cli/test_pretrain.c. */
+ * (src/cli/cmd_pretrain.c). Proved by tests/cli/test_pretrain.c. */
 #include "train/pretrain.h"
 
 #include <inttypes.h>

@@ -1,11 +1,8 @@
-/* sample_api.c — shoal_sample_run (shoal/train.h): what a trained model makes, as an image
- * grid. A deep belief net ([rbm] layers stacked on the input): Gibbs sampling in its top [rbm]
- * (or the one asked for), then one pass down through the [rbm]s below, each hidden layer
- * turned into its visible means (Hinton, Osindero & Teh 2006). An autoencoder (a regression
- * whose output has the input's shape): test images, each row of them above its
- * reconstructions.
- * Not here: the [rbm]'s conditionals (src/nn/layer_rbm.c), the PNG (src/io/image_grid.c),
- * flags (src/cli/cmd_sample.c).
+/* sample_api.c — shoal_sample_run (shoal/train.h): what a trained model makes, as an image grid:
+ * a deep belief net's Gibbs samples passed down its [rbm]s (Hinton, Osindero & Teh 2006), or an
+ * autoencoder's test images above their reconstructions.
+ * Not here: the [rbm]'s conditionals (src/nn/layer_rbm.c), the PNG (src/io/image_grid.c), flags
+ * (src/cli/cmd_sample.c).
  * Proved by tests/cli/test_pretrain.c (samples) and tests/cli/test_train_unlabelled.c. */
 #include "shoal/train.h"
 
@@ -62,7 +59,7 @@ static shoal_result gibbs(const shoal_sample_opts *o, sh_net *net, float *images
     sh_net_rbm_layers(net, rbms);
     if (top < 0) top = rbms[nrbm - 1];
     for (int i = 0; i <= top; i++)
-        if (i >= sh_net_nlayers(net) || sh_net_layer(net, i)->ops != &sh_rbm_ops)
+        if (i >= sh_net_nlayers(net) || i >= nrbm || rbms[i] != i) /* rbms ascend: 0..top all [rbm] */
             return SH_FAIL(SHOAL_ERR_INVALID, "%s:%d: layer %d (%s) is not an [rbm]: shoal sample draws from [rbm] "
                            "layers stacked on the input, up to --layer %d", o->cfg_path, sh_net_layer_line(net, i), i,
                            sh_net_layer_name(net, i), top);

@@ -1,6 +1,6 @@
-/* strategy.h — the contract between a training run and the seven ways it shares work with
- * other ranks: local (strategy.c), allreduce (dp/), the parameter-server worker (ps/),
- * pipeline, tensor and hybrid (mp/), and L-BFGS's ranks (solver/). Every hook sits in one table, NULL where absent.
+/* strategy.h — the contract between a training run and the ways it shares work with other
+ * ranks: local (strategy.c), allreduce, hogwild and quorum (dp/), the parameter-server worker
+ * (ps/), pipeline, tensor and hybrid (mp/), L-BFGS's ranks (solver/). One table of hooks, NULL where absent.
  * Not here: the step (step.c), the run loop and its save/stop agreement (trainer.c, agree.c).
  * Proved by tests/train/test_trainer.c (local) and each strategy's own test. */
 #ifndef SH_STRATEGY_H
@@ -25,6 +25,12 @@ typedef struct {
                              allreduce; the pushed gradients for a parameter-server worker */
     double busbw_gb_s;    /* nccl-tests' bus bandwidth, payload x 2(n-1)/n / comm_s; 0: none */
 } sh_step_comm;
+
+/* One figure of a strategy's own for TensorBoard ("hogwild/staleness"). */
+typedef struct {
+    const char *tag;
+    double value;
+} sh_figure;
 
 typedef struct {
     const char *name;      /* "local", "allreduce", ... for logs */
@@ -108,6 +114,13 @@ typedef struct {
     size_t (*ckpt_nbytes)(const sh_strategy *s);
     void (*ckpt_get)(sh_strategy *s, void *out);
     shoal_result (*ckpt_set)(sh_strategy *s, const void *in, size_t nbytes);
+    /* Up to max figures of the strategy's own after a step, for TensorBoard (the lead's);
+     * returns how many. NULL: none. */
+    int (*figures)(const sh_strategy *s, sh_figure *out, int max);
+    /* After the last step, before the final evaluation and checkpoint, on every rank: where
+     * ranks never wait for each other while training (hogwild, a quorum), every rank's
+     * updates have landed when it returns (collective). NULL: the steps left nothing behind. */
+    shoal_result (*end)(sh_strategy *s);
 } sh_strategy_ops;
 
 struct sh_strategy {
@@ -143,6 +156,13 @@ struct sh_strategy {
     /* A strategy that steps inside backward (update hooks on the kernel threads: their
      * summed ns) and in finish adds its time here; --profile counts it as the optimizer's. */
     uint64_t update_in_backward_ns, update_in_finish_ns;
+    /* Set by finish where a rank's steps are the job's updates and it may fall behind them
+     * (a quorum: a late rank skips to the step the others reached): the steps the job has
+     * done after this one, at least this rank's count; 0: this rank's count. */
+    int64_t job_steps;
+    /* Set by the trainer before the first step: the steps the run plans in all, past which a
+     * rank that skips ahead makes no update. */
+    int64_t steps_planned;
 };
 
 typedef struct sh_model_part {

@@ -47,8 +47,9 @@ static shoal_result resolve_layout(const shoal_train_opts *o, sh_job_layout *out
         return SH_FAIL(SHOAL_ERR_INVALID, "--hybrid is its own layout (data-parallel convolutional layers, "
                        "model-parallel connected ones); leave out %s", ps ? "--ps" : stages ? "--pipeline"
                        : "--tensor-parallel");
-    if (stages && ps) return SH_FAIL(SHOAL_ERR_INVALID, "--pipeline and --ps are different layouts; choose one");
-    if (tensor && ps) return SH_FAIL(SHOAL_ERR_INVALID, "--tensor-parallel is not combined with --ps; choose one");
+    if (ps && tensor == 1 && !stages)
+        return SH_FAIL(SHOAL_ERR_INVALID, "--ps --tensor-parallel 1 splits nothing; give T >= 2 or leave it out");
+    /* --ps with --pipeline or --tensor-parallel: servers over model-parallel replicas */
     sh_job_layout l = ps ? SH_LAYOUT_PARAM_SERVER : stages ? SH_LAYOUT_PIPELINE : tensor > 1 ? SH_LAYOUT_TENSOR
                     : hybrid ? SH_LAYOUT_HYBRID : SH_LAYOUT_DATA_PARALLEL;
     switch (o->layout) {
@@ -166,10 +167,67 @@ static shoal_result check_auto(const shoal_train_opts *o)
     const char *set = o->layout == SHOAL_TRAIN_PARAM_SERVER ? "--ps" : o->pipeline_stages ? "--pipeline"
                     : o->micro_batches ? "--micro-batches" : o->tensor_ranks ? "--tensor-parallel"
                     : set_or_null(o->hybrid) ? "--hybrid" : set_or_null(o->compress) ? "--compress"
-                    : o->sfb ? "--sfb" : o->lbfgs ? "--solver lbfgs" : o->strong_scaling ? "--scaling strong" : NULL;
+                    : o->sfb ? "--sfb" : o->lbfgs ? "--solver lbfgs" : o->strong_scaling ? "--scaling strong"
+                    : o->elastic_min ? "--elastic" : o->hogwild ? "--hogwild" : o->quorum > 0 ? "--quorum" : NULL;
     if (set)
         return SH_FAIL(SHOAL_ERR_INVALID, "--parallel auto chooses the layout itself; leave out %s (or leave out "
                        "--parallel auto to choose yourself)", set);
+    return SHOAL_OK;
+}
+
+/* --hogwild and --quorum against the layout and the exchange: one line each for what makes
+ * no sense (they replace the synchronous exchange of plain data parallelism). */
+static shoal_result check_stragglers(const shoal_train_opts *o, const sh_job_opts *j)
+{
+    const char *codec = set_or_null(o->compress);
+    int compressed = (codec && strcmp(codec, "none")) || o->sfb;
+    const char *mp = o->pipeline_stages ? "--pipeline" : o->tensor_ranks > 1 ? "--tensor-parallel"
+                     : set_or_null(o->hybrid) ? "--hybrid" : NULL;
+    if (o->hogwild) {
+        if (j->layout == SH_LAYOUT_PARAM_SERVER)
+            return SH_FAIL(SHOAL_ERR_INVALID, "--hogwild shares one copy of the weights among the ranks of a host; "
+                           "with --ps the servers hold them (--consistency async is the servers' lock-free mode)");
+        if (mp)
+            return SH_FAIL(SHOAL_ERR_INVALID, "--hogwild needs whole-model replicas (each applies its own gradient "
+                           "to the shared weights); %s splits the model: leave out one", mp);
+        if (compressed)
+            return SH_FAIL(SHOAL_ERR_INVALID, "--hogwild sends no gradients (each rank applies its own to the shared "
+                           "weights); leave out --compress/--sfb");
+        if (o->quorum > 0)
+            return SH_FAIL(SHOAL_ERR_INVALID, "--hogwild never waits for another rank, so there is no quorum; leave "
+                           "out --quorum");
+    }
+    if (o->quorum > 0) {
+        if (j->layout == SH_LAYOUT_PARAM_SERVER && j->consistency != SH_PS_SYNC)
+            return SH_FAIL(SHOAL_ERR_INVALID, "--quorum is for synchronous training; --consistency %s never waits for "
+                           "all workers: use --consistency sync, or leave out --quorum", o->consistency);
+        if (mp)
+            return SH_FAIL(SHOAL_ERR_INVALID, "--quorum goes with data parallelism or --ps --consistency sync; the "
+                           "ranks of %s each hold a part of the model, so none may be left behind", mp);
+        if (compressed && j->layout != SH_LAYOUT_PARAM_SERVER)
+            return SH_FAIL(SHOAL_ERR_INVALID, "--quorum adds float32 gradients as they come in; leave out "
+                           "--compress/--sfb");
+    }
+    if (j->layout == SH_LAYOUT_PARAM_SERVER && mp) {
+        if (compressed)
+            return SH_FAIL(SHOAL_ERR_INVALID, "--ps with %s pushes float32 shards of each part; leave out "
+                           "--compress/--sfb", mp);
+        if (o->push_every > 1 || o->pull_every > 1)
+            return SH_FAIL(SHOAL_ERR_INVALID, "--ps with %s pushes and pulls every step (a replica's parts move "
+                           "together); leave out --push-every/--pull-every", mp);
+    }
+    if ((o->hogwild || o->quorum > 0) && (o->elastic_min || o->lbfgs))
+        return SH_FAIL(SHOAL_ERR_INVALID, "--%s with %s: %s; leave out one", o->hogwild ? "hogwild" : "quorum",
+                       o->elastic_min ? "--elastic" : "--solver lbfgs",
+                       o->elastic_min ? "its shared window holds a fixed set of ranks on one host, which an elastic "
+                                        "job changes"
+                                      : "the line search needs every rank's loss and gradient at the same weights");
+    if (j->layout == SH_LAYOUT_PARAM_SERVER && o->sfb && o->quorum > 0)
+        return SH_FAIL(SHOAL_ERR_INVALID, "--ps --sfb: every worker takes part in every step's exchange of factors, "
+                       "so no step can go on without one; leave out --quorum or --sfb");
+    if (j->layout == SH_LAYOUT_PARAM_SERVER && o->sfb && j->consistency != SH_PS_SYNC)
+        return SH_FAIL(SHOAL_ERR_INVALID, "--ps --sfb: the workers exchange sufficient factors with each other every "
+                       "step, which is synchronous; use --consistency sync");
     return SHOAL_OK;
 }
 
@@ -191,7 +249,12 @@ static shoal_result to_job(const shoal_train_opts *o, sh_job_opts *j)
     SH_TRY(resolve_layout(o, &j->layout));
     j->sfb = o->sfb;
     SH_TRY(check_lbfgs(o, j));
+    j->stages = o->pipeline_stages;
+    j->tensor_ranks = o->tensor_ranks;
     SH_TRY(sh_job_check_compress(j));
+    SH_TRY(check_stragglers(o, j));
+    j->hogwild = o->hogwild;
+    j->quorum = o->quorum;
     if (o->micro_batches && !o->pipeline_stages)
         return SH_FAIL(SHOAL_ERR_INVALID, "--micro-batches goes with --pipeline S");
     if (o->save_every_steps && !o->save_path) return SH_FAIL(SHOAL_ERR_INVALID, "--save-every needs --save FILE");
@@ -201,6 +264,13 @@ static shoal_result to_job(const shoal_train_opts *o, sh_job_opts *j)
         return SH_FAIL(SHOAL_ERR_INVALID, "--log-histograms needs --logdir DIR");
     if (set_or_null(o->run_name) && !set_or_null(o->logdir))
         return SH_FAIL(SHOAL_ERR_INVALID, "--run-name names a run's folder under --logdir DIR; give --logdir too");
+    if (o->elastic_min && j->layout != SH_LAYOUT_DATA_PARALLEL)
+        return SH_FAIL(SHOAL_ERR_INVALID, "--elastic is for data parallelism (with or without --compress/--sfb): "
+                       "%s cannot lose a rank (with --ps the servers already drop a lost worker); leave out one",
+                       j->layout == SH_LAYOUT_PARAM_SERVER ? "--ps" : "a model-parallel layout");
+    if (o->elastic_min && o->timeline_path)
+        return SH_FAIL(SHOAL_ERR_INVALID, "--timeline does not go with --elastic (a trace's ranks must stay the same); "
+                       "leave out one");
     sh_train_opts *t = &j->train;
     t->cfg_path = o->cfg_path;
     t->data_dir = o->data_dir;
@@ -232,6 +302,8 @@ static shoal_result to_job(const shoal_train_opts *o, sh_job_opts *j)
     t->before_step = o->before_step;
     t->hook_ctx = o->hook_ctx;
     j->strong_scaling = o->strong_scaling;
+    j->elastic_min = o->elastic_min;
+    j->elastic_max = o->elastic_max;
     j->lr_linear = o->lr_linear;
     if (o->bucket_mb > 0) j->bucket_mb = o->bucket_mb;
     j->nservers = o->nservers;
@@ -346,6 +418,25 @@ static void fill_report(const sh_job_opts *j, const sh_job_report *jr, int profi
     r->server.dropped_workers = st->dropped_workers;
     r->server.pushed_mb = st->pushed_mb;
     r->server.cpu_s = st->cpu_s;
+    const sh_elastic_report *e = &jr->elastic;
+    r->elastic = e->on;
+    r->nchanges = e->nchanges;
+    r->ranks_left = e->ranks_left;
+    r->ranks_joined = e->ranks_joined;
+    r->keep_ms = e->keep_ms;
+    for (int i = 0; i < e->nchanges && i < SHOAL_TRAIN_CHANGES_MAX && i < SH_ELASTIC_CHANGES_MAX; i++)
+        r->changes[i] = e->changes[i];
+    r->server.late_pushes = st->late_pushes;
+    r->has_hogwild = jr->has_hogwild;
+    r->hogwild.updates = jr->hogwild.updates;
+    r->hogwild.staleness_mean = jr->hogwild.updates ? jr->hogwild.staleness_sum / (double)jr->hogwild.updates : 0;
+    r->hogwild.staleness_max = jr->hogwild.staleness_max;
+    r->has_quorum = jr->has_quorum;
+    r->quorum.fraction = j->quorum;
+    r->quorum.ranks = jr->quorum.ranks;
+    r->quorum.updates = jr->quorum.updates;
+    r->quorum.fresh = jr->quorum.fresh;
+    r->quorum.late = jr->quorum.late;
     r->nhistory = t->nhistory < SHOAL_TRAIN_HISTORY_MAX ? t->nhistory : SHOAL_TRAIN_HISTORY_MAX;
     for (int i = 0; i < r->nhistory; i++) {
         const sh_epoch_point *h = &t->history[i];

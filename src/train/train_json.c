@@ -42,6 +42,13 @@ static void put_parts(out_text *t, const shoal_train_report *r)
             "\"comm_ms\":%.3f,\"fused_update_ms\":%.6g,\"rest_update_ms\":%.6g",
             r->hybrid.scheme, r->hybrid.bytes_sent_per_step, r->hybrid.activity_bytes_per_step, r->hybrid.comm_ms,
             r->hybrid.fused_update_ms, r->hybrid.rest_update_ms);
+    if (r->has_hogwild)
+        put(t, ",\"hogwild\":{\"updates\":%" PRId64 ",\"staleness_mean\":%.4f,\"staleness_max\":%" PRId64 "}",
+            r->hogwild.updates, r->hogwild.staleness_mean, r->hogwild.staleness_max);
+    if (r->has_quorum)
+        put(t, ",\"quorum\":{\"fraction\":%.4f,\"ranks\":%d,\"updates\":%" PRId64 ",\"fresh\":%" PRId64
+            ",\"late\":%" PRId64 "}", r->quorum.fraction, r->quorum.ranks, r->quorum.updates, r->quorum.fresh,
+            r->quorum.late);
     if (r->has_stages) {
         put(t, ",\"pipeline\":[");
         for (int k = 0; k < r->nstages && k < SHOAL_TRAIN_STAGES_MAX; k++) {
@@ -71,6 +78,21 @@ shoal_result shoal_train_report_json(const shoal_train_report *r, char *buf, siz
         put(&t, ",\"data_wait_s\":%.4f,\"data_wait_share\":%.5f,\"bad_files\":%" PRId64, r->data_wait_s,
             r->seconds > 0 ? r->data_wait_s / r->seconds : 0.0, r->bad_files);
     put_parts(&t, r);
+    if (r->elastic) {
+        put(&t, ",\"elastic\":{\"changes\":%d,\"ranks_left\":%d,\"ranks_joined\":%d,\"world\":%d,"
+            "\"keep_ms\":%.4f,\"log\":[", r->nchanges, r->ranks_left, r->ranks_joined, r->world, r->keep_ms);
+        for (int i = 0; i < r->nchanges && i < SHOAL_TRAIN_CHANGES_MAX; i++) {
+            const shoal_train_change *c = &r->changes[i];
+            put(&t, "%s{\"step\":%" PRId64 ",\"world\":%d,\"pause_s\":%.3f,\"steps_redone\":%d,\"left\":[",
+                i ? "," : "", c->step, c->world, c->pause_s, c->steps_redone);
+            for (int k = 0; k < c->nleft && k < SHOAL_TRAIN_CHANGE_RANKS; k++) put(&t, "%s%d", k ? "," : "", c->left[k]);
+            put(&t, "],\"joined\":[");
+            for (int k = 0; k < c->njoined && k < SHOAL_TRAIN_CHANGE_RANKS; k++)
+                put(&t, "%s%d", k ? "," : "", c->joined[k]);
+            put(&t, "]}");
+        }
+        put(&t, "]}");
+    }
     put(&t, ",\"history\":[");
     for (int i = 0; i < r->nhistory && i < SHOAL_TRAIN_HISTORY_MAX; i++) {
         const shoal_train_eval *h = &r->history[i];

@@ -90,6 +90,26 @@ static shoal_result set_lr_scaling(shoal_train_opts *o, const opt_row *row, cons
     return SHOAL_OK;
 }
 
+/* "MIN" or "MIN:MAX", 1 <= MIN <= MAX. */
+static shoal_result set_elastic(shoal_train_opts *o, const opt_row *row, const char *v)
+{
+    char *end = NULL;
+    errno = 0;
+    long lo = strtol(v, &end, 10), hi = 0;
+    int ok = !errno && end != v && lo >= 1 && lo <= 4096;
+    if (ok && *end == ':') {
+        const char *m = end + 1;
+        hi = strtol(m, &end, 10);
+        ok = !errno && end != m && hi >= lo && hi <= 4096;
+    }
+    if (!ok || *end)
+        return SH_FAIL(SHOAL_ERR_INVALID, "--elastic \"%s\": expected MIN or MIN:MAX ranks, 1 <= MIN <= MAX <= 4096 "
+                       "(e.g. 2 or 2:4)", v);
+    o->elastic_min = (int)lo;
+    o->elastic_max = (int)hi;
+    return SHOAL_OK;
+}
+
 static shoal_result set_bucket_mb(shoal_train_opts *o, const opt_row *row, const char *v)
 {
     char *end = NULL;
@@ -160,6 +180,17 @@ static shoal_result set_timeline_steps(shoal_train_opts *o, const opt_row *row, 
     return set_str(o, &o->timeline_steps, v);
 }
 
+static shoal_result set_quorum(shoal_train_opts *o, const opt_row *row, const char *v)
+{
+    char *end = NULL;
+    double f = strtod(v, &end);
+    if (!end || end == v || *end || !(f > 0) || f > 1)
+        return SH_FAIL(SHOAL_ERR_INVALID, "--quorum \"%s\": expected the fraction of ranks a step waits for, in "
+                       "(0, 1] (0.75: three of four)", v);
+    o->quorum = f;
+    return SHOAL_OK;
+}
+
 /* The switch "ps" chooses the layout; turned off, it leaves the others' choice. */
 static shoal_result set_ps(shoal_train_opts *o, int on)
 {
@@ -205,6 +236,14 @@ static void show_text(const char *v, char *b, size_t n)
     if (v) snprintf(b, n, "%s", v);
 }
 static void show_hybrid(const shoal_train_opts *o, char *b, size_t n) { show_text(o->hybrid, b, n); }
+static void show_elastic(const shoal_train_opts *o, char *b, size_t n)
+{
+    if (o->elastic_min > 0) snprintf(b, n, "%d:%d", o->elastic_min, o->elastic_max);
+}
+static void show_quorum(const shoal_train_opts *o, char *b, size_t n)
+{
+    if (o->quorum > 0) snprintf(b, n, "%.17g", o->quorum);
+}
 static void show_parallel(const shoal_train_opts *o, char *b, size_t n) { show_text(o->parallel_auto ? "auto" : NULL, b, n); }
 static void show_solver(const shoal_train_opts *o, char *b, size_t n)
 {
@@ -311,7 +350,9 @@ static const opt_row rows[] = {
       "evaluation: step, epoch, seconds, train_loss, test_accuracy, test_loss; `shoal plot FILE.json` draws "
       "it); on text also train_bpc, test_bpc, chars_per_s; compressed: compress, sfb, sfb_layers, "
       "bytes_sent_per_step, dense_bytes_per_step, compression_ratio, residual_norm; --hybrid: hybrid, "
-      "bytes_sent_per_step, activity_bytes_per_step, comm_ms; --pipeline with --profile: pipeline, per stage"},
+      "bytes_sent_per_step, activity_bytes_per_step, comm_ms; --pipeline with --profile: pipeline, per stage; "
+      "--hogwild: hogwild (updates, staleness_mean, staleness_max); --quorum: quorum (fraction, ranks, updates, "
+      "fresh, late)"},
      K_SWITCH, AT(json), 0, 0, NULL, A_OWN, NULL},
     {{"profile", NULL, "Output and logs",
       "per-step times: data, forward, backward, waiting for the allreduce, optimizer, and the share of "
@@ -346,6 +387,14 @@ static const opt_row rows[] = {
       "weak scaling: none (default) or linear (learning rate x ranks; pair it with burn_in in the cfg for a "
       "warm-up)"},
      K_CALL, 0, 0, 0, set_lr_scaling, A_SAME, show_lr_scaling},
+    {{"elastic", "MIN[:MAX]", "Scaling",
+      "data parallelism that keeps training when ranks are lost: the others notice (a killed rank at once, a "
+      "frozen or cut-off one after SHOAL_TIMEOUT), agree on who is left, go on from the last step they all "
+      "completed (kept in memory) with the data and the batch (or with --lr-scaling linear the learning "
+      "rate) of the new number of ranks, while at least MIN remain; ranks started later with the same job "
+      "variables join at a step's end, up to MAX (default: the ranks the job started with). Each change is "
+      "one line, counted in --json and TensorBoard"},
+     K_CALL, 0, 0, 0, set_elastic, A_SAME, show_elastic},
     {{"bucket-mb", "X", "Scaling",
       "gradients travel in buckets of X MB (default 1), last layers first, each allreduce starting while "
       "backward goes on"},
@@ -390,11 +439,28 @@ static const opt_row rows[] = {
      K_CALL, 0, 0, 0, set_compress, A_SAME, show_compress},
     {{"sfb", NULL, "Gradient compression",
       "with ranks: connected layers send their sufficient factors (per-image inputs and output gradients) "
-      "where batch x (in + out) < in x out; the other layers use --compress (data parallel)"},
+      "where batch x (in + out) < in x out; the other layers use --compress (data parallel), or go through the "
+      "servers (--ps --consistency sync: Poseidon; the factors travel between workers, fewer bytes to the servers)"},
      K_SWITCH, AT(sfb), 0, 0, NULL, A_SAME, NULL},
+    {{"hogwild", NULL, "Stragglers and lock-free updates",
+      "with -n N on one host (Hogwild!, Project Adam): the ranks share one copy of the weights in shared "
+      "memory and each applies its own gradient to it as soon as it has it, without locks, barriers or "
+      "allreduce; each keeps its own momentum. Gains: no rank waits for another. Gives up: exactness and "
+      "reproducibility (updates race; runs differ bit for bit). --json reports the staleness: how many "
+      "other ranks' updates landed between a rank's read of the weights and its write"},
+     K_SWITCH, AT(hogwild), 0, 0, NULL, A_SAME, NULL},
+    {{"quorum", "F", "Stragglers and lock-free updates",
+      "synchronous training that does not wait for stragglers (Project Adam; backup workers): a step goes "
+      "on once ceil(F N) of the N ranks' gradients are in; a late gradient is added to the next step (not "
+      "dropped: its images still count), and counted (--json, TensorBoard). F = 1 is synchronous training, "
+      "bit for bit. A slow rank never stops the job; a dead one does. Data parallelism on one host (the "
+      "gradients meet in shared memory), or --ps --consistency sync on any hosts"},
+     K_CALL, 0, 0, 0, set_quorum, A_SAME, show_quorum},
     {{"ps", NULL, "Parameter servers",
       "parameter-server training: the first S ranks serve (in addition to the N workers of -n), the others "
-      "are workers"},
+      "are workers; with --pipeline and/or --tensor-parallel each worker holds a part of a replica and pushes and "
+      "pulls that part (DistBelief): sync equals the layout alone, the replicas' allreduce becomes a push and a "
+      "pull"},
      K_SWITCH, 0, 0, 0, NULL, A_SAME, show_ps},
     {{"servers", "S", "Parameter servers", "parameter servers (default 1)"}, K_INT, AT(nservers), 1, 1024, NULL, A_SAME, NULL},
     {{"consistency", "M", "Parameter servers", "sync (bulk-synchronous, default), async (Downpour) or ssp"},

@@ -95,9 +95,14 @@ static shoal_result open_data(sh_trainer *t)
 {
     const sh_train_opts *o = &t->opts;
     sh_strategy *s = t->strategy;
-    sh_data_opts dopt; /* what --data names: a dataset, pictures, text, synthetic (data/open.c) */
-    sh_train_data_opts(t->net, o->data_dir, o->test_data, o->seed, o->strict_data, &dopt);
-    SH_TRY(sh_data_open(&dopt, &t->train_set, &t->test_set));
+    if (o->train_set && o->test_set) { /* the caller's, kept across runs of one job (--elastic) */
+        t->train_set = o->train_set;
+        t->test_set = o->test_set;
+    } else {
+        sh_data_opts dopt; /* what --data names: a dataset, pictures, text, synthetic (data/open.c) */
+        sh_train_data_opts(t->net, o->data_dir, o->test_data, o->seed, o->strict_data, &dopt);
+        SH_TRY(sh_data_open(&dopt, &t->train_set, &t->test_set));
+    }
     t->text = t->train_set->text;
     if (s->full_batch && (t->text || t->train_set->source))
         return SH_FAIL(SHOAL_ERR_INVALID, "%s: a full-batch step (--solver lbfgs) reads a training set held in "
@@ -162,6 +167,7 @@ static shoal_result start_state(sh_trainer *t)
     t->params = sh_net_params(t->net); /* the strategy may have moved them (shared weights) */
     t->grads = sh_net_grads(t->net);
     t->steps_planned = plan_steps(o, t->cfg, sh_loader_steps_per_epoch(t->loader));
+    s->steps_planned = t->steps_planned;
     /* every file this rank writes can be written: said now, not after the last step */
     return sh_run_files_check(t);
 }
@@ -242,8 +248,8 @@ void sh_trainer_destroy(sh_trainer *t)
     sh_free_aligned(t->x);
     sh_loader_destroy(t->test_loader);
     sh_loader_destroy(t->loader);
-    sh_dataset_destroy(t->test_set);
-    sh_dataset_destroy(t->train_set);
+    if (!t->opts.train_set) sh_dataset_destroy(t->test_set);
+    if (!t->opts.train_set) sh_dataset_destroy(t->train_set);
     sh_dataset_destroy(t->test_target);
     sh_dataset_destroy(t->train_target);
     sh_free_aligned(t->target);
@@ -257,6 +263,15 @@ sh_net *sh_trainer_net(sh_trainer *t) { return t->net; }
 int64_t sh_trainer_steps_done(const sh_trainer *t) { return t->steps_done; }
 int64_t sh_trainer_steps_planned(const sh_trainer *t) { return t->steps_planned; }
 const char *sh_trainer_default_save_path(const sh_trainer *t) { return t->default_save_path; }
+
+/* Epochs done: the loader's epoch and its place in it (steps over steps per epoch, also
+ * after an elastic job went on mid-epoch at another batch). */
+static double epochs_done(const sh_trainer *t)
+{
+    double per = (double)sh_loader_steps_per_epoch(t->loader);
+    double B = t->text ? 1.0 : (double)t->global_batch;
+    return (double)sh_loader_epoch(t->loader) + (double)sh_loader_image(t->loader) / (per * B);
+}
 
 /* Every rank's recurrent state into t->state_all (a collective step, like saving). */
 static shoal_result gather_state(sh_trainer *t)
@@ -371,7 +386,7 @@ static shoal_result evaluate(sh_trainer *t, sh_train_report *r)
     if (r->nhistory < SH_HISTORY_MAX) {
         sh_epoch_point *h = &r->history[r->nhistory++];
         h->step = t->steps_done;
-        h->epoch = (double)t->steps_done / (double)sh_loader_steps_per_epoch(t->loader);
+        h->epoch = epochs_done(t);
         h->seconds = (double)(sh_now_ns() - t->run_start_ns) * 1e-9;
         h->train_loss = r->train_loss;
         h->test_accuracy = r->test_accuracy;
@@ -428,7 +443,7 @@ static shoal_result log_step(sh_trainer *t, int64_t step, float loss, double acc
     if (acc >= 0) SH_TRY(sh_tb_scalar(tb, "train/accuracy", at, (float)acc)); /* < 0: no labels */
     SH_TRY(sh_tb_scalar(tb, "train/learning_rate", at, sh_lr_at(&t->lr, step)));
     /* epochs done, so `shoal plot --x epoch` can place every point */
-    SH_TRY(sh_tb_scalar(tb, "train/epoch", at, (float)((double)at / (double)sh_loader_steps_per_epoch(t->loader))));
+    SH_TRY(sh_tb_scalar(tb, "train/epoch", at, (float)epochs_done(t)));
     /* images of every rank: each takes the same step time (they wait for each other) */
     SH_TRY(sh_tb_scalar(tb, "train/images_per_s", at,
                         step_s > 0 ? (float)((double)t->last_n * s->world / step_s) : 0));
@@ -444,6 +459,11 @@ static shoal_result log_step(sh_trainer *t, int64_t step, float loss, double acc
         SH_TRY(sh_tb_scalar(tb, "comm/hidden_fraction", at, (float)(hidden < 0 ? 0 : hidden > 1 ? 1 : hidden)));
         SH_TRY(sh_tb_scalar(tb, "comm/bytes_sent", at, (float)sc.sent_nbytes));
         if (sc.busbw_gb_s > 0) SH_TRY(sh_tb_scalar(tb, "comm/busbw_gb_s", at, (float)sc.busbw_gb_s));
+    }
+    if (s->ops->figures) {
+        sh_figure fig[8];
+        int n = s->ops->figures(s, fig, 8);
+        for (int i = 0; i < n; i++) SH_TRY(sh_tb_scalar(tb, fig[i].tag, at, (float)fig[i].value));
     }
     if (t->opts.histogram_every_steps > 0 && at % t->opts.histogram_every_steps == 0)
         SH_TRY(log_histograms(t));
@@ -545,9 +565,22 @@ static shoal_result end_epoch(sh_trainer *t, run_state *rs)
     return SHOAL_OK;
 }
 
-static int save_every_at(const sh_trainer *t, int64_t done)
+/* 1 when steps (from, to] pass a multiple of every: one step passes its own count; a rank
+ * that skips to the job's step (strategy.h's job_steps) passes the multiples it skipped. */
+static int passes(int64_t from, int64_t to, int64_t every) { return every > 0 && to / every > from / every; }
+
+/* The step (from, to] ended an epoch: where the loader now stands (an elastic job's epoch may
+ * start mid-order), or for a rank that skips to the job's step (a quorum's late rank, whose
+ * loader reads on in its own order) an epoch's multiple of steps passed. */
+static int epoch_ended(const sh_trainer *t, const run_state *rs, int64_t from, int64_t to)
 {
-    return t->opts.save_path && t->opts.save_every_steps > 0 && done % t->opts.save_every_steps == 0;
+    if (t->strategy->job_steps) return passes(from, to, rs->per_epoch);
+    return sh_loader_step(t->loader) == 0;
+}
+
+static int save_every_at(const sh_trainer *t, int64_t from, int64_t done)
+{
+    return t->opts.save_path && passes(from, done, t->opts.save_every_steps);
 }
 
 /* What a finished step leaves: the figures, the lines and TensorBoard, the epoch's end, a
@@ -565,12 +598,20 @@ static shoal_result after_step(sh_trainer *t, run_state *rs, int64_t step, float
     /* The batch's training accuracy from the forward pass the step already did. */
     int hits = t->strategy->ops->pass || t->strategy->ops->step ? t->last_correct : sh_net_correct(t->net, t->y);
     double acc = t->labelled ? (double)hits / (double)t->last_n : -1; /* -1: the line shows none */
-    if (rs->prog && may_print(t))
-        sh_progress_step(rs->prog, step / rs->per_epoch, step % rs->per_epoch, t->text ? loss / M_LN2 : loss, acc);
+    /* The step just done in its epoch, from where the loader now stands (an epoch's steps
+     * start mid-order when an elastic job changed its world there), or from the job's step. */
+    int ended = epoch_ended(t, rs, step, t->steps_done);
+    int64_t ep = step / rs->per_epoch, in_ep = step % rs->per_epoch;
+    if (!t->strategy->job_steps) {
+        ep = sh_loader_epoch(t->loader) - ended;
+        in_ep = ended ? rs->per_epoch - 1
+                      : (t->text ? sh_loader_image(t->loader) : sh_loader_image(t->loader) / t->global_batch) - 1;
+    }
+    if (rs->prog && may_print(t)) sh_progress_step(rs->prog, ep, in_ep, t->text ? loss / M_LN2 : loss, acc);
     if (t->tb) SH_TRY(log_step(t, step, loss, acc, (double)step_ns * 1e-9));
     if (t->tb) SH_TRY(log_compression(t));
-    if (t->steps_done % rs->per_epoch == 0) SH_TRY(end_epoch(t, rs));
-    if (save_every_at(t, t->steps_done) && t->steps_done != rs->last)
+    if (ended) SH_TRY(end_epoch(t, rs));
+    if (save_every_at(t, step, t->steps_done) && t->steps_done != rs->last)
         SH_TRY(save_midway(t, rs->prog, t->opts.save_path, r, "--save-every"));
     return SHOAL_OK;
 }
@@ -588,17 +629,21 @@ static shoal_result run_step(sh_trainer *t, run_state *rs, int64_t step, int *en
     uint64_t t1 = sh_now_ns();
     int scan = t->steps_done % DIVERGENCE_SCAN_STEPS == 0 || t->steps_done == rs->last;
     int64_t done = step + 1;
+    if (s->job_steps > done) done = s->job_steps < rs->last ? s->job_steps : rs->last; /* it was late */
     /* rests (the same on every rank): nothing but the next step reads the weights or
      * gradients after this one (TensorBoard jobs never rest: grad_sq_wanted) */
-    int rests = !s->grad_sq_wanted && !scan && done % rs->per_epoch != 0 && done != rs->last && !save_every_at(t, done);
+    int rests = !s->grad_sq_wanted && !scan && !epoch_ended(t, rs, step, done) && done != rs->last &&
+                !save_every_at(t, step, done);
     SH_TRY(sh_agree_settle(&rs->agree, rests));
     SH_TRY(check_diverged(t, loss, scan));
     t->steps_done = done;
     SH_TRY(after_step(t, rs, step, loss, t1 - t0));
+    if (t->opts.keep_state) t->opts.keep_state(t->opts.elastic_ctx, t); /* what a regroup restores */
     sh_agree_votes v = {
         .save = t->opts.save_requested && *t->opts.save_requested,
         .stop = t->opts.stop_requested && *t->opts.stop_requested,
         .out_of_time = t->opts.time_limit_s > 0 && (double)(sh_now_ns() - rs->start_ns) * 1e-9 >= t->opts.time_limit_s,
+        .regroup = t->opts.regroup_wanted && t->opts.regroup_wanted(t->opts.elastic_ctx),
         .grad_sq = s->grad_sq_wanted && s->ops->grad_sq_part ? s->ops->grad_sq_part(s) : -1,
     };
     SH_TRY(sh_agree_vote(&rs->agree, &v, t->opts.save_requested));
@@ -612,7 +657,8 @@ static shoal_result run_step(sh_trainer *t, run_state *rs, int64_t step, int *en
         SH_TRY(save_midway(t, rs->prog, path, rs->r, "SIGHUP"));
     }
     rs->r->stopped = v.stop;
-    *ends = v.stop || v.out_of_time; /* out of time: as if the planned steps were done */
+    rs->r->regroup = v.regroup && !v.stop && !v.out_of_time && t->steps_done < rs->last;
+    *ends = v.stop || v.out_of_time || rs->r->regroup; /* out of time: as if the planned steps were done */
     return SHOAL_OK;
 }
 
@@ -641,7 +687,7 @@ static void fill_report(const sh_trainer *t, const run_state *rs)
     r->seconds = (double)(sh_now_ns() - rs->start_ns) * 1e-9;
     r->steps = t->steps_done;
     r->steps_this_run = t->steps_done - rs->first;
-    r->epochs = (double)t->steps_done / (double)rs->per_epoch;
+    r->epochs = epochs_done(t);
     r->images_per_s = rs->steady_ns ? (double)rs->steady_steps * t->global_batch / ((double)rs->steady_ns * 1e-9) : 0;
     r->peak_rss_nbytes = sh_peak_rss_nbytes();
     r->threads = t->threads;
@@ -681,19 +727,20 @@ shoal_result sh_trainer_run(sh_trainer *t, sh_train_report *r_out)
     int64_t nsteps = rs.last > rs.first ? rs.last - rs.first : 0;
     rs.warmup = nsteps / 10 < WARMUP_STEPS_MAX ? nsteps / 10 : WARMUP_STEPS_MAX;
     rs.start_ns = t->run_start_ns = sh_now_ns();
-    if (may_print(t)) print_start(t, &rs);
+    if (may_print(t) && !t->opts.quiet_start) print_start(t, &rs);
     SH_TRY(open_progress(t, rs.per_epoch, &rs.prog));
     /* Data parallelism may leave a step's last exchanges in flight for the next forward; the
      * agreement on saving and stopping then travels behind them (agree.c). */
     sh_agree_begin(&rs.agree, t->strategy);
     shoal_result rc = SHOAL_OK;
     int ends = 0;
-    for (int64_t step = rs.first; step < rs.last && !ends && rc == SHOAL_OK; step++)
+    for (int64_t step = rs.first; step < rs.last && !ends && rc == SHOAL_OK; step = t->steps_done)
         rc = run_step(t, &rs, step, &ends);
     if (rc == SHOAL_OK) rc = sh_agree_end(&rs.agree);
     else sh_agree_abandon(&rs.agree, rc);
+    if (rc == SHOAL_OK && t->strategy->ops->end) rc = t->strategy->ops->end(t->strategy);
     sh_progress_destroy(rs.prog);
-    if (rc == SHOAL_OK) rc = end_run(t, &rs);
+    if (rc == SHOAL_OK && !rs.r->regroup) rc = end_run(t, &rs);
     if (rc == SHOAL_OK) fill_report(t, &rs);
     return rc;
 }

@@ -17,6 +17,8 @@
 #include "shoal/result.h"
 #include "train/strategy.h"
 
+typedef struct sh_trainer sh_trainer;
+
 typedef struct {
     const char *cfg_path;
     const char *data_dir;       /* NULL: SHOAL_DATA_DIR */
@@ -65,6 +67,18 @@ typedef struct {
      * strategies. NULL: none. */
     void (*before_step)(void *hook_ctx, int rank, int64_t step);
     void *hook_ctx;
+    /* An elastic job (elastic.c) runs the trainer again after each change of its ranks:
+     * after every step whose exchange, evaluation and checkpoint are done, keep_state copies
+     * what a regroup restores; regroup_wanted is this rank's wish that the job regroup (ranks
+     * wait to join), which the ranks' vote spreads: the run then ends early, report.regroup
+     * = 1, with no final evaluation or checkpoint. NULL: neither. */
+    void (*keep_state)(void *elastic_ctx, sh_trainer *t);
+    int (*regroup_wanted)(void *elastic_ctx);
+    void *elastic_ctx;
+    /* The data sets, opened by the caller and kept across such runs (borrowed); NULL: the
+     * trainer opens data_dir's. */
+    sh_dataset *train_set, *test_set;
+    int quiet_start;            /* 1: no first line (the same job, run again) */
 } sh_train_opts;
 
 /* Defaults: 1 epoch, seed 1, evaluate each epoch, a line every 100 steps, stdout. */
@@ -102,6 +116,7 @@ typedef struct {
     /* With opts.profile: averaged over the run's steps. */
     sh_step_profile profile;
     int stopped;                /* 1: stop_requested ended the run early */
+    int regroup;                /* 1: the ranks agreed to regroup (regroup_wanted) */
     int threads;                /* kernel threads this rank used */
     int text;                   /* 1: character-level text; images are characters, and the
                                    losses (nats) are also given in bits per character: */
@@ -115,8 +130,6 @@ typedef struct {
     int nhistory;               /* evaluations in history[] */
     sh_epoch_point history[SH_HISTORY_MAX];
 } sh_train_report;
-
-typedef struct sh_trainer sh_trainer;
 
 /* Load the cfg and data, build everything a step needs, restore resume_path when given.
  * Errors name the file and what to do (bad cfg, missing dataset, dataset shape that does

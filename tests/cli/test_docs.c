@@ -89,6 +89,7 @@ static void check_flags(const char *file, int at, const char *body)
         while (*s == ' ') s++;
         if (strncmp(s, "build/shoal ", 12) && strncmp(s, "shoal ", 6)) continue;
         if (strpbrk(s, "|;&>$`(")) continue; /* pipes, redirections, shell values: not a plain command */
+        if (strstr(s, "shoal launch ") == s || strstr(s, "build/shoal launch ") == s) continue; /* runs another program */
         char cmd[4200];
         snprintf(cmd, sizeof cmd, "%s%s --help >/dev/null", strncmp(s, "shoal ", 6) ? "" : "build/", s);
         int rc = run_sh(cmd, 60);
@@ -106,12 +107,26 @@ static void compile_c(const char *file, int at, const char *body)
     fclose(f);
     if (strstr(body, "int main"))
         snprintf(cmd, sizeof cmd, "cc -std=c11 -Wall -Wextra -Werror -I%s/include %s -o %s/block %s/libshoal.a "
-                 "-pthread -lz -ldl -lm -lrt -lprotobuf-c 2>&1", root, src, scratch, bin_dir);
+                 "-pthread -lcrypto -ljpeg -lpng -lz -ldl -lm -lrt -lprotobuf-c 2>&1", root, src, scratch, bin_dir);
     else
         snprintf(cmd, sizeof cmd, "cc -std=c11 -Wall -Wextra -Werror -Wno-unused-function -I%s/include -c %s -o "
                  "%s/block.o 2>&1", root, src, scratch);
     int rc = sh_test_run(cmd, out, sizeof out);
     CHECK(rc == 0, "%s:%d: the C block does not compile: %s", file, at, out);
+}
+
+/* A Python block parses under Debian's python3 (it may need a cluster or data to run). */
+static void compile_python(const char *file, int at, const char *body)
+{
+    char src[PATH_MAX + 16], cmd[PATH_MAX * 2 + 64];
+    snprintf(src, sizeof src, "%s/block.py", scratch);
+    FILE *f = fopen(src, "w");
+    if (!f) return;
+    fputs(body, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 -m py_compile %s 2>&1", src);
+    int rc = sh_test_run(cmd, out, sizeof out);
+    CHECK(rc == 0, "%s:%d: the Python block does not parse: %s", file, at, out);
 }
 
 /* Every fenced block of path, by its info string. */
@@ -144,6 +159,8 @@ static void check_file(const char *path)
                   "{skip: WHY} for commands that cannot run here)", path, at);
         else if (!strncmp(info, "c", 1) && (info[1] == 0 || info[1] == ' '))
             compile_c(path, at, body);
+        else if (!strcmp(info, "python"))
+            compile_python(path, at, body);
         else if (!strncmp(info, "sh", 2) && skip)
             check_flags(path, at, body);
         else if (!strncmp(info, "sh", 2)) {

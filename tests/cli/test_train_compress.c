@@ -260,7 +260,7 @@ static void bad_flags_get_one_clear_line(void)
         {"mlp.cfg --data . -n 2 --compress", "--compress needs a value"},
         {"noconn.cfg --data . -n 2 --sfb", "noconn.cfg has no [connected] layer"},
         {"mlp.cfg --data . -n 2 --ps --compress lowrank:2", "lowrank needs data parallelism"},
-        {"mlp.cfg --data . -n 2 --ps --sfb", "--sfb needs data parallelism"},
+        {"mlp.cfg --data . -n 2 --ps --sfb --consistency async", "use --consistency sync"},
         {"mlp.cfg --data . -n 4 --pipeline 2 --sfb", "--sfb needs plain data parallelism (--pipeline"},
         {"mlp.cfg --data . -n 4 --tensor-parallel 2 --compress 1bit --sfb", "--sfb needs plain data parallelism"},
     };

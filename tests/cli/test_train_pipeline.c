@@ -109,8 +109,8 @@ static void impossible_layouts_are_usage_errors(void)
     CHECK(rc == 2 && strstr(out, "needs ranks"), "exit %d: %s", rc, out);
     rc = run("", "deep.cfg --data . -n 2 --micro-batches 2");
     CHECK(rc == 2 && strstr(out, "goes with --pipeline"), "exit %d: %s", rc, out);
-    rc = run("", "deep.cfg --data . -n 2 --pipeline 2 --ps");
-    CHECK(rc == 2 && strstr(out, "choose one"), "exit %d: %s", rc, out);
+    rc = run("", "deep.cfg --data . -n 2 --pipeline 2 --ps --compress fp16"); /* --ps over stages: float32 */
+    CHECK(rc == 2 && strstr(out, "pushes float32 shards"), "exit %d: %s", rc, out);
     rc = run("", "deep.cfg --data . -n 2 --pipeline 2 --micro-batches 3 --max-steps 2");
     CHECK(rc == 1 && strstr(out, "--micro-batches 3 does not divide the batch of 16"), "exit %d: %s", rc, out);
     rc = run("", "deep.cfg --data . -n 6 --pipeline 6 --max-steps 2");

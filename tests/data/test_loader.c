@@ -1,8 +1,8 @@
 /* test_loader.c — proves src/data/loader.c and src/data/synthetic.c: rank shards of a global
  * step are disjoint and together equal the world-1 batch, epochs cover every image once, orders
- * depend on (seed, epoch) alone, seek resumes exactly, pixels are scaled to [0,1]; a regression's
- * targets come row for row with their images, on every rank, and a target set of another
- * count is refused. */
+ * depend on (seed, epoch) alone, seek resumes exactly (also mid-epoch at another world size:
+ * sh_loader_seek_image), pixels are scaled to [0,1]; a regression's targets come row for row
+ * with their images, on every rank, and a target set of another count is refused. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -229,6 +229,50 @@ done:
     sh_dataset_destroy(d);
 }
 
+/* An elastic job that changes from 2 ranks at batch 10 to 3 at batch 6 mid-epoch goes on from
+ * the same image of the epoch's order: the rest of that epoch is read once, none twice, in
+ * order; the epoch ends where its images run out, and the next is a whole one at the new batch. */
+static void seek_image_goes_on_mid_epoch_at_another_world(void)
+{
+    enum { COUNT = 100, B1 = 10, B2 = 6 };
+    sh_dataset *d = indexed_dataset(COUNT);
+    sh_loader *one = d ? make_loader(d, 1, 0, 1, 33, 1) : NULL; /* the epoch's order, one image a step */
+    sh_loader *two[2] = {0}, *three[3] = {0};
+    for (int r = 0; r < 2 && d; r++) two[r] = make_loader(d, B1, r, 2, 33, 1);
+    for (int r = 0; r < 3 && d; r++) three[r] = make_loader(d, B2, r, 3, 33, 1);
+    if (!one || !two[0] || !two[1] || !three[0] || !three[1] || !three[2]) goto done;
+    float x[COUNT * 4];
+    int32_t y[COUNT];
+    int order[COUNT], got[COUNT];
+    for (int i = 0; i < COUNT; i++) next_indices(one, x, y, &order[i]);
+    for (int s = 0; s < 3; s++)
+        for (int r = 0; r < 2; r++) next_indices(two[r], x, y, got);
+    int64_t image = sh_loader_image(two[0]);
+    CHECK(image == 3 * B1 && sh_loader_epoch(two[0]) == 0, "after 3 steps of %d: image %lld", B1, (long long)image);
+    for (int r = 0; r < 3; r++) CHECK_OK(sh_loader_seek_image(three[r], 0, image));
+    CHECK(sh_loader_steps_left(three[0], 2) == (COUNT - 3 * B1) / B2 + COUNT / B2, "steps left: %lld",
+          (long long)sh_loader_steps_left(three[0], 2));
+    int at = (int)image, ok = 1, steps = 0;
+    while (sh_loader_epoch(three[0]) == 0 && steps < COUNT) {
+        int total = 0;
+        for (int r = 0; r < 3; r++) total += next_indices(three[r], x, y, got + total);
+        ok &= total == B2 && memcmp(got, order + at, sizeof(int) * B2) == 0;
+        at += B2;
+        steps++;
+    }
+    CHECK(ok && steps == (COUNT - 3 * B1) / B2, "the rest of the epoch in order: %d steps, ok %d", steps, ok);
+    CHECK(sh_loader_epoch(three[0]) == 1 && sh_loader_image(three[0]) == 0 &&
+          sh_loader_steps_left(three[0], 2) == COUNT / B2, "the next epoch is whole at the new batch");
+    CHECK_RC(sh_loader_seek_image(three[0], 0, COUNT + 1), SHOAL_ERR_INVALID);
+    CHECK_OK(sh_loader_seek_image(three[0], 0, COUNT - 2)); /* too few left for a step: the next epoch */
+    CHECK(sh_loader_epoch(three[0]) == 1 && sh_loader_image(three[0]) == 0, "a seek past the last step");
+done:
+    sh_loader_destroy(one);
+    for (int r = 0; r < 2; r++) sh_loader_destroy(two[r]);
+    for (int r = 0; r < 3; r++) sh_loader_destroy(three[r]);
+    sh_dataset_destroy(d);
+}
+
 static void pixels_are_scaled_to_unit_range(void)
 {
     sh_dataset *d = NULL;
@@ -365,6 +409,7 @@ int main(void)
     RUN(same_seed_same_order_and_other_seed_another);
     RUN(seek_reproduces_the_sequence);
     RUN(resume_on_another_world_size_reads_the_same_images);
+    RUN(seek_image_goes_on_mid_epoch_at_another_world);
     RUN(pixels_are_scaled_to_unit_range);
     RUN(synthetic_is_deterministic_and_learnable);
     RUN(targets_follow_their_images);

@@ -108,17 +108,20 @@ static unsigned caps_of(const char *text, int i)
 static void layers_say_what_they_can_do(void)
 {
     unsigned dense = SH_LAYER_SPLIT_COLUMN | SH_LAYER_SPLIT_ROW | SH_LAYER_GATHER | SH_LAYER_PACKED_WEIGHTS |
-                     SH_LAYER_FACTORS;
+                     SH_LAYER_FACTORS | SH_LAYER_ACTIVATION;
     const char *text = NET CONV(8) "[maxpool]\nsize=2\nstride=2\n[avgpool]\n[dropout]\n[connected]\noutput=6\n"
                            "[softmax]\n[cost]\n";
-    CHECK(caps_of(text, 0) == (SH_LAYER_SPLIT_COLUMN | SH_LAYER_SPLIT_CHANNELS), "conv %#x", caps_of(text, 0));
+    CHECK(caps_of(text, 0) == (SH_LAYER_SPLIT_COLUMN | SH_LAYER_SPLIT_CHANNELS | SH_LAYER_ACTIVATION), "conv %#x", caps_of(text, 0));
     CHECK(caps_of(text, 1) == SH_LAYER_PER_CHANNEL, "maxpool %#x", caps_of(text, 1));
     CHECK(caps_of(text, 2) == SH_LAYER_PER_CHANNEL, "avgpool %#x", caps_of(text, 2));
     CHECK(caps_of(text, 3) == 0, "dropout %#x", caps_of(text, 3));
     CHECK(caps_of(text, 4) == dense, "connected %#x", caps_of(text, 4));
     CHECK(caps_of(text, 5) == SH_LAYER_SOFTMAX, "softmax %#x", caps_of(text, 5));
     CHECK(caps_of(text, 6) == SH_LAYER_LOSS, "cost %#x", caps_of(text, 6));
-    CHECK(caps_of(NET "[convolutional]\nfilters=8\nsize=3\ngroups=2\n[softmax]\n", 0) == 0, "grouped conv");
+    CHECK(caps_of(NET "[convolutional]\nfilters=8\nsize=3\ngroups=2\n[softmax]\n", 0) == SH_LAYER_ACTIVATION, "grouped conv");
+    CHECK(caps_of(NET "[rnn]\noutput=4\n[softmax]\n", 0) == SH_LAYER_ACTIVATION, "rnn");
+    CHECK(caps_of(NET "[gru]\noutput=4\nform=darknet\n[softmax]\n", 0) == SH_LAYER_ACTIVATION, "darknet gru");
+    CHECK(caps_of(NET "[gru]\noutput=4\n[softmax]\n", 0) == 0, "pytorch gru");
     /* a share is not packed by the net; without batch norm it steps its own update */
     sh_cfg *cfg = NULL;
     sh_net *n = NULL;

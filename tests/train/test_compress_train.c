@@ -70,7 +70,7 @@ static void sfb_is_the_float32_mean(shoal_comm *c, void *arg)
     sh_net *net = NULL;
     CHECK(make_net(model, &net) == SHOAL_OK, "net: %s", shoal_last_error());
     if (!net) return;
-    sh_gradx_opts o = {{0}, 1, "model.cfg", 0};
+    sh_gradx_opts o = {{0}, 1, "model.cfg", 0, 0};
     shoal_codec_opts_default(&o.codec);
     sh_gradx *g = NULL;
     CHECK(sh_gradx_create(c, net, &o, &g) == SHOAL_OK, "gradx: %s", shoal_last_error());

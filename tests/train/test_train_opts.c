@@ -59,6 +59,7 @@ static const opt_case cases[] = {
     {"timeline-steps", "2:5", T_STR, AT(timeline_steps), 0, "5:3"},
     {"scaling", "strong", T_INT, AT(strong_scaling), 1, "big"},
     {"lr-scaling", "linear", T_INT, AT(lr_linear), 1, "fast"},
+    {"elastic", "2", T_INT, AT(elastic_min), 2, "3:2"},
     {"bucket-mb", "2.5", T_DBL, AT(bucket_mb), 2.5, "0"},
     {"parallel", "auto", T_INT, AT(parallel_auto), 1, "manual"},
     {"pipeline", "2", T_INT, AT(pipeline_stages), 2, "0"},
@@ -67,6 +68,8 @@ static const opt_case cases[] = {
     {"hybrid", "vertical", T_STR, AT(hybrid), 0, "diagonal"},
     {"compress", "topk:0.01", T_STR, AT(compress), 0, "gzip"},
     {"sfb", "on", T_SWITCH, AT(sfb), 1, "sometimes"},
+    {"hogwild", "true", T_SWITCH, AT(hogwild), 1, "racy"},
+    {"quorum", "0.75", T_DBL, AT(quorum), 0.75, "1.5"},
     {"ps", "true", T_LAYOUT, AT(layout), SHOAL_TRAIN_PARAM_SERVER, "perhaps"},
     {"servers", "2", T_INT, AT(nservers), 2, "0"},
     {"consistency", "ssp", T_STR, AT(consistency), 0, "eventual"},
@@ -260,6 +263,29 @@ static void refuse_set(const char *const *kv, const char *want)
     shoal_train_opts_fini(&o);
 }
 
+/* MIN, or MIN:MAX with MIN <= MAX; anything else names the option and the text. */
+static void elastic_takes_min_and_max(void)
+{
+    static const struct {
+        const char *text;
+        int min, max; /* -1: refused */
+    } v[] = {{"2", 2, 0}, {"2:4", 2, 4}, {"3:3", 3, 3}, {"1", 1, 0}, {"0", -1, -1}, {"2:", -1, -1}, {":3", -1, -1},
+             {"4:2", -1, -1}, {"2:4x", -1, -1}, {"5000", -1, -1}, {"-1", -1, -1}};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        shoal_train_opts o;
+        shoal_train_opts_default(&o);
+        shoal_result rc = shoal_train_opts_set(&o, "elastic", v[i].text);
+        if (v[i].min < 0) {
+            CHECK(rc == SHOAL_ERR_INVALID && strstr(shoal_last_error_message(), "--elastic") &&
+                  o.elastic_min == 0 && o.elastic_max == 0, "--elastic %s was taken", v[i].text);
+        } else {
+            CHECK(rc == SHOAL_OK && o.elastic_min == v[i].min && o.elastic_max == v[i].max,
+                  "--elastic %s: %d:%d (%s)", v[i].text, o.elastic_min, o.elastic_max, shoal_last_error_message());
+        }
+        shoal_train_opts_fini(&o);
+    }
+}
+
 static void check_refuses_options_that_do_not_fit(void)
 {
     shoal_train_opts o;
@@ -268,8 +294,20 @@ static void check_refuses_options_that_do_not_fit(void)
     CHECK_RC(shoal_train_opts_check(NULL), SHOAL_ERR_INVALID);
     refuse_set((const char *const[]){"hybrid", "broadcast", "ps", NULL, NULL}, "--hybrid is its own layout");
     refuse_set((const char *const[]){"hybrid", "vertical", "pipeline", "2", NULL}, "leave out --pipeline");
-    refuse_set((const char *const[]){"pipeline", "2", "ps", NULL, NULL}, "--pipeline and --ps are different");
-    refuse_set((const char *const[]){"tensor-parallel", "2", "ps", NULL, NULL}, "--tensor-parallel is not combined");
+    refuse_set((const char *const[]){"tensor-parallel", "1", "ps", NULL, NULL}, "--ps --tensor-parallel 1 splits nothing");
+    refuse_set((const char *const[]){"hogwild", NULL, "ps", NULL, NULL}, "--hogwild shares one copy");
+    refuse_set((const char *const[]){"hogwild", NULL, "pipeline", "2", NULL}, "--hogwild needs whole-model replicas");
+    refuse_set((const char *const[]){"hogwild", NULL, "compress", "fp16", NULL}, "--hogwild sends no gradients");
+    refuse_set((const char *const[]){"hogwild", NULL, "quorum", "0.5", NULL}, "there is no quorum");
+    refuse_set((const char *const[]){"quorum", "0.5", "ps", NULL, "consistency", "async", NULL},
+               "--quorum is for synchronous training");
+    refuse_set((const char *const[]){"quorum", "0.5", "tensor-parallel", "2", NULL}, "--quorum goes with data parallelism");
+    refuse_set((const char *const[]){"quorum", "0.5", "compress", "1bit", NULL}, "--quorum adds float32 gradients");
+    refuse_set((const char *const[]){"ps", NULL, "pipeline", "2", "compress", "fp16", NULL}, "pushes float32 shards");
+    refuse_set((const char *const[]){"ps", NULL, "tensor-parallel", "2", "push-every", "2", NULL},
+               "pushes and pulls every step");
+    refuse_set((const char *const[]){"ps", NULL, "sfb", NULL, "consistency", "ssp", NULL}, "use --consistency sync");
+    refuse_set((const char *const[]){"ps", NULL, "pipeline", "2", "sfb", NULL, NULL}, "leave out --compress/--sfb");
     refuse_set((const char *const[]){"micro-batches", "2", NULL}, "--micro-batches goes with --pipeline");
     refuse_set((const char *const[]){"save-every", "2", NULL}, "--save-every needs --save");
     refuse_set((const char *const[]){"timeline-steps", "1:3", NULL}, "--timeline-steps needs --timeline");
@@ -296,6 +334,9 @@ static void check_refuses_options_that_do_not_fit(void)
     refuse_set((const char *const[]){"solver", "lbfgs", "scaling", "strong", NULL}, "--scaling strong does not apply");
     refuse_set((const char *const[]){"solver", "lbfgs", "lr-scaling", "linear", NULL},
                "--lr-scaling linear does not apply");
+    refuse_set((const char *const[]){"elastic", "2", "ps", NULL, NULL}, "--elastic is for data parallelism");
+    refuse_set((const char *const[]){"elastic", "2", "pipeline", "2", NULL}, "--elastic is for data parallelism");
+    refuse_set((const char *const[]){"elastic", "2", "timeline", "t.json", NULL}, "--timeline does not go with --elastic");
     char noconn[600];
     snprintf(noconn, sizeof noconn, "%s/noconn.cfg", dir);
     o.cfg_path = noconn;
@@ -335,6 +376,23 @@ static void check_refuses_options_that_do_not_fit(void)
     CHECK_OK(shoal_train_opts_set(&o, "micro-batches", "4"));
     CHECK_OK(shoal_train_opts_set(&o, "tensor-parallel", "2"));
     CHECK_OK(shoal_train_opts_check(&o));
+    CHECK_OK(shoal_train_opts_set(&o, "ps", NULL)); /* servers over pipeline x tensor replicas */
+    CHECK_OK(shoal_train_opts_check(&o));
+    shoal_train_opts_fini(&o);
+    shoal_train_opts_default(&o);
+    o.cfg_path = mlp;
+    const char *const fine[][6] = {{"ps", NULL, "sfb", NULL, NULL, NULL},
+                                   {"ps", NULL, "quorum", "0.5", NULL, NULL},
+                                   {"ps", NULL, "tensor-parallel", "2", "consistency", "async"},
+                                   {"quorum", "1", NULL, NULL, NULL, NULL},
+                                   {"hogwild", NULL, NULL, NULL, NULL, NULL}};
+    for (size_t i = 0; i < sizeof fine / sizeof fine[0]; i++) {
+        for (int k = 0; k < 6 && fine[i][k]; k += 2) CHECK_OK(shoal_train_opts_set(&o, fine[i][k], fine[i][k + 1]));
+        CHECK(shoal_train_opts_check(&o) == SHOAL_OK, "%s %s: %s", fine[i][0], fine[i][2] ? fine[i][2] : "",
+              shoal_last_error_message());
+        shoal_train_opts_fini(&o);
+        o.cfg_path = mlp;
+    }
     shoal_train_opts_fini(&o);
 }
 
@@ -407,6 +465,7 @@ int main(void)
     RUN(names_take_dashes_or_underscores_and_unknown_ones_get_the_nearest);
     RUN(strings_are_copies_until_fini);
     RUN(solver_lbfgs_chooses_lbfgs_and_other_values_name_a_caffe_solver);
+    RUN(elastic_takes_min_and_max);
     RUN(check_refuses_options_that_do_not_fit);
     RUN(every_option_says_whether_ranks_must_share_it);
     tiny_remove_dir(dir);

@@ -290,9 +290,26 @@ static shoal_result check_pmi_connection(const sh_boot_env *e)
     return SHOAL_OK;
 }
 
+/* An elastic job that already runs (its store holds a generation): this process joins it
+ * (boot/elastic.c) instead of claiming a rank. */
+static int job_runs(shoal_comm *c, const shoal_comm_opts *o)
+{
+    char v[32];
+    size_t vn = 0;
+    if (!o || o->elastic_min <= 0) return 0;
+    return sh_store_get(c->store, "e/gen", v, sizeof v, &vn, 0) == SHOAL_OK;
+}
+
 shoal_result sh_boot_world(const shoal_comm_opts *o, shoal_comm **out)
 {
+    int joining = 0;
+    return sh_boot_world_or_join(o, out, &joining); /* joins only when o asks for elastic */
+}
+
+shoal_result sh_boot_world_or_join(const shoal_comm_opts *o, shoal_comm **out, int *joining)
+{
     *out = NULL;
+    *joining = 0;
     sh_boot_env e;
     SH_TRY(sh_boot_read_env(o, &e));
     SH_TRY(check_pmi_connection(&e));
@@ -321,7 +338,13 @@ shoal_result sh_boot_world(const shoal_comm_opts *o, shoal_comm **out)
     }
     /* One deadline for the whole rendezvous, connecting included. */
     uint64_t dl = sh_now_ns() + (uint64_t)c->timeout_ms * 1000000ull;
+    c->proc_id = id;
     rc = sh_store_connect(e.master_addr, e.master_port, e.job_key, c->timeout_ms, &c->store);
+    if (rc == SHOAL_OK && job_runs(c, o)) {
+        *joining = 1;
+        *out = c;
+        return SHOAL_OK;
+    }
     if (rc == SHOAL_OK) rc = sh_store_claim(c->store, e.rank, e.world, id, who);
     if (rc != SHOAL_OK) goto fail;
     /* Publish "hostid\nhostname\nsecure S", then learn everyone's. */

@@ -1,6 +1,7 @@
 /* job_env.c — where this process stands in a launched job, read from the launcher's
  * variables without joining it (training decides its roles and threads from it before it
- * builds anything), and the one thing a rank tells `shoal launch`: a rank the job dropped.
+ * builds anything), and what a rank tells `shoal launch`: a rank the job dropped, an
+ * elastic job (whose lost ranks do not stop the others).
  * Not here: the launcher table itself (sh_boot_read_env in boot.c), the rendezvous.
  * Proved by tests/cli/test_train_dp.c and tests/cli/test_train_ps.c (jobs under shoal
  * launch; the dropped-worker drill) and tests/train/test_api.c (alone). */
@@ -48,12 +49,20 @@ shoal_result shoal_job_env_read(shoal_job_env *out)
     return SHOAL_OK;
 }
 
-void shoal_job_note_dropped(int rank)
+/* One line to the launcher on the pipe it passed (shorter than PIPE_BUF: written whole). */
+static void note(const char *line)
 {
     long fd = -1;
     if (!sh_env_is_set("SHOAL_LAUNCH_FD") || sh_env_long("SHOAL_LAUNCH_FD", &fd) != SHOAL_OK) return;
-    char line[32];
-    int n = snprintf(line, sizeof line, "dropped %d\n", rank);
-    if (write((int)fd, line, (size_t)n) < 0) { /* the launcher is gone: nothing to tell */
+    if (write((int)fd, line, strlen(line)) < 0) { /* the launcher is gone: nothing to tell */
     }
 }
+
+void shoal_job_note_dropped(int rank)
+{
+    char line[32];
+    snprintf(line, sizeof line, "dropped %d\n", rank);
+    note(line);
+}
+
+void sh_job_note_elastic(void) { note("elastic\n"); }

@@ -133,12 +133,10 @@ void sh_sock_tune(int fd)
      * size is clamped to net.core.[rw]mem_max (often 208 KiB): then the fixed buffer is
      * smaller than autotuning would grow to on a fast link. So the receive buffer is set
      * only where the kernel allows the whole 4 MiB. The send buffer is small on purpose:
-     * with 4 MiB (or autotuning, which grows to it) a ring step's block went out in one
-     * burst, the receiver's window hit zero, reordering across the two cores' backlogs
-     * made spurious fast retransmits, and the kernel spent 4.1-4.7 core-seconds per GB
-     * (4 hosts x 1 unshaped, 16 MiB allreduce); with 128 KiB 1.5, and the allreduce ran
-     * 2.3x faster (bench/README.md, "Across hosts"). It must still cover rate x round
-     * trip, hence SHOAL_SOCKET_SNDBUF_KB. */
+     * with a large one a ring step's block goes out in one burst, the receiver's window hits
+     * zero, reordering across the cores' backlogs makes spurious fast retransmits, and the
+     * kernel spends several times the CPU per byte (bench/net/run.sh shows it). It must
+     * still cover rate x round trip, hence SHOAL_SOCKET_SNDBUF_KB. */
     pthread_once(&buf_max_once, read_buf_max);
     long snd_kb = 128;
     if (sh_env_long("SHOAL_SOCKET_SNDBUF_KB", &snd_kb) != SHOAL_OK) snd_kb = 128; /* sh_tcp_connect reports it */
@@ -225,7 +223,7 @@ static void pause_ms(int ms, uint64_t deadline_ns, unsigned *seed)
     nanosleep(&ts, NULL);
 }
 
-shoal_result sh_sock_connect(const char *host, int port, uint64_t deadline_ns, int *fd_out)
+static shoal_result connect_until(const char *host, int port, uint64_t deadline_ns, int once, int *fd_out)
 {
     *fd_out = -1;
     net_addr a;
@@ -273,6 +271,11 @@ shoal_result sh_sock_connect(const char *host, int port, uint64_t deadline_ns, i
         }
         last_err = errno;
         close(fd);
+        if (once && last_err == ECONNREFUSED) /* the host answered: nobody listens there */
+            return SH_FAIL(SHOAL_ERR_PEER, "nobody listens at %s:%d (%s)", host, port, strerror(last_err));
+        if (once) /* no route, no answer: cut off, or the host is down */
+            return SH_FAIL(last_err == ETIMEDOUT ? SHOAL_ERR_TIMEOUT : SHOAL_ERR_IO, "cannot reach %s:%d (%s)", host,
+                           port, strerror(last_err));
         if (ms_left(deadline_ns) == 0)
             return SH_FAIL(SHOAL_ERR_TIMEOUT, "cannot connect to %s:%d (%s) before the deadline",
                            host, port, strerror(last_err));
@@ -283,6 +286,16 @@ shoal_result sh_sock_connect(const char *host, int port, uint64_t deadline_ns, i
             refused_ms = refused_ms < 500 ? 2 * refused_ms : 500;
         }
     }
+}
+
+shoal_result sh_sock_connect(const char *host, int port, uint64_t deadline_ns, int *fd_out)
+{
+    return connect_until(host, port, deadline_ns, 0, fd_out);
+}
+
+shoal_result sh_sock_connect_once(const char *host, int port, uint64_t deadline_ns, int *fd_out)
+{
+    return connect_until(host, port, deadline_ns, 1, fd_out);
 }
 
 shoal_result sh_sock_listen(const char *addr, int port, int *fd_out, int *port_out)

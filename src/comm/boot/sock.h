@@ -22,6 +22,10 @@ shoal_result sh_sock_write_all(int fd, const void *buf, size_t nbytes, uint64_t 
  * SYN retries (2, 4, then 8 s an attempt). Waits of this file look at interrupt.h's watch
  * every 250 ms (SHOAL_ERR_INTERRUPTED). */
 shoal_result sh_sock_connect(const char *host, int port, uint64_t deadline_ns, int *fd_out);
+/* One attempt: a refusal (the host answered, nobody listens: a process that is gone) is
+ * SHOAL_ERR_PEER at once; no route SHOAL_ERR_IO; no answer SHOAL_ERR_TIMEOUT at the
+ * deadline. */
+shoal_result sh_sock_connect_once(const char *host, int port, uint64_t deadline_ns, int *fd_out);
 /* Listen on addr:port (port 0: any; addr NULL or "": every address of both families, or of
  * IPv4 where the host has no IPv6). *port_out: bound port. */
 shoal_result sh_sock_listen(const char *addr, int port, int *fd_out, int *port_out);

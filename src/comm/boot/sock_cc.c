@@ -1,10 +1,5 @@
-/* sock_cc.c — the congestion control of shoal's TCP connections (SHOAL_TCP_CONGESTION).
- * Why one would set it: BBR v1 (the kernel's bbr) samples a long-term bandwidth to spot
- * token-bucket policers, and can take a link outage of a second for one: after 1.5 s flaps
- * on the emulated cluster, about 1 flap in 100 left a connection paced at 43 kbit/s with
- * 372 KiB queued (`ss -ti`: bbr bw 43496bps, cwnd 4), over a minute. Cubic never stalled in
- * 170 such flaps, but on unshaped veths it is 1.3-3.6x slower than bbr (bench/README.md),
- * so the kernel's default stays unless the variable names another.
+/* sock_cc.c — the congestion control of shoal's TCP connections (SHOAL_TCP_CONGESTION): the
+ * kernel's default unless the variable names another (why one would: docs/comm.md).
  * Not here: the rest of a socket's tuning and its deadlines (sock.c).
  * Proved by tests/comm/test_transport_tcp.c and test_net_faults.c (a link back up). */
 #include "comm/boot/sock.h"

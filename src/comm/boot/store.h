@@ -35,11 +35,16 @@ void sh_store_server_stop(sh_store_server *s);
 /* Connect (retrying until timeout_ms) and authenticate. Thread-safe afterwards. */
 shoal_result sh_store_connect(const char *addr, int port, const char *key, int timeout_ms,
                               sh_store **out);
+/* The same with one connection attempt: a store whose process is gone (refused) fails at
+ * once, one that does not answer at timeout_ms (an elastic job looking for its store). */
+shoal_result sh_store_connect_once(const char *addr, int port, const char *key, int timeout_ms,
+                                   sh_store **out);
 void sh_store_close(sh_store *s); /* NULL is fine */
 /* What the client connected with: the job key (transports prove the same key) and the
  * store's host (transports listen on the interface that reaches it). */
 const char *sh_store_job_key(const sh_store *s);
 const char *sh_store_host(const sh_store *s);
+int sh_store_port(const sh_store *s);
 
 /* This process is rank `rank` of a job of `world` (who: "pid 123 on hostb", for messages).
  * Refused at once (SHOAL_ERR_MISMATCH naming both) when another process holds the rank or

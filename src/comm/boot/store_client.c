@@ -34,7 +34,7 @@ struct sh_store {
 
 /* Connect and prove the key; a handshake the store dropped unanswered (it sheds floods of
  * strangers) is tried again, a little later each time, until the deadline. */
-static shoal_result open_conn(const char *addr, int port, const char *key, int timeout_ms, int *fd_out)
+static shoal_result open_conn(const char *addr, int port, const char *key, int timeout_ms, int once, int *fd_out)
 {
     *fd_out = -1;
     uint64_t dl = sh_sock_deadline(timeout_ms);
@@ -42,7 +42,7 @@ static shoal_result open_conn(const char *addr, int port, const char *key, int t
     snprintf(peer, sizeof peer, "rank 0's store at %s:%d", addr, port);
     for (int pause_ms = 20;; pause_ms = pause_ms < 400 ? 2 * pause_ms : 400) {
         int fd = -1;
-        shoal_result rc = sh_sock_connect(addr, port, dl, &fd);
+        shoal_result rc = once ? sh_sock_connect_once(addr, port, dl, &fd) : sh_sock_connect(addr, port, dl, &fd);
         if (rc != SHOAL_OK) {
             sh_err_prefix("rank 0's rendezvous store at %s:%d (SHOAL_MASTER_ADDR/SHOAL_MASTER_PORT): ",
                           addr, port);
@@ -65,12 +65,12 @@ static shoal_result open_conn(const char *addr, int port, const char *key, int t
     }
 }
 
-shoal_result sh_store_connect(const char *addr, int port, const char *key, int timeout_ms,
-                              sh_store **out)
+static shoal_result connect_store(const char *addr, int port, const char *key, int timeout_ms, int once,
+                                  sh_store **out)
 {
     *out = NULL;
     int fd = -1;
-    SH_TRY(open_conn(addr, port, key, timeout_ms, &fd));
+    SH_TRY(open_conn(addr, port, key, timeout_ms, once, &fd));
     sh_store *s = calloc(1, sizeof *s);
     if (s) s->key = strdup(key);
     if (!s || !s->key) {
@@ -89,6 +89,16 @@ shoal_result sh_store_connect(const char *addr, int port, const char *key, int t
     return SHOAL_OK;
 }
 
+shoal_result sh_store_connect(const char *addr, int port, const char *key, int timeout_ms, sh_store **out)
+{
+    return connect_store(addr, port, key, timeout_ms, 0, out);
+}
+
+shoal_result sh_store_connect_once(const char *addr, int port, const char *key, int timeout_ms, sh_store **out)
+{
+    return connect_store(addr, port, key, timeout_ms, 1, out);
+}
+
 void sh_store_close(sh_store *s)
 {
     if (!s) return;
@@ -102,6 +112,7 @@ void sh_store_close(sh_store *s)
 
 const char *sh_store_job_key(const sh_store *s) { return s->key; }
 const char *sh_store_host(const sh_store *s) { return s->host; }
+int sh_store_port(const sh_store *s) { return s->port; }
 
 /* A connection for one request: an idle open one, else a new one, else wait for one. */
 static shoal_result acquire(sh_store *s, int *slot)
@@ -121,7 +132,7 @@ static shoal_result acquire(sh_store *s, int *slot)
             *slot = i;
             if (s->fd[i] >= 0) return SHOAL_OK;
             int fd = -1;
-            shoal_result rc = open_conn(s->host, s->port, s->key, RECONNECT_TIMEOUT_MS, &fd);
+            shoal_result rc = open_conn(s->host, s->port, s->key, RECONNECT_TIMEOUT_MS, 0, &fd);
             pthread_mutex_lock(&s->mu);
             s->fd[i] = fd;
             if (rc != SHOAL_OK) {

@@ -1,12 +1,8 @@
-/* algo.h — the collective algorithms, each over a group of a communicator's ranks (so the
- * hierarchical one composes them), moving bytes only through sh_xfer on c->coll links:
- * ring (Baidu), recursive doubling, recursive halving-doubling (Rabenseifner), binomial
- * trees and pipelined chains, hierarchical, pairwise alltoall, dissemination barrier; and
- * the helpers they share (common.c). Algorithm files include this header, never the
- * selector's.
- * Not here: the whole-communicator fast paths (eager.h, slots.h, cma.h), the mismatch
- * check (match.h), the choice between algorithms (select.h), argument checks and queueing
- * (comm.c, engine.c), links (transport/), kernels (reduce.c).
+/* algo.h — the collective algorithms over a group of a communicator's ranks (so hier.c composes
+ * them), moving bytes only through sh_xfer on c->coll links, and their helpers (common.c).
+ * Algorithm files include this header, never the selector's.
+ * Not here: whole-communicator fast paths (eager.h, slots.h, cma.h), the mismatch check (match.h),
+ * the choice (select.h), argument checks and queueing (comm.c, engine.c), links, kernels.
  * Proved by tests/comm/test_algo.c. */
 #ifndef SH_COMM_ALGO_H
 #define SH_COMM_ALGO_H

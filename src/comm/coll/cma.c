@@ -32,8 +32,8 @@
  * against 4.5 for the ring through the rings. */
 
 enum { CMA_MIN_NBYTES = 32 * 1024, CMA_PIECE_NBYTES = 256 * 1024 };
-/* From this size an out-of-place result is streamed past the cache (measured: faster from
- * 8 MiB, slower at 2 MiB and below, 2 ranks). */
+/* From this size an out-of-place result is streamed past the cache: it no longer fits, and
+ * streaming wins; below, the cache keeps it for the reader. */
 enum { STREAM_MIN_NBYTES = 4 * 1024 * 1024 };
 
 /* A rank's buffers for one call: send, recv, params as addresses in its own process, and,

@@ -5,12 +5,8 @@
 #include "comm/coll/algo.h"
 
 /* Pipeline chunk of the tree and chain (message / CHUNK_DIV, clamped to [CHUNK_MIN,
- * CHUNK_MAX]). bench/comm/algo_sweep broadcast_chunks / reduce_chunks, 32 KiB / 128 KiB /
- * 512 KiB / whole-message chunks, ratio to the fastest:
- *   chain broadcast 4 ranks shm, 16 MiB: 1.00/1.01/1.09/1.55; 1 MiB: 1.00/1.00/1.05/1.16
- *   chain broadcast 3 ranks shm, 16 MiB: 1.00/1.01/1.03/1.31; 4 MiB: 1.00/1.00/1.10/1.28
- *   tree reduce     4 ranks shm, 16 MiB: 1.05/1.00/1.07/1.35; 4 MiB: 1.00/1.04/1.12/1.25
- * socketpairs were flat within noise (+-10%). Pipelining pays, and 32-128 KiB is best. */
+ * CHUNK_MAX]): pipelining pays, and 32-128 KiB chunks lead whole-message ones
+ * (bench/comm/algo_sweep broadcast_chunks / reduce_chunks). */
 #define CHUNK_DIV 8
 #define CHUNK_MIN_NBYTES (32u * 1024)
 #define CHUNK_MAX_NBYTES (128u * 1024)

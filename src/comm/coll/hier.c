@@ -1,27 +1,6 @@
-/* hier.c — hierarchical allreduce for several ranks per host on several hosts.
- * Vocabulary: the local group is this host's ranks (in rank order, m of them); cross group
- * i is the i-th rank of every host (in host order).
- * When every host has m ranks: (1) ring reduce-scatter within the host, after which local
- * rank i holds block (i+1) % m reduced over its host; (2) allreduce of that block across
- * hosts within cross group i (every cross group works on a different block at once, so
- * all inter-host links carry 1/m of the message each); (3) ring allgather within the
- * host. Inter-host bytes per rank: 2(h-1)/h * S/m instead of the flat ring's 2(n-1)/n * S
- * through the slowest link. Uneven hosts, and even ones up to 64 KiB: reduce to each
- * host's first rank (tree), allreduce among those leaders, broadcast within hosts.
- * Each block's final value is computed once by one cross group's allreduce (whose members
- * agree bitwise) and then copied, so every rank holds the same bits. In that split shape
- * (pipelined or not) each local rank averages only its block (of each piece), and with an
- * update (shoal_allreduce_apply_start) steps only its block, the in-host allgather carrying
- * the updated params (ZeRO stage 1 within each host: the cross group's members step the same
- * block alike, one per host).
- * Pipelined (even hosts, large messages): the message is cut into pieces and piece k's
- * step across hosts moves in the same sh_xfer as piece k+1's reduce-scatter and piece
- * k-1's allgather within the host, so the link between hosts never waits for the in-host
- * phases (on 2 cores with 8 ranks these took 11% of a 16 MiB allreduce at 1 gbit,
- * bench/README.md); only the first piece's reduce-scatter and the last one's allgather
- * are left outside the wire's time.
- * Reference: Jia et al., "Highly scalable deep learning training system with mixed-
- * precision" (2018); NCCL's and Horovod's hierarchical allreduce.
+/* hier.c — hierarchical allreduce for several ranks per host on several hosts: reduce-scatter
+ * within each host, allreduce of each block across hosts, allgather within the host (pipelined
+ * for large messages); small messages and uneven hosts go through each host's leader.
  * Not here: the algorithms it composes (ring.c, rd.c, tree.c; the flat choice comes from select.c).
  * Proved by tests/comm/test_algo.c and test_hier.c (ranks_per_host fakes hosts over real links). */
 #include <stdlib.h>
@@ -31,11 +10,27 @@
 #include "comm/coll/algo.h"
 #include "comm/reduce.h"
 
-/* Even hosts take the leaders' shape up to here, as uneven ones do: on 2 cores with 8 ranks,
- * 4 hosts x 2 at 1 gbit, 64 KiB, 94.1% of the link against 93.5% split (medians of 5 pairs,
- * 81-95% run to run), and with one busy loop on a core 19-21% against 15-16% (2 x 2: 13%
- * against 9-11%): half the ranks wait asleep and one ring crosses the hosts instead of m.
- * 2 x 2 at 32 and 128 KiB tied (95%); from 256 KiB the split shape was as fast or faster. */
+/* Vocabulary: the local group is this host's ranks (in rank order, m of them); cross group i is
+ * the i-th rank of every host (in host order).
+ * Split shape (every host has m ranks): (1) ring reduce-scatter within the host, after which
+ * local rank i holds block (i+1) % m reduced over its host; (2) allreduce of that block across
+ * hosts within cross group i (each cross group on a different block at once, so every inter-host
+ * link carries 1/m of the message); (3) ring allgather within the host. Inter-host bytes per
+ * rank: 2(h-1)/h * S/m instead of the flat ring's 2(n-1)/n * S through the slowest link.
+ * Leaders' shape (uneven hosts, and even ones up to LEADER_MAX_NBYTES): reduce to each host's
+ * first rank (tree), allreduce among those leaders, broadcast within hosts.
+ * Each block's final value is computed once by one cross group's allreduce and then copied, so
+ * every rank holds the same bits. In the split shape each local rank averages only its block,
+ * and with an update (shoal_allreduce_apply_start) steps only its block, the in-host allgather
+ * carrying the updated params (ZeRO stage 1 within each host).
+ * Pipelined (even hosts, large messages): piece k's step across hosts moves in the same sh_xfer
+ * as piece k+1's reduce-scatter and piece k-1's allgather within the host, so the link between
+ * hosts never waits for the in-host phases.
+ * Reference: Jia et al., "Highly scalable deep learning training system with mixed-precision"
+ * (2018); NCCL's and Horovod's hierarchical allreduce. */
+
+/* Even hosts take the leaders' shape up to here, as uneven ones do: half the ranks wait asleep
+ * and one ring crosses the hosts instead of m; from here the split shape is as fast or faster. */
 #define LEADER_MAX_NBYTES (64u * 1024)
 
 int sh_hier_by_leaders(const shoal_comm *c, size_t count, shoal_dtype dt)

@@ -1,17 +1,18 @@
 /* misc.c — pairwise alltoall and the dissemination barrier, over a group.
- * Alltoall: in round s member i exchanges with (s - i) mod n, which pairs members
- * symmetrically (each pair meets once); n rounds, each rank sends (n-1)/n of its buffer.
- * The outgoing piece is staged (one bounded piece), which also makes in place safe.
- * Barrier: in round k member i signals i + 2^k and waits for i - 2^k; after ceil(log2 n)
- * rounds everyone has heard, transitively, from everyone.
- * Reference: Hensgen, Finkel and Manber, "Two algorithms for barrier synchronization"
- * (1988); Thakur, Rabenseifner and Gropp (2005).
  * Not here: the choice of algorithm (select.c).
  * Proved by tests/comm/test_algo.c. */
 #include <string.h>
 
 #include "base/err.h"
 #include "comm/coll/algo.h"
+
+/* Alltoall: in round s member i exchanges with (s - i) mod n, which pairs members symmetrically
+ * (each pair meets once); n rounds, each rank sends (n-1)/n of its buffer. The outgoing piece is
+ * staged (one bounded piece), which also makes in place safe.
+ * Barrier: in round k member i signals i + 2^k and waits for i - 2^k; after ceil(log2 n) rounds
+ * everyone has heard, transitively, from everyone.
+ * Reference: Hensgen, Finkel and Manber, "Two algorithms for barrier synchronization" (1988);
+ * Thakur, Rabenseifner and Gropp (2005). */
 
 static int mod(int a, int n) { return ((a % n) + n) % n; }
 

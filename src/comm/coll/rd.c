@@ -1,13 +1,5 @@
-/* rd.c — recursive doubling: allreduce for small messages (any group size) and
- * allgather for power-of-two groups.
- * Vocabulary: p2 is the largest power of two <= n; the "extra" members p2..n-1 first fold
- * their data into member i - p2 and get the result back at the end (the standard fold).
- * In round k (mask = 2^k) member i exchanges with i ^ mask.
- * Cost (allreduce): log2(p2) rounds (+2 with extras), each sending the whole message: few
- * rounds, so it wins while latency dominates; large messages go in pieces (bounded) so
- * staging stays one piece. Allgather: log2(n) rounds, each doubling the blocks held.
- * Reference: Thakur, Rabenseifner and Gropp, "Optimization of collective communication
- * operations in MPICH" (2005).
+/* rd.c — recursive doubling: allreduce for small messages (any group size) and allgather for
+ * power-of-two groups.
  * Not here: the choice of algorithm (select.c).
  * Proved by tests/comm/test_algo.c. */
 #include <string.h>
@@ -15,6 +7,15 @@
 #include "base/err.h"
 #include "comm/coll/algo.h"
 #include "comm/reduce.h"
+
+/* Vocabulary: p2 is the largest power of two <= n; the "extra" members p2..n-1 first fold their
+ * data into member i - p2 and get the result back at the end (the standard fold). In round k
+ * (mask = 2^k) member i exchanges with i ^ mask.
+ * Cost (allreduce): log2(p2) rounds (+2 with extras), each sending the whole message: few rounds,
+ * so it wins while latency dominates; large messages go in bounded pieces so staging stays one
+ * piece. Allgather: log2(n) rounds, each doubling the blocks held.
+ * Reference: Thakur, Rabenseifner and Gropp, "Optimization of collective communication
+ * operations in MPICH" (2005). */
 
 static sh_link *member(shoal_comm *c, const sh_group *g, int i) { return c->coll[g->ranks[i]]; }
 

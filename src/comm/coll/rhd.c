@@ -1,25 +1,25 @@
-/* rhd.c — recursive halving-doubling allreduce (Rabenseifner), and reduce-scatter by
- * recursive halving alone.
- * Vocabulary: p2 is the largest power of two <= n; extras p2..n-1 fold into member i - p2
- * first and receive the result last. The message is cut into p2 blocks (sh_algo_block).
- * Halving: in round k (mask = p2/2, p2/4, .., 1) member i keeps half of its current block
- * range (the lower half when i & mask is 0), sends the other half to i ^ mask and reduces
- * the partner's copy of the kept half into buf as it arrives. After log2(p2) rounds member
- * i holds block i fully reduced. Doubling: the same rounds in reverse order swap ranges
- * until everyone holds everything.
- * Cost: 2 log2(p2) rounds, each rank sends 2(p2-1)/p2 of the message (plus the whole
- * message twice for a fold): ring's bandwidth in log rounds, so it sits between recursive
- * doubling (small) and ring (large). Each block is reduced at one member and copied: all
- * members hold bitwise the same result. No staging: sends and receives touch disjoint
- * halves of buf.
- * Reference: R. Rabenseifner, "Optimization of collective reduction operations" (ICCS
- * 2004); Thakur, Rabenseifner and Gropp (2005).
+/* rhd.c — recursive halving-doubling allreduce (Rabenseifner), and reduce-scatter by recursive
+ * halving alone.
  * Not here: the choice of algorithm (select.c).
  * Proved by tests/comm/test_algo.c. */
 #include <string.h>
 
 #include "base/err.h"
 #include "comm/coll/algo.h"
+
+/* Vocabulary: p2 is the largest power of two <= n; extras p2..n-1 fold into member i - p2 first
+ * and receive the result last. The message is cut into p2 blocks (sh_algo_block).
+ * Halving: in round k (mask = p2/2, p2/4, .., 1) member i keeps half of its current block range
+ * (the lower half when i & mask is 0), sends the other half to i ^ mask and reduces the
+ * partner's copy of the kept half into buf as it arrives. After log2(p2) rounds member i holds
+ * block i fully reduced. Doubling: the same rounds in reverse order swap ranges until everyone
+ * holds everything.
+ * Cost: 2 log2(p2) rounds, each rank sends 2(p2-1)/p2 of the message (plus the whole message
+ * twice for a fold): ring's bandwidth in log rounds, between recursive doubling (small) and ring
+ * (large). Each block is reduced at one member and copied: all members hold bitwise the same
+ * result. No staging: sends and receives touch disjoint halves of buf.
+ * Reference: R. Rabenseifner, "Optimization of collective reduction operations" (ICCS 2004);
+ * Thakur, Rabenseifner and Gropp (2005). */
 
 static sh_link *member(shoal_comm *c, const sh_group *g, int i) { return c->coll[g->ranks[i]]; }
 

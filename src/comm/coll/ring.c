@@ -1,19 +1,20 @@
-/* ring.c — ring allreduce (Baidu: reduce-scatter then allgather), ring allgather and
- * ring reduce-scatter, over a group.
- * Vocabulary: the message is cut into n blocks (sh_algo_block); in step s member i sends
- * one block to member i+1 and receives one from member i-1. Cost: 2(n-1) steps, each rank
- * sends 2(n-1)/n of the message (bandwidth-optimal), so large messages take this.
- * Pipelining: a step is one sh_xfer holding the SEND to the right and the RECV_REDUCE from
- * the left; the engine moves both a link buffer at a time, so the reduction of what has
- * arrived overlaps the sending of the rest, and no staging copy of the block exists.
- * Reference: Patarasuk and Yuan, "Bandwidth optimal all-reduce algorithms for clusters of
- * workstations" (2009); A. Gibiansky, "Bringing HPC techniques to deep learning" (Baidu).
+/* ring.c — ring allreduce (Baidu: reduce-scatter then allgather), ring allgather and ring
+ * reduce-scatter, over a group.
  * Not here: the choice of algorithm (select.c), kernels (reduce.c), links (transport/).
  * Proved by tests/comm/test_algo.c. */
 #include <string.h>
 
 #include "base/err.h"
 #include "comm/coll/algo.h"
+
+/* Vocabulary: the message is cut into n blocks (sh_algo_block); in step s member i sends one block
+ * to member i+1 and receives one from member i-1. Cost: 2(n-1) steps, each rank sends 2(n-1)/n of
+ * the message (bandwidth-optimal), so large messages take this.
+ * Pipelining: a step is one sh_xfer holding the SEND to the right and the RECV_REDUCE from the
+ * left; the engine moves both a link buffer at a time, so the reduction of what has arrived
+ * overlaps the sending of the rest, and no staging copy of the block exists.
+ * Reference: Patarasuk and Yuan, "Bandwidth optimal all-reduce algorithms for clusters of
+ * workstations" (2009); A. Gibiansky, "Bringing HPC techniques to deep learning" (Baidu). */
 
 static int mod(int a, int n) { return ((a % n) + n) % n; }
 

@@ -1,13 +1,9 @@
 /* select.c — the one place that decides how a collective runs (and counts it, and breaks the
- * communicator when it fails on a peer), in this order: an update
- * of a shared window's common block (only the CMA path updates it once), the shared-memory
- * slots, eager recursive doubling, then, after the mismatch check, CMA inside a host, the
- * MPI library's collectives, a forced SHOAL_ALGO, and the measured table below, with a
- * fallback when the forced algorithm cannot run the call. Handles world 1, count 0, in
- * place and SHOAL_AVG's single division for the group algorithms.
+ * communicator when it fails on a peer): shared-window updates, shared-memory slots, eager
+ * recursive doubling, then after the mismatch check CMA, MPI, a forced SHOAL_ALGO or the table
+ * below, with a fallback; world 1, count 0, in place and SHOAL_AVG's division for the groups.
  * Not here: the algorithms (ring.c, rd.c, rhd.c, tree.c, hier.c, misc.c, eager.c, slots.c,
- * cma.c) and their helpers (common.c), argument checks and queueing (comm.c, engine.c),
- * kernels (reduce.c).
+ * cma.c, common.c), argument checks and queueing (comm.c, engine.c), kernels (reduce.c).
  * Proved by tests/comm/test_algo.c (the table and fallbacks) and tests/comm/test_comm.c. */
 #include "comm/coll/select.h"
 
@@ -25,57 +21,29 @@
 #include "comm/transport/mpi.h"
 
 /* ---- the table ----
- * Measured with bench/comm/algo_sweep.c (command in its header): every algorithm side by
- * side per size in one run, float32 sum, median microseconds from a common start to a
- * barrier after the call, socketpair ("sp") and shared-memory links, on a 2-core machine
- * under a background load of about 5: the ratios below are what the table rests on (the
- * interleaved runs share the load alike), the absolute times are not. With more ranks than cores
- * every algorithm waits for the scheduler, which flatters the binomial tree (fewer ranks
- * active at once) at 6-8 ranks; the tree is not chosen for allreduce on that evidence
- * alone, since with a core per rank its root handles log2(n) whole messages.
- *
- * Allreduce, ratio to the fastest of rd / rhd / ring (2026-11-22):
- *   bytes     2 sp            3 sp            4 sp            6 sp            8 sp
- *   16 KiB    1.02/1.02/1.02  1.87/2.48/2.84  1.00/1.74/1.89  1.00/1.37/1.65  1.05/1.56/2.16
- *   64 KiB    1.02/1.01/1.00  2.76/2.11/2.78  1.13/1.27/1.31  1.41/1.11/1.33  1.50/1.42/1.94
- *   256 KiB   2.28/1.06/1.00  2.21/1.25/1.00  2.33/1.00/1.12  2.11/1.00/1.10  2.58/1.03/1.14
- *   4 MiB     1.27/1.06/1.00  1.28/1.16/1.00  1.45/1.00/1.02  1.32/1.00/1.03  1.98/1.00/1.26
- *   16 MiB    1.28/1.08/1.00  1.24/1.18/1.00  1.30/1.00/1.02  1.23/1.00/1.10  1.74/1.00/1.16
- *   64 MiB (earlier run)                      1.17/1.00/1.03                  1.62/1.00/1.00
- * shm links agree (4 ranks 4 MiB: 1.32/1.00/1.03; 8 ranks 4 MiB: 1.84/1.00/1.09). */
+ * Each threshold below is where one algorithm overtakes the next in bench/comm/algo_sweep.c
+ * (every algorithm side by side per size in one run, socketpair and shared-memory links).
+ * With more ranks than cores every algorithm waits for the scheduler, which flatters the
+ * binomial tree; the tree is not chosen for allreduce, since with a core per rank its root
+ * handles log2(n) whole messages.
+ * Hierarchical allreduce (hier.c) takes over above RD_MAX_NBYTES when hosts hold several
+ * ranks: it sends the links between hosts 1/m of what the flat ring does. */
 
-/* Hierarchical allreduce above RD_MAX_NBYTES when hosts hold several ranks. Faked hosts
- * over identical links (so only its overhead shows; real inter-host links are slower and
- * it sends them 1/m of what the flat ring does), rd/rhd/ring/hier:
- *   4 ranks on 2 hosts: 256 KiB 2.24/1.06/1.21/1.00, 16 MiB 1.55/1.13/1.26/1.00
- *   6 ranks on 2 hosts: 256 KiB 1.98/1.02/1.39/1.00, 16 MiB 1.12/1.00/1.06/1.06
- * and 1.08-1.39x behind the best at 16-64 KiB, where recursive doubling stays. */
-
-/* Recursive doubling up to here: log2(n) rounds against ring's 2(n-1); it is fastest or
- * tied through 16 KiB at 2, 4, 6 and 8 ranks and loses from 64 KiB (up to 1.5x) as the
- * whole message is resent every round. */
+/* Recursive doubling up to here: log2(n) rounds against ring's 2(n-1), so it leads while
+ * latency dominates; above, the whole message resent every round loses. */
 #define RD_MAX_NBYTES (16u * 1024)
-/* Above that: halving-doubling on power-of-two worlds of 4 or more ranks (ahead of ring at
- * every size from 256 KiB: 1.02-1.26x), ring otherwise: at 2 ranks the two are one
- * exchange each and ring measured 6-11% ahead; at 3 ranks the fold of the extra rank
- * costs a whole message (ring ahead 1.06-1.25x). At 6 ranks rhd led by 0-10% but not
- * at 1 MiB; ring keeps non-powers of two for neighbour-only traffic. */
+/* Above that: halving-doubling on power-of-two worlds of 4 or more ranks (ring's bandwidth in
+ * log rounds), ring otherwise: at 2 ranks the two are one exchange each, at 3 the fold of the
+ * extra rank costs a whole message, and ring keeps non-powers of two to neighbour-only traffic. */
 #define RHD_MIN_RANKS 4
-/* Binomial-tree broadcast up to here, then the pipelined chain. Tree/chain (after the
- * chunk change below, quieter machine): up to 64 KiB the tree led on shm (3 ranks
- * 1.22-1.90x, 8 ranks 1.22-1.89x) and tied on socketpairs; from 256 KiB the chain led on
- * socketpairs (3, 4, 8 ranks: 1.01-1.24x) and shm was mixed (8 ranks 256 KiB chain 1.08x,
- * 1-4 MiB tree 1.07-1.08x). On 2 cores both copy the same bytes; the chain sends each byte
- * once per rank where the tree's root sends it log2(n) times, which counts on a network. */
+/* Binomial-tree broadcast up to here, then the pipelined chain: the chain sends each byte once
+ * per rank where the tree's root sends it log2(n) times, which counts on a network. */
 #define TREE_BCAST_MAX_NBYTES (64u * 1024)
-/* Recursive-doubling allgather (power-of-two groups) up to this many bytes per rank: it
- * led ring at 4 and 8 ranks at every size measured, 256 B to 4 MiB (1.02-1.54x). Above
- * the measured range ring (neighbour-only traffic). */
+/* Recursive-doubling allgather (power-of-two groups) up to this many bytes per rank (the
+ * largest size measured); ring above (neighbour-only traffic). */
 #define RD_ALLGATHER_MAX_NBYTES (4u * 1024 * 1024)
 /* Reduce-scatter by recursive halving (power-of-two worlds of 4 or more) up to this many
- * bytes per rank, ring above: halving led at 256 B-1 KiB everywhere (1.21-1.59x) and at
- * 4 KiB on 3 of 4 setups (4 sp 1.36x, 4 shm 1.72x, 8 sp 1.44x; 8 shm ring 1.20x); from
- * 64 KiB ring led or tied (up to 1.38x) except one noisy 4-rank socketpair point. */
+ * bytes per rank, where its log rounds lead; ring above. */
 #define RHD_RS_MAX_NBYTES (4u * 1024)
 
 static int is_pow2(int n) { return n > 0 && (n & (n - 1)) == 0; }
@@ -85,23 +53,17 @@ static int has_hierarchy(const shoal_comm *c) { return c->nhosts > 1 && c->nhost
 
 /* Two ranks on two hosts, above 64 KiB up to 1 MiB, where no update rides on it: recursive
  * doubling, the whole message each way in one exchange, where the ring sends the same bytes
- * in two exchanges of half. On the emulated cluster at 10 gbit (2 x 1, SHOAL_ALGO, medians of
- * 8) the ring's 256 KiB ran 0.87 GB/s against 1.22 (its runs bimodal, 219 or 300-440 us a
- * call, with the TCP stack's fast retransmits counted and no drop anywhere; spinning longer
- * or other send buffers did not change it), 288-384 KiB 5-7% behind, 128-224 KiB and 512 KiB
- * -1 MiB within 3%; at 64 KiB the ring led (50 against 56 us). Without the data check between
- * calls (bench/net/run.sh) the two tied at 2 x 1, and 2 x 2's step across hosts went from 73
- * to 83% of the link at 256 KiB. With an update the ring stays: each rank steps only the
+ * in two exchanges of half, and a TCP stack's bursts of fast retransmits cost the ring more
+ * (bench/net/run.sh, SHOAL_ALGO). With an update the ring stays: each rank steps only the
  * block it holds (ring_allreduce). */
 #define PAIR_RD_MIN_NBYTES (64u * 1024)
 #define PAIR_RD_MAX_NBYTES (1u << 20)
 
 /* The flat allreduce table applied to a group (the hierarchical one uses it across hosts).
  * Across hosts large messages take the ring even where halving-doubling leads inside one:
- * on the emulated cluster at 1 gbit, 4 hosts x 1 rank, ring against halving-doubling
- * (SHOAL_ALGO, bench/net/run.sh): see bench/README.md "Across hosts". Halving-doubling
- * talks to a different peer at every step, and a TCP connection left idle restarts from
- * slow start (net.ipv4.tcp_slow_start_after_idle); the ring keeps its two neighbours busy. */
+ * halving-doubling talks to a different peer at every step, and a TCP connection left idle
+ * restarts from slow start (net.ipv4.tcp_slow_start_after_idle); the ring keeps its two
+ * neighbours busy. */
 static sh_algo_kind flat_allreduce_choice(int n, size_t count, size_t nbytes, int across_hosts, int pair_rd)
 {
     if (nbytes <= RD_MAX_NBYTES || count < (size_t)n) return SH_ALGO_RD;

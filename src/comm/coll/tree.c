@@ -1,23 +1,23 @@
-/* tree.c — rooted collectives: binomial-tree broadcast and reduce, pipelined in
- * chunks, and a pipelined chain broadcast for large messages.
- * Vocabulary: members are renumbered from the root (v = (i - root) mod n). In the
- * binomial tree v's parent is v minus its lowest set bit and its children are v + mask for
- * every mask below that bit. The message goes in chunks (sh_algo_chunk_nbytes): one
- * sh_xfer receives chunk k from the parent while sending chunk k-1 on, so a tree of depth
- * log2(n) costs about S + depth * chunk rather than depth * S. The tree has no cycle, so
- * this never waits on link buffering.
- * Cost: broadcast log2(n) rounds of latency, but the root sends the message once per
- * child (log2(n) times); the chain (v sends to v+1) sends it once per rank, costing
- * S + (n-1) * chunk: large broadcasts take the chain. Reduce: each node reduces its
- * children's chunks into its own in a fixed order (increasing subtree), so the expression
- * for every element is fixed and the root's result does not depend on timing.
- * Reference: Thakur, Rabenseifner and Gropp (2005); NCCL's pipelined chains.
+/* tree.c — rooted collectives: binomial-tree broadcast and reduce, pipelined in chunks, and a
+ * pipelined chain broadcast for large messages.
  * Not here: the choice of algorithm (select.c).
  * Proved by tests/comm/test_algo.c. */
 #include <string.h>
 
 #include "base/err.h"
 #include "comm/coll/algo.h"
+
+/* Vocabulary: members are renumbered from the root (v = (i - root) mod n). In the binomial tree
+ * v's parent is v minus its lowest set bit and its children are v + mask for every mask below
+ * that bit. The message goes in chunks (sh_algo_chunk_nbytes): one sh_xfer receives chunk k from
+ * the parent while sending chunk k-1 on, so a tree of depth log2(n) costs about
+ * S + depth * chunk rather than depth * S. The tree has no cycle, so this never waits on link
+ * buffering.
+ * Cost: broadcast log2(n) rounds of latency, but the root sends the message once per child
+ * (log2(n) times); the chain (v sends to v+1) sends it once per rank, costing S + (n-1) * chunk:
+ * large broadcasts take the chain. Reduce: each node reduces its children's chunks into its own
+ * in a fixed order (increasing subtree), so the root's result does not depend on timing.
+ * Reference: Thakur, Rabenseifner and Gropp (2005); NCCL's pipelined chains. */
 
 static int mod(int a, int n) { return ((a % n) + n) % n; }
 static sh_link *vmember(shoal_comm *c, const sh_group *g, int root, int v)

@@ -1,18 +1,5 @@
-/* allreduce.c — shoal_allreduce_compressed: each rank's contribution travels encoded, and
- * every rank ends with the same bits.
- *   1bit, topk, lowrank: each rank adds its residual, encodes, and the payloads are
- *     allgathered; every rank then decodes them and sums in rank order (so the sum, and its
- *     rounding, is the same everywhere). Bytes sent per rank: (ranks - 1) x payload.
- *     lowrank (PowerSGD, Vogels et al. 2019) does it twice: P = M Q is gathered and summed,
- *     orthonormalised, then Q = M^T P is gathered and summed; the result is P Q^T, and Q is
- *     kept to start the next call (warm start).
- *   fp16, bf16: the vector is cut into one block per rank; an alltoall hands each rank the
- *     16-bit copies of its block from everyone, it sums them in float32 in rank order and
- *     rounds once, and an allgather spreads the 16-bit blocks. Bytes per rank: 2 x (ranks
- *     - 1) x block x 2, the ring allreduce's count at half the width.
- * Before any payload moves the ranks swap a descriptor (codec, parameter, count, columns,
- * error feedback) and compare it with rank 0's: all of them see the same table, so all
- * fail alike on a mismatch and the communicator stays usable.
+/* allreduce.c — shoal_allreduce_compressed: each rank's contribution travels encoded, and every
+ * rank ends with the same bits; the ranks first agree on a descriptor, so all fail alike.
  * Not here: the codecs (codec.c), the collectives used (comm.c and coll/).
  * Proved by tests/comm/test_compress.c. */
 #include <math.h>
@@ -24,6 +11,18 @@
 #include "comm/compress/codec.h"
 #include "comm/compress/half.h"
 #include "comm/reduce.h"
+
+/* 1bit, topk, lowrank: each rank adds its residual, encodes, and the payloads are allgathered;
+ * every rank then decodes them and sums in rank order (so the sum, and its rounding, is the same
+ * everywhere). Bytes sent per rank: (ranks - 1) x payload. lowrank (PowerSGD, Vogels et al.
+ * 2019) does it twice: P = M Q is gathered and summed, orthonormalised, then Q = M^T P is
+ * gathered and summed; the result is P Q^T, and Q is kept to start the next call (warm start).
+ * fp16, bf16: the vector is cut into one block per rank; an alltoall hands each rank the 16-bit
+ * copies of its block from everyone, it sums them in float32 in rank order and rounds once, and
+ * an allgather spreads the 16-bit blocks: the ring allreduce's bytes at half the width.
+ * Before any payload moves the ranks swap a descriptor (codec, parameter, count, columns, error
+ * feedback) and compare it with rank 0's: all of them see the same table, so all fail alike on a
+ * mismatch and the communicator stays usable. */
 
 enum { DESC_WORDS = 6 };
 #define DESC_MAGIC 0x7a637368ULL /* "hscz" */

@@ -1,11 +1,8 @@
-/* mpi.c — links over MPI point-to-point and collectives handed to MPI.
- * A link sends in pieces of at most PIECE bytes with MPI_Isend and receives each piece
- * whole into a bounce buffer with MPI_Irecv, so any split of the byte stream works. Every
- * MPI call holds one lock (the library may only be serialised). A link that gives up (a
- * mismatch, a lost peer) sends its reason on the plane's abort tag; a link that has been
- * idle a while probes for one, so the peer stops at once, not at its deadline.
- * Not here: algorithms (coll/), rank discovery (boot/boot.c); which peers it serves is
- * its row of transport.h's table, at the end.
+/* mpi.c — links over MPI point-to-point, and collectives handed to MPI: pieces of at most PIECE
+ * bytes received whole into a bounce buffer, every MPI call under one lock, a give-up reason
+ * sent on the plane's abort tag (idle links probe for one).
+ * Not here: algorithms (coll/), rank discovery (boot/boot.c); which peers it serves is its row
+ * of transport.h's table, at the end.
  * Proved by tests/comm/test_mpi_transport.c. */
 #include "comm/transport/mpi.h"
 

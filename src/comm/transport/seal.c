@@ -1,11 +1,6 @@
-/* seal.c — sealed links: the byte stream cut into AES-256-GCM records (libcrypto EVP), each
- *   len u32 (plaintext bytes, 1..SH_SEAL_RECORD_NBYTES; also the record's AAD) | ciphertext | tag[16]
- * under the direction's key, with the nonce 0^32 | record number (64 bits, big-endian),
- * counted by both sides and never sent: a replayed, dropped or reordered record decrypts
- * under the wrong nonce and fails its tag. A record's plaintext is released only after its
- * tag checks; it is decrypted in place in the link's buffer, where reductions read it
- * (recv_peek). A send seals one record at a time and reports its bytes once the kernel took
- * the whole record, so nothing sealed is left behind when an operation ends.
+/* seal.c — sealed links: the byte stream cut into AES-256-GCM records (libcrypto EVP) under the
+ * direction's key, the nonce a record count both sides keep; a record's plaintext released only
+ * after its tag checks, decrypted in place where reductions read it (recv_peek).
  * Not here: keys' secrecy (the job key), the handshake (boot/sock.c), connecting (tcp.c).
  * Proved by tests/comm/test_seal.c. */
 #include "comm/transport/seal.h"
@@ -22,6 +17,12 @@
 #include <openssl/kdf.h>
 
 #include "base/err.h"
+
+/* Record: len u32 (plaintext bytes, 1..SH_SEAL_RECORD_NBYTES; also the record's AAD) |
+ * ciphertext | tag[16], with the nonce 0^32 | record number (64 bits, big-endian), counted by
+ * both sides and never sent: a replayed, dropped or reordered record decrypts under the wrong
+ * nonce and fails its tag. A send seals one record at a time and reports its bytes once the
+ * kernel took the whole record, so nothing sealed is left behind when an operation ends. */
 
 enum { HDR = 4, TAG = 16, IV = 12, MAX_WIRE = HDR + SH_SEAL_RECORD_NBYTES + TAG };
 /* The buffers: a record starts at FRONT, so its ciphertext and plaintext are 64-byte

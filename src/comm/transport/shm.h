@@ -1,11 +1,9 @@
-/* shm.h — the shared-memory transport as the rest of comm sees it: links between ranks of
- * one host through one segment per host (a single-producer single-consumer ring per
- * ordered pair and plane, shm.c), each rank's slots for small collectives (shm_slots.c),
- * and the hooks of the tests' fork harness (shm_test.c). Segments are mode 0600, reserved
- * up front and never named in /dev/shm past their making (shm_seg.c), so nothing is left
- * there, even when ranks are killed.
- * Not here: the segment's layout (shm_seg.h), windows (window.h), the collectives that use
- * the slots and the peers' memory (coll/slots.c, coll/cma.c), waiting (xfer.c).
+/* shm.h — the shared-memory transport as the rest of comm sees it: links between ranks of one
+ * host through one segment per host (shm.c), each rank's slots for small collectives
+ * (shm_slots.c), the tests' fork harness (shm_test.c). Segments are mode 0600 and never left
+ * named in /dev/shm (shm_seg.c), even when ranks are killed.
+ * Not here: the segment's layout (shm_seg.h), windows (window.h), the collectives that use the
+ * slots and the peers' memory (coll/slots.c, coll/cma.c), waiting (xfer.c).
  * Proved by tests/comm/test_transport_shm.c and tests/comm/test_comm.c. */
 #ifndef SH_COMM_SHM_H
 #define SH_COMM_SHM_H

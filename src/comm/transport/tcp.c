@@ -1,12 +1,9 @@
-/* tcp.c — the TCP mesh: every rank listens on one interface, publishes addr:port
- * in the store, connects to each lower rank it wants (twice: collective and point-to-point
- * planes) and accepts the higher ones. Every connection proves the job key with a context
- * naming the communicator, both ranks and the plane; strangers, garbage and stalled
- * handshakes are logged and dropped while the real ranks are served (handshakes are polled
- * side by side, so a stranger that stalls costs nobody any time).
- * Under SHOAL_SECURE=1 each link is sealed (seal.c) with keys derived from its handshake.
- * Not here: the handshake's cryptography and socket helpers (boot/sock.c), byte moving
- * (link.c, seal.c, xfer.c); which peers it serves is its row of transport.h's table, at the end.
+/* tcp.c — the TCP mesh: each rank listens on one interface, publishes addr:port in the store,
+ * connects to lower ranks (a collective and a point-to-point plane) and accepts higher ones;
+ * every connection proves the job key, strangers and stalled handshakes are dropped while the
+ * real ranks are served; under SHOAL_SECURE=1 each link is sealed (seal.c).
+ * Not here: the handshake's cryptography and socket helpers (boot/sock.c), byte moving (link.c,
+ * seal.c, xfer.c); which peers it serves is its row of transport.h's table, at the end.
  * Proved by tests/comm/test_transport_tcp.c, tests/comm/test_comm.c, test_comm_faults.c. */
 #include "comm/transport/tcp.h"
 

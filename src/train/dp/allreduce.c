@@ -87,26 +87,25 @@ struct dp_state {
     const char *model;
     size_t nparams;
     float lr;              /* this step's rate, for an update the exchange applies */
+    int elastic;           /* every rank holds and steps everything (sh_strategy_allreduce_elastic) */
 };
 
 static int compresses(const dp_state *d) { return d->codec.codec != SHOAL_CODEC_NONE || d->sfb; }
 
-/* Every rank must train the same model with the same batch: compare (cfg hash, batch,
- * parameter count) across ranks and name the first rank that differs and in what. */
-static shoal_result check_same(dp_state *d, sh_net *net)
+shoal_result sh_dp_check_same(shoal_comm *c, sh_net *net, int batch)
 {
-    int world = shoal_comm_world(d->c), rank = shoal_comm_rank(d->c);
-    int64_t mine[3] = {(int64_t)sh_net_cfg_hash(net), d->o.batch, (int64_t)sh_net_nparams(net)};
+    int world = shoal_comm_world(c);
+    int64_t mine[3] = {(int64_t)sh_net_cfg_hash(net), batch, (int64_t)sh_net_nparams(net)};
     int64_t *all = malloc(sizeof(int64_t) * 3 * (size_t)world);
     if (!all) return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
-    shoal_result rc = shoal_allgather(d->c, mine, all, 3, SHOAL_INT64);
+    shoal_result rc = shoal_allgather(c, mine, all, 3, SHOAL_INT64);
     for (int r = 1; rc == SHOAL_OK && r < world; r++) {
         const char *what = all[3 * r] != all[0]       ? "model file (a different .cfg)"
                            : all[3 * r + 1] != all[1] ? "batch size"
                            : all[3 * r + 2] != all[2] ? "parameter count"
                                                       : NULL;
         if (!what) continue;
-        const char *host = shoal_comm_host(d->c, r);
+        const char *host = shoal_comm_host(c, r);
         if (all[3 * r] == all[0] && all[3 * r + 1] != all[1])
             rc = SH_FAIL(SHOAL_ERR_MISMATCH, "rank %d (%s) was started with batch %lld, rank 0 with %lld: "
                          "start every rank with the same model and options", r, host ? host : "?",
@@ -115,7 +114,6 @@ static shoal_result check_same(dp_state *d, sh_net *net)
             rc = SH_FAIL(SHOAL_ERR_MISMATCH, "rank %d (%s) was started with another %s than rank 0: "
                          "start every rank with the same model and options", r, host ? host : "?", what);
     }
-    (void)rank;
     free(all);
     return rc;
 }
@@ -264,7 +262,7 @@ static shoal_result plan_exchange(sh_strategy *s, sh_net *net, int shared)
 static shoal_result attach(sh_strategy *s, sh_net *net)
 {
     dp_state *d = s->impl;
-    SH_TRY(check_same(d, net));
+    SH_TRY(sh_dp_check_same(d->c, net, d->o.batch));
     size_t nparams = sh_net_nparams(net);
     d->nparams = nparams;
     /* The update rides on the allreduce: each bucket's optimizer step runs as soon as its
@@ -272,7 +270,8 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
      * its block (ZeRO stage 1: the optimizer's work and memory traffic are divided). */
     long shard = 1;
     SH_TRY(sh_env_long("SHOAL_DP_SHARD", &shard));
-    d->shard = shard && s->opt != NULL && !compresses(d); /* compressed: every rank steps all */
+    /* compressed, or elastic (any rank that remains must hold every moment): every rank steps all */
+    d->shard = shard && s->opt != NULL && !compresses(d) && !d->elastic;
     s->applies_update = d->shard;
     int shared = 0;
     SH_TRY(share_weights(d, net, &shared));
@@ -285,7 +284,7 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
     float *stats = sh_net_stats(net, &nstats);
     if (nstats) SH_TRY(shoal_broadcast(d->c, stats, stats, nstats, SHOAL_FLOAT32, 0));
     if (!compresses(d)) return plan_exchange(s, net, shared);
-    sh_gradx_opts go = {d->codec, d->sfb, d->model, 0};
+    sh_gradx_opts go = {d->codec, d->sfb, d->model, 0, 0};
     SH_TRY(sh_gradx_create(d->c, net, &go, &d->gx));
     s->applies_update = s->opt != NULL && sh_gradx_applies_update(d->gx); /* momentum correction */
     char spec[48];
@@ -737,6 +736,12 @@ void sh_strategy_allreduce_compress(sh_strategy *s, const shoal_codec_opts *code
     d->codec = *codec;
     d->sfb = sfb;
     d->model = model;
+}
+
+void sh_strategy_allreduce_elastic(sh_strategy *s)
+{
+    dp_state *d = s->impl;
+    d->elastic = 1;
 }
 
 void sh_strategy_allreduce_profile(const sh_strategy *s, sh_dp_profile *out)

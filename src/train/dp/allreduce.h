@@ -36,6 +36,10 @@ typedef struct {
     int64_t early_chunks;
 } sh_dp_profile;
 
+/* Every rank of c trains the same model (cfg hash, parameter count) with the same batch:
+ * SHOAL_ERR_MISMATCH naming the first rank that differs and in what. Collective. */
+shoal_result sh_dp_check_same(shoal_comm *c, sh_net *net, int batch);
+
 /* A data-parallel strategy over c: every rank starts from rank 0's weights; gradients are
  * averaged in buckets (last layers first) whose non-blocking allreduces start as soon as
  * backward has produced them. c is borrowed. */
@@ -46,5 +50,9 @@ void sh_strategy_allreduce_profile(const sh_strategy *s, sh_dp_profile *out);
  * optimizer then runs on every rank over every parameter. model (the .cfg, for messages)
  * is borrowed. */
 void sh_strategy_allreduce_compress(sh_strategy *s, const shoal_codec_opts *codec, int sfb, const char *model);
+/* Before attach, for an elastic job (src/train/elastic.c): every rank keeps the whole model
+ * and optimizer state and updates all of it (no split update, no shared window, no exchange
+ * left in flight), so that any rank that remains holds all of it. */
+void sh_strategy_allreduce_elastic(sh_strategy *s);
 
 #endif

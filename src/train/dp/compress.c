@@ -17,7 +17,7 @@
  * u = m u + g + decay w, so that what top-k holds back keeps its momentum; the exchanged
  * mean is then applied as w -= lr * mean with no further momentum. At topk:1 this is the
  * uncompressed momentum SGD, up to rounding; without it the optimizer's momentum acts on the
- * sparse, delayed updates (LeNet loses accuracy at topk:0.01: bench/README.md). */
+ * sparse, delayed updates, and accuracy suffers at high sparsity. */
 #include "train/dp/compress.h"
 
 #include <math.h>
@@ -127,6 +127,16 @@ static shoal_result add_compressed(sh_gradx *g, int layer, size_t off, size_t co
     return SHOAL_OK;
 }
 
+int sh_gradx_sends_factors(sh_net *net, int layer, size_t *w_off, size_t *wn)
+{
+    size_t rows, cols;
+    const float *x, *dy;
+    int in = 0, k = 0, batch = sh_net_batch(net);
+    sh_net_layer_weights(net, layer, w_off, &rows, &cols);
+    *wn = rows * cols;
+    return sh_net_layer_factors(net, layer, &x, &dy, &in, &k) && rows && (double)batch * (in + k) < (double)in * k;
+}
+
 shoal_result sh_gradx_create(shoal_comm *c, sh_net *net, const sh_gradx_opts *o, sh_gradx **out)
 {
     *out = NULL;
@@ -168,7 +178,8 @@ shoal_result sh_gradx_create(shoal_comm *c, sh_net *net, const sh_gradx_opts *o,
         const float *x, *dy;
         int in = 0, k = 0;
         int is_fc = sh_net_layer_factors(net, i, &x, &dy, &in, &k);
-        if (o->sfb && is_fc && rows && (double)batch * (in + k) < (double)in * k) {
+        size_t f_off, fn;
+        if (o->sfb && sh_gradx_sends_factors(net, i, &f_off, &fn)) {
             unit *u = &g->u[g->nu++];
             u->layer = i, u->off = w_off, u->count = wn, u->sfb = 1;
             u->inputs = in, u->outputs = k, u->batch = batch;
@@ -179,9 +190,11 @@ shoal_result sh_gradx_create(shoal_comm *c, sh_net *net, const sh_gradx_opts *o,
             g->st.sfb_layers++;
         } else {
             if (o->sfb && is_fc) fallback++;
-            if (rows) rc = add_compressed(g, i, w_off, wn, cols);
+            if (rows && !o->sfb_only) rc = add_compressed(g, i, w_off, wn, cols);
         }
-        if (rc == SHOAL_OK && count > wn) rc = add_compressed(g, i, off + (rows ? wn : 0), count - (rows ? wn : 0), 0);
+        if (rc == SHOAL_OK && count > wn && !o->sfb_only)
+            rc = add_compressed(g, i, off + (rows ? wn : 0), count - (rows ? wn : 0), 0);
+        if (g->first_unit_of_layer[i] == g->nu) g->first_unit_of_layer[i] = -1; /* nothing of it here */
     }
     if (rc == SHOAL_OK) {
         pthread_mutex_init(&g->mu, NULL);
@@ -200,7 +213,7 @@ shoal_result sh_gradx_create(shoal_comm *c, sh_net *net, const sh_gradx_opts *o,
                  "the mean is applied without momentum", spec, (double)g->momentum);
     if (o->sfb)
         SH_LOG_I("train", "sufficient factors for %d of %d connected layers (batch %d); %d fall back to %s",
-                 g->st.sfb_layers, connected, batch, fallback, spec);
+                 g->st.sfb_layers, connected, batch, fallback, o->sfb_only ? "the parameter servers" : spec);
     *out = g;
     return SHOAL_OK;
 }

@@ -16,6 +16,8 @@ typedef struct {
     const char *model;      /* the .cfg, for messages */
     int sum;                /* 1: the ranks' gradients are summed (each already a share of the
                                batch's mean); 0: averaged */
+    int sfb_only;           /* with sfb: only the factors' layers are exchanged; the rest stays as
+                               backward left it (--ps --sfb: the servers take it) */
 } sh_gradx_opts;
 
 typedef struct {
@@ -26,6 +28,11 @@ typedef struct {
 } sh_gradx_stats;
 
 typedef struct sh_gradx sh_gradx;
+
+/* 1 when layer's weights travel as sufficient factors under --sfb (a [connected] layer where
+ * batch x (inputs + outputs) < inputs x outputs at the net's batch), with their slice of the
+ * parameter block; the rule every rank and server applies alike. */
+int sh_gradx_sends_factors(sh_net *net, int layer, size_t *w_off, size_t *wn);
 
 /* Plan the exchange for net on c. Errors: SHOAL_ERR_INVALID with one line for --sfb on a
  * model with no connected layer; SHOAL_ERR_NOMEM. Collective: no (the plan is a function of

@@ -8,7 +8,12 @@
 
 #include "shoal/comm.h"
 #include "train/dp/compress.h"
+#include "train/ps/layout.h"
+#include "train/ps/ps.h"
 #include "train/strategy.h"
+
+/* --ps over model-parallel replicas: the servers hold this rank's part (mp/mp.c). */
+typedef struct sh_mp_servers sh_mp_servers;
 
 /* The first member of every model-parallel strategy's impl, where the helpers find it. */
 typedef struct {
@@ -21,6 +26,7 @@ typedef struct {
     sh_net *fuse_owner;       /* whose parameter block they step, from fuse_base on */
     size_t fuse_base;
     sh_model_part part;       /* checkpoints: the whole model from the parts */
+    sh_mp_servers *srv;       /* --ps: the servers hold the parts; NULL: the replicas average them */
 } sh_mp;
 
 /* The strategy and its impl (impl_nbytes zeroed bytes, an sh_mp first) over the job's
@@ -56,5 +62,23 @@ shoal_result sh_mp_finish_group(sh_strategy *s, sh_net *net);
  * owner's parameter block from base on; the strategy then applies the update, finish steps
  * the rest (sh_net_step_unfused). */
 void sh_mp_fuse(sh_strategy *s, int allowed, sh_net *net, sh_net *owner, size_t base);
+
+/* --ps over replicas of this layout (DistBelief): before attach (job.c), the servers that
+ * hold this rank's part, its place in their vector l (moved in: l is left empty) and whether
+ * it gives the part's first weights (replica 0's rank). The layout runs on the workers'
+ * communicator `workers`, which it now owns; job is the job's (servers first), borrowed.
+ * From then on each step pulls the part before it (sh_mp_begin) and pushes its gradients
+ * instead of the replicas' average (sh_mp_servers_push); the servers apply the optimizer. */
+shoal_result sh_mp_servers_create(sh_strategy *s, shoal_comm *job, shoal_comm *workers, const sh_ps_config *cfg,
+                                  sh_ps_layout *l, int contributes);
+/* In attach: the servers' first weights (collective over the job), then this part's pull. */
+shoal_result sh_mp_servers_attach(sh_strategy *s, sh_net *net);
+/* In finish: this part's gradients to the servers. */
+shoal_result sh_mp_servers_push(sh_strategy *s);
+/* After the last step (the ops' end): the servers' last weights, for the final evaluation
+ * and checkpoint. Nothing without servers. */
+shoal_result sh_mp_end(sh_strategy *s);
+/* After training: goodbye to the servers, waiting for their answer. */
+shoal_result sh_mp_servers_close(sh_strategy *s);
 
 #endif

@@ -32,10 +32,9 @@
 #include "train/mp/tensor_plan.h"
 
 /* The stage multiplies by packed weights (gemm_packed.c): packed as its own update writes
- * them, at any micro-batch size (measured on balanced.cfg: +8% images/s at 128 rows, +14% at
- * 64). Where another applies the update (--compress with momentum) the pass packs them, which
- * pays only on micro-batches of fewer rows than this (at 1024 x 1024: 2x the speed at 32
- * rows, break-even at 64 with two micro-batches). */
+ * them, at any micro-batch size. Where another applies the update (--compress with momentum)
+ * the pass packs them, which pays only on micro-batches of fewer rows than this
+ * (bench/mp/pipe_ab.sh measures both). */
 #define PIPE_PACK_ROWS 64
 
 /* ---- the strategy hooks ---- */
@@ -59,10 +58,12 @@ static shoal_result pipe_attach(sh_strategy *s, sh_net *net)
     p->stale = SH_PACK_FORWARD | SH_PACK_BACKWARD; /* the weights may come from a checkpoint */
     sh_net_rng_get(net, p->rng); /* restored from a checkpoint, or the seed's */
     memcpy(p->rng0, p->rng, sizeof p->rng0);
+    /* --ps: the servers hold the stage and step it; each pull is packed as the update packs */
+    if (p->mp.srv) SH_TRY(sh_mp_servers_attach(s, net));
     /* --compress: the replicas of this stage exchange its gradients compressed */
-    SH_TRY(sh_mp_attach_group(s, p->group, net, 0));
+    else SH_TRY(sh_mp_attach_group(s, p->group, net, 0));
     /* Packed copies: the update refreshes them as it writes the weights (pipe_finish) */
-    p->updates = p->packs && s->opt && !s->applies_update;
+    p->updates = p->packs && s->opt && (!s->applies_update || p->mp.srv);
     if (p->updates) s->applies_update = 1;
     else if (p->mb >= PIPE_PACK_ROWS) { /* a pack per pass would cost more than it saves */
         p->packs = 0;
@@ -91,17 +92,40 @@ static shoal_result pipe_sync_state(sh_strategy *s)
     return rc;
 }
 
+/* --ps: the pulled weights packed as the stage's own update packs them (pipe_finish), so that
+ * the passes run the same kernels on the same copies as without servers. */
+static void pack_pulled(pipe_state *p)
+{
+    if (!p->mp.srv || !p->packs || !p->pulled_packs) return;
+    int lazy = p->S > 1 && p->stage == 0 ? SH_PACK_BACKWARD : 0;
+    sh_net_pack_weights(p->inst[0], p->packs & ~lazy);
+    p->stale = lazy;
+}
+
 static shoal_result pipe_begin(sh_strategy *s, int64_t step)
 {
     pipe_state *p = s->impl;
     p->step = step;
-    return sh_mp_begin(s, step);
+    SH_TRY(sh_mp_begin(s, step));
+    if (step > 0) pack_pulled(p);
+    return SHOAL_OK;
+}
+
+static shoal_result pipe_end(sh_strategy *s)
+{
+    SH_TRY(sh_mp_end(s));
+    pack_pulled(s->impl);
+    return SHOAL_OK;
 }
 
 static shoal_result pipe_finish(sh_strategy *s)
 {
     pipe_state *p = s->impl;
     float *g = sh_net_grads(p->inst[0]);
+    if (p->mp.srv) { /* the servers average the replicas and step */
+        p->pulled_packs = 1;
+        return sh_mp_servers_push(s);
+    }
     if (p->group) {
         uint64_t t0 = sh_now_ns();
         if (p->mp.gx) SH_TRY(sh_mp_finish_group(s, p->inst[0]));
@@ -111,9 +135,9 @@ static shoal_result pipe_finish(sh_strategy *s)
     if (p->updates) { /* the step's own update (applies_update), the copies packed with it */
         /* but for the first stage's backward ones: its update is on every step's critical
          * path, and its first backward waits for the stage after (idle), where the pass packs
-         * them (backward_one; on balanced.cfg, M=8: its update 2.3 against 2.7 ms, nothing
-         * added to its pass). A later stage's forward ones packed before its first wait for
-         * the activations took longer than that wait and lost (6550 against 7270 images/s). */
+         * them (backward_one) at no cost to its pass. A later stage's forward ones are packed
+         * by the update: packing them before its first wait for the activations takes longer
+         * than that wait. */
         int lazy = p->S > 1 && p->stage == 0 ? SH_PACK_BACKWARD : 0;
         sh_optim_begin(s->opt, sh_lr_at(s->lr, p->step));
         sh_net_update_packed(p->inst[0], s->opt, g, p->packs & ~lazy);
@@ -243,6 +267,7 @@ static const sh_strategy_ops pipe_ops = {
     .rank_state_set = sh_mp_rank_state_set,
     .comm_stats = sh_mp_comm_stats,
     .grad_sq_part = pipe_grad_sq,
+    .end = pipe_end,
 };
 
 /* ---- building ---- */
@@ -444,8 +469,8 @@ shoal_result sh_strategy_pipeline_tp_create(shoal_comm *c, const sh_pipe_opts *o
     /* OpenBLAS would re-pack each weight matrix for every one of the M products; keep them
      * packed instead (while the copies take at most 64 MiB), the copies the machine's rule
      * says pay at this micro-batch size (sh_dense_stage_packs: none, W for dX, or W and W^T;
-     * an update that packs both costs 3x a plain one, balanced.cfg, M=4: 3.0 against ~1 ms a
-     * stage and step). SHOAL_PIPE_PACK: 2 that rule, 1 both, 3 W alone, 0 none. */
+     * an update that packs both costs several plain ones). SHOAL_PIPE_PACK: 2 that rule,
+     * 1 both, 3 W alone, 0 none. */
     long pack = 2;
     SH_TRY_GOTO(sh_env_long("SHOAL_PIPE_PACK", &pack), rc, fail);
     int both = SH_PACK_FORWARD | SH_PACK_BACKWARD;

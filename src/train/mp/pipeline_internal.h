@@ -60,6 +60,8 @@ typedef struct {
     int updates;             /* applies the optimizer step itself, packing as it updates */
     int64_t step;            /* the step begun (its learning rate) */
     int stale;               /* SH_PACK_* bits: packed copies that predate the weights */
+    int pulled_packs;        /* --ps: a training pass ran, so every copy can be packed from pulled weights
+                                (before it the layers' gradient buffers are not all in place) */
     int pack_forward, pack_backward; /* the copies still to be packed in this pass */
     int64_t passes;
 } pipe_state;

@@ -58,6 +58,7 @@ static shoal_result tp_attach(sh_strategy *s, sh_net *net)
      * contiguous shards): dropout draws for all of them, as one process, and keeps its own */
     int b = sh_net_batch(net);
     if (p->R > 1 && sh_net_time_steps(net) <= 1) sh_net_set_rows(net, p->R * b, b, p->R * b, p->replica * b);
+    if (p->mp.srv) return sh_mp_servers_attach(s, net); /* --ps: the servers hold the shares */
     /* --compress: the replicas of this share exchange its gradients compressed */
     SH_TRY(sh_mp_attach_group(s, p->dp, net, 0));
     sh_mp_fuse(s, p->R == 1, net, p->net, 0);
@@ -86,6 +87,7 @@ static void tp_take(sh_strategy *s, const float *whole, float *mine)
 static shoal_result tp_finish(sh_strategy *s)
 {
     tp_state *p = s->impl;
+    if (p->mp.srv) return sh_mp_servers_push(s); /* the servers average the replicas and step */
     if (p->mp.fuse) {
         uint64_t t0 = sh_now_ns();
         sh_net_step_unfused(p->net, s->opt, sh_net_params(p->net), sh_net_grads(p->net), 0);
@@ -127,6 +129,7 @@ static const sh_strategy_ops tp_ops = {
     .rank_state_get = sh_mp_rank_state_get,
     .rank_state_set = sh_mp_rank_state_set,
     .comm_stats = sh_mp_comm_stats,
+    .end = sh_mp_end,
 };
 
 static shoal_result plan_pairs(tp_state *p, uint64_t seed, int *batch)

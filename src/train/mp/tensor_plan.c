@@ -11,10 +11,10 @@
 #include "base/err.h"
 #include "base/util.h"
 
-/* Multiply-adds one core does in the time a rank sends a byte of allreduce: ~50 G/s in
- * these products against ~4 GB/s of busbw on one host (bench/README.md). A split pair saves
+/* Multiply-adds one core does in the time a rank sends a byte of allreduce on one host,
+ * rounded from a core's product rate over shared memory's allreduce busbw. A split pair saves
  * each rank 3F(T-1)/T multiply-adds (forward and two backward products) and sends 2B(T-1)/T
- * bytes (ring): worth it when 3F/50 > 2B/4, F > ~8 B. */
+ * bytes (ring): worth it when F > MACS_PER_BYTE x B. */
 #define MACS_PER_BYTE 8
 
 shoal_result sh_tp_plan_init(sh_tp_plan *pl, const sh_net *plan, int T)
@@ -83,8 +83,8 @@ shoal_result sh_tp_plan_choose(sh_tp_plan *pl, const sh_net *plan, int lo, int h
         memset(c, 0, sizeof *c);
         c->col = i;
         c->row = j;
-        c->col_conv = strncmp(sh_net_layer_name(plan, i), "conv", 4) == 0;
-        c->row_conv = strncmp(sh_net_layer_name(plan, j), "conv", 4) == 0;
+        c->col_conv = sh_net_tp_by_channels(plan, i);
+        c->row_conv = sh_net_tp_by_channels(plan, j);
         for (int k = i; k <= j; k++) c->macs += sh_net_layer_flops(plan, k);
         /* the net's first layer's input gradient is not computed: nothing to sum; a later
          * stage's first layer's is (it goes back to the stage before) */

@@ -1,32 +1,8 @@
-/* plan/cost.c — the planner's model of one step, layout by layout. Vocabulary: N = H x R
- * ranks (H hosts of R), b a replica's images per step, a link costs alpha + bytes x beta
- * (shared memory within a host, one network link per host across it), a layer's forward and
- * backward a + b m seconds at m images (measured, plan/measure.c).
- *   allreduce (coll/select.c): recursive doubling up to 16 KiB, log2 rounds of the whole
- *     message; one host: each rank reduces its 1/N from the others' memory and copies the rest
- *     back, 2 (N-1)/N bytes; one rank a host: the ring, 2 (N-1) steps of 1/N (two ranks at
- *     64 KiB - 1 MiB: recursive doubling, one exchange); several: hierarchical, a reduce-scatter
- *     and an allgather within the host around the ring across hosts of each host's share,
- *     the host's link carrying 2 (H-1)/H bytes.
- *   data parallel: buckets of 1 MiB, last layers first, each starting when backward has made
- *     it and the one before is done; the step waits for the last, except across hosts,
- *     where the tail overlaps the next forward; each rank steps 1/N of the weights. Codecs
- *     send their wire bytes (allgathered payloads, or fp16's alltoall and allgather) and pay
- *     their encoding and every rank's decoding; --sfb's connected layers allgather b (in + out)
- *     values and rebuild dW from every rank's factors.
- *   pipeline (S stages, M micro-batches of b/M, T tensor ranks a stage, D = N / (S T)
- *     replicas; mp/pipeline_pass.c's 1F1B): (M + S - 1) slots of the slowest stage's forward,
- *     backward and its transfers (the bubble is (S-1)/(M+S-1) of the pass), then the replicas'
- *     allreduce of each stage's gradients and the stage's update. Tensor pairs compute 1/T
- *     and allreduce the row layer's output forward and the column layer's input gradient
- *     backward among the T ranks. S = 1 is plain tensor parallelism.
- *   hybrid (mp/hybrid.c's head): layers before the first [connected] on b/N images a rank,
- *     the connected part on all b with each [connected] 1/N of its outputs, its output and
- *     input gradient allreduced; broadcast moves (N-1)/N of b x I activities each way at once,
- *     vertical and horizontal in N chunks whose transfers hide behind the chunk before; then
- *     the convolutional gradients' allreduce.
- * Not here: measuring (plan/measure.c), which layouts exist (plan/choose.c), the cuts and
- * pairs (mp/pipeline_plan.c, mp/tensor_plan.c: called as the strategies call them).
+/* plan/cost.c — the planner's model of one step, layout by layout: each layout's compute from
+ * the measured layer times, its traffic priced as the collectives shoal would run it (the walk
+ * of each layout: docs/plan.md).
+ * Not here: measuring (plan/measure.c), which layouts exist (plan/choose.c), the cuts and pairs
+ * (mp/pipeline_plan.c, mp/tensor_plan.c: called as the strategies call them).
  * Proved by tests/train/test_plan.c (hand-computed cases). */
 #include "train/plan/plan.h"
 
@@ -39,6 +15,10 @@
 #include "train/mp/hybrid.h"
 #include "train/mp/pipeline.h"
 #include "train/mp/tensor_plan.h"
+
+/* Vocabulary: N = H x R ranks (H hosts of R), b a replica's images per step, a link costs
+ * alpha + bytes x beta (shared memory within a host, one network link per host across it), a
+ * layer's forward and backward a + b m seconds at m images (measured, plan/measure.c). */
 
 #define RD_MAX_NBYTES (16.0 * 1024)        /* select.c: recursive doubling up to here */
 #define PAIR_RD_MIN_NBYTES (64.0 * 1024)   /* select.c: two ranks across hosts, this range */

@@ -23,12 +23,11 @@
 #define REPS 3                 /* timed passes per batch size (the median counts) */
 #define SMALL_DIVISOR 8        /* the second batch size: b / 8 */
 #define SHM_ALPHA_S 5e-6       /* a shared-memory message's start (slots.c, eager.c: a few us) */
-/* Shared-memory allreduce moves bytes at about a third of one thread's memcpy: 3.9 GB/s busbw
- * against 11 GB/s on the 2-core machine of bench/README.md ("Collective communication"). */
+/* Shared-memory allreduce moves bytes at about a third of one thread's memcpy (docs/plan.md). */
 #define SHM_OF_MEMCPY 0.35
 #define NET_ALPHA_S 50e-6      /* a TCP message's start across hosts when not probed */
-/* TCP's share of a link's rate: shoal's ring and hierarchical allreduce ran 0.115-0.119 GB/s
- * across 1 gbit (0.125) on the emulated cluster (bench/README.md, "Across hosts"). */
+/* TCP's share of a link's rate, as shoal's ring and hierarchical allreduce reach it across a
+ * shaped link (docs/plan.md). */
 #define TCP_OF_LINK 0.93
 #define PROBE_SMALL 1024       /* floats: recursive doubling's range */
 #define PROBE_LARGE (1 << 20)  /* floats: the bandwidth's */

@@ -24,7 +24,11 @@ struct sh_ps_client {
     shoal_comm *c;
     sh_ps_config cfg;
     int64_t clock;
+    int64_t rounds;         /* the fewest rounds of updates a server reported at the last pull */
     int lead;               /* the lowest worker not dropped, as last heard */
+    size_t lo, count;       /* this worker's range of the vector (its local array's [0, count)) */
+    size_t *at, *n;         /* [k]: its part of server k's shard (n 0: it never talks to k) */
+    int nmeet;              /* servers it talks to */
     unsigned char *buf;
     size_t buf_nbytes;
     shoal_compressor **enc; /* [nservers]: compressed pushes (the shard's residual), or NULL */
@@ -61,10 +65,23 @@ shoal_result sh_ps_client_create(shoal_comm *c, const sh_ps_config *cfg, sh_ps_c
         w->cfg.timeout_ms = (int)t;
     }
     size_t lo, most = 0;
+    int me = shoal_comm_rank(c) - cfg->nservers;
+    w->lo = cfg->worker_lo ? cfg->worker_lo[me] : 0;
+    w->count = cfg->worker_lo ? cfg->worker_count[me] : cfg->nparams;
+    w->at = calloc((size_t)cfg->nservers, sizeof *w->at);
+    w->n = calloc((size_t)cfg->nservers, sizeof *w->n);
+    if (!w->at || !w->n) {
+        sh_ps_client_destroy(w);
+        return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
+    }
     for (int k = 0; k < cfg->nservers; k++) {
         size_t n;
         sh_ps_shard(cfg->nparams, cfg->nservers, k, &lo, &n);
         if (n > most) most = n;
+        size_t a = lo > w->lo ? lo : w->lo, b = lo + n < w->lo + w->count ? lo + n : w->lo + w->count;
+        w->at[k] = a;
+        w->n[k] = b > a ? b - a : 0;
+        w->nmeet += b > a || !cfg->worker_lo; /* the whole vector meets every shard, empty ones too */
     }
     w->buf_nbytes = sizeof(ps_hdr) + most * sizeof(float) + 512;
     if (cfg->codec.codec != SHOAL_CODEC_NONE) {
@@ -127,6 +144,9 @@ static shoal_result send_to_server(sh_ps_client *w, int k, size_t nbytes)
     if (rc != SHOAL_OK) sh_err_prefix("to parameter server %d: ", k); /* the caller names this rank */
     return abort_reason(w, rc);
 }
+
+/* 1 when this worker's range meets server k's shard (the whole vector meets every one). */
+static int meets(const sh_ps_client *w, int k) { return w->n[k] > 0 || !w->cfg.worker_lo; }
 
 static shoal_result send_hdr(sh_ps_client *w, int k, const ps_hdr *h, const void *payload, size_t nbytes)
 {
@@ -204,12 +224,13 @@ static shoal_result recv_answer(sh_ps_client *w, const char *what, ps_hdr *h, si
 shoal_result sh_ps_client_pull(sh_ps_client *w, float *params)
 {
     uint64_t t0 = sh_trace_on() ? sh_now_ns() : 0;
-    int64_t holds = 0;
+    int64_t holds = 0, rounds = INT64_MAX;
     for (int k = 0; k < w->cfg.nservers; k++) {
+        if (!meets(w, k)) continue;
         ps_hdr h = {PS_MAGIC, PS_PULL, w->clock, 0, 0, 0, {0, 0, 0}};
         SH_TRY(send_hdr(w, k, &h, NULL, 0));
     }
-    for (int got = 0; got < w->cfg.nservers;) {
+    for (int got = 0; got < w->nmeet;) {
         ps_hdr h = {0};
         size_t n;
         int peer;
@@ -219,13 +240,15 @@ shoal_result sh_ps_client_pull(sh_ps_client *w, float *params)
             continue;
         }
         got++;
-        size_t lo, cnt;
-        sh_ps_shard(w->cfg.nparams, w->cfg.nservers, peer, &lo, &cnt);
+        size_t lo = w->at[peer], cnt = w->n[peer];
         if (h.magic != PS_MAGIC || h.kind != PS_PARAMS || h.offset != lo || h.count != cnt ||
             n != sizeof h + cnt * sizeof(float))
             return SH_FAIL(SHOAL_ERR_PEER, "worker: parameter server %d sent a reply that does not fit its shard", peer);
-        memcpy(params + lo, w->buf + sizeof h, cnt * sizeof(float));
+        memcpy(params + (lo - w->lo), w->buf + sizeof h, cnt * sizeof(float));
+        int64_t r = (int64_t)((uint64_t)(uint32_t)h.pad[0] | (uint64_t)(uint32_t)h.pad[1] << 32);
+        if (r < rounds) rounds = r;
     }
+    w->rounds = rounds;
     /* A pull the consistency bound held lasts until the slowest worker caught up: the
      * servers' rows show the hold itself (SH_TRACK_STALE). */
     if (t0) sh_trace_span(SH_TRACK_PULL, "pull", t0, sh_now_ns(), "clock", w->clock, "holds", holds);
@@ -236,8 +259,9 @@ shoal_result sh_ps_client_push(sh_ps_client *w, const float *grads)
 {
     uint64_t t0 = sh_trace_on() ? sh_now_ns() : 0;
     for (int k = 0; k < w->cfg.nservers; k++) {
-        size_t lo, cnt;
-        sh_ps_shard(w->cfg.nparams, w->cfg.nservers, k, &lo, &cnt);
+        if (!meets(w, k)) continue;
+        size_t lo = w->at[k], cnt = w->n[k];
+        const float *mine = grads + (lo - w->lo);
         ps_hdr h = {PS_MAGIC, PS_PUSH, w->clock, lo, cnt, 0, {0, 0, 0}};
         if (w->enc) { /* encoded straight behind the header */
             int32_t words[2];
@@ -245,22 +269,24 @@ shoal_result sh_ps_client_push(sh_ps_client *w, const float *grads)
             h.pad[0] = words[0], h.pad[1] = words[1];
             size_t pn = shoal_compressor_payload_nbytes(w->enc[k]);
             memcpy(w->buf, &h, sizeof h);
-            SH_TRY(shoal_compressor_encode(w->enc[k], grads + lo, w->buf + sizeof h));
+            SH_TRY(shoal_compressor_encode(w->enc[k], mine, w->buf + sizeof h));
             w->pushed_nbytes += (double)(sizeof h + pn);
             SH_TRY(send_to_server(w, k, sizeof h + pn));
             continue;
         }
         w->pushed_nbytes += (double)(sizeof h + cnt * sizeof(float));
-        SH_TRY(send_hdr(w, k, &h, grads + lo, cnt * sizeof(float)));
+        SH_TRY(send_hdr(w, k, &h, mine, cnt * sizeof(float)));
     }
     if (t0) sh_trace_span(SH_TRACK_PUSH, "push", t0, sh_now_ns(), "clock", w->clock, "bytes",
-                          (int64_t)(w->cfg.nparams * sizeof(float)));
+                          (int64_t)(w->count * sizeof(float)));
     w->clock++;
     /* sends are buffered: a server gone is found here, not a step later */
     return abort_reason(w, sh_ps_client_check_servers(w, "its push of this step is lost"));
 }
 
 int64_t sh_ps_client_clock(const sh_ps_client *w) { return w->clock; }
+
+int64_t sh_ps_client_rounds(const sh_ps_client *w) { return w->rounds; }
 
 void sh_ps_client_push_stats(const sh_ps_client *w, double *pushed_nbytes, double *residual_norm)
 {
@@ -322,6 +348,7 @@ static shoal_result send_byes(sh_ps_client *w)
 {
     shoal_result first = SHOAL_OK;
     for (int k = 0; k < w->cfg.nservers; k++) {
+        if (!meets(w, k)) continue;
         ps_hdr h = {PS_MAGIC, PS_BYE, w->clock, 0, 0, 0, {0, 0, 0}};
         shoal_result rc = send_hdr(w, k, &h, NULL, 0);
         if (rc != SHOAL_OK && first == SHOAL_OK) first = rc;
@@ -335,7 +362,7 @@ shoal_result sh_ps_client_close(sh_ps_client *w)
 {
     SH_TRY(send_byes(w));
     /* A server holds its answer while a lower worker trains (saying HOLD meanwhile). */
-    for (int got = 0; got < w->cfg.nservers;) {
+    for (int got = 0; got < w->nmeet;) {
         ps_hdr h = {0};
         size_t n;
         int peer;
@@ -354,5 +381,7 @@ void sh_ps_client_destroy(sh_ps_client *w)
     for (int k = 0; w->enc && k < w->cfg.nservers; k++) shoal_compressor_destroy(w->enc[k]);
     free(w->enc);
     free(w->buf);
+    free(w->at);
+    free(w->n);
     free(w);
 }

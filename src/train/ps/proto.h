@@ -23,7 +23,9 @@ typedef struct {
     uint64_t offset; /* PUSH, PARAMS: first parameter of the shard */
     uint64_t count;  /* PUSH, PARAMS: floats that follow; ABORT, HELLO: bytes of the text */
     int32_t lead;    /* PARAMS, DONE: the lowest worker this server has not dropped (-1: none) */
-    int32_t pad[3];  /* 48 bytes: the floats behind a header stay 16-byte aligned */
+    int32_t pad[3];  /* 48 bytes: the floats behind a header stay 16-byte aligned. PUSH:
+                        pad[0], pad[1] the codec (sh_ps_codec_words); PARAMS: pad[0], pad[1]
+                        the server's rounds of updates (low, high 32 bits) */
 } ps_hdr;
 _Static_assert(sizeof(ps_hdr) % 16 == 0, "ps_hdr keeps the floats behind it aligned");
 

@@ -29,6 +29,10 @@ typedef struct {
     int nranges;
     sh_optim_config optim;
     sh_lr_policy lr;
+    /* sync: a round closes once ceil(quorum x live workers) fresh pushes are in (pushes from
+     * workers that pulled the current weights); a late push is added to the next round, and
+     * its worker's pull is answered at once. 0: every live worker's push (plain sync). */
+    double quorum;
     int timeout_ms;               /* a worker silent this long is dropped (async, ssp) or
                                      stops the job (sync); 0: SHOAL_TIMEOUT */
     /* Server checkpoints: server k writes PATH.server<k> (its shard, optimizer state and
@@ -51,6 +55,13 @@ typedef struct {
     /* TensorBoard (borrowed; NULL: none): after each whole round, ps/clock_spread (fastest
      * minus slowest live worker) and ps/clock/w<N> (each worker's clock), at step = rounds. */
     sh_tb *tb;
+    /* Each worker's range of the vector, [worker_lo[w], + worker_count[w]) for worker w (rank
+     * nservers + w): the part of the model its replica gives it (a pipeline stage, tensor
+     * shares; ps/layout.c). The ranges of one part are equal, different parts do not overlap,
+     * and each element is the part of as many workers as there are replicas. NULL: every
+     * worker holds the whole vector. A worker pushes and pulls its range, and only to the
+     * servers whose shards it meets. */
+    const size_t *worker_lo, *worker_count;
     /* Pushes travel compressed with this codec (NONE, fp16, bf16, 1bit, topk; a worker
      * keeps the error feedback of its pushes, a server decodes); pulls stay float32. Every
      * rank must hold the same codec: a server refuses a push made with another. */
@@ -84,6 +95,7 @@ typedef struct sh_ps_server sh_ps_server;
 typedef struct {
     int64_t pulls, pushes, refused, deferred_pulls;
     int64_t ssp_violations; /* pulls served although the slowest live worker was > s behind */
+    int64_t late_pushes;    /* quorum: pushes that came after their round closed */
     int64_t max_spread;     /* the largest fastest-minus-slowest clock seen at a pull */
     int dropped_workers;
     double pushed_mb, cpu_s; /* payload received; CPU time of the server process */
@@ -130,6 +142,9 @@ shoal_result sh_ps_client_check_servers(sh_ps_client *w, const char *what);
 /* The same, and in sync mode the other workers too (a round cannot end without each). */
 shoal_result sh_ps_client_check_job(sh_ps_client *w, const char *what);
 int64_t sh_ps_client_clock(const sh_ps_client *w);
+/* The fewest rounds of updates the servers had made at the last pull: with a quorum, the
+ * job's steps (a late worker skips to them). */
+int64_t sh_ps_client_rounds(const sh_ps_client *w);
 /* Bytes pushed so far (headers included) and the norm of the pushes' residuals now. */
 void sh_ps_client_push_stats(const sh_ps_client *w, double *pushed_nbytes, double *residual_norm);
 /* The error-feedback residuals of this worker's pushes (the per-shard compressors' state,

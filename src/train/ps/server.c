@@ -5,6 +5,7 @@
  * Proved by tests/train/test_ps.c. */
 #include "train/ps/ps.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,11 +31,19 @@ struct sh_ps_server {
     int k;                  /* this server's index */
     size_t lo, count;       /* its shard */
     unsigned char *reply;   /* a PARAMS header, then the shard: replies go out without a copy */
+    unsigned char *reply_base; /* its allocation */
     float *params, *acc, *grad; /* params: inside reply */
     shoal_compressor *dec;  /* compressed pushes: decodes them into grad_in, else NULL */
     float *grad_in;
     sh_optim *opt;
     int nworkers;
+    int novl;               /* workers whose ranges meet this shard (the others never come) */
+    size_t *wa, *wn;        /* [w]: its range within the shard, from lo; wn 0: not here */
+    int *seg;               /* [w]: its segment: workers with the same range (a part's replicas) */
+    int nseg;
+    size_t *seg_a, *seg_n;  /* [seg]: its range within the shard */
+    int *seg_cover;         /* [seg]: workers holding it */
+    int *seg_pushes;        /* [seg]: sync: pushes in the current round */
     int64_t *clock;         /* [w]: pushes applied or accumulated from worker w */
     int *alive, *bye, *pending;
     int *done_owed;         /* [w]: said goodbye, not yet answered with DONE */
@@ -42,6 +51,9 @@ struct sh_ps_server {
     uint64_t *last_seen_ns;
     uint64_t *held_ns;      /* [w]: when its pull was held by the consistency bound, or 0 */
     int round_pushes;       /* sync: pushes accumulated for the current round */
+    int round_fresh;        /* quorum: of them, from workers that pulled this round's weights */
+    int64_t *pulled_at;     /* quorum, [w]: the rounds done when its last pull was answered */
+    int *pushed_since;      /* quorum, [w]: it pushed since that pull */
     int64_t updates;        /* optimizer steps taken */
     unsigned char *buf;     /* messages land here (pushes are applied from it in place) */
     size_t buf_nbytes;
@@ -147,6 +159,44 @@ static shoal_result server_load(sh_ps_server *s)
     return SHOAL_OK;
 }
 
+/* Each worker's range within this shard and the segments they make (plain: one, every
+ * worker's). Workers that never meet the shard count as gone from the start. */
+static shoal_result place_workers(sh_ps_server *s, const sh_ps_config *cfg)
+{
+    size_t nw = (size_t)s->nworkers;
+    s->wa = calloc(nw, sizeof *s->wa);
+    s->wn = calloc(nw, sizeof *s->wn);
+    s->seg = calloc(nw, sizeof *s->seg);
+    s->seg_cover = calloc(nw, sizeof *s->seg_cover);
+    s->seg_pushes = calloc(nw, sizeof *s->seg_pushes);
+    s->seg_a = calloc(nw, sizeof *s->seg_a);
+    s->seg_n = calloc(nw, sizeof *s->seg_n);
+    if (!s->wa || !s->wn || !s->seg || !s->seg_cover || !s->seg_pushes || !s->seg_a || !s->seg_n)
+        return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
+    for (int w = 0; w < s->nworkers; w++) {
+        size_t a = s->lo, b = s->lo + s->count;
+        if (cfg->worker_lo) {
+            size_t lo = cfg->worker_lo[w], hi = lo + cfg->worker_count[w];
+            a = lo > a ? lo : a;
+            b = hi < b ? hi : b;
+        }
+        s->seg[w] = -1;
+        if (cfg->worker_lo && b <= a) continue; /* never here */
+        s->wa[w] = a - s->lo;
+        s->wn[w] = b - a;
+        for (int k = 0; k < w && s->seg[w] < 0; k++)
+            if (s->seg[k] >= 0 && s->wa[k] == s->wa[w] && s->wn[k] == s->wn[w]) s->seg[w] = s->seg[k];
+        if (s->seg[w] < 0) {
+            s->seg_a[s->nseg] = s->wa[w];
+            s->seg_n[s->nseg] = s->wn[w];
+            s->seg[w] = s->nseg++;
+        }
+        s->seg_cover[s->seg[w]]++;
+        s->novl++;
+    }
+    return SHOAL_OK;
+}
+
 shoal_result sh_ps_server_create(shoal_comm *c, const sh_ps_config *cfg, const float *init_params,
                                  sh_ps_server **out)
 {
@@ -170,10 +220,13 @@ shoal_result sh_ps_server_create(shoal_comm *c, const sh_ps_config *cfg, const f
     sh_ps_shard(cfg->nparams, cfg->nservers, rank, &s->lo, &s->count);
     s->nworkers = world - cfg->nservers;
     size_t n = s->count ? s->count : 1;
-    s->reply = malloc(sizeof(ps_hdr) + n * sizeof(float)); /* 32 bytes: floats stay aligned */
+    /* the header just before the shard, which starts on 64 bytes as the workers' parameter
+     * blocks do: the optimizer's loops then split into the same vector and scalar parts */
+    if (posix_memalign((void **)&s->reply_base, 64, 64 + n * sizeof(float)) != 0) s->reply_base = NULL;
+    s->reply = s->reply_base ? s->reply_base + 64 - sizeof(ps_hdr) : NULL;
     s->params = s->reply ? (float *)(s->reply + sizeof(ps_hdr)) : NULL;
     s->acc = calloc(n, sizeof(float));
-    s->grad = malloc(n * sizeof(float));
+    s->grad = calloc(n, sizeof(float)); /* what no worker's range covers stays 0 */
     s->clock = calloc((size_t)s->nworkers, sizeof *s->clock);
     s->alive = calloc((size_t)s->nworkers, sizeof *s->alive);
     s->bye = calloc((size_t)s->nworkers, sizeof *s->bye);
@@ -181,6 +234,8 @@ shoal_result sh_ps_server_create(shoal_comm *c, const sh_ps_config *cfg, const f
     s->done_owed = calloc((size_t)s->nworkers, sizeof *s->done_owed);
     s->last_seen_ns = calloc((size_t)s->nworkers, sizeof *s->last_seen_ns);
     s->held_ns = calloc((size_t)s->nworkers, sizeof *s->held_ns);
+    s->pulled_at = calloc((size_t)s->nworkers, sizeof *s->pulled_at);
+    s->pushed_since = calloc((size_t)s->nworkers, sizeof *s->pushed_since);
     s->buf_nbytes = sizeof(ps_hdr) + (n * sizeof(float) > PS_TEXT_MAX_NBYTES ? n * sizeof(float) : PS_TEXT_MAX_NBYTES);
     shoal_result crc = SHOAL_OK;
     if (cfg->codec.codec != SHOAL_CODEC_NONE) {
@@ -206,8 +261,10 @@ shoal_result sh_ps_server_create(shoal_comm *c, const sh_ps_config *cfg, const f
     shoal_result rc = crc;
     if (rc == SHOAL_OK && s->dec && !s->grad_in) rc = SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
     if (rc == SHOAL_OK && (!s->params || !s->acc || !s->grad || !s->clock || !s->alive || !s->bye || !s->pending ||
-                           !s->held_ns || !s->done_owed || !s->last_seen_ns || !s->buf || !s->line || !rr))
+                           !s->held_ns || !s->done_owed || !s->last_seen_ns || !s->buf || !s->line || !rr ||
+                           !s->pulled_at || !s->pushed_since))
         rc = SH_FAIL(SHOAL_ERR_NOMEM, "out of memory for a shard of %zu parameters", s->count);
+    if (rc == SHOAL_OK) rc = place_workers(s, cfg);
     if (rc == SHOAL_OK) rc = sh_optim_create(&cfg->optim, s->count, rr, nr, &s->opt);
     free(rr);
     if (rc != SHOAL_OK) {
@@ -227,10 +284,13 @@ shoal_result sh_ps_server_create(shoal_comm *c, const sh_ps_config *cfg, const f
         s->alive[w] = 1;
         s->pending[w] = 0;
         s->last_seen_ns[w] = now;
+        s->bye[w] = s->seg[w] < 0; /* never here: as if it had said goodbye */
     }
     *out = s;
     return SHOAL_OK;
 }
+
+static int quorum(const sh_ps_server *s) { return s->cfg.quorum > 0 && s->cfg.consistency == SH_PS_SYNC; }
 
 static int64_t min_live_clock(const sh_ps_server *s, int64_t *max_out)
 {
@@ -331,14 +391,18 @@ static void serve_pulls(sh_ps_server *s)
         if (!s->pending[w] || !s->alive[w]) continue;
         int64_t cw = s->clock[w];
         int ok = s->cfg.consistency == SH_PS_ASYNC ||
-                 (s->cfg.consistency == SH_PS_SYNC && (mn == INT64_MAX || mn >= cw)) ||
+                 (s->cfg.consistency == SH_PS_SYNC && !quorum(s) && (mn == INT64_MAX || mn >= cw)) ||
+                 (s->cfg.consistency == SH_PS_SYNC && quorum(s) && (!s->pushed_since[w] || s->updates > s->pulled_at[w])) ||
                  (s->cfg.consistency == SH_PS_SSP && (mn == INT64_MAX || mn >= cw - s->cfg.staleness));
         if (!ok) continue;
         if (s->cfg.consistency == SH_PS_SSP && mn != INT64_MAX && mn < cw - s->cfg.staleness)
             s->st.ssp_violations++;
         if (mn != INT64_MAX && mx - mn > s->st.max_spread) s->st.max_spread = mx - mn;
-        ps_hdr h = {PS_MAGIC, PS_PARAMS, cw, s->lo, s->count, lead_worker(s), {0, 0, 0}};
-        send_to(s, w, &h, s->params, s->count * sizeof(float));
+        ps_hdr h = {PS_MAGIC, PS_PARAMS, cw, s->lo + s->wa[w], s->wn[w], lead_worker(s),
+                    {(int32_t)(uint32_t)s->updates, (int32_t)(uint32_t)((uint64_t)s->updates >> 32), 0}};
+        send_to(s, w, &h, s->params + s->wa[w], s->wn[w] * sizeof(float));
+        s->pulled_at[w] = s->updates;
+        s->pushed_since[w] = 0;
         if (s->held_ns[w] && sh_trace_on())
             sh_trace_span(SH_TRACK_STALE, "pull held", s->held_ns[w], sh_now_ns(), "worker", w,
                           "clock", cw);
@@ -350,30 +414,51 @@ static void serve_pulls(sh_ps_server *s)
 
 static float lr_now(const sh_ps_server *s)
 {
-    int64_t step = s->cfg.consistency == SH_PS_SYNC ? s->updates : s->updates / s->nworkers;
+    int64_t step = s->cfg.consistency == SH_PS_SYNC || !s->novl ? s->updates : s->updates / s->novl;
     return sh_lr_at(&s->cfg.lr, step);
 }
 
+/* Sync with a quorum: the fresh pushes (their worker pulled this round's weights) a round
+ * waits for, ceil(quorum x live workers); a late push counts in the round's mean only. */
+static int round_full(sh_ps_server *s, int live)
+{
+    if (!quorum(s)) return s->round_pushes >= live;
+    int need = (int)ceil(s->cfg.quorum * live - 1e-9);
+    return s->round_fresh >= (need < 1 ? 1 : need);
+}
+
+/* g: the push of worker w, its range of the shard. */
 static void apply_push(sh_ps_server *s, int w, const float *g)
 {
+    size_t a = s->wa[w], n = s->wn[w];
     if (s->cfg.consistency == SH_PS_SYNC) {
-        for (size_t i = 0; i < s->count; i++) s->acc[i] += g[i];
+        for (size_t i = 0; i < n; i++) s->acc[a + i] += g[i];
+        s->seg_pushes[s->seg[w]]++;
         s->round_pushes++;
+        if (quorum(s) && s->pulled_at[w] == s->updates) s->round_fresh++;
+        else if (quorum(s)) s->st.late_pushes++;
+        s->pushed_since[w] = 1;
         int live = 0;
         for (int v = 0; v < s->nworkers; v++) live += s->alive[v] && !s->bye[v];
-        if (s->round_pushes >= live) {
-            float inv = 1.0f / (float)s->round_pushes;
-            for (size_t i = 0; i < s->count; i++) s->grad[i] = s->acc[i] * inv;
+        if (round_full(s, live)) {
+            for (int k = 0; k < s->nseg; k++) { /* each segment's mean over its pushes */
+                float inv = 1.0f / (float)(s->seg_pushes[k] ? s->seg_pushes[k] : 1);
+                for (size_t i = s->seg_a[k]; i < s->seg_a[k] + s->seg_n[k]; i++) s->grad[i] = s->acc[i] * inv;
+                s->seg_pushes[k] = 0;
+            }
             sh_optim_step(s->opt, s->params, s->grad, lr_now(s));
             memset(s->acc, 0, s->count * sizeof(float));
             s->round_pushes = 0;
+            s->round_fresh = 0;
             s->updates++;
         }
     } else {
-        /* Every push at once, scaled so that one push from each worker weighs one step. */
-        float inv = 1.0f / (float)s->nworkers;
-        for (size_t i = 0; i < s->count; i++) s->grad[i] = g[i] * inv;
-        sh_optim_step(s->opt, s->params, s->grad, lr_now(s));
+        /* Every push at once, scaled so that one push from each worker holding its range
+         * weighs one step. */
+        float inv = 1.0f / (float)s->seg_cover[s->seg[w]];
+        for (size_t i = 0; i < n; i++) s->grad[a + i] = g[i] * inv;
+        sh_optim_begin(s->opt, lr_now(s));
+        sh_optim_apply(s->opt, s->params, s->grad + a, a, n);
         s->updates++;
     }
     s->clock[w]++;
@@ -394,6 +479,7 @@ static shoal_result log_clocks_tb(sh_ps_server *s, int64_t rounds)
 {
     int64_t mx, mn = min_live_clock(s, &mx);
     if (mn != INT64_MAX) SH_TRY(sh_tb_scalar(s->cfg.tb, "ps/clock_spread", rounds, (float)(mx - mn)));
+    if (quorum(s)) SH_TRY(sh_tb_scalar(s->cfg.tb, "ps/late_pushes", rounds, (float)s->st.late_pushes));
     for (int w = 0; w < s->nworkers; w++) {
         if (!s->alive[w]) continue;
         char tag[32];
@@ -406,7 +492,7 @@ static shoal_result log_clocks_tb(sh_ps_server *s, int64_t rounds)
 /* After each update: a checkpoint every save_every whole rounds, and the round hook. */
 static shoal_result after_update(sh_ps_server *s)
 {
-    int64_t per_round = s->cfg.consistency == SH_PS_SYNC ? 1 : s->nworkers;
+    int64_t per_round = s->cfg.consistency == SH_PS_SYNC || !s->novl ? 1 : s->novl;
     if (s->updates % per_round) return SHOAL_OK;
     int64_t rounds = s->updates / per_round;
     sh_trace_set_step(rounds); /* the timeline's step window counts the servers' rounds */
@@ -512,6 +598,7 @@ size_t sh_ps_server_clock_line(const sh_ps_server *s, char *buf, size_t nbytes)
     size_t pos = 0;
     append(buf, nbytes, &pos, "ps server %d: clocks", s->k);
     for (int w = 0; w < s->nworkers; w++) {
+        if (s->seg[w] < 0) continue; /* its range never meets this shard */
         append(buf, nbytes, &pos, " w%d=%lld%s", w, (long long)s->clock[w],
                !s->alive[w] ? " (dropped)" : s->bye[w] ? " (done)" : "");
         if (!s->alive[w] || (s->bye[w] && any_live)) continue;
@@ -553,10 +640,10 @@ static shoal_result handle_push(sh_ps_server *s, int w, int peer, const ps_hdr *
         return SHOAL_OK;
     }
     size_t want_n = sizeof *h + (s->dec ? shoal_compressor_payload_nbytes(s->dec) : h->count * sizeof(float));
-    if (h->offset != s->lo || h->count != s->count || n != want_n) {
-        char why[160];
-        snprintf(why, sizeof why, "push for [%llu, +%llu) with %zu bytes; this server holds [%zu, +%zu)",
-                 (unsigned long long)h->offset, (unsigned long long)h->count, n, s->lo, s->count);
+    if (h->offset != s->lo + s->wa[w] || h->count != s->wn[w] || n != want_n) {
+        char why[200];
+        snprintf(why, sizeof why, "push for [%llu, +%llu) with %zu bytes; this server holds [%zu, +%zu) of it",
+                 (unsigned long long)h->offset, (unsigned long long)h->count, n, s->lo + s->wa[w], s->wn[w]);
         refuse(s, peer, why);
         return SHOAL_OK;
     }
@@ -726,7 +813,7 @@ void sh_ps_server_destroy(sh_ps_server *s)
     for (int i = 0; i < s->ninflight; i++) shoal_wait(s->inflight[i]);
     free(s->inflight);
     sh_optim_destroy(s->opt);
-    free(s->reply);
+    free(s->reply_base);
     free(s->acc);
     free(s->grad);
     free(s->grad_in);
@@ -736,6 +823,15 @@ void sh_ps_server_destroy(sh_ps_server *s)
     free(s->bye);
     free(s->pending);
     free(s->held_ns);
+    free(s->pulled_at);
+    free(s->pushed_since);
+    free(s->wa);
+    free(s->wn);
+    free(s->seg);
+    free(s->seg_cover);
+    free(s->seg_a);
+    free(s->seg_n);
+    free(s->seg_pushes);
     free(s->done_owed);
     free(s->last_seen_ns);
     free(s->buf);

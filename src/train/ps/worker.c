@@ -1,8 +1,13 @@
 /* ps/worker.c — a parameter-server worker as a training strategy: pull the parameters before
  * a step (every --pull-every steps for async), push the gradients after backward (averaged over
  * --push-every steps for async); the servers apply the optimizer, so the step skips its own.
- * Not here: the servers and the protocol (ps/server.c, ps/client.c).
- * Proved by tests/train/test_strategy_ps.c; compressed pushes by tests/cli/test_train_compress.c. */
+ * With --sfb (Poseidon's hybrid communication) the connected layers that send sufficient
+ * factors exchange them with the other workers instead (every worker rebuilds their averaged
+ * weight gradient and steps them itself, alike), and the servers hold the rest. A last pull
+ * after the last step gives the final evaluation and checkpoint the servers' last weights.
+ * Not here: the servers and the protocol (ps/server.c, ps/client.c), the factors (dp/compress.c).
+ * Proved by tests/train/test_strategy_ps.c, tests/cli/test_train_ps_layouts.c (--sfb);
+ * compressed pushes by tests/cli/test_train_compress.c. */
 #include "train/ps/worker.h"
 
 #include <stdlib.h>
@@ -10,19 +15,64 @@
 
 #include "base/err.h"
 #include "base/util.h"
+#include "train/dp/compress.h"
+#include "train/ps/layout.h"
 
 typedef struct {
     sh_ps_client *cl;
     sh_net *net;
     float *params, *grads, *acc; /* acc: (nparams) gradients summed over push_every steps */
     size_t nparams;
+    size_t served;          /* floats the servers hold (--sfb: fewer than nparams) */
     int pull_every, push_every, nacc;
     int64_t steps;          /* steps finished (pushes are fewer with push_every > 1) */
     int closed; /* said goodbye through sh_strategy_ps_close */
     int compressed;         /* pushes go through a codec (--compress) */
+    int quorum;             /* sync rounds close without every worker: a late one skips ahead */
     shoal_result failed;
     sh_step_comm last;      /* the last step's pull and push */
+    /* --sfb: the workers' communicator (owned), the factors' exchange over it, the pieces the
+     * servers hold (staged: packed, pulls land and pushes leave there), the factors' slices */
+    shoal_comm *workers;
+    sh_gradx *gx;
+    sh_ps_pieces pieces;
+    float *staged;
+    size_t *fac_off, *fac_n;
+    int nfac;
+    float lr;
 } ps_state;
+
+/* The servers' weights into the net (through the staged pieces under --sfb). */
+static shoal_result pull(ps_state *p)
+{
+    if (!p->gx) return sh_ps_client_pull(p->cl, p->params);
+    SH_TRY(sh_ps_client_pull(p->cl, p->staged));
+    sh_ps_pieces_scatter(&p->pieces, p->staged, p->params);
+    return SHOAL_OK;
+}
+
+/* --sfb: the factors' exchange and the slices it steps here. */
+static shoal_result attach_sfb(ps_state *p, sh_net *net)
+{
+    SH_TRY(sh_ps_pieces_sfb(net, &p->pieces));
+    if (p->pieces.total != p->served)
+        return SH_FAIL(SHOAL_ERR_INTERNAL, "--sfb: the servers hold %zu parameters, this worker %zu", p->served,
+                       p->pieces.total);
+    int nl = sh_net_nlayers(net);
+    SH_TRY(sh_calloc(p->pieces.total + 1, sizeof(float), (void **)&p->staged));
+    SH_TRY(sh_calloc((size_t)nl + 1, sizeof(size_t), (void **)&p->fac_off));
+    SH_TRY(sh_calloc((size_t)nl + 1, sizeof(size_t), (void **)&p->fac_n));
+    for (int i = 0; i < nl; i++) {
+        size_t off, n;
+        if (!sh_gradx_sends_factors(net, i, &off, &n) || !n) continue;
+        p->fac_off[p->nfac] = off;
+        p->fac_n[p->nfac++] = n;
+    }
+    shoal_codec_opts none;
+    shoal_codec_opts_default(&none);
+    sh_gradx_opts go = {none, 1, NULL, 0, 1};
+    return sh_gradx_create(p->workers, net, &go, &p->gx);
+}
 
 static shoal_result attach(sh_strategy *s, sh_net *net)
 {
@@ -35,16 +85,20 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
         p->acc = calloc(p->nparams, sizeof(float));
         if (!p->acc) return SH_FAIL(SHOAL_ERR_NOMEM, "out of memory");
     }
-    return sh_ps_client_pull(p->cl, p->params); /* every worker starts from the servers' */
+    if (p->workers) SH_TRY(attach_sfb(p, net));
+    return pull(p); /* every worker starts from the servers' (the factors' layers from the seed or
+                       the checkpoint, alike on every worker) */
 }
 
 static shoal_result begin(sh_strategy *s, int64_t step)
 {
     ps_state *p = s->impl;
     memset(&p->last, 0, sizeof p->last);
+    p->lr = sh_lr_at(s->lr, step);
+    if (p->gx) sh_gradx_begin(p->gx, p->grads);
     if (step > 0 && step % p->pull_every == 0) {
         uint64_t t0 = sh_now_ns();
-        SH_TRY(sh_ps_client_pull(p->cl, p->params));
+        SH_TRY(pull(p));
         p->last.comm_s += (double)(sh_now_ns() - t0) * 1e-9;
         p->last.nbytes += (double)p->nparams * sizeof(float);
     }
@@ -56,6 +110,10 @@ static shoal_result push(ps_state *p, const float *g)
     uint64_t t0 = sh_now_ns();
     double before, after, residual;
     sh_ps_client_push_stats(p->cl, &before, &residual);
+    if (p->gx) {
+        sh_ps_pieces_gather(&p->pieces, g, p->staged);
+        g = p->staged;
+    }
     shoal_result rc = sh_ps_client_push(p->cl, g);
     sh_ps_client_push_stats(p->cl, &after, &residual);
     p->last.comm_s += (double)(sh_now_ns() - t0) * 1e-9;
@@ -64,10 +122,33 @@ static shoal_result push(ps_state *p, const float *g)
     return rc;
 }
 
+/* --sfb: the factors' layers averaged over the workers, then stepped here (the same on each). */
+static shoal_result step_factors(sh_strategy *s, ps_state *p)
+{
+    uint64_t t0 = sh_now_ns();
+    SH_TRY(sh_gradx_reduce(p->gx, p->grads));
+    sh_optim_begin(s->opt, p->lr);
+    for (int k = 0; k < p->nfac; k++) sh_optim_apply(s->opt, p->params, p->grads + p->fac_off[k], p->fac_off[k], p->fac_n[k]);
+    s->update_in_finish_ns += sh_now_ns() - t0;
+    return SHOAL_OK;
+}
+
+static void grad_ready(void *ctx, int layer, size_t offset, size_t count)
+{
+    sh_strategy *s = ctx;
+    ps_state *p = s->impl;
+    (void)offset, (void)count;
+    if (p->gx) sh_gradx_layer_ready(p->gx, layer); /* its factors travel during backward */
+}
+
+static shoal_result end(sh_strategy *s) { return pull(s->impl); }
+
 static shoal_result finish(sh_strategy *s)
 {
     ps_state *p = s->impl;
+    if (p->gx) SH_TRY(step_factors(s, p));
     p->steps++;
+    if (p->quorum) s->job_steps = sh_ps_client_rounds(p->cl);
     if (p->push_every <= 1) return push(p, p->grads);
     for (size_t i = 0; i < p->nparams; i++) p->acc[i] += p->grads[i];
     if (++p->nacc < p->push_every) return SHOAL_OK;
@@ -85,6 +166,12 @@ static void destroy(sh_strategy *s)
     if (p) {
         if (!p->closed) sh_ps_client_leave(p->cl); /* gave up: no answer to wait for */
         sh_ps_client_destroy(p->cl);
+        sh_gradx_destroy(p->gx); /* its thread first, then the communicator it uses */
+        shoal_comm_destroy(p->workers);
+        sh_ps_pieces_fini(&p->pieces);
+        free(p->staged);
+        free(p->fac_off);
+        free(p->fac_n);
         free(p->acc);
         free(p);
     }
@@ -157,12 +244,20 @@ static const sh_strategy_ops ps_ops = {
     .destroy = destroy,
     .leads = leads,
     .sync_state = sync_state,
+    .grad_ready = grad_ready,
+    .end = end,
     .rank_state_count = rank_state_count,
     .rank_state_get = rank_state_get,
     .rank_state_set = rank_state_set,
     .step_comm = step_comm,
     .comm_stats = comm_stats,
 };
+
+void sh_strategy_ps_sfb(sh_strategy *s, shoal_comm *workers)
+{
+    ps_state *p = s->impl;
+    p->workers = workers;
+}
 
 shoal_result sh_strategy_ps_close(sh_strategy *s, int *is_lead)
 {
@@ -198,8 +293,9 @@ shoal_result sh_strategy_ps_create(shoal_comm *c, const sh_ps_config *cfg, const
     s->rank = s->job_rank = shoal_comm_rank(c) - cfg->nservers;
     s->world = s->job_world = shoal_comm_world(c) - cfg->nservers;
     s->applies_update = 1;
-    p->nparams = cfg->nparams;
+    p->nparams = p->served = cfg->nparams;
     p->compressed = cfg->codec.codec != SHOAL_CODEC_NONE;
+    p->quorum = cfg->quorum > 0 && cfg->consistency == SH_PS_SYNC;
     s->impl = p;
     *out = s;
     return SHOAL_OK;

@@ -15,6 +15,10 @@ typedef struct {
  * are among the workers, so the data loader shards every global batch across them. */
 shoal_result sh_strategy_ps_create(shoal_comm *c, const sh_ps_config *cfg, const sh_ps_worker_opts *o,
                                    sh_strategy **out);
+/* Before attach, --sfb (Poseidon): the workers' own communicator (takes ownership), over which
+ * the connected layers that send sufficient factors exchange them; the servers' vector is
+ * then sh_ps_pieces_sfb's (cfg->nparams its total). Sync mode only. */
+void sh_strategy_ps_sfb(sh_strategy *s, shoal_comm *workers);
 /* After training: say goodbye to the servers and wait for their answer, which settles
  * whether this worker is the lead (*is_lead: it reports). Destroy without this only says
  * goodbye (a worker that failed). */

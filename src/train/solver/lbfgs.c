@@ -1,13 +1,6 @@
 /* solver/lbfgs.c — one L-BFGS iteration at a time, as torch/optim/lbfgs.py runs a step with
- * max_iter=1 and line_search_fn="strong_wolfe": the (s, y) history and the two-loop
- * recursion for the direction d, the first trial step min(1, 1/|g|_1) lr (then lr), and the
- * strong-Wolfe line search (c1 1e-4, c2 0.9): a bracketing phase that extrapolates by cubic
- * interpolation inside [t + 0.01 (t - t_prev), 10 t], then a zoom that interpolates inside
- * the bracket and moves a trial that comes within a tenth of an end away from it. Its
- * decisions are PyTorch's, comparison for comparison (Python's min/max included), so the
- * iterates agree with PyTorch's to the rounding of f and g.
- * Cost: the state holds 2 M n + 8 n doubles and runs 4 M n multiply-adds besides the
- * evaluations. Reference: Nocedal and Wright, Numerical Optimization, algorithms 3.5, 3.6, 7.4.
+ * max_iter=1 and line_search_fn="strong_wolfe", decision for decision, so the iterates agree with
+ * PyTorch's to the rounding of f and g.
  * Not here: f and g (the caller's sh_lbfgs_fn), the iterate x (the caller moves it).
  * Proved by tests/train/test_lbfgs.c. */
 #include "train/solver/lbfgs.h"
@@ -18,6 +11,14 @@
 
 #include "base/err.h"
 #include "base/util.h"
+
+/* The (s, y) history and the two-loop recursion for the direction d, the first trial step
+ * min(1, 1/|g|_1) lr (then lr), and the strong-Wolfe line search (c1 1e-4, c2 0.9): a bracketing
+ * phase that extrapolates by cubic interpolation inside [t + 0.01 (t - t_prev), 10 t], then a
+ * zoom that interpolates inside the bracket and moves a trial that comes within a tenth of an end
+ * away from it; Python's min/max included.
+ * Cost: the state holds 2 M n + 8 n doubles and runs 4 M n multiply-adds besides the evaluations.
+ * Reference: Nocedal and Wright, Numerical Optimization, algorithms 3.5, 3.6, 7.4. */
 
 #define C1 1e-4 /* sufficient decrease (Armijo), PyTorch's _strong_wolfe default */
 #define C2 0.9  /* curvature */

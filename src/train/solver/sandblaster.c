@@ -1,19 +1,6 @@
-/* solver/sandblaster.c — L-BFGS across ranks (DistBelief's Sandblaster), a strategy whose
- * step is one iteration over the whole training set. The training set is cut into chunks of
- * the net's batch B on one grid (chunk k: images [k B, k B + B)); rank r of N takes chunks
- * [r K / N, (r + 1) K / N) of the K, computes each chunk's mean loss and gradient in float32
- * and adds them, times the chunk's images, into double sums. A chunk is the same whatever
- * the rank count, so the sums over the ranks (a reduce to rank 0, double) differ from one
- * rank's only in the order of double additions: the iterates do not depend on N.
- * Rank 0 coordinates: it keeps the history (solver/lbfgs.c), and before every action it
- * broadcasts a command of four doubles {op, t, f, hits}: DIRECTION (d follows, n doubles),
- * EVAL (every rank sets its weights to float(x + t d), or float(x) when the third word is 0,
- * and sums its shard), MOVE (x += t d everywhere, the iteration's end: f and hits there ride
- * along), STAY (x stays: f and hits), FAIL. Every
- * rank keeps x in double and moves it with the same t and d, so x stays the same bits
- * everywhere. The objective: mean cross-entropy + decay / 2 |w|^2 over the decayed weights.
- * Cost per evaluation: a pass over the shard and a reduce of n + 2 doubles; per iteration a
- * broadcast of n doubles.
+/* solver/sandblaster.c — L-BFGS across ranks (DistBelief's Sandblaster), a strategy whose step is
+ * one iteration over the whole training set; rank 0 keeps the history and commands, every rank
+ * sums its shard's loss and gradient and moves x alike, so the iterates do not depend on N.
  * Not here: the algorithm (lbfgs.c), the run loop, evaluation and checkpoint files (trainer.c,
  * snapshot.c: this file gives the "solver" section's bytes).
  * Proved by tests/train/test_lbfgs_train.c and tests/cli/test_train_lbfgs.c. */
@@ -27,6 +14,20 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "data/data.h"
+
+/* The training set is cut into chunks of the net's batch B on one grid (chunk k: images
+ * [k B, k B + B)); rank r of N takes chunks [r K / N, (r + 1) K / N) of the K, computes each
+ * chunk's mean loss and gradient in float32 and adds them, times the chunk's images, into double
+ * sums. A chunk is the same whatever the rank count, so the sums over the ranks (a reduce to
+ * rank 0, double) differ from one rank's only in the order of double additions.
+ * Before every action rank 0 broadcasts a command of four doubles {op, t, f, hits}: DIRECTION
+ * (d follows, n doubles), EVAL (every rank sets its weights to float(x + t d), or float(x) when
+ * the third word is 0, and sums its shard), MOVE (x += t d everywhere, the iteration's end: f
+ * and hits ride along), STAY (x stays: f and hits), FAIL. Every rank keeps x in double and moves
+ * it with the same t and d, so x stays the same bits everywhere. The objective: mean
+ * cross-entropy + decay / 2 |w|^2 over the decayed weights.
+ * Cost per evaluation: a pass over the shard and a reduce of n + 2 doubles; per iteration a
+ * broadcast of n doubles. */
 
 enum { CMD_DIRECTION = 1, CMD_EVAL, CMD_MOVE, CMD_STAY, CMD_FAIL, NCMD = 4 };
 #define MAX_TRIALS 64 /* evaluations an iteration records (a line search makes at most 26) */
