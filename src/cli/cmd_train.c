@@ -410,7 +410,9 @@ static int run_job(train_cli *t, int argc, char **argv)
     shoal_result rc = shoal_train_run(&t->o, &r);
     if (r.has_server && !t->o.quiet) print_server_stats(&r); /* also when the job failed */
     /* the result stands also when a final file went elsewhere (rc then says where) */
-    int code = r.is_result ? print_result(t, &r, argc, argv) : SH_EXIT_OK;
+    /* every rank of a stopped run ends as stopped (a launcher on another host exits 130 too) */
+    int code = r.is_result ? print_result(t, &r, argc, argv)
+               : r.stopped ? 128 + (stop_signal ? (int)stop_signal : SIGINT) : SH_EXIT_OK;
     if (rc != SHOAL_OK) return sh_cli_fail(rc);
     return code;
 }

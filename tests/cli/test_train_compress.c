@@ -105,8 +105,8 @@ static void every_codec_trains_and_reports_bytes(void)
     CHECK(json_num("accuracy") >= base - 0.1 && json_num("sfb_layers") == 1, "sfb: %s", out);
     CHECK(run("mlp.cfg --data . -n 2 --threads 1 --max-steps 8 --profile --compress 1bit --logdir tb") == 0, "%s", out);
     char cmd[512], o[64];
-    snprintf(cmd, sizeof cmd, "cd %s && grep -q -a comm/compression_ratio tb/* && grep -q -a comm/residual_norm tb/* "
-             "&& grep -q -a comm/bytes_sent_per_step tb/* && echo all", dir);
+    snprintf(cmd, sizeof cmd, "cd %s && grep -r -q -a comm/compression_ratio tb && grep -r -q -a comm/residual_norm tb "
+             "&& grep -r -q -a comm/bytes_sent_per_step tb && echo all", dir);
     CHECK(sh_test_run(cmd, o, sizeof o) == 0 && strstr(o, "all"), "TensorBoard has the three comm/ scalars: %s", o);
     CHECK(strstr(out, "compression: ") && strstr(out, "residual norm"), "--profile line: %s", out);
 }
@@ -129,8 +129,8 @@ static void parameter_server_pushes_compressed(void)
     CHECK(run("mlp.cfg --data . -n 2 --ps --threads 1 --max-steps 8 --profile --compress topk:0.1 --logdir pstb") == 0,
           "%s", out);
     char cmd[512], o[64];
-    snprintf(cmd, sizeof cmd, "cd %s && grep -q -a comm/compression_ratio pstb/* && grep -q -a comm/residual_norm "
-             "pstb/* && grep -q -a comm/bytes_sent_per_step pstb/* && echo all", dir);
+    snprintf(cmd, sizeof cmd, "cd %s && grep -r -q -a comm/compression_ratio pstb && grep -r -q -a comm/residual_norm "
+             "pstb && grep -r -q -a comm/bytes_sent_per_step pstb && echo all", dir);
     CHECK(sh_test_run(cmd, o, sizeof o) == 0 && strstr(o, "all"), "--ps: TensorBoard has the three comm/ scalars: %s", o);
     CHECK(strstr(out, "compression: ") && strstr(out, "residual norm"), "--ps: --profile line: %s", out);
 }
