@@ -100,6 +100,17 @@ static shoal_result check_finite(sh_net *net, const char *path)
     return SHOAL_OK;
 }
 
+/* The same for a whole model's weights read for one part (a pipeline stage's or tensor rank's
+ * net holds only its own layers' weights, so the layers cannot be walked there). */
+static shoal_result check_finite_flat(const float *p, size_t n, const char *path)
+{
+    size_t bad = 0;
+    for (size_t k = 0; k < n; k++) bad += !isfinite(p[k]);
+    if (!bad) return SHOAL_OK;
+    return SH_FAIL(SHOAL_ERR_FORMAT, "weights %s: %zu of its %zu weights are NaN or infinite: the run that wrote "
+                   "them diverged; use an earlier checkpoint, or train again with a lower learning_rate", path, bad, n);
+}
+
 /* Counts no run makes (a damaged or hand-made file): more steps than fit in an int64 with
  * room, or a data position past the steps done (each step reads one batch). */
 static shoal_result check_counts(const char *path, const uint64_t meta[META_COUNT])
@@ -443,6 +454,7 @@ static shoal_result restore_part(sh_trainer *t, const char *path, const uint64_t
     if (w.nstats) secs[n++] = (sh_ckpt_section){"stats", w.stats, w.nstats * sizeof(float)};
     if (w.noptim) secs[n++] = (sh_ckpt_section){"optim", w.optim, w.noptim * sizeof(float)};
     if (rc == SHOAL_OK) rc = sh_ckpt_load(path, secs, n);
+    if (rc == SHOAL_OK) rc = check_finite_flat(w.params, W, path);
     if (rc == SHOAL_OK) {
         take_share(t, w.params, t->params);
         if (nstats) memcpy(stats, w.stats + part->stats_off, nstats * sizeof(float));
@@ -474,7 +486,6 @@ shoal_result sh_snapshot_restore(sh_trainer *t, const char *path, const sh_snaps
                        path, meta[META_GLOBAL_BATCH], t->global_batch, meta[META_GLOBAL_BATCH]);
     if (part) {
         SH_TRY(restore_part(t, path, meta));
-        SH_TRY(check_finite(t->net, path));
         uint64_t rng[4];
         for (int i = 0; i < 4; i++) rng[i] = meta[META_RNG0 + i];
         sh_net_rng_set(t->net, rng);

@@ -75,7 +75,7 @@ static void a_killed_rank_leaves_and_the_job_finishes_on_two(void) { killed_rank
 static void the_job_goes_on_when_rank_0_and_its_store_are_lost(void) { killed_rank(0); }
 
 /* A frozen rank answers nothing: it is left out once SHOAL_TIMEOUT passes, and the launcher
- * ends it after the others. The change is in TensorBoard too. */
+ * ends it once the job drops it. The change is in TensorBoard too. */
 static void a_frozen_rank_is_left_after_the_timeout(void)
 {
     uint64_t t0 = sh_now_ns();
@@ -84,7 +84,7 @@ static void a_frozen_rank_is_left_after_the_timeout(void)
     double s = seconds_since(t0);
     CHECK(rc == 0, "exit %d: %s", rc, out);
     CHECK(strstr(out, "] elastic: rank 1 left after step 8; training goes on with 2 ranks") != NULL, "%s", out);
-    CHECK(strstr(out, "rank 1 was dropped by the job and still runs after every other rank ended; killed it"),
+    CHECK(strstr(out, "rank 1 was dropped by the job (it stopped answering); killed it"),
           "the launcher did not end the frozen rank: %s", out);
     const char *json = report_in(out);
     double pause = json ? sh_test_json_number(json, "pause_s") : -1;
