@@ -1,11 +1,8 @@
-/* elastic.c — data-parallel training that keeps going when ranks are lost or join
- * (--elastic): the state of the last completed step kept in memory on every rank; after a
- * lost rank (or for ranks waiting to join, agreed at a step's end) the communicator is
- * regrouped, the strategy and trainer built again for the new number of ranks (its batch
- * or learning rate as --scaling says), the state spread from a rank that holds the latest,
- * and the epoch goes on from the same image of its order, resharded; one line per change.
- * Not here: the regroup itself (src/comm/boot/elastic.c), a run (trainer.c), the exchange
- * (dp/allreduce.c, which keeps the whole model and optimizer state on every rank here).
+/* elastic.c — data parallelism that goes on when ranks are lost or join (--elastic): the last
+ * step's state kept on every rank; after a change the communicator regroups, the strategy and
+ * trainer are built again for the new world, the state spreads from a rank with the latest and
+ * the epoch goes on from the same image, resharded; one line per change.
+ * Not here: the regroup (src/comm/boot/elastic.c), a run (trainer.c), the exchange (dp/).
  * Proved by tests/cli/test_train_elastic.c. */
 #include <inttypes.h>
 #include <stdio.h>
