@@ -1,13 +1,9 @@
-/* ps/worker.c — a parameter-server worker as a training strategy: pull the parameters before
- * a step (every --pull-every steps for async), push the gradients after backward (averaged over
- * --push-every steps for async); the servers apply the optimizer, so the step skips its own.
- * With --sfb (Poseidon's hybrid communication) the connected layers that send sufficient
- * factors exchange them with the other workers instead (every worker rebuilds their averaged
- * weight gradient and steps them itself, alike), and the servers hold the rest. A last pull
- * after the last step gives the final evaluation and checkpoint the servers' last weights.
+/* ps/worker.c — a parameter-server worker as a strategy: pull before a step, push gradients
+ * after backward (--pull-every/--push-every); the servers apply the optimizer. With --sfb the
+ * connected layers trade sufficient factors among workers instead; a last pull after the last step.
  * Not here: the servers and the protocol (ps/server.c, ps/client.c), the factors (dp/compress.c).
- * Proved by tests/train/test_strategy_ps.c, tests/cli/test_train_ps_layouts.c (--sfb);
- * compressed pushes by tests/cli/test_train_compress.c. */
+ * Proved by tests/train/test_strategy_ps.c, tests/cli/test_train_ps_layouts.c (--sfb) and
+ * tests/cli/test_train_compress.c (compressed pushes). */
 #include "train/ps/worker.h"
 
 #include <stdlib.h>
