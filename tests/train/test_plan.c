@@ -207,7 +207,7 @@ static void measured_model_fits_two_batch_sizes(void)
     double big = m.layer[1].fwd_a + m.layer[1].fwd_b * 8, per = m.layer[1].fwd_b;
     /* reading 16 MB of weights may cost as much at 1 image as at 8: a fixed part, no negative slope */
     CHECK(big > 0 && per >= 0 && m.optim_s > 0, "2048 x 2048 forward at 8 images %g s, %g s an image", big, per);
-    for (int k = 0; k < SH_PLAN_NCODECS; k++) CHECK(m.codec_s[k] > 0, "codec %d timed", k);
+    for (int k = 0; k < SH_PLAN_NCODECS; k++) CHECK(m.enc_s[k] > 0 && m.dec_s[k] > 0, "codec %d timed", k);
     sh_plan_model_fini(&m);
 }
 

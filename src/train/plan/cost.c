@@ -143,8 +143,13 @@ static void dp_unit(const sh_plan_model *m, const sh_plan_cluster *c, const sh_p
     }
     size_t count = y->nparams;
     double bytes = codec_wire(L->codec, count, n);
-    *cpu = (L->codec == SH_PLAN_FP16 ? 2.0 : n) * m->codec_s[L->codec] * (double)count;
-    *wire = sh_plan_exchange_s(c, bytes, H, R, L->codec == SH_PLAN_FP16 ? 2 * (n - 1) : n - 1);
+    int k = L->codec;
+    /* fp16: the whole vector encoded, n blocks of 1/n decoded and summed, the sum's block encoded,
+     * the whole decoded; the others: encode once, every rank's payload decoded and summed */
+    double per = k == SH_PLAN_FP16 ? (1.0 + 1.0 / n) * m->enc_s[k] + 2 * m->dec_s[k] : m->enc_s[k] + n * m->dec_s[k];
+    *cpu = per * (double)count * sh_plan_cpu_share(c, m->threads);
+    /* the ranks first agree on a descriptor: one more allgather's latency */
+    *wire = sh_plan_exchange_s(c, bytes, H, R, (k == SH_PLAN_FP16 ? 2 * (n - 1) : n - 1) + (n - 1));
 }
 
 static void predict_dp(const sh_plan_model *m, const sh_plan_cluster *c, sh_plan_layout *L)
@@ -185,19 +190,41 @@ static double split_share(const sh_tp_plan *pl, int l, int T)
     return pl && pl->roles[l] ? 1.0 / T : 1.0;
 }
 
-/* A stage's seconds for one micro-batch of m images on a tensor rank: its layers, and the
- * split pairs' two allreduces among the T ranks. */
+/* Layer l's deferred weight gradient at m images (0 but in a pipeline's unsplit layers that
+ * defer it: sh_net_layer_defers). */
+static double layer_wgt_s(const sh_plan_model *m, const sh_plan_cluster *c, int l, double images)
+{
+    double s = m->layer[l].wgt_a + m->layer[l].wgt_b * images;
+    return (s > 0 ? s : 0) * sh_plan_cpu_share(c, m->threads);
+}
+
+/* A stage's seconds for one micro-batch of m images on a tensor rank: its layers (less the
+ * weight gradients the pipeline defers: defer set), and the split pairs' two allreduces among
+ * the T ranks. */
 static double stage_s(const sh_plan_model *m, const sh_plan_cluster *c, const sh_tp_plan *pl, int lo, int hi,
-                      double images, int T, int th, int tr)
+                      double images, int T, int th, int tr, int defer)
 {
     double s = 0;
-    for (int l = lo; l < hi; l++) s += sh_plan_layer_s(m, c, l, images) * split_share(pl, l, T);
+    for (int l = lo; l < hi; l++) {
+        int split = pl && pl->roles[l];
+        s += sh_plan_layer_s(m, c, l, images) * split_share(pl, l, T);
+        if (defer && !split) s -= layer_wgt_s(m, c, l, images);
+    }
     for (int k = 0; pl && k < pl->ncands; k++) {
         const sh_tp_cand *cd = &pl->cands[k];
         if (cd->why != SH_TP_CAND_SPLIT || cd->col < lo || cd->row >= hi) continue;
         s += sh_plan_allreduce_s(c, 4.0 * images * (double)m->layer[cd->row].outputs, th, tr);
         if (cd->col > 0) s += sh_plan_allreduce_s(c, 4.0 * images * (double)m->layer[cd->col].inputs, th, tr);
     }
+    return s > 0 ? s : 0;
+}
+
+/* A stage's deferred weight gradients, one product a layer over the whole batch b. */
+static double stage_wgt_s(const sh_plan_model *m, const sh_plan_cluster *c, const sh_tp_plan *pl, int lo, int hi)
+{
+    double s = 0;
+    for (int l = lo; l < hi; l++)
+        if (!(pl && pl->roles[l])) s += layer_wgt_s(m, c, l, m->batch);
     return s;
 }
 
@@ -229,18 +256,22 @@ static void predict_pipe(const sh_plan_model *m, const sh_plan_cluster *c, sh_pl
             return;
         }
     }
-    int th, tr, dh, dr;
+    int th, tr, dh, dr, defer = S > 1; /* a pipeline defers dW; tensor parallelism alone does not */
     group_spread(0, 1, T, R, &th, &tr);
-    double micro = (double)m->batch / M, slot = 0, sync = 0, work = 0;
+    double micro = (double)m->batch / M, slot = 0, fill = 0, busy = 0, w0 = 0, sync = 0, work = 0;
     for (int s = 0; s < S; s++) {
-        double cs = stage_s(m, c, use_tp ? &pl : NULL, cuts[s], cuts[s + 1], micro, T, th, tr);
-        work += cs;
+        double u = stage_s(m, c, use_tp ? &pl : NULL, cuts[s], cuts[s + 1], micro, T, th, tr, defer);
+        double w = defer ? stage_wgt_s(m, c, use_tp ? &pl : NULL, cuts[s], cuts[s + 1]) : 0;
+        work += M * u + w;
         if (s + 1 < S) { /* activations forward, their gradient back, to the next stage */
             int g = s * T, next = (s + 1) * T;
             double bytes = 4.0 * micro * (double)m->layer[cuts[s + 1] - 1].outputs;
-            cs += 2 * sh_plan_p2p_s(c, bytes, g / R == next / R);
+            u += 2 * sh_plan_p2p_s(c, bytes, g / R == next / R);
         }
-        if (cs > slot) slot = cs;
+        if (u > slot) slot = u;
+        fill += u;
+        if (M * u + w > busy) busy = M * u + w;
+        if (s == 0) w0 = w;
         double params = 0;
         for (int l = cuts[s]; l < cuts[s + 1]; l++) params += (double)m->layer[l].nparams * split_share(use_tp ? &pl : NULL, l, T);
         group_spread(s * T, S * T, D, R, &dh, &dr);
@@ -248,9 +279,14 @@ static void predict_pipe(const sh_plan_model *m, const sh_plan_cluster *c, sh_pl
         if (ar > sync) sync = ar;
     }
     if (use_tp) sh_tp_plan_fini(&pl);
-    double pass = (M + S - 1) * slot;
-    L->bubble_s = pass - M * slot;
-    L->compute_s = M * work / S; /* a stage's average work: the rest of the pass waits */
+    /* 1F1B: the first micro-batch through every stage and the last back (fill), the slowest
+     * stage's slot for the others; the weight gradients fill the idle slots, but for the last
+     * micro-batch's share on the first stage, which ends the pass; no stage ends before its own
+     * work is done */
+    double pass = fill + (M - 1) * slot + w0 / M;
+    if (busy > pass) pass = busy;
+    L->bubble_s = pass - busy;
+    L->compute_s = work / S; /* a stage's average work: the rest of the pass waits */
     L->step_s = pass + sync;
     L->comm_s = L->step_s - L->compute_s - L->bubble_s;
     if (L->comm_s < 0) L->comm_s = 0;

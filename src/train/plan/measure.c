@@ -38,30 +38,55 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Per-layer forward and backward milliseconds at m images, median of REPS passes. */
-static shoal_result time_layers(sh_net *net, const float *x, const int32_t *y, int m, double *fwd, double *bwd)
+/* Per-layer forward, backward and deferrable weight-gradient seconds at m images, median of
+ * REPS passes: the last timed apart after each backward from the layer's own factors, as a
+ * pipeline stage computes it once over the batch (sh_net_layer_weight_grads). */
+static shoal_result time_layers(sh_net *net, const float *x, const int32_t *y, int m, double *fwd, double *bwd,
+                                double *wgt)
 {
     int L = sh_net_nlayers(net);
-    double *f = NULL, *b = NULL;
+    double *f = NULL, *b = NULL, *w = NULL;
     SH_TRY(sh_calloc((size_t)L * REPS, sizeof *f, (void **)&f));
     shoal_result rc = sh_calloc((size_t)L * REPS, sizeof *b, (void **)&b);
+    if (rc == SHOAL_OK) rc = sh_calloc((size_t)L * REPS, sizeof *w, (void **)&w);
     for (int it = -1; rc == SHOAL_OK && it < REPS; it++) { /* -1: the warm-up */
         rc = sh_net_forward(net, x, m, 1);
         if (rc != SHOAL_OK) break;
         if (sh_net_has_softmax(net)) (void)sh_net_loss(net, y);
         else sh_net_loss_sum(net);
         rc = sh_net_backward(net, NULL, NULL);
-        for (int l = 0; it >= 0 && l < L; l++) sh_net_layer_times(net, l, &f[l * REPS + it], &b[l * REPS + it]);
+        for (int l = 0; it >= 0 && l < L; l++) {
+            sh_net_layer_times(net, l, &f[l * REPS + it], &b[l * REPS + it]);
+            const float *lx, *ldy;
+            int in, out;
+            if (!sh_net_layer_defers(net, l) || !sh_net_layer_factors(net, l, &lx, &ldy, &in, &out)) continue;
+            uint64_t t0 = sh_now_ns();
+            sh_net_layer_weight_grads(net, l, lx, ldy, m, 0);
+            w[l * REPS + it] = (double)(sh_now_ns() - t0) * 1e-6;
+        }
     }
     for (int l = 0; rc == SHOAL_OK && l < L; l++) {
         qsort(f + l * REPS, REPS, sizeof *f, cmp_double);
         qsort(b + l * REPS, REPS, sizeof *b, cmp_double);
+        qsort(w + l * REPS, REPS, sizeof *w, cmp_double);
         fwd[l] = f[l * REPS + REPS / 2] * 1e-3;
         bwd[l] = b[l * REPS + REPS / 2] * 1e-3;
+        wgt[l] = w[l * REPS + REPS / 2] * 1e-3;
+        if (wgt[l] > bwd[l]) wgt[l] = bwd[l]; /* noise: a part of backward, never more */
     }
     free(f);
     free(b);
+    free(w);
     return rc;
+}
+
+/* a + b m through (m1, t1) and (m2, t2), m1 > m2; a lone point: all per image. A negative
+ * slope is noise: the time at m1 is kept as a fixed cost. */
+static void fit_line(double t1, double t2, int m1, int m2, int two, double *a, double *b)
+{
+    *b = two ? (t1 - t2) / (m1 - m2) : t1 / m1;
+    if (*b < 0) *b = 0;
+    *a = t1 - *b * m1;
 }
 
 /* Seconds of one call of fn, median of REPS after a warm-up. */
@@ -110,7 +135,8 @@ static shoal_result time_update(sh_plan_model *m)
         double enc = 0, dec = 0;
         if (rc == SHOAL_OK) MEDIAN_S(enc, (void)shoal_compressor_encode(z, src, payload));
         if (rc == SHOAL_OK) MEDIAN_S(dec, (void)shoal_compressor_decode(z, payload, nb, dst));
-        m->codec_s[k] = (enc + dec) / 2 / (double)count;
+        m->enc_s[k] = enc / (double)count;
+        m->dec_s[k] = dec / (double)count;
         free(payload);
         payload = NULL;
         shoal_compressor_destroy(z);
@@ -141,7 +167,7 @@ shoal_result sh_plan_model_measure(const char *cfg_path, int batch, int threads,
     shoal_result rc = sh_calloc((size_t)L, sizeof *out->layer, (void **)&out->layer);
     if (rc == SHOAL_OK) rc = sh_alloc_aligned(nx * sizeof *x, (void **)&x);
     if (rc == SHOAL_OK) rc = sh_calloc((size_t)batch, sizeof *y, (void **)&y);
-    if (rc == SHOAL_OK) rc = sh_calloc(4 * (size_t)L, sizeof *t, (void **)&t);
+    if (rc == SHOAL_OK) rc = sh_calloc(6 * (size_t)L, sizeof *t, (void **)&t);
     sh_rng r;
     sh_rng_seed(&r, 1);
     for (size_t i = 0; x && i < nx; i++) x[i] = sh_rng_float(&r);
@@ -149,19 +175,15 @@ shoal_result sh_plan_model_measure(const char *cfg_path, int batch, int threads,
     for (int i = 0; y && i < batch; i++) y[i] = K > 0 ? (int32_t)(sh_rng_u64(&r) % (uint64_t)K) : 0;
     int T = out->time_steps, streams = batch / T;
     int small = T * (streams / SMALL_DIVISOR > 0 ? streams / SMALL_DIVISOR : 1); /* whole sequences */
-    if (rc == SHOAL_OK) rc = time_layers(out->net, x, y, batch, t, t + L);
-    if (rc == SHOAL_OK && small < batch) rc = time_layers(out->net, x, y, small, t + 2 * L, t + 3 * L);
+    if (rc == SHOAL_OK) rc = time_layers(out->net, x, y, batch, t, t + L, t + 2 * L);
+    if (rc == SHOAL_OK && small < batch) rc = time_layers(out->net, x, y, small, t + 3 * L, t + 4 * L, t + 5 * L);
     size_t in = (size_t)sh_net_input_count(out->net);
+    int two = small < batch;
     for (int l = 0; rc == SHOAL_OK && l < L; l++) {
         sh_plan_layer *p = &out->layer[l];
-        double f1 = t[l], b1 = t[L + l], fs = small < batch ? t[2 * L + l] : 0, bs = small < batch ? t[3 * L + l] : 0;
-        double span = batch - small;
-        p->fwd_b = small < batch ? (f1 - fs) / span : f1 / batch;
-        p->bwd_b = small < batch ? (b1 - bs) / span : b1 / batch;
-        if (p->fwd_b < 0) p->fwd_b = 0; /* noise: keep the time at b, as a fixed cost */
-        if (p->bwd_b < 0) p->bwd_b = 0;
-        p->fwd_a = f1 - p->fwd_b * batch;
-        p->bwd_a = b1 - p->bwd_b * batch;
+        fit_line(t[l], t[3 * L + l], batch, small, two, &p->fwd_a, &p->fwd_b);
+        fit_line(t[L + l], t[4 * L + l], batch, small, two, &p->bwd_a, &p->bwd_b);
+        fit_line(t[2 * L + l], t[5 * L + l], batch, small, two, &p->wgt_a, &p->wgt_b);
         size_t off = 0;
         int c, h, w;
         sh_net_layer_params(out->net, l, &off, &p->nparams);

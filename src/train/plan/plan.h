@@ -18,6 +18,8 @@
  * two measured batch sizes), its parameters, and its values per image in and out. */
 typedef struct {
     double fwd_a, fwd_b, bwd_a, bwd_b;
+    double wgt_a, wgt_b;         /* the part of backward that is dW = dY^T X (a layer that
+                                    defers it in a pipeline: sh_net_layer_defers); else 0 */
     size_t nparams;
     size_t inputs, outputs;      /* floats per image */
     int connected;               /* [connected]: sufficient factors are inputs + outputs */
@@ -36,7 +38,8 @@ typedef struct {
     sh_plan_layer *layer;        /* [nlayers] */
     size_t nparams;
     double optim_s;              /* the optimizer's step over all parameters, seconds */
-    double codec_s[SH_PLAN_NCODECS]; /* encoding one value and decoding one rank's, seconds */
+    double enc_s[SH_PLAN_NCODECS];   /* encoding one value, seconds */
+    double dec_s[SH_PLAN_NCODECS];   /* decoding (and summing) one value of one rank's payload */
     sh_net *net;                 /* the net at batch b (owned): shoal's own cuts and pairs */
 } sh_plan_model;
 
