@@ -2,7 +2,7 @@
 # run.sh — shoal plan's predictions against measured training, and --parallel auto's choice
 # against the best layout measured by hand, side by side in one run. For every MODEL and every
 # SETUP: `shoal plan` (the same cluster: hosts, ranks a host, link, this machine's cores shared
-# by the emulated hosts) predicts each layout; each runnable layout (up to MAXLAYOUTS, fastest
+# by the emulated hosts: SHOAL_PLAN_MACHINE_HOSTS) predicts each layout; each runnable layout (up to MAXLAYOUTS, fastest
 # predicted first) then trains STEPS steps with `shoal train` and its steady images/s is taken
 # (median of REPS runs); `shoal train --parallel auto` trains too. Prints per setup predicted
 # against measured and the choice against the best measured, then the targets of issue 36:
@@ -47,10 +47,10 @@ measure() {
         local key p k addr
         key=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n'); p=$((30000 + RANDOM % 20000)); addr=$($LAB addr h0)
         for k in $(seq 1 $((H - 1))); do
-            SHOAL_JOB_KEY=$key SHOAL_MASTER_PORT=$p env -u OPENBLAS_CORETYPE OPENBLAS_NUM_THREADS=1 $LAB exec "h$k" \
+            SHOAL_JOB_KEY=$key SHOAL_MASTER_PORT=$p SHOAL_PLAN_MACHINE_HOSTS=$H env -u OPENBLAS_CORETYPE OPENBLAS_NUM_THREADS=1 $LAB exec "h$k" \
                 "$SHOAL" "${args[@]}" -n "$R" --nnodes "$H" --node-rank "$k" --master-addr "$addr" >/dev/null 2>&1 &
         done
-        SHOAL_JOB_KEY=$key SHOAL_MASTER_PORT=$p env -u OPENBLAS_CORETYPE OPENBLAS_NUM_THREADS=1 $LAB exec h0 \
+        SHOAL_JOB_KEY=$key SHOAL_MASTER_PORT=$p SHOAL_PLAN_MACHINE_HOSTS=$H env -u OPENBLAS_CORETYPE OPENBLAS_NUM_THREADS=1 $LAB exec h0 \
             "$SHOAL" "${args[@]}" -n "$R" --nnodes "$H" --node-rank 0 --master-addr "$addr" >"$log" 2>&1 || {
             tail -2 "$log" >&2; wait; return 0; }
         wait
@@ -67,11 +67,10 @@ for setup in $SETUPS; do
     R=${shape%x*}; H=${shape#*x}
     link=$rate; [ "$rate" = none ] && link=10gbit
     if [ "$H" -gt 1 ]; then $LAB down >/dev/null 2>&1 || true; $LAB up "$H" --rate "$rate" >/dev/null; fi
-    hc=$((CORES / H)); [ "$hc" -ge 1 ] || hc=1
     for m in $MODELS; do
         echo "setup $setup, $m" >&2
-        env -u OPENBLAS_CORETYPE "$SHOAL" plan "examples/$m.cfg" --hosts "$H" --ranks-per-host "$R" --link "$link" \
-            --cores "$hc" --threads 1 --json >"$OUT/plan-$m-$setup.json"
+        SHOAL_PLAN_MACHINE_HOSTS=$H env -u OPENBLAS_CORETYPE "$SHOAL" plan "examples/$m.cfg" --hosts "$H" \
+            --ranks-per-host "$R" --link "$link" --cores "$CORES" --threads 1 --json >"$OUT/plan-$m-$setup.json"
         $PY -c 'import json,sys
 d=json.load(open(sys.argv[1])); n=int(sys.argv[2])
 for L in [x for x in d["layouts"] if x["possible"]][:n]: print("%s|%s|%s" % (L["images_per_s"], L["flags"], L["layout"]))' \

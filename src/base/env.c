@@ -110,6 +110,8 @@ static const env_var table[] = {
     {"SHOAL_PLAN_CORES", "0", 0, 1 << 16,
      "shoal plan, --parallel auto: cores a host has (0: this machine's); an emulated cluster on one machine "
      "shares its cores among the hosts"},
+    {"SHOAL_PLAN_MACHINE_HOSTS", "1", 1, 1 << 16,
+     "shoal plan, --parallel auto: hosts that share one machine's cores (an emulated cluster: its hosts)"},
     {"SHOAL_PLAN_NET_US", "0", 0, 10000000,
      "shoal plan, --parallel auto: a network message's latency in us (0: probed, or 50 for shoal plan)"},
     /* launchers that start ranks for us */

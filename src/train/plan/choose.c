@@ -129,8 +129,9 @@ void sh_plan_print(const sh_plan_model *m, const sh_plan_cluster *c, const sh_pl
     double fwd, bwd;
     sum_times(m, &fwd, &bwd);
     fprintf(out, "plan for %s: %d host%s x %d rank%s (%d ranks), batch %d a replica, %d kernel thread%s a rank, "
-            "%d cores a host\n", m->cfg_path, c->hosts, c->hosts == 1 ? "" : "s", c->ranks_per_host,
-            c->ranks_per_host == 1 ? "" : "s", n, m->batch, m->threads, m->threads == 1 ? "" : "s", c->cores);
+            "%d cores a %s\n", m->cfg_path, c->hosts, c->hosts == 1 ? "" : "s", c->ranks_per_host,
+            c->ranks_per_host == 1 ? "" : "s", n, m->batch, m->threads, m->threads == 1 ? "" : "s", c->cores,
+            c->machine_hosts > 1 ? "machine that the hosts share" : "host");
     fprintf(out, "links: across hosts %s (%.1f MB/s, %.0f us); shared memory %.0f MB/s (%s)\n", c->link,
             1e-6 / c->net_s_per_byte, c->net_alpha_s * 1e6, 1e-6 / c->shm_s_per_byte, c->shm);
     fprintf(out, "measured here: forward %.2f ms, backward %.2f ms a replica's batch; optimizer %.2f ms; "
@@ -187,8 +188,9 @@ void sh_plan_print_json(const sh_plan_model *m, const sh_plan_cluster *c, const 
     sum_times(m, &fwd, &bwd);
     fprintf(out, "{\"cfg\":");
     json_str(out, m->cfg_path);
-    fprintf(out, ",\"hosts\":%d,\"ranks_per_host\":%d,\"batch\":%d,\"threads\":%d,\"cores\":%d,\"link\":",
-            c->hosts, c->ranks_per_host, m->batch, m->threads, c->cores);
+    fprintf(out, ",\"hosts\":%d,\"ranks_per_host\":%d,\"batch\":%d,\"threads\":%d,\"cores\":%d,"
+            "\"machine_hosts\":%d,\"link\":", c->hosts, c->ranks_per_host, m->batch, m->threads, c->cores,
+            c->machine_hosts > 1 ? c->machine_hosts : 1);
     json_str(out, c->link);
     fprintf(out, ",\"net_mb_s\":%.3f,\"net_latency_us\":%.3f,\"shm_mb_s\":%.3f,\"forward_ms\":%.4f,"
             "\"backward_ms\":%.4f,\"optimizer_ms\":%.4f,\"layouts\":[", 1e-6 / c->net_s_per_byte,

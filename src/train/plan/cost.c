@@ -70,7 +70,8 @@ double sh_plan_p2p_s(const sh_plan_cluster *c, double nbytes, int same_host)
 double sh_plan_cpu_share(const sh_plan_cluster *c, int threads)
 {
     double want = (double)c->ranks_per_host * (threads > 0 ? threads : 1);
-    return c->cores > 0 && want > c->cores ? want / c->cores : 1.0;
+    double cores = c->machine_hosts > 1 ? (double)c->cores / c->machine_hosts : c->cores;
+    return cores > 0 && want > cores ? want / cores : 1.0;
 }
 
 double sh_plan_layer_s(const sh_plan_model *m, const sh_plan_cluster *c, int l, double images)

@@ -260,6 +260,7 @@ static void overrides(sh_plan_cluster *c)
     }
     if (sh_env_long("SHOAL_PLAN_NET_US", &v) == SHOAL_OK && v > 0) c->net_alpha_s = (double)v * 1e-6;
     if (sh_env_long("SHOAL_PLAN_CORES", &v) == SHOAL_OK && v > 0) c->cores = (int)v;
+    if (sh_env_long("SHOAL_PLAN_MACHINE_HOSTS", &v) == SHOAL_OK && v > 1) c->machine_hosts = (int)v;
 }
 
 shoal_result sh_plan_cluster_for_link(int hosts, int ranks_per_host, const char *link, double latency_us,

@@ -47,6 +47,7 @@ typedef struct {
  * host, one link per host across (seconds = alpha + bytes x s_per_byte each way). */
 typedef struct {
     int hosts, ranks_per_host, cores;
+    int machine_hosts;           /* hosts sharing one machine's cores (an emulated cluster; 0, 1: none) */
     double shm_alpha_s, shm_s_per_byte;
     double net_alpha_s, net_s_per_byte;
     char link[48];               /* how the link was given ("1gbit", "probed") */
@@ -82,7 +83,8 @@ double sh_plan_allreduce_s(const sh_plan_cluster *c, double nbytes, int h, int r
 double sh_plan_exchange_s(const sh_plan_cluster *c, double per_rank, int h, int r, int steps);
 /* One message of nbytes between two ranks, same host or not. */
 double sh_plan_p2p_s(const sh_plan_cluster *c, double nbytes, int same_host);
-/* Compute is slowed when a host's ranks want more threads than it has cores. */
+/* Compute is slowed when a host's ranks want more threads than it has cores (its share of
+ * the machine's when machine_hosts share one). */
 double sh_plan_cpu_share(const sh_plan_cluster *c, int threads);
 
 /* Layer l's forward + backward seconds at m images on one rank (the cpu share applied). */
