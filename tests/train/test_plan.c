@@ -2,7 +2,9 @@
  * equal the alpha-beta forms worked out by hand for each of select.c's choices (recursive
  * doubling, one host, the ring, two ranks' exchange, hierarchical) and the exchange's; a
  * data-parallel and a pipeline step of a model whose layer times are set by hand equal their
- * formulas; oversubscribed cores slow compute; the measured model fits its two batch sizes;
+ * formulas; a pipeline's deferred weight gradients, the codecs' encoding and decoding and a
+ * machine's cores shared by emulated hosts are priced as worked out by hand; oversubscribed
+ * cores slow compute; the measured model fits its two batch sizes;
  * clear-cut cases choose the obvious layout (a tiny net on 1 gbit: data parallelism; huge
  * [connected] layers on a slow link: factors, hybrid or split layers, not gradients); the
  * table lists the runnable layouts fastest first and ends with the choice. */
@@ -123,18 +125,21 @@ static void steps_equal_their_formulas(void)
     sh_plan_predict(&m, &c, &L);
     int cuts[3];
     CHECK_OK(sh_pipe_plan(m.net, 2, cuts));
-    double slot = 0, upd = 0;
+    double slot = 0, upd = 0, fill = 0;
     for (int s = 0; s < 2; s++) {
         double cs = (cuts[s + 1] - cuts[s]) * 3 * f * 8, p = 0;
         if (s == 0) cs += 2 * sh_plan_p2p_s(&c, 4.0 * 8 * m.layer[cuts[1] - 1].outputs, 1);
         for (int l = cuts[s]; l < cuts[s + 1]; l++) p += m.layer[l].nparams;
         slot = cs > slot ? cs : slot;
+        fill += cs;
         upd = m.optim_s * p / m.nparams > upd ? m.optim_s * p / m.nparams : upd;
     }
-    want = 3 * slot + upd;
+    /* 1F1B: the first micro-batch down and the last back through both stages (their sum), the
+     * slower stage's slot for the second */
+    want = fill + slot + upd;
     CHECK(L.ok && REL(L.step_s, want), "pipeline step %g want %g (cuts %d %d %d)", L.step_s, want, cuts[0], cuts[1],
           cuts[2]);
-    CHECK(REL(L.bubble_s, slot), "bubble: one slot of three, %g want %g", L.bubble_s, slot);
+    CHECK(REL(L.bubble_s, fill - slot), "bubble: the faster stage's slot, %g want %g", L.bubble_s, fill - slot);
     CHECK(REL(L.images_per_step, 16), "one replica: %g images a step", L.images_per_step);
     /* 3 ranks do not hold 2 stages; 5 micro-batches do not divide 16 */
     c = cluster(1, 3);
@@ -148,6 +153,88 @@ static void steps_equal_their_formulas(void)
     c = cluster(1, 4);
     c.cores = 2;
     CHECK(REL(sh_plan_layer_s(&m, &c, 0, 16), 2 * 3 * f * 16), "cpu share: %g", sh_plan_layer_s(&m, &c, 0, 16));
+    sh_plan_model_fini(&m);
+}
+
+/* The terms the planner measures: a pipeline's deferred weight gradients (one product a layer
+ * over the whole batch, the first stage's last share exposed), the codecs' encoding and every
+ * rank's decoding, and the cores of a machine that emulated hosts share. */
+static void deferred_weights_codecs_and_shared_cores(void)
+{
+    sh_plan_model m;
+    double f = 1e-4;
+    hand_model(&m, f);
+    if (!m.net) return;
+    for (int l = 0; l < m.nlayers; l++) /* dW is half of every weighted layer's backward */
+        if (m.layer[l].nparams) m.layer[l].wgt_b = f;
+    sh_plan_cluster c = cluster(1, 2);
+    sh_plan_layout L;
+    memset(&L, 0, sizeof L);
+    L.kind = SH_PLAN_PIPE, L.S = 2, L.M = 4, L.T = 1, L.codec = -1;
+    sh_plan_predict(&m, &c, &L);
+    int cuts[3];
+    CHECK_OK(sh_pipe_plan(m.net, 2, cuts));
+    double u[2], w[2], upd = 0;
+    for (int s = 0; s < 2; s++) {
+        u[s] = w[s] = 0;
+        double p = 0;
+        for (int l = cuts[s]; l < cuts[s + 1]; l++) {
+            int weighted = m.layer[l].nparams > 0;
+            u[s] += (3 * f - (weighted ? f : 0)) * 4; /* a micro-batch of 4: forward, dX */
+            w[s] += weighted ? f * 16 : 0;              /* dW once over 16 */
+            p += m.layer[l].nparams;
+        }
+        if (s == 0) u[s] += 2 * sh_plan_p2p_s(&c, 4.0 * 4 * m.layer[cuts[1] - 1].outputs, 1);
+        upd = m.optim_s * p / m.nparams > upd ? m.optim_s * p / m.nparams : upd;
+    }
+    double slot = u[0] > u[1] ? u[0] : u[1], pass = u[0] + u[1] + 3 * slot + w[0] / 4;
+    for (int s = 0; s < 2; s++) pass = 4 * u[s] + w[s] > pass ? 4 * u[s] + w[s] : pass;
+    CHECK(L.ok && REL(L.step_s, pass + upd), "deferred dW: step %g want %g", L.step_s, pass + upd);
+    /* only the first stage's first layer defers, its whole backward: the pass outlasts every
+     * stage's own work, and the last micro-batch's quarter of that dW comes after it */
+    for (int l = 0; l < m.nlayers; l++) m.layer[l].wgt_b = l == 0 ? 2 * f : 0;
+    sh_plan_predict(&m, &c, &L);
+    double u0 = f * 4 + 2 * sh_plan_p2p_s(&c, 4.0 * 4 * m.layer[cuts[1] - 1].outputs, 1), w0 = 2 * f * 16, u1 = 0;
+    for (int l = 1; l < cuts[1]; l++) u0 += 3 * f * 4;
+    for (int l = cuts[1]; l < m.nlayers; l++) u1 += 3 * f * 4;
+    slot = u0 > u1 ? u0 : u1;
+    pass = u0 + u1 + 3 * slot + w0 / 4;
+    CHECK(pass > 4 * u0 + w0 && pass > 4 * u1, "the case: the fill, not a stage's work");
+    CHECK(L.ok && REL(L.step_s, pass + upd), "first stage's dW: step %g want %g", L.step_s, pass + upd);
+    /* tensor parallelism alone defers nothing: the same model's dW stays in backward */
+    memset(&L, 0, sizeof L);
+    L.kind = SH_PLAN_PIPE, L.S = 1, L.M = 1, L.T = 2, L.codec = -1;
+    sh_plan_layout T2 = L;
+    sh_plan_predict(&m, &c, &T2);
+    for (int l = 0; l < m.nlayers; l++) m.layer[l].wgt_b = 0;
+    sh_plan_predict(&m, &c, &L);
+    CHECK(T2.ok && REL(T2.step_s, L.step_s), "tensor 2: %g with dW timed, %g without", T2.step_s, L.step_s);
+
+    /* codecs: each layer encoded once and every rank's payload decoded, on the backward's
+     * cores; a free link leaves only that */
+    c.shm_alpha_s = 0, c.shm_s_per_byte = 1e-18;
+    memset(&L, 0, sizeof L);
+    L.kind = SH_PLAN_DP, L.codec = SH_PLAN_1BIT, L.S = L.M = L.T = 1;
+    sh_plan_layout Z = L;
+    sh_plan_predict(&m, &c, &Z);
+    m.enc_s[SH_PLAN_1BIT] = 2e-9, m.dec_s[SH_PLAN_1BIT] = 1e-9;
+    sh_plan_predict(&m, &c, &L);
+    double cpu = (double)m.nparams * (2e-9 + 2 * 1e-9);
+    CHECK(L.ok && fabs(L.step_s - Z.step_s - cpu) < 1e-9, "1bit: %g more, want %g", L.step_s - Z.step_s, cpu);
+    L.codec = Z.codec = SH_PLAN_FP16;
+    sh_plan_predict(&m, &c, &Z);
+    m.enc_s[SH_PLAN_FP16] = 2e-9, m.dec_s[SH_PLAN_FP16] = 1e-9;
+    sh_plan_predict(&m, &c, &L);
+    cpu = (double)m.nparams * (1.5 * 2e-9 + 2 * 1e-9); /* the whole and the sum's half encoded, two decodes */
+    CHECK(L.ok && fabs(L.step_s - Z.step_s - cpu) < 1e-9, "fp16: %g more, want %g", L.step_s - Z.step_s, cpu);
+
+    /* 4 emulated hosts of one rank on a machine of 2 cores: half a core a rank */
+    c = cluster(4, 1);
+    c.cores = 2;
+    CHECK(sh_plan_cpu_share(&c, 1) == 1.0, "4 hosts of 2 cores each: %g", sh_plan_cpu_share(&c, 1));
+    c.machine_hosts = 4;
+    CHECK(sh_plan_cpu_share(&c, 1) == 2.0 && REL(sh_plan_layer_s(&m, &c, 0, 16), 2 * 3 * f * 16),
+          "4 hosts sharing 2 cores: %g", sh_plan_cpu_share(&c, 1));
     sh_plan_model_fini(&m);
 }
 
@@ -207,6 +294,10 @@ static void measured_model_fits_two_batch_sizes(void)
     double big = m.layer[1].fwd_a + m.layer[1].fwd_b * 8, per = m.layer[1].fwd_b;
     /* reading 16 MB of weights may cost as much at 1 image as at 8: a fixed part, no negative slope */
     CHECK(big > 0 && per >= 0 && m.optim_s > 0, "2048 x 2048 forward at 8 images %g s, %g s an image", big, per);
+    /* dW of a [connected] is timed apart, a part of its backward; the softmax has none */
+    double wgt = m.layer[1].wgt_a + m.layer[1].wgt_b * 8, bwd = m.layer[1].bwd_a + m.layer[1].bwd_b * 8;
+    CHECK(wgt > 0 && wgt <= bwd * (1 + 1e-9) && m.layer[3].wgt_a == 0 && m.layer[3].wgt_b == 0,
+          "dW %g s of backward %g s", wgt, bwd);
     for (int k = 0; k < SH_PLAN_NCODECS; k++) CHECK(m.enc_s[k] > 0 && m.dec_s[k] > 0, "codec %d timed", k);
     sh_plan_model_fini(&m);
 }
@@ -267,6 +358,7 @@ int main(void)
     }
     RUN(allreduce_costs_follow_select_c);
     RUN(steps_equal_their_formulas);
+    RUN(deferred_weights_codecs_and_shared_cores);
     RUN(measured_model_fits_two_batch_sizes);
     RUN(clear_cut_cases_choose_the_obvious_layout);
     RUN(the_table_lists_layouts_and_the_choice);
