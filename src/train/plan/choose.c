@@ -136,6 +136,10 @@ void sh_plan_print(const sh_plan_model *m, const sh_plan_cluster *c, const sh_pl
             1e-6 / c->net_s_per_byte, c->net_alpha_s * 1e6, 1e-6 / c->shm_s_per_byte, c->shm);
     fprintf(out, "measured here: forward %.2f ms, backward %.2f ms a replica's batch; optimizer %.2f ms; "
             "%zu parameters\n", fwd * 1e3, bwd * 1e3, m->optim_s * 1e3, m->nparams);
+    fprintf(out, "codecs, ns a value encoded / a payload's value decoded:");
+    for (int k = 0; k < SH_PLAN_NCODECS; k++)
+        fprintf(out, " %s %.2f / %.2f%s", codec_names[k], m->enc_s[k] * 1e9, m->dec_s[k] * 1e9,
+                k + 1 < SH_PLAN_NCODECS ? ";" : "\n");
     fprintf(out, "%12s %10s %9s %9s %9s   %s\n", "images/s", "step ms", "compute", "comm", "bubble", "layout (flags)");
     for (int i = 0; i < list->n; i++) {
         const sh_plan_layout *L = &list->l[i];
@@ -193,8 +197,11 @@ void sh_plan_print_json(const sh_plan_model *m, const sh_plan_cluster *c, const 
             c->machine_hosts > 1 ? c->machine_hosts : 1);
     json_str(out, c->link);
     fprintf(out, ",\"net_mb_s\":%.3f,\"net_latency_us\":%.3f,\"shm_mb_s\":%.3f,\"forward_ms\":%.4f,"
-            "\"backward_ms\":%.4f,\"optimizer_ms\":%.4f,\"layouts\":[", 1e-6 / c->net_s_per_byte,
+            "\"backward_ms\":%.4f,\"optimizer_ms\":%.4f,\"codec_ns\":{", 1e-6 / c->net_s_per_byte,
             c->net_alpha_s * 1e6, 1e-6 / c->shm_s_per_byte, fwd * 1e3, bwd * 1e3, m->optim_s * 1e3);
+    for (int k = 0; k < SH_PLAN_NCODECS; k++) /* a value's encoding and one payload's decoding */
+        fprintf(out, "%s\"%s\":[%.4f,%.4f]", k ? "," : "", codec_names[k], m->enc_s[k] * 1e9, m->dec_s[k] * 1e9);
+    fprintf(out, "},\"layouts\":[");
     for (int i = 0; i < list->n; i++) {
         if (i) fputc(',', out);
         json_layout(out, &list->l[i]);

@@ -175,7 +175,9 @@ static void predict_dp(const sh_plan_model *m, const sh_plan_cluster *c, sh_plan
     /* the plain exchange splits the update (each rank its block); codecs and factors give
      * every rank the whole gradient, and every rank applies the whole update */
     double Bk = t, opt = per_layer ? m->optim_s : m->optim_s / n;
-    double tail = H > 1 ? comm_free - Bk - F : comm_free - Bk; /* across hosts the next forward hides it */
+    /* across hosts the next forward hides the plain exchange's tail (SHOAL_DP_OVERLAP); codecs
+     * and factors finish theirs inside the step */
+    double tail = H > 1 && !per_layer ? comm_free - Bk - F : comm_free - Bk;
     L->compute_s = F + Bk + opt;
     L->comm_s = tail > 0 ? tail : 0;
     L->bubble_s = 0;
@@ -273,10 +275,16 @@ static void predict_pipe(const sh_plan_model *m, const sh_plan_cluster *c, sh_pl
         fill += u;
         if (M * u + w > busy) busy = M * u + w;
         if (s == 0) w0 = w;
-        double params = 0;
-        for (int l = cuts[s]; l < cuts[s + 1]; l++) params += (double)m->layer[l].nparams * split_share(use_tp ? &pl : NULL, l, T);
+        double params = 0, stepped = 0;
+        for (int l = cuts[s]; l < cuts[s + 1]; l++) {
+            double p = (double)m->layer[l].nparams * split_share(use_tp ? &pl : NULL, l, T);
+            params += p;
+            /* tensor parallelism alone steps the [connected] shares inside backward, each block
+             * of dW while in cache (sh_mp_fuse): no pass of its own */
+            if (!(S == 1 && D == 1 && use_tp && pl.roles[l] && m->layer[l].connected)) stepped += p;
+        }
         group_spread(s * T, S * T, D, R, &dh, &dr);
-        double ar = sh_plan_allreduce_s(c, 4.0 * params, dh, dr) + m->optim_s * params / (double)m->nparams;
+        double ar = sh_plan_allreduce_s(c, 4.0 * params, dh, dr) + m->optim_s * stepped / (double)m->nparams;
         if (ar > sync) sync = ar;
     }
     if (use_tp) sh_tp_plan_fini(&pl);
@@ -313,18 +321,24 @@ static void predict_hybrid(const sh_plan_model *m, const sh_plan_cluster *c, sh_
         conv_params += (double)m->layer[l].nparams;
     }
     int chunks = L->scheme == SH_HYBRID_BROADCAST ? 1 : n;
-    for (int l = cut; l < m->nlayers; l++) {
-        fc += sh_plan_layer_s(m, c, l, B) * (roles[l] ? 1.0 / n : 1.0);
+    double stepped = conv_params; /* what the optimizer's own pass updates on a rank */
+    for (int l = cut; l < m->nlayers; l++) { /* chunks passes of B / chunks images each */
+        fc += chunks * sh_plan_layer_s(m, c, l, B / chunks) * (roles[l] ? 1.0 / n : 1.0);
+        /* under broadcast the [connected] shares step inside backward (sh_mp_fuse) */
+        if (!roles[l]) stepped += (double)m->layer[l].nparams;
+        else if (chunks > 1 || !m->layer[l].connected) stepped += (double)m->layer[l].nparams / n;
         if (!roles[l]) continue;
         double out = 4.0 * B / chunks * (double)m->layer[l].outputs, in = 4.0 * B / chunks * (double)m->layer[l].inputs;
-        sums += chunks * (sh_plan_allreduce_s(c, out, H, R) + sh_plan_allreduce_s(c, in, H, R));
+        sums += chunks * sh_plan_allreduce_s(c, out, H, R);
+        /* the part's first layer's input gradient goes back with the activities (hy_sum) */
+        if (l > cut) sums += chunks * sh_plan_allreduce_s(c, in, H, R);
     }
     free(roles);
     double I = (double)m->layer[cut - 1].outputs;
     double acts = 2 * sh_plan_exchange_s(c, 4.0 * (n - 1) / n * B * I, H, R, n - 1); /* there and back */
     double moved = L->scheme == SH_HYBRID_BROADCAST ? acts : (acts > fc ? acts - fc : 0) + acts / n; /* hidden */
     double conv_sum = sh_plan_allreduce_s(c, 4.0 * conv_params, H, R);
-    L->compute_s = conv + fc + m->optim_s / n;
+    L->compute_s = conv + fc + m->optim_s * stepped / (double)m->nparams;
     L->comm_s = moved + sums + conv_sum;
     L->bubble_s = 0;
     L->step_s = L->compute_s + L->comm_s;
