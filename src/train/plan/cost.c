@@ -261,11 +261,10 @@ static void predict_pipe(const sh_plan_model *m, const sh_plan_cluster *c, sh_pl
     }
     int th, tr, dh, dr, defer = S > 1; /* a pipeline defers dW; tensor parallelism alone does not */
     group_spread(0, 1, T, R, &th, &tr);
-    double micro = (double)m->batch / M, slot = 0, fill = 0, busy = 0, w0 = 0, sync = 0, work = 0;
+    double micro = (double)m->batch / M, slot = 0, fill = 0, busy = 0, w0 = 0, sync = 0;
     for (int s = 0; s < S; s++) {
         double u = stage_s(m, c, use_tp ? &pl : NULL, cuts[s], cuts[s + 1], micro, T, th, tr, defer);
         double w = defer ? stage_wgt_s(m, c, use_tp ? &pl : NULL, cuts[s], cuts[s + 1]) : 0;
-        work += M * u + w;
         if (s + 1 < S) { /* activations forward, their gradient back, to the next stage */
             int g = s * T, next = (s + 1) * T;
             double bytes = 4.0 * micro * (double)m->layer[cuts[s + 1] - 1].outputs;
@@ -295,10 +294,9 @@ static void predict_pipe(const sh_plan_model *m, const sh_plan_cluster *c, sh_pl
     double pass = fill + (M - 1) * slot + w0 / M;
     if (busy > pass) pass = busy;
     L->bubble_s = pass - busy;
-    L->compute_s = work / S; /* a stage's average work: the rest of the pass waits */
+    L->compute_s = busy; /* the busiest stage's work, its messages to the next stage in it */
     L->step_s = pass + sync;
-    L->comm_s = L->step_s - L->compute_s - L->bubble_s;
-    if (L->comm_s < 0) L->comm_s = 0;
+    L->comm_s = sync;
     L->images_per_step = (double)D * m->batch;
     L->ok = 1;
 }

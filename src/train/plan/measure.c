@@ -80,13 +80,15 @@ static shoal_result time_layers(sh_net *net, const float *x, const int32_t *y, i
     return rc;
 }
 
-/* a + b m through (m1, t1) and (m2, t2), m1 > m2; a lone point: all per image. A negative
- * slope is noise: the time at m1 is kept as a fixed cost. */
+/* a + b m through (m1, t1) and (m2, t2), m1 > m2; a lone point: all per image. Either part
+ * negative is noise: a negative slope keeps the time at m1 as a fixed cost, a negative fixed
+ * cost (the small batch timed slow) keeps it all per image. */
 static void fit_line(double t1, double t2, int m1, int m2, int two, double *a, double *b)
 {
     *b = two ? (t1 - t2) / (m1 - m2) : t1 / m1;
     if (*b < 0) *b = 0;
     *a = t1 - *b * m1;
+    if (*a < 0) *a = 0, *b = t1 / m1;
 }
 
 /* Seconds of one call of fn, median of REPS after a warm-up. */
