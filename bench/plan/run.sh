@@ -39,8 +39,9 @@ data_of() { [ "$1" = char-lstm ] && echo "$OUT/text.txt" || echo "$DATA"; }
 # images/s of `shoal train` on the setup (empty when it failed): model hosts rph flags...
 measure() {
     local m=$1 H=$2 R=$3; shift 3
-    local log="$OUT/run.log" args=(train "examples/$m.cfg" --data "$(data_of "$m")" --threads 1
-                                   --max-steps "$STEPS" --json --quiet "$@")
+    local log="$OUT/run.log" quiet=--quiet
+    [ "$*" = "--parallel auto" ] && quiet= # its table and choice go to the log
+    local args=(train "examples/$m.cfg" --data "$(data_of "$m")" --threads 1 --max-steps "$STEPS" --json $quiet "$@")
     if [ "$H" = 1 ]; then
         env -u OPENBLAS_CORETYPE OPENBLAS_NUM_THREADS=1 "$SHOAL" "${args[@]}" -n "$R" >"$log" 2>&1 || { tail -2 "$log" >&2; return 0; }
     else
@@ -84,7 +85,8 @@ for L in [x for x in d["layouts"] if x["possible"]][:n]: print("%s|%s|%s" % (L["
             echo "{\"setup\":\"$setup\",\"model\":\"$m\",\"layout\":\"$name\",\"flags\":\"$flags\",\"predicted\":$pred,\"measured\":$meas,\"chosen\":$chosen}" >>"$OUT/rows.jsonl"
         done <"$OUT/layouts.txt"
         got=(); for _ in $(seq "$REPS"); do got+=("$(measure "$m" "$H" "$R" --parallel auto)"); done
-        echo "{\"setup\":\"$setup\",\"model\":\"$m\",\"layout\":\"--parallel auto\",\"flags\":\"auto\",\"predicted\":null,\"measured\":$(median_of "${got[@]}"),\"chosen\":false}" >>"$OUT/rows.jsonl"
+        auto=$(grep -m1 '^choice: ' "$OUT/run.log" | sed 's/^choice: \([^,]*\(, [a-z0-9:.]*\)*\), [0-9.]* images.*/\1/' || true)
+        echo "{\"setup\":\"$setup\",\"model\":\"$m\",\"layout\":\"--parallel auto (${auto:-?})\",\"flags\":\"auto\",\"predicted\":null,\"measured\":$(median_of "${got[@]}"),\"chosen\":false}" >>"$OUT/rows.jsonl"
     done
     [ "$H" -gt 1 ] && $LAB down >/dev/null
 done
@@ -97,15 +99,23 @@ within, points, good, choices = 0, 0, 0, 0
 for key in dict.fromkeys((r["setup"], r["model"]) for r in rows):
     sel = [r for r in rows if (r["setup"], r["model"]) == key]
     print("\n%s, %s" % key)
-    print("%12s %12s %8s   %s" % ("predicted", "measured", "pred/meas", "layout"))
+    print("%12s %12s %9s %6s   %s" % ("predicted", "measured", "pred/meas", "rel", "layout"))
+    rs = sorted(r["predicted"] / r["measured"] for r in sel if r["predicted"] and r["measured"])
+    mid = rs[len(rs) // 2] if rs else None
     for r in sel:
         p, m = r["predicted"], r["measured"]
         ratio = p / m if p and m else None
         if ratio is not None:
             points += 1
             within += abs(ratio - 1) <= 0.15
-        print("%12s %12s %8s   %s%s" % ("%.0f" % p if p else "-", "%.0f" % m if m else "failed",
-              "%.2f" % ratio if ratio else "-", r["layout"], "   <- plan's choice" if r["chosen"] else ""))
+        print("%12s %12s %9s %6s   %s%s" % ("%.0f" % p if p else "-", "%.0f" % m if m else "failed",
+              "%.2f" % ratio if ratio else "-", "%.2f" % (ratio / mid) if ratio else "-", r["layout"],
+              "   <- plan's choice" if r["chosen"] else ""))
+    pairs = [(r["predicted"], r["measured"]) for r in sel if r["predicted"] and r["measured"]]
+    agree = sum((a[0] - b[0]) * (a[1] - b[1]) > 0 for i, a in enumerate(pairs) for b in pairs[i + 1:])
+    npairs = len(pairs) * (len(pairs) - 1) // 2
+    if npairs: print("order: %d of %d pairs of layouts ranked as measured (rel: pred/meas over the setup's median)"
+                     % (agree, npairs))
     measured = [r for r in sel if r["measured"] and r["flags"] != "auto"]
     if not measured: continue
     best = max(measured, key=lambda r: r["measured"])
