@@ -228,6 +228,27 @@ static void deferred_weights_codecs_and_shared_cores(void)
     cpu = (double)m.nparams * (1.5 * 2e-9 + 2 * 1e-9); /* the whole and the sum's half encoded, two decodes */
     CHECK(L.ok && fabs(L.step_s - Z.step_s - cpu) < 1e-9, "fp16: %g more, want %g", L.step_s - Z.step_s, cpu);
 
+    /* the network stack's CPU: 2 hosts of one rank on one core each, plain data parallel (one
+     * bucket: 4 x parameters bytes, a rank sends 2 (H-1)/H of them across): that many bytes'
+     * CPU more; with cores to spare, none */
+    c = cluster(2, 1);
+    c.cores = 1;
+    memset(&L, 0, sizeof L);
+    L.kind = SH_PLAN_DP, L.codec = -1, L.S = L.M = L.T = 1;
+    Z = L;
+    sh_plan_predict(&m, &c, &Z);
+    c.net_cpu_s_per_byte = 1e-9;
+    sh_plan_predict(&m, &c, &L);
+    cpu = 4.0 * (double)m.nparams * 1e-9;
+    CHECK(L.ok && REL(L.compute_s - Z.compute_s, cpu), "network stack: %g more compute, want %g",
+          L.compute_s - Z.compute_s, cpu);
+    CHECK(REL(sh_plan_net_cpu_s(&c, 1, 1e6), 1e-3), "1 MB at 1 ns: %g s", sh_plan_net_cpu_s(&c, 1, 1e6));
+    c.cores = 2;
+    CHECK(sh_plan_net_cpu_s(&c, 1, 1e6) == 0, "a core to spare takes it");
+    c = cluster(1, 2);
+    c.cores = 1, c.net_cpu_s_per_byte = 1e-9;
+    CHECK(sh_plan_net_cpu_s(&c, 1, 1e6) == 0, "one host sends nothing across");
+
     /* 4 emulated hosts of one rank on a machine of 2 cores: half a core a rank */
     c = cluster(4, 1);
     c.cores = 2;
@@ -313,6 +334,9 @@ static void the_table_lists_layouts_and_the_choice(void)
     CHECK_OK(sh_plan_cluster_for_link(2, 2, "1gbit", -1, &c));
     CHECK(REL(c.net_alpha_s, 50e-6) && c.net_s_per_byte > 1.0 / 125e6 && c.shm_s_per_byte > 0, "1gbit: %g s/B",
           c.net_s_per_byte);
+    /* a byte through TCP costs CPU: measured, between a picosecond and a microsecond */
+    CHECK(c.net_cpu_s_per_byte > 1e-12 && c.net_cpu_s_per_byte < 1e-6, "TCP: %g s of CPU a byte",
+          c.net_cpu_s_per_byte);
     CHECK_RC(sh_plan_cluster_for_link(2, 2, "fast", -1, &c), SHOAL_ERR_INVALID);
     CHECK(strstr(shoal_last_error_message(), "\"fast\""), "%s", shoal_last_error_message());
     CHECK_OK(sh_plan_cluster_for_link(2, 2, "300MB/s", 10, &c));

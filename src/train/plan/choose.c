@@ -132,8 +132,9 @@ void sh_plan_print(const sh_plan_model *m, const sh_plan_cluster *c, const sh_pl
             "%d cores a %s\n", m->cfg_path, c->hosts, c->hosts == 1 ? "" : "s", c->ranks_per_host,
             c->ranks_per_host == 1 ? "" : "s", n, m->batch, m->threads, m->threads == 1 ? "" : "s", c->cores,
             c->machine_hosts > 1 ? "machine that the hosts share" : "host");
-    fprintf(out, "links: across hosts %s (%.1f MB/s, %.0f us); shared memory %.0f MB/s (%s)\n", c->link,
-            1e-6 / c->net_s_per_byte, c->net_alpha_s * 1e6, 1e-6 / c->shm_s_per_byte, c->shm);
+    fprintf(out, "links: across hosts %s (%.1f MB/s, %.0f us, %.2f ns of CPU a byte); shared memory %.0f MB/s (%s)\n",
+            c->link, 1e-6 / c->net_s_per_byte, c->net_alpha_s * 1e6, c->net_cpu_s_per_byte * 1e9,
+            1e-6 / c->shm_s_per_byte, c->shm);
     fprintf(out, "measured here: forward %.2f ms, backward %.2f ms a replica's batch; optimizer %.2f ms; "
             "%zu parameters\n", fwd * 1e3, bwd * 1e3, m->optim_s * 1e3, m->nparams);
     fprintf(out, "codecs, ns a value encoded / a payload's value decoded:");
@@ -196,9 +197,9 @@ void sh_plan_print_json(const sh_plan_model *m, const sh_plan_cluster *c, const 
             "\"machine_hosts\":%d,\"link\":", c->hosts, c->ranks_per_host, m->batch, m->threads, c->cores,
             c->machine_hosts > 1 ? c->machine_hosts : 1);
     json_str(out, c->link);
-    fprintf(out, ",\"net_mb_s\":%.3f,\"net_latency_us\":%.3f,\"shm_mb_s\":%.3f,\"forward_ms\":%.4f,"
+    fprintf(out, ",\"net_mb_s\":%.3f,\"net_latency_us\":%.3f,\"net_cpu_ns_per_byte\":%.4f,\"shm_mb_s\":%.3f,\"forward_ms\":%.4f,"
             "\"backward_ms\":%.4f,\"optimizer_ms\":%.4f,\"codec_ns\":{", 1e-6 / c->net_s_per_byte,
-            c->net_alpha_s * 1e6, 1e-6 / c->shm_s_per_byte, fwd * 1e3, bwd * 1e3, m->optim_s * 1e3);
+            c->net_alpha_s * 1e6, c->net_cpu_s_per_byte * 1e9, 1e-6 / c->shm_s_per_byte, fwd * 1e3, bwd * 1e3, m->optim_s * 1e3);
     for (int k = 0; k < SH_PLAN_NCODECS; k++) /* a value's encoding and one payload's decoding */
         fprintf(out, "%s\"%s\":[%.4f,%.4f]", k ? "," : "", codec_names[k], m->enc_s[k] * 1e9, m->dec_s[k] * 1e9);
     fprintf(out, "},\"layouts\":[");

@@ -74,6 +74,14 @@ double sh_plan_cpu_share(const sh_plan_cluster *c, int threads)
     return cores > 0 && want > cores ? want / cores : 1.0;
 }
 
+double sh_plan_net_cpu_s(const sh_plan_cluster *c, int threads, double bytes)
+{
+    double want = (double)c->ranks_per_host * (threads > 0 ? threads : 1);
+    double cores = c->machine_hosts > 1 ? (double)c->cores / c->machine_hosts : c->cores;
+    if (c->hosts < 2 || bytes <= 0 || (cores > 0 && want < cores)) return 0;
+    return bytes * c->net_cpu_s_per_byte * sh_plan_cpu_share(c, threads);
+}
+
 double sh_plan_layer_s(const sh_plan_model *m, const sh_plan_cluster *c, int l, double images)
 {
     const sh_plan_layer *y = &m->layer[l];
@@ -132,14 +140,17 @@ static void dp_unit(const sh_plan_model *m, const sh_plan_cluster *c, const sh_p
     const sh_plan_layer *y = l >= 0 ? &m->layer[l] : NULL;
     double b = m->batch;
     *cpu = 0;
+    double across = (double)(n - R) / (n - 1); /* of what a rank sends, the share to other hosts */
     if (y && L->sfb && y->connected && b * (double)(y->inputs + y->outputs) < (double)y->inputs * y->outputs) {
         double payload = b * (double)(y->inputs + y->outputs) * 4; /* allgathered factors */
-        *cpu = (n - 1) * 0.5 * (y->bwd_a + y->bwd_b * b) * sh_plan_cpu_share(c, m->threads);
+        *cpu = (n - 1) * 0.5 * (y->bwd_a + y->bwd_b * b) * sh_plan_cpu_share(c, m->threads) +
+               sh_plan_net_cpu_s(c, m->threads, (n - 1) * payload * across);
         *wire = sh_plan_exchange_s(c, (n - 1) * payload, H, R, n - 1);
         return;
     }
-    if (L->codec < 0 || !y) {
+    if (L->codec < 0 || !y) { /* a rank's share of its host's 2 (H-1)/H bytes across */
         *wire = sh_plan_allreduce_s(c, nbytes, H, R);
+        *cpu = sh_plan_net_cpu_s(c, m->threads, 2.0 * (H - 1) / H * nbytes / R);
         return;
     }
     size_t count = y->nparams;
@@ -148,7 +159,7 @@ static void dp_unit(const sh_plan_model *m, const sh_plan_cluster *c, const sh_p
     /* fp16: the whole vector encoded, n blocks of 1/n decoded and summed, the sum's block encoded,
      * the whole decoded; the others: encode once, every rank's payload decoded and summed */
     double per = k == SH_PLAN_FP16 ? (1.0 + 1.0 / n) * m->enc_s[k] + 2 * m->dec_s[k] : m->enc_s[k] + n * m->dec_s[k];
-    *cpu = per * (double)count * sh_plan_cpu_share(c, m->threads);
+    *cpu = per * (double)count * sh_plan_cpu_share(c, m->threads) + sh_plan_net_cpu_s(c, m->threads, bytes * across);
     /* the ranks first agree on a descriptor: one more allgather's latency */
     *wire = sh_plan_exchange_s(c, bytes, H, R, (k == SH_PLAN_FP16 ? 2 * (n - 1) : n - 1) + (n - 1));
 }
@@ -268,7 +279,8 @@ static void predict_pipe(const sh_plan_model *m, const sh_plan_cluster *c, sh_pl
         if (s + 1 < S) { /* activations forward, their gradient back, to the next stage */
             int g = s * T, next = (s + 1) * T;
             double bytes = 4.0 * micro * (double)m->layer[cuts[s + 1] - 1].outputs;
-            u += 2 * sh_plan_p2p_s(c, bytes, g / R == next / R);
+            int same = g / R == next / R;
+            u += 2 * sh_plan_p2p_s(c, bytes, same) + (same ? 0 : 2 * sh_plan_net_cpu_s(c, m->threads, bytes));
         }
         if (u > slot) slot = u;
         fill += u;
@@ -313,7 +325,7 @@ static void predict_hybrid(const sh_plan_model *m, const sh_plan_cluster *c, sh_
         snprintf(L->why, sizeof L->why, "no [connected] part to split after a data-parallel one");
         return;
     }
-    double conv = 0, fc = 0, sums = 0, conv_params = 0;
+    double conv = 0, fc = 0, sums = 0, summed = 0, conv_params = 0;
     for (int l = 0; l < cut; l++) {
         conv += sh_plan_layer_s(m, c, l, B / n);
         conv_params += (double)m->layer[l].nparams;
@@ -328,15 +340,20 @@ static void predict_hybrid(const sh_plan_model *m, const sh_plan_cluster *c, sh_
         if (!roles[l]) continue;
         double out = 4.0 * B / chunks * (double)m->layer[l].outputs, in = 4.0 * B / chunks * (double)m->layer[l].inputs;
         sums += chunks * sh_plan_allreduce_s(c, out, H, R);
+        summed += chunks * out;
         /* the part's first layer's input gradient goes back with the activities (hy_sum) */
-        if (l > cut) sums += chunks * sh_plan_allreduce_s(c, in, H, R);
+        if (l > cut) sums += chunks * sh_plan_allreduce_s(c, in, H, R), summed += chunks * in;
     }
     free(roles);
     double I = (double)m->layer[cut - 1].outputs;
     double acts = 2 * sh_plan_exchange_s(c, 4.0 * (n - 1) / n * B * I, H, R, n - 1); /* there and back */
+    /* the network stack's share of the cores: the activities both ways, the sums' share across */
+    double across = (double)(n - R) / (n - 1);
+    double stack = sh_plan_net_cpu_s(c, m->threads, 2 * 4.0 * (n - 1) / n * B * I * across +
+                                                      2.0 * (H - 1) / H * (summed + 4.0 * conv_params) / R);
     double moved = L->scheme == SH_HYBRID_BROADCAST ? acts : (acts > fc ? acts - fc : 0) + acts / n; /* hidden */
     double conv_sum = sh_plan_allreduce_s(c, 4.0 * conv_params, H, R);
-    L->compute_s = conv + fc + m->optim_s * stepped / (double)m->nparams;
+    L->compute_s = conv + fc + m->optim_s * stepped / (double)m->nparams + stack;
     L->comm_s = moved + sums + conv_sum;
     L->bubble_s = 0;
     L->step_s = L->compute_s + L->comm_s;

@@ -8,11 +8,18 @@
  * Proved by tests/train/test_plan.c and tests/cli/test_plan_cli.c. */
 #include "train/plan/plan.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "base/cpus.h"
 #include "base/env.h"
@@ -248,6 +255,66 @@ static double memcpy_rate(void)
     return s > 0 ? (double)n / s : 5e9;
 }
 
+#define TCP_PROBE_NBYTES (16u << 20) /* bytes through the loopback connection */
+#define TCP_PROBE_CHUNK (256u << 10)
+#define TCP_PROBE_MSS 1448           /* a 1500-byte MTU's TCP payload, not loopback's 64 KiB */
+
+static double cpu_now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void *tcp_drain(void *arg)
+{
+    int fd = *(int *)arg;
+    char *buf = malloc(TCP_PROBE_CHUNK);
+    for (size_t got = 0; buf && got < TCP_PROBE_NBYTES;) {
+        ssize_t k = recv(fd, buf, TCP_PROBE_CHUNK, 0);
+        if (k <= 0) break;
+        got += (size_t)k;
+    }
+    free(buf);
+    return NULL;
+}
+
+/* CPU seconds of this process to send a byte and receive it over a loopback TCP connection
+ * cut in Ethernet-sized segments:
+ * the kernel's copies and protocol work a rank pays for its traffic across hosts, on its own
+ * cores (an emulated cluster's links run through the same stack). 0 when it cannot be set up. */
+static double tcp_cpu_per_byte(void)
+{
+    struct sockaddr_in at = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof at;
+    int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), a = -1, b = -1, mss = TCP_PROBE_MSS;
+    double s = 0;
+    if (ls >= 0) (void)setsockopt(ls, IPPROTO_TCP, TCP_MAXSEG, &mss, sizeof mss); /* an Ethernet link's segments */
+    if (ls >= 0 && bind(ls, (struct sockaddr *)&at, sizeof at) == 0 && listen(ls, 1) == 0 &&
+        getsockname(ls, (struct sockaddr *)&at, &len) == 0 && (a = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) >= 0 &&
+        connect(a, (struct sockaddr *)&at, sizeof at) == 0 && (b = accept(ls, NULL, NULL)) >= 0) {
+        char *buf = calloc(1, TCP_PROBE_CHUNK);
+        pthread_t th;
+        double t0 = cpu_now_s();
+        if (buf && pthread_create(&th, NULL, tcp_drain, &b) == 0) {
+            size_t sent = 0;
+            while (sent < TCP_PROBE_NBYTES) {
+                ssize_t k = send(a, buf, TCP_PROBE_CHUNK, MSG_NOSIGNAL);
+                if (k <= 0) break;
+                sent += (size_t)k;
+            }
+            shutdown(a, SHUT_WR);
+            pthread_join(th, NULL);
+            if (sent >= TCP_PROBE_NBYTES) s = (cpu_now_s() - t0) / (double)sent;
+        }
+        free(buf);
+    }
+    if (b >= 0) close(b);
+    if (a >= 0) close(a);
+    if (ls >= 0) close(ls);
+    return s > 0 ? s : 0;
+}
+
 /* SHOAL_PLAN_* in MB/s or us over what was measured (0 or unset: the measurement). */
 static void overrides(sh_plan_cluster *c)
 {
@@ -278,6 +345,7 @@ shoal_result sh_plan_cluster_for_link(int hosts, int ranks_per_host, const char 
                        "300MB/s", link);
     out->net_s_per_byte = 1.0 / (TCP_OF_LINK * rate);
     out->net_alpha_s = latency_us >= 0 ? latency_us * 1e-6 : NET_ALPHA_S;
+    out->net_cpu_s_per_byte = hosts > 1 ? tcp_cpu_per_byte() : 0;
     snprintf(out->link, sizeof out->link, "%s", link);
     out->shm_alpha_s = SHM_ALPHA_S;
     out->shm_s_per_byte = 1.0 / (SHM_OF_MEMCPY * memcpy_rate());
@@ -348,6 +416,7 @@ shoal_result sh_plan_cluster_probe(shoal_comm *comm, sh_plan_cluster *out)
     out->shm_alpha_s = v[0];
     out->shm_s_per_byte = v[1] > 0 ? v[1] : 1.0 / (SHM_OF_MEMCPY * 5e9);
     out->net_alpha_s = v[2];
+    out->net_cpu_s_per_byte = out->hosts > 1 ? tcp_cpu_per_byte() : 0;
     out->net_s_per_byte = v[3] > 0 ? v[3] : 1.0 / 125e6;
     snprintf(out->shm, sizeof out->shm, out->ranks_per_host > 1 ? "probed" : "not used");
     snprintf(out->link, sizeof out->link, out->hosts > 1 ? "probed" : "not used");

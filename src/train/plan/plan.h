@@ -50,6 +50,7 @@ typedef struct {
     int machine_hosts;           /* hosts sharing one machine's cores (an emulated cluster; 0, 1: none) */
     double shm_alpha_s, shm_s_per_byte;
     double net_alpha_s, net_s_per_byte;
+    double net_cpu_s_per_byte;   /* CPU a byte costs to send and receive over TCP (measured) */
     char link[48];               /* how the link was given ("1gbit", "probed") */
     char shm[48];                /* how shared memory was found ("measured memcpy", "probed") */
 } sh_plan_cluster;
@@ -83,6 +84,9 @@ double sh_plan_allreduce_s(const sh_plan_cluster *c, double nbytes, int h, int r
 double sh_plan_exchange_s(const sh_plan_cluster *c, double per_rank, int h, int r, int steps);
 /* One message of nbytes between two ranks, same host or not. */
 double sh_plan_p2p_s(const sh_plan_cluster *c, double nbytes, int same_host);
+/* CPU seconds a rank's network stack takes for bytes it sends across hosts (and as many it
+ * receives), on cores its compute already fills (0 when the host has cores to spare). */
+double sh_plan_net_cpu_s(const sh_plan_cluster *c, int threads, double bytes);
 /* Compute is slowed when a host's ranks want more threads than it has cores (its share of
  * the machine's when machine_hosts share one). */
 double sh_plan_cpu_share(const sh_plan_cluster *c, int threads);
