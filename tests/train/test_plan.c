@@ -228,6 +228,15 @@ static void deferred_weights_codecs_and_shared_cores(void)
     cpu = (double)m.nparams * (1.5 * 2e-9 + 2 * 1e-9); /* the whole and the sum's half encoded, two decodes */
     CHECK(L.ok && fabs(L.step_s - Z.step_s - cpu) < 1e-9, "fp16: %g more, want %g", L.step_s - Z.step_s, cpu);
 
+    /* timed at sizes: between two of them their line, beyond them the fit a + b m */
+    m.nsizes = 3, m.sizes[0] = 16, m.sizes[1] = 8, m.sizes[2] = 4;
+    m.layer[0].fwd_t[0] = 10e-4, m.layer[0].fwd_t[1] = 4e-4, m.layer[0].fwd_t[2] = 3e-4;
+    CHECK(REL(sh_plan_part_s(&m, 0, 0, 12), 7e-4) && REL(sh_plan_part_s(&m, 0, 0, 6), 3.5e-4) &&
+          REL(sh_plan_part_s(&m, 0, 0, 32), f * 32) && REL(sh_plan_part_s(&m, 0, 0, 2), f * 2),
+          "12 images: %g, 6: %g, 32: %g, 2: %g", sh_plan_part_s(&m, 0, 0, 12), sh_plan_part_s(&m, 0, 0, 6),
+          sh_plan_part_s(&m, 0, 0, 32), sh_plan_part_s(&m, 0, 0, 2));
+    m.nsizes = 0;
+
     /* the network stack's CPU: 2 hosts of one rank on one core each, plain data parallel (one
      * bucket: 4 x parameters bytes, a rank sends 2 (H-1)/H of them across): that many bytes'
      * CPU more; with cores to spare, none */
@@ -315,6 +324,14 @@ static void measured_model_fits_two_batch_sizes(void)
     double big = m.layer[1].fwd_a + m.layer[1].fwd_b * 8, per = m.layer[1].fwd_b;
     /* reading 16 MB of weights may cost as much at 1 image as at 8: a fixed part, no negative slope */
     CHECK(big > 0 && per >= 0 && m.optim_s > 0, "2048 x 2048 forward at 8 images %g s, %g s an image", big, per);
+    /* timed at 8, 4, 2 and 1 images, a larger batch never faster */
+    CHECK(m.nsizes == 4 && m.sizes[0] == 8 && m.sizes[3] == 1, "%d sizes, %d..%d", m.nsizes, m.sizes[0],
+          m.sizes[m.nsizes - 1]);
+    for (int k = 0; k + 1 < m.nsizes; k++)
+        CHECK(m.layer[1].fwd_t[k] >= m.layer[1].fwd_t[k + 1] && m.layer[1].bwd_t[k] >= m.layer[1].bwd_t[k + 1],
+              "size %d", m.sizes[k]);
+    CHECK(REL(sh_plan_part_s(&m, 1, 0, 8), m.layer[1].fwd_t[0]) && REL(sh_plan_part_s(&m, 1, 1, 3),
+          (m.layer[1].bwd_t[2] + m.layer[1].bwd_t[1]) / 2), "the timed points");
     /* dW of a [connected] is timed apart, a part of its backward; the softmax has none */
     double wgt = m.layer[1].wgt_a + m.layer[1].wgt_b * 8, bwd = m.layer[1].bwd_a + m.layer[1].bwd_b * 8;
     CHECK(wgt > 0 && wgt <= bwd * (1 + 1e-9) && m.layer[3].wgt_a == 0 && m.layer[3].wgt_b == 0,

@@ -118,8 +118,8 @@ static void sum_times(const sh_plan_model *m, double *fwd, double *bwd)
 {
     *fwd = *bwd = 0;
     for (int l = 0; l < m->nlayers; l++) {
-        *fwd += m->layer[l].fwd_a + m->layer[l].fwd_b * m->batch;
-        *bwd += m->layer[l].bwd_a + m->layer[l].bwd_b * m->batch;
+        *fwd += sh_plan_part_s(m, l, 0, m->batch);
+        *bwd += sh_plan_part_s(m, l, 1, m->batch);
     }
 }
 

@@ -82,17 +82,29 @@ double sh_plan_net_cpu_s(const sh_plan_cluster *c, int threads, double bytes)
     return bytes * c->net_cpu_s_per_byte * sh_plan_cpu_share(c, threads);
 }
 
-double sh_plan_layer_s(const sh_plan_model *m, const sh_plan_cluster *c, int l, double images)
+double sh_plan_part_s(const sh_plan_model *m, int l, int part, double images)
 {
     const sh_plan_layer *y = &m->layer[l];
-    double s = y->fwd_a + y->fwd_b * images + y->bwd_a + y->bwd_b * images;
-    return (s > 0 ? s : 0) * sh_plan_cpu_share(c, m->threads);
+    const double *t = part == 0 ? y->fwd_t : part == 1 ? y->bwd_t : y->wgt_t;
+    double s = -1;
+    for (int k = 0; k + 1 < m->nsizes && s < 0; k++) { /* between two sizes timed: their line */
+        double hi = m->sizes[k], lo = m->sizes[k + 1];
+        if (images <= hi && images >= lo) s = t[k + 1] + (t[k] - t[k + 1]) * (images - lo) / (hi - lo);
+    }
+    if (s < 0)
+        s = part == 0 ? y->fwd_a + y->fwd_b * images : part == 1 ? y->bwd_a + y->bwd_b * images
+                                                                : y->wgt_a + y->wgt_b * images;
+    return s > 0 ? s : 0;
+}
+
+double sh_plan_layer_s(const sh_plan_model *m, const sh_plan_cluster *c, int l, double images)
+{
+    return (sh_plan_part_s(m, l, 0, images) + sh_plan_part_s(m, l, 1, images)) * sh_plan_cpu_share(c, m->threads);
 }
 
 static double layer_fwd_s(const sh_plan_model *m, const sh_plan_cluster *c, int l, double images)
 {
-    double s = m->layer[l].fwd_a + m->layer[l].fwd_b * images;
-    return (s > 0 ? s : 0) * sh_plan_cpu_share(c, m->threads);
+    return sh_plan_part_s(m, l, 0, images) * sh_plan_cpu_share(c, m->threads);
 }
 
 /* Hosts and ranks a host of a group of n ranks g0 + k stride (k < n), R ranks a host. */
@@ -143,7 +155,7 @@ static void dp_unit(const sh_plan_model *m, const sh_plan_cluster *c, const sh_p
     double across = (double)(n - R) / (n - 1); /* of what a rank sends, the share to other hosts */
     if (y && L->sfb && y->connected && b * (double)(y->inputs + y->outputs) < (double)y->inputs * y->outputs) {
         double payload = b * (double)(y->inputs + y->outputs) * 4; /* allgathered factors */
-        *cpu = (n - 1) * 0.5 * (y->bwd_a + y->bwd_b * b) * sh_plan_cpu_share(c, m->threads) +
+        *cpu = (n - 1) * 0.5 * sh_plan_part_s(m, l, 1, b) * sh_plan_cpu_share(c, m->threads) +
                sh_plan_net_cpu_s(c, m->threads, (n - 1) * payload * across);
         *wire = sh_plan_exchange_s(c, (n - 1) * payload, H, R, n - 1);
         return;
@@ -198,18 +210,22 @@ static void predict_dp(const sh_plan_model *m, const sh_plan_cluster *c, sh_plan
 
 /* ---- pipeline (and tensor) parallelism ---- */
 
-/* Layer l's share on a tensor rank of T: split layers compute 1/T. */
+/* Layer l's share on a tensor rank of T: split layers compute 1/T, and so do the layers
+ * between a pair's two (a pool of the column layer's share). */
 static double split_share(const sh_tp_plan *pl, int l, int T)
 {
-    return pl && pl->roles[l] ? 1.0 / T : 1.0;
+    if (!pl) return 1.0;
+    if (pl->roles[l]) return 1.0 / T;
+    for (int k = 0; k < pl->ncands; k++)
+        if (pl->cands[k].why == SH_TP_CAND_SPLIT && pl->cands[k].col < l && l < pl->cands[k].row) return 1.0 / T;
+    return 1.0;
 }
 
 /* Layer l's deferred weight gradient at m images (0 but in a pipeline's unsplit layers that
  * defer it: sh_net_layer_defers). */
 static double layer_wgt_s(const sh_plan_model *m, const sh_plan_cluster *c, int l, double images)
 {
-    double s = m->layer[l].wgt_a + m->layer[l].wgt_b * images;
-    return (s > 0 ? s : 0) * sh_plan_cpu_share(c, m->threads);
+    return sh_plan_part_s(m, l, 2, images) * sh_plan_cpu_share(c, m->threads);
 }
 
 /* A stage's seconds for one micro-batch of m images on a tensor rank: its layers (less the

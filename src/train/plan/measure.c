@@ -1,7 +1,8 @@
 /* plan/measure.c — what the planner's model is calibrated with, measured on this machine:
- * every layer's forward and backward seconds at a replica's batch b and at b/8 (the engine's
+ * every layer's forward and backward seconds at a replica's batch b, b/2, b/4 and b/8 (the engine's
  * own per-layer timers, median of REPS passes after a warm-up, on the kernel threads a rank
- * gets), fit as a + m x per-image; the optimizer's step; each codec's encoding and decoding;
+ * gets), the part of backward that is dW apart, kept per size and fit as a + m x per-image
+ * beyond them; the optimizer's step; each codec's encoding and decoding; TCP's CPU a byte;
  * shared memory's bandwidth by memcpy (`shoal plan`) or, in a job, allreduces of two sizes
  * within a host and across hosts fit to the model's own allreduce formulas.
  * Not here: the model (plan/cost.c), the choice (plan/choose.c).
@@ -28,7 +29,6 @@
 #include "nn/optim.h"
 
 #define REPS 3                 /* timed passes per batch size (the median counts) */
-#define SMALL_DIVISOR 8        /* the second batch size: b / 8 */
 #define SHM_ALPHA_S 5e-6       /* a shared-memory message's start (slots.c, eager.c: a few us) */
 /* Shared-memory allreduce moves bytes at about a third of one thread's memcpy (docs/plan.md). */
 #define SHM_OF_MEMCPY 0.35
@@ -176,23 +176,35 @@ shoal_result sh_plan_model_measure(const char *cfg_path, int batch, int threads,
     shoal_result rc = sh_calloc((size_t)L, sizeof *out->layer, (void **)&out->layer);
     if (rc == SHOAL_OK) rc = sh_alloc_aligned(nx * sizeof *x, (void **)&x);
     if (rc == SHOAL_OK) rc = sh_calloc((size_t)batch, sizeof *y, (void **)&y);
-    if (rc == SHOAL_OK) rc = sh_calloc(6 * (size_t)L, sizeof *t, (void **)&t);
+    if (rc == SHOAL_OK) rc = sh_calloc(3 * (size_t)L * SH_PLAN_NSIZES, sizeof *t, (void **)&t);
     sh_rng r;
     sh_rng_seed(&r, 1);
     for (size_t i = 0; x && i < nx; i++) x[i] = sh_rng_float(&r);
     int K = sh_net_nclasses(out->net);
     for (int i = 0; y && i < batch; i++) y[i] = K > 0 ? (int32_t)(sh_rng_u64(&r) % (uint64_t)K) : 0;
     int T = out->time_steps, streams = batch / T;
-    int small = T * (streams / SMALL_DIVISOR > 0 ? streams / SMALL_DIVISOR : 1); /* whole sequences */
-    if (rc == SHOAL_OK) rc = time_layers(out->net, x, y, batch, t, t + L, t + 2 * L);
-    if (rc == SHOAL_OK && small < batch) rc = time_layers(out->net, x, y, small, t + 3 * L, t + 4 * L, t + 5 * L);
+    for (int k = 0; k < SH_PLAN_NSIZES; k++) { /* b, b/2, b/4, b/8 in whole sequences */
+        int m = T * (streams >> k > 0 ? streams >> k : 1);
+        if (k && m == out->sizes[k - 1]) break;
+        out->sizes[out->nsizes++] = m;
+    }
+    for (int k = 0; rc == SHOAL_OK && k < out->nsizes; k++) {
+        double *tk = t + 3 * (size_t)L * k;
+        rc = time_layers(out->net, x, y, out->sizes[k], tk, tk + L, tk + 2 * L);
+    }
     size_t in = (size_t)sh_net_input_count(out->net);
-    int two = small < batch;
+    int last = out->nsizes - 1;
     for (int l = 0; rc == SHOAL_OK && l < L; l++) {
         sh_plan_layer *p = &out->layer[l];
-        fit_line(t[l], t[3 * L + l], batch, small, two, &p->fwd_a, &p->fwd_b);
-        fit_line(t[L + l], t[4 * L + l], batch, small, two, &p->bwd_a, &p->bwd_b);
-        fit_line(t[2 * L + l], t[5 * L + l], batch, small, two, &p->wgt_a, &p->wgt_b);
+        double *part[3] = {p->fwd_t, p->bwd_t, p->wgt_t};
+        for (int j = 0; j < 3; j++)
+            for (int k = last; k >= 0; k--) { /* noise: a larger batch is never faster */
+                part[j][k] = t[3 * (size_t)L * k + (size_t)j * L + l];
+                if (k < last && part[j][k] < part[j][k + 1]) part[j][k] = part[j][k + 1];
+            }
+        fit_line(p->fwd_t[0], p->fwd_t[last], batch, out->sizes[last], last > 0, &p->fwd_a, &p->fwd_b);
+        fit_line(p->bwd_t[0], p->bwd_t[last], batch, out->sizes[last], last > 0, &p->bwd_a, &p->bwd_b);
+        fit_line(p->wgt_t[0], p->wgt_t[last], batch, out->sizes[last], last > 0, &p->wgt_a, &p->wgt_b);
         size_t off = 0;
         int c, h, w;
         sh_net_layer_params(out->net, l, &off, &p->nparams);

@@ -14,9 +14,13 @@
 #include "shoal/comm.h"
 #include "shoal/result.h"
 
-/* One layer as the model sees it: seconds of forward and backward at m images, a + b m (fit to
- * two measured batch sizes), its parameters, and its values per image in and out. */
+#define SH_PLAN_NSIZES 4 /* batch sizes the layers are timed at: b, b/2, b/4, b/8 */
+
+/* One layer as the model sees it: seconds of forward and backward at the sizes it was timed
+ * at (between two of them, the line through both), and a + b m beyond them (fit to b and b/8),
+ * its parameters, and its values per image in and out. */
 typedef struct {
+    double fwd_t[SH_PLAN_NSIZES], bwd_t[SH_PLAN_NSIZES], wgt_t[SH_PLAN_NSIZES]; /* at sizes[] */
     double fwd_a, fwd_b, bwd_a, bwd_b;
     double wgt_a, wgt_b;         /* the part of backward that is dW = dY^T X (a layer that
                                     defers it in a pipeline: sh_net_layer_defers); else 0 */
@@ -35,6 +39,8 @@ typedef struct {
                                     replica takes per step (--batch or the cfg's) */
     int time_steps;              /* rows a stream takes per step (1: feed-forward) */
     int threads;                 /* kernel threads a rank ran the measurements with */
+    int nsizes;                  /* batch sizes timed (0: the lines a + b m alone) */
+    int sizes[SH_PLAN_NSIZES];   /* rows, largest first */
     sh_plan_layer *layer;        /* [nlayers] */
     size_t nparams;
     double optim_s;              /* the optimizer's step over all parameters, seconds */
@@ -91,6 +97,9 @@ double sh_plan_net_cpu_s(const sh_plan_cluster *c, int threads, double bytes);
  * the machine's when machine_hosts share one). */
 double sh_plan_cpu_share(const sh_plan_cluster *c, int threads);
 
+/* Part of layer l at m images, seconds on a rank of its own: 0 forward, 1 backward, 2 the dW
+ * within backward a pipeline defers. */
+double sh_plan_part_s(const sh_plan_model *m, int l, int part, double images);
 /* Layer l's forward + backward seconds at m images on one rank (the cpu share applied). */
 double sh_plan_layer_s(const sh_plan_model *m, const sh_plan_cluster *c, int l, double images);
 
