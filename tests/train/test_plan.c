@@ -4,7 +4,8 @@
  * data-parallel and a pipeline step of a model whose layer times are set by hand equal their
  * formulas; a pipeline's deferred weight gradients, the codecs' encoding and decoding and a
  * machine's cores shared by emulated hosts are priced as worked out by hand; oversubscribed
- * cores slow compute; the measured model fits its two batch sizes;
+ * cores slow compute; tensor parallelism's and hybrid broadcast's shares stepped inside backward,
+ * and hybrid's step by hand; the measured model fits its two batch sizes;
  * clear-cut cases choose the obvious layout (a tiny net on 1 gbit: data parallelism; huge
  * [connected] layers on a slow link: factors, hybrid or split layers, not gradients); the
  * table lists the runnable layouts fastest first and ends with the choice. */
@@ -14,6 +15,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "train/mp/hybrid.h"
 #include "train/mp/pipeline.h"
 #include "train/plan/plan.h"
 #include "train/tiny_data.h"
@@ -268,6 +270,95 @@ static void deferred_weights_codecs_and_shared_cores(void)
     sh_plan_model_fini(&m);
 }
 
+/* hand_model's times on another cfg of the test's directory. */
+static void hand_model_of(sh_plan_model *m, const char *name, double f)
+{
+    char cfg[600];
+    snprintf(cfg, sizeof cfg, "%s/%s", dir, name);
+    memset(m, 0, sizeof *m);
+    m->cfg_path = name;
+    m->batch = 16;
+    m->time_steps = 1;
+    m->threads = 1;
+    CHECK_OK(sh_net_load(cfg, 16, 1, &m->net));
+    if (!m->net) return;
+    m->nlayers = sh_net_nlayers(m->net);
+    m->nparams = sh_net_nparams(m->net);
+    m->layer = calloc((size_t)m->nlayers, sizeof *m->layer);
+    for (int l = 0; l < m->nlayers; l++) {
+        size_t off;
+        int c, h, w;
+        sh_plan_layer *y = &m->layer[l];
+        y->fwd_b = f, y->bwd_b = 2 * f;
+        sh_net_layer_params(m->net, l, &off, &y->nparams);
+        sh_net_layer_shape(m->net, l, &c, &h, &w);
+        y->outputs = (size_t)c * h * w;
+        y->inputs = l ? m->layer[l - 1].outputs : (size_t)sh_net_input_count(m->net);
+        y->connected = !strncmp(sh_net_layer_name(m->net, l), "connected", 9);
+    }
+    m->optim_s = 1e-3;
+}
+
+/* Tensor parallelism with one replica steps its [connected] shares inside backward: the
+ * optimizer's pass covers the rest; with replicas it covers its shares too. Hybrid broadcast:
+ * the convolution on b/N images, the connected part on b at 1/N, the first split layer's input
+ * gradient going back with the activities, the shares stepped inside backward. */
+static void fused_updates_and_the_hybrid_step(void)
+{
+    sh_plan_model m;
+    double f = 1e-4;
+    hand_model(&m, f);
+    if (!m.net) return;
+    for (int l = 0; l < m.nlayers; l++) m.layer[l].connected = l < 3;
+    sh_plan_cluster c = cluster(1, 2);
+    sh_plan_layout L, Z;
+    memset(&L, 0, sizeof L);
+    L.kind = SH_PLAN_PIPE, L.S = 1, L.M = 1, L.T = 2, L.codec = -1;
+    Z = L;
+    double opt = m.optim_s, p0 = m.layer[0].nparams, p1 = m.layer[1].nparams, p2 = m.layer[2].nparams;
+    sh_plan_predict(&m, &c, &L);
+    m.optim_s = 0;
+    sh_plan_predict(&m, &c, &Z);
+    CHECK(L.ok && REL(L.step_s - Z.step_s, opt * p2 / m.nparams), "tensor 2, one replica: the update %g, want %g",
+          L.step_s - Z.step_s, opt * p2 / m.nparams);
+    c = cluster(1, 4); /* 2 replicas: the update of the shares is a pass of its own */
+    sh_plan_predict(&m, &c, &Z);
+    m.optim_s = opt;
+    sh_plan_predict(&m, &c, &L);
+    double want = opt * (p0 / 2 + p1 / 2 + p2) / m.nparams;
+    CHECK(L.ok && REL(L.step_s - Z.step_s, want), "tensor 2 x 2 replicas: the update %g, want %g",
+          L.step_s - Z.step_s, want);
+    sh_plan_model_fini(&m);
+
+    hand_model_of(&m, "hyb.cfg", f);
+    if (!m.net) return;
+    c = cluster(1, 2);
+    memset(&L, 0, sizeof L);
+    L.kind = SH_PLAN_HYBRID, L.scheme = SH_HYBRID_BROADCAST, L.S = L.M = L.T = 1, L.codec = -1;
+    sh_plan_predict(&m, &c, &L);
+    int cut = 0;
+    unsigned char roles[16] = {0};
+    CHECK_OK(sh_net_hybrid_plan(m.net, 2, &cut, roles));
+    double conv = 0, fc = 0, sums = 0, cparams = 0, stepped = 0, B = 16;
+    for (int l = 0; l < cut; l++) conv += 3 * f * 8, cparams += m.layer[l].nparams;
+    stepped = cparams;
+    for (int l = cut; l < m.nlayers; l++) {
+        fc += 3 * f * B * (roles[l] ? 0.5 : 1);
+        if (!roles[l]) {
+            stepped += m.layer[l].nparams;
+            continue;
+        }
+        sums += sh_plan_allreduce_s(&c, 4 * B * m.layer[l].outputs, 1, 2);
+        if (l > cut) sums += sh_plan_allreduce_s(&c, 4 * B * m.layer[l].inputs, 1, 2);
+    }
+    double acts = 2 * sh_plan_exchange_s(&c, 4 * 0.5 * B * m.layer[cut - 1].outputs, 1, 2, 1);
+    want = conv + fc + m.optim_s * stepped / m.nparams + acts + sums + sh_plan_allreduce_s(&c, 4 * cparams, 1, 2);
+    CHECK(cut == 1 && roles[1] && roles[2], "hyb.cfg: cut %d", cut);
+    CHECK(L.ok && REL(L.step_s, want), "hybrid broadcast: step %g want %g", L.step_s, want);
+    CHECK(REL(L.images_per_step, 16), "hybrid: the batch a step, %g", L.images_per_step);
+    sh_plan_model_fini(&m);
+}
+
 static sh_plan_layout best_of(const char *cfg_name, int h, int r, double net_mb_s, int cores, sh_plan_list *list)
 {
     char cfg[600];
@@ -389,6 +480,9 @@ int main(void)
         tiny_write_file(dir, "hand.cfg", "[net]\nbatch=16\nwidth=8\nheight=8\nchannels=1\n[connected]\noutput=32\n"
                                          "activation=relu\n[connected]\noutput=32\nactivation=relu\n[connected]\n"
                                          "output=4\nactivation=linear\n[softmax]\n") ||
+        tiny_write_file(dir, "hyb.cfg", "[net]\nbatch=16\nwidth=8\nheight=8\nchannels=1\n[convolutional]\nfilters=4\n"
+                                        "size=3\nstride=1\npad=1\nactivation=relu\n[connected]\noutput=32\n"
+                                        "activation=relu\n[connected]\noutput=4\nactivation=linear\n[softmax]\n") ||
         tiny_write_file(dir, "tiny.cfg", "[net]\nbatch=16\nwidth=8\nheight=8\nchannels=1\n[connected]\noutput=24\n"
                                          "activation=relu\n[connected]\noutput=4\nactivation=linear\n[softmax]\n") ||
         tiny_write_file(dir, "huge.cfg", "[net]\nbatch=8\nwidth=32\nheight=64\nchannels=1\n[connected]\noutput=2048\n"
@@ -400,6 +494,7 @@ int main(void)
     RUN(allreduce_costs_follow_select_c);
     RUN(steps_equal_their_formulas);
     RUN(deferred_weights_codecs_and_shared_cores);
+    RUN(fused_updates_and_the_hybrid_step);
     RUN(measured_model_fits_two_batch_sizes);
     RUN(clear_cut_cases_choose_the_obvious_layout);
     RUN(the_table_lists_layouts_and_the_choice);
