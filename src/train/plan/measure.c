@@ -33,9 +33,11 @@
 /* Shared-memory allreduce moves bytes at about a third of one thread's memcpy (docs/plan.md). */
 #define SHM_OF_MEMCPY 0.35
 #define NET_ALPHA_S 50e-6      /* a TCP message's start across hosts when not probed */
-/* TCP's share of a link's rate, as shoal's ring and hierarchical allreduce reach it across a
- * shaped link (docs/plan.md). */
-#define TCP_OF_LINK 0.93
+/* TCP's share of a link's rate: a 1514-byte Ethernet frame carries 1448 bytes (IP, TCP with
+ * timestamps and Ethernet headers take the rest), and an allreduce's traffic both ways shares
+ * each direction with the other's acknowledgements (66 bytes every two segments): what shoal's
+ * ring and hierarchical allreduce reach across a shaped link (docs/plan.md). */
+#define TCP_OF_LINK (1448.0 / 1514 * (1 - 66.0 / (2 * 1514)))
 #define PROBE_SMALL 1024       /* floats: recursive doubling's range */
 #define PROBE_LARGE (1 << 20)  /* floats: the bandwidth's */
 
