@@ -85,6 +85,7 @@ for L in [x for x in d["layouts"] if x["possible"]][:n]: print("%s|%s|%s" % (L["
             echo "{\"setup\":\"$setup\",\"model\":\"$m\",\"layout\":\"$name\",\"flags\":\"$flags\",\"predicted\":$pred,\"measured\":$meas,\"chosen\":$chosen}" >>"$OUT/rows.jsonl"
         done <"$OUT/layouts.txt"
         got=(); for _ in $(seq "$REPS"); do got+=("$(measure "$m" "$H" "$R" --parallel auto)"); done
+        cp "$OUT/run.log" "$OUT/auto-$m-$setup.log" # its table: the probed links' predictions
         auto=$(sed -n 's/^.*choice: \(.*\), [0-9.]* images\/s predicted.*/\1/p' "$OUT/run.log" | head -1)
         echo "{\"setup\":\"$setup\",\"model\":\"$m\",\"layout\":\"--parallel auto (${auto:-?})\",\"flags\":\"auto\",\"predicted\":null,\"measured\":$(median_of "${got[@]}"),\"chosen\":false}" >>"$OUT/rows.jsonl"
     done
