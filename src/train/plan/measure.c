@@ -28,7 +28,7 @@
 #include "base/util.h"
 #include "nn/optim.h"
 
-#define REPS 3                 /* timed passes per batch size (the median counts) */
+#define REPS 5                 /* timed passes per batch size (the median counts) */
 #define SHM_ALPHA_S 5e-6       /* a shared-memory message's start (slots.c, eager.c: a few us) */
 /* Shared-memory allreduce moves bytes at about a third of one thread's memcpy (docs/plan.md). */
 #define SHM_OF_MEMCPY 0.35
@@ -47,42 +47,60 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Per-layer forward, backward and deferrable weight-gradient seconds at m images, median of
- * REPS passes: the last timed apart after each backward from the layer's own factors, as a
- * pipeline stage computes it once over the batch (sh_net_layer_weight_grads). */
-static shoal_result time_layers(sh_net *net, const float *x, const int32_t *y, int m, double *fwd, double *bwd,
-                                double *wgt)
+/* One pass at m images: each layer's forward, backward and deferrable weight-gradient
+ * milliseconds into f, b, w at stride (the last timed apart after backward from the layer's
+ * own factors, as a pipeline stage computes it once over the batch: sh_net_layer_weight_grads). */
+static shoal_result time_pass(sh_net *net, const float *x, const int32_t *y, int m, double *f, double *b, double *w,
+                              int stride)
+{
+    SH_TRY(sh_net_forward(net, x, m, 1));
+    if (sh_net_has_softmax(net)) (void)sh_net_loss(net, y);
+    else sh_net_loss_sum(net);
+    SH_TRY(sh_net_backward(net, NULL, NULL));
+    for (int l = 0; l < sh_net_nlayers(net); l++) {
+        sh_net_layer_times(net, l, &f[l * stride], &b[l * stride]);
+        w[l * stride] = 0;
+        const float *lx, *ldy;
+        int in, out;
+        if (!sh_net_layer_defers(net, l) || !sh_net_layer_factors(net, l, &lx, &ldy, &in, &out)) continue;
+        uint64_t t0 = sh_now_ns();
+        sh_net_layer_weight_grads(net, l, lx, ldy, m, 0);
+        w[l * stride] = (double)(sh_now_ns() - t0) * 1e-6;
+    }
+    return SHOAL_OK;
+}
+
+/* Per-layer seconds at each of the nsizes batch sizes, median of REPS passes after a warm-up,
+ * the sizes taken in turn within each round (a load that comes and goes falls on all of
+ * them alike): t holds, for size k, forward, backward and dW of every layer at t + 3 L k. */
+static shoal_result time_layers(sh_net *net, const float *x, const int32_t *y, const int *sizes, int nsizes,
+                                double *t)
 {
     int L = sh_net_nlayers(net);
+    size_t n = (size_t)L * nsizes * REPS;
     double *f = NULL, *b = NULL, *w = NULL;
-    SH_TRY(sh_calloc((size_t)L * REPS, sizeof *f, (void **)&f));
-    shoal_result rc = sh_calloc((size_t)L * REPS, sizeof *b, (void **)&b);
-    if (rc == SHOAL_OK) rc = sh_calloc((size_t)L * REPS, sizeof *w, (void **)&w);
-    for (int it = -1; rc == SHOAL_OK && it < REPS; it++) { /* -1: the warm-up */
-        rc = sh_net_forward(net, x, m, 1);
-        if (rc != SHOAL_OK) break;
-        if (sh_net_has_softmax(net)) (void)sh_net_loss(net, y);
-        else sh_net_loss_sum(net);
-        rc = sh_net_backward(net, NULL, NULL);
-        for (int l = 0; it >= 0 && l < L; l++) {
-            sh_net_layer_times(net, l, &f[l * REPS + it], &b[l * REPS + it]);
-            const float *lx, *ldy;
-            int in, out;
-            if (!sh_net_layer_defers(net, l) || !sh_net_layer_factors(net, l, &lx, &ldy, &in, &out)) continue;
-            uint64_t t0 = sh_now_ns();
-            sh_net_layer_weight_grads(net, l, lx, ldy, m, 0);
-            w[l * REPS + it] = (double)(sh_now_ns() - t0) * 1e-6;
+    SH_TRY(sh_calloc(n, sizeof *f, (void **)&f));
+    shoal_result rc = sh_calloc(n, sizeof *b, (void **)&b);
+    if (rc == SHOAL_OK) rc = sh_calloc(n, sizeof *w, (void **)&w);
+    for (int k = 0; rc == SHOAL_OK && k < nsizes; k++) /* the warm-up */
+        rc = time_pass(net, x, y, sizes[k], f, b, w, REPS);
+    for (int it = 0; rc == SHOAL_OK && it < REPS; it++)
+        for (int k = 0; rc == SHOAL_OK && k < nsizes; k++) {
+            size_t at = (size_t)k * L * REPS + it;
+            rc = time_pass(net, x, y, sizes[k], f + at, b + at, w + at, REPS);
         }
-    }
-    for (int l = 0; rc == SHOAL_OK && l < L; l++) {
-        qsort(f + l * REPS, REPS, sizeof *f, cmp_double);
-        qsort(b + l * REPS, REPS, sizeof *b, cmp_double);
-        qsort(w + l * REPS, REPS, sizeof *w, cmp_double);
-        fwd[l] = f[l * REPS + REPS / 2] * 1e-3;
-        bwd[l] = b[l * REPS + REPS / 2] * 1e-3;
-        wgt[l] = w[l * REPS + REPS / 2] * 1e-3;
-        if (wgt[l] > bwd[l]) wgt[l] = bwd[l]; /* noise: a part of backward, never more */
-    }
+    for (int k = 0; rc == SHOAL_OK && k < nsizes; k++)
+        for (int l = 0; l < L; l++) {
+            size_t at = ((size_t)k * L + l) * REPS;
+            double *tk = t + 3 * (size_t)L * k;
+            qsort(f + at, REPS, sizeof *f, cmp_double);
+            qsort(b + at, REPS, sizeof *b, cmp_double);
+            qsort(w + at, REPS, sizeof *w, cmp_double);
+            tk[l] = f[at + REPS / 2] * 1e-3;
+            tk[L + l] = b[at + REPS / 2] * 1e-3;
+            tk[2 * L + l] = w[at + REPS / 2] * 1e-3;
+            if (tk[2 * L + l] > tk[L + l]) tk[2 * L + l] = tk[L + l]; /* noise: a part of backward, never more */
+        }
     free(f);
     free(b);
     free(w);
@@ -190,10 +208,7 @@ shoal_result sh_plan_model_measure(const char *cfg_path, int batch, int threads,
         if (k && m == out->sizes[k - 1]) break;
         out->sizes[out->nsizes++] = m;
     }
-    for (int k = 0; rc == SHOAL_OK && k < out->nsizes; k++) {
-        double *tk = t + 3 * (size_t)L * k;
-        rc = time_layers(out->net, x, y, out->sizes[k], tk, tk + L, tk + 2 * L);
-    }
+    if (rc == SHOAL_OK) rc = time_layers(out->net, x, y, out->sizes, out->nsizes, t);
     size_t in = (size_t)sh_net_input_count(out->net);
     int last = out->nsizes - 1;
     for (int l = 0; rc == SHOAL_OK && l < L; l++) {
