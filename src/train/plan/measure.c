@@ -1,7 +1,7 @@
 /* plan/measure.c — what the planner's model is calibrated with, measured on this machine:
  * every layer's forward and backward seconds at a replica's batch b, b/2, b/4 and b/8 (the engine's
- * own per-layer timers, median of REPS passes after a warm-up, on the kernel threads a rank
- * gets), the part of backward that is dW apart, kept per size and fit as a + m x per-image
+ * own per-layer timers scaled to the CPU time each pass got, median of REPS passes after a
+ * warm-up, on the kernel threads a rank gets), the part of backward that is dW apart, kept per size and fit as a + m x per-image
  * beyond them; the optimizer's step; each codec's encoding and decoding; TCP's CPU a byte;
  * shared memory's bandwidth by memcpy (`shoal plan`) or, in a job, allreduces of two sizes
  * within a host and across hosts fit to the model's own allreduce formulas.
@@ -47,25 +47,42 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* CPU seconds of this thread (thread 1) or of the process (its kernel threads, and any other). */
+static double cpu_now_s(int thread)
+{
+    struct timespec t;
+    clock_gettime(thread ? CLOCK_THREAD_CPUTIME_ID : CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
 /* One pass at m images: each layer's forward, backward and deferrable weight-gradient
  * milliseconds into f, b, w at stride (the last timed apart after backward from the layer's
  * own factors, as a pipeline stage computes it once over the batch: sh_net_layer_weight_grads). */
-static shoal_result time_pass(sh_net *net, const float *x, const int32_t *y, int m, double *f, double *b, double *w,
-                              int stride)
+static shoal_result time_pass(sh_net *net, const float *x, const int32_t *y, int m, int threads, double *f, double *b,
+                              double *w, int stride)
 {
+    int one = threads <= 1; /* one kernel thread: the calling one runs the layers */
+    uint64_t t0 = sh_now_ns();
+    double c0 = cpu_now_s(one);
     SH_TRY(sh_net_forward(net, x, m, 1));
     if (sh_net_has_softmax(net)) (void)sh_net_loss(net, y);
     else sh_net_loss_sum(net);
     SH_TRY(sh_net_backward(net, NULL, NULL));
+    /* the pass as the CPU ran it: a busy machine's scheduler stops a long pass more often than
+     * a short one; the time it ran elsewhere is not the layer's */
+    double wall = (double)(sh_now_ns() - t0) * 1e-9, ran = (cpu_now_s(one) - c0) / (one ? 1 : threads);
+    double share = wall > 0 && ran > 0 && ran < wall ? ran / wall : 1.0;
     for (int l = 0; l < sh_net_nlayers(net); l++) {
         sh_net_layer_times(net, l, &f[l * stride], &b[l * stride]);
+        f[l * stride] *= share;
+        b[l * stride] *= share;
         w[l * stride] = 0;
         const float *lx, *ldy;
         int in, out;
         if (!sh_net_layer_defers(net, l) || !sh_net_layer_factors(net, l, &lx, &ldy, &in, &out)) continue;
-        uint64_t t0 = sh_now_ns();
+        t0 = sh_now_ns();
         sh_net_layer_weight_grads(net, l, lx, ldy, m, 0);
-        w[l * stride] = (double)(sh_now_ns() - t0) * 1e-6;
+        w[l * stride] = (double)(sh_now_ns() - t0) * 1e-6 * share;
     }
     return SHOAL_OK;
 }
@@ -74,7 +91,7 @@ static shoal_result time_pass(sh_net *net, const float *x, const int32_t *y, int
  * the sizes taken in turn within each round (a load that comes and goes falls on all of
  * them alike): t holds, for size k, forward, backward and dW of every layer at t + 3 L k. */
 static shoal_result time_layers(sh_net *net, const float *x, const int32_t *y, const int *sizes, int nsizes,
-                                double *t)
+                                int threads, double *t)
 {
     int L = sh_net_nlayers(net);
     size_t n = (size_t)L * nsizes * REPS;
@@ -83,11 +100,11 @@ static shoal_result time_layers(sh_net *net, const float *x, const int32_t *y, c
     shoal_result rc = sh_calloc(n, sizeof *b, (void **)&b);
     if (rc == SHOAL_OK) rc = sh_calloc(n, sizeof *w, (void **)&w);
     for (int k = 0; rc == SHOAL_OK && k < nsizes; k++) /* the warm-up */
-        rc = time_pass(net, x, y, sizes[k], f, b, w, REPS);
+        rc = time_pass(net, x, y, sizes[k], threads, f, b, w, REPS);
     for (int it = 0; rc == SHOAL_OK && it < REPS; it++)
         for (int k = 0; rc == SHOAL_OK && k < nsizes; k++) {
             size_t at = (size_t)k * L * REPS + it;
-            rc = time_pass(net, x, y, sizes[k], f + at, b + at, w + at, REPS);
+            rc = time_pass(net, x, y, sizes[k], threads, f + at, b + at, w + at, REPS);
         }
     for (int k = 0; rc == SHOAL_OK && k < nsizes; k++)
         for (int l = 0; l < L; l++) {
@@ -118,15 +135,16 @@ static void fit_line(double t1, double t2, int m1, int m2, int two, double *a, d
     if (*a < 0) *a = 0, *b = t1 / m1;
 }
 
-/* Seconds of one call of fn, median of REPS after a warm-up. */
+/* CPU seconds of one call of stmt on this thread (a single-threaded step: what it costs, not
+ * what a busy machine's scheduler adds), median of REPS after a warm-up. */
 #define MEDIAN_S(out, stmt)                                                    \
     do {                                                                       \
         double t_[REPS];                                                       \
         stmt;                                                                  \
         for (int k_ = 0; k_ < REPS; k_++) {                                    \
-            uint64_t t0_ = sh_now_ns();                                        \
+            double t0_ = cpu_now_s(1);                                         \
             stmt;                                                              \
-            t_[k_] = (double)(sh_now_ns() - t0_) * 1e-9;                       \
+            t_[k_] = cpu_now_s(1) - t0_;                                       \
         }                                                                      \
         qsort(t_, REPS, sizeof t_[0], cmp_double);                             \
         (out) = t_[REPS / 2];                                                  \
@@ -208,7 +226,7 @@ shoal_result sh_plan_model_measure(const char *cfg_path, int batch, int threads,
         if (k && m == out->sizes[k - 1]) break;
         out->sizes[out->nsizes++] = m;
     }
-    if (rc == SHOAL_OK) rc = time_layers(out->net, x, y, out->sizes, out->nsizes, t);
+    if (rc == SHOAL_OK) rc = time_layers(out->net, x, y, out->sizes, out->nsizes, out->threads, t);
     size_t in = (size_t)sh_net_input_count(out->net);
     int last = out->nsizes - 1;
     for (int l = 0; rc == SHOAL_OK && l < L; l++) {
@@ -288,13 +306,6 @@ static double memcpy_rate(void)
 #define TCP_PROBE_CHUNK (256u << 10)
 #define TCP_PROBE_MSS 1448           /* a 1500-byte MTU's TCP payload, not loopback's 64 KiB */
 
-static double cpu_now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 static void *tcp_drain(void *arg)
 {
     int fd = *(int *)arg;
@@ -324,7 +335,7 @@ static double tcp_cpu_per_byte(void)
         connect(a, (struct sockaddr *)&at, sizeof at) == 0 && (b = accept(ls, NULL, NULL)) >= 0) {
         char *buf = calloc(1, TCP_PROBE_CHUNK);
         pthread_t th;
-        double t0 = cpu_now_s();
+        double t0 = cpu_now_s(0);
         if (buf && pthread_create(&th, NULL, tcp_drain, &b) == 0) {
             size_t sent = 0;
             while (sent < TCP_PROBE_NBYTES) {
@@ -334,7 +345,7 @@ static double tcp_cpu_per_byte(void)
             }
             shutdown(a, SHUT_WR);
             pthread_join(th, NULL);
-            if (sent >= TCP_PROBE_NBYTES) s = (cpu_now_s() - t0) / (double)sent;
+            if (sent >= TCP_PROBE_NBYTES) s = (cpu_now_s(0) - t0) / (double)sent;
         }
         free(buf);
     }
