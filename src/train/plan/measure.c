@@ -1,10 +1,11 @@
 /* plan/measure.c — what the planner's model is calibrated with, measured on this machine:
- * every layer's forward and backward seconds at a replica's batch b, b/2, b/4 and b/8 (the engine's
- * own per-layer timers scaled to the CPU time each pass got, median of REPS passes after a
- * warm-up, on the kernel threads a rank gets), the part of backward that is dW apart, kept per size and fit as a + m x per-image
- * beyond them; the optimizer's step; each codec's encoding and decoding; TCP's CPU a byte;
- * shared memory's bandwidth by memcpy (`shoal plan`) or, in a job, allreduces of two sizes
- * within a host and across hosts fit to the model's own allreduce formulas.
+ * every layer's forward and backward seconds at a replica's batch b, b/2, b/4 and b/8 (the
+ * engine's own per-layer timers scaled to the CPU time each pass got, median of REPS passes
+ * after a warm-up, on the kernel threads a rank gets), the part of backward that is dW apart,
+ * kept per size and fit as a + m x per-image beyond them; the optimizer's step; each codec's
+ * encoding and decoding; TCP's CPU a byte; shared memory's bandwidth by memcpy (`shoal plan`)
+ * or, in a job, allreduces of two sizes within a host and across hosts fit to the model's own
+ * allreduce formulas.
  * Not here: the model (plan/cost.c), the choice (plan/choose.c).
  * Proved by tests/train/test_plan.c and tests/cli/test_plan_cli.c. */
 #include "train/plan/plan.h"
