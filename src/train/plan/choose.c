@@ -197,9 +197,10 @@ void sh_plan_print_json(const sh_plan_model *m, const sh_plan_cluster *c, const 
             "\"machine_hosts\":%d,\"link\":", c->hosts, c->ranks_per_host, m->batch, m->threads, c->cores,
             c->machine_hosts > 1 ? c->machine_hosts : 1);
     json_str(out, c->link);
-    fprintf(out, ",\"net_mb_s\":%.3f,\"net_latency_us\":%.3f,\"net_cpu_ns_per_byte\":%.4f,\"shm_mb_s\":%.3f,\"forward_ms\":%.4f,"
-            "\"backward_ms\":%.4f,\"optimizer_ms\":%.4f,\"codec_ns\":{", 1e-6 / c->net_s_per_byte,
-            c->net_alpha_s * 1e6, c->net_cpu_s_per_byte * 1e9, 1e-6 / c->shm_s_per_byte, fwd * 1e3, bwd * 1e3, m->optim_s * 1e3);
+    fprintf(out, ",\"net_mb_s\":%.3f,\"net_latency_us\":%.3f,\"net_cpu_ns_per_byte\":%.4f,\"shm_mb_s\":%.3f,"
+            "\"forward_ms\":%.4f,\"backward_ms\":%.4f,\"optimizer_ms\":%.4f,\"codec_ns\":{",
+            1e-6 / c->net_s_per_byte, c->net_alpha_s * 1e6, c->net_cpu_s_per_byte * 1e9, 1e-6 / c->shm_s_per_byte,
+            fwd * 1e3, bwd * 1e3, m->optim_s * 1e3);
     for (int k = 0; k < SH_PLAN_NCODECS; k++) /* a value's encoding and one payload's decoding */
         fprintf(out, "%s\"%s\":[%.4f,%.4f]", k ? "," : "", codec_names[k], m->enc_s[k] * 1e9, m->dec_s[k] * 1e9);
     fprintf(out, "},\"layouts\":[");

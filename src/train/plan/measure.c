@@ -332,7 +332,8 @@ static double tcp_cpu_per_byte(void)
     double s = 0;
     if (ls >= 0) (void)setsockopt(ls, IPPROTO_TCP, TCP_MAXSEG, &mss, sizeof mss); /* an Ethernet link's segments */
     if (ls >= 0 && bind(ls, (struct sockaddr *)&at, sizeof at) == 0 && listen(ls, 1) == 0 &&
-        getsockname(ls, (struct sockaddr *)&at, &len) == 0 && (a = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) >= 0 &&
+        getsockname(ls, (struct sockaddr *)&at, &len) == 0 &&
+        (a = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) >= 0 &&
         connect(a, (struct sockaddr *)&at, sizeof at) == 0 && (b = accept(ls, NULL, NULL)) >= 0) {
         char *buf = calloc(1, TCP_PROBE_CHUNK);
         pthread_t th;
