@@ -48,7 +48,7 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* CPU seconds of this thread (thread 1) or of the process (its kernel threads, and any other). */
+/* CPU seconds of this thread (thread 1) or of the process (0). */
 static double cpu_now_s(int thread)
 {
     struct timespec t;
@@ -64,15 +64,16 @@ static shoal_result time_pass(sh_net *net, const float *x, const int32_t *y, int
 {
     int one = threads <= 1; /* one kernel thread: the calling one runs the layers */
     uint64_t t0 = sh_now_ns();
-    double c0 = cpu_now_s(one);
+    double c0 = cpu_now_s(1);
     SH_TRY(sh_net_forward(net, x, m, 1));
     if (sh_net_has_softmax(net)) (void)sh_net_loss(net, y);
     else sh_net_loss_sum(net);
     SH_TRY(sh_net_backward(net, NULL, NULL));
-    /* the pass as the CPU ran it: a busy machine's scheduler stops a long pass more often than
-     * a short one; the time it ran elsewhere is not the layer's */
-    double wall = (double)(sh_now_ns() - t0) * 1e-9, ran = (cpu_now_s(one) - c0) / (one ? 1 : threads);
-    double share = wall > 0 && ran > 0 && ran < wall ? ran / wall : 1.0;
+    /* with one kernel thread, the pass as the CPU ran it: a busy machine's scheduler stops a
+     * long pass more often than a short one, and that time is not the layer's (several
+     * threads: their idle time is the layer's, the wall time stays) */
+    double wall = (double)(sh_now_ns() - t0) * 1e-9, ran = cpu_now_s(1) - c0;
+    double share = one && wall > 0 && ran > 0 && ran < wall ? ran / wall : 1.0;
     for (int l = 0; l < sh_net_nlayers(net); l++) {
         sh_net_layer_times(net, l, &f[l * stride], &b[l * stride]);
         f[l * stride] *= share;
