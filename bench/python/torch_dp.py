@@ -247,6 +247,13 @@ def main():
     if "compute" in modes and "ddp" in modes:
         print("ceiling: the step without any communication (both ranks running at once); no communicator "
               "can beat it, so st / ddp <= compute / ddp.")
+        for model in a.models.split(","):
+            batch = a.batch or (32 if model == "resnet18" else 64)
+            step = {m: 2 * batch / statistics.median(results[(model, m)]) * 1e3 for m in ("compute", "ddp")}
+            ceil = step["ddp"] / step["compute"]
+            print("%s: DDP's step %.1f ms, compute-only %.1f ms: ceiling %.2fx, %s" % (
+                model, step["ddp"], step["compute"], ceil, "the 1.5x target is out of reach for any communicator"
+                if ceil < 1.5 else "1.5x is within reach"))
 
 
 if __name__ == "__main__":
