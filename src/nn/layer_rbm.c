@@ -14,6 +14,7 @@
 #include "nn/gemm.h"
 #include "nn/gemm_packed.h"
 #include "nn/rbm.h"
+#include "nn/rbm_kernels.h"
 
 /* In a net forward and backward are [connected]'s; the slice also holds the visible biases c,
  * after W and b: they take no gradient there. In the net that pretrains it (l->pretraining)
@@ -153,27 +154,29 @@ int sh_rbm_flip_unit(const float *v, size_t count)
 }
 
 /* I log sigmoid(F(v') - F(v)) from a = v W^T + b: flipping unit i moves a by (1 - 2 v_i) W[:, i]
- * and the visible term by (1 - 2 v_i) c_i, so v' costs O(K). */
-static double pseudo_likelihood_row(const sh_layer *l, const float *params, const float *v, const float *a, int i)
+ * and the visible term by (1 - 2 v_i) c_i, so v' costs O(K). d: room for K floats. */
+static double pseudo_likelihood_row(const sh_layer *l, const float *params, const float *v, const float *a, int i,
+                                    float *d)
 {
-    size_t in = l->inputs;
-    int k = l->out_shape.c;
+    size_t in = l->inputs, k = (size_t)l->out_shape.c;
     const float *w = params + l->w_off, *c = params + sh_rbm_visible_off(l);
-    double flip = 1.0 - 2.0 * v[i], diff = -flip * c[i]; /* F(v') - F(v), Bernoulli's visible term */
-    for (int j = 0; j < k; j++) diff -= softplus(a[j] + (float)flip * w[(size_t)j * in + i]) - softplus(a[j]);
-    return -(double)in * softplus(-diff);
+    float flip = 1.0f - 2.0f * v[i];
+    for (size_t j = 0; j < k; j++) d[j] = flip * w[j * in + i];
+    /* F(v') - F(v): Bernoulli's visible term, then the hidden units' */
+    double diff = -(double)flip * c[i] - sh_rbm_kernels_softplus_diff(a, d, k);
+    return -(double)in * softplus((float)-diff);
 }
 
 void sh_rbm_pseudo_likelihood(const sh_layer *l, const float *params, const float *v, int rows,
                               const int *flip, double *pl)
 {
     size_t k = (size_t)l->out_shape.c;
-    float *a = malloc(k * sizeof *a);
+    float *a = malloc(2 * k * sizeof *a); /* a, then the flip's moves */
     for (int r = 0; !a && r < rows; r++) pl[r] = NAN;
     for (int r = 0; a && r < rows; r++) {
         const float *vr = v + (size_t)r * l->inputs;
         hidden_input(l, params, vr, l->inputs, 1, a, k);
-        pl[r] = pseudo_likelihood_row(l, params, vr, a, flip ? flip[r] : sh_rbm_flip_unit(vr, l->inputs));
+        pl[r] = pseudo_likelihood_row(l, params, vr, a, flip ? flip[r] : sh_rbm_flip_unit(vr, l->inputs), a + k);
     }
     free(a);
 }
@@ -213,10 +216,8 @@ static void visible_mean_rows(const sh_layer *l, const sh_exec *x, int tid, cons
     sh_packed_gemm_tn(in, 0, rows, k, x->params + l->w_off, in, pk, k, 0, t, rows);
     for (int r = 0; r < rows; r++) {
         float *o = out + (size_t)r * ld;
-        if (l->rbm.gaussian)
-            for (int i = 0; i < in; i++) o[i] = t[(size_t)i * rows + r] + c[i];
-        else
-            for (int i = 0; i < in; i++) o[i] = sigmoid(t[(size_t)i * rows + r] + c[i]);
+        for (int i = 0; i < in; i++) o[i] = t[(size_t)i * rows + r] + c[i];
+        if (!l->rbm.gaussian) sh_rbm_kernels_sigmoid(o, (size_t)in);
     }
 }
 
@@ -225,8 +226,10 @@ static void pretrain_forward_rows(sh_layer *l, sh_exec *x, int tid, int n0, int 
     size_t k = (size_t)l->out_shape.c, kc = l->keep_count;
     float *a = l->keep + (size_t)n0 * kc;
     hidden_input_rows(l, x, tid, l->in[0] + (size_t)n0 * l->inputs, l->inputs, n1 - n0, a, kc);
-    for (int n = n0; n < n1; n++)
-        for (size_t j = 0; j < k; j++) l->out[(size_t)n * k + j] = sigmoid(l->keep[(size_t)n * kc + j]);
+    for (int n = n0; n < n1; n++) {
+        memcpy(l->out + (size_t)n * k, l->keep + (size_t)n * kc, k * sizeof(float));
+        sh_rbm_kernels_sigmoid(l->out + (size_t)n * k, k);
+    }
 }
 
 static void rbm_forward(sh_layer *l, sh_exec *x)
@@ -253,7 +256,7 @@ float sh_rbm_loss(sh_layer *l, sh_exec *x)
     for (int n = 0; n < x->nimg; n++) {
         const float *v = l->in[0] + (size_t)n * in, *a = l->keep + (size_t)n * kc;
         if (!l->rbm.gaussian) {
-            sum -= pseudo_likelihood_row(l, x->params, v, a, sh_rbm_flip_unit(v, in));
+            sum -= pseudo_likelihood_row(l, x->params, v, a, sh_rbm_flip_unit(v, in), x->work[0]);
             continue;
         }
         float *vm = l->keep + (size_t)n * kc + 3 * k; /* v_k's room: backward overwrites it */
@@ -264,11 +267,6 @@ float sh_rbm_loss(sh_layer *l, sh_exec *x)
 }
 
 static uint64_t row_seed(uint64_t base, int row) { return base ^ (0x9e3779b97f4a7c15ull * (uint64_t)(row + 1)); }
-
-static void sample_bernoulli(float *p, size_t count, sh_rng *r)
-{
-    for (size_t i = 0; i < count; i++) p[i] = sh_rng_float(r) < p[i] ? 1.0f : 0.0f;
-}
 
 /* The pass's seed, after the kept rows (keep_fixed). */
 static float *chain_seed(const sh_layer *l, const sh_exec *x)
@@ -291,32 +289,31 @@ static void cd_chain_rows(sh_layer *l, sh_exec *x, int tid, int n0, int n1)
             memcpy(h, l->state + (size_t)n * k, k * sizeof *h);
             continue;
         }
-        sh_rng r;
-        sh_rng_seed(&r, row_seed(base, n));
         memcpy(h, l->out + (size_t)n * k, k * sizeof *h);
-        sample_bernoulli(h, k, &r);
+        sh_rbm_kernels_sample(h, k, row_seed(base, n));
     }
     for (int step = 1; step <= o->cd_k; step++) {
         visible_mean_rows(l, x, tid, hs, kc, rows, vk, kc);
         for (int n = n0; n < n1 && o->sample_visible; n++) {
-            sh_rng r;
-            sh_rng_seed(&r, row_seed(base, n) ^ (uint64_t)step << 40 ^ 0x5151);
+            uint64_t seed = row_seed(base, n) ^ (uint64_t)step << 40 ^ 0x5151;
             float *v = vk + (size_t)(n - n0) * kc;
-            if (o->gaussian)
-                for (size_t i = 0; i < in; i++) v[i] += sh_rng_normal(&r);
-            else
-                sample_bernoulli(v, in, &r);
+            if (!o->gaussian) {
+                sh_rbm_kernels_sample(v, in, seed);
+                continue;
+            }
+            sh_rng r;
+            sh_rng_seed(&r, seed);
+            for (size_t i = 0; i < in; i++) v[i] += sh_rng_normal(&r);
         }
         hidden_input_rows(l, x, tid, vk, kc, rows, hk, kc);
         for (int n = n0; n < n1; n++) {
             float *h = hk + (size_t)(n - n0) * kc;
-            for (size_t j = 0; j < k; j++) h[j] = sigmoid(h[j]);
+            sh_rbm_kernels_sigmoid(h, k);
             if (step == o->cd_k && !o->persistent) continue;
-            sh_rng r;
-            sh_rng_seed(&r, row_seed(base, n) ^ (uint64_t)step << 40 ^ 0xa5a5);
             float *next = step < o->cd_k ? hs + (size_t)(n - n0) * kc : l->state + (size_t)n * k;
             memcpy(next, h, k * sizeof *h);
-            sample_bernoulli(next, k, &r); /* the next step's, or the persistent chain's */
+            /* the next step's, or the persistent chain's */
+            sh_rbm_kernels_sample(next, k, row_seed(base, n) ^ (uint64_t)step << 40 ^ 0xa5a5);
         }
     }
 }
