@@ -5,7 +5,7 @@
 #      sampled visible units, no momentum or decay): the test set's pseudo-likelihood (scikit-
 #      learn's score_samples on each side's weights, the same 8 draws of the flipped units; and
 #      shoal's own estimate) and training images/s, both at one thread, medians of RBM_REPS runs
-#      (seeds 1..RBM_REPS) with their range: one run's pseudo-likelihood moves by 5-10% from seed
+#      (seeds 1..RBM_REPS) with their range: one run's pseudo-likelihood moves by 10% or more from seed
 #      to seed on either side (persistent CD at rate 0.1), so a 2% comparison wants 5 or more;
 #   2. DBN: examples/dbn.cfg pretrained (DBN_EPOCHS per [rbm]) on every training image without
 #      labels, then fine-tuned on a seeded 10% of the labelled images (FT_EPOCHS), against the same
