@@ -1,6 +1,7 @@
 /* gemm_rows.c — C = A W^T and C = A W for a few rows A and a large W as it is stored, vectors
  * of 16 floats along W's rows: A W^T as dot products (16 at once, summed across lanes by a
- * shuffle tree), A W as rows of W scaled by A's values. W is streamed once per block of rows.
+ * shuffle tree), A W as rows of W scaled by A's values. W is streamed once (A W: once per 12
+ * rows of A).
  * Not here: many rows (gemm.c, gemm_packed.c); who calls it (layer_rbm.c).
  * Proved by tests/nn/test_gemm_rows.c. */
 #include "nn/gemm_rows.h"
@@ -100,10 +101,10 @@ static inline __attribute__((always_inline)) void tile_nt(int mr, int two, int k
 
 SH_HOT void sh_rows_gemm_nt(int m, int n, int k, const float *a, int lda, const float *w, int ldw, float *c, int ldc)
 {
-    for (int i = 0; i < m; i += NT_ROWS) {
-        int mr = m - i < NT_ROWS ? m - i : NT_ROWS;
-        const float *ai = a + (size_t)i * lda;
-        for (int j = 0; j < n; j += 2) {
+    for (int j = 0; j < n; j += 2) /* W's two rows stay in L1 while every row of A takes them */
+        for (int i = 0; i < m; i += NT_ROWS) {
+            int mr = m - i < NT_ROWS ? m - i : NT_ROWS;
+            const float *ai = a + (size_t)i * lda;
             const float *w0 = w + (size_t)j * ldw;
             int two = j + 1 < n;
             float *ci = c + (size_t)i * ldc + j;
@@ -120,7 +121,6 @@ SH_HOT void sh_rows_gemm_nt(int m, int n, int k, const float *a, int lda, const 
                 else tile_nt(1, 0, k, ai, lda, w0, ldw, ci, ldc);
             }
         }
-    }
 }
 
 /* mr rows of A (1..NN_ROWS) by nv vectors of W's columns (1 or 2) from column j: C's rows as
