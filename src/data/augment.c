@@ -194,8 +194,12 @@ static shoal_result resample(const sh_image_opts *o, const sh_augment_plan *p, c
                 for (int x = 0; x < w; x++) out[x] += wt * row[x];
             }
             /* a true division, as the in-memory loader's: an unscaled crop gives its bits;
-             * weights that sum to 1 in floats may carry 255 an ulp past it */
-            for (int x = 0; x < w; x++) out[x] = fminf(out[x] / 255.f, 1.0f);
+             * weights that sum to 1 in floats may carry 255 an ulp past it (a compare, not
+             * fminf: the library call would run once a pixel, unvectorized) */
+            for (int x = 0; x < w; x++) {
+                float v = out[x] / 255.f;
+                out[x] = v < 1.0f ? v : 1.0f;
+            }
         }
     return SHOAL_OK;
 }

@@ -137,7 +137,7 @@ static void dct_scaling_picks_the_smallest_scale_that_keeps_the_size(void)
     snprintf(path, sizeof path, "%s/scaled.jpg", dir); /* 300 x 200 */
     sh_image img;
     memset(&img, 0, sizeof img);
-    const int asks[][4] = {{0, 0, 300, 200}, {37, 25, 38, 25}, {38, 26, 75, 50}, {76, 10, 113, 75},
+    const int asks[][4] = {{0, 0, 300, 200}, {37, 25, 38, 25}, {38, 26, 75, 50}, {76, 10, 150, 100},
                            {290, 1, 300, 200}, {1, 1, 38, 25}};
     for (size_t i = 0; i < sizeof asks / sizeof asks[0]; i++) {
         want_size ws = {asks[i][0], asks[i][1]};
