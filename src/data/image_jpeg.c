@@ -52,15 +52,20 @@ static void on_message(j_common_ptr cinfo, int level)
 /* The smallest m of 1, 2, 4, 8 whose m/8 scale keeps at least min_w x min_h (libjpeg rounds
  * the scaled size up); no minimum at all is the full size. Those four scales have SIMD inverse
  * DCTs in libjpeg-turbo (a 4:2:0 picture's chroma at twice its luma's); the others run in C,
- * chroma at 10x10 to 14x14, and decode slower than the full size. */
+ * chroma at 10x10 to 14x14, and decode slower than the full size: they are taken only when
+ * the power of two would pass the decoded picture's bound. */
 static int pick_scale(int w, int h, int min_w, int min_h)
 {
     if (min_w <= 0 && min_h <= 0) return 8;
-    for (int m = 1; m < 8; m *= 2) {
-        int sw = (int)(((int64_t)w * m + 7) / 8), sh = (int)(((int64_t)h * m + 7) / 8);
-        if (sw >= min_w && sh >= min_h) return m;
+    int any = 8, two = 8;
+    for (int m = 7; m >= 1; m--) {
+        int64_t sw = ((int64_t)w * m + 7) / 8, sh = ((int64_t)h * m + 7) / 8;
+        if (sw < min_w || sh < min_h) break;
+        any = m;
+        if (!(m & (m - 1))) two = m;
     }
-    return 8;
+    int64_t npix = (((int64_t)w * two + 7) / 8) * (((int64_t)h * two + 7) / 8);
+    return npix <= SH_IMAGE_MAX_PIXELS ? two : any;
 }
 
 /* CMYK row (as stored; Adobe's files invert it) to RGB or grey, as PIL reads them:
