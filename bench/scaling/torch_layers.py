@@ -2,8 +2,8 @@
 """torch_layers.py MODEL BATCH THREADS [ITERS=3] — torchvision's MODEL (alexnet, vgg16,
 resnet50) one training step at a time under torch.autograd.profiler: the milliseconds an
 iteration of each operator (forward and its backward), grouped by input shape so each layer
-is its own row, the slowest first; set beside `shoal time CFG --per-layer` by
-bench/scaling/layers.sh."""
+is its own row, the slowest first; to set beside `shoal time CFG --per-layer` (same batch and
+threads; bench/scaling/alexnet-tv.cfg for alexnet). Not a test."""
 import sys
 
 import torch
