@@ -385,8 +385,8 @@ static void conv_backward_groups(sh_layer *l, sh_exec *x, int tid, int n0, int n
     int cg = in->c / l->groups, fg = l->filters / l->groups;
     int ckk = cg * l->size * l->size, ohw = l->out_shape.h * l->out_shape.w;
     size_t in_hw = (size_t)in->h * in->w;
-    float *gw = x->grad[sh_exec_slot(x, n0)] + l->w_off;
-    float *gb = x->grad[sh_exec_slot(x, n0)] + l->b_off;
+    float *gw = sh_exec_grad(x, l, sh_exec_slot(x, n0), l->w_off);
+    float *gb = sh_exec_grad(x, l, sh_exec_slot(x, n0), l->b_off);
     float *col = x->work[tid], *dcol = col + (size_t)ckk * ohw;
     for (int n = n0; n < n1; n++) {
         float *dy = l->delta + (size_t)n * l->outputs;
@@ -471,8 +471,8 @@ static void conv_backward_images(sh_layer *l, sh_exec *x, int tid, int n0, int n
     int ohw = l->out_shape.h * l->out_shape.w, ow = l->out_shape.w;
     int rows = tile_rows(l);
     const float *w = x->params + l->w_off;
-    float *gw = x->grad[sh_exec_slot(x, n0)] + l->w_off;
-    float *gb = x->grad[sh_exec_slot(x, n0)] + l->b_off;
+    float *gw = sh_exec_grad(x, l, sh_exec_slot(x, n0), l->w_off);
+    float *gb = sh_exec_grad(x, l, sh_exec_slot(x, n0), l->b_off);
     float *col = x->work[tid];
     float *dcol = col + (size_t)ckk * rows * ow;
     for (int n = n0; n < n1; n++) {
@@ -518,8 +518,8 @@ static void conv_backward_grouped(sh_layer *l, sh_exec *x, int tid, int n0, int 
     const sh_shape *in = &l->in_shape;
     size_t ckk = (size_t)in->c * l->size * l->size, ohw = (size_t)l->out_shape.h * l->out_shape.w;
     const float *w = x->params + l->w_off;
-    float *gw = x->grad[sh_exec_slot(x, n0)] + l->w_off;
-    float *gb = x->grad[sh_exec_slot(x, n0)] + l->b_off;
+    float *gw = sh_exec_grad(x, l, sh_exec_slot(x, n0), l->w_off);
+    float *gb = sh_exec_grad(x, l, sh_exec_slot(x, n0), l->b_off);
     float *col = x->work[tid];
     float *dcol = col + ckk * ohw * (size_t)l->group;
     float *dy = dcol + ckk * ohw * (size_t)l->group;

@@ -106,8 +106,8 @@ static void deconv_backward_images(sh_layer *l, sh_exec *x, int tid, int n0, int
     int fss = l->filters * l->size * l->size, hw = in->h * in->w;
     size_t ohw = (size_t)out->h * out->w;
     const float *w = x->params + l->w_off;
-    float *gw = x->grad[sh_exec_slot(x, n0)] + l->w_off;
-    float *gb = x->grad[sh_exec_slot(x, n0)] + l->b_off;
+    float *gw = sh_exec_grad(x, l, sh_exec_slot(x, n0), l->w_off);
+    float *gb = sh_exec_grad(x, l, sh_exec_slot(x, n0), l->b_off);
     float *dcol = x->work[tid];
     for (int n = n0; n < n1; n++) {
         float *dy = l->delta + (size_t)n * l->outputs;
