@@ -348,5 +348,11 @@ extern int sh_conv_winograd;
 /* Batch norm over (N, C, HW) used by conv and connected (layer_batchnorm.c). */
 void sh_bn_forward(sh_layer *l, sh_exec *x, float *raw /* (N, C, HW) in: pre-BN */);
 void sh_bn_backward(sh_layer *l, sh_exec *x);
+/* Its parse's last step for a layer with batch_normalize=1 (its output shape, activation and
+ * scratch set): x_hat kept per image (keep_count), or recovered from the output in backward
+ * (linear, leaky) in one channel of scratch. */
+void sh_bn_size(sh_layer *l);
+/* 1 (default): recover x_hat where the activation inverts; 0: keep it (tests compare). */
+extern int sh_bn_recover;
 
 #endif

@@ -112,12 +112,12 @@ static shoal_result conv_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ct
     l->reduce_off = 0;
     l->reduce_count = l->w_count + (l->batch_normalize ? 0 : l->b_count);
     l->stat_count = l->batch_normalize ? 2 * (size_t)l->filters : 0;
-    l->keep_count = l->batch_normalize ? sh_shape_count(&l->out_shape) : 0; /* x_hat */
     l->keep_fixed = l->batch_normalize ? 2 * (size_t)l->filters : 0;         /* mean, invstd */
     l->flops = (double)l->filters * (double)ckk * (double)ohw;
     if (groups > 1) { /* one image, one group at a time: columns and their gradient */
         l->group = 1;
         l->ws_count = 2 * ckk * ohw;
+        if (l->batch_normalize) sh_bn_size(l);
         return SHOAL_OK;
     }
     /* Small images make small products: unroll `group` images side by side so one sgemm
@@ -145,6 +145,7 @@ static shoal_result conv_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ct
         if (l->ws_count < wino) l->ws_count = wino;
         if (l->cache_count < 16 * l->w_count / 9) l->cache_count = 16 * l->w_count / 9;
     }
+    if (l->batch_normalize) sh_bn_size(l);
     return SHOAL_OK;
 }
 
