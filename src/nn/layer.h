@@ -269,8 +269,8 @@ void sh_exec_chunks(sh_layer *l, sh_exec *x, int chunk, sh_image_fn fn);
 void sh_exec_images(sh_layer *l, sh_exec *x, sh_image_fn fn);
 /* For gradients summed over images: the images are cut into x->nslots fixed chunks (slots),
  * handed out like sh_exec_chunks; fn writes its chunk's gradients into
- * sh_exec_grad(x, l, sh_exec_slot(x, n0), offset) (overwriting), and net.c sums the slots in slot order after
- * the layer's backward, over [reduce_off, reduce_off + reduce_count). Deterministic for a
+ * sh_exec_grad(x, l, sh_exec_slot(x, n0), offset) (overwriting), and net.c sums the slots in
+ * slot order after the layer's backward, over [reduce_off, reduce_off + reduce_count). Deterministic for a
  * thread count whichever thread runs which chunk. */
 void sh_exec_partials(sh_layer *l, sh_exec *x, sh_image_fn fn);
 static inline int sh_exec_slot(const sh_exec *x, int n0) { return n0 / x->slot_images; }
