@@ -269,11 +269,17 @@ void sh_exec_chunks(sh_layer *l, sh_exec *x, int chunk, sh_image_fn fn);
 void sh_exec_images(sh_layer *l, sh_exec *x, sh_image_fn fn);
 /* For gradients summed over images: the images are cut into x->nslots fixed chunks (slots),
  * handed out like sh_exec_chunks; fn writes its chunk's gradients into
- * x->grad[sh_exec_slot(x, n0)] (overwriting), and net.c sums the slots in slot order after
- * the layer's backward, over [reduce_off, reduce_off + reduce_count). Deterministic for a
+ * sh_exec_grad(x, l, sh_exec_slot(x, n0), offset) (overwriting), and net.c sums the slots in
+ * slot order after the layer's backward, over [reduce_off, reduce_off + reduce_count). Deterministic for a
  * thread count whichever thread runs which chunk. */
 void sh_exec_partials(sh_layer *l, sh_exec *x, sh_image_fn fn);
 static inline int sh_exec_slot(const sh_exec *x, int n0) { return n0 / x->slot_images; }
+/* Where a slot's sums for the net's block offset off (within the layer's reduce range) go:
+ * slot 0 is the net's gradient block, the others hold the layer's range from their start. */
+static inline float *sh_exec_grad(const sh_exec *x, const sh_layer *l, int slot, size_t off)
+{
+    return slot == 0 ? x->grad[0] + off : x->grad[slot] + (off - l->reduce_off);
+}
 /* Run fn(l, x, tid, c0, c1) on every thread over its share of count items (channels). */
 void sh_exec_split(sh_layer *l, sh_exec *x, int count, sh_image_fn fn);
 
@@ -342,5 +348,11 @@ extern int sh_conv_winograd;
 /* Batch norm over (N, C, HW) used by conv and connected (layer_batchnorm.c). */
 void sh_bn_forward(sh_layer *l, sh_exec *x, float *raw /* (N, C, HW) in: pre-BN */);
 void sh_bn_backward(sh_layer *l, sh_exec *x);
+/* Its parse's last step for a layer with batch_normalize=1 (its output shape, activation and
+ * scratch set): x_hat kept per image (keep_count), or recovered from the output in backward
+ * (linear, leaky) in one channel of scratch. */
+void sh_bn_size(sh_layer *l);
+/* 1 (default): recover x_hat where the activation inverts; 0: keep it (tests compare). */
+extern int sh_bn_recover;
 
 #endif

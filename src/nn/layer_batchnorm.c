@@ -4,6 +4,8 @@
  * inference uses the rolling statistics. Each thread owns whole channels, so every sum has
  * one fixed order and results are deterministic for any thread count.
  * Vocabulary: m = N*HW values per channel, x_hat = (x - mean) * invstd, y = gamma x_hat + beta.
+ * After a linear or leaky activation x_hat is not kept but recovered in backward from the
+ * output (in-place activated batch norm): act^-1(y) = gamma x_hat + beta.
  * Not here: the convolution or product before it (layer_conv.c, layer_dense.c).
  * Proved by tests/nn/test_layer_conv.c (finite differences in training mode). */
 #include <math.h>
@@ -32,6 +34,31 @@ static void normalize(sh_act act, float *restrict v, float *restrict xh, size_t 
     } else if (act != SH_ACT_LINEAR) {
         sh_act_forward(act, v, n);
     }
+}
+
+/* 1 (default): x_hat is recovered from the output where the activation inverts; 0: kept. */
+int sh_bn_recover = 1;
+
+static int recovers(const sh_layer *l)
+{
+    return sh_bn_recover && (l->act == SH_ACT_LINEAR || l->act == SH_ACT_LEAKY);
+}
+
+void sh_bn_size(sh_layer *l)
+{
+    size_t hw = (size_t)l->out_shape.h * l->out_shape.w;
+    l->keep_count = recovers(l) ? 0 : sh_shape_count(&l->out_shape);
+    if (recovers(l) && l->ws_count < hw) l->ws_count = hw; /* one channel of one image's x_hat */
+}
+
+/* xh = (act^-1(y) - beta) / gamma; gamma = 0 leaves nothing to recover: 0. */
+static void recover(sh_act act, const float *restrict y, float *restrict xh, size_t n, float g, float b)
+{
+    float inv = g != 0.0f ? 1.0f / g : 0.0f;
+    if (act == SH_ACT_LEAKY)
+        for (size_t i = 0; i < n; i++) xh[i] = ((y[i] > 0.0f ? y[i] : y[i] * 10.0f) - b) * inv;
+    else
+        for (size_t i = 0; i < n; i++) xh[i] = (y[i] - b) * inv;
 }
 
 static void bn_forward_channels(sh_layer *l, sh_exec *x, int tid, int c0, int c1)
@@ -71,7 +98,7 @@ static void bn_forward_channels(sh_layer *l, sh_exec *x, int tid, int c0, int c1
         }
         for (int n = 0; n < x->nimg; n++) {
             float *v = l->out + (size_t)n * l->outputs + (size_t)c * hw;
-            float *xh = x->training ? l->keep + (size_t)n * l->keep_count + (size_t)c * hw : NULL;
+            float *xh = x->training && l->keep_count ? l->keep + (size_t)n * l->keep_count + (size_t)c * hw : NULL;
             normalize(l->act, v, xh, hw, mu, is, gamma[c], beta[c]);
         }
     }
@@ -83,22 +110,31 @@ void sh_bn_forward(sh_layer *l, sh_exec *x, float *raw)
     sh_exec_split(l, x, l->out_shape.c, bn_forward_channels);
 }
 
+/* x_hat of image n, channel c: kept, or recovered into scratch. */
+static const float *x_hat(const sh_layer *l, const sh_exec *x, float *scratch, int n, int c, size_t hw)
+{
+    if (l->keep_count) return l->keep + (size_t)n * l->keep_count + (size_t)c * hw;
+    recover(l->act, l->out + (size_t)n * l->outputs + (size_t)c * hw, scratch, hw, x->params[l->s_off + c],
+            x->params[l->b_off + c]);
+    return scratch;
+}
+
 static void bn_backward_channels(sh_layer *l, sh_exec *x, int tid, int c0, int c1)
 {
-    (void)tid;
     int nchan = l->out_shape.c;
     size_t hw = (size_t)l->out_shape.h * l->out_shape.w;
     const float *gamma = x->params + l->s_off;
     float *gbeta = x->grad[0] + l->b_off;
     float *ggamma = x->grad[0] + l->s_off;
     const float *invstd = l->keep + l->keep_count * (size_t)x->batch + nchan;
+    float *scratch = x->work[tid];
     double m = (double)x->nimg * (double)hw;
     for (int c = c0; c < c1; c++) {
         double sum_d = 0.0, sum_dx = 0.0;
         for (int n = 0; n < x->nimg; n++) {
             float *d = l->delta + (size_t)n * l->outputs + (size_t)c * hw;
             const float *y = l->out + (size_t)n * l->outputs + (size_t)c * hw;
-            const float *xh = l->keep + (size_t)n * l->keep_count + (size_t)c * hw;
+            const float *xh = x_hat(l, x, scratch, n, c, hw);
             sh_act_backward(l->act, y, d, hw);
             sum_d += sh_sum(d, hw);
             sum_dx += sh_dot(d, xh, hw);
@@ -110,7 +146,7 @@ static void bn_backward_channels(sh_layer *l, sh_exec *x, int tid, int c0, int c
         float mean_d = (float)(sum_d / m), mean_dx = (float)(sum_dx / m);
         for (int n = 0; n < x->nimg; n++) {
             float *d = l->delta + (size_t)n * l->outputs + (size_t)c * hw;
-            const float *xh = l->keep + (size_t)n * l->keep_count + (size_t)c * hw;
+            const float *xh = x_hat(l, x, scratch, n, c, hw);
             for (size_t i = 0; i < hw; i++) d[i] = k * (d[i] - mean_d - xh[i] * mean_dx);
         }
     }

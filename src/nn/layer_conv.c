@@ -112,12 +112,12 @@ static shoal_result conv_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ct
     l->reduce_off = 0;
     l->reduce_count = l->w_count + (l->batch_normalize ? 0 : l->b_count);
     l->stat_count = l->batch_normalize ? 2 * (size_t)l->filters : 0;
-    l->keep_count = l->batch_normalize ? sh_shape_count(&l->out_shape) : 0; /* x_hat */
     l->keep_fixed = l->batch_normalize ? 2 * (size_t)l->filters : 0;         /* mean, invstd */
     l->flops = (double)l->filters * (double)ckk * (double)ohw;
     if (groups > 1) { /* one image, one group at a time: columns and their gradient */
         l->group = 1;
         l->ws_count = 2 * ckk * ohw;
+        if (l->batch_normalize) sh_bn_size(l);
         return SHOAL_OK;
     }
     /* Small images make small products: unroll `group` images side by side so one sgemm
@@ -145,6 +145,7 @@ static shoal_result conv_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ct
         if (l->ws_count < wino) l->ws_count = wino;
         if (l->cache_count < 16 * l->w_count / 9) l->cache_count = 16 * l->w_count / 9;
     }
+    if (l->batch_normalize) sh_bn_size(l);
     return SHOAL_OK;
 }
 
@@ -385,8 +386,8 @@ static void conv_backward_groups(sh_layer *l, sh_exec *x, int tid, int n0, int n
     int cg = in->c / l->groups, fg = l->filters / l->groups;
     int ckk = cg * l->size * l->size, ohw = l->out_shape.h * l->out_shape.w;
     size_t in_hw = (size_t)in->h * in->w;
-    float *gw = x->grad[sh_exec_slot(x, n0)] + l->w_off;
-    float *gb = x->grad[sh_exec_slot(x, n0)] + l->b_off;
+    float *gw = sh_exec_grad(x, l, sh_exec_slot(x, n0), l->w_off);
+    float *gb = sh_exec_grad(x, l, sh_exec_slot(x, n0), l->b_off);
     float *col = x->work[tid], *dcol = col + (size_t)ckk * ohw;
     for (int n = n0; n < n1; n++) {
         float *dy = l->delta + (size_t)n * l->outputs;
@@ -471,8 +472,8 @@ static void conv_backward_images(sh_layer *l, sh_exec *x, int tid, int n0, int n
     int ohw = l->out_shape.h * l->out_shape.w, ow = l->out_shape.w;
     int rows = tile_rows(l);
     const float *w = x->params + l->w_off;
-    float *gw = x->grad[sh_exec_slot(x, n0)] + l->w_off;
-    float *gb = x->grad[sh_exec_slot(x, n0)] + l->b_off;
+    float *gw = sh_exec_grad(x, l, sh_exec_slot(x, n0), l->w_off);
+    float *gb = sh_exec_grad(x, l, sh_exec_slot(x, n0), l->b_off);
     float *col = x->work[tid];
     float *dcol = col + (size_t)ckk * rows * ow;
     for (int n = n0; n < n1; n++) {
@@ -518,8 +519,8 @@ static void conv_backward_grouped(sh_layer *l, sh_exec *x, int tid, int n0, int 
     const sh_shape *in = &l->in_shape;
     size_t ckk = (size_t)in->c * l->size * l->size, ohw = (size_t)l->out_shape.h * l->out_shape.w;
     const float *w = x->params + l->w_off;
-    float *gw = x->grad[sh_exec_slot(x, n0)] + l->w_off;
-    float *gb = x->grad[sh_exec_slot(x, n0)] + l->b_off;
+    float *gw = sh_exec_grad(x, l, sh_exec_slot(x, n0), l->w_off);
+    float *gb = sh_exec_grad(x, l, sh_exec_slot(x, n0), l->b_off);
     float *col = x->work[tid];
     float *dcol = col + ckk * ohw * (size_t)l->group;
     float *dy = dcol + ckk * ohw * (size_t)l->group;

@@ -52,10 +52,10 @@ static shoal_result deconv_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_
     l->reduce_off = 0;
     l->reduce_count = l->w_count + (l->batch_normalize ? 0 : l->b_count);
     l->stat_count = l->batch_normalize ? 2 * (size_t)l->filters : 0;
-    l->keep_count = l->batch_normalize ? sh_shape_count(&l->out_shape) : 0; /* x_hat */
     l->keep_fixed = l->batch_normalize ? 2 * (size_t)l->filters : 0;         /* mean, invstd */
     l->ws_count = fss * hw;                                                   /* the columns */
     l->flops = (double)in->c * (double)fss * (double)hw;
+    if (l->batch_normalize) sh_bn_size(l);
     return SHOAL_OK;
 }
 
@@ -106,8 +106,8 @@ static void deconv_backward_images(sh_layer *l, sh_exec *x, int tid, int n0, int
     int fss = l->filters * l->size * l->size, hw = in->h * in->w;
     size_t ohw = (size_t)out->h * out->w;
     const float *w = x->params + l->w_off;
-    float *gw = x->grad[sh_exec_slot(x, n0)] + l->w_off;
-    float *gb = x->grad[sh_exec_slot(x, n0)] + l->b_off;
+    float *gw = sh_exec_grad(x, l, sh_exec_slot(x, n0), l->w_off);
+    float *gb = sh_exec_grad(x, l, sh_exec_slot(x, n0), l->b_off);
     float *dcol = x->work[tid];
     for (int n = n0; n < n1; n++) {
         float *dy = l->delta + (size_t)n * l->outputs;

@@ -106,8 +106,8 @@ static void local_backward_images(sh_layer *l, sh_exec *x, int tid, int n0, int 
     size_t loc = (size_t)l->out_shape.h * l->out_shape.w, ckk = (size_t)in->c * l->size * l->size;
     size_t f = (size_t)l->filters;
     const float *w = x->params + l->w_off;
-    float *gw = x->grad[sh_exec_slot(x, n0)] + l->w_off;
-    float *gb = x->grad[sh_exec_slot(x, n0)] + l->b_off;
+    float *gw = sh_exec_grad(x, l, sh_exec_slot(x, n0), l->w_off);
+    float *gb = sh_exec_grad(x, l, sh_exec_slot(x, n0), l->b_off);
     float *col = x->work[tid], *rows = col + loc * ckk, *drows = rows + loc * ckk;
     for (int n = n0; n < n1; n++) {
         float *dy = l->delta + (size_t)n * l->outputs;

@@ -165,39 +165,113 @@ static shoal_result check_batch_fits(const sh_net *n, double per_row_nbytes, dou
                    n->batch / steps, need / 1e9, ram / 1e9, floor(fits));
 }
 
+/* 1 (default): deltas share memory by liveness (pool_deltas); 0: one delta per layer. */
+int sh_net_pool_deltas = 1;
+
+/* A delta is live in backward from its first writer (its highest consumer, last_reader) to
+ * the end of its own layer's backward. It joins the pool only when nothing else reads or
+ * writes it: not the output's (the loss writes it), not one the next stage fills or reads,
+ * not one an alias shares, not a [connected]'s (its factors are read after backward). */
+static int poolable(const sh_net *n, const int *last_reader, const int *aliased, int i)
+{
+    const sh_layer *l = &n->layers[i];
+    return sh_net_pool_deltas && last_reader[i] > i && !l->alias_input && !aliased[i] && i != n->softmax &&
+           i != n->hi - 1 && !sh_net_part_sends(n, i) && !sh_layer_can(l, SH_LAYER_FACTORS);
+}
+
+/* Interval colouring: layers in the order backward first writes their deltas, each to a
+ * buffer whose last tenant's backward has ended (the smallest that fits, else the largest,
+ * grown). slot[i]: buffer of layer i or -1; rows[b]: floats per image of buffer b. */
+static int pool_deltas(const sh_net *n, const int *last_reader, const int *aliased, int *slot, size_t *rows)
+{
+    int nbuf = 0, *until = NULL; /* until[b]: lowest layer index whose backward still reads b */
+    if (sh_calloc((size_t)n->nlayers + 1, sizeof *until, (void **)&until) != SHOAL_OK) return -1;
+    for (int i = 0; i < n->nlayers; i++) slot[i] = -1;
+    for (int c = n->hi - 1; c > n->lo; c--)
+        for (int i = n->lo; i < c; i++) {
+            if (last_reader[i] != c || !poolable(n, last_reader, aliased, i)) continue;
+            size_t need = n->layers[i].outputs;
+            int best = -1;
+            for (int b = 0; b < nbuf; b++) {
+                if (until[b] <= c) continue; /* still live at c */
+                if (best < 0) best = b;
+                else if (rows[best] < need ? rows[b] > rows[best] : rows[b] >= need && rows[b] < rows[best]) best = b;
+            }
+            if (best < 0) best = nbuf++, rows[best] = 0;
+            if (rows[best] < need) rows[best] = need;
+            until[best] = i;
+            slot[i] = best;
+        }
+    free(until);
+    return nbuf;
+}
+
 /* Outputs, deltas and kept values in one arena; [cost] borrows its input's buffers. A layer's
- * delta is overwritten by its only consumer, or zeroed before backward and added into when
- * several layers (shortcut, route) consume it. */
+ * delta is overwritten by its only consumer, or zeroed and added into when several layers
+ * (shortcut, route) consume it: before backward, or for a pooled delta before its first
+ * writer's backward (zero_at). */
 static shoal_result lay_out_arena(sh_net *n)
 {
     size_t total = 0, nb = (size_t)n->batch;
     double per_row = (double)n->part_in_count, fixed = 0; /* floats, to say a batch too large */
+    int *consumers = NULL, *last_reader = NULL, *aliased = NULL, *slot = NULL, nbuf = 0;
+    size_t *rows = NULL;
+    float **bufs = NULL;
+    shoal_result rc = SHOAL_OK;
+    int nl = n->nlayers;
+    SH_TRY(sh_calloc((size_t)nl, sizeof(int), (void **)&n->zero_before_backward));
+    SH_TRY(sh_calloc((size_t)nl, sizeof(int), (void **)&n->zero_at));
+    consumers = n->zero_before_backward;
+    SH_TRY_GOTO(sh_calloc((size_t)nl * 3, sizeof(int), (void **)&last_reader), rc, out);
+    SH_TRY_GOTO(sh_calloc((size_t)nl + 1, sizeof *rows, (void **)&rows), rc, out);
+    SH_TRY_GOTO(sh_calloc((size_t)nl + 1, sizeof *bufs, (void **)&bufs), rc, out);
+    aliased = last_reader + nl;
+    slot = aliased + nl;
+    for (int i = 0; i < nl; i++) last_reader[i] = -1;
+    for (int i = n->lo; i < n->hi; i++) {
+        sh_layer *l = &n->layers[i];
+        for (int k = 0; k < l->nsrc; k++) {
+            int s = l->src[k];
+            if (s == n->lo - 1) n->part_in_consumers++;
+            else consumers[s]++; /* its own layer's, or a link's */
+            if (s >= 0 && s != n->lo - 1 && !l->alias_input && i > last_reader[s]) last_reader[s] = i;
+            if (s >= 0 && l->alias_input) aliased[s] = 1;
+        }
+    }
+    nbuf = pool_deltas(n, last_reader, aliased, slot, rows);
+    if (nbuf < 0) {
+        rc = SH_FAIL(SHOAL_ERR_NOMEM, "out of memory laying out the network's buffers");
+        goto out;
+    }
     for (int i = n->lo; i < n->hi; i++) {
         sh_layer *l = &n->layers[i];
         if (l->alias_input) continue;
-        total += 2 * round16(nb * l->outputs) + round16(nb * l->keep_count + l->keep_fixed) +
+        int own = slot[i] < 0;
+        total += (1 + own) * round16(nb * l->outputs) + round16(nb * l->keep_count + l->keep_fixed) +
                  round16(l->cache_count);
-        per_row += 2.0 * l->outputs + l->keep_count;
+        per_row += (1.0 + own) * l->outputs + l->keep_count;
         fixed += (double)l->keep_fixed + l->cache_count + 48;
+    }
+    for (int b = 0; b < nbuf; b++) {
+        total += round16(nb * rows[b]);
+        per_row += (double)rows[b];
     }
     for (int i = 0; i < n->lo - 1; i++) /* links: outputs of earlier stages, and their gradients */
         if (sh_net_part_holds(n, i)) {
             total += 2 * round16(nb * n->layers[i].outputs);
             per_row += 2.0 * n->layers[i].outputs;
         }
-    SH_TRY(check_batch_fits(n, per_row * sizeof(float), fixed * sizeof(float)));
-    SH_TRY(sh_alloc_aligned((total ? total : 16) * sizeof(float), (void **)&n->arena));
-    SH_TRY(sh_alloc_aligned(round16(nb * n->part_in_count) * sizeof(float),
-                            (void **)&n->input_delta));
-    SH_TRY(sh_calloc((size_t)n->nlayers, sizeof(int), (void **)&n->zero_before_backward));
+    n->arena_count = total;
+    SH_TRY_GOTO(check_batch_fits(n, per_row * sizeof(float), fixed * sizeof(float)), rc, out);
+    SH_TRY_GOTO(sh_alloc_aligned((total ? total : 16) * sizeof(float), (void **)&n->arena), rc, out);
+    SH_TRY_GOTO(sh_alloc_aligned(round16(nb * n->part_in_count) * sizeof(float), (void **)&n->input_delta), rc, out);
     float *p = n->arena;
-    int *consumers = n->zero_before_backward;
+    for (int b = 0; b < nbuf; b++) {
+        bufs[b] = p;
+        p += round16(nb * rows[b]);
+    }
     for (int i = n->lo; i < n->hi; i++) {
         sh_layer *l = &n->layers[i];
-        for (int k = 0; k < l->nsrc; k++) {
-            if (l->src[k] != n->lo - 1) consumers[l->src[k]]++; /* its own layer's, or a link's */
-            else n->part_in_consumers++;
-        }
         if (l->alias_input) {
             sh_layer *src = &n->layers[l->src[0]];
             l->out = src->out;
@@ -206,8 +280,12 @@ static shoal_result lay_out_arena(sh_net *n)
         }
         l->out = p;
         p += round16(nb * l->outputs);
-        l->delta = p;
-        p += round16(nb * l->outputs);
+        if (slot[i] >= 0) {
+            l->delta = bufs[slot[i]];
+        } else {
+            l->delta = p;
+            p += round16(nb * l->outputs);
+        }
         l->keep = p;
         p += round16(nb * l->keep_count + l->keep_fixed);
         l->cache = p;
@@ -239,11 +317,18 @@ static shoal_result lay_out_arena(sh_net *n)
     }
     /* 1: zero before backward (several writers add, or none writes). A part that is not
      * the last gets its last layer's delta, and those of the other outputs it sends, from
-     * the next stage: never zeroed. */
-    for (int i = 0; i < n->nlayers; i++)
-        consumers[i] = (in_part(n, i) || sh_net_part_holds(n, i)) && consumers[i] != 1 && i != n->softmax &&
-                       !n->layers[i].alias_input && !sh_net_part_sends(n, i);
-    return SHOAL_OK;
+     * the next stage: never zeroed. A pooled delta is zeroed before its first writer. */
+    for (int i = 0; i < nl; i++) {
+        int zero = (in_part(n, i) || sh_net_part_holds(n, i)) && consumers[i] != 1 && i != n->softmax &&
+                   !n->layers[i].alias_input && !sh_net_part_sends(n, i);
+        n->zero_at[i] = zero && slot[i] >= 0 ? last_reader[i] : -1;
+        consumers[i] = zero && slot[i] < 0;
+    }
+out:
+    free(last_reader);
+    free(rows);
+    free(bufs);
+    return rc;
 }
 
 /* Each parallel section shares the images of the batch (or the channels, for batch norm) in
@@ -258,19 +343,20 @@ static shoal_result alloc_threads(sh_net *n, int nthreads)
     /* Two slots per thread: a thread slowed by another process on its core leaves its second
      * chunk to the others. Slots exist only for layers that sum partial gradients. */
     int nslots = nthreads == 1 ? 1 : 2 * nthreads;
-    int need_partials = 0;
-    for (int i = 0; i < n->nlayers; i++) need_partials |= n->layers[i].reduce_count > 0;
-    if (!need_partials) nslots = 1;
+    size_t slot_count = 0; /* a slot holds one layer's sums at a time: the largest */
+    for (int i = n->lo; i < n->hi; i++)
+        if (n->layers[i].reduce_count > slot_count) slot_count = n->layers[i].reduce_count;
+    if (!slot_count) nslots = 1;
     SH_TRY_GOTO(sh_pool_create(nthreads, &pool), rc, fail);
     SH_TRY_GOTO(sh_alloc_aligned(round16(n->ws_count) * (size_t)nthreads * sizeof(float) + 64,
                                  (void **)&work), rc, fail);
     if (nslots > 1)
-        SH_TRY_GOTO(sh_alloc_aligned(round16(n->nparams) * (size_t)(nslots - 1) *
+        SH_TRY_GOTO(sh_alloc_aligned(round16(slot_count) * (size_t)(nslots - 1) *
                                      sizeof(float), (void **)&partial), rc, fail);
     SH_TRY_GOTO(sh_calloc((size_t)nslots, sizeof *gp, (void **)&gp), rc, fail);
     SH_TRY_GOTO(sh_calloc((size_t)nthreads, sizeof *wp, (void **)&wp), rc, fail);
     for (int t = 0; t < nslots; t++)
-        gp[t] = t == 0 ? n->grads : partial + round16(n->nparams) * (size_t)(t - 1);
+        gp[t] = t == 0 ? n->grads : partial + round16(slot_count) * (size_t)(t - 1);
     for (int t = 0; t < nthreads; t++) wp[t] = work + round16(n->ws_count) * (size_t)t;
     sh_pool_destroy(n->pool);
     sh_free_aligned(n->work_block);
@@ -284,6 +370,7 @@ static shoal_result alloc_threads(sh_net *n, int nthreads)
     n->work_ptrs = wp;
     n->nthreads = nthreads;
     n->nslots = nslots;
+    n->partial_count = slot_count;
     return SHOAL_OK;
 fail:
     sh_pool_destroy(pool);
@@ -427,6 +514,7 @@ void sh_net_destroy(sh_net *n)
     sh_free_aligned(n->state);
     sh_free_aligned(n->packed);
     free(n->zero_before_backward);
+    free(n->zero_at);
     if (!n->foreign_blocks) {
         sh_free_aligned(n->params);
         sh_free_aligned(n->grads);
@@ -583,7 +671,8 @@ typedef struct {
     size_t off, count;
 } reduce_job;
 
-/* grads[off..off+count) = sum over slots s of grad[s][...], s in order 0, 1, ... */
+/* grads[off..off+count) = sum over slots s of the slot's sums, s in order 0, 1, ...; slot s >= 1
+ * holds the layer's count floats from its start (sh_exec_grad). */
 static void reduce_run(void *arg, int tid, int nthreads)
 {
     reduce_job *j = arg;
@@ -595,7 +684,7 @@ static void reduce_run(void *arg, int tid, int nthreads)
     float *g0 = j->n->grad_ptrs[0];
     for (int t = 1; t < j->n->exec.nslots_used; t++) {
         const float *gt = j->n->grad_ptrs[t];
-        for (size_t i = a; i < b; i++) g0[i] += gt[i];
+        for (size_t i = a; i < b; i++) g0[i] += gt[i - j->off];
     }
 }
 
@@ -620,6 +709,8 @@ shoal_result sh_net_backward(sh_net *n, sh_grad_ready_fn ready, void *ctx)
     for (int i = n->hi - 1; i >= n->lo; i--) {
         sh_layer *l = &n->layers[i];
         uint64_t t0 = sh_now_ns();
+        for (int s = n->lo; s < i; s++) /* pooled deltas several layers add into */
+            if (n->zero_at[s] == i) memset(n->layers[s].delta, 0, (size_t)n->nimg * n->layers[s].outputs * sizeof(float));
         n->exec.used_partials = 0;
         n->exec.ready_layer = i;
         n->exec.ready_count = 0;

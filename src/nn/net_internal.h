@@ -62,12 +62,16 @@ struct sh_net {
     void *before_forward_ctx;
     int grad_rows;            /* sh_net_set_grad_rows: rows a block, 0: whole layers */
     int *zero_before_backward; /* [nlayers]: 1 when several layers add into its delta */
+    int *zero_at;             /* [nlayers]: a pooled delta several layers add into is zeroed
+                                 before this layer's backward; -1: not */
+    size_t arena_count;       /* floats of the arena */
 
     int nthreads;
     sh_pool *pool;
     size_t ws_count;          /* per thread */
     float *work_block;        /* nthreads * ws_count */
-    float *partial_block;     /* (nslots - 1) * nparams */
+    float *partial_block;     /* (nslots - 1) * partial_count */
+    size_t partial_count;     /* floats a slot: the largest layer's reduce_count */
     int nslots;               /* partial-gradient slots: 1, or 2 per thread */
     float **grad_ptrs, **work_ptrs;
 
@@ -79,6 +83,9 @@ struct sh_net {
     int nimg, training;
     int have_loss;
 };
+/* 1 (default): deltas share buffers by liveness; 0: one delta per layer (tests compare). */
+extern int sh_net_pool_deltas;
+
 /* Build a net (net.c): the whole of it (lo = 0, hi = -1) or layers [lo, hi) (a pipeline
  * stage), and with tp_roles (NULL: none) this rank's share of the tensor-parallel pairs;
  * time_steps > 0 overrides [net] time_steps. Every sh_net_create* is one call of this. */
