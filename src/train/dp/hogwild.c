@@ -157,21 +157,10 @@ static const sh_strategy_ops hogwild_ops = {
 
 shoal_result sh_strategy_hogwild_create(shoal_comm *c, int batch, sh_strategy **out)
 {
-    *out = NULL;
-    sh_strategy *s = NULL;
-    hw_state *h = NULL;
-    SH_TRY(sh_calloc(1, sizeof *s, (void **)&s));
-    if (sh_calloc(1, sizeof *h, (void **)&h) != SHOAL_OK) {
-        free(s);
-        return SHOAL_ERR_NOMEM;
-    }
+    SH_TRY(sh_dp_shared_create(c, &hogwild_ops, sizeof(hw_state), out));
+    hw_state *h = (*out)->impl;
     h->c = c;
     h->batch = batch;
-    s->ops = &hogwild_ops;
-    s->impl = h;
-    s->rank = s->job_rank = shoal_comm_rank(c);
-    s->world = s->job_world = shoal_comm_world(c);
-    *out = s;
     return SHOAL_OK;
 }
 

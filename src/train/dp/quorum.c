@@ -338,14 +338,8 @@ static const sh_strategy_ops quorum_ops = {
 
 shoal_result sh_strategy_quorum_create(shoal_comm *c, int batch, double fraction, sh_strategy **out)
 {
-    *out = NULL;
-    sh_strategy *s = NULL;
-    q_state *h = NULL;
-    SH_TRY(sh_calloc(1, sizeof *s, (void **)&s));
-    if (sh_calloc(1, sizeof *h, (void **)&h) != SHOAL_OK) {
-        free(s);
-        return SHOAL_ERR_NOMEM;
-    }
+    SH_TRY(sh_dp_shared_create(c, &quorum_ops, sizeof(q_state), out));
+    q_state *h = (*out)->impl;
     h->c = c;
     h->batch = batch;
     h->N = shoal_comm_world(c);
@@ -355,11 +349,6 @@ shoal_result sh_strategy_quorum_create(shoal_comm *c, int batch, double fraction
     if (h->q < 1) h->q = 1;
     if (h->q > h->N) h->q = h->N;
     h->timeout_ms = 60000;
-    s->ops = &quorum_ops;
-    s->impl = h;
-    s->rank = s->job_rank = h->me;
-    s->world = s->job_world = h->N;
-    *out = s;
     return SHOAL_OK;
 }
 

@@ -5,8 +5,28 @@
 #include "train/dp/shared.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "base/err.h"
+#include "base/util.h"
+
+shoal_result sh_dp_shared_create(shoal_comm *c, const sh_strategy_ops *ops, size_t impl_nbytes, sh_strategy **out)
+{
+    *out = NULL;
+    sh_strategy *s = NULL;
+    void *impl = NULL;
+    SH_TRY(sh_calloc(1, sizeof *s, (void **)&s));
+    if (sh_calloc(1, impl_nbytes, &impl) != SHOAL_OK) {
+        free(s);
+        return SHOAL_ERR_NOMEM;
+    }
+    s->ops = ops;
+    s->impl = impl;
+    s->rank = s->job_rank = shoal_comm_rank(c);
+    s->world = s->job_world = shoal_comm_world(c);
+    *out = s;
+    return SHOAL_OK;
+}
 
 size_t sh_dp_shared_ctl_nbytes(int world)
 {

@@ -1,5 +1,6 @@
 /* dp/shared.h — what the one-host strategies (--hogwild, --quorum) share: the window that holds
- * their one copy of the weights, its control area's size, rank 0's statistics for everyone.
+ * their one copy of the weights, its control area's size, rank 0's statistics for everyone, the
+ * strategy's allocation.
  * Not here: the window itself (shoal/comm.h). Proved by tests/train/test_stragglers.c. */
 #ifndef SH_DP_SHARED_H
 #define SH_DP_SHARED_H
@@ -8,6 +9,11 @@
 
 #include "nn/net.h"
 #include "shoal/comm.h"
+#include "train/strategy.h"
+
+/* A strategy over c with ops and a zeroed impl of impl_nbytes (the ops' destroy frees both);
+ * rank, world, job_rank and job_world are c's. SHOAL_ERR_NOMEM; *out NULL on error. */
+shoal_result sh_dp_shared_create(shoal_comm *c, const sh_strategy_ops *ops, size_t impl_nbytes, sh_strategy **out);
 
 /* Bytes of a control area of one 64-byte line ahead of one line per rank, whole pages. */
 enum { SH_DP_SHARED_LINE = 64 };
