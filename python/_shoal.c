@@ -487,7 +487,7 @@ PyMODINIT_FUNC PyInit__shoal(void)
     }
     if (PyType_Ready(&ViewType) < 0) goto fail;
     if (add_errors(m) != 0 || sh_py_comm_add(m) != 0 || sh_py_compress_add(m) != 0 || sh_py_net_add(m) != 0 ||
-        sh_py_train_add(m) != 0)
+        sh_py_train_add(m) != 0 || sh_py_window_add(m) != 0)
         goto fail;
     PyObject *dts = PyTuple_New(SHOAL_DTYPE_COUNT);
     if (!dts) goto fail;

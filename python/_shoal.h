@@ -63,6 +63,7 @@ int sh_py_comm_add(PyObject *m);
 int sh_py_compress_add(PyObject *m);
 int sh_py_net_add(PyObject *m);
 int sh_py_train_add(PyObject *m);
+int sh_py_window_add(PyObject *m); /* window() and SharedBuffer (_shoal_window.c) */
 
 /* The communicator inside a shoal._shoal.Comm, locked for one call: one thread at a time
  * may call on a shoal_comm (comm.h). NULL with the exception set when it is closed or was

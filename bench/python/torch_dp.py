@@ -11,7 +11,12 @@ torchvision's ResNet-18 at 32x32 (10 classes) and an MLP shaped as examples/mlp-
 Target (issue 32): st >= 1.5x DDP's images/s on both models, weights within 1e-5 relative.
 One rank of a run: --rank MODE (the driver, and bench/python/netlab.sh, start them):
   MODE ddp | ddp-fp16 (DDP with PyTorch's fp16 compression hook) | st | st-onebit | st-fp16 |
-  check (both from one start, 20 steps, prints the difference)."""
+  compute (both ranks at once, no communication at all: the plain optimizer) |
+  check (both from one start, 20 steps, prints the difference).
+
+The compute-only column bounds every communicator: no data-parallel step is faster than the
+same step without communication, so st / ddp can reach at most compute / ddp (the ceiling
+column); below 1.5x there, the target is out of reach for any communicator."""
 import argparse
 import gzip
 import json
@@ -54,6 +59,9 @@ def setup(mode, gloo_addr, gloo_port):
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
+    if mode == "compute":
+        return (int(os.environ.get("SHOAL_RANK", "0")), int(os.environ.get("SHOAL_WORLD_SIZE", "1")),
+                lambda model, opt: (model, opt))
     if mode.startswith("st"):
         import shoal.torch as st
         st.init()
@@ -118,7 +126,7 @@ def rank_main(a):
             out["accuracy"] = float((model(tx).argmax(1) == ty).float().mean())
     if rank == 0:
         print(json.dumps(out), flush=True)
-    if not a.rank.startswith("st"):
+    if a.rank.startswith("ddp"):
         import torch.distributed as dist
         dist.barrier()
         dist.destroy_process_group()
@@ -189,10 +197,10 @@ def free_port():
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--rank", help="run as one rank: " + "ddp, ddp-fp16, st, st-onebit, st-fp16, check")
+    p.add_argument("--rank", help="run as one rank: " + "ddp, ddp-fp16, st, st-onebit, st-fp16, compute, check")
     p.add_argument("--model", default="mlp", choices=["mlp", "resnet18"])
     p.add_argument("--models", default="resnet18,mlp")
-    p.add_argument("--modes", default="ddp,st")
+    p.add_argument("--modes", default="compute,ddp,st")
     p.add_argument("--reps", type=int, default=int(os.environ.get("REPS", 3)))
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--warmup", type=int, default=5)
@@ -226,14 +234,26 @@ def main():
         results[(model, "check")] = chk["max_relative_difference"]
     modes = a.modes.split(",")
     print("PyTorch data parallel, 2 ranks x 1 thread on one host; images/s, medians of %d runs" % a.reps)
-    print("| model | batch/rank | " + " | ".join(modes) + " | st / ddp | weights after 20 steps (max rel. diff) |")
-    print("|---|---:|" + "---:|" * len(modes) + "---:|---:|")
+    print("| model | batch/rank | " + " | ".join(modes) +
+          " | st / ddp | ceiling: compute / ddp | weights after 20 steps (max rel. diff) |")
+    print("|---|---:|" + "---:|" * len(modes) + "---:|---:|---:|")
+    nan = float("nan")
     for model in a.models.split(","):
         med = {m: statistics.median(results[(model, m)]) for m in modes}
-        ratio = med.get("st", float("nan")) / med.get("ddp", float("nan")) if "st" in med and "ddp" in med else float("nan")
-        print("| %s | %d | %s | %.2fx | %.2g |" % (model, a.batch or (32 if model == "resnet18" else 64),
-                                                  " | ".join("%.1f" % med[m] for m in modes), ratio,
-                                                  results[(model, "check")]))
+        ddp = med.get("ddp", nan)
+        print("| %s | %d | %s | %.2fx | %.2fx | %.2g |" % (
+            model, a.batch or (32 if model == "resnet18" else 64), " | ".join("%.1f" % med[m] for m in modes),
+            med.get("st", nan) / ddp, med.get("compute", nan) / ddp, results[(model, "check")]))
+    if "compute" in modes and "ddp" in modes:
+        print("ceiling: the step without any communication (both ranks running at once); no communicator "
+              "can beat it, so st / ddp <= compute / ddp.")
+        for model in a.models.split(","):
+            batch = a.batch or (32 if model == "resnet18" else 64)
+            step = {m: 2 * batch / statistics.median(results[(model, m)]) * 1e3 for m in ("compute", "ddp")}
+            ceil = step["ddp"] / step["compute"]
+            print("%s: DDP's step %.1f ms, compute-only %.1f ms: ceiling %.2fx, %s" % (
+                model, step["ddp"], step["compute"], ceil, "the 1.5x target is out of reach for any communicator"
+                if ceil < 1.5 else "1.5x is within reach"))
 
 
 if __name__ == "__main__":

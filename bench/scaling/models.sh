@@ -13,7 +13,8 @@
 # vgg-16:vgg16 extraction:googlenet resnet50:resnet50 darknet53:-", BATCHES="1 2 4 ... 256",
 # THREADS=2 (kernel threads each), DATA=synthetic (or a JPEG folder: shoal --data DIR, torch
 # DataLoader + ImageFolder), DATA_THREADS (shoal --data-threads and torch workers; default one
-# per two threads), STEPS=5 (timed steps), REPS=1 (medians), ZOO=/usr/share/darknet/cfg.
+# per two threads), STEPS=5 (timed steps), REPS=1 (medians), ZOO=/usr/share/darknet/cfg (a
+# name not there is read from bench/scaling/: alexnet-tv is torchvision's AlexNet as a cfg).
 # Output: a table, bench/out/scaling/models-ips.svg and models-mem.svg (shoal plot).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -46,8 +47,9 @@ fits() { # peak_mb at batch b, next batch n: 0 when the scaled peak stays under 
     awk -v p="$1" -v b="$2" -v n="$3" -v a="$(avail_mb)" 'BEGIN {exit !(p == "nan" || p * n / b < 0.9 * a)}'; }
 
 shoal_run() { # cfg batch -> a JSON report in $OUT/shoal-cfg-batch.log
-    local log="$OUT/shoal-$1-$2.log"
-    env -u OPENBLAS_CORETYPE "$SHOAL" train "$ZOO/$1.cfg" --data "$DATA" --batch "$2" --threads "$THREADS" \
+    local log="$OUT/shoal-$1-$2.log" f="$ZOO/$1.cfg"
+    [ -f "$f" ] || f="bench/scaling/$1.cfg" # alexnet-tv: torchvision's AlexNet layer for layer
+    env -u OPENBLAS_CORETYPE "$SHOAL" train "$f" --data "$DATA" --batch "$2" --threads "$THREADS" \
         --data-threads "$DATA_THREADS" --max-steps "$STEPS" --json --profile --quiet >"$log" 2>&1 || true
     cat "$log"
 }

@@ -149,4 +149,4 @@ for mode in $MODES; do
     for f in "$OUT"/scale-"$mode"-*.jsonl; do [ -s "$f" ] && files+=("$f"); done
     [ ${#files[@]} -gt 0 ] && "$SHOAL" plot --bench "${files[@]:0:32}" -o "$OUT/scaling-$mode.svg" >&2
 done
-echo "plots: $OUT/scaling-strong.svg $OUT/scaling-weak.svg"
+echo "plots:$(for mode in $MODES; do printf " %s" "$OUT/scaling-$mode.svg"; done)"

@@ -272,15 +272,18 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         # Buckets in reverse registration order (roughly backward's): the first small, so
         # communication starts early; the order is fixed, the same on every rank.
         self._buckets, self._where = [], {}
-        cap, cur, size_b = first_bucket_mb * 2 ** 20, [], 0
+        groups, cap, cur, size_b = [], first_bucket_mb * 2 ** 20, [], 0
         for p in reversed(all_params):
             cur.append(p)
             size_b += p.numel() * 4
             if size_b >= cap:
-                self._add_bucket(cur)
+                groups.append(cur)
                 cur, size_b, cap = [], 0, bucket_mb * 2 ** 20
         if cur:
-            self._add_bucket(cur)
+            groups.append(cur)
+        flats = self._bucket_memory([sum(p.numel() for p in g) for g in groups])
+        for g, flat in zip(groups, flats):
+            self._add_bucket(g, flat)
         self._next = 0
         self._compressors = {}
         if self._compression.spec:
@@ -296,9 +299,23 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._hooks.append(acc.register_hook(self._make_hook(p)))
             self._grad_accs.append(acc)
 
-    def _add_bucket(self, params):
-        n = sum(p.numel() for p in params)
-        flat = torch.zeros(n, dtype=torch.float32)
+    def _bucket_memory(self, counts):
+        """Zeroed float32 tensors of these counts: in one shared window when the ranks share a
+        host (allreduces then copy to and from the peers' buckets in user space, not through
+        the kernel; the window stays until the communicator closes), else private."""
+        align = 16  # elements: each bucket starts on a cache line
+        starts, total = [], 0
+        for n in counts:
+            starts.append(total)
+            total += (n + align - 1) // align * align
+        buf = shoal._shoal.window(self._comm, total * 4) if self._comm.size > 1 and total else None
+        if buf is None:
+            return [torch.zeros(n, dtype=torch.float32) for n in counts]
+        self._window = buf
+        whole = torch.from_numpy(np.frombuffer(buf, dtype=np.float32))
+        return [whole[o:o + n] for o, n in zip(starts, counts)]
+
+    def _add_bucket(self, params, flat):
         offsets, off = [], 0
         for p in params:
             offsets.append(off)

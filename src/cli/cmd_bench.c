@@ -544,8 +544,13 @@ int sh_cmd_bench(int argc, char **argv)
     if (sh_alloc_aligned(max_elems * j.es + 64, (void **)&j.send) != SHOAL_OK ||
         sh_alloc_aligned(max_elems * j.es + 64, (void **)&j.recv) != SHOAL_OK)
         code = sh_cli_fail(SHOAL_ERR_NOMEM);
-    else
+    else {
+        /* Written once before any timing: pages never written read as the kernel's shared
+         * zero page, which stays in cache and would flatter every size (with or without -c). */
+        fill(j.send, max_elems, o.b.dt, j.rank, 0);
+        fill(j.recv, max_elems, o.b.dt, j.rank, 1);
         code = run_sizes(&o, &j);
+    }
     shoal_comm_destroy(j.c);
     sh_free_aligned(j.send);
     sh_free_aligned(j.recv);

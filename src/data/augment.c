@@ -1,6 +1,7 @@
 /* augment.c — a decoded picture into one network input: the sample's plan (Darknet's
  * random_augment_image geometry and random_distort_image colour, or resize and centre crop),
- * separable antialiased resampling or per-pixel bilinear under rotation, mean/std.
+ * separable antialiased resampling (vertical, then horizontal, a row at a time) or per-pixel
+ * bilinear under rotation, mean/std.
  * Not here: decoding (image_*.c), the random stream (source.c). Proved by tests/data/test_augment.c. */
 #include <math.h>
 #include <stdlib.h>
@@ -118,40 +119,54 @@ static void axis_taps(int n, double a, double b, int len, int ntaps, int32_t *id
     }
 }
 
-/* One source row (W pixels of C channels) through the column taps into C planes of w floats
- * (plane stride `plane`), in pixel units. */
-static void row_pass(const uint8_t *src, int C, int w, int tx, const int32_t *xi, const float *xw, const int32_t *xc,
+/* One output row's vertical pass: the taps' source rows (bytes, C channels interleaved) over
+ * the n bytes the row's columns read, summed into acc (n floats); contiguous, so vectorized. */
+static void column_pass(const uint8_t *px, size_t row_nbytes, const int32_t *iy, const float *wy, int taps,
+                        size_t n, float *acc)
+{
+    const uint8_t *r0 = px + (size_t)iy[0] * row_nbytes;
+    float w0 = wy[0];
+    for (size_t k = 0; k < n; k++) acc[k] = w0 * r0[k];
+    for (int t = 1; t < taps; t++) {
+        const uint8_t *row = px + (size_t)iy[t] * row_nbytes;
+        float wt = wy[t];
+        for (size_t k = 0; k < n; k++) acc[k] += wt * row[k];
+    }
+}
+
+/* One output row's horizontal pass: acc (C channels interleaved, from column xlo) through the
+ * column taps into C planes of w floats (plane stride `plane`), scaled to [0, 1]. A true
+ * division, as the in-memory loader's: an unscaled crop gives its bits; weights that sum to
+ * 1 in floats may carry 255 an ulp past it. */
+static void row_pass(const float *acc, int C, int w, int tx, const int32_t *xi, const float *xw, const int32_t *xc,
                      float *dst, size_t plane)
 {
-    if (C == 3) {
-        for (int x = 0; x < w; x++) {
-            const int32_t *ix = xi + (size_t)x * tx;
-            const float *wx = xw + (size_t)x * tx;
+    for (int x = 0; x < w; x++) {
+        const int32_t *ix = xi + (size_t)x * tx;
+        const float *wx = xw + (size_t)x * tx;
+        if (C == 3) {
             float a0 = 0, a1 = 0, a2 = 0;
             for (int t = 0; t < xc[x]; t++) {
-                const uint8_t *q = src + (size_t)ix[t] * 3;
+                const float *q = acc + (size_t)ix[t] * 3;
                 a0 += wx[t] * q[0];
                 a1 += wx[t] * q[1];
                 a2 += wx[t] * q[2];
             }
-            dst[x] = a0;
-            dst[plane + x] = a1;
-            dst[2 * plane + x] = a2;
+            a0 /= 255.f, a1 /= 255.f, a2 /= 255.f;
+            dst[x] = a0 < 1.0f ? a0 : 1.0f;
+            dst[plane + x] = a1 < 1.0f ? a1 : 1.0f;
+            dst[2 * plane + x] = a2 < 1.0f ? a2 : 1.0f;
+        } else {
+            float a = 0;
+            for (int t = 0; t < xc[x]; t++) a += wx[t] * acc[ix[t]];
+            a /= 255.f;
+            dst[x] = a < 1.0f ? a : 1.0f;
         }
-        return;
-    }
-    for (int x = 0; x < w; x++) {
-        const int32_t *ix = xi + (size_t)x * tx;
-        const float *wx = xw + (size_t)x * tx;
-        float a = 0;
-        for (int t = 0; t < xc[x]; t++) a += wx[t] * src[ix[t]];
-        dst[x] = a;
     }
 }
 
-/* Axis-aligned plans: a horizontal pass over the source rows the output needs into s->rows
- * (C planes of rows x w), then a vertical pass, contiguous along x, into dst (C, h, w)
- * scaled to [0, 1]. */
+/* Axis-aligned plans, one output row at a time: a vertical pass over the source columns the
+ * output reads into s->rows, then a horizontal pass into dst (C, h, w). */
 static shoal_result resample(const sh_image_opts *o, const sh_augment_plan *p, const sh_image *img,
                              sh_augment_scratch *s, float *dst)
 {
@@ -169,34 +184,22 @@ static shoal_result resample(const sh_image_opts *o, const sh_augment_plan *p, c
     float *xw = s->tap_w, *yw = s->tap_w + (size_t)w * tx;
     axis_taps(w, ax, bx, W, tx, xi, xw, xc);
     axis_taps(h, ay, by, H, ty, yi, yw, yc);
-    int ylo = H, yhi = -1; /* the source rows any output row reads */
-    for (int y = 0; y < h; y++)
-        for (int t = 0; t < yc[y]; t++) {
-            int r = yi[(size_t)y * ty + t];
-            ylo = r < ylo ? r : ylo;
-            yhi = r > yhi ? r : yhi;
+    int xlo = W, xhi = -1; /* the source columns any output column reads */
+    for (int x = 0; x < w; x++)
+        for (int t = 0; t < xc[x]; t++) {
+            int q = xi[(size_t)x * tx + t];
+            xlo = q < xlo ? q : xlo;
+            xhi = q > xhi ? q : xhi;
         }
-    int nrows = yhi - ylo + 1;
-    size_t plane = (size_t)nrows * w;
-    SH_TRY(reserve((void **)&s->rows, &s->rows_cap, plane * C * sizeof(float)));
-    for (int r = 0; r < nrows; r++)
-        row_pass(img->px + (size_t)(ylo + r) * W * C, C, w, tx, xi, xw, xc, s->rows + (size_t)r * w, plane);
-    for (int c = 0; c < C; c++)
-        for (int y = 0; y < h; y++) {
-            const int32_t *iy = yi + (size_t)y * ty;
-            const float *wy = yw + (size_t)y * ty;
-            float *out = dst + ((size_t)c * h + y) * w;
-            const float *r0 = s->rows + c * plane + (size_t)(iy[0] - ylo) * w;
-            for (int x = 0; x < w; x++) out[x] = wy[0] * r0[x];
-            for (int t = 1; t < yc[y]; t++) {
-                const float *row = s->rows + c * plane + (size_t)(iy[t] - ylo) * w;
-                float wt = wy[t];
-                for (int x = 0; x < w; x++) out[x] += wt * row[x];
-            }
-            /* a true division, as the in-memory loader's: an unscaled crop gives its bits;
-             * weights that sum to 1 in floats may carry 255 an ulp past it */
-            for (int x = 0; x < w; x++) out[x] = fminf(out[x] / 255.f, 1.0f);
-        }
+    for (int x = 0; x < w; x++) /* column indices relative to xlo */
+        for (int t = 0; t < xc[x]; t++) xi[(size_t)x * tx + t] -= xlo;
+    size_t n = (size_t)(xhi - xlo + 1) * C, plane = (size_t)h * w;
+    SH_TRY(reserve((void **)&s->rows, &s->rows_cap, n * sizeof(float)));
+    const uint8_t *px = img->px + (size_t)xlo * C;
+    for (int y = 0; y < h; y++) {
+        column_pass(px, (size_t)W * C, yi + (size_t)y * ty, yw + (size_t)y * ty, yc[y], n, s->rows);
+        row_pass(s->rows, C, w, tx, xi, xw, xc, dst + (size_t)y * w, plane);
+    }
     return SHOAL_OK;
 }
 

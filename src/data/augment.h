@@ -26,7 +26,7 @@ typedef struct {
 
 /* Buffers one decoding thread reuses from sample to sample. */
 typedef struct {
-    float *rows;                 /* (source rows, W, C) after the horizontal pass */
+    float *rows;                 /* (source columns, C): one output row after the vertical pass */
     size_t rows_cap;
     int32_t *tap_idx;            /* per output column, then per output row: source indices */
     size_t tap_idx_cap;

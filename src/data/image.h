@@ -31,7 +31,7 @@ typedef struct {
 
 /* Called once a decode, when the picture's own size is known: the smallest decoded size that
  * will do (min_w, min_h; 0 for the full size). A JPEG is then decoded at the smallest m/8
- * scale (m = 1..8) that keeps at least that size; a PNG always at full size (after the call). */
+ * scale (m = 1, 2, 4, 8) that keeps at least that size; a PNG always at full size (after the call). */
 typedef void (*sh_image_size_fn)(void *ctx, int full_w, int full_h, int *min_w, int *min_h);
 
 /* Decode the JPEG or PNG in buf[0, nbytes) into img as c channels (1: grey by ITU-R 601

@@ -1,6 +1,6 @@
 /* image_jpeg.c — JPEG into 8-bit grey or RGB through libjpeg-turbo: baseline and progressive,
- * grey, YCbCr, RGB, CMYK and YCCK; decoded at the smallest DCT scale m/8 that keeps the size
- * the caller asks for, so a large photo costs a fraction of its full decode.
+ * grey, YCbCr, RGB, CMYK and YCCK; decoded at the smallest DCT scale 1/8, 1/4, 1/2 or 1 that
+ * keeps the size the caller asks for, so a large photo costs a fraction of its full decode.
  * Not here: reading the file, PNG (image_read.c, image_png.c). Proved by tests/data/test_image_decode.c. */
 #include <setjmp.h>
 #include <stdio.h>
@@ -49,16 +49,23 @@ static void on_message(j_common_ptr cinfo, int level)
     }
 }
 
-/* The smallest m in 1..8 whose m/8 scale keeps at least min_w x min_h (libjpeg rounds the
- * scaled size up); no minimum at all is the full size. */
+/* The smallest m of 1, 2, 4, 8 whose m/8 scale keeps at least min_w x min_h (libjpeg rounds
+ * the scaled size up); no minimum at all is the full size. Those four scales have SIMD inverse
+ * DCTs in libjpeg-turbo (a 4:2:0 picture's chroma at twice its luma's); the others run in C,
+ * chroma at 10x10 to 14x14, and decode slower than the full size: they are taken only when
+ * the power of two would pass the decoded picture's bound. */
 static int pick_scale(int w, int h, int min_w, int min_h)
 {
     if (min_w <= 0 && min_h <= 0) return 8;
-    for (int m = 1; m < 8; m++) {
-        int sw = (int)(((int64_t)w * m + 7) / 8), sh = (int)(((int64_t)h * m + 7) / 8);
-        if (sw >= min_w && sh >= min_h) return m;
+    int any = 8, two = 8;
+    for (int m = 7; m >= 1; m--) {
+        int64_t sw = ((int64_t)w * m + 7) / 8, sh = ((int64_t)h * m + 7) / 8;
+        if (sw < min_w || sh < min_h) break;
+        any = m;
+        if (!(m & (m - 1))) two = m;
     }
-    return 8;
+    int64_t npix = (((int64_t)w * two + 7) / 8) * (((int64_t)h * two + 7) / 8);
+    return npix <= SH_IMAGE_MAX_PIXELS ? two : any;
 }
 
 /* CMYK row (as stored; Adobe's files invert it) to RGB or grey, as PIL reads them:

@@ -12,17 +12,18 @@
 
 #include "base/err.h"
 #include "nn/gemm.h"
-#include "nn/gemm_packed.h"
+#include "nn/gemm_rows.h"
 #include "nn/rbm.h"
+#include "nn/rbm_kernels.h"
 
 /* In a net forward and backward are [connected]'s; the slice also holds the visible biases c,
  * after W and b: they take no gradient there. In the net that pretrains it (l->pretraining)
  * forward keeps a = v W^T + b per row and the CD-k chain's rows in the layer's keep buffer, and
  * backward is CD-k. Per row kept: a (K), the chain's hidden sample (K), h_k (K), v_k (I). The
  * persistent chain is the layer's state (batch, K): carried from batch to batch and saved in
- * checkpoints. A training pass's few-row products run turned around on gemm_packed.c's kernels,
- * W read as it is stored and the rows packed, and CD's weight gradient is one product over 2N
- * rows, [h_k | -h_0]^T [v_k ; v_0] / N, its operands in the layer's cache.
+ * checkpoints. A training pass's few-row products run on gemm_rows.c's kernels, W read as it is
+ * stored, and so does CD's weight gradient, one product over 2N rows, [h_k | -h_0]^T [v_k ; v_0]
+ * / N, its operands in the layer's cache. The element-wise loops: rbm_kernels.c.
  * Weights start normal(0, 0.01), biases 0 (Hinton's guide; scikit-learn's BernoulliRBM). */
 
 static shoal_result rbm_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx *ctx)
@@ -53,12 +54,12 @@ static shoal_result rbm_parse(sh_layer *l, sh_cfg_section *s, const sh_parse_ctx
     l->param_count += in;            /* c, after W and b */
     l->keep_count = 3 * k + in;      /* a, the hidden sample, h_k, v_k */
     l->keep_fixed = 2;               /* the pass's chain seed (64 bits) */
-    /* CD's gradient as one product: [h_k | -h_0]^T (K, 2N) by [v_k ; v_0] (2N, I), packed */
+    /* CD's gradient as one product: [h_k | -h_0]^T (K, 2N) by [v_k ; v_0] (2N, I) */
     int b = ctx->batch;
-    size_t stacked = 2 * (size_t)b * k + sh_packed_count(2 * b, (int)in) + 32;
+    size_t stacked = 2 * (size_t)b * (k + in) + 32;
     if (l->cache_count < stacked) l->cache_count = stacked;
-    /* a thread's rows turned and packed (I or K, rows), and a product's transposed result */
-    size_t ws = sh_packed_count((int)in, b) + sh_packed_count((int)k, b) + (k > in ? k : in) * (size_t)b + 32;
+    /* a thread's scratch: the batch's mean v (sparsity), a flip's moves (pseudo-likelihood) */
+    size_t ws = (k > in ? k : in) + 32;
     if (l->ws_count < ws) l->ws_count = ws;
     l->state_count = o->persistent ? (size_t)ctx->batch * k : 0;
     return SHOAL_OK;
@@ -143,44 +144,57 @@ void sh_rbm_free_energy(const sh_layer *l, const float *params, const float *v, 
 
 int sh_rbm_flip_unit(const float *v, size_t count)
 {
-    uint64_t h = 14695981039346656037ull; /* FNV-1a over the values' bits */
-    for (size_t i = 0; i < count; i++) {
+    enum { LANES = 8 }; /* FNV-1a over the values' bits, 8 interleaved chains, then folded */
+    const uint64_t basis = 14695981039346656037ull, prime = 1099511628211ull;
+    uint64_t lane[LANES], h = basis;
+    for (int q = 0; q < LANES; q++) lane[q] = basis + (uint64_t)q;
+    size_t i = 0;
+    for (; i + LANES <= count; i += LANES)
+        for (int q = 0; q < LANES; q++) {
+            uint32_t bits;
+            memcpy(&bits, &v[i + q], sizeof bits);
+            lane[q] = (lane[q] ^ bits) * prime;
+        }
+    for (; i < count; i++) {
         uint32_t bits;
         memcpy(&bits, &v[i], sizeof bits);
-        h = (h ^ bits) * 1099511628211ull;
+        h = (h ^ bits) * prime;
     }
+    for (int q = 0; q < LANES; q++) h = (h ^ lane[q]) * prime;
     return (int)((h ^ (h >> 29)) % count);
 }
 
 /* I log sigmoid(F(v') - F(v)) from a = v W^T + b: flipping unit i moves a by (1 - 2 v_i) W[:, i]
- * and the visible term by (1 - 2 v_i) c_i, so v' costs O(K). */
-static double pseudo_likelihood_row(const sh_layer *l, const float *params, const float *v, const float *a, int i)
+ * and the visible term by (1 - 2 v_i) c_i, so v' costs O(K). d: room for K floats. */
+static double pseudo_likelihood_row(const sh_layer *l, const float *params, const float *v, const float *a, int i,
+                                    float *d)
 {
-    size_t in = l->inputs;
-    int k = l->out_shape.c;
+    size_t in = l->inputs, k = (size_t)l->out_shape.c;
     const float *w = params + l->w_off, *c = params + sh_rbm_visible_off(l);
-    double flip = 1.0 - 2.0 * v[i], diff = -flip * c[i]; /* F(v') - F(v), Bernoulli's visible term */
-    for (int j = 0; j < k; j++) diff -= softplus(a[j] + (float)flip * w[(size_t)j * in + i]) - softplus(a[j]);
-    return -(double)in * softplus(-diff);
+    float flip = 1.0f - 2.0f * v[i];
+    for (size_t j = 0; j < k; j++) d[j] = flip * w[j * in + i];
+    /* F(v') - F(v): Bernoulli's visible term, then the hidden units' */
+    double diff = -(double)flip * c[i] - sh_rbm_kernels_softplus_diff(a, d, k);
+    return -(double)in * softplus((float)-diff);
 }
 
 void sh_rbm_pseudo_likelihood(const sh_layer *l, const float *params, const float *v, int rows,
                               const int *flip, double *pl)
 {
     size_t k = (size_t)l->out_shape.c;
-    float *a = malloc(k * sizeof *a);
+    float *a = malloc(2 * k * sizeof *a); /* a, then the flip's moves */
     for (int r = 0; !a && r < rows; r++) pl[r] = NAN;
     for (int r = 0; a && r < rows; r++) {
         const float *vr = v + (size_t)r * l->inputs;
         hidden_input(l, params, vr, l->inputs, 1, a, k);
-        pl[r] = pseudo_likelihood_row(l, params, vr, a, flip ? flip[r] : sh_rbm_flip_unit(vr, l->inputs));
+        pl[r] = pseudo_likelihood_row(l, params, vr, a, flip ? flip[r] : sh_rbm_flip_unit(vr, l->inputs), a + k);
     }
     free(a);
 }
 
 /* ---- the layer in a net ---- */
 
-/* The cache: ht (K, 2N) = [h_k | -h_0]^T, then [v_k ; v_0] (2N, I) packed (stack_rows). */
+/* The cache: ht (K, 2N) = [h_k | -h_0]^T, then [v_k ; v_0] (2N, I) (stack_rows). */
 static float *align64(float *p) { return (float *)(((uintptr_t)p + 63) & ~(uintptr_t)63); }
 static float *stacked_h(const sh_layer *l) { return align64(l->cache); }
 static float *stacked_v(const sh_layer *l, const sh_exec *x)
@@ -188,35 +202,28 @@ static float *stacked_v(const sh_layer *l, const sh_exec *x)
     return align64(stacked_h(l) + 2 * (size_t)x->batch * (size_t)l->out_shape.c);
 }
 
-/* The few-row products of a training pass, turned around so that W is read as it is stored,
- * once, with no copy: a^T (K, rows) = W (K, I) v^T and v^T (I, rows) = W^T h^T, the rows'
- * v^T (or h^T) packed in the thread's workspace (gemm_packed.c), the result turned back. */
-static void hidden_input_rows(const sh_layer *l, const sh_exec *x, int tid, const float *v, size_t ldv, int rows,
+/* The few-row products of a training pass, W read as it is stored with no copy
+ * (gemm_rows.c): a (rows, K) = v W^T and the visible means from h W. */
+static void hidden_input_rows(const sh_layer *l, const sh_exec *x, const float *v, size_t ldv, int rows,
                               float *out, size_t ld)
 {
     int k = l->out_shape.c, in = (int)l->inputs;
-    float *pk = align64(x->work[tid]), *t = align64(pk + sh_packed_count(in, rows) + sh_packed_count(k, rows));
     const float *b = x->params + l->b_off;
-    sh_packed_pack(1, in, rows, v, (int)ldv, 0, sh_packed_npanels(rows), pk);
-    sh_packed_gemm(k, 0, rows, in, x->params + l->w_off, in, pk, 0, t, rows);
+    sh_rows_gemm_nt(rows, k, in, v, (int)ldv, x->params + l->w_off, in, out, (int)ld);
     for (int r = 0; r < rows; r++)
-        for (int j = 0; j < k; j++) out[(size_t)r * ld + j] = t[(size_t)j * rows + r] + b[j];
+        for (int j = 0; j < k; j++) out[(size_t)r * ld + j] += b[j];
 }
 
-static void visible_mean_rows(const sh_layer *l, const sh_exec *x, int tid, const float *h, size_t ldh, int rows,
-                              float *out, size_t ld)
+static void visible_mean_rows(const sh_layer *l, const sh_exec *x, const float *h, size_t ldh, int rows, float *out,
+                              size_t ld)
 {
     int k = l->out_shape.c, in = (int)l->inputs;
-    float *pk = align64(x->work[tid]), *t = align64(pk + sh_packed_count(in, rows) + sh_packed_count(k, rows));
     const float *c = x->params + sh_rbm_visible_off(l);
-    sh_packed_pack(1, k, rows, h, (int)ldh, 0, sh_packed_npanels(rows), pk);
-    sh_packed_gemm_tn(in, 0, rows, k, x->params + l->w_off, in, pk, k, 0, t, rows);
+    sh_rows_gemm_nn(rows, in, k, h, (int)ldh, x->params + l->w_off, in, out, (int)ld);
     for (int r = 0; r < rows; r++) {
         float *o = out + (size_t)r * ld;
-        if (l->rbm.gaussian)
-            for (int i = 0; i < in; i++) o[i] = t[(size_t)i * rows + r] + c[i];
-        else
-            for (int i = 0; i < in; i++) o[i] = sigmoid(t[(size_t)i * rows + r] + c[i]);
+        for (int i = 0; i < in; i++) o[i] += c[i];
+        if (!l->rbm.gaussian) sh_rbm_kernels_sigmoid(o, (size_t)in);
     }
 }
 
@@ -224,9 +231,11 @@ static void pretrain_forward_rows(sh_layer *l, sh_exec *x, int tid, int n0, int 
 {
     size_t k = (size_t)l->out_shape.c, kc = l->keep_count;
     float *a = l->keep + (size_t)n0 * kc;
-    hidden_input_rows(l, x, tid, l->in[0] + (size_t)n0 * l->inputs, l->inputs, n1 - n0, a, kc);
-    for (int n = n0; n < n1; n++)
-        for (size_t j = 0; j < k; j++) l->out[(size_t)n * k + j] = sigmoid(l->keep[(size_t)n * kc + j]);
+    hidden_input_rows(l, x, l->in[0] + (size_t)n0 * l->inputs, l->inputs, n1 - n0, a, kc);
+    for (int n = n0; n < n1; n++) {
+        memcpy(l->out + (size_t)n * k, l->keep + (size_t)n * kc, k * sizeof(float));
+        sh_rbm_kernels_sigmoid(l->out + (size_t)n * k, k);
+    }
 }
 
 static void rbm_forward(sh_layer *l, sh_exec *x)
@@ -253,7 +262,7 @@ float sh_rbm_loss(sh_layer *l, sh_exec *x)
     for (int n = 0; n < x->nimg; n++) {
         const float *v = l->in[0] + (size_t)n * in, *a = l->keep + (size_t)n * kc;
         if (!l->rbm.gaussian) {
-            sum -= pseudo_likelihood_row(l, x->params, v, a, sh_rbm_flip_unit(v, in));
+            sum -= pseudo_likelihood_row(l, x->params, v, a, sh_rbm_flip_unit(v, in), x->work[0]);
             continue;
         }
         float *vm = l->keep + (size_t)n * kc + 3 * k; /* v_k's room: backward overwrites it */
@@ -264,11 +273,6 @@ float sh_rbm_loss(sh_layer *l, sh_exec *x)
 }
 
 static uint64_t row_seed(uint64_t base, int row) { return base ^ (0x9e3779b97f4a7c15ull * (uint64_t)(row + 1)); }
-
-static void sample_bernoulli(float *p, size_t count, sh_rng *r)
-{
-    for (size_t i = 0; i < count; i++) p[i] = sh_rng_float(r) < p[i] ? 1.0f : 0.0f;
-}
 
 /* The pass's seed, after the kept rows (keep_fixed). */
 static float *chain_seed(const sh_layer *l, const sh_exec *x)
@@ -291,32 +295,31 @@ static void cd_chain_rows(sh_layer *l, sh_exec *x, int tid, int n0, int n1)
             memcpy(h, l->state + (size_t)n * k, k * sizeof *h);
             continue;
         }
-        sh_rng r;
-        sh_rng_seed(&r, row_seed(base, n));
         memcpy(h, l->out + (size_t)n * k, k * sizeof *h);
-        sample_bernoulli(h, k, &r);
+        sh_rbm_kernels_sample(h, k, row_seed(base, n));
     }
     for (int step = 1; step <= o->cd_k; step++) {
-        visible_mean_rows(l, x, tid, hs, kc, rows, vk, kc);
+        visible_mean_rows(l, x, hs, kc, rows, vk, kc);
         for (int n = n0; n < n1 && o->sample_visible; n++) {
-            sh_rng r;
-            sh_rng_seed(&r, row_seed(base, n) ^ (uint64_t)step << 40 ^ 0x5151);
+            uint64_t seed = row_seed(base, n) ^ (uint64_t)step << 40 ^ 0x5151;
             float *v = vk + (size_t)(n - n0) * kc;
-            if (o->gaussian)
-                for (size_t i = 0; i < in; i++) v[i] += sh_rng_normal(&r);
-            else
-                sample_bernoulli(v, in, &r);
+            if (!o->gaussian) {
+                sh_rbm_kernels_sample(v, in, seed);
+                continue;
+            }
+            sh_rng r;
+            sh_rng_seed(&r, seed);
+            for (size_t i = 0; i < in; i++) v[i] += sh_rng_normal(&r);
         }
-        hidden_input_rows(l, x, tid, vk, kc, rows, hk, kc);
+        hidden_input_rows(l, x, vk, kc, rows, hk, kc);
         for (int n = n0; n < n1; n++) {
             float *h = hk + (size_t)(n - n0) * kc;
-            for (size_t j = 0; j < k; j++) h[j] = sigmoid(h[j]);
+            sh_rbm_kernels_sigmoid(h, k);
             if (step == o->cd_k && !o->persistent) continue;
-            sh_rng r;
-            sh_rng_seed(&r, row_seed(base, n) ^ (uint64_t)step << 40 ^ 0xa5a5);
             float *next = step < o->cd_k ? hs + (size_t)(n - n0) * kc : l->state + (size_t)n * k;
             memcpy(next, h, k * sizeof *h);
-            sample_bernoulli(next, k, &r); /* the next step's, or the persistent chain's */
+            /* the next step's, or the persistent chain's */
+            sh_rbm_kernels_sample(next, k, row_seed(base, n) ^ (uint64_t)step << 40 ^ 0xa5a5);
         }
     }
 }
@@ -333,10 +336,9 @@ static void stack_rows(sh_layer *l, sh_exec *x)
             ht[(size_t)j * 2 * n + n + r] = -h0[j] * inv;
         }
     }
-    /* [v_k ; v_0] (2N, I) packed: v_k's rows (kc apart), then v_0's */
-    int np = sh_packed_npanels((int)in);
-    sh_packed_pack_rows(2 * n, (int)in, 0, n, l->keep + 3 * (size_t)k, (int)kc, 0, np, vs);
-    sh_packed_pack_rows(2 * n, (int)in, n, 2 * n, l->in[0], (int)in, 0, np, vs);
+    /* [v_k ; v_0] (2N, I): v_k's rows (kc apart), then v_0's */
+    for (int r = 0; r < n; r++) memcpy(vs + (size_t)r * in, l->keep + (size_t)r * kc + 3 * (size_t)k, in * sizeof *vs);
+    memcpy(vs + (size_t)n * in, l->in[0], (size_t)n * in * sizeof *vs);
 }
 
 /* dW rows [k0, k1) = (h_k^T v_k - h_0^T v_0) / N (+ sparsity); b and c's gradients with them. */
@@ -347,7 +349,7 @@ static void cd_grad_rows(sh_layer *l, sh_exec *x, int tid, int k0, int k1)
     if (k1 <= k0) return;
     float *gw = x->grad[0] + l->w_off + (size_t)k0 * in, *gb = x->grad[0] + l->b_off;
     const float *vk = l->keep + 3 * (size_t)k;
-    sh_packed_gemm(k1 - k0, 0, in, 2 * n, stacked_h(l) + (size_t)k0 * 2 * n, 2 * n, stacked_v(l, x), 0, gw, in);
+    sh_rows_gemm_nn(k1 - k0, in, 2 * n, stacked_h(l) + (size_t)k0 * 2 * n, 2 * n, stacked_v(l, x), in, gw, in);
     float *mv = x->work[tid]; /* the batch's mean v, for the sparsity term */
     for (int i = 0; o->sparsity > 0.0f && i < in; i++) {
         double m = 0;

@@ -68,6 +68,10 @@ static void sqrt_block(float *x, size_t n)
 SH_HOT static void sgd_segment(float *restrict w, const float *restrict g, float *restrict v, size_t n,
                         float lr, float momentum, float decay)
 {
+    if (momentum == 0.0f) { /* v would hold g' alone: the pass reads and writes w and g only */
+        for (size_t i = 0; i < n; i++) w[i] -= lr * (g[i] + decay * w[i]);
+        return;
+    }
     for (size_t i = 0; i < n; i++) {
         float gd = g[i] + decay * w[i];
         float vi = momentum * v[i] + gd;

@@ -152,5 +152,6 @@ def claim_size(src, dst, marker, w, h):
 
 claim_size("baseline.jpg", "claims_30000.jpg", b"\xff\xc0", 30000, 30000)
 claim_size("progressive.jpg", "claims_16000.jpg", b"\xff\xc2", 16000, 16000)
+claim_size("baseline.jpg", "claims_10000.jpg", b"\xff\xc0", 10000, 10000)
 
 open(os.path.join(out, "manifest"), "w").write("\n".join(lines) + "\n")

@@ -137,7 +137,7 @@ static void dct_scaling_picks_the_smallest_scale_that_keeps_the_size(void)
     snprintf(path, sizeof path, "%s/scaled.jpg", dir); /* 300 x 200 */
     sh_image img;
     memset(&img, 0, sizeof img);
-    const int asks[][4] = {{0, 0, 300, 200}, {37, 25, 38, 25}, {38, 26, 75, 50}, {76, 10, 113, 75},
+    const int asks[][4] = {{0, 0, 300, 200}, {37, 25, 38, 25}, {38, 26, 75, 50}, {76, 10, 150, 100},
                            {290, 1, 300, 200}, {1, 1, 38, 25}};
     for (size_t i = 0; i < sizeof asks / sizeof asks[0]; i++) {
         want_size ws = {asks[i][0], asks[i][1]};
@@ -181,6 +181,26 @@ static void huge_claims_are_refused_without_taking_the_memory(void)
     sh_image_fini(&img);
 }
 
+/* A 10000 x 10000 picture asked for 6000 x 6000: the power-of-two scales (1/2: 5000, too
+ * small; 1: 100 Mpixels, past the bound) give way to 5/8 (6250), which is decoded until the
+ * data runs out; the full size is refused. */
+static void past_the_bound_an_odd_scale_is_taken(void)
+{
+    sh_image img;
+    memset(&img, 0, sizeof img);
+    char path[512];
+    snprintf(path, sizeof path, "%s/claims_10000.jpg", dir);
+    want_size ws = {6000, 6000};
+    shoal_result rc = sh_image_read(path, 3, ask_size, &ws, &img);
+    CHECK(rc == SHOAL_ERR_FORMAT && strstr(shoal_last_error(), "damaged"), "asked 6000: %s: %s",
+          shoal_result_name(rc), shoal_last_error());
+    ws.w = ws.h = 0;
+    rc = sh_image_read(path, 3, ask_size, &ws, &img);
+    CHECK(rc == SHOAL_ERR_FORMAT && strstr(shoal_last_error(), "decodes to 10000x10000"), "full size: %s: %s",
+          shoal_result_name(rc), shoal_last_error());
+    sh_image_fini(&img);
+}
+
 static void names_with_picture_extensions_are_taken(void)
 {
     CHECK(sh_image_name_ok("a.jpg") && sh_image_name_ok("B.JPEG") && sh_image_name_ok("c.Png"), "extensions");
@@ -205,6 +225,7 @@ int main(void)
         RUN(missing_and_unreadable_files_are_io_errors_naming_them);
         RUN(dct_scaling_picks_the_smallest_scale_that_keeps_the_size);
         RUN(huge_claims_are_refused_without_taking_the_memory);
+        RUN(past_the_bound_an_odd_scale_is_taken);
     }
     RUN(names_with_picture_extensions_are_taken);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

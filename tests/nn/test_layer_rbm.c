@@ -2,7 +2,9 @@
  * the conditionals, free energy and pseudo-likelihood equal scikit-learn's BernoulliRBM's on
  * the same weights; CD-1 and CD-2 gradients (visible units sampled or not, Bernoulli and
  * Gaussian, persistent chains) average, over 50000 copies of one image, to the expectation
- * worked out by hand by enumerating every state of a 3 x 2 RBM; the sparsity term is exactly
+ * worked out by hand by enumerating every state of a 3 x 2 RBM; persistent CD at a batch of
+ * ten over 100 x 40 units, its draws made certain, equals scikit-learn's _fit computed in
+ * double, pass after pass; the sparsity term is exactly
  * Hinton's; a pretraining net trains only its [rbm] (the layers below get zero gradients and
  * no decay, its rate and momentum are the [rbm]'s, its cfg hash is its own) and CD-1 raises
  * the pseudo-likelihood of a small data set; in a net an [rbm] is a sigmoid [connected]
@@ -327,6 +329,85 @@ done:
     sh_cfg_destroy(cfg);
 }
 
+/* Persistent CD at scikit-learn's shape of pass, a batch of 10 over 100 visible and 40 hidden
+ * units (past whole vectors of 16), with weights of +-60 and biases of +-30 so that every unit's
+ * input is at least 30 from 0: the draws are then certain and three passes, the chain carried
+ * from one to the next, must give (h_k^T v_k - h_0^T v_0) / N, the biases' means and the next
+ * chain exactly as a double computation of sklearn's _fit does. */
+static void persistent_cd_of_a_batch_matches_double(void)
+{
+    enum { N = 10, VI = 100, HK = 40, PASSES = 3 };
+    sh_cfg *cfg = NULL;
+    sh_net *n = NULL;
+    CHECK_OK(sh_cfg_parse("[net]\nbatch=10\ninputs=100\n[rbm]\noutput=40\npersistent=1\nsample_visible=1\n"
+                          "momentum=0\ndecay=0\n", "p.cfg", &cfg));
+    if (cfg) CHECK_OK(sh_net_create_pretrain(cfg, N, 3, 0, &n));
+    if (!n) {
+        sh_cfg_destroy(cfg);
+        return;
+    }
+    sh_layer *l = sh_net_layer(n, 0);
+    float *p = sh_net_params(n), *w = p + l->w_off, *b = p + l->b_off, *c = p + sh_rbm_visible_off(l);
+    srand(17);
+    for (int i = 0; i < HK * VI; i++) w[i] = rand() % 2 ? 60.0f : -60.0f;
+    for (int j = 0; j < HK; j++) b[j] = rand() % 2 ? 30.0f : -30.0f;
+    for (int i = 0; i < VI; i++) c[i] = rand() % 2 ? 30.0f : -30.0f;
+    static float x[PASSES][N * VI];
+    for (int t = 0; t < PASSES; t++)
+        for (int i = 0; i < N * VI; i++) x[t][i] = (float)(rand() % 2);
+    static double hs[N * HK], vk[N * VI], hk[N * HK], h0[N * HK]; /* the chain starts at zeros */
+    memset(hs, 0, sizeof hs);
+    for (int t = 0; t < PASSES; t++) {
+        for (int r = 0; r < N; r++) {
+            for (int i = 0; i < VI; i++) {
+                double a = c[i];
+                for (int j = 0; j < HK; j++) a += hs[r * HK + j] * w[j * VI + i];
+                vk[r * VI + i] = a > 0; /* sampled: its mean is within e^-30 of 0 or 1 */
+            }
+            for (int j = 0; j < HK; j++) {
+                double a0 = b[j], ak = b[j];
+                for (int i = 0; i < VI; i++) {
+                    a0 += (double)x[t][r * VI + i] * w[j * VI + i];
+                    ak += vk[r * VI + i] * w[j * VI + i];
+                }
+                h0[r * HK + j] = 1.0 / (1.0 + exp(-a0));
+                hk[r * HK + j] = 1.0 / (1.0 + exp(-ak));
+            }
+        }
+        CHECK_OK(sh_net_forward(n, x[t], N, 1));
+        (void)sh_net_loss(n, NULL);
+        CHECK_OK(sh_net_backward(n, NULL, NULL));
+        const float *g = sh_net_grads(n);
+        double worst = 0;
+        for (int j = 0; j < HK; j++)
+            for (int i = 0; i < VI; i++) {
+                double want = 0;
+                for (int r = 0; r < N; r++)
+                    want += hk[r * HK + j] * vk[r * VI + i] - h0[r * HK + j] * x[t][r * VI + i];
+                worst = fmax(worst, fabs(g[l->w_off + (size_t)j * VI + i] - want / N));
+            }
+        for (int j = 0; j < HK; j++) {
+            double want = 0;
+            for (int r = 0; r < N; r++) want += hk[r * HK + j] - h0[r * HK + j];
+            worst = fmax(worst, fabs(g[l->b_off + j] - want / N));
+        }
+        for (int i = 0; i < VI; i++) {
+            double want = 0;
+            for (int r = 0; r < N; r++) want += vk[r * VI + i] - x[t][r * VI + i];
+            worst = fmax(worst, fabs(g[sh_rbm_visible_off(l) + i] - want / N));
+        }
+        CHECK(worst < 1e-5, "pass %d: the gradient differs from sklearn's _fit in double by %g", t, worst);
+        int chain = 0;
+        for (int i = 0; i < N * HK; i++) {
+            hs[i] = hk[i] > 0.5;
+            chain += l->state[i] != (float)hs[i];
+        }
+        CHECK(chain == 0, "pass %d: %d of the persistent chain's units differ from sklearn's h_samples_", t, chain);
+    }
+    sh_net_destroy(n);
+    sh_cfg_destroy(cfg);
+}
+
 /* CD-1 for 300 steps on two patterns: the pseudo-likelihood rises well above the start's. */
 static void cd_raises_the_pseudo_likelihood(void)
 {
@@ -424,6 +505,7 @@ int main(void)
     ref_begin();
     RUN(formulas_match_scikit_learn);
     RUN(cd_k_matches_the_hand_computation);
+    RUN(persistent_cd_of_a_batch_matches_double);
     RUN(sparsity_adds_hintons_term);
     RUN(pretraining_net_trains_its_rbm_alone);
     RUN(cd_raises_the_pseudo_likelihood);
