@@ -1,13 +1,13 @@
-/* cfg.c — Darknet-style .cfg files: lines into sections of key=value, typed getters that
- * remember which keys were asked for and which fell back to defaults, did-you-mean errors.
- * Not here: what any key means ([net]: net_config.c; layers: layer_*.c).
+/* cfg.c — Darknet-style .cfg files: lines into sections of key=value, the sections and keys
+ * read back, did-you-mean errors for keys no parser asked for, Darknet's ignored keys said once.
+ * Not here: the typed getters (cfg_value.c), what any key means ([net]: net_config.c; layers:
+ * layer_*.c).
  * Proved by tests/nn/test_cfg.c. */
-#include "nn/cfg.h"
+#include "nn/cfg_internal.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
-#include <stdarg.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -22,35 +22,6 @@
  * (so "layers = -1, -4" is "layers=-1,-4"); then a line is blank, a comment ('#' or ';'
  * first), a [section] header or key=value. Darknet has no trailing comments, so "0.1 # x"
  * is the value "0.1#x" and fails as a number. */
-
-typedef struct {
-    char *key, *val;
-    int line;
-    int used;        /* some getter asked for it */
-} cfg_kv;
-
-typedef struct {
-    char *key;
-    int defaulted;   /* asked for and absent: the default was used */
-} cfg_known;
-
-struct sh_cfg_section {
-    sh_cfg *cfg;
-    char *name;
-    int line;
-    cfg_kv *kv;
-    int nkv, cap_kv;
-    cfg_known *known;  /* keys the section's parser asked for, in order of asking */
-    int nknown, cap_known;
-};
-
-struct sh_cfg {
-    char *path;
-    sh_cfg_section **sec;
-    int nsec, cap_sec;
-    char **ignored_logged;  /* Darknet keys already listed as ignored in this file */
-    int nignored, cap_ignored;
-};
 
 /* Darknet's data augmentation in [net] that no reader of the data in use applied (a reader
  * that applies one reads the key, so it never gets here): the images are trained on as they
@@ -97,7 +68,7 @@ static int is_darknet_ignored(const char *key)
 
 /* --- growing arrays ---------------------------------------------------------------------- */
 
-static shoal_result grow(void **arr, int *cap, int need, size_t nbytes_each, const char *what)
+shoal_result sh_cfg_grow(void **arr, int *cap, int need, size_t nbytes_each, const char *what)
 {
     if (need <= *cap) return SHOAL_OK;
     int ncap = *cap ? *cap * 2 : 8;
@@ -111,7 +82,7 @@ static shoal_result grow(void **arr, int *cap, int need, size_t nbytes_each, con
     return SHOAL_OK;
 }
 
-static shoal_result dup_str(const char *s, size_t n, char **out)
+shoal_result sh_cfg_dup_str(const char *s, size_t n, char **out)
 {
     char *p = malloc(n + 1);
     if (!p) return SH_FAIL(SHOAL_ERR_NOMEM, "cfg: out of memory copying %zu bytes", n + 1);
@@ -151,7 +122,7 @@ void sh_cfg_destroy(sh_cfg *cfg)
 /* Keys one section may hold: Darknet's largest sections read a few dozen. */
 #define SH_CFG_KEYS_MAX 512
 
-static cfg_kv *find_kv(const sh_cfg_section *s, const char *key)
+cfg_kv *sh_cfg_find_kv(const sh_cfg_section *s, const char *key)
 {
     for (int i = 0; i < s->nkv; i++)
         if (strcmp(s->kv[i].key, key) == 0) return &s->kv[i];
@@ -176,9 +147,9 @@ static shoal_result add_section(sh_cfg *cfg, const char *name, size_t n, int lin
     if (!s) return SH_FAIL(SHOAL_ERR_NOMEM, "cfg: out of memory for a section");
     s->cfg = cfg;
     s->line = line;
-    shoal_result rc = dup_str(name, n, &s->name);
+    shoal_result rc = sh_cfg_dup_str(name, n, &s->name);
     if (rc == SHOAL_OK)
-        rc = grow((void **)&cfg->sec, &cfg->cap_sec, cfg->nsec + 1, sizeof *cfg->sec,
+        rc = sh_cfg_grow((void **)&cfg->sec, &cfg->cap_sec, cfg->nsec + 1, sizeof *cfg->sec,
                   "section list");
     if (rc != SHOAL_OK) {
         section_destroy(s);
@@ -221,12 +192,12 @@ static shoal_result add_kv(sh_cfg *cfg, const char *line_text, int line)
                            "%s:%d: [%s] duplicate key \"%s\" (first set on line %d); keep "
                            "one of the two",
                            cfg->path, line, s->name, s->kv[i].key, s->kv[i].line);
-    SH_TRY(grow((void **)&s->kv, &s->cap_kv, s->nkv + 1, sizeof *s->kv, "key list"));
+    SH_TRY(sh_cfg_grow((void **)&s->kv, &s->cap_kv, s->nkv + 1, sizeof *s->kv, "key list"));
     cfg_kv *kv = &s->kv[s->nkv];
     memset(kv, 0, sizeof *kv);
     kv->line = line;
-    SH_TRY(dup_str(line_text, klen, &kv->key));
-    shoal_result rc = dup_str(val, strlen(val), &kv->val);
+    SH_TRY(sh_cfg_dup_str(line_text, klen, &kv->key));
+    shoal_result rc = sh_cfg_dup_str(val, strlen(val), &kv->val);
     if (rc != SHOAL_OK) {
         free(kv->key);
         return rc;
@@ -266,7 +237,7 @@ shoal_result sh_cfg_parse(const char *text, const char *name, sh_cfg **out)
     if (!text || !name) return SH_FAIL(SHOAL_ERR_INVALID, "sh_cfg_parse: text and name are required");
     cfg = calloc(1, sizeof *cfg);
     if (!cfg) return SH_FAIL(SHOAL_ERR_NOMEM, "cfg: out of memory for %s", name);
-    SH_TRY_GOTO(dup_str(name, strlen(name), &cfg->path), rc, done);
+    SH_TRY_GOTO(sh_cfg_dup_str(name, strlen(name), &cfg->path), rc, done);
     size_t cap = 256;
     buf = malloc(cap);
     if (!buf) {
@@ -382,7 +353,7 @@ int sh_cfg_section_line(const sh_cfg_section *s) { return s->line; }
 
 int sh_cfg_key_line(const sh_cfg_section *s, const char *key)
 {
-    const cfg_kv *kv = key ? find_kv(s, key) : NULL;
+    const cfg_kv *kv = key ? sh_cfg_find_kv(s, key) : NULL;
     return kv ? kv->line : s->line;
 }
 
@@ -421,213 +392,6 @@ uint64_t sh_cfg_hash(const sh_cfg *cfg)
         }
     }
     return h;
-}
-
-/* --- getters ----------------------------------------------------------------------------- */
-
-/* Remember that the section's parser asked for key; mark the pair used. */
-static shoal_result note_key(sh_cfg_section *s, const char *key, cfg_kv **kv_out)
-{
-    cfg_kv *kv = find_kv(s, key);
-    if (kv) kv->used = 1;
-    *kv_out = kv;
-    for (int i = 0; i < s->nknown; i++)
-        if (strcmp(s->known[i].key, key) == 0) {
-            if (kv) s->known[i].defaulted = 0;
-            return SHOAL_OK;
-        }
-    SH_TRY(grow((void **)&s->known, &s->cap_known, s->nknown + 1, sizeof *s->known,
-                "known-key list"));
-    cfg_known *k = &s->known[s->nknown];
-    k->defaulted = kv == NULL;
-    SH_TRY(dup_str(key, strlen(key), &k->key));
-    s->nknown++;
-    return SHOAL_OK;
-}
-
-static void unmark_defaulted(sh_cfg_section *s, const char *key)
-{
-    for (int i = 0; i < s->nknown; i++)
-        if (strcmp(s->known[i].key, key) == 0) s->known[i].defaulted = 0;
-}
-
-shoal_result sh_cfg_fail_at(const sh_cfg_section *s, const char *key, shoal_result rc,
-                            const char *fmt, ...)
-{
-    char msg[768];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return SH_FAIL(rc, "%s:%d: [%s] %s", s->cfg->path, sh_cfg_key_line(s, key), s->name, msg);
-}
-
-/* Strict decimal integer: optional sign, digits, nothing else. */
-static shoal_result parse_int(const sh_cfg_section *s, const char *key, const char *txt,
-                              int min, int max, int *out)
-{
-    const char *p = txt;
-    if (*p == '+' || *p == '-') p++;
-    if (*p < '0' || *p > '9')
-        return sh_cfg_fail_at(s, key, SHOAL_ERR_FORMAT,
-                              "%s=%s: not an integer; write a whole number such as %d", key, txt,
-                              min > 0 ? min : 0);
-    errno = 0;
-    char *end = NULL;
-    long v = strtol(txt, &end, 10);
-    if (*end)
-        return sh_cfg_fail_at(s, key, SHOAL_ERR_FORMAT,
-                              "%s=%s: junk \"%s\" after the integer; write a whole number only "
-                              "(comments go on their own line)",
-                              key, txt, end);
-    if (errno == ERANGE || v < min || v > max)
-        return sh_cfg_fail_at(s, key, SHOAL_ERR_FORMAT,
-                              "%s=%s: out of range; it must be between %d and %d", key, txt, min,
-                              max);
-    *out = (int)v;
-    return SHOAL_OK;
-}
-
-/* Decimal float: digits, sign, '.', exponent; no hex, inf or nan. */
-static shoal_result parse_float(const sh_cfg_section *s, const char *key, const char *txt,
-                                float min, float max, float *out)
-{
-    const char *stop = txt;  /* first character that cannot be part of a decimal */
-    int digits = 0;
-    for (; *stop && (strchr("+-.eE", *stop) || (*stop >= '0' && *stop <= '9')); stop++)
-        if (*stop >= '0' && *stop <= '9') digits = 1;
-    errno = 0;
-    char *end = NULL;
-    float v = digits ? strtof(txt, &end) : 0.0f;
-    if (!digits || end == txt)
-        return sh_cfg_fail_at(s, key, SHOAL_ERR_FORMAT,
-                              "%s=%s: not a number; write a decimal such as 0.001 or 1e-3", key,
-                              txt);
-    if (end != stop || *stop) {
-        const char *junk = end < stop ? end : stop;
-        return sh_cfg_fail_at(s, key, SHOAL_ERR_FORMAT,
-                              "%s=%s: junk \"%s\" after the number; write the number only "
-                              "(comments go on their own line)",
-                              key, txt, junk);
-    }
-    if (!isfinite(v) || v < min || v > max)
-        return sh_cfg_fail_at(s, key, SHOAL_ERR_FORMAT,
-                              "%s=%s: out of range; it must be between %g and %g", key, txt,
-                              (double)min, (double)max);
-    *out = v;
-    return SHOAL_OK;
-}
-
-shoal_result sh_cfg_int(sh_cfg_section *s, const char *key, int def, int min, int max, int *out)
-{
-    cfg_kv *kv = NULL;
-    SH_TRY(note_key(s, key, &kv));
-    if (!kv) {
-        *out = def;
-        return SHOAL_OK;
-    }
-    SH_TRY(parse_int(s, key, kv->val, min, max, out));
-    return SHOAL_OK;
-}
-
-shoal_result sh_cfg_float(sh_cfg_section *s, const char *key, float def, float min, float max,
-                          float *out)
-{
-    cfg_kv *kv = NULL;
-    SH_TRY(note_key(s, key, &kv));
-    if (!kv) {
-        *out = def;
-        return SHOAL_OK;
-    }
-    SH_TRY(parse_float(s, key, kv->val, min, max, out));
-    return SHOAL_OK;
-}
-
-shoal_result sh_cfg_str(sh_cfg_section *s, const char *key, const char *def, const char **out)
-{
-    cfg_kv *kv = NULL;
-    SH_TRY(note_key(s, key, &kv));
-    *out = kv ? kv->val : def;
-    return SHOAL_OK;
-}
-
-/* Split a comma list into items, calling each(item) on a scratch copy. */
-typedef shoal_result (*item_fn)(const sh_cfg_section *s, const char *key, const char *item,
-                                void *out, int i);
-
-static shoal_result parse_list(sh_cfg_section *s, const char *key, int max, int *n, item_fn fn,
-                               void *out)
-{
-    cfg_kv *kv = NULL;
-    *n = 0;
-    SH_TRY(note_key(s, key, &kv));
-    unmark_defaulted(s, key);  /* a list has no default value to fall back to */
-    if (!kv) return SHOAL_OK;
-    char item[128];
-    const char *p = kv->val;
-    int count = 0;
-    for (;;) {
-        const char *comma = strchr(p, ',');
-        size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        if (len == 0)
-            return sh_cfg_fail_at(s, key, SHOAL_ERR_FORMAT,
-                                  "%s=%s: empty item %d in the list; write values separated by "
-                                  "single commas",
-                                  key, kv->val, count + 1);
-        if (count >= max)
-            return sh_cfg_fail_at(s, key, SHOAL_ERR_FORMAT,
-                                  "%s=%s: more than %d values; shoal takes at most %d here", key,
-                                  kv->val, max, max);
-        if (len >= sizeof item)
-            return sh_cfg_fail_at(s, key, SHOAL_ERR_FORMAT,
-                                  "%s: item %d is %zu characters long; that is not a number",
-                                  key, count + 1, len);
-        memcpy(item, p, len);
-        item[len] = 0;
-        SH_TRY(fn(s, key, item, out, count));
-        count++;
-        if (!comma) break;
-        p = comma + 1;
-    }
-    *n = count;
-    return SHOAL_OK;
-}
-
-static shoal_result int_item(const sh_cfg_section *s, const char *key, const char *item,
-                             void *out, int i)
-{
-    return parse_int(s, key, item, INT_MIN, INT_MAX, (int *)out + i);
-}
-
-static shoal_result float_item(const sh_cfg_section *s, const char *key, const char *item,
-                               void *out, int i)
-{
-    return parse_float(s, key, item, -HUGE_VALF, HUGE_VALF, (float *)out + i);
-}
-
-shoal_result sh_cfg_int_list(sh_cfg_section *s, const char *key, int *out, int max, int *n)
-{
-    SH_TRY(parse_list(s, key, max, n, int_item, out));
-    return SHOAL_OK;
-}
-
-shoal_result sh_cfg_float_list(sh_cfg_section *s, const char *key, float *out, int max, int *n)
-{
-    SH_TRY(parse_list(s, key, max, n, float_item, out));
-    return SHOAL_OK;
-}
-
-int sh_cfg_has(sh_cfg_section *s, const char *key)
-{
-    cfg_kv *kv = NULL;
-    /* Out of memory only costs a did-you-mean candidate; the pair is still marked used. */
-    if (note_key(s, key, &kv) != SHOAL_OK) {
-        sh_err_clear();
-        kv = find_kv(s, key);
-        if (kv) kv->used = 1;
-    }
-    unmark_defaulted(s, key);
-    return kv != NULL;
 }
 
 /* --- unknown keys ------------------------------------------------------------------------ */
@@ -698,9 +462,9 @@ static void log_ignored(sh_cfg_section *s, const cfg_kv *kv, int augments, char 
     for (int i = 0; i < cfg->nignored; i++)
         if (strcmp(cfg->ignored_logged[i], kv->key) == 0) return;
     char *copy = NULL;
-    if (grow((void **)&cfg->ignored_logged, &cfg->cap_ignored, cfg->nignored + 1,
+    if (sh_cfg_grow((void **)&cfg->ignored_logged, &cfg->cap_ignored, cfg->nignored + 1,
              sizeof *cfg->ignored_logged, "ignored-key list") == SHOAL_OK &&
-        dup_str(kv->key, strlen(kv->key), &copy) == SHOAL_OK)
+        sh_cfg_dup_str(kv->key, strlen(kv->key), &copy) == SHOAL_OK)
         cfg->ignored_logged[cfg->nignored++] = copy;
     else
         sh_err_clear();  /* only costs a repeated log line */
@@ -771,7 +535,7 @@ shoal_result sh_cfg_create(const char *path, sh_cfg **out)
     *out = NULL;
     sh_cfg *cfg = calloc(1, sizeof *cfg);
     if (!cfg) return SH_FAIL(SHOAL_ERR_NOMEM, "cfg: out of memory for %s", path);
-    shoal_result rc = dup_str(path, strlen(path), &cfg->path);
+    shoal_result rc = sh_cfg_dup_str(path, strlen(path), &cfg->path);
     if (rc != SHOAL_OK) {
         free(cfg);
         return rc;
@@ -789,15 +553,15 @@ shoal_result sh_cfg_add_section(sh_cfg *cfg, const char *name, int line, sh_cfg_
 
 shoal_result sh_cfg_add_key(sh_cfg_section *s, const char *key, const char *value, int line)
 {
-    if (find_kv(s, key))
+    if (sh_cfg_find_kv(s, key))
         return SH_FAIL(SHOAL_ERR_INTERNAL, "%s:%d: [%s] key %s set twice while translating the model",
                        s->cfg->path, line, s->name, key);
-    SH_TRY(grow((void **)&s->kv, &s->cap_kv, s->nkv + 1, sizeof *s->kv, "key list"));
+    SH_TRY(sh_cfg_grow((void **)&s->kv, &s->cap_kv, s->nkv + 1, sizeof *s->kv, "key list"));
     cfg_kv *kv = &s->kv[s->nkv];
     memset(kv, 0, sizeof *kv);
     kv->line = line;
-    SH_TRY(dup_str(key, strlen(key), &kv->key));
-    shoal_result rc = dup_str(value, strlen(value), &kv->val);
+    SH_TRY(sh_cfg_dup_str(key, strlen(key), &kv->key));
+    shoal_result rc = sh_cfg_dup_str(value, strlen(value), &kv->val);
     if (rc != SHOAL_OK) {
         free(kv->key);
         return rc;

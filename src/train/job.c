@@ -1,7 +1,8 @@
 /* job.c — one process's part of a training job: alone, or a rank of the job's communicator
  * in the role its layout gives it (data-parallel rank, parameter server or worker, pipeline
  * stage, tensor-parallel rank, hybrid rank); every role that trains runs one way, a row of hooks.
- * Not here: flags (src/cli/cmd_train.c), the trainer (trainer.c), the strategies (dp/, ps/, mp/).
+ * Not here: flags (src/cli/cmd_train.c), the trainer (trainer.c), the data-parallel row's strategy
+ * and figures (dp/job_dp.c), the strategies (dp/, ps/, mp/).
  * Proved by tests/cli/test_train_dp.c, test_train_ps.c, test_train_pipeline_tp.c, tests/train/test_api.c. */
 #include "train/job.h"
 
@@ -19,7 +20,6 @@
 #include "nn/cfg.h"
 #include "train/mp/mp.h"
 #include "train/plan/auto.h"
-#include "train/solver/sandblaster.h"
 #include "train/run_files.h"
 #include "train/ps/layout.h"
 #include "train/timeline.h"
@@ -129,8 +129,7 @@ shoal_result sh_job_replica_batch(const sh_job_opts *o, int replicas, int *batch
     return SHOAL_OK;
 }
 
-/* The whole net at batch images (0: the cfg's), for a role that trains or serves all of it. */
-static shoal_result whole_net(const sh_job_opts *o, int *batch, sh_net **out)
+shoal_result sh_job_whole_net(const sh_job_opts *o, int *batch, sh_net **out)
 {
     if (!*batch) SH_TRY(sh_net_cfg_batch(o->train.cfg_path, batch));
     return sh_net_load(o->train.cfg_path, *batch, o->train.seed, out);
@@ -185,15 +184,6 @@ static shoal_result run_alone(const sh_job_opts *o_in, sh_job_report *r)
     return rc;
 }
 
-/* --solver lbfgs's options from the job's. */
-static sh_lbfgs_opts lbfgs_opts(const sh_job_opts *o)
-{
-    sh_lbfgs_opts lo;
-    sh_lbfgs_opts_default(&lo);
-    if (o->lbfgs_history > 0) lo.history = o->lbfgs_history;
-    return lo;
-}
-
 static shoal_result train_alone(const sh_job_opts *o, sh_job_report *r)
 {
     if (o->layout == SH_LAYOUT_PARAM_SERVER)
@@ -203,8 +193,7 @@ static shoal_result train_alone(const sh_job_opts *o, sh_job_report *r)
         SH_LOG_W("train", "--compress/--sfb: one process has no gradients to send; training uncompressed");
     sh_train_opts to = o->train;
     sh_strategy *st = NULL;
-    sh_lbfgs_opts lo = lbfgs_opts(o);
-    shoal_result rc = o->lbfgs ? sh_strategy_lbfgs_create(NULL, &lo, &st) : SHOAL_OK;
+    shoal_result rc = o->lbfgs ? sh_job_dp_lbfgs_create(o, NULL, &st) : SHOAL_OK;
     to.strategy = st; /* NULL: the trainer's single-process strategy */
     sh_trainer *t = NULL;
     if (rc == SHOAL_OK) rc = sh_trainer_create(&to, &t);
@@ -317,7 +306,7 @@ static shoal_result run_ps_server(const sh_job_opts *o, shoal_comm *c, sh_job_re
     }
     sh_net *model = NULL;
     int batch = o->train.batch;
-    SH_TRY(whole_net(o, &batch, &model));
+    SH_TRY(sh_job_whole_net(o, &batch, &model));
     shoal_result rc = SHOAL_OK;
     /* --weights: the servers' shards start from the file (workers pull them) */
     if (o->train.weights_path && !o->train.resume_path) rc = sh_snapshot_load_weights(model, o->train.weights_path);
@@ -374,51 +363,6 @@ static int tensor_width(const sh_job_opts *o) { return o->tensor_ranks > 1 ? o->
 static int pipe_replicas(const sh_job_opts *o, int world) { return world / (o->stages * tensor_width(o)); }
 static int tp_replicas(const sh_job_opts *o, int world) { return world / o->tensor_ranks; }
 
-shoal_result sh_job_dp_create(const sh_job_opts *o, shoal_comm *c, int batch, sh_strategy **st, sh_net **net)
-{
-    SH_TRY(whole_net(o, &batch, net));
-    if (o->lbfgs) { /* the ranks sum their shards for rank 0's L-BFGS (solver/sandblaster.c) */
-        sh_lbfgs_opts lo = lbfgs_opts(o);
-        return sh_strategy_lbfgs_create(c, &lo, st);
-    }
-    if (o->hogwild) return sh_strategy_hogwild_create(c, batch, st);
-    if (o->quorum > 0) return sh_strategy_quorum_create(c, batch, o->quorum, st);
-    sh_dp_opts dopts = {o->bucket_mb, batch};
-    SH_TRY(sh_strategy_allreduce_create(c, &dopts, st));
-    if (o->elastic_min > 0) sh_strategy_allreduce_elastic(*st);
-    sh_strategy_allreduce_compress(*st, &o->codec, o->sfb, o->train.cfg_path);
-    return SHOAL_OK;
-}
-
-/* Every rank's figures, and images/s from the work every rank did (these ranks step at their
- * own rates: rank 0 counted its own steps x every rank's batch). */
-static void straggler_figures(const sh_job_opts *o, sh_strategy *st, sh_job_report *r)
-{
-    if (o->hogwild) {
-        sh_strategy_hogwild_stats(st, &r->hogwild);
-        r->has_hogwild = 1;
-        if (r->hogwild.images_per_s > 0) r->train.images_per_s = r->hogwild.images_per_s;
-        return;
-    }
-    sh_strategy_quorum_stats(st, &r->quorum);
-    r->has_quorum = 1;
-    if (r->quorum.images_per_s > 0) r->train.images_per_s = r->quorum.images_per_s;
-}
-
-shoal_result sh_job_dp_finish(const sh_job_opts *o, shoal_comm *c, sh_strategy *st, sh_job_report *r, int *reports)
-{
-    (void)c, (void)reports;
-    if (o->lbfgs) return SHOAL_OK;
-    if (o->hogwild || o->quorum > 0) {
-        straggler_figures(o, st, r);
-        return SHOAL_OK;
-    }
-    sh_strategy_allreduce_profile(st, &r->dp_profile);
-    r->has_dp_profile = o->train.profile;
-    r->has_comm_stats = r->dp_profile.compressed;
-    return SHOAL_OK;
-}
-
 /* A worker whose replica is model-parallel (DistBelief): the layout on the workers'
  * communicator, its part's place in the servers' vector, the servers that hold it. */
 static shoal_result ps_layout_create(const sh_job_opts *o, shoal_comm *c, int batch, sh_strategy **st, sh_net **net)
@@ -452,7 +396,7 @@ static shoal_result ps_layout_create(const sh_job_opts *o, shoal_comm *c, int ba
 static shoal_result ps_create(const sh_job_opts *o, shoal_comm *c, int batch, sh_strategy **st, sh_net **net)
 {
     if (over_layout(o)) return ps_layout_create(o, c, batch, st, net);
-    SH_TRY(whole_net(o, &batch, net));
+    SH_TRY(sh_job_whole_net(o, &batch, net));
     sh_ps_config cfg = ps_config(o, sh_net_get_config(*net));
     cfg.nparams = sh_net_nparams(*net); /* workers do not apply the optimizer: no decay ranges */
     if (!o->sfb) return sh_strategy_ps_create(c, &cfg, &o->worker, st);

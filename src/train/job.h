@@ -1,7 +1,7 @@
 /* job.h — a training job as a library: where this process stands (alone, or one rank of a
  * job its launcher started), the layout that gives each rank its role, the batch and
  * learning-rate scaling, and the report.
- * Not here: flags, signals and printing (src/cli/cmd_train.c), the roles (job.c), the strategies.
+ * Not here: flags, signals and printing (src/cli/cmd_train.c), the roles (job.c, dp/job_dp.c), the strategies.
  * Proved by tests/cli/test_train_dp.c, test_train_ps.c and tests/train/test_api.c. */
 #ifndef SH_JOB_H
 #define SH_JOB_H
@@ -141,12 +141,16 @@ int sh_job_is_launched(void);
  * name the rank ("rank 2: ...") and what to do; r is filled as far as the run got. */
 shoal_result sh_job_run(const sh_job_opts *o, sh_job_report *r);
 
-/* For the elastic run (elastic.c), job.c's data-parallel row: the strategy and the net at
- * batch images a replica, compression set up (elastic when o->elastic_min > 0); the figures
- * after training; the batch a replica gets of train.batch (or the cfg's) under --scaling. */
+/* The data-parallel row (dp/job_dp.c), for job.c and the elastic run (elastic.c): the strategy
+ * and the net at batch images a replica, compression set up (elastic when o->elastic_min > 0);
+ * the figures after training; --solver lbfgs's strategy from the job's options (c NULL: alone).
+ * The batch a replica gets of train.batch (or the cfg's) under --scaling; the whole net at
+ * *batch images (0: the cfg's, written back) for a role that trains or serves all of it. */
 shoal_result sh_job_dp_create(const sh_job_opts *o, shoal_comm *c, int batch, sh_strategy **st, sh_net **net);
 shoal_result sh_job_dp_finish(const sh_job_opts *o, shoal_comm *c, sh_strategy *st, sh_job_report *r, int *reports);
+shoal_result sh_job_dp_lbfgs_create(const sh_job_opts *o, shoal_comm *c, sh_strategy **st);
 shoal_result sh_job_replica_batch(const sh_job_opts *o, int replicas, int *batch);
+shoal_result sh_job_whole_net(const sh_job_opts *o, int *batch, sh_net **out);
 /* An elastic data-parallel job (elastic.c): trains on *c, and after a lost rank or for ranks
  * waiting to join regroups (*c replaced) and goes on from the last step all kept. */
 shoal_result sh_elastic_run(const sh_job_opts *o, shoal_comm **c, sh_job_report *r);

@@ -11,10 +11,10 @@
 #include <string.h>
 
 #include "check.h"
-#include "io/checkpoint.h"
+#include "lib/ckpt_read.h"
+#include "lib/cli_usage_checks.h"
 #include "lib/layout_cfgs.h"
 #include "lib/run.h"
-#include "nn/net.h"
 #include "shoal/result.h"
 #include "train/tiny_data.h"
 
@@ -23,30 +23,12 @@ static const char deep_cfg[] = SH_TEST_STAGED_CFG;
 
 static int run(const char *args) { return sh_test_shoal_in(dir, "SHOAL_TIMEOUT=20000", "train", args, out, sizeof out); }
 
-/* The whole model's parameters in dir/file (a checkpoint of dir/cfg), malloc'd. */
-static float *load_params(const char *cfg, const char *file, size_t *n)
-{
-    char path[600];
-    snprintf(path, sizeof path, "%s/%s", dir, cfg);
-    sh_net *net = NULL;
-    if (sh_net_load(path, 0, 1, &net) != SHOAL_OK) return NULL;
-    *n = sh_net_nparams(net);
-    sh_net_destroy(net);
-    float *p = malloc(*n * sizeof(float) + 1);
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    sh_ckpt_section s = {"params", p, *n * sizeof(float)};
-    if (!p || sh_ckpt_load(path, &s, 1) != SHOAL_OK) {
-        free(p);
-        return NULL;
-    }
-    return p;
-}
-
 /* The largest |a - b| / (|b| + 1e-3) over two checkpoints' parameters; 1e9 when unreadable. */
 static double worst(const char *cfg, const char *a, const char *b)
 {
     size_t n = 0, m = 0;
-    float *x = load_params(cfg, a, &n), *y = load_params(cfg, b, &m);
+    float *x = sh_test_ckpt_section(dir, cfg, a, "params", &n);
+    float *y = sh_test_ckpt_section(dir, cfg, b, "params", &m);
     double w = x && y && n == m ? 0 : 1e9;
     for (size_t i = 0; x && y && n == m && i < n; i++) {
         double d = fabs((double)x[i] - y[i]) / (fabs((double)y[i]) + 1e-3);
@@ -149,22 +131,14 @@ static void sfb_sends_factors_and_ends_with_the_servers_weights(void)
 
 static void usage_errors(void)
 {
-    const struct {
-        const char *args, *want;
-    } bad[] = {
+    static const usage_case bad[] = {
         {"--ps --hybrid broadcast -n 2", "--hybrid is its own layout"},
         {"--ps --pipeline 2 --compress fp16 -n 2", "pushes float32 shards"},
         {"--ps --sfb --consistency async -n 2", "use --consistency sync"},
         {"--ps --sfb --quorum 0.5 -n 2", "leave out --quorum or --sfb"},
         {"--ps --tensor-parallel 2 --quorum 0.5 -n 2", "--quorum goes with data parallelism"},
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        char args[512];
-        snprintf(args, sizeof args, "deep.cfg --data . --max-steps 2 %s", bad[i].args);
-        int rc = run(args);
-        CHECK(rc == 2 && strstr(out, bad[i].want) && sh_test_count(out, "\n") == 1, "%s: exit %d: %s", bad[i].args,
-              rc, out);
-    }
+    check_usage_errors(dir, "deep.cfg --data . --max-steps 2", bad, sizeof bad / sizeof bad[0], out, sizeof out);
 }
 
 int main(void)

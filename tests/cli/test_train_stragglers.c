@@ -1,5 +1,5 @@
 /* test_train_stragglers.c — proves `shoal train --hogwild` (src/train/dp/hogwild.c) and
- * `--quorum F` (dp/quorum.c; the parameter server's in ps/server.c) end to end, ranks as real
+ * `--quorum F` (dp/quorum.c; the parameter server's in ps/server_rounds.c) end to end, ranks as real
  * processes: hogwild trains and reports its staleness, checkpoints and resumes; a quorum of 1
  * is synchronous training bit for bit (data parallel and --ps), one of 0.5 does not wait for
  * a straggler and still learns, resumes bit for bit; a killed rank is named under each; one
@@ -13,9 +13,9 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "io/checkpoint.h"
+#include "lib/ckpt_read.h"
+#include "lib/cli_usage_checks.h"
 #include "lib/run.h"
-#include "nn/net.h"
 #include "shoal/result.h"
 #include "train/tiny_data.h"
 
@@ -38,32 +38,14 @@ static double json(const char *key)
     return doc ? sh_test_json_number(doc, key) : -1;
 }
 
-/* A checkpoint section of dir/cfg's model: params (nparams floats) or optim (n floats). */
-static float *load_section(const char *cfg, const char *file, const char *name, size_t per_param, size_t *n)
-{
-    char path[600];
-    snprintf(path, sizeof path, "%s/%s", dir, cfg);
-    sh_net *net = NULL;
-    if (sh_net_load(path, 0, 1, &net) != SHOAL_OK) return NULL;
-    *n = sh_net_nparams(net) * per_param;
-    sh_net_destroy(net);
-    float *p = malloc(*n * sizeof(float) + 1);
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    sh_ckpt_section s = {name, p, *n * sizeof(float)};
-    if (!p || sh_ckpt_load(path, &s, 1) != SHOAL_OK) {
-        free(p);
-        return NULL;
-    }
-    return p;
-}
-
 /* Two checkpoints of mlp.cfg hold the same parameters and optimizer state, bit for bit. */
 static void same_bits(const char *a, const char *b)
 {
     const char *sec[2] = {"params", "optim"};
     for (int k = 0; k < 2; k++) {
         size_t n = 0, m = 0;
-        float *x = load_section("mlp.cfg", a, sec[k], 1, &n), *y = load_section("mlp.cfg", b, sec[k], 1, &m);
+        float *x = sh_test_ckpt_section(dir, "mlp.cfg", a, sec[k], &n);
+        float *y = sh_test_ckpt_section(dir, "mlp.cfg", b, sec[k], &m);
         CHECK(x && y && n == m && !memcmp(x, y, n * sizeof *x), "%s of %s and %s differ", sec[k], a, b);
         free(x);
         free(y);
@@ -174,9 +156,7 @@ static void one_host_or_a_clear_line(void)
 
 static void usage_errors(void)
 {
-    const struct {
-        const char *args, *want;
-    } bad[] = {
+    static const usage_case bad[] = {
         {"--hogwild --ps -n 2", "--hogwild shares one copy"},
         {"--hogwild --pipeline 2 -n 2", "--hogwild needs whole-model replicas"},
         {"--hogwild --compress fp16 -n 2", "--hogwild sends no gradients"},
@@ -184,13 +164,7 @@ static void usage_errors(void)
         {"--quorum 0 -n 2", "expected the fraction of ranks"},
         {"--quorum 0.5 --hybrid broadcast -n 2", "--quorum goes with data parallelism"},
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        char args[512];
-        snprintf(args, sizeof args, "mlp.cfg --data . --max-steps 2 %s", bad[i].args);
-        int rc = run(args);
-        CHECK(rc == 2 && strstr(out, bad[i].want) && sh_test_count(out, "\n") == 1, "%s: exit %d: %s", bad[i].args,
-              rc, out);
-    }
+    check_usage_errors(dir, "mlp.cfg --data . --max-steps 2", bad, sizeof bad / sizeof bad[0], out, sizeof out);
 }
 
 int main(void)

@@ -1,7 +1,9 @@
 /* ref_check.h — helpers shared by the tests of the unlabelled nets' layers against their
  * references (tests/nn/unlabelled_ref.py: PyTorch, scikit-learn) and against Darknet: write
  * a case (int32 header, float32 arrays), run the reference, read its floats back, compare;
- * Darknet's layer table and .weights size for a cfg (`darknet partial`).
+ * Darknet's layer table and .weights size for a cfg (`darknet partial`); one layer's case against
+ * its reference on one thread and two (ref_layer_queue, ref_layer_check); cases queued
+ * for one run of the reference (ref_queue, ref_run_queued).
  * Static functions only; included by tests/nn/test_layer_deconv.c, test_layer_upsample.c,
  * test_layer_local.c, test_cost.c and test_layer_rbm.c. */
 #ifndef SH_REF_CHECK_H
@@ -76,19 +78,39 @@ static inline void ref_put(ref_case *c, const float *v, size_t count)
     if (c->f) fwrite(v, sizeof *v, count, c->f);
 }
 
-/* Close, run `unlabelled_ref.py kind`, and return its floats (malloc'd, count in *n), or NULL
- * with a failed check naming the output. */
-static inline float *ref_run(ref_case *c, const char *kind, size_t *n)
+/* Cases queued for one run of the reference: each run imports torch, which takes seconds. */
+static char ref_queued[16384];
+
+/* Close the case and queue it for the next ref_run_queued as `kind`. */
+static inline void ref_queue(ref_case *c, const char *kind)
 {
-    char out_path[600], cmd[2048], msg[4096];
     fclose(c->f);
     c->f = NULL;
+    char out_path[600];
     snprintf(out_path, sizeof out_path, "%s.out", c->path);
-    snprintf(cmd, sizeof cmd, REF_PY " %s %s %s 2>&1", kind, c->path, out_path);
+    remove(out_path); /* a case that fails leaves no floats of an earlier run behind */
+    size_t at = strlen(ref_queued);
+    snprintf(ref_queued + at, sizeof ref_queued - at, " %s %s %s.out", kind, c->path, c->path);
+}
+
+/* Run unlabelled_ref.py once over every queued case; a failure is a failed check naming its
+ * output. The queue is empty after. */
+static inline void ref_run_queued(void)
+{
+    char cmd[sizeof ref_queued + 128], msg[4096];
+    snprintf(cmd, sizeof cmd, REF_PY "%s 2>&1", ref_queued);
     int rc = sh_test_run(cmd, msg, sizeof msg);
-    CHECK(rc == 0, "unlabelled_ref.py %s: %s", kind, msg);
+    CHECK(rc == 0, "unlabelled_ref.py%s: %s", ref_queued, msg);
+    ref_queued[0] = 0;
+}
+
+/* A queued case's floats once the reference ran (malloc'd, count in *n), or NULL. */
+static inline float *ref_result(const ref_case *c, size_t *n)
+{
+    char out_path[600];
+    snprintf(out_path, sizeof out_path, "%s.out", c->path);
     *n = 0;
-    FILE *f = rc == 0 ? fopen(out_path, "rb") : NULL;
+    FILE *f = fopen(out_path, "rb");
     if (!f) return NULL;
     fseek(f, 0, SEEK_END);
     long nbytes = ftell(f);
@@ -97,6 +119,15 @@ static inline float *ref_run(ref_case *c, const char *kind, size_t *n)
     *n = v ? fread(v, sizeof *v, (size_t)nbytes / sizeof *v, f) : 0;
     fclose(f);
     return v;
+}
+
+/* Close, run `unlabelled_ref.py kind` on this case alone, and return its floats (malloc'd,
+ * count in *n), or NULL with a failed check naming the output. */
+static inline float *ref_run(ref_case *c, const char *kind, size_t *n)
+{
+    ref_queue(c, kind);
+    ref_run_queued();
+    return ref_result(c, n);
 }
 
 /* The largest |a - b| / (1 + |b|) over count values, and check it is within tol. */
@@ -188,6 +219,88 @@ static inline void ref_weights_round_trip(const char *name, const char *text)
     CHECK(sh_test_run(cmd, out, sizeof out) == 0 && !strncmp(out, "same", 4), "%s: the re-saved file differs", name);
     sh_net_destroy(a);
     sh_net_destroy(b);
+}
+
+/* One layer's case against unlabelled_ref.py's `kind`: text is a net of that layer alone and
+ * a [cost] type=sse, words its 8 numbers (N C H W F S stride pad; N the batch). ref_layer_queue
+ * draws the input, target and weights and queues the case (i: its number, for its file); after
+ * ref_run_queued, ref_layer_check runs shoal on one thread and on two, each compared with the
+ * reference: output, loss, the weight and bias gradients, the input gradient (within 1e-5);
+ * shape gets the layer's output C, H, W for the caller's own checks. */
+typedef struct {
+    const char *kind;
+    char text[512];
+    int words[8];
+    ref_case rc;
+    float *x, *t;   /* (N, C, H, W), (N, output) */
+} ref_layer;
+
+static inline size_t ref_layer_nx(const ref_layer *l)
+{
+    return (size_t)l->words[0] * l->words[1] * l->words[2] * l->words[3];
+}
+
+static inline void ref_layer_queue(ref_layer *l, const char *kind, const char *text, const int words[8], int i)
+{
+    memset(l, 0, sizeof *l);
+    l->kind = kind;
+    snprintf(l->text, sizeof l->text, "%s", text);
+    memcpy(l->words, words, sizeof l->words);
+    sh_net *n = ref_net(text, words[0], 3);
+    if (!n) return;
+    int c, h, w;
+    sh_net_layer_shape(n, 0, &c, &h, &w);
+    size_t nx = ref_layer_nx(l), ny = (size_t)words[0] * c * h * w, np = sh_net_nparams(n);
+    l->x = malloc(nx * 4);
+    l->t = malloc(ny * 4);
+    ref_random(l->x, nx, 1, -1, 1);
+    ref_random(l->t, ny, 2, -1, 1);
+    ref_random(sh_net_params(n), np, 4, -0.5f, 0.5f);
+    char name[64];
+    snprintf(name, sizeof name, "%s-%d", kind, i);
+    if (ref_open(&l->rc, name, words, 8)) {
+        ref_put(&l->rc, l->x, nx);
+        ref_put(&l->rc, l->t, ny);
+        ref_put(&l->rc, sh_net_params(n), np); /* in shoal's order, which the reference reads */
+        ref_queue(&l->rc, kind);
+    }
+    sh_net_destroy(n);
+}
+
+static inline void ref_layer_check(ref_layer *l, int shape[3])
+{
+    size_t got = 0;
+    float *ref = l->x && l->rc.path[0] ? ref_result(&l->rc, &got) : NULL;
+    shape[0] = shape[1] = shape[2] = 0;
+    for (int threads = 1; l->x && threads <= 2; threads++) {
+        sh_net *n = ref_net(l->text, l->words[0], 3);
+        if (!n) break;
+        sh_net_set_threads(n, threads);
+        sh_net_layer_shape(n, 0, &shape[0], &shape[1], &shape[2]);
+        size_t nx = ref_layer_nx(l), ny = (size_t)l->words[0] * shape[0] * shape[1] * shape[2];
+        size_t np = sh_net_nparams(n);
+        if (threads == 1) CHECK(got == ny + 1 + np + nx, "%s: the reference gave %zu floats", l->kind, got);
+        ref_random(sh_net_params(n), np, 4, -0.5f, 0.5f);
+        CHECK_OK(sh_net_set_target(n, l->t));
+        sh_net_want_input_delta(n, 1);
+        CHECK_OK(sh_net_forward(n, l->x, l->words[0], 1));
+        float loss = sh_net_loss(n, NULL);
+        CHECK_OK(sh_net_backward(n, NULL, NULL));
+        if (ref && got == ny + 1 + np + nx) {
+            char what[128];
+            snprintf(what, sizeof what, "%s S=%d stride=%d pad=%d, %d thread(s): output", l->kind, l->words[5],
+                     l->words[6], l->words[7], threads);
+            ref_compare(what, sh_net_output(n), ref, ny, 1e-5);
+            ref_compare("loss", &loss, ref + ny, 1, 1e-5);
+            ref_compare("weight and bias gradients", sh_net_grads(n), ref + ny + 1, np, 1e-5);
+            ref_compare("input gradient", sh_net_input_delta(n), ref + ny + 1 + np, nx, 1e-5);
+        }
+        sh_net_destroy(n);
+    }
+    free(ref);
+    free(l->x);
+    free(l->t);
+    l->x = l->t = NULL;
 }
 
 #endif

@@ -11,51 +11,16 @@ typedef struct {
     int n, c, h, w, f, s, stride, pad;
 } deconv_case;
 
-static void one_case(const deconv_case *k, int threads)
+/* W (C, F, S, S) then b (F): ConvTranspose2d's layout, which the reference reads. */
+static void queue_case(ref_layer *l, const deconv_case *k, int i)
 {
     char text[512];
     snprintf(text, sizeof text,
              "[net]\nbatch=%d\nchannels=%d\nheight=%d\nwidth=%d\n"
              "[deconvolutional]\nfilters=%d\nsize=%d\nstride=%d\npadding=%d\nactivation=linear\n"
              "[cost]\ntype=sse\n", k->n, k->c, k->h, k->w, k->f, k->s, k->stride, k->pad);
-    sh_net *n = ref_net(text, k->n, 3);
-    if (!n) return;
-    sh_net_set_threads(n, threads);
-    int oc, oh, ow;
-    sh_net_layer_shape(n, 0, &oc, &oh, &ow);
-    CHECK(oh == (k->h - 1) * k->stride + k->s - 2 * k->pad && ow == (k->w - 1) * k->stride + k->s - 2 * k->pad,
-          "output %dx%d", oh, ow);
-    size_t nx = (size_t)k->n * k->c * k->h * k->w, ny = (size_t)k->n * oc * oh * ow, np = sh_net_nparams(n);
-    float *x = malloc(nx * 4), *t = malloc(ny * 4);
-    ref_random(x, nx, 1, -1, 1);
-    ref_random(t, ny, 2, -1, 1);
-    ref_random(sh_net_params(n), np, 4, -0.5f, 0.5f);
     int words[8] = {k->n, k->c, k->h, k->w, k->f, k->s, k->stride, k->pad};
-    ref_case rc;
-    if (!ref_open(&rc, "deconv", words, 8)) return;
-    ref_put(&rc, x, nx);
-    ref_put(&rc, t, ny);
-    ref_put(&rc, sh_net_params(n), np); /* W (C, F, S, S) then b (F): ConvTranspose2d's layout */
-    size_t got = 0;
-    float *ref = ref_run(&rc, "deconv", &got);
-    CHECK(got == ny + 1 + np + nx, "reference gave %zu floats", got);
-    CHECK_OK(sh_net_set_target(n, t));
-    sh_net_want_input_delta(n, 1);
-    CHECK_OK(sh_net_forward(n, x, k->n, 1));
-    float loss = sh_net_loss(n, NULL);
-    CHECK_OK(sh_net_backward(n, NULL, NULL));
-    if (ref && got == ny + 1 + np + nx) {
-        char what[96];
-        snprintf(what, sizeof what, "S=%d stride=%d pad=%d, %d thread(s): output", k->s, k->stride, k->pad, threads);
-        ref_compare(what, sh_net_output(n), ref, ny, 1e-5);
-        ref_compare("loss", &loss, ref + ny, 1, 1e-5);
-        ref_compare("weight and bias gradients", sh_net_grads(n), ref + ny + 1, np, 1e-5);
-        ref_compare("input gradient", sh_net_input_delta(n), ref + ny + 1 + np, nx, 1e-5);
-    }
-    free(ref);
-    free(x);
-    free(t);
-    sh_net_destroy(n);
+    ref_layer_queue(l, "deconv", text, words, i);
 }
 
 static void matches_pytorch_conv_transpose(void)
@@ -68,8 +33,17 @@ static void matches_pytorch_conv_transpose(void)
         {2, 3, 5, 4, 4, 3, 2, 1}, {3, 2, 4, 4, 3, 4, 2, 1}, {2, 4, 3, 5, 2, 2, 2, 0}, {5, 3, 6, 6, 5, 1, 1, 0},
         {2, 1, 7, 7, 1, 3, 1, 1}, {4, 2, 3, 3, 3, 5, 3, 2},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        for (int threads = 1; threads <= 2; threads++) one_case(&cases[i], threads);
+    enum { NCASES = sizeof cases / sizeof cases[0] };
+    ref_layer l[NCASES];
+    for (int i = 0; i < NCASES; i++) queue_case(&l[i], &cases[i], i);
+    ref_run_queued();
+    for (int i = 0; i < NCASES; i++) {
+        const deconv_case *k = &cases[i];
+        int shape[3];
+        ref_layer_check(&l[i], shape);
+        CHECK(shape[1] == (k->h - 1) * k->stride + k->s - 2 * k->pad &&
+              shape[2] == (k->w - 1) * k->stride + k->s - 2 * k->pad, "output %dx%d", shape[1], shape[2]);
+    }
 }
 
 static void batch_norm_and_activations_match_finite_differences(void)

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""unlabelled_ref.py KIND IN OUT — the reference half of tests/nn/test_layer_deconv.c,
+"""unlabelled_ref.py KIND IN OUT [KIND IN OUT ...] — the reference half of tests/nn/test_layer_deconv.c,
 test_layer_upsample.c, test_layer_local.c, test_cost.c and test_layer_rbm.c.
 
 IN holds int32 header words then float32 arrays (see each reader below); OUT gets float32 results.
@@ -138,5 +138,7 @@ def rbm(raw, dst):
 
 
 if __name__ == "__main__":
-    kind, src, dst = sys.argv[1:4]
-    {"deconv": deconv, "upsample": upsample, "local": local, "cost": cost, "rbm": rbm}[kind](read(src), dst)
+    # KIND SRC DST, once or more: one process imports torch once for a test's cases
+    for i in range(1, len(sys.argv) - 2, 3):
+        kind, src, dst = sys.argv[i:i + 3]
+        {"deconv": deconv, "upsample": upsample, "local": local, "cost": cost, "rbm": rbm}[kind](read(src), dst)

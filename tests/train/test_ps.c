@@ -1,4 +1,4 @@
-/* test_ps.c — proves the parameter server (src/train/ps/server.c, ps/client.c) with real
+/* test_ps.c — proves the parameter server (src/train/ps/server.c, server_rounds.c, ps/client.c) with real
  * processes: sync equals allreduce training, SSP's staleness bound holds and fast workers
  * wait, async never waits, dead workers are dropped (async) or stop the job (sync),
  * malformed pushes are refused without touching the parameters, and a worker started with

@@ -26,8 +26,9 @@
 #include "base/util.h"
 #include "nn/net.h"
 #include "train/dp/allreduce.h"
+#include "train/dp/shared.h"
 
-enum { HW_LINE = 64 };
+enum { HW_LINE = SH_DP_SHARED_LINE };
 
 typedef struct {
     int64_t updates, staleness_sum, staleness_max;
@@ -48,34 +49,21 @@ static uint64_t *counter(const hw_state *h) { return (uint64_t *)h->ctl; }
 
 static hw_rank_line *line_of(const hw_state *h, int rank) { return (hw_rank_line *)(h->ctl + HW_LINE * (1 + rank)); }
 
-static size_t ctl_nbytes(int world) { return ((size_t)HW_LINE * (size_t)(1 + world) + 4095) / 4096 * 4096; }
-
 static shoal_result attach(sh_strategy *s, sh_net *net)
 {
     hw_state *h = s->impl;
     int world = shoal_comm_world(h->c), rank = shoal_comm_rank(h->c);
     SH_TRY(sh_dp_check_same(h->c, net, h->batch));
-    size_t nparams = sh_net_nparams(net), at = ctl_nbytes(world);
+    size_t nparams = sh_net_nparams(net), at = sh_dp_shared_ctl_nbytes(world);
     shoal_window *w = NULL;
-    shoal_result rc = shoal_window_create(h->c, at + nparams * sizeof(float) + 64, nparams * sizeof(float) + 64, &w);
-    if (rc == SHOAL_ERR_UNSUPPORTED) {
-        char why[512];
-        snprintf(why, sizeof why, "%s", shoal_last_error_message());
-        return SH_FAIL(SHOAL_ERR_INVALID, "--hogwild needs every rank on one host, sharing one copy of the weights "
-                       "(%s); across hosts use data parallelism, or --ps --consistency async", why);
-    }
-    if (rc != SHOAL_OK) {
-        sh_err_prefix("--hogwild: the shared weights: ");
-        return rc;
-    }
+    SH_TRY(sh_dp_shared_window(h->c, at + nparams * sizeof(float) + 64, nparams * sizeof(float) + 64, "--hogwild",
+                               "--hogwild", "sharing one copy of the weights",
+                               "data parallelism, or --ps --consistency async", &w));
     h->ctl = shoal_window_common(w);
     sh_net_use_blocks(net, (float *)(h->ctl + at), shoal_window_block(w, rank), rank == 0);
     h->params = sh_net_params(net);
     h->grads = sh_net_grads(net);
-    size_t nstats = 0;
-    float *stats = sh_net_stats(net, &nstats);
-    if (nstats) SH_TRY(shoal_broadcast(h->c, stats, stats, nstats, SHOAL_FLOAT32, 0));
-    SH_TRY(shoal_barrier(h->c)); /* nobody reads the weights before rank 0 put them there */
+    SH_TRY(sh_dp_shared_start(h->c, net)); /* nobody reads the weights before rank 0 put them there */
     s->applies_update = 1;
     SH_LOG_I("train", "hogwild over %d ranks: %zu parameters in one shared copy, each rank updating it on its own",
              world, nparams);
@@ -169,21 +157,10 @@ static const sh_strategy_ops hogwild_ops = {
 
 shoal_result sh_strategy_hogwild_create(shoal_comm *c, int batch, sh_strategy **out)
 {
-    *out = NULL;
-    sh_strategy *s = NULL;
-    hw_state *h = NULL;
-    SH_TRY(sh_calloc(1, sizeof *s, (void **)&s));
-    if (sh_calloc(1, sizeof *h, (void **)&h) != SHOAL_OK) {
-        free(s);
-        return SHOAL_ERR_NOMEM;
-    }
+    SH_TRY(sh_dp_shared_create(c, &hogwild_ops, sizeof(hw_state), out));
+    hw_state *h = (*out)->impl;
     h->c = c;
     h->batch = batch;
-    s->ops = &hogwild_ops;
-    s->impl = h;
-    s->rank = s->job_rank = shoal_comm_rank(c);
-    s->world = s->job_world = shoal_comm_world(c);
-    *out = s;
     return SHOAL_OK;
 }
 

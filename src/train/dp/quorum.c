@@ -44,8 +44,9 @@
 #include "base/util.h"
 #include "nn/net.h"
 #include "train/dp/allreduce.h"
+#include "train/dp/shared.h"
 
-enum { Q_LINE = 64, Q_CHECK_NS = 2000000 /* a waiting rank looks around every 2 ms */ };
+enum { Q_LINE = SH_DP_SHARED_LINE, Q_CHECK_NS = 2000000 /* a waiting rank looks around every 2 ms */ };
 
 typedef struct {
     uint32_t lock;
@@ -78,7 +79,6 @@ typedef struct {
 
 static q_head *head(const q_state *h) { return (q_head *)h->ctl; }
 static q_line *line_of(const q_state *h, int r) { return (q_line *)(h->ctl + Q_LINE * (1 + r)); }
-static size_t ctl_nbytes(int world) { return ((size_t)Q_LINE * (size_t)(1 + world) + 4095) / 4096 * 4096; }
 
 static void pause_briefly(int tries)
 {
@@ -214,22 +214,13 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
     SH_TRY(sh_env_long("SHOAL_TIMEOUT", &h->timeout_ms));
     h->n = sh_net_nparams(net);
     h->npad = (h->n + 15) / 16 * 16;
-    size_t nstate = 0, at = ctl_nbytes(h->N);
+    size_t nstate = 0, at = sh_dp_shared_ctl_nbytes(h->N);
     float *mine_state = sh_optim_state(s->opt, &nstate);
     size_t spad = (nstate + 15) / 16 * 16;
     shoal_window *w = NULL;
-    shoal_result rc = shoal_window_create(h->c, at + (2 * h->npad + spad + 16) * sizeof(float),
-                                          (3 * h->npad + 16) * sizeof(float), &w);
-    if (rc == SHOAL_ERR_UNSUPPORTED) {
-        char why[512];
-        snprintf(why, sizeof why, "%s", shoal_last_error_message());
-        return SH_FAIL(SHOAL_ERR_INVALID, "--quorum with data parallelism needs every rank on one host (the "
-                       "gradients meet in shared memory: %s); across hosts use --ps --consistency sync --quorum F", why);
-    }
-    if (rc != SHOAL_OK) {
-        sh_err_prefix("--quorum: the shared weights: ");
-        return rc;
-    }
+    SH_TRY(sh_dp_shared_window(h->c, at + (2 * h->npad + spad + 16) * sizeof(float), (3 * h->npad + 16) * sizeof(float),
+                               "--quorum", "--quorum with data parallelism", "the gradients meet in shared memory",
+                               "--ps --consistency sync --quorum F", &w));
     h->ctl = shoal_window_common(w);
     h->W = (float *)(h->ctl + at);
     h->U = h->W + h->npad;
@@ -248,10 +239,7 @@ static shoal_result attach(sh_strategy *s, sh_net *net)
         memcpy(h->S, mine_state, nstate * sizeof(float));
     }
     line_of(h, h->me)->pid = (int32_t)getpid();
-    size_t nstats = 0;
-    float *stats = sh_net_stats(net, &nstats);
-    if (nstats) SH_TRY(shoal_broadcast(h->c, stats, stats, nstats, SHOAL_FLOAT32, 0));
-    SH_TRY(shoal_barrier(h->c));
+    SH_TRY(sh_dp_shared_start(h->c, net));
     sh_optim_use_state(s->opt, h->S);
     s->applies_update = 1;
     SH_LOG_I("train", "quorum over %d ranks: a step goes on with %d fresh gradients (F = %g), late ones added to "
@@ -350,14 +338,8 @@ static const sh_strategy_ops quorum_ops = {
 
 shoal_result sh_strategy_quorum_create(shoal_comm *c, int batch, double fraction, sh_strategy **out)
 {
-    *out = NULL;
-    sh_strategy *s = NULL;
-    q_state *h = NULL;
-    SH_TRY(sh_calloc(1, sizeof *s, (void **)&s));
-    if (sh_calloc(1, sizeof *h, (void **)&h) != SHOAL_OK) {
-        free(s);
-        return SHOAL_ERR_NOMEM;
-    }
+    SH_TRY(sh_dp_shared_create(c, &quorum_ops, sizeof(q_state), out));
+    q_state *h = (*out)->impl;
     h->c = c;
     h->batch = batch;
     h->N = shoal_comm_world(c);
@@ -367,11 +349,6 @@ shoal_result sh_strategy_quorum_create(shoal_comm *c, int batch, double fraction
     if (h->q < 1) h->q = 1;
     if (h->q > h->N) h->q = h->N;
     h->timeout_ms = 60000;
-    s->ops = &quorum_ops;
-    s->impl = h;
-    s->rank = s->job_rank = h->me;
-    s->world = s->job_world = h->N;
-    *out = s;
     return SHOAL_OK;
 }
 

@@ -1,6 +1,6 @@
 /* dp/quorum.h — synchronous data parallelism that does not wait for stragglers (--quorum F;
  * Project Adam, Chen et al.'s backup workers): see dp/quorum.c.
- * Not here: the parameter server's quorum (ps/server.c). Proved by tests/train/test_stragglers.c. */
+ * Not here: the parameter server's quorum (ps/server_rounds.c). Proved by tests/train/test_stragglers.c. */
 #ifndef SH_STRATEGY_QUORUM_H
 #define SH_STRATEGY_QUORUM_H
 

@@ -1,11 +1,11 @@
 /* ps/server.c — one parameter-server rank: its shard, the optimizer state, every worker's
- * clock; one thread receives every message (no thread per worker), applies pushes and
- * answers pulls when the consistency mode allows.
- * Not here: the worker side (ps/client.c), the message layout (ps/proto.h).
+ * clock; one thread receives every message (no thread per worker), checks it and hands pushes
+ * and pulls to the rounds; goodbyes, workers silent or gone, the clock line.
+ * Not here: when pulls are answered and pushes applied (ps/server_rounds.c), the worker side
+ * (ps/client.c), the message layout (ps/proto.h).
  * Proved by tests/train/test_ps.c. */
-#include "train/ps/ps.h"
+#include "train/ps/server_state.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,51 +18,11 @@
 #include "base/trace.h"
 #include "base/log.h"
 #include "base/util.h"
-#include "io/checkpoint.h"
 #include "train/ps/proto.h"
 
 /* How often, while messages keep coming, the server looks for workers that are gone (it
  * also looks whenever a wait of at most 100 ms ends empty). */
 #define GONE_CHECK_NS 50000000ull
-
-struct sh_ps_server {
-    shoal_comm *c;
-    sh_ps_config cfg;
-    int k;                  /* this server's index */
-    size_t lo, count;       /* its shard */
-    unsigned char *reply;   /* a PARAMS header, then the shard: replies go out without a copy */
-    unsigned char *reply_base; /* its allocation */
-    float *params, *acc, *grad; /* params: inside reply */
-    shoal_compressor *dec;  /* compressed pushes: decodes them into grad_in, else NULL */
-    float *grad_in;
-    sh_optim *opt;
-    int nworkers;
-    int novl;               /* workers whose ranges meet this shard (the others never come) */
-    size_t *wa, *wn;        /* [w]: its range within the shard, from lo; wn 0: not here */
-    int *seg;               /* [w]: its segment: workers with the same range (a part's replicas) */
-    int nseg;
-    size_t *seg_a, *seg_n;  /* [seg]: its range within the shard */
-    int *seg_cover;         /* [seg]: workers holding it */
-    int *seg_pushes;        /* [seg]: sync: pushes in the current round */
-    int64_t *clock;         /* [w]: pushes applied or accumulated from worker w */
-    int *alive, *bye, *pending;
-    int *done_owed;         /* [w]: said goodbye, not yet answered with DONE */
-    uint64_t hold_sent_ns;  /* when waiting pulls and goodbyes were last told to hold on */
-    uint64_t *last_seen_ns;
-    uint64_t *held_ns;      /* [w]: when its pull was held by the consistency bound, or 0 */
-    int round_pushes;       /* sync: pushes accumulated for the current round */
-    int round_fresh;        /* quorum: of them, from workers that pulled this round's weights */
-    int64_t *pulled_at;     /* quorum, [w]: the rounds done when its last pull was answered */
-    int *pushed_since;      /* quorum, [w]: it pushed since that pull */
-    int64_t updates;        /* optimizer steps taken */
-    unsigned char *buf;     /* messages land here (pushes are applied from it in place) */
-    size_t buf_nbytes;
-    shoal_request **inflight;
-    int ninflight, cap_inflight;
-    char *line;             /* the clock line, room for every worker */
-    size_t line_nbytes;
-    sh_ps_stats st;
-};
 
 shoal_result sh_ps_shard_compressor(const sh_ps_config *cfg, size_t count, shoal_compressor **out)
 {
@@ -102,61 +62,6 @@ static double cpu_seconds(void)
     getrusage(RUSAGE_SELF, &ru);
     return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
            (double)ru.ru_stime.tv_usec * 1e-6;
-}
-
-/* What a server checkpoint holds besides the floats: enough to refuse a foreign file. */
-typedef struct {
-    uint64_t nparams, lo, count;
-    int64_t updates;
-    int32_t nservers, k, consistency, pad;
-} ps_meta;
-
-static void ckpt_path(const char *base, int k, char *out, size_t cap)
-{
-    snprintf(out, cap, "%s.server%d", base, k);
-}
-
-static shoal_result server_save(sh_ps_server *s)
-{
-    char path[4096];
-    ckpt_path(s->cfg.save_path, s->k, path, sizeof path);
-    size_t nstate = 0;
-    float *state = sh_optim_state(s->opt, &nstate);
-    ps_meta m = {s->cfg.nparams, s->lo, s->count, s->updates, s->cfg.nservers, s->k, (int32_t)s->cfg.consistency, 0};
-    sh_ckpt_section secs[3] = {{"ps_meta", &m, sizeof m},
-                               {"ps_params", s->params, s->count * sizeof(float)},
-                               {"ps_optim", state, nstate * sizeof(float)}};
-    shoal_result rc = sh_ckpt_save(path, secs, 3);
-    if (rc != SHOAL_OK) sh_err_prefix("parameter server %d: ", s->k);
-    return rc;
-}
-
-static shoal_result server_load(sh_ps_server *s)
-{
-    char path[4096];
-    ckpt_path(s->cfg.resume_path, s->k, path, sizeof path);
-    ps_meta m;
-    sh_ckpt_section meta = {"ps_meta", &m, sizeof m};
-    shoal_result rc = sh_ckpt_load(path, &meta, 1);
-    if (rc != SHOAL_OK) {
-        sh_err_prefix("parameter server %d: ", s->k);
-        return rc;
-    }
-    if (m.nparams != s->cfg.nparams || m.nservers != s->cfg.nservers || m.k != s->k || m.lo != s->lo ||
-        m.count != s->count)
-        return SH_FAIL(SHOAL_ERR_FORMAT,
-                       "%s holds shard %d of %d of a %llu-parameter model; this job has shard %d of %d of %zu "
-                       "parameters: resume with the same model and --servers",
-                       path, m.k, m.nservers, (unsigned long long)m.nparams, s->k, s->cfg.nservers, s->cfg.nparams);
-    size_t nstate = 0;
-    float *state = sh_optim_state(s->opt, &nstate);
-    sh_ckpt_section secs[2] = {{"ps_params", s->params, s->count * sizeof(float)},
-                               {"ps_optim", state, nstate * sizeof(float)}};
-    rc = sh_ckpt_load(path, secs, 2);
-    if (rc != SHOAL_OK) return rc;
-    s->updates = m.updates; /* the schedule goes on; the workers' clocks start again */
-    SH_LOG_I("ps", "server %d: resumed from %s after %lld updates", s->k, path, (long long)m.updates);
-    return SHOAL_OK;
 }
 
 /* Each worker's range within this shard and the segments they make (plain: one, every
@@ -273,7 +178,7 @@ shoal_result sh_ps_server_create(shoal_comm *c, const sh_ps_config *cfg, const f
     }
     memcpy(s->params, init_params + s->lo, s->count * sizeof(float));
     if (cfg->resume_path) {
-        rc = server_load(s);
+        rc = sh_ps_rounds_load(s);
         if (rc != SHOAL_OK) {
             sh_ps_server_destroy(s);
             return rc;
@@ -288,20 +193,6 @@ shoal_result sh_ps_server_create(shoal_comm *c, const sh_ps_config *cfg, const f
     }
     *out = s;
     return SHOAL_OK;
-}
-
-static int quorum(const sh_ps_server *s) { return s->cfg.quorum > 0 && s->cfg.consistency == SH_PS_SYNC; }
-
-static int64_t min_live_clock(const sh_ps_server *s, int64_t *max_out)
-{
-    int64_t mn = INT64_MAX, mx = INT64_MIN;
-    for (int w = 0; w < s->nworkers; w++) {
-        if (!s->alive[w] || s->bye[w]) continue;
-        if (s->clock[w] < mn) mn = s->clock[w];
-        if (s->clock[w] > mx) mx = s->clock[w];
-    }
-    if (max_out) *max_out = mx;
-    return mn;
 }
 
 static void reap(sh_ps_server *s)
@@ -322,7 +213,7 @@ static void reap(sh_ps_server *s)
 /* Send header h and payload to worker w without waiting (the comm copies the message). The
  * shard is sent from where it lives, after room for its header; anything else is copied
  * behind the header in buf. */
-static void send_to(sh_ps_server *s, int w, const ps_hdr *h, const void *payload, size_t nbytes)
+void sh_ps_server_send_to(sh_ps_server *s, int w, const ps_hdr *h, const void *payload, size_t nbytes)
 {
     unsigned char *msg = payload == s->params ? s->reply : s->buf;
     memcpy(msg, h, sizeof *h);
@@ -345,7 +236,7 @@ static void send_to(sh_ps_server *s, int w, const ps_hdr *h, const void *payload
 
 /* The lead, the worker that prints and reports: the lowest one not dropped (one that said
  * goodbye still leads). -1 when every worker was dropped. */
-static int lead_worker(const sh_ps_server *s)
+int sh_ps_server_lead_worker(const sh_ps_server *s)
 {
     for (int w = 0; w < s->nworkers; w++)
         if (s->alive[w]) return w;
@@ -361,8 +252,8 @@ static void answer_byes(sh_ps_server *s)
         int settled = 1;
         for (int v = 0; v < w && settled; v++) settled = s->bye[v] || !s->alive[v];
         if (!settled) continue;
-        ps_hdr h = {PS_MAGIC, PS_DONE, s->clock[w], 0, 0, lead_worker(s), {0, 0, 0}};
-        send_to(s, w, &h, NULL, 0);
+        ps_hdr h = {PS_MAGIC, PS_DONE, s->clock[w], 0, 0, sh_ps_server_lead_worker(s), {0, 0, 0}};
+        sh_ps_server_send_to(s, w, &h, NULL, 0);
         s->done_owed[w] = 0;
     }
 }
@@ -377,129 +268,9 @@ static void send_holds(sh_ps_server *s)
     s->hold_sent_ns = now;
     for (int w = 0; w < s->nworkers; w++) {
         if (!s->alive[w] || !(s->done_owed[w] || s->pending[w])) continue;
-        ps_hdr h = {PS_MAGIC, PS_HOLD, s->clock[w], 0, 0, lead_worker(s), {0, 0, 0}};
-        send_to(s, w, &h, NULL, 0);
+        ps_hdr h = {PS_MAGIC, PS_HOLD, s->clock[w], 0, 0, sh_ps_server_lead_worker(s), {0, 0, 0}};
+        sh_ps_server_send_to(s, w, &h, NULL, 0);
     }
-}
-
-/* Answer every waiting pull the consistency mode allows now. */
-static void serve_pulls(sh_ps_server *s)
-{
-    int64_t mx;
-    int64_t mn = min_live_clock(s, &mx);
-    for (int w = 0; w < s->nworkers; w++) {
-        if (!s->pending[w] || !s->alive[w]) continue;
-        int64_t cw = s->clock[w];
-        int ok = s->cfg.consistency == SH_PS_ASYNC ||
-                 (s->cfg.consistency == SH_PS_SYNC && !quorum(s) && (mn == INT64_MAX || mn >= cw)) ||
-                 (s->cfg.consistency == SH_PS_SYNC && quorum(s) && (!s->pushed_since[w] || s->updates > s->pulled_at[w])) ||
-                 (s->cfg.consistency == SH_PS_SSP && (mn == INT64_MAX || mn >= cw - s->cfg.staleness));
-        if (!ok) continue;
-        if (s->cfg.consistency == SH_PS_SSP && mn != INT64_MAX && mn < cw - s->cfg.staleness)
-            s->st.ssp_violations++;
-        if (mn != INT64_MAX && mx - mn > s->st.max_spread) s->st.max_spread = mx - mn;
-        ps_hdr h = {PS_MAGIC, PS_PARAMS, cw, s->lo + s->wa[w], s->wn[w], lead_worker(s),
-                    {(int32_t)(uint32_t)s->updates, (int32_t)(uint32_t)((uint64_t)s->updates >> 32), 0}};
-        send_to(s, w, &h, s->params + s->wa[w], s->wn[w] * sizeof(float));
-        s->pulled_at[w] = s->updates;
-        s->pushed_since[w] = 0;
-        if (s->held_ns[w] && sh_trace_on())
-            sh_trace_span(SH_TRACK_STALE, "pull held", s->held_ns[w], sh_now_ns(), "worker", w,
-                          "clock", cw);
-        s->held_ns[w] = 0;
-        s->pending[w] = 0;
-        s->st.pulls++;
-    }
-}
-
-static float lr_now(const sh_ps_server *s)
-{
-    int64_t step = s->cfg.consistency == SH_PS_SYNC || !s->novl ? s->updates : s->updates / s->novl;
-    return sh_lr_at(&s->cfg.lr, step);
-}
-
-/* Sync with a quorum: the fresh pushes (their worker pulled this round's weights) a round
- * waits for, ceil(quorum x live workers); a late push counts in the round's mean only. */
-static int round_full(sh_ps_server *s, int live)
-{
-    if (!quorum(s)) return s->round_pushes >= live;
-    int need = (int)ceil(s->cfg.quorum * live - 1e-9);
-    return s->round_fresh >= (need < 1 ? 1 : need);
-}
-
-/* g: the push of worker w, its range of the shard. */
-static void apply_push(sh_ps_server *s, int w, const float *g)
-{
-    size_t a = s->wa[w], n = s->wn[w];
-    if (s->cfg.consistency == SH_PS_SYNC) {
-        for (size_t i = 0; i < n; i++) s->acc[a + i] += g[i];
-        s->seg_pushes[s->seg[w]]++;
-        s->round_pushes++;
-        if (quorum(s) && s->pulled_at[w] == s->updates) s->round_fresh++;
-        else if (quorum(s)) s->st.late_pushes++;
-        s->pushed_since[w] = 1;
-        int live = 0;
-        for (int v = 0; v < s->nworkers; v++) live += s->alive[v] && !s->bye[v];
-        if (round_full(s, live)) {
-            for (int k = 0; k < s->nseg; k++) { /* each segment's mean over its pushes */
-                float inv = 1.0f / (float)(s->seg_pushes[k] ? s->seg_pushes[k] : 1);
-                for (size_t i = s->seg_a[k]; i < s->seg_a[k] + s->seg_n[k]; i++) s->grad[i] = s->acc[i] * inv;
-                s->seg_pushes[k] = 0;
-            }
-            sh_optim_step(s->opt, s->params, s->grad, lr_now(s));
-            memset(s->acc, 0, s->count * sizeof(float));
-            s->round_pushes = 0;
-            s->round_fresh = 0;
-            s->updates++;
-        }
-    } else {
-        /* Every push at once, scaled so that one push from each worker holding its range
-         * weighs one step. */
-        float inv = 1.0f / (float)s->seg_cover[s->seg[w]];
-        for (size_t i = 0; i < n; i++) s->grad[a + i] = g[i] * inv;
-        sh_optim_begin(s->opt, lr_now(s));
-        sh_optim_apply(s->opt, s->params, s->grad + a, a, n);
-        s->updates++;
-    }
-    s->clock[w]++;
-    (void)w;
-}
-
-/* A checkpoint, on the timeline's checkpoint track when it records. */
-static shoal_result traced_save(sh_ps_server *s)
-{
-    uint64_t t0 = sh_trace_on() ? sh_now_ns() : 0;
-    shoal_result rc = server_save(s);
-    if (t0) sh_trace_span(SH_TRACK_CKPT, "checkpoint (server shard)", t0, sh_now_ns(), "updates", s->updates, NULL, 0);
-    return rc;
-}
-
-/* The clocks in TensorBoard: the spread the consistency bound limits, and each worker's. */
-static shoal_result log_clocks_tb(sh_ps_server *s, int64_t rounds)
-{
-    int64_t mx, mn = min_live_clock(s, &mx);
-    if (mn != INT64_MAX) SH_TRY(sh_tb_scalar(s->cfg.tb, "ps/clock_spread", rounds, (float)(mx - mn)));
-    if (quorum(s)) SH_TRY(sh_tb_scalar(s->cfg.tb, "ps/late_pushes", rounds, (float)s->st.late_pushes));
-    for (int w = 0; w < s->nworkers; w++) {
-        if (!s->alive[w]) continue;
-        char tag[32];
-        snprintf(tag, sizeof tag, "ps/clock/w%d", w);
-        SH_TRY(sh_tb_scalar(s->cfg.tb, tag, rounds, (float)s->clock[w]));
-    }
-    return sh_tb_flush(s->cfg.tb);
-}
-
-/* After each update: a checkpoint every save_every whole rounds, and the round hook. */
-static shoal_result after_update(sh_ps_server *s)
-{
-    int64_t per_round = s->cfg.consistency == SH_PS_SYNC || !s->novl ? 1 : s->novl;
-    if (s->updates % per_round) return SHOAL_OK;
-    int64_t rounds = s->updates / per_round;
-    sh_trace_set_step(rounds); /* the timeline's step window counts the servers' rounds */
-    if (s->cfg.tb) SH_TRY(log_clocks_tb(s, rounds));
-    if (s->cfg.after_round) s->cfg.after_round(s->cfg.hook_ctx, s->k, rounds);
-    if (s->cfg.save_path && s->cfg.save_every > 0 && rounds % s->cfg.save_every == 0) return traced_save(s);
-    return SHOAL_OK;
 }
 
 static void refuse(sh_ps_server *s, int peer, const char *why)
@@ -516,7 +287,7 @@ static shoal_result abort_job(sh_ps_server *s, int except, shoal_result rc, cons
     for (int v = 0; v < s->nworkers; v++)
         if (s->alive[v] && !s->bye[v] && v != except) {
             ps_hdr h = {PS_MAGIC, PS_ABORT, 0, 0, (uint64_t)n, -1, {0, 0, 0}};
-            send_to(s, v, &h, msg, n);
+            sh_ps_server_send_to(s, v, &h, msg, n);
         }
     reap(s);
     return SH_FAIL(rc, "%s", msg);
@@ -660,9 +431,9 @@ static shoal_result handle_push(sh_ps_server *s, int w, int peer, const ps_hdr *
         SH_TRY(shoal_compressor_decode(s->dec, s->buf + sizeof *h, n - sizeof *h, s->grad_in));
         g = s->grad_in;
     }
-    apply_push(s, w, g);
+    sh_ps_rounds_apply_push(s, w, g);
     if (t0) sh_trace_span(SH_TRACK_SERVE, "push", t0, sh_now_ns(), "worker", w, "clock", s->clock[w] - 1);
-    return s->updates != before ? after_update(s) : SHOAL_OK;
+    return s->updates != before ? sh_ps_rounds_after_update(s) : SHOAL_OK;
 }
 
 /* A worker's first message: its settings. Ranks that differ would wait on each other or
@@ -722,7 +493,7 @@ static shoal_result handle(sh_ps_server *s, int peer, size_t n)
             break;
         }
         s->pending[w] = 1;
-        serve_pulls(s);
+        sh_ps_rounds_serve_pulls(s);
         if (s->pending[w]) { /* it has to wait */
             s->st.deferred_pulls++;
             s->held_ns[w] = sh_now_ns();
@@ -741,7 +512,7 @@ static shoal_result handle(sh_ps_server *s, int peer, size_t n)
     default:
         refuse(s, peer, "unknown message kind");
     }
-    serve_pulls(s);
+    sh_ps_rounds_serve_pulls(s);
     answer_byes(s);
     return SHOAL_OK;
 }
@@ -782,11 +553,11 @@ shoal_result sh_ps_server_run(sh_ps_server *s)
         rc = check_gone(s);
         if (rc == SHOAL_OK) rc = check_silence(s);
         if (rc != SHOAL_OK) break;
-        serve_pulls(s); /* a dropped worker may release others */
+        sh_ps_rounds_serve_pulls(s); /* a dropped worker may release others */
         answer_byes(s);
     }
     if (s->cfg.clock_log) log_clocks(s);
-    if (rc == SHOAL_OK && s->cfg.save_path) rc = traced_save(s);
+    if (rc == SHOAL_OK && s->cfg.save_path) rc = sh_ps_rounds_save(s);
     for (int tries = 0; s->ninflight && tries < 200; tries++) {
         reap(s);
         if (s->ninflight) {
