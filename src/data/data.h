@@ -121,6 +121,9 @@ int64_t sh_loader_steps_per_epoch(const sh_loader *l);
 /* Fill this rank's part of the next global step: x (n, C, H, W) in [0,1], y (n). Moves to the
  * next epoch (reshuffled) after the last step. Allocates nothing. */
 shoal_result sh_loader_next(sh_loader *l, float *x, int32_t *y, int *n);
+/* sh_loader_next into *x; a streamed loader may hand back its own buffer of the same size
+ * (cap floats, from sh_alloc_aligned) instead of copying into it and keep the old one. */
+shoal_result sh_loader_take(sh_loader *l, float **x, size_t cap, int32_t *y, int *n);
 /* Streamed datasets: step k's shard is decoded by the loader's threads while earlier steps
  * train, at most prefetch steps ahead; image i of an epoch's order gets its augmentation
  * from (seed, epoch, i) alone, so every rank count and resume sees the same pictures. A

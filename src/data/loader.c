@@ -234,6 +234,14 @@ static void next_text(sh_loader *l, float *x, int32_t *y, int *n)
     advance(l);
 }
 
+shoal_result sh_loader_take(sh_loader *l, float **x, size_t cap, int32_t *y, int *n)
+{
+    if (!l->stream || l->d->text) return sh_loader_next(l, *x, y, n);
+    shoal_result rc = sh_stream_take(l->stream, x, cap, y, n);
+    if (++l->step == l->steps_per_epoch) l->epoch++, l->step = 0;
+    return rc;
+}
+
 shoal_result sh_loader_next(sh_loader *l, float *x, int32_t *y, int *n)
 {
     const sh_dataset *d = l->d;

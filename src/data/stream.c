@@ -222,6 +222,13 @@ fail:
 
 shoal_result sh_stream_next(sh_stream *s, float *x, int32_t *y, int *n)
 {
+    return sh_stream_take(s, &x, 0, y, n);
+}
+
+/* cap: the floats at *x, allocated with sh_alloc_aligned, or 0 (borrowed): a slot's own size
+ * trades buffers with the caller instead of copying the batch. */
+shoal_result sh_stream_take(sh_stream *s, float **x, size_t cap, int32_t *y, int *n)
+{
     pthread_mutex_lock(&s->mu);
     if (s->limit_epoch < s->ce) s->limit_epoch = s->ce; /* evaluation: this epoch may be decoded */
     if (!s->active) {
@@ -239,7 +246,13 @@ shoal_result sh_stream_next(sh_stream *s, float *x, int32_t *y, int *n)
     sl->state = SLOT_READING;
     pthread_mutex_unlock(&s->mu);
 
-    memcpy(x, sl->x, (size_t)sl->n * s->npix * sizeof(float));
+    if (cap && cap == (size_t)s->batch_max * s->npix) { /* only a READING slot is ours */
+        float *mine = sl->x;
+        sl->x = *x;
+        *x = mine;
+    } else {
+        memcpy(*x, sl->x, (size_t)sl->n * s->npix * sizeof(float));
+    }
     memcpy(y, sl->y, (size_t)sl->n * sizeof *y);
     *n = sl->n;
     shoal_result rc = sl->rc;

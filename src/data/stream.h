@@ -17,6 +17,9 @@ shoal_result sh_stream_create(const sh_dataset *d, const sh_loader_opts *o, int6
 void sh_stream_destroy(sh_stream *s);
 /* This rank's part of the step at the stream's position, then the position moves on. */
 shoal_result sh_stream_next(sh_stream *s, float *x, int32_t *y, int *n);
+/* The same, trading the caller's buffer (cap floats, sh_alloc_aligned) for the slot's when
+ * their sizes are equal: no copy; the caller's old buffer is decoded into later. */
+shoal_result sh_stream_take(sh_stream *s, float **x, size_t cap, int32_t *y, int *n);
 /* Drop what was decoded ahead and start again at (epoch, step) (step < steps per epoch). */
 void sh_stream_seek(sh_stream *s, int64_t epoch, int64_t step);
 double sh_stream_wait_s(const sh_stream *s);

@@ -20,7 +20,7 @@ shoal_result sh_train_step(sh_trainer *t, int64_t step, float *loss)
     uint64_t t0 = timed ? sh_now_ns() : 0, t1 = 0, t2 = 0, t3 = 0, t4 = 0;
     SH_TRY(s->ops->begin(s, step));                             /* e.g. pull fresh weights */
     uint64_t tb = timed ? sh_now_ns() : 0;
-    SH_TRY(sh_loader_next(t->loader, t->x, t->y, &n));         /* this rank's share */
+    SH_TRY(sh_loader_take(t->loader, &t->x, t->x_cap, t->y, &n)); /* this rank's share */
     t->last_n = n;
     if (timed) t1 = sh_now_ns();
     if (s->ops->pass) {                                         /* a pipeline's stage */

@@ -124,14 +124,15 @@ static shoal_result open_data(sh_trainer *t)
                          .targets = t->train_target, .target_out = t->target};
     SH_TRY(sh_loader_create(t->train_set, &lo, &t->loader));
     /* The test set in dataset order, keeping its tail: every rank alone, or where the
-     * strategy sums, each rank its shard. */
+     * strategy sums, each rank its shard; one step decoded ahead (the copy out frees it). */
     int split = sh_strategy_splits_eval(s);
     sh_loader_opts to = {.global_batch = t->batch * (split ? s->world : 1), .rank = split ? s->rank : 0,
                          .world = split ? s->world : 1, .seed = 0, .shuffle = 0, .drop_last = 0,
-                         .time_steps = sh_net_time_steps(t->net), .threads = dthreads, .prefetch = o->data_prefetch,
+                         .time_steps = sh_net_time_steps(t->net), .threads = dthreads, .prefetch = 1,
                          .targets = t->test_target, .target_out = t->target};
     SH_TRY(sh_loader_create(t->test_set, &to, &t->test_loader));
-    SH_TRY(sh_alloc_aligned((size_t)t->batch * (size_t)sh_net_input_count(t->net) * sizeof(float), (void **)&t->x));
+    t->x_cap = (size_t)t->batch * (size_t)sh_net_input_count(t->net);
+    SH_TRY(sh_alloc_aligned(t->x_cap * sizeof(float), (void **)&t->x));
     SH_TRY(sh_alloc_aligned((size_t)t->batch * sizeof(int32_t), (void **)&t->y));
     (void)sh_net_state(t->net, &t->nstate);
     if (t->nstate) {

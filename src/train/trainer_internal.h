@@ -19,6 +19,7 @@ struct sh_trainer {
     sh_loader *loader;          /* training order: shuffled per epoch from the seed */
     sh_loader *test_loader;     /* dataset order, keeps the last partial batch */
     float *x;                   /* (N, C, H, W) the current batch */
+    size_t x_cap;               /* its floats: a streamed loader trades buffers of this size */
     int32_t *y;                 /* (N) its labels */
     float *params, *grads;      /* the net's blocks, (nparams) each */
     size_t nparams;

@@ -3,7 +3,7 @@
  * every rank count, thread count and prefetch depth; a sought loader continues exactly (mid-
  * epoch resume); bad files are skipped once each and counted, or stop the run under strict;
  * an evaluation loader decodes no further than its epoch; memory stays flat over a folder of
- * many files; synthetic pictures are deterministic and learnable. */
+ * many files; synthetic pictures are deterministic and learnable; a take trades buffers. */
 #include <png.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -147,6 +147,51 @@ static void batches_follow_the_order_on_every_rank_count_and_thread_count(void)
         }
     CHECK(made(d) >= 6 * STEPS * B, "made %lld images", (long long)made(d));
     free(x);
+    sh_dataset_destroy(d);
+}
+
+/* sh_loader_take trades buffers of the slot's size instead of copying, and hands out the
+ * same pictures as sh_loader_next; a buffer of another size is copied into and kept. */
+static void take_trades_buffers_and_reads_what_next_reads(void)
+{
+    enum { COUNT = 29, B = 6, STEPS = 2 * (COUNT / B) };
+    const char *root = make_folder("take", COUNT, 3, 12, 10, flat);
+    sh_image_opts o;
+    sh_image_opts_default(&o, 3, 6, 6);
+    o.min_crop = 6, o.max_crop = 12, o.flip = 1;
+    sh_dataset *d = open_folder(root, 1, 0, &o);
+    if (!d) return;
+    size_t npix = 3 * 36, cap = B * npix;
+    for (int pf = 1; pf <= 3; pf += 2) {
+        sh_loader *a = make_loader(d, B, 0, 1, 1, 2, pf), *b = make_loader(d, B, 0, 1, 1, 2, pf);
+        sh_loader *c = make_loader(d, B, 0, 1, 1, 2, pf);
+        float *xa = NULL, *xb = malloc(cap * sizeof(float)), *xc = NULL;
+        CHECK_OK(sh_alloc_aligned(cap * sizeof(float), (void **)&xa));
+        CHECK_OK(sh_alloc_aligned((cap + 1) * sizeof(float), (void **)&xc));
+        int32_t ya[B], yb[B], yc[B];
+        int traded = 0, same = 0, kept = 1;
+        for (int k = 0; a && b && c && xa && xb && xc && k < STEPS; k++) {
+            int na = 0, nb = 0, nc = 0;
+            float *before = xa, *cbefore = xc;
+            CHECK_OK(sh_loader_take(a, &xa, cap, ya, &na));
+            CHECK_OK(sh_loader_next(b, xb, yb, &nb));
+            CHECK_OK(sh_loader_take(c, &xc, cap + 1, yc, &nc));
+            traded += xa != before;
+            kept &= xc == cbefore;
+            same += na == nb && nc == nb && !memcmp(xa, xb, (size_t)nb * npix * sizeof(float)) &&
+                    !memcmp(xc, xb, (size_t)nb * npix * sizeof(float)) && !memcmp(ya, yb, sizeof ya) &&
+                    !memcmp(yc, yb, sizeof yc);
+        }
+        CHECK(traded == STEPS && kept, "prefetch %d: %d of %d steps traded, other size kept %d", pf, traded,
+              STEPS, kept);
+        CHECK(same == STEPS, "prefetch %d: %d of %d steps equal to sh_loader_next's", pf, same, STEPS);
+        sh_loader_destroy(a);
+        sh_loader_destroy(b);
+        sh_loader_destroy(c);
+        sh_free_aligned(xa);
+        sh_free_aligned(xc);
+        free(xb);
+    }
     sh_dataset_destroy(d);
 }
 
@@ -405,6 +450,7 @@ int main(void)
         return check_end();
     }
     RUN(batches_follow_the_order_on_every_rank_count_and_thread_count);
+    RUN(take_trades_buffers_and_reads_what_next_reads);
     RUN(augmented_pixels_are_equal_across_ranks_threads_and_resume);
     RUN(bad_files_are_skipped_once_and_counted_or_stop_strict_runs);
     RUN(evaluation_loaders_stop_at_their_epoch_end);
