@@ -395,10 +395,11 @@ static void early_frozen_worker_holds_the_job_one_timeout(void)
                           NULL};
     int st = -1;
     double took = 0;
-    int ended = run_and_freeze("4000", 2, argv, &st, &took);
+    int ended = run_and_freeze("6000", 2, argv, &st, &took);
     CHECK(ended && WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status %d: %s", st, out);
     CHECK(strstr(out, "dropped worker rank 2") != NULL, "%s", out);
-    CHECK(took < 6.5, "the job ended %.1f s after the freeze (SHOAL_TIMEOUT 4 s): %s", took, out);
+    /* two timeouts end it no sooner than 12 s; the rest of the run may take seconds under load */
+    CHECK(took < 11.9, "the job ended %.1f s after the freeze (SHOAL_TIMEOUT 6 s): %s", took, out);
     unlink(path);
 }
 
