@@ -14,7 +14,8 @@
 # THREADS=2 (kernel threads each), DATA=synthetic (or a JPEG folder: shoal --data DIR, torch
 # DataLoader + ImageFolder), DATA_THREADS (shoal --data-threads and torch workers; default one
 # per two threads), STEPS=5 (timed steps), REPS=1 (medians), ZOO=/usr/share/darknet/cfg (a
-# name not there is read from bench/scaling/: alexnet-tv is torchvision's AlexNet as a cfg).
+# name not there is read from bench/scaling/: alexnet-tv is torchvision's AlexNet as a cfg;
+# NAME@S: that cfg at S x S, e.g. resnet50@224 at torchvision's size).
 # Output: a table, bench/out/scaling/models-ips.svg and models-mem.svg (shoal plot).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -47,8 +48,13 @@ fits() { # peak_mb at batch b, next batch n: 0 when the scaled peak stays under 
     awk -v p="$1" -v b="$2" -v n="$3" -v a="$(avail_mb)" 'BEGIN {exit !(p == "nan" || p * n / b < 0.9 * a)}'; }
 
 shoal_run() { # cfg batch -> a JSON report in $OUT/shoal-cfg-batch.log
-    local log="$OUT/shoal-$1-$2.log" f="$ZOO/$1.cfg"
-    [ -f "$f" ] || f="bench/scaling/$1.cfg" # alexnet-tv: torchvision's AlexNet layer for layer
+    local log="$OUT/shoal-$1-$2.log" name=${1%@*} f
+    f="$ZOO/$name.cfg"
+    [ -f "$f" ] || f="bench/scaling/$name.cfg" # alexnet-tv: torchvision's AlexNet layer for layer
+    if [ "$name" != "$1" ]; then # resnet50@224: the cfg at torchvision's input size
+        sed -e "s/^width=.*/width=${1##*@}/" -e "s/^height=.*/height=${1##*@}/" "$f" >"$OUT/$1.cfg"
+        f="$OUT/$1.cfg"
+    fi
     env -u OPENBLAS_CORETYPE "$SHOAL" train "$f" --data "$DATA" --batch "$2" --threads "$THREADS" \
         --data-threads "$DATA_THREADS" --max-steps "$STEPS" --json --profile --quiet >"$log" 2>&1 || true
     cat "$log"
