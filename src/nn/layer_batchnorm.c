@@ -1,13 +1,11 @@
-/* layer_batchnorm.c — batch normalisation over (N, C, HW) for conv and connected layers
- * with batch_normalize=1: training normalises with the batch's mean and (biased) variance
- * and updates rolling statistics (momentum 0.01 as Darknet, rolling variance unbiased);
- * inference uses the rolling statistics. Each thread owns whole channels, so every sum has
- * one fixed order and results are deterministic for any thread count.
- * Vocabulary: m = N*HW values per channel, x_hat = (x - mean) * invstd, y = gamma x_hat + beta.
- * After a linear or leaky activation x_hat is not kept but recovered in backward from the
- * output (in-place activated batch norm): act^-1(y) = gamma x_hat + beta.
+/* layer_batchnorm.c — batch normalisation over (N, C, HW) for conv and connected layers:
+ * training uses the batch's mean and biased variance and updates rolling statistics (momentum
+ * 0.01, rolling variance unbiased, as Darknet); inference uses the rolling ones. Each thread
+ * owns whole channels: one summing order, deterministic for any thread count. After a linear
+ * or leaky activation x_hat = (x - mean) * invstd is not kept but rebuilt in backward from the
+ * output, act^-1(y) = gamma x_hat + beta (in-place activated batch norm).
  * Not here: the convolution or product before it (layer_conv.c, layer_dense.c).
- * Proved by tests/nn/test_layer_conv.c (finite differences in training mode). */
+ * Proved by tests/nn/test_layer_conv.c and test_net_memory.c (finite differences, rebuilt x_hat). */
 #include <math.h>
 
 #include "nn/layer.h"

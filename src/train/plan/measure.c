@@ -1,11 +1,8 @@
-/* plan/measure.c — what the planner's model is calibrated with, measured on this machine:
- * every layer's forward and backward seconds at a replica's batch b, b/2, b/4 and b/8 (the
- * engine's own per-layer timers scaled to the CPU time each pass got, median of REPS passes
- * after a warm-up, on the kernel threads a rank gets), the part of backward that is dW apart,
- * kept per size and fit as a + m x per-image beyond them; the optimizer's step; each codec's
- * encoding and decoding; TCP's CPU a byte; shared memory's bandwidth by memcpy (`shoal plan`)
- * or, in a job, allreduces of two sizes within a host and across hosts fit to the model's own
- * allreduce formulas.
+/* plan/measure.c — what the planner's model is calibrated with, measured here: each layer's
+ * forward and backward (and its dW apart) at a replica's batch b, b/2, b/4, b/8 in the CPU time
+ * each pass got, median of REPS after a warm-up; the optimizer's step; each codec's encoding and
+ * decoding; TCP's CPU a byte; shared memory's bandwidth (`shoal plan`) or, in a job, allreduces
+ * of two sizes within and across hosts fit to the model's allreduce formulas.
  * Not here: the model (plan/cost.c), the choice (plan/choose.c).
  * Proved by tests/train/test_plan.c and tests/cli/test_plan_cli.c. */
 #include "train/plan/plan.h"
