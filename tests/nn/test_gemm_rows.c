@@ -13,46 +13,28 @@ static void fill(float *x, size_t count, unsigned seed)
     for (size_t i = 0; i < count; i++) x[i] = (float)(rand() / (double)RAND_MAX * 2.0 - 1.0);
 }
 
-/* worst |got - want| / (1 + |want|) over C (m, n) */
-static double worst_nt(int m, int n, int k)
+/* worst |got - want| / (1 + |want|) over C (m, n): sh_rows_gemm_nt (W is n x k) or _nn (k x n),
+ * each with its own padded leading dimensions and fills */
+static double worst(int m, int n, int k, int nt)
 {
-    int lda = k + 3, ldw = k + 5, ldc = n + 2;
-    float *a = malloc((size_t)m * lda * sizeof *a), *w = malloc((size_t)n * ldw * sizeof *w);
+    int lda = nt ? k + 3 : k + 1, ldw = nt ? k + 5 : n + 7, ldc = nt ? n + 2 : n + 4;
+    size_t wrows = (size_t)(nt ? n : k);
+    float *a = malloc((size_t)m * lda * sizeof *a), *w = malloc(wrows * ldw * sizeof *w);
     float *c = malloc((size_t)m * ldc * sizeof *c);
     if (!a || !w || !c) {
         free(a), free(w), free(c);
         return INFINITY;
     }
-    fill(a, (size_t)m * lda, 1 + m), fill(w, (size_t)n * ldw, 2 + n), fill(c, (size_t)m * ldc, 3);
-    sh_rows_gemm_nt(m, n, k, a, lda, w, ldw, c, ldc);
+    fill(a, (size_t)m * lda, (nt ? 1 : 4) + m), fill(w, wrows * ldw, (nt ? 2 : 5) + n);
+    fill(c, (size_t)m * ldc, nt ? 3 : 6);
+    if (nt) sh_rows_gemm_nt(m, n, k, a, lda, w, ldw, c, ldc);
+    else sh_rows_gemm_nn(m, n, k, a, lda, w, ldw, c, ldc);
     double worst = 0;
     for (int i = 0; i < m; i++)
         for (int j = 0; j < n; j++) {
             double s = 0;
-            for (int p = 0; p < k; p++) s += (double)a[(size_t)i * lda + p] * w[(size_t)j * ldw + p];
-            double e = fabs(c[(size_t)i * ldc + j] - s) / (1 + fabs(s));
-            if (!(e <= worst)) worst = e;
-        }
-    free(a), free(w), free(c);
-    return worst;
-}
-
-static double worst_nn(int m, int n, int k)
-{
-    int lda = k + 1, ldw = n + 7, ldc = n + 4;
-    float *a = malloc((size_t)m * lda * sizeof *a), *w = malloc((size_t)k * ldw * sizeof *w);
-    float *c = malloc((size_t)m * ldc * sizeof *c);
-    if (!a || !w || !c) {
-        free(a), free(w), free(c);
-        return INFINITY;
-    }
-    fill(a, (size_t)m * lda, 4 + m), fill(w, (size_t)k * ldw, 5 + n), fill(c, (size_t)m * ldc, 6);
-    sh_rows_gemm_nn(m, n, k, a, lda, w, ldw, c, ldc);
-    double worst = 0;
-    for (int i = 0; i < m; i++)
-        for (int j = 0; j < n; j++) {
-            double s = 0;
-            for (int p = 0; p < k; p++) s += (double)a[(size_t)i * lda + p] * w[(size_t)p * ldw + j];
+            for (int p = 0; p < k; p++)
+                s += (double)a[(size_t)i * lda + p] * (nt ? w[(size_t)j * ldw + p] : w[(size_t)p * ldw + j]);
             double e = fabs(c[(size_t)i * ldc + j] - s) / (1 + fabs(s));
             if (!(e <= worst)) worst = e;
         }
@@ -66,7 +48,7 @@ static void a_w_transposed_matches_the_double_loop(void)
     for (int m = 1; m <= 13; m++)
         for (int a = 0; a < 4; a++)
             for (int b = 0; b < 5; b++) {
-                double e = worst_nt(m, ns[a], ks[b]);
+                double e = worst(m, ns[a], ks[b], 1);
                 CHECK(e < 1e-5, "A W^T, m %d n %d k %d: worst error %g", m, ns[a], ks[b], e);
             }
 }
@@ -77,7 +59,7 @@ static void a_w_matches_the_double_loop(void)
     for (int m = 1; m <= 13; m++)
         for (int a = 0; a < 6; a++)
             for (int b = 0; b < 3; b++) {
-                double e = worst_nn(m, ns[a], ks[b]);
+                double e = worst(m, ns[a], ks[b], 0);
                 CHECK(e < 1e-5, "A W, m %d n %d k %d: worst error %g", m, ns[a], ks[b], e);
             }
 }
